@@ -1,0 +1,172 @@
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+cli_error(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "stepq: %s\n", msg);
+}
+
+int
+cli_exit_code(int rc)
+{
+    switch (rc) {
+    case 0:
+        return CLI_OK;
+    case -EINVAL:
+    case -E2BIG:
+        return CLI_USAGE;
+    case -ENOENT:
+        return CLI_NOTFOUND;
+    case -EALREADY:
+    case -EBUSY:
+    case -EEXIST:
+        return CLI_CONFLICT;
+    default:
+        return CLI_RUNTIME;
+    }
+}
+
+static const struct cli_opt *
+find_opt(const struct cli_opt *opts, const char *name, size_t len)
+{
+    for (; opts != NULL && opts->name != NULL; opts++) {
+        if (strlen(opts->name) == len && strncmp(opts->name, name, len) == 0)
+            return opts;
+    }
+    return NULL;
+}
+
+int
+cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
+               const char **pos, int maxpos, int *npos, const char *usage)
+{
+    int n = 0;
+    bool only_pos = false;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_pos && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (!only_pos && strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        if (!only_pos && a[0] == '-' && a[1] == '-') {
+            const char *name = a + 2, *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            const struct cli_opt *o = find_opt(opts, name, len);
+            if (o == NULL) {
+                cli_error("%s: unknown option %s", argv[0], a);
+                fputs(usage, stderr);
+                return CLI_USAGE;
+            }
+            if (o->flag != NULL) {
+                if (eq != NULL) {
+                    cli_error("%s: --%s takes no value", argv[0], o->name);
+                    return CLI_USAGE;
+                }
+                *o->flag = true;
+            } else if (eq != NULL) {
+                *o->value = eq + 1;
+            } else if (i + 1 < argc) {
+                *o->value = argv[++i];
+            } else {
+                cli_error("%s: --%s needs a value", argv[0], o->name);
+                return CLI_USAGE;
+            }
+            continue;
+        }
+        if (!only_pos && a[0] == '-' && a[1] != '\0') {
+            cli_error("%s: unknown option %s", argv[0], a);
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+        if (n >= maxpos) {
+            cli_error("%s: unexpected argument %s", argv[0], a);
+            fputs(usage, stderr);
+            return CLI_USAGE;
+        }
+        pos[n++] = a;
+    }
+    *npos = n;
+    return 0;
+}
+
+int
+cli_parse_id(const char *s, long long *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v <= 0) {
+        cli_error("not a valid id: %s", s);
+        return CLI_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+cli_config(struct cli_env *env, const struct config **out)
+{
+    const char *path = env->config_opt;
+    bool explicit = true;
+    char err[1024];
+    int rc;
+
+    if (env->cfg != NULL) {
+        *out = env->cfg;
+        return 0;
+    }
+    if (path == NULL)
+        path = getenv("STEPQ_CONFIG");
+    if (path == NULL || path[0] == '\0') {
+        path = "stepq.json";
+        explicit = false;
+    }
+    rc = config_load(path, &env->cfg, err, sizeof(err));
+    if (rc == -ENOENT && !explicit) {
+        env->cfg = config_new_default();
+        rc = 0;
+    }
+    if (rc != 0) {
+        cli_error("config %s", err);
+        return rc == -EINVAL || rc == -ENOENT ? CLI_USAGE : CLI_RUNTIME;
+    }
+    *out = env->cfg;
+    return 0;
+}
+
+int
+cli_db_path(struct cli_env *env, const char **out)
+{
+    const struct config *cfg;
+    const char *p = env->db_opt;
+    int rc;
+
+    if (p == NULL || p[0] == '\0')
+        p = getenv("STEPQ_DB");
+    if (p == NULL || p[0] == '\0') {
+        if ((rc = cli_config(env, &cfg)) != 0)
+            return rc;
+        p = cfg->db ? cfg->db : "stepq.db";
+    }
+    *out = p;
+    return 0;
+}

@@ -1,0 +1,74 @@
+/* cli.h: what the cmd_<name>.c files share (private to cli/).
+ *
+ * Each command is int cmd_NAME(struct cli_env *env, int argc, char **argv)
+ * with argv[0] the command's own name and the global options (--db,
+ * --config, -v) already removed.  It returns the process exit code of SPEC:
+ * 0 ok, 1 runtime error, 2 bad usage or input, 3 not found, 4 conflict.
+ * Only cli/ prints messages for users.
+ */
+#ifndef STEPQ_CLI_CLI_H
+#define STEPQ_CLI_CLI_H
+
+#include <stdbool.h>
+
+#include "common/config.h"
+#include "common/defs.h"
+
+enum {
+    CLI_OK = 0,
+    CLI_RUNTIME = 1,
+    CLI_USAGE = 2,
+    CLI_NOTFOUND = 3,
+    CLI_CONFLICT = 4
+};
+
+struct cli_env {
+    const char *db_opt;     /* --db, borrowed from argv; NULL if absent */
+    const char *config_opt; /* --config, borrowed; NULL if absent */
+    struct config *cfg;     /* owned; loaded by cli_config() on first use */
+};
+
+/* One long option of a command. Exactly one of value/flag is set. */
+struct cli_opt {
+    const char *name;   /* without dashes: "json" */
+    const char **value; /* takes an argument: stored here (borrowed argv) */
+    bool *flag;         /* no argument: set to true when present */
+};
+
+/* cli_parse_args parses argv[1..argc) into opts and up to maxpos
+ * positionals ("-" counts as one). --help/-h prints usage to stdout and
+ * returns -1; a bad option prints an error and usage to stderr and
+ * returns CLI_USAGE; success returns 0 with *npos set. */
+int cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
+                   const char **pos, int maxpos, int *npos, const char *usage);
+
+/* cli_config loads the config once (SPEC: --config, $STEPQ_CONFIG,
+ * ./stepq.json; a missing default file means built-in defaults). On error
+ * prints it and returns CLI_USAGE (bad file) or CLI_RUNTIME; 0 on success
+ * with *out borrowed from env. */
+int cli_config(struct cli_env *env, const struct config **out);
+
+/* cli_db_path resolves the database path (SPEC: --db, $STEPQ_DB, config
+ * "db", ./stepq.db). Loads the config if needed; returns 0 or an exit code
+ * after printing. *out is borrowed. */
+int cli_db_path(struct cli_env *env, const char **out);
+
+/* cli_exit_code maps a negative errno to SPEC's exit code: EINVAL 2,
+ * ENOENT 3, EALREADY/EBUSY/EEXIST 4, anything else 1. */
+int cli_exit_code(int rc);
+
+/* cli_error prints "stepq: message" on stderr. */
+void cli_error(const char *fmt, ...) STEPQ_PRINTF(1, 2);
+
+/* cli_parse_id parses a positive job or park id; prints and returns
+ * CLI_USAGE when s is not one. */
+int cli_parse_id(const char *s, long long *out);
+
+int cmd_init(struct cli_env *env, int argc, char **argv);
+int cmd_enqueue(struct cli_env *env, int argc, char **argv);
+int cmd_jobs(struct cli_env *env, int argc, char **argv);
+int cmd_status(struct cli_env *env, int argc, char **argv);
+int cmd_policy(struct cli_env *env, int argc, char **argv);
+int cmd_mock(struct cli_env *env, int argc, char **argv);
+
+#endif

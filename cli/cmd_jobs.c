@@ -1,0 +1,361 @@
+/* cmd_jobs.c: stepq jobs list|show|cancel. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/xalloc.h"
+#include "queue/queue.h"
+
+static const char usage[] =
+    "usage: stepq jobs list [--state S] [--json]\n"
+    "       stepq jobs show ID [--json]\n"
+    "       stepq jobs cancel ID\n"
+    "\n"
+    "list    every job, oldest first; --state queued|running|succeeded|\n"
+    "        failed|parked|cancelled keeps one state\n"
+    "show    one job with its steps and the history of every attempt\n"
+    "cancel  stop a queued, running or parked job (exit 4 if it already\n"
+    "        ended, 3 if there is no such job)\n";
+
+static int
+open_db(struct cli_env *env, q_db **db)
+{
+    const char *path = NULL;
+    int rc;
+
+    if ((rc = cli_db_path(env, &path)) != 0)
+        return rc;
+    if (q_open(path, NULL, db) != 0) {
+        cli_error("cannot open database %s", path);
+        return CLI_RUNTIME;
+    }
+    return 0;
+}
+
+static void
+add_time(cJSON *o, const char *name, int64_t ms)
+{
+    char buf[32];
+    cJSON_AddStringToObject(o, name, clock_format_utc(ms, buf, sizeof(buf)));
+}
+
+static void
+add_str_or_null(cJSON *o, const char *name, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, name, v);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+static void
+print_json(cJSON *item)
+{
+    char *s = json_print(item);
+    puts(s);
+    free(s);
+    cJSON_Delete(item);
+}
+
+static int
+jobs_list(struct cli_env *env, int argc, char **argv)
+{
+    const char *state = NULL;
+    bool json = false;
+    struct cli_opt opts[] = {
+        {"state", &state, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
+    enum q_job_state st = Q_JOB_QUEUED;
+    struct q_job *jobs = NULL;
+    size_t n = 0;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
+        return rc;
+    if (state != NULL && q_job_state_from_name(state, &st) != 0) {
+        cli_error("jobs list: --state must be queued, running, succeeded, "
+                  "failed, parked or cancelled, not %s",
+                  state);
+        return CLI_USAGE;
+    }
+    if ((rc = open_db(env, &db)) != 0)
+        return rc;
+    rc = q_jobs_list(db, state ? (int)st : -1, 0, &jobs, &n);
+    q_close(db);
+    if (rc != 0) {
+        cli_error("jobs list: cannot read the database");
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "id", (double)jobs[i].id);
+            cJSON_AddStringToObject(o, "name", jobs[i].name);
+            add_str_or_null(o, "key", jobs[i].key);
+            cJSON_AddStringToObject(o, "state",
+                                    q_job_state_name(jobs[i].state));
+            add_time(o, "created_at", jobs[i].created_at);
+            add_time(o, "updated_at", jobs[i].updated_at);
+            cJSON_AddItemToArray(arr, o);
+        }
+        print_json(arr);
+    } else {
+        printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
+               "KEY");
+        for (size_t i = 0; i < n; i++) {
+            char buf[32];
+            printf("%-8lld %-10s %-20s %-28s %s\n", (long long)jobs[i].id,
+                   q_job_state_name(jobs[i].state),
+                   clock_format_utc(jobs[i].created_at, buf, sizeof(buf)),
+                   jobs[i].name, jobs[i].key ? jobs[i].key : "-");
+        }
+    }
+    q_jobs_free(jobs, n);
+    return CLI_OK;
+}
+
+/* Builds the "history" array of one step from the job's attempts. */
+static cJSON *
+history_json(const struct q_attempt *a, size_t n, int step, int *count)
+{
+    cJSON *arr = cJSON_CreateArray();
+
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o;
+        bool ok;
+        if (a[i].step != step)
+            continue;
+        (*count)++;
+        ok = a[i].outcome != NULL && strcmp(a[i].outcome, "ok") == 0;
+        o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
+        add_str_or_null(o, "tier", a[i].tier);
+        if (a[i].finished_at != 0 && a[i].status != 0)
+            cJSON_AddNumberToObject(o, "status", a[i].status);
+        else
+            cJSON_AddNullToObject(o, "status");
+        add_str_or_null(o, "outcome", a[i].outcome);
+        add_str_or_null(o, "reason", a[i].reason);
+        add_str_or_null(o, "decision", a[i].decision);
+        cJSON_AddNumberToObject(o, "delay_ms", (double)a[i].delay_ms);
+        cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
+        add_str_or_null(o, "body", ok ? NULL : a[i].body);
+        add_str_or_null(o, "request_sha256", a[i].request_sha256);
+        add_time(o, "started_at", a[i].started_at);
+        if (a[i].finished_at != 0)
+            add_time(o, "finished_at", a[i].finished_at);
+        else
+            cJSON_AddNullToObject(o, "finished_at");
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+/* Renders SPEC's "jobs show --json" object. Steps without a progress row
+ * have not started: they are pending. */
+static cJSON *
+job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
+         const struct q_attempt *att, size_t natt)
+{
+    cJSON *o = cJSON_CreateObject(), *arr, *spec, *sp;
+    int idx = 0;
+
+    cJSON_AddNumberToObject(o, "id", (double)j->id);
+    cJSON_AddStringToObject(o, "name", j->name);
+    add_str_or_null(o, "key", j->key);
+    cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
+    cJSON_AddNumberToObject(o, "priority", (double)j->priority);
+    add_time(o, "created_at", j->created_at);
+    add_time(o, "updated_at", j->updated_at);
+    add_time(o, "run_at", j->run_at);
+    add_time(o, "deadline_at", j->deadline_at);
+    add_str_or_null(o, "error", j->error);
+    arr = cJSON_AddArrayToObject(o, "steps");
+    spec = cJSON_Parse(j->spec);
+    sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
+    for (const cJSON *s = sp ? sp->child : NULL; s != NULL;
+         s = s->next, idx++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+        const struct q_step *row = NULL;
+        cJSON *so = cJSON_CreateObject();
+        int count = 0;
+        for (size_t k = 0; k < nsteps; k++) {
+            if (steps[k].index == idx)
+                row = &steps[k];
+        }
+        cJSON_AddStringToObject(so, "name",
+                                cJSON_IsString(name) ? name->valuestring : "?");
+        cJSON_AddStringToObject(
+            so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
+        add_str_or_null(so, "tier", row ? row->tier : NULL);
+        cJSON *hist = history_json(att, natt, idx, &count);
+        cJSON_AddNumberToObject(so, "attempts", count);
+        cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
+        add_str_or_null(so, "output", row ? row->output : NULL);
+        cJSON_AddItemToObject(so, "history", hist);
+        cJSON_AddItemToArray(arr, so);
+    }
+    cJSON_Delete(spec);
+    return o;
+}
+
+static void
+print_job_text(const cJSON *o)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"), *s;
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(o, "key");
+
+    printf("job %d  %s  %s\n",
+           cJSON_GetObjectItemCaseSensitive(o, "id")->valueint,
+           cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
+           cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring);
+    printf("  key      %s\n", cJSON_IsString(key) ? key->valuestring : "-");
+    printf("  created  %s\n",
+           cJSON_GetObjectItemCaseSensitive(o, "created_at")->valuestring);
+    printf("  deadline %s\n",
+           cJSON_GetObjectItemCaseSensitive(o, "deadline_at")->valuestring);
+    if (cJSON_IsString(err))
+        printf("  error    %s\n", err->valuestring);
+    cJSON_ArrayForEach(s, steps)
+    {
+        const cJSON *h, *tier = cJSON_GetObjectItemCaseSensitive(s, "tier");
+        printf("  step %-20s %-10s tier %-10s attempts %d\n",
+               cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring,
+               cJSON_GetObjectItemCaseSensitive(s, "state")->valuestring,
+               cJSON_IsString(tier) ? tier->valuestring : "-",
+               cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint);
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
+        {
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
+            const cJSON *oc = cJSON_GetObjectItemCaseSensitive(h, "outcome");
+            const cJSON *de = cJSON_GetObjectItemCaseSensitive(h, "decision");
+            char status[16] = "-";
+            if (cJSON_IsNumber(st))
+                snprintf(status, sizeof(status), "%d", st->valueint);
+            printf("    #%d status %s outcome %s decision %s\n",
+                   cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
+                   status, cJSON_IsString(oc) ? oc->valuestring : "(no result)",
+                   cJSON_IsString(de) ? de->valuestring : "-");
+        }
+    }
+}
+
+static int
+jobs_show(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false;
+    struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
+    struct q_job job = {0};
+    struct q_step *steps = NULL;
+    struct q_attempt *att = NULL;
+    size_t nsteps = 0, natt = 0;
+    const char *pos[1];
+    long long id = 0;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("jobs show: which job? (stepq jobs show ID)");
+        return CLI_USAGE;
+    }
+    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+        return rc;
+    if ((rc = open_db(env, &db)) != 0)
+        return rc;
+    rc = q_job_get(db, id, &job);
+    if (rc == 0)
+        rc = q_steps_get(db, id, &steps, &nsteps);
+    if (rc == 0)
+        rc = q_attempts_list(db, id, -1, &att, &natt);
+    q_close(db);
+    if (rc == -ENOENT) {
+        cli_error("jobs show: no job %lld", id);
+        return CLI_NOTFOUND;
+    }
+    if (rc != 0) {
+        cli_error("jobs show: cannot read the database");
+        q_job_cleanup(&job);
+        q_steps_free(steps, nsteps);
+        return CLI_RUNTIME;
+    }
+    cJSON *o = job_json(&job, steps, nsteps, att, natt);
+    q_job_cleanup(&job);
+    q_steps_free(steps, nsteps);
+    q_attempts_free(att, natt);
+    if (json) {
+        print_json(o);
+    } else {
+        print_job_text(o);
+        cJSON_Delete(o);
+    }
+    return CLI_OK;
+}
+
+static int
+jobs_cancel(struct cli_env *env, int argc, char **argv)
+{
+    const char *pos[1];
+    long long id = 0;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, NULL, pos, 1, &npos, usage)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("jobs cancel: which job? (stepq jobs cancel ID)");
+        return CLI_USAGE;
+    }
+    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+        return rc;
+    if ((rc = open_db(env, &db)) != 0)
+        return rc;
+    rc = q_cancel(db, id, clock_now_ms());
+    q_close(db);
+    switch (rc) {
+    case 0:
+        printf("cancelled job %lld\n", id);
+        return CLI_OK;
+    case -ENOENT:
+        cli_error("jobs cancel: no job %lld", id);
+        return CLI_NOTFOUND;
+    case -EALREADY:
+        cli_error("jobs cancel: job %lld has already ended", id);
+        return CLI_CONFLICT;
+    default:
+        cli_error("jobs cancel: cannot write to the database");
+        return CLI_RUNTIME;
+    }
+}
+
+int
+cmd_jobs(struct cli_env *env, int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "list") == 0)
+        return jobs_list(env, argc - 1, argv + 1);
+    if (strcmp(argv[1], "show") == 0)
+        return jobs_show(env, argc - 1, argv + 1);
+    if (strcmp(argv[1], "cancel") == 0)
+        return jobs_cancel(env, argc - 1, argv + 1);
+    cli_error("jobs: unknown subcommand %s (list, show or cancel)", argv[1]);
+    return CLI_USAGE;
+}

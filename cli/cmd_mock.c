@@ -1,0 +1,11 @@
+/* cmd_mock.c: placeholder until the mock command lands. */
+#include "cli/cli.h"
+
+int
+cmd_mock(struct cli_env *env, int argc, char **argv)
+{
+    (void)env;
+    (void)argc;
+    cli_error("%s: not implemented yet", argv[0]);
+    return CLI_RUNTIME;
+}

@@ -1,0 +1,61 @@
+/* cmd_status.c: stepq status — job counts by state and open park items. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/json.h"
+#include "queue/queue.h"
+
+static const char usage[] = "usage: stepq status [--json]\n"
+                            "\n"
+                            "Job counts by state and the number of open park "
+                            "items.\n"
+                            "--json: {\"jobs\": {\"queued\": N, ...}, "
+                            "\"park_open\": N}\n";
+
+int
+cmd_status(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false;
+    struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
+    int64_t counts[Q_JOB_NSTATES], park_open = 0;
+    const char *path = NULL;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
+        return rc;
+    if ((rc = cli_db_path(env, &path)) != 0)
+        return rc;
+    if (q_open(path, NULL, &db) != 0) {
+        cli_error("status: cannot open database %s", path);
+        return CLI_RUNTIME;
+    }
+    rc = q_counts(db, counts, &park_open);
+    q_close(db);
+    if (rc != 0) {
+        cli_error("status: cannot read %s", path);
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON *jobs = cJSON_AddObjectToObject(root, "jobs");
+        for (int i = 0; i < Q_JOB_NSTATES; i++)
+            cJSON_AddNumberToObject(jobs, q_job_state_name(i),
+                                    (double)counts[i]);
+        cJSON_AddNumberToObject(root, "park_open", (double)park_open);
+        char *s = json_print(root);
+        puts(s);
+        free(s);
+        cJSON_Delete(root);
+        return CLI_OK;
+    }
+    printf("database %s\n", path);
+    for (int i = 0; i < Q_JOB_NSTATES; i++)
+        printf("  %-10s %lld\n", q_job_state_name(i), (long long)counts[i]);
+    printf("park items open: %lld\n", (long long)park_open);
+    return CLI_OK;
+}

@@ -1,0 +1,124 @@
+/* main.c: global options and dispatch to the cmd_<name>.c commands. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+static const char usage[] =
+    "usage: stepq [--db PATH] [--config PATH] [-v] COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  init                          create or migrate the database\n"
+    "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
+    "  jobs list|show|cancel         inspect and cancel jobs\n"
+    "  status                        job counts by state\n"
+    "  policy check CASES.json       run a case table through the policy\n"
+    "  mock                          local OpenAI-compatible test endpoint\n"
+    "\n"
+    "Global options go before or after the command. The database is --db,\n"
+    "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
+    "is --config, else $STEPQ_CONFIG, else ./stepq.json. -v raises the log\n"
+    "level (also $STEPQ_LOG=error|warn|info|debug).\n"
+    "Run 'stepq COMMAND --help' for a command's options.\n";
+
+static const struct {
+    const char *name;
+    int (*fn)(struct cli_env *, int, char **);
+} commands[] = {
+    {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
+    {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
+};
+
+/* take_global removes --db/--config/-v wherever they stand, so that
+ * "stepq --db q.db park list" and "stepq park list --db q.db" agree.
+ * Returns 0, or CLI_USAGE when a value is missing. */
+static int
+take_global(int *argc, char **argv, struct cli_env *env, int *verbose)
+{
+    int out = 1;
+
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        size_t n = 0;
+
+        if (strcmp(a, "--") == 0) {
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (strncmp(a, "--db", 4) == 0 && (a[4] == '\0' || a[4] == '=')) {
+            slot = &env->db_opt;
+            n = 4;
+        } else if (strncmp(a, "--config", 8) == 0 &&
+                   (a[8] == '\0' || a[8] == '=')) {
+            slot = &env->config_opt;
+            n = 8;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            (*verbose)++;
+            continue;
+        } else if (strcmp(a, "-vv") == 0) {
+            *verbose += 2;
+            continue;
+        }
+        if (slot == NULL) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (a[n] == '=') {
+            *slot = a + n + 1;
+        } else if (i + 1 < *argc) {
+            *slot = argv[++i];
+        } else {
+            cli_error("%s needs a value", a);
+            return CLI_USAGE;
+        }
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct cli_env env = {0};
+    const char *lvl = getenv("STEPQ_LOG");
+    enum log_level level = LOG_ERROR;
+    int verbose = 0, rc;
+
+    if (lvl != NULL && log_level_from_name(lvl, &level) != 0) {
+        cli_error("STEPQ_LOG must be error, warn, info or debug, not %s", lvl);
+        return CLI_USAGE;
+    }
+    if ((rc = take_global(&argc, argv, &env, &verbose)) != 0)
+        return rc;
+    level += verbose;
+    log_set_level(level > LOG_DEBUG ? LOG_DEBUG : level);
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("stepq %s\n", STEPQ_VERSION);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(commands); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            rc = commands[i].fn(&env, argc - 1, argv + 1);
+            config_free(env.cfg);
+            return rc < 0 ? CLI_OK : rc;
+        }
+    }
+    cli_error("unknown command '%s' (try 'stepq --help')", argv[1]);
+    return CLI_USAGE;
+}

@@ -1,0 +1,24 @@
+/* clock.h: wall-clock and monotonic time, and RFC 3339 UTC timestamps.
+ *
+ * Modules that must be testable without a clock (policy) take time as an
+ * argument; this header is for the code at the edges.
+ */
+#ifndef STEPQ_COMMON_CLOCK_H
+#define STEPQ_COMMON_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* clock_now_ms returns milliseconds since the Unix epoch (CLOCK_REALTIME). */
+int64_t clock_now_ms(void);
+/* clock_mono_ms returns a monotonic millisecond count (CLOCK_MONOTONIC). */
+int64_t clock_mono_ms(void);
+/* clock_format_utc writes ms since the epoch as "2026-11-30T03:40:00Z" (whole
+ * seconds) into buf of len bytes (at least 21). Returns buf. */
+char *clock_format_utc(int64_t ms, char *buf, size_t len);
+/* clock_parse_utc parses RFC 3339 ("2026-11-30T03:40:00Z",
+ * "2026-11-30T03:40:00.5+01:00") into ms since the epoch. Returns 0, or
+ * -EINVAL for anything else; *out is untouched on failure. */
+int clock_parse_utc(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,408 @@
+#include "common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "common/xalloc.h"
+
+#define CONFIG_MAX_BYTES (4 * 1024 * 1024)
+
+static void
+set_defaults(struct config *c)
+{
+    c->on_park_timeout_s = 10;
+    c->worker.concurrency = 64;
+    c->worker.lease_s = 120;
+    c->worker.keep_body_bytes = 65536;
+    c->worker.max_response_bytes = 4 * 1024 * 1024;
+    c->policy.switch_wait_s = 60;
+    c->policy.escalate_after_s = 300;
+    c->policy.max_throttle_waits = 20;
+    c->policy.backoff_base_s = 1;
+    c->policy.backoff_cap_s = 20;
+}
+
+struct config *
+config_new_default(void)
+{
+    struct config *c = xcalloc(1, sizeof(*c));
+    set_defaults(c);
+    return c;
+}
+
+static int
+parse_worker(const cJSON *o, struct config_worker *w, char *err, size_t len)
+{
+    static const char *const keys[] = {"concurrency", "lease_s",
+                                       "keep_body_bytes", "max_response_bytes",
+                                       NULL};
+    int64_t conc = w->concurrency;
+    int rc;
+
+    if ((rc = json_check_object(o, "worker", keys, err, len)) ||
+        (rc = json_get_int(o, "concurrency", 1, 100000, "worker", &conc, err,
+                           len)) ||
+        (rc = json_get_number(o, "lease_s", 1, 86400, "worker", &w->lease_s,
+                              err, len)) ||
+        (rc = json_get_int(o, "keep_body_bytes", 0, 64 * 1024 * 1024, "worker",
+                           &w->keep_body_bytes, err, len)) ||
+        (rc = json_get_int(o, "max_response_bytes", 1024,
+                           (int64_t)1024 * 1024 * 1024, "worker",
+                           &w->max_response_bytes, err, len)))
+        return rc;
+    w->concurrency = (int)conc;
+    return 0;
+}
+
+static int
+parse_policy(const cJSON *o, struct config_policy *p, char *err, size_t len)
+{
+    static const char *const keys[] = {"switch_wait_s",      "escalate_after_s",
+                                       "max_throttle_waits", "backoff_base_s",
+                                       "backoff_cap_s",      NULL};
+    int64_t waits = p->max_throttle_waits;
+    int rc;
+
+    if ((rc = json_check_object(o, "policy", keys, err, len)) ||
+        (rc = json_get_number(o, "switch_wait_s", 0, 1e7, "policy",
+                              &p->switch_wait_s, err, len)) ||
+        (rc = json_get_number(o, "escalate_after_s", 0, 1e7, "policy",
+                              &p->escalate_after_s, err, len)) ||
+        (rc = json_get_int(o, "max_throttle_waits", 0, 1000000, "policy",
+                           &waits, err, len)) ||
+        (rc = json_get_number(o, "backoff_base_s", 0, 1e6, "policy",
+                              &p->backoff_base_s, err, len)) ||
+        (rc = json_get_number(o, "backoff_cap_s", 0, 1e7, "policy",
+                              &p->backoff_cap_s, err, len)))
+        return rc;
+    if (p->backoff_cap_s < p->backoff_base_s)
+        return json_fail(err, len, "policy.backoff_cap_s",
+                         "must not be below backoff_base_s");
+    p->max_throttle_waits = (int)waits;
+    return 0;
+}
+
+static int
+window_seconds(const char *s, int64_t *out)
+{
+    static const struct {
+        const char *name;
+        int64_t secs;
+    } w[] = {{"minute", 60},
+             {"hour", 3600},
+             {"day", 86400},
+             {"week", 7 * 86400},
+             {"month", 30 * 86400}};
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(w); i++) {
+        if (strcmp(s, w[i].name) == 0) {
+            *out = w[i].secs;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int
+parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
+           size_t len)
+{
+    static const char *const keys[] = {"name",
+                                       "base_url",
+                                       "model",
+                                       "api_key_env",
+                                       "rpm",
+                                       "tpm",
+                                       "allowance_tokens",
+                                       "allowance_window",
+                                       "degrade_at",
+                                       "max_inflight",
+                                       "timeout_s",
+                                       "breaker",
+                                       NULL};
+    static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
+    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
+    const char *window = NULL;
+    int64_t inflight = 0, failures = 5;
+    const cJSON *b;
+    char p[256];
+    int rc;
+
+    t->allowance_window_s = 86400;
+    t->degrade_at = 0.8;
+    t->timeout_s = 60;
+    t->breaker.cooldown_s = 60;
+    if ((rc = json_check_object(o, path, keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
+        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
+        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
+        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
+        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
+        (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
+                           len)) ||
+        (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
+                           &t->allowance_tokens, err, len)) ||
+        (rc = json_get_string(o, "allowance_window", false, path, &window, err,
+                              len)) ||
+        (rc = json_get_number(o, "degrade_at", 0.01, 1, path, &t->degrade_at,
+                              err, len)) ||
+        (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
+                           len)) ||
+        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
+                              err, len)))
+        return rc;
+    if (name[0] == '\0')
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must not be empty");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "base_url"),
+                         "must start with http:// or https://");
+    if (window != NULL && window_seconds(window, &t->allowance_window_s))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "allowance_window"),
+                         "must be minute, hour, day, week or month");
+    b = cJSON_GetObjectItemCaseSensitive(o, "breaker");
+    if (b != NULL) {
+        json_path_key(p, sizeof(p), path, "breaker");
+        if ((rc = json_check_object(b, p, bkeys, err, len)) ||
+            (rc = json_get_int(b, "failures", 1, 1000000, p, &failures, err,
+                               len)) ||
+            (rc = json_get_number(b, "cooldown_s", 0, 1e7, p,
+                                  &t->breaker.cooldown_s, err, len)))
+            return rc;
+    }
+    t->breaker.failures = (int)failures;
+    t->max_inflight = (int)inflight;
+    t->name = xstrdup(name);
+    t->base_url = xstrdup(url);
+    t->model = xstrdup(model);
+    t->api_key_env = xstrdup(env);
+    return 0;
+}
+
+static int
+parse_rule(const cJSON *o, const char *path, struct config_rule *r, char *err,
+           size_t len)
+{
+    static const char *const keys[] = {
+        "status", "body", "header", "header_value", "outcome", "reason", NULL};
+    const char *body = NULL, *hname = NULL, *hvalue = NULL, *outcome = NULL;
+    const char *reason = NULL;
+    int64_t status = 0;
+    char p[256];
+    int rc;
+
+    if ((rc = json_check_object(o, path, keys, err, len)) ||
+        (rc = json_get_int(o, "status", 100, 999, path, &status, err, len)) ||
+        (rc = json_get_string(o, "body", false, path, &body, err, len)) ||
+        (rc = json_get_string(o, "header", false, path, &hname, err, len)) ||
+        (rc = json_get_string(o, "header_value", false, path, &hvalue, err,
+                              len)) ||
+        (rc = json_get_string(o, "outcome", true, path, &outcome, err, len)) ||
+        (rc = json_get_string(o, "reason", false, path, &reason, err, len)))
+        return rc;
+    if ((hname == NULL) != (hvalue == NULL))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "header"),
+                         "header and header_value go together");
+    r->status = (int)status;
+    r->body = xstrdup(body);
+    r->header_name = xstrdup(hname);
+    for (char *c = r->header_name; c && *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    r->header_value = xstrdup(hvalue);
+    r->outcome = xstrdup(outcome);
+    r->reason = xstrdup(reason);
+    return 0;
+}
+
+static char *
+resolve_path(const char *dir, const char *rel)
+{
+    char *p;
+    size_t n;
+
+    if (rel[0] == '/' || dir == NULL || dir[0] == '\0')
+        return xstrdup(rel);
+    n = strlen(dir) + strlen(rel) + 2;
+    p = xmalloc(n);
+    snprintf(p, n, "%s/%s", dir, rel);
+    return p;
+}
+
+static int
+parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
+           size_t len)
+{
+    static const char *const keys[] = {"db",
+                                       "worker",
+                                       "policy",
+                                       "tiers",
+                                       "classify",
+                                       "on_park",
+                                       "on_park_timeout_s",
+                                       NULL};
+    const char *db = NULL, *on_park = NULL;
+    const cJSON *v, *it;
+    char p[64];
+    int rc, i;
+
+    if ((rc = json_check_object(root, "", keys, err, len)) ||
+        (rc = json_get_string(root, "db", false, "", &db, err, len)) ||
+        (rc =
+             json_get_string(root, "on_park", false, "", &on_park, err, len)) ||
+        (rc = json_get_number(root, "on_park_timeout_s", 0.1, 3600, "",
+                              &c->on_park_timeout_s, err, len)))
+        return rc;
+    if (db != NULL && db[0] == '\0')
+        return json_fail(err, len, "db", "must not be empty");
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "worker")) &&
+        (rc = parse_worker(v, &c->worker, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "policy")) &&
+        (rc = parse_policy(v, &c->policy, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tiers")) != NULL) {
+        if (!cJSON_IsArray(v))
+            return json_fail(err, len, "tiers", "must be an array");
+        c->tiers =
+            xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->tiers));
+        i = 0;
+        cJSON_ArrayForEach(it, v)
+        {
+            json_path_index(p, sizeof(p), "tiers", i);
+            if ((rc = parse_tier(it, p, &c->tiers[c->ntiers], err, len)))
+                return rc;
+            c->ntiers++;
+            for (int k = 0; k < i; k++) {
+                if (strcmp(c->tiers[k].name, c->tiers[i].name) == 0)
+                    return json_fail(err, len, p, "duplicate tier name %s",
+                                     c->tiers[i].name);
+            }
+            i++;
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "classify")) != NULL) {
+        if (!cJSON_IsArray(v))
+            return json_fail(err, len, "classify", "must be an array");
+        c->rules =
+            xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->rules));
+        i = 0;
+        cJSON_ArrayForEach(it, v)
+        {
+            json_path_index(p, sizeof(p), "classify", i++);
+            if ((rc = parse_rule(it, p, &c->rules[c->nrules], err, len)))
+                return rc;
+            c->nrules++;
+        }
+    }
+    c->db = db ? resolve_path(dir, db) : NULL;
+    c->on_park = xstrdup(on_park);
+    return 0;
+}
+
+int
+config_parse(const char *text, size_t len, const char *dir, struct config **out,
+             char *err, size_t errlen)
+{
+    cJSON *root = NULL;
+    struct config *c = NULL;
+    int rc;
+
+    if (!json_utf8_valid(text, len))
+        return json_fail(err, errlen, "", "config is not valid UTF-8");
+    root = cJSON_ParseWithLength(text, len);
+    if (root == NULL)
+        return json_fail(err, errlen, "", "config is not valid JSON");
+    c = config_new_default();
+    rc = parse_root(root, dir, c, err, errlen);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        config_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int
+config_load(const char *path, struct config **out, char *err, size_t errlen)
+{
+    char *text = NULL, *dir = NULL, *slash;
+    char inner[512];
+    size_t len = 0;
+    struct config *c = NULL;
+    int rc;
+
+    rc = file_read_all(path, CONFIG_MAX_BYTES, &text, &len);
+    if (rc == -E2BIG) {
+        snprintf(err, errlen, "%s: config larger than %d bytes", path,
+                 CONFIG_MAX_BYTES);
+        return -EINVAL;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: %s", path,
+                 rc == -ENOENT ? "no such file" : "cannot read");
+        return rc;
+    }
+    dir = xstrdup(path);
+    slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        dir[0] = '\0';
+    rc = config_parse(text, len, dir, &c, inner, sizeof(inner));
+    free(text);
+    free(dir);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: %s", path, inner);
+        return rc;
+    }
+    c->path = xstrdup(path);
+    *out = c;
+    return 0;
+}
+
+const struct config_tier *
+config_find_tier(const struct config *cfg, const char *name)
+{
+    for (size_t i = 0; cfg != NULL && i < cfg->ntiers; i++) {
+        if (strcmp(cfg->tiers[i].name, name) == 0)
+            return &cfg->tiers[i];
+    }
+    return NULL;
+}
+
+void
+config_free(struct config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        free(cfg->tiers[i].name);
+        free(cfg->tiers[i].base_url);
+        free(cfg->tiers[i].model);
+        free(cfg->tiers[i].api_key_env);
+    }
+    /* A tier or rule that failed half-way may hold some strings: parse_*
+     * only store them on success, so nothing past ntiers/nrules is set. */
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        free(cfg->rules[i].body);
+        free(cfg->rules[i].header_name);
+        free(cfg->rules[i].header_value);
+        free(cfg->rules[i].outcome);
+        free(cfg->rules[i].reason);
+    }
+    free(cfg->tiers);
+    free(cfg->rules);
+    free(cfg->path);
+    free(cfg->db);
+    free(cfg->on_park);
+    free(cfg);
+}

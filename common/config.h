@@ -1,0 +1,98 @@
+/* config.h: the stepq configuration file (SPEC "Files"), parsed and
+ * validated into plain structs.
+ *
+ * Unknown fields are refused with their JSON path, like job files.  The
+ * classify rules are kept as text here; policy compiles them.
+ */
+#ifndef STEPQ_COMMON_CONFIG_H
+#define STEPQ_COMMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/defs.h"
+
+struct config_breaker {
+    int failures;      /* consecutive failures that open it; default 5 */
+    double cooldown_s; /* how long it stays open; default 60 */
+};
+
+struct config_tier {
+    char *name;                 /* owned; unique */
+    char *base_url;             /* owned; e.g. "http://127.0.0.1:8080/v1" */
+    char *model;                /* owned */
+    char *api_key_env;          /* owned; NULL: no Authorization header */
+    int64_t rpm;                /* requests per minute; 0 = unlimited */
+    int64_t tpm;                /* tokens per minute; 0 = unlimited */
+    int64_t allowance_tokens;   /* tokens per allowance window; 0 = none */
+    int64_t allowance_window_s; /* "minute|hour|day|week|month"; day */
+    double degrade_at;          /* fraction of allowance; default 0.8 */
+    int max_inflight;           /* 0 = unlimited */
+    double timeout_s;           /* per request; default 60 */
+    struct config_breaker breaker;
+};
+
+/* One user classify rule: every given condition must match. */
+struct config_rule {
+    int status;         /* 0: any status */
+    char *body;         /* owned; POSIX extended regex, NULL: any */
+    char *header_name;  /* owned; lower-case, NULL: no header condition */
+    char *header_value; /* owned; regex over that header's value */
+    char *outcome;      /* owned; an outcome name, checked by policy */
+    char *reason;       /* owned; NULL: "rule" */
+};
+
+struct config_policy {
+    double switch_wait_s;    /* default 60 */
+    double escalate_after_s; /* default 300 */
+    int max_throttle_waits;  /* default 20 */
+    double backoff_base_s;   /* default 1 */
+    double backoff_cap_s;    /* default 20 */
+};
+
+struct config_worker {
+    int concurrency;            /* default 64 */
+    double lease_s;             /* default 120 */
+    int64_t keep_body_bytes;    /* raw bodies kept in the ledger; 65536 */
+    int64_t max_response_bytes; /* larger answers are refused; 4 MiB */
+};
+
+struct config {
+    char *path;    /* owned; file it came from, NULL for defaults */
+    char *db;      /* owned; resolved against the config's folder; NULL */
+    char *on_park; /* owned; hook command, NULL: none */
+    double on_park_timeout_s; /* default 10 */
+    struct config_worker worker;
+    struct config_policy policy;
+    struct config_tier *tiers; /* owned array */
+    size_t ntiers;
+    struct config_rule *rules; /* owned array */
+    size_t nrules;
+};
+
+/* config_new_default returns a config with every default and no tiers.
+ * Caller owns it; free with config_free(). Never fails (aborts on OOM). */
+struct config *config_new_default(void);
+
+/* config_parse validates the JSON text (len bytes) and builds a config; dir
+ * is the folder relative paths ("db") are resolved against (NULL: as is).
+ * Returns 0, or -EINVAL with "PATH: problem" in err. Caller owns *out. */
+STEPQ_MUST_CHECK int config_parse(const char *text, size_t len, const char *dir,
+                                  struct config **out, char *err,
+                                  size_t errlen);
+
+/* config_load reads and parses the file at path. Returns 0; -ENOENT when
+ * the file does not exist; -EINVAL for a bad file (err names the problem,
+ * prefixed with the path); -EIO when it cannot be read. */
+STEPQ_MUST_CHECK int config_load(const char *path, struct config **out,
+                                 char *err, size_t errlen);
+
+/* config_find_tier returns the tier named name, or NULL. Borrowed. */
+const struct config_tier *config_find_tier(const struct config *cfg,
+                                           const char *name);
+
+/* config_free releases cfg; NULL is a no-op. */
+void config_free(struct config *cfg);
+
+#endif

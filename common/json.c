@@ -1,0 +1,208 @@
+#include "common/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+int
+json_fail(char *err, size_t len, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    int n = 0;
+
+    if (err == NULL || len == 0)
+        return -EINVAL;
+    if (path != NULL && path[0] != '\0')
+        n = snprintf(err, len, "%s: ", path);
+    if (n < 0 || (size_t)n >= len)
+        return -EINVAL;
+    va_start(ap, fmt);
+    vsnprintf(err + n, len - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+const char *
+json_path_key(char *buf, size_t len, const char *path, const char *key)
+{
+    if (path == NULL || path[0] == '\0')
+        snprintf(buf, len, "%s", key);
+    else
+        snprintf(buf, len, "%s.%s", path, key);
+    return buf;
+}
+
+const char *
+json_path_index(char *buf, size_t len, const char *path, int i)
+{
+    snprintf(buf, len, "%s[%d]", path ? path : "", i);
+    return buf;
+}
+
+int
+json_check_object(const cJSON *obj, const char *path,
+                  const char *const *allowed, char *err, size_t len)
+{
+    char p[512];
+
+    if (!cJSON_IsObject(obj))
+        return json_fail(err, len, path, "must be an object");
+    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a != NULL; a++) {
+            if (strcmp(*a, it->string) == 0) {
+                ok = true;
+                break;
+            }
+        }
+        if (!ok)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, it->string),
+                             "unknown field");
+        /* cJSON keeps duplicate keys; a second copy would be silently
+         * ignored by lookups, so refuse it. */
+        for (const cJSON *o = it->next; o != NULL; o = o->next) {
+            if (strcmp(o->string, it->string) == 0)
+                return json_fail(err, len,
+                                 json_path_key(p, sizeof(p), path, it->string),
+                                 "duplicate field");
+        }
+    }
+    return 0;
+}
+
+int
+json_get_string(const cJSON *obj, const char *key, bool required,
+                const char *path, const char **out, char *err, size_t len)
+{
+    char p[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (v == NULL) {
+        if (required)
+            return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                             "missing");
+        return 0;
+    }
+    if (!cJSON_IsString(v) || v->valuestring == NULL)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be a string");
+    *out = v->valuestring;
+    return 0;
+}
+
+int
+json_get_bool(const cJSON *obj, const char *key, const char *path, bool *out,
+              char *err, size_t len)
+{
+    char p[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (v == NULL)
+        return 0;
+    if (!cJSON_IsBool(v))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be true or false");
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int
+json_get_number(const cJSON *obj, const char *key, double min, double max,
+                const char *path, double *out, char *err, size_t len)
+{
+    char p[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (v == NULL)
+        return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be a number");
+    if (v->valuedouble < min || v->valuedouble > max)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be between %g and %g", min, max);
+    *out = v->valuedouble;
+    return 0;
+}
+
+int
+json_get_int(const cJSON *obj, const char *key, int64_t min, int64_t max,
+             const char *path, int64_t *out, char *err, size_t len)
+{
+    char p[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    double d;
+
+    if (v == NULL)
+        return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+        floor(v->valuedouble) != v->valuedouble)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be a whole number");
+    d = v->valuedouble;
+    if (d < (double)min || d > (double)max)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be between %lld and %lld", (long long)min,
+                         (long long)max);
+    *out = (int64_t)d;
+    return 0;
+}
+
+bool
+json_utf8_valid(const char *buf, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned c = s[i];
+        size_t n;
+        unsigned cp;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 1;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (i + n >= len)
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
+            (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+char *
+json_print(const cJSON *item)
+{
+    char *s = cJSON_PrintUnformatted(item);
+    if (s == NULL) {
+        fprintf(stderr, "stepq: out of memory printing JSON\n");
+        abort();
+    }
+    return s;
+}

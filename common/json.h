@@ -1,0 +1,56 @@
+/* json.h: cJSON helpers for validating input with the JSON path of the first
+ * problem ("steps[1].request: missing").
+ *
+ * Every json_get_* returns 0 on success (also when an optional key is absent:
+ * *out is then untouched), or -EINVAL after writing "PATH.KEY: problem" into
+ * err (len bytes, always terminated).  Borrowed results point into the cJSON
+ * tree and live as long as it does.
+ */
+#ifndef STEPQ_COMMON_JSON_H
+#define STEPQ_COMMON_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/defs.h"
+
+/* json_fail writes "path: message" into err and returns -EINVAL. */
+int json_fail(char *err, size_t len, const char *path, const char *fmt, ...)
+    STEPQ_PRINTF(4, 5);
+/* json_path_key writes "path.key" (or "key" for an empty path) into buf. */
+const char *json_path_key(char *buf, size_t len, const char *path,
+                          const char *key);
+/* json_path_index writes "path[i]" into buf. */
+const char *json_path_index(char *buf, size_t len, const char *path, int i);
+/* json_check_object fails unless obj is an object whose keys are all in the
+ * NULL-terminated list allowed ("path.key: unknown field"). Duplicate keys
+ * are refused too. */
+STEPQ_MUST_CHECK int json_check_object(const cJSON *obj, const char *path,
+                                       const char *const *allowed, char *err,
+                                       size_t len);
+/* json_get_string: a string member; required fails when absent. Borrowed. */
+STEPQ_MUST_CHECK int json_get_string(const cJSON *obj, const char *key,
+                                     bool required, const char *path,
+                                     const char **out, char *err, size_t len);
+/* json_get_bool: a true/false member. */
+STEPQ_MUST_CHECK int json_get_bool(const cJSON *obj, const char *key,
+                                   const char *path, bool *out, char *err,
+                                   size_t len);
+/* json_get_int: a whole number member within [min, max]. */
+STEPQ_MUST_CHECK int json_get_int(const cJSON *obj, const char *key,
+                                  int64_t min, int64_t max, const char *path,
+                                  int64_t *out, char *err, size_t len);
+/* json_get_number: a finite number member within [min, max]. */
+STEPQ_MUST_CHECK int json_get_number(const cJSON *obj, const char *key,
+                                     double min, double max, const char *path,
+                                     double *out, char *err, size_t len);
+/* json_utf8_valid reports whether buf[0..len) is well-formed UTF-8 (no
+ * overlongs, surrogates or code points above U+10FFFF). */
+bool json_utf8_valid(const char *buf, size_t len);
+/* json_print compacts item into a string. Caller owns it; free with free(). */
+char *json_print(const cJSON *item);
+
+#endif

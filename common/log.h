@@ -1,0 +1,26 @@
+/* log.h: one line per message on stderr, prefixed with level and file:line.
+ *
+ * The level comes from log_set_level() (cli maps -v and $STEPQ_LOG to it).
+ * Only errors are shown by default.  Logging never fails the caller.
+ */
+#ifndef STEPQ_COMMON_LOG_H
+#define STEPQ_COMMON_LOG_H
+
+#include "common/defs.h"
+
+enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* log_set_level sets the most verbose level printed. */
+void log_set_level(enum log_level level);
+/* log_level_from_name maps "error|warn|info|debug" to a level; -EINVAL else. */
+int log_level_from_name(const char *name, enum log_level *out);
+/* log_write writes one formatted line; use the log_* macros instead. */
+void log_write(enum log_level level, const char *file, int line,
+               const char *fmt, ...) STEPQ_PRINTF(4, 5);
+
+#define log_error(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define log_warn(...)  log_write(LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define log_info(...)  log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define log_debug(...) log_write(LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+
+#endif

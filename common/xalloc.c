@@ -1,0 +1,63 @@
+#include "common/xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+oom(size_t n)
+{
+    fprintf(stderr, "stepq: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *
+xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom(n);
+    return p;
+}
+
+void *
+xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (p == NULL)
+        oom(n * sz);
+    return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom(n);
+    return q;
+}
+
+char *
+xstrdup(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    return xstrndup(s, strlen(s));
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+    size_t len = 0;
+    char *p;
+
+    if (s == NULL)
+        return NULL;
+    while (len < n && s[len] != '\0')
+        len++;
+    p = xmalloc(len + 1);
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}

@@ -1,0 +1,133 @@
+/* stepq.c: libstepq, the public enqueue API (include/stepq.h), a thin
+ * facade over queue/. */
+#include "include/stepq.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+#include "queue/queue.h"
+
+struct stepq {
+    q_db *db;
+};
+
+int
+stepq_open(const char *path, stepq **out, char *err, size_t errlen)
+{
+    q_db *db = NULL;
+    int rc;
+
+    if (path == NULL || out == NULL) {
+        snprintf(err, errlen, "stepq_open: path and out are required");
+        return -EINVAL;
+    }
+    rc = q_open(path, NULL, &db);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: %s", path,
+                 rc == -ENOTSUP ? "made by a newer stepq"
+                                : "cannot open or migrate the database");
+        return rc;
+    }
+    *out = xcalloc(1, sizeof(**out));
+    (*out)->db = db;
+    return 0;
+}
+
+int
+stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
+              bool *duplicate, char *err, size_t errlen)
+{
+    struct q_enqueue_opts opts = {.key = key};
+    struct q_enqueue_result res;
+    struct q_jobspec *spec = NULL;
+    int rc;
+
+    if (q == NULL || job_json == NULL) {
+        snprintf(err, errlen, "stepq_enqueue: handle and job are required");
+        return -EINVAL;
+    }
+    if (key != NULL && key[0] == '\0') {
+        snprintf(err, errlen, "key: must not be empty");
+        return -EINVAL;
+    }
+    rc = q_jobspec_parse(job_json, strlen(job_json), NULL, &spec, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = q_enqueue(q->db, &spec, 1, &opts, clock_now_ms(), &res);
+    q_jobspec_free(spec);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot write the job to the database");
+        return rc;
+    }
+    if (id != NULL)
+        *id = res.id;
+    if (duplicate != NULL)
+        *duplicate = res.duplicate;
+    return 0;
+}
+
+int
+stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
+                   bool *duplicates, size_t cap, size_t *n, char *err,
+                   size_t errlen)
+{
+    struct q_jobspec **specs = NULL;
+    struct q_enqueue_result *res;
+    size_t count = 0;
+    int rc;
+
+    if (q == NULL || jobs_json == NULL) {
+        snprintf(err, errlen, "stepq_enqueue_many: handle and jobs required");
+        return -EINVAL;
+    }
+    rc = q_jobspec_parse_many(jobs_json, strlen(jobs_json), NULL, &specs,
+                              &count, err, errlen);
+    if (rc != 0)
+        return rc;
+    res = xcalloc(count, sizeof(*res));
+    rc = q_enqueue(q->db, specs, count, NULL, clock_now_ms(), res);
+    q_jobspecs_free(specs, count);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot write the jobs to the database");
+        free(res);
+        return rc;
+    }
+    for (size_t i = 0; i < count && i < cap; i++) {
+        if (ids != NULL)
+            ids[i] = res[i].id;
+        if (duplicates != NULL)
+            duplicates[i] = res[i].duplicate;
+    }
+    if (n != NULL)
+        *n = count;
+    free(res);
+    return 0;
+}
+
+int
+stepq_job_state(stepq *q, int64_t id, char *buf, size_t len)
+{
+    struct q_job job = {0};
+    int rc;
+
+    if (q == NULL || buf == NULL || len == 0)
+        return -EINVAL;
+    if ((rc = q_job_get(q->db, id, &job)) != 0)
+        return rc;
+    snprintf(buf, len, "%s", q_job_state_name(job.state));
+    q_job_cleanup(&job);
+    return 0;
+}
+
+void
+stepq_close(stepq *q)
+{
+    if (q == NULL)
+        return;
+    q_close(q->db);
+    free(q);
+}

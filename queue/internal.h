@@ -1,0 +1,74 @@
+/* internal.h: declarations shared inside queue/ only. */
+#ifndef STEPQ_QUEUE_INTERNAL_H
+#define STEPQ_QUEUE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "queue/queue.h"
+
+/* Every statement the module runs, prepared once per connection. */
+enum stmt_id {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_JOB_INSERT,
+    ST_JOB_BY_KEY,
+    ST_JOB_GET,
+    ST_JOBS_LIST,
+    ST_JOBS_LIST_STATE,
+    ST_COUNTS,
+    ST_PARK_OPEN,
+    ST_RECLAIM,
+    ST_CLAIM_PICK,
+    ST_CLAIM_SET,
+    ST_EXTEND,
+    ST_SET_STATE_HELD,
+    ST_FAIL_HELD,
+    ST_CANCEL,
+    ST_JOB_STATE,
+    ST_STEPS_GET,
+    ST_STEP_SET,
+    ST_ATTEMPT_NEXT,
+    ST_ATTEMPT_INSERT,
+    ST_STEP_CHARGE,
+    ST_ATTEMPT_FINISH,
+    ST_ATTEMPT_GET,
+    ST_STEP_CORRECT,
+    ST_ATTEMPTS_JOB,
+    ST_ATTEMPTS_STEP,
+    ST_HELD,
+    ST_COUNT
+};
+
+struct q_db {
+    sqlite3 *h;
+    sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
+    int tx_depth;                  /* q_tx_begin nesting */
+    bool tx_failed;                /* an inner level failed: roll back */
+    int64_t keep_body_bytes;
+    char *path;
+};
+
+/* schema_migrate brings the database to target (0: the latest) in one
+ * transaction. -ENOTSUP if the file is newer than this build knows. */
+int schema_migrate(q_db *db, int target);
+
+/* q_open_version opens path and migrates only up to version target (for
+ * migration tests). */
+int q_open_version(const char *path, int target, q_db **out);
+
+/* stmt returns the cached statement id, reset and with bindings cleared,
+ * or NULL after logging when it cannot be prepared. */
+sqlite3_stmt *stmt(q_db *db, enum stmt_id id);
+/* db_err logs the SQLite error of the connection with what was being done
+ * and returns -EIO (or -EBUSY when the database stayed locked). */
+int db_err(q_db *db, const char *what);
+/* tx_enter starts a write transaction unless one is open; tx_leave ends
+ * the level tx_enter opened, committing on rc == 0, rolling back else.
+ * tx_leave returns rc, or the commit's error. */
+int tx_enter(q_db *db);
+int tx_leave(q_db *db, int rc);
+/* exec_simple runs SQL with no parameters or results (schema, pragmas). */
+int exec_simple(q_db *db, const char *sql);
+
+#endif

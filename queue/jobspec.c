@@ -1,0 +1,654 @@
+/* jobspec.c: job file validation (SPEC "Job file").
+ *
+ * A job is refused whole, with the JSON path of the first problem, before
+ * anything is written.  Unknown fields are refused everywhere except inside
+ * a chat step's "request" (an OpenAI body has many optional fields) and an
+ * http step's "body" (it is the user's payload).
+ */
+#include "queue/queue.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/xalloc.h"
+
+#define PATH_LEN 256
+
+static const char *const job_keys[] = {
+    "name", "key", "priority", "run_at", "deadline_s", "steps", NULL};
+static const char *const step_keys[] = {"name",
+                                        "kind",
+                                        "replayable",
+                                        "side_effects",
+                                        "idempotency_key",
+                                        "request",
+                                        "http",
+                                        "token_budget",
+                                        "max_attempts",
+                                        "expect_json",
+                                        "tiers",
+                                        "degrade",
+                                        NULL};
+static const char *const http_keys[] = {"method", "url", "headers", "body",
+                                        NULL};
+static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
+                                           "keep_last_messages", NULL};
+
+/* Template references: "{{steps.NAME.output}}". Every reference in a step
+ * must name an earlier step, so the output exists when the step runs. */
+static int
+check_templates_in(const char *s, const char *path, const struct q_jobspec *job,
+                   size_t self, char *err, size_t len)
+{
+    static const char open_tag[] = "{{steps.";
+    static const char close_tag[] = ".output}}";
+    const char *p = s;
+
+    while ((p = strstr(p, open_tag)) != NULL) {
+        const char *name = p + sizeof(open_tag) - 1;
+        const char *end = strstr(name, close_tag);
+        const char *brace = strstr(name, "}}");
+        size_t n;
+        bool found = false;
+
+        if (end == NULL || (brace != NULL && brace < end + 7))
+            return json_fail(err, len, path,
+                             "bad template near \"%.40s\": write "
+                             "{{steps.NAME.output}}",
+                             p);
+        n = (size_t)(end - name);
+        for (size_t i = 0; i < job->nsteps && i <= self; i++) {
+            const char *sn = job->steps[i].name;
+            if (sn != NULL && strlen(sn) == n && strncmp(sn, name, n) == 0) {
+                if (i == self)
+                    return json_fail(err, len, path,
+                                     "template names its own step %.*s", (int)n,
+                                     name);
+                found = true;
+                break;
+            }
+        }
+        if (!found) {
+            for (size_t i = self + 1; i < job->nsteps; i++) {
+                const char *sn = job->steps[i].name;
+                if (sn != NULL && strlen(sn) == n && strncmp(sn, name, n) == 0)
+                    return json_fail(err, len, path,
+                                     "template names step %.*s, which runs "
+                                     "later",
+                                     (int)n, name);
+            }
+            return json_fail(err, len, path, "template names unknown step %.*s",
+                             (int)n, name);
+        }
+        p = end + sizeof(close_tag) - 1;
+    }
+    return 0;
+}
+
+/* Walks every string (values and keys) under item. */
+static int
+check_templates(const cJSON *item, const char *path,
+                const struct q_jobspec *job, size_t self, char *err, size_t len)
+{
+    char p[PATH_LEN];
+    int rc, i = 0;
+
+    if (cJSON_IsString(item) && item->valuestring != NULL)
+        return check_templates_in(item->valuestring, path, job, self, err, len);
+    if (!cJSON_IsArray(item) && !cJSON_IsObject(item))
+        return 0;
+    for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
+        if (cJSON_IsArray(item))
+            json_path_index(p, sizeof(p), path, i);
+        else
+            json_path_key(p, sizeof(p), path, c->string);
+        if ((rc = check_templates(c, p, job, self, err, len)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+check_string_array(const cJSON *a, const char *path, bool nonempty, char *err,
+                   size_t len)
+{
+    char p[PATH_LEN];
+    int i = 0;
+
+    if (!cJSON_IsArray(a))
+        return json_fail(err, len, path, "must be an array of strings");
+    if (nonempty && cJSON_GetArraySize(a) == 0)
+        return json_fail(err, len, path, "must not be empty");
+    for (const cJSON *c = a->child; c != NULL; c = c->next, i++) {
+        if (!cJSON_IsString(c) || c->valuestring[0] == '\0')
+            return json_fail(err, len, json_path_index(p, sizeof(p), path, i),
+                             "must be a non-empty string");
+    }
+    return 0;
+}
+
+static int
+check_tiers(const cJSON *a, const char *path,
+            const struct q_validate_opts *opts, char *err, size_t len)
+{
+    char p[PATH_LEN];
+    int rc, i = 0;
+
+    if ((rc = check_string_array(a, path, true, err, len)) != 0)
+        return rc;
+    if (opts == NULL || opts->tiers == NULL)
+        return 0;
+    for (const cJSON *c = a->child; c != NULL; c = c->next, i++) {
+        bool known = false;
+        for (size_t k = 0; k < opts->ntiers && !known; k++)
+            known = strcmp(opts->tiers[k], c->valuestring) == 0;
+        if (!known)
+            return json_fail(err, len, json_path_index(p, sizeof(p), path, i),
+                             "no tier named %s in the config", c->valuestring);
+    }
+    return 0;
+}
+
+static int
+check_request(const cJSON *req, const char *path, char *err, size_t len)
+{
+    char p[PATH_LEN], q[PATH_LEN];
+    const cJSON *msgs;
+    int i = 0;
+
+    if (!cJSON_IsObject(req))
+        return json_fail(err, len, path, "must be an object");
+    json_path_key(p, sizeof(p), path, "messages");
+    msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    if (msgs == NULL)
+        return json_fail(err, len, p, "missing");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return json_fail(err, len, p, "must be a non-empty array");
+    for (const cJSON *m = msgs->child; m != NULL; m = m->next, i++) {
+        json_path_index(q, sizeof(q), p, i);
+        if (!cJSON_IsObject(m))
+            return json_fail(err, len, q, "must be an object");
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "role")))
+            return json_fail(err, len, q, "needs a string \"role\"");
+    }
+    return 0;
+}
+
+static int
+check_http(const cJSON *h, const char *path, char *err, size_t len)
+{
+    static const char *const methods[] = {"GET",   "POST",   "PUT",
+                                          "PATCH", "DELETE", NULL};
+    const char *method = "POST", *url = NULL;
+    const cJSON *headers;
+    char p[PATH_LEN];
+    bool ok = false;
+    int rc;
+
+    if ((rc = json_check_object(h, path, http_keys, err, len)) ||
+        (rc = json_get_string(h, "method", false, path, &method, err, len)) ||
+        (rc = json_get_string(h, "url", true, path, &url, err, len)))
+        return rc;
+    for (const char *const *m = methods; *m && !ok; m++)
+        ok = strcmp(*m, method) == 0;
+    if (!ok)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "method"),
+                         "must be GET, POST, PUT, PATCH or DELETE");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "url"),
+                         "must start with http:// or https://");
+    headers = cJSON_GetObjectItemCaseSensitive(h, "headers");
+    if (headers != NULL) {
+        json_path_key(p, sizeof(p), path, "headers");
+        if (!cJSON_IsObject(headers))
+            return json_fail(err, len, p, "must be an object");
+        for (const cJSON *c = headers->child; c != NULL; c = c->next) {
+            char q[PATH_LEN];
+            json_path_key(q, sizeof(q), p, c->string);
+            if (!cJSON_IsString(c))
+                return json_fail(err, len, q, "must be a string");
+            if (c->string[0] == '\0' || strpbrk(c->string, ":\r\n ") ||
+                strpbrk(c->valuestring, "\r\n"))
+                return json_fail(err, len, q, "not a valid header");
+        }
+    }
+    return 0;
+}
+
+static int
+check_degrade(const cJSON *d, const char *path, char *err, size_t len)
+{
+    int64_t n = 0;
+    bool b = false;
+    int rc;
+
+    if ((rc = json_check_object(d, path, degrade_keys, err, len)) ||
+        (rc = json_get_int(d, "max_tokens", 1, 10000000, path, &n, err, len)) ||
+        (rc = json_get_bool(d, "drop_tools", path, &b, err, len)) ||
+        (rc = json_get_int(d, "keep_last_messages", 1, 100000, path, &n, err,
+                           len)))
+        return rc;
+    return 0;
+}
+
+static int
+parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
+           const struct q_validate_opts *opts, char *err, size_t len)
+{
+    const char *kind = "chat";
+    int64_t attempts = 3, budget = 0;
+    char p[PATH_LEN];
+    const cJSON *v;
+    int rc;
+
+    if ((rc = json_check_object(o, path, step_keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &s->name, err, len)) ||
+        (rc = json_get_string(o, "kind", false, path, &kind, err, len)))
+        return rc;
+    if (s->name[0] == '\0')
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must not be empty");
+    if (strpbrk(s->name, "{}") != NULL || strstr(s->name, ".output"))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must not contain braces or \".output\"");
+    if (strcmp(kind, "chat") == 0)
+        s->kind = Q_STEP_CHAT;
+    else if (strcmp(kind, "http") == 0)
+        s->kind = Q_STEP_HTTP;
+    else
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "kind"),
+                         "must be \"chat\" or \"http\", not \"%s\"", kind);
+    s->replayable = s->kind == Q_STEP_CHAT;
+    s->side_effects = s->kind == Q_STEP_HTTP;
+    if ((rc = json_get_bool(o, "replayable", path, &s->replayable, err, len)) ||
+        (rc = json_get_bool(o, "side_effects", path, &s->side_effects, err,
+                            len)) ||
+        (rc = json_get_string(o, "idempotency_key", false, path,
+                              &s->idempotency_key, err, len)) ||
+        (rc = json_get_int(o, "max_attempts", 1, 100, path, &attempts, err,
+                           len)) ||
+        (rc = json_get_int(o, "token_budget", 1, INT64_C(1) << 40, path,
+                           &budget, err, len)))
+        return rc;
+    if (s->idempotency_key != NULL && s->idempotency_key[0] == '\0')
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "idempotency_key"),
+                         "must not be empty");
+    s->max_attempts = (int)attempts;
+    s->token_budget = budget;
+    s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
+    s->http = cJSON_GetObjectItemCaseSensitive(o, "http");
+    if (s->kind == Q_STEP_CHAT) {
+        json_path_key(p, sizeof(p), path, "request");
+        if (s->request == NULL)
+            return json_fail(err, len, p, "missing");
+        if ((rc = check_request(s->request, p, err, len)) != 0)
+            return rc;
+        if (s->http != NULL)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "http"),
+                             "only for steps of kind \"http\"");
+    } else {
+        json_path_key(p, sizeof(p), path, "http");
+        if (s->http == NULL)
+            return json_fail(err, len, p, "missing");
+        if ((rc = check_http(s->http, p, err, len)) != 0)
+            return rc;
+        if (s->request != NULL)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "request"),
+                             "only for steps of kind \"chat\"");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "expect_json")) != NULL) {
+        if ((rc = check_string_array(
+                 v, json_path_key(p, sizeof(p), path, "expect_json"), false,
+                 err, len)) != 0)
+            return rc;
+        s->expect_json = v;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "tiers")) != NULL) {
+        if ((rc = check_tiers(v, json_path_key(p, sizeof(p), path, "tiers"),
+                              opts, err, len)) != 0)
+            return rc;
+        s->tiers = v;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "degrade")) != NULL) {
+        if ((rc = check_degrade(v, json_path_key(p, sizeof(p), path, "degrade"),
+                                err, len)) != 0)
+            return rc;
+        s->degrade = v;
+    }
+    return 0;
+}
+
+static int
+parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
+          size_t len)
+{
+    const cJSON *root = j->root, *steps, *it;
+    const char *run_at = NULL;
+    double deadline = 3600;
+    char p[PATH_LEN];
+    size_t i;
+    int rc;
+
+    if (!cJSON_IsObject(root))
+        return json_fail(err, len, "", "a job must be a JSON object");
+    if ((rc = json_check_object(root, "", job_keys, err, len)) ||
+        (rc = json_get_string(root, "name", true, "", &j->name, err, len)) ||
+        (rc = json_get_string(root, "key", false, "", &j->key, err, len)) ||
+        (rc = json_get_int(root, "priority", -1000000, 1000000, "",
+                           &j->priority, err, len)) ||
+        (rc = json_get_string(root, "run_at", false, "", &run_at, err, len)) ||
+        (rc = json_get_number(root, "deadline_s", 1, 366.0 * 86400, "",
+                              &deadline, err, len)))
+        return rc;
+    if (j->name[0] == '\0')
+        return json_fail(err, len, "name", "must not be empty");
+    if (j->key != NULL && j->key[0] == '\0')
+        return json_fail(err, len, "key", "must not be empty");
+    if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
+        return json_fail(err, len, "run_at",
+                         "must be an RFC 3339 time such as "
+                         "2026-11-30T03:40:00Z");
+    j->deadline_s = (int64_t)deadline;
+    steps = cJSON_GetObjectItemCaseSensitive(root, "steps");
+    if (steps == NULL)
+        return json_fail(err, len, "steps", "missing");
+    if (!cJSON_IsArray(steps))
+        return json_fail(err, len, "steps", "must be an array");
+    j->nsteps = (size_t)cJSON_GetArraySize(steps);
+    if (j->nsteps == 0)
+        return json_fail(err, len, "steps", "must not be empty");
+    if (j->nsteps > 1000)
+        return json_fail(err, len, "steps", "more than 1000 steps");
+    j->steps = xcalloc(j->nsteps, sizeof(*j->steps));
+    i = 0;
+    cJSON_ArrayForEach(it, steps)
+    {
+        json_path_index(p, sizeof(p), "steps", (int)i);
+        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0)
+            return rc;
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(j->steps[k].name, j->steps[i].name) == 0)
+                return json_fail(err, len,
+                                 json_path_key(p, sizeof(p), p, "name"),
+                                 "duplicate step name %s", j->steps[i].name);
+        }
+        i++;
+    }
+    /* Templates last: a reference may name any step, so all names must be
+     * known first to tell "later" from "unknown". */
+    i = 0;
+    cJSON_ArrayForEach(it, steps)
+    {
+        const struct q_step_spec *s = &j->steps[i];
+        char q[PATH_LEN];
+        json_path_index(p, sizeof(p), "steps", (int)i);
+        if (s->request != NULL &&
+            (rc = check_templates(s->request,
+                                  json_path_key(q, sizeof(q), p, "request"), j,
+                                  i, err, len)) != 0)
+            return rc;
+        if (s->http != NULL &&
+            (rc = check_templates(s->http,
+                                  json_path_key(q, sizeof(q), p, "http"), j, i,
+                                  err, len)) != 0)
+            return rc;
+        i++;
+    }
+    return 0;
+}
+
+void
+q_jobspec_free(struct q_jobspec *spec)
+{
+    if (spec == NULL)
+        return;
+    cJSON_Delete(spec->root);
+    free(spec->text);
+    free(spec->steps);
+    free(spec);
+}
+
+void
+q_jobspecs_free(struct q_jobspec **specs, size_t n)
+{
+    for (size_t i = 0; specs != NULL && i < n; i++)
+        q_jobspec_free(specs[i]);
+    free(specs);
+}
+
+/* Validates job (owned from here on); text is its JSON text (owned from
+ * here on), or NULL to print it. */
+static int
+from_json(cJSON *job, char *text, const struct q_validate_opts *opts,
+          struct q_jobspec **out, char *err, size_t errlen)
+{
+    struct q_jobspec *j = xcalloc(1, sizeof(*j));
+    int rc;
+
+    j->root = job;
+    j->text = text;
+    j->deadline_s = 3600;
+    rc = parse_job(j, opts, err, errlen);
+    if (rc != 0) {
+        q_jobspec_free(j);
+        return rc;
+    }
+    if (j->text == NULL)
+        j->text = json_print(job);
+    *out = j;
+    return 0;
+}
+
+int
+q_jobspec_from_json(cJSON *job, const struct q_validate_opts *opts,
+                    struct q_jobspec **out, char *err, size_t errlen)
+{
+    return from_json(job, NULL, opts, out, err, errlen);
+}
+
+/* Parses text that is already known to be UTF-8 and within limits. */
+static int
+parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+
+    if (root == NULL) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        return json_fail(err, errlen, "",
+                         "not valid JSON (near byte %zu; at most %d levels "
+                         "of nesting)",
+                         at, CJSON_NESTING_LIMIT);
+    }
+    /* Trailing bytes after the value other than white space are refused. */
+    if (end != NULL) {
+        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
+               *end != '\0')
+            end++;
+        if ((size_t)(end - text) < len) {
+            cJSON_Delete(root);
+            return json_fail(err, errlen, "",
+                             "not valid JSON (extra text at byte %zu)",
+                             (size_t)(end - text));
+        }
+    }
+    *out = root;
+    return 0;
+}
+
+int
+q_jobspec_parse(const char *text, size_t len,
+                const struct q_validate_opts *opts, struct q_jobspec **out,
+                char *err, size_t errlen)
+{
+    cJSON *root = NULL;
+    int rc;
+
+    if (len > Q_JOB_MAX_BYTES)
+        return json_fail(err, errlen, "",
+                         "job is %zu bytes, larger than the limit of %d", len,
+                         Q_JOB_MAX_BYTES);
+    if (!json_utf8_valid(text, len))
+        return json_fail(err, errlen, "", "not valid UTF-8");
+    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
+        return rc;
+    return from_json(root, xstrndup(text, len), opts, out, err, errlen);
+}
+
+/* Prefixes err with "job N: " or "line N: ". */
+static int
+prefix_err(char *err, size_t errlen, const char *what, size_t n)
+{
+    char tmp[1024];
+
+    snprintf(tmp, sizeof(tmp), "%s", err);
+    snprintf(err, errlen, "%s %zu: %s", what, n, tmp);
+    return -EINVAL;
+}
+
+static bool
+looks_like_lines(const char *text, size_t len)
+{
+    /* JSON lines: a first object that ends before the end of the text,
+     * followed by a newline and more non-blank text. */
+    const char *end = NULL;
+    cJSON *first = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    bool lines = false;
+
+    if (first != NULL && end != NULL && (size_t)(end - text) < len) {
+        bool newline = false;
+        for (const char *p = end; (size_t)(p - text) < len; p++) {
+            if (*p == '\n') {
+                newline = true;
+            } else if (strchr(" \t\r", *p) == NULL || *p == '\0') {
+                lines = newline;
+                break;
+            }
+        }
+    }
+    cJSON_Delete(first);
+    return lines;
+}
+
+static int
+parse_lines(const char *text, size_t len, const struct q_validate_opts *opts,
+            struct q_jobspec ***out, size_t *n, char *err, size_t errlen)
+{
+    struct q_jobspec **v = NULL;
+    size_t cnt = 0, cap = 0, line = 0;
+    const char *p = text, *end = text + len;
+    int rc = 0;
+
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        const char *q = p;
+        struct q_jobspec *j = NULL;
+
+        line++;
+        while (q < stop && strchr(" \t\r", *q) && *q)
+            q++;
+        if (q < stop) {
+            rc = q_jobspec_parse(p, (size_t)(stop - p), opts, &j, err, errlen);
+            if (rc != 0) {
+                prefix_err(err, errlen, "line", line);
+                break;
+            }
+            if (cnt == cap) {
+                cap = cap ? cap * 2 : 64;
+                v = xrealloc(v, cap * sizeof(*v));
+            }
+            v[cnt++] = j;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0 && cnt == 0)
+        rc = json_fail(err, errlen, "", "no job in the input");
+    if (rc != 0) {
+        q_jobspecs_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int
+q_jobspec_parse_many(const char *text, size_t len,
+                     const struct q_validate_opts *opts,
+                     struct q_jobspec ***out, size_t *n, char *err,
+                     size_t errlen)
+{
+    struct q_jobspec **v = NULL;
+    cJSON *root = NULL, *it;
+    size_t cnt = 0, total;
+    int rc;
+
+    if (!json_utf8_valid(text, len))
+        return json_fail(err, errlen, "", "not valid UTF-8");
+    if (looks_like_lines(text, len))
+        return parse_lines(text, len, opts, out, n, err, errlen);
+    if (len > Q_JOB_MAX_BYTES) {
+        /* Only an array may be larger than one job. */
+        const char *q = text;
+        while (q < text + len && strchr(" \t\r\n", *q) && *q)
+            q++;
+        if (q == text + len || *q != '[')
+            return json_fail(err, errlen, "",
+                             "job is %zu bytes, larger than the limit of %d",
+                             len, Q_JOB_MAX_BYTES);
+    }
+    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
+        return rc;
+    if (!cJSON_IsArray(root)) {
+        struct q_jobspec *j = NULL;
+        if ((rc = from_json(root, xstrndup(text, len), opts, &j, err,
+                            errlen)) != 0)
+            return rc;
+        v = xcalloc(1, sizeof(*v));
+        v[0] = j;
+        *out = v;
+        *n = 1;
+        return 0;
+    }
+    total = (size_t)cJSON_GetArraySize(root);
+    if (total == 0) {
+        cJSON_Delete(root);
+        return json_fail(err, errlen, "", "no job in the input");
+    }
+    v = xcalloc(total, sizeof(*v));
+    /* Detach each element so every spec owns its own tree. */
+    while ((it = cJSON_DetachItemFromArray(root, 0)) != NULL) {
+        char *printed = json_print(it);
+        size_t plen = strlen(printed);
+        if (plen > Q_JOB_MAX_BYTES) {
+            cJSON_Delete(it);
+            free(printed);
+            rc = json_fail(err, errlen, "",
+                           "job is %zu bytes, larger than the limit of %d",
+                           plen, Q_JOB_MAX_BYTES);
+        } else {
+            rc = from_json(it, printed, opts, &v[cnt], err, errlen);
+        }
+        if (rc != 0) {
+            prefix_err(err, errlen, "job", cnt);
+            break;
+        }
+        cnt++;
+    }
+    cJSON_Delete(root);
+    if (rc != 0) {
+        q_jobspecs_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}

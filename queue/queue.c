@@ -1,0 +1,720 @@
+/* queue.c: jobs, leases, steps and the attempts ledger. */
+#include "queue/queue.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/xalloc.h"
+#include "queue/internal.h"
+
+static const char *const job_states[Q_JOB_NSTATES] = {
+    "queued", "running", "succeeded", "failed", "parked", "cancelled"};
+
+static const char *const step_states[Q_STEP_NSTATES] = {
+    "pending", "running", "succeeded", "failed", "parked", "skipped"};
+
+const char *
+q_job_state_name(enum q_job_state s)
+{
+    return (unsigned)s < Q_JOB_NSTATES ? job_states[s] : "unknown";
+}
+
+int
+q_job_state_from_name(const char *name, enum q_job_state *out)
+{
+    for (int i = 0; i < Q_JOB_NSTATES; i++) {
+        if (strcmp(name, job_states[i]) == 0) {
+            *out = (enum q_job_state)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *
+q_step_state_name(enum q_step_state s)
+{
+    return (unsigned)s < Q_STEP_NSTATES ? step_states[s] : "unknown";
+}
+
+static char *
+col_text(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? xstrdup((const char *)t) : NULL;
+}
+
+static void
+bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v == NULL)
+        sqlite3_bind_null(s, i);
+    else
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+/* Steps a statement that yields no rows; -EIO/-EBUSY on failure. */
+static int
+run_done(q_db *db, sqlite3_stmt *s, const char *what)
+{
+    if (s == NULL)
+        return -EIO;
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_err(db, what);
+    return 0;
+}
+
+/* ---- enqueue --------------------------------------------------------- */
+
+static int
+insert_job(q_db *db, const struct q_jobspec *j, const struct q_enqueue_opts *o,
+           int64_t now, struct q_enqueue_result *res)
+{
+    const char *key = o && o->key ? o->key : j->key;
+    int64_t run_at = o && o->has_run_at ? o->run_at : j->run_at;
+    int64_t prio = o && o->has_priority ? o->priority : j->priority;
+    sqlite3_stmt *s = stmt(db, ST_JOB_INSERT);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    if (run_at <= 0)
+        run_at = now;
+    sqlite3_bind_text(s, 1, j->name, -1, SQLITE_STATIC);
+    bind_text(s, 2, key);
+    sqlite3_bind_int64(s, 3, prio);
+    sqlite3_bind_int64(s, 4, run_at);
+    sqlite3_bind_int64(s, 5, run_at + j->deadline_s * 1000);
+    sqlite3_bind_int64(s, 6, now);
+    sqlite3_bind_text(s, 7, j->text, -1, SQLITE_STATIC);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        res->id = sqlite3_column_int64(s, 0);
+        res->duplicate = false;
+        return sqlite3_step(s) == SQLITE_DONE ? 0 : db_err(db, "enqueue");
+    }
+    if (rc != SQLITE_DONE)
+        return db_err(db, "enqueue");
+    /* ON CONFLICT DO NOTHING returned no row: the key exists. */
+    s = stmt(db, ST_JOB_BY_KEY);
+    if (s == NULL)
+        return -EIO;
+    bind_text(s, 1, key);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "enqueue: reading the existing job");
+    res->id = sqlite3_column_int64(s, 0);
+    res->duplicate = true;
+    return 0;
+}
+
+int
+q_enqueue(q_db *db, struct q_jobspec *const *jobs, size_t n,
+          const struct q_enqueue_opts *opts, int64_t now,
+          struct q_enqueue_result *res)
+{
+    struct q_enqueue_result *tmp;
+    int rc;
+
+    if (n == 0)
+        return 0;
+    tmp = xcalloc(n, sizeof(*tmp));
+    if ((rc = tx_enter(db)) != 0)
+        goto out;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = insert_job(db, jobs[i], opts, now, &tmp[i]);
+    rc = tx_leave(db, rc);
+    if (rc == 0)
+        memcpy(res, tmp, n * sizeof(*tmp));
+out:
+    free(tmp);
+    return rc;
+}
+
+/* ---- reading jobs ---------------------------------------------------- */
+
+/* Reads a row in the column order of ST_JOB_GET. */
+static void
+read_job(sqlite3_stmt *s, struct q_job *j)
+{
+    j->id = sqlite3_column_int64(s, 0);
+    j->name = col_text(s, 1);
+    j->key = col_text(s, 2);
+    j->state = (enum q_job_state)sqlite3_column_int(s, 3);
+    j->priority = sqlite3_column_int64(s, 4);
+    j->run_at = sqlite3_column_int64(s, 5);
+    j->deadline_at = sqlite3_column_int64(s, 6);
+    j->created_at = sqlite3_column_int64(s, 7);
+    j->updated_at = sqlite3_column_int64(s, 8);
+    j->lease_owner = col_text(s, 9);
+    j->lease_until = sqlite3_column_int64(s, 10);
+    j->claims = sqlite3_column_int(s, 11);
+    j->spec = col_text(s, 12);
+    j->error = col_text(s, 13);
+}
+
+void
+q_job_cleanup(struct q_job *job)
+{
+    if (job == NULL)
+        return;
+    free(job->name);
+    free(job->key);
+    free(job->lease_owner);
+    free(job->spec);
+    free(job->error);
+    memset(job, 0, sizeof(*job));
+}
+
+void
+q_jobs_free(struct q_job *jobs, size_t n)
+{
+    for (size_t i = 0; jobs != NULL && i < n; i++)
+        q_job_cleanup(&jobs[i]);
+    free(jobs);
+}
+
+int
+q_job_get(q_db *db, int64_t id, struct q_job *out)
+{
+    sqlite3_stmt *s = stmt(db, ST_JOB_GET);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "reading a job");
+    read_job(s, out);
+    sqlite3_reset(s);
+    return 0;
+}
+
+/* Collects the rows of s (job columns) into a growing array. */
+static int
+collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
+{
+    struct q_job *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        memset(&v[len], 0, sizeof(*v));
+        read_job(s, &v[len++]);
+    }
+    if (rc != SQLITE_DONE) {
+        q_jobs_free(v, len);
+        return db_err(db, "listing jobs");
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int
+q_jobs_list(q_db *db, int state, size_t limit, struct q_job **out, size_t *n)
+{
+    sqlite3_stmt *s = stmt(db, state < 0 ? ST_JOBS_LIST : ST_JOBS_LIST_STATE);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, limit ? (sqlite3_int64)limit : -1);
+    if (state >= 0)
+        sqlite3_bind_int(s, 2, state);
+    return collect_jobs(db, s, out, n);
+}
+
+int
+q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
+{
+    int64_t c[Q_JOB_NSTATES] = {0};
+    sqlite3_stmt *s = stmt(db, ST_COUNTS);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int st = sqlite3_column_int(s, 0);
+        if (st >= 0 && st < Q_JOB_NSTATES)
+            c[st] = sqlite3_column_int64(s, 1);
+    }
+    if (rc != SQLITE_DONE)
+        return db_err(db, "counting jobs");
+    s = stmt(db, ST_PARK_OPEN);
+    if (s == NULL)
+        return -EIO;
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "counting park items");
+    *park_open = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    memcpy(counts, c, sizeof(c));
+    return 0;
+}
+
+/* ---- leases ---------------------------------------------------------- */
+
+static int
+reclaim(q_db *db, int64_t now, int64_t *n)
+{
+    sqlite3_stmt *s = stmt(db, ST_RECLAIM);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, now);
+    if ((rc = run_done(db, s, "reclaiming expired leases")) != 0)
+        return rc;
+    if (n != NULL)
+        *n = sqlite3_changes64(db->h);
+    return 0;
+}
+
+int
+q_reclaim(q_db *db, int64_t now, int64_t *n)
+{
+    int64_t got = 0;
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    rc = tx_leave(db, reclaim(db, now, &got));
+    if (rc == 0 && n != NULL)
+        *n = got;
+    return rc;
+}
+
+static int
+claim_locked(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
+             size_t max, struct q_job *v, size_t *len)
+{
+    int64_t ids[256];
+    size_t nids = 0;
+    sqlite3_stmt *s;
+    int rc;
+
+    if ((rc = reclaim(db, now, NULL)) != 0)
+        return rc;
+    if ((s = stmt(db, ST_CLAIM_PICK)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)max);
+    while (nids < max && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        ids[nids++] = sqlite3_column_int64(s, 0);
+    if (nids < max && rc != SQLITE_DONE)
+        return db_err(db, "claiming");
+    sqlite3_reset(s);
+    for (size_t i = 0; i < nids; i++) {
+        if ((s = stmt(db, ST_CLAIM_SET)) == NULL)
+            return -EIO;
+        sqlite3_bind_int64(s, 1, ids[i]);
+        sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, now + lease_ms);
+        sqlite3_bind_int64(s, 4, now);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return db_err(db, "claiming");
+        memset(&v[*len], 0, sizeof(*v));
+        read_job(s, &v[(*len)++]);
+        sqlite3_reset(s);
+    }
+    return 0;
+}
+
+int
+q_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms, size_t max,
+        struct q_job **out, size_t *n)
+{
+    struct q_job *v;
+    size_t len = 0;
+    int rc;
+
+    if (worker == NULL || worker[0] == '\0' || max == 0 || lease_ms <= 0)
+        return -EINVAL;
+    if (max > 256)
+        max = 256;
+    v = xcalloc(max, sizeof(*v));
+    if ((rc = tx_enter(db)) == 0)
+        rc =
+            tx_leave(db, claim_locked(db, worker, now, lease_ms, max, v, &len));
+    if (rc == 0 && len == 0)
+        rc = -ENOENT;
+    if (rc != 0) {
+        q_jobs_free(v, len);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+/* Runs a held-job update (?1 id, ?2 worker); -EBUSY when no row matched. */
+static int
+held_update(q_db *db, sqlite3_stmt *s, const char *what)
+{
+    int rc = run_done(db, s, what);
+
+    if (rc == 0 && sqlite3_changes(db->h) == 0)
+        return -EBUSY;
+    return rc;
+}
+
+int
+q_extend(q_db *db, int64_t id, const char *worker, int64_t until, int64_t now)
+{
+    sqlite3_stmt *s = stmt(db, ST_EXTEND);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, worker);
+    sqlite3_bind_int64(s, 3, until);
+    sqlite3_bind_int64(s, 4, now);
+    return held_update(db, s, "extending a lease");
+}
+
+static int
+set_held_state(q_db *db, int64_t id, const char *worker, enum q_job_state state,
+               const int64_t *run_at, int64_t now)
+{
+    sqlite3_stmt *s = stmt(db, ST_SET_STATE_HELD);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, worker);
+    sqlite3_bind_int(s, 3, state);
+    if (run_at != NULL)
+        sqlite3_bind_int64(s, 4, *run_at);
+    sqlite3_bind_int64(s, 5, now);
+    return held_update(db, s, "updating a job");
+}
+
+int
+q_release(q_db *db, int64_t id, const char *worker, int64_t run_at, int64_t now)
+{
+    return set_held_state(db, id, worker, Q_JOB_QUEUED, &run_at, now);
+}
+
+int
+q_complete(q_db *db, int64_t id, const char *worker, int64_t now)
+{
+    return set_held_state(db, id, worker, Q_JOB_SUCCEEDED, NULL, now);
+}
+
+int
+q_park_job(q_db *db, int64_t id, const char *worker, int64_t now)
+{
+    return set_held_state(db, id, worker, Q_JOB_PARKED, NULL, now);
+}
+
+int
+q_fail(q_db *db, int64_t id, const char *worker, const char *error, int64_t now)
+{
+    sqlite3_stmt *s = stmt(db, ST_FAIL_HELD);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, worker);
+    bind_text(s, 3, error);
+    sqlite3_bind_int64(s, 4, now);
+    return held_update(db, s, "failing a job");
+}
+
+static int
+cancel_locked(q_db *db, int64_t id, int64_t now)
+{
+    sqlite3_stmt *s = stmt(db, ST_CANCEL);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, now);
+    if ((rc = run_done(db, s, "cancelling a job")) != 0)
+        return rc;
+    if (sqlite3_changes(db->h) > 0)
+        return 0;
+    /* Nothing changed: tell "no such job" from "already ended". */
+    if ((s = stmt(db, ST_JOB_STATE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_ROW)
+        return -EALREADY;
+    return rc == SQLITE_DONE ? -ENOENT : db_err(db, "cancelling a job");
+}
+
+int
+q_cancel(q_db *db, int64_t id, int64_t now)
+{
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    return tx_leave(db, cancel_locked(db, id, now));
+}
+
+/* ---- steps ----------------------------------------------------------- */
+
+void
+q_steps_free(struct q_step *steps, size_t n)
+{
+    for (size_t i = 0; steps != NULL && i < n; i++) {
+        free(steps[i].tier);
+        free(steps[i].output);
+    }
+    free(steps);
+}
+
+int
+q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
+{
+    sqlite3_stmt *s = stmt(db, ST_STEPS_GET);
+    struct q_step *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 8;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        v[len].index = sqlite3_column_int(s, 0);
+        v[len].state = (enum q_step_state)sqlite3_column_int(s, 1);
+        v[len].tier = col_text(s, 2);
+        v[len].attempts = sqlite3_column_int(s, 3);
+        v[len].tokens = sqlite3_column_int64(s, 4);
+        v[len].output = col_text(s, 5);
+        len++;
+    }
+    if (rc != SQLITE_DONE) {
+        q_steps_free(v, len);
+        return db_err(db, "reading steps");
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int
+q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
+           const char *tier, const char *output, int64_t add_tokens)
+{
+    sqlite3_stmt *s = stmt(db, ST_STEP_SET);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, index);
+    sqlite3_bind_int(s, 3, state);
+    bind_text(s, 4, tier);
+    bind_text(s, 5, output);
+    sqlite3_bind_int64(s, 6, add_tokens);
+    return run_done(db, s, "updating a step");
+}
+
+/* ---- attempts -------------------------------------------------------- */
+
+static int
+attempt_begin_locked(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                     int *attempt)
+{
+    sqlite3_stmt *s = stmt(db, ST_HELD);
+    int num, rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    bind_text(s, 2, a->worker);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE)
+        return -EBUSY;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "recording an attempt");
+    if ((s = stmt(db, ST_ATTEMPT_NEXT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "recording an attempt");
+    num = sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    if ((s = stmt(db, ST_ATTEMPT_INSERT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    sqlite3_bind_int(s, 3, num);
+    bind_text(s, 4, a->tier);
+    bind_text(s, 5, a->worker);
+    bind_text(s, 6, a->request_sha256);
+    sqlite3_bind_int64(s, 7, a->est_tokens);
+    sqlite3_bind_int64(s, 8, a->started_at);
+    if ((rc = run_done(db, s, "recording an attempt")) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(db->h);
+    if ((s = stmt(db, ST_STEP_CHARGE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    bind_text(s, 3, a->tier);
+    sqlite3_bind_int64(s, 4, a->est_tokens);
+    if ((rc = run_done(db, s, "charging a step")) != 0)
+        return rc;
+    *attempt = num;
+    return 0;
+}
+
+int
+q_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                int *attempt)
+{
+    int64_t got_id = 0;
+    int got = 0, rc;
+
+    if (a->worker == NULL || a->step < 0)
+        return -EINVAL;
+    if ((rc = tx_enter(db)) != 0)
+        return rc;
+    rc = tx_leave(db, attempt_begin_locked(db, a, &got_id, &got));
+    if (rc == 0) {
+        *id = got_id;
+        *attempt = got;
+    }
+    return rc;
+}
+
+static int
+attempt_finish_locked(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    sqlite3_stmt *s = stmt(db, ST_ATTEMPT_GET);
+    int64_t job_id, est;
+    size_t keep;
+    int step, rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "finishing an attempt");
+    job_id = sqlite3_column_int64(s, 0);
+    step = sqlite3_column_int(s, 1);
+    est = sqlite3_column_int64(s, 2);
+    rc = sqlite3_column_type(s, 3) != SQLITE_NULL;
+    sqlite3_reset(s);
+    if (rc)
+        return -EALREADY;
+    if ((s = stmt(db, ST_ATTEMPT_FINISH)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, r->finished_at);
+    sqlite3_bind_int(s, 3, r->status);
+    bind_text(s, 4, r->outcome);
+    bind_text(s, 5, r->reason);
+    bind_text(s, 6, r->decision);
+    sqlite3_bind_int64(s, 7, r->delay_ms);
+    sqlite3_bind_int64(s, 8, r->latency_ms);
+    sqlite3_bind_int64(s, 9, r->tokens);
+    keep = r->body_len;
+    if ((int64_t)keep > db->keep_body_bytes) {
+        keep = (size_t)db->keep_body_bytes;
+        /* Cut on a character boundary so the kept text stays UTF-8. */
+        while (keep > 0 && ((unsigned char)r->body[keep] & 0xC0) == 0x80)
+            keep--;
+    }
+    if (r->body != NULL)
+        sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
+    if ((rc = run_done(db, s, "finishing an attempt")) != 0)
+        return rc;
+    if ((s = stmt(db, ST_STEP_CORRECT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, step);
+    sqlite3_bind_int64(s, 3, r->tokens - est);
+    return run_done(db, s, "correcting a step's tokens");
+}
+
+int
+q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    return tx_leave(db, attempt_finish_locked(db, id, r));
+}
+
+void
+q_attempts_free(struct q_attempt *a, size_t n)
+{
+    for (size_t i = 0; a != NULL && i < n; i++) {
+        free(a[i].tier);
+        free(a[i].request_sha256);
+        free(a[i].outcome);
+        free(a[i].reason);
+        free(a[i].decision);
+        free(a[i].body);
+    }
+    free(a);
+}
+
+int
+q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
+                size_t *n)
+{
+    sqlite3_stmt *s = stmt(db, step < 0 ? ST_ATTEMPTS_JOB : ST_ATTEMPTS_STEP);
+    struct q_attempt *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    if (step >= 0)
+        sqlite3_bind_int(s, 2, step);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct q_attempt *a;
+        if (len == cap) {
+            cap = cap ? cap * 2 : 8;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        a = &v[len++];
+        a->id = sqlite3_column_int64(s, 0);
+        a->step = sqlite3_column_int(s, 1);
+        a->attempt = sqlite3_column_int(s, 2);
+        a->tier = col_text(s, 3);
+        a->request_sha256 = col_text(s, 4);
+        a->started_at = sqlite3_column_int64(s, 5);
+        a->finished_at = sqlite3_column_int64(s, 6);
+        a->status = sqlite3_column_int(s, 7);
+        a->outcome = col_text(s, 8);
+        a->reason = col_text(s, 9);
+        a->decision = col_text(s, 10);
+        a->delay_ms = sqlite3_column_int64(s, 11);
+        a->latency_ms = sqlite3_column_int64(s, 12);
+        a->tokens = sqlite3_column_int64(s, 13);
+        a->body = col_text(s, 14);
+    }
+    if (rc != SQLITE_DONE) {
+        q_attempts_free(v, len);
+        return db_err(db, "reading attempts");
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}

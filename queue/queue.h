@@ -1,0 +1,337 @@
+/* queue.h: the stepq queue store: jobs, leases, steps, the attempts ledger,
+ * park items and tier state.
+ *
+ * This is the only module that knows the storage engine (SQLite today, a
+ * PostgreSQL backend later); no SQL or sqlite3 type leaves queue/.  All
+ * functions return 0 or a negative errno (CONVENTIONS §4): -EINVAL bad
+ * input, -ENOENT not found / nothing to claim, -EBUSY leased elsewhere or
+ * lease lost, -EALREADY wrong state, -EIO storage failure (logged where it
+ * happened).  Out-params are untouched on failure.  Times are milliseconds
+ * since the Unix epoch and always come in as arguments.
+ *
+ * Group commit: q_tx_begin()/q_tx_commit() wrap any number of calls in one
+ * write transaction; each call outside one commits on its own.
+ */
+#ifndef STEPQ_QUEUE_QUEUE_H
+#define STEPQ_QUEUE_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/defs.h"
+
+typedef struct q_db q_db;
+
+/* ---- job specs (validation, no storage) ------------------------------ */
+
+enum q_step_kind { Q_STEP_CHAT = 0, Q_STEP_HTTP = 1 };
+
+/* One validated step. Pointers to cJSON are borrowed from the owning
+ * q_jobspec's tree; strings are owned by it too. */
+struct q_step_spec {
+    const char *name;
+    enum q_step_kind kind;
+    bool replayable;             /* default: chat true, http false */
+    bool side_effects;           /* default: chat false, http true */
+    const char *idempotency_key; /* NULL: none */
+    int max_attempts;            /* default 3 */
+    int64_t token_budget;        /* 0: unlimited */
+    const cJSON *expect_json;    /* array of key strings, or NULL */
+    const cJSON *tiers;          /* array of tier names, or NULL: all */
+    const cJSON *request;        /* chat body (object), NULL for http */
+    const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
+    const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
+};
+
+/* A parsed, validated job. Caller owns it; free with q_jobspec_free(). */
+struct q_jobspec {
+    cJSON *root;        /* owned: the job as given */
+    char *text;         /* owned: the job as JSON text, as it is stored */
+    const char *name;   /* borrowed from root */
+    const char *key;    /* NULL: no dedupe key */
+    int64_t priority;   /* higher runs first; default 0 */
+    int64_t run_at;     /* ms; 0 = at enqueue time */
+    int64_t deadline_s; /* default 3600, counted from run_at */
+    size_t nsteps;
+    struct q_step_spec *steps; /* owned array */
+};
+
+/* What validation may check beyond the job itself. */
+struct q_validate_opts {
+    const char *const *tiers; /* known tier names (NULL: not checked) */
+    size_t ntiers;
+};
+
+/* Largest accepted job, as JSON text. */
+#define Q_JOB_MAX_BYTES (1024 * 1024)
+
+/* q_jobspec_parse validates one job's JSON text (every rule of SPEC "Job
+ * file") and returns it parsed. Returns 0, or -EINVAL with the JSON path of
+ * the first problem in err ("steps[1].request: missing"). opts may be NULL.
+ * Caller owns *out. */
+STEPQ_MUST_CHECK int q_jobspec_parse(const char *text, size_t len,
+                                     const struct q_validate_opts *opts,
+                                     struct q_jobspec **out, char *err,
+                                     size_t errlen);
+/* q_jobspec_from_json validates an already parsed job object and takes
+ * ownership of it (also on failure: it is then deleted). */
+STEPQ_MUST_CHECK int q_jobspec_from_json(cJSON *job,
+                                         const struct q_validate_opts *opts,
+                                         struct q_jobspec **out, char *err,
+                                         size_t errlen);
+/* q_jobspec_parse_many accepts one job, a JSON array of jobs, or JSON lines
+ * (one job per line). Every job is validated before anything is returned;
+ * the error is prefixed with the job ("job 3: steps[0].name: missing", or
+ * "line 4: ..." for JSON lines). Caller owns the array (*out, *n) and frees
+ * it with q_jobspecs_free(). */
+STEPQ_MUST_CHECK int q_jobspec_parse_many(const char *text, size_t len,
+                                          const struct q_validate_opts *opts,
+                                          struct q_jobspec ***out, size_t *n,
+                                          char *err, size_t errlen);
+/* q_jobspec_free releases a job spec; NULL is a no-op. */
+void q_jobspec_free(struct q_jobspec *spec);
+/* q_jobspecs_free releases an array of n specs and the array. */
+void q_jobspecs_free(struct q_jobspec **specs, size_t n);
+
+/* ---- opening --------------------------------------------------------- */
+
+struct q_open_opts {
+    bool sync_full;          /* synchronous=FULL instead of NORMAL */
+    int busy_timeout_ms;     /* default 5000 */
+    int64_t keep_body_bytes; /* raw bodies kept in the ledger; 65536 */
+};
+
+/* q_open opens (creating mode 0600 if needed) and migrates the database at
+ * path. opts may be NULL. Returns 0, -EIO (cannot open or migrate; logged),
+ * or -ENOTSUP (made by a newer stepq). Caller owns *out; q_close() it. */
+STEPQ_MUST_CHECK int q_open(const char *path, const struct q_open_opts *opts,
+                            q_db **out);
+/* q_close finalizes every cached statement and closes. Returns 0, or -EIO
+ * when SQLite refused to close (a leaked statement). NULL is a no-op. */
+int q_close(q_db *db);
+/* q_schema_version is the version this build migrates to. */
+int q_schema_version(void);
+/* q_db_version reads the open database's schema version into *out. */
+STEPQ_MUST_CHECK int q_db_version(q_db *db, int *out);
+
+/* ---- transactions (group commit) ------------------------------------- */
+
+/* q_tx_begin starts a write transaction (BEGIN IMMEDIATE); calls until
+ * q_tx_commit join it. Nesting is counted. */
+STEPQ_MUST_CHECK int q_tx_begin(q_db *db);
+/* q_tx_commit commits when the outermost level ends. On -EIO the
+ * transaction is rolled back. */
+STEPQ_MUST_CHECK int q_tx_commit(q_db *db);
+/* q_tx_rollback abandons the whole transaction (all levels). */
+void q_tx_rollback(q_db *db);
+
+/* ---- jobs ------------------------------------------------------------ */
+
+enum q_job_state {
+    Q_JOB_QUEUED = 0,
+    Q_JOB_RUNNING,
+    Q_JOB_SUCCEEDED,
+    Q_JOB_FAILED,
+    Q_JOB_PARKED,
+    Q_JOB_CANCELLED,
+    Q_JOB_NSTATES
+};
+
+/* q_job_state_name gives the SPEC name ("queued"...). */
+const char *q_job_state_name(enum q_job_state s);
+/* q_job_state_from_name maps a name to a state; -EINVAL if unknown. */
+int q_job_state_from_name(const char *name, enum q_job_state *out);
+
+/* Overrides given at enqueue time (CLI flags). */
+struct q_enqueue_opts {
+    const char *key; /* NULL: the job's own */
+    bool has_run_at;
+    int64_t run_at; /* ms */
+    bool has_priority;
+    int64_t priority;
+};
+
+struct q_enqueue_result {
+    int64_t id;
+    bool duplicate; /* the key existed: id is the existing job's */
+};
+
+/* q_enqueue writes n validated jobs in one transaction (all or none) at
+ * time now. A job whose key exists gets the existing id and duplicate set.
+ * opts may be NULL; res has n entries. */
+STEPQ_MUST_CHECK int q_enqueue(q_db *db, struct q_jobspec *const *jobs,
+                               size_t n, const struct q_enqueue_opts *opts,
+                               int64_t now, struct q_enqueue_result *res);
+
+/* A job row. Strings are owned; release with q_job_cleanup(). */
+struct q_job {
+    int64_t id;
+    char *name;
+    char *key; /* NULL if none */
+    enum q_job_state state;
+    int64_t priority;
+    int64_t run_at;
+    int64_t deadline_at;
+    int64_t created_at;
+    int64_t updated_at;
+    char *lease_owner; /* NULL unless running */
+    int64_t lease_until;
+    int claims;  /* how often it was leased, this lease included */
+    char *spec;  /* the job's JSON text */
+    char *error; /* NULL unless failed */
+};
+
+/* q_job_cleanup frees the strings of job (not job itself). */
+void q_job_cleanup(struct q_job *job);
+/* q_jobs_cleanup frees n jobs and the array. */
+void q_jobs_free(struct q_job *jobs, size_t n);
+
+/* q_job_get loads job id. -ENOENT if there is none. */
+STEPQ_MUST_CHECK int q_job_get(q_db *db, int64_t id, struct q_job *out);
+/* q_jobs_list lists jobs (state < 0: all) by id, at most limit (0: all).
+ * Caller owns *out (q_jobs_free). */
+STEPQ_MUST_CHECK int q_jobs_list(q_db *db, int state, size_t limit,
+                                 struct q_job **out, size_t *n);
+/* q_counts fills counts[Q_JOB_NSTATES] and the number of open park items. */
+STEPQ_MUST_CHECK int q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
+                              int64_t *park_open);
+
+/* q_claim leases up to max due jobs to worker until now + lease_ms, in one
+ * transaction: highest priority first, then run_at, then id. Jobs whose
+ * lease expired are due again. Returns 0 with *n >= 1, or -ENOENT when
+ * nothing is due. Caller owns *out (q_jobs_free). */
+STEPQ_MUST_CHECK int q_claim(q_db *db, const char *worker, int64_t now,
+                             int64_t lease_ms, size_t max, struct q_job **out,
+                             size_t *n);
+/* q_extend moves the lease of a job held by worker to until (heartbeat).
+ * -EBUSY when the worker no longer holds it. */
+STEPQ_MUST_CHECK int q_extend(q_db *db, int64_t id, const char *worker,
+                              int64_t until, int64_t now);
+/* q_release gives a held job back to the queue, due at run_at. -EBUSY when
+ * the worker no longer holds it. */
+STEPQ_MUST_CHECK int q_release(q_db *db, int64_t id, const char *worker,
+                               int64_t run_at, int64_t now);
+/* q_complete marks a held job succeeded. -EBUSY if not held by worker. */
+STEPQ_MUST_CHECK int q_complete(q_db *db, int64_t id, const char *worker,
+                                int64_t now);
+/* q_fail marks a held job failed with error (copied). -EBUSY if not held. */
+STEPQ_MUST_CHECK int q_fail(q_db *db, int64_t id, const char *worker,
+                            const char *error, int64_t now);
+/* q_park_job marks a held job parked (waiting for a human). */
+STEPQ_MUST_CHECK int q_park_job(q_db *db, int64_t id, const char *worker,
+                                int64_t now);
+/* q_cancel cancels a queued, running or parked job. -ENOENT unknown id,
+ * -EALREADY when it already ended. A running job's worker finds its lease
+ * gone at the next heartbeat. */
+STEPQ_MUST_CHECK int q_cancel(q_db *db, int64_t id, int64_t now);
+/* q_reclaim returns jobs whose lease expired before now to the queue and
+ * sets *n to how many (n may be NULL). */
+STEPQ_MUST_CHECK int q_reclaim(q_db *db, int64_t now, int64_t *n);
+
+/* ---- steps ----------------------------------------------------------- */
+
+enum q_step_state {
+    Q_STEP_PENDING = 0,
+    Q_STEP_RUNNING,
+    Q_STEP_SUCCEEDED,
+    Q_STEP_FAILED,
+    Q_STEP_PARKED,
+    Q_STEP_SKIPPED,
+    Q_STEP_NSTATES
+};
+
+/* q_step_state_name gives the SPEC name ("pending"...). */
+const char *q_step_state_name(enum q_step_state s);
+
+/* A step's progress. Steps with no row yet are pending. Owned strings. */
+struct q_step {
+    int index;
+    enum q_step_state state;
+    char *tier;   /* last tier used, or NULL */
+    int attempts; /* sends recorded in the ledger */
+    int64_t tokens;
+    char *output; /* committed output, or NULL */
+};
+
+/* q_steps_get loads the progress rows of a job, by index. Caller owns
+ * *out; free with q_steps_free(). */
+STEPQ_MUST_CHECK int q_steps_get(q_db *db, int64_t job_id, struct q_step **out,
+                                 size_t *n);
+/* q_steps_free frees n steps and the array. */
+void q_steps_free(struct q_step *steps, size_t n);
+/* q_step_set records a step's state, tier (NULL: keep), output (NULL:
+ * keep) and adds tokens. */
+STEPQ_MUST_CHECK int q_step_set(q_db *db, int64_t job_id, int index,
+                                enum q_step_state state, const char *tier,
+                                const char *output, int64_t add_tokens);
+
+/* ---- attempts ledger ------------------------------------------------- */
+
+/* What is known before a send. Strings are borrowed. */
+struct q_attempt_start {
+    int64_t job_id;
+    int step;                   /* step index */
+    const char *worker;         /* must hold the job's lease */
+    const char *tier;           /* NULL for http steps */
+    const char *request_sha256; /* hex */
+    int64_t est_tokens;         /* charged to the step before sending */
+    int64_t started_at;
+};
+
+/* What came back. Strings are borrowed; body is capped when stored. */
+struct q_attempt_result {
+    int status; /* HTTP status, 0 for a transport error */
+    const char *outcome;
+    const char *reason;
+    const char *decision;
+    int64_t delay_ms;
+    int64_t latency_ms;
+    int64_t tokens;   /* reported usage (replaces the estimate) */
+    const char *body; /* raw body, or NULL */
+    size_t body_len;
+    int64_t finished_at;
+};
+
+/* q_attempt_begin records an attempt before it is sent, numbering it after
+ * the step's earlier attempts, and charges est_tokens to the step. Fails
+ * -EBUSY when the worker does not hold the job. *attempt gets the number
+ * (1 for the first), *id the ledger id for q_attempt_finish(). */
+STEPQ_MUST_CHECK int q_attempt_begin(q_db *db, const struct q_attempt_start *a,
+                                     int64_t *id, int *attempt);
+/* q_attempt_finish stores the result of attempt id; the step's token count
+ * is corrected from the estimate to r->tokens. -ENOENT unknown id,
+ * -EALREADY if it already has a result. */
+STEPQ_MUST_CHECK int q_attempt_finish(q_db *db, int64_t id,
+                                      const struct q_attempt_result *r);
+
+/* One ledger row. Owned strings; NULL where unknown. finished_at 0: the
+ * attempt has no result (in flight, or in doubt after a crash). */
+struct q_attempt {
+    int64_t id;
+    int step;
+    int attempt;
+    char *tier;
+    char *request_sha256;
+    int64_t started_at;
+    int64_t finished_at;
+    int status;
+    char *outcome;
+    char *reason;
+    char *decision;
+    int64_t delay_ms;
+    int64_t latency_ms;
+    int64_t tokens;
+    char *body;
+};
+
+/* q_attempts_list loads every attempt of a job (step < 0) or of one step,
+ * in order. Caller owns *out; free with q_attempts_free(). */
+STEPQ_MUST_CHECK int q_attempts_list(q_db *db, int64_t job_id, int step,
+                                     struct q_attempt **out, size_t *n);
+/* q_attempts_free frees n attempts and the array. */
+void q_attempts_free(struct q_attempt *a, size_t n);
+
+#endif

@@ -1,0 +1,176 @@
+/* schema.c: the database schema and its migrations.
+ *
+ * HOW TO CHANGE THIS SAFELY.  The schema version is PRAGMA user_version.
+ * migrations[i] takes a database from version i to version i + 1; they run
+ * in order, all in one transaction, so an interrupted upgrade leaves the
+ * old version intact.  Never edit a migration that has shipped: a database
+ * made by an older stepq has already run it and will not run it again.
+ * To change the schema, append a new migration (ALTER TABLE, CREATE INDEX,
+ * a table rebuild with INSERT ... SELECT) and add a test in test_queue.c
+ * that opens a database at the previous version, with data in it, and
+ * checks the data after the upgrade.  A stepq that finds a version newer
+ * than it knows refuses to open the file (-ENOTSUP) rather than guess.
+ */
+#include "queue/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "common/log.h"
+
+static const char *const migrations[] = {
+    /* 0 -> 1: jobs, their steps and the attempts ledger. */
+    "CREATE TABLE jobs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL,"
+    "  key TEXT UNIQUE,"
+    "  state INTEGER NOT NULL DEFAULT 0,"
+    "  priority INTEGER NOT NULL DEFAULT 0,"
+    "  run_at INTEGER NOT NULL,"
+    "  deadline_at INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  lease_owner TEXT,"
+    "  lease_until INTEGER,"
+    "  claims INTEGER NOT NULL DEFAULT 0,"
+    "  spec TEXT NOT NULL,"
+    "  error TEXT);"
+    /* The claim query walks this index in its exact order: no sort. */
+    "CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, id)"
+    "  WHERE state = 0;"
+    "CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 1;"
+    "CREATE INDEX jobs_state ON jobs (state, id);"
+    "CREATE TABLE steps ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  idx INTEGER NOT NULL,"
+    "  state INTEGER NOT NULL DEFAULT 0,"
+    "  tier TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  tokens INTEGER NOT NULL DEFAULT 0,"
+    "  output TEXT,"
+    "  PRIMARY KEY (job_id, idx)) WITHOUT ROWID;"
+    "CREATE TABLE attempts ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  step INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  tier TEXT,"
+    "  worker TEXT,"
+    "  request_sha256 TEXT,"
+    "  est_tokens INTEGER NOT NULL DEFAULT 0,"
+    "  started_at INTEGER NOT NULL,"
+    "  finished_at INTEGER,"
+    "  status INTEGER,"
+    "  outcome TEXT,"
+    "  reason TEXT,"
+    "  decision TEXT,"
+    "  delay_ms INTEGER,"
+    "  latency_ms INTEGER,"
+    "  tokens INTEGER,"
+    "  body TEXT,"
+    "  UNIQUE (job_id, step, attempt));",
+
+    /* 1 -> 2: the park table and shared tier state. */
+    "CREATE TABLE park ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  step INTEGER NOT NULL,"
+    "  step_name TEXT NOT NULL,"
+    "  reason TEXT NOT NULL,"
+    "  attempts INTEGER NOT NULL,"
+    "  request_sha256 TEXT,"
+    "  request TEXT,"
+    "  error TEXT,"
+    "  tier TEXT,"
+    "  parked_at INTEGER NOT NULL,"
+    "  state TEXT NOT NULL DEFAULT 'open',"
+    "  resolution TEXT,"
+    "  resolved_by TEXT,"
+    "  resolved_at INTEGER,"
+    "  note TEXT);"
+    "CREATE INDEX park_state ON park (state, id);"
+    "CREATE INDEX park_job ON park (job_id);"
+    "CREATE TABLE tiers ("
+    "  name TEXT PRIMARY KEY,"
+    "  breaker TEXT NOT NULL DEFAULT 'closed',"
+    "  failures INTEGER NOT NULL DEFAULT 0,"
+    "  open_until INTEGER,"
+    "  exhausted_until INTEGER,"
+    "  exhausted_reason TEXT,"
+    "  allowance_used INTEGER NOT NULL DEFAULT 0,"
+    "  allowance_since INTEGER,"
+    "  in_flight INTEGER NOT NULL DEFAULT 0,"
+    "  throttled_since INTEGER) WITHOUT ROWID;"
+    "CREATE TABLE tier_sends ("
+    "  tier TEXT NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  tokens INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX tier_sends_at ON tier_sends (tier, at);",
+};
+
+int
+q_schema_version(void)
+{
+    return (int)STEPQ_ARRAY_LEN(migrations);
+}
+
+static int
+read_version(q_db *db, int *out)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    if (sqlite3_prepare_v2(db->h, "PRAGMA user_version", -1, &s, NULL) !=
+        SQLITE_OK)
+        return db_err(db, "reading the schema version");
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? 0 : db_err(db, "reading the schema version");
+}
+
+int
+q_db_version(q_db *db, int *out)
+{
+    return read_version(db, out);
+}
+
+int
+schema_migrate(q_db *db, int target)
+{
+    int have = 0, rc;
+    char sql[64];
+
+    if (target <= 0 || target > q_schema_version())
+        target = q_schema_version();
+    /* Read the version inside the write transaction, so two processes
+     * opening a new file at once do not both run the migrations. */
+    if ((rc = exec_simple(db, "BEGIN IMMEDIATE")) != 0)
+        return rc;
+    if ((rc = read_version(db, &have)) != 0)
+        goto fail;
+    if (have > q_schema_version()) {
+        log_error("%s: schema version %d is newer than this stepq knows "
+                  "(%d); upgrade stepq",
+                  db->path, have, q_schema_version());
+        rc = -ENOTSUP;
+        goto fail;
+    }
+    for (int v = have; v < target; v++) {
+        if ((rc = exec_simple(db, migrations[v])) != 0) {
+            log_error("%s: migration %d -> %d failed", db->path, v, v + 1);
+            goto fail;
+        }
+    }
+    if (have < target) {
+        /* PRAGMA takes no bound parameters; target is our own integer. */
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", target);
+        if ((rc = exec_simple(db, sql)) != 0)
+            goto fail;
+    }
+    return exec_simple(db, "COMMIT");
+fail:
+    exec_simple(db, "ROLLBACK");
+    return rc;
+}

@@ -1,0 +1,308 @@
+/* store.c: the SQLite connection: open, pragmas, the statement cache and
+ * transactions. */
+#include "queue/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+/* The SQL of every cached statement, indexed by enum stmt_id. */
+static const char *const sql_text[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_JOB_INSERT] =
+        "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
+        " created_at, updated_at, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
+        " ON CONFLICT (key) DO NOTHING RETURNING id",
+    [ST_JOB_BY_KEY] = "SELECT id FROM jobs WHERE key = ?1",
+    [ST_JOB_GET] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, spec,"
+        " error FROM jobs WHERE id = ?1",
+    [ST_JOBS_LIST] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs ORDER BY id LIMIT ?1",
+    [ST_JOBS_LIST_STATE] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE state = ?2 ORDER BY id LIMIT ?1",
+    [ST_COUNTS] = "SELECT state, count(*) FROM jobs GROUP BY state",
+    [ST_PARK_OPEN] = "SELECT count(*) FROM park WHERE state = 'open'",
+    [ST_RECLAIM] = "UPDATE jobs SET state = 0, lease_owner = NULL,"
+                   " lease_until = NULL, updated_at = ?1"
+                   " WHERE state = 1 AND lease_until < ?1",
+    [ST_CLAIM_PICK] = "SELECT id FROM jobs WHERE state = 0 AND run_at <= ?1"
+                      " ORDER BY priority DESC, run_at, id LIMIT ?2",
+    [ST_CLAIM_SET] =
+        "UPDATE jobs SET state = 1, lease_owner = ?2, lease_until = ?3,"
+        " claims = claims + 1, updated_at = ?4 WHERE id = ?1 AND state = 0"
+        " RETURNING id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, spec,"
+        " error",
+    [ST_EXTEND] = "UPDATE jobs SET lease_until = ?3, updated_at = ?4"
+                  " WHERE id = ?1 AND state = 1 AND lease_owner = ?2",
+    [ST_SET_STATE_HELD] =
+        "UPDATE jobs SET state = ?3, run_at = coalesce(?4, run_at),"
+        " lease_owner = NULL, lease_until = NULL, updated_at = ?5"
+        " WHERE id = ?1 AND state = 1 AND lease_owner = ?2",
+    [ST_FAIL_HELD] =
+        "UPDATE jobs SET state = 3, error = ?3, lease_owner = NULL,"
+        " lease_until = NULL, updated_at = ?4"
+        " WHERE id = ?1 AND state = 1 AND lease_owner = ?2",
+    [ST_CANCEL] = "UPDATE jobs SET state = 5, lease_owner = NULL,"
+                  " lease_until = NULL, updated_at = ?2"
+                  " WHERE id = ?1 AND state IN (0, 1, 4)",
+    [ST_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
+    [ST_STEPS_GET] = "SELECT idx, state, tier, attempts, tokens, output"
+                     " FROM steps WHERE job_id = ?1 ORDER BY idx",
+    [ST_STEP_SET] =
+        "INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_id, idx) DO UPDATE"
+        " SET state = excluded.state, tier = coalesce(excluded.tier, tier),"
+        " output = coalesce(excluded.output, output),"
+        " tokens = tokens + excluded.tokens",
+    [ST_ATTEMPT_NEXT] = "SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
+                        " WHERE job_id = ?1 AND step = ?2",
+    [ST_ATTEMPT_INSERT] =
+        "INSERT INTO attempts (job_id, step, attempt, tier, worker,"
+        " request_sha256, est_tokens, started_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_STEP_CHARGE] =
+        "INSERT INTO steps (job_id, idx, state, tier, attempts, tokens)"
+        " VALUES (?1, ?2, 1, ?3, 1, ?4) ON CONFLICT (job_id, idx) DO UPDATE"
+        " SET state = 1, tier = coalesce(excluded.tier, tier),"
+        " attempts = attempts + 1, tokens = tokens + excluded.tokens",
+    [ST_ATTEMPT_FINISH] =
+        "UPDATE attempts SET finished_at = ?2, status = ?3, outcome = ?4,"
+        " reason = ?5, decision = ?6, delay_ms = ?7, latency_ms = ?8,"
+        " tokens = ?9, body = ?10 WHERE id = ?1 AND finished_at IS NULL",
+    [ST_ATTEMPT_GET] = "SELECT job_id, step, est_tokens, finished_at"
+                       " FROM attempts WHERE id = ?1",
+    [ST_STEP_CORRECT] = "UPDATE steps SET tokens = max(0, tokens + ?3)"
+                        " WHERE job_id = ?1 AND idx = ?2",
+    [ST_ATTEMPTS_JOB] =
+        "SELECT id, step, attempt, tier, request_sha256, started_at,"
+        " finished_at, status, outcome, reason, decision, delay_ms,"
+        " latency_ms, tokens, body FROM attempts WHERE job_id = ?1"
+        " ORDER BY step, attempt",
+    [ST_ATTEMPTS_STEP] =
+        "SELECT id, step, attempt, tier, request_sha256, started_at,"
+        " finished_at, status, outcome, reason, decision, delay_ms,"
+        " latency_ms, tokens, body FROM attempts WHERE job_id = ?1"
+        " AND step = ?2 ORDER BY attempt",
+    [ST_HELD] = "SELECT 1 FROM jobs WHERE id = ?1 AND state = 1"
+                " AND lease_owner = ?2",
+};
+
+int
+db_err(q_db *db, const char *what)
+{
+    int code = sqlite3_errcode(db->h);
+
+    log_error("%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return -EBUSY;
+    return -EIO;
+}
+
+int
+exec_simple(q_db *db, const char *sql)
+{
+    char *msg = NULL;
+
+    if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        log_error("%s: %s", db->path, msg ? msg : sqlite3_errmsg(db->h));
+        sqlite3_free(msg);
+        return sqlite3_errcode(db->h) == SQLITE_BUSY ? -EBUSY : -EIO;
+    }
+    return 0;
+}
+
+sqlite3_stmt *
+stmt(q_db *db, enum stmt_id id)
+{
+    sqlite3_stmt *s = db->stmts[id];
+
+    if (s == NULL) {
+        if (sqlite3_prepare_v3(db->h, sql_text[id], -1,
+                               SQLITE_PREPARE_PERSISTENT, &s,
+                               NULL) != SQLITE_OK) {
+            db_err(db, "preparing a statement");
+            return NULL;
+        }
+        db->stmts[id] = s;
+        return s;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+int
+tx_enter(q_db *db)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    if (db->tx_depth++ > 0)
+        return 0;
+    db->tx_failed = false;
+    s = stmt(db, ST_BEGIN);
+    if (s == NULL || (rc = sqlite3_step(s)) != SQLITE_DONE) {
+        db->tx_depth = 0;
+        return s ? db_err(db, "starting a transaction") : -EIO;
+    }
+    return 0;
+}
+
+int
+tx_leave(q_db *db, int rc)
+{
+    sqlite3_stmt *s;
+
+    if (rc != 0)
+        db->tx_failed = true;
+    if (--db->tx_depth > 0)
+        return rc;
+    if (db->tx_failed) {
+        s = stmt(db, ST_ROLLBACK);
+        if (s != NULL)
+            sqlite3_step(s);
+        return rc ? rc : -EIO;
+    }
+    s = stmt(db, ST_COMMIT);
+    if (s == NULL)
+        return -EIO;
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        int err = db_err(db, "committing");
+        if (!sqlite3_get_autocommit(db->h)) {
+            s = stmt(db, ST_ROLLBACK);
+            if (s != NULL)
+                sqlite3_step(s);
+        }
+        return err;
+    }
+    return 0;
+}
+
+int
+q_tx_begin(q_db *db)
+{
+    return tx_enter(db);
+}
+
+int
+q_tx_commit(q_db *db)
+{
+    if (db->tx_depth <= 0)
+        return -EINVAL;
+    return tx_leave(db, 0);
+}
+
+void
+q_tx_rollback(q_db *db)
+{
+    sqlite3_stmt *s;
+
+    if (db->tx_depth <= 0)
+        return;
+    db->tx_depth = 0;
+    s = stmt(db, ST_ROLLBACK);
+    if (s != NULL)
+        sqlite3_step(s);
+}
+
+/* Create the file with mode 0600 before SQLite opens it: SQLite would use
+ * 0644 (umask permitting) and the queue holds prompts and outputs. The
+ * -wal and -shm files SQLite makes take the main file's permissions. */
+static int
+create_private(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+    if (fd < 0) {
+        log_error("%s: cannot create: %s", path, strerror(errno));
+        return -EIO;
+    }
+    close(fd);
+    return 0;
+}
+
+static int
+open_at(const char *path, const struct q_open_opts *opts, int target,
+        q_db **out)
+{
+    static const struct q_open_opts defaults = {false, 5000, 65536};
+    q_db *db = NULL;
+    int rc;
+
+    if (opts == NULL)
+        opts = &defaults;
+    if (strcmp(path, ":memory:") != 0 && (rc = create_private(path)) != 0)
+        return rc;
+    db = xcalloc(1, sizeof(*db));
+    db->path = xstrdup(path);
+    db->keep_body_bytes = opts->keep_body_bytes;
+    if (sqlite3_open_v2(path, &db->h,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                            SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = db->h ? db_err(db, "opening") : -EIO;
+        goto fail;
+    }
+    sqlite3_extended_result_codes(db->h, 0);
+    sqlite3_busy_timeout(
+        db->h, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000);
+    if ((rc = exec_simple(db, "PRAGMA journal_mode = WAL")) != 0 ||
+        (rc = exec_simple(db, opts->sync_full
+                                  ? "PRAGMA synchronous = FULL"
+                                  : "PRAGMA synchronous = NORMAL")) != 0 ||
+        (rc = exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
+        (rc = schema_migrate(db, target)) != 0)
+        goto fail;
+    *out = db;
+    return 0;
+fail:
+    q_close(db);
+    return rc;
+}
+
+int
+q_open(const char *path, const struct q_open_opts *opts, q_db **out)
+{
+    return open_at(path, opts, 0, out);
+}
+
+int
+q_open_version(const char *path, int target, q_db **out)
+{
+    return open_at(path, NULL, target, out);
+}
+
+int
+q_close(q_db *db)
+{
+    int rc = 0;
+
+    if (db == NULL)
+        return 0;
+    if (db->tx_depth > 0)
+        q_tx_rollback(db);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(db->stmts[i]);
+    if (db->h != NULL && sqlite3_close(db->h) != SQLITE_OK) {
+        log_error("%s: close: %s", db->path, sqlite3_errmsg(db->h));
+        rc = -EIO;
+    }
+    free(db->path);
+    free(db);
+    return rc;
+}
