@@ -57,6 +57,9 @@ int schema_migrate(q_db *db, int target);
  * migration tests). */
 int q_open_version(const char *path, int target, q_db **out);
 
+/* store_sql is the SQL text of statement id (for query-plan tests). */
+const char *store_sql(enum stmt_id id);
+
 /* stmt returns the cached statement id, reset and with bindings cleared,
  * or NULL after logging when it cannot be prepared. */
 sqlite3_stmt *stmt(q_db *db, enum stmt_id id);

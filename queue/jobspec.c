@@ -374,9 +374,10 @@ parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
         if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0)
             return rc;
         for (size_t k = 0; k < i; k++) {
+            char q[PATH_LEN];
             if (strcmp(j->steps[k].name, j->steps[i].name) == 0)
                 return json_fail(err, len,
-                                 json_path_key(p, sizeof(p), p, "name"),
+                                 json_path_key(q, sizeof(q), p, "name"),
                                  "duplicate step name %s", j->steps[i].name);
         }
         i++;

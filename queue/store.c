@@ -39,7 +39,10 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_RECLAIM] = "UPDATE jobs SET state = 0, lease_owner = NULL,"
                    " lease_until = NULL, updated_at = ?1"
                    " WHERE state = 1 AND lease_until < ?1",
-    [ST_CLAIM_PICK] = "SELECT id FROM jobs WHERE state = 0 AND run_at <= ?1"
+    /* Pinned to the partial index: with few rows or no statistics the
+     * planner would pick jobs_state and sort the whole backlog. */
+    [ST_CLAIM_PICK] = "SELECT id FROM jobs INDEXED BY jobs_ready"
+                      " WHERE state = 0 AND run_at <= ?1"
                       " ORDER BY priority DESC, run_at, id LIMIT ?2",
     [ST_CLAIM_SET] =
         "UPDATE jobs SET state = 1, lease_owner = ?2, lease_until = ?3,"
@@ -101,6 +104,12 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_HELD] = "SELECT 1 FROM jobs WHERE id = ?1 AND state = 1"
                 " AND lease_owner = ?2",
 };
+
+const char *
+store_sql(enum stmt_id id)
+{
+    return sql_text[id];
+}
 
 int
 db_err(q_db *db, const char *what)

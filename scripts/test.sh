@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, checks formatting, then builds
+# and runs every test twice: a Debug build with warnings as errors, and the
+# same under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+echo "== clang-format"
+mapfile -t sources < <(find cli common queue park worker mock include lib \
+    tests examples bench -name '*.[ch]' 2>/dev/null | sort)
+clang-format --dry-run --Werror "${sources[@]}"
+
+echo "== Debug build and tests"
+cmake --workflow --preset dev
+echo "== ASan + UBSan build and tests"
+cmake --workflow --preset ci

@@ -1,0 +1,437 @@
+/* test_cli.c: the stepq binary as users and scripts run it: exit codes,
+ * messages naming the problem, JSON shapes, and bad input changing
+ * nothing. Each test runs in its own temporary directory. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/xalloc.h"
+
+static char *dir;
+
+#define CHAT_STEP(name)                                                        \
+    "{\"name\":\"" name "\",\"request\":{\"messages\":[{\"role\":\"user\","    \
+    "\"content\":\"hi\"}]}}"
+#define GOOD_JOB(key)                                                          \
+    "{\"name\":\"n\",\"key\":\"" key "\",\"steps\":[" CHAT_STEP("a") "]}"
+
+static void
+setup(void)
+{
+    dir = tmpdir_new();
+    ck_assert_int_eq(chdir(dir), 0);
+    unsetenv("STEPQ_DB");
+    unsetenv("STEPQ_CONFIG");
+}
+
+static void
+teardown(void)
+{
+    tmpdir_remove(dir);
+}
+
+/* Runs stepq and returns its exit code; out/err kept in *res. */
+static int
+run(struct run_result *res, const char *input, const char *const *argv)
+{
+    run_stepq(argv, input, res);
+    return res->status;
+}
+
+#define RUN(res, input, ...)                                                   \
+    run(res, input, (const char *[]){__VA_ARGS__, NULL})
+
+/* The number of jobs in the database, from status --json. */
+static int
+job_count(const char *db)
+{
+    struct run_result r;
+    int total = 0;
+    cJSON *o, *it;
+
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--json", "--db", db), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "jobs"))
+    {
+        total += it->valueint;
+    }
+    cJSON_Delete(o);
+    run_result_free(&r);
+    return total;
+}
+
+struct bad_input {
+    const char *name;
+    const char *input;
+    const char *want;
+};
+
+static const struct bad_input bad_inputs[] = {
+    {"not json", "{nope", "not valid JSON"},
+    {"wrong type", "{\"name\":[],\"steps\":[]}", "name: must be a string"},
+    {"empty steps", "{\"name\":\"n\",\"steps\":[]}",
+     "steps: must not be empty"},
+    {"unknown kind",
+     "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"kind\":\"ftp\"}]}",
+     "steps[0].kind"},
+    {"misspelt field",
+     "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"side_efects\":true,"
+     "\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}",
+     "steps[0].side_efects: unknown field"},
+    {"duplicate step names",
+     "{\"name\":\"n\",\"steps\":[" CHAT_STEP("a") "," CHAT_STEP("a") "]}",
+     "steps[1].name: duplicate step name a"},
+    {"template later step",
+     "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"request\":{\"messages\":["
+     "{\"role\":\"user\",\"content\":\"{{steps.b.output}}\"}]}}," CHAT_STEP(
+         "b") "]}",
+     "which runs later"},
+    {"missing request", "{\"name\":\"n\",\"steps\":[{\"name\":\"a\"}]}",
+     "steps[0].request: missing"},
+    {"invalid utf-8", "{\"name\":\"\xfe\",\"steps\":[" CHAT_STEP("a") "]}",
+     "not valid UTF-8"},
+    {"one bad job in an array",
+     "[" GOOD_JOB("k1") ",{\"name\":\"n\",\"steps\":[{\"name\":\"a\"}]}]",
+     "job 1: steps[0].request: missing"},
+    {"one bad job in lines", GOOD_JOB("k1") "\n{\"name\":\"n\"}\n",
+     "line 2: steps: missing"},
+};
+
+START_TEST(test_bad_job_exit_2_nothing_written)
+{
+    const struct bad_input *c = &bad_inputs[_i];
+    struct run_result r;
+
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, c->input, "enqueue", "-", "--db", "q.db"), 2);
+    ck_assert_msg(strstr(r.err, c->want) != NULL, "%s: stderr \"%s\"", c->name,
+                  r.err);
+    ck_assert_str_eq(r.out, "");
+    run_result_free(&r);
+    ck_assert_int_eq(job_count("q.db"), 0);
+}
+END_TEST
+
+START_TEST(test_huge_and_deep_inputs_refused)
+{
+    size_t n = 10 * 1024 * 1024;
+    char *big = xmalloc(n + 256), *p;
+    struct run_result r;
+    int len = snprintf(big, 256,
+                       "{\"name\":\"n\",\"steps\":[{\"name\":\"a\","
+                       "\"request\":{\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"");
+
+    memset(big + len, 'x', n);
+    strcpy(big + len + n, "\"}]}}]}");
+    p = tmpdir_write(dir, "big.json", big, strlen(big));
+    ck_assert_int_eq(RUN(&r, NULL, "enqueue", p, "--db", "q.db"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "larger than the limit"));
+    run_result_free(&r);
+    free(p);
+    memset(big, '[', 200000);
+    big[200000] = '\0';
+    ck_assert_int_eq(RUN(&r, big, "enqueue", "--db", "q.db"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "not valid JSON"));
+    run_result_free(&r);
+    free(big);
+    ck_assert_int_eq(job_count("q.db"), 0);
+}
+END_TEST
+
+START_TEST(test_enqueue_prints_ids_and_dedupes)
+{
+    struct run_result r;
+
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k1"), "enqueue", "--db", "q.db"), 0);
+    ck_assert_str_eq(r.out, "1\n");
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, GOOD_JOB("k1"), "--db", "q.db", "enqueue", "--json"), 0);
+    ck_assert_str_eq(r.out, "{\"id\":1,\"duplicate\":true}\n");
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, "[" GOOD_JOB("k2") "," GOOD_JOB("k1") "]",
+                         "enqueue", "--json", "--db=q.db"),
+                     0);
+    ck_assert_str_eq(r.out, "[{\"id\":2,\"duplicate\":false},"
+                            "{\"id\":1,\"duplicate\":true}]\n");
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k3") "\n" GOOD_JOB("k4") "\n", "enqueue",
+                         "--json", "--db", "q.db"),
+                     0);
+    ck_assert_str_eq(r.out, "[{\"id\":3,\"duplicate\":false},"
+                            "{\"id\":4,\"duplicate\":false}]\n");
+    run_result_free(&r);
+    ck_assert_int_eq(job_count("q.db"), 4);
+}
+END_TEST
+
+START_TEST(test_enqueue_flags_override_and_validate)
+{
+    struct run_result r;
+    cJSON *o;
+
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k1"), "enqueue", "--key", "other",
+                         "--priority", "7", "--run-at", "2030-01-02T03:04:05Z",
+                         "--db", "q.db"),
+                     0);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", "q.db"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_str_eq(cJSON_GetObjectItem(o, "key")->valuestring, "other");
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "priority")->valueint, 7);
+    ck_assert_str_eq(cJSON_GetObjectItem(o, "run_at")->valuestring,
+                     "2030-01-02T03:04:05Z");
+    cJSON_Delete(o);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, GOOD_JOB("k"), "enqueue", "--priority", "high", "--db", "q.db"),
+        2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--priority"));
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, GOOD_JOB("k"), "enqueue", "--run-at", "soon", "--db", "q.db"),
+        2);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, "[" GOOD_JOB("a") "," GOOD_JOB("b") "]", "enqueue",
+                         "--key", "x", "--db", "q.db"),
+                     2);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "enqueue", "missing.json", "--db", "q.db"),
+                     2);
+    ck_assert_ptr_nonnull(strstr(r.err, "missing.json: no such file"));
+    run_result_free(&r);
+    ck_assert_int_eq(job_count("q.db"), 1);
+}
+END_TEST
+
+START_TEST(test_jobs_show_json_shape)
+{
+    struct run_result r;
+    cJSON *o, *step;
+    const char *job = "{\"name\":\"nightly\",\"steps\":[" CHAT_STEP(
+        "a") "," CHAT_STEP("b") "]}";
+
+    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", "q.db"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "id")->valueint, 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(o, "name")->valuestring, "nightly");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "key")));
+    ck_assert_str_eq(cJSON_GetObjectItem(o, "state")->valuestring, "queued");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "error")));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, "steps")), 2);
+    step = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "steps"), 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(step, "name")->valuestring, "b");
+    ck_assert_str_eq(cJSON_GetObjectItem(step, "state")->valuestring,
+                     "pending");
+    ck_assert_int_eq(cJSON_GetObjectItem(step, "attempts")->valueint, 0);
+    ck_assert(cJSON_IsArray(cJSON_GetObjectItem(step, "history")));
+    cJSON_Delete(o);
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_jobs_list_and_filters)
+{
+    struct run_result r;
+    cJSON *o, *first;
+
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("a") "\n" GOOD_JOB("b") "\n", "enqueue",
+                         "--db", "q.db"),
+                     0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "2", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "list", "--json", "--state",
+                         "queued", "--db", "q.db"),
+                     0);
+    o = cJSON_Parse(r.out);
+    ck_assert_int_eq(cJSON_GetArraySize(o), 1);
+    first = cJSON_GetArrayItem(o, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(first, "id")->valueint, 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(first, "key")->valuestring, "a");
+    ck_assert_ptr_nonnull(cJSON_GetObjectItem(first, "created_at"));
+    ck_assert_ptr_nonnull(cJSON_GetObjectItem(first, "updated_at"));
+    cJSON_Delete(o);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r, NULL, "jobs", "list", "--state", "done", "--db", "q.db"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--state"));
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_exit_codes)
+{
+    struct run_result r;
+
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "42", "--db", "q.db"), 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "no job 42"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "x1", "--db", "q.db"), 2);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", "q.db"), 4);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "9", "--db", "q.db"), 3);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "frobnicate"), 2);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--bogus"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--bogus"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--db"), 2);
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_help_on_every_command)
+{
+    static const char *const cmds[][3] = {
+        {"--help", NULL, NULL},      {"init", "--help", NULL},
+        {"enqueue", "--help", NULL}, {"jobs", "--help", NULL},
+        {"jobs", "show", "--help"},  {"status", "--help", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        struct run_result r;
+        run_stepq(cmds[i], NULL, &r);
+        ck_assert_msg(r.status == 0, "%s %s: exit %d", cmds[i][0],
+                      cmds[i][1] ? cmds[i][1] : "", r.status);
+        ck_assert_msg(strstr(r.out, "usage:") != NULL, "%s: no usage",
+                      cmds[i][0]);
+        run_result_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_db_and_config_resolution)
+{
+    struct run_result r;
+    struct stat st;
+
+    /* $STEPQ_DB */
+    setenv("STEPQ_DB", "env.db", 1);
+    ck_assert_int_eq(RUN(&r, NULL, "init"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(stat("env.db", &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    unsetenv("STEPQ_DB");
+    /* config "db" is relative to the config's folder */
+    ck_assert_int_eq(mkdir("conf", 0700), 0);
+    free(tmpdir_write(dir, "conf/stepq.json", "{\"db\": \"c.db\"}", 14));
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--config", "conf/stepq.json"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(stat("conf/c.db", &st), 0);
+    /* no config, no env: ./stepq.db */
+    ck_assert_int_eq(RUN(&r, NULL, "init"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(stat("stepq.db", &st), 0);
+    /* a bad config names the problem and exits 2 */
+    free(tmpdir_write(dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}", 25));
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "bad.json"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "tiers[0].base_url: missing"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "nope.json"), 2);
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_tier_names_checked_against_config)
+{
+    struct run_result r;
+    const char *cfg = "{\"tiers\":[{\"name\":\"free\",\"base_url\":"
+                      "\"http://127.0.0.1:1/v1\",\"model\":\"m\"}]}";
+    const char *job = "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"tiers\":"
+                      "[\"paid\"],\"request\":{\"messages\":[{\"role\":"
+                      "\"user\"}]}}]}";
+
+    free(tmpdir_write(dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", "q.db"), 2);
+    ck_assert_ptr_nonnull(
+        strstr(r.err, "steps[0].tiers[0]: no tier named paid"));
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_example_job_files_validate)
+{
+    static const char *const files[] = {"examples/nightly-changelog.json"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char *p = source_path(files[i]);
+        struct run_result r;
+        ck_assert_msg(RUN(&r, NULL, "enqueue", p, "--db", "q.db") == 0,
+                      "%s: %s", files[i], r.err);
+        run_result_free(&r);
+        free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_c_example_enqueues_through_libstepq)
+{
+    const char *bin = getenv("STEPQ_EXAMPLE_ENQUEUE");
+    char *job = source_path("examples/nightly-changelog.json");
+    char cmd[4096];
+    FILE *p;
+    char line[64] = "";
+
+    ck_assert_ptr_nonnull(bin);
+    snprintf(cmd, sizeof(cmd), "'%s' q.db '%s' && '%s' q.db '%s'", bin, job,
+             bin, job);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
+    ck_assert_str_eq(line, "1\n");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
+    ck_assert_str_eq(line, "1 (duplicate)\n");
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_int_eq(job_count("q.db"), 1);
+    free(job);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *in = tcase_create("input");
+    TCase *out = tcase_create("output");
+
+    tcase_add_checked_fixture(in, setup, teardown);
+    tcase_set_timeout(in, 60);
+    tcase_add_loop_test(in, test_bad_job_exit_2_nothing_written, 0,
+                        (int)(sizeof(bad_inputs) / sizeof(bad_inputs[0])));
+    tcase_add_test(in, test_huge_and_deep_inputs_refused);
+    tcase_add_test(in, test_enqueue_flags_override_and_validate);
+    tcase_add_test(in, test_tier_names_checked_against_config);
+    tcase_add_test(in, test_db_and_config_resolution);
+    tcase_add_test(in, test_example_job_files_validate);
+    suite_add_tcase(s, in);
+
+    tcase_add_checked_fixture(out, setup, teardown);
+    tcase_set_timeout(out, 60);
+    tcase_add_test(out, test_enqueue_prints_ids_and_dedupes);
+    tcase_add_test(out, test_jobs_show_json_shape);
+    tcase_add_test(out, test_jobs_list_and_filters);
+    tcase_add_test(out, test_exit_codes);
+    tcase_add_test(out, test_help_on_every_command);
+    tcase_add_test(out, test_c_example_enqueues_through_libstepq);
+    suite_add_tcase(s, out);
+    return s;
+}

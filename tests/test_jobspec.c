@@ -1,0 +1,308 @@
+/* test_jobspec.c: every rule of SPEC "Job file", as a table. */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue/queue.h"
+
+#define CHAT(name)                                                             \
+    "{\"name\":\"" name "\",\"request\":{\"messages\":[{\"role\":\"user\","    \
+    "\"content\":\"hi\"}]}}"
+#define JOB(steps) "{\"name\":\"j\",\"steps\":[" steps "]}"
+
+struct bad_case {
+    const char *name;
+    const char *json;
+    const char *want; /* substring of the error */
+};
+
+static const struct bad_case bad[] = {
+    {"not json", "{\"name\": ", "not valid JSON"},
+    {"trailing text", JOB(CHAT("a")) " x", "extra text"},
+    {"not an object", "[1,2]", "must be a JSON object"},
+    {"name missing", "{\"steps\":[" CHAT("a") "]}", "name: missing"},
+    {"name wrong type", "{\"name\":5,\"steps\":[" CHAT("a") "]}",
+     "name: must be a string"},
+    {"name empty", "{\"name\":\"\",\"steps\":[" CHAT("a") "]}",
+     "name: must not be empty"},
+    {"steps missing", "{\"name\":\"j\"}", "steps: missing"},
+    {"steps empty", JOB(""), "steps: must not be empty"},
+    {"steps not array", "{\"name\":\"j\",\"steps\":{}}",
+     "steps: must be an array"},
+    {"unknown top field",
+     "{\"name\":\"j\",\"prio\":1,\"steps\":[" CHAT("a") "]}",
+     "prio: unknown field"},
+    {"misspelt side_effects",
+     JOB("{\"name\":\"a\",\"side_effect\":true,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].side_effect: unknown field"},
+    {"unknown kind",
+     JOB("{\"name\":\"a\",\"kind\":\"grpc\",\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].kind: must be \"chat\" or \"http\""},
+    {"request missing", JOB(CHAT("a") ",{\"name\":\"b\"}"),
+     "steps[1].request: missing"},
+    {"request not object", JOB("{\"name\":\"a\",\"request\":[]}"),
+     "steps[0].request: must be an object"},
+    {"messages missing", JOB("{\"name\":\"a\",\"request\":{}}"),
+     "steps[0].request.messages: missing"},
+    {"message without role",
+     JOB("{\"name\":\"a\",\"request\":{\"messages\":[{\"content\":\"x\"}]}}"),
+     "steps[0].request.messages[0]: needs a string \"role\""},
+    {"duplicate step", JOB(CHAT("a") "," CHAT("a")),
+     "steps[1].name: duplicate step name a"},
+    {"step name missing", JOB("{\"request\":{\"messages\":[]}}"),
+     "steps[0].name: missing"},
+    {"template later step",
+     JOB("{\"name\":\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+         "\"content\":\"{{steps.b.output}}\"}]}}," CHAT("b")),
+     "steps[0].request.messages[0].content: template names step b, which "
+     "runs later"},
+    {"template unknown step",
+     JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
+                   "\"user\",\"content\":\"x {{steps.zz.output}}\"}]}}"),
+     "template names unknown step zz"},
+    {"template own step",
+     JOB("{\"name\":\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+         "\"content\":\"{{steps.a.output}}\"}]}}"),
+     "template names its own step a"},
+    {"template malformed",
+     JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
+                   "\"user\",\"content\":\"{{steps.a}}\"}]}}"),
+     "bad template"},
+    {"http without http", JOB("{\"name\":\"p\",\"kind\":\"http\"}"),
+     "steps[0].http: missing"},
+    {"http bad method",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"method\":\"FETCH\","
+         "\"url\":\"http://127.0.0.1/\"}}"),
+     "steps[0].http.method: must be GET"},
+    {"http bad url",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"ftp://x\"}}"),
+     "steps[0].http.url: must start with http"},
+    {"http header not string",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"http://"
+         "127.0.0.1/\",\"headers\":{\"X-A\":1}}}"),
+     "steps[0].http.headers.X-A: must be a string"},
+    {"http header injection",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"http://"
+         "127.0.0.1/\",\"headers\":{\"X-A\":\"a\\r\\nB: c\"}}}"),
+     "not a valid header"},
+    {"http unknown field",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"http://"
+         "127.0.0.1/\",\"verb\":\"POST\"}}"),
+     "steps[0].http.verb: unknown field"},
+    {"chat with http",
+     JOB("{\"name\":\"a\",\"http\":{\"url\":\"http://x/\"},\"request\":{"
+         "\"messages\":[{\"role\":\"user\"}]}}"),
+     "steps[0].http: only for steps of kind \"http\""},
+    {"replayable not bool",
+     JOB("{\"name\":\"a\",\"replayable\":\"yes\",\"request\":{\"messages\":"
+         "[{\"role\":\"user\"}]}}"),
+     "steps[0].replayable: must be true or false"},
+    {"max_attempts zero",
+     JOB("{\"name\":\"a\",\"max_attempts\":0,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].max_attempts: must be between 1 and 100"},
+    {"max_attempts fraction",
+     JOB("{\"name\":\"a\",\"max_attempts\":1.5,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].max_attempts: must be a whole number"},
+    {"token_budget negative",
+     JOB("{\"name\":\"a\",\"token_budget\":-1,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].token_budget: must be between"},
+    {"expect_json not strings",
+     JOB("{\"name\":\"a\",\"expect_json\":[1],\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].expect_json[0]: must be a non-empty string"},
+    {"tiers empty",
+     JOB("{\"name\":\"a\",\"tiers\":[],\"request\":{\"messages\":[{\"role\":"
+         "\"user\"}]}}"),
+     "steps[0].tiers: must not be empty"},
+    {"degrade unknown field",
+     JOB("{\"name\":\"a\",\"degrade\":{\"max_token\":5},\"request\":{"
+         "\"messages\":[{\"role\":\"user\"}]}}"),
+     "steps[0].degrade.max_token: unknown field"},
+    {"idempotency_key empty",
+     JOB("{\"name\":\"a\",\"idempotency_key\":\"\",\"request\":{\"messages\":"
+         "[{\"role\":\"user\"}]}}"),
+     "steps[0].idempotency_key: must not be empty"},
+    {"run_at not a time",
+     "{\"name\":\"j\",\"run_at\":\"tomorrow\",\"steps\":[" CHAT("a") "]}",
+     "run_at: must be an RFC 3339 time"},
+    {"deadline zero",
+     "{\"name\":\"j\",\"deadline_s\":0,\"steps\":[" CHAT("a") "]}",
+     "deadline_s: must be between"},
+    {"priority string",
+     "{\"name\":\"j\",\"priority\":\"high\",\"steps\":[" CHAT("a") "]}",
+     "priority: must be a whole number"},
+    {"key empty", "{\"name\":\"j\",\"key\":\"\",\"steps\":[" CHAT("a") "]}",
+     "key: must not be empty"},
+    {"duplicate field",
+     "{\"name\":\"j\",\"name\":\"k\",\"steps\":[" CHAT("a") "]}",
+     "name: duplicate field"},
+    {"invalid utf-8", "{\"name\":\"j\xff\",\"steps\":[" CHAT("a") "]}",
+     "not valid UTF-8"},
+    {"overlong utf-8", "{\"name\":\"\xc0\xaf\",\"steps\":[" CHAT("a") "]}",
+     "not valid UTF-8"},
+    {"surrogate utf-8", "{\"name\":\"\xed\xa0\x80\",\"steps\":[" CHAT("a") "]}",
+     "not valid UTF-8"},
+};
+
+START_TEST(test_refuses_bad_job)
+{
+    const struct bad_case *c = &bad[_i];
+    struct q_jobspec *spec = NULL;
+    char err[512] = "";
+    int rc = q_jobspec_parse(c->json, strlen(c->json), NULL, &spec, err,
+                             sizeof(err));
+
+    ck_assert_msg(rc == -EINVAL, "%s: accepted", c->name);
+    ck_assert_ptr_null(spec);
+    ck_assert_msg(strstr(err, c->want) != NULL, "%s: got \"%s\", want \"%s\"",
+                  c->name, err, c->want);
+}
+END_TEST
+
+START_TEST(test_defaults_follow_kind)
+{
+    const char *json =
+        JOB(CHAT("a") ",{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
+                      "\"http://127.0.0.1:9/c\",\"body\":{\"t\":\"{{steps.a."
+                      "output}}\"}}}");
+    struct q_jobspec *s = NULL;
+    char err[256];
+
+    ck_assert_int_eq(
+        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s->nsteps, 2);
+    ck_assert(s->steps[0].replayable && !s->steps[0].side_effects);
+    ck_assert(!s->steps[1].replayable && s->steps[1].side_effects);
+    ck_assert_int_eq(s->steps[0].max_attempts, 3);
+    ck_assert_int_eq(s->deadline_s, 3600);
+    ck_assert_int_eq(s->run_at, 0);
+    ck_assert_ptr_null(s->key);
+    q_jobspec_free(s);
+}
+END_TEST
+
+START_TEST(test_unknown_tier_refused_when_config_names_tiers)
+{
+    const char *names[] = {"free", "local"};
+    struct q_validate_opts o = {names, 2};
+    const char *json =
+        JOB("{\"name\":\"a\",\"tiers\":[\"local\",\"paid\"],\"request\":{"
+            "\"messages\":[{\"role\":\"user\"}]}}");
+    struct q_jobspec *s = NULL;
+    char err[256];
+
+    ck_assert_int_eq(
+        q_jobspec_parse(json, strlen(json), &o, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_str_eq(err, "steps[0].tiers[1]: no tier named paid in the "
+                          "config");
+    ck_assert_int_eq(
+        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
+    q_jobspec_free(s);
+}
+END_TEST
+
+START_TEST(test_huge_job_refused)
+{
+    size_t n = 10 * 1024 * 1024;
+    char *big = malloc(n + 256);
+    struct q_jobspec *s = NULL;
+    char err[256];
+    int len = sprintf(big, "{\"name\":\"j\",\"steps\":[{\"name\":\"a\","
+                           "\"request\":{\"messages\":[{\"role\":\"user\","
+                           "\"content\":\"");
+    memset(big + len, 'x', n);
+    strcpy(big + len + n, "\"}]}}]}");
+    ck_assert_int_eq(
+        q_jobspec_parse(big, strlen(big), NULL, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "larger than the limit"));
+    free(big);
+}
+END_TEST
+
+START_TEST(test_deep_nesting_refused)
+{
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 1);
+    struct q_jobspec *s = NULL;
+    char err[256];
+
+    memset(deep, '[', depth);
+    memset(deep + depth, ']', depth);
+    deep[2 * depth] = '\0';
+    ck_assert_int_eq(
+        q_jobspec_parse(deep, 2 * depth, NULL, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "not valid JSON"));
+    free(deep);
+}
+END_TEST
+
+START_TEST(test_many_names_the_bad_job)
+{
+    const char *arr =
+        "[" JOB(CHAT("a")) "," JOB(CHAT("a")) ",{\"name\":"
+                                              "\"x\",\"steps\":[]}]";
+    const char *lines = JOB(CHAT("a")) "\n\n" JOB(CHAT("b")) "\n{\"name\":1}\n";
+    struct q_jobspec **v = NULL;
+    size_t n = 0;
+    char err[256];
+
+    ck_assert_int_eq(
+        q_jobspec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)),
+        -EINVAL);
+    ck_assert_str_eq(err, "job 2: steps: must not be empty");
+    ck_assert_int_eq(q_jobspec_parse_many(lines, strlen(lines), NULL, &v, &n,
+                                          err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_str_eq(err, "line 4: name: must be a string");
+}
+END_TEST
+
+START_TEST(test_many_accepts_array_and_lines)
+{
+    const char *arr = "[" JOB(CHAT("a")) "," JOB(CHAT("b")) "]";
+    const char *lines =
+        JOB(CHAT("a")) "\n" JOB(CHAT("b")) "\n" JOB(CHAT("c")) "\n";
+    struct q_jobspec **v = NULL;
+    size_t n = 0;
+    char err[256];
+
+    ck_assert_int_eq(
+        q_jobspec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)),
+        0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(v[1]->steps[0].name, "b");
+    q_jobspecs_free(v, n);
+    ck_assert_int_eq(q_jobspec_parse_many(lines, strlen(lines), NULL, &v, &n,
+                                          err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(v[2]->steps[0].name, "c");
+    q_jobspecs_free(v, n);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("jobspec");
+    TCase *tc = tcase_create("validation");
+
+    tcase_add_loop_test(tc, test_refuses_bad_job, 0,
+                        (int)(sizeof(bad) / sizeof(bad[0])));
+    tcase_add_test(tc, test_defaults_follow_kind);
+    tcase_add_test(tc, test_unknown_tier_refused_when_config_names_tiers);
+    tcase_add_test(tc, test_huge_job_refused);
+    tcase_add_test(tc, test_deep_nesting_refused);
+    tcase_add_test(tc, test_many_names_the_bad_job);
+    tcase_add_test(tc, test_many_accepts_array_and_lines);
+    suite_add_tcase(s, tc);
+    return s;
+}
