@@ -1,1 +1,252 @@
-int main(void) { return 0; }
+/* bench/queue.c: queue store throughput, run on demand (never in tests).
+ *
+ *   build/release/bench/bench_queue [--runs 5] [--single N] [--batch N]
+ *                                   [--backlog N] [--dir DIR]
+ *
+ * Prints jobs/s, the median of --runs runs, for: enqueue one job per
+ * transaction, enqueue 100 per transaction, and claim+complete from a
+ * backlog with 1 and 4 processes (one job per claim, and 32 per claim with
+ * the completions group-committed), each at synchronous=NORMAL and FULL
+ * (WAL). Enqueue includes parsing and validating the job's JSON.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+#include "queue/queue.h"
+
+static const char job_text[] =
+    "{\"name\":\"bench\",\"steps\":[{\"name\":\"summarize\",\"request\":{"
+    "\"messages\":[{\"role\":\"user\",\"content\":\"Summarize the merged "
+    "pull requests of the night as JSON.\"}],\"max_tokens\":800},"
+    "\"expect_json\":[\"summary\"]}]}";
+
+static const char *base_dir = "/tmp";
+static int run_no;
+
+static char *
+fresh_path(void)
+{
+    char *p = xmalloc(512);
+    snprintf(p, 512, "%s/bench-queue-%d-%d.db", base_dir, (int)getpid(),
+             run_no++);
+    unlink(p);
+    return p;
+}
+
+static void
+remove_db(const char *p)
+{
+    char side[600];
+    unlink(p);
+    snprintf(side, sizeof(side), "%s-wal", p);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", p);
+    unlink(side);
+}
+
+static q_db *
+open_or_die(const char *path, bool full)
+{
+    struct q_open_opts o = {
+        .sync_full = full, .busy_timeout_ms = 10000, .keep_body_bytes = 65536};
+    q_db *db = NULL;
+    if (q_open(path, &o, &db) != 0) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(1);
+    }
+    return db;
+}
+
+static struct q_jobspec *
+parse_job(void)
+{
+    struct q_jobspec *s = NULL;
+    char err[256];
+    if (q_jobspec_parse(job_text, sizeof(job_text) - 1, NULL, &s, err,
+                        sizeof(err)) != 0) {
+        fprintf(stderr, "bad bench job: %s\n", err);
+        exit(1);
+    }
+    return s;
+}
+
+/* Enqueues n jobs, per at a time in one transaction; returns jobs/s. */
+static double
+bench_enqueue(const char *path, bool full, int n, int per)
+{
+    q_db *db = open_or_die(path, full);
+    struct q_jobspec **v = xcalloc((size_t)per, sizeof(*v));
+    struct q_enqueue_result *r = xcalloc((size_t)per, sizeof(*r));
+    int64_t t0 = clock_mono_ms(), now = clock_now_ms();
+
+    for (int done = 0; done < n; done += per) {
+        for (int i = 0; i < per; i++)
+            v[i] = parse_job();
+        if (q_enqueue(db, v, (size_t)per, NULL, now, r) != 0) {
+            fprintf(stderr, "enqueue failed\n");
+            exit(1);
+        }
+        for (int i = 0; i < per; i++)
+            q_jobspec_free(v[i]);
+    }
+    double secs = (double)(clock_mono_ms() - t0) / 1000.0;
+    free(v);
+    free(r);
+    q_close(db);
+    return n / secs;
+}
+
+static void
+fill_backlog(const char *path, int n)
+{
+    q_db *db = open_or_die(path, false);
+    struct q_jobspec **v = xcalloc(1000, sizeof(*v));
+    struct q_enqueue_result *r = xcalloc(1000, sizeof(*r));
+    int64_t now = clock_now_ms() - 1000;
+
+    for (int done = 0; done < n; done += 1000) {
+        int k = n - done < 1000 ? n - done : 1000;
+        for (int i = 0; i < k; i++)
+            v[i] = parse_job();
+        if (q_enqueue(db, v, (size_t)k, NULL, now, r) != 0)
+            exit(1);
+        for (int i = 0; i < k; i++)
+            q_jobspec_free(v[i]);
+    }
+    free(v);
+    free(r);
+    q_close(db);
+}
+
+/* One worker process: claim `per` at a time and complete them (in one
+ * transaction when per > 1) until nothing is left. */
+static int
+drain(const char *path, bool full, int per, int id)
+{
+    q_db *db = open_or_die(path, full);
+    char name[32];
+    struct q_job *got;
+    size_t n;
+    int rc, done = 0;
+
+    snprintf(name, sizeof(name), "bench-%d", id);
+    while ((rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)per, &got,
+                         &n)) == 0) {
+        int64_t now = clock_now_ms();
+        if (n > 1 && q_tx_begin(db) != 0)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            if (q_complete(db, got[i].id, name, now) != 0)
+                return -1;
+        }
+        if (n > 1 && q_tx_commit(db) != 0)
+            return -1;
+        done += (int)n;
+        q_jobs_free(got, n);
+    }
+    q_close(db);
+    return rc == -ENOENT ? done : -1;
+}
+
+static double
+bench_claim(const char *path, bool full, int backlog, int procs, int per)
+{
+    pid_t pids[16];
+    int64_t t0;
+
+    fill_backlog(path, backlog);
+    t0 = clock_mono_ms();
+    for (int p = 0; p < procs; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0)
+            _exit(drain(path, full, per, p) >= 0 ? 0 : 1);
+    }
+    for (int p = 0; p < procs; p++) {
+        int st;
+        waitpid(pids[p], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "worker %d failed\n", p);
+            exit(1);
+        }
+    }
+    return backlog / ((double)(clock_mono_ms() - t0) / 1000.0);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int
+main(int argc, char **argv)
+{
+    int runs = 5, single = 20000, batch = 100000, backlog = 100000;
+    int only = -1;
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--runs") == 0)
+            runs = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--single") == 0)
+            single = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--backlog") == 0)
+            backlog = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--only") == 0)
+            only = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--dir") == 0)
+            base_dir = argv[i + 1];
+    }
+    if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    printf("%-44s %12s %12s\n", "benchmark (median of runs, jobs/s)", "NORMAL",
+           "FULL");
+    for (int b = 0; b < 6; b++) {
+        static const char *const names[] = {
+            "enqueue, 1 per transaction",
+            "enqueue, 100 per transaction",
+            "claim+complete, 1 process, 1 per claim",
+            "claim+complete, 4 processes, 1 per claim",
+            "claim+complete, 1 process, 32 per claim",
+            "claim+complete, 4 processes, 32 per claim"};
+        double med[2];
+        if (only >= 0 && b != only)
+            continue;
+        for (int full = 0; full < 2; full++) {
+            double *r = xcalloc((size_t)runs, sizeof(double));
+            for (int k = 0; k < runs; k++) {
+                char *p = fresh_path();
+                switch (b) {
+                case 0:
+                    r[k] = bench_enqueue(p, full, single, 1);
+                    break;
+                case 1:
+                    r[k] = bench_enqueue(p, full, batch, 100);
+                    break;
+                default:
+                    r[k] = bench_claim(p, full, backlog, b % 2 ? 4 : 1,
+                                       b < 4 ? 1 : 32);
+                    break;
+                }
+                remove_db(p);
+                free(p);
+            }
+            qsort(r, (size_t)runs, sizeof(double), cmp_double);
+            med[full] = r[runs / 2];
+            free(r);
+        }
+        printf("%-44s %12.0f %12.0f\n", names[b], med[0], med[1]);
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -89,24 +89,49 @@ check_templates_in(const char *s, const char *path, const struct q_jobspec *job,
     return 0;
 }
 
-/* Walks every string (values and keys) under item. */
+/* One level of a JSON path, kept on the stack while walking; the text
+ * "steps[0].request.messages[1].content" is only formatted on error. */
+struct seg {
+    const struct seg *up;
+    const char *key; /* member name, or NULL for an array index */
+    int index;
+};
+
+static void
+format_path(const struct seg *s, char *buf, size_t len)
+{
+    char tmp[PATH_LEN];
+
+    if (s == NULL) {
+        buf[0] = '\0';
+        return;
+    }
+    format_path(s->up, tmp, sizeof(tmp));
+    if (s->key != NULL)
+        json_path_key(buf, len, tmp, s->key);
+    else
+        json_path_index(buf, len, tmp, s->index);
+}
+
+/* Walks every string under item; paths are formatted only on error. */
 static int
-check_templates(const cJSON *item, const char *path,
+check_templates(const cJSON *item, const struct seg *at,
                 const struct q_jobspec *job, size_t self, char *err, size_t len)
 {
     char p[PATH_LEN];
     int rc, i = 0;
 
-    if (cJSON_IsString(item) && item->valuestring != NULL)
-        return check_templates_in(item->valuestring, path, job, self, err, len);
+    if (cJSON_IsString(item) && item->valuestring != NULL) {
+        if (strstr(item->valuestring, "{{steps.") == NULL)
+            return 0;
+        format_path(at, p, sizeof(p));
+        return check_templates_in(item->valuestring, p, job, self, err, len);
+    }
     if (!cJSON_IsArray(item) && !cJSON_IsObject(item))
         return 0;
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
-        if (cJSON_IsArray(item))
-            json_path_index(p, sizeof(p), path, i);
-        else
-            json_path_key(p, sizeof(p), path, c->string);
-        if ((rc = check_templates(c, p, job, self, err, len)) != 0)
+        struct seg s = {at, cJSON_IsArray(item) ? NULL : c->string, i};
+        if ((rc = check_templates(c, &s, job, self, err, len)) != 0)
             return rc;
     }
     return 0;
@@ -169,11 +194,12 @@ check_request(const cJSON *req, const char *path, char *err, size_t len)
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return json_fail(err, len, p, "must be a non-empty array");
     for (const cJSON *m = msgs->child; m != NULL; m = m->next, i++) {
-        json_path_index(q, sizeof(q), p, i);
         if (!cJSON_IsObject(m))
-            return json_fail(err, len, q, "must be an object");
+            return json_fail(err, len, json_path_index(q, sizeof(q), p, i),
+                             "must be an object");
         if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "role")))
-            return json_fail(err, len, q, "needs a string \"role\"");
+            return json_fail(err, len, json_path_index(q, sizeof(q), p, i),
+                             "needs a string \"role\"");
     }
     return 0;
 }
@@ -384,23 +410,16 @@ parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
     }
     /* Templates last: a reference may name any step, so all names must be
      * known first to tell "later" from "unknown". */
-    i = 0;
-    cJSON_ArrayForEach(it, steps)
-    {
+    for (i = 0; i < j->nsteps; i++) {
         const struct q_step_spec *s = &j->steps[i];
-        char q[PATH_LEN];
-        json_path_index(p, sizeof(p), "steps", (int)i);
+        struct seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};
+        struct seg req = {&step, "request", 0}, http = {&step, "http", 0};
         if (s->request != NULL &&
-            (rc = check_templates(s->request,
-                                  json_path_key(q, sizeof(q), p, "request"), j,
-                                  i, err, len)) != 0)
+            (rc = check_templates(s->request, &req, j, i, err, len)) != 0)
             return rc;
         if (s->http != NULL &&
-            (rc = check_templates(s->http,
-                                  json_path_key(q, sizeof(q), p, "http"), j, i,
-                                  err, len)) != 0)
+            (rc = check_templates(s->http, &http, j, i, err, len)) != 0)
             return rc;
-        i++;
     }
     return 0;
 }

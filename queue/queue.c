@@ -76,7 +76,6 @@ insert_job(q_db *db, const struct q_jobspec *j, const struct q_enqueue_opts *o,
     int64_t run_at = o && o->has_run_at ? o->run_at : j->run_at;
     int64_t prio = o && o->has_priority ? o->priority : j->priority;
     sqlite3_stmt *s = stmt(db, ST_JOB_INSERT);
-    int rc;
 
     if (s == NULL)
         return -EIO;
@@ -89,15 +88,14 @@ insert_job(q_db *db, const struct q_jobspec *j, const struct q_enqueue_opts *o,
     sqlite3_bind_int64(s, 5, run_at + j->deadline_s * 1000);
     sqlite3_bind_int64(s, 6, now);
     sqlite3_bind_text(s, 7, j->text, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        res->id = sqlite3_column_int64(s, 0);
-        res->duplicate = false;
-        return sqlite3_step(s) == SQLITE_DONE ? 0 : db_err(db, "enqueue");
-    }
-    if (rc != SQLITE_DONE)
+    if (sqlite3_step(s) != SQLITE_DONE)
         return db_err(db, "enqueue");
-    /* ON CONFLICT DO NOTHING returned no row: the key exists. */
+    if (sqlite3_changes(db->h) > 0) {
+        res->id = sqlite3_last_insert_rowid(db->h);
+        res->duplicate = false;
+        return 0;
+    }
+    /* ON CONFLICT DO NOTHING inserted nothing: the key exists. */
     s = stmt(db, ST_JOB_BY_KEY);
     if (s == NULL)
         return -EIO;

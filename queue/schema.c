@@ -23,7 +23,7 @@ static const char *const migrations[] = {
     "CREATE TABLE jobs ("
     "  id INTEGER PRIMARY KEY,"
     "  name TEXT NOT NULL,"
-    "  key TEXT UNIQUE,"
+    "  key TEXT,"
     "  state INTEGER NOT NULL DEFAULT 0,"
     "  priority INTEGER NOT NULL DEFAULT 0,"
     "  run_at INTEGER NOT NULL,"
@@ -39,7 +39,8 @@ static const char *const migrations[] = {
     "CREATE INDEX jobs_ready ON jobs (priority DESC, run_at, id)"
     "  WHERE state = 0;"
     "CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 1;"
-    "CREATE INDEX jobs_state ON jobs (state, id);"
+    /* Partial: jobs without a key cost no index entry. */
+    "CREATE UNIQUE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;"
     "CREATE TABLE steps ("
     "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
     "  idx INTEGER NOT NULL,"

@@ -20,7 +20,7 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOB_INSERT] =
         "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
         " created_at, updated_at, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
-        " ON CONFLICT (key) DO NOTHING RETURNING id",
+        " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING",
     [ST_JOB_BY_KEY] = "SELECT id FROM jobs WHERE key = ?1",
     [ST_JOB_GET] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
@@ -275,6 +275,8 @@ open_at(const char *path, const struct q_open_opts *opts, int target,
                                   ? "PRAGMA synchronous = FULL"
                                   : "PRAGMA synchronous = NORMAL")) != 0 ||
         (rc = exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
+        (rc = exec_simple(db, "PRAGMA cache_size = -16384")) != 0 ||
+        (rc = exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
         (rc = schema_migrate(db, target)) != 0)
         goto fail;
     *out = db;
