@@ -1,0 +1,421 @@
+/* script.c: parsing and validation of mock scripts (format in mock.h). */
+#include "mock/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/json.h"
+#include "common/xalloc.h"
+
+#define MAX_MS       3600000   /* one hour */
+#define MAX_OVERSIZE 268435456 /* 256 MiB */
+
+#define ROUTE_KEYS                                                             \
+    "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
+        "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
+        "context_tokens", "storm", "answers", "loop"
+
+static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
+static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
+static const char *const storm_keys[] = {"status", "requests", "seconds",
+                                         "after", NULL};
+static const char *const answer_keys[] = {"status",
+                                          "headers",
+                                          "body",
+                                          "content",
+                                          "finish_reason",
+                                          "delay_ms",
+                                          "fault",
+                                          "oversize_bytes",
+                                          "completion_tokens",
+                                          "count",
+                                          NULL};
+
+static const char *const fault_names[] = {
+    [MOCK_FAULT_NONE] = NULL,
+    [MOCK_FAULT_HANG] = "hang",
+    [MOCK_FAULT_CLOSE] = "close",
+    [MOCK_FAULT_CLOSE_MID_BODY] = "close_mid_body",
+    [MOCK_FAULT_TRUNCATE] = "truncate",
+    [MOCK_FAULT_INVALID_JSON] = "invalid_json",
+    [MOCK_FAULT_EMPTY] = "empty",
+};
+
+const char *
+mock_fault_name(enum mock_fault f)
+{
+    if ((size_t)f >= STEPQ_ARRAY_LEN(fault_names))
+        return NULL;
+    return fault_names[f];
+}
+
+/* text_or_json copies a member that may be a string (taken as is) or any
+ * other JSON value (serialized). Absent leaves *out NULL. */
+static int
+text_or_json(const cJSON *obj, const char *key, const char *path, char **out,
+             char *err, size_t len)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char p[512];
+
+    if (v == NULL)
+        return 0;
+    if (cJSON_IsNull(v))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
+                         "must be a string or a JSON value, not null");
+    if (cJSON_IsString(v))
+        *out = xstrdup(v->valuestring);
+    else
+        *out = json_print(v);
+    return 0;
+}
+
+static int
+dup_string(const cJSON *obj, const char *key, const char *path, char **out,
+           char *err, size_t len)
+{
+    const char *s = NULL;
+    int rc = json_get_string(obj, key, false, path, &s, err, len);
+
+    if (rc == 0 && s != NULL)
+        *out = xstrdup(s);
+    return rc;
+}
+
+/* token_ok reports whether s is an HTTP header name (RFC 9110 token). */
+static bool
+token_ok(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c <= 32 || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c) != NULL)
+            return false;
+    }
+    return true;
+}
+
+static int
+parse_headers(const cJSON *obj, const char *path, struct mock_answer *a,
+              char *err, size_t len)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(obj, "headers");
+    char p[512], q[512];
+    size_t n = 0;
+
+    if (h == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, "headers");
+    if (!cJSON_IsObject(h))
+        return json_fail(err, len, p, "must be an object of strings");
+    n = (size_t)cJSON_GetArraySize(h);
+    a->headers = xcalloc(n ? n : 1, sizeof(*a->headers));
+    for (const cJSON *it = h->child; it != NULL; it = it->next) {
+        json_path_key(q, sizeof(q), p, it->string);
+        if (!token_ok(it->string))
+            return json_fail(err, len, q, "not a valid header name");
+        if (!cJSON_IsString(it))
+            return json_fail(err, len, q, "must be a string");
+        if (strpbrk(it->valuestring, "\r\n") != NULL)
+            return json_fail(err, len, q, "must not contain CR or LF");
+        if (strcasecmp(it->string, "content-length") == 0 ||
+            strcasecmp(it->string, "transfer-encoding") == 0 ||
+            strcasecmp(it->string, "connection") == 0)
+            return json_fail(err, len, q, "is set by the mock");
+        a->headers[a->nheaders].name = xstrdup(it->string);
+        a->headers[a->nheaders].value = xstrdup(it->valuestring);
+        a->nheaders++;
+    }
+    return 0;
+}
+
+static int
+parse_fault(const cJSON *obj, const char *path, enum mock_fault *out, char *err,
+            size_t len)
+{
+    const char *s = NULL;
+    char p[512];
+    int rc = json_get_string(obj, "fault", false, path, &s, err, len);
+
+    if (rc != 0 || s == NULL)
+        return rc;
+    for (size_t i = 1; i < STEPQ_ARRAY_LEN(fault_names); i++) {
+        if (strcmp(s, fault_names[i]) == 0) {
+            *out = (enum mock_fault)i;
+            return 0;
+        }
+    }
+    return json_fail(err, len, json_path_key(p, sizeof(p), path, "fault"),
+                     "must be one of hang, close, close_mid_body, truncate, "
+                     "invalid_json, empty (got \"%s\")",
+                     s);
+}
+
+static int
+parse_answer(const cJSON *obj, const char *path, struct mock_answer *a,
+             char *err, size_t len)
+{
+    int64_t status = 0;
+    int rc;
+
+    a->delay_ms = -1;
+    a->oversize = -1;
+    a->completion_tokens = -1;
+    a->count = 1;
+    if ((rc = json_check_object(obj, path, answer_keys, err, len)) != 0 ||
+        (rc = json_get_int(obj, "status", 200, 599, path, &status, err, len)) !=
+            0 ||
+        (rc = parse_headers(obj, path, a, err, len)) != 0 ||
+        (rc = text_or_json(obj, "body", path, &a->body, err, len)) != 0 ||
+        (rc = text_or_json(obj, "content", path, &a->content, err, len)) != 0 ||
+        (rc = dup_string(obj, "finish_reason", path, &a->finish_reason, err,
+                         len)) != 0 ||
+        (rc = json_get_int(obj, "delay_ms", 0, MAX_MS, path, &a->delay_ms, err,
+                           len)) != 0 ||
+        (rc = parse_fault(obj, path, &a->fault, err, len)) != 0 ||
+        (rc = json_get_int(obj, "oversize_bytes", 1, MAX_OVERSIZE, path,
+                           &a->oversize, err, len)) != 0 ||
+        (rc = json_get_int(obj, "completion_tokens", 0, 1000000000, path,
+                           &a->completion_tokens, err, len)) != 0 ||
+        (rc = json_get_int(obj, "count", 1, 1000000, path, &a->count, err,
+                           len)) != 0)
+        return rc;
+    a->status = (int)status;
+    return 0;
+}
+
+static int
+parse_storm(const cJSON *obj, const char *path, struct mock_route *r, char *err,
+            size_t len)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(obj, "storm");
+    int64_t status = 503;
+    double seconds = 0;
+    char p[512];
+    int rc;
+
+    if (s == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, "storm");
+    if ((rc = json_check_object(s, p, storm_keys, err, len)) != 0 ||
+        (rc = json_get_int(s, "status", 400, 599, p, &status, err, len)) != 0 ||
+        (rc = json_get_int(s, "requests", 1, 1000000000, p, &r->storm_requests,
+                           err, len)) != 0 ||
+        (rc = json_get_number(s, "seconds", 0.001, 86400, p, &seconds, err,
+                              len)) != 0 ||
+        (rc = json_get_int(s, "after", 0, 1000000000, p, &r->storm_after, err,
+                           len)) != 0)
+        return rc;
+    if (r->storm_requests == 0 && seconds == 0)
+        return json_fail(err, len, p, "needs \"requests\" or \"seconds\"");
+    r->storm_status = (int)status;
+    r->storm_ms = (int64_t)(seconds * 1000 + 0.5);
+    if (seconds > 0 && r->storm_ms == 0)
+        r->storm_ms = 1;
+    return 0;
+}
+
+static int
+parse_answers(const cJSON *obj, const char *path, struct mock_route *r,
+              char *err, size_t len)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, "answers");
+    char p[512], q[512];
+    int i = 0, rc;
+
+    if (arr == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, "answers");
+    if (!cJSON_IsArray(arr))
+        return json_fail(err, len, p, "must be an array of answers");
+    r->nanswers = 0;
+    r->answers =
+        xcalloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(*r->answers));
+    for (const cJSON *it = arr->child; it != NULL; it = it->next, i++) {
+        json_path_index(q, sizeof(q), p, i);
+        r->nanswers++;
+        if ((rc = parse_answer(it, q, &r->answers[i], err, len)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+parse_route(const cJSON *obj, const char *path, const char *const *keys,
+            struct mock_route *r, char *err, size_t len)
+{
+    const char *rpath = NULL;
+    char p[512];
+    int rc;
+
+    r->completion_tokens = -1;
+    r->rpm_window_ms = 60000;
+    r->storm_start = -1;
+    if ((rc = json_check_object(obj, path, keys, err, len)) != 0)
+        return rc;
+    if (keys == route_keys) {
+        if ((rc = json_get_string(obj, "path", true, path, &rpath, err, len)) !=
+            0)
+            return rc;
+        if (rpath[0] != '/')
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "path"),
+                             "must start with /");
+        r->path = xstrdup(rpath);
+        /* "/free/" and "/free" are the same prefix. */
+        for (size_t n = strlen(r->path); n > 0 && r->path[n - 1] == '/'; n--)
+            r->path[n - 1] = '\0';
+    } else {
+        r->path = xstrdup("");
+    }
+    if ((rc = dup_string(obj, "model", path, &r->model, err, len)) != 0 ||
+        (rc = text_or_json(obj, "content", path, &r->content, err, len)) != 0 ||
+        (rc = dup_string(obj, "finish_reason", path, &r->finish_reason, err,
+                         len)) != 0 ||
+        (rc = json_get_int(obj, "completion_tokens", 0, 1000000000, path,
+                           &r->completion_tokens, err, len)) != 0 ||
+        (rc = json_get_int(obj, "latency_ms", 0, MAX_MS, path, &r->latency_ms,
+                           err, len)) != 0 ||
+        (rc = json_get_int(obj, "jitter_ms", 0, MAX_MS, path, &r->jitter_ms,
+                           err, len)) != 0 ||
+        (rc = json_get_int(obj, "rpm", 1, 1000000, path, &r->rpm, err, len)) !=
+            0 ||
+        (rc = json_get_int(obj, "rpm_window_ms", 1, 86400000, path,
+                           &r->rpm_window_ms, err, len)) != 0 ||
+        (rc = json_get_int(obj, "allowance_tokens", 1, INT64_C(1) << 50, path,
+                           &r->allowance_tokens, err, len)) != 0 ||
+        (rc = json_get_int(obj, "context_tokens", 1, 1000000000, path,
+                           &r->context_tokens, err, len)) != 0 ||
+        (rc = parse_storm(obj, path, r, err, len)) != 0 ||
+        (rc = parse_answers(obj, path, r, err, len)) != 0 ||
+        (rc = json_get_bool(obj, "loop", path, &r->loop, err, len)) != 0)
+        return rc;
+    if (r->rpm > 0)
+        r->ring = xcalloc((size_t)r->rpm, sizeof(*r->ring));
+    return 0;
+}
+
+/* parse_error names the line and column of a JSON syntax error. */
+static int
+parse_error(const char *text, const char *at, char *err, size_t len)
+{
+    int line = 1, col = 1;
+
+    if (at == NULL)
+        return json_fail(err, len, "script", "not valid JSON");
+    for (const char *c = text; c < at && *c; c++) {
+        if (*c == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    return json_fail(err, len, "script", "not valid JSON (line %d, column %d)",
+                     line, col);
+}
+
+int
+mock_script_parse(const char *text, struct mock_script **out, char *err,
+                  size_t len)
+{
+    struct mock_script *s = xcalloc(1, sizeof(*s));
+    cJSON *root = NULL;
+    const cJSON *routes = NULL;
+    const char *end = NULL;
+    int64_t seed = 1;
+    char p[512], q[512];
+    int rc = 0, n = 0;
+
+    if (text == NULL)
+        text = "{}";
+    root = cJSON_ParseWithOpts(text, &end, true);
+    if (root == NULL) {
+        rc = parse_error(text, end, err, len);
+        goto fail;
+    }
+    if ((rc = json_check_object(root, "", top_keys, err, len)) != 0 ||
+        (rc = json_get_int(root, "seed", 0, INT64_C(1) << 53, "", &seed, err,
+                           len)) != 0)
+        goto fail;
+    s->seed = (uint64_t)seed;
+    routes = cJSON_GetObjectItemCaseSensitive(root, "routes");
+    if (routes != NULL && !cJSON_IsArray(routes)) {
+        rc = json_fail(err, len, "routes", "must be an array of routes");
+        goto fail;
+    }
+    n = routes ? cJSON_GetArraySize(routes) : 0;
+    s->routes = xcalloc((size_t)n + 1, sizeof(*s->routes));
+    for (int i = 0; i < n; i++) {
+        s->nroutes++;
+        json_path_index(p, sizeof(p), "routes", i);
+        rc = parse_route(cJSON_GetArrayItem(routes, i), p, route_keys,
+                         &s->routes[i], err, len);
+        if (rc != 0)
+            goto fail;
+        for (int j = 0; j < i; j++) {
+            if (strcmp(s->routes[j].path, s->routes[i].path) == 0) {
+                rc = json_fail(err, len, json_path_key(q, sizeof(q), p, "path"),
+                               "same path as routes[%d]", j);
+                goto fail;
+            }
+        }
+    }
+    s->nroutes++;
+    if ((rc = parse_route(root, "", top_keys, &s->routes[n], err, len)) != 0)
+        goto fail;
+    cJSON_Delete(root);
+    *out = s;
+    return 0;
+fail:
+    cJSON_Delete(root);
+    mock_script_free(s);
+    return rc;
+}
+
+static void
+answer_free(struct mock_answer *a)
+{
+    for (size_t i = 0; i < a->nheaders; i++) {
+        free(a->headers[i].name);
+        free(a->headers[i].value);
+    }
+    free(a->headers);
+    free(a->body);
+    free(a->content);
+    free(a->finish_reason);
+}
+
+void
+mock_script_free(struct mock_script *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nroutes; i++) {
+        struct mock_route *r = &s->routes[i];
+        for (size_t j = 0; j < r->nanswers; j++)
+            answer_free(&r->answers[j]);
+        free(r->answers);
+        free(r->path);
+        free(r->model);
+        free(r->content);
+        free(r->finish_reason);
+        free(r->ring);
+    }
+    free(s->routes);
+    free(s);
+}
+
+int
+mock_script_check(const char *script, char *err, size_t len)
+{
+    struct mock_script *s = NULL;
+    int rc = mock_script_parse(script, &s, err, len);
+
+    mock_script_free(s);
+    return rc;
+}

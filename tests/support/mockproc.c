@@ -1,0 +1,122 @@
+#include "tests/support/mockproc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+#include "tests/support/support.h"
+
+/* read_line reads one line from fd within timeout_ms; returns its length,
+ * or -1 on EOF or timeout. */
+static int
+read_line(int fd, char *buf, size_t cap, int timeout_ms)
+{
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    size_t n = 0;
+
+    while (n + 1 < cap) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int64_t left = deadline - clock_mono_ms();
+        ssize_t r;
+
+        if (left <= 0)
+            return -1;
+        if (poll(&p, 1, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (p.revents == 0)
+            continue;
+        r = read(fd, buf + n, 1);
+        if (r <= 0)
+            return -1;
+        if (buf[n] == '\n') {
+            buf[n] = '\0';
+            return (int)n;
+        }
+        n++;
+    }
+    return -1;
+}
+
+void
+mockproc_start(struct mockproc *mp, const char *const *args)
+{
+    const char *bin = stepq_bin();
+    const char **argv;
+    size_t n = 0;
+    char line[256];
+    int out[2], port = 0;
+    pid_t pid;
+
+    while (args != NULL && args[n] != NULL)
+        n++;
+    argv = xcalloc(n + 5, sizeof(*argv));
+    argv[0] = bin;
+    argv[1] = "mock";
+    argv[2] = "--port";
+    argv[3] = "0";
+    for (size_t i = 0; i < n; i++)
+        argv[4 + i] = args[i];
+    ck_assert_int_eq(pipe(out), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    free(argv);
+    close(out[1]);
+    mp->pid = pid;
+    mp->out_fd = out[0];
+    if (read_line(out[0], line, sizeof(line), 5000) < 0 ||
+        sscanf(line, "listening 127.0.0.1:%d", &port) != 1 || port <= 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(out[0]);
+        mp->pid = 0;
+        mp->out_fd = -1;
+        ck_abort_msg("stepq mock did not print its listening line in 5 s");
+    }
+    mp->port = port;
+}
+
+int
+mockproc_stop(struct mockproc *mp)
+{
+    int64_t deadline = clock_mono_ms() + 10000;
+    char buf[256];
+    int st = 0;
+
+    if (mp->pid <= 0)
+        return -1;
+    kill(mp->pid, SIGTERM);
+    /* The stdout pipe reaches EOF when the child exits: wait on that. */
+    for (;;) {
+        struct pollfd p = {mp->out_fd, POLLIN, 0};
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0) {
+            kill(mp->pid, SIGKILL);
+            break;
+        }
+        if (poll(&p, 1, (int)left) > 0 &&
+            read(mp->out_fd, buf, sizeof(buf)) <= 0)
+            break;
+    }
+    close(mp->out_fd);
+    waitpid(mp->pid, &st, 0);
+    mp->pid = 0;
+    mp->out_fd = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

@@ -1,0 +1,1070 @@
+/* test_mock.c: `stepq mock` over loopback, and mock_start in process.
+ *
+ * The process tests start the real binary with a script, talk to it with a
+ * plain socket client whose responses are parsed with http_parser, and read
+ * the request log it writes. The library tests run the mock on a loop in
+ * this process with a client thread, and end with uv_loop_close() == 0.
+ */
+#include "tests/support/support.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <glob.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <http_parser.h>
+#include <uv.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/xalloc.h"
+#include "mock/mock.h"
+#include "tests/support/mockproc.h"
+
+#define CHAT_BODY                                                              \
+    "{\"model\":\"m-test\",\"messages\":[{\"role\":\"user\","                  \
+    "\"content\":\"Summarize: hello world\"}]}"
+#define CHAT "/v1/chat/completions"
+#define MAXH 32
+
+static char *dir;
+static struct mockproc mp;
+
+/* ---- a tiny blocking HTTP client ---------------------------------------- */
+
+struct reply {
+    int status;
+    int nh;
+    char *hname[MAXH], *hval[MAXH];
+    bool in_value;
+    char *body;
+    size_t body_len;
+    size_t received; /* raw bytes read */
+    bool complete, eof, timed_out;
+};
+
+static void
+cat(char **s, size_t *len, const char *at, size_t n)
+{
+    size_t l = *s ? strlen(*s) : 0;
+
+    if (len != NULL)
+        l = *len;
+    *s = xrealloc(*s, l + n + 1);
+    memcpy(*s + l, at, n);
+    (*s)[l + n] = '\0';
+    if (len != NULL)
+        *len = l + n;
+}
+
+static int
+r_field(http_parser *p, const char *at, size_t n)
+{
+    struct reply *r = p->data;
+
+    if (r->nh == 0 || r->in_value) {
+        if (r->nh == MAXH)
+            return 0;
+        r->nh++;
+        r->in_value = false;
+    }
+    cat(&r->hname[r->nh - 1], NULL, at, n);
+    return 0;
+}
+
+static int
+r_value(http_parser *p, const char *at, size_t n)
+{
+    struct reply *r = p->data;
+
+    r->in_value = true;
+    cat(&r->hval[r->nh - 1], NULL, at, n);
+    return 0;
+}
+
+static int
+r_headers(http_parser *p)
+{
+    ((struct reply *)p->data)->status = p->status_code;
+    return 0;
+}
+
+static int
+r_body(http_parser *p, const char *at, size_t n)
+{
+    struct reply *r = p->data;
+
+    cat(&r->body, &r->body_len, at, n);
+    return 0;
+}
+
+static int
+r_complete(http_parser *p)
+{
+    ((struct reply *)p->data)->complete = true;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings rsettings = {
+    .on_header_field = r_field,
+    .on_header_value = r_value,
+    .on_headers_complete = r_headers,
+    .on_body = r_body,
+    .on_message_complete = r_complete,
+};
+
+static void
+reply_free(struct reply *r)
+{
+    for (int i = 0; i < r->nh; i++) {
+        free(r->hname[i]);
+        free(r->hval[i]);
+    }
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+static const char *
+hdr(const struct reply *r, const char *name)
+{
+    for (int i = 0; i < r->nh; i++) {
+        if (r->hname[i] != NULL && strcasecmp(r->hname[i], name) == 0)
+            return r->hval[i] ? r->hval[i] : "";
+    }
+    return NULL;
+}
+
+static int
+cl_connect(int port)
+{
+    struct sockaddr_in sa = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+                  "connect: %s", strerror(errno));
+    return fd;
+}
+
+static void
+cl_send(int fd, const char *method, const char *path, const char *headers,
+        const char *body)
+{
+    char *req = NULL;
+    size_t len = 0, off = 0;
+    FILE *f = open_memstream(&req, &len);
+
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
+            "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+            method, path, headers ? headers : "", strlen(body), body);
+    fclose(f);
+    while (off < len) {
+        ssize_t n = write(fd, req + off, len - off);
+        ck_assert_msg(n > 0, "write: %s", strerror(errno));
+        off += (size_t)n;
+    }
+    free(req);
+}
+
+/* cl_recv reads one response, stopping at its end, at EOF, or after
+ * timeout_ms. */
+static void
+cl_recv(int fd, int timeout_ms, struct reply *r)
+{
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    http_parser p;
+    char buf[65536];
+
+    memset(r, 0, sizeof(*r));
+    http_parser_init(&p, HTTP_RESPONSE);
+    p.data = r;
+    while (!r->complete) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        int64_t left = deadline - clock_mono_ms();
+        ssize_t n;
+        if (left <= 0) {
+            r->timed_out = true;
+            break;
+        }
+        if (poll(&pf, 1, (int)left) <= 0)
+            continue;
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+            r->eof = true;
+            http_parser_execute(&p, &rsettings, NULL, 0);
+            break;
+        }
+        r->received += (size_t)n;
+        http_parser_execute(&p, &rsettings, buf, (size_t)n);
+        if (HTTP_PARSER_ERRNO(&p) != HPE_OK && !r->complete)
+            break;
+    }
+}
+
+static void
+req(int port, const char *method, const char *path, const char *headers,
+    const char *body, struct reply *r)
+{
+    int fd = cl_connect(port);
+
+    cl_send(fd, method, path, headers, body);
+    cl_recv(fd, 10000, r);
+    close(fd);
+}
+
+static void
+chat(int port, const char *path, struct reply *r)
+{
+    req(port, "POST", path, NULL, CHAT_BODY, r);
+}
+
+/* ---- JSON helpers ------------------------------------------------------- */
+
+static cJSON *
+body_json(const struct reply *r)
+{
+    cJSON *j = r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+
+    ck_assert_msg(j != NULL, "body is not JSON: %s", r->body ? r->body : "");
+    return j;
+}
+
+/* jget follows a dotted path of object keys. Borrowed. */
+static const cJSON *
+jget(const cJSON *j, const char *path)
+{
+    char key[64];
+
+    while (j != NULL && *path) {
+        size_t n = strcspn(path, ".");
+        snprintf(key, sizeof(key), "%.*s", (int)n, path);
+        if (strcmp(key, "choices") == 0)
+            j = cJSON_GetArrayItem(cJSON_GetObjectItem(j, key), 0);
+        else
+            j = cJSON_GetObjectItem(j, key);
+        path += n + (path[n] == '.');
+    }
+    return j;
+}
+
+static const char *
+jstr(const cJSON *j, const char *path)
+{
+    const cJSON *v = jget(j, path);
+
+    ck_assert_msg(cJSON_IsString(v), "%s is not a string", path);
+    return v->valuestring;
+}
+
+static double
+jnum(const cJSON *j, const char *path)
+{
+    const cJSON *v = jget(j, path);
+
+    ck_assert_msg(cJSON_IsNumber(v), "%s is not a number", path);
+    return v->valuedouble;
+}
+
+/* ---- fixtures ----------------------------------------------------------- */
+
+static void
+setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    dir = tmpdir_new();
+    memset(&mp, 0, sizeof(mp));
+}
+
+static void
+teardown(void)
+{
+    mockproc_stop(&mp);
+    tmpdir_remove(dir);
+    dir = NULL;
+}
+
+/* start runs `stepq mock` with script and a request log in the temp dir. */
+static int
+start(const char *script)
+{
+    char *sp = tmpdir_write(dir, "script.json", script, strlen(script));
+    char *lp = tmpdir_join(dir, "log.jsonl");
+    const char *args[] = {"--script", sp, "--log", lp, NULL};
+
+    mockproc_start(&mp, args);
+    free(sp);
+    free(lp);
+    return mp.port;
+}
+
+/* read_log returns the request log parsed as an array of lines, waiting up
+ * to 5 s for at least want lines. Caller deletes it. */
+static cJSON *
+read_log(int want)
+{
+    char *path = tmpdir_join(dir, "log.jsonl");
+    int64_t deadline = clock_mono_ms() + 5000;
+    cJSON *arr;
+
+    for (;;) {
+        char *text = NULL, *save = NULL;
+        size_t len = 0;
+        arr = cJSON_CreateArray();
+        if (file_read_all(path, 1 << 24, &text, &len) == 0) {
+            for (char *l = strtok_r(text, "\n", &save); l != NULL;
+                 l = strtok_r(NULL, "\n", &save)) {
+                cJSON *j = cJSON_Parse(l);
+                ck_assert_msg(j != NULL, "log line is not JSON: %s", l);
+                cJSON_AddItemToArray(arr, j);
+            }
+            free(text);
+        }
+        if (cJSON_GetArraySize(arr) >= want || clock_mono_ms() > deadline)
+            break;
+        cJSON_Delete(arr);
+        poll(NULL, 0, 10);
+    }
+    free(path);
+    return arr;
+}
+
+/* ---- chat --------------------------------------------------------------- */
+
+START_TEST(test_chat_default_shape)
+{
+    int port = start("{}");
+    struct reply r;
+    cJSON *j, *content;
+    double prompt, completion;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(hdr(&r, "content-type"), "application/json");
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "object"), "chat.completion");
+    ck_assert_str_eq(jstr(j, "model"), "m-test");
+    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "stop");
+    content = cJSON_Parse(jstr(j, "choices.message.content"));
+    ck_assert(strstr(jstr(content, "summary"), "hello world") != NULL);
+    prompt = jnum(j, "usage.prompt_tokens");
+    completion = jnum(j, "usage.completion_tokens");
+    ck_assert_int_eq((int)prompt, (int)(strlen(CHAT_BODY) / 4));
+    ck_assert(completion > 0);
+    ck_assert_int_eq((int)jnum(j, "usage.total_tokens"),
+                     (int)(prompt + completion));
+    cJSON_Delete(content);
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+static const char *const chat_paths[] = {
+    "/v1/chat/completions", "/free/v1/chat/completions", "/chat/completions",
+    "/openai/deployments/x/chat/completions?api-version=1"};
+
+START_TEST(test_chat_any_base_path)
+{
+    int port = start("{}");
+    struct reply r;
+    cJSON *j;
+
+    chat(port, chat_paths[_i], &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "object"), "chat.completion");
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_chat_configured_content_and_max_tokens)
+{
+    int port = start("{\"content\": {\"summary\": \"fixed\", \"n\": 1}}");
+    struct reply r;
+    cJSON *j;
+    const char *small = "{\"messages\":[],\"max_tokens\":2}";
+
+    chat(port, CHAT, &r);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "choices.message.content"),
+                     "{\"summary\":\"fixed\",\"n\":1}");
+    cJSON_Delete(j);
+    reply_free(&r);
+    req(port, "POST", CHAT, NULL, small, &r);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "length");
+    ck_assert_int_eq((int)jnum(j, "usage.completion_tokens"), 2);
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_keep_alive_serves_two_requests)
+{
+    int port = start("{}");
+    int fd = cl_connect(port);
+    struct reply a, b;
+
+    cl_send(fd, "POST", CHAT, NULL, CHAT_BODY);
+    cl_recv(fd, 5000, &a);
+    cl_send(fd, "POST", CHAT, NULL, CHAT_BODY);
+    cl_recv(fd, 5000, &b);
+    close(fd);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_int_eq(b.status, 200);
+    ck_assert_str_eq(hdr(&a, "connection"), "keep-alive");
+    ck_assert_str_ne(hdr(&a, "x-request-id"), hdr(&b, "x-request-id"));
+    reply_free(&a);
+    reply_free(&b);
+}
+END_TEST
+
+/* ---- generic endpoint and log ------------------------------------------- */
+
+START_TEST(test_generic_records_idempotency_key)
+{
+    int port = start("{}");
+    struct reply r;
+    cJSON *j, *log, *line;
+    char *raw = NULL, *lp = tmpdir_join(dir, "log.jsonl");
+    size_t len;
+
+    req(port, "POST", "/comments",
+        "Idempotency-Key: k-123\r\nAuthorization: Bearer sekrit-42\r\n",
+        "{\"text\":\"hi\"}", &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "idempotency_key"), "k-123");
+    ck_assert_str_eq(jstr(j, "path"), "/comments");
+    log = read_log(1);
+    line = cJSON_GetArrayItem(log, 0);
+    ck_assert_str_eq(jstr(line, "idempotency_key"), "k-123");
+    ck_assert(cJSON_IsTrue(jget(line, "authorization")));
+    ck_assert_str_eq(jstr(line, "body.text"), "hi");
+    ck_assert_int_eq((int)jnum(line, "status"), 200);
+    ck_assert_int_eq(file_read_all(lp, 1 << 20, &raw, &len), 0);
+    ck_assert_msg(strstr(raw, "sekrit") == NULL, "secret logged: %s", raw);
+    free(raw);
+    free(lp);
+    cJSON_Delete(log);
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_generic_replays_known_key)
+{
+    int port = start("{}");
+    struct reply a, b, c;
+    const char *k1 = "Idempotency-Key: same\r\n";
+
+    req(port, "POST", "/comments", k1, "{}", &a);
+    req(port, "POST", "/comments", k1, "{}", &b);
+    req(port, "POST", "/comments", "Idempotency-Key: other\r\n", "{}", &c);
+    ck_assert_int_eq(b.status, 200);
+    ck_assert_str_eq(a.body, b.body);
+    ck_assert_ptr_nonnull(hdr(&b, "idempotent-replayed"));
+    ck_assert_ptr_null(hdr(&a, "idempotent-replayed"));
+    ck_assert_str_ne(a.body, c.body);
+    reply_free(&a);
+    reply_free(&b);
+    reply_free(&c);
+}
+END_TEST
+
+START_TEST(test_log_lines_are_json)
+{
+    int port = start("{\"routes\": [{\"path\": \"/gone\", \"answers\": "
+                     "[{\"status\": 404}]}]}");
+    struct reply r;
+    cJSON *log;
+    const char *paths[] = {CHAT, "/hooks/x", "/gone/a"};
+    const int want[] = {200, 200, 404};
+
+    for (int i = 0; i < 3; i++) {
+        req(port, i == 1 ? "PUT" : "POST", paths[i], NULL, "{}", &r);
+        ck_assert_int_eq(r.status, want[i]);
+        reply_free(&r);
+    }
+    log = read_log(3);
+    ck_assert_int_eq(cJSON_GetArraySize(log), 3);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *l = cJSON_GetArrayItem(log, i);
+        ck_assert_str_eq(jstr(l, "path"), paths[i]);
+        ck_assert_str_eq(jstr(l, "method"), i == 1 ? "PUT" : "POST");
+        ck_assert_int_eq((int)jnum(l, "status"), want[i]);
+    }
+    cJSON_Delete(log);
+}
+END_TEST
+
+/* ---- scripted faults ---------------------------------------------------- */
+
+START_TEST(test_sequence_advances_per_path)
+{
+    int port = start("{\"routes\": [{\"path\": \"/v1/chat/completions\", "
+                     "\"answers\": [{\"status\": 500}, "
+                     "{\"content\": \"second\"}]}]}");
+    struct reply r[4];
+    cJSON *j;
+
+    chat(port, CHAT, &r[0]);
+    chat(port, "/other" CHAT, &r[1]);
+    chat(port, CHAT, &r[2]);
+    chat(port, CHAT, &r[3]);
+    ck_assert_int_eq(r[0].status, 500);
+    ck_assert_int_eq(r[1].status, 200);
+    j = body_json(&r[0]);
+    ck_assert_str_eq(jstr(j, "error.type"), "server_error");
+    cJSON_Delete(j);
+    j = body_json(&r[2]);
+    ck_assert_str_eq(jstr(j, "choices.message.content"), "second");
+    cJSON_Delete(j);
+    j = body_json(&r[3]);
+    ck_assert(strstr(jstr(j, "choices.message.content"), "summary") != NULL);
+    cJSON_Delete(j);
+    for (int i = 0; i < 4; i++)
+        reply_free(&r[i]);
+}
+END_TEST
+
+START_TEST(test_scripted_status_headers_body)
+{
+    int port = start(
+        "{\"answers\": [{\"status\": 429, \"headers\": {\"Retry-After\": "
+        "\"7\", \"X-Custom\": \"yes\"}, \"body\": {\"error\": {\"message\": "
+        "\"daily quota exceeded\", \"code\": \"daily\"}}}]}");
+    struct reply r;
+    cJSON *j;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 429);
+    ck_assert_str_eq(hdr(&r, "retry-after"), "7");
+    ck_assert_str_eq(hdr(&r, "x-custom"), "yes");
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "error.code"), "daily");
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_rpm_limit_answers_429_retry_after)
+{
+    int port = start("{\"rpm\": 2}");
+    struct reply r[3];
+    cJSON *j;
+    int ra;
+
+    for (int i = 0; i < 3; i++)
+        chat(port, CHAT, &r[i]);
+    ck_assert_int_eq(r[0].status, 200);
+    ck_assert_int_eq(r[1].status, 200);
+    ck_assert_int_eq(r[2].status, 429);
+    ck_assert_ptr_nonnull(hdr(&r[2], "retry-after"));
+    ra = atoi(hdr(&r[2], "retry-after"));
+    ck_assert(ra >= 1 && ra <= 60);
+    ck_assert_str_eq(hdr(&r[2], "x-ratelimit-remaining-requests"), "0");
+    j = body_json(&r[2]);
+    ck_assert_str_eq(jstr(j, "error.code"), "rate_limit_exceeded");
+    cJSON_Delete(j);
+    for (int i = 0; i < 3; i++)
+        reply_free(&r[i]);
+}
+END_TEST
+
+/* retry_until_ok repeats a chat request until it gets 200 or 5 s pass;
+ * returns the ms waited and the first status in *first. */
+static int64_t
+retry_until_ok(int port, int *first)
+{
+    int64_t t0 = clock_mono_ms();
+    struct reply r;
+    int status = 0;
+
+    *first = 0;
+    while (status != 200 && clock_mono_ms() - t0 < 5000) {
+        chat(port, CHAT, &r);
+        status = r.status;
+        if (*first == 0)
+            *first = status;
+        reply_free(&r);
+        if (status != 200)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_int_eq(status, 200);
+    return clock_mono_ms() - t0;
+}
+
+START_TEST(test_rpm_window_slides)
+{
+    int port = start("{\"rpm\": 1, \"rpm_window_ms\": 400}");
+    struct reply r;
+    int first;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    ck_assert_int_ge(retry_until_ok(port, &first), 300);
+    ck_assert_int_eq(first, 429);
+}
+END_TEST
+
+START_TEST(test_allowance_then_insufficient_quota)
+{
+    int port = start("{\"allowance_tokens\": 60}");
+    struct reply r;
+    cJSON *j = NULL;
+    int ok = 0, spent = 0, last = 0;
+
+    for (int i = 0; i < 20; i++) {
+        chat(port, CHAT, &r);
+        j = body_json(&r);
+        if (r.status != 200)
+            break;
+        ok++;
+        last = (int)jnum(j, "usage.total_tokens");
+        spent += last;
+        cJSON_Delete(j);
+        reply_free(&r);
+    }
+    ck_assert_int_eq(r.status, 429);
+    ck_assert_str_eq(jstr(j, "error.code"), "insufficient_quota");
+    ck_assert_int_ge(ok, 1);
+    ck_assert_int_ge(spent, 60);
+    ck_assert_int_lt(spent - last, 60);
+    cJSON_Delete(j);
+    reply_free(&r);
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 429);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_storm_for_n_requests_then_recovers)
+{
+    int port = start("{\"storm\": {\"status\": 502, \"requests\": 2, "
+                     "\"after\": 1}}");
+    const int want[] = {200, 502, 502, 200, 200};
+    struct reply r;
+
+    for (int i = 0; i < 5; i++) {
+        chat(port, CHAT, &r);
+        ck_assert_msg(r.status == want[i], "request %d: %d, want %d", i,
+                      r.status, want[i]);
+        reply_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_storm_for_seconds_then_recovers)
+{
+    int port = start("{\"storm\": {\"seconds\": 0.4}}");
+    int first;
+
+    ck_assert_int_ge(retry_until_ok(port, &first), 300);
+    ck_assert_int_eq(first, 503);
+}
+END_TEST
+
+START_TEST(test_truncate_gives_finish_reason_length)
+{
+    int port = start("{\"answers\": [{\"fault\": \"truncate\"}]}");
+    struct reply r;
+    cJSON *j, *content;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "length");
+    content = cJSON_Parse(jstr(j, "choices.message.content"));
+    ck_assert_ptr_null(content);
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_invalid_json_content)
+{
+    int port = start("{\"answers\": [{\"fault\": \"invalid_json\"}, "
+                     "{\"fault\": \"empty\"}]}");
+    struct reply r;
+    cJSON *j;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "stop");
+    ck_assert_ptr_null(cJSON_Parse(jstr(j, "choices.message.content")));
+    cJSON_Delete(j);
+    reply_free(&r);
+    chat(port, CHAT, &r);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "choices.message.content"), "");
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_hang_never_answers)
+{
+    int port = start("{\"routes\": [{\"path\": \"/slow\", \"answers\": "
+                     "[{\"fault\": \"hang\"}], \"loop\": true}]}");
+    int fd = cl_connect(port);
+    struct reply r;
+    cJSON *log;
+
+    cl_send(fd, "POST", "/slow" CHAT, NULL, CHAT_BODY);
+    cl_recv(fd, 300, &r);
+    ck_assert(r.timed_out);
+    ck_assert_int_eq((int)r.received, 0);
+    reply_free(&r);
+    chat(port, CHAT, &r); /* other connections are still served */
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    close(fd);
+    log = read_log(2);
+    ck_assert_str_eq(jstr(cJSON_GetArrayItem(log, 0), "fault"), "hang");
+    ck_assert(cJSON_IsNull(jget(cJSON_GetArrayItem(log, 0), "status")));
+    cJSON_Delete(log);
+}
+END_TEST
+
+START_TEST(test_close_mid_body_is_a_short_read)
+{
+    int port = start("{\"answers\": [{\"fault\": \"close_mid_body\"}]}");
+    struct reply r;
+    long cl;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(hdr(&r, "content-length"));
+    cl = atol(hdr(&r, "content-length"));
+    ck_assert(r.eof);
+    ck_assert(!r.complete);
+    ck_assert_int_gt(cl, 0);
+    ck_assert_int_lt((long)r.body_len, cl);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_close_without_answer)
+{
+    int port = start("{\"answers\": [{\"fault\": \"close\"}]}");
+    struct reply r;
+
+    chat(port, CHAT, &r);
+    ck_assert(r.eof);
+    ck_assert(!r.timed_out);
+    ck_assert_int_eq((int)r.received, 0);
+    reply_free(&r);
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_oversize_body_has_exact_size)
+{
+    int port = start("{\"answers\": [{\"oversize_bytes\": 300000}], "
+                     "\"routes\": [{\"path\": \"/big\", \"answers\": "
+                     "[{\"oversize_bytes\": 5000}]}]}");
+    struct reply r;
+    cJSON *j;
+
+    chat(port, CHAT, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(r.complete);
+    ck_assert_int_eq((int)r.body_len, 300000);
+    ck_assert_str_eq(hdr(&r, "content-length"), "300000");
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "object"), "chat.completion");
+    cJSON_Delete(j);
+    reply_free(&r);
+    req(port, "POST", "/big/upload", NULL, "{}", &r);
+    ck_assert_int_eq((int)r.body_len, 5000);
+    reply_free(&r);
+}
+END_TEST
+
+START_TEST(test_delay_and_latency)
+{
+    int port = start("{\"latency_ms\": 100, \"answers\": [{\"delay_ms\": "
+                     "250}]}");
+    struct reply r;
+    int64_t t0 = clock_mono_ms(), t1;
+
+    chat(port, CHAT, &r);
+    t1 = clock_mono_ms();
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_ge(t1 - t0, 350);
+    reply_free(&r);
+    chat(port, CHAT, &r);
+    ck_assert_int_ge(clock_mono_ms() - t1, 100);
+    reply_free(&r);
+}
+END_TEST
+
+/* ---- command line ------------------------------------------------------- */
+
+static const struct {
+    const char *script, *want;
+} bad_scripts[] = {
+    {"{\"rpm\": 0}", "rpm: must be between"},
+    {"{\"routes\": [{\"path\": \"/a\", \"rmp\": 3}]}",
+     "routes[0].rmp: unknown field"},
+    {"{\"routes\": [{\"path\": \"/a\", \"answers\": [{\"fault\": \"boom\"}]}]}",
+     "routes[0].answers[0].fault: must be one of"},
+    {"{\"storm\": {\"status\": 503}}", "storm: needs"},
+    {"{\"answers\": [{\"status\": 99}]}", "answers[0].status"},
+    {"{\"routes\": [{\"rpm\": 1}]}", "routes[0].path: missing"},
+    {"{\"answers\": [{\"headers\": {\"X-A\": \"a\\r\\nb\"}}]}",
+     "answers[0].headers.X-A: must not contain"},
+    {"{\"seed\": 1,\n \"rpm\": }", "not valid JSON (line 2"},
+    {"[]", "must be an object"},
+};
+
+START_TEST(test_bad_script_exits_2_naming_path)
+{
+    char *sp = tmpdir_write(dir, "bad.json", bad_scripts[_i].script,
+                            strlen(bad_scripts[_i].script));
+    const char *argv[] = {"mock", "--port", "0", "--script", sp, NULL};
+    struct run_result res;
+
+    run_stepq(argv, NULL, &res);
+    ck_assert_int_eq(res.status, 2);
+    ck_assert_msg(strstr(res.err, bad_scripts[_i].want) != NULL,
+                  "stderr lacks \"%s\": %s", bad_scripts[_i].want, res.err);
+    ck_assert_str_eq(res.out, "");
+    run_result_free(&res);
+    free(sp);
+}
+END_TEST
+
+START_TEST(test_missing_script_exits_2)
+{
+    char *sp = tmpdir_join(dir, "nope.json");
+    const char *argv[] = {"mock", "--script", sp, NULL};
+    struct run_result res;
+
+    run_stepq(argv, NULL, &res);
+    ck_assert_int_eq(res.status, 2);
+    ck_assert(strstr(res.err, "no such file") != NULL);
+    run_result_free(&res);
+    free(sp);
+}
+END_TEST
+
+START_TEST(test_example_scripts_are_valid)
+{
+    char *pattern = source_path("examples/mock-*.json");
+    glob_t g;
+
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_int_ge((int)g.gl_pathc, 2);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *argv[] = {"mock", "--check", "--script", g.gl_pathv[i],
+                              NULL};
+        struct run_result res;
+        run_stepq(argv, NULL, &res);
+        ck_assert_msg(res.status == 0, "%s: %s", g.gl_pathv[i], res.err);
+        run_result_free(&res);
+    }
+    globfree(&g);
+    free(pattern);
+}
+END_TEST
+
+START_TEST(test_sigterm_exits_0_with_hung_connection)
+{
+    int port = start("{\"answers\": [{\"fault\": \"hang\"}, "
+                     "{\"delay_ms\": 60000}]}");
+    int a = cl_connect(port), b = cl_connect(port);
+    cJSON *log;
+
+    cl_send(a, "POST", CHAT, NULL, CHAT_BODY);
+    cl_send(b, "POST", CHAT, NULL, CHAT_BODY);
+    log = read_log(2); /* both requests are in: one hung, one waiting */
+    ck_assert_int_eq(cJSON_GetArraySize(log), 2);
+    ck_assert_int_eq(mockproc_stop(&mp), 0);
+    close(a);
+    close(b);
+    cJSON_Delete(log);
+}
+END_TEST
+
+/* ---- in process --------------------------------------------------------- */
+
+struct lib_ctx {
+    mock *m;
+    int port;
+    uv_async_t async; /* data = this */
+    uv_thread_t thread;
+    int status[3];
+    int hang_fd;
+    struct mock_stats stats;
+    bool stopped;
+};
+
+static void
+client_thread(void *arg)
+{
+    struct lib_ctx *ctx = arg;
+    struct reply r;
+
+    /* A hung request and a slow one stay open while the mock stops. */
+    ctx->hang_fd = cl_connect(ctx->port);
+    cl_send(ctx->hang_fd, "POST", "/hang" CHAT, NULL, CHAT_BODY);
+    cl_recv(ctx->hang_fd, 100, &r);
+    ctx->status[0] = r.timed_out ? -1 : r.status;
+    reply_free(&r);
+    for (int i = 1; i < 3; i++) {
+        chat(ctx->port, CHAT, &r);
+        ctx->status[i] = r.status;
+        reply_free(&r);
+    }
+    uv_async_send(&ctx->async);
+}
+
+static void
+on_stopped(void *arg)
+{
+    ((struct lib_ctx *)arg)->stopped = true;
+}
+
+static void
+on_client_done(uv_async_t *a)
+{
+    struct lib_ctx *ctx = a->data;
+
+    mock_get_stats(ctx->m, &ctx->stats);
+    mock_stop(ctx->m, on_stopped, ctx);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+START_TEST(test_lib_serves_and_stops_cleanly)
+{
+    const char *script = "{\"rpm\": 1, \"routes\": [{\"path\": \"/hang\", "
+                         "\"answers\": [{\"fault\": \"hang\"}]}]}";
+    struct lib_ctx ctx = {0};
+    uv_loop_t loop;
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(mock_start(&loop, script, NULL, &ctx.m, &ctx.port), 0);
+    ck_assert_int_eq(mock_port(ctx.m), ctx.port);
+    uv_async_init(&loop, &ctx.async, on_client_done);
+    ctx.async.data = &ctx;
+    ck_assert_int_eq(uv_thread_create(&ctx.thread, client_thread, &ctx), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_thread_join(&ctx.thread);
+    close(ctx.hang_fd);
+    ck_assert(ctx.stopped);
+    ck_assert_int_eq(ctx.status[0], -1);
+    ck_assert_int_eq(ctx.status[1], 200);
+    ck_assert_int_eq(ctx.status[2], 429);
+    ck_assert_int_eq((int)ctx.stats.requests, 3);
+    ck_assert_int_eq((int)ctx.stats.rate_limited, 1);
+    ck_assert_int_eq((int)ctx.stats.faults, 1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(test_lib_bad_script_touches_nothing)
+{
+    struct mock_options o = {.script = "{\"routes\": [{\"path\": \"x\"}]}"};
+    uv_loop_t loop;
+    mock *m = NULL;
+    int port = -1;
+    char err[256];
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(mock_start_with(&loop, &o, &m, &port, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_str_eq(err, "routes[0].path: must start with /");
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(port, -1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(test_lib_port_in_use)
+{
+    struct mock_options o = {0};
+    uv_loop_t loop;
+    mock *a = NULL, *b = NULL;
+    int port = 0, port2 = 0;
+    char err[256];
+
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(mock_start_with(&loop, &o, &a, &port, err, sizeof(err)),
+                     0);
+    o.port = port;
+    ck_assert_int_eq(mock_start_with(&loop, &o, &b, &port2, err, sizeof(err)),
+                     -EADDRINUSE);
+    ck_assert_ptr_null(b);
+    mock_stop(a, NULL, NULL);
+    ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("mock");
+    TCase *chat_tc = tcase_create("chat"), *gen = tcase_create("generic");
+    TCase *faults = tcase_create("faults"), *cli = tcase_create("cli");
+    TCase *lib = tcase_create("library");
+    TCase *all[] = {chat_tc, gen, faults, cli, lib};
+
+    tcase_add_test(chat_tc, test_chat_default_shape);
+    tcase_add_loop_test(chat_tc, test_chat_any_base_path, 0,
+                        (int)(sizeof(chat_paths) / sizeof(chat_paths[0])));
+    tcase_add_test(chat_tc, test_chat_configured_content_and_max_tokens);
+    tcase_add_test(chat_tc, test_keep_alive_serves_two_requests);
+    tcase_add_test(gen, test_generic_records_idempotency_key);
+    tcase_add_test(gen, test_generic_replays_known_key);
+    tcase_add_test(gen, test_log_lines_are_json);
+    tcase_add_test(faults, test_sequence_advances_per_path);
+    tcase_add_test(faults, test_scripted_status_headers_body);
+    tcase_add_test(faults, test_rpm_limit_answers_429_retry_after);
+    tcase_add_test(faults, test_rpm_window_slides);
+    tcase_add_test(faults, test_allowance_then_insufficient_quota);
+    tcase_add_test(faults, test_storm_for_n_requests_then_recovers);
+    tcase_add_test(faults, test_storm_for_seconds_then_recovers);
+    tcase_add_test(faults, test_truncate_gives_finish_reason_length);
+    tcase_add_test(faults, test_invalid_json_content);
+    tcase_add_test(faults, test_hang_never_answers);
+    tcase_add_test(faults, test_close_mid_body_is_a_short_read);
+    tcase_add_test(faults, test_close_without_answer);
+    tcase_add_test(faults, test_oversize_body_has_exact_size);
+    tcase_add_test(faults, test_delay_and_latency);
+    tcase_add_loop_test(cli, test_bad_script_exits_2_naming_path, 0,
+                        (int)(sizeof(bad_scripts) / sizeof(bad_scripts[0])));
+    tcase_add_test(cli, test_missing_script_exits_2);
+    tcase_add_test(cli, test_example_scripts_are_valid);
+    tcase_add_test(cli, test_sigterm_exits_0_with_hung_connection);
+    tcase_add_test(lib, test_lib_serves_and_stops_cleanly);
+    tcase_add_test(lib, test_lib_bad_script_touches_nothing);
+    tcase_add_test(lib, test_lib_port_in_use);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        tcase_add_checked_fixture(all[i], setup, teardown);
+        tcase_set_timeout(all[i], 20);
+        suite_add_tcase(s, all[i]);
+    }
+    return s;
+}
