@@ -1,0 +1,239 @@
+/* policy.h: classify what an endpoint answered, and decide what to do next
+ * (SPEC "Outcomes and decisions").
+ *
+ * The module is pure: no I/O, no clock reads, no logging, no hidden state.
+ * Time (now_ms), jitter seed, configuration and the per-tier throttle streak
+ * all come in as arguments, so every branch is testable from a table.
+ *
+ *   policy_classify(input, config, streak) -> outcome, reason, waits learned
+ *   policy_decide(class, step, config)     -> decision, wait, reason
+ *
+ * Reason strings are static, or borrowed from the policy_rules a user rule
+ * came from (valid until policy_rules_free).  Nothing returned is owned by
+ * the caller except a policy_rules object.
+ */
+#ifndef STEPQ_WORKER_POLICY_H
+#define STEPQ_WORKER_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/defs.h"
+
+/* Outcomes of classify, in SPEC order; names are snake_case as printed. */
+enum policy_outcome {
+    POLICY_OK,
+    POLICY_SOFT_THROTTLE,
+    POLICY_HARD_QUOTA,
+    POLICY_TRUNCATED,
+    POLICY_SCHEMA_INVALID,
+    POLICY_REFUSED,
+    POLICY_SERVER_ERROR,
+    POLICY_TIMEOUT,
+    POLICY_UNKNOWN,
+    POLICY_OUTCOME_COUNT
+};
+
+/* Decisions of decide ("commit", "backoff_retry", ...). */
+enum policy_action {
+    POLICY_COMMIT,
+    POLICY_BACKOFF_RETRY,
+    POLICY_SWITCH_TIER_REPLAY,
+    POLICY_DEGRADE_THEN_RETRY,
+    POLICY_PARK_FOR_HUMAN,
+    POLICY_FAIL_LOUD,
+    POLICY_ACTION_COUNT
+};
+
+/* A failure below HTTP: there is no status. */
+enum policy_transport {
+    POLICY_TRANSPORT_NONE,      /* an HTTP response arrived */
+    POLICY_TRANSPORT_TIMEOUT,   /* client timeout ("timeout") */
+    POLICY_TRANSPORT_REFUSED,   /* connection refused ("refused") */
+    POLICY_TRANSPORT_RESET,     /* connection reset or lost ("reset") */
+    POLICY_TRANSPORT_TLS,       /* TLS handshake or certificate ("tls") */
+    POLICY_TRANSPORT_TOO_LARGE, /* answer above max_response_bytes */
+    POLICY_TRANSPORT_COUNT
+};
+
+/* Whether the output parsed and held the step's expect_json keys. */
+enum policy_parsed {
+    POLICY_PARSED_DERIVE, /* unknown: derived from the body (content) */
+    POLICY_PARSED_YES,
+    POLICY_PARSED_NO
+};
+
+/* Circuit breaker state of the tier the attempt went to. */
+enum policy_breaker {
+    POLICY_BREAKER_CLOSED,
+    POLICY_BREAKER_OPEN,
+    POLICY_BREAKER_HALF_OPEN,
+    POLICY_BREAKER_COUNT
+};
+
+/* One response header. Both strings are borrowed and NUL-terminated; names
+ * are compared case-insensitively. */
+struct policy_header {
+    const char *name;
+    const char *value;
+};
+
+/* Compiled user classify rules (config "classify"). Opaque. */
+typedef struct policy_rules policy_rules;
+
+/* The numbers of config "policy", in milliseconds, plus the user rules. */
+struct policy_config {
+    int64_t switch_wait_ms;    /* a longer server wait is a wall; 60 s */
+    int64_t escalate_after_ms; /* soft throttles in a row -> wall; 300 s */
+    int max_throttle_waits;    /* backoff waits on soft throttles; 20 */
+    int64_t backoff_base_ms;   /* 1 s */
+    int64_t backoff_cap_ms;    /* 20 s */
+    const policy_rules *rules; /* borrowed; NULL: defaults only */
+};
+
+/* Input of classify: one answer (or transport failure) of one attempt. */
+struct policy_input {
+    int status;                          /* HTTP status; ignored on transport */
+    enum policy_transport transport;     /* NONE when a response arrived */
+    const struct policy_header *headers; /* borrowed array of nheaders */
+    size_t nheaders;
+    const char *body;          /* borrowed bytes, NOT NUL-terminated; any */
+    size_t body_len;           /* content, size or encoding */
+    const char *finish_reason; /* borrowed; NULL: read from the body */
+    enum policy_parsed parsed; /* the output met expect_json */
+    bool http_step;            /* kind "http": a 2xx needs no completion */
+    int64_t now_ms;            /* wall clock, ms since the epoch */
+};
+
+/* What classify learned. Times are ms since the epoch, -1 when unknown;
+ * counts are -1 when the headers did not say. */
+struct policy_class {
+    enum policy_outcome outcome;
+    const char *reason;  /* "rpm", "daily_cap", ...; NULL for ok */
+    int rule;            /* index of the user rule that matched, or -1 */
+    int64_t wait_ms;     /* the wait the endpoint asked for, or -1 */
+    int64_t reset_at_ms; /* hard_quota: when the wall lifts, or -1. The
+                            worker may fill it from its tier knowledge
+                            before calling policy_decide */
+    int64_t remaining_requests;
+    int64_t remaining_tokens;
+    int64_t requests_reset_at_ms; /* when the request window refills */
+    int64_t tokens_reset_at_ms;   /* when the token window refills */
+};
+
+/* Per-tier memory for the escalation of repeated soft throttles. The caller
+ * keeps one per tier (zero-initialised) and passes it to every classify of
+ * an answer from that tier. */
+struct policy_streak {
+    int64_t first_ms; /* time of the first soft throttle in the streak */
+    int count;        /* soft throttles since the last success */
+};
+
+/* Input of decide: the step's context at the moment of deciding. */
+struct policy_step {
+    int attempts_left;    /* sends left on this tier (max_attempts - used) */
+    int attempts_used;    /* sends so far on this tier (backoff exponent) */
+    int64_t input_tokens; /* estimate for the request about to be sent */
+    int64_t token_budget; /* 0: no budget (never degrades) */
+    int tiers_left;       /* other tiers that admit now or within slack */
+    bool replayable;
+    bool side_effects;
+    bool idempotency_key;         /* present */
+    bool write_may_have_happened; /* see policy_write_may_have_happened */
+    bool degraded;                /* degrade_then_retry already used */
+    bool schema_retried; /* the one schema_invalid retry already used */
+    int throttle_waits_used;
+    enum policy_breaker breaker; /* current tier, this failure counted */
+    int64_t slack_ms; /* deadline - now - expected cost of one attempt */
+    int64_t now_ms;
+    uint64_t seed; /* jitter; any value, e.g. random per decision */
+};
+
+/* Output of decide. */
+struct policy_decision {
+    enum policy_action action;
+    int64_t wait_ms;    /* backoff_retry: delay before the retry; else 0 */
+    const char *reason; /* static: "in_doubt", "hard_quota", "throttle"... */
+};
+
+/* policy_config_init fills cfg from the config "policy" numbers (NULL: the
+ * SPEC defaults) and borrows rules (may be NULL). Never fails. */
+void policy_config_init(struct policy_config *cfg,
+                        const struct config_policy *numbers,
+                        const policy_rules *rules);
+
+/* policy_rules_new compiles the user classify rules (POSIX extended regular
+ * expressions, case-insensitive). Returns 0 with *out owned by the caller
+ * (free with policy_rules_free), or -EINVAL with the rule named in err
+ * ("classify[2].body: ...") for a bad expression or an unknown outcome.
+ * *out is untouched on failure. */
+STEPQ_MUST_CHECK int policy_rules_new(const struct config_rule *rules, size_t n,
+                                      policy_rules **out, char *err,
+                                      size_t errlen);
+
+/* policy_rules_free releases rules; NULL is a no-op. */
+void policy_rules_free(policy_rules *rules);
+
+/* policy_classify classifies one answer: user rules first, then SPEC's
+ * default rules (body discriminators, then status, then the length of the
+ * wait). Any body is safe: it is read only within body_len. streak may be
+ * NULL (no escalation); otherwise it is updated in place. Never fails. */
+void policy_classify(const struct policy_input *in,
+                     const struct policy_config *cfg,
+                     struct policy_streak *streak, struct policy_class *out);
+
+/* policy_decide walks SPEC's ordered decide table for the classified answer
+ * c and the step s. Never fails; out->reason is static. */
+void policy_decide(const struct policy_class *c, const struct policy_step *s,
+                   const struct policy_config *cfg,
+                   struct policy_decision *out);
+
+/* policy_write_may_have_happened tells whether the endpoint may have acted
+ * on the request (a 2xx, a 5xx, a timeout, a connection lost after
+ * sending), for policy_step.write_may_have_happened. */
+bool policy_write_may_have_happened(const struct policy_input *in);
+
+/* policy_counts_for_breaker: only server_error and timeout count. */
+bool policy_counts_for_breaker(enum policy_outcome o);
+
+/* policy_backoff_ms returns the capped exponential backoff with full jitter
+ * for the n-th retry (n >= 0): uniform in [0, min(cap, base * 2^n)], drawn
+ * from seed. */
+int64_t policy_backoff_ms(const struct policy_config *cfg, int n,
+                          uint64_t seed);
+
+/* Names as SPEC prints them. *_name returns a static string ("?" for an
+ * out-of-range value); *_from_name returns 0 or -EINVAL
+ * (out untouched). */
+const char *policy_outcome_name(enum policy_outcome o);
+STEPQ_MUST_CHECK int policy_outcome_from_name(const char *name,
+                                              enum policy_outcome *out);
+const char *policy_action_name(enum policy_action a);
+STEPQ_MUST_CHECK int policy_action_from_name(const char *name,
+                                             enum policy_action *out);
+const char *policy_transport_name(enum policy_transport t);
+STEPQ_MUST_CHECK int policy_transport_from_name(const char *name,
+                                                enum policy_transport *out);
+const char *policy_breaker_name(enum policy_breaker b);
+STEPQ_MUST_CHECK int policy_breaker_from_name(const char *name,
+                                              enum policy_breaker *out);
+
+/* Header value parsers (also used by classify). Each takes a NUL-terminated
+ * string, returns 0 or -EINVAL for anything malformed (negative, garbage,
+ * missing units, overflow) and leaves *out untouched on failure. Results are
+ * clamped to POLICY_MAX_WAIT_MS. */
+#define POLICY_MAX_WAIT_MS ((int64_t)400 * 24 * 3600 * 1000)
+
+/* policy_parse_duration: Go-style "6m0s", "1.5s", "20ms", "1h2m", "0". */
+STEPQ_MUST_CHECK int policy_parse_duration(const char *s, int64_t *ms);
+/* policy_parse_http_date: IMF-fixdate, RFC 850 or asctime -> ms since the
+ * epoch. */
+STEPQ_MUST_CHECK int policy_parse_http_date(const char *s, int64_t *at_ms);
+/* policy_parse_retry_after: delay-seconds (decimals allowed) or an HTTP
+ * date; the wait from now_ms (0 when the date is past). */
+STEPQ_MUST_CHECK int policy_parse_retry_after(const char *s, int64_t now_ms,
+                                              int64_t *wait_ms);
+
+#endif
