@@ -68,6 +68,7 @@ int cmd_init(struct cli_env *env, int argc, char **argv);
 int cmd_enqueue(struct cli_env *env, int argc, char **argv);
 int cmd_jobs(struct cli_env *env, int argc, char **argv);
 int cmd_status(struct cli_env *env, int argc, char **argv);
+int cmd_tiers(struct cli_env *env, int argc, char **argv);
 int cmd_policy(struct cli_env *env, int argc, char **argv);
 int cmd_mock(struct cli_env *env, int argc, char **argv);
 

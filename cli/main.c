@@ -16,6 +16,7 @@ static const char usage[] =
     "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
+    "  tiers                         shared state of each configured tier\n"
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
     "\n"
@@ -31,6 +32,7 @@ static const struct {
 } commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
+    {"tiers", cmd_tiers},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

@@ -125,6 +125,7 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
                                        "max_inflight",
                                        "timeout_s",
                                        "breaker",
+                                       "window_s",
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
@@ -137,6 +138,7 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
     t->allowance_window_s = 86400;
     t->degrade_at = 0.8;
     t->timeout_s = 60;
+    t->window_s = 60;
     t->breaker.cooldown_s = 60;
     if ((rc = json_check_object(o, path, keys, err, len)) ||
         (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
@@ -155,6 +157,8 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
         (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
                            len)) ||
         (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
+                              err, len)) ||
+        (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
                               err, len)))
         return rc;
     if (name[0] == '\0')

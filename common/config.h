@@ -25,6 +25,7 @@ struct config_tier {
     char *api_key_env;          /* owned; NULL: no Authorization header */
     int64_t rpm;                /* requests per minute; 0 = unlimited */
     int64_t tpm;                /* tokens per minute; 0 = unlimited */
+    double window_s;            /* length of the rpm/tpm window; default 60 */
     int64_t allowance_tokens;   /* tokens per allowance window; 0 = none */
     int64_t allowance_window_s; /* "minute|hour|day|week|month"; day */
     double degrade_at;          /* fraction of allowance; default 0.8 */

@@ -2,6 +2,7 @@
 #include "queue/queue.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -715,4 +716,160 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
     *out = v;
     *n = len;
     return 0;
+}
+
+/* ---- tier state ------------------------------------------------------ */
+
+static const char *const breaker_names[] = {"closed", "open", "half_open"};
+
+const char *
+q_breaker_name(enum q_breaker b)
+{
+    return (unsigned)b < 3 ? breaker_names[b] : "unknown";
+}
+
+static void
+copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+int
+q_tier_load(q_db *db, const char *tier, int64_t now, int64_t window_ms,
+            struct q_tier_state *out)
+{
+    struct q_tier_state st;
+    sqlite3_stmt *s = stmt(db, ST_TIER_GET);
+    int rc;
+
+    memset(&st, 0, sizeof(st));
+    if (s == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *b = sqlite3_column_text(s, 0);
+        for (int i = 0; i < 3 && b != NULL; i++) {
+            if (strcmp((const char *)b, breaker_names[i]) == 0)
+                st.breaker = (enum q_breaker)i;
+        }
+        st.failures = sqlite3_column_int(s, 1);
+        st.open_until = sqlite3_column_int64(s, 2);
+        st.exhausted_until = sqlite3_column_int64(s, 3);
+        copy_col(s, 4, st.exhausted_reason, sizeof(st.exhausted_reason));
+        st.limited_until = sqlite3_column_int64(s, 5);
+        st.allowance_used = sqlite3_column_int64(s, 6);
+        st.allowance_since = sqlite3_column_int64(s, 7);
+        copy_col(s, 8, st.config_hash, sizeof(st.config_hash));
+    } else if (rc != SQLITE_DONE) {
+        return db_err(db, "reading tier state");
+    }
+    sqlite3_reset(s);
+    if ((s = stmt(db, ST_TIER_WINDOW)) == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, now - window_ms);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "reading a tier's window");
+    st.window_requests = sqlite3_column_int64(s, 0);
+    st.window_tokens = sqlite3_column_int64(s, 1);
+    st.window_oldest = sqlite3_column_int64(s, 2);
+    sqlite3_reset(s);
+    if ((s = stmt(db, ST_TIER_INFLIGHT)) == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, now);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "reading a tier's sends in flight");
+    st.in_flight = sqlite3_column_int64(s, 0);
+    st.probe_in_flight = sqlite3_column_int(s, 1) != 0;
+    sqlite3_reset(s);
+    *out = st;
+    return 0;
+}
+
+int
+q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
+{
+    sqlite3_stmt *s = stmt(db, ST_TIER_PUT);
+
+    if (s == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    bind_text(s, 2, q_breaker_name(st->breaker));
+    sqlite3_bind_int(s, 3, st->failures);
+    sqlite3_bind_int64(s, 4, st->open_until);
+    sqlite3_bind_int64(s, 5, st->exhausted_until);
+    bind_text(s, 6, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
+    sqlite3_bind_int64(s, 7, st->limited_until);
+    sqlite3_bind_int64(s, 8, st->allowance_used);
+    sqlite3_bind_int64(s, 9, st->allowance_since);
+    bind_text(s, 10, st->config_hash[0] ? st->config_hash : NULL);
+    return run_done(db, s, "writing tier state");
+}
+
+int
+q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                bool probe, int64_t expires_at, int64_t *id)
+{
+    sqlite3_stmt *s = stmt(db, ST_TIER_SEND_ADD);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, at);
+    sqlite3_bind_int64(s, 3, tokens);
+    sqlite3_bind_int(s, 4, probe);
+    sqlite3_bind_int64(s, 5, expires_at);
+    if ((rc = run_done(db, s, "logging a tier send")) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+int
+q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                 int64_t *old_tokens)
+{
+    sqlite3_stmt *s = stmt(db, ST_TIER_SEND_GET);
+    int64_t old;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "reading a tier send");
+    old = sqlite3_column_int64(s, 0);
+    rc = sqlite3_column_type(s, 1) != SQLITE_NULL;
+    sqlite3_reset(s);
+    if (rc)
+        return -EALREADY;
+    if ((s = stmt(db, ST_TIER_SEND_DONE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, tokens);
+    sqlite3_bind_int64(s, 3, done_at);
+    if ((rc = run_done(db, s, "finishing a tier send")) != 0)
+        return rc;
+    if (old_tokens != NULL)
+        *old_tokens = old;
+    return 0;
+}
+
+int
+q_tier_prune(q_db *db, const char *tier, int64_t before)
+{
+    sqlite3_stmt *s = stmt(db, ST_TIER_PRUNE);
+
+    if (s == NULL)
+        return -EIO;
+    bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, before);
+    return run_done(db, s, "pruning tier sends");
 }

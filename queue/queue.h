@@ -334,4 +334,53 @@ STEPQ_MUST_CHECK int q_attempts_list(q_db *db, int64_t job_id, int step,
 /* q_attempts_free frees n attempts and the array. */
 void q_attempts_free(struct q_attempt *a, size_t n);
 
+/* ---- tier state (shared by every worker on the database) ------------ */
+
+enum q_breaker { Q_BREAKER_CLOSED = 0, Q_BREAKER_OPEN, Q_BREAKER_HALF_OPEN };
+
+/* q_breaker_name gives "closed", "open" or "half_open". */
+const char *q_breaker_name(enum q_breaker b);
+
+/* A tier's stored state plus what its send log says at a moment. A tier
+ * with no row yet reads as all zero: breaker closed, nothing used. */
+struct q_tier_state {
+    enum q_breaker breaker;
+    int failures;              /* consecutive breaker failures */
+    int64_t open_until;        /* breaker cooldown end */
+    int64_t exhausted_until;   /* a quota wall until then */
+    char exhausted_reason[32]; /* "daily_cap", "auth", ... or "" */
+    int64_t limited_until;     /* rate-limit headers said 0 remaining */
+    int64_t allowance_used;    /* tokens in the current allowance window */
+    int64_t allowance_since;   /* start of that window */
+    char config_hash[65];      /* the tier config it was last used with */
+    /* From the send log, for the window ending at the load time: */
+    int64_t window_requests; /* sends in the window */
+    int64_t window_tokens;   /* their tokens */
+    int64_t window_oldest;   /* the oldest send in the window, or 0 */
+    int64_t in_flight;       /* sends not done and not expired */
+    bool probe_in_flight;    /* a half-open probe is out */
+};
+
+/* q_tier_load reads the state of tier at now, with the request/token
+ * window of window_ms. */
+STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier, int64_t now,
+                                 int64_t window_ms, struct q_tier_state *out);
+/* q_tier_store writes the stored fields of st (not the window counts). */
+STEPQ_MUST_CHECK int q_tier_store(q_db *db, const char *tier,
+                                  const struct q_tier_state *st);
+/* q_tier_send_add logs an admitted send; *id identifies it for
+ * q_tier_send_done(). */
+STEPQ_MUST_CHECK int q_tier_send_add(q_db *db, const char *tier, int64_t at,
+                                     int64_t tokens, bool probe,
+                                     int64_t expires_at, int64_t *id);
+/* q_tier_send_done marks a send answered and corrects its tokens to
+ * tokens (< 0: keeps what was charged). *old_tokens (may be NULL) gets what was
+ * charged before. -ENOENT for an unknown id, -EALREADY if it was already done.
+ */
+STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
+                                      int64_t done_at, int64_t *old_tokens);
+/* q_tier_prune deletes a tier's sends that are done (or expired) and older
+ * than before. */
+STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
+
 #endif

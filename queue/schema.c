@@ -95,17 +95,24 @@ static const char *const migrations[] = {
     "  name TEXT PRIMARY KEY,"
     "  breaker TEXT NOT NULL DEFAULT 'closed',"
     "  failures INTEGER NOT NULL DEFAULT 0,"
-    "  open_until INTEGER,"
-    "  exhausted_until INTEGER,"
+    "  open_until INTEGER NOT NULL DEFAULT 0,"
+    "  exhausted_until INTEGER NOT NULL DEFAULT 0,"
     "  exhausted_reason TEXT,"
+    "  limited_until INTEGER NOT NULL DEFAULT 0,"
     "  allowance_used INTEGER NOT NULL DEFAULT 0,"
-    "  allowance_since INTEGER,"
-    "  in_flight INTEGER NOT NULL DEFAULT 0,"
-    "  throttled_since INTEGER) WITHOUT ROWID;"
+    "  allowance_since INTEGER NOT NULL DEFAULT 0,"
+    "  config_hash TEXT) WITHOUT ROWID;"
+    /* One row per admitted send: the request and token windows count them,
+     * and one that is not done and not expired is in flight. A crashed
+     * worker's sends stop counting as in flight when they expire. */
     "CREATE TABLE tier_sends ("
+    "  id INTEGER PRIMARY KEY,"
     "  tier TEXT NOT NULL,"
     "  at INTEGER NOT NULL,"
-    "  tokens INTEGER NOT NULL DEFAULT 0);"
+    "  tokens INTEGER NOT NULL DEFAULT 0,"
+    "  probe INTEGER NOT NULL DEFAULT 0,"
+    "  expires_at INTEGER NOT NULL,"
+    "  done_at INTEGER);"
     "CREATE INDEX tier_sends_at ON tier_sends (tier, at);",
 };
 

@@ -103,6 +103,36 @@ static const char *const sql_text[ST_COUNT] = {
         " AND step = ?2 ORDER BY attempt",
     [ST_HELD] = "SELECT 1 FROM jobs WHERE id = ?1 AND state = 1"
                 " AND lease_owner = ?2",
+    [ST_TIER_GET] =
+        "SELECT breaker, failures, open_until, exhausted_until,"
+        " exhausted_reason, limited_until, allowance_used, allowance_since,"
+        " config_hash FROM tiers WHERE name = ?1",
+    [ST_TIER_WINDOW] = "SELECT count(*), coalesce(sum(tokens), 0), min(at)"
+                       " FROM tier_sends WHERE tier = ?1 AND at > ?2",
+    [ST_TIER_INFLIGHT] =
+        "SELECT count(*), coalesce(max(probe), 0) FROM tier_sends"
+        " WHERE tier = ?1 AND done_at IS NULL AND expires_at > ?2",
+    [ST_TIER_PUT] =
+        "INSERT INTO tiers (name, breaker, failures, open_until,"
+        " exhausted_until, exhausted_reason, limited_until, allowance_used,"
+        " allowance_since, config_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+        " ?8, ?9, ?10) ON CONFLICT (name) DO UPDATE SET"
+        " breaker = excluded.breaker, failures = excluded.failures,"
+        " open_until = excluded.open_until,"
+        " exhausted_until = excluded.exhausted_until,"
+        " exhausted_reason = excluded.exhausted_reason,"
+        " limited_until = excluded.limited_until,"
+        " allowance_used = excluded.allowance_used,"
+        " allowance_since = excluded.allowance_since,"
+        " config_hash = excluded.config_hash",
+    [ST_TIER_SEND_ADD] = "INSERT INTO tier_sends (tier, at, tokens, probe,"
+                         " expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [ST_TIER_SEND_GET] = "SELECT tokens, done_at FROM tier_sends WHERE id = ?1",
+    [ST_TIER_SEND_DONE] =
+        "UPDATE tier_sends SET done_at = ?3,"
+        " tokens = CASE WHEN ?2 < 0 THEN tokens ELSE ?2 END WHERE id = ?1",
+    [ST_TIER_PRUNE] = "DELETE FROM tier_sends WHERE tier = ?1 AND at < ?2"
+                      " AND (done_at IS NOT NULL OR expires_at < ?2)",
 };
 
 const char *

@@ -307,6 +307,8 @@ START_TEST(test_help_on_every_command)
         {"--help", NULL, NULL},      {"init", "--help", NULL},
         {"enqueue", "--help", NULL}, {"jobs", "--help", NULL},
         {"jobs", "show", "--help"},  {"status", "--help", NULL},
+        {"tiers", "--help", NULL},   {"policy", "--help", NULL},
+        {"mock", "--help", NULL},
     };
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         struct run_result r;
@@ -406,6 +408,33 @@ START_TEST(test_c_example_enqueues_through_libstepq)
 }
 END_TEST
 
+START_TEST(test_tiers_json_shape)
+{
+    struct run_result r;
+    cJSON *o, *t;
+    const char *cfg = "{\"tiers\":[{\"name\":\"free\",\"base_url\":"
+                      "\"http://127.0.0.1:1/v1\",\"model\":\"m\",\"rpm\":2},"
+                      "{\"name\":\"local\",\"base_url\":"
+                      "\"http://127.0.0.1:2/v1\",\"model\":\"l\"}]}";
+
+    free(tmpdir_write(dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--json", "--db", "q.db"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_int_eq(cJSON_GetArraySize(o), 2);
+    t = cJSON_GetArrayItem(o, 1);
+    ck_assert_str_eq(cJSON_GetObjectItem(t, "name")->valuestring, "local");
+    ck_assert_str_eq(cJSON_GetObjectItem(t, "breaker")->valuestring, "closed");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(t, "open_until")));
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(t, "exhausted_until")));
+    ck_assert_int_eq(cJSON_GetObjectItem(t, "rpm_used")->valueint, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(t, "tpm_used")->valueint, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(t, "allowance_used")->valueint, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(t, "in_flight")->valueint, 0);
+    cJSON_Delete(o);
+    run_result_free(&r);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -432,6 +461,7 @@ test_suite(void)
     tcase_add_test(out, test_exit_codes);
     tcase_add_test(out, test_help_on_every_command);
     tcase_add_test(out, test_c_example_enqueues_through_libstepq);
+    tcase_add_test(out, test_tiers_json_shape);
     suite_add_tcase(s, out);
     return s;
 }

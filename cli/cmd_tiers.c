@@ -1,0 +1,113 @@
+/* cmd_tiers.c: stepq tiers — each configured tier's shared state. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "queue/queue.h"
+#include "worker/tier.h"
+
+static const char usage[] =
+    "usage: stepq tiers [--json]\n"
+    "\n"
+    "The state every worker on the database shares for each tier of the\n"
+    "config: breaker (closed, open, half_open) and until when it is open,\n"
+    "a quota wall and until when, requests and tokens in the current\n"
+    "window, allowance used, and requests in flight.\n";
+
+static void
+add_time(cJSON *o, const char *name, int64_t ms, int64_t now)
+{
+    char buf[32];
+
+    if (ms > now)
+        cJSON_AddStringToObject(o, name,
+                                clock_format_utc(ms, buf, sizeof(buf)));
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+static const char *
+until_text(int64_t ms, int64_t now, char *buf, size_t len)
+{
+    if (ms <= now)
+        return "-";
+    return clock_format_utc(ms, buf, len);
+}
+
+int
+cmd_tiers(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false;
+    struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
+    const struct config *cfg = NULL;
+    const char *path = NULL;
+    cJSON *arr = NULL;
+    int64_t now = clock_now_ms();
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
+        return rc;
+    if ((rc = cli_config(env, &cfg)) != 0 ||
+        (rc = cli_db_path(env, &path)) != 0)
+        return rc;
+    if (q_open(path, NULL, &db) != 0) {
+        cli_error("tiers: cannot open database %s", path);
+        return CLI_RUNTIME;
+    }
+    arr = cJSON_CreateArray();
+    if (!json)
+        printf("%-12s %-10s %-21s %-21s %-10s %6s %9s %12s %9s\n", "TIER",
+               "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON", "RPM",
+               "TPM", "ALLOWANCE", "IN FLIGHT");
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        const struct config_tier *t = &cfg->tiers[i];
+        struct q_tier_state st;
+        char a[32], b[32];
+        if (tier_snapshot(db, t, now, &st) != 0) {
+            cli_error("tiers: cannot read the state of tier %s", t->name);
+            rc = CLI_RUNTIME;
+            break;
+        }
+        if (!json) {
+            printf("%-12s %-10s %-21s %-21s %-10s %6lld %9lld %12lld "
+                   "%9lld\n",
+                   t->name, q_breaker_name(st.breaker),
+                   until_text(st.open_until, now, a, sizeof(a)),
+                   until_text(st.exhausted_until, now, b, sizeof(b)),
+                   st.exhausted_until > now ? st.exhausted_reason : "-",
+                   (long long)st.window_requests, (long long)st.window_tokens,
+                   (long long)st.allowance_used, (long long)st.in_flight);
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", t->name);
+        cJSON_AddStringToObject(o, "breaker", q_breaker_name(st.breaker));
+        add_time(o, "open_until",
+                 st.breaker == Q_BREAKER_OPEN ? st.open_until : 0, now);
+        add_time(o, "exhausted_until", st.exhausted_until, now);
+        if (st.exhausted_until > now && st.exhausted_reason[0])
+            cJSON_AddStringToObject(o, "exhausted_reason", st.exhausted_reason);
+        else
+            cJSON_AddNullToObject(o, "exhausted_reason");
+        add_time(o, "limited_until", st.limited_until, now);
+        cJSON_AddNumberToObject(o, "rpm_used", (double)st.window_requests);
+        cJSON_AddNumberToObject(o, "tpm_used", (double)st.window_tokens);
+        cJSON_AddNumberToObject(o, "allowance_used", (double)st.allowance_used);
+        cJSON_AddNumberToObject(o, "in_flight", (double)st.in_flight);
+        cJSON_AddItemToArray(arr, o);
+    }
+    q_close(db);
+    if (json && rc == 0) {
+        char *s = json_print(arr);
+        puts(s);
+        free(s);
+    }
+    cJSON_Delete(arr);
+    return rc;
+}
