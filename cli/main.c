@@ -14,6 +14,7 @@ static const char usage[] =
     "commands:\n"
     "  init                          create or migrate the database\n"
     "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
+    "  work                          run jobs (--drain: until none is due)\n"
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
     "  tiers                         shared state of each configured tier\n"
@@ -32,7 +33,7 @@ static const struct {
 } commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
-    {"tiers", cmd_tiers},
+    {"tiers", cmd_tiers},   {"work", cmd_work},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

@@ -154,6 +154,43 @@ json_get_int(const cJSON *obj, const char *key, int64_t min, int64_t max,
     return 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..len), 0 if there is
+ * none (a bad lead byte, a cut sequence, an overlong form, a surrogate or
+ * a code point above U+10FFFF). */
+static size_t
+utf8_seq(const unsigned char *s, size_t len)
+{
+    unsigned c = s[0], cp;
+    size_t n;
+
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0) {
+        n = 1;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 2;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 3;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n >= len)
+        return 0;
+    for (size_t k = 1; k <= n; k++) {
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
+        (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n + 1;
+}
+
 bool
 json_utf8_valid(const char *buf, size_t len)
 {
@@ -161,39 +198,28 @@ json_utf8_valid(const char *buf, size_t len)
     size_t i = 0;
 
     while (i < len) {
-        unsigned c = s[i];
-        size_t n;
-        unsigned cp;
-
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1;
-            cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2;
-            cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3;
-            cp = c & 0x07;
-        } else {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n == 0)
             return false;
-        }
-        if (i + n >= len)
-            return false;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
-            (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += n + 1;
+        i += n;
     }
     return true;
+}
+
+void
+json_utf8_scrub(char *buf, size_t len)
+{
+    unsigned char *s = (unsigned char *)buf;
+    size_t i = 0;
+
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n == 0) {
+            s[i] = '?';
+            n = 1;
+        }
+        i += n;
+    }
 }
 
 char *

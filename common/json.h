@@ -50,6 +50,9 @@ STEPQ_MUST_CHECK int json_get_number(const cJSON *obj, const char *key,
 /* json_utf8_valid reports whether buf[0..len) is well-formed UTF-8 (no
  * overlongs, surrogates or code points above U+10FFFF). */
 bool json_utf8_valid(const char *buf, size_t len);
+/* json_utf8_scrub replaces every byte that does not start a well-formed
+ * UTF-8 sequence with '?', in place, so the text can go into JSON. */
+void json_utf8_scrub(char *buf, size_t len);
 /* json_print compacts item into a string. Caller owns it; free with free(). */
 char *json_print(const cJSON *item);
 

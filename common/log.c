@@ -3,7 +3,13 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/json.h"
+#include "common/xalloc.h"
 
 static enum log_level max_level = LOG_ERROR;
 
@@ -44,4 +50,52 @@ log_write(enum log_level level, const char *file, int line, const char *fmt,
     base = base ? base + 1 : file;
     /* One fprintf call so concurrent writers do not interleave a line. */
     fprintf(stderr, "stepq %s %s:%d: %s\n", names[level], base, line, msg);
+}
+
+static void
+add_str(cJSON *o, const char *name, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, name, v);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+void
+log_attempt(const struct attempt_log *a)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *line;
+
+    cJSON_AddNumberToObject(o, "job", (double)a->job);
+    add_str(o, "step", a->step);
+    cJSON_AddNumberToObject(o, "attempt", a->attempt);
+    add_str(o, "tier", a->tier);
+    if (a->status > 0)
+        cJSON_AddNumberToObject(o, "status", a->status);
+    else
+        cJSON_AddNullToObject(o, "status");
+    add_str(o, "outcome", a->outcome);
+    add_str(o, "reason", a->reason);
+    add_str(o, "decision", a->decision);
+    cJSON_AddNumberToObject(o, "delay_ms", (double)a->delay_ms);
+    cJSON_AddNumberToObject(o, "latency_ms", (double)a->latency_ms);
+    if (a->error != NULL)
+        cJSON_AddStringToObject(o, "transport_error", a->error);
+    if (a->body != NULL) {
+        /* The body may be binary or cut mid-character: keep it valid
+         * JSON by replacing what is not UTF-8. */
+        char *copy = xstrndup(a->body, a->body_len);
+        json_utf8_scrub(copy, strlen(copy));
+        cJSON_AddStringToObject(o, "body", copy);
+        free(copy);
+    } else {
+        cJSON_AddNullToObject(o, "body");
+    }
+    line = cJSON_PrintUnformatted(o);
+    if (line != NULL) {
+        fprintf(stderr, "%s\n", line);
+        free(line);
+    }
+    cJSON_Delete(o);
 }

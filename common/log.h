@@ -6,6 +6,8 @@
 #ifndef STEPQ_COMMON_LOG_H
 #define STEPQ_COMMON_LOG_H
 
+#include <stddef.h>
+
 #include "common/defs.h"
 
 enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
@@ -17,6 +19,28 @@ int log_level_from_name(const char *name, enum log_level *out);
 /* log_write writes one formatted line; use the log_* macros instead. */
 void log_write(enum log_level level, const char *file, int line,
                const char *fmt, ...) STEPQ_PRINTF(4, 5);
+
+/* One attempt, as the per-attempt JSON line of SPEC ("CLI: work"). Strings
+ * are borrowed; NULL prints null. body is printed only when not NULL. */
+struct attempt_log {
+    long long job;
+    const char *step;
+    int attempt;
+    const char *tier;
+    int status; /* 0: none (transport error) */
+    const char *outcome;
+    const char *reason;
+    const char *decision;
+    long long delay_ms;
+    long long latency_ms;
+    const char *error; /* transport error name, or NULL */
+    const char *body;  /* raw body on failure (len bytes), or NULL */
+    size_t body_len;
+};
+
+/* log_attempt writes one JSON line for an attempt on stderr, whatever the
+ * log level (it is the worker's output, not a diagnostic). */
+void log_attempt(const struct attempt_log *a);
 
 #define log_error(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define log_warn(...)  log_write(LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)

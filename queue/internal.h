@@ -45,6 +45,8 @@ enum stmt_id {
     ST_TIER_SEND_GET,
     ST_TIER_SEND_DONE,
     ST_TIER_PRUNE,
+    ST_PARK_ADD,
+    ST_NEXT_DUE,
     ST_COUNT
 };
 

@@ -873,3 +873,61 @@ q_tier_prune(q_db *db, const char *tier, int64_t before)
     sqlite3_bind_int64(s, 2, before);
     return run_done(db, s, "pruning tier sends");
 }
+
+/* ---- park items ------------------------------------------------------ */
+
+static int
+park_add_locked(q_db *db, const struct q_park_new *p, int64_t *id)
+{
+    sqlite3_stmt *s = stmt(db, ST_PARK_ADD);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, p->job_id);
+    sqlite3_bind_int(s, 2, p->step);
+    bind_text(s, 3, p->step_name);
+    bind_text(s, 4, p->reason);
+    sqlite3_bind_int(s, 5, p->attempts);
+    bind_text(s, 6, p->request_sha256);
+    bind_text(s, 7, p->request);
+    bind_text(s, 8, p->error);
+    bind_text(s, 9, p->tier);
+    sqlite3_bind_int64(s, 10, p->parked_at);
+    if ((rc = run_done(db, s, "parking a step")) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(db->h);
+    return q_step_set(db, p->job_id, p->step, Q_STEP_PARKED, p->tier, NULL, 0);
+}
+
+int
+q_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
+{
+    int64_t got = 0;
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    rc = tx_leave(db, park_add_locked(db, p, &got));
+    if (rc == 0)
+        *id = got;
+    return rc;
+}
+
+int
+q_next_due(q_db *db, int64_t now, int64_t *at)
+{
+    sqlite3_stmt *s = stmt(db, ST_NEXT_DUE);
+    int rc;
+
+    (void)now;
+    if (s == NULL)
+        return -EIO;
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return db_err(db, "reading the next due job");
+    rc = sqlite3_column_type(s, 0) == SQLITE_NULL ? -ENOENT : 0;
+    if (rc == 0)
+        *at = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc;
+}

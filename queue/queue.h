@@ -227,6 +227,11 @@ STEPQ_MUST_CHECK int q_park_job(q_db *db, int64_t id, const char *worker,
  * -EALREADY when it already ended. A running job's worker finds its lease
  * gone at the next heartbeat. */
 STEPQ_MUST_CHECK int q_cancel(q_db *db, int64_t id, int64_t now);
+/* q_next_due sets *at to the earliest time a job may need a worker: a
+ * queued job's run_at, or a running job's lease end (when another worker
+ * takes it over if its holder died). -ENOENT when no job is queued or
+ * running. now is unused by SQLite but kept for other backends. */
+STEPQ_MUST_CHECK int q_next_due(q_db *db, int64_t now, int64_t *at);
 /* q_reclaim returns jobs whose lease expired before now to the queue and
  * sets *n to how many (n may be NULL). */
 STEPQ_MUST_CHECK int q_reclaim(q_db *db, int64_t now, int64_t *n);
@@ -382,5 +387,26 @@ STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
 /* q_tier_prune deletes a tier's sends that are done (or expired) and older
  * than before. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
+
+/* ---- park items ------------------------------------------------------ */
+
+/* A new park item. Strings are borrowed. */
+struct q_park_new {
+    int64_t job_id;
+    int step;
+    const char *step_name;
+    const char *reason; /* the outcome that parked it, or "in_doubt" */
+    int attempts;
+    const char *request_sha256; /* may be NULL */
+    const char *request;        /* the body as sent, may be NULL */
+    const char *error;          /* "HTTP 429: daily quota exceeded" */
+    const char *tier;           /* NULL for http steps */
+    int64_t parked_at;
+};
+
+/* q_park_add records a park item and marks the step parked; *id gets its
+ * id. (The job itself is parked with q_park_job.) */
+STEPQ_MUST_CHECK int q_park_add(q_db *db, const struct q_park_new *p,
+                                int64_t *id);
 
 #endif

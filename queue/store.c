@@ -131,6 +131,16 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_TIER_SEND_DONE] =
         "UPDATE tier_sends SET done_at = ?3,"
         " tokens = CASE WHEN ?2 < 0 THEN tokens ELSE ?2 END WHERE id = ?1",
+    /* A running job is due when its lease would expire: if its holder
+     * died, that is when another worker takes it over. */
+    [ST_NEXT_DUE] = "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs"
+                    " INDEXED BY jobs_ready WHERE state = 0 UNION ALL"
+                    " SELECT min(lease_until) FROM jobs INDEXED BY jobs_leased"
+                    " WHERE state = 1)",
+    [ST_PARK_ADD] =
+        "INSERT INTO park (job_id, step, step_name, reason, attempts,"
+        " request_sha256, request, error, tier, parked_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [ST_TIER_PRUNE] = "DELETE FROM tier_sends WHERE tier = ?1 AND at < ?2"
                       " AND (done_at IS NOT NULL OR expires_at < ?2)",
 };

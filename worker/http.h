@@ -1,0 +1,258 @@
+/* http.h: the HTTP client of the worker: libcurl's multi interface driven by
+ * a libuv loop, plus the builders and parsers for chat and http steps.
+ *
+ * One http_client lives on one uv loop and sends any number of requests at
+ * once from that loop's thread; the loop never blocks on the network (curl
+ * sockets are watched with uv_poll_t, curl's timer is a uv_timer_t, names
+ * are resolved by curl's threaded resolver). Connections are kept alive and
+ * reused between requests to the same host. HTTP/1.1 is used for http://;
+ * https:// works too (TLS through libcurl; certificates verified).
+ *
+ * Every request ends in exactly one call of its http_done_cb: with an HTTP
+ * response, with a transport error (timeout, refused, reset, too large,
+ * TLS, other), or cancelled (http_cancel, http_client_close). Answers are
+ * capped (max_response_bytes, default 4 MiB): a larger answer aborts the
+ * transfer as HTTP_ERR_TOO_LARGE, so memory per request stays bounded.
+ *
+ * Not thread-safe: call everything from the loop's thread. The caller
+ * should ignore SIGPIPE, as with any libuv program that writes to sockets.
+ * curl_global_init is done once by http_client_new (thread-unsafe in old
+ * libcurl builds, so create the first client before starting threads).
+ *
+ * Secrets: request header values may hold API keys. The client never logs
+ * them, and wipes its own copies (and curl's header list) before freeing.
+ */
+#ifndef STEPQ_WORKER_HTTP_H
+#define STEPQ_WORKER_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "common/defs.h"
+
+#define HTTP_DEFAULT_MAX_RESPONSE (4 * 1024 * 1024)
+#define HTTP_DEFAULT_MAX_HEADERS  64
+#define HTTP_DEFAULT_HEADER_BYTES (64 * 1024)
+#define HTTP_DEFAULT_TIMEOUT_MS   60000
+#define HTTP_ERROR_TEXT           256
+
+typedef struct http_client http_client;
+typedef struct http_call http_call;
+
+/* Why a request got no (complete) HTTP response. */
+enum http_error {
+    HTTP_ERR_NONE = 0,  /* a whole response arrived (any status) */
+    HTTP_ERR_TIMEOUT,   /* the request's timeout_ms passed */
+    HTTP_ERR_REFUSED,   /* could not connect (refused, unreachable) */
+    HTTP_ERR_RESET,     /* connection reset or closed before the end */
+    HTTP_ERR_TOO_LARGE, /* the answer is above max_response_bytes */
+    HTTP_ERR_TLS,       /* TLS handshake or certificate failure */
+    HTTP_ERR_OTHER,     /* anything else: DNS, bad URL, protocol error */
+    HTTP_ERR_CANCELLED, /* http_cancel or http_client_close */
+    HTTP_ERR_COUNT
+};
+
+/* One header. In a struct http_request or http_response both strings are
+ * owned by that struct. In responses the name is lower-case and the value
+ * has no leading or trailing blanks. Same layout as struct policy_header. */
+struct http_header {
+    char *name;
+    char *value;
+};
+
+/* Client options; zero fields take the defaults. */
+struct http_client_opts {
+    size_t max_response_bytes;  /* body cap; 0: 4 MiB */
+    size_t max_headers;         /* response headers kept; 0: 64 */
+    size_t max_header_bytes;    /* bytes of kept headers; 0: 64 KiB */
+    long max_host_connections;  /* per host; 0: unlimited */
+    long max_total_connections; /* 0: unlimited */
+    long connect_timeout_ms;    /* 0: 10 s (never above the request's) */
+    const char *user_agent;     /* borrowed for the call; NULL: "stepq/0.1" */
+};
+
+/* A request. Every pointer is owned by the struct: fill it with the
+ * http_request_* functions or the builders below, and release it with
+ * http_request_cleanup. */
+struct http_request {
+    char *method;                /* owned; NULL: GET, or POST with a body */
+    char *url;                   /* owned; http:// or https:// */
+    struct http_header *headers; /* owned array of nheaders */
+    size_t nheaders;
+    char *body; /* owned; NULL: no body. body_len bytes, may hold NULs */
+    size_t body_len;
+    int64_t timeout_ms; /* whole request; 0: HTTP_DEFAULT_TIMEOUT_MS */
+};
+
+/* What came back. Every pointer is owned by the struct (and so by the
+ * client): it is valid during the http_done_cb call only. To keep the body
+ * or the headers, move them out (copy the pointer and set the field to
+ * NULL); the client frees whatever is left after the callback returns. */
+struct http_response {
+    int status;            /* HTTP status; 0 when no status line arrived */
+    enum http_error error; /* HTTP_ERR_NONE when the response is whole */
+    char error_text[HTTP_ERROR_TEXT]; /* curl's message; "" when none */
+    struct http_header *headers;      /* owned; of the last response head */
+    size_t nheaders;
+    bool headers_truncated; /* some headers were dropped by the caps */
+    char *body;             /* owned; never NULL, NUL-terminated (the body
+                               itself may hold NULs). On a transport error:
+                               whatever arrived */
+    size_t body_len;
+    int64_t latency_ms;   /* from http_send to completion */
+    long new_connections; /* connections opened for it (0: reused one) */
+};
+
+/* Called once per request, on the loop thread. call is valid until this
+ * callback returns. The callback may send new requests, cancel others or
+ * close the client. */
+typedef void (*http_done_cb)(http_call *call, struct http_response *res,
+                             void *arg);
+
+/* Called when http_client_close has finished and the client is freed. */
+typedef void (*http_close_cb)(void *arg);
+
+/* ---- client -------------------------------------------------------------
+ */
+
+/* http_client_new creates a client on loop (borrowed: it must outlive the
+ * client). opts may be NULL for the defaults. Returns 0 with *out set (the
+ * caller owns it: end it with http_client_close), -EINVAL for bad options,
+ * or -EIO when libcurl cannot be set up (logged). *out is untouched on
+ * failure and the loop is left as it was. */
+STEPQ_MUST_CHECK int http_client_new(uv_loop_t *loop,
+                                     const struct http_client_opts *opts,
+                                     http_client **out);
+
+/* http_client_close cancels every request in flight (each callback runs,
+ * with HTTP_ERR_CANCELLED, before this returns unless the close was called
+ * from a callback, then right after it), cleans up curl and closes the
+ * client's uv handles. Run the loop to let them close: the client is freed
+ * in the last close callback, which then calls cb(arg) (cb may be NULL).
+ * NULL is a no-op; closing twice is not allowed. After it, http_send fails
+ * with -ESHUTDOWN. */
+void http_client_close(http_client *c, http_close_cb cb, void *arg);
+
+/* http_client_inflight returns the number of requests sent and not yet
+ * completed. */
+size_t http_client_inflight(const http_client *c);
+
+/* http_send starts req (borrowed: it is copied; the caller may clean it up
+ * right away). cb(call, res, arg) runs once when it ends, always from the
+ * loop, never from inside http_send. *out (may be NULL) gets a handle for
+ * http_cancel, valid until cb returns. Returns 0; -EINVAL for a bad request
+ * (no URL, a URL that is not http(s), a method or header with CR/LF or
+ * other bad characters); -ESHUTDOWN after http_client_close; -EIO when curl
+ * refuses it (logged). On failure cb is never called. */
+STEPQ_MUST_CHECK int http_send(http_client *c, const struct http_request *req,
+                               http_done_cb cb, void *arg, http_call **out);
+
+/* http_cancel stops an in-flight request: its callback runs before this
+ * returns, with HTTP_ERR_CANCELLED. Returns 0, or -EALREADY when call is
+ * the one whose callback is running. */
+int http_cancel(http_call *call);
+
+/* http_error_name returns "none", "timeout", "refused", "reset",
+ * "too_large", "tls", "other" or "cancelled" (the names of SPEC's
+ * transport_error where they exist). Static string. */
+const char *http_error_name(enum http_error e);
+
+/* http_response_header finds a response header by name (any case).
+ * Returns the borrowed value, or NULL. */
+const char *http_response_header(const struct http_response *res,
+                                 const char *name);
+
+/* ---- requests -----------------------------------------------------------
+ */
+
+/* http_request_init zeroes r. */
+void http_request_init(struct http_request *r);
+
+/* http_request_cleanup frees what r owns (header values are wiped first:
+ * they may hold secrets) and zeroes it. NULL is a no-op. */
+void http_request_cleanup(struct http_request *r);
+
+/* http_request_set sets method (may be NULL) and url, copying both.
+ * Returns 0 or -EINVAL when method is not an HTTP token or url is NULL. */
+STEPQ_MUST_CHECK int http_request_set(struct http_request *r,
+                                      const char *method, const char *url);
+
+/* http_request_add_header appends a copy of name: value. A header of the
+ * same name (any case) is replaced. Returns 0, or -EINVAL when the name is
+ * not an HTTP token or the value holds CR, LF or NUL. */
+STEPQ_MUST_CHECK int http_request_add_header(struct http_request *r,
+                                             const char *name,
+                                             const char *value);
+
+/* http_request_set_body copies len bytes of body (replacing any). */
+void http_request_set_body(struct http_request *r, const char *body,
+                           size_t len);
+
+/* http_request_header finds a request header by name (any case). Returns
+ * the borrowed value, or NULL. */
+const char *http_request_header(const struct http_request *r, const char *name);
+
+/* http_chat_request builds an OpenAI-compatible chat completion:
+ * POST {base_url}/chat/completions (one slash between them) whose body is
+ * the step's request object (borrowed; not modified) serialized with
+ * "model" set to model, Content-Type and Accept application/json, and
+ * "Authorization: Bearer KEY" where KEY is read now from the environment
+ * variable named api_key_env (NULL, unset or empty: no Authorization
+ * header). The key goes into that header value only. On success *out (a
+ * struct the caller has NOT initialised; the caller cleans it up) is
+ * filled. Returns 0, or -EINVAL (err says why, never quoting the key) when
+ * request is not an object, base_url is not http(s), or the key holds CR,
+ * LF or other control characters. *out is untouched on failure. */
+STEPQ_MUST_CHECK int
+http_chat_request(const cJSON *request, const char *base_url, const char *model,
+                  const char *api_key_env, int64_t timeout_ms,
+                  struct http_request *out, char *err, size_t errlen);
+
+/* http_step_request builds the request of a kind "http" step from its
+ * "http" object (borrowed): {"method", "url", "headers", "body"}. method
+ * defaults to GET without a body and POST with one. A header value
+ * "env:NAME" is read now from the environment. body: a string is sent as
+ * is (Content-Type text/plain; charset=utf-8 unless the headers set one),
+ * any other JSON value serialized (application/json unless set).
+ * idempotency_key (NULL: none) is sent as Idempotency-Key, replacing a
+ * header of that name. Returns 0 with *out filled (caller cleans it up;
+ * untouched on failure); -EINVAL for a bad object (err names the field:
+ * "http.headers.X: must be a string"); -ENOENT when an env: variable is
+ * not set (err names the variable, never a value). */
+STEPQ_MUST_CHECK int http_step_request(const cJSON *http,
+                                       const char *idempotency_key,
+                                       int64_t timeout_ms,
+                                       struct http_request *out, char *err,
+                                       size_t errlen);
+
+/* ---- answers ------------------------------------------------------------
+ */
+
+/* What a chat completion answer says. Strings are owned. */
+struct http_chat_answer {
+    char *content;         /* choices[0].message.content when a string */
+    bool has_tool_calls;   /* message.tool_calls non-empty, or function_call */
+    char *finish_reason;   /* choices[0].finish_reason when a string */
+    int64_t prompt_tokens; /* usage.*; -1 when absent or not a count */
+    int64_t completion_tokens;
+    int64_t total_tokens;
+};
+
+/* http_chat_parse reads a chat completion body (len bytes, need not be
+ * NUL-terminated, any content). Returns 0 when it is a JSON object with
+ * choices[0].message an object, filling *out (caller frees it with
+ * http_chat_answer_cleanup; absent parts are NULL/false/-1); -EINVAL
+ * otherwise, *out untouched. Usage counts are read even when the message
+ * has no content. */
+STEPQ_MUST_CHECK int http_chat_parse(const char *body, size_t len,
+                                     struct http_chat_answer *out);
+
+/* http_chat_answer_cleanup frees what a owns and zeroes it (counts -1).
+ * NULL is a no-op. */
+void http_chat_answer_cleanup(struct http_chat_answer *a);
+
+#endif

@@ -1,0 +1,447 @@
+/* http_build.c: requests as owned values, the chat and http step builders,
+ * and the chat answer parser (declared in worker/http.h).
+ *
+ * None of this touches the network or the loop, so it is tested as plain
+ * functions. Secrets (API keys, env: header values) are read from the
+ * environment only here, at send time, and live only inside the request's
+ * header values, which http_request_cleanup wipes.
+ */
+#include "worker/http.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/xalloc.h"
+
+static void
+wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+
+    while (n-- > 0)
+        *v++ = 0;
+}
+
+static void
+free_secret(char *s)
+{
+    if (s != NULL) {
+        wipe(s, strlen(s));
+        free(s);
+    }
+}
+
+static int fail(char *err, size_t len, int rc, const char *fmt, ...)
+    STEPQ_PRINTF(4, 5);
+
+static int
+fail(char *err, size_t len, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL && len > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* is_token: RFC 9110 token characters (method and header names). */
+static bool
+is_token(const char *s)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+
+    if (s == NULL || *s == '\0')
+        return false;
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || strchr(extra, ch) != NULL))
+            return false;
+    }
+    return true;
+}
+
+/* is_field_value: no control characters but tab (no CR/LF smuggling). */
+static bool
+is_field_value(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static bool
+is_http_url(const char *s)
+{
+    if (s == NULL)
+        return false;
+    if (strncasecmp(s, "http://", 7) != 0 && strncasecmp(s, "https://", 8) != 0)
+        return false;
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch <= 0x20 || ch == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+/* ---- requests --------------------------------------------------------- */
+
+void
+http_request_init(struct http_request *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+void
+http_request_cleanup(struct http_request *r)
+{
+    if (r == NULL)
+        return;
+    free(r->method);
+    free(r->url);
+    for (size_t i = 0; i < r->nheaders; i++) {
+        free(r->headers[i].name);
+        free_secret(r->headers[i].value);
+    }
+    free(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+int
+http_request_set(struct http_request *r, const char *method, const char *url)
+{
+    if (url == NULL || (method != NULL && !is_token(method)))
+        return -EINVAL;
+    free(r->method);
+    free(r->url);
+    r->method = xstrdup(method);
+    r->url = xstrdup(url);
+    return 0;
+}
+
+int
+http_request_add_header(struct http_request *r, const char *name,
+                        const char *value)
+{
+    if (!is_token(name) || value == NULL || !is_field_value(value))
+        return -EINVAL;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->headers[i].name, name) == 0) {
+            free_secret(r->headers[i].value);
+            r->headers[i].value = xstrdup(value);
+            return 0;
+        }
+    }
+    r->headers = xrealloc(r->headers, (r->nheaders + 1) * sizeof(*r->headers));
+    r->headers[r->nheaders].name = xstrdup(name);
+    r->headers[r->nheaders].value = xstrdup(value);
+    r->nheaders++;
+    return 0;
+}
+
+void
+http_request_set_body(struct http_request *r, const char *body, size_t len)
+{
+    free(r->body);
+    r->body = xmalloc(len + 1);
+    if (len > 0)
+        memcpy(r->body, body, len);
+    r->body[len] = '\0';
+    r->body_len = len;
+}
+
+const char *
+http_request_header(const struct http_request *r, const char *name)
+{
+    for (size_t i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
+    }
+    return NULL;
+}
+
+/* set_body_json serializes item as the body. */
+static void
+set_body_json(struct http_request *r, const cJSON *item)
+{
+    char *s = cJSON_PrintUnformatted(item);
+
+    if (s == NULL) {
+        fprintf(stderr, "stepq: out of memory\n");
+        abort();
+    }
+    http_request_set_body(r, s, strlen(s));
+    cJSON_free(s);
+}
+
+/* ---- chat ------------------------------------------------------------- */
+
+int
+http_chat_request(const cJSON *request, const char *base_url, const char *model,
+                  const char *api_key_env, int64_t timeout_ms,
+                  struct http_request *out, char *err, size_t errlen)
+{
+    struct http_request r;
+    cJSON *body = NULL, *m;
+    const char *key = NULL;
+    size_t blen;
+    char *url = NULL, *auth = NULL;
+    int rc = 0;
+
+    if (!cJSON_IsObject(request))
+        return fail(err, errlen, -EINVAL, "request: must be an object");
+    if (!is_http_url(base_url))
+        return fail(err, errlen, -EINVAL,
+                    "base_url: must be an http:// or https:// URL");
+    if (model == NULL || *model == '\0' || !is_field_value(model))
+        return fail(err, errlen, -EINVAL, "model: must be a non-empty name");
+    if (api_key_env != NULL && *api_key_env != '\0')
+        key = getenv(api_key_env);
+    if (key != NULL && *key == '\0')
+        key = NULL;
+    if (key != NULL && !is_field_value(key))
+        return fail(err, errlen, -EINVAL,
+                    "api_key_env: $%s holds control characters", api_key_env);
+
+    http_request_init(&r);
+    blen = strlen(base_url);
+    while (blen > 0 && base_url[blen - 1] == '/')
+        blen--;
+    url = xmalloc(blen + sizeof("/chat/completions"));
+    memcpy(url, base_url, blen);
+    memcpy(url + blen, "/chat/completions", sizeof("/chat/completions"));
+    rc = http_request_set(&r, "POST", url);
+    free(url);
+    if (rc != 0)
+        goto fail;
+
+    body = cJSON_Duplicate(request, true);
+    m = cJSON_CreateString(model);
+    if (body == NULL || m == NULL) {
+        fprintf(stderr, "stepq: out of memory\n");
+        abort();
+    }
+    /* Replacing keeps the key where the job put it; else it goes last. */
+    if (cJSON_HasObjectItem(body, "model"))
+        cJSON_ReplaceItemInObjectCaseSensitive(body, "model", m);
+    else
+        cJSON_AddItemToObject(body, "model", m);
+    set_body_json(&r, body);
+    cJSON_Delete(body);
+
+    if ((rc = http_request_add_header(&r, "Content-Type",
+                                      "application/json")) != 0 ||
+        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
+        goto fail;
+    if (key != NULL) {
+        size_t klen = strlen(key);
+        auth = xmalloc(klen + sizeof("Bearer "));
+        memcpy(auth, "Bearer ", 7);
+        memcpy(auth + 7, key, klen + 1);
+        rc = http_request_add_header(&r, "Authorization", auth);
+        free_secret(auth);
+        if (rc != 0)
+            goto fail;
+    }
+    r.timeout_ms = timeout_ms;
+    *out = r;
+    return 0;
+fail:
+    http_request_cleanup(&r);
+    return fail(err, errlen, rc, "request: cannot be built");
+}
+
+/* ---- http steps ------------------------------------------------------- */
+
+/* resolve_value returns the header value to send for a job's value: itself,
+ * or for "env:NAME" the variable's value (borrowed from the environment). */
+static int
+resolve_value(const char *name, const char *value, const char **out, char *err,
+              size_t errlen)
+{
+    const char *v = value;
+
+    if (strncmp(value, "env:", 4) == 0) {
+        v = getenv(value + 4);
+        if (v == NULL)
+            return fail(err, errlen, -ENOENT,
+                        "http.headers.%s: environment variable %s is not set",
+                        name, value + 4);
+        if (!is_field_value(v))
+            return fail(err, errlen, -EINVAL,
+                        "http.headers.%s: environment variable %s holds "
+                        "control characters",
+                        name, value + 4);
+    } else if (!is_field_value(v)) {
+        return fail(err, errlen, -EINVAL,
+                    "http.headers.%s: control characters in the value", name);
+    }
+    *out = v;
+    return 0;
+}
+
+int
+http_step_request(const cJSON *http, const char *idempotency_key,
+                  int64_t timeout_ms, struct http_request *out, char *err,
+                  size_t errlen)
+{
+    const cJSON *method, *url, *headers, *body, *h;
+    struct http_request r;
+    const char *mname;
+    int rc;
+
+    if (!cJSON_IsObject(http))
+        return fail(err, errlen, -EINVAL, "http: must be an object");
+    method = cJSON_GetObjectItemCaseSensitive(http, "method");
+    url = cJSON_GetObjectItemCaseSensitive(http, "url");
+    headers = cJSON_GetObjectItemCaseSensitive(http, "headers");
+    body = cJSON_GetObjectItemCaseSensitive(http, "body");
+    if (cJSON_IsNull(body))
+        body = NULL;
+    if (method != NULL &&
+        (!cJSON_IsString(method) || !is_token(method->valuestring)))
+        return fail(err, errlen, -EINVAL,
+                    "http.method: must be an HTTP method");
+    if (!cJSON_IsString(url) || !is_http_url(url->valuestring))
+        return fail(err, errlen, -EINVAL,
+                    "http.url: must be an http:// or https:// URL");
+    if (headers != NULL && !cJSON_IsObject(headers))
+        return fail(err, errlen, -EINVAL, "http.headers: must be an object");
+    if (idempotency_key != NULL &&
+        (*idempotency_key == '\0' || !is_field_value(idempotency_key)))
+        return fail(err, errlen, -EINVAL,
+                    "idempotency_key: must be printable text");
+    mname = method ? method->valuestring : (body ? "POST" : "GET");
+
+    http_request_init(&r);
+    if ((rc = http_request_set(&r, mname, url->valuestring)) != 0) {
+        http_request_cleanup(&r);
+        return fail(err, errlen, rc, "http: cannot be built");
+    }
+    cJSON_ArrayForEach(h, headers)
+    {
+        const char *v = NULL;
+
+        if (!cJSON_IsString(h) || !is_token(h->string)) {
+            http_request_cleanup(&r);
+            return fail(err, errlen, -EINVAL,
+                        "http.headers.%s: must be a string header",
+                        h->string ? h->string : "?");
+        }
+        if ((rc = resolve_value(h->string, h->valuestring, &v, err, errlen)) !=
+                0 ||
+            (rc = http_request_add_header(&r, h->string, v)) != 0) {
+            http_request_cleanup(&r);
+            return rc;
+        }
+    }
+    if (body != NULL) {
+        const char *ctype = "application/json";
+        if (cJSON_IsString(body)) {
+            http_request_set_body(&r, body->valuestring,
+                                  strlen(body->valuestring));
+            ctype = "text/plain; charset=utf-8";
+        } else {
+            set_body_json(&r, body);
+        }
+        if (http_request_header(&r, "Content-Type") == NULL &&
+            (rc = http_request_add_header(&r, "Content-Type", ctype)) != 0)
+            goto fail;
+    }
+    /* The step's key wins over a header of the same name in the job. */
+    if (idempotency_key != NULL &&
+        (rc = http_request_add_header(&r, "Idempotency-Key",
+                                      idempotency_key)) != 0)
+        goto fail;
+    r.timeout_ms = timeout_ms;
+    *out = r;
+    return 0;
+fail:
+    http_request_cleanup(&r);
+    return fail(err, errlen, rc, "http: cannot be built");
+}
+
+/* ---- chat answers ----------------------------------------------------- */
+
+/* count reads a token count: a whole, finite, non-negative number. */
+static int64_t
+count(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    double d;
+
+    if (!cJSON_IsNumber(v))
+        return -1;
+    d = v->valuedouble;
+    if (!isfinite(d) || d < 0 || d > 9007199254740992.0 || floor(d) != d)
+        return -1;
+    return (int64_t)d;
+}
+
+int
+http_chat_parse(const char *body, size_t len, struct http_chat_answer *out)
+{
+    const cJSON *choices, *c0, *msg, *v, *usage;
+    struct http_chat_answer a = {NULL, false, NULL, -1, -1, -1};
+    cJSON *root;
+
+    if (body == NULL)
+        return -EINVAL;
+    root = cJSON_ParseWithLength(body, len);
+    if (!cJSON_IsObject(root))
+        goto bad;
+    choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
+    msg = cJSON_IsObject(c0) ? cJSON_GetObjectItemCaseSensitive(c0, "message")
+                             : NULL;
+    if (!cJSON_IsObject(msg))
+        goto bad;
+    v = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (cJSON_IsString(v))
+        a.content = xstrdup(v->valuestring);
+    v = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    a.has_tool_calls =
+        (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) ||
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(msg, "function_call"));
+    v = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+    if (cJSON_IsString(v))
+        a.finish_reason = xstrdup(v->valuestring);
+    usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    if (cJSON_IsObject(usage)) {
+        a.prompt_tokens = count(usage, "prompt_tokens");
+        a.completion_tokens = count(usage, "completion_tokens");
+        a.total_tokens = count(usage, "total_tokens");
+    }
+    cJSON_Delete(root);
+    *out = a;
+    return 0;
+bad:
+    cJSON_Delete(root);
+    return -EINVAL;
+}
+
+void
+http_chat_answer_cleanup(struct http_chat_answer *a)
+{
+    if (a == NULL)
+        return;
+    free(a->content);
+    free(a->finish_reason);
+    memset(a, 0, sizeof(*a));
+    a->prompt_tokens = a->completion_tokens = a->total_tokens = -1;
+}

@@ -1,0 +1,209 @@
+/* step.c: preparing a step's request: templates, degrade, hashes, and
+ * checking its output. Pure helpers of worker.c. */
+#include "worker/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "common/xalloc.h"
+
+static const char open_tag[] = "{{steps.";
+static const char close_tag[] = ".output}}";
+
+/* Replaces the templates in s; returns a new string (caller frees). */
+static char *
+expand_string(const char *s, const char *const *names,
+              const char *const *outputs, size_t n)
+{
+    size_t cap = strlen(s) + 1, len = 0;
+    char *out = xmalloc(cap);
+    const char *p = s;
+
+    for (;;) {
+        const char *tag = strstr(p, open_tag);
+        const char *name, *end, *value = "";
+        size_t piece, vlen;
+
+        piece = tag ? (size_t)(tag - p) : strlen(p);
+        if (len + piece + 1 > cap) {
+            cap = (len + piece + 1) * 2;
+            out = xrealloc(out, cap);
+        }
+        memcpy(out + len, p, piece);
+        len += piece;
+        if (tag == NULL)
+            break;
+        name = tag + sizeof(open_tag) - 1;
+        end = strstr(name, close_tag);
+        if (end == NULL) { /* validation refuses this; keep it literal */
+            if (len + 2 + 1 > cap) {
+                cap = (len + 3) * 2;
+                out = xrealloc(out, cap);
+            }
+            memcpy(out + len, "{{", 2);
+            len += 2;
+            p = tag + 2;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (strlen(names[i]) == (size_t)(end - name) &&
+                strncmp(names[i], name, (size_t)(end - name)) == 0) {
+                value = outputs[i] ? outputs[i] : "";
+                break;
+            }
+        }
+        vlen = strlen(value);
+        if (len + vlen + 1 > cap) {
+            cap = (len + vlen + 1) * 2;
+            out = xrealloc(out, cap);
+        }
+        memcpy(out + len, value, vlen);
+        len += vlen;
+        p = end + sizeof(close_tag) - 1;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+cJSON *
+worker__expand(const cJSON *item, const char *const *names,
+               const char *const *outputs, size_t n)
+{
+    cJSON *copy = cJSON_Duplicate(item, true);
+    cJSON *stack[256];
+    size_t top = 0;
+
+    if (copy == NULL) {
+        fprintf(stderr, "stepq: out of memory copying a request\n");
+        abort();
+    }
+    /* Walk the copy iteratively: requests may nest deeply. Depth beyond
+     * the stack is left unexpanded (cJSON limits nesting to 1000 and
+     * validation refuses unknown templates, so this is theoretical). */
+    stack[top++] = copy;
+    while (top > 0) {
+        cJSON *node = stack[--top];
+        if (cJSON_IsString(node) && node->valuestring != NULL &&
+            strstr(node->valuestring, open_tag) != NULL) {
+            char *v = expand_string(node->valuestring, names, outputs, n);
+            cJSON_free(node->valuestring);
+            node->valuestring = v;
+            continue;
+        }
+        for (cJSON *c = node->child; c != NULL; c = c->next) {
+            if (top < sizeof(stack) / sizeof(stack[0]))
+                stack[top++] = c;
+        }
+    }
+    return copy;
+}
+
+void
+worker__degrade(cJSON *request, const cJSON *degrade)
+{
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(degrade, "max_tokens");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(degrade, "drop_tools");
+    const cJSON *keep =
+        cJSON_GetObjectItemCaseSensitive(degrade, "keep_last_messages");
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(request, "messages");
+
+    if (cJSON_IsNumber(mt)) {
+        static const char *const fields[] = {"max_tokens",
+                                             "max_completion_tokens"};
+        bool set = false;
+        for (size_t i = 0; i < 2; i++) {
+            cJSON *f = cJSON_GetObjectItemCaseSensitive(request, fields[i]);
+            if (f != NULL) {
+                cJSON_ReplaceItemInObjectCaseSensitive(
+                    request, fields[i], cJSON_CreateNumber(mt->valuedouble));
+                set = true;
+            }
+        }
+        if (!set)
+            cJSON_AddNumberToObject(request, "max_tokens", mt->valuedouble);
+    }
+    if (cJSON_IsTrue(drop)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(request, "tools");
+        cJSON_DeleteItemFromObjectCaseSensitive(request, "tool_choice");
+        cJSON_DeleteItemFromObjectCaseSensitive(request, "functions");
+        cJSON_DeleteItemFromObjectCaseSensitive(request, "function_call");
+    }
+    if (cJSON_IsNumber(keep) && cJSON_IsArray(msgs)) {
+        int total = cJSON_GetArraySize(msgs), lead = 0;
+        int want = (int)keep->valuedouble;
+        /* Leading system messages carry the instructions: keep them. */
+        for (cJSON *m = msgs->child; m != NULL; m = m->next, lead++) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+            if (!cJSON_IsString(role) ||
+                strcmp(role->valuestring, "system") != 0)
+                break;
+        }
+        while (total - lead > want) {
+            cJSON_DeleteItemFromArray(msgs, lead);
+            total--;
+        }
+    }
+}
+
+void
+worker__sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    static const char hex[] = "0123456789abcdef";
+
+    if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32) {
+        fprintf(stderr, "stepq: SHA-256 failed\n");
+        abort();
+    }
+    for (unsigned i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+bool
+worker__has_keys(const char *text, size_t len, const cJSON *keys)
+{
+    cJSON *o;
+    const cJSON *k;
+    bool ok;
+
+    if (text == NULL)
+        return false;
+    /* Models often wrap JSON in a Markdown fence; look inside it. */
+    while (len > 0 && strchr(" \t\r\n", *text) && *text) {
+        text++;
+        len--;
+    }
+    if (len >= 3 && strncmp(text, "```", 3) == 0) {
+        const char *nl = memchr(text, '\n', len);
+        const char *close = NULL;
+        if (nl != NULL) {
+            for (const char *p = text + len - 3; p > nl; p--) {
+                if (strncmp(p, "```", 3) == 0) {
+                    close = p;
+                    break;
+                }
+            }
+        }
+        if (close != NULL) {
+            len = (size_t)(close - (nl + 1));
+            text = nl + 1;
+        }
+    }
+    o = cJSON_ParseWithLength(text, len);
+    ok = cJSON_IsObject(o);
+    cJSON_ArrayForEach(k, keys)
+    {
+        if (ok && cJSON_IsString(k) &&
+            cJSON_GetObjectItemCaseSensitive(o, k->valuestring) == NULL)
+            ok = false;
+    }
+    cJSON_Delete(o);
+    return ok;
+}

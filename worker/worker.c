@@ -1,0 +1,1224 @@
+/* worker.c: the loop of `stepq work`.
+ *
+ * One uv timer ("tick") drives everything that is not a network event:
+ * claiming when slots are free, waking runs whose backoff ended,
+ * heartbeats, and the drain and stop checks. Answers arrive through the
+ * HTTP client's callback, which classifies, decides and carries the
+ * decision out at once. Each claimed job is a struct run; a step's
+ * context (tier in use, tiers switched away from, degraded, throttle
+ * waits) is derived from the attempts ledger when the step is entered, so
+ * a job given back to the queue, or taken over after a crash, continues
+ * exactly where the ledger says it was.
+ */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "queue/queue.h"
+#include "worker/http.h"
+#include "worker/internal.h"
+#include "worker/policy.h"
+#include "worker/tier.h"
+
+/* A wait up to this long keeps the job's slot; a longer one gives the job
+ * back to the queue with a later run_at. */
+#define HOLD_MAX_MS          2000
+#define IDLE_POLL_MS         200
+#define DRAIN_HORIZON_MS     60000
+#define HTTP_STEP_TIMEOUT_MS 60000
+#define ERROR_BODY_MAX       2000
+
+struct run;
+
+struct worker {
+    uv_loop_t loop;
+    uv_timer_t tick;
+    uv_signal_t sigint;
+    uv_signal_t sigterm;
+    q_db *db;
+    http_client *http;
+    const struct config *cfg;
+    policy_rules *rules;
+    struct policy_config pcfg;
+    struct policy_streak *streaks; /* one per config tier */
+    char id[128];
+    int concurrency;
+    bool drain;
+    bool stopping;
+    bool progress;
+    bool closing;
+    int64_t grace_ms;
+    int64_t stop_deadline;
+    int64_t lease_ms;
+    int64_t next_heartbeat;
+    int64_t next_claim;
+    struct run *runs;
+    int nruns;
+    uint64_t rng;
+    int failed; /* a fatal error: stop */
+};
+
+struct run {
+    struct worker *w;
+    struct run *next;
+    struct q_job job;       /* owned */
+    struct q_jobspec *spec; /* owned */
+    char **outputs;         /* owned, one per step */
+    const char **names;     /* borrowed from spec, one per step */
+    int step;
+    /* The step's context, derived from the ledger on entry. */
+    int cur_tier;   /* config tier index, or -1 */
+    bool *switched; /* per config tier: switched away from */
+    bool degraded;
+    bool schema_retried;
+    int throttle_waits;
+    int attempts_on_tier;
+    int64_t last_latency;
+    /* The attempt in flight. */
+    http_call *call;
+    int64_t attempt_id;
+    int attempt_no;
+    int64_t send_id; /* tier send, 0 for http steps */
+    int64_t input_tokens;
+    char sha[65];
+    char *body; /* owned: the request body as sent */
+    size_t body_len;
+    int64_t wake_at; /* > 0: waiting until then */
+    bool finished;   /* the job left this worker */
+    bool lost;       /* the lease was lost: touch nothing */
+};
+
+static void attempt(struct run *r);
+static void step_enter(struct run *r);
+static void kick(struct worker *w);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t
+next_rand(struct worker *w)
+{
+    /* xorshift64*: jitter only, not security. */
+    w->rng ^= w->rng >> 12;
+    w->rng ^= w->rng << 25;
+    w->rng ^= w->rng >> 27;
+    return w->rng * 2685821657736338717ULL;
+}
+
+static const struct q_step_spec *
+cur_spec(const struct run *r)
+{
+    return &r->spec->steps[r->step];
+}
+
+static const struct config_tier *
+cur_tier(const struct run *r)
+{
+    return r->cur_tier >= 0 ? &r->w->cfg->tiers[r->cur_tier] : NULL;
+}
+
+static int
+tier_index(const struct worker *w, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < w->cfg->ntiers; i++) {
+        if (strcmp(w->cfg->tiers[i].name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void
+progress(const struct run *r, const char *what)
+{
+    if (r->w->progress)
+        fprintf(stderr, "job %lld %s: %s\n", (long long)r->job.id, r->job.name,
+                what);
+}
+
+static void
+finish(struct run *r, const char *state)
+{
+    if (!r->finished && state != NULL)
+        progress(r, state);
+    r->finished = true;
+    kick(r->w);
+}
+
+/* Gives the job back to the queue, due at run_at; the step is pending
+ * again (its context lives in the ledger). */
+static void
+give_back(struct run *r, int64_t run_at)
+{
+    struct worker *w = r->w;
+    int64_t now = clock_now_ms();
+
+    if (!r->lost && r->step < (int)r->spec->nsteps) {
+        if (q_step_set(w->db, r->job.id, r->step, Q_STEP_PENDING, NULL, NULL,
+                       0) != 0)
+            log_warn("job %lld: cannot reset step state", (long long)r->job.id);
+    }
+    if (!r->lost && q_release(w->db, r->job.id, w->id, run_at, now) != 0)
+        log_warn("job %lld: lease already gone at release",
+                 (long long)r->job.id);
+    finish(r, NULL);
+}
+
+static void
+fail_job(struct run *r, const char *error)
+{
+    struct worker *w = r->w;
+    int64_t now = clock_now_ms();
+    int rc;
+
+    if (r->step < (int)r->spec->nsteps &&
+        q_step_set(w->db, r->job.id, r->step, Q_STEP_FAILED, NULL, NULL, 0))
+        log_warn("job %lld: cannot mark step failed", (long long)r->job.id);
+    rc = q_fail(w->db, r->job.id, w->id, error, now);
+    if (rc != 0)
+        log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
+    finish(r, "failed");
+}
+
+static void
+wait_then_attempt(struct run *r, int64_t wait_ms)
+{
+    int64_t now = clock_now_ms();
+
+    if (wait_ms > HOLD_MAX_MS) {
+        give_back(r, now + wait_ms);
+        return;
+    }
+    r->wake_at = now + (wait_ms > 0 ? wait_ms : 0);
+    if (r->wake_at == 0)
+        r->wake_at = 1;
+    kick(r->w);
+}
+
+/* "step NAME: HTTP 429 hard_quota (daily_cap): <body>" */
+static char *
+error_text(const struct run *r, const struct http_response *res,
+           const struct policy_class *c)
+{
+    size_t blen =
+        res->body_len < ERROR_BODY_MAX ? res->body_len : ERROR_BODY_MAX;
+    size_t n = blen + 512;
+    char *s = xmalloc(n);
+    int k;
+
+    if (res->error != HTTP_ERR_NONE)
+        k = snprintf(s, n, "step %s: %s (%s, %s): %s", cur_spec(r)->name,
+                     http_error_name(res->error),
+                     policy_outcome_name(c->outcome),
+                     c->reason ? c->reason : "-", res->error_text);
+    else
+        k = snprintf(s, n, "step %s: HTTP %d %s (%s): ", cur_spec(r)->name,
+                     res->status, policy_outcome_name(c->outcome),
+                     c->reason ? c->reason : "-");
+    if (res->error == HTTP_ERR_NONE && k > 0 && (size_t)k < n) {
+        memcpy(s + k, res->body, blen);
+        s[(size_t)k + blen] = '\0';
+        json_utf8_scrub(s + k, blen);
+    }
+    return s;
+}
+
+/* ---- parking ------------------------------------------------------------ */
+
+static void
+park(struct run *r, const char *reason, const char *error)
+{
+    struct worker *w = r->w;
+    const struct config_tier *t = cur_tier(r);
+    struct q_park_new p = {
+        .job_id = r->job.id,
+        .step = r->step,
+        .step_name = cur_spec(r)->name,
+        .reason = reason,
+        .attempts = r->attempt_no,
+        .request_sha256 = r->sha[0] ? r->sha : NULL,
+        .request = r->body,
+        .error = error,
+        .tier = t ? t->name : NULL,
+        .parked_at = clock_now_ms(),
+    };
+    int64_t id = 0;
+
+    if (q_tx_begin(w->db) != 0 || q_park_add(w->db, &p, &id) != 0 ||
+        q_park_job(w->db, r->job.id, w->id, p.parked_at) != 0) {
+        q_tx_rollback(w->db);
+        log_error("job %lld: cannot park step %s; giving the job back",
+                  (long long)r->job.id, p.step_name);
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    if (q_tx_commit(w->db) != 0) {
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    finish(r, "parked");
+}
+
+/* ---- entering a step: context from the ledger --------------------------- */
+
+/* Rebuilds the step's context from its attempts. Returns the attempt left
+ * without a result by an earlier holder (in doubt), or NULL. */
+static void
+derive_context(struct run *r, const struct q_attempt *a, size_t n)
+{
+    struct worker *w = r->w;
+
+    r->cur_tier = -1;
+    memset(r->switched, 0, w->cfg->ntiers * sizeof(bool));
+    r->degraded = r->schema_retried = false;
+    r->throttle_waits = r->attempts_on_tier = 0;
+    r->attempt_no = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ti = tier_index(w, a[i].tier);
+        const char *d = a[i].decision ? a[i].decision : "";
+        const char *o = a[i].outcome ? a[i].outcome : "";
+        if (ti != r->cur_tier) {
+            r->cur_tier = ti;
+            r->attempts_on_tier = 0;
+        }
+        r->attempts_on_tier++;
+        r->attempt_no = a[i].attempt;
+        if (a[i].latency_ms > 0)
+            r->last_latency = a[i].latency_ms;
+        if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
+            r->switched[ti] = true;
+            r->cur_tier = -1;
+            r->attempts_on_tier = 0;
+        }
+        r->degraded |= strcmp(d, "degrade_then_retry") == 0;
+        if (strcmp(d, "backoff_retry") == 0 && strcmp(o, "schema_invalid") == 0)
+            r->schema_retried = true;
+        if (strcmp(d, "backoff_retry") == 0 && strcmp(o, "soft_throttle") == 0)
+            r->throttle_waits++;
+    }
+}
+
+/* An attempt without a result, found on entry, was sent (or about to be)
+ * by a worker that died or gave the job back: nobody knows whether the
+ * endpoint acted on it. */
+static bool
+settle_in_doubt(struct run *r, const struct q_attempt *last)
+{
+    struct worker *w = r->w;
+    const struct q_step_spec *s = cur_spec(r);
+    bool replay = s->replayable || s->idempotency_key != NULL;
+    struct q_attempt_result res = {
+        .status = 0,
+        .outcome = "unknown",
+        .reason = "in_doubt",
+        .decision = replay ? "backoff_retry" : "park_for_human",
+        .finished_at = clock_now_ms(),
+    };
+    struct attempt_log line = {
+        .job = r->job.id,
+        .step = s->name,
+        .attempt = last->attempt,
+        .tier = last->tier,
+        .outcome = "unknown",
+        .reason = "in_doubt",
+        .decision = res.decision,
+    };
+
+    if (q_attempt_finish(w->db, last->id, &res) != 0)
+        log_warn("job %lld: cannot settle in-doubt attempt",
+                 (long long)r->job.id);
+    log_attempt(&line);
+    if (replay)
+        return false;
+    snprintf(r->sha, sizeof(r->sha), "%s",
+             last->request_sha256 ? last->request_sha256 : "");
+    park(r, "in_doubt",
+         "in doubt: the worker stopped while this request was in flight; "
+         "the endpoint may or may not have acted on it");
+    return true;
+}
+
+static void
+step_enter(struct run *r)
+{
+    struct worker *w = r->w;
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+
+    r->sha[0] = '\0';
+    free(r->body);
+    r->body = NULL;
+    if (r->step >= (int)r->spec->nsteps) {
+        if (q_complete(w->db, r->job.id, w->id, clock_now_ms()) != 0)
+            log_warn("job %lld: lease lost before completion",
+                     (long long)r->job.id);
+        finish(r, "succeeded");
+        return;
+    }
+    if (q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    derive_context(r, a, n);
+    if (n > 0 && a[n - 1].finished_at == 0 && settle_in_doubt(r, &a[n - 1])) {
+        q_attempts_free(a, n);
+        return;
+    }
+    q_attempts_free(a, n);
+    attempt(r);
+}
+
+/* ---- choosing a tier ---------------------------------------------------- */
+
+/* Fills idx with the step's candidate tiers in order; returns how many. */
+static size_t
+candidates(const struct run *r, int *idx)
+{
+    const struct q_step_spec *s = cur_spec(r);
+    const struct config *cfg = r->w->cfg;
+    size_t n = 0;
+
+    if (s->tiers == NULL) {
+        for (size_t i = 0; i < cfg->ntiers; i++)
+            idx[n++] = (int)i;
+        return n;
+    }
+    for (const cJSON *c = s->tiers->child; c != NULL; c = c->next) {
+        int ti = tier_index(r->w, c->valuestring);
+        if (ti >= 0)
+            idx[n++] = ti;
+    }
+    return n;
+}
+
+/* Admits the request on the first candidate tier that takes it. Returns
+ * the tier index, or -1 with *retry_at (INT64_MAX: no tier left) and a
+ * description of why in why. */
+static int
+choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
+            char *why, size_t whylen)
+{
+    struct worker *w = r->w;
+    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
+    size_t n = candidates(r, idx), used = 0;
+    int chosen = -1;
+
+    *retry_at = INT64_MAX;
+    why[0] = '\0';
+    for (size_t i = 0; i < n && chosen < 0; i++) {
+        const struct config_tier *t = &w->cfg->tiers[idx[i]];
+        struct tier_verdict v;
+        int64_t send = 0;
+        if (r->switched[idx[i]])
+            continue;
+        if (tier_admit(w->db, t, now, est,
+                       idx[i] == r->cur_tier && r->attempts_on_tier > 0, &v,
+                       &send) != 0)
+            continue;
+        if (v.admitted) {
+            chosen = idx[i];
+            r->send_id = send;
+            break;
+        }
+        if (v.retry_at < *retry_at)
+            *retry_at = v.retry_at;
+        if (used < whylen) {
+            int k = snprintf(why + used, whylen - used, "%s%s: %s",
+                             used ? "; " : "", t->name, v.reason);
+            if (k > 0)
+                used += (size_t)k;
+        }
+    }
+    free(idx);
+    return chosen;
+}
+
+/* Other tiers of the step that admit now or within the slack. */
+static int
+tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
+{
+    struct worker *w = r->w;
+    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
+    size_t n = candidates(r, idx);
+    int left = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct q_tier_state st;
+        struct tier_verdict v;
+        if (idx[i] == r->cur_tier || r->switched[idx[i]])
+            continue;
+        if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, &st) != 0)
+            continue;
+        tier_evaluate(&w->cfg->tiers[idx[i]], &st, now, est, false, &v);
+        if (v.admitted || v.retry_at - now <= slack)
+            left++;
+    }
+    free(idx);
+    return left;
+}
+
+/* ---- sending an attempt -------------------------------------------------- */
+
+static void on_done(http_call *call, struct http_response *res, void *arg);
+
+/* The chat request body before the tier's model is set: the step's
+ * request with templates expanded, degraded if the step was degraded. */
+static cJSON *
+chat_body(const struct run *r)
+{
+    const struct q_step_spec *s = cur_spec(r);
+    cJSON *req = worker__expand(
+        s->request, r->names, (const char *const *)r->outputs, r->spec->nsteps);
+    if (r->degraded)
+        worker__degrade(req, s->degrade);
+    return req;
+}
+
+static int64_t
+estimate_tokens(const cJSON *req, int64_t *input)
+{
+    char *text = json_print(req);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+    int64_t in = (int64_t)strlen(text) / 4, out = 0;
+
+    free(text);
+    if (cJSON_IsNumber(mt) && mt->valuedouble > 0)
+        out = (int64_t)mt->valuedouble;
+    *input = in;
+    return in + out;
+}
+
+static void
+attempt(struct run *r)
+{
+    struct worker *w = r->w;
+    const struct q_step_spec *s = cur_spec(r);
+    struct http_request req;
+    struct q_attempt_start st;
+    int64_t now = clock_now_ms(), est = 0, retry_at = 0;
+    cJSON *body = NULL;
+    char err[1024], why[512];
+    int rc, ti = -1;
+
+    r->wake_at = 0;
+    if (w->stopping) {
+        give_back(r, now);
+        return;
+    }
+    if (s->kind == Q_STEP_CHAT) {
+        body = chat_body(r);
+        est = estimate_tokens(body, &r->input_tokens);
+        if (s->token_budget > 0) {
+            struct q_step *steps = NULL;
+            size_t ns = 0;
+            int64_t spent = 0;
+            if (q_steps_get(w->db, r->job.id, &steps, &ns) == 0) {
+                for (size_t i = 0; i < ns; i++) {
+                    if (steps[i].index == r->step)
+                        spent = steps[i].tokens;
+                }
+                q_steps_free(steps, ns);
+            }
+            if (spent + r->input_tokens > s->token_budget) {
+                snprintf(err, sizeof(err),
+                         "step %s: token budget of %lld spent (%lld used, "
+                         "next request needs about %lld)",
+                         s->name, (long long)s->token_budget, (long long)spent,
+                         (long long)r->input_tokens);
+                cJSON_Delete(body);
+                fail_job(r, err);
+                return;
+            }
+        }
+        ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
+        if (ti < 0) {
+            int64_t slack = r->job.deadline_at - now;
+            cJSON_Delete(body);
+            if (retry_at != INT64_MAX && retry_at - now < slack) {
+                wait_then_attempt(r, retry_at - now);
+                return;
+            }
+            snprintf(err, sizeof(err),
+                     "step %s: no tier admits before the "
+                     "deadline (%s)",
+                     s->name, why[0] ? why : "no tier configured or left");
+            fail_job(r, err);
+            return;
+        }
+        if (ti != r->cur_tier) {
+            r->cur_tier = ti;
+            r->attempts_on_tier = 0;
+        }
+        const struct config_tier *t = &w->cfg->tiers[ti];
+        rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
+                               (int64_t)(t->timeout_s * 1000), &req, err,
+                               sizeof(err));
+    } else {
+        r->send_id = 0;
+        r->cur_tier = -1;
+        body = worker__expand(s->http, r->names,
+                              (const char *const *)r->outputs, r->spec->nsteps);
+        rc = http_step_request(body, s->idempotency_key, HTTP_STEP_TIMEOUT_MS,
+                               &req, err, sizeof(err));
+        r->input_tokens = 0;
+    }
+    cJSON_Delete(body);
+    if (rc != 0) {
+        char msg[1200];
+        if (r->send_id > 0) {
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0};
+            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
+                log_warn("cannot settle an unsent request");
+        }
+        snprintf(msg, sizeof(msg), "step %s: cannot build the request: %s",
+                 s->name, err);
+        fail_job(r, msg);
+        return;
+    }
+    worker__sha256_hex(req.body ? req.body : "", req.body_len, r->sha);
+    free(r->body);
+    r->body = xstrndup(req.body ? req.body : "", req.body_len);
+    r->body_len = req.body_len;
+    st = (struct q_attempt_start){
+        .job_id = r->job.id,
+        .step = r->step,
+        .worker = w->id,
+        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+        .request_sha256 = r->sha,
+        .est_tokens = est,
+        .started_at = now,
+    };
+    /* Recorded before it is sent: a crash from here on leaves an attempt
+     * without result, which the next holder treats as in doubt. */
+    rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
+    if (rc != 0) {
+        http_request_cleanup(&req);
+        if (r->send_id > 0) {
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0};
+            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
+                log_warn("cannot settle an unsent request");
+        }
+        if (rc == -EBUSY) {
+            r->lost = true;
+            finish(r, "lease lost");
+        } else {
+            give_back(r, now + 1000);
+        }
+        return;
+    }
+    r->attempts_on_tier++;
+    rc = http_send(w->http, &req, on_done, r, &r->call);
+    http_request_cleanup(&req);
+    if (rc != 0) {
+        struct q_attempt_result res = {.outcome = "unknown",
+                                       .reason = "not_sent",
+                                       .decision = "fail_loud",
+                                       .finished_at = now};
+        r->call = NULL;
+        if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
+            log_warn("cannot record an unsent attempt");
+        snprintf(err, sizeof(err), "step %s: the request could not be sent",
+                 s->name);
+        fail_job(r, err);
+    }
+}
+
+/* ---- an answer: classify, decide, act ---------------------------------- */
+
+static enum policy_transport
+transport_of(enum http_error e)
+{
+    switch (e) {
+    case HTTP_ERR_NONE:
+        return POLICY_TRANSPORT_NONE;
+    case HTTP_ERR_TIMEOUT:
+        return POLICY_TRANSPORT_TIMEOUT;
+    case HTTP_ERR_REFUSED:
+        return POLICY_TRANSPORT_REFUSED;
+    case HTTP_ERR_TOO_LARGE:
+        return POLICY_TRANSPORT_TOO_LARGE;
+    case HTTP_ERR_TLS:
+        return POLICY_TRANSPORT_TLS;
+    default:
+        return POLICY_TRANSPORT_RESET;
+    }
+}
+
+static enum policy_breaker
+breaker_of(const struct run *r, int64_t now)
+{
+    struct q_tier_state st;
+
+    if (cur_tier(r) == NULL ||
+        tier_snapshot(r->w->db, cur_tier(r), now, &st) != 0)
+        return POLICY_BREAKER_CLOSED;
+    switch (st.breaker) {
+    case Q_BREAKER_OPEN:
+        return POLICY_BREAKER_OPEN;
+    case Q_BREAKER_HALF_OPEN:
+        return POLICY_BREAKER_HALF_OPEN;
+    default:
+        return POLICY_BREAKER_CLOSED;
+    }
+}
+
+/* Tells the tier what the answer taught: usage, breaker, walls, limits. */
+static void
+settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
+            int64_t now, struct policy_class *for_decide)
+{
+    const struct config_tier *t = cur_tier(r);
+    struct tier_outcome o = {TIER_RESULT_NEUTRAL, tokens, 0, NULL, 0};
+
+    if (t == NULL || r->send_id == 0)
+        return;
+    if (c->outcome == POLICY_OK)
+        o.result = TIER_RESULT_OK;
+    else if (policy_counts_for_breaker(c->outcome))
+        o.result = TIER_RESULT_FAILURE;
+    if (c->outcome == POLICY_HARD_QUOTA) {
+        if (c->reason != NULL && strcmp(c->reason, "auth") == 0)
+            o.exhausted_until = INT64_MAX / 4; /* until the config changes */
+        else if (c->reset_at_ms > now)
+            o.exhausted_until = c->reset_at_ms;
+        else
+            o.exhausted_until = tier_wall_until(t, now);
+        o.exhausted_reason = c->reason;
+        if (for_decide->reset_at_ms < 0)
+            for_decide->reset_at_ms = o.exhausted_until;
+    }
+    if (c->remaining_requests == 0 && c->requests_reset_at_ms > now)
+        o.limited_until = c->requests_reset_at_ms;
+    if (c->remaining_tokens == 0 && c->tokens_reset_at_ms > o.limited_until)
+        o.limited_until = c->tokens_reset_at_ms;
+    if (tier_settle(r->w->db, t, r->send_id, now, &o) != 0)
+        log_warn("job %lld: cannot record tier state for %s",
+                 (long long)r->job.id, t->name);
+    r->send_id = 0;
+}
+
+static void
+commit_step(struct run *r, const char *output)
+{
+    struct worker *w = r->w;
+    const struct config_tier *t = cur_tier(r);
+
+    if (q_step_set(w->db, r->job.id, r->step, Q_STEP_SUCCEEDED,
+                   t ? t->name : NULL, output, 0) != 0) {
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    free(r->outputs[r->step]);
+    r->outputs[r->step] = xstrdup(output);
+    r->step++;
+    step_enter(r);
+}
+
+static void
+act(struct run *r, const struct policy_decision *d,
+    const struct policy_class *c, struct http_response *res, const char *output)
+{
+    char *err;
+
+    switch (d->action) {
+    case POLICY_COMMIT:
+        commit_step(r, output);
+        return;
+    case POLICY_BACKOFF_RETRY:
+        if (c->outcome == POLICY_SOFT_THROTTLE)
+            r->throttle_waits++;
+        if (c->outcome == POLICY_SCHEMA_INVALID)
+            r->schema_retried = true;
+        wait_then_attempt(r, d->wait_ms);
+        return;
+    case POLICY_DEGRADE_THEN_RETRY:
+        r->degraded = true;
+        attempt(r);
+        return;
+    case POLICY_SWITCH_TIER_REPLAY:
+        if (r->cur_tier >= 0)
+            r->switched[r->cur_tier] = true;
+        r->cur_tier = -1;
+        r->attempts_on_tier = 0;
+        attempt(r);
+        return;
+    case POLICY_PARK_FOR_HUMAN:
+        err = error_text(r, res, c);
+        park(r,
+             d->reason && strcmp(d->reason, "in_doubt") == 0
+                 ? "in_doubt"
+                 : policy_outcome_name(c->outcome),
+             err);
+        free(err);
+        return;
+    default:
+        err = error_text(r, res, c);
+        fail_job(r, err);
+        free(err);
+        return;
+    }
+}
+
+static void
+on_done(http_call *call, struct http_response *res, void *arg)
+{
+    struct run *r = arg;
+    struct worker *w = r->w;
+    const struct q_step_spec *s = cur_spec(r);
+    struct policy_header *hdrs = NULL;
+    struct http_chat_answer ans = {0};
+    struct policy_input in;
+    struct policy_class c, dc;
+    struct policy_step ps;
+    struct policy_decision d;
+    struct q_attempt_result ar;
+    struct attempt_log line;
+    int64_t now = clock_now_ms(), tokens = 0;
+    const char *output = NULL;
+    bool parsed_chat = false;
+    int ti = r->cur_tier;
+
+    (void)call;
+    r->call = NULL;
+    if (res->error == HTTP_ERR_CANCELLED || r->lost) {
+        /* Stopped or lease lost: the endpoint may have acted, so the
+         * attempt stays without result and the next holder decides. */
+        if (r->send_id > 0 && cur_tier(r) != NULL) {
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, -1, 0, NULL, 0};
+            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
+                log_warn("cannot settle a cancelled request");
+            r->send_id = 0;
+        }
+        if (r->lost)
+            finish(r, "lease lost");
+        else
+            give_back(r, now);
+        return;
+    }
+    r->last_latency = res->latency_ms;
+    hdrs = xcalloc(res->nheaders + 1, sizeof(*hdrs));
+    for (size_t i = 0; i < res->nheaders; i++) {
+        hdrs[i].name = res->headers[i].name;
+        hdrs[i].value = res->headers[i].value;
+    }
+    memset(&in, 0, sizeof(in));
+    in.status = res->status;
+    in.transport = transport_of(res->error);
+    in.headers = hdrs;
+    in.nheaders = res->nheaders;
+    in.body = res->body;
+    in.body_len = res->body_len;
+    in.parsed = POLICY_PARSED_DERIVE;
+    in.http_step = s->kind == Q_STEP_HTTP;
+    in.now_ms = now;
+    if (s->kind == Q_STEP_CHAT && res->error == HTTP_ERR_NONE &&
+        res->status >= 200 && res->status < 300 &&
+        http_chat_parse(res->body, res->body_len, &ans) == 0) {
+        parsed_chat = true;
+        if (s->expect_json != NULL)
+            in.parsed = worker__has_keys(ans.content,
+                                         ans.content ? strlen(ans.content) : 0,
+                                         s->expect_json)
+                            ? POLICY_PARSED_YES
+                            : POLICY_PARSED_NO;
+    }
+    policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
+    if (s->kind == Q_STEP_CHAT) {
+        tokens = parsed_chat && ans.total_tokens >= 0
+                     ? ans.total_tokens
+                     : (int64_t)(r->body_len + res->body_len) / 4;
+    }
+    dc = c;
+    settle_tier(r, &c, s->kind == Q_STEP_CHAT ? tokens : -1, now, &dc);
+    memset(&ps, 0, sizeof(ps));
+    ps.attempts_used = r->attempts_on_tier;
+    ps.attempts_left = s->max_attempts - r->attempts_on_tier;
+    ps.input_tokens = r->input_tokens;
+    ps.token_budget = s->token_budget;
+    ps.slack_ms = r->job.deadline_at - now -
+                  (r->last_latency > 0 ? r->last_latency : 1000);
+    ps.tiers_left = s->kind == Q_STEP_CHAT
+                        ? tiers_left(r, r->input_tokens, now, ps.slack_ms)
+                        : 0;
+    ps.replayable = s->replayable;
+    ps.side_effects = s->side_effects;
+    ps.idempotency_key = s->idempotency_key != NULL;
+    ps.write_may_have_happened = policy_write_may_have_happened(&in);
+    ps.degraded = r->degraded;
+    ps.schema_retried = r->schema_retried;
+    ps.throttle_waits_used = r->throttle_waits;
+    ps.breaker = breaker_of(r, now);
+    ps.now_ms = now;
+    ps.seed = next_rand(w);
+    policy_decide(&dc, &ps, &w->pcfg, &d);
+
+    ar = (struct q_attempt_result){
+        .status = res->status,
+        .outcome = policy_outcome_name(c.outcome),
+        .reason = c.reason,
+        .decision = policy_action_name(d.action),
+        .delay_ms = d.wait_ms,
+        .latency_ms = res->latency_ms,
+        .tokens = tokens,
+        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
+        .finished_at = now,
+    };
+    if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
+        log_warn("job %lld: cannot record the attempt's result",
+                 (long long)r->job.id);
+    line = (struct attempt_log){
+        .job = r->job.id,
+        .step = s->name,
+        .attempt = r->attempt_no,
+        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+        .status = res->status,
+        .outcome = ar.outcome,
+        .reason = c.reason,
+        .decision = ar.decision,
+        .delay_ms = d.wait_ms,
+        .latency_ms = res->latency_ms,
+        .error =
+            res->error != HTTP_ERR_NONE ? http_error_name(res->error) : NULL,
+        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body_len = res->body_len,
+    };
+    log_attempt(&line);
+    if (s->kind == Q_STEP_CHAT)
+        output = ans.content ? ans.content : res->body;
+    else
+        output = res->body;
+    act(r, &d, &c, res, output);
+    http_chat_answer_cleanup(&ans);
+    free(hdrs);
+}
+
+/* ---- runs -----------------------------------------------------------------
+ */
+
+static void
+run_free(struct run *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; r->spec != NULL && i < r->spec->nsteps; i++)
+        free(r->outputs[i]);
+    free(r->outputs);
+    free((void *)r->names);
+    free(r->switched);
+    free(r->body);
+    q_jobspec_free(r->spec);
+    q_job_cleanup(&r->job);
+    free(r);
+}
+
+static void
+run_start(struct worker *w, struct q_job *job)
+{
+    struct run *r = xcalloc(1, sizeof(*r));
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    char err[512];
+
+    r->w = w;
+    r->job = *job;
+    memset(job, 0, sizeof(*job));
+    r->switched = xcalloc(w->cfg->ntiers + 1, sizeof(bool));
+    r->cur_tier = -1;
+    r->next = w->runs;
+    w->runs = r;
+    w->nruns++;
+    if (q_jobspec_parse(r->job.spec, strlen(r->job.spec), NULL, &r->spec, err,
+                        sizeof(err)) != 0) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);
+        r->spec = NULL;
+        if (q_fail(w->db, r->job.id, w->id, msg, clock_now_ms()) != 0)
+            log_warn("job %lld: cannot fail", (long long)r->job.id);
+        r->finished = true;
+        return;
+    }
+    r->outputs = xcalloc(r->spec->nsteps, sizeof(char *));
+    r->names = xcalloc(r->spec->nsteps, sizeof(char *));
+    for (size_t i = 0; i < r->spec->nsteps; i++)
+        r->names[i] = r->spec->steps[i].name;
+    if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    r->step = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (steps[i].index < 0 || steps[i].index >= (int)r->spec->nsteps)
+            continue;
+        if (steps[i].state == Q_STEP_SUCCEEDED && steps[i].output)
+            r->outputs[steps[i].index] = xstrdup(steps[i].output);
+    }
+    /* The current step is the first that did not succeed or get skipped. */
+    while (r->step < (int)r->spec->nsteps) {
+        bool done = false;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step &&
+                (steps[i].state == Q_STEP_SUCCEEDED ||
+                 steps[i].state == Q_STEP_SKIPPED))
+                done = true;
+        }
+        if (!done)
+            break;
+        r->step++;
+    }
+    q_steps_free(steps, ns);
+    progress(r, r->job.claims > 1 ? "resumed" : "started");
+    step_enter(r);
+}
+
+static void
+sweep(struct worker *w)
+{
+    struct run **pp = &w->runs;
+
+    while (*pp != NULL) {
+        struct run *r = *pp;
+        if (r->finished && r->call == NULL) {
+            *pp = r->next;
+            w->nruns--;
+            run_free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
+static void
+claim(struct worker *w, int64_t now)
+{
+    struct q_job *jobs = NULL;
+    size_t n = 0;
+    int slots = w->concurrency - w->nruns, rc;
+
+    if (slots <= 0)
+        return;
+    rc = q_claim(w->db, w->id, now, w->lease_ms, (size_t)slots, &jobs, &n);
+    if (rc == -ENOENT) {
+        w->next_claim = now + IDLE_POLL_MS;
+        return;
+    }
+    if (rc != 0) {
+        w->next_claim = now + 1000;
+        return;
+    }
+    w->next_claim = now;
+    for (size_t i = 0; i < n; i++)
+        run_start(w, &jobs[i]);
+    q_jobs_free(jobs, n);
+}
+
+static void
+heartbeat(struct worker *w, int64_t now)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished || r->lost)
+            continue;
+        if (q_extend(w->db, r->job.id, w->id, now + w->lease_ms, now) ==
+            -EBUSY) {
+            /* Cancelled, or taken over after our lease ran out. */
+            log_warn("job %lld: lease lost; dropping it", (long long)r->job.id);
+            r->lost = true;
+            if (r->call != NULL)
+                http_cancel(r->call);
+            finish(r, "lease lost");
+        }
+    }
+    w->next_heartbeat = now + w->lease_ms / 3;
+}
+
+/* ---- the loop -------------------------------------------------------------
+ */
+
+static void
+on_http_closed(void *arg)
+{
+    (void)arg;
+}
+
+static void
+on_handle_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void
+shutdown_loop(struct worker *w)
+{
+    if (w->closing)
+        return;
+    w->closing = true;
+    uv_close((uv_handle_t *)&w->tick, on_handle_closed);
+    uv_close((uv_handle_t *)&w->sigint, on_handle_closed);
+    uv_close((uv_handle_t *)&w->sigterm, on_handle_closed);
+    http_client_close(w->http, on_http_closed, NULL);
+    w->http = NULL;
+}
+
+static void
+on_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    int64_t now = clock_now_ms(), next = now + IDLE_POLL_MS, at;
+
+    if (now >= w->next_heartbeat)
+        heartbeat(w, now);
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished || r->call != NULL || r->wake_at == 0)
+            continue;
+        if (r->wake_at <= now || w->stopping)
+            attempt(r);
+        else if (r->wake_at < next)
+            next = r->wake_at;
+    }
+    sweep(w);
+    if (w->stopping) {
+        if (w->nruns == 0) {
+            shutdown_loop(w);
+            return;
+        }
+        if (now >= w->stop_deadline) {
+            for (struct run *r = w->runs; r != NULL; r = r->next) {
+                if (r->call != NULL)
+                    http_cancel(r->call);
+            }
+            sweep(w);
+        }
+        uv_timer_start(&w->tick, on_tick, 20, 0);
+        return;
+    }
+    if (w->nruns < w->concurrency && now >= w->next_claim) {
+        claim(w, now);
+        sweep(w);
+    }
+    /* A claim that found nothing pushed next_claim ahead: only then is
+     * the queue known to be empty for this worker. */
+    if (w->drain && w->nruns == 0 && w->next_claim > now) {
+        int rc = q_next_due(w->db, now, &at);
+        if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
+            w->stopping = true;
+            shutdown_loop(w);
+            return;
+        }
+    }
+    if (w->nruns < w->concurrency && w->next_claim < next)
+        next = w->next_claim;
+    if (w->next_heartbeat < next)
+        next = w->next_heartbeat;
+    uv_timer_start(&w->tick, on_tick, (uint64_t)(next > now ? next - now : 0),
+                   0);
+}
+
+static void
+kick(struct worker *w)
+{
+    if (!w->closing)
+        uv_timer_start(&w->tick, on_tick, 0, 0);
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+    struct worker *w = h->data;
+
+    if (w->stopping)
+        return;
+    log_info("signal %d: finishing requests in flight, then stopping", signum);
+    w->stopping = true;
+    w->stop_deadline = clock_now_ms() + w->grace_ms;
+    kick(w);
+}
+
+static int
+setup(struct worker *w, const struct worker_opts *o)
+{
+    struct http_client_opts hopts = {0};
+    struct q_open_opts qopts = {false, 5000, o->cfg->worker.keep_body_bytes};
+    char err[512], host[64] = "host";
+    int rc;
+
+    w->cfg = o->cfg;
+    w->concurrency =
+        o->concurrency > 0 ? o->concurrency : o->cfg->worker.concurrency;
+    w->drain = o->drain;
+    w->progress = o->progress;
+    w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
+    w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
+    w->rng = (uint64_t)clock_now_ms() ^ ((uint64_t)getpid() << 32) ^
+             0x9e3779b97f4a7c15ULL;
+    if (o->worker_id != NULL) {
+        snprintf(w->id, sizeof(w->id), "%s", o->worker_id);
+    } else {
+        gethostname(host, sizeof(host) - 1);
+        snprintf(w->id, sizeof(w->id), "%s:%d", host, (int)getpid());
+    }
+    rc = policy_rules_new(o->cfg->rules, o->cfg->nrules, &w->rules, err,
+                          sizeof(err));
+    if (rc != 0) {
+        log_error("config: %s", err);
+        return -EINVAL;
+    }
+    policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
+    w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
+    if ((rc = q_open(o->db_path, &qopts, &w->db)) != 0)
+        return rc;
+    for (size_t i = 0; i < o->cfg->ntiers; i++) {
+        if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i])) != 0)
+            return rc;
+    }
+    if (uv_loop_init(&w->loop) != 0)
+        return -EIO;
+    hopts.max_response_bytes = (size_t)o->cfg->worker.max_response_bytes;
+    if ((rc = http_client_new(&w->loop, &hopts, &w->http)) != 0) {
+        uv_loop_close(&w->loop);
+        return rc;
+    }
+    uv_timer_init(&w->loop, &w->tick);
+    w->tick.data = w;
+    uv_signal_init(&w->loop, &w->sigint);
+    uv_signal_init(&w->loop, &w->sigterm);
+    w->sigint.data = w->sigterm.data = w;
+    uv_signal_start(&w->sigint, on_signal, SIGINT);
+    uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+    return 0;
+}
+
+int
+worker_run(const struct worker_opts *opts)
+{
+    struct worker *w = xcalloc(1, sizeof(*w));
+    bool loop_ready = false;
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN);
+    rc = setup(w, opts);
+    loop_ready = rc == 0;
+    if (rc == 0) {
+        log_info("worker %s: concurrency %d", w->id, w->concurrency);
+        kick(w);
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+        sweep(w);
+        if (uv_loop_close(&w->loop) != 0)
+            log_warn("worker: handles left open at exit");
+    }
+    (void)loop_ready;
+    if (q_close(w->db) != 0 && rc == 0)
+        rc = -EIO;
+    policy_rules_free(w->rules);
+    free(w->streaks);
+    free(w);
+    return rc;
+}
