@@ -70,6 +70,7 @@ int cmd_jobs(struct cli_env *env, int argc, char **argv);
 int cmd_status(struct cli_env *env, int argc, char **argv);
 int cmd_tiers(struct cli_env *env, int argc, char **argv);
 int cmd_work(struct cli_env *env, int argc, char **argv);
+int cmd_park(struct cli_env *env, int argc, char **argv);
 int cmd_policy(struct cli_env *env, int argc, char **argv);
 int cmd_mock(struct cli_env *env, int argc, char **argv);
 

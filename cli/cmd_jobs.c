@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/xalloc.h"
+#include "park/park.h"
 #include "queue/queue.h"
 
 static const char usage[] =
@@ -258,7 +259,8 @@ jobs_show(struct cli_env *env, int argc, char **argv)
     struct q_job job = {0};
     struct q_step *steps = NULL;
     struct q_attempt *att = NULL;
-    size_t nsteps = 0, natt = 0;
+    struct q_park_item *parked = NULL;
+    size_t nsteps = 0, natt = 0, nparked = 0;
     const char *pos[1];
     long long id = 0;
     q_db *db = NULL;
@@ -279,6 +281,10 @@ jobs_show(struct cli_env *env, int argc, char **argv)
         rc = q_steps_get(db, id, &steps, &nsteps);
     if (rc == 0)
         rc = q_attempts_list(db, id, -1, &att, &natt);
+    if (rc == 0) {
+        struct q_park_filter f = {.all = true, .job_id = id};
+        rc = q_park_list(db, &f, &parked, &nparked);
+    }
     q_close(db);
     if (rc == -ENOENT) {
         cli_error("jobs show: no job %lld", id);
@@ -288,9 +294,14 @@ jobs_show(struct cli_env *env, int argc, char **argv)
         cli_error("jobs show: cannot read the database");
         q_job_cleanup(&job);
         q_steps_free(steps, nsteps);
+        q_attempts_free(att, natt);
         return CLI_RUNTIME;
     }
     cJSON *o = job_json(&job, steps, nsteps, att, natt);
+    cJSON *park = cJSON_AddArrayToObject(o, "park");
+    for (size_t i = 0; i < nparked; i++)
+        cJSON_AddItemToArray(park, park_item_json(&parked[i]));
+    q_park_items_free(parked, nparked);
     q_job_cleanup(&job);
     q_steps_free(steps, nsteps);
     q_attempts_free(att, natt);

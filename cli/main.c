@@ -18,6 +18,7 @@ static const char usage[] =
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
     "  tiers                         shared state of each configured tier\n"
+    "  park list|show|resolve        review and resolve parked steps\n"
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
     "\n"
@@ -34,6 +35,7 @@ static const struct {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
     {"tiers", cmd_tiers},   {"work", cmd_work},
+    {"park", cmd_park},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that
@@ -91,7 +93,7 @@ main(int argc, char **argv)
 {
     struct cli_env env = {0};
     const char *lvl = getenv("STEPQ_LOG");
-    enum log_level level = LOG_ERROR;
+    enum log_level level = LOG_WARN;
     int verbose = 0, rc;
 
     if (lvl != NULL && log_level_from_name(lvl, &level) != 0) {

@@ -1,7 +1,7 @@
 /* log.h: one line per message on stderr, prefixed with level and file:line.
  *
  * The level comes from log_set_level() (cli maps -v and $STEPQ_LOG to it).
- * Only errors are shown by default.  Logging never fails the caller.
+ * Errors and warnings are shown by default.  Logging never fails the caller.
  */
 #ifndef STEPQ_COMMON_LOG_H
 #define STEPQ_COMMON_LOG_H

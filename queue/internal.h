@@ -47,6 +47,12 @@ enum stmt_id {
     ST_TIER_PRUNE,
     ST_PARK_ADD,
     ST_NEXT_DUE,
+    ST_PARK_GET,
+    ST_PARK_LIST,
+    ST_PARK_CLOSE,
+    ST_STEP_RESET,
+    ST_JOB_REQUEUE,
+    ST_JOB_FAIL_PARKED,
     ST_COUNT
 };
 

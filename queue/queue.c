@@ -470,6 +470,7 @@ q_steps_free(struct q_step *steps, size_t n)
     for (size_t i = 0; steps != NULL && i < n; i++) {
         free(steps[i].tier);
         free(steps[i].output);
+        free(steps[i].pin_tier);
     }
     free(steps);
 }
@@ -496,6 +497,8 @@ q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
         v[len].attempts = sqlite3_column_int(s, 3);
         v[len].tokens = sqlite3_column_int64(s, 4);
         v[len].output = col_text(s, 5);
+        v[len].reset_after = sqlite3_column_int(s, 6);
+        v[len].pin_tier = col_text(s, 7);
         len++;
     }
     if (rc != SQLITE_DONE) {
@@ -929,5 +932,245 @@ q_next_due(q_db *db, int64_t now, int64_t *at)
     if (rc == 0)
         *at = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
+    return rc;
+}
+
+static const char *const resolution_names[] = {"retry", "skip", "done", "fail"};
+
+const char *
+q_resolution_name(enum q_resolution r)
+{
+    return (unsigned)r < 4 ? resolution_names[r] : "unknown";
+}
+
+void
+q_park_item_cleanup(struct q_park_item *it)
+{
+    if (it == NULL)
+        return;
+    free(it->step_name);
+    free(it->reason);
+    free(it->request_sha256);
+    free(it->request);
+    free(it->error);
+    free(it->tier);
+    free(it->resolution);
+    free(it->resolved_by);
+    free(it->note);
+    memset(it, 0, sizeof(*it));
+}
+
+void
+q_park_items_free(struct q_park_item *items, size_t n)
+{
+    for (size_t i = 0; items != NULL && i < n; i++)
+        q_park_item_cleanup(&items[i]);
+    free(items);
+}
+
+/* Reads a row in the column order of ST_PARK_GET. */
+static void
+read_park(sqlite3_stmt *s, struct q_park_item *p)
+{
+    const unsigned char *state;
+
+    p->id = sqlite3_column_int64(s, 0);
+    p->job_id = sqlite3_column_int64(s, 1);
+    p->step = sqlite3_column_int(s, 2);
+    p->step_name = col_text(s, 3);
+    p->reason = col_text(s, 4);
+    p->attempts = sqlite3_column_int(s, 5);
+    p->request_sha256 = col_text(s, 6);
+    p->request = col_text(s, 7);
+    p->error = col_text(s, 8);
+    p->tier = col_text(s, 9);
+    p->parked_at = sqlite3_column_int64(s, 10);
+    state = sqlite3_column_text(s, 11);
+    p->open = state != NULL && strcmp((const char *)state, "open") == 0;
+    p->resolution = col_text(s, 12);
+    p->resolved_by = col_text(s, 13);
+    p->resolved_at = sqlite3_column_int64(s, 14);
+    p->note = col_text(s, 15);
+}
+
+int
+q_park_get(q_db *db, int64_t id, struct q_park_item *out)
+{
+    sqlite3_stmt *s = stmt(db, ST_PARK_GET);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "reading a park item");
+    memset(out, 0, sizeof(*out));
+    read_park(s, out);
+    sqlite3_reset(s);
+    return 0;
+}
+
+int
+q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
+            size_t *n)
+{
+    sqlite3_stmt *s = stmt(db, ST_PARK_LIST);
+    struct q_park_item *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int(s, 1, f->all);
+    bind_text(s, 2, f->reason);
+    bind_text(s, 3, f->tier);
+    sqlite3_bind_int64(s, 4, f->job_id);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        memset(&v[len], 0, sizeof(*v));
+        read_park(s, &v[len++]);
+    }
+    if (rc != SQLITE_DONE) {
+        q_park_items_free(v, len);
+        return db_err(db, "listing park items");
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+/* The job and step part of a resolution; the item is already closed. */
+static int
+apply_resolution(q_db *db, const struct q_park_item *it,
+                 const struct q_resolve *r)
+{
+    sqlite3_stmt *s;
+    enum q_step_state st = Q_STEP_PENDING;
+    char error[512];
+    int rc;
+
+    if (r->how == Q_RESOLVE_FAIL) {
+        if ((s = stmt(db, ST_JOB_FAIL_PARKED)) == NULL)
+            return -EIO;
+        snprintf(error, sizeof(error),
+                 "step %s: failed by %s at park item %lld%s%s", it->step_name,
+                 r->by ? r->by : "an operator", (long long)it->id,
+                 r->note ? ": " : "", r->note ? r->note : "");
+        sqlite3_bind_int64(s, 1, it->job_id);
+        bind_text(s, 2, error);
+        sqlite3_bind_int64(s, 3, r->now);
+        if ((rc = run_done(db, s, "failing a parked job")) != 0)
+            return rc;
+        if (sqlite3_changes(db->h) == 0)
+            return -EALREADY;
+        return q_step_set(db, it->job_id, it->step, Q_STEP_FAILED, NULL, NULL,
+                          0);
+    }
+    if (r->how == Q_RESOLVE_SKIP)
+        st = Q_STEP_SKIPPED;
+    else if (r->how == Q_RESOLVE_DONE)
+        st = Q_STEP_SUCCEEDED;
+    if ((s = stmt(db, ST_JOB_REQUEUE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, it->job_id);
+    sqlite3_bind_int64(s, 2, r->now);
+    if ((rc = run_done(db, s, "re-queueing a parked job")) != 0)
+        return rc;
+    if (sqlite3_changes(db->h) == 0)
+        return -EALREADY; /* cancelled, or not parked any more */
+    if ((s = stmt(db, ST_STEP_RESET)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, it->job_id);
+    sqlite3_bind_int(s, 2, it->step);
+    sqlite3_bind_int(s, 3, st);
+    bind_text(s, 4, r->how == Q_RESOLVE_DONE ? r->output : NULL);
+    /* A retry starts a fresh count of attempts after the ones so far. */
+    sqlite3_bind_int(s, 5, r->how == Q_RESOLVE_RETRY ? it->attempts : 0);
+    bind_text(s, 6, r->how == Q_RESOLVE_RETRY ? r->tier : NULL);
+    return run_done(db, s, "resetting a parked step");
+}
+
+static int
+resolve_locked(q_db *db, int64_t id, const struct q_resolve *r)
+{
+    struct q_park_item it;
+    sqlite3_stmt *s = stmt(db, ST_PARK_CLOSE);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    bind_text(s, 2, q_resolution_name(r->how));
+    bind_text(s, 3, r->by);
+    sqlite3_bind_int64(s, 4, r->now);
+    bind_text(s, 5, r->note);
+    if ((rc = run_done(db, s, "resolving a park item")) != 0)
+        return rc;
+    if (sqlite3_changes(db->h) == 0) {
+        rc = q_park_get(db, id, &it);
+        if (rc == 0)
+            q_park_item_cleanup(&it);
+        return rc == 0 ? -EALREADY : rc;
+    }
+    if ((rc = q_park_get(db, id, &it)) != 0)
+        return rc;
+    /* The attempts of the item: the last attempt number of the step. */
+    {
+        struct q_attempt *a = NULL;
+        size_t na = 0;
+        if ((rc = q_attempts_list(db, it.job_id, it.step, &a, &na)) == 0) {
+            if (na > 0)
+                it.attempts = a[na - 1].attempt;
+            q_attempts_free(a, na);
+            rc = apply_resolution(db, &it, r);
+        }
+    }
+    q_park_item_cleanup(&it);
+    return rc;
+}
+
+int
+q_park_resolve(q_db *db, int64_t id, const struct q_resolve *r)
+{
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    return tx_leave(db, resolve_locked(db, id, r));
+}
+
+int
+q_park_resolve_matching(q_db *db, const struct q_park_filter *f,
+                        const struct q_resolve *r, int64_t *n)
+{
+    struct q_park_filter open_only = *f;
+    struct q_park_item *items = NULL;
+    size_t count = 0;
+    int64_t done = 0;
+    int rc = tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    open_only.all = false;
+    rc = q_park_list(db, &open_only, &items, &count);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        rc = resolve_locked(db, items[i].id, r);
+        /* Two items of one job: the first re-queued it; the rest of that
+         * job's items are closed with the same resolution. */
+        if (rc == -EALREADY)
+            rc = 0;
+        else if (rc == 0)
+            done++;
+    }
+    q_park_items_free(items, count);
+    rc = tx_leave(db, rc);
+    if (rc == 0)
+        *n = done;
     return rc;
 }

@@ -258,7 +258,9 @@ struct q_step {
     char *tier;   /* last tier used, or NULL */
     int attempts; /* sends recorded in the ledger */
     int64_t tokens;
-    char *output; /* committed output, or NULL */
+    char *output;    /* committed output, or NULL */
+    int reset_after; /* attempts up to this number predate a park retry */
+    char *pin_tier;  /* a park retry pinned to this tier, or NULL */
 };
 
 /* q_steps_get loads the progress rows of a job, by index. Caller owns
@@ -408,5 +410,80 @@ struct q_park_new {
  * id. (The job itself is parked with q_park_job.) */
 STEPQ_MUST_CHECK int q_park_add(q_db *db, const struct q_park_new *p,
                                 int64_t *id);
+
+/* A park item as stored. Owned strings; NULL where absent. */
+struct q_park_item {
+    int64_t id;
+    int64_t job_id;
+    int step;
+    char *step_name;
+    char *reason;
+    int attempts;
+    char *request_sha256;
+    char *request;
+    char *error;
+    char *tier;
+    int64_t parked_at;
+    bool open;
+    char *resolution; /* "retry", "skip", "done", "fail" */
+    char *resolved_by;
+    int64_t resolved_at;
+    char *note;
+};
+
+/* q_park_item_cleanup frees the strings of it. */
+void q_park_item_cleanup(struct q_park_item *it);
+/* q_park_items_free frees n items and the array. */
+void q_park_items_free(struct q_park_item *items, size_t n);
+/* q_park_get loads item id; -ENOENT if there is none. */
+STEPQ_MUST_CHECK int q_park_get(q_db *db, int64_t id, struct q_park_item *out);
+
+/* Which park items a listing or a bulk resolution takes. */
+struct q_park_filter {
+    bool all;           /* resolved ones too (listing only) */
+    const char *reason; /* NULL: any */
+    const char *tier;   /* NULL: any */
+    int64_t job_id;     /* 0: any */
+};
+
+/* q_park_list lists matching items, open ones first, then by id. Caller
+ * owns *out (q_park_items_free). */
+STEPQ_MUST_CHECK int q_park_list(q_db *db, const struct q_park_filter *f,
+                                 struct q_park_item **out, size_t *n);
+
+enum q_resolution {
+    Q_RESOLVE_RETRY,
+    Q_RESOLVE_SKIP,
+    Q_RESOLVE_DONE,
+    Q_RESOLVE_FAIL
+};
+
+/* q_resolution_name gives "retry", "skip", "done" or "fail". */
+const char *q_resolution_name(enum q_resolution r);
+
+/* An operator's decision. Strings are borrowed. */
+struct q_resolve {
+    enum q_resolution how;
+    const char *tier;   /* retry: pin to this tier (NULL: any) */
+    const char *output; /* done: the step's output */
+    const char *by;     /* who */
+    const char *note;   /* may be NULL */
+    int64_t now;
+};
+
+/* q_park_resolve resolves open item id in one transaction: the item is
+ * marked resolved, and its parked job goes on: retry re-queues the step
+ * with fresh attempts (optionally on one tier), skip skips it, done
+ * records the output as the step's, fail fails the job. -ENOENT for an
+ * unknown id; -EALREADY when the item is already resolved or its job is
+ * no longer parked (exactly one of two racing resolves wins). */
+STEPQ_MUST_CHECK int q_park_resolve(q_db *db, int64_t id,
+                                    const struct q_resolve *r);
+/* q_park_resolve_matching resolves every open item that f matches in one
+ * transaction (all or none) and sets *n to how many. */
+STEPQ_MUST_CHECK int q_park_resolve_matching(q_db *db,
+                                             const struct q_park_filter *f,
+                                             const struct q_resolve *r,
+                                             int64_t *n);
 
 #endif

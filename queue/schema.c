@@ -49,6 +49,10 @@ static const char *const migrations[] = {
     "  attempts INTEGER NOT NULL DEFAULT 0,"
     "  tokens INTEGER NOT NULL DEFAULT 0,"
     "  output TEXT,"
+    /* An operator's park retry: attempts up to this number came before
+     * it and no longer count; pin_tier limits the retry to one tier. */
+    "  reset_after INTEGER NOT NULL DEFAULT 0,"
+    "  pin_tier TEXT,"
     "  PRIMARY KEY (job_id, idx)) WITHOUT ROWID;"
     "CREATE TABLE attempts ("
     "  id INTEGER PRIMARY KEY,"

@@ -64,8 +64,9 @@ static const char *const sql_text[ST_COUNT] = {
                   " lease_until = NULL, updated_at = ?2"
                   " WHERE id = ?1 AND state IN (0, 1, 4)",
     [ST_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
-    [ST_STEPS_GET] = "SELECT idx, state, tier, attempts, tokens, output"
-                     " FROM steps WHERE job_id = ?1 ORDER BY idx",
+    [ST_STEPS_GET] = "SELECT idx, state, tier, attempts, tokens, output,"
+                     " reset_after, pin_tier FROM steps WHERE job_id = ?1"
+                     " ORDER BY idx",
     [ST_STEP_SET] =
         "INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_id, idx) DO UPDATE"
@@ -137,6 +138,34 @@ static const char *const sql_text[ST_COUNT] = {
                     " INDEXED BY jobs_ready WHERE state = 0 UNION ALL"
                     " SELECT min(lease_until) FROM jobs INDEXED BY jobs_leased"
                     " WHERE state = 1)",
+    [ST_PARK_GET] =
+        "SELECT"
+        " id, job_id, step, step_name, reason, attempts, request_sha256,"
+        " request, error, tier, parked_at, state, resolution, resolved_by,"
+        " resolved_at, note FROM park WHERE id = ?1",
+    [ST_PARK_LIST] =
+        "SELECT"
+        " id, job_id, step, step_name, reason, attempts, request_sha256,"
+        " request, error, tier, parked_at, state, resolution, resolved_by,"
+        " resolved_at, note FROM park"
+        " WHERE (?1 OR state = 'open') AND (?2 IS NULL OR reason = ?2)"
+        " AND (?3 IS NULL OR tier = ?3) AND (?4 = 0 OR job_id = ?4)"
+        " ORDER BY state = 'open' DESC, id",
+    /* The UPDATE that decides a race: only one resolve finds it open. */
+    [ST_PARK_CLOSE] = "UPDATE park SET state = 'resolved', resolution = ?2,"
+                      " resolved_by = ?3, resolved_at = ?4, note = ?5"
+                      " WHERE id = ?1 AND state = 'open'",
+    [ST_STEP_RESET] =
+        "INSERT INTO steps (job_id, idx, state, output, reset_after,"
+        " pin_tier) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        " ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state,"
+        " output = coalesce(excluded.output, output),"
+        " reset_after = max(reset_after, excluded.reset_after),"
+        " pin_tier = excluded.pin_tier",
+    [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?2,"
+                       " updated_at = ?2 WHERE id = ?1 AND state = 4",
+    [ST_JOB_FAIL_PARKED] = "UPDATE jobs SET state = 3, error = ?2,"
+                           " updated_at = ?3 WHERE id = ?1 AND state = 4",
     [ST_PARK_ADD] =
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"

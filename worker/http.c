@@ -95,6 +95,8 @@ wipe(void *p, size_t n)
 static void
 headers_free(struct http_header *h, size_t n)
 {
+    if (h == NULL)
+        return; /* moved out by the callback */
     for (size_t i = 0; i < n; i++) {
         free(h[i].name);
         free(h[i].value);
@@ -505,7 +507,7 @@ check_multi_info(http_client *c)
 
     enter(c);
     while (!c->closing && (msg = curl_multi_info_read(c->multi, &pending))) {
-        struct http_call *call = NULL;
+        char *priv = NULL;
         CURL *easy;
         CURLcode rc;
 
@@ -514,8 +516,8 @@ check_multi_info(http_client *c)
         /* msg is invalid after remove_handle: copy what we need first. */
         easy = msg->easy_handle;
         rc = msg->data.result;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&call);
-        finish(c, call, rc);
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+        finish(c, (struct http_call *)priv, rc);
     }
     leave(c);
 }

@@ -128,13 +128,13 @@ STEPQ_MUST_CHECK int http_client_new(uv_loop_t *loop,
                                      const struct http_client_opts *opts,
                                      http_client **out);
 
-/* http_client_close cancels every request in flight (each callback runs,
- * with HTTP_ERR_CANCELLED, before this returns unless the close was called
- * from a callback, then right after it), cleans up curl and closes the
- * client's uv handles. Run the loop to let them close: the client is freed
- * in the last close callback, which then calls cb(arg) (cb may be NULL).
- * NULL is a no-op; closing twice is not allowed. After it, http_send fails
- * with -ESHUTDOWN. */
+/* http_client_close cancels every request in flight (their callbacks run,
+ * with HTTP_ERR_CANCELLED, before this returns), then cleans up curl and
+ * closes the client's uv handles; when called from a request callback, that
+ * cleanup waits until the callback returns. Run the loop to let the handles
+ * close: the client is freed in the last close callback, which then calls
+ * cb(arg) (cb may be NULL). NULL is a no-op; closing twice is not allowed.
+ * Until the client is freed, http_send fails with -ESHUTDOWN. */
 void http_client_close(http_client *c, http_close_cb cb, void *arg);
 
 /* http_client_inflight returns the number of requests sent and not yet

@@ -129,7 +129,9 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     int64_t expires = now + (int64_t)(t->timeout_s * 1000) + EXPIRY_MARGIN_MS;
     int rc;
 
-    if ((rc = q_tier_prune(db, t->name, now - window_ms(t))) != 0 ||
+    /* Keep a window's margin: another worker's clock may lag ours, and its
+     * window must still see the sends it covers. */
+    if ((rc = q_tier_prune(db, t->name, now - 2 * window_ms(t))) != 0 ||
         (rc = load(db, t, now, &st)) != 0)
         return rc;
     tier_evaluate(t, &st, now, est_tokens, continuing, v);

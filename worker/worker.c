@@ -25,6 +25,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "park/park.h"
 #include "queue/queue.h"
 #include "worker/http.h"
 #include "worker/internal.h"
@@ -84,6 +85,8 @@ struct run {
     bool schema_retried;
     int throttle_waits;
     int attempts_on_tier;
+    int reset_after; /* ledger attempts up to this predate a park retry */
+    int pin_tier;    /* a park retry's tier, or -1 */
     int64_t last_latency;
     /* The attempt in flight. */
     http_call *call;
@@ -234,6 +237,28 @@ error_text(const struct run *r, const struct http_response *res,
 
 /* ---- parking ------------------------------------------------------------ */
 
+/* Runs the config's on_park command with the item's JSON on its input. A
+ * failing or hanging hook never blocks the worker: it runs beside the loop
+ * and is killed at its time limit. */
+static void
+notify(struct worker *w, int64_t id)
+{
+    struct q_park_item it;
+    cJSON *o;
+    char *json;
+
+    if (w->cfg->on_park == NULL || q_park_get(w->db, id, &it) != 0)
+        return;
+    o = park_item_json(&it);
+    q_park_item_cleanup(&it);
+    json = json_print(o);
+    cJSON_Delete(o);
+    if (park_hook_run(&w->loop, w->cfg->on_park,
+                      (int64_t)(w->cfg->on_park_timeout_s * 1000), json) != 0)
+        log_warn("park item %lld: on_park hook did not start", (long long)id);
+    free(json);
+}
+
 static void
 park(struct run *r, const char *reason, const char *error)
 {
@@ -265,6 +290,7 @@ park(struct run *r, const char *reason, const char *error)
         give_back(r, clock_now_ms() + 1000);
         return;
     }
+    notify(w, id);
     finish(r, "parked");
 }
 
@@ -286,12 +312,14 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
         int ti = tier_index(w, a[i].tier);
         const char *d = a[i].decision ? a[i].decision : "";
         const char *o = a[i].outcome ? a[i].outcome : "";
+        r->attempt_no = a[i].attempt;
+        if (a[i].attempt <= r->reset_after)
+            continue; /* before an operator's retry: a fresh start */
         if (ti != r->cur_tier) {
             r->cur_tier = ti;
             r->attempts_on_tier = 0;
         }
         r->attempts_on_tier++;
-        r->attempt_no = a[i].attempt;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
         if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
@@ -347,6 +375,27 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     return true;
 }
 
+/* Reads what an operator's park retry left on the step row. */
+static int
+load_step_row(struct run *r)
+{
+    struct q_step *steps = NULL;
+    size_t n = 0;
+    int rc = q_steps_get(r->w->db, r->job.id, &steps, &n);
+
+    r->reset_after = 0;
+    r->pin_tier = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (steps[i].index != r->step)
+            continue;
+        r->reset_after = steps[i].reset_after;
+        if (steps[i].pin_tier != NULL)
+            r->pin_tier = tier_index(r->w, steps[i].pin_tier);
+    }
+    q_steps_free(steps, n);
+    return rc;
+}
+
 static void
 step_enter(struct run *r)
 {
@@ -364,7 +413,8 @@ step_enter(struct run *r)
         finish(r, "succeeded");
         return;
     }
-    if (q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
+    if (load_step_row(r) != 0 ||
+        q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
         give_back(r, clock_now_ms() + 1000);
         return;
     }
@@ -387,6 +437,10 @@ candidates(const struct run *r, int *idx)
     const struct config *cfg = r->w->cfg;
     size_t n = 0;
 
+    if (r->pin_tier >= 0) {
+        idx[0] = r->pin_tier;
+        return 1;
+    }
     if (s->tiers == NULL) {
         for (size_t i = 0; i < cfg->ntiers; i++)
             idx[n++] = (int)i;

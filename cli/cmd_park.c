@@ -1,0 +1,528 @@
+/* cmd_park.c: stepq park list|show|resolve — the operators' review. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/json.h"
+#include "common/xalloc.h"
+#include "park/park.h"
+#include "queue/queue.h"
+
+#define OUTPUT_MAX_BYTES (16 * 1024 * 1024)
+
+static const char usage[] =
+    "usage: stepq park list [--all] [--json] [--reason R] [--tier T] [--job "
+    "ID]\n"
+    "       stepq park show ID [--json]\n"
+    "       stepq park resolve ID (--retry [--tier NAME] | --skip |\n"
+    "                              --done [--output FILE|-] | --fail)\n"
+    "                             [--by NAME] [--note TEXT]\n"
+    "       stepq park resolve --all-matching [--reason R] [--tier T]\n"
+    "                             [--job ID] (--retry | --skip | --fail)\n"
+    "\n"
+    "list     open items (--all: resolved ones too), then counts per reason\n"
+    "         and tier\n"
+    "show     everything needed to decide: the job and step, the request as\n"
+    "         sent, the raw error, every attempt\n"
+    "resolve  --retry sends the step again (fresh attempts, optionally on one\n"
+    "         tier); --skip goes on without it; --done records your output\n"
+    "         (later steps' templates see it) and goes on; --fail fails the\n"
+    "         job. --by defaults to your login name. An item already resolved\n"
+    "         exits 4; an unknown id exits 3.\n";
+
+static int
+open_db(struct cli_env *env, q_db **db)
+{
+    const char *path = NULL;
+    int rc;
+
+    if ((rc = cli_db_path(env, &path)) != 0)
+        return rc;
+    if (q_open(path, NULL, db) != 0) {
+        cli_error("park: cannot open database %s", path);
+        return CLI_RUNTIME;
+    }
+    return 0;
+}
+
+static void
+print_json(cJSON *o)
+{
+    char *s = json_print(o);
+    puts(s);
+    free(s);
+    cJSON_Delete(o);
+}
+
+static void
+age_text(int64_t since, int64_t now, char *buf, size_t len)
+{
+    int64_t s = (now - since) / 1000;
+
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf(buf, len, "%llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, len, "%lldm", (long long)s / 60);
+    else if (s < 172800)
+        snprintf(buf, len, "%lldh", (long long)s / 3600);
+    else
+        snprintf(buf, len, "%lldd", (long long)s / 86400);
+}
+
+/* First line of the error, cut to width, for the table. */
+static void
+short_error(const char *e, char *buf, size_t width)
+{
+    size_t n = 0;
+
+    for (; e != NULL && e[n] && e[n] != '\n' && n + 1 < width; n++)
+        buf[n] = e[n];
+    buf[n] = '\0';
+    if (e != NULL && e[n] != '\0' && n > 3)
+        memcpy(buf + n - 3, "...", 4);
+}
+
+struct tally {
+    const char *name;
+    int n;
+};
+
+static void
+count(struct tally *t, size_t *nt, size_t cap, const char *name)
+{
+    for (size_t i = 0; i < *nt; i++) {
+        if (strcmp(t[i].name, name) == 0) {
+            t[i].n++;
+            return;
+        }
+    }
+    if (*nt < cap)
+        t[(*nt)++] = (struct tally){name, 1};
+}
+
+static void
+print_tallies(const struct q_park_item *items, size_t n)
+{
+    struct tally reasons[32], tiers[32];
+    size_t nr = 0, nt = 0;
+    int open = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i].open)
+            continue;
+        open++;
+        count(reasons, &nr, 32, items[i].reason ? items[i].reason : "-");
+        count(tiers, &nt, 32, items[i].tier ? items[i].tier : "-");
+    }
+    printf("\n%d open", open);
+    for (size_t i = 0; i < nr; i++)
+        printf("%s%s %d", i ? ", " : "; by reason: ", reasons[i].name,
+               reasons[i].n);
+    for (size_t i = 0; i < nt; i++)
+        printf("%s%s %d", i ? ", " : "; by tier: ", tiers[i].name, tiers[i].n);
+    printf("\n");
+}
+
+static int
+parse_job_filter(const char *job, int64_t *out)
+{
+    long long id = 0;
+    int rc;
+
+    if (job == NULL)
+        return 0;
+    if ((rc = cli_parse_id(job, &id)) != 0)
+        return rc;
+    *out = id;
+    return 0;
+}
+
+static int
+park_list(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false, all = false;
+    const char *reason = NULL, *tier = NULL, *job = NULL;
+    struct cli_opt opts[] = {{"json", NULL, &json},     {"all", NULL, &all},
+                             {"reason", &reason, NULL}, {"tier", &tier, NULL},
+                             {"job", &job, NULL},       {NULL, NULL, NULL}};
+    struct q_park_filter f = {0};
+    struct q_park_item *items = NULL;
+    int64_t now = clock_now_ms();
+    size_t n = 0;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0 ||
+        (rc = parse_job_filter(job, &f.job_id)) != 0)
+        return rc;
+    f.all = all;
+    f.reason = reason;
+    f.tier = tier;
+    if ((rc = open_db(env, &db)) != 0)
+        return rc;
+    rc = q_park_list(db, &f, &items, &n);
+    q_close(db);
+    if (rc != 0) {
+        cli_error("park list: cannot read the database");
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddItemToArray(arr, park_item_json(&items[i]));
+        print_json(arr);
+    } else {
+        printf("%-6s %-6s %-8s %-9s %-20s %-14s %-10s %s\n", "ID", "AGE",
+               "STATE", "JOB", "STEP", "REASON", "TIER", "ERROR");
+        for (size_t i = 0; i < n; i++) {
+            char age[16], err[48];
+            age_text(items[i].parked_at, now, age, sizeof(age));
+            short_error(items[i].error, err, sizeof(err));
+            printf("%-6lld %-6s %-8s %-9lld %-20s %-14s %-10s %s\n",
+                   (long long)items[i].id, age,
+                   items[i].open ? "open" : items[i].resolution,
+                   (long long)items[i].job_id, items[i].step_name,
+                   items[i].reason, items[i].tier ? items[i].tier : "-", err);
+        }
+        print_tallies(items, n);
+    }
+    q_park_items_free(items, n);
+    return CLI_OK;
+}
+
+/* Adds what the job file says about the step (kind, side effects, key). */
+static void
+add_step_facts(cJSON *o, const struct q_job *job, int step)
+{
+    struct q_jobspec *spec = NULL;
+    char err[256];
+
+    if (q_jobspec_parse(job->spec, strlen(job->spec), NULL, &spec, err,
+                        sizeof(err)) != 0 ||
+        step < 0 || (size_t)step >= spec->nsteps) {
+        q_jobspec_free(spec);
+        return;
+    }
+    const struct q_step_spec *s = &spec->steps[step];
+    cJSON_AddStringToObject(o, "kind",
+                            s->kind == Q_STEP_HTTP ? "http" : "chat");
+    cJSON_AddBoolToObject(o, "side_effects", s->side_effects);
+    cJSON_AddBoolToObject(o, "replayable", s->replayable);
+    cJSON_AddBoolToObject(o, "idempotency_key", s->idempotency_key != NULL);
+    q_jobspec_free(spec);
+}
+
+static cJSON *
+attempts_json(const struct q_attempt *a, size_t n)
+{
+    cJSON *arr = cJSON_CreateArray();
+    char buf[32];
+
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
+        if (a[i].tier)
+            cJSON_AddStringToObject(o, "tier", a[i].tier);
+        else
+            cJSON_AddNullToObject(o, "tier");
+        if (a[i].status > 0)
+            cJSON_AddNumberToObject(o, "status", a[i].status);
+        else
+            cJSON_AddNullToObject(o, "status");
+        cJSON_AddStringToObject(o, "outcome",
+                                a[i].outcome ? a[i].outcome : "(no result)");
+        if (a[i].reason)
+            cJSON_AddStringToObject(o, "reason", a[i].reason);
+        else
+            cJSON_AddNullToObject(o, "reason");
+        if (a[i].decision)
+            cJSON_AddStringToObject(o, "decision", a[i].decision);
+        else
+            cJSON_AddNullToObject(o, "decision");
+        cJSON_AddStringToObject(
+            o, "started_at",
+            clock_format_utc(a[i].started_at, buf, sizeof(buf)));
+        if (a[i].body)
+            cJSON_AddStringToObject(o, "body", a[i].body);
+        else
+            cJSON_AddNullToObject(o, "body");
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+static int
+park_show(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false;
+    struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
+    struct q_park_item it = {0};
+    struct q_job job = {0};
+    struct q_attempt *a = NULL;
+    size_t na = 0;
+    const char *pos[1];
+    long long id = 0;
+    q_db *db = NULL;
+    cJSON *o;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("park show: which item? (stepq park show ID)");
+        return CLI_USAGE;
+    }
+    if ((rc = cli_parse_id(pos[0], &id)) != 0 || (rc = open_db(env, &db)))
+        return rc;
+    rc = q_park_get(db, id, &it);
+    if (rc == 0)
+        rc = q_job_get(db, it.job_id, &job);
+    if (rc == 0)
+        rc = q_attempts_list(db, it.job_id, it.step, &a, &na);
+    q_close(db);
+    if (rc != 0) {
+        q_park_item_cleanup(&it);
+        q_job_cleanup(&job);
+        if (rc == -ENOENT) {
+            cli_error("park show: no park item %lld", id);
+            return CLI_NOTFOUND;
+        }
+        cli_error("park show: cannot read the database");
+        return CLI_RUNTIME;
+    }
+    o = park_item_json(&it);
+    cJSON_AddStringToObject(o, "job_name", job.name);
+    cJSON_AddStringToObject(o, "job_state", q_job_state_name(job.state));
+    add_step_facts(o, &job, it.step);
+    if (it.request)
+        cJSON_AddStringToObject(o, "request", it.request);
+    else
+        cJSON_AddNullToObject(o, "request");
+    cJSON_AddItemToObject(o, "history", attempts_json(a, na));
+    if (json) {
+        print_json(o);
+    } else {
+        const cJSON *h;
+        printf("park item %lld (%s)\n", id, it.open ? "open" : "resolved");
+        printf("  job       %lld %s (%s)\n", (long long)it.job_id, job.name,
+               q_job_state_name(job.state));
+        printf("  step      %s: kind %s, side effects %s, idempotency key %s\n",
+               it.step_name,
+               cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind"))
+                   ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind"))
+                   : "?",
+               cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes"
+                                                                    : "no",
+               cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
+                                                                       : "no");
+        printf("  reason    %s after %d attempt(s), tier %s\n", it.reason,
+               it.attempts, it.tier ? it.tier : "-");
+        printf("  sha256    %s\n", it.request_sha256 ? it.request_sha256 : "-");
+        printf("  error     %s\n", it.error ? it.error : "-");
+        printf("  request   %s\n", it.request ? it.request : "-");
+        if (!it.open)
+            printf("  resolved  %s by %s%s%s\n", it.resolution,
+                   it.resolved_by ? it.resolved_by : "?", it.note ? ": " : "",
+                   it.note ? it.note : "");
+        cJSON_ArrayForEach(h, cJSON_GetObjectItem(o, "history"))
+        {
+            const cJSON *st = cJSON_GetObjectItem(h, "status");
+            char status[16] = "-";
+            if (cJSON_IsNumber(st))
+                snprintf(status, sizeof(status), "%d", st->valueint);
+            printf(
+                "  attempt %d: status %s, %s, %s\n",
+                cJSON_GetObjectItem(h, "attempt")->valueint, status,
+                cJSON_GetStringValue(cJSON_GetObjectItem(h, "outcome")),
+                cJSON_GetStringValue(cJSON_GetObjectItem(h, "decision"))
+                    ? cJSON_GetStringValue(cJSON_GetObjectItem(h, "decision"))
+                    : "-");
+        }
+        cJSON_Delete(o);
+    }
+    q_attempts_free(a, na);
+    q_park_item_cleanup(&it);
+    q_job_cleanup(&job);
+    return CLI_OK;
+}
+
+static const char *
+login_name(void)
+{
+    const char *u = getenv("USER");
+    struct passwd *pw;
+
+    if (u != NULL && u[0] != '\0')
+        return u;
+    pw = getpwuid(getuid());
+    return pw != NULL ? pw->pw_name : "unknown";
+}
+
+/* Exactly one of the resolutions, as the CLI flags give it. */
+static int
+pick_resolution(bool retry, bool skip, bool done, bool fail,
+                enum q_resolution *out)
+{
+    int n = retry + skip + done + fail;
+
+    if (n != 1) {
+        cli_error("park resolve: give exactly one of --retry, --skip, --done "
+                  "or --fail");
+        return CLI_USAGE;
+    }
+    *out = retry  ? Q_RESOLVE_RETRY
+           : skip ? Q_RESOLVE_SKIP
+           : done ? Q_RESOLVE_DONE
+                  : Q_RESOLVE_FAIL;
+    return 0;
+}
+
+static int
+park_resolve(struct cli_env *env, int argc, char **argv)
+{
+    bool retry = false, skip = false, done = false, fail = false, all = false;
+    const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
+    const char *reason = NULL, *job = NULL;
+    struct cli_opt opts[] = {{"retry", NULL, &retry},
+                             {"skip", NULL, &skip},
+                             {"done", NULL, &done},
+                             {"fail", NULL, &fail},
+                             {"tier", &tier, NULL},
+                             {"output", &output, NULL},
+                             {"by", &by, NULL},
+                             {"note", &note, NULL},
+                             {"all-matching", NULL, &all},
+                             {"reason", &reason, NULL},
+                             {"job", &job, NULL},
+                             {NULL, NULL, NULL}};
+    struct q_resolve r = {0};
+    struct q_park_filter f = {0};
+    const struct config *cfg = NULL;
+    const char *pos[1];
+    char *text = NULL;
+    size_t len = 0;
+    long long id = 0;
+    int64_t n = 0;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0 ||
+        (rc = pick_resolution(retry, skip, done, fail, &r.how)) != 0)
+        return rc;
+    if (all == (npos == 1)) {
+        cli_error("park resolve: give one item ID or --all-matching");
+        return CLI_USAGE;
+    }
+    if (!all && (reason != NULL || job != NULL)) {
+        cli_error("park resolve: --reason and --job go with --all-matching");
+        return CLI_USAGE;
+    }
+    if (all && done) {
+        cli_error("park resolve: --done is per item (its output is the "
+                  "step's)");
+        return CLI_USAGE;
+    }
+    if (output != NULL && !done) {
+        cli_error("park resolve: --output goes with --done");
+        return CLI_USAGE;
+    }
+    if (tier != NULL && !retry && !all) {
+        cli_error("park resolve: --tier goes with --retry");
+        return CLI_USAGE;
+    }
+    if (!all && (rc = cli_parse_id(pos[0], &id)) != 0)
+        return rc;
+    if ((rc = parse_job_filter(job, &f.job_id)) != 0)
+        return rc;
+    if (retry && tier != NULL) {
+        if ((rc = cli_config(env, &cfg)) != 0)
+            return rc;
+        if (config_find_tier(cfg, tier) == NULL) {
+            cli_error("park resolve: no tier named %s in the config", tier);
+            return CLI_USAGE;
+        }
+    }
+    if (output != NULL) {
+        rc = file_read_all(output, OUTPUT_MAX_BYTES, &text, &len);
+        if (rc != 0) {
+            cli_error("park resolve: --output %s: %s", output,
+                      rc == -ENOENT  ? "no such file"
+                      : rc == -E2BIG ? "larger than 16 MiB"
+                                     : "cannot read");
+            return CLI_USAGE;
+        }
+        if (!json_utf8_valid(text, len) || strlen(text) != len) {
+            cli_error("park resolve: --output %s is not UTF-8 text", output);
+            free(text);
+            return CLI_USAGE;
+        }
+    }
+    r.tier = all ? NULL : tier;
+    r.output = done ? (text ? text : "") : NULL;
+    r.by = by ? by : login_name();
+    r.note = note;
+    r.now = clock_now_ms();
+    f.reason = reason;
+    f.tier = all ? tier : NULL;
+    if ((rc = open_db(env, &db)) != 0) {
+        free(text);
+        return rc;
+    }
+    rc = all ? q_park_resolve_matching(db, &f, &r, &n)
+             : q_park_resolve(db, id, &r);
+    q_close(db);
+    free(text);
+    switch (rc) {
+    case 0:
+        if (all)
+            printf("resolved %lld item(s): %s\n", (long long)n,
+                   q_resolution_name(r.how));
+        else
+            printf("resolved park item %lld: %s\n", id,
+                   q_resolution_name(r.how));
+        return CLI_OK;
+    case -ENOENT:
+        cli_error("park resolve: no park item %lld", id);
+        return CLI_NOTFOUND;
+    case -EALREADY:
+        cli_error("park resolve: park item %lld is already resolved (or its "
+                  "job is no longer parked)",
+                  id);
+        return CLI_CONFLICT;
+    default:
+        cli_error("park resolve: cannot write to the database");
+        return CLI_RUNTIME;
+    }
+}
+
+int
+cmd_park(struct cli_env *env, int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "list") == 0)
+        return park_list(env, argc - 1, argv + 1);
+    if (strcmp(argv[1], "show") == 0)
+        return park_show(env, argc - 1, argv + 1);
+    if (strcmp(argv[1], "resolve") == 0)
+        return park_resolve(env, argc - 1, argv + 1);
+    cli_error("park: unknown subcommand %s (list, show or resolve)", argv[1]);
+    return CLI_USAGE;
+}

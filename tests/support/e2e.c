@@ -1,0 +1,232 @@
+/* e2e.c: end-to-end test helpers; see e2e.h. */
+#include "tests/support/e2e.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/xalloc.h"
+#include "tests/support/support.h"
+
+char *e2e_dir;
+struct mockproc e2e_mock;
+
+void
+e2e_setup(void)
+{
+    e2e_dir = tmpdir_new();
+    ck_assert_int_eq(chdir(e2e_dir), 0);
+    unsetenv("STEPQ_DB");
+    unsetenv("STEPQ_CONFIG");
+    setenv("FREE_KEY", "sk-test-secret-123", 1);
+    memset(&e2e_mock, 0, sizeof(e2e_mock));
+}
+
+void
+e2e_teardown(void)
+{
+    if (e2e_mock.pid > 0)
+        mockproc_stop(&e2e_mock);
+    tmpdir_remove(e2e_dir);
+}
+
+/* Starts the mock with script (JSON text) and logging to mock.log, and
+ * writes stepq.json with tiers "free" and "local" on its /free and /local
+ * routes. extra is spliced into the config object (may be ""). */
+void
+e2e_start(const char *script, const char *extra)
+{
+    const char *args[] = {"--script", "script.json", "--log", "mock.log", NULL};
+    char cfg[2048];
+
+    free(tmpdir_write(e2e_dir, "script.json", script, strlen(script)));
+    mockproc_start(&e2e_mock, args);
+    snprintf(cfg, sizeof(cfg),
+             "{\"worker\": {\"lease_s\": 1},"
+             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
+             " \"tiers\": ["
+             "{\"name\": \"free\", \"base_url\": "
+             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\","
+             " \"api_key_env\": \"FREE_KEY\", \"timeout_s\": 5},"
+             "{\"name\": \"local\", \"base_url\": "
+             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\","
+             " \"timeout_s\": 5}]%s%s}",
+             e2e_mock.port, e2e_mock.port, extra[0] ? ", " : "", extra);
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+}
+
+void
+e2e_enqueue(const char *job)
+{
+    struct run_result r;
+    run_stepq((const char *[]){"enqueue", "-", NULL}, job, &r);
+    ck_assert_msg(r.status == 0, "enqueue: %s", r.err);
+    run_result_free(&r);
+}
+
+/* Runs `stepq work --drain` to the end; returns its stderr (caller frees). */
+char *
+e2e_drain(void)
+{
+    struct run_result r;
+    run_stepq((const char *[]){"work", "--drain", NULL}, NULL, &r);
+    ck_assert_msg(r.status == 0, "work exited %d: %s", r.status, r.err);
+    free(r.out);
+    return r.err;
+}
+
+cJSON *
+e2e_show(int id)
+{
+    struct run_result r;
+    char ids[16];
+    cJSON *o;
+
+    snprintf(ids, sizeof(ids), "%d", id);
+    run_stepq((const char *[]){"jobs", "show", ids, "--json", NULL}, NULL, &r);
+    ck_assert_int_eq(r.status, 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+const char *
+e2e_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+const cJSON *
+e2e_step_of(const cJSON *job, int i)
+{
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(job, "steps"), i);
+}
+
+const cJSON *
+e2e_hist(const cJSON *job, int step, int attempt)
+{
+    return cJSON_GetArrayItem(
+        cJSON_GetObjectItem(e2e_step_of(job, step), "history"), attempt);
+}
+
+/* The mock's request log, one parsed object per request, as an array. */
+cJSON *
+e2e_mock_log(void)
+{
+    cJSON *arr = cJSON_CreateArray();
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+
+    if (file_read_all("mock.log", 64 << 20, &text, &len) != 0)
+        return arr;
+    for (line = strtok_r(text, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_msg(o != NULL, "bad log line %s", line);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(text);
+    return arr;
+}
+
+/* Requests the mock saw whose path starts with prefix. */
+int
+e2e_sent_to(const cJSON *log, const char *prefix)
+{
+    const cJSON *it;
+    int n = 0;
+
+    cJSON_ArrayForEach(it, log)
+    {
+        const char *p = e2e_str(it, "path");
+        n += p != NULL && strncmp(p, prefix, strlen(prefix)) == 0;
+    }
+    return n;
+}
+
+/* The request body the mock logged for one request, parsed. */
+cJSON *
+e2e_body_of(const cJSON *req)
+{
+    const cJSON *b = cJSON_GetObjectItem(req, "body");
+    if (cJSON_IsString(b))
+        return cJSON_Parse(b->valuestring);
+    return cJSON_Duplicate(b, true);
+}
+
+cJSON *
+e2e_sent_body(const cJSON *log, int i)
+{
+    return e2e_body_of(cJSON_GetArrayItem(log, i));
+}
+
+/* Starts `stepq work` in the background with stderr to work.log. */
+pid_t
+e2e_spawn_worker(const char *extra)
+{
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        execl(stepq_bin(), stepq_bin(), "work", "--concurrency", "200", extra,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits (with a deadline) until the mock has logged n requests. */
+void
+e2e_wait_for_requests(int n, int64_t timeout_ms)
+{
+    int64_t end = clock_mono_ms() + timeout_ms;
+
+    for (;;) {
+        cJSON *log = e2e_mock_log();
+        int got = cJSON_GetArraySize(log);
+        cJSON_Delete(log);
+        if (got >= n)
+            return;
+        ck_assert_msg(clock_mono_ms() < end, "mock saw %d of %d requests", got,
+                      n);
+        poll(NULL, 0, 20);
+    }
+}
+
+int
+e2e_wait_exit(pid_t pid)
+{
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+cJSON *
+e2e_status(void)
+{
+    struct run_result r;
+    cJSON *o;
+
+    run_stepq((const char *[]){"status", "--json", NULL}, NULL, &r);
+    o = cJSON_Parse(r.out);
+    run_result_free(&r);
+    return cJSON_GetObjectItem(o, "jobs") ? o : NULL;
+}
+
+int
+e2e_count(const cJSON *st, const char *state)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(st, "jobs"), state)
+        ->valueint;
+}

@@ -1,0 +1,55 @@
+/* e2e.h: end-to-end test helpers (tests/support/): the real `stepq mock`
+ * with a script and a request log, a config whose tiers "free" and "local"
+ * point at its /free and /local routes, and the real binary to enqueue,
+ * work and show. Every helper fails the test on error. */
+#ifndef STEPQ_TESTS_E2E_H
+#define STEPQ_TESTS_E2E_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "tests/support/mockproc.h"
+
+extern char *e2e_dir;            /* the test's temporary folder (cwd) */
+extern struct mockproc e2e_mock; /* the mock, once e2e_start ran */
+
+/* e2e_setup makes and enters a temporary folder (checked fixture). */
+void e2e_setup(void);
+/* e2e_teardown stops the mock and removes the folder. */
+void e2e_teardown(void);
+/* e2e_start starts the mock with script (JSON text), logging to
+ * mock.log, and writes stepq.json (lease_s 1, fast backoff, tiers free and
+ * local); extra is spliced into the config object ("" for none). */
+void e2e_start(const char *script, const char *extra);
+/* e2e_enqueue enqueues job (JSON text: one, array or lines). */
+void e2e_enqueue(const char *job);
+/* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
+char *e2e_drain(void);
+/* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it). */
+cJSON *e2e_show(int id);
+/* e2e_str returns the string member k of o, or NULL. Borrowed. */
+const char *e2e_str(const cJSON *o, const char *k);
+/* e2e_step_of returns step i of a shown job; e2e_hist its attempt. */
+const cJSON *e2e_step_of(const cJSON *job, int i);
+const cJSON *e2e_hist(const cJSON *job, int step, int attempt);
+/* e2e_mock_log returns the mock's request log as an array (delete it). */
+cJSON *e2e_mock_log(void);
+/* e2e_sent_to counts logged requests whose path starts with prefix. */
+int e2e_sent_to(const cJSON *log, const char *prefix);
+/* e2e_body_of / e2e_sent_body parse a logged request's body. */
+cJSON *e2e_body_of(const cJSON *req);
+cJSON *e2e_sent_body(const cJSON *log, int i);
+/* e2e_spawn_worker starts `stepq work --concurrency 200 EXTRA` in the
+ * background, stderr appended to work.log. */
+pid_t e2e_spawn_worker(const char *extra);
+/* e2e_wait_for_requests waits until the mock logged n requests. */
+void e2e_wait_for_requests(int n, int64_t timeout_ms);
+/* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */
+int e2e_wait_exit(pid_t pid);
+/* e2e_status returns `status --json` parsed; e2e_count one state's count. */
+cJSON *e2e_status(void);
+int e2e_count(const cJSON *st, const char *state);
+
+#endif

@@ -1,0 +1,386 @@
+/* test_park.c: the operators' review end to end: steps parked by a real
+ * worker against the real mock, then listed, shown and resolved with the
+ * real binary, and the worker carrying each resolution out. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "tests/support/e2e.h"
+
+/* A post that hits a daily wall once (then the mock answers 200), and a
+ * chat step that uses the post's output. */
+#define WALL_ONCE                                                              \
+    "{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":429,"       \
+    "\"body\":\"daily quota exceeded\"}]}]}"
+
+static void
+enqueue_post_then_chat(void)
+{
+    char job[1024];
+
+    snprintf(job, sizeof(job),
+             "{\"name\":\"p\",\"steps\":["
+             "{\"name\":\"post\",\"kind\":\"http\",\"http\":{\"url\":"
+             "\"http://127.0.0.1:%d/comments\",\"body\":{\"t\":\"x\"}}},"
+             "{\"name\":\"after\",\"request\":{\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"saw [{{steps.post.output}}]\"}]}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+}
+
+/* Runs stepq with args; returns the exit code, output kept in r. */
+static int
+stepq(struct run_result *r, const char *const *args)
+{
+    run_stepq(args, NULL, r);
+    return r->status;
+}
+
+#define STEPQ(r, ...) stepq(r, (const char *[]){__VA_ARGS__, NULL})
+
+static void
+park_one(void)
+{
+    cJSON *job;
+
+    e2e_start(WALL_ONCE, "");
+    enqueue_post_then_chat();
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(job, "park")), 1);
+    cJSON_Delete(job);
+}
+
+static cJSON *
+park_list_json(bool all)
+{
+    struct run_result r;
+    cJSON *o;
+
+    if (all)
+        ck_assert_int_eq(STEPQ(&r, "park", "list", "--all", "--json"), 0);
+    else
+        ck_assert_int_eq(STEPQ(&r, "park", "list", "--json"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+START_TEST(test_list_and_show)
+{
+    struct run_result r;
+    cJSON *arr, *it, *show;
+
+    park_one();
+    arr = park_list_json(false);
+    ck_assert_int_eq(cJSON_GetArraySize(arr), 1);
+    it = cJSON_GetArrayItem(arr, 0);
+    ck_assert_int_eq(cJSON_GetObjectItem(it, "job_id")->valueint, 1);
+    ck_assert_str_eq(e2e_str(it, "step"), "post");
+    ck_assert_str_eq(e2e_str(it, "reason"), "hard_quota");
+    ck_assert_str_eq(e2e_str(it, "state"), "open");
+    ck_assert_int_eq(cJSON_GetObjectItem(it, "attempts")->valueint, 1);
+    ck_assert_int_eq(strlen(e2e_str(it, "request_sha256")), 64);
+    ck_assert_ptr_nonnull(strstr(e2e_str(it, "error"), "HTTP 429"));
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(it, "resolution")));
+    cJSON_Delete(arr);
+    ck_assert_int_eq(STEPQ(&r, "park", "show", "1", "--json"), 0);
+    show = cJSON_Parse(r.out);
+    ck_assert_str_eq(e2e_str(show, "request"), "{\"t\":\"x\"}");
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(show, "side_effects")));
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(show, "idempotency_key")));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(show, "history")),
+                     1);
+    cJSON_Delete(show);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "list"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "1 open; by reason: hard_quota 1"));
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_retry_sends_again)
+{
+    struct run_result r;
+    cJSON *job, *log, *arr;
+
+    park_one();
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--retry", "--by", "ana",
+                           "--note", "quota reset"),
+                     0);
+    run_result_free(&r);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "decision"), "commit");
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 2);
+    arr = park_list_json(true);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolution"),
+                     "retry");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolved_by"), "ana");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "note"),
+                     "quota reset");
+    cJSON_Delete(arr);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+START_TEST(test_retry_pinned_to_tier)
+{
+    struct run_result r;
+    cJSON *job;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":"
+              "429,\"body\":\"daily quota exceeded\"}],\"loop\":true}]}",
+              "");
+    e2e_enqueue("{\"name\":\"c\",\"steps\":[{\"name\":\"a\",\"side_effects\":"
+                "true,\"replayable\":false,\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    cJSON_Delete(job);
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "1", "--retry", "--tier", "local"), 0);
+    run_result_free(&r);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
+    cJSON_Delete(job);
+}
+END_TEST
+
+START_TEST(test_skip_continues)
+{
+    struct run_result r;
+    cJSON *job, *log, *body;
+
+    park_one();
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--skip"), 0);
+    run_result_free(&r);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "state"), "skipped");
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
+    body = e2e_sent_body(log, 1);
+    ck_assert_str_eq(
+        e2e_str(cJSON_GetArrayItem(cJSON_GetObjectItem(body, "messages"), 0),
+                "content"),
+        "saw []");
+    cJSON_Delete(body);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+START_TEST(test_done_output_feeds_later_steps)
+{
+    struct run_result r;
+    cJSON *job, *log, *body;
+
+    park_one();
+    free(tmpdir_write(e2e_dir, "out.txt", "posted by hand", 14));
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "1", "--done", "--output", "out.txt"), 0);
+    run_result_free(&r);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "output"), "posted by hand");
+    log = e2e_mock_log();
+    body = e2e_sent_body(log, 1);
+    ck_assert_str_eq(
+        e2e_str(cJSON_GetArrayItem(cJSON_GetObjectItem(body, "messages"), 0),
+                "content"),
+        "saw [posted by hand]");
+    cJSON_Delete(body);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+START_TEST(test_fail_fails_job)
+{
+    struct run_result r;
+    cJSON *job;
+
+    park_one();
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--fail", "--by", "bo",
+                           "--note", "not tonight"),
+                     0);
+    run_result_free(&r);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "failed by bo"));
+    ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "not tonight"));
+    cJSON_Delete(job);
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--skip"), 4);
+    run_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_bad_input_changes_nothing)
+{
+    struct run_result r;
+    cJSON *arr;
+
+    park_one();
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "9", "--skip"), 3);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--skip", "--fail"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "exactly one"));
+    run_result_free(&r);
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "1", "--retry", "--tier", "paid"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "no tier named paid"));
+    run_result_free(&r);
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "1", "--done", "--output", "missing.txt"),
+        2);
+    ck_assert_ptr_nonnull(strstr(r.err, "missing.txt: no such file"));
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1"), 2);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "show", "7"), 3);
+    run_result_free(&r);
+    arr = park_list_json(false);
+    ck_assert_int_eq(cJSON_GetArraySize(arr), 1); /* still open */
+    cJSON_Delete(arr);
+}
+END_TEST
+
+START_TEST(test_ten_racing_resolves_one_wins)
+{
+    pid_t pids[10];
+    int ok = 0, conflict = 0;
+    cJSON *arr;
+    int go[2];
+
+    park_one();
+    ck_assert_int_eq(pipe(go), 0);
+    for (int i = 0; i < 10; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            char c, by[16];
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(99);
+            snprintf(by, sizeof(by), "op%d", i);
+            execl(stepq_bin(), stepq_bin(), "park", "resolve", "1", "--skip",
+                  "--by", by, (char *)NULL);
+            _exit(127);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* all start at once */
+    for (int i = 0; i < 10; i++) {
+        int st, code;
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        ck_assert_msg(code == 0 || code == 4, "exit %d", code);
+        ok += code == 0;
+        conflict += code == 4;
+    }
+    ck_assert_int_eq(ok, 1);
+    ck_assert_int_eq(conflict, 9);
+    arr = park_list_json(true);
+    ck_assert_int_eq(cJSON_GetArraySize(arr), 1);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolution"), "skip");
+    cJSON_Delete(arr);
+}
+END_TEST
+
+START_TEST(test_resolve_all_matching)
+{
+    struct run_result r;
+    cJSON *st;
+
+    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":"
+              "429,\"body\":\"daily quota exceeded\",\"count\":3}]}]}",
+              "");
+    for (int i = 0; i < 3; i++)
+        enqueue_post_then_chat();
+    free(e2e_drain());
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "parked"), 3);
+    cJSON_Delete(st);
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "--all-matching", "--reason",
+                           "in_doubt", "--skip"),
+                     0);
+    ck_assert_str_eq(r.out, "resolved 0 item(s): skip\n");
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "--all-matching", "--reason",
+                           "hard_quota", "--retry"),
+                     0);
+    ck_assert_str_eq(r.out, "resolved 3 item(s): retry\n");
+    run_result_free(&r);
+    free(e2e_drain());
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "succeeded"), 3);
+    ck_assert_int_eq(cJSON_GetObjectItem(st, "park_open")->valueint, 0);
+    cJSON_Delete(st);
+}
+END_TEST
+
+START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
+{
+    char *text = NULL, *err;
+    size_t len = 0;
+    cJSON *o;
+    int64_t t0;
+
+    e2e_start(WALL_ONCE, "\"on_park\": \"cat > hook.json; sleep 30\","
+                         " \"on_park_timeout_s\": 0.5");
+    enqueue_post_then_chat();
+    t0 = clock_mono_ms();
+    err = e2e_drain();
+    ck_assert_int_lt(clock_mono_ms() - t0, 20000);
+    ck_assert_ptr_nonnull(strstr(err, "killed after its time limit"));
+    free(err);
+    ck_assert_int_eq(file_read_all("hook.json", 1 << 20, &text, &len), 0);
+    o = cJSON_Parse(text);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(e2e_str(o, "step"), "post");
+    ck_assert_str_eq(e2e_str(o, "state"), "open");
+    cJSON_Delete(o);
+    free(text);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("park");
+    TCase *tc = tcase_create("park");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_list_and_show);
+    tcase_add_test(tc, test_retry_sends_again);
+    tcase_add_test(tc, test_retry_pinned_to_tier);
+    tcase_add_test(tc, test_skip_continues);
+    tcase_add_test(tc, test_done_output_feeds_later_steps);
+    tcase_add_test(tc, test_fail_fails_job);
+    tcase_add_test(tc, test_bad_input_changes_nothing);
+    tcase_add_test(tc, test_ten_racing_resolves_one_wins);
+    tcase_add_test(tc, test_resolve_all_matching);
+    tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
+    suite_add_tcase(s, tc);
+    return s;
+}
