@@ -69,7 +69,7 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
         const struct config_tier *t = &cfg->tiers[i];
         struct q_tier_state st;
         char a[32], b[32];
-        if (tier_snapshot(db, t, now, &st) != 0) {
+        if (tier_snapshot(db, t, now, true, &st) != 0) {
             cli_error("tiers: cannot read the state of tier %s", t->name);
             rc = CLI_RUNTIME;
             break;

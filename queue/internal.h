@@ -11,6 +11,9 @@ enum stmt_id {
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
     ST_JOB_INSERT,
     ST_JOB_BY_KEY,
     ST_JOB_GET,
@@ -39,6 +42,7 @@ enum stmt_id {
     ST_HELD,
     ST_TIER_GET,
     ST_TIER_WINDOW,
+    ST_TIER_TOKENS,
     ST_TIER_INFLIGHT,
     ST_TIER_PUT,
     ST_TIER_SEND_ADD,
@@ -59,8 +63,7 @@ enum stmt_id {
 struct q_db {
     sqlite3 *h;
     sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
-    int tx_depth;                  /* q_tx_begin nesting */
-    bool tx_failed;                /* an inner level failed: roll back */
+    int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
     int64_t keep_body_bytes;
     char *path;
 };

@@ -739,8 +739,8 @@ copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)
 }
 
 int
-q_tier_load(q_db *db, const char *tier, int64_t now, int64_t window_ms,
-            struct q_tier_state *out)
+q_tier_load(q_db *db, const char *tier, int64_t now,
+            const struct q_tier_window *w, struct q_tier_state *out)
 {
     struct q_tier_state st;
     sqlite3_stmt *s = stmt(db, ST_TIER_GET);
@@ -769,16 +769,28 @@ q_tier_load(q_db *db, const char *tier, int64_t now, int64_t window_ms,
         return db_err(db, "reading tier state");
     }
     sqlite3_reset(s);
-    if ((s = stmt(db, ST_TIER_WINDOW)) == NULL)
-        return -EIO;
-    bind_text(s, 1, tier);
-    sqlite3_bind_int64(s, 2, now - window_ms);
-    if (sqlite3_step(s) != SQLITE_ROW)
-        return db_err(db, "reading a tier's window");
-    st.window_requests = sqlite3_column_int64(s, 0);
-    st.window_tokens = sqlite3_column_int64(s, 1);
-    st.window_oldest = sqlite3_column_int64(s, 2);
-    sqlite3_reset(s);
+    if (w != NULL && w->requests != 0) {
+        if ((s = stmt(db, ST_TIER_WINDOW)) == NULL)
+            return -EIO;
+        bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now - w->window_ms);
+        sqlite3_bind_int64(s, 3, w->requests);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return db_err(db, "reading a tier's window");
+        st.window_requests = sqlite3_column_int64(s, 0);
+        st.window_oldest = sqlite3_column_int64(s, 1);
+        sqlite3_reset(s);
+    }
+    if (w != NULL && w->tokens) {
+        if ((s = stmt(db, ST_TIER_TOKENS)) == NULL)
+            return -EIO;
+        bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now - w->window_ms);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return db_err(db, "reading a tier's tokens");
+        st.window_tokens = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+    }
     if ((s = stmt(db, ST_TIER_INFLIGHT)) == NULL)
         return -EIO;
     bind_text(s, 1, tier);

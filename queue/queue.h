@@ -120,12 +120,14 @@ STEPQ_MUST_CHECK int q_db_version(q_db *db, int *out);
 /* ---- transactions (group commit) ------------------------------------- */
 
 /* q_tx_begin starts a write transaction (BEGIN IMMEDIATE); calls until
- * q_tx_commit join it. Nesting is counted. */
+ * q_tx_commit join it. Inside one, it opens a savepoint: an inner level
+ * rolled back undoes only its own work. */
 STEPQ_MUST_CHECK int q_tx_begin(q_db *db);
 /* q_tx_commit commits when the outermost level ends. On -EIO the
  * transaction is rolled back. */
 STEPQ_MUST_CHECK int q_tx_commit(q_db *db);
-/* q_tx_rollback abandons the whole transaction (all levels). */
+/* q_tx_rollback abandons the innermost level (the whole transaction at
+ * the outermost). */
 void q_tx_rollback(q_db *db);
 
 /* ---- jobs ------------------------------------------------------------ */
@@ -368,10 +370,21 @@ struct q_tier_state {
     bool probe_in_flight;    /* a half-open probe is out */
 };
 
-/* q_tier_load reads the state of tier at now, with the request/token
- * window of window_ms. */
+/* What q_tier_load counts from the send log (the costly part). */
+struct q_tier_window {
+    int64_t window_ms; /* the request/token window */
+    int64_t requests;  /* count sends in it up to this many (the rpm limit:
+                          window_oldest is then the rpm-th newest, the one
+                          whose expiry frees a slot); 0: don't count;
+                          -1: count all */
+    bool tokens;       /* sum their tokens */
+};
+
+/* q_tier_load reads the state of tier at now: the stored fields, sends in
+ * flight, and the window counts w asks for (w NULL: none). */
 STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier, int64_t now,
-                                 int64_t window_ms, struct q_tier_state *out);
+                                 const struct q_tier_window *w,
+                                 struct q_tier_state *out);
 /* q_tier_store writes the stored fields of st (not the window counts). */
 STEPQ_MUST_CHECK int q_tier_store(q_db *db, const char *tier,
                                   const struct q_tier_state *st);

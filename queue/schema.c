@@ -117,7 +117,9 @@ static const char *const migrations[] = {
     "  probe INTEGER NOT NULL DEFAULT 0,"
     "  expires_at INTEGER NOT NULL,"
     "  done_at INTEGER);"
-    "CREATE INDEX tier_sends_at ON tier_sends (tier, at);",
+    "CREATE INDEX tier_sends_at ON tier_sends (tier, at);"
+    "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at)"
+    "  WHERE done_at IS NULL;",
 };
 
 int

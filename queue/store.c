@@ -17,6 +17,9 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT q",
+    [ST_RELEASE] = "RELEASE q",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO q",
     [ST_JOB_INSERT] =
         "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
         " created_at, updated_at, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
@@ -108,10 +111,16 @@ static const char *const sql_text[ST_COUNT] = {
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
         " config_hash FROM tiers WHERE name = ?1",
-    [ST_TIER_WINDOW] = "SELECT count(*), coalesce(sum(tokens), 0), min(at)"
-                       " FROM tier_sends WHERE tier = ?1 AND at > ?2",
+    /* Newest first, at most ?3 of them: an rpm check reads rpm rows, not
+     * the whole window. */
+    [ST_TIER_WINDOW] = "SELECT count(*), min(at) FROM (SELECT at FROM"
+                       " tier_sends WHERE tier = ?1 AND at > ?2"
+                       " ORDER BY at DESC LIMIT ?3)",
+    [ST_TIER_TOKENS] = "SELECT coalesce(sum(tokens), 0) FROM tier_sends"
+                       " WHERE tier = ?1 AND at > ?2",
     [ST_TIER_INFLIGHT] =
         "SELECT count(*), coalesce(max(probe), 0) FROM tier_sends"
+        " INDEXED BY tier_sends_open"
         " WHERE tier = ?1 AND done_at IS NULL AND expires_at > ?2",
     [ST_TIER_PUT] =
         "INSERT INTO tiers (name, breaker, failures, open_until,"
@@ -224,51 +233,60 @@ stmt(q_db *db, enum stmt_id id)
     return s;
 }
 
+/* Runs a cached statement that returns no rows; -EIO/-EBUSY on error. */
+static int
+step_done(q_db *db, enum stmt_id id, const char *what)
+{
+    sqlite3_stmt *s = stmt(db, id);
+
+    if (s == NULL)
+        return -EIO;
+    if (sqlite3_step(s) != SQLITE_DONE)
+        return db_err(db, what);
+    return 0;
+}
+
+/* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
+ * a SAVEPOINT, so an inner level that fails undoes only its own work and
+ * the caller's group commit goes on. */
 int
 tx_enter(q_db *db)
 {
-    sqlite3_stmt *s;
     int rc;
 
-    if (db->tx_depth++ > 0)
+    if (db->tx_depth > 0) {
+        if ((rc = step_done(db, ST_SAVEPOINT, "opening a savepoint")) != 0)
+            return rc;
+        db->tx_depth++;
         return 0;
-    db->tx_failed = false;
-    s = stmt(db, ST_BEGIN);
-    if (s == NULL || (rc = sqlite3_step(s)) != SQLITE_DONE) {
-        db->tx_depth = 0;
-        return s ? db_err(db, "starting a transaction") : -EIO;
     }
+    if ((rc = step_done(db, ST_BEGIN, "starting a transaction")) != 0)
+        return rc;
+    db->tx_depth = 1;
     return 0;
 }
 
 int
 tx_leave(q_db *db, int rc)
 {
-    sqlite3_stmt *s;
+    int err;
 
-    if (rc != 0)
-        db->tx_failed = true;
-    if (--db->tx_depth > 0)
+    if (db->tx_depth <= 0)
+        return rc ? rc : -EINVAL;
+    if (--db->tx_depth > 0) {
+        if (rc != 0)
+            step_done(db, ST_ROLLBACK_TO, "rolling back a savepoint");
+        err = step_done(db, ST_RELEASE, "releasing a savepoint");
+        return rc ? rc : err;
+    }
+    if (rc != 0) {
+        step_done(db, ST_ROLLBACK, "rolling back");
         return rc;
-    if (db->tx_failed) {
-        s = stmt(db, ST_ROLLBACK);
-        if (s != NULL)
-            sqlite3_step(s);
-        return rc ? rc : -EIO;
     }
-    s = stmt(db, ST_COMMIT);
-    if (s == NULL)
-        return -EIO;
-    if (sqlite3_step(s) != SQLITE_DONE) {
-        int err = db_err(db, "committing");
-        if (!sqlite3_get_autocommit(db->h)) {
-            s = stmt(db, ST_ROLLBACK);
-            if (s != NULL)
-                sqlite3_step(s);
-        }
-        return err;
-    }
-    return 0;
+    if ((err = step_done(db, ST_COMMIT, "committing")) != 0 &&
+        !sqlite3_get_autocommit(db->h))
+        step_done(db, ST_ROLLBACK, "rolling back");
+    return err;
 }
 
 int
@@ -288,14 +306,8 @@ q_tx_commit(q_db *db)
 void
 q_tx_rollback(q_db *db)
 {
-    sqlite3_stmt *s;
-
-    if (db->tx_depth <= 0)
-        return;
-    db->tx_depth = 0;
-    s = stmt(db, ST_ROLLBACK);
-    if (s != NULL)
-        sqlite3_step(s);
+    if (db->tx_depth > 0)
+        tx_leave(db, -ECANCELED);
 }
 
 /* Create the file with mode 0600 before SQLite opens it: SQLite would use
@@ -374,7 +386,7 @@ q_close(q_db *db)
 
     if (db == NULL)
         return 0;
-    if (db->tx_depth > 0)
+    while (db->tx_depth > 0)
         q_tx_rollback(db);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(db->stmts[i]);

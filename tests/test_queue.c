@@ -340,6 +340,24 @@ START_TEST(test_group_commit_rolls_back_whole)
 }
 END_TEST
 
+START_TEST(test_inner_failure_keeps_outer_work)
+{
+    q_db *db = open_db();
+    int64_t counts[Q_JOB_NSTATES], park, aid;
+    int num;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    int64_t a = add(db, "a", NULL, 0, T0);
+    struct q_attempt_start st = {a, 0, "nobody", NULL, "x", 1, T0};
+    ck_assert_int_eq(q_attempt_begin(db, &st, &aid, &num), -EBUSY);
+    add(db, "b", NULL, 0, T0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_counts(db, counts, &park), 0);
+    ck_assert_int_eq(counts[Q_JOB_QUEUED], 2);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* ---- attempts ledger ------------------------------------------------ */
 
 START_TEST(test_attempts_recorded_before_and_after)
@@ -577,6 +595,7 @@ test_suite(void)
     tcase_add_test(jobs, test_expired_lease_is_claimed_again);
     tcase_add_test(jobs, test_cancel_states);
     tcase_add_test(jobs, test_group_commit_rolls_back_whole);
+    tcase_add_test(jobs, test_inner_failure_keeps_outer_work);
     suite_add_tcase(s, jobs);
 
     tcase_add_checked_fixture(ledger, setup, teardown);

@@ -338,7 +338,7 @@ START_TEST(test_breaker_opens_probes_and_closes)
     ck_assert_int_eq(admit(&t, T0 + 30003, 1, &v), -1);
     ck_assert_str_eq(v.reason, "half_open_probe");
     settle(&t, probe, T0 + 30004, TIER_RESULT_OK);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 30005, &st), 0);
+    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 30005, true, &st), 0);
     ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
     ck_assert_int_eq(st.failures, 0);
     ck_assert_int_gt(admit(&t, T0 + 30005, 1, &v), 0);
@@ -390,7 +390,7 @@ START_TEST(test_quota_wall_blocks_until_reset)
     ck_assert_int_eq(tier_settle(db, &t, admit(&t, T0, 10, NULL), T0, &o), 0);
     ck_assert_int_eq(admit(&t, T0 + 59999, 1, &v), -1);
     ck_assert_str_eq(v.reason, "exhausted");
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, &st), 0);
+    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, true, &st), 0);
     ck_assert_str_eq(st.exhausted_reason, "daily_cap");
     ck_assert_int_gt(admit(&t, T0 + 60000, 1, &v), 0);
 }
@@ -422,10 +422,10 @@ START_TEST(test_allowance_charged_and_corrected)
 
     t.allowance_tokens = 1000;
     id = admit(&t, T0, 100, NULL);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0, &st), 0);
+    ck_assert_int_eq(tier_snapshot(db, &t, T0, true, &st), 0);
     ck_assert_int_eq(st.allowance_used, 100);
     ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o), 0);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, &st), 0);
+    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, true, &st), 0);
     ck_assert_int_eq(st.allowance_used, 300);
     ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o), -EALREADY);
     id = admit(&t, T0 + 2, 450, NULL); /* 750 of 800 */

@@ -107,10 +107,13 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
 /* Loads a tier's state inside the caller's transaction, with the
  * allowance rolled over when its window ended. */
 static int
-load(q_db *db, const struct config_tier *t, int64_t now,
+load(q_db *db, const struct config_tier *t, int64_t now, bool full,
      struct q_tier_state *st)
 {
-    int rc = q_tier_load(db, t->name, now, window_ms(t), st);
+    /* Admission needs rpm rows at most, and tokens only under a tpm. */
+    struct q_tier_window win = {window_ms(t), full ? -1 : t->rpm,
+                                full || t->tpm > 0};
+    int rc = q_tier_load(db, t->name, now, &win, st);
 
     if (rc == 0 && t->allowance_tokens > 0 &&
         st->allowance_since < allowance_start(t, now)) {
@@ -132,7 +135,7 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     /* Keep a window's margin: another worker's clock may lag ours, and its
      * window must still see the sends it covers. */
     if ((rc = q_tier_prune(db, t->name, now - 2 * window_ms(t))) != 0 ||
-        (rc = load(db, t, now, &st)) != 0)
+        (rc = load(db, t, now, false, &st)) != 0)
         return rc;
     tier_evaluate(t, &st, now, est_tokens, continuing, v);
     if (!v->admitted)
@@ -202,7 +205,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     int64_t old = 0;
     int rc;
 
-    if ((rc = load(db, t, now, &st)) != 0)
+    if ((rc = load(db, t, now, false, &st)) != 0)
         return rc;
     if ((rc = q_tier_send_done(db, send_id, o->tokens, now, &old)) != 0)
         return rc;
@@ -238,11 +241,11 @@ tier_settle(q_db *db, const struct config_tier *t, int64_t send_id, int64_t now,
 }
 
 int
-tier_snapshot(q_db *db, const struct config_tier *t, int64_t now,
+tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
               struct q_tier_state *out)
 {
     struct q_tier_state st;
-    int rc = load(db, t, now, &st);
+    int rc = load(db, t, now, full, &st);
 
     if (rc == 0)
         *out = st;
@@ -277,7 +280,7 @@ sync_locked(q_db *db, const struct config_tier *t)
     char hash[65];
     int rc;
 
-    if ((rc = q_tier_load(db, t->name, 0, 0, &st)) != 0)
+    if ((rc = q_tier_load(db, t->name, 0, NULL, &st)) != 0)
         return rc;
     config_hash(t, hash);
     if (strcmp(hash, st.config_hash) == 0)

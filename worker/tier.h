@@ -63,9 +63,11 @@ STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
                                  const struct tier_outcome *o);
 
-/* tier_snapshot reads the tier's state at now (for `stepq tiers`). */
+/* tier_snapshot reads the tier's state at now. full: count the whole
+ * window (for `stepq tiers`); else only what admission needs. */
 STEPQ_MUST_CHECK int tier_snapshot(q_db *db, const struct config_tier *t,
-                                   int64_t now, struct q_tier_state *out);
+                                   int64_t now, bool full,
+                                   struct q_tier_state *out);
 
 /* tier_wall_until is when a quota wall with no known reset ends: the end
  * of the tier's allowance window if it has one, else one hour from now. */

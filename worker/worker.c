@@ -510,7 +510,7 @@ tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
         struct tier_verdict v;
         if (idx[i] == r->cur_tier || r->switched[idx[i]])
             continue;
-        if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, &st) != 0)
+        if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, false, &st) != 0)
             continue;
         tier_evaluate(&w->cfg->tiers[idx[i]], &st, now, est, false, &v);
         if (v.admitted || v.retry_at - now <= slack)
@@ -713,7 +713,7 @@ breaker_of(const struct run *r, int64_t now)
     struct q_tier_state st;
 
     if (cur_tier(r) == NULL ||
-        tier_snapshot(r->w->db, cur_tier(r), now, &st) != 0)
+        tier_snapshot(r->w->db, cur_tier(r), now, false, &st) != 0)
         return POLICY_BREAKER_CLOSED;
     switch (st.breaker) {
     case Q_BREAKER_OPEN:
