@@ -791,15 +791,17 @@ q_tier_load(q_db *db, const char *tier, int64_t now,
         st.window_tokens = sqlite3_column_int64(s, 0);
         sqlite3_reset(s);
     }
-    if ((s = stmt(db, ST_TIER_INFLIGHT)) == NULL)
-        return -EIO;
-    bind_text(s, 1, tier);
-    sqlite3_bind_int64(s, 2, now);
-    if (sqlite3_step(s) != SQLITE_ROW)
-        return db_err(db, "reading a tier's sends in flight");
-    st.in_flight = sqlite3_column_int64(s, 0);
-    st.probe_in_flight = sqlite3_column_int(s, 1) != 0;
-    sqlite3_reset(s);
+    if (w == NULL || w->inflight || st.breaker != Q_BREAKER_CLOSED) {
+        if ((s = stmt(db, ST_TIER_INFLIGHT)) == NULL)
+            return -EIO;
+        bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return db_err(db, "reading a tier's sends in flight");
+        st.in_flight = sqlite3_column_int64(s, 0);
+        st.probe_in_flight = sqlite3_column_int(s, 1) != 0;
+        sqlite3_reset(s);
+    }
     *out = st;
     return 0;
 }

@@ -378,6 +378,8 @@ struct q_tier_window {
                           whose expiry frees a slot); 0: don't count;
                           -1: count all */
     bool tokens;       /* sum their tokens */
+    bool inflight;     /* count sends in flight (always done while the
+                          breaker is not closed: the probe matters) */
 };
 
 /* q_tier_load reads the state of tier at now: the stored fields, sends in

@@ -112,7 +112,8 @@ load(q_db *db, const struct config_tier *t, int64_t now, bool full,
 {
     /* Admission needs rpm rows at most, and tokens only under a tpm. */
     struct q_tier_window win = {window_ms(t), full ? -1 : t->rpm,
-                                full || t->tpm > 0};
+                                full || t->tpm > 0,
+                                full || t->max_inflight > 0};
     int rc = q_tier_load(db, t->name, now, &win, st);
 
     if (rc == 0 && t->allowance_tokens > 0 &&
