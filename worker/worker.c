@@ -47,6 +47,9 @@ struct worker {
     uv_timer_t tick;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_idle_t idle;   /* active while a turn is open: poll must not block */
+    uv_check_t check; /* ends the turn: commit, then send */
+    bool tx_open;
     q_db *db;
     http_client *http;
     const struct config *cfg;
@@ -95,7 +98,9 @@ struct run {
     int64_t send_id; /* tier send, 0 for http steps */
     int64_t input_tokens;
     char sha[65];
-    char *body; /* owned: the request body as sent */
+    char *body;                  /* owned: the request body as sent */
+    struct http_request pending; /* owned: recorded, sent after commit */
+    bool has_pending;
     size_t body_len;
     int64_t wake_at; /* > 0: waiting until then */
     bool finished;   /* the job left this worker */
@@ -105,6 +110,8 @@ struct run {
 static void attempt(struct run *r);
 static void step_enter(struct run *r);
 static void kick(struct worker *w);
+static void turn_begin(struct worker *w);
+static void on_idle(uv_idle_t *h);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -670,19 +677,39 @@ attempt(struct run *r)
         return;
     }
     r->attempts_on_tier++;
-    rc = http_send(w->http, &req, on_done, r, &r->call);
-    http_request_cleanup(&req);
-    if (rc != 0) {
-        struct q_attempt_result res = {.outcome = "unknown",
-                                       .reason = "not_sent",
-                                       .decision = "fail_loud",
-                                       .finished_at = now};
-        r->call = NULL;
-        if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
-            log_warn("cannot record an unsent attempt");
-        snprintf(err, sizeof(err), "step %s: the request could not be sent",
-                 s->name);
-        fail_job(r, err);
+    /* Sent once the loop turn's transaction, which holds the attempt's
+     * record, has committed (flush_sends). */
+    r->pending = req;
+    r->has_pending = true;
+    uv_idle_start(&w->idle, on_idle);
+}
+
+/* Sends what the turn recorded. Runs after the commit. */
+static void
+flush_sends(struct worker *w)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        int rc;
+        if (!r->has_pending)
+            continue;
+        r->has_pending = false;
+        rc = http_send(w->http, &r->pending, on_done, r, &r->call);
+        http_request_cleanup(&r->pending);
+        if (rc != 0) {
+            int64_t now = clock_now_ms();
+            struct q_attempt_result res = {.outcome = "unknown",
+                                           .reason = "not_sent",
+                                           .decision = "fail_loud",
+                                           .finished_at = now};
+            char err[512];
+            r->call = NULL;
+            turn_begin(w);
+            if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
+                log_warn("cannot record an unsent attempt");
+            snprintf(err, sizeof(err), "step %s: the request could not be sent",
+                     cur_spec(r)->name);
+            fail_job(r, err);
+        }
     }
 }
 
@@ -843,6 +870,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
 
     (void)call;
     r->call = NULL;
+    turn_begin(w);
     if (res->error == HTTP_ERR_CANCELLED || r->lost) {
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides. */
@@ -956,6 +984,70 @@ on_done(http_call *call, struct http_response *res, void *arg)
     free(hdrs);
 }
 
+/* ---- loop turns: group commit ------------------------------------------ */
+
+/* Every state change of one loop turn goes into one transaction, opened
+ * by the first callback of the turn and committed in the check phase,
+ * after the I/O callbacks. Requests recorded in the turn are sent only
+ * after that commit, so "recorded before it is sent" holds. The idle
+ * handle keeps the poll from blocking while a turn is open. */
+static void
+on_idle(uv_idle_t *h)
+{
+    (void)h;
+}
+
+static void
+turn_begin(struct worker *w)
+{
+    if (w->tx_open || w->closing)
+        return;
+    if (q_tx_begin(w->db) != 0) {
+        /* Each change then commits on its own: slower, still correct. */
+        log_warn("worker: cannot open a transaction; committing singly");
+        return;
+    }
+    w->tx_open = true;
+    uv_idle_start(&w->idle, on_idle);
+}
+
+/* The turn's work is lost (the database refused the commit): act as if
+ * this worker had crashed. Leases expire and the jobs are recovered. */
+static void
+drop_all(struct worker *w)
+{
+    log_error("worker: commit failed; dropping %d job(s) to their leases",
+              w->nruns);
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->has_pending) {
+            http_request_cleanup(&r->pending);
+            r->has_pending = false;
+        }
+        r->lost = true;
+        if (r->call != NULL)
+            http_cancel(r->call);
+        r->finished = true;
+    }
+}
+
+static void
+turn_end(struct worker *w)
+{
+    if (w->tx_open) {
+        w->tx_open = false;
+        if (q_tx_commit(w->db) != 0)
+            drop_all(w);
+    }
+    uv_idle_stop(&w->idle);
+    flush_sends(w);
+}
+
+static void
+on_check(uv_check_t *h)
+{
+    turn_end(h->data);
+}
+
 /* ---- runs -----------------------------------------------------------------
  */
 
@@ -970,6 +1062,8 @@ run_free(struct run *r)
     free((void *)r->names);
     free(r->switched);
     free(r->body);
+    if (r->has_pending)
+        http_request_cleanup(&r->pending);
     q_jobspec_free(r->spec);
     q_job_cleanup(&r->job);
     free(r);
@@ -1114,7 +1208,10 @@ shutdown_loop(struct worker *w)
 {
     if (w->closing)
         return;
+    turn_end(w);
     w->closing = true;
+    uv_close((uv_handle_t *)&w->idle, on_handle_closed);
+    uv_close((uv_handle_t *)&w->check, on_handle_closed);
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
     uv_close((uv_handle_t *)&w->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&w->sigterm, on_handle_closed);
@@ -1128,6 +1225,7 @@ on_tick(uv_timer_t *t)
     struct worker *w = t->data;
     int64_t now = clock_now_ms(), next = now + IDLE_POLL_MS, at;
 
+    turn_begin(w);
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
     for (struct run *r = w->runs; r != NULL; r = r->next) {
@@ -1242,6 +1340,11 @@ setup(struct worker *w, const struct worker_opts *o)
     }
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
+    uv_idle_init(&w->loop, &w->idle);
+    w->idle.data = w;
+    uv_check_init(&w->loop, &w->check);
+    w->check.data = w;
+    uv_check_start(&w->check, on_check);
     uv_signal_init(&w->loop, &w->sigint);
     uv_signal_init(&w->loop, &w->sigterm);
     w->sigint.data = w->sigterm.data = w;
