@@ -379,6 +379,117 @@ START_TEST(test_two_workers_send_each_step_once)
 }
 END_TEST
 
+/* Writes stepq.json with one tier "free" on the mock's /free route, its
+ * fields extended by tier_extra. */
+static void
+config_free_only(const char *tier_extra)
+{
+    char cfg[1024];
+
+    snprintf(cfg, sizeof(cfg),
+             "{\"worker\": {\"lease_s\": 1},"
+             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
+             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
+             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\", "
+             "\"timeout_s\": 5, %s},"
+             "{\"name\": \"local\", \"base_url\": "
+             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
+             e2e_mock.port, tier_extra, e2e_mock.port);
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+}
+
+START_TEST(test_breaker_end_to_end)
+{
+    struct run_result r;
+    char job3[512], at[32];
+    cJSON *log, *tiers;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"storm\":{\"status\":"
+              "503,\"requests\":2}}]}",
+              "");
+    config_free_only("\"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
+    e2e_enqueue(CHAT_JOB("", ""));
+    e2e_enqueue(CHAT_JOB("", ""));
+    clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
+    snprintf(job3, sizeof(job3),
+             "{\"name\":\"later\",\"run_at\":\"%s\",\"steps\":[{\"name\":"
+             "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+             "\"content\":\"x\"}]}}]}",
+             at);
+    e2e_enqueue(job3);
+    run_stepq((const char *[]){"work", "--drain", "--concurrency", "1", NULL},
+              NULL, &r);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_result_free(&r);
+    log = e2e_mock_log();
+    /* two storm answers open the breaker; job 2 went straight to local
+     * while it was open; job 3, after the cooldown, was the probe */
+    ck_assert_int_eq(e2e_sent_to(log, "/free"), 3);
+    ck_assert_int_eq(e2e_sent_to(log, "/local"), 2);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 3), "path"),
+                     "/local/v1/chat/completions");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 4), "path"),
+                     "/free/v1/chat/completions");
+    cJSON_Delete(log);
+    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
+    tiers = cJSON_Parse(r.out);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), "breaker"),
+                     "closed");
+    cJSON_Delete(tiers);
+    run_result_free(&r);
+}
+END_TEST
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* SPEC's rpm window shared by two workers, seen from the endpoint: with
+ * rpm 60 over a window of one second (a minute scaled down), no second of
+ * the mock's log holds more than 60 requests. Arrival times differ from
+ * admission times by the loopback latency, so windows of 900 ms are
+ * checked. */
+START_TEST(test_rpm_window_two_workers)
+{
+    double ts[120];
+    cJSON *log, *st;
+    const cJSON *it;
+    pid_t w1, w2;
+    int n = 0;
+
+    e2e_start("{}", "");
+    config_free_only("\"rpm\": 60, \"window_s\": 1");
+    enqueue_many(120, "\"tiers\":[\"free\"],");
+    w1 = e2e_spawn_worker("--drain");
+    w2 = e2e_spawn_worker("--drain");
+    ck_assert_int_eq(e2e_wait_exit(w1), 0);
+    ck_assert_int_eq(e2e_wait_exit(w2), 0);
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "succeeded"), 120);
+    cJSON_Delete(st);
+    log = e2e_mock_log();
+    cJSON_ArrayForEach(it, log)
+    {
+        ck_assert_int_lt(n, 120);
+        ts[n++] = cJSON_GetObjectItem(it, "ts_ms")->valuedouble;
+    }
+    ck_assert_int_eq(n, 120);
+    qsort(ts, 120, sizeof(ts[0]), cmp_double);
+    for (int i = 0; i < 120; i++) {
+        int in = 0;
+        for (int k = 0; k <= i; k++)
+            in += ts[k] > ts[i] - 900;
+        ck_assert_msg(in <= 60, "%d requests within 900 ms", in);
+    }
+    /* and the limit was used: 120 requests took about two windows */
+    ck_assert_double_lt(ts[119] - ts[0], 3000);
+    cJSON_Delete(log);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -403,6 +514,8 @@ test_suite(void)
     tcase_add_test(crash, test_kill_during_replayable_step_retries);
     tcase_add_test(crash, test_sigterm_with_100_in_flight);
     tcase_add_test(crash, test_two_workers_send_each_step_once);
+    tcase_add_test(crash, test_breaker_end_to_end);
+    tcase_add_test(crash, test_rpm_window_two_workers);
     suite_add_tcase(s, crash);
     return s;
 }
