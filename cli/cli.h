@@ -60,6 +60,18 @@ int cli_exit_code(int rc);
 /* cli_error prints "stepq: message" on stderr. */
 void cli_error(const char *fmt, ...) STEPQ_PRINTF(1, 2);
 
+/* A subcommand: "jobs list" is {"list", jobs_list}. */
+struct cli_sub {
+    const char *name;
+    int (*fn)(struct cli_env *env, int argc, char **argv);
+};
+
+/* cli_subcommand runs the subcommand argv[1] from the NULL-terminated
+ * table subs with argv shifted by one; --help/-h prints usage (exit 0), a
+ * missing or unknown subcommand prints an error and usage (exit 2). */
+int cli_subcommand(struct cli_env *env, int argc, char **argv,
+                   const struct cli_sub *subs, const char *usage);
+
 /* cli_parse_id parses a positive job or park id; prints and returns
  * CLI_USAGE when s is not one. */
 int cli_parse_id(const char *s, long long *out);
@@ -73,5 +85,6 @@ int cmd_work(struct cli_env *env, int argc, char **argv);
 int cmd_park(struct cli_env *env, int argc, char **argv);
 int cmd_policy(struct cli_env *env, int argc, char **argv);
 int cmd_mock(struct cli_env *env, int argc, char **argv);
+int cmd_demo(struct cli_env *env, int argc, char **argv);
 
 #endif

@@ -353,20 +353,10 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
 int
 cmd_jobs(struct cli_env *env, int argc, char **argv)
 {
-    if (argc < 2) {
-        fputs(usage, stderr);
-        return CLI_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
-    if (strcmp(argv[1], "list") == 0)
-        return jobs_list(env, argc - 1, argv + 1);
-    if (strcmp(argv[1], "show") == 0)
-        return jobs_show(env, argc - 1, argv + 1);
-    if (strcmp(argv[1], "cancel") == 0)
-        return jobs_cancel(env, argc - 1, argv + 1);
-    cli_error("jobs: unknown subcommand %s (list, show or cancel)", argv[1]);
-    return CLI_USAGE;
+    static const struct cli_sub subs[] = {{"list", jobs_list},
+                                          {"show", jobs_show},
+                                          {"cancel", jobs_cancel},
+                                          {NULL, NULL}};
+
+    return cli_subcommand(env, argc, argv, subs, usage);
 }

@@ -509,20 +509,10 @@ park_resolve(struct cli_env *env, int argc, char **argv)
 int
 cmd_park(struct cli_env *env, int argc, char **argv)
 {
-    if (argc < 2) {
-        fputs(usage, stderr);
-        return CLI_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
-    if (strcmp(argv[1], "list") == 0)
-        return park_list(env, argc - 1, argv + 1);
-    if (strcmp(argv[1], "show") == 0)
-        return park_show(env, argc - 1, argv + 1);
-    if (strcmp(argv[1], "resolve") == 0)
-        return park_resolve(env, argc - 1, argv + 1);
-    cli_error("park: unknown subcommand %s (list, show or resolve)", argv[1]);
-    return CLI_USAGE;
+    static const struct cli_sub subs[] = {{"list", park_list},
+                                          {"show", park_show},
+                                          {"resolve", park_resolve},
+                                          {NULL, NULL}};
+
+    return cli_subcommand(env, argc, argv, subs, usage);
 }

@@ -40,6 +40,19 @@ q_step_state_name(enum q_step_state s)
     return (unsigned)s < Q_STEP_NSTATES ? step_states[s] : "unknown";
 }
 
+/* Makes room for element len of an array of cap elements (doubling);
+ * the new element is zeroed. Returns the array. */
+static void *
+grow(void *v, size_t len, size_t *cap, size_t elem)
+{
+    if (len == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        v = xrealloc(v, *cap * elem);
+    }
+    memset((char *)v + len * elem, 0, elem);
+    return v;
+}
+
 static char *
 col_text(sqlite3_stmt *s, int i)
 {
@@ -202,11 +215,7 @@ collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
     int rc;
 
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(*v));
-        }
-        memset(&v[len], 0, sizeof(*v));
+        v = grow(v, len, &cap, sizeof(*v));
         read_job(s, &v[len++]);
     }
     if (rc != SQLITE_DONE) {
@@ -487,10 +496,7 @@ q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 8;
-            v = xrealloc(v, cap * sizeof(*v));
-        }
+        v = grow(v, len, &cap, sizeof(*v));
         v[len].index = sqlite3_column_int(s, 0);
         v[len].state = (enum q_step_state)sqlite3_column_int(s, 1);
         v[len].tier = col_text(s, 2);
@@ -691,10 +697,7 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
         sqlite3_bind_int(s, 2, step);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         struct q_attempt *a;
-        if (len == cap) {
-            cap = cap ? cap * 2 : 8;
-            v = xrealloc(v, cap * sizeof(*v));
-        }
+        v = grow(v, len, &cap, sizeof(*v));
         a = &v[len++];
         a->id = sqlite3_column_int64(s, 0);
         a->step = sqlite3_column_int(s, 1);
@@ -1043,11 +1046,7 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
     bind_text(s, 3, f->tier);
     sqlite3_bind_int64(s, 4, f->job_id);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(*v));
-        }
-        memset(&v[len], 0, sizeof(*v));
+        v = grow(v, len, &cap, sizeof(*v));
         read_park(s, &v[len++]);
     }
     if (rc != SQLITE_DONE) {
