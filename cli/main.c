@@ -21,6 +21,7 @@ static const char usage[] =
     "  park list|show|resolve        review and resolve parked steps\n"
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
+    "  demo                          self-contained tour against mock tiers\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
     "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
@@ -34,7 +35,7 @@ static const struct {
 } commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
-    {"tiers", cmd_tiers},   {"work", cmd_work},
+    {"tiers", cmd_tiers},   {"work", cmd_work},       {"demo", cmd_demo},
     {"park", cmd_park},
 };
 

@@ -1,0 +1,136 @@
+/* stats.c: read-only summaries of the ledger and the park table. */
+#include "queue/stats.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "queue/internal.h"
+
+static const char attempts_sql[] =
+    "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
+    " GROUP BY tier, outcome, reason, decision"
+    " ORDER BY tier IS NULL, tier, count(*) DESC, outcome, decision";
+
+static const char park_sql[] =
+    "SELECT p.id, p.job_id, j.name, p.step_name, p.reason, p.error, p.tier,"
+    "       p.attempts, p.parked_at"
+    " FROM park p JOIN jobs j ON j.id = p.job_id"
+    " WHERE p.state = 'open' ORDER BY p.id LIMIT ?1";
+
+static char *
+col_text(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? xstrdup((const char *)t) : NULL;
+}
+
+/* The statements are prepared per call (not in the connection's cache of
+ * internal.h) so that this file stays an add-on to the store: a report
+ * runs a few times a second at most. */
+static int
+prepare(q_db *db, const char *sql, sqlite3_stmt **out)
+{
+    if (sqlite3_prepare_v2(db->h, sql, -1, out, NULL) != SQLITE_OK) {
+        *out = NULL;
+        return db_err(db, "preparing a report");
+    }
+    return 0;
+}
+
+int
+q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    struct q_attempt_group *g = NULL;
+    size_t len = 0, cap = 0;
+    int rc, step;
+
+    if ((rc = prepare(db, attempts_sql, &s)) != 0)
+        return rc;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            g = xrealloc(g, cap * sizeof(*g));
+        }
+        g[len].tier = col_text(s, 0);
+        g[len].outcome = col_text(s, 1);
+        g[len].reason = col_text(s, 2);
+        g[len].decision = col_text(s, 3);
+        g[len].count = sqlite3_column_int64(s, 4);
+        len++;
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(db, "reading the attempts ledger");
+        q_attempt_groups_free(g, len);
+    } else {
+        *out = g;
+        *n = len;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+void
+q_attempt_groups_free(struct q_attempt_group *g, size_t n)
+{
+    for (size_t i = 0; g != NULL && i < n; i++) {
+        free(g[i].tier);
+        free(g[i].outcome);
+        free(g[i].reason);
+        free(g[i].decision);
+    }
+    free(g);
+}
+
+int
+q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    struct q_park_brief *p = NULL;
+    size_t len = 0, cap = 0;
+    int rc, step;
+
+    if ((rc = prepare(db, park_sql, &s)) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, limit > 0 ? (sqlite3_int64)limit : -1);
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            p = xrealloc(p, cap * sizeof(*p));
+        }
+        p[len].id = sqlite3_column_int64(s, 0);
+        p[len].job_id = sqlite3_column_int64(s, 1);
+        p[len].job_name = col_text(s, 2);
+        p[len].step = col_text(s, 3);
+        p[len].reason = col_text(s, 4);
+        p[len].error = col_text(s, 5);
+        p[len].tier = col_text(s, 6);
+        p[len].attempts = sqlite3_column_int(s, 7);
+        p[len].parked_at = sqlite3_column_int64(s, 8);
+        len++;
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(db, "reading the park table");
+        q_park_briefs_free(p, len);
+    } else {
+        *out = p;
+        *n = len;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+void
+q_park_briefs_free(struct q_park_brief *p, size_t n)
+{
+    for (size_t i = 0; p != NULL && i < n; i++) {
+        free(p[i].job_name);
+        free(p[i].step);
+        free(p[i].reason);
+        free(p[i].error);
+        free(p[i].tier);
+    }
+    free(p);
+}

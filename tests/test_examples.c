@@ -1,0 +1,337 @@
+/* test_examples.c: what a newcomer runs first. Every example job file goes
+ * through `stepq enqueue` (with the example config, so tier names are
+ * checked); the shell and Python examples enqueue through the CLI;
+ * `stepq demo` ends 0 with a summary that matches the database; and
+ * `cmake --install` into a DESTDIR gives a binary, a man page and a
+ * pkg-config file that examples/enqueue.c builds and runs against. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+
+static char *dir;
+
+static void
+setup(void)
+{
+    dir = tmpdir_new();
+    ck_assert_int_eq(chdir(dir), 0);
+    unsetenv("STEPQ_DB");
+    unsetenv("STEPQ_CONFIG");
+    unsetenv("STEPQ_LOG");
+    setenv("TMPDIR", dir, 1);
+}
+
+static void
+teardown(void)
+{
+    tmpdir_remove(dir);
+}
+
+/* Runs cmd with /bin/sh, standard error joined to standard output; returns
+ * the exit code and the output in *out (caller frees). The tcase timeout
+ * bounds it. */
+static int
+sh(const char *cmd, char **out)
+{
+    char *full, buf[4096], *acc = xcalloc(1, 1);
+    size_t len = 0, n, flen = strlen(cmd) + 16;
+    FILE *p;
+    int st;
+
+    full = xmalloc(flen);
+    snprintf(full, flen, "(%s) 2>&1", cmd);
+    p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+        acc = xrealloc(acc, len + n + 1);
+        memcpy(acc + len, buf, n);
+        len += n;
+        acc[len] = '\0';
+    }
+    st = pclose(p);
+    free(full);
+    *out = acc;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static const char *
+env_or_fail(const char *name)
+{
+    const char *v = getenv(name);
+    ck_assert_msg(v != NULL && v[0] != '\0', "%s is not set", name);
+    return v;
+}
+
+/* ---- job files and enqueue examples ----------------------------------- */
+
+static const char *const job_files[] = {
+    "examples/nightly-changelog.json",
+    "examples/batch-prompts.jsonl",
+    "examples/extract-json.json",
+};
+static const int job_counts[] = {1, 5, 1};
+
+START_TEST(test_job_file_validates)
+{
+    char *file = source_path(job_files[_i]);
+    char *cfg = source_path("examples/stepq.json");
+    struct run_result r;
+    cJSON *o;
+
+    run_stepq((const char *[]){"--config", cfg, "--db", "q.db", "enqueue", file,
+                               "--json", NULL},
+              NULL, &r);
+    ck_assert_msg(r.status == 0, "%s: %s", job_files[_i], r.err);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(cJSON_IsArray(o) ? cJSON_GetArraySize(o) : 1,
+                     job_counts[_i]);
+    cJSON_Delete(o);
+    run_result_free(&r);
+    free(cfg);
+    free(file);
+}
+END_TEST
+
+START_TEST(test_enqueue_sh_dedupes_per_day)
+{
+    char *script = source_path("examples/enqueue.sh");
+    char *job = source_path("examples/nightly-changelog.json");
+    char cmd[4096], *out;
+
+    setenv("STEPQ", stepq_bin(), 1);
+    setenv("STEPQ_DB", "q.db", 1);
+    snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, job);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "enqueued job 1 (key nightly-changelog-"), "%s",
+                  out);
+    free(out);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "job 1 already enqueued today"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "echo '{}' > bad.json && sh '%s' bad.json",
+             script);
+    ck_assert_int_eq(sh(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "name: missing"), "%s", out);
+    free(out);
+    free(job);
+    free(script);
+}
+END_TEST
+
+START_TEST(test_enqueue_py_sends_a_batch)
+{
+    char *script = source_path("examples/enqueue.py");
+    char cmd[4096], *out;
+
+    if (sh("command -v python3", &out) != 0) {
+        free(out);
+        free(script);
+        return; /* no Python on this machine: nothing to check */
+    }
+    free(out);
+    setenv("STEPQ", stepq_bin(), 1);
+    setenv("STEPQ_DB", "q.db", 1);
+    snprintf(cmd, sizeof(cmd), "python3 '%s' 'first prompt' 'second prompt'",
+             script);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "enqueued job 1: first prompt") &&
+                      strstr(out, "enqueued job 2: second prompt"),
+                  "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "python3 '%s' 'second prompt'", script);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "already queued job 2"), "%s", out);
+    free(out);
+    free(script);
+}
+END_TEST
+
+START_TEST(test_demo_rejects_bad_usage)
+{
+    struct run_result r;
+
+    run_stepq((const char *[]){"demo", "--jobs", "0", NULL}, NULL, &r);
+    ck_assert_int_eq(r.status, 2);
+    run_result_free(&r);
+    run_stepq((const char *[]){"demo", "--help", NULL}, NULL, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: stepq demo"));
+    run_result_free(&r);
+}
+END_TEST
+
+/* ---- stepq demo ------------------------------------------------------- */
+
+/* The rest of the first line that starts with prefix (caller frees). */
+static char *
+line_value(const char *text, const char *prefix)
+{
+    const char *p = text, *end;
+
+    while ((p = strstr(p, prefix)) != NULL && p != text && p[-1] != '\n')
+        p++;
+    ck_assert_msg(p != NULL, "no line starting with '%s'", prefix);
+    p += strlen(prefix);
+    end = strchr(p, '\n');
+    return xstrndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
+static long long
+num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    ck_assert_msg(cJSON_IsNumber(v), "no number %s", k);
+    return (long long)v->valuedouble;
+}
+
+START_TEST(test_demo_summary_matches_database)
+{
+    struct run_result r, s;
+    long long ok, parked, failed, queued, running, cancelled, park_open;
+    char *db, *counts;
+    int64_t t0 = clock_mono_ms(), took;
+    cJSON *st, *jobs;
+    struct stat sb;
+
+    run_stepq((const char *[]){"demo", NULL}, NULL, &r);
+    took = clock_mono_ms() - t0;
+    if (r.status != 0)
+        fprintf(stderr, "demo output:\n%s\n%s\n", r.out, r.err);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(took < 30000, "demo took %lld ms", (long long)took);
+    /* Not a terminal: plain progress lines, no carriage returns. */
+    ck_assert_ptr_null(strchr(r.out, '\r'));
+    ck_assert_ptr_nonnull(strstr(r.out, "s] jobs "));
+    db = line_value(r.out, "database: ");
+    ck_assert_msg(strncmp(db, dir, strlen(dir)) == 0, "db %s", db);
+    ck_assert_int_eq(stat(db, &sb), 0);
+    counts = line_value(r.out, "jobs: ");
+    ck_assert_int_eq(sscanf(counts,
+                            "%lld succeeded, %lld parked, %lld failed, %lld "
+                            "queued, %lld running, %lld cancelled; park "
+                            "items open: %lld",
+                            &ok, &parked, &failed, &queued, &running,
+                            &cancelled, &park_open),
+                     7);
+    run_stepq((const char *[]){"--db", db, "status", "--json", NULL}, NULL, &s);
+    ck_assert_int_eq(s.status, 0);
+    st = cJSON_Parse(s.out);
+    ck_assert_ptr_nonnull(st);
+    jobs = cJSON_GetObjectItem(st, "jobs");
+    ck_assert_int_eq(num(jobs, "succeeded"), ok);
+    ck_assert_int_eq(num(jobs, "parked"), parked);
+    ck_assert_int_eq(num(jobs, "failed"), failed);
+    ck_assert_int_eq(num(jobs, "queued"), queued);
+    ck_assert_int_eq(num(jobs, "running"), running);
+    ck_assert_int_eq(num(jobs, "cancelled"), cancelled);
+    ck_assert_int_eq(num(st, "park_open"), park_open);
+    /* The batch drained, and the scripted trouble parked the two posts
+     * without an idempotency key that met it. */
+    ck_assert_int_eq(ok + parked + failed, 20);
+    ck_assert_int_eq(parked, 2);
+    ck_assert_int_eq(park_open, 2);
+    ck_assert_ptr_nonnull(strstr(r.out, "park resolve"));
+    ck_assert_ptr_nonnull(strstr(r.out, "switch_tier_replay"));
+    cJSON_Delete(st);
+    run_result_free(&s);
+    run_result_free(&r);
+    free(counts);
+    free(db);
+}
+END_TEST
+
+/* ---- install ---------------------------------------------------------- */
+
+START_TEST(test_install_then_build_c_example_with_pkg_config)
+{
+    const char *build = env_or_fail("STEPQ_BUILD_DIR");
+    const char *cmake = env_or_fail("STEPQ_CMAKE");
+    const char *cc = env_or_fail("STEPQ_CC");
+    const char *prefix = env_or_fail("STEPQ_INSTALL_PREFIX");
+    const char *cflags = getenv("STEPQ_TEST_CFLAGS");
+    char *root = tmpdir_join(dir, "root"), *job, *out, cmd[8192], p[4096];
+    static const char *const files[] = {"bin/stepq",
+                                        "lib/libstepq.so",
+                                        "lib/libstepq.a",
+                                        "include/stepq.h",
+                                        "lib/pkgconfig/stepq.pc",
+                                        "share/man/man1/stepq.1",
+                                        "share/stepq/examples/enqueue.c"};
+    struct stat sb;
+
+    snprintf(cmd, sizeof(cmd), "DESTDIR='%s' '%s' --install '%s'", root, cmake,
+             build);
+    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    free(out);
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(p, sizeof(p), "%s%s/%s", root, prefix, files[i]);
+        ck_assert_msg(stat(p, &sb) == 0, "not installed: %s", p);
+    }
+    snprintf(cmd, sizeof(cmd), "grep -c '^\\.SS' '%s%s/share/man/man1/stepq.1'",
+             root, prefix);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_ge(atoi(out), 10);
+    free(out);
+    /* The installed copy of the example, built the way its comment says. */
+    snprintf(cmd, sizeof(cmd),
+             "export PKG_CONFIG_PATH='%s%s/lib/pkgconfig' "
+             "PKG_CONFIG_SYSROOT_DIR='%s' && "
+             "'%s' %s '%s%s/share/stepq/examples/enqueue.c' "
+             "$(pkg-config --cflags --libs stepq) -o enqueue",
+             root, prefix, root, cc, cflags ? cflags : "", root, prefix);
+    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    free(out);
+    job = source_path("examples/nightly-changelog.json");
+    snprintf(cmd, sizeof(cmd),
+             "LD_LIBRARY_PATH='%s%s/lib' ./enqueue q.db '%s' && "
+             "'%s%s/bin/stepq' --db q.db jobs show 1 --json",
+             root, prefix, job, root, prefix);
+    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strncmp(out, "1\n", 2) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\"name\":\"nightly-changelog\"") ||
+                      strstr(out, "\"name\": \"nightly-changelog\""),
+                  "%s", out);
+    free(out);
+    free(job);
+    free(root);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("examples");
+    TCase *ex = tcase_create("examples");
+    TCase *demo = tcase_create("demo");
+    TCase *inst = tcase_create("install");
+
+    tcase_add_checked_fixture(ex, setup, teardown);
+    tcase_set_timeout(ex, 30);
+    tcase_add_loop_test(ex, test_job_file_validates, 0,
+                        (int)(sizeof(job_files) / sizeof(job_files[0])));
+    tcase_add_test(ex, test_enqueue_sh_dedupes_per_day);
+    tcase_add_test(ex, test_enqueue_py_sends_a_batch);
+    tcase_add_test(ex, test_demo_rejects_bad_usage);
+    suite_add_tcase(s, ex);
+
+    tcase_add_checked_fixture(demo, setup, teardown);
+    tcase_set_timeout(demo, 60);
+    tcase_add_test(demo, test_demo_summary_matches_database);
+    suite_add_tcase(s, demo);
+
+    tcase_add_checked_fixture(inst, setup, teardown);
+    tcase_set_timeout(inst, 120);
+    tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
+    suite_add_tcase(s, inst);
+    return s;
+}
