@@ -12,7 +12,6 @@
 #include "common/clock.h"
 #include "demo/demo.h"
 #include "queue/queue.h"
-#include "queue/stats.h"
 
 static const char usage[] =
     "usage: stepq demo [--jobs N]\n"

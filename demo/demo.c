@@ -29,7 +29,6 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "queue/stats.h"
 #include "worker/worker.h"
 
 #define PROGRESS_MS_DEFAULT 250

@@ -1,5 +1,5 @@
 /* stats.c: read-only summaries of the ledger and the park table. */
-#include "queue/stats.h"
+#include "queue/queue.h"
 
 #include <errno.h>
 #include <stdlib.h>
