@@ -48,6 +48,7 @@ enum stmt_id {
     ST_TIER_SEND_ADD,
     ST_TIER_SEND_GET,
     ST_TIER_SEND_DONE,
+    ST_TIER_SEND_DROP,
     ST_TIER_PRUNE,
     ST_PARK_ADD,
     ST_NEXT_DUE,

@@ -883,6 +883,33 @@ q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
 }
 
 int
+q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
+{
+    sqlite3_stmt *s = stmt(db, ST_TIER_SEND_GET);
+    int64_t old;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    if (rc != SQLITE_ROW)
+        return db_err(db, "reading a tier send");
+    old = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if ((s = stmt(db, ST_TIER_SEND_DROP)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = run_done(db, s, "dropping a tier send")) != 0)
+        return rc;
+    if (old_tokens != NULL)
+        *old_tokens = old;
+    return 0;
+}
+
+int
 q_tier_prune(q_db *db, const char *tier, int64_t before)
 {
     sqlite3_stmt *s = stmt(db, ST_TIER_PRUNE);

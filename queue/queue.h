@@ -401,6 +401,11 @@ STEPQ_MUST_CHECK int q_tier_send_add(q_db *db, const char *tier, int64_t at,
  */
 STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
                                       int64_t done_at, int64_t *old_tokens);
+/* q_tier_send_drop removes send id from the log (the endpoint did not count
+ * it); *old_tokens (may be NULL) gets what it was charged. -ENOENT for an
+ * unknown id. */
+STEPQ_MUST_CHECK int q_tier_send_drop(q_db *db, int64_t id,
+                                      int64_t *old_tokens);
 /* q_tier_prune deletes a tier's sends that are done (or expired) and older
  * than before. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);

@@ -179,6 +179,7 @@ static const char *const sql_text[ST_COUNT] = {
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [ST_TIER_SEND_DROP] = "DELETE FROM tier_sends WHERE id = ?1",
     [ST_TIER_PRUNE] = "DELETE FROM tier_sends WHERE tier = ?1 AND at < ?2"
                       " AND (done_at IS NOT NULL OR expires_at < ?2)",
 };

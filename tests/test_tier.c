@@ -154,7 +154,7 @@ static const struct eval_case eval_cases[] = {
      false,
      false,
      "rpm",
-     T0 + 40000},
+     T0 + 40250},
     {"rpm one left",
      3,
      0,
@@ -178,7 +178,7 @@ static const struct eval_case eval_cases[] = {
      false,
      false,
      "tpm",
-     T0 + 59999},
+     T0 + 60249},
     {"tpm: oversized request alone",
      0,
      1000,
@@ -315,7 +315,7 @@ admit(const struct config_tier *t, int64_t now, int64_t est,
 static void
 settle(const struct config_tier *t, int64_t id, int64_t now, enum tier_result r)
 {
-    struct tier_outcome o = {r, -1, 0, NULL, 0};
+    struct tier_outcome o = {r, -1, 0, NULL, 0, false};
     ck_assert_int_eq(tier_settle(db, t, id, now, &o), 0);
 }
 
@@ -382,8 +382,8 @@ END_TEST
 START_TEST(test_quota_wall_blocks_until_reset)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {TIER_RESULT_NEUTRAL, 50, T0 + 60000, "daily_cap",
-                             0};
+    struct tier_outcome o = {TIER_RESULT_NEUTRAL, 50, T0 + 60000,
+                             "daily_cap",         0,  false};
     struct tier_verdict v;
     struct q_tier_state st;
 
@@ -399,7 +399,8 @@ END_TEST
 START_TEST(test_auth_wall_lifted_by_config_change)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, INT64_MAX / 2, "auth", 0};
+    struct tier_outcome o = {
+        TIER_RESULT_NEUTRAL, 0, INT64_MAX / 2, "auth", 0, false};
     struct tier_verdict v;
 
     ck_assert_int_eq(tier_sync_config(db, &t), 0);
@@ -415,7 +416,7 @@ END_TEST
 START_TEST(test_allowance_charged_and_corrected)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {TIER_RESULT_OK, 300, 0, NULL, 0};
+    struct tier_outcome o = {TIER_RESULT_OK, 300, 0, NULL, 0, false};
     struct tier_verdict v;
     struct q_tier_state st;
     int64_t id;
@@ -480,7 +481,7 @@ admit_loop(const char *path, int out, int count)
             poll(NULL, 0, wait > 0 ? (int)wait : 0);
             continue;
         }
-        struct tier_outcome o = {TIER_RESULT_OK, -1, 0, NULL, 0};
+        struct tier_outcome o = {TIER_RESULT_OK, -1, 0, NULL, 0, false};
         if (tier_settle(d, &t, id, now, &o) != 0 ||
             write(out, &now, sizeof(now)) != (ssize_t)sizeof(now))
             _exit(3);

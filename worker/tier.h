@@ -54,6 +54,7 @@ struct tier_outcome {
     int64_t exhausted_until;      /* > 0: a quota wall until then */
     const char *exhausted_reason; /* borrowed; e.g. "daily_cap" */
     int64_t limited_until;        /* > 0: headers said 0 remaining until then */
+    bool uncounted; /* refused for its rate: not in the endpoint's window */
 };
 
 /* tier_settle records the answer to send send_id: the send is done, its

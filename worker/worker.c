@@ -636,7 +636,7 @@ attempt(struct run *r)
     if (rc != 0) {
         char msg[1200];
         if (r->send_id > 0) {
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0};
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, false};
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle an unsent request");
         }
@@ -664,7 +664,7 @@ attempt(struct run *r)
     if (rc != 0) {
         http_request_cleanup(&req);
         if (r->send_id > 0) {
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0};
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, false};
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle an unsent request");
         }
@@ -758,10 +758,12 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
             int64_t now, struct policy_class *for_decide)
 {
     const struct config_tier *t = cur_tier(r);
-    struct tier_outcome o = {TIER_RESULT_NEUTRAL, tokens, 0, NULL, 0};
+    struct tier_outcome o = {TIER_RESULT_NEUTRAL, tokens, 0, NULL, 0, false};
 
     if (t == NULL || r->send_id == 0)
         return;
+    if (c->outcome == POLICY_SOFT_THROTTLE)
+        o.uncounted = true;
     if (c->outcome == POLICY_OK)
         o.result = TIER_RESULT_OK;
     else if (policy_counts_for_breaker(c->outcome))
@@ -875,7 +877,8 @@ on_done(http_call *call, struct http_response *res, void *arg)
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides. */
         if (r->send_id > 0 && cur_tier(r) != NULL) {
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, -1, 0, NULL, 0};
+            struct tier_outcome o = {
+                TIER_RESULT_NEUTRAL, -1, 0, NULL, 0, false};
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle a cancelled request");
             r->send_id = 0;

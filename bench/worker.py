@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""bench/worker.py: `stepq work` end to end, run on demand (never in tests).
+
+    python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
+        [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
+        [--dir /tmp] [--keep]
+
+Drives the real binary the way a user does. For each concurrency C and each
+of --runs runs, in a fresh temporary folder with a fresh database:
+
+  1. start `stepq mock --port 0 --log mock.log` (zero latency) and read its
+     `listening 127.0.0.1:PORT` line;
+  2. write stepq.json with one tier pointing at it;
+  3. enqueue N one-step chat jobs in bulk (JSON lines through
+     `stepq enqueue FILE`; not timed);
+  4. time `stepq work --drain --concurrency C` from start to exit (attempt
+     log on stderr to work.log, as a user would redirect it);
+  5. check that all N jobs succeeded and the mock saw exactly N requests.
+
+Reported, the median of the runs for each C:
+  - steps/s (wall): N / time from exec to exit of `stepq work --drain`;
+  - steps/s (mock): (N - 1) / time from the first to the last request in the
+    mock's log (excludes start-up, the last answers' commit and the drain's
+    final idle check);
+  - tail: wall time minus the first-to-last span (start-up plus drain end);
+  - worker CPU per step (user + system of `stepq work`, from wait4).
+
+Build first: cmake --preset release && cmake --build --preset release
+Only the Python standard library is needed.
+"""
+
+import argparse
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
+
+JOB = json.dumps(
+    {
+        "name": "bench",
+        "steps": [
+            {
+                "name": "summarize",
+                "request": {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": "Summarize the merged pull requests "
+                            "of the night as JSON.",
+                        }
+                    ],
+                    "max_tokens": 800,
+                },
+                "expect_json": ["summary"],
+            }
+        ],
+    },
+    separators=(",", ":"),
+)
+
+
+def die(msg):
+    print("bench_worker: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def start_mock(binary, folder, script=None):
+    """Starts `stepq mock --port 0` in folder; returns (Popen, port)."""
+    args = [binary, "mock", "--port", "0", "--log", "mock.log"]
+    if script is not None:
+        with open(os.path.join(folder, "script.json"), "w") as f:
+            json.dump(script, f)
+        args += ["--script", "script.json"]
+    p = subprocess.Popen(
+        args, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    line = b""
+    deadline = time.monotonic() + 5
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        r, _, _ = select.select([p.stdout], [], [], 0.1)
+        if r:
+            c = os.read(p.stdout.fileno(), 1)
+            if not c:
+                break
+            line += c
+    text = line.decode().strip()
+    if not text.startswith("listening 127.0.0.1:"):
+        p.kill()
+        p.wait()
+        die("mock did not start: %r" % text)
+    return p, int(text.rsplit(":", 1)[1])
+
+
+def stop_mock(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    p.stdout.close()
+
+
+def read_log(folder):
+    out = []
+    with open(os.path.join(folder, "mock.log")) as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def run_stepq(binary, folder, args, stdin=None):
+    r = subprocess.run(
+        [binary] + args,
+        cwd=folder,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    if r.returncode != 0:
+        die("stepq %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+def timed_work(binary, folder, conc):
+    """Runs `stepq work --drain`; returns (wall s, cpu s)."""
+    with open(os.path.join(folder, "work.log"), "wb") as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen(
+            [binary, "work", "--drain", "--concurrency", str(conc)],
+            cwd=folder,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        die("stepq work exited %d (see %s/work.log)" % (p.returncode, folder))
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def one_run(binary, base, conc, njobs, keep):
+    folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
+    mock = None
+    try:
+        mock, port = start_mock(binary, folder)
+        cfg = {
+            "tiers": [
+                {
+                    "name": "mock",
+                    "base_url": "http://127.0.0.1:%d/v1" % port,
+                    "model": "bench-model",
+                    "timeout_s": 60,
+                }
+            ]
+        }
+        with open(os.path.join(folder, "stepq.json"), "w") as f:
+            json.dump(cfg, f)
+        with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
+            f.write((JOB + "\n") * njobs)
+        run_stepq(binary, folder, ["enqueue", "jobs.jsonl"])
+        wall, cpu = timed_work(binary, folder, conc)
+        stop_mock(mock)
+        mock = None
+        st = json.loads(run_stepq(binary, folder, ["status", "--json"]))
+        ok = st["jobs"]["succeeded"]
+        log = read_log(folder)
+        good = sum(1 for e in log if e.get("status") == 200)
+        if ok != njobs or len(log) != njobs or good != njobs:
+            die(
+                "C=%d: %d of %d jobs succeeded, mock saw %d requests (%d ok);"
+                " folder %s" % (conc, ok, njobs, len(log), good, folder)
+            )
+        span = (log[-1]["ts_ms"] - log[0]["ts_ms"]) / 1000.0
+        return {
+            "wall": njobs / wall,
+            "mock": (njobs - 1) / span if span > 0 else float("inf"),
+            "tail": wall - span,
+            "wall_s": wall,
+            "cpu_us": cpu * 1e6 / njobs,
+        }
+    finally:
+        if mock is not None:
+            stop_mock(mock)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def mem_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 1048576.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def parse_jobs(spec):
+    out = {}
+    for part in spec.split(","):
+        c, n = part.split(":")
+        out[int(c)] = int(n)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.environ.get("STEPQ_BIN", DEFAULT_BIN))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--concurrency", default="1,16,256")
+    ap.add_argument("--jobs", default="1:2000,16:20000,256:20000",
+                    help="C:N pairs; a C not listed uses the largest N")
+    ap.add_argument("--dir", default=None, help="parent of the temp folders")
+    ap.add_argument("--keep", action="store_true", help="keep the folders")
+    a = ap.parse_args()
+    binary = os.path.abspath(a.bin)
+    if not os.access(binary, os.X_OK):
+        die("no stepq binary at %s (cmake --preset release && "
+            "cmake --build --preset release)" % binary)
+    concs = [int(c) for c in a.concurrency.split(",")]
+    jobs = parse_jobs(a.jobs)
+    if a.runs < 1 or any(c < 1 for c in concs):
+        die("bad numbers")
+
+    print("stepq: %s" % binary)
+    print("machine: nproc %d, %s, %.1f GiB RAM, load %.2f %.2f %.2f"
+          % ((os.cpu_count(), cpu_model(), mem_gib()) + os.getloadavg()))
+    print("one-step chat jobs, `stepq mock` at zero latency, "
+          "median of %d runs each" % a.runs)
+    print("%-11s %7s %12s %12s %8s %8s %12s"
+          % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
+             "tail s", "wall s", "CPU us/step"))
+    sys.stdout.flush()
+    for c in concs:
+        n = jobs.get(c, max(jobs.values()))
+        rs = [one_run(binary, a.dir, c, n, a.keep) for _ in range(a.runs)]
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f"
+              % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
+                 med["cpu_us"]))
+        print("            runs, steps/s wall: %s"
+              % " ".join("%.0f" % r["wall"] for r in rs))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
