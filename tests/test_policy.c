@@ -1315,6 +1315,24 @@ static const struct badrule badrules[] = {
      3,
      "classify[2].outcome: "},
     {{{0, NULL, NULL, NULL, NULL, NULL}}, 1, "classify[0].outcome: "},
+    /* Regular expressions that would make glibc's regcomp take gigabytes
+     * (found by fuzz/fuzz_config) are refused before compiling. */
+    {{{0, "a++++++++++++++++++++", NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: a repetition of a repetition"},
+    {{{0, "a{2}{2}", NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: a repetition of a repetition"},
+    {{{0, "x{256}", NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: a repetition bound above 255"},
+    {{{0, "a+b+c+d+e+f+g+h+i+j+k+l+m+", NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: too many repetitions"},
+    {{{0, NULL, "x-a", "(((((((((((((a+)+)+)+)+)+)+)+)+)+)+)+)+)+", "ok",
+       NULL}},
+     1,
+     "classify[0].header_value: refused: too many repetitions"},
 };
 
 START_TEST(test_bad_rule_is_named)

@@ -197,13 +197,84 @@ policy_rules_free(policy_rules *rules)
     free(rules);
 }
 
+/* glibc's regcomp copies the subexpression of every "+" and "{n,m}" (X+
+ * is XX*), so stacked repetitions grow the compiled expression
+ * exponentially: "a++++++++++++++++++++" takes 1.3 GB. A classify rule is
+ * a few words; refuse what would cost more than a few thousand copies. */
+#define RULE_MAX_LEN    1024
+#define RULE_MAX_COPIES 4096
+
+static const char *
+too_costly(const char *src)
+{
+    double copies = 1;
+    bool after_rep = false;
+
+    if (strlen(src) > RULE_MAX_LEN)
+        return "longer than 1024 characters";
+    for (const char *p = src; *p; p++) {
+        double times = 0;
+        if (*p == '\\' && p[1] != '\0') {
+            p++;
+            after_rep = false;
+            continue;
+        }
+        if (*p == '[') { /* a bracket expression: no operators inside */
+            const char *q = p + 1;
+            if (*q == '^')
+                q++;
+            if (*q == ']')
+                q++;
+            while (*q && *q != ']')
+                q++;
+            p = *q ? q : q - 1;
+            after_rep = false;
+            continue;
+        }
+        if (*p == '+') {
+            times = 2;
+        } else if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
+            char *end;
+            const char *close = strchr(p, '}');
+            long lo = strtol(p + 1, &end, 10), hi = lo;
+            if (*end == ',')
+                hi = end[1] == '}' ? lo + 1 : strtol(end + 1, &end, 10);
+            if (lo > 255 || hi > 255)
+                return "a repetition bound above 255";
+            times = hi > 1 ? (double)hi : 1;
+            if (close != NULL)
+                p = close; /* the bound's digits are not atoms */
+        } else if (*p == '*' || *p == '?') {
+            times = 1;
+        } else {
+            after_rep = false;
+            continue;
+        }
+        if (after_rep)
+            return "a repetition of a repetition (such as ++ or *{2})";
+        after_rep = true;
+        copies *= times;
+        if (copies > RULE_MAX_COPIES)
+            return "too many repetitions (+ and {n,m} multiply its size)";
+    }
+    return NULL;
+}
+
 static int
 compile(regex_t *re, const char *src, size_t idx, const char *field, char *err,
         size_t errlen)
 {
     char msg[256];
-    int rc = regcomp(re, src, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+    const char *why = too_costly(src);
+    int rc;
 
+    if (why != NULL) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "classify[%zu].%s: refused: %s", idx, field,
+                     why);
+        return -EINVAL;
+    }
+    rc = regcomp(re, src, REG_EXTENDED | REG_ICASE | REG_NOSUB);
     if (rc == 0)
         return 0;
     regerror(rc, re, msg, sizeof(msg));

@@ -68,36 +68,34 @@ expand_string(const char *s, const char *const *names,
     return out;
 }
 
+/* Expands every string under node, in place. Recursion depth is bounded
+ * by cJSON's nesting limit (1000) on anything parsed from JSON. */
+static void
+expand_node(cJSON *node, const char *const *names, const char *const *outputs,
+            size_t n)
+{
+    if (cJSON_IsString(node) && node->valuestring != NULL &&
+        strstr(node->valuestring, open_tag) != NULL) {
+        char *v = expand_string(node->valuestring, names, outputs, n);
+        cJSON_free(node->valuestring);
+        node->valuestring = v;
+        return;
+    }
+    for (cJSON *c = node->child; c != NULL; c = c->next)
+        expand_node(c, names, outputs, n);
+}
+
 cJSON *
 worker__expand(const cJSON *item, const char *const *names,
                const char *const *outputs, size_t n)
 {
     cJSON *copy = cJSON_Duplicate(item, true);
-    cJSON *stack[256];
-    size_t top = 0;
 
     if (copy == NULL) {
         fprintf(stderr, "stepq: out of memory copying a request\n");
         abort();
     }
-    /* Walk the copy iteratively: requests may nest deeply. Depth beyond
-     * the stack is left unexpanded (cJSON limits nesting to 1000 and
-     * validation refuses unknown templates, so this is theoretical). */
-    stack[top++] = copy;
-    while (top > 0) {
-        cJSON *node = stack[--top];
-        if (cJSON_IsString(node) && node->valuestring != NULL &&
-            strstr(node->valuestring, open_tag) != NULL) {
-            char *v = expand_string(node->valuestring, names, outputs, n);
-            cJSON_free(node->valuestring);
-            node->valuestring = v;
-            continue;
-        }
-        for (cJSON *c = node->child; c != NULL; c = c->next) {
-            if (top < sizeof(stack) / sizeof(stack[0]))
-                stack[top++] = c;
-        }
-    }
+    expand_node(copy, names, outputs, n);
     return copy;
 }
 

@@ -112,6 +112,8 @@ static void step_enter(struct run *r);
 static void kick(struct worker *w);
 static void turn_begin(struct worker *w);
 static void on_idle(uv_idle_t *h);
+static void step_context(struct run *r, int64_t now, bool wrote,
+                         struct policy_step *ps);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -344,42 +346,75 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
 
 /* An attempt without a result, found on entry, was sent (or about to be)
  * by a worker that died or gave the job back: nobody knows whether the
- * endpoint acted on it. */
-static bool
+ * endpoint acted on it. A step that may not be replayed is parked. One
+ * that may is decided like a lost answer (a timeout that counts as an
+ * attempt): retried while attempts are left on the tier, else switched,
+ * else failed. */
+static void
 settle_in_doubt(struct run *r, const struct q_attempt *last)
 {
     struct worker *w = r->w;
     const struct q_step_spec *s = cur_spec(r);
     bool replay = s->replayable || s->idempotency_key != NULL;
+    int64_t now = clock_now_ms();
+    struct policy_class c = {.outcome = POLICY_TIMEOUT,
+                             .reason = "in_doubt",
+                             .rule = -1,
+                             .wait_ms = -1,
+                             .reset_at_ms = -1,
+                             .remaining_requests = -1,
+                             .remaining_tokens = -1,
+                             .requests_reset_at_ms = -1,
+                             .tokens_reset_at_ms = -1};
+    struct policy_decision d = {POLICY_PARK_FOR_HUMAN, 0, "in_doubt"};
+    struct policy_step ps;
     struct q_attempt_result res = {
-        .status = 0,
-        .outcome = "unknown",
-        .reason = "in_doubt",
-        .decision = replay ? "backoff_retry" : "park_for_human",
-        .finished_at = clock_now_ms(),
-    };
-    struct attempt_log line = {
-        .job = r->job.id,
-        .step = s->name,
-        .attempt = last->attempt,
-        .tier = last->tier,
-        .outcome = "unknown",
-        .reason = "in_doubt",
-        .decision = res.decision,
-    };
+        .outcome = "unknown", .reason = "in_doubt", .finished_at = now};
+    struct attempt_log line = {.job = r->job.id,
+                               .step = s->name,
+                               .attempt = last->attempt,
+                               .tier = last->tier,
+                               .outcome = "unknown",
+                               .reason = "in_doubt"};
+    char err[512];
 
+    if (replay) {
+        r->input_tokens = 0;
+        step_context(r, now, true, &ps);
+        policy_decide(&c, &ps, &w->pcfg, &d);
+    }
+    res.decision = line.decision = policy_action_name(d.action);
+    res.delay_ms = line.delay_ms = d.wait_ms;
     if (q_attempt_finish(w->db, last->id, &res) != 0)
         log_warn("job %lld: cannot settle in-doubt attempt",
                  (long long)r->job.id);
     log_attempt(&line);
-    if (replay)
-        return false;
     snprintf(r->sha, sizeof(r->sha), "%s",
              last->request_sha256 ? last->request_sha256 : "");
-    park(r, "in_doubt",
-         "in doubt: the worker stopped while this request was in flight; "
-         "the endpoint may or may not have acted on it");
-    return true;
+    switch (d.action) {
+    case POLICY_BACKOFF_RETRY:
+        wait_then_attempt(r, d.wait_ms);
+        return;
+    case POLICY_SWITCH_TIER_REPLAY:
+        if (r->cur_tier >= 0)
+            r->switched[r->cur_tier] = true;
+        r->cur_tier = -1;
+        r->attempts_on_tier = 0;
+        attempt(r);
+        return;
+    case POLICY_PARK_FOR_HUMAN:
+        park(r, "in_doubt",
+             "in doubt: the worker stopped while this request was in "
+             "flight; the endpoint may or may not have acted on it");
+        return;
+    default:
+        snprintf(err, sizeof(err),
+                 "step %s: in doubt after the worker stopped mid-request, "
+                 "with no attempts or tiers left",
+                 s->name);
+        fail_job(r, err);
+        return;
+    }
 }
 
 /* Reads what an operator's park retry left on the step row. */
@@ -426,7 +461,8 @@ step_enter(struct run *r)
         return;
     }
     derive_context(r, a, n);
-    if (n > 0 && a[n - 1].finished_at == 0 && settle_in_doubt(r, &a[n - 1])) {
+    if (n > 0 && a[n - 1].finished_at == 0) {
+        settle_in_doubt(r, &a[n - 1]);
         q_attempts_free(a, n);
         return;
     }
@@ -789,6 +825,35 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
     r->send_id = 0;
 }
 
+/* The step's context for decide, at now. wrote: the endpoint may have
+ * acted on the request. */
+static void
+step_context(struct run *r, int64_t now, bool wrote, struct policy_step *ps)
+{
+    const struct q_step_spec *s = cur_spec(r);
+
+    memset(ps, 0, sizeof(*ps));
+    ps->attempts_used = r->attempts_on_tier;
+    ps->attempts_left = s->max_attempts - r->attempts_on_tier;
+    ps->input_tokens = r->input_tokens;
+    ps->token_budget = s->token_budget;
+    ps->slack_ms = r->job.deadline_at - now -
+                   (r->last_latency > 0 ? r->last_latency : 1000);
+    ps->tiers_left = s->kind == Q_STEP_CHAT
+                         ? tiers_left(r, r->input_tokens, now, ps->slack_ms)
+                         : 0;
+    ps->replayable = s->replayable;
+    ps->side_effects = s->side_effects;
+    ps->idempotency_key = s->idempotency_key != NULL;
+    ps->write_may_have_happened = wrote;
+    ps->degraded = r->degraded;
+    ps->schema_retried = r->schema_retried;
+    ps->throttle_waits_used = r->throttle_waits;
+    ps->breaker = breaker_of(r, now);
+    ps->now_ms = now;
+    ps->seed = next_rand(r->w);
+}
+
 static void
 commit_step(struct run *r, const char *output)
 {
@@ -924,26 +989,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
     }
     dc = c;
     settle_tier(r, &c, s->kind == Q_STEP_CHAT ? tokens : -1, now, &dc);
-    memset(&ps, 0, sizeof(ps));
-    ps.attempts_used = r->attempts_on_tier;
-    ps.attempts_left = s->max_attempts - r->attempts_on_tier;
-    ps.input_tokens = r->input_tokens;
-    ps.token_budget = s->token_budget;
-    ps.slack_ms = r->job.deadline_at - now -
-                  (r->last_latency > 0 ? r->last_latency : 1000);
-    ps.tiers_left = s->kind == Q_STEP_CHAT
-                        ? tiers_left(r, r->input_tokens, now, ps.slack_ms)
-                        : 0;
-    ps.replayable = s->replayable;
-    ps.side_effects = s->side_effects;
-    ps.idempotency_key = s->idempotency_key != NULL;
-    ps.write_may_have_happened = policy_write_may_have_happened(&in);
-    ps.degraded = r->degraded;
-    ps.schema_retried = r->schema_retried;
-    ps.throttle_waits_used = r->throttle_waits;
-    ps.breaker = breaker_of(r, now);
-    ps.now_ms = now;
-    ps.seed = next_rand(w);
+    step_context(r, now, policy_write_may_have_happened(&in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
 
     ar = (struct q_attempt_result){

@@ -1,0 +1,250 @@
+/* test_hostile.c: hostile endpoints end to end (issue 8). The real worker
+ * runs against the real `stepq mock` answering 100 MiB, never answering,
+ * or closing mid-body. Each must end as a classified failure within the
+ * tier's timeout (5 s in the e2e config), the job must reach the decision
+ * the policy gives, and the worker's memory must stay bounded. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "tests/support/e2e.h"
+
+/* A chat step that may go to free then local, one send per tier. */
+#define CHAT_STEP                                                              \
+    "{\"name\":\"a\",\"tiers\":[\"free\",\"local\"],\"max_attempts\":1,"       \
+    "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}"
+/* A side-effecting http step without an idempotency key, to path. */
+#define HTTP_STEP(path)                                                        \
+    "{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"                     \
+    "\"http://127.0.0.1:%d" path "\",\"body\":{\"t\":1}}}"
+
+#define MIB (1024L * 1024L)
+
+/* Runs `stepq work --drain` to its end and returns its exit code, with
+ * the worker's peak resident memory in *maxrss_kib: the largest of the
+ * waited-for children, and the mock is not waited for before teardown,
+ * so this is the worker's (getrusage(RUSAGE_CHILDREN) is POSIX; wait4
+ * is not). */
+static int
+drain_measured(long *maxrss_kib)
+{
+    struct rusage ru;
+    int st;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl(stepq_bin(), "stepq", "work", "--drain", (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_int_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    *maxrss_kib = ru.ru_maxrss;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The first attempt of step 0 of job 1: outcome, reason and latency. */
+static void
+first_attempt(const cJSON *job, const char *outcome, const char *reason,
+              const char *decision, int max_latency_ms)
+{
+    const cJSON *h = e2e_hist(job, 0, 0);
+    const cJSON *lat = cJSON_GetObjectItem(h, "latency_ms");
+
+    ck_assert_ptr_nonnull(h);
+    ck_assert_str_eq(e2e_str(h, "outcome"), outcome);
+    if (reason != NULL)
+        ck_assert_str_eq(e2e_str(h, "reason"), reason);
+    ck_assert_str_eq(e2e_str(h, "decision"), decision);
+    ck_assert_msg(cJSON_IsNumber(lat) && lat->valuedouble <= max_latency_ms,
+                  "latency %g ms", cJSON_GetNumberValue(lat));
+}
+
+/* 100 MiB from the free tier: refused at max_response_bytes (4 MiB) as
+ * truncated/response_too_large. That reason is not one of decide's switch
+ * rows (too_large, context_overflow: the request), so the policy fails the
+ * job loudly; the worker stays small. */
+START_TEST(test_answer_of_100_mib)
+{
+    cJSON *job;
+    long rss = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
+              "\"answers\":[{\"oversize_bytes\":104857600}]}]}",
+              "");
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    first_attempt(job, "truncated", "response_too_large", "fail_loud", 5000);
+    ck_assert_int_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItem(e2e_step_of(job, 0), "history")),
+        1);
+    /* Far below the 100 MiB answer, even with ASan's shadow memory. */
+    ck_assert_msg(rss < 64 * 1024, "worker max RSS %ld KiB", rss);
+    fprintf(stderr, "hostile: 100 MiB answer, worker max RSS %ld KiB\n", rss);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* An answer that never comes: a timeout after the tier's 5 s, then the
+ * switch to local. */
+START_TEST(test_answer_that_never_comes)
+{
+    cJSON *job;
+    long rss = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
+              "\"answers\":[{\"fault\":\"hang\"}]}]}",
+              "");
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    first_attempt(job, "timeout", NULL, "switch_tier_replay", 7000);
+    ck_assert_int_ge(
+        cJSON_GetObjectItem(e2e_hist(job, 0, 0), "latency_ms")->valuedouble,
+        4900);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* Half a body, then the connection closes: a reset (server_error) on the
+ * chat step, which switches to local. */
+START_TEST(test_close_mid_body_chat)
+{
+    cJSON *job;
+    long rss = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
+              "\"answers\":[{\"fault\":\"close_mid_body\"}]}]}",
+              "");
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    first_attempt(job, "server_error", NULL, "switch_tier_replay", 5000);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* The same on a side-effecting step without a key: the write may have
+ * happened, so it is parked in_doubt and sent exactly once. */
+START_TEST(test_close_mid_body_side_effect_parks)
+{
+    cJSON *job, *log;
+    char text[512];
+    long rss = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/post\",\"loop\":true,"
+              "\"answers\":[{\"fault\":\"close_mid_body\"}]}]}",
+              "");
+    snprintf(text, sizeof(text),
+             "{\"name\":\"j\",\"steps\":[" HTTP_STEP("/post/1") "]}",
+             e2e_mock.port);
+    e2e_enqueue(text);
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    first_attempt(job, "server_error", NULL, "park_for_human", 5000);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/post/1"), 1);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* 100 MiB to a side-effecting step without a key: too large after a 2xx
+ * head, so the write may have happened: parked, sent once, small RSS. */
+START_TEST(test_answer_of_100_mib_side_effect_parks)
+{
+    cJSON *job, *log;
+    char text[512];
+    long rss = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/post\",\"loop\":true,"
+              "\"answers\":[{\"oversize_bytes\":104857600}]}]}",
+              "");
+    snprintf(text, sizeof(text),
+             "{\"name\":\"j\",\"steps\":[" HTTP_STEP("/post/2") "]}",
+             e2e_mock.port);
+    e2e_enqueue(text);
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    first_attempt(job, "truncated", "response_too_large", "park_for_human",
+                  5000);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/post/2"), 1);
+    ck_assert_msg(rss < 64 * 1024, "worker max RSS %ld KiB", rss);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* Another process holds the database's write lock for 2 s (the sqlite3
+ * CLI inside BEGIN IMMEDIATE): the worker waits within its 5 s busy
+ * timeout, then runs the job; nothing is lost and the file stays sound. */
+START_TEST(test_write_lock_held_elsewhere)
+{
+    cJSON *job;
+    char line[64] = "";
+    long rss = 0;
+    int64_t t0;
+    FILE *holder, *ic;
+
+    e2e_start("{}", "");
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    holder = popen("(printf 'BEGIN IMMEDIATE;\\n.print locked\\n';"
+                   " sleep 2; printf 'COMMIT;\\n') | sqlite3 stepq.db",
+                   "r");
+    ck_assert_ptr_nonnull(holder);
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), holder));
+    ck_assert_str_eq(line, "locked\n");
+    t0 = clock_now_ms();
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    ck_assert_int_ge(clock_now_ms() - t0, 1000); /* it had to wait */
+    ck_assert_int_eq(pclose(holder), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "free");
+    ic = popen("sqlite3 stepq.db 'PRAGMA integrity_check'", "r");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), ic));
+    ck_assert_str_eq(line, "ok\n");
+    ck_assert_int_eq(pclose(ic), 0);
+    cJSON_Delete(job);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("hostile");
+    TCase *tc = tcase_create("endpoints");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_answer_of_100_mib);
+    tcase_add_test(tc, test_answer_that_never_comes);
+    tcase_add_test(tc, test_close_mid_body_chat);
+    tcase_add_test(tc, test_close_mid_body_side_effect_parks);
+    tcase_add_test(tc, test_answer_of_100_mib_side_effect_parks);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("database");
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_write_lock_held_elsewhere);
+    suite_add_tcase(s, tc);
+    return s;
+}
