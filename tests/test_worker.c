@@ -490,6 +490,62 @@ START_TEST(test_rpm_window_two_workers)
 }
 END_TEST
 
+/* A daily cap that comes with a short retry delay (Gemini's PerDay quota
+ * with "retryDelay": "48s") is a wall until the allowance window ends, not
+ * for 48 s: the worker must not send into it again all night. */
+START_TEST(test_daily_cap_short_delay_is_a_wall)
+{
+    struct run_result r;
+    cJSON *job, *log, *tiers;
+    char until[32];
+
+    e2e_start(
+        "{\"routes\": [{\"path\": \"/free\", \"answers\": [{\"status\": 429, "
+        "\"body\": {\"error\": {\"code\": 429, \"message\": \"You exceeded "
+        "your current quota, please check your plan and billing details. For "
+        "more information on this error, head to: "
+        "https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your "
+        "current usage, head to: https://ai.dev/usage?tab=rate-limit. \\n* "
+        "Quota exceeded for metric: "
+        "generativelanguage.googleapis.com/"
+        "generate_content_free_tier_requests, limit: 50, model: "
+        "gemini-2.5-pro\\nPlease retry in 48.805646254s.\", \"status\": "
+        "\"RESOURCE_EXHAUSTED\", \"details\": [{\"@type\": "
+        "\"type.googleapis.com/google.rpc.Help\", \"links\": "
+        "[{\"description\": \"Learn more about Gemini API quotas\", \"url\": "
+        "\"https://ai.google.dev/gemini-api/docs/rate-limits\"}]}, {\"@type\": "
+        "\"type.googleapis.com/google.rpc.QuotaFailure\", \"violations\": "
+        "[{\"quotaMetric\": "
+        "\"generativelanguage.googleapis.com/"
+        "generate_content_free_tier_requests\", \"quotaId\": "
+        "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\", "
+        "\"quotaDimensions\": {\"model\": \"gemini-2.5-pro\", \"location\": "
+        "\"global\"}, \"quotaValue\": \"50\"}]}, {\"@type\": "
+        "\"type.googleapis.com/google.rpc.RetryInfo\", \"retryDelay\": "
+        "\"48s\"}]}}}], \"loop\": true}]}",
+        "");
+    e2e_enqueue("{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
+                "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"x\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "daily_cap");
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    cJSON_Delete(job);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
+    cJSON_Delete(log);
+    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
+    tiers = cJSON_Parse(r.out);
+    clock_format_utc(clock_now_ms() + 50 * 60 * 1000, until, sizeof(until));
+    /* RFC 3339 UTC strings of one format compare as times */
+    ck_assert_str_gt(e2e_str(cJSON_GetArrayItem(tiers, 0), "exhausted_until"),
+                     until);
+    cJSON_Delete(tiers);
+    run_result_free(&r);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -506,6 +562,7 @@ test_suite(void)
     tcase_add_test(dec, test_park_side_effect_on_wall);
     tcase_add_test(dec, test_fail_loud_keeps_body);
     tcase_add_test(dec, test_templating_and_idempotency_key);
+    tcase_add_test(dec, test_daily_cap_short_delay_is_a_wall);
     suite_add_tcase(s, dec);
 
     tcase_add_checked_fixture(crash, e2e_setup, e2e_teardown);

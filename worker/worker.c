@@ -39,6 +39,7 @@
 #define DRAIN_HORIZON_MS     60000
 #define HTTP_STEP_TIMEOUT_MS 60000
 #define ERROR_BODY_MAX       2000
+#define HOUR_MS              (3600 * 1000)
 
 struct run;
 
@@ -805,14 +806,21 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
     else if (policy_counts_for_breaker(c->outcome))
         o.result = TIER_RESULT_FAILURE;
     if (c->outcome == POLICY_HARD_QUOTA) {
+        /* A daily cap that says "retry in 48s" (Gemini sends a retryDelay
+         * with PerDay quotas too) will not lift in 48 s: believe the
+         * allowance window, not the short wait, or the worker would send
+         * into the same wall every minute all night. */
+        bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
+        bool short_reset =
+            c->reset_at_ms > now && c->reset_at_ms < now + HOUR_MS;
         if (c->reason != NULL && strcmp(c->reason, "auth") == 0)
             o.exhausted_until = INT64_MAX / 4; /* until the config changes */
-        else if (c->reset_at_ms > now)
+        else if (c->reset_at_ms > now && !(daily && short_reset))
             o.exhausted_until = c->reset_at_ms;
         else
             o.exhausted_until = tier_wall_until(t, now);
         o.exhausted_reason = c->reason;
-        if (for_decide->reset_at_ms < 0)
+        if (for_decide->reset_at_ms < 0 || (daily && short_reset))
             for_decide->reset_at_ms = o.exhausted_until;
     }
     if (c->remaining_requests == 0 && c->requests_reset_at_ms > now)
