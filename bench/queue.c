@@ -143,16 +143,24 @@ drain(const char *path, bool full, int per, int id)
     int rc, done = 0;
 
     snprintf(name, sizeof(name), "bench-%d", id);
-    while ((rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)per, &got,
-                         &n)) == 0) {
+    /* SQLite's busy wait is not fair: under FULL sync a process can wait
+     * out its busy timeout (-EAGAIN). A worker retries then; so does this
+     * one, for every call. */
+    for (;;) {
+        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)per, &got, &n);
+        if (rc == -EAGAIN)
+            continue;
+        if (rc != 0)
+            break;
         int64_t now = clock_now_ms();
-        if (n > 1 && q_tx_begin(db) != 0)
-            return -1;
-        for (size_t i = 0; i < n; i++) {
-            if (q_complete(db, got[i].id, name, now) != 0)
-                return -1;
-        }
-        if (n > 1 && q_tx_commit(db) != 0)
+        do {
+            rc = n > 1 ? q_tx_begin(db) : 0;
+            for (size_t i = 0; rc == 0 && i < n; i++)
+                rc = q_complete(db, got[i].id, name, now);
+            if (n > 1)
+                rc = rc == 0 ? q_tx_commit(db) : (q_tx_rollback(db), rc);
+        } while (rc == -EAGAIN);
+        if (rc != 0)
             return -1;
         done += (int)n;
         q_jobs_free(got, n);

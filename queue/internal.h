@@ -84,7 +84,7 @@ const char *store_sql(enum stmt_id id);
  * or NULL after logging when it cannot be prepared. */
 sqlite3_stmt *stmt(q_db *db, enum stmt_id id);
 /* db_err logs the SQLite error of the connection with what was being done
- * and returns -EIO (or -EBUSY when the database stayed locked). */
+ * and returns -EIO (or -EAGAIN when the database stayed locked). */
 int db_err(q_db *db, const char *what);
 /* tx_enter starts a write transaction unless one is open; tx_leave ends
  * the level tx_enter opened, committing on rc == 0, rolling back else.

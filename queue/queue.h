@@ -5,9 +5,10 @@
  * PostgreSQL backend later); no SQL or sqlite3 type leaves queue/.  All
  * functions return 0 or a negative errno (CONVENTIONS §4): -EINVAL bad
  * input, -ENOENT not found / nothing to claim, -EBUSY leased elsewhere or
- * lease lost, -EALREADY wrong state, -EIO storage failure (logged where it
- * happened).  Out-params are untouched on failure.  Times are milliseconds
- * since the Unix epoch and always come in as arguments.
+ * lease lost, -EALREADY wrong state, -EAGAIN the database stayed locked by
+ * another process for the whole busy timeout (retry later), -EIO storage
+ * failure (logged where it happened).  Out-params are untouched on failure.
+ * Times are milliseconds since the Unix epoch and always come in as arguments.
  *
  * Group commit: q_tx_begin()/q_tx_commit() wrap any number of calls in one
  * write transaction; each call outside one commits on its own.

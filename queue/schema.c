@@ -158,8 +158,15 @@ schema_migrate(q_db *db, int target)
 
     if (target <= 0 || target > q_schema_version())
         target = q_schema_version();
-    /* Read the version inside the write transaction, so two processes
-     * opening a new file at once do not both run the migrations. */
+    /* The common case, a database already current, needs no write lock:
+     * many workers opening a busy database must not queue for it. */
+    if ((rc = read_version(db, &have)) != 0)
+        return rc;
+    if (have == target)
+        return 0;
+    /* Read the version again inside the write transaction, so two
+     * processes opening a new file at once do not both run the
+     * migrations. */
     if ((rc = exec_simple(db, "BEGIN IMMEDIATE")) != 0)
         return rc;
     if ((rc = read_version(db, &have)) != 0)

@@ -197,7 +197,7 @@ db_err(q_db *db, const char *what)
 
     log_error("%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
-        return -EBUSY;
+        return -EAGAIN; /* the busy timeout ran out: worth a retry */
     return -EIO;
 }
 
@@ -209,7 +209,7 @@ exec_simple(q_db *db, const char *sql)
     if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
         log_error("%s: %s", db->path, msg ? msg : sqlite3_errmsg(db->h));
         sqlite3_free(msg);
-        return sqlite3_errcode(db->h) == SQLITE_BUSY ? -EBUSY : -EIO;
+        return sqlite3_errcode(db->h) == SQLITE_BUSY ? -EAGAIN : -EIO;
     }
     return 0;
 }
@@ -234,7 +234,7 @@ stmt(q_db *db, enum stmt_id id)
     return s;
 }
 
-/* Runs a cached statement that returns no rows; -EIO/-EBUSY on error. */
+/* Runs a cached statement that returns no rows; -EIO/-EAGAIN on error. */
 static int
 step_done(q_db *db, enum stmt_id id, const char *what)
 {
