@@ -21,6 +21,7 @@ enum stmt_id {
     ST_JOBS_LIST_STATE,
     ST_COUNTS,
     ST_PARK_OPEN,
+    ST_EXPIRED,
     ST_RECLAIM,
     ST_CLAIM_PICK,
     ST_CLAIM_SET,

@@ -39,6 +39,8 @@ static const char *const sql_text[ST_COUNT] = {
         " error FROM jobs WHERE state = ?2 ORDER BY id LIMIT ?1",
     [ST_COUNTS] = "SELECT state, count(*) FROM jobs GROUP BY state",
     [ST_PARK_OPEN] = "SELECT count(*) FROM park WHERE state = 'open'",
+    [ST_EXPIRED] = "SELECT 1 FROM jobs INDEXED BY jobs_leased"
+                   " WHERE state = 1 AND lease_until < ?1 LIMIT 1",
     [ST_RECLAIM] = "UPDATE jobs SET state = 0, lease_owner = NULL,"
                    " lease_until = NULL, updated_at = ?1"
                    " WHERE state = 1 AND lease_until < ?1",

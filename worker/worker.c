@@ -673,7 +673,8 @@ attempt(struct run *r)
     if (rc != 0) {
         char msg[1200];
         if (r->send_id > 0) {
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, false};
+            /* never sent: out of the window, allowance refunded */
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, true};
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle an unsent request");
         }
@@ -701,7 +702,8 @@ attempt(struct run *r)
     if (rc != 0) {
         http_request_cleanup(&req);
         if (r->send_id > 0) {
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, false};
+            /* never sent: out of the window, allowance refunded */
+            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, true};
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle an unsent request");
         }
