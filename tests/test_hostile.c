@@ -3,9 +3,14 @@
  * or closing mid-body. Each must end as a classified failure within the
  * tier's timeout (5 s in the e2e config), the job must reach the decision
  * the policy gives, and the worker's memory must stay bounded. */
+/* prlimit() on a running process is a Linux call. */
+#define _GNU_SOURCE
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "tests/support/e2e.h"
 
 /* A chat step that may go to free then local, one send per tier. */
@@ -227,6 +233,67 @@ START_TEST(test_write_lock_held_elsewhere)
 }
 END_TEST
 
+/* The disk fills up under a running worker (a file size limit on its
+ * process): it reports the failed commits, drops its jobs to their leases
+ * and keeps trying. Once the limit is lifted, the same worker finishes
+ * every job, and the file is sound. */
+START_TEST(test_disk_full_then_recovers)
+{
+    struct rlimit lim = {RLIM_INFINITY, RLIM_INFINITY};
+    char big[2100], line[64] = "", *log = NULL;
+    size_t len = 0;
+    int64_t end;
+    cJSON *st;
+    FILE *ic;
+    pid_t pid;
+
+    e2e_start("{}", "");
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    for (int i = 0; i < 100; i++) {
+        char job[2400];
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"j%d\",\"steps\":[{\"name\":\"a\",\"request\":"
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}}]}",
+                 i, big);
+        e2e_enqueue(job);
+    }
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* Room for the WAL to start, not for the whole run. Only the soft
+         * limit: the parent may lift it without privileges. */
+        struct rlimit small = {256 * 1024, RLIM_INFINITY};
+        int fd = open("work.log", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &small);
+        execl(stepq_bin(), stepq_bin(), "work", "--drain", (char *)NULL);
+        _exit(127);
+    }
+    end = clock_mono_ms() + 20000;
+    while (log == NULL || strstr(log, "commit failed") == NULL) {
+        free(log);
+        log = NULL;
+        ck_assert_msg(clock_mono_ms() < end, "no commit failure reported");
+        poll(NULL, 0, 20);
+        if (file_read_all("work.log", 1 << 24, &log, &len) != 0)
+            log = NULL;
+    }
+    free(log);
+    ck_assert_msg(prlimit(pid, RLIMIT_FSIZE, &lim, NULL) == 0, "prlimit: %s",
+                  strerror(errno));
+    ck_assert_int_eq(e2e_wait_exit(pid), 0);
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "succeeded"), 100);
+    cJSON_Delete(st);
+    ic = popen("sqlite3 stepq.db 'PRAGMA integrity_check'", "r");
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), ic));
+    ck_assert_str_eq(line, "ok\n");
+    ck_assert_int_eq(pclose(ic), 0);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -245,6 +312,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_write_lock_held_elsewhere);
+    tcase_add_test(tc, test_disk_full_then_recovers);
     suite_add_tcase(s, tc);
     return s;
 }
