@@ -40,7 +40,8 @@ void run_stepq(const char *const *argv, const char *input,
                struct run_result *res);
 /* run_result_free releases the output buffers. */
 void run_result_free(struct run_result *res);
-/* stepq_bin returns $STEPQ_BIN; fails the test when it is not set. */
+/* stepq_bin returns $STEPQ_TEST_BIN if set, else $STEPQ_BIN; fails the
+ * test when neither is set. */
 const char *stepq_bin(void);
 /* source_path returns $STEPQ_SRC/rel (the repository). Caller frees. */
 char *source_path(const char *rel);
