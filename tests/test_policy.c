@@ -1326,6 +1326,11 @@ static const struct badrule badrules[] = {
     {{{0, "x{256}", NULL, NULL, "ok", NULL}},
      1,
      "classify[0].body: refused: a repetition bound above 255"},
+    /* fuzz/regressions/config-bound-overflow.json: a bound strtol
+     * saturates, then "+ 1" overflowed */
+    {{{0, "{95555555555555555555555555555,}", NULL, NULL, "refused", NULL}},
+     1,
+     "classify[0].body: refused: a repetition bound above 255"},
     {{{0, "a+b+c+d+e+f+g+h+i+j+k+l+m+", NULL, NULL, "ok", NULL}},
      1,
      "classify[0].body: refused: too many repetitions"},

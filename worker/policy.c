@@ -237,9 +237,13 @@ too_costly(const char *src)
             char *end;
             const char *close = strchr(p, '}');
             long lo = strtol(p + 1, &end, 10), hi = lo;
+            /* Checked before any arithmetic: strtol saturates at LONG_MAX
+             * (found by fuzz_config). */
+            if (lo > 255)
+                return "a repetition bound above 255";
             if (*end == ',')
                 hi = end[1] == '}' ? lo + 1 : strtol(end + 1, &end, 10);
-            if (lo > 255 || hi > 255)
+            if (hi > 255)
                 return "a repetition bound above 255";
             times = hi > 1 ? (double)hi : 1;
             if (close != NULL)
