@@ -32,15 +32,16 @@ Only the Python standard library is needed.
 import argparse
 import json
 import os
-import platform
-import select
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (cpu_model, die, mem_gib, read_jsonl, run_stepq,  # noqa: E402
+                      start_mock, stop_mock)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -69,68 +70,8 @@ JOB = json.dumps(
 )
 
 
-def die(msg):
-    print("bench_worker: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def start_mock(binary, folder, script=None):
-    """Starts `stepq mock --port 0` in folder; returns (Popen, port)."""
-    args = [binary, "mock", "--port", "0", "--log", "mock.log"]
-    if script is not None:
-        with open(os.path.join(folder, "script.json"), "w") as f:
-            json.dump(script, f)
-        args += ["--script", "script.json"]
-    p = subprocess.Popen(
-        args, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    line = b""
-    deadline = time.monotonic() + 5
-    while not line.endswith(b"\n") and time.monotonic() < deadline:
-        r, _, _ = select.select([p.stdout], [], [], 0.1)
-        if r:
-            c = os.read(p.stdout.fileno(), 1)
-            if not c:
-                break
-            line += c
-    text = line.decode().strip()
-    if not text.startswith("listening 127.0.0.1:"):
-        p.kill()
-        p.wait()
-        die("mock did not start: %r" % text)
-    return p, int(text.rsplit(":", 1)[1])
-
-
-def stop_mock(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    p.stdout.close()
-
-
 def read_log(folder):
-    out = []
-    with open(os.path.join(folder, "mock.log")) as f:
-        for line in f:
-            if line.strip():
-                out.append(json.loads(line))
-    return out
-
-
-def run_stepq(binary, folder, args, stdin=None):
-    r = subprocess.run(
-        [binary] + args,
-        cwd=folder,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    if r.returncode != 0:
-        die("stepq %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr))
-    return r.stdout
+    return read_jsonl(os.path.join(folder, "mock.log"))
 
 
 def timed_work(binary, folder, conc):
@@ -196,28 +137,6 @@ def one_run(binary, base, conc, njobs, keep):
             stop_mock(mock)
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def mem_gib():
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) / 1048576.0
-    except OSError:
-        pass
-    return 0.0
 
 
 def parse_jobs(spec):

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/queue.h"
+
 void
 cli_error(const char *fmt, ...)
 {
@@ -191,4 +193,19 @@ cli_subcommand(struct cli_env *env, int argc, char **argv,
               argv[1], argv[0]);
     fputs(usage, stderr);
     return CLI_USAGE;
+}
+
+int
+cli_open_db(struct cli_env *env, struct q_db **db)
+{
+    const char *path = NULL;
+    int rc;
+
+    if ((rc = cli_db_path(env, &path)) != 0)
+        return rc;
+    if (q_open(path, NULL, db) != 0) {
+        cli_error("cannot open database %s", path);
+        return CLI_RUNTIME;
+    }
+    return 0;
 }

@@ -53,6 +53,12 @@ int cli_config(struct cli_env *env, const struct config **out);
  * after printing. *out is borrowed. */
 int cli_db_path(struct cli_env *env, const char **out);
 
+/* cli_open_db opens (creating if needed) the database cli_db_path names.
+ * Prints the problem and returns an exit code on failure; 0 with *db set
+ * (caller closes it with q_close) on success. */
+struct q_db;
+int cli_open_db(struct cli_env *env, struct q_db **db);
+
 /* cli_exit_code maps a negative errno to SPEC's exit code: EINVAL 2,
  * ENOENT 3, EALREADY/EBUSY/EEXIST 4, anything else 1. */
 int cli_exit_code(int rc);

@@ -25,21 +25,6 @@ static const char usage[] =
     "cancel  stop a queued, running or parked job (exit 4 if it already\n"
     "        ended, 3 if there is no such job)\n";
 
-static int
-open_db(struct cli_env *env, q_db **db)
-{
-    const char *path = NULL;
-    int rc;
-
-    if ((rc = cli_db_path(env, &path)) != 0)
-        return rc;
-    if (q_open(path, NULL, db) != 0) {
-        cli_error("cannot open database %s", path);
-        return CLI_RUNTIME;
-    }
-    return 0;
-}
-
 static void
 add_time(cJSON *o, const char *name, int64_t ms)
 {
@@ -86,7 +71,7 @@ jobs_list(struct cli_env *env, int argc, char **argv)
                   state);
         return CLI_USAGE;
     }
-    if ((rc = open_db(env, &db)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
     rc = q_jobs_list(db, state ? (int)st : -1, 0, &jobs, &n);
     q_close(db);
@@ -274,7 +259,7 @@ jobs_show(struct cli_env *env, int argc, char **argv)
     }
     if ((rc = cli_parse_id(pos[0], &id)) != 0)
         return rc;
-    if ((rc = open_db(env, &db)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
     rc = q_job_get(db, id, &job);
     if (rc == 0)
@@ -330,7 +315,7 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
     }
     if ((rc = cli_parse_id(pos[0], &id)) != 0)
         return rc;
-    if ((rc = open_db(env, &db)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
     rc = q_cancel(db, id, clock_now_ms());
     q_close(db);

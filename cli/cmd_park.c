@@ -39,21 +39,6 @@ static const char usage[] =
     "         job. --by defaults to your login name. An item already resolved\n"
     "         exits 4; an unknown id exits 3.\n";
 
-static int
-open_db(struct cli_env *env, q_db **db)
-{
-    const char *path = NULL;
-    int rc;
-
-    if ((rc = cli_db_path(env, &path)) != 0)
-        return rc;
-    if (q_open(path, NULL, db) != 0) {
-        cli_error("park: cannot open database %s", path);
-        return CLI_RUNTIME;
-    }
-    return 0;
-}
-
 static void
 print_json(cJSON *o)
 {
@@ -169,7 +154,7 @@ park_list(struct cli_env *env, int argc, char **argv)
     f.all = all;
     f.reason = reason;
     f.tier = tier;
-    if ((rc = open_db(env, &db)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
     rc = q_park_list(db, &f, &items, &n);
     q_close(db);
@@ -283,7 +268,7 @@ park_show(struct cli_env *env, int argc, char **argv)
         cli_error("park show: which item? (stepq park show ID)");
         return CLI_USAGE;
     }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0 || (rc = open_db(env, &db)))
+    if ((rc = cli_parse_id(pos[0], &id)) != 0 || (rc = cli_open_db(env, &db)))
         return rc;
     rc = q_park_get(db, id, &it);
     if (rc == 0)
@@ -475,7 +460,7 @@ park_resolve(struct cli_env *env, int argc, char **argv)
     r.now = clock_now_ms();
     f.reason = reason;
     f.tier = all ? tier : NULL;
-    if ((rc = open_db(env, &db)) != 0) {
+    if ((rc = cli_open_db(env, &db)) != 0) {
         free(text);
         return rc;
     }

@@ -1,0 +1,100 @@
+"""benchlib.py: what bench/worker.py and bench/quota.py share: starting
+`stepq mock`, running the binary, reading logs, describing the machine.
+Standard library only."""
+
+import json
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import time
+
+
+def die(msg):
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    print("bench_%s: %s" % (name, msg), file=sys.stderr)
+    sys.exit(1)
+
+
+def start_mock(binary, folder, script=None):
+    """Starts `stepq mock --port 0` in folder, logging to mock.log, with
+    script (a JSON value) when given; returns (Popen, port)."""
+    args = [binary, "mock", "--port", "0", "--log", "mock.log"]
+    if script is not None:
+        with open(os.path.join(folder, "script.json"), "w") as f:
+            json.dump(script, f)
+        args += ["--script", "script.json"]
+    p = subprocess.Popen(
+        args, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    line = b""
+    deadline = time.monotonic() + 5
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        r, _, _ = select.select([p.stdout], [], [], 0.1)
+        if r:
+            c = os.read(p.stdout.fileno(), 1)
+            if not c:
+                break
+            line += c
+    text = line.decode().strip()
+    if not text.startswith("listening 127.0.0.1:"):
+        p.kill()
+        p.wait()
+        die("mock did not start: %r" % text)
+    return p, int(text.rsplit(":", 1)[1])
+
+
+def stop_mock(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    p.stdout.close()
+
+
+def run_stepq(binary, folder, args, stdin=None):
+    r = subprocess.run(
+        [binary] + args,
+        cwd=folder,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    if r.returncode != 0:
+        die("stepq %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+def read_jsonl(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def mem_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 1048576.0
+    except OSError:
+        pass
+    return 0.0
