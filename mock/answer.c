@@ -558,7 +558,9 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         }
     }
     if (out->fault == MOCK_FAULT_HANG || out->fault == MOCK_FAULT_CLOSE ||
-        out->fault == MOCK_FAULT_CLOSE_MID_BODY)
+        out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
+        out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
+        out->fault == MOCK_FAULT_HUGE_HEADERS)
         e->stats->faults++;
     if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
         b.status >= 200 && b.status <= 299) {

@@ -24,6 +24,9 @@ enum mock_fault {
     MOCK_FAULT_TRUNCATE,
     MOCK_FAULT_INVALID_JSON,
     MOCK_FAULT_EMPTY,
+    MOCK_FAULT_DRIP,         /* the body one byte a second */
+    MOCK_FAULT_BAD_CHUNKED,  /* "Transfer-Encoding: chunked" with garbage */
+    MOCK_FAULT_HUGE_HEADERS, /* a 1 MiB header before the others */
 };
 
 /* mock_fault_name returns "hang", ... or NULL for MOCK_FAULT_NONE. */
@@ -110,7 +113,9 @@ struct mock_reply {
     size_t head_len;
     char *body; /* owned */
     size_t body_len;
-    enum mock_fault fault; /* only HANG, CLOSE, CLOSE_MID_BODY act here */
+    enum mock_fault fault; /* HANG, CLOSE, CLOSE_MID_BODY and the wire
+                              faults (DRIP, BAD_CHUNKED, HUGE_HEADERS) act
+                              here */
     int64_t delay_ms;
     const char *route;   /* borrowed from the script */
     const char *kind;    /* static: "chat", "generic", "rate_limit", ... */

@@ -49,6 +49,8 @@ struct resp {
     bool close_after;
     char *buf; /* owned: head and body */
     size_t len;
+    size_t sent;     /* drip: bytes written so far */
+    size_t head_len; /* drip: the head, written at once */
 };
 
 struct conn {
@@ -103,6 +105,7 @@ struct wreq {
 static http_parser_settings settings;
 
 static void flush(struct conn *c);
+static void start_drip(struct conn *c, struct resp *r);
 
 static void
 maybe_done(struct mock *m)
@@ -258,6 +261,47 @@ finish_conn(struct conn *c)
     }
 }
 
+/* The drip fault: the head at once, then the body one byte a second, so
+ * a client sees a live but endless answer and must time out. */
+static void
+on_drip(uv_timer_t *t)
+{
+    struct resp *r = t->data;
+    struct conn *c = r->c;
+
+    if (c->closing)
+        return;
+    if (r->sent < r->len) {
+        write_buf(c, NULL, r->buf + r->sent, 1);
+        r->sent++;
+        return;
+    }
+    uv_timer_stop(t);
+    c->head = r->next;
+    if (c->head == NULL)
+        c->tail = NULL;
+    resp_free(r);
+    flush(c);
+}
+
+static void
+start_drip(struct conn *c, struct resp *r)
+{
+    if (r->sent > 0)
+        return; /* already dripping */
+    write_buf(c, NULL, r->buf, r->head_len);
+    r->sent = r->head_len;
+    if (c->closing)
+        return;
+    if (!r->timer_on) {
+        uv_timer_init(c->m->loop, &r->timer);
+        r->timer.data = r;
+        r->timer_on = true;
+        c->refs++;
+    }
+    uv_timer_start(&r->timer, on_drip, 1000, 1000);
+}
+
 static void
 flush(struct conn *c)
 {
@@ -265,6 +309,10 @@ flush(struct conn *c)
         struct resp *r = c->head;
         bool stop = false;
 
+        if (r->fault == MOCK_FAULT_DRIP) {
+            start_drip(c, r); /* stays at the head until all is sent */
+            return;
+        }
         c->head = r->next;
         if (c->head == NULL)
             c->tail = NULL;
@@ -275,7 +323,8 @@ flush(struct conn *c)
         }
         write_buf(c, r->buf, NULL, r->len);
         r->buf = NULL;
-        stop = r->fault == MOCK_FAULT_CLOSE_MID_BODY || r->close_after;
+        stop = r->fault == MOCK_FAULT_CLOSE_MID_BODY ||
+               r->fault == MOCK_FAULT_BAD_CHUNKED || r->close_after;
         resp_free(r);
         if (c->closing)
             return;
@@ -312,9 +361,36 @@ enqueue(struct conn *c, struct mock_reply *rep, bool close_after)
     r->close_after = close_after;
     if (r->fault == MOCK_FAULT_CLOSE_MID_BODY)
         body /= 2;
-    if (r->fault != MOCK_FAULT_CLOSE && r->fault != MOCK_FAULT_HANG) {
+    if (r->fault == MOCK_FAULT_BAD_CHUNKED) {
+        /* A chunk size that is not hex: no client can read past it. */
+        static const char head[] = "HTTP/1.1 200 OK\r\n"
+                                   "Content-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked\r\n\r\n"
+                                   "zz\r\n";
+        r->len = sizeof(head) - 1 + body;
+        r->buf = xmalloc(r->len);
+        memcpy(r->buf, head, sizeof(head) - 1);
+        memcpy(r->buf + sizeof(head) - 1, rep->body, body);
+    } else if (r->fault == MOCK_FAULT_HUGE_HEADERS) {
+        /* The status line, then a 1 MiB header, then the real ones. */
+        static const char pad[] = "X-Pad: ";
+        const char *eol = memchr(rep->head, '\n', rep->head_len);
+        size_t first = eol ? (size_t)(eol - rep->head) + 1 : 0;
+        size_t huge = 1024 * 1024;
+        r->len = rep->head_len + sizeof(pad) - 1 + huge + 2 + body;
+        r->buf = xmalloc(r->len);
+        memcpy(r->buf, rep->head, first);
+        memcpy(r->buf + first, pad, sizeof(pad) - 1);
+        memset(r->buf + first + sizeof(pad) - 1, 'x', huge);
+        memcpy(r->buf + first + sizeof(pad) - 1 + huge, "\r\n", 2);
+        memcpy(r->buf + first + sizeof(pad) + 1 + huge, rep->head + first,
+               rep->head_len - first);
+        memcpy(r->buf + rep->head_len + sizeof(pad) + 1 + huge, rep->body,
+               body);
+    } else if (r->fault != MOCK_FAULT_CLOSE && r->fault != MOCK_FAULT_HANG) {
         r->len = rep->head_len + body;
         r->buf = xmalloc(r->len);
+        r->head_len = rep->head_len;
         memcpy(r->buf, rep->head, rep->head_len);
         memcpy(r->buf + rep->head_len, rep->body, body);
     }

@@ -53,7 +53,10 @@
  *                      answer), "close_mid_body" (send the head and half the
  *                      body, then close), "truncate" (content cut in half,
  *                      finish_reason "length"), "invalid_json" (content that
- *                      does not parse), "empty" (empty content)
+ *                      does not parse), "empty" (empty content), "drip"
+ *                      (the body one byte a second), "bad_chunked" (a chunk
+ *                      size that is not hex), "huge_headers" (a 1 MiB
+ *                      header first)
  *   oversize_bytes     pad the body to exactly this many bytes
  *   count              use this answer N times in a row (default 1)
  *
@@ -103,7 +106,7 @@ struct mock_stats {
     uint64_t quota;        /* 429 insufficient_quota from the allowance */
     uint64_t storm;        /* answers from a 5xx storm */
     uint64_t scripted;     /* answers taken from an "answers" sequence */
-    uint64_t faults;       /* hang, close and close_mid_body */
+    uint64_t faults;       /* hang, close, close_mid_body and wire faults */
     uint64_t replays;      /* generic answers replayed for a known key */
     uint64_t tokens;       /* tokens served by chat answers */
     uint64_t connections;  /* connections accepted */

@@ -42,6 +42,9 @@ static const char *const fault_names[] = {
     [MOCK_FAULT_TRUNCATE] = "truncate",
     [MOCK_FAULT_INVALID_JSON] = "invalid_json",
     [MOCK_FAULT_EMPTY] = "empty",
+    [MOCK_FAULT_DRIP] = "drip",
+    [MOCK_FAULT_BAD_CHUNKED] = "bad_chunked",
+    [MOCK_FAULT_HUGE_HEADERS] = "huge_headers",
 };
 
 const char *
@@ -151,7 +154,8 @@ parse_fault(const cJSON *obj, const char *path, enum mock_fault *out, char *err,
     }
     return json_fail(err, len, json_path_key(p, sizeof(p), path, "fault"),
                      "must be one of hang, close, close_mid_body, truncate, "
-                     "invalid_json, empty (got \"%s\")",
+                     "invalid_json, empty, drip, bad_chunked, huge_headers "
+                     "(got \"%s\")",
                      s);
 }
 

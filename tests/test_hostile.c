@@ -294,6 +294,51 @@ START_TEST(test_disk_full_then_recovers)
 }
 END_TEST
 
+/* A wire fault on the free tier: the attempt fails as outcome within
+ * max_ms, the step switches to local and succeeds, memory stays bounded. */
+static void
+wire_fault(const char *fault, const char *outcome, int max_ms)
+{
+    char script[256];
+    cJSON *job;
+    long rss = 0;
+
+    snprintf(script, sizeof(script),
+             "{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
+             "\"answers\":[{\"fault\":\"%s\"}]}]}",
+             fault);
+    e2e_start(script, "");
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    ck_assert_int_eq(drain_measured(&rss), 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    first_attempt(job, outcome, NULL, "switch_tier_replay", max_ms);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
+    ck_assert_int_lt(rss, 64 * 1024);
+    cJSON_Delete(job);
+}
+
+/* A body that arrives one byte a second never ends within the timeout. */
+START_TEST(test_slow_drip_times_out)
+{
+    wire_fault("drip", "timeout", 8000);
+}
+END_TEST
+
+/* A chunked body whose chunk size is not hex is a transport error. */
+START_TEST(test_invalid_chunked_encoding)
+{
+    wire_fault("bad_chunked", "server_error", 5000);
+}
+END_TEST
+
+/* A 1 MiB header is refused by the client, not buffered. */
+START_TEST(test_headers_of_1_mib)
+{
+    wire_fault("huge_headers", "server_error", 5000);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -307,6 +352,9 @@ test_suite(void)
     tcase_add_test(tc, test_close_mid_body_chat);
     tcase_add_test(tc, test_close_mid_body_side_effect_parks);
     tcase_add_test(tc, test_answer_of_100_mib_side_effect_parks);
+    tcase_add_test(tc, test_slow_drip_times_out);
+    tcase_add_test(tc, test_invalid_chunked_encoding);
+    tcase_add_test(tc, test_headers_of_1_mib);
     suite_add_tcase(s, tc);
     tc = tcase_create("database");
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
