@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -339,6 +340,50 @@ START_TEST(test_headers_of_1_mib)
 }
 END_TEST
 
+/* The database file is read-only for the worker (it runs as "nobody"; as
+ * root a mode bit would not stop it): it says so and exits 1, and the file
+ * is unchanged. Writable again, the jobs run. */
+START_TEST(test_read_only_database)
+{
+    char *log = NULL, *path;
+    size_t len = 0;
+    cJSON *st;
+    pid_t pid;
+
+    e2e_start("{}", "");
+    for (int i = 0; i < 3; i++)
+        e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
+    path = tmpdir_join(e2e_dir, "stepq.db");
+    ck_assert_int_eq(chmod(e2e_dir, 0755), 0);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open("work.log", O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        dup2(fd, 2);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(126);
+        execl(stepq_bin(), stepq_bin(), "work", "--drain", (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(e2e_wait_exit(pid), 1);
+    ck_assert_int_eq(file_read_all("work.log", 1 << 20, &log, &len), 0);
+    ck_assert_msg(strstr(log, "Permission denied") != NULL &&
+                      strstr(log, "stepq.db") != NULL,
+                  "unclear error: %s", log);
+    free(log);
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "queued"), 3);
+    cJSON_Delete(st);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    free(e2e_drain());
+    st = e2e_status();
+    ck_assert_int_eq(e2e_count(st, "succeeded"), 3);
+    cJSON_Delete(st);
+    free(path);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -361,6 +406,7 @@ test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_write_lock_held_elsewhere);
     tcase_add_test(tc, test_disk_full_then_recovers);
+    tcase_add_test(tc, test_read_only_database);
     suite_add_tcase(s, tc);
     return s;
 }
