@@ -1295,6 +1295,10 @@ START_TEST(test_user_rule_sees_past_nul)
 }
 END_TEST
 
+#define A16       "aaaaaaaaaaaaaaaa"
+#define A256      A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16 A16
+#define LONG_RULE A256 A256 A256 A256 "a"
+
 struct badrule {
     struct config_rule r[3];
     size_t n;
@@ -1338,7 +1342,31 @@ static const struct badrule badrules[] = {
        NULL}},
      1,
      "classify[0].header_value: refused: too many repetitions"},
+    {{{0, ".{2,300}", NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: a repetition bound above 255"},
+    {{{0, LONG_RULE, NULL, NULL, "ok", NULL}},
+     1,
+     "classify[0].body: refused: longer than 1024 characters"},
 };
+
+/* Rules that look like stacked repetitions but are not: escaped
+ * operators, operators inside brackets, open bounds, optional parts. */
+START_TEST(test_cheap_rules_compile)
+{
+    static const char *const ok[] = {"\\+\\+\\+\\+", "[+*]{2}", "[]+]+",
+                                     "[^]+]+x",      "a{2,}b",  "x*y?z",
+                                     "a{,2}",        "per.?day"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct config_rule r = {0, (char *)ok[i], NULL, NULL, "ok", NULL};
+        policy_rules *rules = NULL;
+        char err[256] = "";
+        ck_assert_msg(policy_rules_new(&r, 1, &rules, err, sizeof(err)) == 0,
+                      "%s: %s", ok[i], err);
+        policy_rules_free(rules);
+    }
+}
+END_TEST
 
 START_TEST(test_bad_rule_is_named)
 {
@@ -2154,6 +2182,7 @@ test_suite(void)
     tcase_add_test(tc, test_user_rule_sees_past_nul);
     tcase_add_loop_test(tc, test_bad_rule_is_named, 0,
                         (int)(sizeof(badrules) / sizeof(badrules[0])));
+    tcase_add_test(tc, test_cheap_rules_compile);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("decide");
