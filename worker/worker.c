@@ -88,7 +88,8 @@ struct run {
     bool degraded;
     bool schema_retried;
     int throttle_waits;
-    int attempts_on_tier;
+    int *sends;      /* per config tier, and one for http steps: sends of the
+                        step that count as attempts (a throttle wait does not) */
     int reset_after; /* ledger attempts up to this predate a park retry */
     int pin_tier;    /* a park retry's tier, or -1 */
     int64_t last_latency;
@@ -132,6 +133,13 @@ static const struct q_step_spec *
 cur_spec(const struct run *r)
 {
     return &r->spec->steps[r->step];
+}
+
+/* The step's counted sends on tier ti (-1: an http step, no tier). */
+static int *
+sends_on(struct run *r, int ti)
+{
+    return &r->sends[ti >= 0 ? ti : (int)r->w->cfg->ntiers];
 }
 
 static const struct config_tier *
@@ -316,7 +324,8 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
     r->cur_tier = -1;
     memset(r->switched, 0, w->cfg->ntiers * sizeof(bool));
     r->degraded = r->schema_retried = false;
-    r->throttle_waits = r->attempts_on_tier = 0;
+    r->throttle_waits = 0;
+    memset(r->sends, 0, (w->cfg->ntiers + 1) * sizeof(int));
     r->attempt_no = 0;
     for (size_t i = 0; i < n; i++) {
         int ti = tier_index(w, a[i].tier);
@@ -325,17 +334,17 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
         r->attempt_no = a[i].attempt;
         if (a[i].attempt <= r->reset_after)
             continue; /* before an operator's retry: a fresh start */
-        if (ti != r->cur_tier) {
-            r->cur_tier = ti;
-            r->attempts_on_tier = 0;
-        }
-        r->attempts_on_tier++;
+        r->cur_tier = ti;
+        /* Counted per tier, so a detour to another tier (one refused
+         * admission for a while) does not restart a tier's count. */
+        if (!(strcmp(d, "backoff_retry") == 0 &&
+              strcmp(o, "soft_throttle") == 0))
+            (*sends_on(r, ti))++;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
         if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
             r->switched[ti] = true;
             r->cur_tier = -1;
-            r->attempts_on_tier = 0;
         }
         r->degraded |= strcmp(d, "degrade_then_retry") == 0;
         if (strcmp(d, "backoff_retry") == 0 && strcmp(o, "schema_invalid") == 0)
@@ -400,7 +409,6 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
         if (r->cur_tier >= 0)
             r->switched[r->cur_tier] = true;
         r->cur_tier = -1;
-        r->attempts_on_tier = 0;
         attempt(r);
         return;
     case POLICY_PARK_FOR_HUMAN:
@@ -518,8 +526,7 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
         int64_t send = 0;
         if (r->switched[idx[i]])
             continue;
-        if (tier_admit(w->db, t, now, est,
-                       idx[i] == r->cur_tier && r->attempts_on_tier > 0, &v,
+        if (tier_admit(w->db, t, now, est, *sends_on(r, idx[i]) > 0, &v,
                        &send) != 0)
             continue;
         if (v.admitted) {
@@ -652,10 +659,7 @@ attempt(struct run *r)
             fail_job(r, err);
             return;
         }
-        if (ti != r->cur_tier) {
-            r->cur_tier = ti;
-            r->attempts_on_tier = 0;
-        }
+        r->cur_tier = ti;
         const struct config_tier *t = &w->cfg->tiers[ti];
         rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
                                (int64_t)(t->timeout_s * 1000), &req, err,
@@ -715,7 +719,7 @@ attempt(struct run *r)
         }
         return;
     }
-    r->attempts_on_tier++;
+    (*sends_on(r, r->cur_tier))++;
     /* Sent once the loop turn's transaction, which holds the attempt's
      * record, has committed (flush_sends). */
     r->pending = req;
@@ -843,8 +847,8 @@ step_context(struct run *r, int64_t now, bool wrote, struct policy_step *ps)
     const struct q_step_spec *s = cur_spec(r);
 
     memset(ps, 0, sizeof(*ps));
-    ps->attempts_used = r->attempts_on_tier;
-    ps->attempts_left = s->max_attempts - r->attempts_on_tier;
+    ps->attempts_used = *sends_on(r, r->cur_tier);
+    ps->attempts_left = s->max_attempts - ps->attempts_used;
     ps->input_tokens = r->input_tokens;
     ps->token_budget = s->token_budget;
     ps->slack_ms = r->job.deadline_at - now -
@@ -892,8 +896,10 @@ act(struct run *r, const struct policy_decision *d,
         commit_step(r, output);
         return;
     case POLICY_BACKOFF_RETRY:
-        if (c->outcome == POLICY_SOFT_THROTTLE)
+        if (c->outcome == POLICY_SOFT_THROTTLE) {
             r->throttle_waits++;
+            (*sends_on(r, r->cur_tier))--; /* a wait, not an attempt */
+        }
         if (c->outcome == POLICY_SCHEMA_INVALID)
             r->schema_retried = true;
         wait_then_attempt(r, d->wait_ms);
@@ -906,7 +912,6 @@ act(struct run *r, const struct policy_decision *d,
         if (r->cur_tier >= 0)
             r->switched[r->cur_tier] = true;
         r->cur_tier = -1;
-        r->attempts_on_tier = 0;
         attempt(r);
         return;
     case POLICY_PARK_FOR_HUMAN:
@@ -1120,6 +1125,7 @@ run_free(struct run *r)
     free(r->outputs);
     free((void *)r->names);
     free(r->switched);
+    free(r->sends);
     free(r->body);
     if (r->has_pending)
         http_request_cleanup(&r->pending);
@@ -1140,6 +1146,7 @@ run_start(struct worker *w, struct q_job *job)
     r->job = *job;
     memset(job, 0, sizeof(*job));
     r->switched = xcalloc(w->cfg->ntiers + 1, sizeof(bool));
+    r->sends = xcalloc(w->cfg->ntiers + 1, sizeof(int));
     r->cur_tier = -1;
     r->next = w->runs;
     w->runs = r;
