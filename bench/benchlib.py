@@ -12,6 +12,32 @@ import sys
 import time
 
 
+def job_text(name):
+    """One one-step chat job (JSON line) as both benchmarks enqueue it."""
+    return json.dumps(
+        {
+            "name": name,
+            "steps": [
+                {
+                    "name": "summarize",
+                    "request": {
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": "Summarize the merged pull requests "
+                                "of the night as JSON.",
+                            }
+                        ],
+                        "max_tokens": 800,
+                    },
+                    "expect_json": ["summary"],
+                }
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
 def die(msg):
     name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
     print("bench_%s: %s" % (name, msg), file=sys.stderr)

@@ -41,34 +41,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (cpu_model, die, mem_gib, read_jsonl, run_stepq,  # noqa: E402
-                      start_mock, stop_mock)
+from benchlib import (cpu_model, die, job_text, mem_gib,  # noqa: E402
+                      read_jsonl, run_stepq, start_mock, stop_mock)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
 
-JOB = json.dumps(
-    {
-        "name": "bench-quota",
-        "steps": [
-            {
-                "name": "summarize",
-                "request": {
-                    "messages": [
-                        {
-                            "role": "user",
-                            "content": "Summarize the merged pull requests "
-                            "of the night as JSON.",
-                        }
-                    ],
-                    "max_tokens": 800,
-                },
-                "expect_json": ["summary"],
-            }
-        ],
-    },
-    separators=(",", ":"),
-)
+JOB = job_text("bench-quota")
 
 TIERS = "abcdefgh"
 

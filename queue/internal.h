@@ -92,6 +92,11 @@ int db_err(q_db *db, const char *what);
  * tx_leave returns rc, or the commit's error. */
 int tx_enter(q_db *db);
 int tx_leave(q_db *db, int rc);
+/* grow makes room for element len of an array of *cap elements of elem
+ * bytes (doubling, aborting on OOM) and zeroes it; returns the array. */
+void *grow(void *v, size_t len, size_t *cap, size_t elem);
+/* col_text copies column i of the current row, or NULL. Caller frees. */
+char *col_text(sqlite3_stmt *s, int i);
 /* exec_simple runs SQL with no parameters or results (schema, pragmas). */
 int exec_simple(q_db *db, const char *sql);
 

@@ -40,9 +40,7 @@ q_step_state_name(enum q_step_state s)
     return (unsigned)s < Q_STEP_NSTATES ? step_states[s] : "unknown";
 }
 
-/* Makes room for element len of an array of cap elements (doubling);
- * the new element is zeroed. Returns the array. */
-static void *
+void *
 grow(void *v, size_t len, size_t *cap, size_t elem)
 {
     if (len == *cap) {
@@ -53,7 +51,7 @@ grow(void *v, size_t len, size_t *cap, size_t elem)
     return v;
 }
 
-static char *
+char *
 col_text(sqlite3_stmt *s, int i)
 {
     const unsigned char *t = sqlite3_column_text(s, i);

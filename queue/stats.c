@@ -19,13 +19,6 @@ static const char park_sql[] =
     " FROM park p JOIN jobs j ON j.id = p.job_id"
     " WHERE p.state = 'open' ORDER BY p.id LIMIT ?1";
 
-static char *
-col_text(sqlite3_stmt *s, int i)
-{
-    const unsigned char *t = sqlite3_column_text(s, i);
-    return t ? xstrdup((const char *)t) : NULL;
-}
-
 /* The statements are prepared per call (not in the connection's cache of
  * internal.h) so that this file stays an add-on to the store: a report
  * runs a few times a second at most. */
@@ -50,10 +43,7 @@ q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
     if ((rc = prepare(db, attempts_sql, &s)) != 0)
         return rc;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            g = xrealloc(g, cap * sizeof(*g));
-        }
+        g = grow(g, len, &cap, sizeof(*g));
         g[len].tier = col_text(s, 0);
         g[len].outcome = col_text(s, 1);
         g[len].reason = col_text(s, 2);
@@ -96,10 +86,7 @@ q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
         return rc;
     sqlite3_bind_int64(s, 1, limit > 0 ? (sqlite3_int64)limit : -1);
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            p = xrealloc(p, cap * sizeof(*p));
-        }
+        p = grow(p, len, &cap, sizeof(*p));
         p[len].id = sqlite3_column_int64(s, 0);
         p[len].job_id = sqlite3_column_int64(s, 1);
         p[len].job_name = col_text(s, 2);
