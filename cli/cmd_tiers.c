@@ -16,8 +16,10 @@ static const char usage[] =
     "\n"
     "The state every worker on the database shares for each tier of the\n"
     "config: breaker (closed, open, half_open) and until when it is open,\n"
-    "a quota wall and until when, requests and tokens in the current\n"
-    "window, allowance used, and requests in flight.\n";
+    "a quota wall and until when, the pace in force (requests per minute\n"
+    "it is paced to: the declared or learned limit, lowered after 429s),\n"
+    "requests and tokens sent in the last minute, allowance used, and\n"
+    "requests in flight.\n";
 
 static void
 add_time(cJSON *o, const char *name, int64_t ms, int64_t now)
@@ -29,6 +31,13 @@ add_time(cJSON *o, const char *name, int64_t ms, int64_t now)
                                 clock_format_utc(ms, buf, sizeof(buf)));
     else
         cJSON_AddNullToObject(o, name);
+}
+
+/* The pace to one decimal: 600 rpm, not 599.99999999. */
+static double
+round1(double v)
+{
+    return (double)(int64_t)(v * 10 + 0.5) / 10;
 }
 
 static const char *
@@ -62,9 +71,9 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
     }
     arr = cJSON_CreateArray();
     if (!json)
-        printf("%-12s %-10s %-21s %-21s %-10s %6s %9s %12s %9s\n", "TIER",
-               "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON", "RPM",
-               "TPM", "ALLOWANCE", "IN FLIGHT");
+        printf("%-12s %-10s %-21s %-21s %-10s %8s %6s %9s %12s %9s\n", "TIER",
+               "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON", "PACE RPM",
+               "RPM", "TPM", "ALLOWANCE", "IN FLIGHT");
     for (size_t i = 0; i < cfg->ntiers; i++) {
         const struct config_tier *t = &cfg->tiers[i];
         struct q_tier_state st;
@@ -75,14 +84,15 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
             break;
         }
         if (!json) {
-            printf("%-12s %-10s %-21s %-21s %-10s %6lld %9lld %12lld "
-                   "%9lld\n",
+            printf("%-12s %-10s %-21s %-21s %-10s %8.1f %6lld %9lld "
+                   "%12lld %9lld\n",
                    t->name, q_breaker_name(st.breaker),
                    until_text(st.open_until, now, a, sizeof(a)),
                    until_text(st.exhausted_until, now, b, sizeof(b)),
                    st.exhausted_until > now ? st.exhausted_reason : "-",
-                   (long long)st.window_requests, (long long)st.window_tokens,
-                   (long long)st.allowance_used, (long long)st.in_flight);
+                   tier_rate_rpm(t, &st), (long long)st.window_requests,
+                   (long long)st.window_tokens, (long long)st.allowance_used,
+                   (long long)st.in_flight);
             continue;
         }
         cJSON *o = cJSON_CreateObject();
@@ -96,6 +106,8 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
         else
             cJSON_AddNullToObject(o, "exhausted_reason");
         add_time(o, "limited_until", st.limited_until, now);
+        cJSON_AddNumberToObject(o, "rate_rpm", round1(tier_rate_rpm(t, &st)));
+        cJSON_AddBoolToObject(o, "in_doubt", st.doubt);
         cJSON_AddNumberToObject(o, "rpm_used", (double)st.window_requests);
         cJSON_AddNumberToObject(o, "tpm_used", (double)st.window_tokens);
         cJSON_AddNumberToObject(o, "allowance_used", (double)st.allowance_used);

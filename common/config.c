@@ -126,6 +126,7 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
                                        "timeout_s",
                                        "breaker",
                                        "window_s",
+                                       "burst",
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
@@ -139,7 +140,7 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
     t->degrade_at = 0.8;
     t->timeout_s = 60;
     t->window_s = 60;
-    t->breaker.cooldown_s = 60;
+    t->breaker.cooldown_s = 30;
     if ((rc = json_check_object(o, path, keys, err, len)) ||
         (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
         (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
@@ -159,7 +160,9 @@ parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
         (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
                               err, len)) ||
         (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
-                              err, len)))
+                              err, len)) ||
+        (rc =
+             json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
         return rc;
     if (name[0] == '\0')
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),

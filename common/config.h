@@ -15,7 +15,7 @@
 
 struct config_breaker {
     int failures;      /* consecutive failures that open it; default 5 */
-    double cooldown_s; /* how long it stays open; default 60 */
+    double cooldown_s; /* how long it stays open; default 30 */
 };
 
 struct config_tier {
@@ -25,10 +25,13 @@ struct config_tier {
     char *api_key_env;          /* owned; NULL: no Authorization header */
     int64_t rpm;                /* requests per minute; 0 = unlimited */
     int64_t tpm;                /* tokens per minute; 0 = unlimited */
-    double window_s;            /* length of the rpm/tpm window; default 60 */
+    double window_s;            /* rpm and tpm are per this many seconds;
+                                   default 60 (a minute) */
     int64_t allowance_tokens;   /* tokens per allowance window; 0 = none */
     int64_t allowance_window_s; /* "minute|hour|day|week|month"; day */
     double degrade_at;          /* fraction of allowance; default 0.8 */
+    int64_t burst;              /* requests the bucket holds; 0: one
+                                   second's worth of the pace, at least 1 */
     int max_inflight;           /* 0 = unlimited */
     double timeout_s;           /* per request; default 60 */
     struct config_breaker breaker;

@@ -763,6 +763,8 @@ q_tier_load(q_db *db, const char *tier, int64_t now,
     int rc;
 
     memset(&st, 0, sizeof(st));
+    st.pace = 1.0;
+    st.doubt = true; /* a tier never used: its state is unknown */
     if (s == NULL)
         return -EIO;
     bind_text(s, 1, tier);
@@ -781,6 +783,14 @@ q_tier_load(q_db *db, const char *tier, int64_t now,
         st.allowance_used = sqlite3_column_int64(s, 6);
         st.allowance_since = sqlite3_column_int64(s, 7);
         copy_col(s, 8, st.config_hash, sizeof(st.config_hash));
+        st.req_tat = sqlite3_column_double(s, 9);
+        st.tok_tat = sqlite3_column_double(s, 10);
+        st.pace = sqlite3_column_double(s, 11);
+        st.pace_down_at = sqlite3_column_int64(s, 12);
+        st.pace_up_at = sqlite3_column_int64(s, 13);
+        st.learned_rpm = sqlite3_column_int64(s, 14);
+        st.learned_tpm = sqlite3_column_int64(s, 15);
+        st.doubt = sqlite3_column_int(s, 16) != 0;
     } else if (rc != SQLITE_DONE) {
         return db_err(db, "reading tier state");
     }
@@ -839,6 +849,14 @@ q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
     sqlite3_bind_int64(s, 8, st->allowance_used);
     sqlite3_bind_int64(s, 9, st->allowance_since);
     bind_text(s, 10, st->config_hash[0] ? st->config_hash : NULL);
+    sqlite3_bind_double(s, 11, st->req_tat);
+    sqlite3_bind_double(s, 12, st->tok_tat);
+    sqlite3_bind_double(s, 13, st->pace);
+    sqlite3_bind_int64(s, 14, st->pace_down_at);
+    sqlite3_bind_int64(s, 15, st->pace_up_at);
+    sqlite3_bind_int64(s, 16, st->learned_rpm);
+    sqlite3_bind_int64(s, 17, st->learned_tpm);
+    sqlite3_bind_int(s, 18, st->doubt);
     return run_done(db, s, "writing tier state");
 }
 

@@ -352,7 +352,8 @@ enum q_breaker { Q_BREAKER_CLOSED = 0, Q_BREAKER_OPEN, Q_BREAKER_HALF_OPEN };
 const char *q_breaker_name(enum q_breaker b);
 
 /* A tier's stored state plus what its send log says at a moment. A tier
- * with no row yet reads as all zero: breaker closed, nothing used. */
+ * with no row yet reads as all zero (breaker closed, nothing used), except
+ * pace 1 and doubt true: nothing is known of it yet. */
 struct q_tier_state {
     enum q_breaker breaker;
     int failures;              /* consecutive breaker failures */
@@ -363,6 +364,17 @@ struct q_tier_state {
     int64_t allowance_used;    /* tokens in the current allowance window */
     int64_t allowance_since;   /* start of that window */
     char config_hash[65];      /* the tier config it was last used with */
+    /* Pacing (see worker/tier.h): token buckets as GCRA theoretical
+     * arrival times in ms (fractional), the pace factor in force, and
+     * what the endpoint's headers taught. */
+    double req_tat;       /* request bucket */
+    double tok_tat;       /* token bucket */
+    double pace;          /* (0, 1]: share of the ceiling in force */
+    int64_t pace_down_at; /* last multiplicative decrease */
+    int64_t pace_up_at;   /* last additive increase */
+    int64_t learned_rpm;  /* limit headers: requests per minute, 0 unknown */
+    int64_t learned_tpm;  /* limit headers: tokens per minute, 0 unknown */
+    bool doubt;           /* one request at a time until one succeeds */
     /* From the send log, for the window ending at the load time: */
     int64_t window_requests; /* sends in the window */
     int64_t window_tokens;   /* their tokens */

@@ -120,6 +120,19 @@ static const char *const migrations[] = {
     "CREATE INDEX tier_sends_at ON tier_sends (tier, at);"
     "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at)"
     "  WHERE done_at IS NULL;",
+    /* 1 -> 2: paced admission. Each tier is a pair of token buckets kept
+     * as GCRA "theoretical arrival times" (ms, fractional), a pace factor
+     * lowered by 429s and raised by successes, the limits the endpoint's
+     * headers taught, and whether the tier is in doubt (one request at a
+     * time until one succeeds). */
+    "ALTER TABLE tiers ADD COLUMN req_tat REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN tok_tat REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN pace REAL NOT NULL DEFAULT 1;"
+    "ALTER TABLE tiers ADD COLUMN pace_down_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN pace_up_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN learned_rpm INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN learned_tpm INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tiers ADD COLUMN doubt INTEGER NOT NULL DEFAULT 1;",
 };
 
 int

@@ -112,7 +112,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
-        " config_hash FROM tiers WHERE name = ?1",
+        " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"
+        " learned_rpm, learned_tpm, doubt FROM tiers WHERE name = ?1",
     /* Newest first, at most ?3 of them: an rpm check reads rpm rows, not
      * the whole window. */
     [ST_TIER_WINDOW] = "SELECT count(*), min(at) FROM (SELECT at FROM"
@@ -127,8 +128,10 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_TIER_PUT] =
         "INSERT INTO tiers (name, breaker, failures, open_until,"
         " exhausted_until, exhausted_reason, limited_until, allowance_used,"
-        " allowance_since, config_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-        " ?8, ?9, ?10) ON CONFLICT (name) DO UPDATE SET"
+        " allowance_since, config_hash, req_tat, tok_tat, pace,"
+        " pace_down_at, pace_up_at, learned_rpm, learned_tpm, doubt)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+        " ?14, ?15, ?16, ?17, ?18) ON CONFLICT (name) DO UPDATE SET"
         " breaker = excluded.breaker, failures = excluded.failures,"
         " open_until = excluded.open_until,"
         " exhausted_until = excluded.exhausted_until,"
@@ -136,7 +139,12 @@ static const char *const sql_text[ST_COUNT] = {
         " limited_until = excluded.limited_until,"
         " allowance_used = excluded.allowance_used,"
         " allowance_since = excluded.allowance_since,"
-        " config_hash = excluded.config_hash",
+        " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"
+        " tok_tat = excluded.tok_tat, pace = excluded.pace,"
+        " pace_down_at = excluded.pace_down_at,"
+        " pace_up_at = excluded.pace_up_at,"
+        " learned_rpm = excluded.learned_rpm,"
+        " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt",
     [ST_TIER_SEND_ADD] = "INSERT INTO tier_sends (tier, at, tokens, probe,"
                          " expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     [ST_TIER_SEND_GET] = "SELECT tokens, done_at FROM tier_sends WHERE id = ?1",

@@ -1,6 +1,7 @@
 /* test_tier.c: admission rules as a table, then tier state in a real
- * database: breaker, walls, allowance, in-flight cap, and one rpm window
- * shared by two processes. */
+ * database: breaker, doubt, walls, cooldown, learned limits, adaptive pace,
+ * allowance, in-flight cap, and one request bucket shared by two
+ * processes. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -36,7 +37,7 @@ tier(void)
 
 struct eval_case {
     const char *name;
-    int64_t rpm, tpm, allowance, max_inflight;
+    int64_t rpm, tpm, allowance, max_inflight, burst;
     struct q_tier_state st;
     int64_t est;
     bool continuing;
@@ -45,9 +46,28 @@ struct eval_case {
     int64_t retry_at;
 };
 
+#define DAY_END (T0 - T0 % 86400000 + 86400000)
+
+/* Pacing arithmetic: 600 rpm is one request per 100 ms; the bucket holds
+ * one second's worth (10) less a guard of half a request. A request
+ * bucket whose theoretical arrival time is T0 + 900 is full to T0 + 950,
+ * so one more fits at T0 + 50. */
 static const struct eval_case eval_cases[] = {
-    {"empty tier admits", 0, 0, 0, 0, {0}, 100, false, true, false, NULL, T0},
+    {"empty tier admits",
+     0,
+     0,
+     0,
+     0,
+     0,
+     {0},
+     100,
+     false,
+     true,
+     false,
+     NULL,
+     T0},
     {"wall refuses until reset",
+     0,
      0,
      0,
      0,
@@ -59,7 +79,8 @@ static const struct eval_case eval_cases[] = {
      false,
      "exhausted",
      T0 + 5000},
-    {"wall over admits",
+    {"wall over admits one",
+     0,
      0,
      0,
      0,
@@ -71,7 +92,21 @@ static const struct eval_case eval_cases[] = {
      false,
      NULL,
      T0},
+    {"wall over: in doubt, one at a time",
+     0,
+     0,
+     0,
+     0,
+     0,
+     {.exhausted_until = T0 - 1, .in_flight = 1},
+     1,
+     false,
+     false,
+     false,
+     "in_doubt",
+     T0 + 250},
     {"breaker open refuses",
+     0,
      0,
      0,
      0,
@@ -88,6 +123,7 @@ static const struct eval_case eval_cases[] = {
      0,
      0,
      0,
+     0,
      {.breaker = Q_BREAKER_OPEN, .open_until = T0},
      1,
      false,
@@ -100,6 +136,7 @@ static const struct eval_case eval_cases[] = {
      0,
      0,
      0,
+     0,
      {.breaker = Q_BREAKER_HALF_OPEN, .probe_in_flight = true},
      1,
      false,
@@ -107,7 +144,8 @@ static const struct eval_case eval_cases[] = {
      false,
      "half_open_probe",
      T0 + 250},
-    {"headers said 0 remaining",
+    {"tier cooling down",
+     0,
      0,
      0,
      0,
@@ -117,13 +155,14 @@ static const struct eval_case eval_cases[] = {
      false,
      false,
      false,
-     "rate_limit_headers",
+     "cooldown",
      T0 + 700},
     {"max inflight reached",
      0,
      0,
      0,
      2,
+     0,
      {.in_flight = 2},
      1,
      false,
@@ -136,6 +175,7 @@ static const struct eval_case eval_cases[] = {
      0,
      0,
      2,
+     0,
      {.in_flight = 1},
      1,
      false,
@@ -143,45 +183,153 @@ static const struct eval_case eval_cases[] = {
      false,
      NULL,
      T0},
-    {"rpm full: wait for oldest",
-     3,
+    {"in doubt: one in flight is enough",
      0,
      0,
      0,
-     {.window_requests = 3, .window_oldest = T0 - 20000},
+     0,
+     0,
+     {.doubt = true, .in_flight = 1},
      1,
      false,
      false,
      false,
-     "rpm",
-     T0 + 40250},
-    {"rpm one left",
-     3,
+     "in_doubt",
+     T0 + 250},
+    {"in doubt: none in flight admits",
      0,
      0,
      0,
-     {.window_requests = 2},
+     0,
+     0,
+     {.doubt = true},
      1,
      false,
      true,
      false,
      NULL,
      T0},
-    {"tpm would overflow",
+    {"rpm bucket empty: next slot",
+     600,
      0,
-     1000,
      0,
      0,
-     {.window_requests = 1, .window_tokens = 900, .window_oldest = T0 - 1},
-     200,
+     0,
+     {.req_tat = T0 + 900},
+     1,
+     false,
+     false,
+     false,
+     "rpm",
+     T0 + 50},
+    {"rpm bucket has room",
+     600,
+     0,
+     0,
+     0,
+     0,
+     {.req_tat = T0 + 800},
+     1,
+     false,
+     true,
+     false,
+     NULL,
+     T0},
+    {"rpm bucket of one: one per interval",
+     60,
+     0,
+     0,
+     0,
+     1,
+     {.req_tat = T0 + 1},
+     1,
+     false,
+     false,
+     false,
+     "rpm",
+     T0 + 1},
+    {"learned limit below the declared one paces",
+     1200,
+     0,
+     0,
+     0,
+     0,
+     {.req_tat = T0 + 900, .learned_rpm = 600},
+     1,
+     false,
+     false,
+     false,
+     "rpm",
+     T0 + 50},
+    {"declared limit, a higher learned one: declared wins",
+     600,
+     0,
+     0,
+     0,
+     0,
+     {.req_tat = T0 + 900, .learned_rpm = 6000},
+     1,
+     false,
+     false,
+     false,
+     "rpm",
+     T0 + 50},
+    {"pace 0.5 halves the rate",
+     600,
+     0,
+     0,
+     0,
+     0,
+     {.req_tat = T0 + 800, .pace = 0.5},
+     1,
+     false,
+     false,
+     false,
+     "rpm",
+     T0 + 50},
+    {"no limit declared or learned: not paced",
+     0,
+     0,
+     0,
+     0,
+     0,
+     {.req_tat = T0 + 99999},
+     1,
+     false,
+     true,
+     false,
+     NULL,
+     T0},
+    {"tpm bucket empty",
+     0,
+     60000,
+     0,
+     0,
+     0,
+     {.tok_tat = T0 + 950},
+     100,
      false,
      false,
      false,
      "tpm",
-     T0 + 60249},
-    {"tpm: oversized request alone",
+     T0 + 50},
+    {"tpm bucket has room",
      0,
-     1000,
+     60000,
+     0,
+     0,
+     0,
+     {.tok_tat = T0 + 800},
+     100,
+     false,
+     true,
+     false,
+     NULL,
+     T0},
+    {"tpm: oversized request goes when the bucket is full",
+     0,
+     6000,
+     0,
      0,
      0,
      {0},
@@ -191,10 +339,24 @@ static const struct eval_case eval_cases[] = {
      false,
      NULL,
      T0},
+    {"tpm: oversized request waits for a full bucket",
+     0,
+     6000,
+     0,
+     0,
+     0,
+     {.tok_tat = T0 + 10},
+     5000,
+     false,
+     false,
+     false,
+     "tpm",
+     T0 + 10},
     {"allowance: new step stops at degrade_at",
      0,
      0,
      1000,
+     0,
      0,
      {.allowance_used = 750, .allowance_since = T0 - 1},
      100,
@@ -202,11 +364,12 @@ static const struct eval_case eval_cases[] = {
      false,
      false,
      "allowance",
-     T0 - T0 % 86400000 + 86400000},
+     DAY_END},
     {"allowance: running step uses headroom",
      0,
      0,
      1000,
+     0,
      0,
      {.allowance_used = 750, .allowance_since = T0 - 1},
      100,
@@ -220,17 +383,19 @@ static const struct eval_case eval_cases[] = {
      0,
      1000,
      0,
+     0,
      {.allowance_used = 950, .allowance_since = T0 - 1},
      100,
      true,
      false,
      false,
      "allowance",
-     T0 - T0 % 86400000 + 86400000},
+     DAY_END},
     {"allowance: yesterday's use is gone",
      0,
      0,
      1000,
+     0,
      0,
      {.allowance_used = 1000, .allowance_since = T0 - 86400000},
      100,
@@ -251,6 +416,7 @@ START_TEST(test_evaluate_table)
     t.tpm = c->tpm;
     t.allowance_tokens = c->allowance;
     t.max_inflight = (int)c->max_inflight;
+    t.burst = c->burst;
     tier_evaluate(&t, &c->st, T0, c->est, c->continuing, &v);
     ck_assert_msg(v.admitted == c->admitted, "%s: admitted %d", c->name,
                   v.admitted);
@@ -313,17 +479,40 @@ admit(const struct config_tier *t, int64_t now, int64_t est,
 }
 
 static void
+settle_with(const struct config_tier *t, int64_t id, int64_t now,
+            struct tier_outcome *o)
+{
+    ck_assert_int_eq(tier_settle(db, t, id, now, o), 0);
+}
+
+static void
 settle(const struct config_tier *t, int64_t id, int64_t now, enum tier_result r)
 {
-    struct tier_outcome o = {r, -1, 0, NULL, 0, false};
-    ck_assert_int_eq(tier_settle(db, t, id, now, &o), 0);
+    struct tier_outcome o;
+    tier_outcome_init(&o);
+    o.result = r;
+    settle_with(t, id, now, &o);
+}
+
+/* A tier never used is in doubt; one success ends that. */
+static void
+trust(const struct config_tier *t, int64_t now)
+{
+    settle(t, admit(t, now, 1, NULL), now, TIER_RESULT_OK);
+}
+
+static struct q_tier_state
+state(const struct config_tier *t, int64_t now)
+{
+    struct q_tier_state st;
+    ck_assert_int_eq(tier_snapshot(db, t, now, true, &st), 0);
+    return st;
 }
 
 START_TEST(test_breaker_opens_probes_and_closes)
 {
     struct config_tier t = tier();
     struct tier_verdict v;
-    struct q_tier_state st;
     int64_t probe;
 
     for (int i = 0; i < 3; i++)
@@ -338,11 +527,11 @@ START_TEST(test_breaker_opens_probes_and_closes)
     ck_assert_int_eq(admit(&t, T0 + 30003, 1, &v), -1);
     ck_assert_str_eq(v.reason, "half_open_probe");
     settle(&t, probe, T0 + 30004, TIER_RESULT_OK);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 30005, true, &st), 0);
-    ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
-    ck_assert_int_eq(st.failures, 0);
+    ck_assert_int_eq(state(&t, T0 + 30005).breaker, Q_BREAKER_CLOSED);
+    ck_assert_int_eq(state(&t, T0 + 30005).failures, 0);
     ck_assert_int_gt(admit(&t, T0 + 30005, 1, &v), 0);
     ck_assert(!v.probe);
+    ck_assert_int_gt(admit(&t, T0 + 30005, 1, &v), 0); /* open to its pace */
 }
 END_TEST
 
@@ -379,32 +568,81 @@ START_TEST(test_neutral_answers_do_not_trip_breaker)
 }
 END_TEST
 
+/* A tier never used, or after a server error, takes one request at a
+ * time until one succeeds; then it opens to its pace. */
+START_TEST(test_doubt_admits_one_at_a_time)
+{
+    struct config_tier t = tier();
+    struct tier_verdict v;
+    int64_t a, c;
+
+    a = admit(&t, T0, 1, NULL);
+    ck_assert_int_gt(a, 0);
+    ck_assert_int_eq(admit(&t, T0, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "in_doubt");
+    settle(&t, a, T0 + 1, TIER_RESULT_FAILURE); /* a 503: still in doubt */
+    c = admit(&t, T0 + 2, 1, NULL);
+    ck_assert_int_gt(c, 0);
+    ck_assert_int_eq(admit(&t, T0 + 2, 1, &v), -1);
+    settle(&t, c, T0 + 3, TIER_RESULT_OK);
+    ck_assert(!state(&t, T0 + 3).doubt);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_gt(admit(&t, T0 + 4, 1, NULL), 0);
+    /* a timeout later: one at a time again */
+    settle(&t, admit(&t, T0 + 5, 1, NULL), T0 + 6, TIER_RESULT_FAILURE);
+    ck_assert_int_eq(admit(&t, T0 + 7, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "in_doubt");
+}
+END_TEST
+
+START_TEST(test_worker_start_puts_tier_in_doubt)
+{
+    struct config_tier t = tier();
+    struct tier_verdict v;
+
+    trust(&t, T0);
+    ck_assert(!state(&t, T0).doubt);
+    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    ck_assert(state(&t, T0).doubt);
+    ck_assert_int_gt(admit(&t, T0 + 1, 1, NULL), 0);
+    ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "in_doubt");
+}
+END_TEST
+
 START_TEST(test_quota_wall_blocks_until_reset)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {TIER_RESULT_NEUTRAL, 50, T0 + 60000,
-                             "daily_cap",         0,  false};
+    struct tier_outcome o;
     struct tier_verdict v;
-    struct q_tier_state st;
 
-    ck_assert_int_eq(tier_settle(db, &t, admit(&t, T0, 10, NULL), T0, &o), 0);
+    tier_outcome_init(&o);
+    o.tokens = 50;
+    o.exhausted_until = T0 + 60000;
+    o.exhausted_reason = "daily_cap";
+    trust(&t, T0);
+    settle_with(&t, admit(&t, T0, 10, NULL), T0, &o);
     ck_assert_int_eq(admit(&t, T0 + 59999, 1, &v), -1);
     ck_assert_str_eq(v.reason, "exhausted");
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, true, &st), 0);
-    ck_assert_str_eq(st.exhausted_reason, "daily_cap");
+    ck_assert_str_eq(state(&t, T0 + 1).exhausted_reason, "daily_cap");
+    /* Over: one request finds out whether it lifted, the rest wait. */
     ck_assert_int_gt(admit(&t, T0 + 60000, 1, &v), 0);
+    ck_assert_int_eq(admit(&t, T0 + 60001, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "in_doubt");
 }
 END_TEST
 
 START_TEST(test_auth_wall_lifted_by_config_change)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {
-        TIER_RESULT_NEUTRAL, 0, INT64_MAX / 2, "auth", 0, false};
+    struct tier_outcome o;
     struct tier_verdict v;
 
+    tier_outcome_init(&o);
+    o.exhausted_until = INT64_MAX / 2;
+    o.exhausted_reason = "auth";
     ck_assert_int_eq(tier_sync_config(db, &t), 0);
-    ck_assert_int_eq(tier_settle(db, &t, admit(&t, T0, 1, NULL), T0, &o), 0);
+    settle_with(&t, admit(&t, T0, 1, NULL), T0, &o);
     ck_assert_int_eq(tier_sync_config(db, &t), 0); /* same config */
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
     t.api_key_env = "NEW_KEY";
@@ -416,18 +654,18 @@ END_TEST
 START_TEST(test_allowance_charged_and_corrected)
 {
     struct config_tier t = tier();
-    struct tier_outcome o = {TIER_RESULT_OK, 300, 0, NULL, 0, false};
+    struct tier_outcome o;
     struct tier_verdict v;
-    struct q_tier_state st;
     int64_t id;
 
+    tier_outcome_init(&o);
+    o.result = TIER_RESULT_OK;
+    o.tokens = 300;
     t.allowance_tokens = 1000;
     id = admit(&t, T0, 100, NULL);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0, true, &st), 0);
-    ck_assert_int_eq(st.allowance_used, 100);
-    ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o), 0);
-    ck_assert_int_eq(tier_snapshot(db, &t, T0 + 1, true, &st), 0);
-    ck_assert_int_eq(st.allowance_used, 300);
+    ck_assert_int_eq(state(&t, T0).allowance_used, 100);
+    settle_with(&t, id, T0 + 1, &o);
+    ck_assert_int_eq(state(&t, T0 + 1).allowance_used, 300);
     ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o), -EALREADY);
     id = admit(&t, T0 + 2, 450, NULL); /* 750 of 800 */
     ck_assert_int_gt(id, 0);
@@ -443,6 +681,7 @@ START_TEST(test_inflight_cap_and_crashed_sends_expire)
     int64_t a;
 
     t.max_inflight = 2;
+    trust(&t, T0 - 1);
     a = admit(&t, T0, 1, NULL);
     ck_assert_int_gt(admit(&t, T0, 1, NULL), 0); /* never settled: "crash" */
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
@@ -455,10 +694,176 @@ START_TEST(test_inflight_cap_and_crashed_sends_expire)
 }
 END_TEST
 
-/* Two processes share one rpm window. Each admits as fast as admission
- * lets it (waiting until retry_at when refused) and reports the time of
- * each admitted send; no window may hold more than rpm of them. */
-#define RPM   60
+/* A soft throttle stops the whole tier for the wait it names. */
+START_TEST(test_throttle_cools_down_whole_tier)
+{
+    struct config_tier t = tier();
+    struct tier_outcome o;
+    struct tier_verdict v;
+
+    t.rpm = 600;
+    trust(&t, T0);
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    o.throttle_ms = 800;
+    settle_with(&t, admit(&t, T0 + 100, 1, NULL), T0 + 200, &o);
+    ck_assert_int_eq(admit(&t, T0 + 999, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "cooldown");
+    ck_assert_int_eq(v.retry_at, T0 + 1000);
+    ck_assert_int_gt(admit(&t, T0 + 1000, 1, NULL), 0);
+}
+END_TEST
+
+/* Remaining 0 waits for the reset; with the limit known, for one
+ * request's share of it, counted from the send. */
+START_TEST(test_remaining_zero_waits_for_reset)
+{
+    struct config_tier t = tier();
+    struct tier_outcome o;
+    struct tier_verdict v;
+
+    trust(&t, T0);
+    tier_outcome_init(&o);
+    o.result = TIER_RESULT_OK;
+    o.sent_at = T0 + 10;
+    o.remaining_requests = 0;
+    o.requests_reset_at = T0 + 1500;
+    settle_with(&t, admit(&t, T0 + 10, 1, NULL), T0 + 20, &o);
+    ck_assert_int_eq(admit(&t, T0 + 1499, 1, &v), -1);
+    ck_assert_str_eq(v.reason, "cooldown");
+    ck_assert_int_gt(admit(&t, T0 + 1500, 1, NULL), 0);
+
+    o.sent_at = T0 + 2000;
+    o.requests_reset_at = T0 + 9000;
+    o.limit_rpm = 600; /* one request's share: 100 ms */
+    settle_with(&t, admit(&t, T0 + 2000, 1, NULL), T0 + 2050, &o);
+    ck_assert_int_eq(admit(&t, T0 + 2099, 1, &v), -1);
+    ck_assert_int_eq(v.retry_at, T0 + 2100);
+}
+END_TEST
+
+/* Azure sends -1 in its limit headers; a reset years away is no wait. */
+START_TEST(test_bogus_headers_ignored)
+{
+    const struct policy_header h[] = {
+        {"x-ratelimit-limit-requests", "-1"},
+        {"x-ratelimit-limit-tokens", "1e9"},
+        {"anthropic-ratelimit-requests-limit", "0"},
+    };
+    const struct policy_header good[] = {
+        {"X-RateLimit-Limit-Requests", " 600 "},
+        {"anthropic-ratelimit-tokens-limit", "40000"},
+    };
+    struct config_tier t = tier();
+    struct tier_outcome o;
+    int64_t rpm = 7, tpm = 7;
+
+    tier_limits_from_headers(h, 3, &rpm, &tpm);
+    ck_assert_int_eq(rpm, 0);
+    ck_assert_int_eq(tpm, 0);
+    tier_limits_from_headers(good, 2, &rpm, &tpm);
+    ck_assert_int_eq(rpm, 600);
+    ck_assert_int_eq(tpm, 40000);
+    trust(&t, T0);
+    tier_outcome_init(&o);
+    o.remaining_requests = 0;
+    o.requests_reset_at = T0 + INT64_C(3) * 365 * 86400000;
+    settle_with(&t, admit(&t, T0, 1, NULL), T0 + 1, &o);
+    ck_assert_int_gt(admit(&t, T0 + 2, 1, NULL), 0);
+}
+END_TEST
+
+/* Limit headers teach the ceiling: below a declared rpm, or where none
+ * was declared. */
+START_TEST(test_limits_learned_from_headers)
+{
+    struct config_tier t = tier();
+    struct tier_outcome o;
+
+    trust(&t, T0);
+    ck_assert(tier_rate_rpm(&t, &(struct q_tier_state){.pace = 1}) == 0);
+    tier_outcome_init(&o);
+    o.result = TIER_RESULT_OK;
+    o.limit_rpm = 300;
+    o.limit_tpm = 30000;
+    settle_with(&t, admit(&t, T0, 1, NULL), T0 + 1, &o);
+    ck_assert(tier_rate_rpm(&t, &(struct q_tier_state){0}) == 0);
+    struct q_tier_state st = state(&t, T0 + 2);
+    ck_assert_int_eq((int)tier_rate_rpm(&t, &st), 300);
+    ck_assert_int_eq((int)tier_rate_tpm(&t, &st), 30000);
+    t.rpm = 1200; /* declared 4x too high: the endpoint's word wins */
+    ck_assert_int_eq((int)tier_rate_rpm(&t, &st), 300);
+    t.rpm = 100;
+    ck_assert_int_eq((int)tier_rate_rpm(&t, &st), 100);
+}
+END_TEST
+
+/* 429s despite pacing lower the pace (once per burst of them); it climbs
+ * back by a hundredth of the ceiling per second, never above it. */
+START_TEST(test_pace_falls_and_climbs_back)
+{
+    struct config_tier t = tier();
+    struct tier_outcome thr, ok;
+    int64_t now = T0;
+
+    t.rpm = 600;
+    trust(&t, now);
+    tier_outcome_init(&thr);
+    thr.uncounted = true;
+    thr.throttle_ms = 1;
+    thr.paced_down = true;
+    tier_outcome_init(&ok);
+    ok.result = TIER_RESULT_OK;
+    settle_with(&t, admit(&t, now, 1, NULL), now + 1, &thr);
+    struct q_tier_state st = state(&t, now + 2);
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 420);
+    settle_with(&t, admit(&t, now + 500, 1, NULL), now + 500, &thr);
+    st = state(&t, now + 501); /* the same burst: counted once */
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 420);
+    settle_with(&t, admit(&t, now + 1500, 1, NULL), now + 1500, &thr);
+    st = state(&t, now + 1501);
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 294);
+    for (now = T0 + 2000; now <= T0 + 12000; now += 1000)
+        settle_with(&t, admit(&t, now, 1, NULL), now, &ok);
+    st = state(&t, now);
+    /* 10.5 s since the last 429: +10.5% of the ceiling */
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 357);
+    for (; now <= T0 + 200000; now += 5000)
+        settle_with(&t, admit(&t, now, 1, NULL), now, &ok);
+    st = state(&t, now);
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 600);
+}
+END_TEST
+
+/* With no limit declared or learned, the first 429 makes the rate of the
+ * last ten seconds the ceiling, and the pace applies to it. */
+START_TEST(test_pace_without_any_limit)
+{
+    struct config_tier t = tier();
+    struct tier_outcome thr;
+    struct q_tier_state st;
+
+    trust(&t, T0);
+    for (int i = 0; i < 50; i++)
+        settle(&t, admit(&t, T0 + 100 * i, 1, NULL), T0 + 100 * i,
+               TIER_RESULT_OK);
+    tier_outcome_init(&thr);
+    thr.uncounted = true;
+    thr.throttle_ms = 1;
+    thr.paced_down = true;
+    settle_with(&t, admit(&t, T0 + 5000, 1, NULL), T0 + 5000, &thr);
+    st = state(&t, T0 + 5001);
+    /* 51 sends in the last 10 s: 306 rpm seen, paced to 0.7 of it */
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 214);
+}
+END_TEST
+
+/* Two processes share one request bucket. Each admits as fast as
+ * admission lets it (waiting until retry_at when refused) and reports the
+ * time of each admitted send; together they conform to the bucket: in any
+ * stretch of d ms, at most BURST + d * RATE sends. */
+#define RATE  50 /* per second: rpm 50 per window_s 1 */
+#define BURST 5
 #define TOTAL 120
 
 static void
@@ -467,12 +872,14 @@ admit_loop(const char *path, int out, int count)
     struct config_tier t = tier();
     q_db *d = NULL;
 
-    t.rpm = RPM;
+    t.rpm = RATE;
     t.window_s = 1; /* a "minute" of one second keeps the test short */
+    t.burst = BURST;
     if (q_open(path, NULL, &d) != 0)
         _exit(1);
     while (count > 0) {
         struct tier_verdict v;
+        struct tier_outcome o;
         int64_t now = clock_now_ms(), id = 0;
         if (tier_admit(d, &t, now, 1, false, &v, &id) != 0)
             _exit(2);
@@ -481,7 +888,8 @@ admit_loop(const char *path, int out, int count)
             poll(NULL, 0, wait > 0 ? (int)wait : 0);
             continue;
         }
-        struct tier_outcome o = {TIER_RESULT_OK, -1, 0, NULL, 0, false};
+        tier_outcome_init(&o);
+        o.result = TIER_RESULT_OK;
         if (tier_settle(d, &t, id, now, &o) != 0 ||
             write(out, &now, sizeof(now)) != (ssize_t)sizeof(now))
             _exit(3);
@@ -497,7 +905,7 @@ cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-START_TEST(test_two_processes_share_rpm_window)
+START_TEST(test_two_processes_share_one_bucket)
 {
     char *path = tmpdir_join(dir, "q.db");
     int64_t at[TOTAL];
@@ -525,12 +933,15 @@ START_TEST(test_two_processes_share_rpm_window)
     ck_assert_int_eq(n, TOTAL);
     qsort(at, TOTAL, sizeof(at[0]), cmp_i64);
     for (int i = 0; i < TOTAL; i++) {
-        int in_window = 0;
-        for (int k = 0; k <= i; k++)
-            in_window += at[k] > at[i] - 1000;
-        ck_assert_msg(in_window <= RPM, "%d sends in the second before %d",
-                      in_window, i);
+        for (int k = i; k < TOTAL; k++) {
+            double allowed = BURST + (double)(at[k] - at[i]) * RATE / 1000.0;
+            ck_assert_msg(k - i + 1 <= allowed + 1e-9,
+                          "%d sends in %lld ms (bucket allows %.1f)", k - i + 1,
+                          (long long)(at[k] - at[i]), allowed);
+        }
     }
+    /* and they are paced, not starved: 120 at 50/s take about 2.3 s */
+    ck_assert_int_lt(at[TOTAL - 1] - at[0], 4000);
     free(path);
 }
 END_TEST
@@ -556,11 +967,19 @@ test_suite(void)
     tcase_add_test(state, test_auth_wall_lifted_by_config_change);
     tcase_add_test(state, test_allowance_charged_and_corrected);
     tcase_add_test(state, test_inflight_cap_and_crashed_sends_expire);
+    tcase_add_test(state, test_doubt_admits_one_at_a_time);
+    tcase_add_test(state, test_worker_start_puts_tier_in_doubt);
+    tcase_add_test(state, test_throttle_cools_down_whole_tier);
+    tcase_add_test(state, test_remaining_zero_waits_for_reset);
+    tcase_add_test(state, test_bogus_headers_ignored);
+    tcase_add_test(state, test_limits_learned_from_headers);
+    tcase_add_test(state, test_pace_falls_and_climbs_back);
+    tcase_add_test(state, test_pace_without_any_limit);
     suite_add_tcase(s, state);
 
     tcase_add_checked_fixture(procs, setup, teardown);
     tcase_set_timeout(procs, 30);
-    tcase_add_test(procs, test_two_processes_share_rpm_window);
+    tcase_add_test(procs, test_two_processes_share_one_bucket);
     suite_add_tcase(s, procs);
     return s;
 }

@@ -1,6 +1,7 @@
-/* tier.h: admission to a tier (breaker, windows, allowance, in-flight cap,
- * walls and rate-limit headers), with the state shared in the database so
- * every worker on it respects one tier's limits together.
+/* tier.h: admission to a tier (breaker, paced token buckets, cooldown,
+ * doubt, allowance, in-flight cap, walls and rate-limit headers), with the
+ * state shared in the database so every worker on it respects one tier's
+ * limits together.
  *
  * tier_evaluate() is the pure rule; tier_admit() and tier_settle() run it
  * and record the result in one write transaction, so two processes cannot
@@ -15,16 +16,25 @@
 #include "common/config.h"
 #include "common/defs.h"
 #include "queue/queue.h"
+#include "worker/policy.h"
 
-/* What admission says. reason is static: "exhausted" (or the wall's own
- * reason such as "daily_cap"), "breaker_open", "half_open_probe",
- * "rate_limit_headers", "max_inflight", "rpm", "tpm", "allowance". */
+/* What admission says. reason is static: "exhausted", "breaker_open",
+ * "half_open_probe", "cooldown", "max_inflight", "in_doubt", "rpm", "tpm",
+ * "allowance". */
 struct tier_verdict {
     bool admitted;
     bool probe;         /* admitted as the one half-open probe */
     const char *reason; /* why not; NULL when admitted */
     int64_t retry_at;   /* earliest time it could say yes (ms) */
 };
+
+/* The pace in force: the ceiling (the smaller of the declared limit, per
+ * minute, and the one the endpoint's headers taught) times the tier's pace
+ * factor. 0: no limit known, requests are not paced. */
+double tier_rate_rpm(const struct config_tier *t,
+                     const struct q_tier_state *st);
+double tier_rate_tpm(const struct config_tier *t,
+                     const struct q_tier_state *st);
 
 /* tier_evaluate decides admission for a request of est_tokens at now from
  * the tier's config and state. continuing: the step already sent on this
@@ -33,39 +43,58 @@ void tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
                    int64_t now, int64_t est_tokens, bool continuing,
                    struct tier_verdict *out);
 
-/* tier_admit evaluates and, when admitted, logs the send and charges
- * est_tokens, all in one transaction. *send_id identifies the send for
- * tier_settle(). Returns 0 (look at v->admitted) or -EIO/-EBUSY. */
+/* tier_admit evaluates and, when admitted, takes the request from the
+ * tier's buckets, logs the send and charges est_tokens, all in one
+ * transaction (a savepoint inside the caller's). *send_id identifies the
+ * send for tier_settle(). Returns 0 (look at v->admitted) or -EIO/-EAGAIN. */
 STEPQ_MUST_CHECK int tier_admit(q_db *db, const struct config_tier *t,
                                 int64_t now, int64_t est_tokens,
                                 bool continuing, struct tier_verdict *v,
                                 int64_t *send_id);
 
 enum tier_result {
-    TIER_RESULT_OK,      /* success: closes the breaker */
-    TIER_RESULT_FAILURE, /* server_error or timeout: counts for the breaker */
+    TIER_RESULT_OK,      /* success: closes the breaker, ends a doubt */
+    TIER_RESULT_FAILURE, /* server_error or timeout: counts for the breaker,
+                            puts the tier in doubt */
     TIER_RESULT_NEUTRAL  /* anything else: no breaker change */
 };
 
-/* What an answer taught about the tier. */
+/* What an answer taught about the tier. Fields not known are -1 (times,
+ * counts) or 0 (limits). */
 struct tier_outcome {
     enum tier_result result;
     int64_t tokens;               /* usage reported; < 0: keep the estimate */
     int64_t exhausted_until;      /* > 0: a quota wall until then */
     const char *exhausted_reason; /* borrowed; e.g. "daily_cap" */
-    int64_t limited_until;        /* > 0: headers said 0 remaining until then */
-    bool uncounted; /* refused for its rate: not in the endpoint's window */
+    bool uncounted;      /* refused for its rate: refund the allowance */
+    int64_t sent_at;     /* when the request was admitted */
+    int64_t throttle_ms; /* >= 0: a soft throttle; the tier cools down
+                            this long (the server's wait) */
+    bool paced_down;     /* the throttle lowers the tier's pace */
+    int64_t remaining_requests, requests_reset_at; /* -1: not said */
+    int64_t remaining_tokens, tokens_reset_at;     /* -1: not said */
+    int64_t limit_rpm, limit_tpm; /* limit headers; 0: not said */
 };
 
+/* tier_outcome_init sets every field to "not known" and result NEUTRAL. */
+void tier_outcome_init(struct tier_outcome *o);
+
+/* tier_limits_from_headers reads the limit headers (x-ratelimit-limit-*,
+ * anthropic-ratelimit-*-limit) into *rpm and *tpm, per minute; 0 where
+ * not said or not believable (negative, zero, absurd). */
+void tier_limits_from_headers(const struct policy_header *h, size_t n,
+                              int64_t *rpm, int64_t *tpm);
+
 /* tier_settle records the answer to send send_id: the send is done, its
- * tokens corrected, the breaker and walls updated. -ENOENT/-EALREADY for
- * an unknown or already settled send. */
+ * tokens corrected, the breaker, doubt, pace, cooldown, limits and walls
+ * updated. -ENOENT/-EALREADY for an unknown or already settled send. */
 STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
                                  const struct tier_outcome *o);
 
-/* tier_snapshot reads the tier's state at now. full: count the whole
- * window (for `stepq tiers`); else only what admission needs. */
+/* tier_snapshot reads the tier's state at now. full: count the last
+ * minute's sends and tokens (for `stepq tiers`); else only what admission
+ * needs. */
 STEPQ_MUST_CHECK int tier_snapshot(q_db *db, const struct config_tier *t,
                                    int64_t now, bool full,
                                    struct q_tier_state *out);
@@ -75,8 +104,9 @@ STEPQ_MUST_CHECK int tier_snapshot(q_db *db, const struct config_tier *t,
 int64_t tier_wall_until(const struct config_tier *t, int64_t now);
 
 /* tier_sync_config lifts an "auth" wall when the tier's config changed
- * since it was set (SPEC: the tier is off until the config changes), and
- * remembers the config. */
+ * since it was set (SPEC: the tier is off until the config changes),
+ * remembers the config, and puts the tier in doubt: a worker starting does
+ * not know what happened while none ran. */
 STEPQ_MUST_CHECK int tier_sync_config(q_db *db, const struct config_tier *t);
 
 #endif

@@ -70,8 +70,19 @@ struct worker {
     int64_t next_claim;
     struct run *runs;
     int nruns;
+    /* Admission within one pass over the waiting runs: a tier that said
+     * no to one run says no to the runs behind it (FIFO), without asking
+     * the database again. */
+    uint64_t pass;
+    struct tier_no *refused; /* one per config tier */
     uint64_t rng;
     int failed; /* a fatal error: stop */
+};
+
+struct tier_no {
+    uint64_t pass; /* the pass it said no in */
+    const char *reason;
+    int64_t retry_at;
 };
 
 struct run {
@@ -92,6 +103,7 @@ struct run {
                         step that count as attempts (a throttle wait does not) */
     int reset_after; /* ledger attempts up to this predate a park retry */
     int pin_tier;    /* a park retry's tier, or -1 */
+    int wait_tier;   /* a throttled retry waits for this tier, or -1 */
     int64_t last_latency;
     /* The attempt in flight. */
     http_call *call;
@@ -104,12 +116,15 @@ struct run {
     struct http_request pending; /* owned: recorded, sent after commit */
     bool has_pending;
     size_t body_len;
-    int64_t wake_at; /* > 0: waiting until then */
-    bool finished;   /* the job left this worker */
-    bool lost;       /* the lease was lost: touch nothing */
+    int64_t wake_at;     /* > 0: waiting until then */
+    int64_t admit_since; /* > 0: waiting for a tier since then (FIFO) */
+    int64_t sent_at;     /* when the attempt in flight was admitted */
+    bool finished;       /* the job left this worker */
+    bool lost;           /* the lease was lost: touch nothing */
 };
 
 static void attempt(struct run *r);
+static void settle_unsent(struct run *r, int64_t now);
 static void step_enter(struct run *r);
 static void kick(struct worker *w);
 static void turn_begin(struct worker *w);
@@ -322,6 +337,7 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
     struct worker *w = r->w;
 
     r->cur_tier = -1;
+    r->wait_tier = -1;
     memset(r->switched, 0, w->cfg->ntiers * sizeof(bool));
     r->degraded = r->schema_retried = false;
     r->throttle_waits = 0;
@@ -489,8 +505,8 @@ candidates(const struct run *r, int *idx)
     const struct config *cfg = r->w->cfg;
     size_t n = 0;
 
-    if (r->pin_tier >= 0) {
-        idx[0] = r->pin_tier;
+    if (r->wait_tier >= 0 || r->pin_tier >= 0) {
+        idx[0] = r->wait_tier >= 0 ? r->wait_tier : r->pin_tier;
         return 1;
     }
     if (s->tiers == NULL) {
@@ -524,16 +540,24 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
         const struct config_tier *t = &w->cfg->tiers[idx[i]];
         struct tier_verdict v;
         int64_t send = 0;
+        struct tier_no *no = &w->refused[idx[i]];
         if (r->switched[idx[i]])
             continue;
-        if (tier_admit(w->db, t, now, est, *sends_on(r, idx[i]) > 0, &v,
-                       &send) != 0)
+        if (no->pass == w->pass) {
+            v = (struct tier_verdict){false, false, no->reason, no->retry_at};
+        } else if (tier_admit(w->db, t, now, est, *sends_on(r, idx[i]) > 0, &v,
+                              &send) != 0) {
             continue;
+        }
         if (v.admitted) {
             chosen = idx[i];
             r->send_id = send;
             break;
         }
+        /* The allowance depends on the step (headroom above degrade_at
+         * for a step already on the tier): not the same no for all. */
+        if (strcmp(v.reason, "allowance") != 0)
+            *no = (struct tier_no){w->pass, v.reason, v.retry_at};
         if (v.retry_at < *retry_at)
             *retry_at = v.retry_at;
         if (used < whylen) {
@@ -649,6 +673,8 @@ attempt(struct run *r)
             int64_t slack = r->job.deadline_at - now;
             cJSON_Delete(body);
             if (retry_at != INT64_MAX && retry_at - now < slack) {
+                if (r->admit_since == 0)
+                    r->admit_since = now;
                 wait_then_attempt(r, retry_at - now);
                 return;
             }
@@ -660,6 +686,9 @@ attempt(struct run *r)
             return;
         }
         r->cur_tier = ti;
+        r->admit_since = 0;
+        r->wait_tier = -1;
+        r->sent_at = now;
         const struct config_tier *t = &w->cfg->tiers[ti];
         rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
                                (int64_t)(t->timeout_s * 1000), &req, err,
@@ -676,12 +705,8 @@ attempt(struct run *r)
     cJSON_Delete(body);
     if (rc != 0) {
         char msg[1200];
-        if (r->send_id > 0) {
-            /* never sent: out of the window, allowance refunded */
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, true};
-            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
-                log_warn("cannot settle an unsent request");
-        }
+        if (r->send_id > 0)
+            settle_unsent(r, now);
         snprintf(msg, sizeof(msg), "step %s: cannot build the request: %s",
                  s->name, err);
         fail_job(r, msg);
@@ -705,12 +730,8 @@ attempt(struct run *r)
     rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
     if (rc != 0) {
         http_request_cleanup(&req);
-        if (r->send_id > 0) {
-            /* never sent: out of the window, allowance refunded */
-            struct tier_outcome o = {TIER_RESULT_NEUTRAL, 0, 0, NULL, 0, true};
-            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
-                log_warn("cannot settle an unsent request");
-        }
+        if (r->send_id > 0)
+            settle_unsent(r, now);
         if (rc == -EBUSY) {
             r->lost = true;
             finish(r, "lease lost");
@@ -725,6 +746,20 @@ attempt(struct run *r)
     r->pending = req;
     r->has_pending = true;
     uv_idle_start(&w->idle, on_idle);
+}
+
+/* A request admitted but never sent leaves the tier's log, and its
+ * allowance is refunded. */
+static void
+settle_unsent(struct run *r, int64_t now)
+{
+    struct tier_outcome o;
+
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o) != 0)
+        log_warn("cannot settle an unsent request");
+    r->send_id = 0;
 }
 
 /* Sends what the turn recorded. Runs after the commit. */
@@ -795,18 +830,47 @@ breaker_of(const struct run *r, int64_t now)
     }
 }
 
-/* Tells the tier what the answer taught: usage, breaker, walls, limits. */
+/* Runs waiting for a tier look again: an answer may have ended a doubt,
+ * a probe or an in-flight cap. One pass asks each tier once. */
+static void
+wake_waiting(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    w->pass++;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
+            !r->finished) {
+            r->wake_at = now;
+            any = true;
+        }
+    }
+    if (any)
+        kick(w);
+}
+
+/* Tells the tier what the answer taught: usage, breaker, doubt, walls,
+ * cooldown, pace and the limits its headers name. */
 static void
 settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
-            int64_t now, struct policy_class *for_decide)
+            const struct policy_input *in, int64_t now,
+            struct policy_class *for_decide)
 {
     const struct config_tier *t = cur_tier(r);
-    struct tier_outcome o = {TIER_RESULT_NEUTRAL, tokens, 0, NULL, 0, false};
+    struct tier_outcome o;
 
     if (t == NULL || r->send_id == 0)
         return;
-    if (c->outcome == POLICY_SOFT_THROTTLE)
+    tier_outcome_init(&o);
+    o.tokens = tokens;
+    o.sent_at = r->sent_at;
+    if (c->outcome == POLICY_SOFT_THROTTLE) {
+        /* The whole tier waits what the endpoint asked for, and a 429 in
+         * spite of pacing lowers the pace. */
         o.uncounted = true;
+        o.throttle_ms = c->wait_ms > 0 ? c->wait_ms : 0;
+        o.paced_down = true;
+    }
     if (c->outcome == POLICY_OK)
         o.result = TIER_RESULT_OK;
     else if (policy_counts_for_breaker(c->outcome))
@@ -829,14 +893,17 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
         if (for_decide->reset_at_ms < 0 || (daily && short_reset))
             for_decide->reset_at_ms = o.exhausted_until;
     }
-    if (c->remaining_requests == 0 && c->requests_reset_at_ms > now)
-        o.limited_until = c->requests_reset_at_ms;
-    if (c->remaining_tokens == 0 && c->tokens_reset_at_ms > o.limited_until)
-        o.limited_until = c->tokens_reset_at_ms;
+    o.remaining_requests = c->remaining_requests;
+    o.requests_reset_at = c->requests_reset_at_ms;
+    o.remaining_tokens = c->remaining_tokens;
+    o.tokens_reset_at = c->tokens_reset_at_ms;
+    tier_limits_from_headers(in->headers, in->nheaders, &o.limit_rpm,
+                             &o.limit_tpm);
     if (tier_settle(r->w->db, t, r->send_id, now, &o) != 0)
         log_warn("job %lld: cannot record tier state for %s",
                  (long long)r->job.id, t->name);
     r->send_id = 0;
+    wake_waiting(r->w, now);
 }
 
 /* The step's context for decide, at now. wrote: the endpoint may have
@@ -897,8 +964,16 @@ act(struct run *r, const struct policy_decision *d,
         return;
     case POLICY_BACKOFF_RETRY:
         if (c->outcome == POLICY_SOFT_THROTTLE) {
+            /* The tier cools down as a whole (settle_tier): the run waits
+             * in line for it, or for another tier, instead of on a timer
+             * of its own that would bring every throttled run back at
+             * once. */
             r->throttle_waits++;
             (*sends_on(r, r->cur_tier))--; /* a wait, not an attempt */
+            r->admit_since = clock_now_ms();
+            r->wait_tier = r->cur_tier;
+            wait_then_attempt(r, 0);
+            return;
         }
         if (c->outcome == POLICY_SCHEMA_INVALID)
             r->schema_retried = true;
@@ -957,8 +1032,8 @@ on_done(http_call *call, struct http_response *res, void *arg)
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides. */
         if (r->send_id > 0 && cur_tier(r) != NULL) {
-            struct tier_outcome o = {
-                TIER_RESULT_NEUTRAL, -1, 0, NULL, 0, false};
+            struct tier_outcome o;
+            tier_outcome_init(&o);
             if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
                 log_warn("cannot settle a cancelled request");
             r->send_id = 0;
@@ -1003,9 +1078,11 @@ on_done(http_call *call, struct http_response *res, void *arg)
                      : (int64_t)(r->body_len + res->body_len) / 4;
     }
     dc = c;
-    settle_tier(r, &c, s->kind == Q_STEP_CHAT ? tokens : -1, now, &dc);
+    settle_tier(r, &c, s->kind == Q_STEP_CHAT ? tokens : -1, &in, now, &dc);
     step_context(r, now, policy_write_may_have_happened(&in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
+    if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
+        d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 
     ar = (struct q_attempt_result){
         .status = res->status,
@@ -1148,6 +1225,7 @@ run_start(struct worker *w, struct q_job *job)
     r->switched = xcalloc(w->cfg->ntiers + 1, sizeof(bool));
     r->sends = xcalloc(w->cfg->ntiers + 1, sizeof(int));
     r->cur_tier = -1;
+    r->wait_tier = -1;
     r->next = w->runs;
     w->runs = r;
     w->nruns++;
@@ -1285,6 +1363,48 @@ shutdown_loop(struct worker *w)
     w->http = NULL;
 }
 
+/* Runs waiting for a tier go first, longest waiting first; then the
+ * rest (backoffs) by job id. */
+static int
+by_wait(const void *a, const void *b)
+{
+    const struct run *x = *(struct run *const *)a;
+    const struct run *y = *(struct run *const *)b;
+    int64_t wx = x->admit_since > 0 ? x->admit_since : INT64_MAX;
+    int64_t wy = y->admit_since > 0 ? y->admit_since : INT64_MAX;
+
+    if (wx != wy)
+        return wx < wy ? -1 : 1;
+    return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
+}
+
+/* Attempts the runs whose wait is over, in the order tiers should take
+ * them; returns the earliest wake time left (at most next). */
+static int64_t
+wake_due(struct worker *w, int64_t now, int64_t next)
+{
+    struct run **due = xcalloc((size_t)w->nruns + 1, sizeof(*due));
+    size_t n = 0;
+
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished || r->call != NULL || r->wake_at == 0)
+            continue;
+        if (r->wake_at <= now || w->stopping)
+            due[n++] = r;
+        else if (r->wake_at < next)
+            next = r->wake_at;
+    }
+    qsort(due, n, sizeof(*due), by_wait);
+    w->pass++;
+    for (size_t i = 0; i < n; i++) {
+        attempt(due[i]);
+        if (due[i]->wake_at > now && due[i]->wake_at < next)
+            next = due[i]->wake_at;
+    }
+    free(due);
+    return next;
+}
+
 static void
 on_tick(uv_timer_t *t)
 {
@@ -1294,14 +1414,7 @@ on_tick(uv_timer_t *t)
     turn_begin(w);
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->finished || r->call != NULL || r->wake_at == 0)
-            continue;
-        if (r->wake_at <= now || w->stopping)
-            attempt(r);
-        else if (r->wake_at < next)
-            next = r->wake_at;
-    }
+    next = wake_due(w, now, next);
     sweep(w);
     if (w->stopping) {
         if (w->nruns == 0) {
@@ -1391,6 +1504,7 @@ setup(struct worker *w, const struct worker_opts *o)
     }
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
+    w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
     if ((rc = q_open(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
@@ -1442,6 +1556,7 @@ worker_run(const struct worker_opts *opts)
         rc = -EIO;
     policy_rules_free(w->rules);
     free(w->streaks);
+    free(w->refused);
     free(w);
     return rc;
 }
