@@ -843,18 +843,23 @@ START_TEST(test_pace_without_any_limit)
     struct tier_outcome thr;
     struct q_tier_state st;
 
-    trust(&t, T0);
-    for (int i = 0; i < 50; i++)
-        settle(&t, admit(&t, T0 + 100 * i, 1, NULL), T0 + 100 * i,
-               TIER_RESULT_OK);
+    trust(&t, T0 - 1000);
     tier_outcome_init(&thr);
     thr.uncounted = true;
     thr.throttle_ms = 1;
     thr.paced_down = true;
+    /* Two sends tell nothing of a rate: only the cooldown acts. */
+    settle_with(&t, admit(&t, T0 - 999, 1, NULL), T0 - 999, &thr);
+    st = state(&t, T0 - 990);
+    ck_assert(tier_rate_rpm(&t, &st) == 0);
+    for (int i = 0; i < 50; i++)
+        settle(&t, admit(&t, T0 + 100 * i, 1, NULL), T0 + 100 * i,
+               TIER_RESULT_OK);
     settle_with(&t, admit(&t, T0 + 5000, 1, NULL), T0 + 5000, &thr);
     st = state(&t, T0 + 5001);
-    /* 51 sends in the last 10 s: 306 rpm seen, paced to 0.7 of it */
-    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 214);
+    /* 52 sends in the last 10 s (the refused one too): 312 rpm seen,
+     * paced to 0.7 of it */
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 218);
 }
 END_TEST
 
