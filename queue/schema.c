@@ -120,7 +120,7 @@ static const char *const migrations[] = {
     "CREATE INDEX tier_sends_at ON tier_sends (tier, at);"
     "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at)"
     "  WHERE done_at IS NULL;",
-    /* 1 -> 2: paced admission. Each tier is a pair of token buckets kept
+    /* 2 -> 3: paced admission. Each tier is a pair of token buckets kept
      * as GCRA "theoretical arrival times" (ms, fractional), a pace factor
      * lowered by 429s and raised by successes, the limits the endpoint's
      * headers taught, and whether the tier is in doubt (one request at a

@@ -134,8 +134,23 @@ START_TEST(test_migrates_older_version_keeping_jobs)
     ck_assert_int_eq(v, 1);
     id = add(db, "old", "k-old", 0, T0);
     ck_assert_int_eq(q_close(db), 0);
+    /* version 2: tier state without pacing */
+    ck_assert_int_eq(q_open_version(path, 2, &db), 0);
+    ck_assert_int_eq(exec_simple(db, "INSERT INTO tiers (name, breaker,"
+                                     " failures, exhausted_until) VALUES"
+                                     " ('free', 'open', 3, 5)"),
+                     0);
+    ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
+    struct q_tier_state st;
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(st.breaker, Q_BREAKER_OPEN); /* kept */
+    ck_assert_int_eq(st.failures, 3);
+    ck_assert_int_eq(st.exhausted_until, 5);
+    ck_assert(st.pace == 1.0); /* v2's pacing columns, defaults */
+    ck_assert(st.doubt);
+    ck_assert(st.req_tat == 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
     ck_assert_int_eq(q_counts(db, counts, &park), 0); /* v2's park table */
