@@ -817,7 +817,10 @@ q_tier_load(q_db *db, const char *tier, int64_t now,
         st.window_tokens = sqlite3_column_int64(s, 0);
         sqlite3_reset(s);
     }
-    if (w == NULL || w->inflight || st.breaker != Q_BREAKER_CLOSED) {
+    /* While the breaker is not closed, or the tier is in doubt (or a wall
+     * just ended, which puts it there), what is in flight decides. */
+    if (w == NULL || w->inflight || st.breaker != Q_BREAKER_CLOSED ||
+        st.doubt || (st.exhausted_until > 0 && st.exhausted_until <= now)) {
         if ((s = stmt(db, ST_TIER_INFLIGHT)) == NULL)
             return -EIO;
         bind_text(s, 1, tier);

@@ -392,7 +392,8 @@ struct q_tier_window {
                           -1: count all */
     bool tokens;       /* sum their tokens */
     bool inflight;     /* count sends in flight (always done while the
-                          breaker is not closed: the probe matters) */
+                          breaker is not closed or the tier is in doubt:
+                          the one request out matters) */
 };
 
 /* q_tier_load reads the state of tier at now: the stored fields, sends in

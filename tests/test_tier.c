@@ -482,7 +482,7 @@ static void
 settle_with(const struct config_tier *t, int64_t id, int64_t now,
             struct tier_outcome *o)
 {
-    ck_assert_int_eq(tier_settle(db, t, id, now, o), 0);
+    ck_assert_int_eq(tier_settle(db, t, id, now, o, NULL), 0);
 }
 
 static void
@@ -666,7 +666,7 @@ START_TEST(test_allowance_charged_and_corrected)
     ck_assert_int_eq(state(&t, T0).allowance_used, 100);
     settle_with(&t, id, T0 + 1, &o);
     ck_assert_int_eq(state(&t, T0 + 1).allowance_used, 300);
-    ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o), -EALREADY);
+    ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o, NULL), -EALREADY);
     id = admit(&t, T0 + 2, 450, NULL); /* 750 of 800 */
     ck_assert_int_gt(id, 0);
     ck_assert_int_eq(admit(&t, T0 + 3, 100, &v), -1);
@@ -895,7 +895,7 @@ admit_loop(const char *path, int out, int count)
         }
         tier_outcome_init(&o);
         o.result = TIER_RESULT_OK;
-        if (tier_settle(d, &t, id, now, &o) != 0 ||
+        if (tier_settle(d, &t, id, now, &o, NULL) != 0 ||
             write(out, &now, sizeof(now)) != (ssize_t)sizeof(now))
             _exit(3);
         count--;

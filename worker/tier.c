@@ -265,8 +265,11 @@ static int
 load(q_db *db, const struct config_tier *t, int64_t now, bool full,
      struct q_tier_state *st)
 {
-    /* Admission needs no window counts: the buckets are in the row. */
-    struct q_tier_window win = {60000, full ? -1 : 0, full, true};
+    /* Admission needs no window counts (the buckets are in the row), and
+     * what is in flight only under a cap (the queue counts it anyway in
+     * doubt and while the breaker is not closed). */
+    struct q_tier_window win = {60000, full ? -1 : 0, full,
+                                full || t->max_inflight > 0};
     int rc = q_tier_load(db, t->name, now, &win, st);
 
     if (rc == 0 && t->allowance_tokens > 0 &&
@@ -428,14 +431,16 @@ remaining_wait_until(int64_t remaining, int64_t reset_at, int64_t limit,
 
 static int
 settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
-              int64_t now, const struct tier_outcome *o)
+              int64_t now, const struct tier_outcome *o, bool *reopened)
 {
     struct q_tier_state st;
     int64_t old = 0;
+    bool held;
     int rc;
 
     if ((rc = load(db, t, now, false, &st)) != 0)
         return rc;
+    held = st.doubt || st.breaker == Q_BREAKER_HALF_OPEN;
     if (o->paced_down && tier_rate_rpm(t, &st) <= 0) {
         struct q_tier_window win = {10000, -1, false, false};
         struct q_tier_state seen;
@@ -484,23 +489,30 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     } else if (o->result == TIER_RESULT_OK) {
         pace_up(&st, now);
     }
+    *reopened = t->max_inflight > 0 ||
+                (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED);
     return q_tier_store(db, t->name, &st);
 }
 
 int
 tier_settle(q_db *db, const struct config_tier *t, int64_t send_id, int64_t now,
-            const struct tier_outcome *o)
+            const struct tier_outcome *o, bool *reopened)
 {
+    bool again = false;
     int rc = q_tx_begin(db);
 
     if (rc != 0)
         return rc;
-    rc = settle_locked(db, t, send_id, now, o);
+    rc = settle_locked(db, t, send_id, now, o, &again);
     if (rc != 0) {
         q_tx_rollback(db);
         return rc;
     }
-    return q_tx_commit(db);
+    if ((rc = q_tx_commit(db)) != 0)
+        return rc;
+    if (reopened != NULL)
+        *reopened = again;
+    return 0;
 }
 
 int

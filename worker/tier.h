@@ -87,10 +87,13 @@ void tier_limits_from_headers(const struct policy_header *h, size_t n,
 
 /* tier_settle records the answer to send send_id: the send is done, its
  * tokens corrected, the breaker, doubt, pace, cooldown, limits and walls
- * updated. -ENOENT/-EALREADY for an unknown or already settled send. */
+ * updated. *reopened (may be NULL) tells whether requests refused for
+ * what was in flight may now go (a doubt or probe ended, or the tier has
+ * an in-flight cap). -ENOENT/-EALREADY for an unknown or already settled
+ * send. */
 STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
-                                 const struct tier_outcome *o);
+                                 const struct tier_outcome *o, bool *reopened);
 
 /* tier_snapshot reads the tier's state at now. full: count the last
  * minute's sends and tokens (for `stepq tiers`); else only what admission

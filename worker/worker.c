@@ -119,8 +119,14 @@ struct run {
     int64_t wake_at;     /* > 0: waiting until then */
     int64_t admit_since; /* > 0: waiting for a tier since then (FIFO) */
     int64_t sent_at;     /* when the attempt in flight was admitted */
-    bool finished;       /* the job left this worker */
-    bool lost;           /* the lease was lost: touch nothing */
+    struct {
+        cJSON *body; /* owned: the chat body built while waiting, or NULL */
+        int step;
+        bool degraded;
+        int64_t est, input;
+    } ready;
+    bool finished; /* the job left this worker */
+    bool lost;     /* the lease was lost: touch nothing */
 };
 
 static void attempt(struct run *r);
@@ -626,6 +632,38 @@ estimate_tokens(const cJSON *req, int64_t *input)
     return in + out;
 }
 
+/* A run waiting for a tier keeps the body it built, so that each look at
+ * the tiers does not expand and measure the request again. */
+static cJSON *
+take_chat_body(struct run *r, int64_t *est)
+{
+    cJSON *body = r->ready.body;
+
+    if (body != NULL && r->ready.step == r->step &&
+        r->ready.degraded == r->degraded) {
+        r->ready.body = NULL;
+        r->input_tokens = r->ready.input;
+        *est = r->ready.est;
+        return body;
+    }
+    cJSON_Delete(body);
+    r->ready.body = NULL;
+    body = chat_body(r);
+    *est = estimate_tokens(body, &r->input_tokens);
+    return body;
+}
+
+static void
+keep_chat_body(struct run *r, cJSON *body, int64_t est)
+{
+    cJSON_Delete(r->ready.body);
+    r->ready.body = body;
+    r->ready.step = r->step;
+    r->ready.degraded = r->degraded;
+    r->ready.est = est;
+    r->ready.input = r->input_tokens;
+}
+
 static void
 attempt(struct run *r)
 {
@@ -644,8 +682,7 @@ attempt(struct run *r)
         return;
     }
     if (s->kind == Q_STEP_CHAT) {
-        body = chat_body(r);
-        est = estimate_tokens(body, &r->input_tokens);
+        body = take_chat_body(r, &est);
         if (s->token_budget > 0) {
             struct q_step *steps = NULL;
             size_t ns = 0;
@@ -671,13 +708,14 @@ attempt(struct run *r)
         ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
         if (ti < 0) {
             int64_t slack = r->job.deadline_at - now;
-            cJSON_Delete(body);
             if (retry_at != INT64_MAX && retry_at - now < slack) {
                 if (r->admit_since == 0)
                     r->admit_since = now;
+                keep_chat_body(r, body, est);
                 wait_then_attempt(r, retry_at - now);
                 return;
             }
+            cJSON_Delete(body);
             snprintf(err, sizeof(err),
                      "step %s: no tier admits before the "
                      "deadline (%s)",
@@ -757,7 +795,7 @@ settle_unsent(struct run *r, int64_t now)
 
     tier_outcome_init(&o);
     o.uncounted = true;
-    if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o) != 0)
+    if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
         log_warn("cannot settle an unsent request");
     r->send_id = 0;
 }
@@ -830,8 +868,8 @@ breaker_of(const struct run *r, int64_t now)
     }
 }
 
-/* Runs waiting for a tier look again: an answer may have ended a doubt,
- * a probe or an in-flight cap. One pass asks each tier once. */
+/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
+ * or freed a place under an in-flight cap. One pass asks each tier once. */
 static void
 wake_waiting(struct worker *w, int64_t now)
 {
@@ -858,6 +896,7 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
 {
     const struct config_tier *t = cur_tier(r);
     struct tier_outcome o;
+    bool reopened = false;
 
     if (t == NULL || r->send_id == 0)
         return;
@@ -899,11 +938,12 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
     o.tokens_reset_at = c->tokens_reset_at_ms;
     tier_limits_from_headers(in->headers, in->nheaders, &o.limit_rpm,
                              &o.limit_tpm);
-    if (tier_settle(r->w->db, t, r->send_id, now, &o) != 0)
+    if (tier_settle(r->w->db, t, r->send_id, now, &o, &reopened) != 0)
         log_warn("job %lld: cannot record tier state for %s",
                  (long long)r->job.id, t->name);
     r->send_id = 0;
-    wake_waiting(r->w, now);
+    if (reopened)
+        wake_waiting(r->w, now);
 }
 
 /* The step's context for decide, at now. wrote: the endpoint may have
@@ -1034,7 +1074,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
         if (r->send_id > 0 && cur_tier(r) != NULL) {
             struct tier_outcome o;
             tier_outcome_init(&o);
-            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o) != 0)
+            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
                 log_warn("cannot settle a cancelled request");
             r->send_id = 0;
         }
@@ -1204,6 +1244,7 @@ run_free(struct run *r)
     free(r->switched);
     free(r->sends);
     free(r->body);
+    cJSON_Delete(r->ready.body);
     if (r->has_pending)
         http_request_cleanup(&r->pending);
     q_jobspec_free(r->spec);
