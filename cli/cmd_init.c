@@ -1,6 +1,7 @@
 /* cmd_init.c: stepq init — create or migrate the database. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "queue/queue.h"
@@ -22,8 +23,12 @@ cmd_init(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_db_path(env, &path)) != 0)
         return rc;
+    /* The only command that creates or migrates (cli_open_db does
+     * neither). */
     if ((rc = q_open(path, NULL, &db)) != 0) {
-        cli_error("cannot open database %s", path);
+        if (rc == -ENOTSUP)
+            return cli_open_failed(path, rc);
+        cli_error("cannot create or migrate database %s", path);
         return CLI_RUNTIME;
     }
     rc = q_db_version(db, &version);

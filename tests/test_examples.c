@@ -30,6 +30,19 @@ setup(void)
     setenv("TMPDIR", dir, 1);
 }
 
+/* The examples enqueue into q.db, which (as on a user's machine) only
+ * `stepq init` creates. */
+static void
+setup_db(void)
+{
+    struct run_result r;
+
+    setup();
+    run_stepq((const char *[]){"--db", "q.db", "init", NULL}, NULL, &r);
+    ck_assert_msg(r.status == 0, "init: %s", r.err);
+    run_result_free(&r);
+}
+
 static void
 teardown(void)
 {
@@ -315,7 +328,7 @@ test_suite(void)
     TCase *demo = tcase_create("demo");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(ex, setup, teardown);
+    tcase_add_checked_fixture(ex, setup_db, teardown);
     tcase_set_timeout(ex, 30);
     tcase_add_loop_test(ex, test_job_file_validates, 0,
                         (int)(sizeof(job_files) / sizeof(job_files[0])));
@@ -329,7 +342,7 @@ test_suite(void)
     tcase_add_test(demo, test_demo_summary_matches_database);
     suite_add_tcase(s, demo);
 
-    tcase_add_checked_fixture(inst, setup, teardown);
+    tcase_add_checked_fixture(inst, setup_db, teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
     suite_add_tcase(s, inst);
