@@ -329,6 +329,25 @@ create_private(const char *path)
     return 0;
 }
 
+/* open_existing_file checks, without creating anything, that path is a
+ * file this process may read and write (what create_private checks for
+ * `stepq init`): -ENOENT when there is none, -EIO naming the problem
+ * (a read-only file, a folder) otherwise. */
+static int
+open_existing_file(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return -ENOENT;
+        log_error("%s: cannot open: %s", path, strerror(errno));
+        return -EIO;
+    }
+    close(fd);
+    return 0;
+}
+
 /* check_existing is the open path of every command but `stepq init`: the
  * file must already hold a stepq database at this build's version. It
  * runs before any pragma because "PRAGMA journal_mode = WAL" writes to an
@@ -362,7 +381,6 @@ open_at(const char *path, const struct q_open_opts *opts, bool create,
 {
     static const struct q_open_opts defaults = {false, 5000, 65536};
     bool memory = strcmp(path, ":memory:") == 0;
-    struct stat st;
     q_db *db = NULL;
     int rc, flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
 
@@ -372,11 +390,8 @@ open_at(const char *path, const struct q_open_opts *opts, bool create,
         if (!memory && (rc = create_private(path)) != 0)
             return rc;
         flags |= SQLITE_OPEN_CREATE;
-    } else if (!memory && stat(path, &st) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return -ENOENT;
-        log_error("%s: %s", path, strerror(errno));
-        return -EIO;
+    } else if (!memory && (rc = open_existing_file(path)) != 0) {
+        return rc;
     }
     db = xcalloc(1, sizeof(*db));
     db->path = xstrdup(path);
