@@ -215,8 +215,7 @@ cli_open_failed(const char *path, int rc)
                   path);
         break;
     case -EAGAIN:
-        cli_error("the database at %s stayed locked by another process",
-                  path);
+        cli_error("the database at %s stayed locked by another process", path);
         break;
     default:
         cli_error("cannot open database %s", path);

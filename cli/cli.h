@@ -81,8 +81,8 @@ struct cli_command {
  * shifted by one and returns the process exit code: a command's CLI_HELP
  * is 0; a negative return (a raw -errno that escaped a command) is
  * reported and is 1, never success; an unknown command is 2. */
-int cli_dispatch(struct cli_env *env, const struct cli_command *cmds,
-                 size_t n, int argc, char **argv);
+int cli_dispatch(struct cli_env *env, const struct cli_command *cmds, size_t n,
+                 int argc, char **argv);
 
 /* cli_exit_code maps a negative errno to SPEC's exit code: EINVAL 2,
  * ENOENT 3, EALREADY/EBUSY/EEXIST 4, anything else 1. */

@@ -246,9 +246,9 @@ shell_word(const char *s, char *buf, size_t len)
 {
     size_t o = 0;
 
-    if (s[0] != '\0' && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-                                  "qrstuvwxyz0123456789/._+-=:,@%") ==
-                             strlen(s)) {
+    if (s[0] != '\0' &&
+        strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                  "qrstuvwxyz0123456789/._+-=:,@%") == strlen(s)) {
         snprintf(buf, len, "%s", s);
         return buf;
     }

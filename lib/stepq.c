@@ -33,8 +33,7 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
         break;
     case -ENOENT:
         snprintf(err, errlen,
-                 "no stepq database at %s (create it with `stepq init`)",
-                 path);
+                 "no stepq database at %s (create it with `stepq init`)", path);
         return rc;
     case -ESTALE:
         snprintf(err, errlen,

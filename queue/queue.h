@@ -119,9 +119,8 @@ STEPQ_MUST_CHECK int q_open(const char *path, const struct q_open_opts *opts,
  * file, or schema version 0), -ESTALE (an older schema: `stepq init`
  * migrates it), -ENOTSUP (made by a newer stepq), -EAGAIN or -EIO (as
  * q_open). Caller owns *out; q_close() it. */
-STEPQ_MUST_CHECK int q_open_existing(const char *path,
-                                     const struct q_open_opts *opts,
-                                     q_db **out);
+STEPQ_MUST_CHECK int
+q_open_existing(const char *path, const struct q_open_opts *opts, q_db **out);
 /* q_close finalizes every cached statement and closes. Returns 0, or -EIO
  * when SQLite refused to close (a leaked statement). NULL is a no-op. */
 int q_close(q_db *db);

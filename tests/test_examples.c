@@ -405,8 +405,8 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
              "newer.db && '%s' %s '%s' -I'%s' -L'%s/lib' -lstepq -o "
              "host-shared && LD_LIBRARY_PATH='%s/lib' ./host-shared q.db "
              "newer.db",
-             cc, cflags ? cflags : "", src, inc, build, cc, cflags ? cflags : "",
-             src, inc, build, build);
+             cc, cflags ? cflags : "", src, inc, build, cc,
+             cflags ? cflags : "", src, inc, build, build);
     ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(count_of(out, "job 1 queued, host calls 0\n") == 2, "%s",
                   out);
