@@ -10,7 +10,9 @@ static const char usage[] =
     "usage: stepq init [--db PATH]\n"
     "\n"
     "Creates the database (mode 0600, WAL) or migrates an older one to the\n"
-    "current schema. Running it again changes nothing.\n";
+    "current schema. Running it again changes nothing. It is the only\n"
+    "command that creates or migrates: the others, given a path with no\n"
+    "stepq database (or an older one), say so and exit 1.\n";
 
 int
 cmd_init(struct cli_env *env, int argc, char **argv)
