@@ -82,6 +82,7 @@ def one_run(a, binary, rpms, keep):
             json.dump(cfg, f)
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
             f.write((JOB + "\n") * a.jobs)
+        run_stepq(binary, folder, ["init"])
         run_stepq(binary, folder, ["enqueue", "jobs.jsonl"])
         with open(os.path.join(folder, "work.log"), "wb") as err:
             t0 = time.monotonic()

@@ -90,6 +90,7 @@ def one_run(binary, base, conc, njobs, keep):
             json.dump(cfg, f)
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
             f.write((JOB + "\n") * njobs)
+        run_stepq(binary, folder, ["init"])
         run_stepq(binary, folder, ["enqueue", "jobs.jsonl"])
         wall, cpu = timed_work(binary, folder, conc)
         stop_mock(mock)

@@ -61,7 +61,7 @@ cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
         const char *a = argv[i];
         if (!only_pos && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
             fputs(usage, stdout);
-            return -1;
+            return CLI_HELP;
         }
         if (!only_pos && strcmp(a, "--") == 0) {
             only_pos = true;
@@ -183,7 +183,7 @@ cli_subcommand(struct cli_env *env, int argc, char **argv,
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(usage, stdout);
-        return CLI_OK;
+        return CLI_HELP;
     }
     for (const struct cli_sub *s = subs; s->name != NULL; s++) {
         if (strcmp(argv[1], s->name) == 0)
@@ -196,6 +196,35 @@ cli_subcommand(struct cli_env *env, int argc, char **argv,
 }
 
 int
+cli_open_failed(const char *path, int rc)
+{
+    switch (rc) {
+    case -ENOENT:
+        cli_error("no stepq database at %s (create it with `stepq init`)",
+                  path);
+        break;
+    case -ESTALE:
+        cli_error("the database at %s is from an older stepq: run `stepq "
+                  "init` to migrate it (every worker on it must be this "
+                  "version or newer)",
+                  path);
+        break;
+    case -ENOTSUP:
+        cli_error("the database at %s was made by a newer stepq; upgrade "
+                  "stepq",
+                  path);
+        break;
+    case -EAGAIN:
+        cli_error("the database at %s stayed locked by another process", path);
+        break;
+    default:
+        cli_error("cannot open database %s", path);
+        break;
+    }
+    return CLI_RUNTIME;
+}
+
+int
 cli_open_db(struct cli_env *env, struct q_db **db)
 {
     const char *path = NULL;
@@ -203,9 +232,7 @@ cli_open_db(struct cli_env *env, struct q_db **db)
 
     if ((rc = cli_db_path(env, &path)) != 0)
         return rc;
-    if (q_open(path, NULL, db) != 0) {
-        cli_error("cannot open database %s", path);
-        return CLI_RUNTIME;
-    }
+    if ((rc = q_open_existing(path, NULL, db)) != 0)
+        return cli_open_failed(path, rc);
     return 0;
 }

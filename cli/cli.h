@@ -19,7 +19,11 @@ enum {
     CLI_RUNTIME = 1,
     CLI_USAGE = 2,
     CLI_NOTFOUND = 3,
-    CLI_CONFLICT = 4
+    CLI_CONFLICT = 4,
+    /* Not an exit code: the command printed its help on request. The
+     * dispatcher turns it into exit 0; it is positive so that a negative
+     * errno can never be mistaken for it. */
+    CLI_HELP = 100
 };
 
 struct cli_env {
@@ -37,7 +41,7 @@ struct cli_opt {
 
 /* cli_parse_args parses argv[1..argc) into opts and up to maxpos
  * positionals ("-" counts as one). --help/-h prints usage to stdout and
- * returns -1; a bad option prints an error and usage to stderr and
+ * returns CLI_HELP; a bad option prints an error and usage to stderr and
  * returns CLI_USAGE; success returns 0 with *npos set. */
 int cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
                    const char **pos, int maxpos, int *npos, const char *usage);
@@ -53,11 +57,32 @@ int cli_config(struct cli_env *env, const struct config **out);
  * after printing. *out is borrowed. */
 int cli_db_path(struct cli_env *env, const char **out);
 
-/* cli_open_db opens (creating if needed) the database cli_db_path names.
- * Prints the problem and returns an exit code on failure; 0 with *db set
- * (caller closes it with q_close) on success. */
+/* cli_open_db opens the database cli_db_path names: the one opener of
+ * every command but `init`. It creates and migrates nothing: a path with
+ * no stepq database is "no stepq database at PATH (create it with `stepq
+ * init`)", exit 1, and nothing is left behind. Prints the problem and
+ * returns an exit code on failure; 0 with *db set (caller closes it with
+ * q_close) on success. */
 struct q_db;
 int cli_open_db(struct cli_env *env, struct q_db **db);
+
+/* cli_open_failed prints why q_open(path) failed with rc (-ENOENT no
+ * database, -ESTALE needs `stepq init`, -ENOTSUP newer, ...) and returns
+ * the exit code, which is 1 for all of them. */
+int cli_open_failed(const char *path, int rc);
+
+/* One top-level command: "status" is {"status", cmd_status}. */
+struct cli_command {
+    const char *name;
+    int (*fn)(struct cli_env *env, int argc, char **argv);
+};
+
+/* cli_dispatch runs the command argv[1] from cmds (n of them) with argv
+ * shifted by one and returns the process exit code: a command's CLI_HELP
+ * is 0; a negative return (a raw -errno that escaped a command) is
+ * reported and is 1, never success; an unknown command is 2. */
+int cli_dispatch(struct cli_env *env, const struct cli_command *cmds, size_t n,
+                 int argc, char **argv);
 
 /* cli_exit_code maps a negative errno to SPEC's exit code: EINVAL 2,
  * ENOENT 3, EALREADY/EBUSY/EEXIST 4, anything else 1. */
@@ -73,7 +98,7 @@ struct cli_sub {
 };
 
 /* cli_subcommand runs the subcommand argv[1] from the NULL-terminated
- * table subs with argv shifted by one; --help/-h prints usage (exit 0), a
+ * table subs with argv shifted by one; --help/-h prints usage (CLI_HELP), a
  * missing or unknown subcommand prints an error and usage (exit 2). */
 int cli_subcommand(struct cli_env *env, int argc, char **argv,
                    const struct cli_sub *subs, const char *usage);

@@ -2,11 +2,13 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -237,9 +239,71 @@ print_cut(const char *s, size_t max)
         printf("%.*s...", (int)max, s);
 }
 
+/* Writes s into buf (len bytes) ready to paste into a POSIX shell: as is
+ * when it holds only safe characters, else in single quotes. */
+static const char *
+shell_word(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    if (s[0] != '\0' &&
+        strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                  "qrstuvwxyz0123456789/._+-=:,@%") == strlen(s)) {
+        snprintf(buf, len, "%s", s);
+        return buf;
+    }
+    buf[o++] = '\'';
+    for (; *s != '\0' && o + 5 < len; s++) {
+        if (*s == '\'') {
+            memcpy(buf + o, "'\\''", 4);
+            o += 4;
+        } else {
+            buf[o++] = *s;
+        }
+    }
+    buf[o++] = '\'';
+    buf[o] = '\0';
+    return buf;
+}
+
+/* The command a user types to run this binary again: "stepq" when the
+ * stepq found on $PATH is this very file, else this binary's own path (a
+ * newcomer who ran scripts/demo.sh has no stepq on $PATH, and the closing
+ * commands must work as printed). Written into buf, shell-quoted. */
+static const char *
+self_command(char *buf, size_t len)
+{
+    char exe[PATH_MAX], cand[PATH_MAX];
+    const char *path = getenv("PATH");
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    struct stat self, st;
+
+    if (n <= 0 || stat("/proc/self/exe", &self) != 0) {
+        snprintf(buf, len, "stepq");
+        return buf;
+    }
+    exe[n] = '\0';
+    while (path != NULL && *path != '\0') {
+        size_t dl = strcspn(path, ":");
+        if (dl > 0 && (int)dl < (int)sizeof(cand) - 7) {
+            snprintf(cand, sizeof(cand), "%.*s/stepq", (int)dl, path);
+            if (stat(cand, &st) == 0) {
+                if (st.st_dev == self.st_dev && st.st_ino == self.st_ino) {
+                    snprintf(buf, len, "stepq");
+                    return buf;
+                }
+                break; /* another stepq comes first on $PATH */
+            }
+        }
+        path += dl + (path[dl] == ':');
+    }
+    return shell_word(exe, buf, len);
+}
+
 static int64_t
 print_parked(q_db *db, const char *path)
 {
+    char self[PATH_MAX + 64], db_word[PATH_MAX + 64];
     struct q_park_brief *p = NULL;
     size_t n = 0;
     int64_t first = 0, job = 0;
@@ -266,21 +330,23 @@ print_parked(q_db *db, const char *path)
             printf("\n");
         }
     }
+    self_command(self, sizeof(self));
+    path = shell_word(path, db_word, sizeof(db_word));
     printf("\nInspect and resolve:\n");
-    printf("  stepq --db %s park list\n", path);
+    printf("  %s --db %s park list\n", self, path);
     if (n > 0) {
-        printf("  stepq --db %s park show %lld\n", path, (long long)first);
-        printf("  stepq --db %s jobs show %lld\n", path, (long long)job);
-        printf("  stepq --db %s park resolve %lld --retry\n"
+        printf("  %s --db %s park show %lld\n", self, path, (long long)first);
+        printf("  %s --db %s jobs show %lld\n", self, path, (long long)job);
+        printf("  %s --db %s park resolve %lld --retry\n"
                "      send the post again (run a worker with a reachable "
                "endpoint after it)\n",
-               path, (long long)first);
-        printf("  stepq --db %s park resolve %lld --skip\n"
+               self, path, (long long)first);
+        printf("  %s --db %s park resolve %lld --skip\n"
                "      finish the job without the post\n",
-               path, (long long)first);
-        printf("  stepq --db %s park resolve %lld --done --output -\n"
+               self, path, (long long)first);
+        printf("  %s --db %s park resolve %lld --done --output -\n"
                "      you posted it by hand: record the output and finish\n",
-               path, (long long)first);
+               self, path, (long long)first);
     }
     q_park_briefs_free(p, n);
     return (int64_t)n;

@@ -160,13 +160,9 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
-    if ((rc = cli_db_path(env, &path)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0 ||
+        (rc = cli_db_path(env, &path)) != 0)
         goto out;
-    if (q_open(path, NULL, &db) != 0) {
-        cli_error("enqueue: cannot open database %s", path);
-        rc = CLI_RUNTIME;
-        goto out;
-    }
     res = xcalloc(n, sizeof(*res));
     rc = q_enqueue(db, jobs, n, &over, clock_now_ms(), res);
     if (rc != 0) {

@@ -1,6 +1,7 @@
 /* cmd_init.c: stepq init — create or migrate the database. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "queue/queue.h"
@@ -9,7 +10,9 @@ static const char usage[] =
     "usage: stepq init [--db PATH]\n"
     "\n"
     "Creates the database (mode 0600, WAL) or migrates an older one to the\n"
-    "current schema. Running it again changes nothing.\n";
+    "current schema. Running it again changes nothing. It is the only\n"
+    "command that creates or migrates: the others, given a path with no\n"
+    "stepq database (or an older one), say so and exit 1.\n";
 
 int
 cmd_init(struct cli_env *env, int argc, char **argv)
@@ -22,8 +25,12 @@ cmd_init(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_db_path(env, &path)) != 0)
         return rc;
+    /* The only command that creates or migrates (cli_open_db does
+     * neither). */
     if ((rc = q_open(path, NULL, &db)) != 0) {
-        cli_error("cannot open database %s", path);
+        if (rc == -ENOTSUP)
+            return cli_open_failed(path, rc);
+        cli_error("cannot create or migrate database %s", path);
         return CLI_RUNTIME;
     }
     rc = q_db_version(db, &version);

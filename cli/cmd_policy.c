@@ -514,8 +514,6 @@ cmd_policy(struct cli_env *env, int argc, char **argv)
         return CLI_USAGE;
     }
     rc = cli_parse_args(argc - 1, argv + 1, NULL, pos, 1, &npos, usage);
-    if (rc < 0)
-        return CLI_OK;
     if (rc != 0)
         return rc;
     if (npos != 1) {

@@ -28,11 +28,10 @@ cmd_status(struct cli_env *env, int argc, char **argv)
 
     if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
         return rc;
-    if ((rc = cli_db_path(env, &path)) != 0)
+    if ((rc = cli_open_db(env, &db)) != 0 ||
+        (rc = cli_db_path(env, &path)) != 0) {
+        q_close(db);
         return rc;
-    if (q_open(path, NULL, &db) != 0) {
-        cli_error("status: cannot open database %s", path);
-        return CLI_RUNTIME;
     }
     rc = q_counts(db, counts, &park_open);
     q_close(db);

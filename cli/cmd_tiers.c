@@ -54,7 +54,6 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
     const struct config *cfg = NULL;
-    const char *path = NULL;
     cJSON *arr = NULL;
     int64_t now = clock_now_ms();
     q_db *db = NULL;
@@ -62,13 +61,8 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
 
     if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
         return rc;
-    if ((rc = cli_config(env, &cfg)) != 0 ||
-        (rc = cli_db_path(env, &path)) != 0)
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
-    if (q_open(path, NULL, &db) != 0) {
-        cli_error("tiers: cannot open database %s", path);
-        return CLI_RUNTIME;
-    }
     arr = cJSON_CreateArray();
     if (!json)
         printf("%-12s %-10s %-21s %-21s %-10s %8s %6s %9s %12s %9s\n", "TIER",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "queue/queue.h"
 #include "worker/worker.h"
 
 static const char usage[] =
@@ -49,6 +50,7 @@ cmd_work(struct cli_env *env, int argc, char **argv)
                              {NULL, NULL, NULL}};
     struct worker_opts wo = {0};
     const struct config *cfg = NULL;
+    q_db *db = NULL;
     long n = 0;
     int npos = 0, rc;
 
@@ -67,9 +69,13 @@ cmd_work(struct cli_env *env, int argc, char **argv)
         cli_error("work: --worker-id must not be empty");
         return CLI_USAGE;
     }
-    if ((rc = cli_config(env, &cfg)) != 0 ||
-        (rc = cli_db_path(env, &path)) != 0)
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
+    /* The worker opens its own connection, and it too refuses a path with
+     * no current stepq database; the check above is what names the
+     * problem for the user. */
+    if (q_close(db) != 0 || (rc = cli_db_path(env, &path)) != 0)
+        return rc != 0 ? rc : CLI_RUNTIME;
     wo.db_path = path;
     wo.cfg = cfg;
     wo.drain = drain;

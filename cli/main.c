@@ -29,10 +29,7 @@ static const char usage[] =
     "level (also $STEPQ_LOG=error|warn|info|debug).\n"
     "Run 'stepq COMMAND --help' for a command's options.\n";
 
-static const struct {
-    const char *name;
-    int (*fn)(struct cli_env *, int, char **);
-} commands[] = {
+static const struct cli_command commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
     {"tiers", cmd_tiers},   {"work", cmd_work},       {"demo", cmd_demo},
@@ -118,13 +115,7 @@ main(int argc, char **argv)
         printf("stepq %s\n", STEPQ_VERSION);
         return CLI_OK;
     }
-    for (size_t i = 0; i < STEPQ_ARRAY_LEN(commands); i++) {
-        if (strcmp(argv[1], commands[i].name) == 0) {
-            rc = commands[i].fn(&env, argc - 1, argv + 1);
-            config_free(env.cfg);
-            return rc < 0 ? CLI_OK : rc;
-        }
-    }
-    cli_error("unknown command '%s' (try 'stepq --help')", argv[1]);
-    return CLI_USAGE;
+    rc = cli_dispatch(&env, commands, STEPQ_ARRAY_LEN(commands), argc, argv);
+    config_free(env.cfg);
+    return rc;
 }

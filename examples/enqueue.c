@@ -1,7 +1,14 @@
 /* enqueue.c: enqueue a job file from C through libstepq.
  *
  *   cc enqueue.c $(pkg-config --cflags --libs stepq) -o enqueue
+ *   stepq --db stepq.db init      # once: only init creates the database
  *   ./enqueue stepq.db examples/nightly-changelog.json
+ *
+ * Or with libstepq.a linked in (then only SQLite and cJSON are needed at
+ * run time):
+ *   cc enqueue.c $(pkg-config --cflags stepq) -o enqueue \
+ *       "$(pkg-config --variable=libdir stepq)/libstepq.a" \
+ *       $(pkg-config --libs sqlite3 libcjson) -lm
  */
 #include <stdio.h>
 #include <stdlib.h>

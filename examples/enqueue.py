@@ -6,6 +6,7 @@ JSON array: stepq validates every job first and writes all of them in one
 transaction, or none. Keys make a rerun harmless: a job whose key exists
 comes back with "duplicate": true.
 
+    STEPQ_DB=stepq.db stepq init    # once: only init creates the database
     STEPQ_DB=stepq.db python3 examples/enqueue.py "Summarize RFC 9110" "Explain WAL mode"
 
 STEPQ names the binary (default: stepq on PATH).

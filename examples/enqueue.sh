@@ -7,7 +7,8 @@
 #
 # STEPQ names the binary (default: stepq on PATH); STEPQ_DB and
 # STEPQ_CONFIG are read by stepq itself. Exit codes are stepq's: 2 means
-# the job file is not valid (nothing was written).
+# the job file is not valid (nothing was written); 1 includes "no stepq
+# database at PATH": create it once with `stepq init`.
 set -eu
 
 stepq=${STEPQ:-stepq}

@@ -7,12 +7,33 @@
  *     rc = stepq_enqueue(q, job_json, NULL, &id, &dup, err, sizeof(err));
  *     stepq_close(q);
  *
- * Link with `pkg-config --libs stepq`. Every function returns 0 or a
- * negative errno: -EINVAL for a job that is not valid (err holds the JSON
- * path of the first problem, as `stepq enqueue` prints it), -EIO when the
- * database cannot be read or written, -ENOTSUP when the database was made
- * by a newer stepq. Nothing is written when a call fails. A handle is for
- * one thread at a time; open one per thread or process.
+ * Link with `pkg-config --libs stepq` (shared) or `pkg-config --static
+ * --libs stepq` with libstepq.a (static). Either way the library defines
+ * no global symbol but the stepq_* functions below: a program may have its
+ * own xmalloc, log_write or anything else without clashing with ours.
+ *
+ * Errors. Every function that can fail returns 0 or a negative errno and
+ * leaves its out-parameters untouched on failure. The codes, and what the
+ * caller can do about them:
+ *   -EINVAL   bad arguments, or a job that is not valid; err holds the
+ *             JSON path of the first problem, as `stepq enqueue` prints it.
+ *   -ENOENT   stepq_open: no stepq database at the path (no file, an empty
+ *             file, or not a stepq database); create it with `stepq init`.
+ *             Nothing was created. stepq_job_state: no such job.
+ *   -ESTALE   stepq_open: the database is from an older stepq; run `stepq
+ *             init` (with this version) to migrate it. Nothing is migrated
+ *             behind the back of workers still running the older version.
+ *   -ENOTSUP  stepq_open: the database was made by a newer stepq.
+ *   -EAGAIN   the database stayed locked by other processes for longer than
+ *             the busy timeout (5 s); nothing was written, try again.
+ *   -EIO      the database cannot be read or written (details are logged
+ *             on standard error).
+ * Nothing is written when a call fails. Only `stepq init` creates or
+ * migrates a database; no function here does.
+ *
+ * Out of memory aborts the process (as the stepq CLI does): the calls
+ * never return a half-done result for lack of memory. A handle is for one
+ * thread at a time; open one per thread or process.
  */
 #ifndef STEPQ_STEPQ_H
 #define STEPQ_STEPQ_H
@@ -33,30 +54,38 @@ extern "C" {
 
 typedef struct stepq stepq;
 
-/* stepq_open opens (creating, mode 0600) and migrates the database at path.
- * On failure *out is untouched and err says why. Caller owns *out; release
- * it with stepq_close(). */
+/* stepq_open opens the stepq database at path, which `stepq init` made.
+ * Returns 0, -EINVAL (path or out NULL), -ENOENT (no stepq database
+ * there: "no stepq database at PATH (create it with `stepq init`)"),
+ * -ESTALE (older schema: run `stepq init`), -ENOTSUP (newer stepq),
+ * -EAGAIN or -EIO. On failure *out is untouched and err says why. Caller
+ * owns *out; release it with stepq_close(). */
 STEPQ_API int stepq_open(const char *path, stepq **out, char *err,
                          size_t errlen);
 
 /* stepq_enqueue validates one job (the JSON text of a job file, as SPEC's
  * "Job file") and adds it. key, if not NULL, overrides the job's dedupe
  * key. When a job with that key exists, *id is the existing job's and
- * *duplicate is true. */
+ * *duplicate is true (id and duplicate may be NULL). Returns 0, -EINVAL
+ * (q or job_json NULL, an empty key, or a job that is not valid), -EAGAIN
+ * or -EIO; err says why. */
 STEPQ_API int stepq_enqueue(stepq *q, const char *job_json, const char *key,
                             int64_t *id, bool *duplicate, char *err,
                             size_t errlen);
 
 /* stepq_enqueue_many validates every job of a JSON array (or JSON lines)
  * and adds them in one transaction, all or none. ids and duplicates (may
- * be NULL) receive up to cap results; *n gets the number of jobs. */
+ * be NULL) receive up to cap results; *n gets the number of jobs. Returns
+ * 0, -EINVAL (q or jobs_json NULL, or a job that is not valid: err names
+ * its index), -EAGAIN or -EIO; err says why. */
 STEPQ_API int stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                                  bool *duplicates, size_t cap, size_t *n,
                                  char *err, size_t errlen);
 
 /* stepq_job_state writes the state of job id ("queued", "running",
- * "succeeded", "failed", "parked", "cancelled") into buf. -ENOENT if there
- * is no such job. */
+ * "succeeded", "failed", "parked", "cancelled") into buf, cut to len - 1
+ * bytes. Returns 0, -EINVAL (q or buf NULL, len 0), -ENOENT (no such
+ * job), -EAGAIN or -EIO. */
 STEPQ_API int stepq_job_state(stepq *q, int64_t id, char *buf, size_t len);
 
 /* stepq_close closes the database; NULL is a no-op. */

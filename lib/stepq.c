@@ -25,11 +25,33 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
         snprintf(err, errlen, "stepq_open: path and out are required");
         return -EINVAL;
     }
-    rc = q_open(path, NULL, &db);
-    if (rc != 0) {
-        snprintf(err, errlen, "%s: %s", path,
-                 rc == -ENOTSUP ? "made by a newer stepq"
-                                : "cannot open or migrate the database");
+    /* A program enqueues into a database `stepq init` made: a mistyped
+     * path must not leave a new empty queue behind that no worker reads. */
+    rc = q_open_existing(path, NULL, &db);
+    switch (rc) {
+    case 0:
+        break;
+    case -ENOENT:
+        snprintf(err, errlen,
+                 "no stepq database at %s (create it with `stepq init`)", path);
+        return rc;
+    case -ESTALE:
+        snprintf(err, errlen,
+                 "the database at %s is from an older stepq: run `stepq "
+                 "init` to migrate it",
+                 path);
+        return rc;
+    case -ENOTSUP:
+        snprintf(err, errlen,
+                 "the database at %s was made by a newer stepq; upgrade "
+                 "stepq",
+                 path);
+        return rc;
+    case -EAGAIN:
+        snprintf(err, errlen, "the database at %s stayed locked", path);
+        return rc;
+    default:
+        snprintf(err, errlen, "cannot open the database at %s", path);
         return rc;
     }
     *out = xcalloc(1, sizeof(**out));

@@ -106,10 +106,21 @@ struct q_open_opts {
 };
 
 /* q_open opens (creating mode 0600 if needed) and migrates the database at
- * path. opts may be NULL. Returns 0, -EIO (cannot open or migrate; logged),
- * or -ENOTSUP (made by a newer stepq). Caller owns *out; q_close() it. */
+ * path: what `stepq init` does (and the demo and tests, on their own
+ * fresh files). opts may be NULL. Returns 0, -EIO (cannot open or migrate;
+ * logged), -EAGAIN (locked for longer than the busy timeout) or -ENOTSUP
+ * (made by a newer stepq). Caller owns *out; q_close() it. */
 STEPQ_MUST_CHECK int q_open(const char *path, const struct q_open_opts *opts,
                             q_db **out);
+/* q_open_existing opens the database at path only if it already holds a
+ * stepq database at this build's schema version; it creates and migrates
+ * nothing (no file, no -wal or -shm). Every command but `stepq init` opens
+ * this way. Returns 0, -ENOENT (no stepq database there: no file, an empty
+ * file, or schema version 0), -ESTALE (an older schema: `stepq init`
+ * migrates it), -ENOTSUP (made by a newer stepq), -EAGAIN or -EIO (as
+ * q_open). Caller owns *out; q_close() it. */
+STEPQ_MUST_CHECK int
+q_open_existing(const char *path, const struct q_open_opts *opts, q_db **out);
 /* q_close finalizes every cached statement and closes. Returns 0, or -EIO
  * when SQLite refused to close (a leaked statement). NULL is a no-op. */
 int q_close(q_db *db);

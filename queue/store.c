@@ -337,31 +337,82 @@ create_private(const char *path)
     return 0;
 }
 
+/* open_existing_file checks, without creating anything, that path is a
+ * file this process may read and write (what create_private checks for
+ * `stepq init`): -ENOENT when there is none, -EIO naming the problem
+ * (a read-only file, a folder) otherwise. */
 static int
-open_at(const char *path, const struct q_open_opts *opts, int target,
-        q_db **out)
+open_existing_file(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return -ENOENT;
+        log_error("%s: cannot open: %s", path, strerror(errno));
+        return -EIO;
+    }
+    close(fd);
+    return 0;
+}
+
+/* check_existing is the open path of every command but `stepq init`: the
+ * file must already hold a stepq database at this build's version. It
+ * runs before any pragma because "PRAGMA journal_mode = WAL" writes to an
+ * empty file and creates -wal and -shm next to it. */
+static int
+check_existing(q_db *db)
+{
+    int have = 0, rc;
+
+    if ((rc = q_db_version(db, &have)) != 0)
+        return rc;
+    if (have == 0)
+        return -ENOENT;
+    if (have > q_schema_version()) {
+        log_error("%s: schema version %d is newer than this stepq knows "
+                  "(%d); upgrade stepq",
+                  db->path, have, q_schema_version());
+        return -ENOTSUP;
+    }
+    if (have < q_schema_version()) {
+        log_info("%s: schema version %d, this stepq needs %d", db->path, have,
+                 q_schema_version());
+        return -ESTALE;
+    }
+    return 0;
+}
+
+static int
+open_at(const char *path, const struct q_open_opts *opts, bool create,
+        int target, q_db **out)
 {
     static const struct q_open_opts defaults = {false, 5000, 65536};
+    bool memory = strcmp(path, ":memory:") == 0;
     q_db *db = NULL;
-    int rc;
+    int rc, flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
 
     if (opts == NULL)
         opts = &defaults;
-    if (strcmp(path, ":memory:") != 0 && (rc = create_private(path)) != 0)
+    if (create) {
+        if (!memory && (rc = create_private(path)) != 0)
+            return rc;
+        flags |= SQLITE_OPEN_CREATE;
+    } else if (!memory && (rc = open_existing_file(path)) != 0) {
         return rc;
+    }
     db = xcalloc(1, sizeof(*db));
     db->path = xstrdup(path);
     db->keep_body_bytes = opts->keep_body_bytes;
-    if (sqlite3_open_v2(path, &db->h,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                            SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         rc = db->h ? db_err(db, "opening") : -EIO;
         goto fail;
     }
     sqlite3_extended_result_codes(db->h, 0);
     sqlite3_busy_timeout(
         db->h, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000);
+    if (!create && (rc = check_existing(db)) != 0)
+        goto fail;
     if ((rc = exec_simple(db, "PRAGMA journal_mode = WAL")) != 0 ||
         (rc = exec_simple(db, opts->sync_full
                                   ? "PRAGMA synchronous = FULL"
@@ -369,7 +420,7 @@ open_at(const char *path, const struct q_open_opts *opts, int target,
         (rc = exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
         (rc = exec_simple(db, "PRAGMA cache_size = -16384")) != 0 ||
         (rc = exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
-        (rc = schema_migrate(db, target)) != 0)
+        (create && (rc = schema_migrate(db, target)) != 0))
         goto fail;
     *out = db;
     return 0;
@@ -381,13 +432,19 @@ fail:
 int
 q_open(const char *path, const struct q_open_opts *opts, q_db **out)
 {
-    return open_at(path, opts, 0, out);
+    return open_at(path, opts, true, 0, out);
+}
+
+int
+q_open_existing(const char *path, const struct q_open_opts *opts, q_db **out)
+{
+    return open_at(path, opts, false, 0, out);
 }
 
 int
 q_open_version(const char *path, int target, q_db **out)
 {
-    return open_at(path, NULL, target, out);
+    return open_at(path, NULL, true, target, out);
 }
 
 int

@@ -30,6 +30,18 @@ setup(void)
     unsetenv("STEPQ_CONFIG");
 }
 
+/* Most tests use q.db, which only `stepq init` creates. */
+static void
+setup_db(void)
+{
+    struct run_result r;
+
+    setup();
+    run_stepq((const char *[]){"init", "--db", "q.db", NULL}, NULL, &r);
+    ck_assert_msg(r.status == 0, "init: %s", r.err);
+    run_result_free(&r);
+}
+
 static void
 teardown(void)
 {
@@ -109,8 +121,6 @@ START_TEST(test_bad_job_exit_2_nothing_written)
     const struct bad_input *c = &bad_inputs[_i];
     struct run_result r;
 
-    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
-    run_result_free(&r);
     ck_assert_int_eq(RUN(&r, c->input, "enqueue", "-", "--db", "q.db"), 2);
     ck_assert_msg(strstr(r.err, c->want) != NULL, "%s: stderr \"%s\"", c->name,
                   r.err);
@@ -308,7 +318,9 @@ START_TEST(test_help_on_every_command)
         {"enqueue", "--help", NULL}, {"jobs", "--help", NULL},
         {"jobs", "show", "--help"},  {"status", "--help", NULL},
         {"tiers", "--help", NULL},   {"policy", "--help", NULL},
-        {"mock", "--help", NULL},
+        {"mock", "--help", NULL},    {"park", "--help", NULL},
+        {"park", "list", "--help"},  {"work", "--help", NULL},
+        {"demo", "--help", NULL},
     };
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         struct run_result r;
@@ -442,7 +454,7 @@ test_suite(void)
     TCase *in = tcase_create("input");
     TCase *out = tcase_create("output");
 
-    tcase_add_checked_fixture(in, setup, teardown);
+    tcase_add_checked_fixture(in, setup_db, teardown);
     tcase_set_timeout(in, 60);
     tcase_add_loop_test(in, test_bad_job_exit_2_nothing_written, 0,
                         (int)(sizeof(bad_inputs) / sizeof(bad_inputs[0])));
@@ -453,7 +465,7 @@ test_suite(void)
     tcase_add_test(in, test_example_job_files_validate);
     suite_add_tcase(s, in);
 
-    tcase_add_checked_fixture(out, setup, teardown);
+    tcase_add_checked_fixture(out, setup_db, teardown);
     tcase_set_timeout(out, 60);
     tcase_add_test(out, test_enqueue_prints_ids_and_dedupes);
     tcase_add_test(out, test_jobs_show_json_shape);

@@ -30,6 +30,19 @@ setup(void)
     setenv("TMPDIR", dir, 1);
 }
 
+/* The examples enqueue into q.db, which (as on a user's machine) only
+ * `stepq init` creates. */
+static void
+setup_db(void)
+{
+    struct run_result r;
+
+    setup();
+    run_stepq((const char *[]){"--db", "q.db", "init", NULL}, NULL, &r);
+    ck_assert_msg(r.status == 0, "init: %s", r.err);
+    run_result_free(&r);
+}
+
 static void
 teardown(void)
 {
@@ -194,6 +207,28 @@ num(const cJSON *o, const char *k)
     return (long long)v->valuedouble;
 }
 
+/* The demo's closing "park list" command, run by /bin/sh exactly as
+ * printed, on a PATH with no stepq (a newcomer after scripts/demo.sh),
+ * lists the parked items. */
+static void
+check_printed_command_runs(const char *out)
+{
+    const char *at = strstr(out, "\nInspect and resolve:\n  ");
+    char *line, cmd[4096], *res;
+
+    ck_assert_ptr_nonnull(at);
+    at += strlen("\nInspect and resolve:\n  ");
+    line = xstrndup(at, strcspn(at, "\n"));
+    ck_assert_msg(strstr(line, " park list") != NULL, "%s", line);
+    snprintf(cmd, sizeof(cmd), "PATH=/usr/bin:/bin; %s --json", line);
+    ck_assert_msg(sh(cmd, &res) == 0, "%s\n%s", cmd, res);
+    ck_assert_msg(res[0] == '[' && (strstr(res, "\"state\":\"open\"") ||
+                                    strstr(res, "\"state\": \"open\"")),
+                  "%s\n%s", cmd, res);
+    free(res);
+    free(line);
+}
+
 START_TEST(test_demo_summary_matches_database)
 {
     struct run_result r, s;
@@ -242,6 +277,7 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_int_eq(park_open, 2);
     ck_assert_ptr_nonnull(strstr(r.out, "park resolve"));
     ck_assert_ptr_nonnull(strstr(r.out, "switch_tier_replay"));
+    check_printed_command_runs(r.out);
     cJSON_Delete(st);
     run_result_free(&s);
     run_result_free(&r);
@@ -302,8 +338,81 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
                       strstr(out, "\"name\": \"nightly-changelog\""),
                   "%s", out);
     free(out);
+    /* The same example linked with libstepq.a: it needs no libstepq.so. */
+    snprintf(cmd, sizeof(cmd),
+             "'%s' %s '%s%s/share/stepq/examples/enqueue.c' -I'%s%s/include' "
+             "'%s%s/lib/libstepq.a' $(pkg-config --libs sqlite3 libcjson) -lm "
+             "-o enqueue-static && ! readelf -d enqueue-static | grep libstepq "
+             "&& ./enqueue-static q.db '%s'",
+             cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
+             job);
+    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(strstr(out, "1 (duplicate)\n") != NULL, "%s", out);
+    free(out);
     free(job);
     free(root);
+}
+END_TEST
+
+static int
+count_of(const char *s, const char *what)
+{
+    int n = 0;
+
+    for (; (s = strstr(s, what)) != NULL; s += strlen(what))
+        n++;
+    return n;
+}
+
+/* libstepq.so exports the stepq_* functions and nothing else. */
+START_TEST(test_installed_library_exports_only_stepq)
+{
+    const char *build = env_or_fail("STEPQ_BUILD_DIR");
+    char cmd[4096], *out;
+
+    snprintf(cmd, sizeof(cmd),
+             "nm -D --defined-only '%s/lib/libstepq.so' | awk '{print $NF}'",
+             build);
+    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "stepq_open") && strstr(out, "stepq_enqueue"),
+                  "%s", out);
+    for (char *l = strtok(out, "\n"); l != NULL; l = strtok(NULL, "\n"))
+        ck_assert_msg(strncmp(l, "stepq_", 6) == 0, "exported: %s", l);
+    free(out);
+}
+END_TEST
+
+/* A host program with its own xmalloc and log_write links libstepq
+ * statically and dynamically, and each keeps to its own functions. */
+START_TEST(test_host_with_own_xmalloc_links_both_ways)
+{
+    const char *build = env_or_fail("STEPQ_BUILD_DIR");
+    const char *cc = env_or_fail("STEPQ_CC");
+    const char *cflags = getenv("STEPQ_TEST_CFLAGS");
+    char *src = source_path("tests/data/libstepq_host.c");
+    char *inc = source_path("include"), cmd[8192], *out;
+    struct run_result r;
+
+    run_stepq((const char *[]){"--db", "newer.db", "init", NULL}, NULL, &r);
+    ck_assert_int_eq(r.status, 0);
+    run_result_free(&r);
+    ck_assert_int_eq(sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out),
+                     0);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "'%s' %s '%s' -I'%s' '%s/lib/libstepq.a' $(pkg-config --libs "
+             "sqlite3 libcjson) -lm -o host-static && ./host-static q.db "
+             "newer.db && '%s' %s '%s' -I'%s' -L'%s/lib' -lstepq -o "
+             "host-shared && LD_LIBRARY_PATH='%s/lib' ./host-shared q.db "
+             "newer.db",
+             cc, cflags ? cflags : "", src, inc, build, cc,
+             cflags ? cflags : "", src, inc, build, build);
+    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(count_of(out, "job 1 queued, host calls 0\n") == 2, "%s",
+                  out);
+    free(out);
+    free(inc);
+    free(src);
 }
 END_TEST
 
@@ -315,7 +424,7 @@ test_suite(void)
     TCase *demo = tcase_create("demo");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(ex, setup, teardown);
+    tcase_add_checked_fixture(ex, setup_db, teardown);
     tcase_set_timeout(ex, 30);
     tcase_add_loop_test(ex, test_job_file_validates, 0,
                         (int)(sizeof(job_files) / sizeof(job_files[0])));
@@ -329,9 +438,11 @@ test_suite(void)
     tcase_add_test(demo, test_demo_summary_matches_database);
     suite_add_tcase(s, demo);
 
-    tcase_add_checked_fixture(inst, setup, teardown);
+    tcase_add_checked_fixture(inst, setup_db, teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
+    tcase_add_test(inst, test_installed_library_exports_only_stepq);
+    tcase_add_test(inst, test_host_with_own_xmalloc_links_both_ways);
     suite_add_tcase(s, inst);
     return s;
 }

@@ -98,6 +98,7 @@ for ((i = 1; i <= jobs; i++)); do
     fi
     echo '{"name": "soak-'$i'", "key": "soak-'$i'", "steps": ['"$chat$mid, $http"']}'
 done >jobs.jsonl
+"$bin" init >/dev/null
 "$bin" enqueue jobs.jsonl >/dev/null
 
 # The request paths of the mock log, one a line (its key order is fixed:

@@ -60,6 +60,17 @@ e2e_start(const char *script, const char *extra)
              " \"timeout_s\": 5}]%s%s}",
              e2e_mock.port, e2e_mock.port, extra[0] ? ", " : "", extra);
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+    e2e_init();
+}
+
+/* Only `stepq init` creates the database; every other command needs it. */
+void
+e2e_init(void)
+{
+    struct run_result r;
+    run_stepq((const char *[]){"init", NULL}, NULL, &r);
+    ck_assert_msg(r.status == 0, "init: %s", r.err);
+    run_result_free(&r);
 }
 
 void

@@ -21,8 +21,12 @@ void e2e_setup(void);
 void e2e_teardown(void);
 /* e2e_start starts the mock with script (JSON text), logging to
  * mock.log, and writes stepq.json (lease_s 1, fast backoff, tiers free and
- * local); extra is spliced into the config object ("" for none). */
+ * local), then runs e2e_init(); extra is spliced into the config object
+ * ("" for none). */
 void e2e_start(const char *script, const char *extra);
+/* e2e_init runs `stepq init` on the folder's stepq.db (fails the test if
+ * it does not exit 0). */
+void e2e_init(void);
 /* e2e_enqueue enqueues job (JSON text: one, array or lines). */
 void e2e_enqueue(const char *job);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */

@@ -1,0 +1,286 @@
+/* test_cli_db.c: only `stepq init` creates or migrates a database. Every
+ * other command, and libstepq, given a path with no stepq database says
+ * so (exit 1) and leaves nothing behind; an older schema waits for `stepq
+ * init`, a newer one is refused. Also the dispatcher's exit codes: help
+ * is 0 and a raw -errno that escaped a command is 1, never success. Real
+ * processes, each test in its own temporary directory. */
+#include "tests/support/support.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "common/xalloc.h"
+#include "include/stepq.h"
+
+static char *dir;
+
+#define GOOD_JOB(key)                                                          \
+    "{\"name\":\"n\",\"key\":\"" key "\",\"steps\":[{\"name\":\"a\","          \
+    "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}"
+
+static void
+setup(void)
+{
+    dir = tmpdir_new();
+    ck_assert_int_eq(chdir(dir), 0);
+    unsetenv("STEPQ_DB");
+    unsetenv("STEPQ_CONFIG");
+}
+
+static void
+teardown(void)
+{
+    tmpdir_remove(dir);
+}
+
+/* Runs stepq with argv and input; returns its exit code (output in *r). */
+static int
+run(struct run_result *r, const char *input, const char *const *argv)
+{
+    run_stepq(argv, input, r);
+    return r->status;
+}
+
+#define RUN(res, input, ...)                                                   \
+    run(res, input, (const char *[]){__VA_ARGS__, NULL})
+
+/* The number of jobs in db, from status --json. */
+static int
+job_count(const char *db)
+{
+    struct run_result r;
+    int total = 0;
+    cJSON *o, *it;
+
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--json", "--db", db), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "jobs"))
+    {
+        total += it->valueint;
+    }
+    cJSON_Delete(o);
+    run_result_free(&r);
+    return total;
+}
+
+/* ---- only `stepq init` creates a database ----------------------------- */
+
+static const char *const db_commands[][5] = {
+    {"status", NULL},          {"status", "--json", NULL},
+    {"tiers", NULL},           {"enqueue", "-", NULL},
+    {"jobs", "list", NULL},    {"jobs", "show", "1", NULL},
+    {"jobs", "cancel", "1"},   {"park", "list", NULL},
+    {"park", "show", "1"},     {"park", "resolve", "1", "--skip"},
+    {"work", "--drain", NULL},
+};
+
+/* Runs db_commands[i] on db with a valid job on stdin; the exit code. */
+static int
+run_on(struct run_result *r, int i, const char *db)
+{
+    const char *argv[8] = {"--db", db};
+    int n = 2;
+
+    for (int k = 0; k < 5 && db_commands[i][k] != NULL; k++)
+        argv[n++] = db_commands[i][k];
+    argv[n] = NULL;
+    run_stepq(argv, GOOD_JOB("k"), r);
+    return r->status;
+}
+
+/* The names in the test's folder, sorted and joined by spaces. */
+static char *
+dir_listing(void)
+{
+    struct dirent **names = NULL;
+    int n = scandir(".", &names, NULL, alphasort);
+    char *out = xstrdup("");
+
+    ck_assert_int_ge(n, 0);
+    for (int i = 0; i < n; i++) {
+        if (names[i]->d_name[0] != '.') {
+            char *next = xmalloc(strlen(out) + strlen(names[i]->d_name) + 2);
+            sprintf(next, "%s%s%s", out, out[0] ? " " : "", names[i]->d_name);
+            free(out);
+            out = next;
+        }
+        free(names[i]);
+    }
+    free(names);
+    return out;
+}
+
+START_TEST(test_no_database_exit_1_nothing_created)
+{
+    struct run_result r;
+    struct stat st;
+    char *ls;
+
+    ck_assert_int_eq(run_on(&r, _i, "typo.db"), 1);
+    ck_assert_str_eq(r.err, "stepq: no stepq database at typo.db (create it "
+                            "with `stepq init`)\n");
+    ck_assert_str_eq(r.out, "");
+    run_result_free(&r);
+    ck_assert_str_eq(ls = dir_listing(), "");
+    free(ls);
+    /* An empty file is no database either, and it stays empty. */
+    close(open("empty.db", O_WRONLY | O_CREAT, 0600));
+    ck_assert_int_eq(run_on(&r, _i, "empty.db"), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "no stepq database at empty.db ("));
+    run_result_free(&r);
+    ck_assert_str_eq(ls = dir_listing(), "empty.db");
+    free(ls);
+    ck_assert_int_eq(stat("empty.db", &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+}
+END_TEST
+
+/* sqlite3 (the shell) runs sql on db; returns its first output line. */
+static char *
+sqlite(const char *db, const char *sql)
+{
+    char cmd[1024], line[256] = "";
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "sqlite3 '%s' '%s'", db, sql);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    if (fgets(line, sizeof(line), p) == NULL)
+        line[0] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    line[strcspn(line, "\n")] = '\0';
+    return xstrdup(line);
+}
+
+/* Turns a fresh database into one of schema version 1. */
+#define V2_TO_V1                                                               \
+    "DROP TABLE park; DROP TABLE tiers; DROP TABLE tier_sends; "               \
+    "PRAGMA user_version = 1;"
+
+/* A database of schema version 1 (before the park and tier tables) is
+ * refused, untouched, by everything but init, which migrates it; one
+ * from a newer stepq is refused by init too. */
+START_TEST(test_older_database_waits_for_init_newer_refused)
+{
+    struct run_result r;
+    char *v;
+
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    run_result_free(&r);
+    free(sqlite("q.db", V2_TO_V1));
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", "q.db"), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "the database at q.db is from an "
+                                        "older stepq: run `stepq init`"));
+    run_result_free(&r);
+    ck_assert_str_eq(v = sqlite("q.db", "PRAGMA user_version"), "1");
+    free(v);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(job_count("q.db"), 0);
+    free(sqlite("q.db", "PRAGMA user_version = 999"));
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--db", "q.db"), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "made by a newer stepq"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "made by a newer stepq"));
+    run_result_free(&r);
+    ck_assert_str_eq(v = sqlite("q.db", "PRAGMA user_version"), "999");
+    free(v);
+}
+END_TEST
+
+/* libstepq tells "no database" and "needs init" apart from other errors
+ * and, like the CLI, creates nothing. */
+START_TEST(test_libstepq_open_needs_init)
+{
+    struct run_result r;
+    stepq *q = NULL;
+    char err[256], *ls;
+
+    ck_assert_int_eq(stepq_open("typo.db", &q, err, sizeof(err)), -ENOENT);
+    ck_assert_str_eq(err, "no stepq database at typo.db (create it with "
+                          "`stepq init`)");
+    ck_assert_ptr_null(q);
+    ck_assert_str_eq(ls = dir_listing(), "");
+    free(ls);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    run_result_free(&r);
+    free(sqlite("q.db", V2_TO_V1));
+    ck_assert_int_eq(stepq_open("q.db", &q, err, sizeof(err)), -ESTALE);
+    ck_assert_ptr_nonnull(strstr(err, "run `stepq init`"));
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(stepq_open("q.db", &q, err, sizeof(err)), 0);
+    stepq_close(q);
+}
+END_TEST
+
+/* ---- exit codes from the dispatcher ----------------------------------- */
+
+static int
+cmd_raw_errno(struct cli_env *env, int argc, char **argv)
+{
+    (void)env, (void)argc, (void)argv;
+    return -ENOENT;
+}
+
+static int
+cmd_help(struct cli_env *env, int argc, char **argv)
+{
+    (void)env, (void)argc, (void)argv;
+    return CLI_HELP;
+}
+
+static int
+cmd_conflict(struct cli_env *env, int argc, char **argv)
+{
+    (void)env, (void)argc, (void)argv;
+    return CLI_CONFLICT;
+}
+
+START_TEST(test_raw_errno_exits_1_help_exits_0)
+{
+    static const struct cli_command cmds[] = {
+        {"raw", cmd_raw_errno}, {"help", cmd_help}, {"busy", cmd_conflict}};
+    static const char *const want[][2] = {
+        {"raw", "1"}, {"help", "0"}, {"busy", "4"}, {"nope", "2"}};
+    struct cli_env env = {0};
+
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        char *argv[] = {"stepq", (char *)want[i][0], NULL};
+        ck_assert_int_eq(cli_dispatch(&env, cmds, 3, 2, argv),
+                         atoi(want[i][1]));
+    }
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("cli_db");
+    TCase *nodb = tcase_create("database");
+    TCase *exits = tcase_create("exit codes");
+
+    tcase_add_checked_fixture(nodb, setup, teardown);
+    tcase_set_timeout(nodb, 60);
+    tcase_add_loop_test(nodb, test_no_database_exit_1_nothing_created, 0,
+                        (int)(sizeof(db_commands) / sizeof(db_commands[0])));
+    tcase_add_test(nodb, test_older_database_waits_for_init_newer_refused);
+    tcase_add_test(nodb, test_libstepq_open_needs_init);
+    suite_add_tcase(s, nodb);
+
+    tcase_set_timeout(exits, 10);
+    tcase_add_test(exits, test_raw_errno_exits_1_help_exits_0);
+    suite_add_tcase(s, exits);
+    return s;
+}
