@@ -363,9 +363,8 @@ void
 mock_go_duration(int64_t ms, char *buf, size_t len)
 {
     int64_t h = ms / 3600000, m = ms / 60000 % 60, s = ms % 60000;
-    size_t off = 0;
-    char frac[8];
-    int fl;
+    char out[64], frac[8];
+    int off = 0, fl;
 
     if (ms <= 0) {
         snprintf(buf, len, "0s");
@@ -375,18 +374,20 @@ mock_go_duration(int64_t ms, char *buf, size_t len)
         snprintf(buf, len, "%" PRId64 "ms", ms);
         return;
     }
+    /* out holds any int64 (at most 25 characters); buf gets what fits. */
     if (h > 0)
-        off += (size_t)snprintf(buf + off, len - off, "%" PRId64 "h", h);
+        off = snprintf(out, sizeof(out), "%" PRId64 "h", h);
     if (h > 0 || m > 0)
-        off += (size_t)snprintf(buf + off, off < len ? len - off : 0,
-                                "%" PRId64 "m", m);
+        off +=
+            snprintf(out + off, sizeof(out) - (size_t)off, "%" PRId64 "m", m);
     fl = snprintf(frac, sizeof(frac), ".%03d", (int)(s % 1000));
     while (fl > 1 && frac[fl - 1] == '0')
         frac[--fl] = '\0';
     if (fl == 1)
         frac[0] = '\0';
-    if (off < len)
-        snprintf(buf + off, len - off, "%" PRId64 "%ss", s / 1000, frac);
+    snprintf(out + off, sizeof(out) - (size_t)off, "%" PRId64 "%ss", s / 1000,
+             frac);
+    snprintf(buf, len, "%s", out);
 }
 
 /* rfc3339_after writes wall + ms, rounded up to a whole second (a client
