@@ -319,6 +319,29 @@ START_TEST(test_fixed_window_anthropic_headers)
 }
 END_TEST
 
+START_TEST(test_anthropic_tokens_headers)
+{
+    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"rpm\": 60, "
+                     "\"tpm\": 60000, \"headers\": \"anthropic\"}}");
+    struct reply r;
+    int64_t reset;
+
+    req(port, "POST", CHAT, NULL, BIG_BODY(400), &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(hnum(&r, "anthropic-ratelimit-requests-limit"), 60);
+    ck_assert_int_eq(hnum(&r, "anthropic-ratelimit-tokens-limit"), 60000);
+    ck_assert_int_le(hnum(&r, "anthropic-ratelimit-tokens-remaining"), 600);
+    ck_assert_int_eq(
+        clock_parse_utc(hdr(&r, "anthropic-ratelimit-tokens-reset"), &reset),
+        0);
+    /* Full again within a second or so, never in the past. */
+    ck_assert_int_ge(reset, clock_now_ms() - 100);
+    ck_assert_int_le(reset, clock_now_ms() + 2000);
+    ck_assert_ptr_null(hdr(&r, "x-ratelimit-limit-tokens"));
+    reply_free(&r);
+}
+END_TEST
+
 /* ---- sliding window -------------------------------------------------------
  */
 
@@ -497,6 +520,7 @@ test_suite(void)
     tcase_add_test(bucket, test_bucket_tokens_meter_and_too_large);
     tcase_add_test(windows, test_fixed_window_resets_at_the_boundary);
     tcase_add_test(windows, test_fixed_window_anthropic_headers);
+    tcase_add_test(windows, test_anthropic_tokens_headers);
     tcase_add_test(windows, test_sliding_window_frees_one_slot_at_a_time);
     tcase_add_test(windows, test_headers_none_sends_none);
     tcase_add_test(windows, test_routes_limit_apart_and_log_counts);
