@@ -27,16 +27,10 @@ struct mock_idem {
     char *body; /* owned */
 };
 
-/* A header the engine adds (Retry-After ...). */
-struct extra {
-    const char *name;
-    char value[64];
-};
-
 struct build {
     int status;
     char *body; /* owned */
-    struct extra extra[4];
+    struct mock_extra extra[12];
     int nextra;
     const struct mock_answer *answer; /* scripted headers; may be NULL */
 };
@@ -106,26 +100,6 @@ storm_active(struct mock_route *r, int64_t now)
     return true;
 }
 
-/* rpm_admit keeps the times of admitted requests in a ring of rpm slots: a
- * request is admitted when fewer than rpm fall inside the window. */
-static bool
-rpm_admit(struct mock_route *r, int64_t now, int64_t *retry_ms)
-{
-    size_t cap = (size_t)r->rpm;
-
-    while (r->ring_n > 0 && r->ring[r->ring_head] <= now - r->rpm_window_ms) {
-        r->ring_head = (r->ring_head + 1) % cap;
-        r->ring_n--;
-    }
-    if (r->ring_n < cap) {
-        r->ring[(r->ring_head + r->ring_n) % cap] = now;
-        r->ring_n++;
-        return true;
-    }
-    *retry_ms = r->ring[r->ring_head] + r->rpm_window_ms - now;
-    return false;
-}
-
 static const struct mock_answer *
 next_answer(struct mock_route *r)
 {
@@ -162,17 +136,6 @@ error_body(const char *message, const char *type, const char *code)
     s = json_print(root);
     cJSON_Delete(root);
     return s;
-}
-
-static void
-add_extra(struct build *b, const char *name, int64_t v, const char *unit)
-{
-    if (b->nextra >= (int)STEPQ_ARRAY_LEN(b->extra))
-        return;
-    b->extra[b->nextra].name = name;
-    snprintf(b->extra[b->nextra].value, sizeof(b->extra[0].value),
-             "%" PRId64 "%s", v, unit);
-    b->nextra++;
 }
 
 /* utf8_cut returns n moved back so that s[0..n) ends on a character. */
@@ -454,6 +417,51 @@ idem_find(struct mock_engine *e, const char *key)
     return NULL;
 }
 
+static const char *
+model_of(const struct mock_route *r, const cJSON *req)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "model");
+
+    if (cJSON_IsString(m) && m->valuestring[0] != '\0')
+        return m->valuestring;
+    return r->model ? r->model : "mock-model";
+}
+
+/* limit_admit asks the route's limiter; a request costs its prompt (body
+ * bytes / 4) plus the max_tokens it asks for, as providers estimate it. */
+static bool
+limit_admit(struct mock_engine *e, struct mock_route *r, const cJSON *req,
+            int64_t prompt, int64_t now, struct mock_limit_result *res)
+{
+    return mock_limit_admit(&r->limit, now, now + e->wall_offset,
+                            prompt + request_max_tokens(req), res);
+}
+
+/* limit_body is the 429 body in the limit's provider style. */
+static char *
+limit_body(struct mock_engine *e, struct mock_route *r,
+           const struct mock_limit_result *res, const cJSON *req, int64_t now)
+{
+    char *msg = mock_limit_message(&r->limit, res, now, now + e->wall_offset,
+                                   model_of(r, req));
+    char *body;
+
+    if (r->limit.headers == MOCK_HDR_ANTHROPIC) {
+        cJSON *root = cJSON_CreateObject(), *err = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "type", "error");
+        cJSON_AddStringToObject(err, "type", "rate_limit_error");
+        cJSON_AddStringToObject(err, "message", msg);
+        cJSON_AddItemToObject(root, "error", err);
+        body = json_print(root);
+        cJSON_Delete(root);
+    } else {
+        body = error_body(msg, res->by_tokens ? "tokens" : "requests",
+                          "rate_limit_exceeded");
+    }
+    free(msg);
+    return body;
+}
+
 void
 mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
                    int64_t now, bool keep_alive, struct mock_reply *out)
@@ -462,7 +470,8 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     const struct mock_answer *a = NULL;
     struct build b = {.status = 200};
     bool chat = is_chat(rq), replayed = false;
-    int64_t prompt = (int64_t)rq->body_len / 4, retry_ms = 0, tokens = 0;
+    int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
+    struct mock_limit_result lim = {.admitted = true};
     char msg[256];
 
     memset(out, 0, sizeof(*out));
@@ -487,21 +496,10 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         b.body = status_error_body(b.status);
         out->kind = "storm";
         e->stats->storm++;
-    } else if (r->rpm > 0 && !rpm_admit(r, now, &retry_ms)) {
-        int64_t secs = (retry_ms + 999) / 1000;
-        if (secs < 1)
-            secs = 1;
-        snprintf(msg, sizeof(msg),
-                 "Rate limit reached for requests per min (RPM): Limit %" PRId64
-                 ", Used %" PRId64 ", Requested 1. Please try again in %" PRId64
-                 "s.",
-                 r->rpm, r->rpm, secs);
+    } else if (r->limit.shape != MOCK_SHAPE_NONE &&
+               !limit_admit(e, r, out->request_json, prompt, now, &lim)) {
         b.status = 429;
-        b.body = error_body(msg, "requests", "rate_limit_exceeded");
-        add_extra(&b, "Retry-After", secs, "");
-        add_extra(&b, "X-RateLimit-Limit-Requests", r->rpm, "");
-        add_extra(&b, "X-RateLimit-Remaining-Requests", 0, "");
-        add_extra(&b, "X-RateLimit-Reset-Requests", secs, "s");
+        b.body = limit_body(e, r, &lim, out->request_json, now);
         out->kind = "rate_limit";
         e->stats->rate_limited++;
     } else if (chat && r->allowance_tokens > 0 &&
@@ -570,6 +568,10 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
             e->stats->tokens += (uint64_t)tokens;
         }
     }
+    if (r->limit.shape != MOCK_SHAPE_NONE && strcmp(out->kind, "storm") != 0)
+        b.nextra =
+            mock_limit_headers(&r->limit, &lim, now, now + e->wall_offset,
+                               b.extra, (int)STEPQ_ARRAY_LEN(b.extra));
     finish_head(e, &b, keep_alive, replayed, out);
 }
 

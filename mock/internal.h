@@ -52,6 +52,88 @@ struct mock_answer {
     int64_t count; /* >= 1 */
 };
 
+/* Rate limiters (limit.c). */
+enum mock_shape {
+    MOCK_SHAPE_NONE = 0,
+    MOCK_SHAPE_TOKEN_BUCKET,
+    MOCK_SHAPE_FIXED_WINDOW,
+    MOCK_SHAPE_SLIDING_WINDOW,
+};
+
+/* Which provider's rate-limit headers and 429 body a limit answers with. */
+enum mock_hstyle {
+    MOCK_HDR_OPENAI = 0,
+    MOCK_HDR_ANTHROPIC,
+    MOCK_HDR_NONE,
+};
+
+struct mock_slot {
+    int64_t t;    /* monotonic ms the units were taken */
+    int64_t cost; /* units taken */
+};
+
+/* One metered quantity (requests or tokens) of a limit. */
+struct mock_meter {
+    int64_t limit; /* per minute (bucket) or per window; 0: not metered */
+    int64_t burst; /* token bucket capacity in units */
+    double tat;    /* token bucket: theoretical arrival time, ms */
+    int64_t win_idx, used; /* fixed window: wall / window_ms, units used */
+    struct mock_slot *log; /* owned: sliding window ring */
+    size_t head, n, cap;
+    int64_t sum; /* sliding window: units inside the window */
+};
+
+struct mock_limit {
+    enum mock_shape shape; /* NONE: the route is not limited */
+    enum mock_hstyle headers;
+    bool legacy; /* route-level "rpm": the old headers, on 429s only */
+    int64_t window_ms;
+    struct mock_meter req, tok;
+};
+
+/* What mock_limit_admit found. */
+struct mock_limit_result {
+    bool admitted;
+    bool by_tokens;   /* refused: the token meter refused, not requests */
+    bool too_large;   /* refused: the request costs more than the capacity */
+    int64_t retry_ms; /* refused: wait until it would pass */
+    int64_t tokens;   /* the request's estimated tokens */
+};
+
+/* A header the engine adds (Retry-After, x-ratelimit-* ...). */
+struct mock_extra {
+    const char *name; /* static */
+    char value[64];
+};
+
+/* mock_limit_parse reads the optional "limit" member of a route object at
+ * path into *l (left untouched when absent). Returns 0 or -EINVAL with
+ * "PATH.limit...: problem" in err. */
+STEPQ_MUST_CHECK int mock_limit_parse(const cJSON *route, const char *path,
+                                      struct mock_limit *l, char *err,
+                                      size_t len);
+/* mock_limit_legacy sets *l to the route-level "rpm" sliding window. */
+void mock_limit_legacy(struct mock_limit *l, int64_t rpm, int64_t window_ms);
+/* mock_limit_cleanup frees the limit's logs. */
+void mock_limit_cleanup(struct mock_limit *l);
+/* mock_limit_admit decides one request costing tokens (estimated) at
+ * monotonic now and wall-clock wall (ms); an admitted request is taken from
+ * every meter. Returns res->admitted. */
+bool mock_limit_admit(struct mock_limit *l, int64_t now, int64_t wall,
+                      int64_t tokens, struct mock_limit_result *res);
+/* mock_limit_headers writes up to max rate-limit headers of the limit's
+ * style for an answer after res into x; returns how many. */
+int mock_limit_headers(const struct mock_limit *l,
+                       const struct mock_limit_result *res, int64_t now,
+                       int64_t wall, struct mock_extra *x, int max);
+/* mock_limit_message returns the message of a 429 after res. Caller frees. */
+char *mock_limit_message(const struct mock_limit *l,
+                         const struct mock_limit_result *res, int64_t now,
+                         int64_t wall, const char *model);
+/* mock_go_duration writes ms the way Go prints a time.Duration ("120ms",
+ * "1.5s", "6m0s"), as OpenAI's x-ratelimit-reset-* headers do. */
+void mock_go_duration(int64_t ms, char *buf, size_t len);
+
 struct mock_route {
     char *path;                /* owned; "" for the catch-all route */
     char *model;               /* owned; NULL: "mock-model" */
@@ -59,12 +141,12 @@ struct mock_route {
     char *finish_reason;       /* owned; NULL: "stop" */
     int64_t completion_tokens; /* -1: estimated */
     int64_t latency_ms, jitter_ms;
-    int64_t rpm, rpm_window_ms; /* rpm 0: no limit */
-    int64_t allowance_tokens;   /* 0: none */
-    int64_t context_tokens;     /* 0: none */
-    int storm_status;           /* 0: no storm */
-    int64_t storm_requests;     /* 0: unbounded by count */
-    int64_t storm_ms;           /* 0: unbounded by time */
+    struct mock_limit limit;  /* "limit", or the legacy "rpm" */
+    int64_t allowance_tokens; /* 0: none */
+    int64_t context_tokens;   /* 0: none */
+    int storm_status;         /* 0: no storm */
+    int64_t storm_requests;   /* 0: unbounded by count */
+    int64_t storm_ms;         /* 0: unbounded by time */
     int64_t storm_after;
     struct mock_answer *answers; /* owned array */
     size_t nanswers;
@@ -74,8 +156,6 @@ struct mock_route {
     uint64_t requests;
     size_t next;       /* index into answers */
     int64_t next_used; /* uses of answers[next] so far */
-    int64_t *ring;     /* owned: times of admitted requests, rpm slots */
-    size_t ring_head, ring_n;
     int64_t tokens_used;
     int64_t storm_start; /* -1: not started */
     int64_t storm_served;
@@ -129,6 +209,7 @@ struct mock_engine {
     uint64_t seq;             /* answers built so far */
     struct mock_stats *stats; /* borrowed from the mock */
     struct mock_idem *idem;   /* owned list of remembered keys */
+    int64_t wall_offset;      /* wall-clock ms minus the loop's ms */
 };
 
 /* mock_engine_answer decides and builds the reply to rq at time now_ms

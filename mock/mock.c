@@ -845,6 +845,10 @@ mock_start_with(uv_loop_t *loop, const struct mock_options *opts, mock **out,
     m->engine.rng = script->seed;
     m->engine.stats = &m->stats;
     m->t0 = (int64_t)uv_now(loop);
+    /* Fixed windows align to the epoch and Anthropic's resets are clock
+     * times: wall time is the loop's time plus this offset, so the two
+     * never disagree within a run. */
+    m->engine.wall_offset = clock_now_ms() - m->t0;
     uv_tcp_init(loop, &m->server);
     m->server.data = m;
     if ((rc = uv_tcp_open(&m->server, fd)) != 0)

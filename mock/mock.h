@@ -30,6 +30,13 @@
  *   latency_ms, jitter_ms   every answer waits latency + uniform[0, jitter]
  *   rpm, rpm_window_ms sliding window (default 60000 ms): beyond rpm requests
  *                      in a window, 429 + Retry-After, code rate_limit_exceeded
+ *                      (headers on 429s only; kept for old scripts)
+ *   limit              {"shape": "token_bucket"|"fixed_window"|
+ *                       "sliding_window", "rpm": N, "tpm": T, "burst": B,
+ *                       "burst_tokens": BT, "window_ms": W, "headers":
+ *                       "openai"|"anthropic"|"none"}: a provider-shaped
+ *                      limiter (limit.c, docs/mock.md) whose rate-limit
+ *                      headers go on every answer, successes too
  *   allowance_tokens   once this many tokens (prompt + completion) have been
  *                      served, chat answers 429 insufficient_quota for good
  *   context_tokens     a prompt above it answers 400 context_length_exceeded
@@ -60,9 +67,9 @@
  *   oversize_bytes     pad the body to exactly this many bytes
  *   count              use this answer N times in a row (default 1)
  *
- * Order for each request: route match, storm, rpm, allowance, context, then
- * the sequence, then the defaults. Limits are checked before the sequence,
- * like a gateway in front of a model. See docs/mock.md.
+ * Order for each request: route match, storm, rpm or limit, allowance,
+ * context, then the sequence, then the defaults. Limits are checked before
+ * the sequence, like a gateway in front of a model. See docs/mock.md.
  *
  * Log line (one JSON object per request, written when the answer is decided):
  *   {"seq", "ts_ms", "t_ms", "method", "path", "route", "kind", "status",

@@ -16,7 +16,7 @@
 #define ROUTE_KEYS                                                             \
     "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
-        "context_tokens", "storm", "answers", "loop"
+        "context_tokens", "storm", "answers", "loop", "limit"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
@@ -253,11 +253,11 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
             struct mock_route *r, char *err, size_t len)
 {
     const char *rpath = NULL;
+    int64_t rpm = 0, rpm_window_ms = 60000;
     char p[512];
     int rc;
 
     r->completion_tokens = -1;
-    r->rpm_window_ms = 60000;
     r->storm_start = -1;
     if ((rc = json_check_object(obj, path, keys, err, len)) != 0)
         return rc;
@@ -286,10 +286,11 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
                            err, len)) != 0 ||
         (rc = json_get_int(obj, "jitter_ms", 0, MAX_MS, path, &r->jitter_ms,
                            err, len)) != 0 ||
-        (rc = json_get_int(obj, "rpm", 1, 1000000, path, &r->rpm, err, len)) !=
+        (rc = json_get_int(obj, "rpm", 1, 1000000, path, &rpm, err, len)) !=
             0 ||
         (rc = json_get_int(obj, "rpm_window_ms", 1, 86400000, path,
-                           &r->rpm_window_ms, err, len)) != 0 ||
+                           &rpm_window_ms, err, len)) != 0 ||
+        (rc = mock_limit_parse(obj, path, &r->limit, err, len)) != 0 ||
         (rc = json_get_int(obj, "allowance_tokens", 1, INT64_C(1) << 50, path,
                            &r->allowance_tokens, err, len)) != 0 ||
         (rc = json_get_int(obj, "context_tokens", 1, 1000000000, path,
@@ -298,8 +299,16 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
         (rc = parse_answers(obj, path, r, err, len)) != 0 ||
         (rc = json_get_bool(obj, "loop", path, &r->loop, err, len)) != 0)
         return rc;
-    if (r->rpm > 0)
-        r->ring = xcalloc((size_t)r->rpm, sizeof(*r->ring));
+    if (r->limit.shape != MOCK_SHAPE_NONE &&
+        (rpm > 0 ||
+         cJSON_GetObjectItemCaseSensitive(obj, "rpm_window_ms") != NULL))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path,
+                                       rpm > 0 ? "rpm" : "rpm_window_ms"),
+                         "cannot be combined with \"limit\" (use "
+                         "limit.rpm and limit.window_ms)");
+    if (rpm > 0)
+        mock_limit_legacy(&r->limit, rpm, rpm_window_ms);
     return 0;
 }
 
@@ -408,7 +417,7 @@ mock_script_free(struct mock_script *s)
         free(r->model);
         free(r->content);
         free(r->finish_reason);
-        free(r->ring);
+        mock_limit_cleanup(&r->limit);
     }
     free(s->routes);
     free(s);
