@@ -116,6 +116,8 @@ static void turn_begin(struct worker *w);
 static void on_idle(uv_idle_t *h);
 static void step_context(struct run *r, int64_t now, bool wrote,
                          struct policy_step *ps);
+static cJSON *chat_body(const struct run *r);
+static int64_t estimate_tokens(const cJSON *req, int64_t *input);
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -388,6 +390,16 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                                .reason = "in_doubt"};
     char err[512];
 
+    if (s->kind == Q_STEP_CHAT) {
+        /* The lost request was charged its estimate when it was recorded;
+         * the endpoint may have spent it, so the step keeps that charge
+         * (max_total_tokens holds across crashes). The context derived
+         * from the ledger rebuilds the same request. */
+        cJSON *body = chat_body(r);
+        int64_t in = 0;
+        res.tokens = estimate_tokens(body, &in);
+        cJSON_Delete(body);
+    }
     if (replay) {
         r->input_tokens = 0;
         step_context(r, now, true, &ps);
@@ -602,6 +614,49 @@ estimate_tokens(const cJSON *req, int64_t *input)
     return in + out;
 }
 
+/* max_total_tokens caps what a step spends over all its attempts and
+ * tiers. The spend is read from the database, where every attempt is
+ * charged its estimate when it is recorded and corrected to the reported
+ * usage when it ends, so it holds across workers and crashes (an attempt
+ * in doubt keeps its estimate). True, with the job's error in err, when
+ * sending est more tokens would pass the cap or the spend cannot be read. */
+static bool
+over_max_total(struct run *r, int64_t est, char *err, size_t len)
+{
+    const struct q_step_spec *s = cur_spec(r);
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    int64_t spent = -1;
+
+    if (s->max_total_tokens <= 0)
+        return false;
+    if (q_steps_get(r->w->db, r->job.id, &steps, &ns) == 0) {
+        spent = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step)
+                spent = steps[i].tokens;
+        }
+        q_steps_free(steps, ns);
+    }
+    if (spent >= 0 && spent + est <= s->max_total_tokens)
+        return false;
+    snprintf(err, len,
+             "step %s: budget_spent: max_total_tokens %lld would be passed "
+             "(%lld spent, the next request needs about %lld)",
+             s->name, (long long)s->max_total_tokens, (long long)spent,
+             (long long)est);
+    return true;
+}
+
+/* The step's own timeout_s, else the tier's, else 60 s (SPEC). */
+static int64_t
+timeout_ms(const struct q_step_spec *s, const struct config_tier *t)
+{
+    if (s->timeout_s > 0)
+        return (int64_t)(s->timeout_s * 1000);
+    return t != NULL ? (int64_t)(t->timeout_s * 1000) : HTTP_STEP_TIMEOUT_MS;
+}
+
 static void
 attempt(struct run *r)
 {
@@ -622,27 +677,10 @@ attempt(struct run *r)
     if (s->kind == Q_STEP_CHAT) {
         body = chat_body(r);
         est = estimate_tokens(body, &r->input_tokens);
-        if (s->token_budget > 0) {
-            struct q_step *steps = NULL;
-            size_t ns = 0;
-            int64_t spent = 0;
-            if (q_steps_get(w->db, r->job.id, &steps, &ns) == 0) {
-                for (size_t i = 0; i < ns; i++) {
-                    if (steps[i].index == r->step)
-                        spent = steps[i].tokens;
-                }
-                q_steps_free(steps, ns);
-            }
-            if (spent + r->input_tokens > s->token_budget) {
-                snprintf(err, sizeof(err),
-                         "step %s: token budget of %lld spent (%lld used, "
-                         "next request needs about %lld)",
-                         s->name, (long long)s->token_budget, (long long)spent,
-                         (long long)r->input_tokens);
-                cJSON_Delete(body);
-                fail_job(r, err);
-                return;
-            }
+        if (over_max_total(r, est, err, sizeof(err))) {
+            cJSON_Delete(body);
+            fail_job(r, err);
+            return;
         }
         ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
         if (ti < 0) {
@@ -662,14 +700,13 @@ attempt(struct run *r)
         r->cur_tier = ti;
         const struct config_tier *t = &w->cfg->tiers[ti];
         rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
-                               (int64_t)(t->timeout_s * 1000), &req, err,
-                               sizeof(err));
+                               timeout_ms(s, t), &req, err, sizeof(err));
     } else {
         r->send_id = 0;
         r->cur_tier = -1;
         body = worker__expand(s->http, r->names,
                               (const char *const *)r->outputs, r->spec->nsteps);
-        rc = http_step_request(body, s->idempotency_key, HTTP_STEP_TIMEOUT_MS,
+        rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),
                                &req, err, sizeof(err));
         r->input_tokens = 0;
     }
