@@ -70,6 +70,9 @@ struct worker {
     int64_t next_claim;
     struct run *runs;
     int nruns;
+    int64_t *hooks; /* owned: park items parked this turn, told to the
+                       on_park hook once the turn has committed */
+    size_t nhooks, caphooks;
     uint64_t rng;
     int failed; /* a fatal error: stop */
 };
@@ -118,6 +121,9 @@ static void step_context(struct run *r, int64_t now, bool wrote,
                          struct policy_step *ps);
 static cJSON *chat_body(const struct run *r);
 static int64_t estimate_tokens(const cJSON *req, int64_t *input);
+
+int (*worker__park_tx_begin)(q_db *db) = q_tx_begin;
+int (*worker__turn_commit)(q_db *db) = q_tx_commit;
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -298,7 +304,16 @@ park(struct run *r, const char *reason, const char *error)
     };
     int64_t id = 0;
 
-    if (q_tx_begin(w->db) != 0 || q_park_add(w->db, &p, &id) != 0 ||
+    /* A savepoint inside the turn's transaction: when it cannot even be
+     * opened there is nothing of ours to roll back, and a rollback here
+     * would abandon the caller's level, the whole turn. */
+    if (worker__park_tx_begin(w->db) != 0) {
+        log_error("job %lld: cannot park step %s; giving the job back",
+                  (long long)r->job.id, p.step_name);
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    if (q_park_add(w->db, &p, &id) != 0 ||
         q_park_job(w->db, r->job.id, w->id, p.parked_at) != 0) {
         q_tx_rollback(w->db);
         log_error("job %lld: cannot park step %s; giving the job back",
@@ -310,8 +325,25 @@ park(struct run *r, const char *reason, const char *error)
         give_back(r, clock_now_ms() + 1000);
         return;
     }
-    notify(w, id);
+    /* The hook is told once the turn has committed (run_hooks): before,
+     * the item it is told of may not exist for anyone else yet. */
+    if (w->nhooks == w->caphooks) {
+        w->caphooks = w->caphooks ? 2 * w->caphooks : 8;
+        w->hooks = xrealloc(w->hooks, w->caphooks * sizeof(*w->hooks));
+    }
+    w->hooks[w->nhooks++] = id;
     finish(r, "parked");
+}
+
+/* Starts the on_park hooks of the items the turn parked; runs after the
+ * turn's commit. committed false (the commit failed): the items do not
+ * exist, so no hook is told of them. */
+static void
+run_hooks(struct worker *w, bool committed)
+{
+    for (size_t i = 0; committed && i < w->nhooks; i++)
+        notify(w, w->hooks[i]);
+    w->nhooks = 0;
 }
 
 /* ---- entering a step: context from the ledger --------------------------- */
@@ -438,6 +470,25 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     }
 }
 
+/* The last attempt was answered and decided park_for_human, but the park
+ * did not happen (it failed and the job was given back): carry the
+ * decision out now instead of sending the step again. */
+static void
+park_again(struct run *r, const struct q_attempt *last)
+{
+    const char *o = last->outcome ? last->outcome : "unknown";
+    bool wall = strcmp(o, "hard_quota") == 0 || strcmp(o, "refused") == 0;
+    char err[ERROR_BODY_MAX + 512];
+
+    snprintf(r->sha, sizeof(r->sha), "%s",
+             last->request_sha256 ? last->request_sha256 : "");
+    snprintf(err, sizeof(err), "step %s: HTTP %d %s (%s): %.*s",
+             cur_spec(r)->name, last->status, o,
+             last->reason ? last->reason : "-", ERROR_BODY_MAX,
+             last->body ? last->body : "");
+    park(r, wall ? o : "in_doubt", err);
+}
+
 /* Reads what an operator's park retry left on the step row. */
 static int
 load_step_row(struct run *r)
@@ -484,6 +535,12 @@ step_enter(struct run *r)
     derive_context(r, a, n);
     if (n > 0 && a[n - 1].finished_at == 0) {
         settle_in_doubt(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    if (n > 0 && a[n - 1].attempt > r->reset_after && a[n - 1].decision &&
+        strcmp(a[n - 1].decision, "park_for_human") == 0) {
+        park_again(r, &a[n - 1]);
         q_attempts_free(a, n);
         return;
     }
@@ -1134,12 +1191,17 @@ drop_all(struct worker *w)
 static void
 turn_end(struct worker *w)
 {
+    bool committed = true;
+
     if (w->tx_open) {
         w->tx_open = false;
-        if (q_tx_commit(w->db) != 0)
+        if (worker__turn_commit(w->db) != 0) {
+            committed = false;
             drop_all(w);
+        }
     }
     uv_idle_stop(&w->idle);
+    run_hooks(w, committed);
     flush_sends(w);
 }
 
@@ -1479,6 +1541,7 @@ worker_run(const struct worker_opts *opts)
         rc = -EIO;
     policy_rules_free(w->rules);
     free(w->streaks);
+    free(w->hooks);
     free(w);
     return rc;
 }
