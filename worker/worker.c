@@ -63,6 +63,9 @@ struct worker {
     bool stopping;
     bool progress;
     bool closing;
+    bool in_tick; /* on_tick is running: a kick only asks it to come back */
+    bool kicked;
+    bool tick_after_commit; /* tick again 1 ms after the turn commits */
     int64_t grace_ms;
     int64_t stop_deadline;
     int64_t lease_ms;
@@ -115,6 +118,7 @@ struct run {
 static void attempt(struct run *r);
 static void step_enter(struct run *r);
 static void kick(struct worker *w);
+static void on_tick(uv_timer_t *t);
 static void turn_begin(struct worker *w);
 static void on_idle(uv_idle_t *h);
 static void step_context(struct run *r, int64_t now, bool wrote,
@@ -1203,6 +1207,14 @@ turn_end(struct worker *w)
     uv_idle_stop(&w->idle);
     run_hooks(w, committed);
     flush_sends(w);
+    if (w->tick_after_commit && !w->closing) {
+        /* From the check phase, measured from now (the loop's time is
+         * that of the iteration's start): the lock stays free while the
+         * loop polls for at least 1 ms. */
+        w->tick_after_commit = false;
+        uv_update_time(&w->loop);
+        uv_timer_start(&w->tick, on_tick, 1, 0);
+    }
 }
 
 static void
@@ -1384,11 +1396,29 @@ shutdown_loop(struct worker *w)
     w->http = NULL;
 }
 
+/* Re-arms the tick from inside its own callback. Never at 0 ms: libuv
+ * 1.44 runs a timer re-armed at 0 from a timer callback again in the same
+ * timer phase, so the check phase that commits the turn never ran and a
+ * due backlog handed straight back (a tier limited for more than 2 s) was
+ * claimed and released in one write transaction while other processes
+ * waited for the lock (CONVENTIONS 10.2). Work that is due now gets its
+ * tick 1 ms after the turn's commit instead (turn_end), so the turn ends
+ * and the lock is free while the loop polls. */
 static void
-on_tick(uv_timer_t *t)
+rearm(struct worker *w, int64_t now, int64_t next)
 {
-    struct worker *w = t->data;
-    int64_t now = clock_now_ms(), next = now + IDLE_POLL_MS, at;
+    if (w->kicked || next <= now) {
+        w->tick_after_commit = true;
+        uv_timer_stop(&w->tick);
+        return;
+    }
+    uv_timer_start(&w->tick, on_tick, (uint64_t)(next - now), 0);
+}
+
+static void
+tick_body(struct worker *w, int64_t now, int64_t next)
+{
+    int64_t at;
 
     turn_begin(w);
     if (now >= w->next_heartbeat)
@@ -1435,15 +1465,34 @@ on_tick(uv_timer_t *t)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
-    uv_timer_start(&w->tick, on_tick, (uint64_t)(next > now ? next - now : 0),
-                   0);
+    rearm(w, now, next);
 }
 
 static void
+on_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    int64_t now = clock_now_ms();
+
+    w->in_tick = true;
+    w->kicked = false;
+    tick_body(w, now, now + IDLE_POLL_MS);
+    w->in_tick = false;
+}
+
+/* Asks for a tick soon. From an I/O callback the timer runs in the next
+ * loop iteration, after the check phase has committed the turn; from
+ * inside the tick it only marks the re-arm (see rearm). */
+static void
 kick(struct worker *w)
 {
-    if (!w->closing)
-        uv_timer_start(&w->tick, on_tick, 0, 0);
+    if (w->closing)
+        return;
+    if (w->in_tick) {
+        w->kicked = true;
+        return;
+    }
+    uv_timer_start(&w->tick, on_tick, 0, 0);
 }
 
 static void
