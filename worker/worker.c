@@ -1410,6 +1410,8 @@ rearm(struct worker *w, int64_t now, int64_t next)
     if (w->kicked || next <= now) {
         w->tick_after_commit = true;
         uv_timer_stop(&w->tick);
+        /* the poll must not block before the check phase comes */
+        uv_idle_start(&w->idle, on_idle);
         return;
     }
     uv_timer_start(&w->tick, on_tick, (uint64_t)(next - now), 0);
