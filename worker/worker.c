@@ -40,6 +40,7 @@
 #define HTTP_STEP_TIMEOUT_MS 60000
 #define ERROR_BODY_MAX       2000
 #define HOUR_MS              (3600 * 1000)
+#define TICK_GAP_MAX_MS      50
 
 struct run;
 
@@ -63,9 +64,9 @@ struct worker {
     bool stopping;
     bool progress;
     bool closing;
-    bool in_tick; /* on_tick is running: a kick only asks it to come back */
-    bool kicked;
-    bool tick_after_commit; /* tick again 1 ms after the turn commits */
+    bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
+    bool tick_after_commit; /* tick again soon after the turn commits */
+    int64_t turn_started;   /* monotonic ms: the turn's BEGIN */
     int64_t grace_ms;
     int64_t stop_deadline;
     int64_t lease_ms;
@@ -1170,6 +1171,7 @@ turn_begin(struct worker *w)
         return;
     }
     w->tx_open = true;
+    w->turn_started = clock_mono_ms();
     uv_idle_start(&w->idle, on_idle);
 }
 
@@ -1196,8 +1198,10 @@ static void
 turn_end(struct worker *w)
 {
     bool committed = true;
+    int64_t held = 0;
 
     if (w->tx_open) {
+        held = clock_mono_ms() - w->turn_started;
         w->tx_open = false;
         if (worker__turn_commit(w->db) != 0) {
             committed = false;
@@ -1210,10 +1214,15 @@ turn_end(struct worker *w)
     if (w->tick_after_commit && !w->closing) {
         /* From the check phase, measured from now (the loop's time is
          * that of the iteration's start): the lock stays free while the
-         * loop polls for at least 1 ms. */
+         * loop polls, at least 1 ms and as long as the turn held it (up
+         * to TICK_GAP_MAX_MS). SQLite's busy handler polls, so another
+         * process only gets in while the lock is free; back-to-back turns
+         * would keep it waiting for their whole run. */
         w->tick_after_commit = false;
+        if (held > TICK_GAP_MAX_MS)
+            held = TICK_GAP_MAX_MS;
         uv_update_time(&w->loop);
-        uv_timer_start(&w->tick, on_tick, 1, 0);
+        uv_timer_start(&w->tick, on_tick, (uint64_t)(held > 1 ? held : 1), 0);
     }
 }
 
@@ -1402,12 +1411,12 @@ shutdown_loop(struct worker *w)
  * due backlog handed straight back (a tier limited for more than 2 s) was
  * claimed and released in one write transaction while other processes
  * waited for the lock (CONVENTIONS 10.2). Work that is due now gets its
- * tick 1 ms after the turn's commit instead (turn_end), so the turn ends
- * and the lock is free while the loop polls. */
+ * tick after the turn's commit instead (turn_end), so the turn ends and
+ * the lock is free while the loop polls. */
 static void
 rearm(struct worker *w, int64_t now, int64_t next)
 {
-    if (w->kicked || next <= now) {
+    if (next <= now) {
         w->tick_after_commit = true;
         uv_timer_stop(&w->tick);
         /* the poll must not block before the check phase comes */
@@ -1467,6 +1476,12 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
+    /* Runs told to wait during this tick (their kick was only marked). */
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
+            r->wake_at < next)
+            next = r->wake_at;
+    }
     rearm(w, now, next);
 }
 
@@ -1477,23 +1492,21 @@ on_tick(uv_timer_t *t)
     int64_t now = clock_now_ms();
 
     w->in_tick = true;
-    w->kicked = false;
     tick_body(w, now, now + IDLE_POLL_MS);
     w->in_tick = false;
 }
 
 /* Asks for a tick soon. From an I/O callback the timer runs in the next
- * loop iteration, after the check phase has committed the turn; from
- * inside the tick it only marks the re-arm (see rearm). */
+ * loop iteration, after the check phase has committed the turn; inside
+ * the tick it does nothing: the tick re-arms itself for the runs that
+ * finished (free slots) or wait (wake_at) when it ends (rearm). */
 static void
 kick(struct worker *w)
 {
     if (w->closing)
         return;
-    if (w->in_tick) {
-        w->kicked = true;
+    if (w->in_tick)
         return;
-    }
     uv_timer_start(&w->tick, on_tick, 0, 0);
 }
 
