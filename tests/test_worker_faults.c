@@ -3,7 +3,9 @@
  * mock`, with its transaction seams (worker/internal.h) failing on
  * purpose: a loop turn whose commit fails, a park whose savepoint cannot
  * be opened. What is checked is what a user sees afterwards through the
- * real binary: the job, its history, the park table, the hook's view. */
+ * real binary: the job, its history, the park table, the hook's view.
+ * The last case runs the real `stepq work` beside a second process that
+ * takes the database's write lock: loop turns stay short. */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
