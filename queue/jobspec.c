@@ -28,6 +28,8 @@ static const char *const step_keys[] = {"name",
                                         "request",
                                         "http",
                                         "token_budget",
+                                        "max_total_tokens",
+                                        "timeout_s",
                                         "max_attempts",
                                         "expect_json",
                                         "tiers",
@@ -266,7 +268,10 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
            const struct q_validate_opts *opts, char *err, size_t len)
 {
     const char *kind = "chat";
-    int64_t attempts = 3, budget = 0;
+    /* token_budget: the size one request is planned to fit (SPEC "Job
+     * file"); it no longer caps spend, max_total_tokens does. */
+    int64_t attempts = 3, budget = 8000, total = 0;
+    double timeout = 0;
     char p[PATH_LEN];
     const cJSON *v;
     int rc;
@@ -298,7 +303,11 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
         (rc = json_get_int(o, "max_attempts", 1, 100, path, &attempts, err,
                            len)) ||
         (rc = json_get_int(o, "token_budget", 1, INT64_C(1) << 40, path,
-                           &budget, err, len)))
+                           &budget, err, len)) ||
+        (rc = json_get_int(o, "max_total_tokens", 1, INT64_C(1) << 40, path,
+                           &total, err, len)) ||
+        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &timeout, err,
+                              len)))
         return rc;
     if (s->idempotency_key != NULL && s->idempotency_key[0] == '\0')
         return json_fail(err, len,
@@ -306,6 +315,8 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
                          "must not be empty");
     s->max_attempts = (int)attempts;
     s->token_budget = budget;
+    s->max_total_tokens = total;
+    s->timeout_s = timeout;
     s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
     s->http = cJSON_GetObjectItemCaseSensitive(o, "http");
     if (s->kind == Q_STEP_CHAT) {

@@ -39,7 +39,13 @@ struct q_step_spec {
     bool side_effects;           /* default: chat false, http true */
     const char *idempotency_key; /* NULL: none */
     int max_attempts;            /* default 3 */
-    int64_t token_budget;        /* 0: unlimited */
+    int64_t token_budget;        /* tokens one request is planned to fit
+                                    (input + output); default 8000: the
+                                    yardstick of decide's 60% rule */
+    int64_t max_total_tokens;    /* cap on the tokens the step spends over
+                                    all attempts and tiers; 0: none */
+    double timeout_s;            /* one attempt, send to last byte; 0: the
+                                    tier's timeout_s (http steps: 60) */
     const cJSON *expect_json;    /* array of key strings, or NULL */
     const cJSON *tiers;          /* array of tier names, or NULL: all */
     const cJSON *request;        /* chat body (object), NULL for http */

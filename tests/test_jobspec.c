@@ -114,6 +114,26 @@ static const struct bad_case bad[] = {
      JOB("{\"name\":\"a\",\"token_budget\":-1,\"request\":{\"messages\":[{"
          "\"role\":\"user\"}]}}"),
      "steps[0].token_budget: must be between"},
+    {"token_budget zero",
+     JOB("{\"name\":\"a\",\"token_budget\":0,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].token_budget: must be between 1 and"},
+    {"max_total_tokens zero",
+     JOB("{\"name\":\"a\",\"max_total_tokens\":0,\"request\":{"
+         "\"messages\":[{\"role\":\"user\"}]}}"),
+     "steps[0].max_total_tokens: must be between 1 and"},
+    {"max_total_tokens not a number",
+     JOB("{\"name\":\"a\",\"max_total_tokens\":\"9k\",\"request\":{"
+         "\"messages\":[{\"role\":\"user\"}]}}"),
+     "steps[0].max_total_tokens: must be a whole number"},
+    {"timeout_s zero",
+     JOB("{\"name\":\"a\",\"timeout_s\":0,\"request\":{\"messages\":[{"
+         "\"role\":\"user\"}]}}"),
+     "steps[0].timeout_s: must be between"},
+    {"timeout_s on http too long",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"timeout_s\":100000,"
+         "\"http\":{\"url\":\"http://127.0.0.1:9/c\"}}"),
+     "steps[0].timeout_s: must be between"},
     {"expect_json not strings",
      JOB("{\"name\":\"a\",\"expect_json\":[1],\"request\":{\"messages\":[{"
          "\"role\":\"user\"}]}}"),
@@ -182,9 +202,35 @@ START_TEST(test_defaults_follow_kind)
     ck_assert(s->steps[0].replayable && !s->steps[0].side_effects);
     ck_assert(!s->steps[1].replayable && s->steps[1].side_effects);
     ck_assert_int_eq(s->steps[0].max_attempts, 3);
+    /* SPEC: one request is planned to fit 8000 tokens; no spend cap and no
+     * step timeout unless given (the tier's, else 60 s, applies). */
+    ck_assert_int_eq(s->steps[0].token_budget, 8000);
+    ck_assert_int_eq(s->steps[0].max_total_tokens, 0);
+    ck_assert(s->steps[0].timeout_s == 0);
+    ck_assert_int_eq(s->steps[1].token_budget, 8000);
     ck_assert_int_eq(s->deadline_s, 3600);
     ck_assert_int_eq(s->run_at, 0);
     ck_assert_ptr_null(s->key);
+    q_jobspec_free(s);
+}
+END_TEST
+
+START_TEST(test_budget_fields_read)
+{
+    const char *json =
+        JOB("{\"name\":\"a\",\"token_budget\":4000,\"max_total_tokens\":"
+            "12000,\"timeout_s\":2.5,\"request\":{\"messages\":[{\"role\":"
+            "\"user\"}]}},{\"name\":\"p\",\"kind\":\"http\",\"timeout_s\":"
+            "90,\"http\":{\"url\":\"http://127.0.0.1:9/c\"}}");
+    struct q_jobspec *s = NULL;
+    char err[256];
+
+    ck_assert_int_eq(
+        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s->steps[0].token_budget, 4000);
+    ck_assert_int_eq(s->steps[0].max_total_tokens, 12000);
+    ck_assert_double_eq(s->steps[0].timeout_s, 2.5);
+    ck_assert_double_eq(s->steps[1].timeout_s, 90);
     q_jobspec_free(s);
 }
 END_TEST
@@ -298,6 +344,7 @@ test_suite(void)
     tcase_add_loop_test(tc, test_refuses_bad_job, 0,
                         (int)(sizeof(bad) / sizeof(bad[0])));
     tcase_add_test(tc, test_defaults_follow_kind);
+    tcase_add_test(tc, test_budget_fields_read);
     tcase_add_test(tc, test_unknown_tier_refused_when_config_names_tiers);
     tcase_add_test(tc, test_huge_job_refused);
     tcase_add_test(tc, test_deep_nesting_refused);

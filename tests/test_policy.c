@@ -1484,6 +1484,16 @@ static const struct drow drows[] = {
      POLICY_BACKOFF_RETRY, "backoff", W(0, 1000)},
     {"hard_quota is never in doubt", HQ, "daily_cap", -1, -1,
      "side write !replayable", POLICY_PARK_FOR_HUMAN, "hard_quota", ANYW},
+    /* a request refused before it ran (SPEC as amended) is not in doubt,
+     * even on a 5xx (llama.cpp says context overflow with 500) */
+    {"context_overflow is not in doubt", T, "context_overflow", -1, -1,
+     "side write !replayable", POLICY_FAIL_LOUD, "truncated", ANYW},
+    {"too_large is not in doubt", T, "too_large", -1, -1,
+     "side write !replayable", POLICY_FAIL_LOUD, "truncated", ANYW},
+    {"context_overflow with side effects switches", T, "context_overflow", -1,
+     -1, "side write", POLICY_SWITCH_TIER_REPLAY, "too_large_switch", ANYW},
+    {"response_too_large is in doubt", T, "response_too_large", -1, -1,
+     "side write !replayable in=5000", POLICY_PARK_FOR_HUMAN, "in_doubt", ANYW},
     /* 3: throttle waits */
     {"throttle waits the server's wait", ST, "rpm", 3000, -1, "",
      POLICY_BACKOFF_RETRY, "throttle_wait", W(3000, 3000)},
@@ -1520,6 +1530,12 @@ static const struct drow drows[] = {
      POLICY_FAIL_LOUD, "truncated", ANYW},
     {"no budget, no degrade", T, "length", -1, -1, "in=5000 budget=0",
      POLICY_FAIL_LOUD, "truncated", ANYW},
+    /* an answer past max_response_bytes: the input is not the problem */
+    {"response_too_large does not degrade", T, "response_too_large", -1, -1,
+     "in=5000", POLICY_FAIL_LOUD, "truncated", ANYW},
+    /* the seed scenario of issue 12: one request planned to fit 4000 */
+    {"seed: 2770 of 4000 degrades", T, "length", -1, -1, "in=2770 budget=4000",
+     POLICY_DEGRADE_THEN_RETRY, "degrade", W(0, 0)},
     /* 6: schema retry */
     {"schema retries once without wait", SI, "empty_output", 5000, -1, "",
      POLICY_BACKOFF_RETRY, "schema_retry", W(0, 0)},

@@ -346,6 +346,28 @@ START_TEST(test_sigterm_with_100_in_flight)
 }
 END_TEST
 
+/* Rewrites stepq.json as e2e_start does (tiers free and local on the mock)
+ * with leases of lease_s seconds. */
+static void
+config_lease(int lease_s)
+{
+    char cfg[1024];
+
+    snprintf(cfg, sizeof(cfg),
+             "{\"worker\": {\"lease_s\": %d},"
+             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
+             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
+             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"},"
+             "{\"name\": \"local\", \"base_url\": "
+             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
+             lease_s, e2e_mock.port, e2e_mock.port);
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+}
+
+/* Two workers on one database send every step once. Their leases are
+ * long enough for a slow build: with leases of 1 s, a worker kept waiting
+ * for the other's write lock under ASan lost its leases, and the other
+ * rightly sent those replayable steps again. */
 START_TEST(test_two_workers_send_each_step_once)
 {
     cJSON *st, *log;
@@ -354,6 +376,7 @@ START_TEST(test_two_workers_send_each_step_once)
     static unsigned char seen[1000];
 
     e2e_start("{}", "");
+    config_lease(30);
     enqueue_many(1000, "");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");

@@ -48,4 +48,14 @@ void worker__sha256_hex(const void *data, size_t len, char out[65]);
  * every string of keys (a cJSON array). Text need not be NUL-terminated. */
 bool worker__has_keys(const char *text, size_t len, const cJSON *keys);
 
+/* ---- fault injection (worker.c) ------------------------------------- */
+
+#include "queue/queue.h"
+
+/* The worker opens the savepoint of park() and commits each loop turn
+ * through these pointers (q_tx_begin and q_tx_commit unless a test
+ * replaces them, as beanstalkd's falloc), so tests can fail them. */
+extern int (*worker__park_tx_begin)(q_db *db);
+extern int (*worker__turn_commit)(q_db *db);
+
 #endif

@@ -1173,6 +1173,14 @@ policy_decide(const struct policy_class *c, const struct policy_step *s,
     bool wall_or_refused = o == POLICY_HARD_QUOTA || o == POLICY_REFUSED;
     bool failure = o == POLICY_SERVER_ERROR || o == POLICY_TIMEOUT;
     bool bad_output = o == POLICY_TRUNCATED || o == POLICY_SCHEMA_INVALID;
+    /* Refused before it ran: the endpoint did not act on the request,
+     * whatever the status (llama.cpp says context overflow with a 500). */
+    bool not_run = o == POLICY_TRUNCATED && (reason_is(c, "too_large") ||
+                                             reason_is(c, "context_overflow"));
+    /* An answer past max_response_bytes: the input is not the problem, so
+     * a smaller input would not help. */
+    bool input_fault = bad_output && !(o == POLICY_TRUNCATED &&
+                                       reason_is(c, "response_too_large"));
     int64_t w;
 
     if (cfg == NULL) {
@@ -1184,7 +1192,7 @@ policy_decide(const struct policy_class *c, const struct policy_step *s,
         return;
     }
     if ((bad_output || failure || o == POLICY_UNKNOWN) && unkeyed_write &&
-        s->write_may_have_happened) {
+        s->write_may_have_happened && !not_run) {
         decided(out, POLICY_PARK_FOR_HUMAN, 0, "in_doubt");
         return;
     }
@@ -1201,7 +1209,7 @@ policy_decide(const struct policy_class *c, const struct policy_step *s,
             return;
         }
     }
-    if (bad_output && s->token_budget > 0 &&
+    if (input_fault && s->token_budget > 0 &&
         s->input_tokens * 10 > s->token_budget * 6 && s->attempts_left > 0 &&
         !s->degraded) {
         decided(out, POLICY_DEGRADE_THEN_RETRY, 0, "degrade");
@@ -1212,9 +1220,7 @@ policy_decide(const struct policy_class *c, const struct policy_step *s,
         decided(out, POLICY_BACKOFF_RETRY, 0, "schema_retry");
         return;
     }
-    if (o == POLICY_TRUNCATED &&
-        (reason_is(c, "too_large") || reason_is(c, "context_overflow")) &&
-        replay && admits) {
+    if (not_run && replay && admits) {
         decided(out, POLICY_SWITCH_TIER_REPLAY, 0, "too_large_switch");
         return;
     }

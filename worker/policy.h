@@ -136,7 +136,9 @@ struct policy_step {
     int attempts_left;    /* sends left on this tier (max_attempts - used) */
     int attempts_used;    /* sends so far on this tier (backoff exponent) */
     int64_t input_tokens; /* estimate for the request about to be sent */
-    int64_t token_budget; /* 0: no budget (never degrades) */
+    int64_t token_budget; /* the size one request is planned to fit
+                             (input + output, SPEC token_budget): the 60%
+                             rule's yardstick; 0: never degrades */
     int tiers_left;       /* other tiers that admit now or within slack */
     bool replayable;
     bool side_effects;

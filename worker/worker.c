@@ -40,6 +40,7 @@
 #define HTTP_STEP_TIMEOUT_MS 60000
 #define ERROR_BODY_MAX       2000
 #define HOUR_MS              (3600 * 1000)
+#define TICK_GAP_MAX_MS      50
 
 struct run;
 
@@ -63,6 +64,9 @@ struct worker {
     bool stopping;
     bool progress;
     bool closing;
+    bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
+    bool tick_after_commit; /* tick again soon after the turn commits */
+    int64_t turn_started;   /* monotonic ms: the turn's BEGIN */
     int64_t grace_ms;
     int64_t stop_deadline;
     int64_t lease_ms;
@@ -75,6 +79,9 @@ struct worker {
      * the database again. */
     uint64_t pass;
     struct tier_no *refused; /* one per config tier */
+    int64_t *hooks;          /* owned: park items parked this turn, told to the
+                                on_park hook once the turn has committed */
+    size_t nhooks, caphooks;
     uint64_t rng;
     int failed; /* a fatal error: stop */
 };
@@ -133,10 +140,16 @@ static void attempt(struct run *r);
 static void settle_unsent(struct run *r, int64_t now);
 static void step_enter(struct run *r);
 static void kick(struct worker *w);
+static void on_tick(uv_timer_t *t);
 static void turn_begin(struct worker *w);
 static void on_idle(uv_idle_t *h);
 static void step_context(struct run *r, int64_t now, bool wrote,
                          struct policy_step *ps);
+static cJSON *chat_body(const struct run *r);
+static int64_t estimate_tokens(const cJSON *req, int64_t *input);
+
+int (*worker__park_tx_begin)(q_db *db) = q_tx_begin;
+int (*worker__turn_commit)(q_db *db) = q_tx_commit;
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -317,7 +330,16 @@ park(struct run *r, const char *reason, const char *error)
     };
     int64_t id = 0;
 
-    if (q_tx_begin(w->db) != 0 || q_park_add(w->db, &p, &id) != 0 ||
+    /* A savepoint inside the turn's transaction: when it cannot even be
+     * opened there is nothing of ours to roll back, and a rollback here
+     * would abandon the caller's level, the whole turn. */
+    if (worker__park_tx_begin(w->db) != 0) {
+        log_error("job %lld: cannot park step %s; giving the job back",
+                  (long long)r->job.id, p.step_name);
+        give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    if (q_park_add(w->db, &p, &id) != 0 ||
         q_park_job(w->db, r->job.id, w->id, p.parked_at) != 0) {
         q_tx_rollback(w->db);
         log_error("job %lld: cannot park step %s; giving the job back",
@@ -329,8 +351,25 @@ park(struct run *r, const char *reason, const char *error)
         give_back(r, clock_now_ms() + 1000);
         return;
     }
-    notify(w, id);
+    /* The hook is told once the turn has committed (run_hooks): before,
+     * the item it is told of may not exist for anyone else yet. */
+    if (w->nhooks == w->caphooks) {
+        w->caphooks = w->caphooks ? 2 * w->caphooks : 8;
+        w->hooks = xrealloc(w->hooks, w->caphooks * sizeof(*w->hooks));
+    }
+    w->hooks[w->nhooks++] = id;
     finish(r, "parked");
+}
+
+/* Starts the on_park hooks of the items the turn parked; runs after the
+ * turn's commit. committed false (the commit failed): the items do not
+ * exist, so no hook is told of them. */
+static void
+run_hooks(struct worker *w, bool committed)
+{
+    for (size_t i = 0; committed && i < w->nhooks; i++)
+        notify(w, w->hooks[i]);
+    w->nhooks = 0;
 }
 
 /* ---- entering a step: context from the ledger --------------------------- */
@@ -410,6 +449,16 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                                .reason = "in_doubt"};
     char err[512];
 
+    if (s->kind == Q_STEP_CHAT) {
+        /* The lost request was charged its estimate when it was recorded;
+         * the endpoint may have spent it, so the step keeps that charge
+         * (max_total_tokens holds across crashes). The context derived
+         * from the ledger rebuilds the same request. */
+        cJSON *body = chat_body(r);
+        int64_t in = 0;
+        res.tokens = estimate_tokens(body, &in);
+        cJSON_Delete(body);
+    }
     if (replay) {
         r->input_tokens = 0;
         step_context(r, now, true, &ps);
@@ -446,6 +495,25 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
         fail_job(r, err);
         return;
     }
+}
+
+/* The last attempt was answered and decided park_for_human, but the park
+ * did not happen (it failed and the job was given back): carry the
+ * decision out now instead of sending the step again. */
+static void
+park_again(struct run *r, const struct q_attempt *last)
+{
+    const char *o = last->outcome ? last->outcome : "unknown";
+    bool wall = strcmp(o, "hard_quota") == 0 || strcmp(o, "refused") == 0;
+    char err[ERROR_BODY_MAX + 512];
+
+    snprintf(r->sha, sizeof(r->sha), "%s",
+             last->request_sha256 ? last->request_sha256 : "");
+    snprintf(err, sizeof(err), "step %s: HTTP %d %s (%s): %.*s",
+             cur_spec(r)->name, last->status, o,
+             last->reason ? last->reason : "-", ERROR_BODY_MAX,
+             last->body ? last->body : "");
+    park(r, wall ? o : "in_doubt", err);
 }
 
 /* Reads what an operator's park retry left on the step row. */
@@ -494,6 +562,12 @@ step_enter(struct run *r)
     derive_context(r, a, n);
     if (n > 0 && a[n - 1].finished_at == 0) {
         settle_in_doubt(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    if (n > 0 && a[n - 1].attempt > r->reset_after && a[n - 1].decision &&
+        strcmp(a[n - 1].decision, "park_for_human") == 0) {
+        park_again(r, &a[n - 1]);
         q_attempts_free(a, n);
         return;
     }
@@ -664,6 +738,49 @@ keep_chat_body(struct run *r, cJSON *body, int64_t est)
     r->ready.input = r->input_tokens;
 }
 
+/* max_total_tokens caps what a step spends over all its attempts and
+ * tiers. The spend is read from the database, where every attempt is
+ * charged its estimate when it is recorded and corrected to the reported
+ * usage when it ends, so it holds across workers and crashes (an attempt
+ * in doubt keeps its estimate). True, with the job's error in err, when
+ * sending est more tokens would pass the cap or the spend cannot be read. */
+static bool
+over_max_total(struct run *r, int64_t est, char *err, size_t len)
+{
+    const struct q_step_spec *s = cur_spec(r);
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    int64_t spent = -1;
+
+    if (s->max_total_tokens <= 0)
+        return false;
+    if (q_steps_get(r->w->db, r->job.id, &steps, &ns) == 0) {
+        spent = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step)
+                spent = steps[i].tokens;
+        }
+        q_steps_free(steps, ns);
+    }
+    if (spent >= 0 && spent + est <= s->max_total_tokens)
+        return false;
+    snprintf(err, len,
+             "step %s: budget_spent: max_total_tokens %lld would be passed "
+             "(%lld spent, the next request needs about %lld)",
+             s->name, (long long)s->max_total_tokens, (long long)spent,
+             (long long)est);
+    return true;
+}
+
+/* The step's own timeout_s, else the tier's, else 60 s (SPEC). */
+static int64_t
+timeout_ms(const struct q_step_spec *s, const struct config_tier *t)
+{
+    if (s->timeout_s > 0)
+        return (int64_t)(s->timeout_s * 1000);
+    return t != NULL ? (int64_t)(t->timeout_s * 1000) : HTTP_STEP_TIMEOUT_MS;
+}
+
 static void
 attempt(struct run *r)
 {
@@ -683,27 +800,10 @@ attempt(struct run *r)
     }
     if (s->kind == Q_STEP_CHAT) {
         body = take_chat_body(r, &est);
-        if (s->token_budget > 0) {
-            struct q_step *steps = NULL;
-            size_t ns = 0;
-            int64_t spent = 0;
-            if (q_steps_get(w->db, r->job.id, &steps, &ns) == 0) {
-                for (size_t i = 0; i < ns; i++) {
-                    if (steps[i].index == r->step)
-                        spent = steps[i].tokens;
-                }
-                q_steps_free(steps, ns);
-            }
-            if (spent + r->input_tokens > s->token_budget) {
-                snprintf(err, sizeof(err),
-                         "step %s: token budget of %lld spent (%lld used, "
-                         "next request needs about %lld)",
-                         s->name, (long long)s->token_budget, (long long)spent,
-                         (long long)r->input_tokens);
-                cJSON_Delete(body);
-                fail_job(r, err);
-                return;
-            }
+        if (over_max_total(r, est, err, sizeof(err))) {
+            cJSON_Delete(body);
+            fail_job(r, err);
+            return;
         }
         ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
         if (ti < 0) {
@@ -729,14 +829,13 @@ attempt(struct run *r)
         r->sent_at = now;
         const struct config_tier *t = &w->cfg->tiers[ti];
         rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
-                               (int64_t)(t->timeout_s * 1000), &req, err,
-                               sizeof(err));
+                               timeout_ms(s, t), &req, err, sizeof(err));
     } else {
         r->send_id = 0;
         r->cur_tier = -1;
         body = worker__expand(s->http, r->names,
                               (const char *const *)r->outputs, r->spec->nsteps);
-        rc = http_step_request(body, s->idempotency_key, HTTP_STEP_TIMEOUT_MS,
+        rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),
                                &req, err, sizeof(err));
         r->input_tokens = 0;
     }
@@ -1189,6 +1288,7 @@ turn_begin(struct worker *w)
         return;
     }
     w->tx_open = true;
+    w->turn_started = clock_mono_ms();
     uv_idle_start(&w->idle, on_idle);
 }
 
@@ -1214,13 +1314,33 @@ drop_all(struct worker *w)
 static void
 turn_end(struct worker *w)
 {
+    bool committed = true;
+    int64_t held = 0;
+
     if (w->tx_open) {
+        held = clock_mono_ms() - w->turn_started;
         w->tx_open = false;
-        if (q_tx_commit(w->db) != 0)
+        if (worker__turn_commit(w->db) != 0) {
+            committed = false;
             drop_all(w);
+        }
     }
     uv_idle_stop(&w->idle);
+    run_hooks(w, committed);
     flush_sends(w);
+    if (w->tick_after_commit && !w->closing) {
+        /* From the check phase, measured from now (the loop's time is
+         * that of the iteration's start): the lock stays free while the
+         * loop polls, at least 1 ms and as long as the turn held it (up
+         * to TICK_GAP_MAX_MS). SQLite's busy handler polls, so another
+         * process only gets in while the lock is free; back-to-back turns
+         * would keep it waiting for their whole run. */
+        w->tick_after_commit = false;
+        if (held > TICK_GAP_MAX_MS)
+            held = TICK_GAP_MAX_MS;
+        uv_update_time(&w->loop);
+        uv_timer_start(&w->tick, on_tick, (uint64_t)(held > 1 ? held : 1), 0);
+    }
 }
 
 static void
@@ -1446,11 +1566,31 @@ wake_due(struct worker *w, int64_t now, int64_t next)
     return next;
 }
 
+/* Re-arms the tick from inside its own callback. Never at 0 ms: libuv
+ * 1.44 runs a timer re-armed at 0 from a timer callback again in the same
+ * timer phase, so the check phase that commits the turn never ran and a
+ * due backlog handed straight back (a tier limited for more than 2 s) was
+ * claimed and released in one write transaction while other processes
+ * waited for the lock (CONVENTIONS 10.2). Work that is due now gets its
+ * tick after the turn's commit instead (turn_end), so the turn ends and
+ * the lock is free while the loop polls. */
 static void
-on_tick(uv_timer_t *t)
+rearm(struct worker *w, int64_t now, int64_t next)
 {
-    struct worker *w = t->data;
-    int64_t now = clock_now_ms(), next = now + IDLE_POLL_MS, at;
+    if (next <= now) {
+        w->tick_after_commit = true;
+        uv_timer_stop(&w->tick);
+        /* the poll must not block before the check phase comes */
+        uv_idle_start(&w->idle, on_idle);
+        return;
+    }
+    uv_timer_start(&w->tick, on_tick, (uint64_t)(next - now), 0);
+}
+
+static void
+tick_body(struct worker *w, int64_t now, int64_t next)
+{
+    int64_t at;
 
     turn_begin(w);
     if (now >= w->next_heartbeat)
@@ -1490,15 +1630,38 @@ on_tick(uv_timer_t *t)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
-    uv_timer_start(&w->tick, on_tick, (uint64_t)(next > now ? next - now : 0),
-                   0);
+    /* Runs told to wait during this tick (their kick was only marked). */
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
+            r->wake_at < next)
+            next = r->wake_at;
+    }
+    rearm(w, now, next);
 }
 
 static void
+on_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    int64_t now = clock_now_ms();
+
+    w->in_tick = true;
+    tick_body(w, now, now + IDLE_POLL_MS);
+    w->in_tick = false;
+}
+
+/* Asks for a tick soon. From an I/O callback the timer runs in the next
+ * loop iteration, after the check phase has committed the turn; inside
+ * the tick it does nothing: the tick re-arms itself for the runs that
+ * finished (free slots) or wait (wake_at) when it ends (rearm). */
+static void
 kick(struct worker *w)
 {
-    if (!w->closing)
-        uv_timer_start(&w->tick, on_tick, 0, 0);
+    if (w->closing)
+        return;
+    if (w->in_tick)
+        return;
+    uv_timer_start(&w->tick, on_tick, 0, 0);
 }
 
 static void
@@ -1546,7 +1709,7 @@ setup(struct worker *w, const struct worker_opts *o)
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
-    if ((rc = q_open(o->db_path, &qopts, &w->db)) != 0)
+    if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
         if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i])) != 0)
@@ -1598,6 +1761,7 @@ worker_run(const struct worker_opts *opts)
     policy_rules_free(w->rules);
     free(w->streaks);
     free(w->refused);
+    free(w->hooks);
     free(w);
     return rc;
 }

@@ -86,7 +86,7 @@ unset STEPQ_DB
 # idempotency key (/idem/I) for even I, without (/effect/I) for odd I.
 # Every third job has a second chat step between them.
 for ((i = 1; i <= jobs; i++)); do
-    chat='{"name": "ask", "max_attempts": 3, "token_budget": 4000, "request": {"messages": [{"role": "user", "content": "job '$i'"}], "max_tokens": 50}}'
+    chat='{"name": "ask", "max_attempts": 3, "token_budget": 4000, "max_total_tokens": 200, "request": {"messages": [{"role": "user", "content": "job '$i'"}], "max_tokens": 50}}'
     mid=""
     if ((i % 3 == 0)); then
         mid=', {"name": "again", "max_attempts": 2, "request": {"messages": [{"role": "user", "content": "{{steps.ask.output}}"}]}}'
@@ -218,12 +218,22 @@ thr=$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts
     WHERE outcome = 'soft_throttle' GROUP BY job_id, step)")
 report throttle_waits "$([ "$thr" -le 22 ] && echo held || echo VIOLATED)" \
     "most soft-throttle answers of one step: $thr (max_throttle_waits 20, +1 per tier)"
-# Token budget: the tokens charged to a step stay within its token_budget.
-tok=$(q "SELECT count(*) FROM steps s JOIN jobs j ON j.id = s.job_id WHERE
-    json_extract(j.spec, '$.steps[' || s.idx || '].token_budget') IS NOT NULL
-    AND s.tokens > json_extract(j.spec, '$.steps[' || s.idx || '].token_budget')")
-report token_budget "$([ "$tok" -eq 0 ] && echo held || echo VIOLATED)" \
-    "$tok steps over their token_budget"
+# Token cap: no request was sent that would pass its step's
+# max_total_tokens by the worker's own numbers: the tokens charged to the
+# step's earlier attempts (reported usage, or the estimate of one that got
+# no answer) plus the request's estimate. token_budget is the size of one
+# request (SPEC), not a cap.
+cap="json_extract(j.spec, '$.steps[' || a.step || '].max_total_tokens')"
+tok=$(q "SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id
+    WHERE $cap IS NOT NULL AND a.est_tokens + (SELECT coalesce(sum(
+    coalesce(b.tokens, b.est_tokens)), 0) FROM attempts b WHERE
+    b.job_id = a.job_id AND b.step = a.step AND b.attempt < a.attempt) > $cap")
+capped=$(q "SELECT count(*) FROM jobs j WHERE error LIKE '%budget_spent%'")
+most=$(q "SELECT coalesce(max(s.tokens), 0) FROM steps s JOIN jobs j ON
+    j.id = s.job_id WHERE json_extract(j.spec, '$.steps[' || s.idx ||
+    '].max_total_tokens') IS NOT NULL")
+report max_total_tokens "$([ "$tok" -eq 0 ] && echo held || echo VIOLATED)" \
+    "$tok sends past their step's max_total_tokens; $capped jobs stopped by it (budget_spent); most charged to a capped step $most"
 ic=$(q "PRAGMA integrity_check")
 report integrity_check "$([ "$ic" = ok ] && echo held || echo VIOLATED)" "$ic"
 nreq=$(wc -l <mock.log)

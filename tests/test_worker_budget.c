@@ -1,0 +1,178 @@
+/* test_worker_budget.c: a step's token budget, spend cap and timeout end
+ * to end (SPEC "Job file" as amended 2026-12-01), with the real `stepq
+ * mock` and the real binary: token_budget is the size of one request and
+ * the yardstick of the 60% rule, max_total_tokens caps the spend over all
+ * attempts (held in the database, across crashes), timeout_s bounds one
+ * attempt. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/support/e2e.h"
+
+#define CHAT_JOB(tiers, extra)                                                 \
+    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
+    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
+
+/* A step of about 2,770 input tokens asking for 200 output tokens, planned
+ * to fit token_budget 4000, its answer truncated; extra is spliced into the
+ * step ("" for none). */
+static void
+enqueue_seed_step(const char *extra)
+{
+    char big[11200], jobtext[12000];
+
+    memset(big, 'x', 11000);
+    big[11000] = '\0';
+    snprintf(jobtext, sizeof(jobtext),
+             "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"token_budget\":"
+             "4000,\"degrade\":{\"max_tokens\":100},\"tiers\":[\"free\"],"
+             "\"request\":{\"max_tokens\":200,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"%s\"}]}%s}]}",
+             big, extra);
+    e2e_enqueue(jobtext);
+}
+
+/* Issue 12's seed: token_budget is the size of one request, not a cap on
+ * spend, so the degraded request is sent although the two requests
+ * together pass 4000 tokens. */
+START_TEST(test_degraded_request_sent_past_token_budget)
+{
+    cJSON *job, *log, *b1;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
+              "\"finish_reason\":\"length\"}]}]}",
+              "");
+    enqueue_seed_step("");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_msg(strcmp(e2e_str(job, "state"), "succeeded") == 0, "%s",
+                  e2e_str(job, "error"));
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
+                     "degrade_then_retry");
+    ck_assert_int_gt(
+        cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint, 4000);
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 2);
+    b1 = e2e_sent_body(log, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(b1, "max_tokens")->valueint, 100);
+    cJSON_Delete(b1);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* max_total_tokens caps the step's spend: the degraded request would pass
+ * 5000 tokens, so it is not sent and the job fails with budget_spent. */
+START_TEST(test_max_total_tokens_stops_the_send)
+{
+    cJSON *job, *log;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
+              "\"finish_reason\":\"length\"}]}]}",
+              "");
+    enqueue_seed_step(",\"max_total_tokens\":5000");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    ck_assert_msg(strstr(e2e_str(job, "error"), "budget_spent") != NULL, "%s",
+                  e2e_str(job, "error"));
+    ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "max_total_tokens"));
+    ck_assert_int_le(
+        cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint, 5000);
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 1);
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* A step's timeout_s bounds one attempt, for chat steps (below the tier's
+ * 5 s) and for http steps (which had a fixed 60 s). */
+START_TEST(test_step_timeout_bounds_an_attempt)
+{
+    char jobtext[512];
+    cJSON *job;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
+              "\"delay_ms\":4000}]},{\"path\":\"/comments\",\"latency_ms\":"
+              "4000}]}",
+              "");
+    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
+    snprintf(jobtext, sizeof(jobtext),
+             "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":"
+             "\"http\",\"timeout_s\":1,\"http\":{\"method\":\"POST\","
+             "\"url\":\"http://127.0.0.1:%d/comments\"}}]}",
+             e2e_mock.port);
+    e2e_enqueue(jobtext);
+    free(e2e_drain());
+    for (int id = 1; id <= 2; id++) {
+        job = e2e_show(id);
+        ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "timeout");
+        ck_assert_int_lt(
+            cJSON_GetObjectItem(e2e_hist(job, 0, 0), "latency_ms")->valueint,
+            2500);
+        cJSON_Delete(job);
+    }
+    job = e2e_show(2); /* no key: in doubt after a timeout */
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* A request lost with its worker was charged its estimate when it was
+ * recorded; settling it in doubt keeps that charge (the endpoint may have
+ * spent the tokens), so max_total_tokens holds across crashes. */
+START_TEST(test_in_doubt_attempt_keeps_its_tokens)
+{
+    char big[4200], jobtext[4600];
+    cJSON *job;
+    pid_t w;
+
+    memset(big, 'x', 4000);
+    big[4000] = '\0';
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"delay_ms\":"
+              "3000}]}]}",
+              "");
+    snprintf(jobtext, sizeof(jobtext),
+             "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"tiers\":[\"free\"],"
+             "\"request\":{\"messages\":[{\"role\":\"user\","
+             "\"content\":\"%s\"}]}}]}",
+             big);
+    e2e_enqueue(jobtext);
+    w = e2e_spawn_worker("--drain");
+    e2e_wait_for_requests(1, 10000);
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_msg(strcmp(e2e_str(job, "state"), "succeeded") == 0, "%s",
+                  e2e_str(job, "error"));
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
+    /* about 1,000 input tokens each: the lost one and the answered one */
+    ck_assert_int_gt(
+        cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint, 1800);
+    cJSON_Delete(job);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("worker_budget");
+    TCase *tc = tcase_create("budget");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_degraded_request_sent_past_token_budget);
+    tcase_add_test(tc, test_max_total_tokens_stops_the_send);
+    tcase_add_test(tc, test_step_timeout_bounds_an_attempt);
+    tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
+    suite_add_tcase(s, tc);
+    return s;
+}
