@@ -1,6 +1,11 @@
 # install.cmake: the man page (generated at build time from the --help
-# texts by man-page.cmake) and the examples. The binary, libstepq, stepq.h
-# and stepq.pc have their install rules next to their targets (cli/, lib/).
+# texts by man-page.cmake), the user documentation and the examples. The
+# binary, libstepq, stepq.h and stepq.pc have their install rules next to
+# their targets (cli/, lib/).
+#
+# The man page and docs/reference.md (which the man page points to) form
+# the "docs" component, so that `cmake --install BUILD --component docs`
+# installs just them (tests/test_reference.c does).
 #
 # The generator runs the freshly built stepq; leak checking is off for it
 # because a sanitizer build must not fail over a help text.
@@ -14,7 +19,10 @@ add_custom_command(OUTPUT ${STEPQ_MAN_PAGE}
     COMMENT "Generating stepq.1 from the --help texts"
     VERBATIM)
 add_custom_target(stepq_man ALL DEPENDS ${STEPQ_MAN_PAGE})
-install(FILES ${STEPQ_MAN_PAGE} DESTINATION share/man/man1)
+install(FILES ${STEPQ_MAN_PAGE} DESTINATION share/man/man1 COMPONENT docs)
+install(FILES ${PROJECT_SOURCE_DIR}/docs/reference.md
+              ${PROJECT_SOURCE_DIR}/docs/mock.md
+        DESTINATION share/doc/stepq COMPONENT docs)
 
 set(ex ${PROJECT_SOURCE_DIR}/examples)
 install(FILES ${ex}/nightly-changelog.json ${ex}/batch-prompts.jsonl

@@ -60,6 +60,13 @@ schema_invalid, refused, server_error, timeout, unknown) and a decision
 taken: commit, back off and retry, degrade and retry, switch to the next
 endpoint tier, park the step for a human, or fail loudly.
 .PP
+This page holds the help texts. The full reference (every command and
+flag, the config and job files, JSON shapes, exit codes, outcomes and
+decisions, admission and guarantees) is
+.I share/doc/stepq/reference.md
+under the prefix stepq was installed to (see
+.BR \"SEE ALSO\" ).
+.PP
 .nf
 ${top_t}
 .fi
@@ -103,6 +110,16 @@ stepq \\-\\-db q.db enqueue nightly\\-changelog.json \\-\\-json
 stepq \\-\\-db q.db work \\-\\-drain
 stepq \\-\\-db q.db park list
 .fi
+.SH SEE ALSO
+.I PREFIX/share/doc/stepq/reference.md
+\\(em the stepq reference, where PREFIX is the folder above the
+.I bin/
+that holds this stepq (for example
+.IR /usr/local/share/doc/stepq/reference.md ).
+.br
+.I PREFIX/share/doc/stepq/mock.md
+\\(em the script format of
+.BR \"stepq mock\" .
 ")
 file(WRITE "${OUT}.tmp" "${page}")
 file(RENAME "${OUT}.tmp" "${OUT}")
