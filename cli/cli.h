@@ -2,9 +2,9 @@
  *
  * Each command is int cmd_NAME(struct cli_env *env, int argc, char **argv)
  * with argv[0] the command's own name and the global options (--db,
- * --config, -v) already removed.  It returns the process exit code of SPEC:
- * 0 ok, 1 runtime error, 2 bad usage or input, 3 not found, 4 conflict.
- * Only cli/ prints messages for users.
+ * --config, -v) already removed.  It returns the process exit code of
+ * docs/reference.md: 0 ok, 1 runtime error, 2 bad usage or input, 3 not found,
+ * 4 conflict. Only cli/ prints messages for users.
  */
 #ifndef STEPQ_CLI_CLI_H
 #define STEPQ_CLI_CLI_H
@@ -46,15 +46,15 @@ struct cli_opt {
 int cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
                    const char **pos, int maxpos, int *npos, const char *usage);
 
-/* cli_config loads the config once (SPEC: --config, $STEPQ_CONFIG,
+/* cli_config loads the config once (docs/reference.md: --config, $STEPQ_CONFIG,
  * ./stepq.json; a missing default file means built-in defaults). On error
  * prints it and returns CLI_USAGE (bad file) or CLI_RUNTIME; 0 on success
  * with *out borrowed from env. */
 int cli_config(struct cli_env *env, const struct config **out);
 
-/* cli_db_path resolves the database path (SPEC: --db, $STEPQ_DB, config
- * "db", ./stepq.db). Loads the config if needed; returns 0 or an exit code
- * after printing. *out is borrowed. */
+/* cli_db_path resolves the database path (docs/reference.md: --db, $STEPQ_DB,
+ * config "db", ./stepq.db). Loads the config if needed; returns 0 or an exit
+ * code after printing. *out is borrowed. */
 int cli_db_path(struct cli_env *env, const char **out);
 
 /* cli_open_db opens the database cli_db_path names: the one opener of
@@ -84,7 +84,7 @@ struct cli_command {
 int cli_dispatch(struct cli_env *env, const struct cli_command *cmds, size_t n,
                  int argc, char **argv);
 
-/* cli_exit_code maps a negative errno to SPEC's exit code: EINVAL 2,
+/* cli_exit_code maps a negative errno to the reference's exit code: EINVAL 2,
  * ENOENT 3, EALREADY/EBUSY/EEXIST 4, anything else 1. */
 int cli_exit_code(int rc);
 

@@ -146,8 +146,8 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
     return arr;
 }
 
-/* Renders SPEC's "jobs show --json" object. Steps without a progress row
- * have not started: they are pending. */
+/* Renders the reference's "jobs show --json" object. Steps without a progress
+ * row have not started: they are pending. */
 static cJSON *
 job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
          const struct q_attempt *att, size_t natt)

@@ -1,5 +1,5 @@
-/* cmd_policy.c: `stepq policy check CASES.json` (SPEC "Outcomes and
- * decisions"): runs a table of cases through classify and decide with the
+/* cmd_policy.c: `stepq policy check CASES.json` (docs/reference.md "Outcomes
+ * and decisions"): runs a table of cases through classify and decide with the
  * config's classify rules and policy numbers.
  *
  * The whole table is validated before any case runs, so a bad file prints

@@ -1,5 +1,5 @@
-/* config.h: the stepq configuration file (SPEC "Files"), parsed and
- * validated into plain structs.
+/* config.h: the stepq configuration file (docs/reference.md "Files"), parsed
+ * and validated into plain structs.
  *
  * Unknown fields are refused with their JSON path, like job files.  The
  * classify rules are kept as text here; policy compiles them.

@@ -20,8 +20,9 @@ int log_level_from_name(const char *name, enum log_level *out);
 void log_write(enum log_level level, const char *file, int line,
                const char *fmt, ...) STEPQ_PRINTF(4, 5);
 
-/* One attempt, as the per-attempt JSON line of SPEC ("CLI: work"). Strings
- * are borrowed; NULL prints null. body is printed only when not NULL. */
+/* One attempt, as the per-attempt JSON line of docs/reference.md ("CLI: work").
+ * Strings are borrowed; NULL prints null. body is printed only when not NULL.
+ */
 struct attempt_log {
     long long job;
     const char *step;

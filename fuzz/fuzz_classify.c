@@ -1,5 +1,5 @@
 /* fuzz_classify.c: libFuzzer target for policy_classify over an arbitrary
- * answer, followed by policy_decide, checking SPEC's park rules.
+ * answer, followed by policy_decide, checking the reference's park rules.
  *
  * Input layout (seeds in this form come from make_seeds.py):
  *   byte 0-1  HTTP status, big-endian, modulo 1000
@@ -170,8 +170,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((unsigned)d.action >= POLICY_ACTION_COUNT || d.wait_ms < 0 ||
         d.reason == NULL)
         abort();
-    /* SPEC: a side-effecting step without a key whose write may have
-     * happened, or that hit a wall or a refusal, goes to a human. */
+    /* docs/reference.md: a side-effecting step without a key whose write may
+     * have happened, or that hit a wall or a refusal, goes to a human. */
     if (s.side_effects && !s.idempotency_key && !s.replayable) {
         if (s.write_may_have_happened && in_doubt_outcome(c.outcome) &&
             d.action != POLICY_PARK_FOR_HUMAN)

@@ -63,9 +63,9 @@ typedef struct stepq stepq;
 STEPQ_API int stepq_open(const char *path, stepq **out, char *err,
                          size_t errlen);
 
-/* stepq_enqueue validates one job (the JSON text of a job file, as SPEC's
- * "Job file") and adds it. key, if not NULL, overrides the job's dedupe
- * key. When a job with that key exists, *id is the existing job's and
+/* stepq_enqueue validates one job (the JSON text of a job file, as the
+ * reference's "Job file") and adds it. key, if not NULL, overrides the job's
+ * dedupe key. When a job with that key exists, *id is the existing job's and
  * *duplicate is true (id and duplicate may be NULL). Returns 0, -EINVAL
  * (q or job_json NULL, an empty key, or a job that is not valid), -EAGAIN
  * or -EIO; err says why. */

@@ -2,7 +2,7 @@
  * and the on_park notification hook.
  *
  * Storage and resolution live in queue/ (q_park_*); this module turns items
- * into SPEC's JSON and tells someone when a step is parked.
+ * into the reference's JSON and tells someone when a step is parked.
  */
 #ifndef STEPQ_PARK_PARK_H
 #define STEPQ_PARK_PARK_H
@@ -13,9 +13,9 @@
 #include "common/defs.h"
 #include "queue/queue.h"
 
-/* park_item_json renders it as in SPEC's `park list --json`: id, job_id,
- * step, reason, attempts, request_sha256, error, tier, parked_at, state,
- * resolution, resolved_by, note (plus resolved_at). Caller owns the
+/* park_item_json renders it as in the reference's `park list --json`: id,
+ * job_id, step, reason, attempts, request_sha256, error, tier, parked_at,
+ * state, resolution, resolved_by, note (plus resolved_at). Caller owns the
  * result (cJSON_Delete). */
 cJSON *park_item_json(const struct q_park_item *it);
 

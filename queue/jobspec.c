@@ -1,4 +1,4 @@
-/* jobspec.c: job file validation (SPEC "Job file").
+/* jobspec.c: job file validation (docs/reference.md "Job file").
  *
  * A job is refused whole, with the JSON path of the first problem, before
  * anything is written.  Unknown fields are refused everywhere except inside
@@ -268,8 +268,8 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
            const struct q_validate_opts *opts, char *err, size_t len)
 {
     const char *kind = "chat";
-    /* token_budget: the size one request is planned to fit (SPEC "Job
-     * file"); it no longer caps spend, max_total_tokens does. */
+    /* token_budget: the size one request is planned to fit (docs/reference.md
+     * "Job file"); it no longer caps spend, max_total_tokens does. */
     int64_t attempts = 3, budget = 8000, total = 0;
     double timeout = 0;
     char p[PATH_LEN];

@@ -75,10 +75,10 @@ struct q_validate_opts {
 /* Largest accepted job, as JSON text. */
 #define Q_JOB_MAX_BYTES (1024 * 1024)
 
-/* q_jobspec_parse validates one job's JSON text (every rule of SPEC "Job
- * file") and returns it parsed. Returns 0, or -EINVAL with the JSON path of
- * the first problem in err ("steps[1].request: missing"). opts may be NULL.
- * Caller owns *out. */
+/* q_jobspec_parse validates one job's JSON text (every rule of
+ * docs/reference.md "Job file") and returns it parsed. Returns 0, or -EINVAL
+ * with the JSON path of the first problem in err ("steps[1].request: missing").
+ * opts may be NULL. Caller owns *out. */
 STEPQ_MUST_CHECK int q_jobspec_parse(const char *text, size_t len,
                                      const struct q_validate_opts *opts,
                                      struct q_jobspec **out, char *err,
@@ -160,7 +160,7 @@ enum q_job_state {
     Q_JOB_NSTATES
 };
 
-/* q_job_state_name gives the SPEC name ("queued"...). */
+/* q_job_state_name gives the reference's name ("queued"...). */
 const char *q_job_state_name(enum q_job_state s);
 /* q_job_state_from_name maps a name to a state; -EINVAL if unknown. */
 int q_job_state_from_name(const char *name, enum q_job_state *out);
@@ -268,7 +268,7 @@ enum q_step_state {
     Q_STEP_NSTATES
 };
 
-/* q_step_state_name gives the SPEC name ("pending"...). */
+/* q_step_state_name gives the reference's name ("pending"...). */
 const char *q_step_state_name(enum q_step_state s);
 
 /* A step's progress. Steps with no row yet are pending. Owned strings. */

@@ -1,4 +1,4 @@
-/* test_jobspec.c: every rule of SPEC "Job file", as a table. */
+/* test_jobspec.c: every rule of docs/reference.md "Job file", as a table. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -202,8 +202,8 @@ START_TEST(test_defaults_follow_kind)
     ck_assert(s->steps[0].replayable && !s->steps[0].side_effects);
     ck_assert(!s->steps[1].replayable && s->steps[1].side_effects);
     ck_assert_int_eq(s->steps[0].max_attempts, 3);
-    /* SPEC: one request is planned to fit 8000 tokens; no spend cap and no
-     * step timeout unless given (the tier's, else 60 s, applies). */
+    /* docs/reference.md: one request is planned to fit 8000 tokens; no spend
+     * cap and no step timeout unless given (the tier's, else 60 s, applies). */
     ck_assert_int_eq(s->steps[0].token_budget, 8000);
     ck_assert_int_eq(s->steps[0].max_total_tokens, 0);
     ck_assert(s->steps[0].timeout_s == 0);

@@ -100,7 +100,7 @@ START_TEST(test_names_as_spec_prints)
 }
 END_TEST
 
-/* ---- classify: SPEC default rules, one row each ---- */
+/* ---- classify: reference default rules, one row each ---- */
 
 struct crow {
     const char *name;
@@ -1397,7 +1397,7 @@ struct drow {
     int64_t wait_min, wait_max;
 };
 
-/* apply_mods edits the SPEC default step: "al=0 tiers=0 side idem write
+/* apply_mods edits the reference default step: "al=0 tiers=0 side idem write
  * !replayable degraded schema_retried in=5000 budget=8000 slack=2000 tw=20
  * au=3 breaker=open|half". */
 static void
@@ -1484,8 +1484,8 @@ static const struct drow drows[] = {
      POLICY_BACKOFF_RETRY, "backoff", W(0, 1000)},
     {"hard_quota is never in doubt", HQ, "daily_cap", -1, -1,
      "side write !replayable", POLICY_PARK_FOR_HUMAN, "hard_quota", ANYW},
-    /* a request refused before it ran (SPEC as amended) is not in doubt,
-     * even on a 5xx (llama.cpp says context overflow with 500) */
+    /* a request refused before it ran (the reference, as amended) is not in
+     * doubt, even on a 5xx (llama.cpp says context overflow with 500) */
     {"context_overflow is not in doubt", T, "context_overflow", -1, -1,
      "side write !replayable", POLICY_FAIL_LOUD, "truncated", ANYW},
     {"too_large is not in doubt", T, "too_large", -1, -1,

@@ -1,6 +1,6 @@
 /* test_worker_budget.c: a step's token budget, spend cap and timeout end
- * to end (SPEC "Job file" as amended 2026-12-01), with the real `stepq
- * mock` and the real binary: token_budget is the size of one request and
+ * to end (docs/reference.md "Job file" as amended 2026-12-01), with the real
+ * `stepq mock` and the real binary: token_budget is the size of one request and
  * the yardstick of the 60% rule, max_total_tokens caps the spend over all
  * attempts (held in the database, across crashes), timeout_s bounds one
  * attempt. */

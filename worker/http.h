@@ -157,7 +157,7 @@ STEPQ_MUST_CHECK int http_send(http_client *c, const struct http_request *req,
 int http_cancel(http_call *call);
 
 /* http_error_name returns "none", "timeout", "refused", "reset",
- * "too_large", "tls", "other" or "cancelled" (the names of SPEC's
+ * "too_large", "tls", "other" or "cancelled" (the names of the reference's
  * transport_error where they exist). Static string. */
 const char *http_error_name(enum http_error e);
 

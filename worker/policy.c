@@ -1,4 +1,4 @@
-/* policy.c: classify and decide (SPEC "Outcomes and decisions").
+/* policy.c: classify and decide (docs/reference.md "Outcomes and decisions").
  *
  * classify never decides on the status alone. The order is: user rules;
  * then body discriminators (context, size, content policy, wall words,
@@ -9,8 +9,8 @@
  * truncated, as Python reprs, as HTML, or wrapped in arrays; only a 2xx body
  * is parsed, to tell a completion from an error object.
  *
- * decide is SPEC's table read top to bottom: the first row whose condition
- * holds wins, so the order of the if statements below is the policy.
+ * decide is the reference's table read top to bottom: the first row whose
+ * condition holds wins, so the order of the if statements below is the policy.
  */
 #include "worker/policy.h"
 
@@ -1005,8 +1005,8 @@ by_transport(enum policy_transport tr, struct policy_class *out)
     }
 }
 
-/* by_default applies SPEC's default rules. Returns whether the body was
- * an error (and not a completion, whose text proves nothing). */
+/* by_default applies the reference's default rules. Returns whether the body
+ * was an error (and not a completion, whose text proves nothing). */
 static bool
 by_default(const struct policy_input *in, const struct text *t,
            struct policy_class *out)

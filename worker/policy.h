@@ -1,5 +1,5 @@
 /* policy.h: classify what an endpoint answered, and decide what to do next
- * (SPEC "Outcomes and decisions").
+ * (docs/reference.md "Outcomes and decisions").
  *
  * The module is pure: no I/O, no clock reads, no logging, no hidden state.
  * Time (now_ms), jitter seed, configuration and the per-tier throttle streak
@@ -22,7 +22,8 @@
 #include "common/config.h"
 #include "common/defs.h"
 
-/* Outcomes of classify, in SPEC order; names are snake_case as printed. */
+/* Outcomes of classify, in the reference's order; names are snake_case as
+ * printed. */
 enum policy_outcome {
     POLICY_OK,
     POLICY_SOFT_THROTTLE,
@@ -137,8 +138,8 @@ struct policy_step {
     int attempts_used;    /* sends so far on this tier (backoff exponent) */
     int64_t input_tokens; /* estimate for the request about to be sent */
     int64_t token_budget; /* the size one request is planned to fit
-                             (input + output, SPEC token_budget): the 60%
-                             rule's yardstick; 0: never degrades */
+                             (input + output, docs/reference.md token_budget):
+                             the 60% rule's yardstick; 0: never degrades */
     int tiers_left;       /* other tiers that admit now or within slack */
     bool replayable;
     bool side_effects;
@@ -161,7 +162,8 @@ struct policy_decision {
 };
 
 /* policy_config_init fills cfg from the config "policy" numbers (NULL: the
- * SPEC defaults) and borrows rules (may be NULL). Never fails. */
+ * the defaults of docs/reference.md) and borrows rules (may be NULL). Never
+ * fails. */
 void policy_config_init(struct policy_config *cfg,
                         const struct config_policy *numbers,
                         const policy_rules *rules);
@@ -178,7 +180,7 @@ STEPQ_MUST_CHECK int policy_rules_new(const struct config_rule *rules, size_t n,
 /* policy_rules_free releases rules; NULL is a no-op. */
 void policy_rules_free(policy_rules *rules);
 
-/* policy_classify classifies one answer: user rules first, then SPEC's
+/* policy_classify classifies one answer: user rules first, then the reference's
  * default rules (body discriminators, then status, then the length of the
  * wait). Any body is safe: it is read only within body_len. streak may be
  * NULL (no escalation); otherwise it is updated in place. Never fails. */
@@ -186,8 +188,8 @@ void policy_classify(const struct policy_input *in,
                      const struct policy_config *cfg,
                      struct policy_streak *streak, struct policy_class *out);
 
-/* policy_decide walks SPEC's ordered decide table for the classified answer
- * c and the step s. Never fails; out->reason is static. */
+/* policy_decide walks the reference's ordered decide table for the classified
+ * answer c and the step s. Never fails; out->reason is static. */
 void policy_decide(const struct policy_class *c, const struct policy_step *s,
                    const struct policy_config *cfg,
                    struct policy_decision *out);
@@ -206,9 +208,9 @@ bool policy_counts_for_breaker(enum policy_outcome o);
 int64_t policy_backoff_ms(const struct policy_config *cfg, int n,
                           uint64_t seed);
 
-/* Names as SPEC prints them. *_name returns a static string ("?" for an
- * out-of-range value); *_from_name returns 0 or -EINVAL
- * (out untouched). */
+/* Names as docs/reference.md prints them. *_name returns a static string ("?"
+ * for an out-of-range value); *_from_name returns 0 or -EINVAL (out untouched).
+ */
 const char *policy_outcome_name(enum policy_outcome o);
 STEPQ_MUST_CHECK int policy_outcome_from_name(const char *name,
                                               enum policy_outcome *out);

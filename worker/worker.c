@@ -772,7 +772,7 @@ over_max_total(struct run *r, int64_t est, char *err, size_t len)
     return true;
 }
 
-/* The step's own timeout_s, else the tier's, else 60 s (SPEC). */
+/* The step's own timeout_s, else the tier's, else 60 s (docs/reference.md). */
 static int64_t
 timeout_ms(const struct q_step_spec *s, const struct config_tier *t)
 {

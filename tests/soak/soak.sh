@@ -203,7 +203,7 @@ report in_doubt_parked "$([ "$unparked" -eq 0 ] && echo held || echo VIOLATED)" 
     "$unparked of $in_doubt no-key steps in doubt ($crashed by a kill) not parked or sent again"
 parked_doubt=$(q "SELECT count(*) FROM park WHERE reason = 'in_doubt'")
 # Attempts: sends per (job, step, tier) that were not soft throttles
-# (throttle waits do not use attempts, SPEC) stay within max_attempts; an
+# (throttle waits do not use attempts, docs/reference.md) stay within max_attempts; an
 # attempt without a result (in doubt) counts as a send.
 over=$(q "SELECT count(*) FROM (SELECT a.job_id, a.step, a.tier, count(*) AS n,
     coalesce(json_extract(j.spec, '$.steps[' || a.step || '].max_attempts'),
@@ -222,7 +222,7 @@ report throttle_waits "$([ "$thr" -le 22 ] && echo held || echo VIOLATED)" \
 # max_total_tokens by the worker's own numbers: the tokens charged to the
 # step's earlier attempts (reported usage, or the estimate of one that got
 # no answer) plus the request's estimate. token_budget is the size of one
-# request (SPEC), not a cap.
+# request (docs/reference.md), not a cap.
 cap="json_extract(j.spec, '$.steps[' || a.step || '].max_total_tokens')"
 tok=$(q "SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id
     WHERE $cap IS NOT NULL AND a.est_tokens + (SELECT coalesce(sum(
