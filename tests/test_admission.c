@@ -35,24 +35,6 @@ config(const char *free_extra)
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
 }
 
-/* n one-step chat jobs; tiers is a "tiers" member with a trailing comma,
- * or "". */
-static void
-enqueue_many(int n, const char *tiers)
-{
-    size_t cap = (size_t)n * 200 + 16, len = 0;
-    char *text = xmalloc(cap);
-
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(text + len, cap - len,
-                                "{\"name\":\"j%d\",\"steps\":[{\"name\":\"a\","
-                                "%s\"request\":{\"messages\":[{\"role\":"
-                                "\"user\",\"content\":\"n%d\"}]}}]}\n",
-                                i, tiers, i);
-    e2e_enqueue(text);
-    free(text);
-}
-
 static double
 ts_of(const cJSON *req)
 {
@@ -124,7 +106,7 @@ START_TEST(test_burst_of_64_paced_to_one_per_second)
               "\"rpm_window_ms\":1000}]}",
               "");
     config("\"rpm\": 60");
-    enqueue_many(64, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(64, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--concurrency=64");
     e2e_wait_for_requests(4, 10000);
     kill(w, SIGTERM);
@@ -157,7 +139,7 @@ START_TEST(test_retry_after_ms_holds_both_processes)
               "\"rate_limit_exceeded\"}}}]}]}",
               "");
     config("");
-    enqueue_many(20, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(20, "\"tiers\":[\"free\"],");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");
     ck_assert_int_eq(e2e_wait_exit(w1), 0);
@@ -190,7 +172,7 @@ START_TEST(test_remaining_zero_waits_for_reset)
               "\"x-ratelimit-reset-requests\":\"1s\"}}]}]}",
               "");
     config("");
-    enqueue_many(3, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     log = e2e_mock_log();
     n = arrivals(log, "/free", at, 8, &n429);
@@ -215,7 +197,7 @@ START_TEST(test_azure_minus_one_ignored)
               "\"x-ratelimit-reset-requests\":\"-1\"},\"count\":10}]}]}",
               "");
     config("");
-    enqueue_many(10, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(10, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     log = e2e_mock_log();
     n = arrivals(log, "/free", at, 16, &n429);
@@ -239,7 +221,7 @@ START_TEST(test_limit_header_caps_declared_rpm)
               "{\"x-ratelimit-limit-requests\":\"600\"}}]}]}",
               "");
     config("\"rpm\": 2400");
-    enqueue_many(2, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(2, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     t = tier_json("free");
     ck_assert_int_eq(cJSON_GetObjectItem(t, "rate_rpm")->valueint, 600);
@@ -258,7 +240,7 @@ START_TEST(test_pace_falls_after_429s)
               "\"rate_limit_exceeded\"}}}]}]}",
               "");
     config("\"rpm\": 600");
-    enqueue_many(3, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     t = tier_json("free");
     ck_assert_int_lt(cJSON_GetObjectItem(t, "rate_rpm")->valuedouble, 600);
@@ -280,7 +262,7 @@ START_TEST(test_one_request_into_a_wall)
               "{\"path\":\"/local\",\"latency_ms\":20}]}",
               "");
     config("");
-    enqueue_many(64, "");
+    e2e_enqueue_many(64, "");
     free(e2e_drain());
     st = e2e_status();
     ck_assert_int_eq(e2e_count(st, "succeeded"), 64);
@@ -305,7 +287,7 @@ START_TEST(test_storm_one_at_a_time_then_breaker)
               "{\"path\":\"/local\",\"latency_ms\":20}]}",
               "");
     config("\"breaker\": {\"failures\": 5, \"cooldown_s\": 30}");
-    enqueue_many(64, "");
+    e2e_enqueue_many(64, "");
     free(e2e_drain());
     st = e2e_status();
     ck_assert_int_eq(e2e_count(st, "succeeded"), 64);

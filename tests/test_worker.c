@@ -311,29 +311,13 @@ START_TEST(test_kill_during_replayable_step_retries)
 }
 END_TEST
 
-static void
-enqueue_many(int n, const char *tiers)
-{
-    size_t cap = (size_t)n * 200 + 16, len = 0;
-    char *text = xmalloc(cap);
-
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(text + len, cap - len,
-                                "{\"name\":\"j%d\",\"steps\":[{\"name\":\"a\","
-                                "%s\"request\":{\"messages\":[{\"role\":"
-                                "\"user\",\"content\":\"n%d\"}]}}]}\n",
-                                i, tiers, i);
-    e2e_enqueue(text);
-    free(text);
-}
-
 START_TEST(test_sigterm_with_100_in_flight)
 {
     cJSON *st;
     pid_t w;
 
     e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":1500}]}", "");
-    enqueue_many(100, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(100, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--grace=30");
     e2e_wait_for_requests(100, 20000);
     kill(w, SIGTERM);
@@ -377,7 +361,7 @@ START_TEST(test_two_workers_send_each_step_once)
 
     e2e_start("{}", "");
     config_lease(30);
-    enqueue_many(1000, "");
+    e2e_enqueue_many(1000, "");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");
     ck_assert_int_eq(e2e_wait_exit(w1), 0);
@@ -485,7 +469,7 @@ START_TEST(test_bucket_shared_by_two_workers)
 
     e2e_start("{}", "");
     config_free_only("\"rpm\": 60, \"window_s\": 1, \"burst\": 5");
-    enqueue_many(120, "\"tiers\":[\"free\"],");
+    e2e_enqueue_many(120, "\"tiers\":[\"free\"],");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");
     ck_assert_int_eq(e2e_wait_exit(w1), 0);

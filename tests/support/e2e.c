@@ -241,3 +241,19 @@ e2e_count(const cJSON *st, const char *state)
     return cJSON_GetObjectItem(cJSON_GetObjectItem(st, "jobs"), state)
         ->valueint;
 }
+
+void
+e2e_enqueue_many(int n, const char *tiers)
+{
+    size_t cap = (size_t)n * 200 + 16, len = 0;
+    char *text = xmalloc(cap);
+
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "{\"name\":\"j%d\",\"steps\":[{\"name\":\"a\","
+                                "%s\"request\":{\"messages\":[{\"role\":"
+                                "\"user\",\"content\":\"n%d\"}]}}]}\n",
+                                i, tiers, i);
+    e2e_enqueue(text);
+    free(text);
+}

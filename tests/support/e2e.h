@@ -29,6 +29,9 @@ void e2e_start(const char *script, const char *extra);
 void e2e_init(void);
 /* e2e_enqueue enqueues job (JSON text: one, array or lines). */
 void e2e_enqueue(const char *job);
+/* e2e_enqueue_many enqueues n one-step chat jobs j0.. ("n0".. as
+ * content); tiers is a "tiers" member with a trailing comma, or "". */
+void e2e_enqueue_many(int n, const char *tiers);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
 char *e2e_drain(void);
 /* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it). */
