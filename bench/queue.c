@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 static const char job_text[] =
     "{\"name\":\"bench\",\"steps\":[{\"name\":\"summarize\",\"request\":{"
@@ -64,13 +65,13 @@ open_or_die(const char *path, bool full)
     return db;
 }
 
-static struct q_jobspec *
+static struct spec_job *
 parse_job(void)
 {
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
-    if (q_jobspec_parse(job_text, sizeof(job_text) - 1, NULL, &s, err,
-                        sizeof(err)) != 0) {
+    if (spec_parse(job_text, sizeof(job_text) - 1, NULL, &s, err,
+                   sizeof(err)) != 0) {
         fprintf(stderr, "bad bench job: %s\n", err);
         exit(1);
     }
@@ -86,24 +87,28 @@ static double
 bench_enqueue(const char *path, bool full, int n, int per, bool validate)
 {
     q_db *db = open_or_die(path, full);
-    struct q_jobspec **v = xcalloc((size_t)per, sizeof(*v));
+    struct spec_job **v = xcalloc((size_t)per, sizeof(*v));
+    struct q_job_new *rows = xcalloc((size_t)per, sizeof(*rows));
     struct q_enqueue_result *r = xcalloc((size_t)per, sizeof(*r));
-    struct q_jobspec *once = validate ? NULL : parse_job();
+    struct spec_job *once = validate ? NULL : parse_job();
     int64_t t0 = clock_mono_ms(), now = clock_now_ms();
 
     for (int done = 0; done < n; done += per) {
         for (int i = 0; i < per; i++)
             v[i] = validate ? parse_job() : once;
-        if (q_enqueue(db, v, (size_t)per, NULL, now, r) != 0) {
+        for (int i = 0; i < per; i++)
+            spec_job_row(v[i], &rows[i]);
+        if (q_enqueue(db, rows, (size_t)per, NULL, now, r) != 0) {
             fprintf(stderr, "enqueue failed\n");
             exit(1);
         }
         for (int i = 0; validate && i < per; i++)
-            q_jobspec_free(v[i]);
+            spec_job_free(v[i]);
     }
-    q_jobspec_free(once);
+    spec_job_free(once);
     double secs = (double)(clock_mono_ms() - t0) / 1000.0;
     free(v);
+    free(rows);
     free(r);
     q_close(db);
     return n / secs;
@@ -113,7 +118,8 @@ static void
 fill_backlog(const char *path, int n)
 {
     q_db *db = open_or_die(path, false);
-    struct q_jobspec **v = xcalloc(1000, sizeof(*v));
+    struct spec_job **v = xcalloc(1000, sizeof(*v));
+    struct q_job_new rows[1000];
     struct q_enqueue_result *r = xcalloc(1000, sizeof(*r));
     int64_t now = clock_now_ms() - 1000;
 
@@ -121,10 +127,12 @@ fill_backlog(const char *path, int n)
         int k = n - done < 1000 ? n - done : 1000;
         for (int i = 0; i < k; i++)
             v[i] = parse_job();
-        if (q_enqueue(db, v, (size_t)k, NULL, now, r) != 0)
+        for (int i = 0; i < k; i++)
+            spec_job_row(v[i], &rows[i]);
+        if (q_enqueue(db, rows, (size_t)k, NULL, now, r) != 0)
             exit(1);
         for (int i = 0; i < k; i++)
-            q_jobspec_free(v[i]);
+            spec_job_free(v[i]);
     }
     free(v);
     free(r);

@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 /* A bulk file may hold many jobs; each job is still capped on its own. */
 #define INPUT_MAX_BYTES ((size_t)1 << 30)
@@ -111,10 +112,11 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
                              {"json", NULL, &json},
                              {NULL, NULL, NULL}};
     struct q_enqueue_opts over = {0};
-    struct q_validate_opts vopts = {0};
+    struct spec_opts vopts = {0};
     const struct config *cfg = NULL;
-    struct q_jobspec **jobs = NULL;
+    struct spec_job **jobs = NULL;
     struct q_enqueue_result *res = NULL;
+    struct q_job_new *rows = NULL;
     const char **tier_names = NULL;
     char *text = NULL, err[1024];
     const char *pos[1];
@@ -146,7 +148,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         vopts.tiers = tier_names;
         vopts.ntiers = cfg->ntiers;
     }
-    rc = q_jobspec_parse_many(text, len, &vopts, &jobs, &n, err, sizeof(err));
+    rc = spec_parse_many(text, len, &vopts, &jobs, &n, err, sizeof(err));
     many = text[strspn(text, " \t\r\n")] == '[';
     free(text);
     if (rc != 0) {
@@ -164,7 +166,8 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         (rc = cli_db_path(env, &path)) != 0)
         goto out;
     res = xcalloc(n, sizeof(*res));
-    rc = q_enqueue(db, jobs, n, &over, clock_now_ms(), res);
+    rows = spec_job_rows(jobs, n);
+    rc = q_enqueue(db, rows, n, &over, clock_now_ms(), res);
     if (rc != 0) {
         cli_error("enqueue: cannot write to %s; nothing was enqueued", path);
         rc = CLI_RUNTIME;
@@ -176,7 +179,8 @@ out:
     if (q_close(db) != 0 && rc == CLI_OK)
         rc = CLI_RUNTIME;
     free(res);
+    free(rows);
     free(tier_names);
-    q_jobspecs_free(jobs, n);
+    spec_jobs_free(jobs, n);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 #define OUTPUT_MAX_BYTES (16 * 1024 * 1024)
 
@@ -190,22 +191,22 @@ park_list(struct cli_env *env, int argc, char **argv)
 static void
 add_step_facts(cJSON *o, const struct q_job *job, int step)
 {
-    struct q_jobspec *spec = NULL;
+    struct spec_job *spec = NULL;
     char err[256];
 
-    if (q_jobspec_parse(job->spec, strlen(job->spec), NULL, &spec, err,
-                        sizeof(err)) != 0 ||
+    if (spec_parse(job->spec, strlen(job->spec), NULL, &spec, err,
+                   sizeof(err)) != 0 ||
         step < 0 || (size_t)step >= spec->nsteps) {
-        q_jobspec_free(spec);
+        spec_job_free(spec);
         return;
     }
-    const struct q_step_spec *s = &spec->steps[step];
+    const struct spec_step *s = &spec->steps[step];
     cJSON_AddStringToObject(o, "kind",
-                            s->kind == Q_STEP_HTTP ? "http" : "chat");
+                            s->kind == SPEC_STEP_HTTP ? "http" : "chat");
     cJSON_AddBoolToObject(o, "side_effects", s->side_effects);
     cJSON_AddBoolToObject(o, "replayable", s->replayable);
     cJSON_AddBoolToObject(o, "idempotency_key", s->idempotency_key != NULL);
-    q_jobspec_free(spec);
+    spec_job_free(spec);
 }
 
 static cJSON *

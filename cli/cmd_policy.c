@@ -21,7 +21,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "common/xalloc.h"
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 #define CASES_MAX_BYTES ((size_t)64 * 1024 * 1024)
 

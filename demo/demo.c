@@ -29,6 +29,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "spec/spec.h"
 #include "worker/worker.h"
 
 #define PROGRESS_MS_DEFAULT 250
@@ -459,9 +460,10 @@ static int
 enqueue_batch(demo *d, char *err, size_t len)
 {
     const char *tiers[] = {"free", "backup"};
-    struct q_validate_opts vo = {tiers, 2};
-    struct q_jobspec **specs = NULL;
+    struct spec_opts vo = {tiers, 2};
+    struct spec_job **specs = NULL;
     struct q_enqueue_result *res = NULL;
+    struct q_job_new *rows = NULL;
     q_db *db = NULL;
     size_t n = 0, cap = 4096, used = 0;
     char *text = xmalloc(cap), date[32], verr[256];
@@ -489,7 +491,7 @@ enqueue_batch(demo *d, char *err, size_t len)
     }
     if ((rc = write_text(d->paths.jobs, text, err, len)) != 0)
         goto out;
-    rc = q_jobspec_parse_many(text, used, &vo, &specs, &n, verr, sizeof(verr));
+    rc = spec_parse_many(text, used, &vo, &specs, &n, verr, sizeof(verr));
     if (rc != 0) {
         snprintf(err, len, "demo jobs: %s", verr);
         goto out;
@@ -499,7 +501,8 @@ enqueue_batch(demo *d, char *err, size_t len)
         goto out;
     }
     res = xcalloc(n, sizeof(*res));
-    if ((rc = q_enqueue(db, specs, n, NULL, now, res)) != 0)
+    rows = spec_job_rows(specs, n);
+    if ((rc = q_enqueue(db, rows, n, NULL, now, res)) != 0)
         snprintf(err, len, "cannot enqueue into %s", d->paths.db);
 out:
     if (q_close(db) != 0 && rc == 0) {
@@ -507,7 +510,8 @@ out:
         rc = -EIO;
     }
     free(res);
-    q_jobspecs_free(specs, n);
+    free(rows);
+    spec_jobs_free(specs, n);
     free(text);
     return rc;
 }

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

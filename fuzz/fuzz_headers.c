@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/internal.h"
-#include "worker/policy.h"
+#include "policy/internal.h"
+#include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,7 +48,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = policy_parse_retry_after(s, now, &v);
     check(rc, v, 0, POLICY_MAX_WAIT_MS);
     v = UNTOUCHED;
-    rc = policy__parse_count(s, &v);
+    rc = policy_parse_count(s, &v);
     check(rc, v, 0, INT64_MAX);
     v = UNTOUCHED;
     rc = policy__parse_ms(s, &v);

@@ -1,5 +1,5 @@
 /* fuzz_jobspec.c: libFuzzer target for the job-file parser and validator
- * (q_jobspec_parse_many, and q_jobspec_parse for the one-job path).
+ * (spec_parse_many, and spec_parse for the one-job path).
  *
  * The input is passed as is, with its exact length and no terminating NUL,
  * so a read past len is an AddressSanitizer report. The first byte chooses
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -17,10 +18,10 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const tiers[] = {"free", "local"};
-    struct q_validate_opts opts = {tiers, 2};
-    const struct q_validate_opts *o = NULL;
-    struct q_jobspec **specs = NULL;
-    struct q_jobspec *one = NULL;
+    struct spec_opts opts = {tiers, 2};
+    const struct spec_opts *o = NULL;
+    struct spec_job **specs = NULL;
+    struct spec_job *one = NULL;
     char err[256];
     size_t n = 0;
     char *copy;
@@ -34,8 +35,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
 
     err[0] = '\0';
-    if (q_jobspec_parse_many(copy, size, o, &specs, &n, err, sizeof(err)) ==
-        0) {
+    if (spec_parse_many(copy, size, o, &specs, &n, err, sizeof(err)) == 0) {
         if (n == 0)
             abort();
         for (size_t i = 0; i < n; i++) {
@@ -43,13 +43,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 specs[i]->nsteps == 0 || specs[i]->text == NULL)
                 abort();
         }
-        q_jobspecs_free(specs, n);
+        spec_jobs_free(specs, n);
     } else if (err[0] == '\0') {
         abort(); /* a refusal must say why */
     }
 
-    if (q_jobspec_parse(copy, size, o, &one, err, sizeof(err)) == 0)
-        q_jobspec_free(one);
+    if (spec_parse(copy, size, o, &one, err, sizeof(err)) == 0)
+        spec_job_free(one);
     free(copy);
     return 0;
 }

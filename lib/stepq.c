@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 struct stepq {
     q_db *db;
@@ -65,7 +66,8 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
 {
     struct q_enqueue_opts opts = {.key = key};
     struct q_enqueue_result res;
-    struct q_jobspec *spec = NULL;
+    struct spec_job *spec = NULL;
+    struct q_job_new row;
     int rc;
 
     if (q == NULL || job_json == NULL) {
@@ -76,11 +78,12 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
         snprintf(err, errlen, "key: must not be empty");
         return -EINVAL;
     }
-    rc = q_jobspec_parse(job_json, strlen(job_json), NULL, &spec, err, errlen);
+    rc = spec_parse(job_json, strlen(job_json), NULL, &spec, err, errlen);
     if (rc != 0)
         return rc;
-    rc = q_enqueue(q->db, &spec, 1, &opts, clock_now_ms(), &res);
-    q_jobspec_free(spec);
+    spec_job_row(spec, &row);
+    rc = q_enqueue(q->db, &row, 1, &opts, clock_now_ms(), &res);
+    spec_job_free(spec);
     if (rc != 0) {
         snprintf(err, errlen, "cannot write the job to the database");
         return rc;
@@ -97,8 +100,9 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                    bool *duplicates, size_t cap, size_t *n, char *err,
                    size_t errlen)
 {
-    struct q_jobspec **specs = NULL;
+    struct spec_job **specs = NULL;
     struct q_enqueue_result *res;
+    struct q_job_new *rows;
     size_t count = 0;
     int rc;
 
@@ -106,13 +110,15 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
         snprintf(err, errlen, "stepq_enqueue_many: handle and jobs required");
         return -EINVAL;
     }
-    rc = q_jobspec_parse_many(jobs_json, strlen(jobs_json), NULL, &specs,
-                              &count, err, errlen);
+    rc = spec_parse_many(jobs_json, strlen(jobs_json), NULL, &specs, &count,
+                         err, errlen);
     if (rc != 0)
         return rc;
     res = xcalloc(count, sizeof(*res));
-    rc = q_enqueue(q->db, specs, count, NULL, clock_now_ms(), res);
-    q_jobspecs_free(specs, count);
+    rows = spec_job_rows(specs, count);
+    rc = q_enqueue(q->db, rows, count, NULL, clock_now_ms(), res);
+    free(rows);
+    spec_jobs_free(specs, count);
     if (rc != 0) {
         snprintf(err, errlen, "cannot write the jobs to the database");
         free(res);

@@ -81,7 +81,7 @@ run_done(q_db *db, sqlite3_stmt *s, const char *what)
 /* ---- enqueue --------------------------------------------------------- */
 
 static int
-insert_job(q_db *db, const struct q_jobspec *j, const struct q_enqueue_opts *o,
+insert_job(q_db *db, const struct q_job_new *j, const struct q_enqueue_opts *o,
            int64_t now, struct q_enqueue_result *res)
 {
     const char *key = o && o->key ? o->key : j->key;
@@ -120,7 +120,7 @@ insert_job(q_db *db, const struct q_jobspec *j, const struct q_enqueue_opts *o,
 }
 
 int
-q_enqueue(q_db *db, struct q_jobspec *const *jobs, size_t n,
+q_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
           const struct q_enqueue_opts *opts, int64_t now,
           struct q_enqueue_result *res)
 {
@@ -133,7 +133,7 @@ q_enqueue(q_db *db, struct q_jobspec *const *jobs, size_t n,
     if ((rc = tx_enter(db)) != 0)
         goto out;
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = insert_job(db, jobs[i], opts, now, &tmp[i]);
+        rc = insert_job(db, &jobs[i], opts, now, &tmp[i]);
     rc = tx_leave(db, rc);
     if (rc == 0)
         memcpy(res, tmp, n * sizeof(*tmp));

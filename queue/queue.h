@@ -20,88 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/defs.h"
 
 typedef struct q_db q_db;
-
-/* ---- job specs (validation, no storage) ------------------------------ */
-
-enum q_step_kind { Q_STEP_CHAT = 0, Q_STEP_HTTP = 1 };
-
-/* One validated step. Pointers to cJSON are borrowed from the owning
- * q_jobspec's tree; strings are owned by it too. */
-struct q_step_spec {
-    const char *name;
-    enum q_step_kind kind;
-    bool replayable;             /* default: chat true, http false */
-    bool side_effects;           /* default: chat false, http true */
-    const char *idempotency_key; /* NULL: none */
-    int max_attempts;            /* default 3 */
-    int64_t token_budget;        /* tokens one request is planned to fit
-                                    (input + output); default 8000: the
-                                    yardstick of decide's 60% rule */
-    int64_t max_total_tokens;    /* cap on the tokens the step spends over
-                                    all attempts and tiers; 0: none */
-    double timeout_s;            /* one attempt, send to last byte; 0: the
-                                    tier's timeout_s (http steps: 60) */
-    const cJSON *expect_json;    /* array of key strings, or NULL */
-    const cJSON *tiers;          /* array of tier names, or NULL: all */
-    const cJSON *request;        /* chat body (object), NULL for http */
-    const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
-    const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
-};
-
-/* A parsed, validated job. Caller owns it; free with q_jobspec_free(). */
-struct q_jobspec {
-    cJSON *root;        /* owned: the job as given */
-    char *text;         /* owned: the job as JSON text, as it is stored */
-    const char *name;   /* borrowed from root */
-    const char *key;    /* NULL: no dedupe key */
-    int64_t priority;   /* higher runs first; default 0 */
-    int64_t run_at;     /* ms; 0 = at enqueue time */
-    int64_t deadline_s; /* default 3600, counted from run_at */
-    size_t nsteps;
-    struct q_step_spec *steps; /* owned array */
-};
-
-/* What validation may check beyond the job itself. */
-struct q_validate_opts {
-    const char *const *tiers; /* known tier names (NULL: not checked) */
-    size_t ntiers;
-};
-
-/* Largest accepted job, as JSON text. */
-#define Q_JOB_MAX_BYTES (1024 * 1024)
-
-/* q_jobspec_parse validates one job's JSON text (every rule of
- * docs/reference.md "Job file") and returns it parsed. Returns 0, or -EINVAL
- * with the JSON path of the first problem in err ("steps[1].request: missing").
- * opts may be NULL. Caller owns *out. */
-STEPQ_MUST_CHECK int q_jobspec_parse(const char *text, size_t len,
-                                     const struct q_validate_opts *opts,
-                                     struct q_jobspec **out, char *err,
-                                     size_t errlen);
-/* q_jobspec_from_json validates an already parsed job object and takes
- * ownership of it (also on failure: it is then deleted). */
-STEPQ_MUST_CHECK int q_jobspec_from_json(cJSON *job,
-                                         const struct q_validate_opts *opts,
-                                         struct q_jobspec **out, char *err,
-                                         size_t errlen);
-/* q_jobspec_parse_many accepts one job, a JSON array of jobs, or JSON lines
- * (one job per line). Every job is validated before anything is returned;
- * the error is prefixed with the job ("job 3: steps[0].name: missing", or
- * "line 4: ..." for JSON lines). Caller owns the array (*out, *n) and frees
- * it with q_jobspecs_free(). */
-STEPQ_MUST_CHECK int q_jobspec_parse_many(const char *text, size_t len,
-                                          const struct q_validate_opts *opts,
-                                          struct q_jobspec ***out, size_t *n,
-                                          char *err, size_t errlen);
-/* q_jobspec_free releases a job spec; NULL is a no-op. */
-void q_jobspec_free(struct q_jobspec *spec);
-/* q_jobspecs_free releases an array of n specs and the array. */
-void q_jobspecs_free(struct q_jobspec **specs, size_t n);
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -179,12 +100,23 @@ struct q_enqueue_result {
     bool duplicate; /* the key existed: id is the existing job's */
 };
 
-/* q_enqueue writes n validated jobs in one transaction (all or none) at
- * time now. A job whose key exists gets the existing id and duplicate set.
- * opts may be NULL; res has n entries. */
-STEPQ_MUST_CHECK int q_enqueue(q_db *db, struct q_jobspec *const *jobs,
-                               size_t n, const struct q_enqueue_opts *opts,
-                               int64_t now, struct q_enqueue_result *res);
+/* A job as the queue stores it: validated above the queue (spec/).
+ * Strings are borrowed. */
+struct q_job_new {
+    const char *name;
+    const char *key;    /* NULL: no dedupe key */
+    int64_t priority;   /* higher runs first */
+    int64_t run_at;     /* ms; 0 = at enqueue time */
+    int64_t deadline_s; /* counted from run_at */
+    const char *text;   /* the job as JSON text, stored as given */
+};
+
+/* q_enqueue writes n jobs in one transaction (all or none) at time now.
+ * A job whose key exists gets the existing id and duplicate set. opts may
+ * be NULL; res has n entries. */
+STEPQ_MUST_CHECK int q_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
+                               const struct q_enqueue_opts *opts, int64_t now,
+                               struct q_enqueue_result *res);
 
 /* A job row. Strings are owned; release with q_job_cleanup(). */
 struct q_job {

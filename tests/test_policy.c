@@ -14,7 +14,7 @@
 
 #include "common/config.h"
 #include "common/xalloc.h"
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 /* 2026-11-30T03:40:00Z */
 #define NOW     ((int64_t)1796010000000)

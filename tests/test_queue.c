@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "queue/internal.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 #define T0 INT64_C(1800000000000) /* a fixed "now" for tests */
 
@@ -34,11 +35,11 @@ teardown(void)
     tmpdir_remove(dir);
 }
 
-static struct q_jobspec *
+static struct spec_job *
 job(const char *name, const char *key, int prio)
 {
     char json[512], err[256];
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
 
     snprintf(json, sizeof(json),
              "{\"name\":\"%s\",%s%s%s\"priority\":%d,\"steps\":[{\"name\":"
@@ -46,20 +47,32 @@ job(const char *name, const char *key, int prio)
              "\"content\":\"hi\"}]}}]}",
              name, key ? "\"key\":\"" : "", key ? key : "", key ? "\"," : "",
              prio);
-    ck_assert_msg(
-        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)) == 0,
-        "%s", err);
+    ck_assert_msg(spec_parse(json, strlen(json), NULL, &s, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
     return s;
+}
+
+/* Enqueues validated jobs as the CLI does: their rows, in one call. */
+static int
+enq(q_db *db, struct spec_job *const *v, size_t n,
+    const struct q_enqueue_opts *o, int64_t now, struct q_enqueue_result *r)
+{
+    struct q_job_new *rows = spec_job_rows(v, n);
+    int rc = q_enqueue(db, rows, n, o, now, r);
+
+    free(rows);
+    return rc;
 }
 
 static int64_t
 add(q_db *db, const char *name, const char *key, int prio, int64_t now)
 {
-    struct q_jobspec *s = job(name, key, prio);
+    struct spec_job *s = job(name, key, prio);
     struct q_enqueue_result r;
 
-    ck_assert_int_eq(q_enqueue(db, &s, 1, NULL, now, &r), 0);
-    q_jobspec_free(s);
+    ck_assert_int_eq(enq(db, &s, 1, NULL, now, &r), 0);
+    spec_job_free(s);
     return r.id;
 }
 
@@ -197,18 +210,18 @@ END_TEST
 START_TEST(test_dedupe_returns_first_id)
 {
     q_db *db = open_db();
-    struct q_jobspec *v[3] = {job("a", "k1", 0), job("b", "k1", 0),
-                              job("c", NULL, 0)};
+    struct spec_job *v[3] = {job("a", "k1", 0), job("b", "k1", 0),
+                             job("c", NULL, 0)};
     struct q_enqueue_result r[3];
     int64_t again;
 
-    ck_assert_int_eq(q_enqueue(db, v, 3, NULL, T0, r), 0);
+    ck_assert_int_eq(enq(db, v, 3, NULL, T0, r), 0);
     ck_assert(!r[0].duplicate && r[1].duplicate && !r[2].duplicate);
     ck_assert_int_eq(r[1].id, r[0].id);
     again = add(db, "d", "k1", 0, T0);
     ck_assert_int_eq(again, r[0].id);
     for (int i = 0; i < 3; i++)
-        q_jobspec_free(v[i]);
+        spec_job_free(v[i]);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -216,7 +229,7 @@ END_TEST
 START_TEST(test_claim_order_priority_run_at_id)
 {
     q_db *db = open_db();
-    struct q_jobspec *late = job("late", NULL, 9);
+    struct spec_job *late = job("late", NULL, 9);
     struct q_enqueue_opts o = {.has_run_at = true, .run_at = T0 + 60000};
     struct q_enqueue_result r;
     struct q_job *got = NULL;
@@ -225,7 +238,7 @@ START_TEST(test_claim_order_priority_run_at_id)
     int64_t a = add(db, "a", NULL, 5, T0);
     int64_t b = add(db, "b", NULL, 5, T0);
 
-    ck_assert_int_eq(q_enqueue(db, &late, 1, &o, T0, &r), 0);
+    ck_assert_int_eq(enq(db, &late, 1, &o, T0, &r), 0);
     ck_assert_int_eq(q_claim(db, "w1", T0, 1000, 10, &got, &n), 0);
     ck_assert_uint_eq(n, 3); /* "late" is not due yet */
     ck_assert_int_eq(got[0].id, a);
@@ -238,7 +251,7 @@ START_TEST(test_claim_order_priority_run_at_id)
     ck_assert_int_eq(q_claim(db, "w1", T0 + 60000, 1000, 10, &got, &n), 0);
     ck_assert_int_eq(got[0].id, r.id);
     q_jobs_free(got, n);
-    q_jobspec_free(late);
+    spec_job_free(late);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -451,10 +464,10 @@ START_TEST(test_dedupe_across_processes)
                 _exit(3);
             if (q_open(path, NULL, &d) != 0)
                 _exit(1);
-            struct q_jobspec *s = job("same", "nightly-1", 0);
+            struct spec_job *s = job("same", "nightly-1", 0);
             struct q_enqueue_result r;
-            int rc = q_enqueue(d, &s, 1, NULL, T0, &r);
-            q_jobspec_free(s);
+            int rc = enq(d, &s, 1, NULL, T0, &r);
+            spec_job_free(s);
             _exit(rc == 0 && q_close(d) == 0 ? 0 : 2);
         }
     }
@@ -474,7 +487,7 @@ END_TEST
 START_TEST(test_claim_exclusive_across_processes)
 {
     q_db *db = open_db();
-    struct q_jobspec **v = xcalloc(NJOBS, sizeof(*v));
+    struct spec_job **v = xcalloc(NJOBS, sizeof(*v));
     struct q_enqueue_result *r = xcalloc(NJOBS, sizeof(*r));
     int64_t counts[Q_JOB_NSTATES], park;
     static unsigned char seen[NJOBS + 1];
@@ -483,8 +496,8 @@ START_TEST(test_claim_exclusive_across_processes)
 
     for (int i = 0; i < NJOBS; i++)
         v[i] = job("j", NULL, 0);
-    ck_assert_int_eq(q_enqueue(db, v, NJOBS, NULL, T0, r), 0);
-    q_jobspecs_free(v, NJOBS);
+    ck_assert_int_eq(enq(db, v, NJOBS, NULL, T0, r), 0);
+    spec_jobs_free(v, NJOBS);
     free(r);
     ck_assert_int_eq(q_close(db), 0);
     for (int p = 0; p < NPROC; p++) {

@@ -15,8 +15,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "worker/internal.h"
-
 /* A probe or request whose worker died stops counting as in flight after
  * its timeout plus this margin. */
 #define EXPIRY_MARGIN_MS 30000
@@ -541,7 +539,7 @@ tier_limits_from_headers(const struct policy_header *h, size_t n, int64_t *rpm,
     for (size_t i = 0; h != NULL && i < n; i++) {
         int64_t v;
         if (h[i].name == NULL || h[i].value == NULL ||
-            policy__parse_count(h[i].value, &v) != 0 || v <= 0 || v > LIMIT_MAX)
+            policy_parse_count(h[i].value, &v) != 0 || v <= 0 || v > LIMIT_MAX)
             continue; /* Azure's -1 and the like */
         if (name_is(h[i].name, "x-ratelimit-limit-requests") ||
             name_is(h[i].name, "anthropic-ratelimit-requests-limit"))

@@ -15,8 +15,8 @@
 
 #include "common/config.h"
 #include "common/defs.h"
+#include "policy/policy.h"
 #include "queue/queue.h"
-#include "worker/policy.h"
 
 /* What admission says. reason is static: "exhausted", "breaker_open",
  * "half_open_probe", "cooldown", "max_inflight", "in_doubt", "rpm", "tpm",

@@ -26,10 +26,11 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "policy/policy.h"
 #include "queue/queue.h"
+#include "spec/spec.h"
 #include "worker/http.h"
 #include "worker/internal.h"
-#include "worker/policy.h"
 #include "worker/tier.h"
 
 /* A wait up to this long keeps the job's slot; a longer one gives the job
@@ -95,10 +96,10 @@ struct tier_no {
 struct run {
     struct worker *w;
     struct run *next;
-    struct q_job job;       /* owned */
-    struct q_jobspec *spec; /* owned */
-    char **outputs;         /* owned, one per step */
-    const char **names;     /* borrowed from spec, one per step */
+    struct q_job job;      /* owned */
+    struct spec_job *spec; /* owned */
+    char **outputs;        /* owned, one per step */
+    const char **names;    /* borrowed from spec, one per step */
     int step;
     /* The step's context, derived from the ledger on entry. */
     int cur_tier;   /* config tier index, or -1 */
@@ -163,7 +164,7 @@ next_rand(struct worker *w)
     return w->rng * 2685821657736338717ULL;
 }
 
-static const struct q_step_spec *
+static const struct spec_step *
 cur_spec(const struct run *r)
 {
     return &r->spec->steps[r->step];
@@ -425,7 +426,7 @@ static void
 settle_in_doubt(struct run *r, const struct q_attempt *last)
 {
     struct worker *w = r->w;
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     bool replay = s->replayable || s->idempotency_key != NULL;
     int64_t now = clock_now_ms();
     struct policy_class c = {.outcome = POLICY_TIMEOUT,
@@ -449,7 +450,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                                .reason = "in_doubt"};
     char err[512];
 
-    if (s->kind == Q_STEP_CHAT) {
+    if (s->kind == SPEC_STEP_CHAT) {
         /* The lost request was charged its estimate when it was recorded;
          * the endpoint may have spent it, so the step keeps that charge
          * (max_total_tokens holds across crashes). The context derived
@@ -581,7 +582,7 @@ step_enter(struct run *r)
 static size_t
 candidates(const struct run *r, int *idx)
 {
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     const struct config *cfg = r->w->cfg;
     size_t n = 0;
 
@@ -684,7 +685,7 @@ static void on_done(http_call *call, struct http_response *res, void *arg);
 static cJSON *
 chat_body(const struct run *r)
 {
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     cJSON *req = worker__expand(
         s->request, r->names, (const char *const *)r->outputs, r->spec->nsteps);
     if (r->degraded)
@@ -747,7 +748,7 @@ keep_chat_body(struct run *r, cJSON *body, int64_t est)
 static bool
 over_max_total(struct run *r, int64_t est, char *err, size_t len)
 {
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     struct q_step *steps = NULL;
     size_t ns = 0;
     int64_t spent = -1;
@@ -774,7 +775,7 @@ over_max_total(struct run *r, int64_t est, char *err, size_t len)
 
 /* The step's own timeout_s, else the tier's, else 60 s (docs/reference.md). */
 static int64_t
-timeout_ms(const struct q_step_spec *s, const struct config_tier *t)
+timeout_ms(const struct spec_step *s, const struct config_tier *t)
 {
     if (s->timeout_s > 0)
         return (int64_t)(s->timeout_s * 1000);
@@ -785,7 +786,7 @@ static void
 attempt(struct run *r)
 {
     struct worker *w = r->w;
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     struct http_request req;
     struct q_attempt_start st;
     int64_t now = clock_now_ms(), est = 0, retry_at = 0;
@@ -798,7 +799,7 @@ attempt(struct run *r)
         give_back(r, now);
         return;
     }
-    if (s->kind == Q_STEP_CHAT) {
+    if (s->kind == SPEC_STEP_CHAT) {
         body = take_chat_body(r, &est);
         if (over_max_total(r, est, err, sizeof(err))) {
             cJSON_Delete(body);
@@ -1050,7 +1051,7 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
 static void
 step_context(struct run *r, int64_t now, bool wrote, struct policy_step *ps)
 {
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
 
     memset(ps, 0, sizeof(*ps));
     ps->attempts_used = *sends_on(r, r->cur_tier);
@@ -1059,7 +1060,7 @@ step_context(struct run *r, int64_t now, bool wrote, struct policy_step *ps)
     ps->token_budget = s->token_budget;
     ps->slack_ms = r->job.deadline_at - now -
                    (r->last_latency > 0 ? r->last_latency : 1000);
-    ps->tiers_left = s->kind == Q_STEP_CHAT
+    ps->tiers_left = s->kind == SPEC_STEP_CHAT
                          ? tiers_left(r, r->input_tokens, now, ps->slack_ms)
                          : 0;
     ps->replayable = s->replayable;
@@ -1150,7 +1151,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
 {
     struct run *r = arg;
     struct worker *w = r->w;
-    const struct q_step_spec *s = cur_spec(r);
+    const struct spec_step *s = cur_spec(r);
     struct policy_header *hdrs = NULL;
     struct http_chat_answer ans = {0};
     struct policy_input in;
@@ -1197,9 +1198,9 @@ on_done(http_call *call, struct http_response *res, void *arg)
     in.body = res->body;
     in.body_len = res->body_len;
     in.parsed = POLICY_PARSED_DERIVE;
-    in.http_step = s->kind == Q_STEP_HTTP;
+    in.http_step = s->kind == SPEC_STEP_HTTP;
     in.now_ms = now;
-    if (s->kind == Q_STEP_CHAT && res->error == HTTP_ERR_NONE &&
+    if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
         res->status >= 200 && res->status < 300 &&
         http_chat_parse(res->body, res->body_len, &ans) == 0) {
         parsed_chat = true;
@@ -1211,13 +1212,13 @@ on_done(http_call *call, struct http_response *res, void *arg)
                             : POLICY_PARSED_NO;
     }
     policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
-    if (s->kind == Q_STEP_CHAT) {
+    if (s->kind == SPEC_STEP_CHAT) {
         tokens = parsed_chat && ans.total_tokens >= 0
                      ? ans.total_tokens
                      : (int64_t)(r->body_len + res->body_len) / 4;
     }
     dc = c;
-    settle_tier(r, &c, s->kind == Q_STEP_CHAT ? tokens : -1, &in, now, &dc);
+    settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &in, now, &dc);
     step_context(r, now, policy_write_may_have_happened(&in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
@@ -1255,7 +1256,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
         .body_len = res->body_len,
     };
     log_attempt(&line);
-    if (s->kind == Q_STEP_CHAT)
+    if (s->kind == SPEC_STEP_CHAT)
         output = ans.content ? ans.content : res->body;
     else
         output = res->body;
@@ -1367,7 +1368,7 @@ run_free(struct run *r)
     cJSON_Delete(r->ready.body);
     if (r->has_pending)
         http_request_cleanup(&r->pending);
-    q_jobspec_free(r->spec);
+    spec_job_free(r->spec);
     q_job_cleanup(&r->job);
     free(r);
 }
@@ -1390,8 +1391,8 @@ run_start(struct worker *w, struct q_job *job)
     r->next = w->runs;
     w->runs = r;
     w->nruns++;
-    if (q_jobspec_parse(r->job.spec, strlen(r->job.spec), NULL, &r->spec, err,
-                        sizeof(err)) != 0) {
+    if (spec_parse(r->job.spec, strlen(r->job.spec), NULL, &r->spec, err,
+                   sizeof(err)) != 0) {
         char msg[700];
         snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);
         r->spec = NULL;

@@ -12,7 +12,7 @@
  * decide is the reference's table read top to bottom: the first row whose
  * condition holds wins, so the order of the if statements below is the policy.
  */
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/xalloc.h"
-#include "worker/internal.h"
+#include "policy/internal.h"
 
 /* Error texts are read from their first 64 KiB: every provider puts the
  * message first, and this bounds the work per answer. */
@@ -475,13 +475,13 @@ learn_header(const struct policy_header *h, int64_t now, struct learned *l,
             keep_max(&l->tok_reset_ms, v);
     } else if (header_is(h, "x-ratelimit-remaining-requests") ||
                header_is(h, "anthropic-ratelimit-requests-remaining")) {
-        if (policy__parse_count(val, &v) == 0)
+        if (policy_parse_count(val, &v) == 0)
             keep_min(&l->rem_req, v);
     } else if (header_is(h, "x-ratelimit-remaining-tokens") ||
                header_is(h, "anthropic-ratelimit-tokens-remaining") ||
                header_is(h, "anthropic-ratelimit-input-tokens-remaining") ||
                header_is(h, "anthropic-ratelimit-output-tokens-remaining")) {
-        if (policy__parse_count(val, &v) == 0)
+        if (policy_parse_count(val, &v) == 0)
             keep_min(&l->rem_tok, v);
     } else if (header_is(h, "anthropic-ratelimit-requests-reset")) {
         if (policy__parse_rfc3339(val, &v) == 0)
@@ -493,7 +493,7 @@ learn_header(const struct policy_header *h, int64_t now, struct learned *l,
             keep_max(&l->tok_reset_ms, until(v, now));
     } else if (header_is(h, "x-ratelimit-reset")) {
         /* Unsuffixed, providers disagree: epoch ms, epoch s or seconds. */
-        if (policy__parse_count(val, &v) == 0) {
+        if (policy_parse_count(val, &v) == 0) {
             if (v >= 100000000000LL)
                 keep_max(&l->any_reset_ms, until(v, now));
             else if (v >= 1000000000LL)

@@ -1,11 +1,11 @@
-/* jobspec.c: job file validation (docs/reference.md "Job file").
+/* validate.c: the rules of a valid job (docs/reference.md "Job file").
  *
  * A job is refused whole, with the JSON path of the first problem, before
  * anything is written.  Unknown fields are refused everywhere except inside
  * a chat step's "request" (an OpenAI body has many optional fields) and an
  * http step's "body" (it is the user's payload).
  */
-#include "queue/queue.h"
+#include "spec/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -43,7 +43,7 @@ static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
 /* Template references: "{{steps.NAME.output}}". Every reference in a step
  * must name an earlier step, so the output exists when the step runs. */
 static int
-check_templates_in(const char *s, const char *path, const struct q_jobspec *job,
+check_templates_in(const char *s, const char *path, const struct spec_job *job,
                    size_t self, char *err, size_t len)
 {
     static const char open_tag[] = "{{steps.";
@@ -118,7 +118,7 @@ format_path(const struct seg *s, char *buf, size_t len)
 /* Walks every string under item; paths are formatted only on error. */
 static int
 check_templates(const cJSON *item, const struct seg *at,
-                const struct q_jobspec *job, size_t self, char *err, size_t len)
+                const struct spec_job *job, size_t self, char *err, size_t len)
 {
     char p[PATH_LEN];
     int rc, i = 0;
@@ -159,8 +159,8 @@ check_string_array(const cJSON *a, const char *path, bool nonempty, char *err,
 }
 
 static int
-check_tiers(const cJSON *a, const char *path,
-            const struct q_validate_opts *opts, char *err, size_t len)
+check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
+            char *err, size_t len)
 {
     char p[PATH_LEN];
     int rc, i = 0;
@@ -264,8 +264,8 @@ check_degrade(const cJSON *d, const char *path, char *err, size_t len)
 }
 
 static int
-parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
-           const struct q_validate_opts *opts, char *err, size_t len)
+parse_step(const cJSON *o, const char *path, struct spec_step *s,
+           const struct spec_opts *opts, char *err, size_t len)
 {
     const char *kind = "chat";
     /* token_budget: the size one request is planned to fit (docs/reference.md
@@ -287,14 +287,14 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must not contain braces or \".output\"");
     if (strcmp(kind, "chat") == 0)
-        s->kind = Q_STEP_CHAT;
+        s->kind = SPEC_STEP_CHAT;
     else if (strcmp(kind, "http") == 0)
-        s->kind = Q_STEP_HTTP;
+        s->kind = SPEC_STEP_HTTP;
     else
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "kind"),
                          "must be \"chat\" or \"http\", not \"%s\"", kind);
-    s->replayable = s->kind == Q_STEP_CHAT;
-    s->side_effects = s->kind == Q_STEP_HTTP;
+    s->replayable = s->kind == SPEC_STEP_CHAT;
+    s->side_effects = s->kind == SPEC_STEP_HTTP;
     if ((rc = json_get_bool(o, "replayable", path, &s->replayable, err, len)) ||
         (rc = json_get_bool(o, "side_effects", path, &s->side_effects, err,
                             len)) ||
@@ -319,7 +319,7 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
     s->timeout_s = timeout;
     s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
     s->http = cJSON_GetObjectItemCaseSensitive(o, "http");
-    if (s->kind == Q_STEP_CHAT) {
+    if (s->kind == SPEC_STEP_CHAT) {
         json_path_key(p, sizeof(p), path, "request");
         if (s->request == NULL)
             return json_fail(err, len, p, "missing");
@@ -362,9 +362,9 @@ parse_step(const cJSON *o, const char *path, struct q_step_spec *s,
     return 0;
 }
 
-static int
-parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
-          size_t len)
+int
+spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
+               size_t len)
 {
     const cJSON *root = j->root, *steps, *it;
     const char *run_at = NULL;
@@ -422,7 +422,7 @@ parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
     /* Templates last: a reference may name any step, so all names must be
      * known first to tell "later" from "unknown". */
     for (i = 0; i < j->nsteps; i++) {
-        const struct q_step_spec *s = &j->steps[i];
+        const struct spec_step *s = &j->steps[i];
         struct seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};
         struct seg req = {&step, "request", 0}, http = {&step, "http", 0};
         if (s->request != NULL &&
@@ -432,254 +432,5 @@ parse_job(struct q_jobspec *j, const struct q_validate_opts *opts, char *err,
             (rc = check_templates(s->http, &http, j, i, err, len)) != 0)
             return rc;
     }
-    return 0;
-}
-
-void
-q_jobspec_free(struct q_jobspec *spec)
-{
-    if (spec == NULL)
-        return;
-    cJSON_Delete(spec->root);
-    free(spec->text);
-    free(spec->steps);
-    free(spec);
-}
-
-void
-q_jobspecs_free(struct q_jobspec **specs, size_t n)
-{
-    for (size_t i = 0; specs != NULL && i < n; i++)
-        q_jobspec_free(specs[i]);
-    free(specs);
-}
-
-/* Validates job (owned from here on); text is its JSON text (owned from
- * here on), or NULL to print it. */
-static int
-from_json(cJSON *job, char *text, const struct q_validate_opts *opts,
-          struct q_jobspec **out, char *err, size_t errlen)
-{
-    struct q_jobspec *j = xcalloc(1, sizeof(*j));
-    int rc;
-
-    j->root = job;
-    j->text = text;
-    j->deadline_s = 3600;
-    rc = parse_job(j, opts, err, errlen);
-    if (rc != 0) {
-        q_jobspec_free(j);
-        return rc;
-    }
-    if (j->text == NULL)
-        j->text = json_print(job);
-    *out = j;
-    return 0;
-}
-
-int
-q_jobspec_from_json(cJSON *job, const struct q_validate_opts *opts,
-                    struct q_jobspec **out, char *err, size_t errlen)
-{
-    return from_json(job, NULL, opts, out, err, errlen);
-}
-
-/* Parses text that is already known to be UTF-8 and within limits. */
-static int
-parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
-{
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-
-    if (root == NULL) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        return json_fail(err, errlen, "",
-                         "not valid JSON (near byte %zu; at most %d levels "
-                         "of nesting)",
-                         at, CJSON_NESTING_LIMIT);
-    }
-    /* Trailing bytes after the value other than white space are refused. */
-    if (end != NULL) {
-        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
-               *end != '\0')
-            end++;
-        if ((size_t)(end - text) < len) {
-            cJSON_Delete(root);
-            return json_fail(err, errlen, "",
-                             "not valid JSON (extra text at byte %zu)",
-                             (size_t)(end - text));
-        }
-    }
-    *out = root;
-    return 0;
-}
-
-int
-q_jobspec_parse(const char *text, size_t len,
-                const struct q_validate_opts *opts, struct q_jobspec **out,
-                char *err, size_t errlen)
-{
-    cJSON *root = NULL;
-    int rc;
-
-    if (len > Q_JOB_MAX_BYTES)
-        return json_fail(err, errlen, "",
-                         "job is %zu bytes, larger than the limit of %d", len,
-                         Q_JOB_MAX_BYTES);
-    if (!json_utf8_valid(text, len))
-        return json_fail(err, errlen, "", "not valid UTF-8");
-    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
-        return rc;
-    return from_json(root, xstrndup(text, len), opts, out, err, errlen);
-}
-
-/* Prefixes err with "job N: " or "line N: ". */
-static int
-prefix_err(char *err, size_t errlen, const char *what, size_t n)
-{
-    char tmp[1024];
-
-    snprintf(tmp, sizeof(tmp), "%s", err);
-    snprintf(err, errlen, "%s %zu: %s", what, n, tmp);
-    return -EINVAL;
-}
-
-static bool
-looks_like_lines(const char *text, size_t len)
-{
-    /* JSON lines: a first object that ends before the end of the text,
-     * followed by a newline and more non-blank text. */
-    const char *end = NULL;
-    cJSON *first = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    bool lines = false;
-
-    if (first != NULL && end != NULL && (size_t)(end - text) < len) {
-        bool newline = false;
-        for (const char *p = end; (size_t)(p - text) < len; p++) {
-            if (*p == '\n') {
-                newline = true;
-            } else if (strchr(" \t\r", *p) == NULL || *p == '\0') {
-                lines = newline;
-                break;
-            }
-        }
-    }
-    cJSON_Delete(first);
-    return lines;
-}
-
-static int
-parse_lines(const char *text, size_t len, const struct q_validate_opts *opts,
-            struct q_jobspec ***out, size_t *n, char *err, size_t errlen)
-{
-    struct q_jobspec **v = NULL;
-    size_t cnt = 0, cap = 0, line = 0;
-    const char *p = text, *end = text + len;
-    int rc = 0;
-
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *stop = nl ? nl : end;
-        const char *q = p;
-        struct q_jobspec *j = NULL;
-
-        line++;
-        while (q < stop && strchr(" \t\r", *q) && *q)
-            q++;
-        if (q < stop) {
-            rc = q_jobspec_parse(p, (size_t)(stop - p), opts, &j, err, errlen);
-            if (rc != 0) {
-                prefix_err(err, errlen, "line", line);
-                break;
-            }
-            if (cnt == cap) {
-                cap = cap ? cap * 2 : 64;
-                v = xrealloc(v, cap * sizeof(*v));
-            }
-            v[cnt++] = j;
-        }
-        p = nl ? nl + 1 : end;
-    }
-    if (rc == 0 && cnt == 0)
-        rc = json_fail(err, errlen, "", "no job in the input");
-    if (rc != 0) {
-        q_jobspecs_free(v, cnt);
-        return rc;
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
-}
-
-int
-q_jobspec_parse_many(const char *text, size_t len,
-                     const struct q_validate_opts *opts,
-                     struct q_jobspec ***out, size_t *n, char *err,
-                     size_t errlen)
-{
-    struct q_jobspec **v = NULL;
-    cJSON *root = NULL, *it;
-    size_t cnt = 0, total;
-    int rc;
-
-    if (!json_utf8_valid(text, len))
-        return json_fail(err, errlen, "", "not valid UTF-8");
-    if (looks_like_lines(text, len))
-        return parse_lines(text, len, opts, out, n, err, errlen);
-    if (len > Q_JOB_MAX_BYTES) {
-        /* Only an array may be larger than one job. */
-        const char *q = text;
-        while (q < text + len && strchr(" \t\r\n", *q) && *q)
-            q++;
-        if (q == text + len || *q != '[')
-            return json_fail(err, errlen, "",
-                             "job is %zu bytes, larger than the limit of %d",
-                             len, Q_JOB_MAX_BYTES);
-    }
-    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
-        return rc;
-    if (!cJSON_IsArray(root)) {
-        struct q_jobspec *j = NULL;
-        if ((rc = from_json(root, xstrndup(text, len), opts, &j, err,
-                            errlen)) != 0)
-            return rc;
-        v = xcalloc(1, sizeof(*v));
-        v[0] = j;
-        *out = v;
-        *n = 1;
-        return 0;
-    }
-    total = (size_t)cJSON_GetArraySize(root);
-    if (total == 0) {
-        cJSON_Delete(root);
-        return json_fail(err, errlen, "", "no job in the input");
-    }
-    v = xcalloc(total, sizeof(*v));
-    /* Detach each element so every spec owns its own tree. */
-    while ((it = cJSON_DetachItemFromArray(root, 0)) != NULL) {
-        char *printed = json_print(it);
-        size_t plen = strlen(printed);
-        if (plen > Q_JOB_MAX_BYTES) {
-            cJSON_Delete(it);
-            free(printed);
-            rc = json_fail(err, errlen, "",
-                           "job is %zu bytes, larger than the limit of %d",
-                           plen, Q_JOB_MAX_BYTES);
-        } else {
-            rc = from_json(it, printed, opts, &v[cnt], err, errlen);
-        }
-        if (rc != 0) {
-            prefix_err(err, errlen, "job", cnt);
-            break;
-        }
-        cnt++;
-    }
-    cJSON_Delete(root);
-    if (rc != 0) {
-        q_jobspecs_free(v, cnt);
-        return rc;
-    }
-    *out = v;
-    *n = cnt;
     return 0;
 }

@@ -12,8 +12,8 @@
  * came from (valid until policy_rules_free).  Nothing returned is owned by
  * the caller except a policy_rules object.
  */
-#ifndef STEPQ_WORKER_POLICY_H
-#define STEPQ_WORKER_POLICY_H
+#ifndef STEPQ_POLICY_POLICY_H
+#define STEPQ_POLICY_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -239,5 +239,8 @@ STEPQ_MUST_CHECK int policy_parse_http_date(const char *s, int64_t *at_ms);
  * date; the wait from now_ms (0 when the date is past). */
 STEPQ_MUST_CHECK int policy_parse_retry_after(const char *s, int64_t now_ms,
                                               int64_t *wait_ms);
+/* policy_parse_count: a non-negative whole number ("4999"), surrounding
+ * blanks allowed; saturates at INT64_MAX (limit and remaining headers). */
+STEPQ_MUST_CHECK int policy_parse_count(const char *s, int64_t *out);
 
 #endif

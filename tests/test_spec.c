@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "queue/queue.h"
+#include "spec/spec.h"
 
 #define CHAT(name)                                                             \
     "{\"name\":\"" name "\",\"request\":{\"messages\":[{\"role\":\"user\","    \
@@ -175,10 +176,10 @@ static const struct bad_case bad[] = {
 START_TEST(test_refuses_bad_job)
 {
     const struct bad_case *c = &bad[_i];
-    struct q_jobspec *spec = NULL;
+    struct spec_job *spec = NULL;
     char err[512] = "";
-    int rc = q_jobspec_parse(c->json, strlen(c->json), NULL, &spec, err,
-                             sizeof(err));
+    int rc =
+        spec_parse(c->json, strlen(c->json), NULL, &spec, err, sizeof(err));
 
     ck_assert_msg(rc == -EINVAL, "%s: accepted", c->name);
     ck_assert_ptr_null(spec);
@@ -193,11 +194,11 @@ START_TEST(test_defaults_follow_kind)
         JOB(CHAT("a") ",{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
                       "\"http://127.0.0.1:9/c\",\"body\":{\"t\":\"{{steps.a."
                       "output}}\"}}}");
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
 
-    ck_assert_int_eq(
-        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(spec_parse(json, strlen(json), NULL, &s, err, sizeof(err)),
+                     0);
     ck_assert_uint_eq(s->nsteps, 2);
     ck_assert(s->steps[0].replayable && !s->steps[0].side_effects);
     ck_assert(!s->steps[1].replayable && s->steps[1].side_effects);
@@ -211,7 +212,7 @@ START_TEST(test_defaults_follow_kind)
     ck_assert_int_eq(s->deadline_s, 3600);
     ck_assert_int_eq(s->run_at, 0);
     ck_assert_ptr_null(s->key);
-    q_jobspec_free(s);
+    spec_job_free(s);
 }
 END_TEST
 
@@ -222,36 +223,36 @@ START_TEST(test_budget_fields_read)
             "12000,\"timeout_s\":2.5,\"request\":{\"messages\":[{\"role\":"
             "\"user\"}]}},{\"name\":\"p\",\"kind\":\"http\",\"timeout_s\":"
             "90,\"http\":{\"url\":\"http://127.0.0.1:9/c\"}}");
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
 
-    ck_assert_int_eq(
-        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(spec_parse(json, strlen(json), NULL, &s, err, sizeof(err)),
+                     0);
     ck_assert_int_eq(s->steps[0].token_budget, 4000);
     ck_assert_int_eq(s->steps[0].max_total_tokens, 12000);
     ck_assert_double_eq(s->steps[0].timeout_s, 2.5);
     ck_assert_double_eq(s->steps[1].timeout_s, 90);
-    q_jobspec_free(s);
+    spec_job_free(s);
 }
 END_TEST
 
 START_TEST(test_unknown_tier_refused_when_config_names_tiers)
 {
     const char *names[] = {"free", "local"};
-    struct q_validate_opts o = {names, 2};
+    struct spec_opts o = {names, 2};
     const char *json =
         JOB("{\"name\":\"a\",\"tiers\":[\"local\",\"paid\"],\"request\":{"
             "\"messages\":[{\"role\":\"user\"}]}}");
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
 
-    ck_assert_int_eq(
-        q_jobspec_parse(json, strlen(json), &o, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(spec_parse(json, strlen(json), &o, &s, err, sizeof(err)),
+                     -EINVAL);
     ck_assert_str_eq(err, "steps[0].tiers[1]: no tier named paid in the "
                           "config");
-    ck_assert_int_eq(
-        q_jobspec_parse(json, strlen(json), NULL, &s, err, sizeof(err)), 0);
-    q_jobspec_free(s);
+    ck_assert_int_eq(spec_parse(json, strlen(json), NULL, &s, err, sizeof(err)),
+                     0);
+    spec_job_free(s);
 }
 END_TEST
 
@@ -259,15 +260,15 @@ START_TEST(test_huge_job_refused)
 {
     size_t n = 10 * 1024 * 1024;
     char *big = malloc(n + 256);
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
     int len = sprintf(big, "{\"name\":\"j\",\"steps\":[{\"name\":\"a\","
                            "\"request\":{\"messages\":[{\"role\":\"user\","
                            "\"content\":\"");
     memset(big + len, 'x', n);
     strcpy(big + len + n, "\"}]}}]}");
-    ck_assert_int_eq(
-        q_jobspec_parse(big, strlen(big), NULL, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(spec_parse(big, strlen(big), NULL, &s, err, sizeof(err)),
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "larger than the limit"));
     free(big);
 }
@@ -277,14 +278,14 @@ START_TEST(test_deep_nesting_refused)
 {
     size_t depth = 100000;
     char *deep = malloc(2 * depth + 1);
-    struct q_jobspec *s = NULL;
+    struct spec_job *s = NULL;
     char err[256];
 
     memset(deep, '[', depth);
     memset(deep + depth, ']', depth);
     deep[2 * depth] = '\0';
-    ck_assert_int_eq(
-        q_jobspec_parse(deep, 2 * depth, NULL, &s, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(spec_parse(deep, 2 * depth, NULL, &s, err, sizeof(err)),
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "not valid JSON"));
     free(deep);
 }
@@ -296,17 +297,17 @@ START_TEST(test_many_names_the_bad_job)
         "[" JOB(CHAT("a")) "," JOB(CHAT("a")) ",{\"name\":"
                                               "\"x\",\"steps\":[]}]";
     const char *lines = JOB(CHAT("a")) "\n\n" JOB(CHAT("b")) "\n{\"name\":1}\n";
-    struct q_jobspec **v = NULL;
+    struct spec_job **v = NULL;
     size_t n = 0;
     char err[256];
 
     ck_assert_int_eq(
-        q_jobspec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)),
+        spec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)),
         -EINVAL);
     ck_assert_str_eq(err, "job 2: steps: must not be empty");
-    ck_assert_int_eq(q_jobspec_parse_many(lines, strlen(lines), NULL, &v, &n,
-                                          err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(
+        spec_parse_many(lines, strlen(lines), NULL, &v, &n, err, sizeof(err)),
+        -EINVAL);
     ck_assert_str_eq(err, "line 4: name: must be a string");
 }
 END_TEST
@@ -316,22 +317,21 @@ START_TEST(test_many_accepts_array_and_lines)
     const char *arr = "[" JOB(CHAT("a")) "," JOB(CHAT("b")) "]";
     const char *lines =
         JOB(CHAT("a")) "\n" JOB(CHAT("b")) "\n" JOB(CHAT("c")) "\n";
-    struct q_jobspec **v = NULL;
+    struct spec_job **v = NULL;
     size_t n = 0;
     char err[256];
 
     ck_assert_int_eq(
-        q_jobspec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)),
-        0);
+        spec_parse_many(arr, strlen(arr), NULL, &v, &n, err, sizeof(err)), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_str_eq(v[1]->steps[0].name, "b");
-    q_jobspecs_free(v, n);
-    ck_assert_int_eq(q_jobspec_parse_many(lines, strlen(lines), NULL, &v, &n,
-                                          err, sizeof(err)),
-                     0);
+    spec_jobs_free(v, n);
+    ck_assert_int_eq(
+        spec_parse_many(lines, strlen(lines), NULL, &v, &n, err, sizeof(err)),
+        0);
     ck_assert_uint_eq(n, 3);
     ck_assert_str_eq(v[2]->steps[0].name, "c");
-    q_jobspecs_free(v, n);
+    spec_jobs_free(v, n);
 }
 END_TEST
 

@@ -1,4 +1,4 @@
-/* policy_parse.c: the header and text parsers of the policy module.
+/* parse.c: the header and text parsers of the policy module.
  *
  * Endpoints put waits in many shapes: Retry-After as seconds or an HTTP date,
  * retry-after-ms, Go durations in x-ratelimit-reset-* ("6m0s", "1.5s",
@@ -8,7 +8,7 @@
  * it understands, saturates instead of overflowing, and never reads past
  * the terminating NUL.
  */
-#include "worker/policy.h"
+#include "policy/policy.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "worker/internal.h"
+#include "policy/internal.h"
 
 /* Numbers are accumulated as doubles and clamped, so "99999999999999999h"
  * saturates rather than overflowing an integer. */
@@ -266,7 +266,7 @@ policy__parse_ms(const char *s, int64_t *out)
 }
 
 int
-policy__parse_count(const char *s, int64_t *out)
+policy_parse_count(const char *s, int64_t *out)
 {
     const char *p;
     int64_t v = 0;

@@ -1,0 +1,281 @@
+/* spec.c: job files as bytes: one job, a JSON array of jobs, or JSON lines,
+ * each validated by spec__validate (validate.c) before any is returned;
+ * and the rows handed to the queue.
+ */
+#include "spec/spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/xalloc.h"
+#include "spec/internal.h"
+
+void
+spec_job_free(struct spec_job *spec)
+{
+    if (spec == NULL)
+        return;
+    cJSON_Delete(spec->root);
+    free(spec->text);
+    free(spec->steps);
+    free(spec);
+}
+
+void
+spec_jobs_free(struct spec_job **specs, size_t n)
+{
+    for (size_t i = 0; specs != NULL && i < n; i++)
+        spec_job_free(specs[i]);
+    free(specs);
+}
+
+/* Validates job (owned from here on); text is its JSON text (owned from
+ * here on), or NULL to print it. */
+static int
+from_json(cJSON *job, char *text, const struct spec_opts *opts,
+          struct spec_job **out, char *err, size_t errlen)
+{
+    struct spec_job *j = xcalloc(1, sizeof(*j));
+    int rc;
+
+    j->root = job;
+    j->text = text;
+    j->deadline_s = 3600;
+    rc = spec__validate(j, opts, err, errlen);
+    if (rc != 0) {
+        spec_job_free(j);
+        return rc;
+    }
+    if (j->text == NULL)
+        j->text = json_print(job);
+    *out = j;
+    return 0;
+}
+
+int
+spec_from_json(cJSON *job, const struct spec_opts *opts, struct spec_job **out,
+               char *err, size_t errlen)
+{
+    return from_json(job, NULL, opts, out, err, errlen);
+}
+
+/* Parses text that is already known to be UTF-8 and within limits. */
+static int
+parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+
+    if (root == NULL) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        return json_fail(err, errlen, "",
+                         "not valid JSON (near byte %zu; at most %d levels "
+                         "of nesting)",
+                         at, CJSON_NESTING_LIMIT);
+    }
+    /* Trailing bytes after the value other than white space are refused. */
+    if (end != NULL) {
+        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
+               *end != '\0')
+            end++;
+        if ((size_t)(end - text) < len) {
+            cJSON_Delete(root);
+            return json_fail(err, errlen, "",
+                             "not valid JSON (extra text at byte %zu)",
+                             (size_t)(end - text));
+        }
+    }
+    *out = root;
+    return 0;
+}
+
+int
+spec_parse(const char *text, size_t len, const struct spec_opts *opts,
+           struct spec_job **out, char *err, size_t errlen)
+{
+    cJSON *root = NULL;
+    int rc;
+
+    if (len > SPEC_JOB_MAX_BYTES)
+        return json_fail(err, errlen, "",
+                         "job is %zu bytes, larger than the limit of %d", len,
+                         SPEC_JOB_MAX_BYTES);
+    if (!json_utf8_valid(text, len))
+        return json_fail(err, errlen, "", "not valid UTF-8");
+    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
+        return rc;
+    return from_json(root, xstrndup(text, len), opts, out, err, errlen);
+}
+
+/* Prefixes err with "job N: " or "line N: ". */
+static int
+prefix_err(char *err, size_t errlen, const char *what, size_t n)
+{
+    char tmp[1024];
+
+    snprintf(tmp, sizeof(tmp), "%s", err);
+    snprintf(err, errlen, "%s %zu: %s", what, n, tmp);
+    return -EINVAL;
+}
+
+static bool
+looks_like_lines(const char *text, size_t len)
+{
+    /* JSON lines: a first object that ends before the end of the text,
+     * followed by a newline and more non-blank text. */
+    const char *end = NULL;
+    cJSON *first = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    bool lines = false;
+
+    if (first != NULL && end != NULL && (size_t)(end - text) < len) {
+        bool newline = false;
+        for (const char *p = end; (size_t)(p - text) < len; p++) {
+            if (*p == '\n') {
+                newline = true;
+            } else if (strchr(" \t\r", *p) == NULL || *p == '\0') {
+                lines = newline;
+                break;
+            }
+        }
+    }
+    cJSON_Delete(first);
+    return lines;
+}
+
+static int
+parse_lines(const char *text, size_t len, const struct spec_opts *opts,
+            struct spec_job ***out, size_t *n, char *err, size_t errlen)
+{
+    struct spec_job **v = NULL;
+    size_t cnt = 0, cap = 0, line = 0;
+    const char *p = text, *end = text + len;
+    int rc = 0;
+
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        const char *q = p;
+        struct spec_job *j = NULL;
+
+        line++;
+        while (q < stop && strchr(" \t\r", *q) && *q)
+            q++;
+        if (q < stop) {
+            rc = spec_parse(p, (size_t)(stop - p), opts, &j, err, errlen);
+            if (rc != 0) {
+                prefix_err(err, errlen, "line", line);
+                break;
+            }
+            if (cnt == cap) {
+                cap = cap ? cap * 2 : 64;
+                v = xrealloc(v, cap * sizeof(*v));
+            }
+            v[cnt++] = j;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0 && cnt == 0)
+        rc = json_fail(err, errlen, "", "no job in the input");
+    if (rc != 0) {
+        spec_jobs_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int
+spec_parse_many(const char *text, size_t len, const struct spec_opts *opts,
+                struct spec_job ***out, size_t *n, char *err, size_t errlen)
+{
+    struct spec_job **v = NULL;
+    cJSON *root = NULL, *it;
+    size_t cnt = 0, total;
+    int rc;
+
+    if (!json_utf8_valid(text, len))
+        return json_fail(err, errlen, "", "not valid UTF-8");
+    if (looks_like_lines(text, len))
+        return parse_lines(text, len, opts, out, n, err, errlen);
+    if (len > SPEC_JOB_MAX_BYTES) {
+        /* Only an array may be larger than one job. */
+        const char *q = text;
+        while (q < text + len && strchr(" \t\r\n", *q) && *q)
+            q++;
+        if (q == text + len || *q != '[')
+            return json_fail(err, errlen, "",
+                             "job is %zu bytes, larger than the limit of %d",
+                             len, SPEC_JOB_MAX_BYTES);
+    }
+    if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
+        return rc;
+    if (!cJSON_IsArray(root)) {
+        struct spec_job *j = NULL;
+        if ((rc = from_json(root, xstrndup(text, len), opts, &j, err,
+                            errlen)) != 0)
+            return rc;
+        v = xcalloc(1, sizeof(*v));
+        v[0] = j;
+        *out = v;
+        *n = 1;
+        return 0;
+    }
+    total = (size_t)cJSON_GetArraySize(root);
+    if (total == 0) {
+        cJSON_Delete(root);
+        return json_fail(err, errlen, "", "no job in the input");
+    }
+    v = xcalloc(total, sizeof(*v));
+    /* Detach each element so every spec owns its own tree. */
+    while ((it = cJSON_DetachItemFromArray(root, 0)) != NULL) {
+        char *printed = json_print(it);
+        size_t plen = strlen(printed);
+        if (plen > SPEC_JOB_MAX_BYTES) {
+            cJSON_Delete(it);
+            free(printed);
+            rc = json_fail(err, errlen, "",
+                           "job is %zu bytes, larger than the limit of %d",
+                           plen, SPEC_JOB_MAX_BYTES);
+        } else {
+            rc = from_json(it, printed, opts, &v[cnt], err, errlen);
+        }
+        if (rc != 0) {
+            prefix_err(err, errlen, "job", cnt);
+            break;
+        }
+        cnt++;
+    }
+    cJSON_Delete(root);
+    if (rc != 0) {
+        spec_jobs_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+void
+spec_job_row(const struct spec_job *j, struct q_job_new *row)
+{
+    row->name = j->name;
+    row->key = j->key;
+    row->priority = j->priority;
+    row->run_at = j->run_at;
+    row->deadline_s = j->deadline_s;
+    row->text = j->text;
+}
+
+struct q_job_new *
+spec_job_rows(struct spec_job *const *jobs, size_t n)
+{
+    struct q_job_new *rows = xcalloc(n ? n : 1, sizeof(*rows));
+
+    for (size_t i = 0; i < n; i++)
+        spec_job_row(jobs[i], &rows[i]);
+    return rows;
+}

@@ -1,0 +1,102 @@
+/* spec.h: job files: parse, validate, and the bulk framings (one job, a
+ * JSON array of jobs, JSON lines), per docs/reference.md "Job file".
+ *
+ * spec/ owns what a valid job is. It does no I/O: callers read the bytes
+ * (cli, libstepq, the demo) and hand the validated jobs to the queue as
+ * rows (spec_job_row); the worker parses a stored job's text again to run
+ * it. Errors name the JSON path of the first problem. Nothing here stores.
+ */
+#ifndef STEPQ_SPEC_SPEC_H
+#define STEPQ_SPEC_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/defs.h"
+#include "queue/queue.h"
+
+enum spec_step_kind { SPEC_STEP_CHAT = 0, SPEC_STEP_HTTP = 1 };
+
+/* One validated step. Pointers to cJSON are borrowed from the owning
+ * spec_job's tree; strings are owned by it too. */
+struct spec_step {
+    const char *name;
+    enum spec_step_kind kind;
+    bool replayable;             /* default: chat true, http false */
+    bool side_effects;           /* default: chat false, http true */
+    const char *idempotency_key; /* NULL: none */
+    int max_attempts;            /* default 3 */
+    int64_t token_budget;        /* tokens one request is planned to fit
+                                    (input + output); default 8000: the
+                                    yardstick of decide's 60% rule */
+    int64_t max_total_tokens;    /* cap on the tokens the step spends over
+                                    all attempts and tiers; 0: none */
+    double timeout_s;            /* one attempt, send to last byte; 0: the
+                                    tier's timeout_s (http steps: 60) */
+    const cJSON *expect_json;    /* array of key strings, or NULL */
+    const cJSON *tiers;          /* array of tier names, or NULL: all */
+    const cJSON *request;        /* chat body (object), NULL for http */
+    const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
+    const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
+};
+
+/* A parsed, validated job. Caller owns it; free with spec_job_free(). */
+struct spec_job {
+    cJSON *root;        /* owned: the job as given */
+    char *text;         /* owned: the job as JSON text, as it is stored */
+    const char *name;   /* borrowed from root */
+    const char *key;    /* NULL: no dedupe key */
+    int64_t priority;   /* higher runs first; default 0 */
+    int64_t run_at;     /* ms; 0 = at enqueue time */
+    int64_t deadline_s; /* default 3600, counted from run_at */
+    size_t nsteps;
+    struct spec_step *steps; /* owned array */
+};
+
+/* What validation may check beyond the job itself. */
+struct spec_opts {
+    const char *const *tiers; /* known tier names (NULL: not checked) */
+    size_t ntiers;
+};
+
+/* Largest accepted job, as JSON text. */
+#define SPEC_JOB_MAX_BYTES (1024 * 1024)
+
+/* spec_parse validates one job's JSON text (every rule of
+ * docs/reference.md "Job file") and returns it parsed. Returns 0, or -EINVAL
+ * with the JSON path of the first problem in err ("steps[1].request: missing").
+ * opts may be NULL. Caller owns *out. */
+STEPQ_MUST_CHECK int spec_parse(const char *text, size_t len,
+                                const struct spec_opts *opts,
+                                struct spec_job **out, char *err,
+                                size_t errlen);
+/* spec_from_json validates an already parsed job object and takes
+ * ownership of it (also on failure: it is then deleted). */
+STEPQ_MUST_CHECK int spec_from_json(cJSON *job, const struct spec_opts *opts,
+                                    struct spec_job **out, char *err,
+                                    size_t errlen);
+/* spec_parse_many accepts one job, a JSON array of jobs, or JSON lines
+ * (one job per line). Every job is validated before anything is returned;
+ * the error is prefixed with the job ("job 3: steps[0].name: missing", or
+ * "line 4: ..." for JSON lines). Caller owns the array (*out, *n) and frees
+ * it with spec_jobs_free(). */
+STEPQ_MUST_CHECK int spec_parse_many(const char *text, size_t len,
+                                     const struct spec_opts *opts,
+                                     struct spec_job ***out, size_t *n,
+                                     char *err, size_t errlen);
+/* spec_job_free releases a job spec; NULL is a no-op. */
+void spec_job_free(struct spec_job *spec);
+/* spec_jobs_free releases an array of n specs and the array. */
+void spec_jobs_free(struct spec_job **specs, size_t n);
+
+/* spec_job_row fills row with what the queue stores of j (borrowed from
+ * j: valid while j is). */
+void spec_job_row(const struct spec_job *j, struct q_job_new *row);
+/* spec_job_rows returns n rows for jobs, in order. Caller owns the array
+ * (free()); the strings in it are borrowed from jobs. */
+struct q_job_new *spec_job_rows(struct spec_job *const *jobs, size_t n);
+
+#endif
