@@ -174,7 +174,13 @@ learn(const struct policy_input *in, const struct policy__text *t,
 {
     int64_t ra_ms = -1, ra = -1, body = -1;
 
-    *l = (struct learned){-1, -1, -1, -1, -1, -1, -1};
+    *l = (struct learned){.explicit_ms = -1,
+                          .text_ms = -1,
+                          .req_reset_ms = -1,
+                          .tok_reset_ms = -1,
+                          .any_reset_ms = -1,
+                          .rem_req = -1,
+                          .rem_tok = -1};
     for (size_t i = 0; i < in->nheaders && in->headers != NULL; i++)
         learn_header(&in->headers[i], in->now_ms, l, &ra_ms, &ra);
     if (policy__text_wait(t->s, &body) == 0)
@@ -475,8 +481,15 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         policy_config_init(&dflt, NULL, NULL);
         cfg = &dflt;
     }
-    *out =
-        (struct policy_class){POLICY_UNKNOWN, NULL, -1, -1, -1, -1, -1, -1, -1};
+    *out = (struct policy_class){.outcome = POLICY_UNKNOWN,
+                                 .reason = NULL,
+                                 .rule = -1,
+                                 .wait_ms = -1,
+                                 .reset_at_ms = -1,
+                                 .remaining_requests = -1,
+                                 .remaining_tokens = -1,
+                                 .requests_reset_at_ms = -1,
+                                 .tokens_reset_at_ms = -1};
     text_init(&t, in->body != NULL ? in->body : "",
               in->body != NULL ? in->body_len : 0, SCAN_BYTES);
     learn(in, &t, &l);

@@ -30,31 +30,23 @@ struct crow {
  * ERR an error answer (status and body), HDR one with headers (H(name,
  * value, ...)), NET a transport failure, OK2 a 2xx with the finish_reason,
  * parsed and http_step inputs. W(lo, hi) is the range wait_ms must fall in;
- * ANYW checks no wait. */
+ * ANYW checks no wait. clang-format would spread each body over four lines.
+ */
+/* clang-format off */
 #define W(lo, hi) .wait_min = lo, .wait_max = hi
 #define ANYW      W(NOCHECK, NOCHECK)
-#define H(...)                                                                 \
-    {                                                                          \
-        __VA_ARGS__                                                            \
-    }
-#define ERR(nm, st, bd, oc, rs, wt)                                            \
-    {                                                                          \
-        .name = nm, .status = st, .body = bd, .outcome = oc, .reason = rs, wt  \
-    }
-#define HDR(nm, st, hd, bd, oc, rs, wt)                                        \
-    {                                                                          \
-        .name = nm, .status = st, .h = hd, .body = bd, .outcome = oc,          \
-        .reason = rs, wt                                                       \
-    }
-#define NET(nm, trn, oc, rs, wt)                                               \
-    {                                                                          \
-        .name = nm, .tr = trn, .body = "", .outcome = oc, .reason = rs, wt     \
-    }
-#define OK2(nm, st, bd, fin, prs, htp, oc, rs, wt)                             \
-    {                                                                          \
-        .name = nm, .status = st, .body = bd, .finish = fin, .parsed = prs,    \
-        .http = htp, .outcome = oc, .reason = rs, wt                           \
-    }
+#define H(...)    {__VA_ARGS__}
+#define ERR(nm, st, bd, oc, rs, wt) \
+    {.name = nm, .status = st, .body = bd, .outcome = oc, .reason = rs, wt}
+#define HDR(nm, st, hd, bd, oc, rs, wt) \
+    {.name = nm, .status = st, .h = hd, .body = bd, .outcome = oc, \
+     .reason = rs, wt}
+#define NET(nm, trn, oc, rs, wt) \
+    {.name = nm, .tr = trn, .body = "", .outcome = oc, .reason = rs, wt}
+#define OK2(nm, st, bd, fin, prs, htp, oc, rs, wt) \
+    {.name = nm, .status = st, .body = bd, .finish = fin, .parsed = prs, \
+     .http = htp, .outcome = oc, .reason = rs, wt}
+/* clang-format on */
 
 static const struct crow crows[] = {
     /* Wall words win over status. */

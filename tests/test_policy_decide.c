@@ -247,15 +247,16 @@ static const struct drow drows[] = {
 START_TEST(test_decide_row)
 {
     const struct drow *r = &drows[_i];
-    struct policy_class c = {r->outcome,
-                             r->reason,
-                             -1,
-                             r->wait_ms,
-                             r->reset_in == -1 ? -1 : NOW + r->reset_in,
-                             -1,
-                             -1,
-                             -1,
-                             -1};
+    struct policy_class c = {.outcome = r->outcome,
+                             .reason = r->reason,
+                             .rule = -1,
+                             .wait_ms = r->wait_ms,
+                             .reset_at_ms =
+                                 r->reset_in == -1 ? -1 : NOW + r->reset_in,
+                             .remaining_requests = -1,
+                             .remaining_tokens = -1,
+                             .requests_reset_at_ms = -1,
+                             .tokens_reset_at_ms = -1};
     struct policy_step s;
     struct policy_decision d;
 
