@@ -481,15 +481,8 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         policy_config_init(&dflt, NULL, NULL);
         cfg = &dflt;
     }
-    *out = (struct policy_class){.outcome = POLICY_UNKNOWN,
-                                 .reason = NULL,
-                                 .rule = -1,
-                                 .wait_ms = -1,
-                                 .reset_at_ms = -1,
-                                 .remaining_requests = -1,
-                                 .remaining_tokens = -1,
-                                 .requests_reset_at_ms = -1,
-                                 .tokens_reset_at_ms = -1};
+    *out =
+        (struct policy_class){POLICY_UNKNOWN, NULL, -1, -1, -1, -1, -1, -1, -1};
     text_init(&t, in->body != NULL ? in->body : "",
               in->body != NULL ? in->body_len : 0, SCAN_BYTES);
     learn(in, &t, &l);
