@@ -6,7 +6,8 @@
  * messages ("Please try again in 9m38.016s", "retry after 86400 seconds").
  * Every value here comes from the network, so each parser accepts only what
  * it understands, saturates instead of overflowing, and never reads past
- * the terminating NUL.
+ * the terminating NUL. The two small readers classify and rules share (is
+ * a body HTML, is a header the one named) live here too.
  */
 #include "policy/policy.h"
 
@@ -337,4 +338,31 @@ policy__text_wait(const char *text, int64_t *ms)
         }
     }
     return -ENOENT;
+}
+
+/* ---- text and header names ---- */
+
+bool
+policy__is_html(const struct policy__text *t)
+{
+    const char *p = t->s;
+
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return strncmp(p, "<!doctype html", 14) == 0 || strncmp(p, "<html", 5) == 0;
+}
+
+bool
+policy__header_is(const struct policy_header *h, const char *name)
+{
+    const char *a = h->name;
+
+    if (a == NULL)
+        return false;
+    while (*a != '\0' && *name != '\0' &&
+           tolower((unsigned char)*a) == (unsigned char)*name) {
+        a++;
+        name++;
+    }
+    return *a == '\0' && *name == '\0';
 }

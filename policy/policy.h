@@ -1,9 +1,18 @@
-/* policy.h: classify what an endpoint answered, and decide what to do next
- * (docs/reference.md "Outcomes and decisions").
+/* policy.h: the one public header of policy/. policy/ owns what an answer
+ * means and what to do about it (docs/reference.md "Outcomes and
+ * decisions"): classify what an endpoint answered, decide what to do next,
+ * the header and error-text parsers behind both, the user classify rules of
+ * the config, and the names of its enums as the reference prints them.
  *
- * The module is pure: no I/O, no clock reads, no logging, no hidden state.
- * Time (now_ms), jitter seed, configuration and the per-tier throttle streak
- * all come in as arguments, so every branch is testable from a table.
+ * Files: names.c (enum <-> name), rules.c (config numbers, user rules:
+ * compile, match), classify.c (status, headers, body -> outcome, reason,
+ * waits), bodies.c (2xx bodies), decide.c (the decide table), parse.c
+ * (header and text parsers). policy/internal.h is shared by them only.
+ *
+ * The module is pure: no I/O, no clock reads, no logging, no hidden state,
+ * and nothing of worker/. Time (now_ms), jitter seed, configuration and the
+ * per-tier throttle streak all come in as arguments, so every branch is
+ * testable from a table.
  *
  *   policy_classify(input, config, streak) -> outcome, reason, waits learned
  *   policy_decide(class, step, config)     -> decision, wait, reason

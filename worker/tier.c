@@ -1,4 +1,6 @@
-/* tier.c: admission and tier state.
+/* tier.c: admission and tier state in the database: evaluate, admit,
+ * settle, snapshot and the config sync. The pace (rates, buckets, learned
+ * limits, adaptive pace) is in tier_pace.c.
  *
  * Providers enforce their limits in short slices (OpenAI may hold 60,000
  * RPM to 1,000 a second; Anthropic refills a token bucket continuously),
@@ -13,7 +15,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
+
+#include "worker/tier_internal.h"
 
 /* A probe or request whose worker died stops counting as in flight after
  * its timeout plus this margin. */
@@ -24,16 +27,7 @@
 /* Sends are kept in the log this long: `stepq tiers` counts the last
  * minute, and a peer whose clock lags ours must still see them. */
 #define SEND_LOG_MS (2 * 60000)
-/* Adaptive pace: a 429 despite pacing multiplies the pace by PACE_DOWN (at
- * most once per PACE_DOWN_EVERY_MS, so one burst of 429s counts once); each
- * second without one gives back PACE_UP of the ceiling. */
-#define PACE_DOWN          0.7
-#define PACE_MIN           0.05
-#define PACE_DOWN_EVERY_MS 1000
-#define PACE_UP            0.01
-/* Limits past these are not believed (a header with a typo, or a day's
- * allowance sent as if it were a minute's is still below them). */
-#define LIMIT_MAX           100000000
+/* Resets past a day are not believed. */
 #define RESET_MAX_MS        (24 * 3600 * 1000)
 #define THROTTLE_DEFAULT_MS 1000
 
@@ -67,115 +61,6 @@ tier_wall_until(const struct config_tier *t, int64_t now)
     return now + 3600 * 1000;
 }
 
-/* A declared limit per window_s, as a per-minute figure. */
-static double
-per_minute(const struct config_tier *t, int64_t declared)
-{
-    double w = t->window_s > 0 ? t->window_s : 60.0;
-    return declared > 0 ? (double)declared * 60.0 / w : 0.0;
-}
-
-/* The smaller of the positive ones; 0 when neither is. */
-static double
-ceiling(double declared, int64_t learned)
-{
-    if (learned > 0 && (declared <= 0 || (double)learned < declared))
-        return (double)learned;
-    return declared;
-}
-
-static double
-pace_of(const struct q_tier_state *st)
-{
-    return st->pace > 0 && st->pace <= 1 ? st->pace : 1.0;
-}
-
-double
-tier_rate_rpm(const struct config_tier *t, const struct q_tier_state *st)
-{
-    return ceiling(per_minute(t, t->rpm), st->learned_rpm) * pace_of(st);
-}
-
-double
-tier_rate_tpm(const struct config_tier *t, const struct q_tier_state *st)
-{
-    return ceiling(per_minute(t, t->tpm), st->learned_tpm) * pace_of(st);
-}
-
-/* The request bucket: one request costs 60000/rate ms of "theoretical
- * arrival time" (GCRA); the bucket holds burst requests. A send admitted
- * now reaches the endpoint a loop turn later, and that delay varies: the
- * guard keeps half a request (at most 50 ms) of the burst unused, so a
- * send that arrives early still finds a token. It lowers the first burst,
- * not the pace. */
-struct bucket {
-    double cost_ms; /* what this request costs */
-    double cap_ms;  /* what the bucket holds, less the guard */
-};
-
-static bool
-request_bucket(const struct config_tier *t, const struct q_tier_state *st,
-               struct bucket *b)
-{
-    double rate = tier_rate_rpm(t, st), interval, burst, guard;
-
-    if (rate <= 0)
-        return false;
-    interval = 60000.0 / rate;
-    burst = t->burst > 0 ? (double)t->burst : rate / 60.0;
-    if (burst < 1)
-        burst = 1;
-    burst = (double)(int64_t)burst;
-    guard = interval / 2 < 50 ? interval / 2 : 50;
-    b->cost_ms = interval;
-    b->cap_ms = burst * interval - guard;
-    if (burst <= 1) {
-        /* A bucket of one has no burst to keep a guard in: space the
-         * requests 2% (at most 20 ms) wider instead. */
-        b->cost_ms = interval + (interval / 50 < 20 ? interval / 50 : 20);
-        b->cap_ms = b->cost_ms;
-    }
-    return true;
-}
-
-/* The token bucket holds one second's worth of the token pace. A request
- * larger than that goes when the bucket is full, and the debt it leaves
- * holds the next ones back. */
-static bool
-token_bucket(const struct config_tier *t, const struct q_tier_state *st,
-             int64_t est_tokens, struct bucket *b)
-{
-    double rate = tier_rate_tpm(t, st);
-
-    if (rate <= 0)
-        return false;
-    b->cost_ms = (double)(est_tokens > 0 ? est_tokens : 0) * 60000.0 / rate;
-    b->cap_ms = 1000.0;
-    return true;
-}
-
-/* When the bucket whose theoretical arrival time is tat takes the request:
- * now, or the ms it must wait for. */
-static int64_t
-bucket_ready_at(double tat, const struct bucket *b, int64_t now)
-{
-    double from = tat > (double)now ? tat : (double)now, at;
-
-    if (b->cost_ms >= b->cap_ms) /* larger than the bucket: wait till full */
-        at = from - (double)now > 0 ? tat : (double)now;
-    else
-        at = from + b->cost_ms - b->cap_ms;
-    if (at <= (double)now)
-        return now;
-    return (int64_t)at + ((double)(int64_t)at < at);
-}
-
-static double
-bucket_take(double tat, const struct bucket *b, int64_t now)
-{
-    return (tat > (double)now ? tat : (double)now) + b->cost_ms;
-}
-
 static void
 say_no(struct tier_verdict *out, const char *reason, int64_t retry_at)
 {
@@ -199,7 +84,7 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
               struct tier_verdict *out)
 {
     int64_t used = st->allowance_used, at;
-    struct bucket b;
+    struct tier__bucket b;
     bool probe = false;
 
     if (st->exhausted_until > now) {
@@ -230,13 +115,13 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
         say_no(out, "in_doubt", now + INFLIGHT_RETRY_MS);
         return;
     }
-    if (request_bucket(t, st, &b) &&
-        (at = bucket_ready_at(st->req_tat, &b, now)) > now) {
+    if (tier__request_bucket(t, st, &b) &&
+        (at = tier__bucket_ready_at(st->req_tat, &b, now)) > now) {
         say_no(out, "rpm", at);
         return;
     }
-    if (token_bucket(t, st, est_tokens, &b) &&
-        (at = bucket_ready_at(st->tok_tat, &b, now)) > now) {
+    if (tier__token_bucket(t, st, est_tokens, &b) &&
+        (at = tier__bucket_ready_at(st->tok_tat, &b, now)) > now) {
         say_no(out, "tpm", at);
         return;
     }
@@ -266,8 +151,10 @@ load(q_db *db, const struct config_tier *t, int64_t now, bool full,
     /* Admission needs no window counts (the buckets are in the row), and
      * what is in flight only under a cap (the queue counts it anyway in
      * doubt and while the breaker is not closed). */
-    struct q_tier_window win = {60000, full ? -1 : 0, full,
-                                full || t->max_inflight > 0};
+    struct q_tier_window win = {.window_ms = 60000,
+                                .requests = full ? -1 : 0,
+                                .tokens = full,
+                                .inflight = full || t->max_inflight > 0};
     int rc = q_tier_load(db, t->name, now, &win, st);
 
     if (rc == 0 && t->allowance_tokens > 0 &&
@@ -284,7 +171,7 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
              int64_t *send_id)
 {
     struct q_tier_state st;
-    struct bucket b;
+    struct tier__bucket b;
     int64_t expires = now + (int64_t)(t->timeout_s * 1000) + EXPIRY_MARGIN_MS;
     int rc;
 
@@ -301,10 +188,10 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
         st.exhausted_until = 0;
         st.exhausted_reason[0] = '\0';
     }
-    if (request_bucket(t, &st, &b))
-        st.req_tat = bucket_take(st.req_tat, &b, now);
-    if (token_bucket(t, &st, est_tokens, &b))
-        st.tok_tat = bucket_take(st.tok_tat, &b, now);
+    if (tier__request_bucket(t, &st, &b))
+        st.req_tat = tier__bucket_take(st.req_tat, &b, now);
+    if (tier__token_bucket(t, &st, est_tokens, &b))
+        st.tok_tat = tier__bucket_take(st.tok_tat, &b, now);
     st.allowance_used += est_tokens;
     if ((rc = q_tier_send_add(db, t->name, now, est_tokens, v->probe, expires,
                               send_id)) != 0)
@@ -369,46 +256,6 @@ keep_later(int64_t *slot, int64_t v)
         *slot = v;
 }
 
-/* Sends an estimate of a tier's own rate needs before it is believed. */
-#define SEEN_MIN 10
-
-/* The tier's rate went over what the endpoint takes: lower the pace (once
- * per PACE_DOWN_EVERY_MS, however many answers of one burst say so). With
- * no limit known at all, the rate of the last ten seconds (seen, counted
- * before the refused send left the log) becomes the ceiling the pace
- * applies to, once there are enough sends to tell; until then only the
- * cooldown acts. */
-static void
-pace_down(const struct config_tier *t, struct q_tier_state *st, int64_t seen,
-          int64_t now)
-{
-    if (now - st->pace_down_at < PACE_DOWN_EVERY_MS)
-        return;
-    if (tier_rate_rpm(t, st) <= 0) {
-        if (seen < SEEN_MIN)
-            return;
-        st->learned_rpm = seen * 6;
-    }
-    st->pace = pace_of(st) * PACE_DOWN;
-    if (st->pace < PACE_MIN)
-        st->pace = PACE_MIN;
-    st->pace_down_at = now;
-    st->pace_up_at = now;
-}
-
-/* Each second without a 429 gives back PACE_UP of the ceiling. */
-static void
-pace_up(struct q_tier_state *st, int64_t now)
-{
-    double p = pace_of(st);
-
-    if (p < 1 && now > st->pace_up_at) {
-        p += PACE_UP * (double)(now - st->pace_up_at) / 1000.0;
-        st->pace = p > 1 ? 1 : p;
-    }
-    st->pace_up_at = now;
-}
-
 /* "Remaining 0" means the tier waits for the reset. When the endpoint
  * also said its limit, the reset of one request's share comes sooner (a
  * token bucket refills continuously): the wait is the smaller of the two,
@@ -440,7 +287,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         return rc;
     held = st.doubt || st.breaker == Q_BREAKER_HALF_OPEN;
     if (o->paced_down && tier_rate_rpm(t, &st) <= 0) {
-        struct q_tier_window win = {10000, -1, false, false};
+        struct q_tier_window win = {.window_ms = 10000, .requests = -1};
         struct q_tier_state seen;
         if ((rc = q_tier_load(db, t->name, now, &win, &seen)) != 0)
             return rc;
@@ -466,10 +313,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         snprintf(st.exhausted_reason, sizeof(st.exhausted_reason), "%s",
                  o->exhausted_reason ? o->exhausted_reason : "hard_quota");
     }
-    if (o->limit_rpm > 0 && o->limit_rpm <= LIMIT_MAX)
-        st.learned_rpm = o->limit_rpm;
-    if (o->limit_tpm > 0 && o->limit_tpm <= LIMIT_MAX)
-        st.learned_tpm = o->limit_tpm;
+    tier__learn_limits(&st, o);
     keep_later(&st.limited_until,
                remaining_wait_until(o->remaining_requests, o->requests_reset_at,
                                     o->limit_rpm, o->sent_at, now));
@@ -483,9 +327,9 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         keep_later(&st.limited_until,
                    now + (wait < RESET_MAX_MS ? wait : RESET_MAX_MS));
         if (o->paced_down)
-            pace_down(t, &st, st.window_requests, now);
+            tier__pace_down(t, &st, st.window_requests, now);
     } else if (o->result == TIER_RESULT_OK) {
-        pace_up(&st, now);
+        tier__pace_up(&st, now);
     }
     *reopened = t->max_inflight > 0 ||
                 (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED);
@@ -523,31 +367,6 @@ tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
     if (rc == 0)
         *out = st;
     return rc;
-}
-
-static bool
-name_is(const char *name, const char *want)
-{
-    return strcasecmp(name, want) == 0;
-}
-
-void
-tier_limits_from_headers(const struct policy_header *h, size_t n, int64_t *rpm,
-                         int64_t *tpm)
-{
-    *rpm = *tpm = 0;
-    for (size_t i = 0; h != NULL && i < n; i++) {
-        int64_t v;
-        if (h[i].name == NULL || h[i].value == NULL ||
-            policy_parse_count(h[i].value, &v) != 0 || v <= 0 || v > LIMIT_MAX)
-            continue; /* Azure's -1 and the like */
-        if (name_is(h[i].name, "x-ratelimit-limit-requests") ||
-            name_is(h[i].name, "anthropic-ratelimit-requests-limit"))
-            *rpm = v;
-        else if (name_is(h[i].name, "x-ratelimit-limit-tokens") ||
-                 name_is(h[i].name, "anthropic-ratelimit-tokens-limit"))
-            *tpm = v;
-    }
 }
 
 /* FNV-1a over the fields that define where and how requests go; a change

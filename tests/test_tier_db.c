@@ -1,7 +1,6 @@
-/* test_tier.c: admission rules as a table, then tier state in a real
- * database: breaker, doubt, walls, cooldown, learned limits, adaptive pace,
- * allowance, in-flight cap, and one request bucket shared by two
- * processes. */
+/* test_tier_db.c: tier state in a real database: breaker, doubt, walls,
+ * cooldown, learned limits, adaptive pace, allowance, in-flight cap, and
+ * one request bucket shared by two processes. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -12,435 +11,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "tests/test_tier_support.h"
 #include "worker/tier.h"
-
-#define T0 INT64_C(1800000000000) /* 2027-01-15T08:00:00Z */
-
-static struct config_tier
-tier(void)
-{
-    struct config_tier t;
-    memset(&t, 0, sizeof(t));
-    t.name = "free";
-    t.base_url = "http://127.0.0.1:1/v1";
-    t.model = "m";
-    t.window_s = 60;
-    t.allowance_window_s = 86400;
-    t.degrade_at = 0.8;
-    t.timeout_s = 10;
-    t.breaker.failures = 3;
-    t.breaker.cooldown_s = 30;
-    return t;
-}
-
-/* ---- the pure rule -------------------------------------------------- */
-
-struct eval_case {
-    const char *name;
-    int64_t rpm, tpm, allowance, max_inflight, burst;
-    struct q_tier_state st;
-    int64_t est;
-    bool continuing;
-    bool admitted, probe;
-    const char *reason;
-    int64_t retry_at;
-};
-
-#define DAY_END (T0 - T0 % 86400000 + 86400000)
-
-/* Pacing arithmetic: 600 rpm is one request per 100 ms; the bucket holds
- * one second's worth (10) less a guard of half a request. A request
- * bucket whose theoretical arrival time is T0 + 900 is full to T0 + 950,
- * so one more fits at T0 + 50. */
-static const struct eval_case eval_cases[] = {
-    {"empty tier admits",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {0},
-     100,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"wall refuses until reset",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.exhausted_until = T0 + 5000, .exhausted_reason = "daily_cap"},
-     1,
-     false,
-     false,
-     false,
-     "exhausted",
-     T0 + 5000},
-    {"wall over admits one",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.exhausted_until = T0},
-     1,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"wall over: in doubt, one at a time",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.exhausted_until = T0 - 1, .in_flight = 1},
-     1,
-     false,
-     false,
-     false,
-     "in_doubt",
-     T0 + 250},
-    {"breaker open refuses",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.breaker = Q_BREAKER_OPEN, .open_until = T0 + 9000},
-     1,
-     false,
-     false,
-     false,
-     "breaker_open",
-     T0 + 9000},
-    {"cooldown over: one probe",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.breaker = Q_BREAKER_OPEN, .open_until = T0},
-     1,
-     false,
-     true,
-     true,
-     NULL,
-     T0},
-    {"half open with probe out refuses",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.breaker = Q_BREAKER_HALF_OPEN, .probe_in_flight = true},
-     1,
-     false,
-     false,
-     false,
-     "half_open_probe",
-     T0 + 250},
-    {"tier cooling down",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.limited_until = T0 + 700},
-     1,
-     false,
-     false,
-     false,
-     "cooldown",
-     T0 + 700},
-    {"max inflight reached",
-     0,
-     0,
-     0,
-     2,
-     0,
-     {.in_flight = 2},
-     1,
-     false,
-     false,
-     false,
-     "max_inflight",
-     T0 + 250},
-    {"max inflight below",
-     0,
-     0,
-     0,
-     2,
-     0,
-     {.in_flight = 1},
-     1,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"in doubt: one in flight is enough",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.doubt = true, .in_flight = 1},
-     1,
-     false,
-     false,
-     false,
-     "in_doubt",
-     T0 + 250},
-    {"in doubt: none in flight admits",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.doubt = true},
-     1,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"rpm bucket empty: next slot",
-     600,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 900},
-     1,
-     false,
-     false,
-     false,
-     "rpm",
-     T0 + 50},
-    {"rpm bucket has room",
-     600,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 800},
-     1,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"rpm bucket of one: one per interval",
-     60,
-     0,
-     0,
-     0,
-     1,
-     {.req_tat = T0 + 1},
-     1,
-     false,
-     false,
-     false,
-     "rpm",
-     T0 + 1},
-    {"learned limit below the declared one paces",
-     1200,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 900, .learned_rpm = 600},
-     1,
-     false,
-     false,
-     false,
-     "rpm",
-     T0 + 50},
-    {"declared limit, a higher learned one: declared wins",
-     600,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 900, .learned_rpm = 6000},
-     1,
-     false,
-     false,
-     false,
-     "rpm",
-     T0 + 50},
-    {"pace 0.5 halves the rate",
-     600,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 800, .pace = 0.5},
-     1,
-     false,
-     false,
-     false,
-     "rpm",
-     T0 + 50},
-    {"no limit declared or learned: not paced",
-     0,
-     0,
-     0,
-     0,
-     0,
-     {.req_tat = T0 + 99999},
-     1,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"tpm bucket empty",
-     0,
-     60000,
-     0,
-     0,
-     0,
-     {.tok_tat = T0 + 950},
-     100,
-     false,
-     false,
-     false,
-     "tpm",
-     T0 + 50},
-    {"tpm bucket has room",
-     0,
-     60000,
-     0,
-     0,
-     0,
-     {.tok_tat = T0 + 800},
-     100,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"tpm: oversized request goes when the bucket is full",
-     0,
-     6000,
-     0,
-     0,
-     0,
-     {0},
-     5000,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-    {"tpm: oversized request waits for a full bucket",
-     0,
-     6000,
-     0,
-     0,
-     0,
-     {.tok_tat = T0 + 10},
-     5000,
-     false,
-     false,
-     false,
-     "tpm",
-     T0 + 10},
-    {"allowance: new step stops at degrade_at",
-     0,
-     0,
-     1000,
-     0,
-     0,
-     {.allowance_used = 750, .allowance_since = T0 - 1},
-     100,
-     false,
-     false,
-     false,
-     "allowance",
-     DAY_END},
-    {"allowance: running step uses headroom",
-     0,
-     0,
-     1000,
-     0,
-     0,
-     {.allowance_used = 750, .allowance_since = T0 - 1},
-     100,
-     true,
-     true,
-     false,
-     NULL,
-     T0},
-    {"allowance: headroom has an end",
-     0,
-     0,
-     1000,
-     0,
-     0,
-     {.allowance_used = 950, .allowance_since = T0 - 1},
-     100,
-     true,
-     false,
-     false,
-     "allowance",
-     DAY_END},
-    {"allowance: yesterday's use is gone",
-     0,
-     0,
-     1000,
-     0,
-     0,
-     {.allowance_used = 1000, .allowance_since = T0 - 86400000},
-     100,
-     false,
-     true,
-     false,
-     NULL,
-     T0},
-};
-
-START_TEST(test_evaluate_table)
-{
-    const struct eval_case *c = &eval_cases[_i];
-    struct config_tier t = tier();
-    struct tier_verdict v;
-
-    t.rpm = c->rpm;
-    t.tpm = c->tpm;
-    t.allowance_tokens = c->allowance;
-    t.max_inflight = (int)c->max_inflight;
-    t.burst = c->burst;
-    tier_evaluate(&t, &c->st, T0, c->est, c->continuing, &v);
-    ck_assert_msg(v.admitted == c->admitted, "%s: admitted %d", c->name,
-                  v.admitted);
-    ck_assert_msg(v.probe == c->probe, "%s: probe %d", c->name, v.probe);
-    if (c->reason == NULL) {
-        ck_assert_msg(v.reason == NULL, "%s: reason %s", c->name, v.reason);
-    } else {
-        ck_assert_msg(v.reason && strcmp(v.reason, c->reason) == 0,
-                      "%s: reason %s", c->name, v.reason);
-        ck_assert_msg(v.retry_at == c->retry_at, "%s: retry_at %lld", c->name,
-                      (long long)(v.retry_at - T0));
-    }
-}
-END_TEST
-
-START_TEST(test_wall_without_reset)
-{
-    struct config_tier t = tier();
-
-    ck_assert_int_eq(tier_wall_until(&t, T0), T0 + 3600000);
-    t.allowance_tokens = 1000;
-    ck_assert_int_eq(tier_wall_until(&t, T0), T0 - T0 % 86400000 + 86400000);
-}
-END_TEST
 
 /* ---- with a database ----------------------------------------------- */
 
@@ -511,7 +83,7 @@ state(const struct config_tier *t, int64_t now)
 
 START_TEST(test_breaker_opens_probes_and_closes)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
     int64_t probe;
 
@@ -537,7 +109,7 @@ END_TEST
 
 START_TEST(test_failed_probe_reopens)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
     int64_t probe;
 
@@ -554,7 +126,7 @@ END_TEST
 
 START_TEST(test_neutral_answers_do_not_trip_breaker)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
 
     for (int i = 0; i < 10; i++)
@@ -572,7 +144,7 @@ END_TEST
  * time until one succeeds; then it opens to its pace. */
 START_TEST(test_doubt_admits_one_at_a_time)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
     int64_t a, c;
 
@@ -597,7 +169,7 @@ END_TEST
 
 START_TEST(test_worker_start_puts_tier_in_doubt)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
 
     trust(&t, T0);
@@ -612,7 +184,7 @@ END_TEST
 
 START_TEST(test_quota_wall_blocks_until_reset)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     struct tier_verdict v;
 
@@ -634,7 +206,7 @@ END_TEST
 
 START_TEST(test_auth_wall_lifted_by_config_change)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     struct tier_verdict v;
 
@@ -653,7 +225,7 @@ END_TEST
 
 START_TEST(test_allowance_charged_and_corrected)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     struct tier_verdict v;
     int64_t id;
@@ -676,7 +248,7 @@ END_TEST
 
 START_TEST(test_inflight_cap_and_crashed_sends_expire)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_verdict v;
     int64_t a;
 
@@ -697,7 +269,7 @@ END_TEST
 /* A soft throttle stops the whole tier for the wait it names. */
 START_TEST(test_throttle_cools_down_whole_tier)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     struct tier_verdict v;
 
@@ -718,7 +290,7 @@ END_TEST
  * request's share of it, counted from the send. */
 START_TEST(test_remaining_zero_waits_for_reset)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     struct tier_verdict v;
 
@@ -754,7 +326,7 @@ START_TEST(test_bogus_headers_ignored)
         {"X-RateLimit-Limit-Requests", " 600 "},
         {"anthropic-ratelimit-tokens-limit", "40000"},
     };
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
     int64_t rpm = 7, tpm = 7;
 
@@ -777,7 +349,7 @@ END_TEST
  * was declared. */
 START_TEST(test_limits_learned_from_headers)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome o;
 
     trust(&t, T0);
@@ -802,7 +374,7 @@ END_TEST
  * back by a hundredth of the ceiling per second, never above it. */
 START_TEST(test_pace_falls_and_climbs_back)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome thr, ok;
     int64_t now = T0;
 
@@ -839,7 +411,7 @@ END_TEST
  * last ten seconds the ceiling, and the pace applies to it. */
 START_TEST(test_pace_without_any_limit)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     struct tier_outcome thr;
     struct q_tier_state st;
 
@@ -874,7 +446,7 @@ END_TEST
 static void
 admit_loop(const char *path, int out, int count)
 {
-    struct config_tier t = tier();
+    struct config_tier t = free_tier();
     q_db *d = NULL;
 
     t.rpm = RATE;
@@ -954,15 +526,9 @@ END_TEST
 Suite *
 test_suite(void)
 {
-    Suite *s = suite_create("tier");
-    TCase *rule = tcase_create("rule");
+    Suite *s = suite_create("tier_db");
     TCase *state = tcase_create("state");
     TCase *procs = tcase_create("processes");
-
-    tcase_add_loop_test(rule, test_evaluate_table, 0,
-                        (int)(sizeof(eval_cases) / sizeof(eval_cases[0])));
-    tcase_add_test(rule, test_wall_without_reset);
-    suite_add_tcase(s, rule);
 
     tcase_add_checked_fixture(state, setup, teardown);
     tcase_add_test(state, test_breaker_opens_probes_and_closes);

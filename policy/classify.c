@@ -1,0 +1,521 @@
+/* classify.c: policy_classify, what one answer was (docs/reference.md
+ * "Outcomes and decisions").
+ *
+ * classify never decides on the status alone. The order is: user rules
+ * (rules.c); then body discriminators (context, size, content policy, wall
+ * words, auth, overload, throttle words); then the status; then the length
+ * of the wait the endpoint asked for (a long wait makes a throttle a wall);
+ * then the escalation of a streak of soft throttles. Error bodies are
+ * searched as lower-cased text rather than as JSON, because real error
+ * bodies arrive truncated, as Python reprs, as HTML, or wrapped in arrays;
+ * only a 2xx body is parsed (bodies.c), to tell a completion from an error
+ * object. The waits and windows an answer tells of are learned here too.
+ */
+#include "policy/policy.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "policy/internal.h"
+
+/* Error texts are read from their first 64 KiB: every provider puts the
+ * message first, and this bounds the work per answer. */
+#define SCAN_BYTES ((size_t)64 * 1024)
+
+void
+policy__set(struct policy_class *out, enum policy_outcome o, const char *reason)
+{
+    out->outcome = o;
+    out->reason = reason;
+}
+
+/* text_init makes the lower-cased copy of struct policy__text: NUL bytes
+ * become blanks so that a binary body cannot hide the text after them. */
+static void
+text_init(struct policy__text *t, const char *body, size_t len, size_t cap)
+{
+    size_t n = len < cap ? len : cap;
+
+    t->s = xmalloc(n + 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)body[i];
+        t->s[i] = c == '\0' ? ' ' : (char)tolower(c);
+    }
+    t->s[n] = '\0';
+    t->len = n;
+}
+
+static bool
+has(const struct policy__text *t, const char *needle)
+{
+    return strstr(t->s, needle) != NULL;
+}
+
+static bool
+has_any(const struct policy__text *t, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (has(t, list[i]))
+            return true;
+    }
+    return false;
+}
+
+/* has_word finds w with no letter or digit on either side, so "rpd" in
+ * "limit_rpd/" counts but not inside a random organisation id. */
+static bool
+has_word(const struct policy__text *t, const char *w)
+{
+    size_t n = strlen(w);
+
+    for (const char *p = strstr(t->s, w); p != NULL; p = strstr(p + 1, w)) {
+        bool before = p == t->s || !isalnum((unsigned char)p[-1]);
+        if (before && !isalnum((unsigned char)p[n]))
+            return true;
+    }
+    return false;
+}
+
+#define ANY(t, list) has_any(t, list, STEPQ_ARRAY_LEN(list))
+
+/* ---- what the answer tells about waits and windows ---- */
+
+struct learned {
+    int64_t explicit_ms; /* the wait asked for in a header, or -1 */
+    int64_t text_ms;     /* the wait asked for in an error text, or -1 */
+    int64_t req_reset_ms, tok_reset_ms, any_reset_ms; /* from now; -1 */
+    int64_t rem_req, rem_tok;                         /* -1 */
+};
+
+static void
+keep_max(int64_t *slot, int64_t v)
+{
+    if (v > *slot)
+        *slot = v;
+}
+
+static void
+keep_min(int64_t *slot, int64_t v)
+{
+    if (*slot < 0 || v < *slot)
+        *slot = v;
+}
+
+static int64_t
+until(int64_t at, int64_t now)
+{
+    int64_t d = at - now;
+
+    if (d < 0)
+        return 0;
+    return d > POLICY_MAX_WAIT_MS ? POLICY_MAX_WAIT_MS : d;
+}
+
+static void
+learn_header(const struct policy_header *h, int64_t now, struct learned *l,
+             int64_t *ra_ms, int64_t *ra)
+{
+    int64_t v;
+    const char *val = h->value;
+
+    if (val == NULL)
+        return;
+    if (policy__header_is(h, "retry-after-ms")) {
+        if (policy__parse_ms(val, &v) == 0)
+            *ra_ms = v;
+    } else if (policy__header_is(h, "retry-after")) {
+        if (policy_parse_retry_after(val, now, &v) == 0)
+            *ra = v;
+    } else if (policy__header_is(h, "x-ratelimit-reset-requests")) {
+        if (policy_parse_duration(val, &v) == 0)
+            keep_max(&l->req_reset_ms, v);
+    } else if (policy__header_is(h, "x-ratelimit-reset-tokens")) {
+        if (policy_parse_duration(val, &v) == 0)
+            keep_max(&l->tok_reset_ms, v);
+    } else if (policy__header_is(h, "x-ratelimit-remaining-requests") ||
+               policy__header_is(h, "anthropic-ratelimit-requests-remaining")) {
+        if (policy_parse_count(val, &v) == 0)
+            keep_min(&l->rem_req, v);
+    } else if (policy__header_is(h, "x-ratelimit-remaining-tokens") ||
+               policy__header_is(h, "anthropic-ratelimit-tokens-remaining") ||
+               policy__header_is(
+                   h, "anthropic-ratelimit-input-tokens-remaining") ||
+               policy__header_is(
+                   h, "anthropic-ratelimit-output-tokens-remaining")) {
+        if (policy_parse_count(val, &v) == 0)
+            keep_min(&l->rem_tok, v);
+    } else if (policy__header_is(h, "anthropic-ratelimit-requests-reset")) {
+        if (policy__parse_rfc3339(val, &v) == 0)
+            keep_max(&l->req_reset_ms, until(v, now));
+    } else if (policy__header_is(h, "anthropic-ratelimit-tokens-reset") ||
+               policy__header_is(h, "anthropic-ratelimit-input-tokens-reset") ||
+               policy__header_is(h,
+                                 "anthropic-ratelimit-output-tokens-reset")) {
+        if (policy__parse_rfc3339(val, &v) == 0)
+            keep_max(&l->tok_reset_ms, until(v, now));
+    } else if (policy__header_is(h, "x-ratelimit-reset")) {
+        /* Unsuffixed, providers disagree: epoch ms, epoch s or seconds. */
+        if (policy_parse_count(val, &v) == 0) {
+            if (v >= 100000000000LL)
+                keep_max(&l->any_reset_ms, until(v, now));
+            else if (v >= 1000000000LL)
+                keep_max(&l->any_reset_ms, until(v * 1000, now));
+            else
+                keep_max(&l->any_reset_ms, v * 1000);
+        }
+    }
+}
+
+static void
+learn(const struct policy_input *in, const struct policy__text *t,
+      struct learned *l)
+{
+    int64_t ra_ms = -1, ra = -1, body = -1;
+
+    *l = (struct learned){.explicit_ms = -1,
+                          .text_ms = -1,
+                          .req_reset_ms = -1,
+                          .tok_reset_ms = -1,
+                          .any_reset_ms = -1,
+                          .rem_req = -1,
+                          .rem_tok = -1};
+    for (size_t i = 0; i < in->nheaders && in->headers != NULL; i++)
+        learn_header(&in->headers[i], in->now_ms, l, &ra_ms, &ra);
+    if (policy__text_wait(t->s, &body) == 0)
+        l->text_ms = body;
+    /* The endpoint's own wait, most precise first. */
+    l->explicit_ms = ra_ms >= 0 ? ra_ms : ra;
+}
+
+/* throttle_wait picks the wait for a throttle or wall: what the endpoint
+ * asked for, else the reset of the exhausted window, else of the window
+ * the reason names, else the nearest known reset. A long reset of a window
+ * that is not exhausted (Groq's daily request window) is not a wait. */
+static int64_t
+throttle_wait(const struct learned *l, const char *reason)
+{
+    int64_t w = -1;
+
+    if (l->explicit_ms >= 0)
+        return l->explicit_ms;
+    if (l->rem_req == 0 && l->req_reset_ms >= 0)
+        keep_max(&w, l->req_reset_ms);
+    if (l->rem_tok == 0 && l->tok_reset_ms >= 0)
+        keep_max(&w, l->tok_reset_ms);
+    if (w >= 0)
+        return w;
+    if (reason != NULL && strcmp(reason, "tpm") == 0 && l->tok_reset_ms >= 0)
+        return l->tok_reset_ms;
+    if (reason != NULL && strcmp(reason, "rpm") == 0 && l->req_reset_ms >= 0)
+        return l->req_reset_ms;
+    if (l->any_reset_ms >= 0)
+        return l->any_reset_ms;
+    if (l->req_reset_ms >= 0)
+        keep_min(&w, l->req_reset_ms);
+    if (l->tok_reset_ms >= 0)
+        keep_min(&w, l->tok_reset_ms);
+    return w;
+}
+
+/* ---- default rules ---- */
+
+static const char *const context_words[] = {
+    "context length",
+    "context_length",
+    "context window",
+    "context_window",
+    "context size",
+    "maximum context",
+    "exceed_context",
+    "prompt is too long",
+    "input is too long",
+    "the input token count",
+    "reduce the length of the messages",
+    /* vLLM derives max_tokens = context - input; a negative one means the
+     * input alone overflows the context. */
+    "max_tokens must be at least",
+};
+
+static const char *const too_large_words[] = {
+    "request too large",
+    "request_too_large",
+    "payload too large",
+    "entity too large",
+};
+
+static const char *const content_words[] = {
+    "content_filter", "content filter", "content management policy",
+    "content policy", "content_policy", "responsibleaipolicyviolation",
+    "safety system",
+};
+
+static const char *const spend_words[] = {
+    "spend_limit",     "spend limit",     "spending limit", "hard_limit",
+    "budget_exceeded", "budget exceeded", "usage limits",
+};
+
+/* Not the bare word "billing": Groq puts a billing URL in every throttle
+ * message, and Gemini's per-minute quota message asks to "check your plan
+ * and billing details". */
+static const char *const funds_words[] = {
+    "insufficient_quota",  "insufficient quota",   "insufficient credit",
+    "insufficient_credit", "insufficient balance", "insufficient_balance",
+    "credit balance",      "out of credits",       "more credits",
+    "billing_error",       "billing_not_active",   "payment required",
+    "payment_required",
+};
+
+static const char *const day_words[] = {
+    "per day", "per-day", "perday", "per_day", "daily",
+};
+
+static const char *const month_words[] = {
+    "per month",
+    "per-month",
+    "permonth",
+    "monthly",
+};
+
+static const char *const auth_words[] = {
+    "invalid_api_key",     "invalid api key",   "incorrect api key",
+    "api key not valid",   "invalid x-api-key", "authentication_error",
+    "permission_error",    "permission_denied", "unauthorized",
+    "no auth credentials",
+};
+
+static const char *const overload_words[] = {
+    "overloaded",
+    "over capacity",
+    "server is busy",
+    "server busy",
+};
+
+static const char *const loading_words[] = {
+    "loading model",
+    "model is loading",
+    "model is currently loading",
+};
+
+static const char *const throttle_words[] = {
+    "rate limit",         "rate_limit",        "ratelimit",
+    "rate-limit",         "too many requests", "resource_exhausted",
+    "resource exhausted", "throttl",           "quota",
+};
+
+static const char *const tpm_words[] = {
+    "tokens per min",
+    "tokens_per_min",
+    "tokenspermin",
+    "token rate limit",
+};
+
+static const char *const rpm_words[] = {
+    "requests per min",
+    "requests_per_min",
+    "requestspermin",
+    "request limit per minute",
+};
+
+static const char *
+rate_reason(const struct policy__text *t)
+{
+    if (ANY(t, tpm_words) || has_word(t, "tpm"))
+        return "tpm";
+    if (ANY(t, rpm_words) || has_word(t, "rpm"))
+        return "rpm";
+    return "rate_limit";
+}
+
+/* by_words applies the body discriminators; false when none matched. */
+static bool
+by_words(const struct policy__text *t, struct policy_class *out)
+{
+    if (ANY(t, context_words))
+        policy__set(out, POLICY_TRUNCATED, "context_overflow");
+    else if (ANY(t, too_large_words))
+        policy__set(out, POLICY_TRUNCATED, "too_large");
+    else if (ANY(t, content_words))
+        policy__set(out, POLICY_REFUSED, "content_filter");
+    else if (ANY(t, spend_words))
+        policy__set(out, POLICY_HARD_QUOTA, "spend_limit");
+    else if (ANY(t, funds_words))
+        policy__set(out, POLICY_HARD_QUOTA, "insufficient_quota");
+    else if (ANY(t, day_words) || has_word(t, "rpd") || has_word(t, "tpd"))
+        policy__set(out, POLICY_HARD_QUOTA, "daily_cap");
+    else if (ANY(t, month_words))
+        policy__set(out, POLICY_HARD_QUOTA, "monthly_cap");
+    else if (ANY(t, auth_words))
+        policy__set(out, POLICY_HARD_QUOTA, "auth");
+    else if (ANY(t, overload_words))
+        policy__set(out, POLICY_SERVER_ERROR, "overloaded");
+    else if (ANY(t, loading_words))
+        policy__set(out, POLICY_SERVER_ERROR, "loading");
+    else if (ANY(t, throttle_words))
+        policy__set(out, POLICY_SOFT_THROTTLE, rate_reason(t));
+    else
+        return false;
+    return true;
+}
+
+static void
+by_status(int status, const struct policy__text *t, struct policy_class *out)
+{
+    switch (status) {
+    case 401:
+    case 403:
+        policy__set(out, POLICY_HARD_QUOTA, "auth");
+        return;
+    case 402:
+        policy__set(out, POLICY_HARD_QUOTA, "insufficient_quota");
+        return;
+    case 413:
+        policy__set(out, POLICY_TRUNCATED, "too_large");
+        return;
+    case 408:
+    case 504:
+    case 524:
+        policy__set(out, POLICY_TIMEOUT, "timeout");
+        return;
+    case 429:
+        policy__set(out, POLICY_SOFT_THROTTLE, rate_reason(t));
+        return;
+    case 529:
+        policy__set(out, POLICY_SERVER_ERROR, "overloaded");
+        return;
+    case 400:
+        policy__set(out, POLICY_UNKNOWN, "bad_request");
+        return;
+    case 404:
+        policy__set(out, POLICY_UNKNOWN, "not_found");
+        return;
+    case 0:
+        policy__set(out, POLICY_UNKNOWN, "error_body");
+        return;
+    default:
+        break;
+    }
+    if (status >= 500 && status <= 599)
+        policy__set(out, POLICY_SERVER_ERROR,
+                    policy__is_html(t) ? "html_error" : "server");
+    else
+        policy__set(out, POLICY_UNKNOWN, "status");
+}
+
+static void
+by_transport(enum policy_transport tr, struct policy_class *out)
+{
+    switch (tr) {
+    case POLICY_TRANSPORT_TIMEOUT:
+        policy__set(out, POLICY_TIMEOUT, "timeout");
+        break;
+    case POLICY_TRANSPORT_REFUSED:
+        policy__set(out, POLICY_SERVER_ERROR, "refused");
+        break;
+    case POLICY_TRANSPORT_RESET:
+        policy__set(out, POLICY_SERVER_ERROR, "reset");
+        break;
+    case POLICY_TRANSPORT_TLS:
+        policy__set(out, POLICY_SERVER_ERROR, "tls");
+        break;
+    case POLICY_TRANSPORT_TOO_LARGE:
+        /* The answer ran past max_response_bytes and was cut off. */
+        policy__set(out, POLICY_TRUNCATED, "response_too_large");
+        break;
+    default:
+        policy__set(out, POLICY_UNKNOWN, "transport");
+        break;
+    }
+}
+
+/* by_default applies the reference's default rules. Returns whether the body
+ * was an error (and not a completion, whose text proves nothing). */
+static bool
+by_default(const struct policy_input *in, const struct policy__text *t,
+           struct policy_class *out)
+{
+    int status = in->status;
+
+    if (status >= 200 && status <= 299) {
+        status = policy__body_2xx(in, t, out);
+        if (status < 0)
+            return false;
+    }
+    if (!by_words(t, out))
+        by_status(status, t, out);
+    return true;
+}
+
+static void
+escalate(struct policy_streak *st, const struct policy_config *cfg, int64_t now,
+         struct policy_class *out)
+{
+    if (out->outcome == POLICY_OK || out->outcome == POLICY_HARD_QUOTA) {
+        *st = (struct policy_streak){0, 0};
+        return;
+    }
+    if (out->outcome != POLICY_SOFT_THROTTLE)
+        return;
+    if (st->count == 0 || now < st->first_ms)
+        st->first_ms = now;
+    st->count++;
+    if (st->count >= 2 && now - st->first_ms >= cfg->escalate_after_ms) {
+        policy__set(out, POLICY_HARD_QUOTA, "escalated");
+        out->reset_at_ms = -1;
+        *st = (struct policy_streak){0, 0};
+    }
+}
+
+void
+policy_classify(const struct policy_input *in, const struct policy_config *cfg,
+                struct policy_streak *streak, struct policy_class *out)
+{
+    struct policy_config dflt;
+    struct policy__text t;
+    struct learned l;
+    int rule = -1;
+    bool error_body = true;
+
+    if (cfg == NULL) {
+        policy_config_init(&dflt, NULL, NULL);
+        cfg = &dflt;
+    }
+    *out =
+        (struct policy_class){POLICY_UNKNOWN, NULL, -1, -1, -1, -1, -1, -1, -1};
+    text_init(&t, in->body != NULL ? in->body : "",
+              in->body != NULL ? in->body_len : 0, SCAN_BYTES);
+    learn(in, &t, &l);
+    out->remaining_requests = l.rem_req;
+    out->remaining_tokens = l.rem_tok;
+    if (l.req_reset_ms >= 0)
+        out->requests_reset_at_ms = in->now_ms + l.req_reset_ms;
+    if (l.tok_reset_ms >= 0)
+        out->tokens_reset_at_ms = in->now_ms + l.tok_reset_ms;
+
+    if (in->transport != POLICY_TRANSPORT_NONE) {
+        by_transport(in->transport, out);
+        error_body = false;
+    } else if ((rule = policy__rules_match(cfg->rules, in, out)) < 0) {
+        error_body = by_default(in, &t, out);
+    }
+    /* A wait written in an error message counts; one in a completion's
+     * content is the model talking. */
+    if (l.explicit_ms < 0 && error_body)
+        l.explicit_ms = l.text_ms;
+    out->wait_ms = l.explicit_ms;
+    if (out->outcome == POLICY_SOFT_THROTTLE ||
+        out->outcome == POLICY_HARD_QUOTA)
+        out->wait_ms = throttle_wait(&l, out->reason);
+    /* The length of the wait comes last: a throttle that asks for more
+     * than switch_wait is a wall until now + wait, whatever it says. */
+    if (rule < 0 && out->outcome == POLICY_SOFT_THROTTLE &&
+        out->wait_ms > cfg->switch_wait_ms)
+        policy__set(out, POLICY_HARD_QUOTA, "long_wait");
+    if (out->outcome == POLICY_HARD_QUOTA && out->wait_ms >= 0 &&
+        (out->reason == NULL || strcmp(out->reason, "auth") != 0))
+        out->reset_at_ms = in->now_ms + out->wait_ms;
+    if (streak != NULL)
+        escalate(streak, cfg, in->now_ms, out);
+    free(t.s);
+}

@@ -1,0 +1,55 @@
+/* tier_internal.h: what tier.c and tier_pace.c (library stepq_tier)
+ * share; nothing else includes it. tier.h is the public header. */
+#ifndef STEPQ_WORKER_TIER_INTERNAL_H
+#define STEPQ_WORKER_TIER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "queue/queue.h"
+#include "worker/tier.h"
+
+/* The request bucket: one request costs 60000/rate ms of "theoretical
+ * arrival time" (GCRA); the bucket holds burst requests. A send admitted
+ * now reaches the endpoint a loop turn later, and that delay varies: the
+ * guard keeps half a request (at most 50 ms) of the burst unused, so a
+ * send that arrives early still finds a token. It lowers the first burst,
+ * not the pace. */
+struct tier__bucket {
+    double cost_ms; /* what this request costs */
+    double cap_ms;  /* what the bucket holds, less the guard */
+};
+
+/* tier__request_bucket fills b for the request bucket of tier t in state
+ * st; false when no request rate is known (requests are not paced). */
+bool tier__request_bucket(const struct config_tier *t,
+                          const struct q_tier_state *st,
+                          struct tier__bucket *b);
+
+/* tier__token_bucket fills b for a request of est_tokens from the token
+ * bucket; false when no token rate is known. */
+bool tier__token_bucket(const struct config_tier *t,
+                        const struct q_tier_state *st, int64_t est_tokens,
+                        struct tier__bucket *b);
+
+/* tier__bucket_ready_at is when the bucket whose theoretical arrival time
+ * is tat takes the request: now, or the ms it must wait for. */
+int64_t tier__bucket_ready_at(double tat, const struct tier__bucket *b,
+                              int64_t now);
+
+/* tier__bucket_take returns the bucket's theoretical arrival time after it
+ * took the request at now. */
+double tier__bucket_take(double tat, const struct tier__bucket *b, int64_t now);
+
+/* tier__pace_down lowers st's pace after a 429 despite pacing (seen: the
+ * sends of the last ten seconds, for a tier with no limit known). */
+void tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
+                     int64_t seen, int64_t now);
+
+/* tier__pace_up gives back pace for the time since the last answer. */
+void tier__pace_up(struct q_tier_state *st, int64_t now);
+
+/* tier__learn_limits keeps the limits o's headers said, when believable. */
+void tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o);
+
+#endif

@@ -1,0 +1,199 @@
+/* tier_pace.c: the pace of a tier. The rate in force (the declared limit
+ * or the one the endpoint's headers taught, times the adaptive pace), the
+ * request and token buckets admission takes from (GCRA: each is one
+ * theoretical arrival time kept in the tier's row), the limits learned from
+ * headers, and the adaptive pace itself: down on a 429 despite pacing, back
+ * up with every second without one. All of it is pure; tier.c reads and
+ * writes the state around it.
+ */
+#include "worker/tier.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <strings.h>
+
+#include "worker/tier_internal.h"
+
+/* Adaptive pace: a 429 despite pacing multiplies the pace by PACE_DOWN (at
+ * most once per PACE_DOWN_EVERY_MS, so one burst of 429s counts once); each
+ * second without one gives back PACE_UP of the ceiling. */
+#define PACE_DOWN          0.7
+#define PACE_MIN           0.05
+#define PACE_DOWN_EVERY_MS 1000
+#define PACE_UP            0.01
+/* Limits past these are not believed (a header with a typo, or a day's
+ * allowance sent as if it were a minute's is still below them). */
+#define LIMIT_MAX 100000000
+
+/* A declared limit per window_s, as a per-minute figure. */
+static double
+per_minute(const struct config_tier *t, int64_t declared)
+{
+    double w = t->window_s > 0 ? t->window_s : 60.0;
+    return declared > 0 ? (double)declared * 60.0 / w : 0.0;
+}
+
+/* The smaller of the positive ones; 0 when neither is. */
+static double
+ceiling(double declared, int64_t learned)
+{
+    if (learned > 0 && (declared <= 0 || (double)learned < declared))
+        return (double)learned;
+    return declared;
+}
+
+static double
+pace_of(const struct q_tier_state *st)
+{
+    return st->pace > 0 && st->pace <= 1 ? st->pace : 1.0;
+}
+
+double
+tier_rate_rpm(const struct config_tier *t, const struct q_tier_state *st)
+{
+    return ceiling(per_minute(t, t->rpm), st->learned_rpm) * pace_of(st);
+}
+
+double
+tier_rate_tpm(const struct config_tier *t, const struct q_tier_state *st)
+{
+    return ceiling(per_minute(t, t->tpm), st->learned_tpm) * pace_of(st);
+}
+
+/* The request bucket, with the guard struct tier__bucket describes. */
+bool
+tier__request_bucket(const struct config_tier *t, const struct q_tier_state *st,
+                     struct tier__bucket *b)
+{
+    double rate = tier_rate_rpm(t, st), interval, burst, guard;
+
+    if (rate <= 0)
+        return false;
+    interval = 60000.0 / rate;
+    burst = t->burst > 0 ? (double)t->burst : rate / 60.0;
+    if (burst < 1)
+        burst = 1;
+    burst = (double)(int64_t)burst;
+    guard = interval / 2 < 50 ? interval / 2 : 50;
+    b->cost_ms = interval;
+    b->cap_ms = burst * interval - guard;
+    if (burst <= 1) {
+        /* A bucket of one has no burst to keep a guard in: space the
+         * requests 2% (at most 20 ms) wider instead. */
+        b->cost_ms = interval + (interval / 50 < 20 ? interval / 50 : 20);
+        b->cap_ms = b->cost_ms;
+    }
+    return true;
+}
+
+/* The token bucket holds one second's worth of the token pace. A request
+ * larger than that goes when the bucket is full, and the debt it leaves
+ * holds the next ones back. */
+bool
+tier__token_bucket(const struct config_tier *t, const struct q_tier_state *st,
+                   int64_t est_tokens, struct tier__bucket *b)
+{
+    double rate = tier_rate_tpm(t, st);
+
+    if (rate <= 0)
+        return false;
+    b->cost_ms = (double)(est_tokens > 0 ? est_tokens : 0) * 60000.0 / rate;
+    b->cap_ms = 1000.0;
+    return true;
+}
+
+/* When the bucket whose theoretical arrival time is tat takes the request:
+ * now, or the ms it must wait for. */
+int64_t
+tier__bucket_ready_at(double tat, const struct tier__bucket *b, int64_t now)
+{
+    double from = tat > (double)now ? tat : (double)now, at;
+
+    if (b->cost_ms >= b->cap_ms) /* larger than the bucket: wait till full */
+        at = from - (double)now > 0 ? tat : (double)now;
+    else
+        at = from + b->cost_ms - b->cap_ms;
+    if (at <= (double)now)
+        return now;
+    return (int64_t)at + ((double)(int64_t)at < at);
+}
+
+double
+tier__bucket_take(double tat, const struct tier__bucket *b, int64_t now)
+{
+    return (tat > (double)now ? tat : (double)now) + b->cost_ms;
+}
+
+/* Sends an estimate of a tier's own rate needs before it is believed. */
+#define SEEN_MIN 10
+
+/* The tier's rate went over what the endpoint takes: lower the pace (once
+ * per PACE_DOWN_EVERY_MS, however many answers of one burst say so). With
+ * no limit known at all, the rate of the last ten seconds (seen, counted
+ * before the refused send left the log) becomes the ceiling the pace
+ * applies to, once there are enough sends to tell; until then only the
+ * cooldown acts. */
+void
+tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
+                int64_t seen, int64_t now)
+{
+    if (now - st->pace_down_at < PACE_DOWN_EVERY_MS)
+        return;
+    if (tier_rate_rpm(t, st) <= 0) {
+        if (seen < SEEN_MIN)
+            return;
+        st->learned_rpm = seen * 6;
+    }
+    st->pace = pace_of(st) * PACE_DOWN;
+    if (st->pace < PACE_MIN)
+        st->pace = PACE_MIN;
+    st->pace_down_at = now;
+    st->pace_up_at = now;
+}
+
+/* Each second without a 429 gives back PACE_UP of the ceiling. */
+void
+tier__pace_up(struct q_tier_state *st, int64_t now)
+{
+    double p = pace_of(st);
+
+    if (p < 1 && now > st->pace_up_at) {
+        p += PACE_UP * (double)(now - st->pace_up_at) / 1000.0;
+        st->pace = p > 1 ? 1 : p;
+    }
+    st->pace_up_at = now;
+}
+
+void
+tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o)
+{
+    if (o->limit_rpm > 0 && o->limit_rpm <= LIMIT_MAX)
+        st->learned_rpm = o->limit_rpm;
+    if (o->limit_tpm > 0 && o->limit_tpm <= LIMIT_MAX)
+        st->learned_tpm = o->limit_tpm;
+}
+
+static bool
+name_is(const char *name, const char *want)
+{
+    return strcasecmp(name, want) == 0;
+}
+
+void
+tier_limits_from_headers(const struct policy_header *h, size_t n, int64_t *rpm,
+                         int64_t *tpm)
+{
+    *rpm = *tpm = 0;
+    for (size_t i = 0; h != NULL && i < n; i++) {
+        int64_t v;
+        if (h[i].name == NULL || h[i].value == NULL ||
+            policy_parse_count(h[i].value, &v) != 0 || v <= 0 || v > LIMIT_MAX)
+            continue; /* Azure's -1 and the like */
+        if (name_is(h[i].name, "x-ratelimit-limit-requests") ||
+            name_is(h[i].name, "anthropic-ratelimit-requests-limit"))
+            *rpm = v;
+        else if (name_is(h[i].name, "x-ratelimit-limit-tokens") ||
+                 name_is(h[i].name, "anthropic-ratelimit-tokens-limit"))
+            *tpm = v;
+    }
+}
