@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
-#include "queue/internal.h"
+#include "queue/sqlite/internal.h"
 
 static const char attempts_sql[] =
     "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
@@ -27,7 +27,7 @@ prepare(q_db *db, const char *sql, sqlite3_stmt **out)
 {
     if (sqlite3_prepare_v2(db->h, sql, -1, out, NULL) != SQLITE_OK) {
         *out = NULL;
-        return db_err(db, "preparing a report");
+        return q__db_err(db, "preparing a report");
     }
     return 0;
 }
@@ -43,16 +43,16 @@ q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
     if ((rc = prepare(db, attempts_sql, &s)) != 0)
         return rc;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        g = grow(g, len, &cap, sizeof(*g));
-        g[len].tier = col_text(s, 0);
-        g[len].outcome = col_text(s, 1);
-        g[len].reason = col_text(s, 2);
-        g[len].decision = col_text(s, 3);
+        g = q__grow(g, len, &cap, sizeof(*g));
+        g[len].tier = q__col_text(s, 0);
+        g[len].outcome = q__col_text(s, 1);
+        g[len].reason = q__col_text(s, 2);
+        g[len].decision = q__col_text(s, 3);
         g[len].count = sqlite3_column_int64(s, 4);
         len++;
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(db, "reading the attempts ledger");
+        rc = q__db_err(db, "reading the attempts ledger");
         q_attempt_groups_free(g, len);
     } else {
         *out = g;
@@ -60,18 +60,6 @@ q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
     }
     sqlite3_finalize(s);
     return rc;
-}
-
-void
-q_attempt_groups_free(struct q_attempt_group *g, size_t n)
-{
-    for (size_t i = 0; g != NULL && i < n; i++) {
-        free(g[i].tier);
-        free(g[i].outcome);
-        free(g[i].reason);
-        free(g[i].decision);
-    }
-    free(g);
 }
 
 int
@@ -86,20 +74,20 @@ q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
         return rc;
     sqlite3_bind_int64(s, 1, limit > 0 ? (sqlite3_int64)limit : -1);
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        p = grow(p, len, &cap, sizeof(*p));
+        p = q__grow(p, len, &cap, sizeof(*p));
         p[len].id = sqlite3_column_int64(s, 0);
         p[len].job_id = sqlite3_column_int64(s, 1);
-        p[len].job_name = col_text(s, 2);
-        p[len].step = col_text(s, 3);
-        p[len].reason = col_text(s, 4);
-        p[len].error = col_text(s, 5);
-        p[len].tier = col_text(s, 6);
+        p[len].job_name = q__col_text(s, 2);
+        p[len].step = q__col_text(s, 3);
+        p[len].reason = q__col_text(s, 4);
+        p[len].error = q__col_text(s, 5);
+        p[len].tier = q__col_text(s, 6);
         p[len].attempts = sqlite3_column_int(s, 7);
         p[len].parked_at = sqlite3_column_int64(s, 8);
         len++;
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(db, "reading the park table");
+        rc = q__db_err(db, "reading the park table");
         q_park_briefs_free(p, len);
     } else {
         *out = p;
@@ -107,17 +95,4 @@ q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
     }
     sqlite3_finalize(s);
     return rc;
-}
-
-void
-q_park_briefs_free(struct q_park_brief *p, size_t n)
-{
-    for (size_t i = 0; p != NULL && i < n; i++) {
-        free(p[i].job_name);
-        free(p[i].step);
-        free(p[i].reason);
-        free(p[i].error);
-        free(p[i].tier);
-    }
-    free(p);
 }
