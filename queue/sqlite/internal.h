@@ -106,8 +106,23 @@ int q__exec_simple(q_db *db, const char *sql);
 void q__bind_text(sqlite3_stmt *s, int i, const char *v);
 /* q__run_done steps a statement that yields no rows; -EIO/-EAGAIN. */
 int q__run_done(q_db *db, sqlite3_stmt *s, const char *what);
+/* q__step_row steps s for one row: 0 with the row current, -ENOENT when
+ * there is none, else the logged error (what was being done). */
+int q__step_row(q_db *db, sqlite3_stmt *s, const char *what);
+/* A row reader: fills the element at elem from the current row of s. */
+typedef void (*q__read_fn)(sqlite3_stmt *s, void *elem);
+/* q__rows reads every row of s into a new array of elem-byte elements
+ * (zeroed, then filled by read). *out and *n are set also on failure, to
+ * the rows read so far: the caller frees them with its own free. */
+int q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read, void **out,
+            size_t *n, const char *what);
+/* q__row_by_id runs statement st with ?1 = id and reads its one row into
+ * out (size bytes, zeroed first): 0, -ENOENT when there is none, or the
+ * logged error. out is untouched on failure. */
+int q__row_by_id(q_db *db, enum q__stmt_id st, int64_t id, q__read_fn read,
+                 void *out, size_t size, const char *what);
 /* q__read_job reads a jobs row in the column order of ST_JOB_GET into j
  * (owned strings). */
-void q__read_job(sqlite3_stmt *s, struct q_job *j);
+void q__read_job(sqlite3_stmt *s, void *job);
 
 #endif

@@ -77,8 +77,10 @@ out:
 
 /* Reads a row in the column order of ST_JOB_GET. */
 void
-q__read_job(sqlite3_stmt *s, struct q_job *j)
+q__read_job(sqlite3_stmt *s, void *job)
 {
+    struct q_job *j = job;
+
     j->id = sqlite3_column_int64(s, 0);
     j->name = q__col_text(s, 1);
     j->key = q__col_text(s, 2);
@@ -98,37 +100,22 @@ q__read_job(sqlite3_stmt *s, struct q_job *j)
 int
 q_job_get(q_db *db, int64_t id, struct q_job *out)
 {
-    sqlite3_stmt *s = q__stmt(db, ST_JOB_GET);
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return -ENOENT;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "reading a job");
-    q__read_job(s, out);
-    sqlite3_reset(s);
-    return 0;
+    return q__row_by_id(db, ST_JOB_GET, id, q__read_job, out, sizeof(*out),
+                        "reading a job");
 }
 
-/* Collects the rows of s (job columns) into a growing array. */
+/* Collects the rows of s (job columns). */
 static int
 collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
 {
-    struct q_job *v = NULL;
-    size_t len = 0, cap = 0;
-    int rc;
+    void *v = NULL;
+    size_t len = 0;
+    int rc = q__rows(db, s, sizeof(struct q_job), q__read_job, &v, &len,
+                     "listing jobs");
 
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        v = q__grow(v, len, &cap, sizeof(*v));
-        q__read_job(s, &v[len++]);
-    }
-    if (rc != SQLITE_DONE) {
+    if (rc != 0) {
         q_jobs_free(v, len);
-        return q__db_err(db, "listing jobs");
+        return rc;
     }
     *out = v;
     *n = len;

@@ -10,32 +10,37 @@
 
 #include "common/xalloc.h"
 
+static void
+read_step(sqlite3_stmt *s, void *elem)
+{
+    struct q_step *st = elem;
+
+    st->index = sqlite3_column_int(s, 0);
+    st->state = (enum q_step_state)sqlite3_column_int(s, 1);
+    st->tier = q__col_text(s, 2);
+    st->attempts = sqlite3_column_int(s, 3);
+    st->tokens = sqlite3_column_int64(s, 4);
+    st->output = q__col_text(s, 5);
+    st->reset_after = sqlite3_column_int(s, 6);
+    st->pin_tier = q__col_text(s, 7);
+}
+
 int
 q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
 {
     sqlite3_stmt *s = q__stmt(db, ST_STEPS_GET);
-    struct q_step *v = NULL;
-    size_t len = 0, cap = 0;
+    void *v = NULL;
+    size_t len = 0;
     int rc;
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        v = q__grow(v, len, &cap, sizeof(*v));
-        v[len].index = sqlite3_column_int(s, 0);
-        v[len].state = (enum q_step_state)sqlite3_column_int(s, 1);
-        v[len].tier = q__col_text(s, 2);
-        v[len].attempts = sqlite3_column_int(s, 3);
-        v[len].tokens = sqlite3_column_int64(s, 4);
-        v[len].output = q__col_text(s, 5);
-        v[len].reset_after = sqlite3_column_int(s, 6);
-        v[len].pin_tier = q__col_text(s, 7);
-        len++;
-    }
-    if (rc != SQLITE_DONE) {
+    rc = q__rows(db, s, sizeof(struct q_step), read_step, &v, &len,
+                 "reading steps");
+    if (rc != 0) {
         q_steps_free(v, len);
-        return q__db_err(db, "reading steps");
+        return rc;
     }
     *out = v;
     *n = len;
@@ -141,11 +146,8 @@ attempt_finish_locked(q_db *db, int64_t id, const struct q_attempt_result *r)
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return -ENOENT;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "finishing an attempt");
+    if ((rc = q__step_row(db, s, "finishing an attempt")) != 0)
+        return rc;
     job_id = sqlite3_column_int64(s, 0);
     step = sqlite3_column_int(s, 1);
     est = sqlite3_column_int64(s, 2);
@@ -187,14 +189,36 @@ q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     return q__tx_leave(db, attempt_finish_locked(db, id, r));
 }
 
+static void
+read_attempt(sqlite3_stmt *s, void *elem)
+{
+    struct q_attempt *a = elem;
+
+    a->id = sqlite3_column_int64(s, 0);
+    a->step = sqlite3_column_int(s, 1);
+    a->attempt = sqlite3_column_int(s, 2);
+    a->tier = q__col_text(s, 3);
+    a->request_sha256 = q__col_text(s, 4);
+    a->started_at = sqlite3_column_int64(s, 5);
+    a->finished_at = sqlite3_column_int64(s, 6);
+    a->status = sqlite3_column_int(s, 7);
+    a->outcome = q__col_text(s, 8);
+    a->reason = q__col_text(s, 9);
+    a->decision = q__col_text(s, 10);
+    a->delay_ms = sqlite3_column_int64(s, 11);
+    a->latency_ms = sqlite3_column_int64(s, 12);
+    a->tokens = sqlite3_column_int64(s, 13);
+    a->body = q__col_text(s, 14);
+}
+
 int
 q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
                 size_t *n)
 {
     sqlite3_stmt *s =
         q__stmt(db, step < 0 ? ST_ATTEMPTS_JOB : ST_ATTEMPTS_STEP);
-    struct q_attempt *v = NULL;
-    size_t len = 0, cap = 0;
+    void *v = NULL;
+    size_t len = 0;
     int rc;
 
     if (s == NULL)
@@ -202,29 +226,11 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
     sqlite3_bind_int64(s, 1, job_id);
     if (step >= 0)
         sqlite3_bind_int(s, 2, step);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        struct q_attempt *a;
-        v = q__grow(v, len, &cap, sizeof(*v));
-        a = &v[len++];
-        a->id = sqlite3_column_int64(s, 0);
-        a->step = sqlite3_column_int(s, 1);
-        a->attempt = sqlite3_column_int(s, 2);
-        a->tier = q__col_text(s, 3);
-        a->request_sha256 = q__col_text(s, 4);
-        a->started_at = sqlite3_column_int64(s, 5);
-        a->finished_at = sqlite3_column_int64(s, 6);
-        a->status = sqlite3_column_int(s, 7);
-        a->outcome = q__col_text(s, 8);
-        a->reason = q__col_text(s, 9);
-        a->decision = q__col_text(s, 10);
-        a->delay_ms = sqlite3_column_int64(s, 11);
-        a->latency_ms = sqlite3_column_int64(s, 12);
-        a->tokens = sqlite3_column_int64(s, 13);
-        a->body = q__col_text(s, 14);
-    }
-    if (rc != SQLITE_DONE) {
+    rc = q__rows(db, s, sizeof(struct q_attempt), read_attempt, &v, &len,
+                 "reading attempts");
+    if (rc != 0) {
         q_attempts_free(v, len);
-        return q__db_err(db, "reading attempts");
+        return rc;
     }
     *out = v;
     *n = len;

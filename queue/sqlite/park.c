@@ -51,8 +51,9 @@ q_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
 }
 
 static void
-read_park(sqlite3_stmt *s, struct q_park_item *p)
+read_park(sqlite3_stmt *s, void *elem)
 {
+    struct q_park_item *p = elem;
     const unsigned char *state;
 
     p->id = sqlite3_column_int64(s, 0);
@@ -77,21 +78,8 @@ read_park(sqlite3_stmt *s, struct q_park_item *p)
 int
 q_park_get(q_db *db, int64_t id, struct q_park_item *out)
 {
-    sqlite3_stmt *s = q__stmt(db, ST_PARK_GET);
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return -ENOENT;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "reading a park item");
-    memset(out, 0, sizeof(*out));
-    read_park(s, out);
-    sqlite3_reset(s);
-    return 0;
+    return q__row_by_id(db, ST_PARK_GET, id, read_park, out, sizeof(*out),
+                        "reading a park item");
 }
 
 int
@@ -99,8 +87,8 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
             size_t *n)
 {
     sqlite3_stmt *s = q__stmt(db, ST_PARK_LIST);
-    struct q_park_item *v = NULL;
-    size_t len = 0, cap = 0;
+    void *v = NULL;
+    size_t len = 0;
     int rc;
 
     if (s == NULL)
@@ -109,13 +97,11 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
     q__bind_text(s, 2, f->reason);
     q__bind_text(s, 3, f->tier);
     sqlite3_bind_int64(s, 4, f->job_id);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        v = q__grow(v, len, &cap, sizeof(*v));
-        read_park(s, &v[len++]);
-    }
-    if (rc != SQLITE_DONE) {
+    rc = q__rows(db, s, sizeof(struct q_park_item), read_park, &v, &len,
+                 "listing park items");
+    if (rc != 0) {
         q_park_items_free(v, len);
-        return q__db_err(db, "listing park items");
+        return rc;
     }
     *out = v;
     *n = len;

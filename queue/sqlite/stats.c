@@ -1,12 +1,9 @@
-/* stats.c: read-only summaries of the ledger and the park table. */
-#include "queue/queue.h"
+/* stats.c: read-only summaries of the ledger and the park table (SQLite). */
+#include "queue/sqlite/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "common/xalloc.h"
-#include "queue/sqlite/internal.h"
 
 static const char attempts_sql[] =
     "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
@@ -32,67 +29,75 @@ prepare(q_db *db, const char *sql, sqlite3_stmt **out)
     return 0;
 }
 
+static void
+read_group(sqlite3_stmt *s, void *elem)
+{
+    struct q_attempt_group *g = elem;
+
+    g->tier = q__col_text(s, 0);
+    g->outcome = q__col_text(s, 1);
+    g->reason = q__col_text(s, 2);
+    g->decision = q__col_text(s, 3);
+    g->count = sqlite3_column_int64(s, 4);
+}
+
 int
 q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
     sqlite3_stmt *s = NULL;
-    struct q_attempt_group *g = NULL;
-    size_t len = 0, cap = 0;
-    int rc, step;
+    void *v = NULL;
+    size_t len = 0;
+    int rc;
 
     if ((rc = prepare(db, attempts_sql, &s)) != 0)
         return rc;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        g = q__grow(g, len, &cap, sizeof(*g));
-        g[len].tier = q__col_text(s, 0);
-        g[len].outcome = q__col_text(s, 1);
-        g[len].reason = q__col_text(s, 2);
-        g[len].decision = q__col_text(s, 3);
-        g[len].count = sqlite3_column_int64(s, 4);
-        len++;
-    }
-    if (step != SQLITE_DONE) {
-        rc = q__db_err(db, "reading the attempts ledger");
-        q_attempt_groups_free(g, len);
-    } else {
-        *out = g;
-        *n = len;
-    }
+    rc = q__rows(db, s, sizeof(struct q_attempt_group), read_group, &v, &len,
+                 "reading the attempts ledger");
     sqlite3_finalize(s);
-    return rc;
+    if (rc != 0) {
+        q_attempt_groups_free(v, len);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+static void
+read_brief(sqlite3_stmt *s, void *elem)
+{
+    struct q_park_brief *p = elem;
+
+    p->id = sqlite3_column_int64(s, 0);
+    p->job_id = sqlite3_column_int64(s, 1);
+    p->job_name = q__col_text(s, 2);
+    p->step = q__col_text(s, 3);
+    p->reason = q__col_text(s, 4);
+    p->error = q__col_text(s, 5);
+    p->tier = q__col_text(s, 6);
+    p->attempts = sqlite3_column_int(s, 7);
+    p->parked_at = sqlite3_column_int64(s, 8);
 }
 
 int
 q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
 {
     sqlite3_stmt *s = NULL;
-    struct q_park_brief *p = NULL;
-    size_t len = 0, cap = 0;
-    int rc, step;
+    void *v = NULL;
+    size_t len = 0;
+    int rc;
 
     if ((rc = prepare(db, park_sql, &s)) != 0)
         return rc;
     sqlite3_bind_int64(s, 1, limit > 0 ? (sqlite3_int64)limit : -1);
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        p = q__grow(p, len, &cap, sizeof(*p));
-        p[len].id = sqlite3_column_int64(s, 0);
-        p[len].job_id = sqlite3_column_int64(s, 1);
-        p[len].job_name = q__col_text(s, 2);
-        p[len].step = q__col_text(s, 3);
-        p[len].reason = q__col_text(s, 4);
-        p[len].error = q__col_text(s, 5);
-        p[len].tier = q__col_text(s, 6);
-        p[len].attempts = sqlite3_column_int(s, 7);
-        p[len].parked_at = sqlite3_column_int64(s, 8);
-        len++;
-    }
-    if (step != SQLITE_DONE) {
-        rc = q__db_err(db, "reading the park table");
-        q_park_briefs_free(p, len);
-    } else {
-        *out = p;
-        *n = len;
-    }
+    rc = q__rows(db, s, sizeof(struct q_park_brief), read_brief, &v, &len,
+                 "reading the park table");
     sqlite3_finalize(s);
-    return rc;
+    if (rc != 0) {
+        q_park_briefs_free(v, len);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
 }

@@ -248,13 +248,7 @@ q__stmt(q_db *db, enum q__stmt_id id)
 static int
 step_done(q_db *db, enum q__stmt_id id, const char *what)
 {
-    sqlite3_stmt *s = q__stmt(db, id);
-
-    if (s == NULL)
-        return -EIO;
-    if (sqlite3_step(s) != SQLITE_DONE)
-        return q__db_err(db, what);
-    return 0;
+    return q__run_done(db, q__stmt(db, id), what);
 }
 
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one

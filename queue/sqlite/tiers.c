@@ -145,26 +145,36 @@ q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     return 0;
 }
 
-int
-q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                 int64_t *old_tokens)
+/* Reads send id: what it was charged, and whether it is done. */
+static int
+send_get(q_db *db, int64_t id, int64_t *tokens, bool *done)
 {
     sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_GET);
-    int64_t old;
     int rc;
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return -ENOENT;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "reading a tier send");
-    old = sqlite3_column_int64(s, 0);
-    rc = sqlite3_column_type(s, 1) != SQLITE_NULL;
+    if ((rc = q__step_row(db, s, "reading a tier send")) != 0)
+        return rc;
+    *tokens = sqlite3_column_int64(s, 0);
+    *done = sqlite3_column_type(s, 1) != SQLITE_NULL;
     sqlite3_reset(s);
-    if (rc)
+    return 0;
+}
+
+int
+q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                 int64_t *old_tokens)
+{
+    sqlite3_stmt *s;
+    int64_t old;
+    bool done;
+    int rc;
+
+    if ((rc = send_get(db, id, &old, &done)) != 0)
+        return rc;
+    if (done)
         return -EALREADY;
     if ((s = q__stmt(db, ST_TIER_SEND_DONE)) == NULL)
         return -EIO;
@@ -181,20 +191,13 @@ q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
 int
 q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
 {
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_GET);
+    sqlite3_stmt *s;
     int64_t old;
+    bool done;
     int rc;
 
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
-        return -ENOENT;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "reading a tier send");
-    old = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    if ((rc = send_get(db, id, &old, &done)) != 0)
+        return rc;
     if ((s = q__stmt(db, ST_TIER_SEND_DROP)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);

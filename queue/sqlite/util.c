@@ -46,3 +46,50 @@ q__run_done(q_db *db, sqlite3_stmt *s, const char *what)
         return q__db_err(db, what);
     return 0;
 }
+
+int
+q__step_row(q_db *db, sqlite3_stmt *s, const char *what)
+{
+    int rc = sqlite3_step(s);
+
+    if (rc == SQLITE_ROW)
+        return 0;
+    if (rc == SQLITE_DONE)
+        return -ENOENT;
+    return q__db_err(db, what);
+}
+
+int
+q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read, void **out,
+        size_t *n, const char *what)
+{
+    char *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        v = q__grow(v, len, &cap, elem);
+        read(s, v + len++ * elem);
+    }
+    *out = v;
+    *n = len;
+    return rc == SQLITE_DONE ? 0 : q__db_err(db, what);
+}
+
+int
+q__row_by_id(q_db *db, enum q__stmt_id st, int64_t id, q__read_fn read,
+             void *out, size_t size, const char *what)
+{
+    sqlite3_stmt *s = q__stmt(db, st);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = q__step_row(db, s, what)) != 0)
+        return rc;
+    memset(out, 0, size);
+    read(s, out);
+    sqlite3_reset(s);
+    return 0;
+}
