@@ -56,7 +56,7 @@ static q_db *
 open_or_die(const char *path, bool full)
 {
     struct q_open_opts o = {
-        .sync_full = full, .busy_timeout_ms = 10000, .keep_body_bytes = 65536};
+        .durable = full, .lock_wait_ms = 10000, .keep_body_bytes = 65536};
     q_db *db = NULL;
     if (q_open(path, &o, &db) != 0) {
         fprintf(stderr, "cannot open %s\n", path);

@@ -217,6 +217,12 @@ cli_open_failed(const char *path, int rc)
     case -EAGAIN:
         cli_error("the database at %s stayed locked by another process", path);
         break;
+    case -EINVAL:
+    case -EPROTONOSUPPORT:
+        cli_error("%s: not a database location this stepq can open "
+                  "(a file path, or sqlite:PATH)",
+                  path[0] ? path : "(empty)");
+        return CLI_USAGE;
     default:
         cli_error("cannot open database %s", path);
         break;

@@ -135,7 +135,7 @@ parse_job_filter(const char *job, int64_t *out)
 }
 
 static int
-park_list(struct cli_env *env, int argc, char **argv)
+list_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool json = false, all = false;
     const char *reason = NULL, *tier = NULL, *job = NULL;
@@ -249,7 +249,7 @@ attempts_json(const struct q_attempt *a, size_t n)
 }
 
 static int
-park_show(struct cli_env *env, int argc, char **argv)
+show_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
@@ -357,8 +357,7 @@ login_name(void)
 
 /* Exactly one of the resolutions, as the CLI flags give it. */
 static int
-pick_resolution(bool retry, bool skip, bool done, bool fail,
-                enum q_resolution *out)
+pick_resolution(bool retry, bool skip, bool done, bool fail, enum park_how *out)
 {
     int n = retry + skip + done + fail;
 
@@ -367,15 +366,55 @@ pick_resolution(bool retry, bool skip, bool done, bool fail,
                   "or --fail");
         return CLI_USAGE;
     }
-    *out = retry  ? Q_RESOLVE_RETRY
-           : skip ? Q_RESOLVE_SKIP
-           : done ? Q_RESOLVE_DONE
-                  : Q_RESOLVE_FAIL;
+    *out = retry ? PARK_RETRY : skip ? PARK_SKIP : done ? PARK_DONE : PARK_FAIL;
+    return 0;
+}
+
+/* Checks d by park's rules (the same for every caller). A bulk retry's
+ * tier filter must name a tier of the config too (a typo matches nothing). */
+static int
+check_decision(struct cli_env *env, const struct park_decision *d, bool bulk,
+               const char *filter_tier)
+{
+    const struct config *cfg = NULL;
+    char err[256];
+    int rc;
+
+    if ((d->tier != NULL || filter_tier != NULL) &&
+        (rc = cli_config(env, &cfg)) != 0)
+        return rc;
+    if (park_decision_check(d, bulk, cfg, err, sizeof(err)) != 0) {
+        cli_error("park resolve: %s", err);
+        return CLI_USAGE;
+    }
+    if (filter_tier != NULL && config_find_tier(cfg, filter_tier) == NULL) {
+        cli_error("park resolve: no tier named %s in the config", filter_tier);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* Reads the --output file into d (owned text in *text). */
+static int
+read_output(const char *output, struct park_decision *d, char **text)
+{
+    size_t len = 0;
+    int rc = file_read_all(output, OUTPUT_MAX_BYTES, text, &len);
+
+    if (rc != 0) {
+        cli_error("park resolve: --output %s: %s", output,
+                  rc == -ENOENT  ? "no such file"
+                  : rc == -E2BIG ? "larger than 16 MiB"
+                                 : "cannot read");
+        return CLI_USAGE;
+    }
+    d->output = *text;
+    d->output_len = len;
     return 0;
 }
 
 static int
-park_resolve(struct cli_env *env, int argc, char **argv)
+resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool retry = false, skip = false, done = false, fail = false, all = false;
     const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
@@ -392,19 +431,17 @@ park_resolve(struct cli_env *env, int argc, char **argv)
                              {"reason", &reason, NULL},
                              {"job", &job, NULL},
                              {NULL, NULL, NULL}};
-    struct q_resolve r = {0};
+    struct park_decision d = {0};
     struct q_park_filter f = {0};
-    const struct config *cfg = NULL;
     const char *pos[1];
     char *text = NULL;
-    size_t len = 0;
     long long id = 0;
     int64_t n = 0;
     q_db *db = NULL;
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0 ||
-        (rc = pick_resolution(retry, skip, done, fail, &r.how)) != 0)
+        (rc = pick_resolution(retry, skip, done, fail, &d.how)) != 0)
         return rc;
     if (all == (npos == 1)) {
         cli_error("park resolve: give one item ID or --all-matching");
@@ -414,69 +451,39 @@ park_resolve(struct cli_env *env, int argc, char **argv)
         cli_error("park resolve: --reason and --job go with --all-matching");
         return CLI_USAGE;
     }
-    if (all && done) {
-        cli_error("park resolve: --done is per item (its output is the "
-                  "step's)");
-        return CLI_USAGE;
-    }
-    if (output != NULL && !done) {
-        cli_error("park resolve: --output goes with --done");
-        return CLI_USAGE;
-    }
-    if (tier != NULL && !retry && !all) {
-        cli_error("park resolve: --tier goes with --retry");
-        return CLI_USAGE;
-    }
-    if (!all && (rc = cli_parse_id(pos[0], &id)) != 0)
+    if ((!all && (rc = cli_parse_id(pos[0], &id)) != 0) ||
+        (rc = parse_job_filter(job, &f.job_id)) != 0)
         return rc;
-    if ((rc = parse_job_filter(job, &f.job_id)) != 0)
-        return rc;
-    if (retry && tier != NULL) {
-        if ((rc = cli_config(env, &cfg)) != 0)
-            return rc;
-        if (config_find_tier(cfg, tier) == NULL) {
-            cli_error("park resolve: no tier named %s in the config", tier);
-            return CLI_USAGE;
-        }
-    }
-    if (output != NULL) {
-        rc = file_read_all(output, OUTPUT_MAX_BYTES, &text, &len);
-        if (rc != 0) {
-            cli_error("park resolve: --output %s: %s", output,
-                      rc == -ENOENT  ? "no such file"
-                      : rc == -E2BIG ? "larger than 16 MiB"
-                                     : "cannot read");
-            return CLI_USAGE;
-        }
-        if (!json_utf8_valid(text, len) || strlen(text) != len) {
-            cli_error("park resolve: --output %s is not UTF-8 text", output);
-            free(text);
-            return CLI_USAGE;
-        }
-    }
-    r.tier = all ? NULL : tier;
-    r.output = done ? (text ? text : "") : NULL;
-    r.by = by ? by : login_name();
-    r.note = note;
-    r.now = clock_now_ms();
+    /* With --all-matching, --tier picks the items (a filter); with one
+     * item it is the tier to retry on. */
     f.reason = reason;
     f.tier = all ? tier : NULL;
+    d.tier = all ? NULL : tier;
+    d.output = output != NULL ? "" : NULL; /* the rules first, then read */
+    d.by = by ? by : login_name();
+    d.note = note;
+    d.now = clock_now_ms();
+    if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
+        return rc;
+    if (output != NULL && ((rc = read_output(output, &d, &text)) != 0 ||
+                           (rc = check_decision(env, &d, all, NULL)) != 0)) {
+        free(text);
+        return rc;
+    }
     if ((rc = cli_open_db(env, &db)) != 0) {
         free(text);
         return rc;
     }
-    rc = all ? q_park_resolve_matching(db, &f, &r, &n)
-             : q_park_resolve(db, id, &r);
+    rc = all ? park_resolve_matching(db, &f, &d, &n) : park_resolve(db, id, &d);
     q_close(db);
     free(text);
     switch (rc) {
     case 0:
         if (all)
             printf("resolved %lld item(s): %s\n", (long long)n,
-                   q_resolution_name(r.how));
+                   park_how_name(d.how));
         else
-            printf("resolved park item %lld: %s\n", id,
-                   q_resolution_name(r.how));
+            printf("resolved park item %lld: %s\n", id, park_how_name(d.how));
         return CLI_OK;
     case -ENOENT:
         cli_error("park resolve: no park item %lld", id);
@@ -495,9 +502,9 @@ park_resolve(struct cli_env *env, int argc, char **argv)
 int
 cmd_park(struct cli_env *env, int argc, char **argv)
 {
-    static const struct cli_sub subs[] = {{"list", park_list},
-                                          {"show", park_show},
-                                          {"resolve", park_resolve},
+    static const struct cli_sub subs[] = {{"list", list_cmd},
+                                          {"show", show_cmd},
+                                          {"resolve", resolve_cmd},
                                           {NULL, NULL}};
 
     return cli_subcommand(env, argc, argv, subs, usage);

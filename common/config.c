@@ -243,6 +243,28 @@ resolve_path(const char *dir, const char *rel)
     return p;
 }
 
+/* The database location "db": a path (or "sqlite:PATH") is resolved
+ * against the config's folder; a "scheme://..." location is kept as is. */
+static char *
+resolve_db(const char *dir, const char *db)
+{
+    static const char scheme[] = "sqlite:";
+    const size_t n = sizeof(scheme) - 1;
+    char *path, *loc;
+    size_t len;
+
+    if (strstr(db, "://") != NULL)
+        return xstrdup(db);
+    if (strncmp(db, scheme, n) != 0)
+        return resolve_path(dir, db);
+    path = resolve_path(dir, db + n);
+    len = n + strlen(path) + 1;
+    loc = xmalloc(len);
+    snprintf(loc, len, "%s%s", scheme, path);
+    free(path);
+    return loc;
+}
+
 static int
 parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
            size_t len)
@@ -309,7 +331,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
             c->nrules++;
         }
     }
-    c->db = db ? resolve_path(dir, db) : NULL;
+    c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
     return 0;
 }

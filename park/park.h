@@ -7,9 +7,14 @@
 #ifndef STEPQ_PARK_PARK_H
 #define STEPQ_PARK_PARK_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "common/config.h"
 #include "common/defs.h"
 #include "queue/queue.h"
 
@@ -26,5 +31,58 @@ cJSON *park_item_json(const struct q_park_item *it);
  * started (logged). */
 STEPQ_MUST_CHECK int park_hook_run(uv_loop_t *loop, const char *cmd,
                                    int64_t timeout_ms, const char *json);
+
+/* ---- resolution: what an operator's decision does --------------------- */
+
+/* The four resolutions of a park item. */
+enum park_how { PARK_RETRY, PARK_SKIP, PARK_DONE, PARK_FAIL };
+
+/* park_how_name gives "retry", "skip", "done" or "fail". */
+const char *park_how_name(enum park_how how);
+/* park_how_from_name maps one of those names to its value; -EINVAL. */
+STEPQ_MUST_CHECK int park_how_from_name(const char *name, enum park_how *out);
+
+/* An operator's decision, as the CLI, an HTTP API or a program gives it.
+ * Strings are borrowed. */
+struct park_decision {
+    enum park_how how;
+    const char *tier;   /* retry: the step runs only on this tier; NULL */
+    const char *output; /* done: the step's output (NULL: empty) */
+    size_t output_len;  /* bytes of output */
+    const char *by;     /* who decided; required */
+    const char *note;   /* may be NULL */
+    int64_t now;
+};
+
+/* park_decision_check applies the rules of a valid decision, the same for
+ * every caller: an output goes only with done, a tier only with retry;
+ * done and a tier are per item (bulk: a decision for every item a filter
+ * matches allows neither); the tier must be one of cfg's (cfg NULL: not
+ * checked); the output must be UTF-8 text without NUL bytes; by must not
+ * be empty. Returns 0, or -EINVAL with the reason in err (len bytes,
+ * terminated; "output goes with done"). */
+STEPQ_MUST_CHECK int park_decision_check(const struct park_decision *d,
+                                         bool bulk, const struct config *cfg,
+                                         char *err, size_t len);
+
+/* park_resolve resolves open item id as d says, in one transaction: the
+ * item is closed with its resolution, and its parked job goes on: retry
+ * queues the step again with a fresh count of attempts (on d->tier only,
+ * if set), skip skips it, done records d->output as the step's output,
+ * fail fails the job naming the item and who failed it. Returns 0,
+ * -ENOENT for an unknown id, -EALREADY when the item is already resolved
+ * or its job is no longer parked (exactly one of two racing resolutions
+ * wins), or a storage error (-EAGAIN, -EIO). Nothing changes on failure.
+ * d should have passed park_decision_check. */
+STEPQ_MUST_CHECK int park_resolve(q_db *db, int64_t id,
+                                  const struct park_decision *d);
+/* park_resolve_matching resolves every open item f matches (f->all is
+ * ignored) in one transaction, all or none, and sets *n to how many it
+ * resolved. Items of a job that an earlier item of the same call already
+ * sent on are closed with the same resolution and not counted. */
+STEPQ_MUST_CHECK int park_resolve_matching(q_db *db,
+                                           const struct q_park_filter *f,
+                                           const struct park_decision *d,
+                                           int64_t *n);
 
 #endif

@@ -1,103 +1,23 @@
-/* internal.h: declarations shared inside queue/ only. */
+/* internal.h: what the backend-neutral part of queue/ (queue.c) and the
+ * backends (queue/sqlite/) share. Not a public interface. */
 #ifndef STEPQ_QUEUE_INTERNAL_H
 #define STEPQ_QUEUE_INTERNAL_H
 
-#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "queue/queue.h"
 
-/* Every statement the module runs, prepared once per connection. */
-enum stmt_id {
-    ST_BEGIN,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_SAVEPOINT,
-    ST_RELEASE,
-    ST_ROLLBACK_TO,
-    ST_JOB_INSERT,
-    ST_JOB_BY_KEY,
-    ST_JOB_GET,
-    ST_JOBS_LIST,
-    ST_JOBS_LIST_STATE,
-    ST_COUNTS,
-    ST_PARK_OPEN,
-    ST_EXPIRED,
-    ST_RECLAIM,
-    ST_CLAIM_PICK,
-    ST_CLAIM_SET,
-    ST_EXTEND,
-    ST_SET_STATE_HELD,
-    ST_FAIL_HELD,
-    ST_CANCEL,
-    ST_JOB_STATE,
-    ST_STEPS_GET,
-    ST_STEP_SET,
-    ST_ATTEMPT_NEXT,
-    ST_ATTEMPT_INSERT,
-    ST_STEP_CHARGE,
-    ST_ATTEMPT_FINISH,
-    ST_ATTEMPT_GET,
-    ST_STEP_CORRECT,
-    ST_ATTEMPTS_JOB,
-    ST_ATTEMPTS_STEP,
-    ST_HELD,
-    ST_TIER_GET,
-    ST_TIER_WINDOW,
-    ST_TIER_TOKENS,
-    ST_TIER_INFLIGHT,
-    ST_TIER_PUT,
-    ST_TIER_SEND_ADD,
-    ST_TIER_SEND_GET,
-    ST_TIER_SEND_DONE,
-    ST_TIER_SEND_DROP,
-    ST_TIER_PRUNE,
-    ST_PARK_ADD,
-    ST_NEXT_DUE,
-    ST_PARK_GET,
-    ST_PARK_LIST,
-    ST_PARK_CLOSE,
-    ST_STEP_RESET,
-    ST_JOB_REQUEUE,
-    ST_JOB_FAIL_PARKED,
-    ST_COUNT
-};
+/* q__sqlite_open opens the SQLite database at path: create true makes the
+ * file (mode 0600) and migrates it to version target (0: the latest);
+ * create false opens only an existing database at this build's version.
+ * The errors of q_open and q_open_existing. Caller owns *out. */
+int q__sqlite_open(const char *path, const struct q_open_opts *opts,
+                   bool create, int target, q_db **out);
 
-struct q_db {
-    sqlite3 *h;
-    sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
-    int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
-    int64_t keep_body_bytes;
-    char *path;
-};
-
-/* schema_migrate brings the database to target (0: the latest) in one
- * transaction. -ENOTSUP if the file is newer than this build knows. */
-int schema_migrate(q_db *db, int target);
-
-/* q_open_version opens path and migrates only up to version target (for
- * migration tests). */
-int q_open_version(const char *path, int target, q_db **out);
-
-/* store_sql is the SQL text of statement id (for query-plan tests). */
-const char *store_sql(enum stmt_id id);
-
-/* stmt returns the cached statement id, reset and with bindings cleared,
- * or NULL after logging when it cannot be prepared. */
-sqlite3_stmt *stmt(q_db *db, enum stmt_id id);
-/* db_err logs the SQLite error of the connection with what was being done
- * and returns -EIO (or -EAGAIN when the database stayed locked). */
-int db_err(q_db *db, const char *what);
-/* tx_enter starts a write transaction unless one is open; tx_leave ends
- * the level tx_enter opened, committing on rc == 0, rolling back else.
- * tx_leave returns rc, or the commit's error. */
-int tx_enter(q_db *db);
-int tx_leave(q_db *db, int rc);
-/* grow makes room for element len of an array of *cap elements of elem
- * bytes (doubling, aborting on OOM) and zeroes it; returns the array. */
-void *grow(void *v, size_t len, size_t *cap, size_t elem);
-/* col_text copies column i of the current row, or NULL. Caller frees. */
-char *col_text(sqlite3_stmt *s, int i);
-/* exec_simple runs SQL with no parameters or results (schema, pragmas). */
-int exec_simple(q_db *db, const char *sql);
+/* q__body_keep is how many bytes of body (len bytes) the ledger keeps when
+ * it keeps at most max: cut back to a UTF-8 character boundary. */
+size_t q__body_keep(const char *body, size_t len, int64_t max);
 
 #endif

@@ -1,14 +1,24 @@
-/* queue.h: the stepq queue store: jobs, leases, steps, the attempts ledger,
- * park items and tier state.
+/* queue.h: the storage contract of stepq, neutral to the backend: jobs
+ * and leases, step progress, the attempts ledger, tier state, and park
+ * items. queue/ owns storing these; the rules that combine them (running
+ * a job, parking and resolving, admission) live above it, in worker/,
+ * park/ and worker/tier, written once for every backend.
  *
- * This is the only module that knows the storage engine (SQLite today, a
- * PostgreSQL backend later); no SQL or sqlite3 type leaves queue/.  All
- * functions return 0 or a negative errno (CONVENTIONS §4): -EINVAL bad
- * input, -ENOENT not found / nothing to claim, -EBUSY leased elsewhere or
- * lease lost, -EALREADY wrong state, -EAGAIN the database stayed locked by
- * another process for the whole busy timeout (retry later), -EIO storage
- * failure (logged where it happened).  Out-params are untouched on failure.
- * Times are milliseconds since the Unix epoch and always come in as arguments.
+ * A backend (queue/sqlite/ today; each in its own folder, the only code
+ * that includes its client library's header) implements every function
+ * here and passes the contract suite, tests/test_queue_contract.c.
+ * Nothing here names an engine: a store is opened by a location string,
+ * and errors say what happened, not which engine said it. Every function
+ * returns 0 or a negative errno (CONVENTIONS §4):
+ *   -EINVAL    bad input (a bad location, a bad argument)
+ *   -ENOENT    not found, or nothing to claim
+ *   -EBUSY     the job is leased by another worker (or the lease was lost)
+ *   -EALREADY  the row is not in the state the call needs (wrong state)
+ *   -EAGAIN    busy: other writers held the store for the whole lock
+ *              wait; nothing was changed, try again later
+ *   -EIO       the store failed (logged where it happened)
+ * Out-params are untouched on failure. Times are milliseconds since the
+ * Unix epoch and always come in as arguments: no call reads the clock.
  *
  * Group commit: q_tx_begin()/q_tx_commit() wrap any number of calls in one
  * write transaction; each call outside one commits on its own.
@@ -27,29 +37,38 @@ typedef struct q_db q_db;
 /* ---- opening --------------------------------------------------------- */
 
 struct q_open_opts {
-    bool sync_full;          /* synchronous=FULL instead of NORMAL */
-    int busy_timeout_ms;     /* default 5000 */
+    bool durable;            /* each commit survives power loss, not only a
+                                crash of the process (slower) */
+    int lock_wait_ms;        /* how long a call waits for other writers
+                                before -EAGAIN; 0: 5000 */
     int64_t keep_body_bytes; /* raw bodies kept in the ledger; 65536 */
 };
 
-/* q_open opens (creating mode 0600 if needed) and migrates the database at
- * path: what `stepq init` does (and the demo and tests, on their own
- * fresh files). opts may be NULL. Returns 0, -EIO (cannot open or migrate;
- * logged), -EAGAIN (locked for longer than the busy timeout) or -ENOTSUP
- * (made by a newer stepq). Caller owns *out; q_close() it. */
-STEPQ_MUST_CHECK int q_open(const char *path, const struct q_open_opts *opts,
-                            q_db **out);
-/* q_open_existing opens the database at path only if it already holds a
+/* A location names the store: "sqlite:PATH" or a plain PATH is a SQLite
+ * file; any other "scheme://..." is a backend this build may not have
+ * (-EPROTONOSUPPORT, logged). */
+
+/* q_open opens the store at location, creating it (a SQLite file mode
+ * 0600) and migrating its schema if needed: what `stepq init` does (and
+ * the demo and tests, on their own fresh stores). opts may be NULL.
+ * Returns 0, -EINVAL (an empty location), -EPROTONOSUPPORT, -EIO (cannot
+ * open or migrate; logged), -EAGAIN or -ENOTSUP (made by a newer stepq).
+ * Caller owns *out; q_close() it. */
+STEPQ_MUST_CHECK int q_open(const char *location,
+                            const struct q_open_opts *opts, q_db **out);
+/* q_open_existing opens the store at location only if it already holds a
  * stepq database at this build's schema version; it creates and migrates
- * nothing (no file, no -wal or -shm). Every command but `stepq init` opens
- * this way. Returns 0, -ENOENT (no stepq database there: no file, an empty
- * file, or schema version 0), -ESTALE (an older schema: `stepq init`
- * migrates it), -ENOTSUP (made by a newer stepq), -EAGAIN or -EIO (as
- * q_open). Caller owns *out; q_close() it. */
-STEPQ_MUST_CHECK int
-q_open_existing(const char *path, const struct q_open_opts *opts, q_db **out);
-/* q_close finalizes every cached statement and closes. Returns 0, or -EIO
- * when SQLite refused to close (a leaked statement). NULL is a no-op. */
+ * nothing (for SQLite: no file, no -wal or -shm). Every command but
+ * `stepq init` opens this way. Returns 0, -ENOENT (no stepq database
+ * there: nothing, an empty file, or schema version 0), -ESTALE (an older
+ * schema: `stepq init` migrates it), -ENOTSUP (made by a newer stepq), or
+ * the errors of q_open. Caller owns *out; q_close() it. */
+STEPQ_MUST_CHECK int q_open_existing(const char *location,
+                                     const struct q_open_opts *opts,
+                                     q_db **out);
+/* q_close rolls back an open transaction and closes. Returns 0, or -EIO
+ * when the backend could not close cleanly (for SQLite: a leaked
+ * statement). NULL is a no-op. */
 int q_close(q_db *db);
 /* q_schema_version is the version this build migrates to. */
 int q_schema_version(void);
@@ -58,12 +77,13 @@ STEPQ_MUST_CHECK int q_db_version(q_db *db, int *out);
 
 /* ---- transactions (group commit) ------------------------------------- */
 
-/* q_tx_begin starts a write transaction (BEGIN IMMEDIATE); calls until
- * q_tx_commit join it. Inside one, it opens a savepoint: an inner level
- * rolled back undoes only its own work. */
+/* q_tx_begin starts a write transaction that takes the write lock up
+ * front; calls until q_tx_commit join it. Inside one, it opens an inner
+ * level (a savepoint): an inner level rolled back undoes only its own
+ * work. */
 STEPQ_MUST_CHECK int q_tx_begin(q_db *db);
-/* q_tx_commit commits when the outermost level ends. On -EIO the
- * transaction is rolled back. */
+/* q_tx_commit ends the innermost level; the outermost commits. On failure
+ * (-EIO, -EAGAIN) the transaction is rolled back. -EINVAL with none open. */
 STEPQ_MUST_CHECK int q_tx_commit(q_db *db);
 /* q_tx_rollback abandons the innermost level (the whole transaction at
  * the outermost). */
@@ -138,7 +158,7 @@ struct q_job {
 
 /* q_job_cleanup frees the strings of job (not job itself). */
 void q_job_cleanup(struct q_job *job);
-/* q_jobs_cleanup frees n jobs and the array. */
+/* q_jobs_free frees n jobs and the array; NULL is a no-op. */
 void q_jobs_free(struct q_job *jobs, size_t n);
 
 /* q_job_get loads job id. -ENOENT if there is none. */
@@ -182,7 +202,7 @@ STEPQ_MUST_CHECK int q_cancel(q_db *db, int64_t id, int64_t now);
 /* q_next_due sets *at to the earliest time a job may need a worker: a
  * queued job's run_at, or a running job's lease end (when another worker
  * takes it over if its holder died). -ENOENT when no job is queued or
- * running. now is unused by SQLite but kept for other backends. */
+ * running. now: the caller's time, for backends that need one. */
 STEPQ_MUST_CHECK int q_next_due(q_db *db, int64_t now, int64_t *at);
 /* q_reclaim returns jobs whose lease expired before now to the queue and
  * sets *n to how many (n may be NULL). */
@@ -434,46 +454,48 @@ struct q_park_filter {
 STEPQ_MUST_CHECK int q_park_list(q_db *db, const struct q_park_filter *f,
                                  struct q_park_item **out, size_t *n);
 
-enum q_resolution {
-    Q_RESOLVE_RETRY,
-    Q_RESOLVE_SKIP,
-    Q_RESOLVE_DONE,
-    Q_RESOLVE_FAIL
-};
-
-/* q_resolution_name gives "retry", "skip", "done" or "fail". */
-const char *q_resolution_name(enum q_resolution r);
-
-/* An operator's decision. Strings are borrowed. */
-struct q_resolve {
-    enum q_resolution how;
-    const char *tier;   /* retry: pin to this tier (NULL: any) */
-    const char *output; /* done: the step's output */
-    const char *by;     /* who */
-    const char *note;   /* may be NULL */
+/* What closing an item records. Strings are borrowed. */
+struct q_park_close {
+    const char *resolution; /* "retry", "skip", "done", "fail" */
+    const char *by;
+    const char *note; /* may be NULL */
     int64_t now;
 };
 
-/* q_park_resolve resolves open item id in one transaction: the item is
- * marked resolved, and its parked job goes on: retry re-queues the step
- * with fresh attempts (optionally on one tier), skip skips it, done
- * records the output as the step's, fail fails the job. -ENOENT for an
- * unknown id; -EALREADY when the item is already resolved or its job is
- * no longer parked (exactly one of two racing resolves wins). */
-STEPQ_MUST_CHECK int q_park_resolve(q_db *db, int64_t id,
-                                    const struct q_resolve *r);
-/* q_park_resolve_matching resolves every open item that f matches in one
- * transaction (all or none) and sets *n to how many. */
-STEPQ_MUST_CHECK int q_park_resolve_matching(q_db *db,
-                                             const struct q_park_filter *f,
-                                             const struct q_resolve *r,
-                                             int64_t *n);
+/* The primitives a resolution is made of (park/ composes them in one
+ * transaction; see park_resolve). */
 
-/* ---- reports (stats.c): read-only summaries -------------------------- */
+/* q_park_close marks open item id resolved as c says. -ENOENT for an
+ * unknown id, -EALREADY when it is already resolved. */
+STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
+                                  const struct q_park_close *c);
+/* q_job_requeue_parked makes parked job job_id queued and due at now.
+ * -EALREADY when the job is not parked (cancelled, or already going on). */
+STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id,
+                                          int64_t now);
+/* q_job_fail_parked fails parked job job_id with error (copied).
+ * -EALREADY when the job is not parked. */
+STEPQ_MUST_CHECK int q_job_fail_parked(q_db *db, int64_t job_id,
+                                       const char *error, int64_t now);
 
-/* These prepare their statements per call rather than caching them: they
- * run a few times a second at most. Each returns 0 or -EIO; out-params
- * are untouched on failure. */
+/* How a parked step goes on. Strings are borrowed. */
+struct q_step_reset {
+    enum q_step_state state; /* pending (retry), skipped or succeeded */
+    const char *output;      /* succeeded: the step's output (NULL: keep) */
+    int reset_after;         /* attempts up to this number no longer count
+                                (a retry's fresh start); 0: keep counting */
+    const char *pin_tier;    /* the step runs only on this tier, or NULL */
+};
+
+/* q_step_reset sets the state, output, reset_after and pin_tier of step
+ * index of job job_id (making its row if it has none). */
+STEPQ_MUST_CHECK int q_step_reset(q_db *db, int64_t job_id, int index,
+                                  const struct q_step_reset *r);
+
+/* ---- reports: read-only summaries ------------------------------------ */
+
+/* These run a few times a second at most (the demo, status views). Each
+ * returns 0 or -EIO; out-params are untouched on failure. */
 
 /* One group of attempts with the same tier, outcome, reason and decision.
  * Strings are owned; NULL where the ledger has none (tier NULL: an http

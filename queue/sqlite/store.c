@@ -1,6 +1,6 @@
-/* store.c: the SQLite connection: open, pragmas, the statement cache and
- * transactions. */
-#include "queue/internal.h"
+/* store.c: the SQLite connection: the SQL of every statement, open and
+ * pragmas, the statement cache, and transactions (group commit). */
+#include "queue/sqlite/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* The SQL of every cached statement, indexed by enum stmt_id. */
+/* The SQL of every cached statement, indexed by enum q__stmt_id. */
 static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
@@ -195,13 +195,13 @@ static const char *const sql_text[ST_COUNT] = {
 };
 
 const char *
-store_sql(enum stmt_id id)
+q__store_sql(enum q__stmt_id id)
 {
     return sql_text[id];
 }
 
 int
-db_err(q_db *db, const char *what)
+q__db_err(q_db *db, const char *what)
 {
     int code = sqlite3_errcode(db->h);
 
@@ -212,7 +212,7 @@ db_err(q_db *db, const char *what)
 }
 
 int
-exec_simple(q_db *db, const char *sql)
+q__exec_simple(q_db *db, const char *sql)
 {
     char *msg = NULL;
 
@@ -225,7 +225,7 @@ exec_simple(q_db *db, const char *sql)
 }
 
 sqlite3_stmt *
-stmt(q_db *db, enum stmt_id id)
+q__stmt(q_db *db, enum q__stmt_id id)
 {
     sqlite3_stmt *s = db->stmts[id];
 
@@ -233,7 +233,7 @@ stmt(q_db *db, enum stmt_id id)
         if (sqlite3_prepare_v3(db->h, sql_text[id], -1,
                                SQLITE_PREPARE_PERSISTENT, &s,
                                NULL) != SQLITE_OK) {
-            db_err(db, "preparing a statement");
+            q__db_err(db, "preparing a statement");
             return NULL;
         }
         db->stmts[id] = s;
@@ -246,22 +246,16 @@ stmt(q_db *db, enum stmt_id id)
 
 /* Runs a cached statement that returns no rows; -EIO/-EAGAIN on error. */
 static int
-step_done(q_db *db, enum stmt_id id, const char *what)
+step_done(q_db *db, enum q__stmt_id id, const char *what)
 {
-    sqlite3_stmt *s = stmt(db, id);
-
-    if (s == NULL)
-        return -EIO;
-    if (sqlite3_step(s) != SQLITE_DONE)
-        return db_err(db, what);
-    return 0;
+    return q__run_done(db, q__stmt(db, id), what);
 }
 
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
  * the caller's group commit goes on. */
 int
-tx_enter(q_db *db)
+q__tx_enter(q_db *db)
 {
     int rc;
 
@@ -278,7 +272,7 @@ tx_enter(q_db *db)
 }
 
 int
-tx_leave(q_db *db, int rc)
+q__tx_leave(q_db *db, int rc)
 {
     int err;
 
@@ -303,7 +297,7 @@ tx_leave(q_db *db, int rc)
 int
 q_tx_begin(q_db *db)
 {
-    return tx_enter(db);
+    return q__tx_enter(db);
 }
 
 int
@@ -311,14 +305,14 @@ q_tx_commit(q_db *db)
 {
     if (db->tx_depth <= 0)
         return -EINVAL;
-    return tx_leave(db, 0);
+    return q__tx_leave(db, 0);
 }
 
 void
 q_tx_rollback(q_db *db)
 {
     if (db->tx_depth > 0)
-        tx_leave(db, -ECANCELED);
+        q__tx_leave(db, -ECANCELED);
 }
 
 /* Create the file with mode 0600 before SQLite opens it: SQLite would use
@@ -383,11 +377,12 @@ check_existing(q_db *db)
     return 0;
 }
 
-static int
-open_at(const char *path, const struct q_open_opts *opts, bool create,
-        int target, q_db **out)
+int
+q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
+               int target, q_db **out)
 {
-    static const struct q_open_opts defaults = {false, 5000, 65536};
+    static const struct q_open_opts defaults = {
+        .durable = false, .lock_wait_ms = 5000, .keep_body_bytes = 65536};
     bool memory = strcmp(path, ":memory:") == 0;
     q_db *db = NULL;
     int rc, flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
@@ -405,22 +400,22 @@ open_at(const char *path, const struct q_open_opts *opts, bool create,
     db->path = xstrdup(path);
     db->keep_body_bytes = opts->keep_body_bytes;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
-        rc = db->h ? db_err(db, "opening") : -EIO;
+        rc = db->h ? q__db_err(db, "opening") : -EIO;
         goto fail;
     }
     sqlite3_extended_result_codes(db->h, 0);
-    sqlite3_busy_timeout(
-        db->h, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 5000);
+    sqlite3_busy_timeout(db->h,
+                         opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000);
     if (!create && (rc = check_existing(db)) != 0)
         goto fail;
-    if ((rc = exec_simple(db, "PRAGMA journal_mode = WAL")) != 0 ||
-        (rc = exec_simple(db, opts->sync_full
-                                  ? "PRAGMA synchronous = FULL"
-                                  : "PRAGMA synchronous = NORMAL")) != 0 ||
-        (rc = exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
-        (rc = exec_simple(db, "PRAGMA cache_size = -16384")) != 0 ||
-        (rc = exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
-        (create && (rc = schema_migrate(db, target)) != 0))
+    if ((rc = q__exec_simple(db, "PRAGMA journal_mode = WAL")) != 0 ||
+        (rc = q__exec_simple(db, opts->durable
+                                     ? "PRAGMA synchronous = FULL"
+                                     : "PRAGMA synchronous = NORMAL")) != 0 ||
+        (rc = q__exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
+        (rc = q__exec_simple(db, "PRAGMA cache_size = -16384")) != 0 ||
+        (rc = q__exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
+        (create && (rc = q__schema_migrate(db, target)) != 0))
         goto fail;
     *out = db;
     return 0;
@@ -430,21 +425,9 @@ fail:
 }
 
 int
-q_open(const char *path, const struct q_open_opts *opts, q_db **out)
+q__open_version(const char *path, int target, q_db **out)
 {
-    return open_at(path, opts, true, 0, out);
-}
-
-int
-q_open_existing(const char *path, const struct q_open_opts *opts, q_db **out)
-{
-    return open_at(path, opts, false, 0, out);
-}
-
-int
-q_open_version(const char *path, int target, q_db **out)
-{
-    return open_at(path, NULL, true, target, out);
+    return q__sqlite_open(path, NULL, true, target, out);
 }
 
 int

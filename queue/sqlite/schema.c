@@ -11,7 +11,7 @@
  * checks the data after the upgrade.  A stepq that finds a version newer
  * than it knows refuses to open the file (-ENOTSUP) rather than guess.
  */
-#include "queue/internal.h"
+#include "queue/sqlite/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -149,12 +149,12 @@ read_version(q_db *db, int *out)
 
     if (sqlite3_prepare_v2(db->h, "PRAGMA user_version", -1, &s, NULL) !=
         SQLITE_OK)
-        return db_err(db, "reading the schema version");
+        return q__db_err(db, "reading the schema version");
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
         *out = sqlite3_column_int(s, 0);
     sqlite3_finalize(s);
-    return rc == SQLITE_ROW ? 0 : db_err(db, "reading the schema version");
+    return rc == SQLITE_ROW ? 0 : q__db_err(db, "reading the schema version");
 }
 
 int
@@ -164,7 +164,7 @@ q_db_version(q_db *db, int *out)
 }
 
 int
-schema_migrate(q_db *db, int target)
+q__schema_migrate(q_db *db, int target)
 {
     int have = 0, rc;
     char sql[64];
@@ -180,7 +180,7 @@ schema_migrate(q_db *db, int target)
     /* Read the version again inside the write transaction, so two
      * processes opening a new file at once do not both run the
      * migrations. */
-    if ((rc = exec_simple(db, "BEGIN IMMEDIATE")) != 0)
+    if ((rc = q__exec_simple(db, "BEGIN IMMEDIATE")) != 0)
         return rc;
     if ((rc = read_version(db, &have)) != 0)
         goto fail;
@@ -192,7 +192,7 @@ schema_migrate(q_db *db, int target)
         goto fail;
     }
     for (int v = have; v < target; v++) {
-        if ((rc = exec_simple(db, migrations[v])) != 0) {
+        if ((rc = q__exec_simple(db, migrations[v])) != 0) {
             log_error("%s: migration %d -> %d failed", db->path, v, v + 1);
             goto fail;
         }
@@ -200,11 +200,11 @@ schema_migrate(q_db *db, int target)
     if (have < target) {
         /* PRAGMA takes no bound parameters; target is our own integer. */
         snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", target);
-        if ((rc = exec_simple(db, sql)) != 0)
+        if ((rc = q__exec_simple(db, sql)) != 0)
             goto fail;
     }
-    return exec_simple(db, "COMMIT");
+    return q__exec_simple(db, "COMMIT");
 fail:
-    exec_simple(db, "ROLLBACK");
+    q__exec_simple(db, "ROLLBACK");
     return rc;
 }

@@ -1,0 +1,187 @@
+/* resolve.c: what an operator's decision on a park item does, and which
+ * decisions are valid. The CLI (and later the HTTP API) parse their input
+ * into a struct park_decision and call these; the storage primitives are
+ * the queue's (q_park_close, q_job_requeue_parked, q_job_fail_parked,
+ * q_step_reset), composed here once for every backend.
+ */
+#include "park/park.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+
+static const char *const how_names[] = {"retry", "skip", "done", "fail"};
+
+const char *
+park_how_name(enum park_how how)
+{
+    return (unsigned)how < 4 ? how_names[how] : "unknown";
+}
+
+int
+park_how_from_name(const char *name, enum park_how *out)
+{
+    for (int i = 0; name != NULL && i < 4; i++) {
+        if (strcmp(name, how_names[i]) == 0) {
+            *out = (enum park_how)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Writes why into err; returns -EINVAL. */
+static int
+refuse(char *err, size_t len, const char *why)
+{
+    snprintf(err, len, "%s", why);
+    return -EINVAL;
+}
+
+int
+park_decision_check(const struct park_decision *d, bool bulk,
+                    const struct config *cfg, char *err, size_t len)
+{
+    if ((unsigned)d->how > PARK_FAIL)
+        return refuse(err, len, "unknown resolution");
+    if (d->by == NULL || d->by[0] == '\0')
+        return refuse(err, len, "say who resolves it (by)");
+    if (bulk && d->how == PARK_DONE)
+        return refuse(err, len, "done is per item (its output is the step's)");
+    if (d->output != NULL && d->how != PARK_DONE)
+        return refuse(err, len, "output goes with done");
+    if (d->tier != NULL && (bulk || d->how != PARK_RETRY))
+        return refuse(err, len,
+                      bulk ? "a tier to retry on is per item"
+                           : "tier goes with retry");
+    if (d->tier != NULL && cfg != NULL &&
+        config_find_tier(cfg, d->tier) == NULL) {
+        snprintf(err, len, "no tier named %s in the config", d->tier);
+        return -EINVAL;
+    }
+    if (d->output != NULL && (!json_utf8_valid(d->output, d->output_len) ||
+                              memchr(d->output, '\0', d->output_len) != NULL))
+        return refuse(err, len, "the output is not UTF-8 text");
+    return 0;
+}
+
+/* The job and step part of a resolution; the item is already closed.
+ * attempts is the last attempt number the step has. */
+static int
+go_on(q_db *db, const struct q_park_item *it, int attempts,
+      const struct park_decision *d)
+{
+    struct q_step_reset reset = {.state = Q_STEP_PENDING};
+    char error[512];
+    int rc;
+
+    if (d->how == PARK_FAIL) {
+        snprintf(error, sizeof(error),
+                 "step %s: failed by %s at park item %lld%s%s", it->step_name,
+                 d->by ? d->by : "an operator", (long long)it->id,
+                 d->note ? ": " : "", d->note ? d->note : "");
+        if ((rc = q_job_fail_parked(db, it->job_id, error, d->now)) != 0)
+            return rc;
+        return q_step_set(db, it->job_id, it->step, Q_STEP_FAILED, NULL, NULL,
+                          0);
+    }
+    /* -EALREADY here: the job was cancelled, or is not parked any more. */
+    if ((rc = q_job_requeue_parked(db, it->job_id, d->now)) != 0)
+        return rc;
+    if (d->how == PARK_SKIP) {
+        reset.state = Q_STEP_SKIPPED;
+    } else if (d->how == PARK_DONE) {
+        reset.state = Q_STEP_SUCCEEDED;
+        reset.output = d->output ? d->output : "";
+    } else {
+        /* A retry starts a fresh count of attempts after the ones so far. */
+        reset.reset_after = attempts;
+        reset.pin_tier = d->tier;
+    }
+    return q_step_reset(db, it->job_id, it->step, &reset);
+}
+
+/* Resolves item id inside the caller's transaction. */
+static int
+resolve_one(q_db *db, int64_t id, const struct park_decision *d)
+{
+    const struct q_park_close close = {
+        .resolution = park_how_name(d->how),
+        .by = d->by,
+        .note = d->note,
+        .now = d->now,
+    };
+    struct q_park_item it;
+    struct q_attempt *a = NULL;
+    size_t na = 0;
+    int attempts, rc;
+
+    if ((rc = q_park_close(db, id, &close)) != 0 ||
+        (rc = q_park_get(db, id, &it)) != 0)
+        return rc;
+    /* The item's own count can be older than the ledger's: the last
+     * attempt number of the step is what a retry counts from. */
+    attempts = it.attempts;
+    if ((rc = q_attempts_list(db, it.job_id, it.step, &a, &na)) == 0) {
+        if (na > 0)
+            attempts = a[na - 1].attempt;
+        q_attempts_free(a, na);
+        rc = go_on(db, &it, attempts, d);
+    }
+    q_park_item_cleanup(&it);
+    return rc;
+}
+
+/* Ends the transaction q_tx_begin opened: commits when rc is 0, rolls
+ * back otherwise. Returns rc or the commit's error. */
+static int
+finish(q_db *db, int rc)
+{
+    if (rc != 0) {
+        q_tx_rollback(db);
+        return rc;
+    }
+    return q_tx_commit(db);
+}
+
+int
+park_resolve(q_db *db, int64_t id, const struct park_decision *d)
+{
+    int rc = q_tx_begin(db);
+
+    if (rc != 0)
+        return rc;
+    return finish(db, resolve_one(db, id, d));
+}
+
+int
+park_resolve_matching(q_db *db, const struct q_park_filter *f,
+                      const struct park_decision *d, int64_t *n)
+{
+    struct q_park_filter open_only = *f;
+    struct q_park_item *items = NULL;
+    size_t count = 0;
+    int64_t done = 0;
+    int rc = q_tx_begin(db);
+
+    if (rc != 0)
+        return rc;
+    open_only.all = false;
+    rc = q_park_list(db, &open_only, &items, &count);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        rc = resolve_one(db, items[i].id, d);
+        /* Two items of one job: the first sent the job on; the rest of
+         * that job's items are closed with the same resolution. */
+        if (rc == -EALREADY)
+            rc = 0;
+        else if (rc == 0)
+            done++;
+    }
+    q_park_items_free(items, count);
+    rc = finish(db, rc);
+    if (rc == 0)
+        *n = done;
+    return rc;
+}

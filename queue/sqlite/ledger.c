@@ -1,0 +1,238 @@
+/* ledger.c: SQLite storage of step progress and the attempts ledger:
+ * an attempt is recorded (and its estimate charged to the step) before it
+ * is sent, and finished (the charge corrected to reported usage) after. */
+#include "queue/sqlite/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+static void
+read_step(sqlite3_stmt *s, void *elem)
+{
+    struct q_step *st = elem;
+
+    st->index = sqlite3_column_int(s, 0);
+    st->state = (enum q_step_state)sqlite3_column_int(s, 1);
+    st->tier = q__col_text(s, 2);
+    st->attempts = sqlite3_column_int(s, 3);
+    st->tokens = sqlite3_column_int64(s, 4);
+    st->output = q__col_text(s, 5);
+    st->reset_after = sqlite3_column_int(s, 6);
+    st->pin_tier = q__col_text(s, 7);
+}
+
+int
+q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_STEPS_GET);
+    void *v = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    rc = q__rows(db, s, sizeof(struct q_step), read_step, &v, &len,
+                 "reading steps");
+    if (rc != 0) {
+        q_steps_free(v, len);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int
+q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
+           const char *tier, const char *output, int64_t add_tokens)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_STEP_SET);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, index);
+    sqlite3_bind_int(s, 3, state);
+    q__bind_text(s, 4, tier);
+    q__bind_text(s, 5, output);
+    sqlite3_bind_int64(s, 6, add_tokens);
+    return q__run_done(db, s, "updating a step");
+}
+
+/* ---- attempts -------------------------------------------------------- */
+
+static int
+attempt_begin_locked(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                     int *attempt)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_HELD);
+    int num, rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    q__bind_text(s, 2, a->worker);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc == SQLITE_DONE)
+        return -EBUSY;
+    if (rc != SQLITE_ROW)
+        return q__db_err(db, "recording an attempt");
+    if ((s = q__stmt(db, ST_ATTEMPT_NEXT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return q__db_err(db, "recording an attempt");
+    num = sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    if ((s = q__stmt(db, ST_ATTEMPT_INSERT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    sqlite3_bind_int(s, 3, num);
+    q__bind_text(s, 4, a->tier);
+    q__bind_text(s, 5, a->worker);
+    q__bind_text(s, 6, a->request_sha256);
+    sqlite3_bind_int64(s, 7, a->est_tokens);
+    sqlite3_bind_int64(s, 8, a->started_at);
+    if ((rc = q__run_done(db, s, "recording an attempt")) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(db->h);
+    if ((s = q__stmt(db, ST_STEP_CHARGE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, a->job_id);
+    sqlite3_bind_int(s, 2, a->step);
+    q__bind_text(s, 3, a->tier);
+    sqlite3_bind_int64(s, 4, a->est_tokens);
+    if ((rc = q__run_done(db, s, "charging a step")) != 0)
+        return rc;
+    *attempt = num;
+    return 0;
+}
+
+int
+q_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                int *attempt)
+{
+    int64_t got_id = 0;
+    int got = 0, rc;
+
+    if (a->worker == NULL || a->step < 0)
+        return -EINVAL;
+    if ((rc = q__tx_enter(db)) != 0)
+        return rc;
+    rc = q__tx_leave(db, attempt_begin_locked(db, a, &got_id, &got));
+    if (rc == 0) {
+        *id = got_id;
+        *attempt = got;
+    }
+    return rc;
+}
+
+static int
+attempt_finish_locked(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_ATTEMPT_GET);
+    int64_t job_id, est;
+    size_t keep;
+    int step, rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = q__step_row(db, s, "finishing an attempt")) != 0)
+        return rc;
+    job_id = sqlite3_column_int64(s, 0);
+    step = sqlite3_column_int(s, 1);
+    est = sqlite3_column_int64(s, 2);
+    rc = sqlite3_column_type(s, 3) != SQLITE_NULL;
+    sqlite3_reset(s);
+    if (rc)
+        return -EALREADY;
+    if ((s = q__stmt(db, ST_ATTEMPT_FINISH)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, r->finished_at);
+    sqlite3_bind_int(s, 3, r->status);
+    q__bind_text(s, 4, r->outcome);
+    q__bind_text(s, 5, r->reason);
+    q__bind_text(s, 6, r->decision);
+    sqlite3_bind_int64(s, 7, r->delay_ms);
+    sqlite3_bind_int64(s, 8, r->latency_ms);
+    sqlite3_bind_int64(s, 9, r->tokens);
+    keep = q__body_keep(r->body, r->body_len, db->keep_body_bytes);
+    if (r->body != NULL)
+        sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
+    if ((rc = q__run_done(db, s, "finishing an attempt")) != 0)
+        return rc;
+    if ((s = q__stmt(db, ST_STEP_CORRECT)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, step);
+    sqlite3_bind_int64(s, 3, r->tokens - est);
+    return q__run_done(db, s, "correcting a step's tokens");
+}
+
+int
+q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    int rc = q__tx_enter(db);
+
+    if (rc != 0)
+        return rc;
+    return q__tx_leave(db, attempt_finish_locked(db, id, r));
+}
+
+static void
+read_attempt(sqlite3_stmt *s, void *elem)
+{
+    struct q_attempt *a = elem;
+
+    a->id = sqlite3_column_int64(s, 0);
+    a->step = sqlite3_column_int(s, 1);
+    a->attempt = sqlite3_column_int(s, 2);
+    a->tier = q__col_text(s, 3);
+    a->request_sha256 = q__col_text(s, 4);
+    a->started_at = sqlite3_column_int64(s, 5);
+    a->finished_at = sqlite3_column_int64(s, 6);
+    a->status = sqlite3_column_int(s, 7);
+    a->outcome = q__col_text(s, 8);
+    a->reason = q__col_text(s, 9);
+    a->decision = q__col_text(s, 10);
+    a->delay_ms = sqlite3_column_int64(s, 11);
+    a->latency_ms = sqlite3_column_int64(s, 12);
+    a->tokens = sqlite3_column_int64(s, 13);
+    a->body = q__col_text(s, 14);
+}
+
+int
+q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
+                size_t *n)
+{
+    sqlite3_stmt *s =
+        q__stmt(db, step < 0 ? ST_ATTEMPTS_JOB : ST_ATTEMPTS_STEP);
+    void *v = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    if (step >= 0)
+        sqlite3_bind_int(s, 2, step);
+    rc = q__rows(db, s, sizeof(struct q_attempt), read_attempt, &v, &len,
+                 "reading attempts");
+    if (rc != 0) {
+        q_attempts_free(v, len);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}

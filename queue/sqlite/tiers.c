@@ -1,0 +1,221 @@
+/* tiers.c: SQLite storage of the tier state every worker shares: the
+ * tiers row (breaker, walls, pacing) and the send log (tier_sends). */
+#include "queue/sqlite/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+static void
+copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+int
+q_tier_load(q_db *db, const char *tier, int64_t now,
+            const struct q_tier_window *w, struct q_tier_state *out)
+{
+    struct q_tier_state st;
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_GET);
+    int rc;
+
+    memset(&st, 0, sizeof(st));
+    st.pace = 1.0;
+    st.doubt = true; /* a tier never used: its state is unknown */
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *b = sqlite3_column_text(s, 0);
+        for (int i = 0; i < 3 && b != NULL; i++) {
+            if (strcmp((const char *)b, q_breaker_name((enum q_breaker)i)) == 0)
+                st.breaker = (enum q_breaker)i;
+        }
+        st.failures = sqlite3_column_int(s, 1);
+        st.open_until = sqlite3_column_int64(s, 2);
+        st.exhausted_until = sqlite3_column_int64(s, 3);
+        copy_col(s, 4, st.exhausted_reason, sizeof(st.exhausted_reason));
+        st.limited_until = sqlite3_column_int64(s, 5);
+        st.allowance_used = sqlite3_column_int64(s, 6);
+        st.allowance_since = sqlite3_column_int64(s, 7);
+        copy_col(s, 8, st.config_hash, sizeof(st.config_hash));
+        st.req_tat = sqlite3_column_double(s, 9);
+        st.tok_tat = sqlite3_column_double(s, 10);
+        st.pace = sqlite3_column_double(s, 11);
+        st.pace_down_at = sqlite3_column_int64(s, 12);
+        st.pace_up_at = sqlite3_column_int64(s, 13);
+        st.learned_rpm = sqlite3_column_int64(s, 14);
+        st.learned_tpm = sqlite3_column_int64(s, 15);
+        st.doubt = sqlite3_column_int(s, 16) != 0;
+    } else if (rc != SQLITE_DONE) {
+        return q__db_err(db, "reading tier state");
+    }
+    sqlite3_reset(s);
+    if (w != NULL && w->requests != 0) {
+        if ((s = q__stmt(db, ST_TIER_WINDOW)) == NULL)
+            return -EIO;
+        q__bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now - w->window_ms);
+        sqlite3_bind_int64(s, 3, w->requests);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return q__db_err(db, "reading a tier's window");
+        st.window_requests = sqlite3_column_int64(s, 0);
+        st.window_oldest = sqlite3_column_int64(s, 1);
+        sqlite3_reset(s);
+    }
+    if (w != NULL && w->tokens) {
+        if ((s = q__stmt(db, ST_TIER_TOKENS)) == NULL)
+            return -EIO;
+        q__bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now - w->window_ms);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return q__db_err(db, "reading a tier's tokens");
+        st.window_tokens = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+    }
+    /* While the breaker is not closed, or the tier is in doubt (or a wall
+     * just ended, which puts it there), what is in flight decides. */
+    if (w == NULL || w->inflight || st.breaker != Q_BREAKER_CLOSED ||
+        st.doubt || (st.exhausted_until > 0 && st.exhausted_until <= now)) {
+        if ((s = q__stmt(db, ST_TIER_INFLIGHT)) == NULL)
+            return -EIO;
+        q__bind_text(s, 1, tier);
+        sqlite3_bind_int64(s, 2, now);
+        if (sqlite3_step(s) != SQLITE_ROW)
+            return q__db_err(db, "reading a tier's sends in flight");
+        st.in_flight = sqlite3_column_int64(s, 0);
+        st.probe_in_flight = sqlite3_column_int(s, 1) != 0;
+        sqlite3_reset(s);
+    }
+    *out = st;
+    return 0;
+}
+
+int
+q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
+
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    q__bind_text(s, 2, q_breaker_name(st->breaker));
+    sqlite3_bind_int(s, 3, st->failures);
+    sqlite3_bind_int64(s, 4, st->open_until);
+    sqlite3_bind_int64(s, 5, st->exhausted_until);
+    q__bind_text(s, 6, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
+    sqlite3_bind_int64(s, 7, st->limited_until);
+    sqlite3_bind_int64(s, 8, st->allowance_used);
+    sqlite3_bind_int64(s, 9, st->allowance_since);
+    q__bind_text(s, 10, st->config_hash[0] ? st->config_hash : NULL);
+    sqlite3_bind_double(s, 11, st->req_tat);
+    sqlite3_bind_double(s, 12, st->tok_tat);
+    sqlite3_bind_double(s, 13, st->pace);
+    sqlite3_bind_int64(s, 14, st->pace_down_at);
+    sqlite3_bind_int64(s, 15, st->pace_up_at);
+    sqlite3_bind_int64(s, 16, st->learned_rpm);
+    sqlite3_bind_int64(s, 17, st->learned_tpm);
+    sqlite3_bind_int(s, 18, st->doubt);
+    return q__run_done(db, s, "writing tier state");
+}
+
+int
+q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                bool probe, int64_t expires_at, int64_t *id)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_ADD);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, at);
+    sqlite3_bind_int64(s, 3, tokens);
+    sqlite3_bind_int(s, 4, probe);
+    sqlite3_bind_int64(s, 5, expires_at);
+    if ((rc = q__run_done(db, s, "logging a tier send")) != 0)
+        return rc;
+    *id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+/* Reads send id: what it was charged, and whether it is done. */
+static int
+send_get(q_db *db, int64_t id, int64_t *tokens, bool *done)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_GET);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = q__step_row(db, s, "reading a tier send")) != 0)
+        return rc;
+    *tokens = sqlite3_column_int64(s, 0);
+    *done = sqlite3_column_type(s, 1) != SQLITE_NULL;
+    sqlite3_reset(s);
+    return 0;
+}
+
+int
+q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                 int64_t *old_tokens)
+{
+    sqlite3_stmt *s;
+    int64_t old;
+    bool done;
+    int rc;
+
+    if ((rc = send_get(db, id, &old, &done)) != 0)
+        return rc;
+    if (done)
+        return -EALREADY;
+    if ((s = q__stmt(db, ST_TIER_SEND_DONE)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, tokens);
+    sqlite3_bind_int64(s, 3, done_at);
+    if ((rc = q__run_done(db, s, "finishing a tier send")) != 0)
+        return rc;
+    if (old_tokens != NULL)
+        *old_tokens = old;
+    return 0;
+}
+
+int
+q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
+{
+    sqlite3_stmt *s;
+    int64_t old;
+    bool done;
+    int rc;
+
+    if ((rc = send_get(db, id, &old, &done)) != 0)
+        return rc;
+    if ((s = q__stmt(db, ST_TIER_SEND_DROP)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = q__run_done(db, s, "dropping a tier send")) != 0)
+        return rc;
+    if (old_tokens != NULL)
+        *old_tokens = old;
+    return 0;
+}
+
+int
+q_tier_prune(q_db *db, const char *tier, int64_t before)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_PRUNE);
+
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, before);
+    return q__run_done(db, s, "pruning tier sends");
+}

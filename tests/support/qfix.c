@@ -1,0 +1,107 @@
+/* qfix.c: the queue contract fixture (see qfix.h). */
+#include "tests/support/qfix.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "common/xalloc.h"
+#include "tests/support/support.h"
+
+char *qfix_dir;
+char *qfix_location;
+
+/* What the queue stores as the job's text: opaque to it. */
+static const char job_text[] =
+    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"request\":{}}]}";
+
+void
+qfix_setup(void)
+{
+    char *path;
+    size_t len;
+
+    qfix_dir = tmpdir_new();
+    path = tmpdir_join(qfix_dir, "q.db");
+    len = sizeof("sqlite:") + strlen(path);
+    qfix_location = xmalloc(len);
+    snprintf(qfix_location, len, "sqlite:%s", path);
+    free(path);
+}
+
+void
+qfix_teardown(void)
+{
+    free(qfix_location);
+    qfix_location = NULL;
+    tmpdir_remove(qfix_dir);
+    qfix_dir = NULL;
+}
+
+q_db *
+qfix_open(const struct q_open_opts *opts)
+{
+    q_db *db = NULL;
+
+    ck_assert_int_eq(q_open(qfix_location, opts, &db), 0);
+    return db;
+}
+
+struct q_job_new
+qfix_job(const char *name, const char *key, int prio)
+{
+    struct q_job_new j = {
+        .name = name,
+        .key = key,
+        .priority = prio,
+        .deadline_s = 3600,
+        .text = job_text,
+    };
+    return j;
+}
+
+int64_t
+qfix_add(q_db *db, const char *name, const char *key, int prio, int64_t now)
+{
+    struct q_job_new j = qfix_job(name, key, prio);
+    struct q_enqueue_result r;
+
+    ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, now, &r), 0);
+    return r.id;
+}
+
+enum q_job_state
+qfix_state(q_db *db, int64_t id)
+{
+    struct q_job j = {0};
+    enum q_job_state st;
+
+    ck_assert_int_eq(q_job_get(db, id, &j), 0);
+    st = j.state;
+    q_job_cleanup(&j);
+    return st;
+}
+
+void
+qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now)
+{
+    struct q_job *got = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q_claim(db, worker, now, 60000, 1, &got, &n), 0);
+    ck_assert_int_eq(got[0].id, id);
+    q_jobs_free(got, n);
+}
+
+void
+qfix_wait_children(const pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "child %d failed (status %d)", i, st);
+    }
+}

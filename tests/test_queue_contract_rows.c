@@ -1,0 +1,378 @@
+/* test_queue_contract_rows.c: the storage contract (queue/queue.h) for
+ * what hangs off a job: step progress, the attempts ledger (charging and
+ * kept bodies), tier state and the send log, park items and the
+ * primitives of a resolution, when work is next due, and the reports;
+ * also how a store is named. Only queue.h is used, so every backend must
+ * pass it as it stands (tests/support/qfix.h says where the store is). */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue/queue.h"
+#include "tests/support/qfix.h"
+
+/* ---- locations ------------------------------------------------------ */
+
+START_TEST(test_locations_refused_by_meaning)
+{
+    q_db *db = NULL;
+
+    ck_assert_int_eq(q_open("", NULL, &db), -EINVAL);
+    ck_assert_int_eq(q_open("sqlite:", NULL, &db), -EINVAL);
+    ck_assert_int_eq(q_open("postgres://127.0.0.1/stepq", NULL, &db),
+                     -EPROTONOSUPPORT);
+    ck_assert_int_eq(q_open_existing(qfix_location, NULL, &db), -ENOENT);
+    ck_assert_ptr_null(db);
+    db = qfix_open(NULL);
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(q_open_existing(qfix_location, NULL, &db), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* ---- steps and the ledger ------------------------------------------- */
+
+START_TEST(test_attempts_recorded_before_and_after)
+{
+    q_db *db = NULL;
+    struct q_open_opts o = {.keep_body_bytes = 8};
+    struct q_job *got = NULL;
+    struct q_attempt *a = NULL;
+    struct q_step *st = NULL;
+    size_t n = 0, na = 0, ns = 0;
+    int64_t id, aid1, aid2;
+    int num = 0;
+
+    db = qfix_open(&o);
+    id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), -EBUSY);
+    ck_assert_int_eq(q_claim(db, "w", T0, 1000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), 0);
+    ck_assert_int_eq(num, 1);
+    struct q_attempt_result r = {
+        429, "hard_quota", "daily_cap", "switch_tier_replay",
+        0,   41,           0,           "daily quota exceeded",
+        20,  T0 + 41};
+    ck_assert_int_eq(q_attempt_finish(db, aid1, &r), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid1, &r), -EALREADY);
+    s.tier = "local";
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid2, &num), 0);
+    ck_assert_int_eq(num, 2);
+    ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &na), 0);
+    ck_assert_uint_eq(na, 2);
+    ck_assert_str_eq(a[0].body, "daily qu"); /* capped at 8 bytes */
+    ck_assert_str_eq(a[0].outcome, "hard_quota");
+    ck_assert_int_eq(a[1].finished_at, 0); /* no result yet: in flight */
+    ck_assert_int_eq(q_steps_get(db, id, &st, &ns), 0);
+    ck_assert_int_eq(st[0].attempts, 2);
+    ck_assert_int_eq(st[0].tokens, 100); /* 100 est - 100 + 0 + 100 est */
+    ck_assert_str_eq(st[0].tier, "local");
+    q_steps_free(st, ns);
+    q_attempts_free(a, na);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_kept_body_cut_on_a_character)
+{
+    struct q_open_opts o = {.keep_body_bytes = 3};
+    q_db *db = qfix_open(&o);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
+    struct q_attempt_start s = {
+        .job_id = id, .worker = "w", .request_sha256 = "x", .started_at = T0};
+    struct q_attempt_result r = {.status = 500,
+                                 .outcome = "server_error",
+                                 .body = "ab\xc3\xa9z",
+                                 .body_len = 5,
+                                 .finished_at = T0 + 1};
+    struct q_attempt *a = NULL;
+    size_t na = 0;
+    int num;
+
+    qfix_claim_one(db, id, "w", T0);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid + 99, &r), -ENOENT);
+    ck_assert_int_eq(q_attempts_list(db, id, 0, &a, &na), 0);
+    ck_assert_str_eq(a[0].body, "ab"); /* not half of the é */
+    q_attempts_free(a, na);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_step_rows_set_and_read)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_step *st = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 0); /* no row yet: every step pending */
+    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, "local", "out", 7),
+                     0);
+    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, NULL, NULL, 3), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(st[0].index, 1);
+    ck_assert_str_eq(st[0].tier, "local"); /* NULL keeps */
+    ck_assert_str_eq(st[0].output, "out");
+    ck_assert_int_eq(st[0].tokens, 10); /* added */
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* ---- tier state ----------------------------------------------------- */
+
+START_TEST(test_tier_state_round_trip)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_tier_state st, got;
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert(st.pace == 1.0 && st.doubt); /* nothing known yet */
+    ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
+    st.breaker = Q_BREAKER_OPEN;
+    st.failures = 5;
+    st.open_until = T0 + 30000;
+    strcpy(st.exhausted_reason, "daily_cap");
+    st.req_tat = 12.5;
+    st.pace = 0.7;
+    st.learned_rpm = 60;
+    st.doubt = false;
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &got), 0);
+    ck_assert_int_eq(got.breaker, Q_BREAKER_OPEN);
+    ck_assert_int_eq(got.failures, 5);
+    ck_assert_int_eq(got.open_until, T0 + 30000);
+    ck_assert_str_eq(got.exhausted_reason, "daily_cap");
+    ck_assert(got.req_tat == 12.5 && got.pace == 0.7 && !got.doubt);
+    ck_assert_int_eq(got.learned_rpm, 60);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_send_log_counts_window_and_flight)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_tier_window w = {
+        .window_ms = 60000, .requests = -1, .tokens = true, .inflight = true};
+    struct q_tier_state st;
+    int64_t a, b, c, old = -1;
+
+    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 100, false, T0 + 9000, &a),
+                     0);
+    ck_assert_int_eq(
+        q_tier_send_add(db, "free", T0 + 1, 50, true, T0 + 9000, &b), 0);
+    ck_assert_int_eq(q_tier_send_add(db, "other", T0, 7, false, T0 + 9000, &c),
+                     0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 2, &w, &st), 0);
+    ck_assert_int_eq(st.window_requests, 2);
+    ck_assert_int_eq(st.window_tokens, 150);
+    ck_assert_int_eq(st.in_flight, 2);
+    ck_assert(st.probe_in_flight);
+    ck_assert_int_eq(q_tier_send_done(db, a, 40, T0 + 3, &old), 0);
+    ck_assert_int_eq(old, 100);
+    ck_assert_int_eq(q_tier_send_done(db, a, 40, T0 + 3, NULL), -EALREADY);
+    ck_assert_int_eq(q_tier_send_drop(db, b, &old), 0);
+    ck_assert_int_eq(old, 50);
+    ck_assert_int_eq(q_tier_send_drop(db, b, NULL), -ENOENT);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, &w, &st), 0);
+    ck_assert_int_eq(st.window_requests, 1);
+    ck_assert_int_eq(st.window_tokens, 40); /* corrected */
+    ck_assert_int_eq(st.in_flight, 0);
+    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 10), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, &w, &st), 0);
+    ck_assert_int_eq(st.window_requests, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* ---- park items and resolution primitives --------------------------- */
+
+/* Parks job id's step 0 as worker w would; returns the item's id. */
+static int64_t
+park_one(q_db *db, int64_t id, const char *reason)
+{
+    struct q_park_new p = {.job_id = id,
+                           .step_name = "post",
+                           .reason = reason,
+                           .attempts = 1,
+                           .error = "HTTP 402",
+                           .parked_at = T0 + 5};
+    int64_t pid = 0;
+
+    qfix_claim_one(db, id, "w", T0);
+    ck_assert_int_eq(q_park_add(db, &p, &pid), 0);
+    ck_assert_int_eq(q_park_job(db, id, "w", T0 + 5), 0);
+    return pid;
+}
+
+START_TEST(test_park_items_listed_and_closed_once)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 0, T0),
+            b = qfix_add(db, "b", NULL, 0, T0);
+    int64_t pa = park_one(db, a, "hard_quota"),
+            pb = park_one(db, b, "in_doubt");
+    struct q_park_filter f = {.reason = "in_doubt"};
+    struct q_park_close c = {.resolution = "skip", .by = "bo", .now = T0 + 9};
+    struct q_park_item *v = NULL, it;
+    size_t n = 0;
+
+    ck_assert_int_eq(qfix_state(db, a), Q_JOB_PARKED);
+    ck_assert_int_eq(q_park_list(db, &f, &v, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(v[0].id, pb);
+    q_park_items_free(v, n);
+    ck_assert_int_eq(q_park_close(db, pa, &c), 0);
+    ck_assert_int_eq(q_park_close(db, pa, &c), -EALREADY);
+    ck_assert_int_eq(q_park_close(db, 999, &c), -ENOENT);
+    ck_assert_int_eq(q_park_get(db, pa, &it), 0);
+    ck_assert(!it.open);
+    ck_assert_str_eq(it.resolution, "skip");
+    ck_assert_str_eq(it.resolved_by, "bo");
+    q_park_item_cleanup(&it);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_parked_job_goes_on_once)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 0, T0),
+            b = qfix_add(db, "b", NULL, 0, T0);
+    struct q_step_reset r = {
+        .state = Q_STEP_PENDING, .reset_after = 1, .pin_tier = "local"};
+    struct q_job j = {0};
+    struct q_step *st = NULL;
+    size_t n = 0;
+
+    park_one(db, a, "hard_quota");
+    park_one(db, b, "hard_quota");
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9), 0);
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9), -EALREADY);
+    ck_assert_int_eq(q_step_reset(db, a, 0, &r), 0);
+    ck_assert_int_eq(q_steps_get(db, a, &st, &n), 0);
+    ck_assert_int_eq(st[0].state, Q_STEP_PENDING);
+    ck_assert_int_eq(st[0].reset_after, 1);
+    ck_assert_str_eq(st[0].pin_tier, "local");
+    q_steps_free(st, n);
+    ck_assert_int_eq(qfix_state(db, a), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_job_fail_parked(db, a, "no", T0 + 9), -EALREADY);
+    ck_assert_int_eq(q_job_fail_parked(db, b, "failed by bo", T0 + 9), 0);
+    ck_assert_int_eq(q_job_get(db, b, &j), 0);
+    ck_assert_int_eq(j.state, Q_JOB_FAILED);
+    ck_assert_str_eq(j.error, "failed by bo");
+    q_job_cleanup(&j);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* ---- when work is due, reclaim, reports ----------------------------- */
+
+START_TEST(test_next_due_and_reclaim)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_enqueue_opts later = {.has_run_at = true, .run_at = T0 + 5000};
+    struct q_job_new j = qfix_job("later", NULL, 0);
+    struct q_enqueue_result r;
+    int64_t at = 0, n = -1, id;
+
+    ck_assert_int_eq(q_next_due(db, T0, &at), -ENOENT);
+    ck_assert_int_eq(q_enqueue(db, &j, 1, &later, T0, &r), 0);
+    ck_assert_int_eq(q_next_due(db, T0, &at), 0);
+    ck_assert_int_eq(at, T0 + 5000);
+    id = qfix_add(db, "now", NULL, 0, T0);
+    qfix_claim_one(db, id, "w", T0); /* lease ends at T0 + 60000 */
+    ck_assert_int_eq(q_next_due(db, T0, &at), 0);
+    ck_assert_int_eq(at, T0 + 5000);
+    ck_assert_int_eq(q_reclaim(db, T0 + 60000, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(q_reclaim(db, T0 + 60001, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_reports_count_the_ledger_and_park)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "nightly", NULL, 0, T0), aid,
+            counts[Q_JOB_NSTATES];
+    struct q_attempt_start s = {.job_id = id,
+                                .worker = "w",
+                                .tier = "free",
+                                .request_sha256 = "x",
+                                .started_at = T0};
+    struct q_attempt_group *g = NULL;
+    struct q_park_brief *pb = NULL;
+    size_t ng = 0, np = 0;
+    int64_t park_open = -1;
+    int num;
+
+    qfix_claim_one(db, id, "w", T0);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_stats_attempts(db, &g, &ng), 0);
+    ck_assert_uint_eq(ng, 1);
+    ck_assert_str_eq(g[0].tier, "free");
+    ck_assert_ptr_null(g[0].outcome); /* in flight */
+    ck_assert_int_eq(g[0].count, 1);
+    q_attempt_groups_free(g, ng);
+    struct q_park_new p = {.job_id = id,
+                           .step_name = "a",
+                           .reason = "in_doubt",
+                           .tier = "free",
+                           .parked_at = T0};
+    ck_assert_int_eq(q_park_add(db, &p, &aid), 0);
+    ck_assert_int_eq(q_park_job(db, id, "w", T0), 0);
+    ck_assert_int_eq(q_stats_park_open(db, 0, &pb, &np), 0);
+    ck_assert_uint_eq(np, 1);
+    ck_assert_str_eq(pb[0].job_name, "nightly");
+    ck_assert_str_eq(pb[0].reason, "in_doubt");
+    q_park_briefs_free(pb, np);
+    ck_assert_int_eq(q_counts(db, counts, &park_open), 0);
+    ck_assert_int_eq(counts[Q_JOB_PARKED], 1);
+    ck_assert_int_eq(park_open, 1);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("queue contract: rows");
+    TCase *open = tcase_create("locations");
+    TCase *ledger = tcase_create("ledger");
+    TCase *tiers = tcase_create("tiers");
+    TCase *park = tcase_create("park");
+    TCase *due = tcase_create("due and reports");
+
+    tcase_add_checked_fixture(open, qfix_setup, qfix_teardown);
+    tcase_add_test(open, test_locations_refused_by_meaning);
+    suite_add_tcase(s, open);
+    tcase_add_checked_fixture(ledger, qfix_setup, qfix_teardown);
+    tcase_add_test(ledger, test_attempts_recorded_before_and_after);
+    tcase_add_test(ledger, test_kept_body_cut_on_a_character);
+    tcase_add_test(ledger, test_step_rows_set_and_read);
+    suite_add_tcase(s, ledger);
+    tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
+    tcase_add_test(tiers, test_tier_state_round_trip);
+    tcase_add_test(tiers, test_send_log_counts_window_and_flight);
+    suite_add_tcase(s, tiers);
+    tcase_add_checked_fixture(park, qfix_setup, qfix_teardown);
+    tcase_add_test(park, test_park_items_listed_and_closed_once);
+    tcase_add_test(park, test_parked_job_goes_on_once);
+    suite_add_tcase(s, park);
+    tcase_add_checked_fixture(due, qfix_setup, qfix_teardown);
+    tcase_add_test(due, test_next_due_and_reclaim);
+    tcase_add_test(due, test_reports_count_the_ledger_and_park);
+    suite_add_tcase(s, due);
+    return s;
+}

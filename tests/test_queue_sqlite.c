@@ -1,0 +1,224 @@
+/* test_queue_sqlite.c: white-box tests of the SQLite backend: the file
+ * (mode 0600, WAL), schema migrations and versions, and the claim query's
+ * plan. Behaviour every backend shares is in test_queue_contract*.c. */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/xalloc.h"
+#include "queue/queue.h"
+#include "queue/sqlite/internal.h"
+#include "tests/support/qfix.h"
+
+static char *dir;
+static char *path;
+
+static void
+setup(void)
+{
+    dir = tmpdir_new();
+    path = tmpdir_join(dir, "q.db");
+}
+
+static void
+teardown(void)
+{
+    free(path);
+    tmpdir_remove(dir);
+}
+
+static q_db *
+open_db(void)
+{
+    q_db *db = NULL;
+    ck_assert_int_eq(q_open(path, NULL, &db), 0);
+    return db;
+}
+
+/* ---- files and schema ---------------------------------------------- */
+
+START_TEST(test_new_file_is_private_and_wal)
+{
+    q_db *db = open_db();
+    struct stat st;
+    sqlite3_stmt *s;
+
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(db->h, "PRAGMA journal_mode", -1, &s, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(s, 0), "wal");
+    sqlite3_finalize(s);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_migrates_older_version_keeping_jobs)
+{
+    q_db *db = NULL;
+    int64_t counts[Q_JOB_NSTATES], park = -1, id;
+    int v = 0;
+
+    ck_assert_int_eq(q__open_version(path, 1, &db), 0);
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 1);
+    id = qfix_add(db, "old", "k-old", 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+    /* version 2: tier state without pacing */
+    ck_assert_int_eq(q__open_version(path, 2, &db), 0);
+    ck_assert_int_eq(q__exec_simple(db, "INSERT INTO tiers (name, breaker,"
+                                        " failures, exhausted_until) VALUES"
+                                        " ('free', 'open', 3, 5)"),
+                     0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    struct q_tier_state st;
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(st.breaker, Q_BREAKER_OPEN); /* kept */
+    ck_assert_int_eq(st.failures, 3);
+    ck_assert_int_eq(st.exhausted_until, 5);
+    ck_assert(st.pace == 1.0); /* v2's pacing columns, defaults */
+    ck_assert(st.doubt);
+    ck_assert(st.req_tat == 0);
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    ck_assert_int_eq(q_counts(db, counts, &park), 0); /* v2's park table */
+    ck_assert_int_eq(park, 0);
+    ck_assert_int_eq(counts[Q_JOB_QUEUED], 1);
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+static char *
+schema_text(q_db *db)
+{
+    sqlite3_stmt *s;
+    char *out = xstrdup("");
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db->h,
+                                        "SELECT group_concat(sql, ';') FROM "
+                                        "(SELECT sql FROM sqlite_master "
+                                        "ORDER BY name)",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) {
+        free(out);
+        out = xstrdup((const char *)sqlite3_column_text(s, 0));
+    }
+    sqlite3_finalize(s);
+    return out;
+}
+
+START_TEST(test_open_twice_changes_nothing)
+{
+    q_db *db = open_db();
+    char *first = schema_text(db);
+    char *second;
+    int v = 0;
+
+    ck_assert_int_eq(q_close(db), 0);
+    db = open_db();
+    second = schema_text(db);
+    ck_assert_str_eq(first, second);
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    free(first);
+    free(second);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_newer_schema_refused)
+{
+    q_db *db = open_db();
+    q_db *again = NULL;
+
+    ck_assert_int_eq(q__exec_simple(db, "PRAGMA user_version = 99"), 0);
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(q_open(path, NULL, &again), -ENOTSUP);
+    ck_assert_ptr_null(again);
+}
+END_TEST
+
+START_TEST(test_claim_uses_index_without_sort)
+{
+    q_db *db = open_db();
+    sqlite3_stmt *s;
+    char plan[1024] = "";
+
+    char sql[512];
+
+    snprintf(sql, sizeof(sql), "EXPLAIN QUERY PLAN %s",
+             q__store_sql(ST_CLAIM_PICK));
+    ck_assert_int_eq(sqlite3_prepare_v2(db->h, sql, -1, &s, NULL), SQLITE_OK);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        strncat(plan, (const char *)sqlite3_column_text(s, 3),
+                sizeof(plan) - strlen(plan) - 2);
+        strcat(plan, ";");
+    }
+    sqlite3_finalize(s);
+    ck_assert_msg(strstr(plan, "jobs_ready") != NULL, "plan: %s", plan);
+    ck_assert_msg(strstr(plan, "TEMP B-TREE") == NULL, "plan: %s", plan);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_location_names_the_same_file)
+{
+    q_db *db = open_db();
+    char *loc = xmalloc(strlen(path) + 8);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+
+    ck_assert_int_eq(q_close(db), 0);
+    sprintf(loc, "sqlite:%s", path);
+    ck_assert_int_eq(q_open_existing(loc, NULL, &db), 0);
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_close(db), 0);
+    free(loc);
+}
+END_TEST
+
+START_TEST(test_open_existing_creates_nothing)
+{
+    q_db *db = NULL;
+    struct stat st;
+    char *wal = xmalloc(strlen(path) + 8);
+
+    ck_assert_int_eq(q_open_existing(path, NULL, &db), -ENOENT);
+    ck_assert_ptr_null(db);
+    sprintf(wal, "%s-wal", path);
+    ck_assert_int_ne(stat(path, &st), 0);
+    ck_assert_int_ne(stat(wal, &st), 0);
+    free(wal);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("queue: sqlite");
+    TCase *files = tcase_create("files");
+    TCase *plans = tcase_create("plans");
+
+    tcase_add_checked_fixture(files, setup, teardown);
+    tcase_add_test(files, test_new_file_is_private_and_wal);
+    tcase_add_test(files, test_migrates_older_version_keeping_jobs);
+    tcase_add_test(files, test_open_twice_changes_nothing);
+    tcase_add_test(files, test_newer_schema_refused);
+    tcase_add_test(files, test_location_names_the_same_file);
+    tcase_add_test(files, test_open_existing_creates_nothing);
+    suite_add_tcase(s, files);
+
+    tcase_add_checked_fixture(plans, setup, teardown);
+    tcase_add_test(plans, test_claim_uses_index_without_sort);
+    suite_add_tcase(s, plans);
+    return s;
+}
