@@ -16,6 +16,8 @@
 
 #define HOUR_MS (3600 * 1000)
 
+/* ---- helpers --------------------------------------------------------- */
+
 static uint64_t
 next_rand(struct worker *w)
 {
@@ -53,6 +55,8 @@ error_text(const struct run *r, const struct http_response *res,
     }
     return s;
 }
+
+/* ---- classifying and settling the tier ------------------------------- */
 
 static enum policy_transport
 transport_of(enum http_error e)
@@ -149,6 +153,8 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
     if (reopened)
         worker__wake_waiting(r->w, now);
 }
+
+/* ---- deciding and acting --------------------------------------------- */
 
 /* The step's context for decide, at now. wrote: the endpoint may have
  * acted on the request. */

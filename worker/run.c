@@ -37,6 +37,8 @@ progress(const struct run *r, const char *what)
                 what);
 }
 
+/* ---- how a job leaves: finished, given back, failed, parked -------- */
+
 void
 worker__finish(struct run *r, const char *state)
 {
@@ -122,8 +124,7 @@ worker__park(struct run *r, const char *reason, const char *error)
         return;
     }
     /* The hook is told once the turn has committed (run_hooks, turn.c):
-     * before,
-     * the item it is told of may not exist for anyone else yet. */
+     * before, the item it is told of may not exist for anyone else yet. */
     if (w->nhooks == w->caphooks) {
         w->caphooks = w->caphooks ? 2 * w->caphooks : 8;
         w->hooks = xrealloc(w->hooks, w->caphooks * sizeof(*w->hooks));
@@ -134,8 +135,8 @@ worker__park(struct run *r, const char *reason, const char *error)
 
 /* ---- entering a step: context from the ledger ---------------------- */
 
-/* Rebuilds the step's context from its attempts. Returns the attempt left
- * without a result by an earlier holder (in doubt), or NULL. */
+/* Rebuilds the step's context from its attempts (an attempt left without
+ * a result by an earlier holder is settled by the caller, step_enter). */
 static void
 derive_context(struct run *r, const struct q_attempt *a, size_t n)
 {
@@ -335,6 +336,8 @@ worker__step_enter(struct run *r)
     q_attempts_free(a, n);
     worker__attempt(r);
 }
+
+/* ---- a run's start and end ----------------------------------------- */
 
 void
 worker__run_free(struct run *r)

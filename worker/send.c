@@ -125,6 +125,10 @@ worker__tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
     return left;
 }
 
+/* ---- the request body: estimates, max_total_tokens ------------------- */
+
+/* The chat request body before the tier's model is set: the step's
+ * request with templates expanded, degraded if the step was degraded. */
 cJSON *
 worker__chat_body(const struct run *r)
 {
@@ -215,6 +219,8 @@ over_max_total(struct run *r, int64_t est, char *err, size_t len)
              (long long)est);
     return true;
 }
+
+/* ---- an attempt, recorded before it is sent -------------------------- */
 
 /* The step's own timeout_s, else the tier's, else 60 s (docs/reference.md). */
 static int64_t

@@ -24,66 +24,6 @@ int (*worker__turn_commit)(q_db *db) = q_tx_commit;
 
 static void on_tick(uv_timer_t *t);
 
-/* Starts the on_park hooks of the items the turn parked; runs after the
- * turn's commit. committed false (the commit failed): the items do not
- * exist, so no hook is told of them. */
-static void
-run_hooks(struct worker *w, bool committed)
-{
-    for (size_t i = 0; committed && i < w->nhooks; i++)
-        park_notify(&w->loop, w->db, w->cfg->on_park,
-                    (int64_t)(w->cfg->on_park_timeout_s * 1000), w->hooks[i]);
-    w->nhooks = 0;
-}
-
-/* Sends what the turn recorded. Runs after the commit. */
-static void
-flush_sends(struct worker *w)
-{
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        int rc;
-        if (!r->has_pending)
-            continue;
-        r->has_pending = false;
-        rc = http_send(w->http, &r->pending, worker__on_done, r, &r->call);
-        http_request_cleanup(&r->pending);
-        if (rc != 0) {
-            int64_t now = clock_now_ms();
-            struct q_attempt_result res = {.outcome = "unknown",
-                                           .reason = "not_sent",
-                                           .decision = "fail_loud",
-                                           .finished_at = now};
-            char err[512];
-            r->call = NULL;
-            worker__turn_begin(w);
-            if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
-                log_warn("cannot record an unsent attempt");
-            snprintf(err, sizeof(err), "step %s: the request could not be sent",
-                     cur_spec(r)->name);
-            worker__fail_job(r, err);
-        }
-    }
-}
-
-/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
- * or freed a place under an in-flight cap. One pass asks each tier once. */
-void
-worker__wake_waiting(struct worker *w, int64_t now)
-{
-    bool any = false;
-
-    w->pass++;
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
-            !r->finished) {
-            r->wake_at = now;
-            any = true;
-        }
-    }
-    if (any)
-        worker__kick(w);
-}
-
 /* ---- loop turns: group commit -------------------------------------- */
 
 /* Every state change of one loop turn goes into one transaction, opened
@@ -137,6 +77,49 @@ drop_all(struct worker *w)
     }
 }
 
+/* ---- ending a turn: commit, then hooks and sends ------------------ */
+
+/* Starts the on_park hooks of the items the turn parked; runs after the
+ * turn's commit. committed false (the commit failed): the items do not
+ * exist, so no hook is told of them. */
+static void
+run_hooks(struct worker *w, bool committed)
+{
+    for (size_t i = 0; committed && i < w->nhooks; i++)
+        park_notify(&w->loop, w->db, w->cfg->on_park,
+                    (int64_t)(w->cfg->on_park_timeout_s * 1000), w->hooks[i]);
+    w->nhooks = 0;
+}
+
+/* Sends what the turn recorded. Runs after the commit. */
+static void
+flush_sends(struct worker *w)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        int rc;
+        if (!r->has_pending)
+            continue;
+        r->has_pending = false;
+        rc = http_send(w->http, &r->pending, worker__on_done, r, &r->call);
+        http_request_cleanup(&r->pending);
+        if (rc != 0) {
+            int64_t now = clock_now_ms();
+            struct q_attempt_result res = {.outcome = "unknown",
+                                           .reason = "not_sent",
+                                           .decision = "fail_loud",
+                                           .finished_at = now};
+            char err[512];
+            r->call = NULL;
+            worker__turn_begin(w);
+            if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
+                log_warn("cannot record an unsent attempt");
+            snprintf(err, sizeof(err), "step %s: the request could not be sent",
+                     cur_spec(r)->name);
+            worker__fail_job(r, err);
+        }
+    }
+}
+
 void
 worker__turn_end(struct worker *w)
 {
@@ -168,6 +151,8 @@ worker__turn_end(struct worker *w)
         uv_timer_start(&w->tick, on_tick, (uint64_t)(held > 1 ? held : 1), 0);
     }
 }
+
+/* ---- the tick: sweep, claim, heartbeat, wake, re-arm -------------- */
 
 void
 worker__sweep(struct worker *w)
@@ -227,6 +212,25 @@ heartbeat(struct worker *w, int64_t now)
         }
     }
     w->next_heartbeat = now + w->lease_ms / 3;
+}
+
+/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
+ * or freed a place under an in-flight cap. One pass asks each tier once. */
+void
+worker__wake_waiting(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    w->pass++;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
+            !r->finished) {
+            r->wake_at = now;
+            any = true;
+        }
+    }
+    if (any)
+        worker__kick(w);
 }
 
 /* Runs waiting for a tier go first, longest waiting first; then the

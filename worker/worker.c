@@ -32,6 +32,8 @@
 #include "worker/internal.h"
 #include "worker/tier.h"
 
+/* ---- shutdown and signals -------------------------------------------- */
+
 static void
 on_http_closed(void *arg)
 {
@@ -78,6 +80,8 @@ on_signal(uv_signal_t *h, int signum)
     w->stop_deadline = clock_now_ms() + w->grace_ms;
     worker__kick(w);
 }
+
+/* ---- setup and worker_run -------------------------------------------- */
 
 static int
 setup(struct worker *w, const struct worker_opts *o)
