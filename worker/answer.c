@@ -236,10 +236,7 @@ act(struct run *r, const struct policy_decision *d,
         worker__attempt(r);
         return;
     case POLICY_SWITCH_TIER_REPLAY:
-        if (r->cur_tier >= 0)
-            r->switched[r->cur_tier] = true;
-        r->cur_tier = -1;
-        worker__attempt(r);
+        worker__switch_tier(r);
         return;
     case POLICY_PARK_FOR_HUMAN:
         err = error_text(r, res, c);

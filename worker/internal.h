@@ -197,6 +197,9 @@ int worker__tier_index(const struct worker *w, const char *name);
 /* worker__attempt admits, builds and records the step's next attempt, to
  * be sent after the turn's commit; or waits, fails or gives back. */
 void worker__attempt(struct run *r);
+/* worker__switch_tier leaves the step's tier for good (switch_tier_replay)
+ * and attempts the step on another. */
+void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);

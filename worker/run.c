@@ -239,10 +239,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
         worker__wait_then_attempt(r, d.wait_ms);
         return;
     case POLICY_SWITCH_TIER_REPLAY:
-        if (r->cur_tier >= 0)
-            r->switched[r->cur_tier] = true;
-        r->cur_tier = -1;
-        worker__attempt(r);
+        worker__switch_tier(r);
         return;
     case POLICY_PARK_FOR_HUMAN:
         worker__park(r, "in_doubt",

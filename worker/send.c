@@ -335,6 +335,15 @@ worker__attempt(struct run *r)
     worker__poll_no_block(w);
 }
 
+void
+worker__switch_tier(struct run *r)
+{
+    if (r->cur_tier >= 0)
+        r->switched[r->cur_tier] = true;
+    r->cur_tier = -1;
+    worker__attempt(r);
+}
+
 /* A request admitted but never sent leaves the tier's log, and its
  * allowance is refunded. */
 static void
