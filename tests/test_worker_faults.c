@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/file.h"
+#include "park/internal.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
 #include "worker/internal.h"
@@ -137,7 +138,7 @@ START_TEST(test_park_savepoint_failure_keeps_the_turn)
 
     e2e_start(WALL, "");
     enqueue_post();
-    worker__park_tx_begin = park_begin_fails_once;
+    park__tx_begin = park_begin_fails_once;
     run_worker();
     ck_assert_int_ge(faults, 2);
     job = e2e_show(1);

@@ -1,4 +1,8 @@
-/* internal.h: declarations private to worker/ (not a public interface). */
+/* internal.h: declarations private to worker/ (not a public interface):
+ * the worker and its runs, shared by the files of the loop (worker.c:
+ * setup and shutdown; turn.c: loop turns; run.c: a job's life; send.c:
+ * sending an attempt; answer.c: acting on its answer), and the pure step
+ * helpers of step.c. */
 #ifndef STEPQ_WORKER_INTERNAL_H
 #define STEPQ_WORKER_INTERNAL_H
 
@@ -7,6 +11,215 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "policy/policy.h"
+#include "queue/queue.h"
+#include "spec/spec.h"
+#include "worker/http.h"
+
+/* An error text keeps at most this much of a response body. */
+#define ERROR_BODY_MAX 2000
+
+struct run;
+
+struct worker {
+    uv_loop_t loop;
+    uv_timer_t tick;
+    uv_signal_t sigint;
+    uv_signal_t sigterm;
+    uv_idle_t idle;   /* active while a turn is open: poll must not block */
+    uv_check_t check; /* ends the turn: commit, then send */
+    bool tx_open;
+    q_db *db;
+    http_client *http;
+    const struct config *cfg;
+    policy_rules *rules;
+    struct policy_config pcfg;
+    struct policy_streak *streaks; /* one per config tier */
+    char id[128];
+    int concurrency;
+    bool drain;
+    bool stopping;
+    bool progress;
+    bool closing;
+    bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
+    bool tick_after_commit; /* tick again soon after the turn commits */
+    int64_t turn_started;   /* monotonic ms: the turn's BEGIN */
+    int64_t grace_ms;
+    int64_t stop_deadline;
+    int64_t lease_ms;
+    int64_t next_heartbeat;
+    int64_t next_claim;
+    struct run *runs;
+    int nruns;
+    /* Admission within one pass over the waiting runs: a tier that said
+     * no to one run says no to the runs behind it (FIFO), without asking
+     * the database again. */
+    uint64_t pass;
+    struct tier_no *refused; /* one per config tier */
+    int64_t *hooks;          /* owned: park items parked this turn, told to the
+                                on_park hook once the turn has committed */
+    size_t nhooks, caphooks;
+    uint64_t rng;
+    int failed; /* a fatal error: stop */
+};
+
+struct tier_no {
+    uint64_t pass; /* the pass it said no in */
+    const char *reason;
+    int64_t retry_at;
+};
+
+struct run {
+    struct worker *w;
+    struct run *next;
+    struct q_job job;      /* owned */
+    struct spec_job *spec; /* owned */
+    char **outputs;        /* owned, one per step */
+    const char **names;    /* borrowed from spec, one per step */
+    int step;
+    /* The step's context, derived from the ledger on entry. */
+    int cur_tier;   /* config tier index, or -1 */
+    bool *switched; /* per config tier: switched away from */
+    bool degraded;
+    bool schema_retried;
+    int throttle_waits;
+    int *sends;      /* per config tier, and one for http steps: sends of the
+                        step that count as attempts (a throttle wait does not) */
+    int reset_after; /* ledger attempts up to this predate a park retry */
+    int pin_tier;    /* a park retry's tier, or -1 */
+    int wait_tier;   /* a throttled retry waits for this tier, or -1 */
+    int64_t last_latency;
+    /* The attempt in flight. */
+    http_call *call;
+    int64_t attempt_id;
+    int attempt_no;
+    int64_t send_id; /* tier send, 0 for http steps */
+    int64_t input_tokens;
+    char sha[65];
+    char *body;                  /* owned: the request body as sent */
+    struct http_request pending; /* owned: recorded, sent after commit */
+    bool has_pending;
+    size_t body_len;
+    int64_t wake_at;     /* > 0: waiting until then */
+    int64_t admit_since; /* > 0: waiting for a tier since then (FIFO) */
+    int64_t sent_at;     /* when the attempt in flight was admitted */
+    struct {
+        cJSON *body; /* owned: the chat body built while waiting, or NULL */
+        int step;
+        bool degraded;
+        int64_t est, input;
+    } ready;
+    bool finished; /* the job left this worker */
+    bool lost;     /* the lease was lost: touch nothing */
+};
+
+/* The step the run is on. */
+static inline const struct spec_step *
+cur_spec(const struct run *r)
+{
+    return &r->spec->steps[r->step];
+}
+
+/* The step's counted sends on tier ti (-1: an http step, no tier). */
+static inline int *
+sends_on(struct run *r, int ti)
+{
+    return &r->sends[ti >= 0 ? ti : (int)r->w->cfg->ntiers];
+}
+
+/* The config tier the step is on, or NULL. */
+static inline const struct config_tier *
+cur_tier(const struct run *r)
+{
+    return r->cur_tier >= 0 ? &r->w->cfg->tiers[r->cur_tier] : NULL;
+}
+
+/* ---- the worker (worker.c) ------------------------------------------ */
+
+/* worker__shutdown ends the turn and closes the loop's handles and the
+ * HTTP client; uv_run then returns. A second call does nothing. */
+void worker__shutdown(struct worker *w);
+
+/* ---- loop turns (turn.c) -------------------------------------------- */
+
+/* worker__turn_begin opens the turn's transaction unless one is open (or
+ * the worker is closing); when it cannot, each change commits on its own
+ * (logged). */
+void worker__turn_begin(struct worker *w);
+/* worker__turn_end commits the turn's transaction (on failure every job
+ * is dropped to its lease), then tells the on_park hooks and sends what
+ * the turn recorded. */
+void worker__turn_end(struct worker *w);
+/* worker__poll_no_block keeps the loop's poll from blocking until the
+ * turn has ended (the check phase comes at once). */
+void worker__poll_no_block(struct worker *w);
+/* worker__kick asks for a tick soon (see turn.c); does nothing while
+ * closing or inside the tick. */
+void worker__kick(struct worker *w);
+/* worker__wake_waiting lets the runs waiting for a tier look again now. */
+void worker__wake_waiting(struct worker *w, int64_t now);
+/* worker__sweep frees the runs that finished and have no call in flight. */
+void worker__sweep(struct worker *w);
+
+/* ---- a job's life (run.c) ------------------------------------------- */
+
+/* worker__run_start takes over *job (left zeroed), adds a run for it to w
+ * and enters its current step. Failures fail or give back the job. */
+void worker__run_start(struct worker *w, struct q_job *job);
+/* worker__run_free frees r and all it owns. NULL is a no-op. */
+void worker__run_free(struct run *r);
+/* worker__step_enter enters the run's current step: derives its context
+ * from the ledger, settles an attempt left in doubt, and attempts it (or
+ * completes the job after its last step). */
+void worker__step_enter(struct run *r);
+/* worker__finish marks the job gone from this worker (state: the progress
+ * line, or NULL). */
+void worker__finish(struct run *r, const char *state);
+/* worker__give_back gives the job back to the queue, due at run_at. */
+void worker__give_back(struct run *r, int64_t run_at);
+/* worker__fail_job fails the step and the job with error (borrowed). */
+void worker__fail_job(struct run *r, const char *error);
+/* worker__wait_then_attempt attempts again after wait_ms, holding the
+ * slot for a short wait and giving the job back for a long one. */
+void worker__wait_then_attempt(struct run *r, int64_t wait_ms);
+/* worker__park parks the step (park_step) with reason and error (both
+ * borrowed) and queues the item for the on_park hook after the commit;
+ * when the park cannot be written the job is given back (logged). */
+void worker__park(struct run *r, const char *reason, const char *error);
+/* worker__tier_index is the config index of tier name, or -1. */
+int worker__tier_index(const struct worker *w, const char *name);
+
+/* ---- sending an attempt (send.c) ------------------------------------ */
+
+/* worker__attempt admits, builds and records the step's next attempt, to
+ * be sent after the turn's commit; or waits, fails or gives back. */
+void worker__attempt(struct run *r);
+/* worker__switch_tier leaves the step's tier for good (switch_tier_replay)
+ * and attempts the step on another. */
+void worker__switch_tier(struct run *r);
+/* worker__chat_body is the step's chat request before a tier's model is
+ * set. Caller owns it (cJSON_Delete). */
+cJSON *worker__chat_body(const struct run *r);
+/* worker__estimate_tokens estimates the tokens req spends (input plus
+ * max_tokens); *input gets the input part. */
+int64_t worker__estimate_tokens(const cJSON *req, int64_t *input);
+/* worker__tiers_left counts the step's other tiers that admit est tokens
+ * now or within slack ms. */
+int worker__tiers_left(const struct run *r, int64_t est, int64_t now,
+                       int64_t slack);
+
+/* ---- an answer (answer.c) ------------------------------------------- */
+
+/* worker__on_done is the HTTP callback of an attempt (arg: its run):
+ * classifies the answer, settles the tier, decides and acts. */
+void worker__on_done(http_call *call, struct http_response *res, void *arg);
+/* worker__step_context fills ps with the step's context for decide, at
+ * now. wrote: the endpoint may have acted on the request. */
+void worker__step_context(struct run *r, int64_t now, bool wrote,
+                          struct policy_step *ps);
 
 /* ---- step helpers (step.c) ------------------------------------------ */
 
@@ -30,14 +243,11 @@ void worker__sha256_hex(const void *data, size_t len, char out[65]);
  * every string of keys (a cJSON array). Text need not be NUL-terminated. */
 bool worker__has_keys(const char *text, size_t len, const cJSON *keys);
 
-/* ---- fault injection (worker.c) ------------------------------------- */
+/* ---- fault injection (turn.c) --------------------------------------- */
 
-#include "queue/queue.h"
-
-/* The worker opens the savepoint of park() and commits each loop turn
- * through these pointers (q_tx_begin and q_tx_commit unless a test
- * replaces them, as beanstalkd's falloc), so tests can fail them. */
-extern int (*worker__park_tx_begin)(q_db *db);
+/* The worker commits each loop turn through this pointer (q_tx_commit
+ * unless a test replaces it, as beanstalkd's falloc), so tests can fail
+ * it. (The savepoint of a park is park/internal.h's park__tx_begin.) */
 extern int (*worker__turn_commit)(q_db *db);
 
 #endif

@@ -1,5 +1,5 @@
 /* step.c: preparing a step's request: templates, degrade, hashes, and
- * checking its output. Pure helpers of worker.c. */
+ * checking its output. Pure helpers of send.c and answer.c. */
 #include "worker/internal.h"
 
 #include <stdio.h>

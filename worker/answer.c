@@ -1,0 +1,375 @@
+/* answer.c: an answer to an attempt: classified, the tier settled with
+ * what it taught, the step's context built for decide, and the decision
+ * carried out (commit the step, wait, degrade, switch tier, park, fail).
+ */
+#include "worker/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "worker/tier.h"
+
+#define HOUR_MS (3600 * 1000)
+
+/* ---- helpers --------------------------------------------------------- */
+
+static uint64_t
+next_rand(struct worker *w)
+{
+    /* xorshift64*: jitter only, not security. */
+    w->rng ^= w->rng >> 12;
+    w->rng ^= w->rng << 25;
+    w->rng ^= w->rng >> 27;
+    return w->rng * 2685821657736338717ULL;
+}
+
+/* "step NAME: HTTP 429 hard_quota (daily_cap): <body>" */
+static char *
+error_text(const struct run *r, const struct http_response *res,
+           const struct policy_class *c)
+{
+    size_t blen =
+        res->body_len < ERROR_BODY_MAX ? res->body_len : ERROR_BODY_MAX;
+    size_t n = blen + 512;
+    char *s = xmalloc(n);
+    int k;
+
+    if (res->error != HTTP_ERR_NONE)
+        k = snprintf(s, n, "step %s: %s (%s, %s): %s", cur_spec(r)->name,
+                     http_error_name(res->error),
+                     policy_outcome_name(c->outcome),
+                     c->reason ? c->reason : "-", res->error_text);
+    else
+        k = snprintf(s, n, "step %s: HTTP %d %s (%s): ", cur_spec(r)->name,
+                     res->status, policy_outcome_name(c->outcome),
+                     c->reason ? c->reason : "-");
+    if (res->error == HTTP_ERR_NONE && k > 0 && (size_t)k < n) {
+        memcpy(s + k, res->body, blen);
+        s[(size_t)k + blen] = '\0';
+        json_utf8_scrub(s + k, blen);
+    }
+    return s;
+}
+
+/* ---- classifying and settling the tier ------------------------------- */
+
+static enum policy_transport
+transport_of(enum http_error e)
+{
+    switch (e) {
+    case HTTP_ERR_NONE:
+        return POLICY_TRANSPORT_NONE;
+    case HTTP_ERR_TIMEOUT:
+        return POLICY_TRANSPORT_TIMEOUT;
+    case HTTP_ERR_REFUSED:
+        return POLICY_TRANSPORT_REFUSED;
+    case HTTP_ERR_TOO_LARGE:
+        return POLICY_TRANSPORT_TOO_LARGE;
+    case HTTP_ERR_TLS:
+        return POLICY_TRANSPORT_TLS;
+    default:
+        return POLICY_TRANSPORT_RESET;
+    }
+}
+
+static enum policy_breaker
+breaker_of(const struct run *r, int64_t now)
+{
+    struct q_tier_state st;
+
+    if (cur_tier(r) == NULL ||
+        tier_snapshot(r->w->db, cur_tier(r), now, false, &st) != 0)
+        return POLICY_BREAKER_CLOSED;
+    switch (st.breaker) {
+    case Q_BREAKER_OPEN:
+        return POLICY_BREAKER_OPEN;
+    case Q_BREAKER_HALF_OPEN:
+        return POLICY_BREAKER_HALF_OPEN;
+    default:
+        return POLICY_BREAKER_CLOSED;
+    }
+}
+
+/* Tells the tier what the answer taught: usage, breaker, doubt, walls,
+ * cooldown, pace and the limits its headers name. */
+static void
+settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
+            const struct policy_input *in, int64_t now,
+            struct policy_class *for_decide)
+{
+    const struct config_tier *t = cur_tier(r);
+    struct tier_outcome o;
+    bool reopened = false;
+
+    if (t == NULL || r->send_id == 0)
+        return;
+    tier_outcome_init(&o);
+    o.tokens = tokens;
+    o.sent_at = r->sent_at;
+    if (c->outcome == POLICY_SOFT_THROTTLE) {
+        /* The whole tier waits what the endpoint asked for, and a 429 in
+         * spite of pacing lowers the pace. */
+        o.uncounted = true;
+        o.throttle_ms = c->wait_ms > 0 ? c->wait_ms : 0;
+        o.paced_down = true;
+    }
+    if (c->outcome == POLICY_OK)
+        o.result = TIER_RESULT_OK;
+    else if (policy_counts_for_breaker(c->outcome))
+        o.result = TIER_RESULT_FAILURE;
+    if (c->outcome == POLICY_HARD_QUOTA) {
+        /* A daily cap that says "retry in 48s" (Gemini sends a retryDelay
+         * with PerDay quotas too) will not lift in 48 s: believe the
+         * allowance window, not the short wait, or the worker would send
+         * into the same wall every minute all night. */
+        bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
+        bool short_reset =
+            c->reset_at_ms > now && c->reset_at_ms < now + HOUR_MS;
+        if (c->reason != NULL && strcmp(c->reason, "auth") == 0)
+            o.exhausted_until = INT64_MAX / 4; /* until the config changes */
+        else if (c->reset_at_ms > now && !(daily && short_reset))
+            o.exhausted_until = c->reset_at_ms;
+        else
+            o.exhausted_until = tier_wall_until(t, now);
+        o.exhausted_reason = c->reason;
+        if (for_decide->reset_at_ms < 0 || (daily && short_reset))
+            for_decide->reset_at_ms = o.exhausted_until;
+    }
+    o.remaining_requests = c->remaining_requests;
+    o.requests_reset_at = c->requests_reset_at_ms;
+    o.remaining_tokens = c->remaining_tokens;
+    o.tokens_reset_at = c->tokens_reset_at_ms;
+    tier_limits_from_headers(in->headers, in->nheaders, &o.limit_rpm,
+                             &o.limit_tpm);
+    if (tier_settle(r->w->db, t, r->send_id, now, &o, &reopened) != 0)
+        log_warn("job %lld: cannot record tier state for %s",
+                 (long long)r->job.id, t->name);
+    r->send_id = 0;
+    if (reopened)
+        worker__wake_waiting(r->w, now);
+}
+
+/* ---- deciding and acting --------------------------------------------- */
+
+/* The step's context for decide, at now. wrote: the endpoint may have
+ * acted on the request. */
+void
+worker__step_context(struct run *r, int64_t now, bool wrote,
+                     struct policy_step *ps)
+{
+    const struct spec_step *s = cur_spec(r);
+
+    memset(ps, 0, sizeof(*ps));
+    ps->attempts_used = *sends_on(r, r->cur_tier);
+    ps->attempts_left = s->max_attempts - ps->attempts_used;
+    ps->input_tokens = r->input_tokens;
+    ps->token_budget = s->token_budget;
+    ps->slack_ms = r->job.deadline_at - now -
+                   (r->last_latency > 0 ? r->last_latency : 1000);
+    ps->tiers_left =
+        s->kind == SPEC_STEP_CHAT
+            ? worker__tiers_left(r, r->input_tokens, now, ps->slack_ms)
+            : 0;
+    ps->replayable = s->replayable;
+    ps->side_effects = s->side_effects;
+    ps->idempotency_key = s->idempotency_key != NULL;
+    ps->write_may_have_happened = wrote;
+    ps->degraded = r->degraded;
+    ps->schema_retried = r->schema_retried;
+    ps->throttle_waits_used = r->throttle_waits;
+    ps->breaker = breaker_of(r, now);
+    ps->now_ms = now;
+    ps->seed = next_rand(r->w);
+}
+
+static void
+commit_step(struct run *r, const char *output)
+{
+    struct worker *w = r->w;
+    const struct config_tier *t = cur_tier(r);
+
+    if (q_step_set(w->db, r->job.id, r->step, Q_STEP_SUCCEEDED,
+                   t ? t->name : NULL, output, 0) != 0) {
+        worker__give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    free(r->outputs[r->step]);
+    r->outputs[r->step] = xstrdup(output);
+    r->step++;
+    worker__step_enter(r);
+}
+
+static void
+act(struct run *r, const struct policy_decision *d,
+    const struct policy_class *c, struct http_response *res, const char *output)
+{
+    char *err;
+
+    switch (d->action) {
+    case POLICY_COMMIT:
+        commit_step(r, output);
+        return;
+    case POLICY_BACKOFF_RETRY:
+        if (c->outcome == POLICY_SOFT_THROTTLE) {
+            /* The tier cools down as a whole (settle_tier): the run waits
+             * in line for it, or for another tier, instead of on a timer
+             * of its own that would bring every throttled run back at
+             * once. */
+            r->throttle_waits++;
+            (*sends_on(r, r->cur_tier))--; /* a wait, not an attempt */
+            r->admit_since = clock_now_ms();
+            r->wait_tier = r->cur_tier;
+            worker__wait_then_attempt(r, 0);
+            return;
+        }
+        if (c->outcome == POLICY_SCHEMA_INVALID)
+            r->schema_retried = true;
+        worker__wait_then_attempt(r, d->wait_ms);
+        return;
+    case POLICY_DEGRADE_THEN_RETRY:
+        r->degraded = true;
+        worker__attempt(r);
+        return;
+    case POLICY_SWITCH_TIER_REPLAY:
+        worker__switch_tier(r);
+        return;
+    case POLICY_PARK_FOR_HUMAN:
+        err = error_text(r, res, c);
+        worker__park(r,
+                     d->reason && strcmp(d->reason, "in_doubt") == 0
+                         ? "in_doubt"
+                         : policy_outcome_name(c->outcome),
+                     err);
+        free(err);
+        return;
+    default:
+        err = error_text(r, res, c);
+        worker__fail_job(r, err);
+        free(err);
+        return;
+    }
+}
+
+void
+worker__on_done(http_call *call, struct http_response *res, void *arg)
+{
+    struct run *r = arg;
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct policy_header *hdrs = NULL;
+    struct http_chat_answer ans = {0};
+    struct policy_input in;
+    struct policy_class c, dc;
+    struct policy_step ps;
+    struct policy_decision d;
+    struct q_attempt_result ar;
+    struct attempt_log line;
+    int64_t now = clock_now_ms(), tokens = 0;
+    const char *output = NULL;
+    bool parsed_chat = false;
+    int ti = r->cur_tier;
+
+    (void)call;
+    r->call = NULL;
+    worker__turn_begin(w);
+    if (res->error == HTTP_ERR_CANCELLED || r->lost) {
+        /* Stopped or lease lost: the endpoint may have acted, so the
+         * attempt stays without result and the next holder decides. */
+        if (r->send_id > 0 && cur_tier(r) != NULL) {
+            struct tier_outcome o;
+            tier_outcome_init(&o);
+            if (tier_settle(w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
+                log_warn("cannot settle a cancelled request");
+            r->send_id = 0;
+        }
+        if (r->lost)
+            worker__finish(r, "lease lost");
+        else
+            worker__give_back(r, now);
+        return;
+    }
+    r->last_latency = res->latency_ms;
+    hdrs = xcalloc(res->nheaders + 1, sizeof(*hdrs));
+    for (size_t i = 0; i < res->nheaders; i++) {
+        hdrs[i].name = res->headers[i].name;
+        hdrs[i].value = res->headers[i].value;
+    }
+    memset(&in, 0, sizeof(in));
+    in.status = res->status;
+    in.transport = transport_of(res->error);
+    in.headers = hdrs;
+    in.nheaders = res->nheaders;
+    in.body = res->body;
+    in.body_len = res->body_len;
+    in.parsed = POLICY_PARSED_DERIVE;
+    in.http_step = s->kind == SPEC_STEP_HTTP;
+    in.now_ms = now;
+    if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
+        res->status >= 200 && res->status < 300 &&
+        http_chat_parse(res->body, res->body_len, &ans) == 0) {
+        parsed_chat = true;
+        if (s->expect_json != NULL)
+            in.parsed = worker__has_keys(ans.content,
+                                         ans.content ? strlen(ans.content) : 0,
+                                         s->expect_json)
+                            ? POLICY_PARSED_YES
+                            : POLICY_PARSED_NO;
+    }
+    policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
+    if (s->kind == SPEC_STEP_CHAT) {
+        tokens = parsed_chat && ans.total_tokens >= 0
+                     ? ans.total_tokens
+                     : (int64_t)(r->body_len + res->body_len) / 4;
+    }
+    dc = c;
+    settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &in, now, &dc);
+    worker__step_context(r, now, policy_write_may_have_happened(&in), &ps);
+    policy_decide(&dc, &ps, &w->pcfg, &d);
+    if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
+        d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
+
+    ar = (struct q_attempt_result){
+        .status = res->status,
+        .outcome = policy_outcome_name(c.outcome),
+        .reason = c.reason,
+        .decision = policy_action_name(d.action),
+        .delay_ms = d.wait_ms,
+        .latency_ms = res->latency_ms,
+        .tokens = tokens,
+        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
+        .finished_at = now,
+    };
+    if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
+        log_warn("job %lld: cannot record the attempt's result",
+                 (long long)r->job.id);
+    line = (struct attempt_log){
+        .job = r->job.id,
+        .step = s->name,
+        .attempt = r->attempt_no,
+        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+        .status = res->status,
+        .outcome = ar.outcome,
+        .reason = c.reason,
+        .decision = ar.decision,
+        .delay_ms = d.wait_ms,
+        .latency_ms = res->latency_ms,
+        .error =
+            res->error != HTTP_ERR_NONE ? http_error_name(res->error) : NULL,
+        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body_len = res->body_len,
+    };
+    log_attempt(&line);
+    if (s->kind == SPEC_STEP_CHAT)
+        output = ans.content ? ans.content : res->body;
+    else
+        output = res->body;
+    act(r, &d, &c, res, output);
+    http_chat_answer_cleanup(&ans);
+    free(hdrs);
+}

@@ -1,0 +1,418 @@
+/* run.c: a job's life on this worker: its run started from the claimed
+ * job and freed when it leaves, entering each step with its context
+ * derived from the attempts ledger, settling an attempt left in doubt by
+ * an earlier holder, and the ways a job leaves: finished, given back,
+ * failed or parked.
+ */
+#include "worker/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "park/park.h"
+
+/* A wait up to this long keeps the job's slot; a longer one gives the job
+ * back to the queue with a later run_at. */
+#define HOLD_MAX_MS 2000
+
+int
+worker__tier_index(const struct worker *w, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < w->cfg->ntiers; i++) {
+        if (strcmp(w->cfg->tiers[i].name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void
+progress(const struct run *r, const char *what)
+{
+    if (r->w->progress)
+        fprintf(stderr, "job %lld %s: %s\n", (long long)r->job.id, r->job.name,
+                what);
+}
+
+/* ---- how a job leaves: finished, given back, failed, parked -------- */
+
+void
+worker__finish(struct run *r, const char *state)
+{
+    if (!r->finished && state != NULL)
+        progress(r, state);
+    r->finished = true;
+    worker__kick(r->w);
+}
+
+/* Gives the job back to the queue, due at run_at; the step is pending
+ * again (its context lives in the ledger). */
+void
+worker__give_back(struct run *r, int64_t run_at)
+{
+    struct worker *w = r->w;
+    int64_t now = clock_now_ms();
+
+    if (!r->lost && r->step < (int)r->spec->nsteps) {
+        if (q_step_set(w->db, r->job.id, r->step, Q_STEP_PENDING, NULL, NULL,
+                       0) != 0)
+            log_warn("job %lld: cannot reset step state", (long long)r->job.id);
+    }
+    if (!r->lost && q_release(w->db, r->job.id, w->id, run_at, now) != 0)
+        log_warn("job %lld: lease already gone at release",
+                 (long long)r->job.id);
+    worker__finish(r, NULL);
+}
+
+void
+worker__fail_job(struct run *r, const char *error)
+{
+    struct worker *w = r->w;
+    int64_t now = clock_now_ms();
+    int rc;
+
+    if (r->step < (int)r->spec->nsteps &&
+        q_step_set(w->db, r->job.id, r->step, Q_STEP_FAILED, NULL, NULL, 0))
+        log_warn("job %lld: cannot mark step failed", (long long)r->job.id);
+    rc = q_fail(w->db, r->job.id, w->id, error, now);
+    if (rc != 0)
+        log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
+    worker__finish(r, "failed");
+}
+
+void
+worker__wait_then_attempt(struct run *r, int64_t wait_ms)
+{
+    int64_t now = clock_now_ms();
+
+    if (wait_ms > HOLD_MAX_MS) {
+        worker__give_back(r, now + wait_ms);
+        return;
+    }
+    r->wake_at = now + (wait_ms > 0 ? wait_ms : 0);
+    if (r->wake_at == 0)
+        r->wake_at = 1;
+    worker__kick(r->w);
+}
+
+void
+worker__park(struct run *r, const char *reason, const char *error)
+{
+    struct worker *w = r->w;
+    const struct config_tier *t = cur_tier(r);
+    struct q_park_new p = {
+        .job_id = r->job.id,
+        .step = r->step,
+        .step_name = cur_spec(r)->name,
+        .reason = reason,
+        .attempts = r->attempt_no,
+        .request_sha256 = r->sha[0] ? r->sha : NULL,
+        .request = r->body,
+        .error = error,
+        .tier = t ? t->name : NULL,
+        .parked_at = clock_now_ms(),
+    };
+    int64_t id = 0;
+
+    if (park_step(w->db, &p, w->id, &id) != 0) {
+        log_error("job %lld: cannot park step %s; giving the job back",
+                  (long long)r->job.id, p.step_name);
+        worker__give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    /* The hook is told once the turn has committed (run_hooks, turn.c):
+     * before, the item it is told of may not exist for anyone else yet. */
+    if (w->nhooks == w->caphooks) {
+        w->caphooks = w->caphooks ? 2 * w->caphooks : 8;
+        w->hooks = xrealloc(w->hooks, w->caphooks * sizeof(*w->hooks));
+    }
+    w->hooks[w->nhooks++] = id;
+    worker__finish(r, "parked");
+}
+
+/* ---- entering a step: context from the ledger ---------------------- */
+
+/* Rebuilds the step's context from its attempts (an attempt left without
+ * a result by an earlier holder is settled by the caller, step_enter). */
+static void
+derive_context(struct run *r, const struct q_attempt *a, size_t n)
+{
+    struct worker *w = r->w;
+
+    r->cur_tier = -1;
+    r->wait_tier = -1;
+    memset(r->switched, 0, w->cfg->ntiers * sizeof(bool));
+    r->degraded = r->schema_retried = false;
+    r->throttle_waits = 0;
+    memset(r->sends, 0, (w->cfg->ntiers + 1) * sizeof(int));
+    r->attempt_no = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ti = worker__tier_index(w, a[i].tier);
+        const char *d = a[i].decision ? a[i].decision : "";
+        const char *o = a[i].outcome ? a[i].outcome : "";
+        r->attempt_no = a[i].attempt;
+        if (a[i].attempt <= r->reset_after)
+            continue; /* before an operator's retry: a fresh start */
+        r->cur_tier = ti;
+        /* Counted per tier, so a detour to another tier (one refused
+         * admission for a while) does not restart a tier's count. */
+        if (!(strcmp(d, "backoff_retry") == 0 &&
+              strcmp(o, "soft_throttle") == 0))
+            (*sends_on(r, ti))++;
+        if (a[i].latency_ms > 0)
+            r->last_latency = a[i].latency_ms;
+        if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
+            r->switched[ti] = true;
+            r->cur_tier = -1;
+        }
+        r->degraded |= strcmp(d, "degrade_then_retry") == 0;
+        if (strcmp(d, "backoff_retry") == 0 && strcmp(o, "schema_invalid") == 0)
+            r->schema_retried = true;
+        if (strcmp(d, "backoff_retry") == 0 && strcmp(o, "soft_throttle") == 0)
+            r->throttle_waits++;
+    }
+}
+
+/* An attempt without a result, found on entry, was sent (or about to be)
+ * by a worker that died or gave the job back: nobody knows whether the
+ * endpoint acted on it. A step that may not be replayed is parked. One
+ * that may is decided like a lost answer (a timeout that counts as an
+ * attempt): retried while attempts are left on the tier, else switched,
+ * else failed. */
+static void
+settle_in_doubt(struct run *r, const struct q_attempt *last)
+{
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    bool replay = s->replayable || s->idempotency_key != NULL;
+    int64_t now = clock_now_ms();
+    struct policy_class c = {.outcome = POLICY_TIMEOUT,
+                             .reason = "in_doubt",
+                             .rule = -1,
+                             .wait_ms = -1,
+                             .reset_at_ms = -1,
+                             .remaining_requests = -1,
+                             .remaining_tokens = -1,
+                             .requests_reset_at_ms = -1,
+                             .tokens_reset_at_ms = -1};
+    struct policy_decision d = {
+        .action = POLICY_PARK_FOR_HUMAN, .wait_ms = 0, .reason = "in_doubt"};
+    struct policy_step ps;
+    struct q_attempt_result res = {
+        .outcome = "unknown", .reason = "in_doubt", .finished_at = now};
+    struct attempt_log line = {.job = r->job.id,
+                               .step = s->name,
+                               .attempt = last->attempt,
+                               .tier = last->tier,
+                               .outcome = "unknown",
+                               .reason = "in_doubt"};
+    char err[512];
+
+    if (s->kind == SPEC_STEP_CHAT) {
+        /* The lost request was charged its estimate when it was recorded;
+         * the endpoint may have spent it, so the step keeps that charge
+         * (max_total_tokens holds across crashes). The context derived
+         * from the ledger rebuilds the same request. */
+        cJSON *body = worker__chat_body(r);
+        int64_t in = 0;
+        res.tokens = worker__estimate_tokens(body, &in);
+        cJSON_Delete(body);
+    }
+    if (replay) {
+        r->input_tokens = 0;
+        worker__step_context(r, now, true, &ps);
+        policy_decide(&c, &ps, &w->pcfg, &d);
+    }
+    res.decision = line.decision = policy_action_name(d.action);
+    res.delay_ms = line.delay_ms = d.wait_ms;
+    if (q_attempt_finish(w->db, last->id, &res) != 0)
+        log_warn("job %lld: cannot settle in-doubt attempt",
+                 (long long)r->job.id);
+    log_attempt(&line);
+    snprintf(r->sha, sizeof(r->sha), "%s",
+             last->request_sha256 ? last->request_sha256 : "");
+    switch (d.action) {
+    case POLICY_BACKOFF_RETRY:
+        worker__wait_then_attempt(r, d.wait_ms);
+        return;
+    case POLICY_SWITCH_TIER_REPLAY:
+        worker__switch_tier(r);
+        return;
+    case POLICY_PARK_FOR_HUMAN:
+        worker__park(r, "in_doubt",
+                     "in doubt: the worker stopped while this request was in "
+                     "flight; the endpoint may or may not have acted on it");
+        return;
+    default:
+        snprintf(err, sizeof(err),
+                 "step %s: in doubt after the worker stopped mid-request, "
+                 "with no attempts or tiers left",
+                 s->name);
+        worker__fail_job(r, err);
+        return;
+    }
+}
+
+/* The last attempt was answered and decided park_for_human, but the park
+ * did not happen (it failed and the job was given back): carry the
+ * decision out now instead of sending the step again. */
+static void
+park_again(struct run *r, const struct q_attempt *last)
+{
+    const char *o = last->outcome ? last->outcome : "unknown";
+    bool wall = strcmp(o, "hard_quota") == 0 || strcmp(o, "refused") == 0;
+    char err[ERROR_BODY_MAX + 512];
+
+    snprintf(r->sha, sizeof(r->sha), "%s",
+             last->request_sha256 ? last->request_sha256 : "");
+    snprintf(err, sizeof(err), "step %s: HTTP %d %s (%s): %.*s",
+             cur_spec(r)->name, last->status, o,
+             last->reason ? last->reason : "-", ERROR_BODY_MAX,
+             last->body ? last->body : "");
+    worker__park(r, wall ? o : "in_doubt", err);
+}
+
+/* Reads what an operator's park retry left on the step row. */
+static int
+load_step_row(struct run *r)
+{
+    struct q_step *steps = NULL;
+    size_t n = 0;
+    int rc = q_steps_get(r->w->db, r->job.id, &steps, &n);
+
+    r->reset_after = 0;
+    r->pin_tier = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (steps[i].index != r->step)
+            continue;
+        r->reset_after = steps[i].reset_after;
+        if (steps[i].pin_tier != NULL)
+            r->pin_tier = worker__tier_index(r->w, steps[i].pin_tier);
+    }
+    q_steps_free(steps, n);
+    return rc;
+}
+
+void
+worker__step_enter(struct run *r)
+{
+    struct worker *w = r->w;
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+
+    r->sha[0] = '\0';
+    free(r->body);
+    r->body = NULL;
+    if (r->step >= (int)r->spec->nsteps) {
+        if (q_complete(w->db, r->job.id, w->id, clock_now_ms()) != 0)
+            log_warn("job %lld: lease lost before completion",
+                     (long long)r->job.id);
+        worker__finish(r, "succeeded");
+        return;
+    }
+    if (load_step_row(r) != 0 ||
+        q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
+        worker__give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    derive_context(r, a, n);
+    if (n > 0 && a[n - 1].finished_at == 0) {
+        settle_in_doubt(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    if (n > 0 && a[n - 1].attempt > r->reset_after && a[n - 1].decision &&
+        strcmp(a[n - 1].decision, "park_for_human") == 0) {
+        park_again(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    q_attempts_free(a, n);
+    worker__attempt(r);
+}
+
+/* ---- a run's start and end ----------------------------------------- */
+
+void
+worker__run_free(struct run *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; r->spec != NULL && i < r->spec->nsteps; i++)
+        free(r->outputs[i]);
+    free(r->outputs);
+    free((void *)r->names);
+    free(r->switched);
+    free(r->sends);
+    free(r->body);
+    cJSON_Delete(r->ready.body);
+    if (r->has_pending)
+        http_request_cleanup(&r->pending);
+    spec_job_free(r->spec);
+    q_job_cleanup(&r->job);
+    free(r);
+}
+
+void
+worker__run_start(struct worker *w, struct q_job *job)
+{
+    struct run *r = xcalloc(1, sizeof(*r));
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    char err[512];
+
+    r->w = w;
+    r->job = *job;
+    memset(job, 0, sizeof(*job));
+    r->switched = xcalloc(w->cfg->ntiers + 1, sizeof(bool));
+    r->sends = xcalloc(w->cfg->ntiers + 1, sizeof(int));
+    r->cur_tier = -1;
+    r->wait_tier = -1;
+    r->next = w->runs;
+    w->runs = r;
+    w->nruns++;
+    if (spec_parse(r->job.spec, strlen(r->job.spec), NULL, &r->spec, err,
+                   sizeof(err)) != 0) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);
+        r->spec = NULL;
+        if (q_fail(w->db, r->job.id, w->id, msg, clock_now_ms()) != 0)
+            log_warn("job %lld: cannot fail", (long long)r->job.id);
+        r->finished = true;
+        return;
+    }
+    r->outputs = xcalloc(r->spec->nsteps, sizeof(char *));
+    r->names = xcalloc(r->spec->nsteps, sizeof(char *));
+    for (size_t i = 0; i < r->spec->nsteps; i++)
+        r->names[i] = r->spec->steps[i].name;
+    if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
+        worker__give_back(r, clock_now_ms() + 1000);
+        return;
+    }
+    r->step = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (steps[i].index < 0 || steps[i].index >= (int)r->spec->nsteps)
+            continue;
+        if (steps[i].state == Q_STEP_SUCCEEDED && steps[i].output)
+            r->outputs[steps[i].index] = xstrdup(steps[i].output);
+    }
+    /* The current step is the first that did not succeed or get skipped. */
+    while (r->step < (int)r->spec->nsteps) {
+        bool done = false;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step &&
+                (steps[i].state == Q_STEP_SUCCEEDED ||
+                 steps[i].state == Q_STEP_SKIPPED))
+                done = true;
+        }
+        if (!done)
+            break;
+        r->step++;
+    }
+    q_steps_free(steps, ns);
+    progress(r, r->job.claims > 1 ? "resumed" : "started");
+    worker__step_enter(r);
+}

@@ -1,0 +1,359 @@
+/* send.c: sending an attempt: the tier chosen by admission (candidates in
+ * order, FIFO within a pass), the request body built and estimated (kept
+ * while a run waits for a tier), the step's max_total_tokens, and the
+ * attempt recorded in the ledger before it is sent; the send itself
+ * happens after the turn's commit (turn.c).
+ */
+#include "worker/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "worker/tier.h"
+
+#define HTTP_STEP_TIMEOUT_MS 60000
+
+static void settle_unsent(struct run *r, int64_t now);
+
+/* ---- choosing a tier ----------------------------------------------- */
+
+/* Fills idx with the step's candidate tiers in order; returns how many. */
+static size_t
+candidates(const struct run *r, int *idx)
+{
+    const struct spec_step *s = cur_spec(r);
+    const struct config *cfg = r->w->cfg;
+    size_t n = 0;
+
+    if (r->wait_tier >= 0 || r->pin_tier >= 0) {
+        idx[0] = r->wait_tier >= 0 ? r->wait_tier : r->pin_tier;
+        return 1;
+    }
+    if (s->tiers == NULL) {
+        for (size_t i = 0; i < cfg->ntiers; i++)
+            idx[n++] = (int)i;
+        return n;
+    }
+    for (const cJSON *c = s->tiers->child; c != NULL; c = c->next) {
+        int ti = worker__tier_index(r->w, c->valuestring);
+        if (ti >= 0)
+            idx[n++] = ti;
+    }
+    return n;
+}
+
+/* Admits the request on the first candidate tier that takes it. Returns
+ * the tier index, or -1 with *retry_at (INT64_MAX: no tier left) and a
+ * description of why in why. */
+static int
+choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
+            char *why, size_t whylen)
+{
+    struct worker *w = r->w;
+    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
+    size_t n = candidates(r, idx), used = 0;
+    int chosen = -1;
+
+    *retry_at = INT64_MAX;
+    why[0] = '\0';
+    for (size_t i = 0; i < n && chosen < 0; i++) {
+        const struct config_tier *t = &w->cfg->tiers[idx[i]];
+        struct tier_verdict v;
+        int64_t send = 0;
+        struct tier_no *no = &w->refused[idx[i]];
+        if (r->switched[idx[i]])
+            continue;
+        if (no->pass == w->pass) {
+            v = (struct tier_verdict){.admitted = false,
+                                      .probe = false,
+                                      .reason = no->reason,
+                                      .retry_at = no->retry_at};
+        } else if (tier_admit(w->db, t, now, est, *sends_on(r, idx[i]) > 0, &v,
+                              &send) != 0) {
+            continue;
+        }
+        if (v.admitted) {
+            chosen = idx[i];
+            r->send_id = send;
+            break;
+        }
+        /* The allowance depends on the step (headroom above degrade_at
+         * for a step already on the tier): not the same no for all. */
+        if (strcmp(v.reason, "allowance") != 0)
+            *no = (struct tier_no){
+                .pass = w->pass, .reason = v.reason, .retry_at = v.retry_at};
+        if (v.retry_at < *retry_at)
+            *retry_at = v.retry_at;
+        if (used < whylen) {
+            int k = snprintf(why + used, whylen - used, "%s%s: %s",
+                             used ? "; " : "", t->name, v.reason);
+            if (k > 0)
+                used += (size_t)k;
+        }
+    }
+    free(idx);
+    return chosen;
+}
+
+/* Other tiers of the step that admit now or within the slack. */
+int
+worker__tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
+{
+    struct worker *w = r->w;
+    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
+    size_t n = candidates(r, idx);
+    int left = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct q_tier_state st;
+        struct tier_verdict v;
+        if (idx[i] == r->cur_tier || r->switched[idx[i]])
+            continue;
+        if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, false, &st) != 0)
+            continue;
+        tier_evaluate(&w->cfg->tiers[idx[i]], &st, now, est, false, &v);
+        if (v.admitted || v.retry_at - now <= slack)
+            left++;
+    }
+    free(idx);
+    return left;
+}
+
+/* ---- the request body: estimates, max_total_tokens ------------------- */
+
+/* The chat request body before the tier's model is set: the step's
+ * request with templates expanded, degraded if the step was degraded. */
+cJSON *
+worker__chat_body(const struct run *r)
+{
+    const struct spec_step *s = cur_spec(r);
+    cJSON *req = worker__expand(
+        s->request, r->names, (const char *const *)r->outputs, r->spec->nsteps);
+    if (r->degraded)
+        worker__degrade(req, s->degrade);
+    return req;
+}
+
+int64_t
+worker__estimate_tokens(const cJSON *req, int64_t *input)
+{
+    char *text = json_print(req);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+    int64_t in = (int64_t)strlen(text) / 4, out = 0;
+
+    free(text);
+    if (cJSON_IsNumber(mt) && mt->valuedouble > 0)
+        out = (int64_t)mt->valuedouble;
+    *input = in;
+    return in + out;
+}
+
+/* A run waiting for a tier keeps the body it built, so that each look at
+ * the tiers does not expand and measure the request again. */
+static cJSON *
+take_chat_body(struct run *r, int64_t *est)
+{
+    cJSON *body = r->ready.body;
+
+    if (body != NULL && r->ready.step == r->step &&
+        r->ready.degraded == r->degraded) {
+        r->ready.body = NULL;
+        r->input_tokens = r->ready.input;
+        *est = r->ready.est;
+        return body;
+    }
+    cJSON_Delete(body);
+    r->ready.body = NULL;
+    body = worker__chat_body(r);
+    *est = worker__estimate_tokens(body, &r->input_tokens);
+    return body;
+}
+
+static void
+keep_chat_body(struct run *r, cJSON *body, int64_t est)
+{
+    cJSON_Delete(r->ready.body);
+    r->ready.body = body;
+    r->ready.step = r->step;
+    r->ready.degraded = r->degraded;
+    r->ready.est = est;
+    r->ready.input = r->input_tokens;
+}
+
+/* max_total_tokens caps what a step spends over all its attempts and
+ * tiers. The spend is read from the database, where every attempt is
+ * charged its estimate when it is recorded and corrected to the reported
+ * usage when it ends, so it holds across workers and crashes (an attempt
+ * in doubt keeps its estimate). True, with the job's error in err, when
+ * sending est more tokens would pass the cap or the spend cannot be read. */
+static bool
+over_max_total(struct run *r, int64_t est, char *err, size_t len)
+{
+    const struct spec_step *s = cur_spec(r);
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    int64_t spent = -1;
+
+    if (s->max_total_tokens <= 0)
+        return false;
+    if (q_steps_get(r->w->db, r->job.id, &steps, &ns) == 0) {
+        spent = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step)
+                spent = steps[i].tokens;
+        }
+        q_steps_free(steps, ns);
+    }
+    if (spent >= 0 && spent + est <= s->max_total_tokens)
+        return false;
+    snprintf(err, len,
+             "step %s: budget_spent: max_total_tokens %lld would be passed "
+             "(%lld spent, the next request needs about %lld)",
+             s->name, (long long)s->max_total_tokens, (long long)spent,
+             (long long)est);
+    return true;
+}
+
+/* ---- an attempt, recorded before it is sent -------------------------- */
+
+/* The step's own timeout_s, else the tier's, else 60 s (docs/reference.md). */
+static int64_t
+timeout_ms(const struct spec_step *s, const struct config_tier *t)
+{
+    if (s->timeout_s > 0)
+        return (int64_t)(s->timeout_s * 1000);
+    return t != NULL ? (int64_t)(t->timeout_s * 1000) : HTTP_STEP_TIMEOUT_MS;
+}
+
+void
+worker__attempt(struct run *r)
+{
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct http_request req;
+    struct q_attempt_start st;
+    int64_t now = clock_now_ms(), est = 0, retry_at = 0;
+    cJSON *body = NULL;
+    char err[1024], why[512];
+    int rc, ti = -1;
+
+    r->wake_at = 0;
+    if (w->stopping) {
+        worker__give_back(r, now);
+        return;
+    }
+    if (s->kind == SPEC_STEP_CHAT) {
+        body = take_chat_body(r, &est);
+        if (over_max_total(r, est, err, sizeof(err))) {
+            cJSON_Delete(body);
+            worker__fail_job(r, err);
+            return;
+        }
+        ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
+        if (ti < 0) {
+            int64_t slack = r->job.deadline_at - now;
+            if (retry_at != INT64_MAX && retry_at - now < slack) {
+                if (r->admit_since == 0)
+                    r->admit_since = now;
+                keep_chat_body(r, body, est);
+                worker__wait_then_attempt(r, retry_at - now);
+                return;
+            }
+            cJSON_Delete(body);
+            snprintf(err, sizeof(err),
+                     "step %s: no tier admits before the "
+                     "deadline (%s)",
+                     s->name, why[0] ? why : "no tier configured or left");
+            worker__fail_job(r, err);
+            return;
+        }
+        r->cur_tier = ti;
+        r->admit_since = 0;
+        r->wait_tier = -1;
+        r->sent_at = now;
+        const struct config_tier *t = &w->cfg->tiers[ti];
+        rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
+                               timeout_ms(s, t), &req, err, sizeof(err));
+    } else {
+        r->send_id = 0;
+        r->cur_tier = -1;
+        body = worker__expand(s->http, r->names,
+                              (const char *const *)r->outputs, r->spec->nsteps);
+        rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),
+                               &req, err, sizeof(err));
+        r->input_tokens = 0;
+    }
+    cJSON_Delete(body);
+    if (rc != 0) {
+        char msg[1200];
+        if (r->send_id > 0)
+            settle_unsent(r, now);
+        snprintf(msg, sizeof(msg), "step %s: cannot build the request: %s",
+                 s->name, err);
+        worker__fail_job(r, msg);
+        return;
+    }
+    worker__sha256_hex(req.body ? req.body : "", req.body_len, r->sha);
+    free(r->body);
+    r->body = xstrndup(req.body ? req.body : "", req.body_len);
+    r->body_len = req.body_len;
+    st = (struct q_attempt_start){
+        .job_id = r->job.id,
+        .step = r->step,
+        .worker = w->id,
+        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+        .request_sha256 = r->sha,
+        .est_tokens = est,
+        .started_at = now,
+    };
+    /* Recorded before it is sent: a crash from here on leaves an attempt
+     * without result, which the next holder treats as in doubt. */
+    rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
+    if (rc != 0) {
+        http_request_cleanup(&req);
+        if (r->send_id > 0)
+            settle_unsent(r, now);
+        if (rc == -EBUSY) {
+            r->lost = true;
+            worker__finish(r, "lease lost");
+        } else {
+            worker__give_back(r, now + 1000);
+        }
+        return;
+    }
+    (*sends_on(r, r->cur_tier))++;
+    /* Sent once the loop turn's transaction, which holds the attempt's
+     * record, has committed (flush_sends, turn.c). */
+    r->pending = req;
+    r->has_pending = true;
+    worker__poll_no_block(w);
+}
+
+void
+worker__switch_tier(struct run *r)
+{
+    if (r->cur_tier >= 0)
+        r->switched[r->cur_tier] = true;
+    r->cur_tier = -1;
+    worker__attempt(r);
+}
+
+/* A request admitted but never sent leaves the tier's log, and its
+ * allowance is refunded. */
+static void
+settle_unsent(struct run *r, int64_t now)
+{
+    struct tier_outcome o;
+
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
+        log_warn("cannot settle an unsent request");
+    r->send_id = 0;
+}

@@ -1,0 +1,374 @@
+/* turn.c: loop turns. One uv timer ("tick") drives everything that is
+ * not a network event: claiming when slots are free, waking runs whose
+ * wait ended (in the order tiers should take them), heartbeats, sweeping
+ * finished runs, and the drain and stop checks. Every state change of a
+ * turn is committed together (group commit) in the check phase; only then
+ * are the turn's requests sent and the on_park hooks told.
+ */
+#include "worker/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "park/park.h"
+
+#define IDLE_POLL_MS     200
+#define DRAIN_HORIZON_MS 60000
+#define TICK_GAP_MAX_MS  50
+
+int (*worker__turn_commit)(q_db *db) = q_tx_commit;
+
+static void on_tick(uv_timer_t *t);
+
+/* ---- loop turns: group commit -------------------------------------- */
+
+/* Every state change of one loop turn goes into one transaction, opened
+ * by the first callback of the turn and committed in the check phase,
+ * after the I/O callbacks. Requests recorded in the turn are sent only
+ * after that commit, so "recorded before it is sent" holds. The idle
+ * handle keeps the poll from blocking while a turn is open. */
+static void
+on_idle(uv_idle_t *h)
+{
+    (void)h;
+}
+
+void
+worker__poll_no_block(struct worker *w)
+{
+    uv_idle_start(&w->idle, on_idle);
+}
+
+void
+worker__turn_begin(struct worker *w)
+{
+    if (w->tx_open || w->closing)
+        return;
+    if (q_tx_begin(w->db) != 0) {
+        /* Each change then commits on its own: slower, still correct. */
+        log_warn("worker: cannot open a transaction; committing singly");
+        return;
+    }
+    w->tx_open = true;
+    w->turn_started = clock_mono_ms();
+    uv_idle_start(&w->idle, on_idle);
+}
+
+/* The turn's work is lost (the database refused the commit): act as if
+ * this worker had crashed. Leases expire and the jobs are recovered. */
+static void
+drop_all(struct worker *w)
+{
+    log_error("worker: commit failed; dropping %d job(s) to their leases",
+              w->nruns);
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->has_pending) {
+            http_request_cleanup(&r->pending);
+            r->has_pending = false;
+        }
+        r->lost = true;
+        if (r->call != NULL)
+            http_cancel(r->call);
+        r->finished = true;
+    }
+}
+
+/* ---- ending a turn: commit, then hooks and sends ------------------ */
+
+/* Starts the on_park hooks of the items the turn parked; runs after the
+ * turn's commit. committed false (the commit failed): the items do not
+ * exist, so no hook is told of them. */
+static void
+run_hooks(struct worker *w, bool committed)
+{
+    for (size_t i = 0; committed && i < w->nhooks; i++)
+        park_notify(&w->loop, w->db, w->cfg->on_park,
+                    (int64_t)(w->cfg->on_park_timeout_s * 1000), w->hooks[i]);
+    w->nhooks = 0;
+}
+
+/* Sends what the turn recorded. Runs after the commit. */
+static void
+flush_sends(struct worker *w)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        int rc;
+        if (!r->has_pending)
+            continue;
+        r->has_pending = false;
+        rc = http_send(w->http, &r->pending, worker__on_done, r, &r->call);
+        http_request_cleanup(&r->pending);
+        if (rc != 0) {
+            int64_t now = clock_now_ms();
+            struct q_attempt_result res = {.outcome = "unknown",
+                                           .reason = "not_sent",
+                                           .decision = "fail_loud",
+                                           .finished_at = now};
+            char err[512];
+            r->call = NULL;
+            worker__turn_begin(w);
+            if (q_attempt_finish(w->db, r->attempt_id, &res) != 0)
+                log_warn("cannot record an unsent attempt");
+            snprintf(err, sizeof(err), "step %s: the request could not be sent",
+                     cur_spec(r)->name);
+            worker__fail_job(r, err);
+        }
+    }
+}
+
+void
+worker__turn_end(struct worker *w)
+{
+    bool committed = true;
+    int64_t held = 0;
+
+    if (w->tx_open) {
+        held = clock_mono_ms() - w->turn_started;
+        w->tx_open = false;
+        if (worker__turn_commit(w->db) != 0) {
+            committed = false;
+            drop_all(w);
+        }
+    }
+    uv_idle_stop(&w->idle);
+    run_hooks(w, committed);
+    flush_sends(w);
+    if (w->tick_after_commit && !w->closing) {
+        /* From the check phase, measured from now (the loop's time is
+         * that of the iteration's start): the lock stays free while the
+         * loop polls, at least 1 ms and as long as the turn held it (up
+         * to TICK_GAP_MAX_MS). SQLite's busy handler polls, so another
+         * process only gets in while the lock is free; back-to-back turns
+         * would keep it waiting for their whole run. */
+        w->tick_after_commit = false;
+        if (held > TICK_GAP_MAX_MS)
+            held = TICK_GAP_MAX_MS;
+        uv_update_time(&w->loop);
+        uv_timer_start(&w->tick, on_tick, (uint64_t)(held > 1 ? held : 1), 0);
+    }
+}
+
+/* ---- the tick: sweep, claim, heartbeat, wake, re-arm -------------- */
+
+void
+worker__sweep(struct worker *w)
+{
+    struct run **pp = &w->runs;
+
+    while (*pp != NULL) {
+        struct run *r = *pp;
+        if (r->finished && r->call == NULL) {
+            *pp = r->next;
+            w->nruns--;
+            worker__run_free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
+static void
+claim(struct worker *w, int64_t now)
+{
+    struct q_job *jobs = NULL;
+    size_t n = 0;
+    int slots = w->concurrency - w->nruns, rc;
+
+    if (slots <= 0)
+        return;
+    rc = q_claim(w->db, w->id, now, w->lease_ms, (size_t)slots, &jobs, &n);
+    if (rc == -ENOENT) {
+        w->next_claim = now + IDLE_POLL_MS;
+        return;
+    }
+    if (rc != 0) {
+        w->next_claim = now + 1000;
+        return;
+    }
+    w->next_claim = now;
+    for (size_t i = 0; i < n; i++)
+        worker__run_start(w, &jobs[i]);
+    q_jobs_free(jobs, n);
+}
+
+static void
+heartbeat(struct worker *w, int64_t now)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished || r->lost)
+            continue;
+        if (q_extend(w->db, r->job.id, w->id, now + w->lease_ms, now) ==
+            -EBUSY) {
+            /* Cancelled, or taken over after our lease ran out. */
+            log_warn("job %lld: lease lost; dropping it", (long long)r->job.id);
+            r->lost = true;
+            if (r->call != NULL)
+                http_cancel(r->call);
+            worker__finish(r, "lease lost");
+        }
+    }
+    w->next_heartbeat = now + w->lease_ms / 3;
+}
+
+/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
+ * or freed a place under an in-flight cap. One pass asks each tier once. */
+void
+worker__wake_waiting(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    w->pass++;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
+            !r->finished) {
+            r->wake_at = now;
+            any = true;
+        }
+    }
+    if (any)
+        worker__kick(w);
+}
+
+/* Runs waiting for a tier go first, longest waiting first; then the
+ * rest (backoffs) by job id. */
+static int
+by_wait(const void *a, const void *b)
+{
+    const struct run *x = *(struct run *const *)a;
+    const struct run *y = *(struct run *const *)b;
+    int64_t wx = x->admit_since > 0 ? x->admit_since : INT64_MAX;
+    int64_t wy = y->admit_since > 0 ? y->admit_since : INT64_MAX;
+
+    if (wx != wy)
+        return wx < wy ? -1 : 1;
+    return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
+}
+
+/* Attempts the runs whose wait is over, in the order tiers should take
+ * them; returns the earliest wake time left (at most next). */
+static int64_t
+wake_due(struct worker *w, int64_t now, int64_t next)
+{
+    struct run **due = xcalloc((size_t)w->nruns + 1, sizeof(*due));
+    size_t n = 0;
+
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished || r->call != NULL || r->wake_at == 0)
+            continue;
+        if (r->wake_at <= now || w->stopping)
+            due[n++] = r;
+        else if (r->wake_at < next)
+            next = r->wake_at;
+    }
+    qsort(due, n, sizeof(*due), by_wait);
+    w->pass++;
+    for (size_t i = 0; i < n; i++) {
+        worker__attempt(due[i]);
+        if (due[i]->wake_at > now && due[i]->wake_at < next)
+            next = due[i]->wake_at;
+    }
+    free(due);
+    return next;
+}
+
+/* Re-arms the tick from inside its own callback. Never at 0 ms: libuv
+ * 1.44 runs a timer re-armed at 0 from a timer callback again in the same
+ * timer phase, so the check phase that commits the turn never ran and a
+ * due backlog handed straight back (a tier limited for more than 2 s) was
+ * claimed and released in one write transaction while other processes
+ * waited for the lock (CONVENTIONS 10.2). Work that is due now gets its
+ * tick after the turn's commit instead (worker__turn_end), so the turn ends and
+ * the lock is free while the loop polls. */
+static void
+rearm(struct worker *w, int64_t now, int64_t next)
+{
+    if (next <= now) {
+        w->tick_after_commit = true;
+        uv_timer_stop(&w->tick);
+        /* the poll must not block before the check phase comes */
+        uv_idle_start(&w->idle, on_idle);
+        return;
+    }
+    uv_timer_start(&w->tick, on_tick, (uint64_t)(next - now), 0);
+}
+
+static void
+tick_body(struct worker *w, int64_t now, int64_t next)
+{
+    int64_t at;
+
+    worker__turn_begin(w);
+    if (now >= w->next_heartbeat)
+        heartbeat(w, now);
+    next = wake_due(w, now, next);
+    worker__sweep(w);
+    if (w->stopping) {
+        if (w->nruns == 0) {
+            worker__shutdown(w);
+            return;
+        }
+        if (now >= w->stop_deadline) {
+            for (struct run *r = w->runs; r != NULL; r = r->next) {
+                if (r->call != NULL)
+                    http_cancel(r->call);
+            }
+            worker__sweep(w);
+        }
+        uv_timer_start(&w->tick, on_tick, 20, 0);
+        return;
+    }
+    if (w->nruns < w->concurrency && now >= w->next_claim) {
+        claim(w, now);
+        worker__sweep(w);
+    }
+    /* A claim that found nothing pushed next_claim ahead: only then is
+     * the queue known to be empty for this worker. */
+    if (w->drain && w->nruns == 0 && w->next_claim > now) {
+        int rc = q_next_due(w->db, now, &at);
+        if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
+            w->stopping = true;
+            worker__shutdown(w);
+            return;
+        }
+    }
+    if (w->nruns < w->concurrency && w->next_claim < next)
+        next = w->next_claim;
+    if (w->next_heartbeat < next)
+        next = w->next_heartbeat;
+    /* Runs told to wait during this tick (their kick was only marked). */
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
+            r->wake_at < next)
+            next = r->wake_at;
+    }
+    rearm(w, now, next);
+}
+
+static void
+on_tick(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    int64_t now = clock_now_ms();
+
+    w->in_tick = true;
+    tick_body(w, now, now + IDLE_POLL_MS);
+    w->in_tick = false;
+}
+
+/* Asks for a tick soon. From an I/O callback the timer runs in the next
+ * loop iteration, after the check phase has committed the turn; inside
+ * the tick it does nothing: the tick re-arms itself for the runs that
+ * finished (free slots) or wait (wake_at) when it ends (rearm). */
+void
+worker__kick(struct worker *w)
+{
+    if (w->closing)
+        return;
+    if (w->in_tick)
+        return;
+    uv_timer_start(&w->tick, on_tick, 0, 0);
+}
