@@ -48,11 +48,18 @@ rules_init(void)
 }
 
 static bool
-in_doubt_outcome(enum policy_outcome o)
+in_doubt_outcome(const struct policy_class *c)
 {
-    return o == POLICY_TRUNCATED || o == POLICY_SCHEMA_INVALID ||
-           o == POLICY_SERVER_ERROR || o == POLICY_TIMEOUT ||
-           o == POLICY_UNKNOWN;
+    /* A request refused before it ran (context too long, too large for
+     * the tier) did not write anything, whatever its status. */
+    if (c->outcome == POLICY_TRUNCATED && c->reason != NULL &&
+        (strcmp(c->reason, "context_overflow") == 0 ||
+         strcmp(c->reason, "too_large") == 0))
+        return false;
+    return c->outcome == POLICY_TRUNCATED ||
+           c->outcome == POLICY_SCHEMA_INVALID ||
+           c->outcome == POLICY_SERVER_ERROR || c->outcome == POLICY_TIMEOUT ||
+           c->outcome == POLICY_UNKNOWN;
 }
 
 /* Splits text into NUL-terminated lines in place (the buffer is a copy). */
@@ -173,7 +180,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* docs/reference.md: a side-effecting step without a key whose write may
      * have happened, or that hit a wall or a refusal, goes to a human. */
     if (s.side_effects && !s.idempotency_key && !s.replayable) {
-        if (s.write_may_have_happened && in_doubt_outcome(c.outcome) &&
+        if (s.write_may_have_happened && in_doubt_outcome(&c) &&
             d.action != POLICY_PARK_FOR_HUMAN)
             abort();
         if ((c.outcome == POLICY_HARD_QUOTA || c.outcome == POLICY_REFUSED) &&

@@ -1,9 +1,11 @@
 /* park.h: park/ owns parking: parking a step (the park item and the
  * job's parked state written together, and the on_park hook told of it),
- * resolution (an operator's retry, skip or fail of an item) and rendering
- * (the reference's JSON of an item).
+ * resolution (an operator's retry, skip, done or fail of an item: one set
+ * of rules for the CLI, an HTTP API and programs), and rendering (the
+ * reference's JSON of an item).
  *
- * Storage lives in queue/ (q_park_*); the rules over it live here.
+ * Storage lives in queue/ (q_park_*, q_job_*_parked, q_step_reset); the
+ * rules over it live here, written once for every backend.
  */
 #ifndef STEPQ_PARK_PARK_H
 #define STEPQ_PARK_PARK_H
