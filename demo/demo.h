@@ -9,6 +9,11 @@
  * queue drains. demo_close stops the mocks and keeps every file, so that
  * the database can be inspected and its park items resolved afterwards.
  *
+ * demo/ owns that tour and nothing else: demo.c (open, run, close), side.c
+ * (the scripted endpoints and their thread, the progress tally), jobs.c
+ * (the config and the batch). This is its public header; demo/internal.h
+ * is private to the folder.
+ *
  * Signals: from demo_open to demo_stop, SIGINT and SIGTERM are watched
  * (libuv) and only remembered (demo_was_interrupted); while demo_run runs
  * they also stop the worker (stop claiming, finish or give back what is in

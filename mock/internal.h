@@ -1,8 +1,11 @@
 /* internal.h: what the mock/ sources share (private to mock/).
  *
- * script.c turns script JSON into struct mock_script; answer.c decides the
- * answer to one request from the script and its state (no I/O); mock.c is
- * the libuv server, the connections and the request log.
+ * script.c turns script JSON into struct mock_script and limit.c runs its
+ * rate limiters; answer.c decides the answer to one request from the script
+ * and its state, body.c builds the bodies (no I/O in any of these). The
+ * libuv server is mock.c (listener, reads, start and stop), conn.c (a
+ * connection's reply queue, writes and wire faults) and request.c (parsing
+ * with libhttp-parser, the request log).
  */
 #ifndef STEPQ_MOCK_INTERNAL_H
 #define STEPQ_MOCK_INTERNAL_H
@@ -12,6 +15,8 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+#include <http_parser.h>
+#include <uv.h>
 
 #include "common/defs.h"
 #include "mock/mock.h"
@@ -226,5 +231,124 @@ void mock_engine_bad_request(struct mock_engine *e, bool too_large,
 void mock_engine_cleanup(struct mock_engine *e);
 /* mock_reply_cleanup frees the reply's buffers. */
 void mock_reply_cleanup(struct mock_reply *r);
+
+/* mock__error_body returns an OpenAI-style {"error": {...}} body; code may
+ * be NULL (sent as null). Caller frees. */
+char *mock__error_body(const char *message, const char *type, const char *code);
+/* mock__status_error_body is the error body of a bare status (5xx: a
+ * server_error). Caller frees. */
+char *mock__status_error_body(int status);
+/* mock__status_text returns the reason phrase of status ("Status" when it
+ * has none). Static. */
+const char *mock__status_text(int status);
+/* mock__request_max_tokens returns the request's max_completion_tokens or
+ * max_tokens, 0 when it asks for neither. */
+int64_t mock__request_max_tokens(const cJSON *req);
+/* mock__chat_body builds the chat completion of route r (answer a may be
+ * NULL) for request req (borrowed; may be NULL) with prompt tokens, applies
+ * the content faults and oversize_bytes, and sets *tokens to the tokens it
+ * served. Caller frees. */
+char *mock__chat_body(struct mock_engine *e, struct mock_route *r,
+                      const struct mock_answer *a, const cJSON *req,
+                      int64_t prompt, int64_t *tokens);
+/* mock__generic_body builds the generic endpoint's answer to rq, padded to
+ * oversize bytes when oversize > 0. Caller frees. */
+char *mock__generic_body(struct mock_engine *e, const struct mock_request *rq,
+                         int64_t oversize);
+/* mock__limit_body is the 429 body of route r's limit after res, in the
+ * limit's provider style. Caller frees. */
+char *mock__limit_body(struct mock_engine *e, struct mock_route *r,
+                       const struct mock_limit_result *res, const cJSON *req,
+                       int64_t now);
+
+/* ---- the server (mock.c, conn.c, request.c) ----------------------------- */
+
+struct conn;
+
+/* One reply waiting in a connection's queue. */
+struct resp {
+    struct resp *next;
+    struct conn *c;
+    uv_timer_t timer; /* used when timer_on; data = this */
+    bool timer_on;
+    bool ready;
+    enum mock_fault fault;
+    bool close_after;
+    char *buf; /* owned: head and body */
+    size_t len;
+    size_t sent;     /* drip: bytes written so far */
+    size_t head_len; /* drip: the head, written at once */
+};
+
+struct conn {
+    struct conn *prev, *next; /* in mock->conns */
+    struct mock *m;
+    uv_tcp_t tcp; /* data = this */
+    http_parser parser;
+    int refs;     /* tcp handle + running timers */
+    bool closing; /* uv_close called on tcp */
+    bool done;    /* no more requests are read */
+    bool eof;     /* the client finished sending */
+    struct resp *head, *tail;
+
+    /* The request being parsed; reset in on_message_begin. */
+    char *url;
+    size_t url_len;
+    char *field, *value;
+    size_t field_len, value_len;
+    bool in_value;
+    char *idem;        /* owned */
+    char *auth_scheme; /* owned: "Bearer", never the credentials */
+    bool auth;
+    bool expect;
+    cJSON *headers; /* owned: the headers we log */
+    char *body;
+    size_t body_len, body_cap;
+    bool too_large;
+};
+
+struct mock {
+    uv_loop_t *loop;
+    uv_tcp_t server; /* data = this */
+    int port;
+    struct mock_engine engine;
+    struct mock_stats stats;
+    FILE *log; /* owned; NULL: no log file */
+    bool log_stderr;
+    int64_t t0;
+    struct conn *conns;
+    size_t nconns;
+    bool stopping, server_closed;
+    mock_stop_cb stop_cb;
+    void *stop_arg;
+    char rbuf[65536]; /* every read lands here and is parsed at once */
+};
+
+/* mock__maybe_done frees a stopping mock once the listener and every
+ * connection are closed, then calls its stop callback (mock.c). */
+void mock__maybe_done(struct mock *m);
+
+/* mock__conn_close closes c's tcp handle and frees its queued replies; c is
+ * freed in the last close callback. A second call is a no-op (conn.c). */
+void mock__conn_close(struct conn *c);
+/* mock__conn_write writes len bytes: owned (freed after the write) or, when
+ * owned is NULL, data, which must stay valid (static). A failed write
+ * closes c. */
+void mock__conn_write(struct conn *c, char *owned, const char *data,
+                      size_t len);
+/* mock__conn_flush writes the ready replies at the head of c's queue, plays
+ * their wire faults, and finishes c after the client's EOF. */
+void mock__conn_flush(struct conn *c);
+/* mock__conn_enqueue copies rep's head and body (borrowed) into c's queue
+ * and sends it after its delay; close_after ends c once it is written. */
+void mock__conn_enqueue(struct conn *c, struct mock_reply *rep,
+                        bool close_after);
+
+/* mock__request_reset frees the request being parsed on c (request.c). */
+void mock__request_reset(struct conn *c);
+/* mock__conn_parse feeds len bytes read from c to its parser; complete
+ * requests are answered and logged, a malformed one gets a 400 (413 for a
+ * body above the cap) and ends c. */
+void mock__conn_parse(struct conn *c, const char *data, size_t len);
 
 #endif

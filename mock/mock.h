@@ -1,5 +1,11 @@
 /* mock.h: the scripted OpenAI-compatible endpoint behind `stepq mock`.
  *
+ * mock/ owns that endpoint and nothing else: the HTTP/1.1 server on a libuv
+ * loop (mock.c, conn.c, request.c), the script and its validation
+ * (script.c), the provider-shaped rate limiters (limit.c), and the answers
+ * and their bodies (answer.c, body.c). This is its one public header;
+ * mock/internal.h is private to the folder.
+ *
  * A small HTTP/1.1 server (keep-alive, pipelining, requests parsed with
  * libhttp-parser) that runs on a caller's libuv loop. POST .../chat/completions
  * under any base path answers in the OpenAI chat-completions shape; every

@@ -1,9 +1,11 @@
 /* test_mock.c: `stepq mock` over loopback, and mock_start in process.
  *
- * The process tests start the real binary with a script, talk to it with a
- * plain socket client whose responses are parsed with http_parser, and read
- * the request log it writes. The library tests run the mock on a loop in
- * this process with a client thread, and end with uv_loop_close() == 0.
+ * The process tests start the real binary with a script (most of them from
+ * tests/data/mock/), talk to it with a plain socket client whose responses
+ * are parsed with http_parser, and read the request log it writes. The
+ * library tests run the mock on a loop in this process with a client
+ * thread, and end with uv_loop_close() == 0. The scripted faults are in
+ * test_mock_faults.c, the limiter shapes in test_mock_limits.c.
  */
 #include "tests/support/support.h"
 
@@ -11,8 +13,6 @@
 #include <errno.h>
 #include <glob.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,84 +24,17 @@
 #include <http_parser.h>
 #include <uv.h>
 
-#include "common/clock.h"
 #include "common/file.h"
 #include "common/xalloc.h"
 #include "mock/mock.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/mockproc.h"
 
-static char *dir;
-static struct mockproc mp;
-
-/* ---- fixtures ----------------------------------------------------------- */
-
-static void
-setup(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    dir = tmpdir_new();
-    memset(&mp, 0, sizeof(mp));
-}
-
-static void
-teardown(void)
-{
-    mockproc_stop(&mp);
-    tmpdir_remove(dir);
-    dir = NULL;
-}
-
-/* start runs `stepq mock` with script and a request log in the temp dir. */
-static int
-start(const char *script)
-{
-    char *sp = tmpdir_write(dir, "script.json", script, strlen(script));
-    char *lp = tmpdir_join(dir, "log.jsonl");
-    const char *args[] = {"--script", sp, "--log", lp, NULL};
-
-    mockproc_start(&mp, args);
-    free(sp);
-    free(lp);
-    return mp.port;
-}
-
-/* read_log returns the request log parsed as an array of lines, waiting up
- * to 5 s for at least want lines. Caller deletes it. */
-static cJSON *
-read_log(int want)
-{
-    char *path = tmpdir_join(dir, "log.jsonl");
-    int64_t deadline = clock_mono_ms() + 5000;
-    cJSON *arr;
-
-    for (;;) {
-        char *text = NULL, *save = NULL;
-        size_t len = 0;
-        arr = cJSON_CreateArray();
-        if (file_read_all(path, 1 << 24, &text, &len) == 0) {
-            for (char *l = strtok_r(text, "\n", &save); l != NULL;
-                 l = strtok_r(NULL, "\n", &save)) {
-                cJSON *j = cJSON_Parse(l);
-                ck_assert_msg(j != NULL, "log line is not JSON: %s", l);
-                cJSON_AddItemToArray(arr, j);
-            }
-            free(text);
-        }
-        if (cJSON_GetArraySize(arr) >= want || clock_mono_ms() > deadline)
-            break;
-        cJSON_Delete(arr);
-        poll(NULL, 0, 10);
-    }
-    free(path);
-    return arr;
-}
-
 /* ---- chat --------------------------------------------------------------- */
 
 START_TEST(test_chat_default_shape)
 {
-    int port = start("{}");
+    int port = mockproc_fixture_start("{}");
     struct reply r;
     cJSON *j, *content;
     double prompt, completion;
@@ -133,7 +66,7 @@ static const char *const chat_paths[] = {
 
 START_TEST(test_chat_any_base_path)
 {
-    int port = start("{}");
+    int port = mockproc_fixture_start("{}");
     struct reply r;
     cJSON *j;
 
@@ -148,7 +81,7 @@ END_TEST
 
 START_TEST(test_chat_configured_content_and_max_tokens)
 {
-    int port = start("{\"content\": {\"summary\": \"fixed\", \"n\": 1}}");
+    int port = mockproc_fixture_start("content_fixed.json");
     struct reply r;
     cJSON *j;
     const char *small = "{\"messages\":[],\"max_tokens\":2}";
@@ -170,7 +103,7 @@ END_TEST
 
 START_TEST(test_keep_alive_serves_two_requests)
 {
-    int port = start("{}");
+    int port = mockproc_fixture_start("{}");
     int fd = cl_connect(port);
     struct reply a, b;
 
@@ -192,10 +125,10 @@ END_TEST
 
 START_TEST(test_generic_records_idempotency_key)
 {
-    int port = start("{}");
+    int port = mockproc_fixture_start("{}");
     struct reply r;
     cJSON *j, *log, *line;
-    char *raw = NULL, *lp = tmpdir_join(dir, "log.jsonl");
+    char *raw = NULL, *lp = tmpdir_join(mockproc_dir, "log.jsonl");
     size_t len;
 
     req(port, "POST", "/comments",
@@ -205,7 +138,7 @@ START_TEST(test_generic_records_idempotency_key)
     j = body_json(&r);
     ck_assert_str_eq(jstr(j, "idempotency_key"), "k-123");
     ck_assert_str_eq(jstr(j, "path"), "/comments");
-    log = read_log(1);
+    log = mockproc_read_log(mockproc_dir, 1);
     line = cJSON_GetArrayItem(log, 0);
     ck_assert_str_eq(jstr(line, "idempotency_key"), "k-123");
     ck_assert(cJSON_IsTrue(jget(line, "authorization")));
@@ -223,7 +156,7 @@ END_TEST
 
 START_TEST(test_generic_replays_known_key)
 {
-    int port = start("{}");
+    int port = mockproc_fixture_start("{}");
     struct reply a, b, c;
     const char *k1 = "Idempotency-Key: same\r\n";
 
@@ -243,8 +176,7 @@ END_TEST
 
 START_TEST(test_log_lines_are_json)
 {
-    int port = start("{\"routes\": [{\"path\": \"/gone\", \"answers\": "
-                     "[{\"status\": 404}]}]}");
+    int port = mockproc_fixture_start("route_gone_404.json");
     struct reply r;
     cJSON *log;
     const char *paths[] = {CHAT, "/hooks/x", "/gone/a"};
@@ -255,7 +187,7 @@ START_TEST(test_log_lines_are_json)
         ck_assert_int_eq(r.status, want[i]);
         reply_free(&r);
     }
-    log = read_log(3);
+    log = mockproc_read_log(mockproc_dir, 3);
     ck_assert_int_eq(cJSON_GetArraySize(log), 3);
     for (int i = 0; i < 3; i++) {
         const cJSON *l = cJSON_GetArrayItem(log, i);
@@ -264,312 +196,6 @@ START_TEST(test_log_lines_are_json)
         ck_assert_int_eq((int)jnum(l, "status"), want[i]);
     }
     cJSON_Delete(log);
-}
-END_TEST
-
-/* ---- scripted faults ---------------------------------------------------- */
-
-START_TEST(test_sequence_advances_per_path)
-{
-    int port = start("{\"routes\": [{\"path\": \"/v1/chat/completions\", "
-                     "\"answers\": [{\"status\": 500}, "
-                     "{\"content\": \"second\"}]}]}");
-    struct reply r[4];
-    cJSON *j;
-
-    chat(port, CHAT, &r[0]);
-    chat(port, "/other" CHAT, &r[1]);
-    chat(port, CHAT, &r[2]);
-    chat(port, CHAT, &r[3]);
-    ck_assert_int_eq(r[0].status, 500);
-    ck_assert_int_eq(r[1].status, 200);
-    j = body_json(&r[0]);
-    ck_assert_str_eq(jstr(j, "error.type"), "server_error");
-    cJSON_Delete(j);
-    j = body_json(&r[2]);
-    ck_assert_str_eq(jstr(j, "choices.message.content"), "second");
-    cJSON_Delete(j);
-    j = body_json(&r[3]);
-    ck_assert(strstr(jstr(j, "choices.message.content"), "summary") != NULL);
-    cJSON_Delete(j);
-    for (int i = 0; i < 4; i++)
-        reply_free(&r[i]);
-}
-END_TEST
-
-START_TEST(test_scripted_status_headers_body)
-{
-    int port = start(
-        "{\"answers\": [{\"status\": 429, \"headers\": {\"Retry-After\": "
-        "\"7\", \"X-Custom\": \"yes\"}, \"body\": {\"error\": {\"message\": "
-        "\"daily quota exceeded\", \"code\": \"daily\"}}}]}");
-    struct reply r;
-    cJSON *j;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 429);
-    ck_assert_str_eq(hdr(&r, "retry-after"), "7");
-    ck_assert_str_eq(hdr(&r, "x-custom"), "yes");
-    j = body_json(&r);
-    ck_assert_str_eq(jstr(j, "error.code"), "daily");
-    cJSON_Delete(j);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_rpm_limit_answers_429_retry_after)
-{
-    int port = start("{\"rpm\": 2}");
-    struct reply r[3];
-    cJSON *j;
-    int ra;
-
-    for (int i = 0; i < 3; i++)
-        chat(port, CHAT, &r[i]);
-    ck_assert_int_eq(r[0].status, 200);
-    ck_assert_int_eq(r[1].status, 200);
-    ck_assert_int_eq(r[2].status, 429);
-    ck_assert_ptr_nonnull(hdr(&r[2], "retry-after"));
-    ra = atoi(hdr(&r[2], "retry-after"));
-    ck_assert(ra >= 1 && ra <= 60);
-    ck_assert_str_eq(hdr(&r[2], "x-ratelimit-remaining-requests"), "0");
-    j = body_json(&r[2]);
-    ck_assert_str_eq(jstr(j, "error.code"), "rate_limit_exceeded");
-    cJSON_Delete(j);
-    for (int i = 0; i < 3; i++)
-        reply_free(&r[i]);
-}
-END_TEST
-
-/* retry_until_ok repeats a chat request until it gets 200 or 5 s pass;
- * returns the ms waited and the first status in *first. */
-static int64_t
-retry_until_ok(int port, int *first)
-{
-    int64_t t0 = clock_mono_ms();
-    struct reply r;
-    int status = 0;
-
-    *first = 0;
-    while (status != 200 && clock_mono_ms() - t0 < 5000) {
-        chat(port, CHAT, &r);
-        status = r.status;
-        if (*first == 0)
-            *first = status;
-        reply_free(&r);
-        if (status != 200)
-            poll(NULL, 0, 20);
-    }
-    ck_assert_int_eq(status, 200);
-    return clock_mono_ms() - t0;
-}
-
-START_TEST(test_rpm_window_slides)
-{
-    int port = start("{\"rpm\": 1, \"rpm_window_ms\": 400}");
-    struct reply r;
-    int first;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    reply_free(&r);
-    ck_assert_int_ge(retry_until_ok(port, &first), 300);
-    ck_assert_int_eq(first, 429);
-}
-END_TEST
-
-START_TEST(test_allowance_then_insufficient_quota)
-{
-    int port = start("{\"allowance_tokens\": 60}");
-    struct reply r;
-    cJSON *j = NULL;
-    int ok = 0, spent = 0, last = 0;
-
-    for (int i = 0; i < 20; i++) {
-        chat(port, CHAT, &r);
-        j = body_json(&r);
-        if (r.status != 200)
-            break;
-        ok++;
-        last = (int)jnum(j, "usage.total_tokens");
-        spent += last;
-        cJSON_Delete(j);
-        reply_free(&r);
-    }
-    ck_assert_int_eq(r.status, 429);
-    ck_assert_str_eq(jstr(j, "error.code"), "insufficient_quota");
-    ck_assert_int_ge(ok, 1);
-    ck_assert_int_ge(spent, 60);
-    ck_assert_int_lt(spent - last, 60);
-    cJSON_Delete(j);
-    reply_free(&r);
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 429);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_storm_for_n_requests_then_recovers)
-{
-    int port = start("{\"storm\": {\"status\": 502, \"requests\": 2, "
-                     "\"after\": 1}}");
-    const int want[] = {200, 502, 502, 200, 200};
-    struct reply r;
-
-    for (int i = 0; i < 5; i++) {
-        chat(port, CHAT, &r);
-        ck_assert_msg(r.status == want[i], "request %d: %d, want %d", i,
-                      r.status, want[i]);
-        reply_free(&r);
-    }
-}
-END_TEST
-
-START_TEST(test_storm_for_seconds_then_recovers)
-{
-    int port = start("{\"storm\": {\"seconds\": 0.4}}");
-    int first;
-
-    ck_assert_int_ge(retry_until_ok(port, &first), 300);
-    ck_assert_int_eq(first, 503);
-}
-END_TEST
-
-START_TEST(test_truncate_gives_finish_reason_length)
-{
-    int port = start("{\"answers\": [{\"fault\": \"truncate\"}]}");
-    struct reply r;
-    cJSON *j, *content;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    j = body_json(&r);
-    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "length");
-    content = cJSON_Parse(jstr(j, "choices.message.content"));
-    ck_assert_ptr_null(content);
-    cJSON_Delete(j);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_invalid_json_content)
-{
-    int port = start("{\"answers\": [{\"fault\": \"invalid_json\"}, "
-                     "{\"fault\": \"empty\"}]}");
-    struct reply r;
-    cJSON *j;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    j = body_json(&r);
-    ck_assert_str_eq(jstr(j, "choices.finish_reason"), "stop");
-    ck_assert_ptr_null(cJSON_Parse(jstr(j, "choices.message.content")));
-    cJSON_Delete(j);
-    reply_free(&r);
-    chat(port, CHAT, &r);
-    j = body_json(&r);
-    ck_assert_str_eq(jstr(j, "choices.message.content"), "");
-    cJSON_Delete(j);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_hang_never_answers)
-{
-    int port = start("{\"routes\": [{\"path\": \"/slow\", \"answers\": "
-                     "[{\"fault\": \"hang\"}], \"loop\": true}]}");
-    int fd = cl_connect(port);
-    struct reply r;
-    cJSON *log;
-
-    cl_send(fd, "POST", "/slow" CHAT, NULL, CHAT_BODY);
-    cl_recv(fd, 300, &r);
-    ck_assert(r.timed_out);
-    ck_assert_int_eq((int)r.received, 0);
-    reply_free(&r);
-    chat(port, CHAT, &r); /* other connections are still served */
-    ck_assert_int_eq(r.status, 200);
-    reply_free(&r);
-    close(fd);
-    log = read_log(2);
-    ck_assert_str_eq(jstr(cJSON_GetArrayItem(log, 0), "fault"), "hang");
-    ck_assert(cJSON_IsNull(jget(cJSON_GetArrayItem(log, 0), "status")));
-    cJSON_Delete(log);
-}
-END_TEST
-
-START_TEST(test_close_mid_body_is_a_short_read)
-{
-    int port = start("{\"answers\": [{\"fault\": \"close_mid_body\"}]}");
-    struct reply r;
-    long cl;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    ck_assert_ptr_nonnull(hdr(&r, "content-length"));
-    cl = atol(hdr(&r, "content-length"));
-    ck_assert(r.eof);
-    ck_assert(!r.complete);
-    ck_assert_int_gt(cl, 0);
-    ck_assert_int_lt((long)r.body_len, cl);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_close_without_answer)
-{
-    int port = start("{\"answers\": [{\"fault\": \"close\"}]}");
-    struct reply r;
-
-    chat(port, CHAT, &r);
-    ck_assert(r.eof);
-    ck_assert(!r.timed_out);
-    ck_assert_int_eq((int)r.received, 0);
-    reply_free(&r);
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_oversize_body_has_exact_size)
-{
-    int port = start("{\"answers\": [{\"oversize_bytes\": 300000}], "
-                     "\"routes\": [{\"path\": \"/big\", \"answers\": "
-                     "[{\"oversize_bytes\": 5000}]}]}");
-    struct reply r;
-    cJSON *j;
-
-    chat(port, CHAT, &r);
-    ck_assert_int_eq(r.status, 200);
-    ck_assert(r.complete);
-    ck_assert_int_eq((int)r.body_len, 300000);
-    ck_assert_str_eq(hdr(&r, "content-length"), "300000");
-    j = body_json(&r);
-    ck_assert_str_eq(jstr(j, "object"), "chat.completion");
-    cJSON_Delete(j);
-    reply_free(&r);
-    req(port, "POST", "/big/upload", NULL, "{}", &r);
-    ck_assert_int_eq((int)r.body_len, 5000);
-    reply_free(&r);
-}
-END_TEST
-
-START_TEST(test_delay_and_latency)
-{
-    int port = start("{\"latency_ms\": 100, \"answers\": [{\"delay_ms\": "
-                     "250}]}");
-    struct reply r;
-    int64_t t0 = clock_mono_ms(), t1;
-
-    chat(port, CHAT, &r);
-    t1 = clock_mono_ms();
-    ck_assert_int_eq(r.status, 200);
-    ck_assert_int_ge(t1 - t0, 350);
-    reply_free(&r);
-    chat(port, CHAT, &r);
-    ck_assert_int_ge(clock_mono_ms() - t1, 100);
-    reply_free(&r);
 }
 END_TEST
 
@@ -594,7 +220,7 @@ static const struct {
 
 START_TEST(test_bad_script_exits_2_naming_path)
 {
-    char *sp = tmpdir_write(dir, "bad.json", bad_scripts[_i].script,
+    char *sp = tmpdir_write(mockproc_dir, "bad.json", bad_scripts[_i].script,
                             strlen(bad_scripts[_i].script));
     const char *argv[] = {"mock", "--port", "0", "--script", sp, NULL};
     struct run_result res;
@@ -611,7 +237,7 @@ END_TEST
 
 START_TEST(test_missing_script_exits_2)
 {
-    char *sp = tmpdir_join(dir, "nope.json");
+    char *sp = tmpdir_join(mockproc_dir, "nope.json");
     const char *argv[] = {"mock", "--script", sp, NULL};
     struct run_result res;
 
@@ -645,16 +271,16 @@ END_TEST
 
 START_TEST(test_sigterm_exits_0_with_hung_connection)
 {
-    int port = start("{\"answers\": [{\"fault\": \"hang\"}, "
-                     "{\"delay_ms\": 60000}]}");
+    int port = mockproc_fixture_start("hang_then_delay_60s.json");
     int a = cl_connect(port), b = cl_connect(port);
     cJSON *log;
 
     cl_send(a, "POST", CHAT, NULL, CHAT_BODY);
     cl_send(b, "POST", CHAT, NULL, CHAT_BODY);
-    log = read_log(2); /* both requests are in: one hung, one waiting */
+    log = mockproc_read_log(
+        mockproc_dir, 2); /* both requests are in: one hung, one waiting */
     ck_assert_int_eq(cJSON_GetArraySize(log), 2);
-    ck_assert_int_eq(mockproc_stop(&mp), 0);
+    ck_assert_int_eq(mockproc_stop(&mockproc_mp), 0);
     close(a);
     close(b);
     cJSON_Delete(log);
@@ -712,13 +338,13 @@ on_client_done(uv_async_t *a)
 
 START_TEST(test_lib_serves_and_stops_cleanly)
 {
-    const char *script = "{\"rpm\": 1, \"routes\": [{\"path\": \"/hang\", "
-                         "\"answers\": [{\"fault\": \"hang\"}]}]}";
+    char *script = mockproc_script("rpm_1_route_hang.json");
     struct lib_ctx ctx = {0};
     uv_loop_t loop;
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(mock_start(&loop, script, NULL, &ctx.m, &ctx.port), 0);
+    free(script);
     ck_assert_int_eq(mock_port(ctx.m), ctx.port);
     uv_async_init(&loop, &ctx.async, on_client_done);
     ctx.async.data = &ctx;
@@ -781,9 +407,9 @@ test_suite(void)
 {
     Suite *s = suite_create("mock");
     TCase *chat_tc = tcase_create("chat"), *gen = tcase_create("generic");
-    TCase *faults = tcase_create("faults"), *cli = tcase_create("cli");
+    TCase *cli = tcase_create("cli");
     TCase *lib = tcase_create("library");
-    TCase *all[] = {chat_tc, gen, faults, cli, lib};
+    TCase *all[] = {chat_tc, gen, cli, lib};
 
     tcase_add_test(chat_tc, test_chat_default_shape);
     tcase_add_loop_test(chat_tc, test_chat_any_base_path, 0,
@@ -793,20 +419,6 @@ test_suite(void)
     tcase_add_test(gen, test_generic_records_idempotency_key);
     tcase_add_test(gen, test_generic_replays_known_key);
     tcase_add_test(gen, test_log_lines_are_json);
-    tcase_add_test(faults, test_sequence_advances_per_path);
-    tcase_add_test(faults, test_scripted_status_headers_body);
-    tcase_add_test(faults, test_rpm_limit_answers_429_retry_after);
-    tcase_add_test(faults, test_rpm_window_slides);
-    tcase_add_test(faults, test_allowance_then_insufficient_quota);
-    tcase_add_test(faults, test_storm_for_n_requests_then_recovers);
-    tcase_add_test(faults, test_storm_for_seconds_then_recovers);
-    tcase_add_test(faults, test_truncate_gives_finish_reason_length);
-    tcase_add_test(faults, test_invalid_json_content);
-    tcase_add_test(faults, test_hang_never_answers);
-    tcase_add_test(faults, test_close_mid_body_is_a_short_read);
-    tcase_add_test(faults, test_close_without_answer);
-    tcase_add_test(faults, test_oversize_body_has_exact_size);
-    tcase_add_test(faults, test_delay_and_latency);
     tcase_add_loop_test(cli, test_bad_script_exits_2_naming_path, 0,
                         (int)(sizeof(bad_scripts) / sizeof(bad_scripts[0])));
     tcase_add_test(cli, test_missing_script_exits_2);
@@ -816,7 +428,7 @@ test_suite(void)
     tcase_add_test(lib, test_lib_bad_script_touches_nothing);
     tcase_add_test(lib, test_lib_port_in_use);
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-        tcase_add_checked_fixture(all[i], setup, teardown);
+        tcase_add_checked_fixture(all[i], mockproc_setup, mockproc_teardown);
         tcase_set_timeout(all[i], 20);
         suite_add_tcase(s, all[i]);
     }

@@ -10,7 +10,6 @@
 
 #include <ctype.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,38 +25,6 @@
 #define BIG_BODY(n)                                                            \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"                  \
     "\"max_tokens\":" #n "}"
-
-static char *dir;
-static struct mockproc mp;
-
-static void
-setup(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    dir = tmpdir_new();
-    memset(&mp, 0, sizeof(mp));
-}
-
-static void
-teardown(void)
-{
-    mockproc_stop(&mp);
-    tmpdir_remove(dir);
-    dir = NULL;
-}
-
-static int
-start(const char *script)
-{
-    char *sp = tmpdir_write(dir, "script.json", script, strlen(script));
-    char *lp = tmpdir_join(dir, "log.jsonl");
-    const char *args[] = {"--script", sp, "--log", lp, NULL};
-
-    mockproc_start(&mp, args);
-    free(sp);
-    free(lp);
-    return mp.port;
-}
 
 static int64_t
 hnum(const struct reply *r, const char *name)
@@ -131,8 +98,7 @@ until_ok(int port, const char *path)
 START_TEST(test_bucket_burst_then_refusal_then_refill)
 {
     /* 60 rpm: one request a second, three held. */
-    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"rpm\": 60, "
-                     "\"burst\": 3}}");
+    int port = mockproc_fixture_start("limit_bucket_rpm60_burst3.json");
     struct reply r;
     int64_t wait_ms, t429, t_ok;
 
@@ -162,8 +128,7 @@ END_TEST
 START_TEST(test_bucket_default_burst_is_one_second)
 {
     /* 180 rpm holds 3; a fourth at once is refused. */
-    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"rpm\": "
-                     "180}}");
+    int port = mockproc_fixture_start("limit_bucket_rpm180.json");
     struct reply r;
     int ok = 0;
 
@@ -182,8 +147,7 @@ END_TEST
 
 START_TEST(test_bucket_openai_headers_on_success_and_429)
 {
-    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"rpm\": 60, "
-                     "\"burst\": 1}}");
+    int port = mockproc_fixture_start("limit_bucket_rpm60_burst1.json");
     struct reply r;
     cJSON *j;
 
@@ -214,8 +178,7 @@ END_TEST
 START_TEST(test_bucket_tokens_meter_and_too_large)
 {
     /* Each request costs its prompt (bytes / 4) plus max_tokens. */
-    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"tpm\": "
-                     "60000, \"burst_tokens\": 1000}}");
+    int port = mockproc_fixture_start("limit_bucket_tpm60000.json");
     struct reply r;
     cJSON *j;
 
@@ -251,8 +214,7 @@ END_TEST
 
 START_TEST(test_fixed_window_resets_at_the_boundary)
 {
-    int port = start("{\"limit\": {\"shape\": \"fixed_window\", \"rpm\": 2, "
-                     "\"window_ms\": 1000}}");
+    int port = mockproc_fixture_start("limit_fixed_rpm2_1s.json");
     struct reply r = {0};
     int64_t reset, wall, boundary, t_ok;
     int n = 0;
@@ -285,8 +247,7 @@ END_TEST
 
 START_TEST(test_fixed_window_anthropic_headers)
 {
-    int port = start("{\"limit\": {\"shape\": \"fixed_window\", \"rpm\": 1, "
-                     "\"window_ms\": 60000, \"headers\": \"anthropic\"}}");
+    int port = mockproc_fixture_start("limit_fixed_rpm1_anthropic.json");
     struct reply r[2];
     int64_t reset[2];
     cJSON *j;
@@ -321,8 +282,7 @@ END_TEST
 
 START_TEST(test_anthropic_tokens_headers)
 {
-    int port = start("{\"limit\": {\"shape\": \"token_bucket\", \"rpm\": 60, "
-                     "\"tpm\": 60000, \"headers\": \"anthropic\"}}");
+    int port = mockproc_fixture_start("limit_bucket_anthropic_tokens.json");
     struct reply r;
     int64_t reset;
 
@@ -347,8 +307,7 @@ END_TEST
 
 START_TEST(test_sliding_window_frees_one_slot_at_a_time)
 {
-    int port = start("{\"limit\": {\"shape\": \"sliding_window\", \"rpm\": 2, "
-                     "\"window_ms\": 400}}");
+    int port = mockproc_fixture_start("limit_sliding_rpm2_400ms.json");
     struct reply r;
     int64_t t_first, t_ok;
 
@@ -376,8 +335,7 @@ END_TEST
 
 START_TEST(test_headers_none_sends_none)
 {
-    int port = start("{\"limit\": {\"shape\": \"sliding_window\", \"rpm\": 1, "
-                     "\"headers\": \"none\"}}");
+    int port = mockproc_fixture_start("limit_sliding_headers_none.json");
     struct reply r;
 
     chat(port, CHAT, &r);
@@ -394,15 +352,12 @@ END_TEST
 
 START_TEST(test_routes_limit_apart_and_log_counts)
 {
-    int port = start("{\"routes\": ["
-                     "{\"path\": \"/a\", \"limit\": {\"shape\": "
-                     "\"token_bucket\", \"rpm\": 60}},"
-                     "{\"path\": \"/b\", \"limit\": {\"shape\": "
-                     "\"fixed_window\", \"rpm\": 100}}]}");
+    int port = mockproc_fixture_start("limit_routes_a_b.json");
     const char *paths[] = {"/a" CHAT, "/a" CHAT, "/b" CHAT, "/b" CHAT};
     int want[] = {200, 429, 200, 200};
     struct reply r;
-    char *lp = tmpdir_join(dir, "log.jsonl"), *text = NULL, *save = NULL;
+    char *lp = tmpdir_join(mockproc_dir, "log.jsonl"), *text = NULL;
+    char *save = NULL;
     size_t len = 0;
     int i = 0;
 
@@ -411,7 +366,7 @@ START_TEST(test_routes_limit_apart_and_log_counts)
         ck_assert_int_eq(r.status, want[i]);
         reply_free(&r);
     }
-    ck_assert_int_eq(mockproc_stop(&mp), 0);
+    ck_assert_int_eq(mockproc_stop(&mockproc_mp), 0);
     ck_assert_int_eq(file_read_all(lp, 1 << 20, &text, &len), 0);
     i = 0;
     for (char *l = strtok_r(text, "\n", &save); l != NULL;
@@ -491,7 +446,7 @@ static const struct {
 
 START_TEST(test_bad_limit_exits_2_naming_path)
 {
-    char *sp = tmpdir_write(dir, "bad.json", bad_limits[_i].script,
+    char *sp = tmpdir_write(mockproc_dir, "bad.json", bad_limits[_i].script,
                             strlen(bad_limits[_i].script));
     const char *argv[] = {"mock", "--check", "--script", sp, NULL};
     struct run_result res;
@@ -529,7 +484,7 @@ test_suite(void)
     tcase_add_loop_test(spec, test_bad_limit_exits_2_naming_path, 0,
                         (int)(sizeof(bad_limits) / sizeof(bad_limits[0])));
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
-        tcase_add_checked_fixture(all[i], setup, teardown);
+        tcase_add_checked_fixture(all[i], mockproc_setup, mockproc_teardown);
         tcase_set_timeout(all[i], 20);
         suite_add_tcase(s, all[i]);
     }

@@ -19,9 +19,10 @@
 #include <cjson/cJSON.h>
 
 #include "common/xalloc.h"
+#include "worker/http_internal.h"
 
-static void
-wipe(void *p, size_t n)
+void
+http__wipe(void *p, size_t n)
 {
     volatile unsigned char *v = p;
 
@@ -33,7 +34,7 @@ static void
 free_secret(char *s)
 {
     if (s != NULL) {
-        wipe(s, strlen(s));
+        http__wipe(s, strlen(s));
         free(s);
     }
 }

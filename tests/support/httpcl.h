@@ -1,7 +1,7 @@
 /* httpcl.h: a tiny blocking HTTP/1.1 client for the mock's tests.
  *
  * Responses are parsed with http_parser; every helper fails the test (Check
- * assertions) on a socket error. Used by test_mock.c and test_mock_limits.c.
+ * assertions) on a socket error. Used by the test_mock*.c suites.
  */
 #ifndef STEPQ_TESTS_HTTPCL_H
 #define STEPQ_TESTS_HTTPCL_H

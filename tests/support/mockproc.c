@@ -1,3 +1,6 @@
+/* mockproc.c: the real `stepq mock` as a child process of a test, and the
+ * fixture, script and log helpers the mock suites share.
+ */
 #include "tests/support/mockproc.h"
 
 #include <errno.h>
@@ -9,7 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/clock.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "tests/support/support.h"
 
@@ -119,4 +125,90 @@ mockproc_stop(struct mockproc *mp)
     mp->pid = 0;
     mp->out_fd = -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+char *
+mockproc_script(const char *text_or_name)
+{
+    char rel[256], *path, *text = NULL;
+    size_t len = 0;
+
+    if (text_or_name[0] == '{')
+        return xstrdup(text_or_name);
+    snprintf(rel, sizeof(rel), "tests/data/mock/%s", text_or_name);
+    path = source_path(rel);
+    ck_assert_msg(file_read_all(path, 1 << 20, &text, &len) == 0,
+                  "cannot read %s", path);
+    free(path);
+    return text;
+}
+
+int
+mockproc_start_script(struct mockproc *mp, const char *dir,
+                      const char *text_or_name)
+{
+    char *script = mockproc_script(text_or_name);
+    char *sp = tmpdir_write(dir, "script.json", script, strlen(script));
+    char *lp = tmpdir_join(dir, "log.jsonl");
+    const char *args[] = {"--script", sp, "--log", lp, NULL};
+
+    mockproc_start(mp, args);
+    free(script);
+    free(sp);
+    free(lp);
+    return mp->port;
+}
+
+cJSON *
+mockproc_read_log(const char *dir, int want)
+{
+    char *path = tmpdir_join(dir, "log.jsonl");
+    int64_t deadline = clock_mono_ms() + 5000;
+    cJSON *arr;
+
+    for (;;) {
+        char *text = NULL, *save = NULL;
+        size_t len = 0;
+        arr = cJSON_CreateArray();
+        if (file_read_all(path, 1 << 24, &text, &len) == 0) {
+            for (char *l = strtok_r(text, "\n", &save); l != NULL;
+                 l = strtok_r(NULL, "\n", &save)) {
+                cJSON *j = cJSON_Parse(l);
+                ck_assert_msg(j != NULL, "log line is not JSON: %s", l);
+                cJSON_AddItemToArray(arr, j);
+            }
+            free(text);
+        }
+        if (cJSON_GetArraySize(arr) >= want || clock_mono_ms() > deadline)
+            break;
+        cJSON_Delete(arr);
+        poll(NULL, 0, 10);
+    }
+    free(path);
+    return arr;
+}
+
+char *mockproc_dir;
+struct mockproc mockproc_mp;
+
+void
+mockproc_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    mockproc_dir = tmpdir_new();
+    memset(&mockproc_mp, 0, sizeof(mockproc_mp));
+}
+
+void
+mockproc_teardown(void)
+{
+    mockproc_stop(&mockproc_mp);
+    tmpdir_remove(mockproc_dir);
+    mockproc_dir = NULL;
+}
+
+int
+mockproc_fixture_start(const char *text_or_name)
+{
+    return mockproc_start_script(&mockproc_mp, mockproc_dir, text_or_name);
 }

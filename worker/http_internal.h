@@ -1,0 +1,81 @@
+/* http_internal.h: what the sources of stepq_http share (private to it).
+ *
+ * http.c drives curl's multi handle from the libuv loop; http_call.c sets up
+ * one easy handle, captures its answer and delivers it; http_build.c builds
+ * requests. worker/internal.h is the stepq_worker library's, not this one's.
+ */
+#ifndef STEPQ_WORKER_HTTP_INTERNAL_H
+#define STEPQ_WORKER_HTTP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <uv.h>
+
+#include "worker/http.h"
+
+/* One socket curl asked us to watch. The poll handle is embedded and the
+ * struct is freed in its close callback (CONVENTIONS §5). */
+struct sock {
+    uv_poll_t poll;
+    http_client *c;
+    curl_socket_t fd;
+    struct sock *prev, *next; /* in c->socks while not closing */
+};
+
+struct http_call {
+    http_client *c;
+    CURL *easy;
+    struct curl_slist *hdrs; /* owned; wiped before free */
+    char *body;              /* owned copy of the request body */
+    size_t body_len;
+    http_done_cb cb;
+    void *arg;
+    struct http_response res; /* built while the answer arrives */
+    size_t body_cap;          /* allocated bytes of res.body */
+    size_t header_bytes;      /* bytes of kept response headers */
+    int64_t content_length;   /* from the current head; -1 unknown */
+    int64_t start_ms;
+    bool too_large;  /* the write callback refused the answer */
+    bool oom;        /* the body buffer could not grow */
+    bool delivering; /* its callback is running */
+    char errbuf[CURL_ERROR_SIZE];
+    struct http_call *prev, *next; /* in c->calls */
+};
+
+struct http_client {
+    uv_loop_t *loop; /* borrowed */
+    CURLM *multi;    /* owned; NULL once cleaned up */
+    uv_timer_t timer;
+    struct sock *socks;      /* sockets being watched */
+    struct http_call *calls; /* requests in flight */
+    size_t inflight;
+    size_t open_handles; /* timer + sockets not yet closed */
+    size_t max_response;
+    size_t max_headers;
+    size_t max_header_bytes;
+    long connect_timeout_ms;
+    char *user_agent; /* owned */
+    int dispatching;  /* > 0 while user callbacks may run */
+    bool closing;     /* http_client_close was called */
+    bool cleaned;     /* curl_multi_cleanup done, handles closing */
+    http_close_cb close_cb;
+    void *close_arg;
+};
+
+/* http__wipe clears n bytes that may have held a secret; the volatile
+ * store keeps the compiler from dropping it before free() (http_build.c). */
+void http__wipe(void *p, size_t n);
+
+/* http__finish records how call ended (curl result rc, status, connection
+ * count, error text), removes it from c's multi handle and delivers it:
+ * the user callback runs and call is freed. Called with c entered, never
+ * from inside a curl callback (http_call.c). */
+void http__finish(http_client *c, struct http_call *call, CURLcode rc);
+/* http__cancel_one removes call from the multi handle and delivers it as
+ * HTTP_ERR_CANCELLED (call is freed). Called with the client entered. */
+void http__cancel_one(struct http_call *call);
+
+#endif
