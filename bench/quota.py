@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/quota.py: how much of two rate-limited tiers `stepq work` turns into
 finished jobs, against a mock that limits the way providers document it,
-side by side with a plain retry loop in the same run (issue 11). Run on
+side by side with a plain retry loop in the same run. Run on
 demand, never in tests. Standard library only.
 
     python3 bench/quota.py [--cases all|NAME,...] [--combos 64x1,256x2]

@@ -165,7 +165,7 @@ static const struct drow drows[] = {
     /* an answer past max_response_bytes: the input is not the problem */
     {"response_too_large does not degrade", T, "response_too_large", -1, -1,
      "in=5000", POLICY_FAIL_LOUD, "truncated", ANYW},
-    /* the seed scenario of issue 12: one request planned to fit 4000 */
+    /* the seed scenario of the reference: one request planned to fit 4000 */
     {"seed: 2770 of 4000 degrades", T, "length", -1, -1, "in=2770 budget=4000",
      POLICY_DEGRADE_THEN_RETRY, "degrade", W(0, 0)},
     /* 6: schema retry */
