@@ -26,28 +26,12 @@ static const char usage[] =
     "        ended, 3 if there is no such job)\n";
 
 static void
-add_time(cJSON *o, const char *name, int64_t ms)
-{
-    char buf[32];
-    cJSON_AddStringToObject(o, name, clock_format_utc(ms, buf, sizeof(buf)));
-}
-
-static void
 add_str_or_null(cJSON *o, const char *name, const char *v)
 {
     if (v != NULL)
         cJSON_AddStringToObject(o, name, v);
     else
         cJSON_AddNullToObject(o, name);
-}
-
-static void
-print_json(cJSON *item)
-{
-    char *s = json_print(item);
-    puts(s);
-    free(s);
-    cJSON_Delete(item);
 }
 
 static int
@@ -88,11 +72,11 @@ jobs_list(struct cli_env *env, int argc, char **argv)
             add_str_or_null(o, "key", jobs[i].key);
             cJSON_AddStringToObject(o, "state",
                                     q_job_state_name(jobs[i].state));
-            add_time(o, "created_at", jobs[i].created_at);
-            add_time(o, "updated_at", jobs[i].updated_at);
+            json_add_time(o, "created_at", jobs[i].created_at);
+            json_add_time(o, "updated_at", jobs[i].updated_at);
             cJSON_AddItemToArray(arr, o);
         }
-        print_json(arr);
+        cli_print_json(arr);
     } else {
         printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
                "KEY");
@@ -136,11 +120,8 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
         cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
         add_str_or_null(o, "body", ok ? NULL : a[i].body);
         add_str_or_null(o, "request_sha256", a[i].request_sha256);
-        add_time(o, "started_at", a[i].started_at);
-        if (a[i].finished_at != 0)
-            add_time(o, "finished_at", a[i].finished_at);
-        else
-            cJSON_AddNullToObject(o, "finished_at");
+        json_add_time(o, "started_at", a[i].started_at);
+        json_add_time(o, "finished_at", a[i].finished_at);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -160,10 +141,10 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     add_str_or_null(o, "key", j->key);
     cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
     cJSON_AddNumberToObject(o, "priority", (double)j->priority);
-    add_time(o, "created_at", j->created_at);
-    add_time(o, "updated_at", j->updated_at);
-    add_time(o, "run_at", j->run_at);
-    add_time(o, "deadline_at", j->deadline_at);
+    json_add_time(o, "created_at", j->created_at);
+    json_add_time(o, "updated_at", j->updated_at);
+    json_add_time(o, "run_at", j->run_at);
+    json_add_time(o, "deadline_at", j->deadline_at);
     add_str_or_null(o, "error", j->error);
     arr = cJSON_AddArrayToObject(o, "steps");
     spec = cJSON_Parse(j->spec);
@@ -291,7 +272,7 @@ jobs_show(struct cli_env *env, int argc, char **argv)
     q_steps_free(steps, nsteps);
     q_attempts_free(att, natt);
     if (json) {
-        print_json(o);
+        cli_print_json(o);
     } else {
         print_job_text(o);
         cJSON_Delete(o);

@@ -11,7 +11,7 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-static enum log_level max_level = LOG_WARN;
+static enum log_level max_level = LOG_LEVEL_WARN;
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
