@@ -1,5 +1,6 @@
-/* json.h: cJSON helpers for validating input with the JSON path of the first
- * problem ("steps[1].request: missing").
+/* json.h: cJSON helpers: validating input with the JSON path of the first
+ * problem ("steps[1].request: missing"), UTF-8 checks, and output (compact
+ * printing, times).
  *
  * Every json_get_* returns 0 on success (also when an optional key is absent:
  * *out is then untouched), or -EINVAL after writing "PATH.KEY: problem" into
