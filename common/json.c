@@ -237,6 +237,15 @@ json_print(const cJSON *item)
 }
 
 void
+json_add_string(cJSON *o, const char *name, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, name, v);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+void
 json_add_time(cJSON *o, const char *name, int64_t ms)
 {
     char buf[32];
