@@ -1,3 +1,5 @@
+/* args.c: what the commands share: argument and id parsing, config and
+ * database opening, exit codes, error messages and JSON output. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -6,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "common/json.h"
 #include "queue/queue.h"
 
 void
@@ -18,6 +23,16 @@ cli_error(const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     fprintf(stderr, "stepq: %s\n", msg);
+}
+
+void
+cli_print_json(cJSON *item)
+{
+    char *s = json_print(item);
+
+    puts(s);
+    free(s);
+    cJSON_Delete(item);
 }
 
 int

@@ -91,6 +91,11 @@ int cli_exit_code(int rc);
 /* cli_error prints "stepq: message" on stderr. */
 void cli_error(const char *fmt, ...) STEPQ_PRINTF(1, 2);
 
+/* cli_print_json prints item compactly as one line on stdout, then frees it:
+ * the caller's item is consumed (cJSON_Delete), whatever happens. */
+struct cJSON;
+void cli_print_json(struct cJSON *item);
+
 /* A subcommand: "jobs list" is {"list", jobs_list}. */
 struct cli_sub {
     const char *name;

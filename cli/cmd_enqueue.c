@@ -11,7 +11,6 @@
 
 #include "common/clock.h"
 #include "common/file.h"
-#include "common/json.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
@@ -86,18 +85,12 @@ print_results(const struct q_enqueue_result *res, size_t n, bool many,
         cJSON_AddNumberToObject(o, "id", (double)res[i].id);
         cJSON_AddBoolToObject(o, "duplicate", res[i].duplicate);
         if (!many) {
-            char *s = json_print(o);
-            puts(s);
-            free(s);
-            cJSON_Delete(o);
+            cli_print_json(o);
             return;
         }
         cJSON_AddItemToArray(arr, o);
     }
-    char *s = json_print(arr);
-    puts(s);
-    free(s);
-    cJSON_Delete(arr);
+    cli_print_json(arr);
 }
 
 int

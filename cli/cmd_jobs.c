@@ -25,31 +25,6 @@ static const char usage[] =
     "cancel  stop a queued, running or parked job (exit 4 if it already\n"
     "        ended, 3 if there is no such job)\n";
 
-static void
-add_time(cJSON *o, const char *name, int64_t ms)
-{
-    char buf[32];
-    cJSON_AddStringToObject(o, name, clock_format_utc(ms, buf, sizeof(buf)));
-}
-
-static void
-add_str_or_null(cJSON *o, const char *name, const char *v)
-{
-    if (v != NULL)
-        cJSON_AddStringToObject(o, name, v);
-    else
-        cJSON_AddNullToObject(o, name);
-}
-
-static void
-print_json(cJSON *item)
-{
-    char *s = json_print(item);
-    puts(s);
-    free(s);
-    cJSON_Delete(item);
-}
-
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
 {
@@ -85,14 +60,14 @@ jobs_list(struct cli_env *env, int argc, char **argv)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "id", (double)jobs[i].id);
             cJSON_AddStringToObject(o, "name", jobs[i].name);
-            add_str_or_null(o, "key", jobs[i].key);
+            json_add_string(o, "key", jobs[i].key);
             cJSON_AddStringToObject(o, "state",
                                     q_job_state_name(jobs[i].state));
-            add_time(o, "created_at", jobs[i].created_at);
-            add_time(o, "updated_at", jobs[i].updated_at);
+            json_add_time(o, "created_at", jobs[i].created_at);
+            json_add_time(o, "updated_at", jobs[i].updated_at);
             cJSON_AddItemToArray(arr, o);
         }
-        print_json(arr);
+        cli_print_json(arr);
     } else {
         printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
                "KEY");
@@ -124,23 +99,20 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
         ok = a[i].outcome != NULL && strcmp(a[i].outcome, "ok") == 0;
         o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
-        add_str_or_null(o, "tier", a[i].tier);
+        json_add_string(o, "tier", a[i].tier);
         if (a[i].finished_at != 0 && a[i].status != 0)
             cJSON_AddNumberToObject(o, "status", a[i].status);
         else
             cJSON_AddNullToObject(o, "status");
-        add_str_or_null(o, "outcome", a[i].outcome);
-        add_str_or_null(o, "reason", a[i].reason);
-        add_str_or_null(o, "decision", a[i].decision);
+        json_add_string(o, "outcome", a[i].outcome);
+        json_add_string(o, "reason", a[i].reason);
+        json_add_string(o, "decision", a[i].decision);
         cJSON_AddNumberToObject(o, "delay_ms", (double)a[i].delay_ms);
         cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
-        add_str_or_null(o, "body", ok ? NULL : a[i].body);
-        add_str_or_null(o, "request_sha256", a[i].request_sha256);
-        add_time(o, "started_at", a[i].started_at);
-        if (a[i].finished_at != 0)
-            add_time(o, "finished_at", a[i].finished_at);
-        else
-            cJSON_AddNullToObject(o, "finished_at");
+        json_add_string(o, "body", ok ? NULL : a[i].body);
+        json_add_string(o, "request_sha256", a[i].request_sha256);
+        json_add_time(o, "started_at", a[i].started_at);
+        json_add_time(o, "finished_at", a[i].finished_at);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -157,14 +129,14 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
 
     cJSON_AddNumberToObject(o, "id", (double)j->id);
     cJSON_AddStringToObject(o, "name", j->name);
-    add_str_or_null(o, "key", j->key);
+    json_add_string(o, "key", j->key);
     cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
     cJSON_AddNumberToObject(o, "priority", (double)j->priority);
-    add_time(o, "created_at", j->created_at);
-    add_time(o, "updated_at", j->updated_at);
-    add_time(o, "run_at", j->run_at);
-    add_time(o, "deadline_at", j->deadline_at);
-    add_str_or_null(o, "error", j->error);
+    json_add_time(o, "created_at", j->created_at);
+    json_add_time(o, "updated_at", j->updated_at);
+    json_add_time(o, "run_at", j->run_at);
+    json_add_time(o, "deadline_at", j->deadline_at);
+    json_add_string(o, "error", j->error);
     arr = cJSON_AddArrayToObject(o, "steps");
     spec = cJSON_Parse(j->spec);
     sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
@@ -182,11 +154,11 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
                                 cJSON_IsString(name) ? name->valuestring : "?");
         cJSON_AddStringToObject(
             so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
-        add_str_or_null(so, "tier", row ? row->tier : NULL);
+        json_add_string(so, "tier", row ? row->tier : NULL);
         cJSON *hist = history_json(att, natt, idx, &count);
         cJSON_AddNumberToObject(so, "attempts", count);
         cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
-        add_str_or_null(so, "output", row ? row->output : NULL);
+        json_add_string(so, "output", row ? row->output : NULL);
         cJSON_AddItemToObject(so, "history", hist);
         cJSON_AddItemToArray(arr, so);
     }
@@ -291,7 +263,7 @@ jobs_show(struct cli_env *env, int argc, char **argv)
     q_steps_free(steps, nsteps);
     q_attempts_free(att, natt);
     if (json) {
-        print_json(o);
+        cli_print_json(o);
     } else {
         print_job_text(o);
         cJSON_Delete(o);

@@ -6,7 +6,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "common/json.h"
 #include "queue/queue.h"
 
 static const char usage[] = "usage: stepq status [--json]\n"
@@ -46,10 +45,7 @@ cmd_status(struct cli_env *env, int argc, char **argv)
             cJSON_AddNumberToObject(jobs, q_job_state_name(i),
                                     (double)counts[i]);
         cJSON_AddNumberToObject(root, "park_open", (double)park_open);
-        char *s = json_print(root);
-        puts(s);
-        free(s);
-        cJSON_Delete(root);
+        cli_print_json(root);
         return CLI_OK;
     }
     printf("database %s\n", path);

@@ -21,16 +21,12 @@ static const char usage[] =
     "requests and tokens sent in the last minute, allowance used, and\n"
     "requests in flight.\n";
 
-static void
-add_time(cJSON *o, const char *name, int64_t ms, int64_t now)
+/* An "until" time as JSON prints: one that has passed is not in force, so
+ * it is 0, which json_add_time prints as null. */
+static int64_t
+in_force(int64_t ms, int64_t now)
 {
-    char buf[32];
-
-    if (ms > now)
-        cJSON_AddStringToObject(o, name,
-                                clock_format_utc(ms, buf, sizeof(buf)));
-    else
-        cJSON_AddNullToObject(o, name);
+    return ms > now ? ms : 0;
 }
 
 /* The pace to one decimal: 600 rpm, not 599.99999999. */
@@ -92,14 +88,15 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", t->name);
         cJSON_AddStringToObject(o, "breaker", q_breaker_name(st.breaker));
-        add_time(o, "open_until",
-                 st.breaker == Q_BREAKER_OPEN ? st.open_until : 0, now);
-        add_time(o, "exhausted_until", st.exhausted_until, now);
+        json_add_time(
+            o, "open_until",
+            in_force(st.breaker == Q_BREAKER_OPEN ? st.open_until : 0, now));
+        json_add_time(o, "exhausted_until", in_force(st.exhausted_until, now));
         if (st.exhausted_until > now && st.exhausted_reason[0])
             cJSON_AddStringToObject(o, "exhausted_reason", st.exhausted_reason);
         else
             cJSON_AddNullToObject(o, "exhausted_reason");
-        add_time(o, "limited_until", st.limited_until, now);
+        json_add_time(o, "limited_until", in_force(st.limited_until, now));
         cJSON_AddNumberToObject(o, "rate_rpm", round1(tier_rate_rpm(t, &st)));
         cJSON_AddBoolToObject(o, "in_doubt", st.doubt);
         cJSON_AddNumberToObject(o, "rpm_used", (double)st.window_requests);
@@ -109,11 +106,9 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
         cJSON_AddItemToArray(arr, o);
     }
     q_close(db);
-    if (json && rc == 0) {
-        char *s = json_print(arr);
-        puts(s);
-        free(s);
-    }
-    cJSON_Delete(arr);
+    if (json && rc == 0)
+        cli_print_json(arr);
+    else
+        cJSON_Delete(arr);
     return rc;
 }

@@ -91,7 +91,7 @@ main(int argc, char **argv)
 {
     struct cli_env env = {0};
     const char *lvl = getenv("STEPQ_LOG");
-    enum log_level level = LOG_WARN;
+    enum log_level level = LOG_LEVEL_WARN;
     int verbose = 0, rc;
 
     if (lvl != NULL && log_level_from_name(lvl, &level) != 0) {
@@ -101,7 +101,7 @@ main(int argc, char **argv)
     if ((rc = take_global(&argc, argv, &env, &verbose)) != 0)
         return rc;
     level += verbose;
-    log_set_level(level > LOG_DEBUG ? LOG_DEBUG : level);
+    log_set_level(level > LOG_LEVEL_DEBUG ? LOG_LEVEL_DEBUG : level);
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_USAGE;

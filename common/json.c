@@ -1,3 +1,5 @@
+/* json.c: cJSON helpers: validation with the JSON path of the first problem,
+ * UTF-8 checks, printing, and the one rule for times in JSON output. */
 #include "common/json.h"
 
 #include <errno.h>
@@ -7,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 int
@@ -231,4 +234,25 @@ json_print(const cJSON *item)
         abort();
     }
     return s;
+}
+
+void
+json_add_string(cJSON *o, const char *name, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, name, v);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+void
+json_add_time(cJSON *o, const char *name, int64_t ms)
+{
+    char buf[32];
+
+    if (ms != 0)
+        cJSON_AddStringToObject(o, name,
+                                clock_format_utc(ms, buf, sizeof(buf)));
+    else
+        cJSON_AddNullToObject(o, name);
 }

@@ -1,5 +1,6 @@
-/* json.h: cJSON helpers for validating input with the JSON path of the first
- * problem ("steps[1].request: missing").
+/* json.h: cJSON helpers: validating input with the JSON path of the first
+ * problem ("steps[1].request: missing"), UTF-8 checks, and output (compact
+ * printing, times).
  *
  * Every json_get_* returns 0 on success (also when an optional key is absent:
  * *out is then untouched), or -EINVAL after writing "PATH.KEY: problem" into
@@ -55,5 +56,13 @@ bool json_utf8_valid(const char *buf, size_t len);
 void json_utf8_scrub(char *buf, size_t len);
 /* json_print compacts item into a string. Caller owns it; free with free(). */
 char *json_print(const cJSON *item);
+/* json_add_string adds name to object o: a copy of v, or null when v is
+ * NULL. o and v are borrowed; the new member belongs to o. */
+void json_add_string(cJSON *o, const char *name, const char *v);
+/* json_add_time adds name to object o: ms since the epoch as an RFC 3339 UTC
+ * string ("2026-11-30T03:40:00Z"), or null when ms is 0, the store's "not
+ * set". The one rule for every time stepq prints as JSON. o is borrowed; the
+ * new member belongs to o. */
+void json_add_time(cJSON *o, const char *name, int64_t ms);
 
 #endif

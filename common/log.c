@@ -11,7 +11,7 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-static enum log_level max_level = LOG_WARN;
+static enum log_level max_level = LOG_LEVEL_WARN;
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
@@ -52,15 +52,6 @@ log_write(enum log_level level, const char *file, int line, const char *fmt,
     fprintf(stderr, "stepq %s %s:%d: %s\n", names[level], base, line, msg);
 }
 
-static void
-add_str(cJSON *o, const char *name, const char *v)
-{
-    if (v != NULL)
-        cJSON_AddStringToObject(o, name, v);
-    else
-        cJSON_AddNullToObject(o, name);
-}
-
 void
 log_attempt(const struct attempt_log *a)
 {
@@ -68,16 +59,16 @@ log_attempt(const struct attempt_log *a)
     char *line;
 
     cJSON_AddNumberToObject(o, "job", (double)a->job);
-    add_str(o, "step", a->step);
+    json_add_string(o, "step", a->step);
     cJSON_AddNumberToObject(o, "attempt", a->attempt);
-    add_str(o, "tier", a->tier);
+    json_add_string(o, "tier", a->tier);
     if (a->status > 0)
         cJSON_AddNumberToObject(o, "status", a->status);
     else
         cJSON_AddNullToObject(o, "status");
-    add_str(o, "outcome", a->outcome);
-    add_str(o, "reason", a->reason);
-    add_str(o, "decision", a->decision);
+    json_add_string(o, "outcome", a->outcome);
+    json_add_string(o, "reason", a->reason);
+    json_add_string(o, "decision", a->decision);
     cJSON_AddNumberToObject(o, "delay_ms", (double)a->delay_ms);
     cJSON_AddNumberToObject(o, "latency_ms", (double)a->latency_ms);
     if (a->error != NULL)

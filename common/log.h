@@ -10,7 +10,14 @@
 
 #include "common/defs.h"
 
-enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+/* Prefixed LOG_LEVEL_ so that a file may also include <syslog.h>, whose
+ * LOG_ERR, LOG_INFO and LOG_DEBUG are macros. */
+enum log_level {
+    LOG_LEVEL_ERROR = 0,
+    LOG_LEVEL_WARN,
+    LOG_LEVEL_INFO,
+    LOG_LEVEL_DEBUG
+};
 
 /* log_set_level sets the most verbose level printed. */
 void log_set_level(enum log_level level);
@@ -43,9 +50,11 @@ struct attempt_log {
  * log level (it is the worker's output, not a diagnostic). */
 void log_attempt(const struct attempt_log *a);
 
-#define log_error(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
-#define log_warn(...)  log_write(LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
-#define log_info(...)  log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
-#define log_debug(...) log_write(LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+#define log_error(...)                                                         \
+    log_write(LOG_LEVEL_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define log_warn(...) log_write(LOG_LEVEL_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define log_info(...) log_write(LOG_LEVEL_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define log_debug(...)                                                         \
+    log_write(LOG_LEVEL_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif
