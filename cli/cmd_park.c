@@ -41,15 +41,6 @@ static const char usage[] =
     "         exits 4; an unknown id exits 3.\n";
 
 static void
-print_json(cJSON *o)
-{
-    char *s = json_print(o);
-    puts(s);
-    free(s);
-    cJSON_Delete(o);
-}
-
-static void
 age_text(int64_t since, int64_t now, char *buf, size_t len)
 {
     int64_t s = (now - since) / 1000;
@@ -167,7 +158,7 @@ list_cmd(struct cli_env *env, int argc, char **argv)
         cJSON *arr = cJSON_CreateArray();
         for (size_t i = 0; i < n; i++)
             cJSON_AddItemToArray(arr, park_item_json(&items[i]));
-        print_json(arr);
+        cli_print_json(arr);
     } else {
         printf("%-6s %-6s %-8s %-9s %-20s %-14s %-10s %s\n", "ID", "AGE",
                "STATE", "JOB", "STEP", "REASON", "TIER", "ERROR");
@@ -297,7 +288,7 @@ show_cmd(struct cli_env *env, int argc, char **argv)
         cJSON_AddNullToObject(o, "request");
     cJSON_AddItemToObject(o, "history", attempts_json(a, na));
     if (json) {
-        print_json(o);
+        cli_print_json(o);
     } else {
         const cJSON *h;
         printf("park item %lld (%s)\n", id, it.open ? "open" : "resolved");

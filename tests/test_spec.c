@@ -1,4 +1,4 @@
-/* test_jobspec.c: every rule of docs/reference.md "Job file", as a table. */
+/* test_spec.c: every rule of docs/reference.md "Job file", as a table. */
 #include "tests/support/support.h"
 
 #include <errno.h>
