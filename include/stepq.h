@@ -17,6 +17,8 @@
  * caller can do about them:
  *   -EINVAL   bad arguments, or a job that is not valid; err holds the
  *             JSON path of the first problem, as `stepq enqueue` prints it.
+ *             stepq_open: a location it cannot open (neither a file path
+ *             nor sqlite:PATH).
  *   -ENOENT   stepq_open: no stepq database at the path (no file, an empty
  *             file, or not a stepq database); create it with `stepq init`.
  *             Nothing was created. stepq_job_state: no such job.

@@ -51,6 +51,13 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     case -EAGAIN:
         snprintf(err, errlen, "the database at %s stayed locked", path);
         return rc;
+    case -EINVAL:
+    case -EPROTONOSUPPORT:
+        snprintf(err, errlen,
+                 "%s: not a database location this stepq can open (a file "
+                 "path, or sqlite:PATH)",
+                 path);
+        return -EINVAL;
     default:
         snprintf(err, errlen, "cannot open the database at %s", path);
         return rc;

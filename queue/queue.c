@@ -68,9 +68,9 @@ backend_path(const char *location, const char **path)
         return (*path)[0] != '\0' ? 0 : -EINVAL;
     }
     if (strstr(location, "://") != NULL) {
-        log_error("%s: no storage backend for this location in this build "
-                  "(it has sqlite:PATH)",
-                  location);
+        log_info("%s: no storage backend for this location in this build "
+                 "(it has sqlite:PATH)",
+                 location);
         return -EPROTONOSUPPORT;
     }
     *path = location;
