@@ -16,29 +16,16 @@
 #include "common/xalloc.h"
 #include "tests/support/e2e.h"
 
-/* Tiers free and local; free gets extra fields. Fast backoffs. */
+/* Tiers free and local, leases of 5 s; free has a timeout of 5 s and
+ * the extra fields free_extra. */
 static void
 config(const char *free_extra)
 {
-    char cfg[1024];
+    char fields[512];
 
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": 5},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\", "
-             "\"timeout_s\": 5%s%s},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             e2e_mock.port, free_extra[0] ? ", " : "", free_extra,
-             e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
-static double
-ts_of(const cJSON *req)
-{
-    return cJSON_GetObjectItem(req, "ts_ms")->valuedouble;
+    snprintf(fields, sizeof(fields), "\"timeout_s\": 5%s%s",
+             free_extra[0] ? ", " : "", free_extra);
+    e2e_config(5, fields);
 }
 
 static int
@@ -48,40 +35,13 @@ status_of(const cJSON *req)
     return cJSON_IsNumber(s) ? s->valueint : 0;
 }
 
-/* Requests to prefix in the log, in order of arrival, into at[] (at most
- * max); returns how many, and counts the 429s among them. */
-static int
-arrivals(const cJSON *log, const char *prefix, double *at, int max, int *n429)
-{
-    const cJSON *it;
-    int n = 0;
-
-    *n429 = 0;
-    cJSON_ArrayForEach(it, log)
-    {
-        const char *p = e2e_str(it, "path");
-        if (p == NULL || strncmp(p, prefix, strlen(prefix)) != 0)
-            continue;
-        if (n < max)
-            at[n] = ts_of(it);
-        n++;
-        *n429 += status_of(it) == 429;
-    }
-    return n;
-}
-
+/* The tier called name in `tiers --json` (cJSON_Delete it). */
 static cJSON *
 tier_json(const char *name)
 {
-    struct run_result r;
-    cJSON *arr, *found = NULL;
+    cJSON *arr = e2e_tiers(), *found = NULL;
     const cJSON *it;
 
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "%s", r.err);
-    arr = cJSON_Parse(r.out);
-    run_result_free(&r);
-    ck_assert_ptr_nonnull(arr);
     cJSON_ArrayForEach(it, arr)
     {
         if (strcmp(e2e_str(it, "name"), name) == 0)
@@ -102,9 +62,7 @@ START_TEST(test_burst_of_64_paced_to_one_per_second)
     pid_t w;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"rpm\":1,"
-              "\"rpm_window_ms\":1000}]}",
-              "");
+    e2e_start_file("free-rpm-1-per-second.json", "");
     config("\"rpm\": 60");
     e2e_enqueue_many(64, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--concurrency=64");
@@ -112,7 +70,7 @@ START_TEST(test_burst_of_64_paced_to_one_per_second)
     kill(w, SIGTERM);
     ck_assert_int_eq(e2e_wait_exit(w), 0);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 16, &n429);
+    n = e2e_arrivals(log, "/free", at, 16, &n429);
     ck_assert_int_eq(n429, 0);
     ck_assert_int_ge(n, 4);
     ck_assert_int_le(n, 6);
@@ -133,11 +91,7 @@ START_TEST(test_retry_after_ms_holds_both_processes)
     pid_t w1, w2;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"retry-after-ms\":\"800\"},\"body\":{\"error\":"
-              "{\"message\":\"Rate limit reached for requests\",\"code\":"
-              "\"rate_limit_exceeded\"}}}]}]}",
-              "");
+    e2e_start_file("free-429-retry-after-800ms.json", "");
     config("");
     e2e_enqueue_many(20, "\"tiers\":[\"free\"],");
     w1 = e2e_spawn_worker("--drain");
@@ -148,7 +102,7 @@ START_TEST(test_retry_after_ms_holds_both_processes)
     ck_assert_int_eq(e2e_count(st, "succeeded"), 20);
     cJSON_Delete(st);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 32, &n429);
+    n = e2e_arrivals(log, "/free", at, 32, &n429);
     ck_assert_int_eq(n429, 1);
     ck_assert_int_eq(n, 21);
     ck_assert_int_eq(status_of(cJSON_GetArrayItem(log, 0)), 429);
@@ -167,15 +121,12 @@ START_TEST(test_remaining_zero_waits_for_reset)
     cJSON *log;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-remaining-requests\":\"0\","
-              "\"x-ratelimit-reset-requests\":\"1s\"}}]}]}",
-              "");
+    e2e_start_file("free-remaining-zero-reset-1s.json", "");
     config("");
     e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 8, &n429);
+    n = e2e_arrivals(log, "/free", at, 8, &n429);
     ck_assert_int_eq(n, 3);
     ck_assert_msg(at[1] - at[0] >= 950, "second request %.0f ms after",
                   at[1] - at[0]);
@@ -191,16 +142,12 @@ START_TEST(test_azure_minus_one_ignored)
     cJSON *log, *t;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-remaining-requests\":\"-1\","
-              "\"x-ratelimit-limit-requests\":\"-1\","
-              "\"x-ratelimit-reset-requests\":\"-1\"},\"count\":10}]}]}",
-              "");
+    e2e_start_file("free-azure-minus-one.json", "");
     config("");
     e2e_enqueue_many(10, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 16, &n429);
+    n = e2e_arrivals(log, "/free", at, 16, &n429);
     ck_assert_int_eq(n, 10);
     ck_assert_msg(at[9] - at[0] < 900, "10 requests took %.0f ms",
                   at[9] - at[0]);
@@ -217,9 +164,7 @@ START_TEST(test_limit_header_caps_declared_rpm)
 {
     cJSON *t;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-limit-requests\":\"600\"}}]}]}",
-              "");
+    e2e_start_file("free-limit-600-rpm.json", "");
     config("\"rpm\": 2400");
     e2e_enqueue_many(2, "\"tiers\":[\"free\"],");
     free(e2e_drain());
@@ -234,11 +179,7 @@ START_TEST(test_pace_falls_after_429s)
 {
     cJSON *t;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"retry-after-ms\":\"50\"},\"body\":{\"error\":"
-              "{\"message\":\"Rate limit reached for requests\",\"code\":"
-              "\"rate_limit_exceeded\"}}}]}]}",
-              "");
+    e2e_start_file("free-429-retry-after-50ms.json", "");
     config("\"rpm\": 600");
     e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
     free(e2e_drain());
@@ -255,12 +196,7 @@ START_TEST(test_one_request_into_a_wall)
 {
     cJSON *log, *st;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,\"answers\":"
-              "[{\"status\":429,\"body\":{\"error\":{\"message\":\"You "
-              "exceeded your current quota\",\"type\":\"insufficient_quota\","
-              "\"code\":\"insufficient_quota\"}}}]},"
-              "{\"path\":\"/local\",\"latency_ms\":20}]}",
-              "");
+    e2e_start_file("free-quota-wall-local-20ms.json", "");
     config("");
     e2e_enqueue_many(64, "");
     free(e2e_drain());
@@ -282,10 +218,7 @@ START_TEST(test_storm_one_at_a_time_then_breaker)
     cJSON *log, *st, *t;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":100,"
-              "\"storm\":{\"status\":503,\"seconds\":60}},"
-              "{\"path\":\"/local\",\"latency_ms\":20}]}",
-              "");
+    e2e_start_file("free-storm-503-local-20ms.json", "");
     config("\"breaker\": {\"failures\": 5, \"cooldown_s\": 30}");
     e2e_enqueue_many(64, "");
     free(e2e_drain());
@@ -293,7 +226,7 @@ START_TEST(test_storm_one_at_a_time_then_breaker)
     ck_assert_int_eq(e2e_count(st, "succeeded"), 64);
     cJSON_Delete(st);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 64, &n429);
+    n = e2e_arrivals(log, "/free", at, 64, &n429);
     ck_assert_int_le(n, 5);
     for (int i = 1; i < n; i++)
         ck_assert_msg(at[i] - at[i - 1] >= 95, "two in flight: %.0f ms apart",

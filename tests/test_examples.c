@@ -17,36 +17,23 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 
-static char *dir;
-
+/* The fixture's folder, also TMPDIR (the demo makes its own folder in
+ * it), and no STEPQ_LOG from the caller's environment. */
 static void
 setup(void)
 {
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-    unsetenv("STEPQ_DB");
-    unsetenv("STEPQ_CONFIG");
+    fixture_setup();
     unsetenv("STEPQ_LOG");
-    setenv("TMPDIR", dir, 1);
+    setenv("TMPDIR", fixture_dir, 1);
 }
 
-/* The examples enqueue into q.db, which (as on a user's machine) only
- * `stepq init` creates. */
+/* The examples enqueue into FIXTURE_DB, which (as on a user's machine)
+ * only `stepq init` creates. */
 static void
 setup_db(void)
 {
-    struct run_result r;
-
     setup();
-    run_stepq((const char *[]){"--db", "q.db", "init", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "init: %s", r.err);
-    run_result_free(&r);
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
+    fixture_init(FIXTURE_DB);
 }
 
 /* Runs cmd with /bin/sh, standard error joined to standard output; returns
@@ -100,7 +87,7 @@ START_TEST(test_job_file_validates)
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"--config", cfg, "--db", "q.db", "enqueue", file,
+    run_stepq((const char *[]){"--config", cfg, "--db", FIXTURE_DB, "enqueue", file,
                                "--json", NULL},
               NULL, &r);
     ck_assert_msg(r.status == 0, "%s: %s", job_files[_i], r.err);
@@ -122,7 +109,7 @@ START_TEST(test_enqueue_sh_dedupes_per_day)
     char cmd[4096], *out;
 
     setenv("STEPQ", stepq_bin(), 1);
-    setenv("STEPQ_DB", "q.db", 1);
+    setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, job);
     ck_assert_int_eq(sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "enqueued job 1 (key nightly-changelog-"), "%s",
@@ -153,7 +140,7 @@ START_TEST(test_enqueue_py_sends_a_batch)
     }
     free(out);
     setenv("STEPQ", stepq_bin(), 1);
-    setenv("STEPQ_DB", "q.db", 1);
+    setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "python3 '%s' 'first prompt' 'second prompt'",
              script);
     ck_assert_int_eq(sh(cmd, &out), 0);
@@ -248,7 +235,7 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_ptr_null(strchr(r.out, '\r'));
     ck_assert_ptr_nonnull(strstr(r.out, "s] jobs "));
     db = line_value(r.out, "database: ");
-    ck_assert_msg(strncmp(db, dir, strlen(dir)) == 0, "db %s", db);
+    ck_assert_msg(strncmp(db, fixture_dir, strlen(fixture_dir)) == 0, "db %s", db);
     ck_assert_int_eq(stat(db, &sb), 0);
     counts = line_value(r.out, "jobs: ");
     ck_assert_int_eq(sscanf(counts,
@@ -295,7 +282,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     const char *cc = env_or_fail("STEPQ_CC");
     const char *prefix = env_or_fail("STEPQ_INSTALL_PREFIX");
     const char *cflags = getenv("STEPQ_TEST_CFLAGS");
-    char *root = tmpdir_join(dir, "root"), *job, *out, cmd[8192], p[4096];
+    char *root = tmpdir_join(fixture_dir, "root"), *job, *out, cmd[8192], p[4096];
     static const char *const files[] = {"bin/stepq",
                                         "lib/libstepq.so",
                                         "lib/libstepq.a",
@@ -424,7 +411,7 @@ test_suite(void)
     TCase *demo = tcase_create("demo");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(ex, setup_db, teardown);
+    tcase_add_checked_fixture(ex, setup_db, fixture_teardown);
     tcase_set_timeout(ex, 30);
     tcase_add_loop_test(ex, test_job_file_validates, 0,
                         (int)(sizeof(job_files) / sizeof(job_files[0])));
@@ -433,12 +420,12 @@ test_suite(void)
     tcase_add_test(ex, test_demo_rejects_bad_usage);
     suite_add_tcase(s, ex);
 
-    tcase_add_checked_fixture(demo, setup, teardown);
+    tcase_add_checked_fixture(demo, setup, fixture_teardown);
     tcase_set_timeout(demo, 60);
     tcase_add_test(demo, test_demo_summary_matches_database);
     suite_add_tcase(s, demo);
 
-    tcase_add_checked_fixture(inst, setup_db, teardown);
+    tcase_add_checked_fixture(inst, setup_db, fixture_teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
     tcase_add_test(inst, test_installed_library_exports_only_stepq);

@@ -85,9 +85,7 @@ START_TEST(test_answer_of_100_mib)
     cJSON *job;
     long rss = 0;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
-              "\"answers\":[{\"oversize_bytes\":104857600}]}]}",
-              "");
+    e2e_start_file("free-oversize-100mib.json", "");
     e2e_enqueue("{\"name\":\"j\",\"steps\":[" CHAT_STEP "]}");
     ck_assert_int_eq(drain_measured(&rss), 0);
     job = e2e_show(1);
@@ -154,9 +152,7 @@ START_TEST(test_close_mid_body_side_effect_parks)
     char text[512];
     long rss = 0;
 
-    e2e_start("{\"routes\":[{\"path\":\"/post\",\"loop\":true,"
-              "\"answers\":[{\"fault\":\"close_mid_body\"}]}]}",
-              "");
+    e2e_start_file("post-close-mid-body.json", "");
     snprintf(text, sizeof(text),
              "{\"name\":\"j\",\"steps\":[" HTTP_STEP("/post/1") "]}",
              e2e_mock.port);
@@ -180,9 +176,7 @@ START_TEST(test_answer_of_100_mib_side_effect_parks)
     char text[512];
     long rss = 0;
 
-    e2e_start("{\"routes\":[{\"path\":\"/post\",\"loop\":true,"
-              "\"answers\":[{\"oversize_bytes\":104857600}]}]}",
-              "");
+    e2e_start_file("post-oversize-100mib.json", "");
     snprintf(text, sizeof(text),
              "{\"name\":\"j\",\"steps\":[" HTTP_STEP("/post/2") "]}",
              e2e_mock.port);

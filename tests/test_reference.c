@@ -21,21 +21,6 @@
 #define MAX_DOC      (4 * 1024 * 1024)
 #define LOWER        "abcdefghijklmnopqrstuvwxyz"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
-}
-
 /* ---- a small set of words ------------------------------------------- */
 
 struct words {
@@ -426,13 +411,13 @@ START_TEST(test_installed_man_page_points_to_installed_reference)
     snprintf(cmd, sizeof(cmd),
              "'%s' --install '%s' --component docs --prefix '%s/usr' "
              ">/dev/null",
-             cmake, build, dir);
+             cmake, build, fixture_dir);
     ck_assert_int_eq(system(cmd), 0);
-    p = tmpdir_join(dir, "usr/share/doc/stepq/reference.md");
+    p = tmpdir_join(fixture_dir, "usr/share/doc/stepq/reference.md");
     got = read_file(p);
     ck_assert_msg(strcmp(got, want) == 0, "%s differs from the source", p);
     free(p);
-    p = tmpdir_join(dir, "usr/share/man/man1/stepq.1");
+    p = tmpdir_join(fixture_dir, "usr/share/man/man1/stepq.1");
     man = read_file(p);
     ck_assert_ptr_nonnull(strstr(man, "share/doc/stepq/reference.md"));
     free(p);
@@ -450,21 +435,21 @@ test_suite(void)
     TCase *neg = tcase_create("the check can fail");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(cmds, setup, teardown);
+    tcase_add_checked_fixture(cmds, fixture_setup, fixture_teardown);
     tcase_set_timeout(cmds, 60);
     tcase_add_test(cmds, test_every_help_command_is_in_the_reference);
     tcase_add_test(cmds, test_every_reference_command_is_in_help);
     tcase_add_test(cmds,
                    test_each_command_has_the_same_flags_in_help_and_reference);
     suite_add_tcase(s, cmds);
-    tcase_add_checked_fixture(neg, setup, teardown);
+    tcase_add_checked_fixture(neg, fixture_setup, fixture_teardown);
     tcase_set_timeout(neg, 30);
     tcase_add_test(neg,
                    test_check_catches_a_command_missing_from_the_reference);
     tcase_add_test(neg, test_check_catches_a_command_missing_from_help);
     tcase_add_test(neg, test_check_catches_a_flag_missing_on_either_side);
     suite_add_tcase(s, neg);
-    tcase_add_checked_fixture(inst, setup, teardown);
+    tcase_add_checked_fixture(inst, fixture_setup, fixture_teardown);
     tcase_set_timeout(inst, 60);
     tcase_add_test(inst, test_installed_man_page_points_to_installed_reference);
     suite_add_tcase(s, inst);

@@ -59,12 +59,9 @@ END_TEST
 START_TEST(test_backoff_honours_retry_after)
 {
     cJSON *job, *log;
-    const cJSON *first, *second;
+    double at[2];
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"Retry-After\":\"1\"},\"body\":\"rate limit: 20 "
-              "rpm\"}]}]}",
-              "");
+    e2e_start_file("free-429-retry-after-1s.json", "");
     e2e_enqueue(CHAT_JOB("", ""));
     free(e2e_drain());
     job = e2e_show(1);
@@ -76,11 +73,8 @@ START_TEST(test_backoff_honours_retry_after)
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "decision"), "commit");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/free"), 2);
-    first = cJSON_GetArrayItem(log, 0);
-    second = cJSON_GetArrayItem(log, 1);
-    ck_assert_int_ge(cJSON_GetObjectItem(second, "ts_ms")->valuedouble -
-                         cJSON_GetObjectItem(first, "ts_ms")->valuedouble,
-                     1000);
+    ck_assert_int_ge(e2e_arrivals(log, "", at, 2, NULL), 2);
+    ck_assert_int_ge(at[1] - at[0], 1000);
     cJSON_Delete(log);
     cJSON_Delete(job);
 }
@@ -93,10 +87,7 @@ START_TEST(test_degrade_sends_lower_max_tokens_once)
 
     memset(big, 'x', 5200);
     big[5200] = '\0';
-    e2e_start(
-        "{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"finish_reason\":"
-        "\"length\"}]}]}",
-        "");
+    e2e_start_file("free-truncated-once.json", "");
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"token_budget\":"
              "2000,\"degrade\":{\"max_tokens\":300,\"keep_last_messages\":1},"
@@ -128,12 +119,9 @@ END_TEST
 
 START_TEST(test_switch_tier_on_wall_and_avoid_it)
 {
-    struct run_result r;
     cJSON *job, *log, *tiers;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}",
-              "");
+    e2e_start_file("free-daily-wall.json", "");
     e2e_enqueue(CHAT_JOB("", ""));
     free(e2e_drain());
     job = e2e_show(1);
@@ -152,12 +140,10 @@ START_TEST(test_switch_tier_on_wall_and_avoid_it)
     ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
     ck_assert_int_eq(e2e_sent_to(log, "/local"), 2);
     cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
+    tiers = e2e_tiers();
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), "exhausted_reason"),
                      "daily_cap");
     cJSON_Delete(tiers);
-    run_result_free(&r);
 }
 END_TEST
 
@@ -172,9 +158,7 @@ START_TEST(test_park_side_effect_on_wall)
     struct run_result r;
     cJSON *job, *log, *st;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":"
-              "429,\"body\":\"daily quota exceeded\"}]}]}",
-              "");
+    e2e_start_file("comments-daily-wall-once.json", "");
     snprintf(jobtext, sizeof(jobtext), POST_JOB(""), e2e_mock.port);
     e2e_enqueue(jobtext);
     free(e2e_drain());
@@ -199,10 +183,7 @@ START_TEST(test_fail_loud_keeps_body)
 {
     cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":400,"
-              "\"body\":{\"error\":{\"message\":\"unknown parameter frob\"}}}],"
-              "\"loop\":true}]}",
-              "");
+    e2e_start_file("free-400-unknown-parameter.json", "");
     e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
     free(e2e_drain());
     job = e2e_show(1);
@@ -265,8 +246,7 @@ START_TEST(test_kill_during_side_effect_parks_in_doubt)
     cJSON *job, *log;
     pid_t w;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"latency_ms\":3000}]}",
-              "");
+    e2e_start_file("comments-slow-3s.json", "");
     snprintf(jobtext, sizeof(jobtext), POST_JOB(""), e2e_mock.port);
     e2e_enqueue(jobtext);
     w = e2e_spawn_worker("--drain");
@@ -291,9 +271,7 @@ START_TEST(test_kill_during_replayable_step_retries)
     cJSON *job;
     pid_t w;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"delay_ms\":"
-              "3000}]}]}",
-              "");
+    e2e_start_file("free-delay-3s-once.json", "");
     e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
     w = e2e_spawn_worker("--drain");
     e2e_wait_for_requests(1, 10000);
@@ -316,7 +294,7 @@ START_TEST(test_sigterm_with_100_in_flight)
     cJSON *st;
     pid_t w;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":1500}]}", "");
+    e2e_start_file("free-latency-1500ms.json", "");
     e2e_enqueue_many(100, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--grace=30");
     e2e_wait_for_requests(100, 20000);
@@ -330,24 +308,6 @@ START_TEST(test_sigterm_with_100_in_flight)
 }
 END_TEST
 
-/* Rewrites stepq.json as e2e_start does (tiers free and local on the mock)
- * with leases of lease_s seconds. */
-static void
-config_lease(int lease_s)
-{
-    char cfg[1024];
-
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": %d},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             lease_s, e2e_mock.port, e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
 /* Two workers on one database send every step once. Their leases are
  * long enough for a slow build: with leases of 1 s, a worker kept waiting
  * for the other's write lock under ASan lost its leases, and the other
@@ -360,7 +320,7 @@ START_TEST(test_two_workers_send_each_step_once)
     static unsigned char seen[1000];
 
     e2e_start("{}", "");
-    config_lease(30);
+    e2e_config(30, "");
     e2e_enqueue_many(1000, "");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");
@@ -386,35 +346,14 @@ START_TEST(test_two_workers_send_each_step_once)
 }
 END_TEST
 
-/* Writes stepq.json with one tier "free" on the mock's /free route, its
- * fields extended by tier_extra. */
-static void
-config_free_only(const char *tier_extra)
-{
-    char cfg[1024];
-
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": 1},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\", "
-             "\"timeout_s\": 5, %s},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             e2e_mock.port, tier_extra, e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
 START_TEST(test_breaker_end_to_end)
 {
     struct run_result r;
     char job3[512], at[32];
     cJSON *log, *tiers;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"storm\":{\"status\":"
-              "503,\"requests\":2}}]}",
-              "");
-    config_free_only("\"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
+    e2e_start_file("free-storm-503-two-requests.json", "");
+    e2e_config(1, "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
     e2e_enqueue(CHAT_JOB("", ""));
     e2e_enqueue(CHAT_JOB("", ""));
     clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
@@ -438,12 +377,10 @@ START_TEST(test_breaker_end_to_end)
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 4), "path"),
                      "/free/v1/chat/completions");
     cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
+    tiers = e2e_tiers();
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), "breaker"),
                      "closed");
     cJSON_Delete(tiers);
-    run_result_free(&r);
 }
 END_TEST
 
@@ -463,12 +400,10 @@ START_TEST(test_bucket_shared_by_two_workers)
 {
     double ts[120];
     cJSON *log, *st;
-    const cJSON *it;
     pid_t w1, w2;
-    int n = 0;
 
     e2e_start("{}", "");
-    config_free_only("\"rpm\": 60, \"window_s\": 1, \"burst\": 5");
+    e2e_config(1, "\"timeout_s\": 5, \"rpm\": 60, \"window_s\": 1, \"burst\": 5");
     e2e_enqueue_many(120, "\"tiers\":[\"free\"],");
     w1 = e2e_spawn_worker("--drain");
     w2 = e2e_spawn_worker("--drain");
@@ -478,12 +413,7 @@ START_TEST(test_bucket_shared_by_two_workers)
     ck_assert_int_eq(e2e_count(st, "succeeded"), 120);
     cJSON_Delete(st);
     log = e2e_mock_log();
-    cJSON_ArrayForEach(it, log)
-    {
-        ck_assert_int_lt(n, 120);
-        ts[n++] = cJSON_GetObjectItem(it, "ts_ms")->valuedouble;
-    }
-    ck_assert_int_eq(n, 120);
+    ck_assert_int_eq(e2e_arrivals(log, "", ts, 120, NULL), 120);
     qsort(ts, 120, sizeof(ts[0]), cmp_double);
     for (int i = 0; i < 120; i++) {
         for (int k = i; k < 120; k++) {
@@ -503,35 +433,10 @@ END_TEST
  * for 48 s: the worker must not send into it again all night. */
 START_TEST(test_daily_cap_short_delay_is_a_wall)
 {
-    struct run_result r;
     cJSON *job, *log, *tiers;
     char until[32];
 
-    e2e_start(
-        "{\"routes\": [{\"path\": \"/free\", \"answers\": [{\"status\": 429, "
-        "\"body\": {\"error\": {\"code\": 429, \"message\": \"You exceeded "
-        "your current quota, please check your plan and billing details. For "
-        "more information on this error, head to: "
-        "https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your "
-        "current usage, head to: https://ai.dev/usage?tab=rate-limit. \\n* "
-        "Quota exceeded for metric: "
-        "generativelanguage.googleapis.com/"
-        "generate_content_free_tier_requests, limit: 50, model: "
-        "gemini-2.5-pro\\nPlease retry in 48.805646254s.\", \"status\": "
-        "\"RESOURCE_EXHAUSTED\", \"details\": [{\"@type\": "
-        "\"type.googleapis.com/google.rpc.Help\", \"links\": "
-        "[{\"description\": \"Learn more about Gemini API quotas\", \"url\": "
-        "\"https://ai.google.dev/gemini-api/docs/rate-limits\"}]}, {\"@type\": "
-        "\"type.googleapis.com/google.rpc.QuotaFailure\", \"violations\": "
-        "[{\"quotaMetric\": "
-        "\"generativelanguage.googleapis.com/"
-        "generate_content_free_tier_requests\", \"quotaId\": "
-        "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\", "
-        "\"quotaDimensions\": {\"model\": \"gemini-2.5-pro\", \"location\": "
-        "\"global\"}, \"quotaValue\": \"50\"}]}, {\"@type\": "
-        "\"type.googleapis.com/google.rpc.RetryInfo\", \"retryDelay\": "
-        "\"48s\"}]}}}], \"loop\": true}]}",
-        "");
+    e2e_start_file("free-gemini-daily-cap.json", "");
     e2e_enqueue("{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
                 "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
                 "\"role\":\"user\",\"content\":\"x\"}]}}]}");
@@ -543,14 +448,12 @@ START_TEST(test_daily_cap_short_delay_is_a_wall)
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
     cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
+    tiers = e2e_tiers();
     clock_format_utc(clock_now_ms() + 50 * 60 * 1000, until, sizeof(until));
     /* RFC 3339 UTC strings of one format compare as times */
     ck_assert_str_gt(e2e_str(cJSON_GetArrayItem(tiers, 0), "exhausted_until"),
                      until);
     cJSON_Delete(tiers);
-    run_result_free(&r);
 }
 END_TEST
 

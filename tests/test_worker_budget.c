@@ -45,9 +45,7 @@ START_TEST(test_degraded_request_sent_past_token_budget)
 {
     cJSON *job, *log, *b1;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"finish_reason\":\"length\"}]}]}",
-              "");
+    e2e_start_file("free-truncated-once.json", "");
     enqueue_seed_step("");
     free(e2e_drain());
     job = e2e_show(1);
@@ -73,9 +71,7 @@ START_TEST(test_max_total_tokens_stops_the_send)
 {
     cJSON *job, *log;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"finish_reason\":\"length\"}]}]}",
-              "");
+    e2e_start_file("free-truncated-once.json", "");
     enqueue_seed_step(",\"max_total_tokens\":5000");
     free(e2e_drain());
     job = e2e_show(1);
@@ -99,10 +95,7 @@ START_TEST(test_step_timeout_bounds_an_attempt)
     char jobtext[512];
     cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"delay_ms\":4000}]},{\"path\":\"/comments\",\"latency_ms\":"
-              "4000}]}",
-              "");
+    e2e_start_file("free-and-comments-4s.json", "");
     e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":"
@@ -136,9 +129,7 @@ START_TEST(test_in_doubt_attempt_keeps_its_tokens)
 
     memset(big, 'x', 4000);
     big[4000] = '\0';
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"delay_ms\":"
-              "3000}]}]}",
-              "");
+    e2e_start_file("free-delay-3s-once.json", "");
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"tiers\":[\"free\"],"
              "\"request\":{\"messages\":[{\"role\":\"user\","

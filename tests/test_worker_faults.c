@@ -32,12 +32,8 @@
     "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","         \
     "\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d/comments\","  \
     "\"body\":{\"text\":\"hi\"}}}]}"
-#define WALL                                                                   \
-    "{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":429,"       \
-    "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}"
-#define WALL_FREE                                                              \
-    "{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"           \
-    "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}"
+#define WALL "comments-daily-wall.json"
+#define WALL_FREE "free-daily-wall.json"
 /* on_park hook: looks its item up with `stepq park show ID` and appends
  * "ID EXIT" to hooks.txt. */
 #define HOOK_SHOWS_ITEM                                                        \
@@ -101,7 +97,7 @@ START_TEST(test_failed_commit_runs_no_hook)
     size_t len = 0;
     int n = 0;
 
-    e2e_start(WALL, HOOK_SHOWS_ITEM);
+    e2e_start_file(WALL, HOOK_SHOWS_ITEM);
     enqueue_post();
     worker__turn_commit = commit_fails_once_parked;
     run_worker();
@@ -135,7 +131,7 @@ START_TEST(test_park_savepoint_failure_keeps_the_turn)
 {
     cJSON *job, *log;
 
-    e2e_start(WALL, "");
+    e2e_start_file(WALL, "");
     enqueue_post();
     worker__park_tx_begin = park_begin_fails_once;
     run_worker();
@@ -236,7 +232,7 @@ START_TEST(test_backlog_churn_keeps_write_lock_free)
     pid_t w;
     int status = -1, probes = 0, between = 0, n;
 
-    e2e_start(WALL_FREE, "");
+    e2e_start_file(WALL_FREE, "");
     enqueue_chat_jobs(1);
     free(e2e_drain()); /* the wall: tier free exhausted for an hour */
     enqueue_chat_jobs(10000);

@@ -15,7 +15,8 @@
 extern char *e2e_dir;            /* the test's temporary folder (cwd) */
 extern struct mockproc e2e_mock; /* the mock, once e2e_start ran */
 
-/* e2e_setup makes and enters a temporary folder (checked fixture). */
+/* e2e_setup makes and enters a temporary folder (fixture_setup, which
+ * e2e_dir names too) and sets FREE_KEY (checked fixture). */
 void e2e_setup(void);
 /* e2e_teardown stops the mock and removes the folder. */
 void e2e_teardown(void);
@@ -24,6 +25,13 @@ void e2e_teardown(void);
  * local), then runs e2e_init(); extra is spliced into the config object
  * ("" for none). */
 void e2e_start(const char *script, const char *extra);
+/* e2e_start_file is e2e_start with the script tests/data/e2e/NAME of the
+ * source tree ($STEPQ_SRC), which the mock reads at run time. */
+void e2e_start_file(const char *name, const char *extra);
+/* e2e_config rewrites stepq.json as e2e_start does, but with leases of
+ * lease_s, no API key and no timeouts: free_fields is spliced into tier
+ * free ("" for none), e.g. "\"timeout_s\": 5, \"rpm\": 60". */
+void e2e_config(int lease_s, const char *free_fields);
 /* e2e_init runs `stepq init` on the folder's stepq.db (fails the test if
  * it does not exit 0). */
 void e2e_init(void);
@@ -45,6 +53,12 @@ const cJSON *e2e_hist(const cJSON *job, int step, int attempt);
 cJSON *e2e_mock_log(void);
 /* e2e_sent_to counts logged requests whose path starts with prefix. */
 int e2e_sent_to(const cJSON *log, const char *prefix);
+/* e2e_arrivals walks the logged requests whose path starts with prefix, in
+ * order of arrival: puts the first max arrival times (ts_ms) in at[] and,
+ * unless n429 is NULL, how many were answered 429 in *n429; returns how
+ * many there were (at may be NULL when max is 0). */
+int e2e_arrivals(const cJSON *log, const char *prefix, double *at, int max,
+                 int *n429);
 /* e2e_body_of / e2e_sent_body parse a logged request's body. */
 cJSON *e2e_body_of(const cJSON *req);
 cJSON *e2e_sent_body(const cJSON *log, int i);
@@ -55,6 +69,8 @@ pid_t e2e_spawn_worker(const char *extra);
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */
 int e2e_wait_exit(pid_t pid);
+/* e2e_tiers returns `tiers --json` parsed (cJSON_Delete it). */
+cJSON *e2e_tiers(void);
 /* e2e_status returns `status --json` parsed; e2e_count one state's count. */
 cJSON *e2e_status(void);
 int e2e_count(const cJSON *st, const char *state);
