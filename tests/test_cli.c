@@ -143,21 +143,21 @@ START_TEST(test_enqueue_flags_override_and_validate)
                      "2030-01-02T03:04:05Z");
     cJSON_Delete(o);
     run_result_free(&r);
-    ck_assert_int_eq(
-        RUN(&r, GOOD_JOB("k"), "enqueue", "--priority", "high", "--db", FIXTURE_DB),
-        2);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k"), "enqueue", "--priority", "high",
+                         "--db", FIXTURE_DB),
+                     2);
     ck_assert_ptr_nonnull(strstr(r.err, "--priority"));
     run_result_free(&r);
-    ck_assert_int_eq(
-        RUN(&r, GOOD_JOB("k"), "enqueue", "--run-at", "soon", "--db", FIXTURE_DB),
-        2);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k"), "enqueue", "--run-at", "soon",
+                         "--db", FIXTURE_DB),
+                     2);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, "[" GOOD_JOB("a") "," GOOD_JOB("b") "]", "enqueue",
                          "--key", "x", "--db", FIXTURE_DB),
                      2);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "enqueue", "missing.json", "--db", FIXTURE_DB),
-                     2);
+    ck_assert_int_eq(
+        RUN(&r, NULL, "enqueue", "missing.json", "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "missing.json: no such file"));
     run_result_free(&r);
     ck_assert_int_eq(run_job_count(FIXTURE_DB), 1);
@@ -203,7 +203,8 @@ START_TEST(test_jobs_list_and_filters)
                          "--db", FIXTURE_DB),
                      0);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "2", "--db", FIXTURE_DB), 0);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "2", "--db", FIXTURE_DB),
+                     0);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "jobs", "list", "--json", "--state",
                          "queued", "--db", FIXTURE_DB),
@@ -218,7 +219,8 @@ START_TEST(test_jobs_list_and_filters)
     cJSON_Delete(o);
     run_result_free(&r);
     ck_assert_int_eq(
-        RUN(&r, NULL, "jobs", "list", "--state", "done", "--db", FIXTURE_DB), 2);
+        RUN(&r, NULL, "jobs", "list", "--state", "done", "--db", FIXTURE_DB),
+        2);
     ck_assert_ptr_nonnull(strstr(r.err, "--state"));
     run_result_free(&r);
 }
@@ -230,16 +232,21 @@ START_TEST(test_exit_codes)
 
     ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", FIXTURE_DB), 0);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "42", "--db", FIXTURE_DB), 3);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "42", "--db", FIXTURE_DB),
+                     3);
     ck_assert_ptr_nonnull(strstr(r.err, "no job 42"));
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "x1", "--db", FIXTURE_DB), 2);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "x1", "--db", FIXTURE_DB),
+                     2);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB), 0);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB),
+                     0);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB), 4);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB),
+                     4);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "9", "--db", FIXTURE_DB), 3);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "9", "--db", FIXTURE_DB),
+                     3);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "frobnicate"), 2);
     run_result_free(&r);
@@ -288,7 +295,8 @@ START_TEST(test_db_and_config_resolution)
     unsetenv("STEPQ_DB");
     /* config "db" is relative to the config's folder */
     ck_assert_int_eq(mkdir("conf", 0700), 0);
-    free(tmpdir_write(fixture_dir, "conf/stepq.json", "{\"db\": \"c.db\"}", 14));
+    free(
+        tmpdir_write(fixture_dir, "conf/stepq.json", "{\"db\": \"c.db\"}", 14));
     ck_assert_int_eq(RUN(&r, NULL, "init", "--config", "conf/stepq.json"), 0);
     run_result_free(&r);
     ck_assert_int_eq(stat("conf/c.db", &st), 0);
@@ -297,7 +305,8 @@ START_TEST(test_db_and_config_resolution)
     run_result_free(&r);
     ck_assert_int_eq(stat("stepq.db", &st), 0);
     /* a bad config names the problem and exits 2 */
-    free(tmpdir_write(fixture_dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}", 25));
+    free(tmpdir_write(fixture_dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}",
+                      25));
     ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "bad.json"), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "tiers[0].base_url: missing"));
     run_result_free(&r);
@@ -346,7 +355,8 @@ START_TEST(test_c_example_enqueues_through_libstepq)
     char line[64] = "";
 
     ck_assert_ptr_nonnull(bin);
-    snprintf(cmd, sizeof(cmd), "'%s' " FIXTURE_DB " '%s' && '%s' " FIXTURE_DB " '%s'", bin, job,
+    snprintf(cmd, sizeof(cmd),
+             "'%s' " FIXTURE_DB " '%s' && '%s' " FIXTURE_DB " '%s'", bin, job,
              bin, job);
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);

@@ -87,8 +87,8 @@ START_TEST(test_job_file_validates)
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"--config", cfg, "--db", FIXTURE_DB, "enqueue", file,
-                               "--json", NULL},
+    run_stepq((const char *[]){"--config", cfg, "--db", FIXTURE_DB, "enqueue",
+                               file, "--json", NULL},
               NULL, &r);
     ck_assert_msg(r.status == 0, "%s: %s", job_files[_i], r.err);
     o = cJSON_Parse(r.out);
@@ -235,7 +235,8 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_ptr_null(strchr(r.out, '\r'));
     ck_assert_ptr_nonnull(strstr(r.out, "s] jobs "));
     db = line_value(r.out, "database: ");
-    ck_assert_msg(strncmp(db, fixture_dir, strlen(fixture_dir)) == 0, "db %s", db);
+    ck_assert_msg(strncmp(db, fixture_dir, strlen(fixture_dir)) == 0, "db %s",
+                  db);
     ck_assert_int_eq(stat(db, &sb), 0);
     counts = line_value(r.out, "jobs: ");
     ck_assert_int_eq(sscanf(counts,
@@ -282,7 +283,8 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     const char *cc = env_or_fail("STEPQ_CC");
     const char *prefix = env_or_fail("STEPQ_INSTALL_PREFIX");
     const char *cflags = getenv("STEPQ_TEST_CFLAGS");
-    char *root = tmpdir_join(fixture_dir, "root"), *job, *out, cmd[8192], p[4096];
+    char *root = tmpdir_join(fixture_dir, "root"), *job, *out, cmd[8192],
+         p[4096];
     static const char *const files[] = {"bin/stepq",
                                         "lib/libstepq.so",
                                         "lib/libstepq.a",

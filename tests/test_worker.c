@@ -244,16 +244,11 @@ START_TEST(test_kill_during_side_effect_parks_in_doubt)
 {
     char jobtext[512];
     cJSON *job, *log;
-    pid_t w;
 
     e2e_start_file("comments-slow-3s.json", "");
     snprintf(jobtext, sizeof(jobtext), POST_JOB(""), e2e_mock.port);
     e2e_enqueue(jobtext);
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain()); /* waits for the dead lease, then takes over */
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "parked");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
@@ -269,15 +264,10 @@ END_TEST
 START_TEST(test_kill_during_replayable_step_retries)
 {
     cJSON *job;
-    pid_t w;
 
     e2e_start_file("free-delay-3s-once.json", "");
     e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain());
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
@@ -314,21 +304,15 @@ END_TEST
  * rightly sent those replayable steps again. */
 START_TEST(test_two_workers_send_each_step_once)
 {
-    cJSON *st, *log;
+    cJSON *log;
     const cJSON *it;
-    pid_t w1, w2;
     static unsigned char seen[1000];
 
     e2e_start("{}", "");
     e2e_config(30, "");
     e2e_enqueue_many(1000, "");
-    w1 = e2e_spawn_worker("--drain");
-    w2 = e2e_spawn_worker("--drain");
-    ck_assert_int_eq(e2e_wait_exit(w1), 0);
-    ck_assert_int_eq(e2e_wait_exit(w2), 0);
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 1000);
-    cJSON_Delete(st);
+    e2e_drain_two();
+    ck_assert_int_eq(e2e_count_now("succeeded"), 1000);
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 1000);
     cJSON_ArrayForEach(it, log)
@@ -353,7 +337,9 @@ START_TEST(test_breaker_end_to_end)
     cJSON *log, *tiers;
 
     e2e_start_file("free-storm-503-two-requests.json", "");
-    e2e_config(1, "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
+    e2e_config(
+        1,
+        "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
     e2e_enqueue(CHAT_JOB("", ""));
     e2e_enqueue(CHAT_JOB("", ""));
     clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
@@ -399,19 +385,14 @@ cmp_double(const void *a, const void *b)
 START_TEST(test_bucket_shared_by_two_workers)
 {
     double ts[120];
-    cJSON *log, *st;
-    pid_t w1, w2;
+    cJSON *log;
 
     e2e_start("{}", "");
-    e2e_config(1, "\"timeout_s\": 5, \"rpm\": 60, \"window_s\": 1, \"burst\": 5");
+    e2e_config(1,
+               "\"timeout_s\": 5, \"rpm\": 60, \"window_s\": 1, \"burst\": 5");
     e2e_enqueue_many(120, "\"tiers\":[\"free\"],");
-    w1 = e2e_spawn_worker("--drain");
-    w2 = e2e_spawn_worker("--drain");
-    ck_assert_int_eq(e2e_wait_exit(w1), 0);
-    ck_assert_int_eq(e2e_wait_exit(w2), 0);
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 120);
-    cJSON_Delete(st);
+    e2e_drain_two();
+    ck_assert_int_eq(e2e_count_now("succeeded"), 120);
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_arrivals(log, "", ts, 120, NULL), 120);
     qsort(ts, 120, sizeof(ts[0]), cmp_double);

@@ -125,7 +125,6 @@ START_TEST(test_in_doubt_attempt_keeps_its_tokens)
 {
     char big[4200], jobtext[4600];
     cJSON *job;
-    pid_t w;
 
     memset(big, 'x', 4000);
     big[4000] = '\0';
@@ -136,11 +135,7 @@ START_TEST(test_in_doubt_attempt_keeps_its_tokens)
              "\"content\":\"%s\"}]}}]}",
              big);
     e2e_enqueue(jobtext);
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain());
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_msg(strcmp(e2e_str(job, "state"), "succeeded") == 0, "%s",
                   e2e_str(job, "error"));

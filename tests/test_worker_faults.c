@@ -32,7 +32,7 @@
     "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","         \
     "\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d/comments\","  \
     "\"body\":{\"text\":\"hi\"}}}]}"
-#define WALL "comments-daily-wall.json"
+#define WALL      "comments-daily-wall.json"
 #define WALL_FREE "free-daily-wall.json"
 /* on_park hook: looks its item up with `stepq park show ID` and appends
  * "ID EXIT" to hooks.txt. */

@@ -48,18 +48,19 @@ write_config(int lease_s, const char *free_fields, const char *local_fields,
     char cfg[4096];
     int n;
 
-    n = snprintf(cfg, sizeof(cfg),
-                 "{\"worker\": {\"lease_s\": %d},"
-                 " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-                 " \"tiers\": ["
-                 "{\"name\": \"free\", \"base_url\": "
-                 "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"%s%s},"
-                 "{\"name\": \"local\", \"base_url\": "
-                 "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"%s%s}]"
-                 "%s%s}",
-                 lease_s, e2e_mock.port, free_fields[0] ? ", " : "",
-                 free_fields, e2e_mock.port, local_fields[0] ? ", " : "",
-                 local_fields, extra[0] ? ", " : "", extra);
+    n = snprintf(
+        cfg, sizeof(cfg),
+        "{\"worker\": {\"lease_s\": %d},"
+        " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
+        " \"tiers\": ["
+        "{\"name\": \"free\", \"base_url\": "
+        "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"%s%s},"
+        "{\"name\": \"local\", \"base_url\": "
+        "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"%s%s}]"
+        "%s%s}",
+        lease_s, e2e_mock.port, free_fields[0] ? ", " : "", free_fields,
+        e2e_mock.port, local_fields[0] ? ", " : "", local_fields,
+        extra[0] ? ", " : "", extra);
     ck_assert_int_lt(n, (int)sizeof(cfg));
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
 }
@@ -295,6 +296,38 @@ e2e_status(void)
     o = cJSON_Parse(r.out);
     run_result_free(&r);
     return cJSON_GetObjectItem(o, "jobs") ? o : NULL;
+}
+
+int
+e2e_count_now(const char *state)
+{
+    cJSON *st = e2e_status();
+    int n = e2e_count(st, state);
+
+    cJSON_Delete(st);
+    return n;
+}
+
+/* Both workers share the database, each through its own connection. */
+void
+e2e_drain_two(void)
+{
+    pid_t w1 = e2e_spawn_worker("--drain");
+    pid_t w2 = e2e_spawn_worker("--drain");
+
+    ck_assert_int_eq(e2e_wait_exit(w1), 0);
+    ck_assert_int_eq(e2e_wait_exit(w2), 0);
+}
+
+void
+e2e_kill_mid_request_then_drain(void)
+{
+    pid_t w = e2e_spawn_worker("--drain");
+
+    e2e_wait_for_requests(1, 10000);
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+    free(e2e_drain()); /* waits for the dead lease, then takes over */
 }
 
 int

@@ -74,5 +74,12 @@ cJSON *e2e_tiers(void);
 /* e2e_status returns `status --json` parsed; e2e_count one state's count. */
 cJSON *e2e_status(void);
 int e2e_count(const cJSON *st, const char *state);
+/* e2e_count_now is e2e_count on a fresh e2e_status(). */
+int e2e_count_now(const char *state);
+/* e2e_drain_two runs two `stepq work --drain` at once; both must exit 0. */
+void e2e_drain_two(void);
+/* e2e_kill_mid_request_then_drain starts `stepq work --drain`, SIGKILLs
+ * it once the mock has logged a request, then runs e2e_drain(). */
+void e2e_kill_mid_request_then_drain(void);
 
 #endif

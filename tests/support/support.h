@@ -58,8 +58,7 @@ void run_stepq(const char *const *argv, const char *input,
  * output stays in *res (release it with run_result_free). run_args is
  * the same with empty stdin. RUN and RUN_ARGS take the arguments inline:
  * RUN(&r, NULL, "status", "--json"). */
-int run_cmd(struct run_result *res, const char *input,
-            const char *const *argv);
+int run_cmd(struct run_result *res, const char *input, const char *const *argv);
 int run_args(struct run_result *res, const char *const *argv);
 #define RUN(res, input, ...)                                                   \
     run_cmd(res, input, (const char *[]){__VA_ARGS__, NULL})
