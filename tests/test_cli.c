@@ -226,35 +226,38 @@ START_TEST(test_jobs_list_and_filters)
 }
 END_TEST
 
+/* A transcript: each command in turn, with its exit code and, where
+ * set, what its stderr must name. */
+static const struct exit_step {
+    const char *input;
+    const char *argv[6];
+    int want;
+    const char *err;
+} exit_steps[] = {
+    {GOOD_JOB("a"), {"enqueue", "--db", FIXTURE_DB}, 0, NULL},
+    {NULL, {"jobs", "show", "42", "--db", FIXTURE_DB}, 3, "no job 42"},
+    {NULL, {"jobs", "show", "x1", "--db", FIXTURE_DB}, 2, NULL},
+    {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 0, NULL},
+    {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 4, NULL},
+    {NULL, {"jobs", "cancel", "9", "--db", FIXTURE_DB}, 3, NULL},
+    {NULL, {"frobnicate"}, 2, NULL},
+    {NULL, {"status", "--bogus"}, 2, "--bogus"},
+    {NULL, {"status", "--db"}, 2, NULL},
+};
+
 START_TEST(test_exit_codes)
 {
-    struct run_result r;
+    for (size_t i = 0; i < sizeof(exit_steps) / sizeof(exit_steps[0]); i++) {
+        const struct exit_step *c = &exit_steps[i];
+        struct run_result r;
 
-    ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", FIXTURE_DB), 0);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "42", "--db", FIXTURE_DB),
-                     3);
-    ck_assert_ptr_nonnull(strstr(r.err, "no job 42"));
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "x1", "--db", FIXTURE_DB),
-                     2);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB),
-                     0);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", FIXTURE_DB),
-                     4);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "9", "--db", FIXTURE_DB),
-                     3);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "frobnicate"), 2);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--bogus"), 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--bogus"));
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--db"), 2);
-    run_result_free(&r);
+        ck_assert_msg(run_cmd(&r, c->input, c->argv) == c->want,
+                      "stepq %s %s: exit %d", c->argv[0],
+                      c->argv[1] ? c->argv[1] : "", r.status);
+        ck_assert_msg(c->err == NULL || strstr(r.err, c->err) != NULL,
+                      "stepq %s: stderr \"%s\"", c->argv[0], r.err);
+        run_result_free(&r);
+    }
 }
 END_TEST
 

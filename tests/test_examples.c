@@ -36,33 +36,6 @@ setup_db(void)
     fixture_init(FIXTURE_DB);
 }
 
-/* Runs cmd with /bin/sh, standard error joined to standard output; returns
- * the exit code and the output in *out (caller frees). The tcase timeout
- * bounds it. */
-static int
-sh(const char *cmd, char **out)
-{
-    char *full, buf[4096], *acc = xcalloc(1, 1);
-    size_t len = 0, n, flen = strlen(cmd) + 16;
-    FILE *p;
-    int st;
-
-    full = xmalloc(flen);
-    snprintf(full, flen, "(%s) 2>&1", cmd);
-    p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
-        acc = xrealloc(acc, len + n + 1);
-        memcpy(acc + len, buf, n);
-        len += n;
-        acc[len] = '\0';
-    }
-    st = pclose(p);
-    free(full);
-    *out = acc;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
 static const char *
 env_or_fail(const char *name)
 {
@@ -111,16 +84,16 @@ START_TEST(test_enqueue_sh_dedupes_per_day)
     setenv("STEPQ", stepq_bin(), 1);
     setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, job);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "enqueued job 1 (key nightly-changelog-"), "%s",
                   out);
     free(out);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "job 1 already enqueued today"), "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "echo '{}' > bad.json && sh '%s' bad.json",
              script);
-    ck_assert_int_eq(sh(cmd, &out), 2);
+    ck_assert_int_eq(run_sh(cmd, &out), 2);
     ck_assert_msg(strstr(out, "name: missing"), "%s", out);
     free(out);
     free(job);
@@ -133,7 +106,7 @@ START_TEST(test_enqueue_py_sends_a_batch)
     char *script = source_path("examples/enqueue.py");
     char cmd[4096], *out;
 
-    if (sh("command -v python3", &out) != 0) {
+    if (run_sh("command -v python3", &out) != 0) {
         free(out);
         free(script);
         return; /* no Python on this machine: nothing to check */
@@ -143,13 +116,13 @@ START_TEST(test_enqueue_py_sends_a_batch)
     setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "python3 '%s' 'first prompt' 'second prompt'",
              script);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "enqueued job 1: first prompt") &&
                       strstr(out, "enqueued job 2: second prompt"),
                   "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "python3 '%s' 'second prompt'", script);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "already queued job 2"), "%s", out);
     free(out);
     free(script);
@@ -208,7 +181,7 @@ check_printed_command_runs(const char *out)
     line = xstrndup(at, strcspn(at, "\n"));
     ck_assert_msg(strstr(line, " park list") != NULL, "%s", line);
     snprintf(cmd, sizeof(cmd), "PATH=/usr/bin:/bin; %s --json", line);
-    ck_assert_msg(sh(cmd, &res) == 0, "%s\n%s", cmd, res);
+    ck_assert_msg(run_sh(cmd, &res) == 0, "%s\n%s", cmd, res);
     ck_assert_msg(res[0] == '[' && (strstr(res, "\"state\":\"open\"") ||
                                     strstr(res, "\"state\": \"open\"")),
                   "%s\n%s", cmd, res);
@@ -296,7 +269,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
 
     snprintf(cmd, sizeof(cmd), "DESTDIR='%s' '%s' --install '%s'", root, cmake,
              build);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s", out);
     free(out);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(p, sizeof(p), "%s%s/%s", root, prefix, files[i]);
@@ -304,7 +277,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     }
     snprintf(cmd, sizeof(cmd), "grep -c '^\\.SS' '%s%s/share/man/man1/stepq.1'",
              root, prefix);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_int_ge(atoi(out), 10);
     free(out);
     /* The installed copy of the example, built the way its comment says. */
@@ -314,14 +287,14 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
              "'%s' %s '%s%s/share/stepq/examples/enqueue.c' "
              "$(pkg-config --cflags --libs stepq) -o enqueue",
              root, prefix, root, cc, cflags ? cflags : "", root, prefix);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     free(out);
     job = source_path("examples/nightly-changelog.json");
     snprintf(cmd, sizeof(cmd),
              "LD_LIBRARY_PATH='%s%s/lib' ./enqueue q.db '%s' && "
              "'%s%s/bin/stepq' --db q.db jobs show 1 --json",
              root, prefix, job, root, prefix);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s", out);
     ck_assert_msg(strncmp(out, "1\n", 2) == 0, "%s", out);
     ck_assert_msg(strstr(out, "\"name\":\"nightly-changelog\"") ||
                       strstr(out, "\"name\": \"nightly-changelog\""),
@@ -335,7 +308,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
              "&& ./enqueue-static q.db '%s'",
              cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
              job);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(strstr(out, "1 (duplicate)\n") != NULL, "%s", out);
     free(out);
     free(job);
@@ -362,7 +335,7 @@ START_TEST(test_installed_library_exports_only_stepq)
     snprintf(cmd, sizeof(cmd),
              "nm -D --defined-only '%s/lib/libstepq.so' | awk '{print $NF}'",
              build);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "stepq_open") && strstr(out, "stepq_enqueue"),
                   "%s", out);
     for (char *l = strtok(out, "\n"); l != NULL; l = strtok(NULL, "\n"))
@@ -385,8 +358,8 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
     run_stepq((const char *[]){"--db", "newer.db", "init", NULL}, NULL, &r);
     ck_assert_int_eq(r.status, 0);
     run_result_free(&r);
-    ck_assert_int_eq(sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out),
-                     0);
+    ck_assert_int_eq(
+        run_sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out), 0);
     free(out);
     snprintf(cmd, sizeof(cmd),
              "'%s' %s '%s' -I'%s' '%s/lib/libstepq.a' $(pkg-config --libs "
@@ -396,7 +369,7 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
              "newer.db",
              cc, cflags ? cflags : "", src, inc, build, cc,
              cflags ? cflags : "", src, inc, build, build);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(count_of(out, "job 1 queued, host calls 0\n") == 2, "%s",
                   out);
     free(out);

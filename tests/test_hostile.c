@@ -68,11 +68,7 @@ first_attempt(const cJSON *job, const char *outcome, const char *reason,
     const cJSON *h = e2e_hist(job, 0, 0);
     const cJSON *lat = cJSON_GetObjectItem(h, "latency_ms");
 
-    ck_assert_ptr_nonnull(h);
-    ck_assert_str_eq(e2e_str(h, "outcome"), outcome);
-    if (reason != NULL)
-        ck_assert_str_eq(e2e_str(h, "reason"), reason);
-    ck_assert_str_eq(e2e_str(h, "decision"), decision);
+    e2e_expect_attempt(job, 0, outcome, reason, decision);
     ck_assert_msg(cJSON_IsNumber(lat) && lat->valuedouble <= max_latency_ms,
                   "latency %g ms", cJSON_GetNumberValue(lat));
 }

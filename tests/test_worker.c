@@ -66,8 +66,7 @@ START_TEST(test_backoff_honours_retry_after)
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "soft_throttle");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"), "backoff_retry");
+    e2e_expect_attempt(job, 0, "soft_throttle", NULL, "backoff_retry");
     ck_assert_int_ge(
         cJSON_GetObjectItem(e2e_hist(job, 0, 0), "delay_ms")->valueint, 1000);
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "decision"), "commit");
@@ -99,9 +98,7 @@ START_TEST(test_degrade_sends_lower_max_tokens_once)
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "truncated");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "degrade_then_retry");
+    e2e_expect_attempt(job, 0, "truncated", NULL, "degrade_then_retry");
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 2);
     b0 = e2e_sent_body(log, 0);
@@ -127,9 +124,7 @@ START_TEST(test_switch_tier_on_wall_and_avoid_it)
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "free");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "hard_quota");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "switch_tier_replay");
+    e2e_expect_attempt(job, 0, "hard_quota", NULL, "switch_tier_replay");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "tier"), "local");
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
     cJSON_Delete(job);
@@ -251,9 +246,7 @@ START_TEST(test_kill_during_side_effect_parks_in_doubt)
     e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "parked");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "park_for_human");
+    e2e_expect_attempt(job, 0, NULL, "in_doubt", "park_for_human");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
     cJSON_Delete(log);

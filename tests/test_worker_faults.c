@@ -171,25 +171,6 @@ enqueue_chat_jobs(int n)
     free(text);
 }
 
-/* Starts `stepq work --drain --concurrency N`, stderr to work.log. */
-static pid_t
-spawn_worker_drain(int n)
-{
-    char conc[32];
-    pid_t pid;
-
-    snprintf(conc, sizeof(conc), "--concurrency=%d", n);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 2);
-        execl(stepq_bin(), stepq_bin(), "work", "--drain", conc, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* Takes the write lock (BEGIN IMMEDIATE, waiting up to 20 s), counts the
  * jobs claimed at least once, commits. Returns the count; *waited_ms gets
  * how long the lock took. */
@@ -238,7 +219,8 @@ START_TEST(test_backlog_churn_keeps_write_lock_free)
     enqueue_chat_jobs(10000);
     ck_assert_int_eq(sqlite3_open("stepq.db", &h), SQLITE_OK);
     sqlite3_busy_timeout(h, 20000);
-    w = spawn_worker_drain(20);
+    w = e2e_spawn_workerv(
+        (const char *[]){"--drain", "--concurrency=20", NULL});
     end = clock_mono_ms() + 120000;
     while (waitpid(w, &status, WNOHANG) == 0) {
         ck_assert_msg(clock_mono_ms() < end, "the worker did not finish");

@@ -164,6 +164,21 @@ e2e_hist(const cJSON *job, int step, int attempt)
         cJSON_GetObjectItem(e2e_step_of(job, step), "history"), attempt);
 }
 
+void
+e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
+                   const char *reason, const char *decision)
+{
+    const cJSON *h = e2e_hist(job, 0, attempt);
+
+    ck_assert_msg(h != NULL, "no attempt %d", attempt);
+    if (outcome != NULL)
+        ck_assert_str_eq(e2e_str(h, "outcome"), outcome);
+    if (reason != NULL)
+        ck_assert_str_eq(e2e_str(h, "reason"), reason);
+    if (decision != NULL)
+        ck_assert_str_eq(e2e_str(h, "decision"), decision);
+}
+
 /* The mock's request log, one parsed object per request, as an array. */
 cJSON *
 e2e_mock_log(void)
@@ -230,21 +245,36 @@ e2e_sent_body(const cJSON *log, int i)
     return e2e_body_of(cJSON_GetArrayItem(log, i));
 }
 
-/* Starts `stepq work` in the background with stderr to work.log. */
 pid_t
-e2e_spawn_worker(const char *extra)
+e2e_spawn_workerv(const char *const *args)
 {
-    pid_t pid = fork();
+    size_t n = 0;
+    const char **argv;
+    pid_t pid;
 
+    while (args[n] != NULL)
+        n++;
+    argv = xcalloc(n + 3, sizeof(*argv));
+    argv[0] = stepq_bin();
+    argv[1] = "work";
+    memcpy(argv + 2, args, n * sizeof(*argv));
+    pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fd, 2);
-        execl(stepq_bin(), stepq_bin(), "work", "--concurrency", "200", extra,
-              (char *)NULL);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    free(argv);
     return pid;
+}
+
+pid_t
+e2e_spawn_worker(const char *extra)
+{
+    return e2e_spawn_workerv(
+        (const char *[]){"--concurrency", "200", extra, NULL});
 }
 
 /* Waits (with a deadline) until the mock has logged n requests. */

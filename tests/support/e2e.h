@@ -49,6 +49,10 @@ const char *e2e_str(const cJSON *o, const char *k);
 /* e2e_step_of returns step i of a shown job; e2e_hist its attempt. */
 const cJSON *e2e_step_of(const cJSON *job, int i);
 const cJSON *e2e_hist(const cJSON *job, int step, int attempt);
+/* e2e_expect_attempt checks attempt i of step 0 of a shown job: its
+ * outcome, reason and decision (each NULL: not checked). */
+void e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
+                        const char *reason, const char *decision);
 /* e2e_mock_log returns the mock's request log as an array (delete it). */
 cJSON *e2e_mock_log(void);
 /* e2e_sent_to counts logged requests whose path starts with prefix. */
@@ -65,6 +69,9 @@ cJSON *e2e_sent_body(const cJSON *log, int i);
 /* e2e_spawn_worker starts `stepq work --concurrency 200 EXTRA` in the
  * background, stderr appended to work.log. */
 pid_t e2e_spawn_worker(const char *extra);
+/* e2e_spawn_workerv starts `stepq work ARGS...` (args NULL-terminated) in
+ * the background, stderr appended to work.log. */
+pid_t e2e_spawn_workerv(const char *const *args);
 /* e2e_wait_for_requests waits until the mock logged n requests. */
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */

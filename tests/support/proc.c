@@ -180,3 +180,27 @@ run_job_count(const char *db)
     run_result_free(&r);
     return total;
 }
+
+int
+run_sh(const char *cmd, char **out)
+{
+    char *full, buf[4096], *acc = xcalloc(1, 1);
+    size_t len = 0, n, flen = strlen(cmd) + 16;
+    FILE *p;
+    int st;
+
+    full = xmalloc(flen);
+    snprintf(full, flen, "(%s) 2>&1", cmd);
+    p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+        acc = xrealloc(acc, len + n + 1);
+        memcpy(acc + len, buf, n);
+        len += n;
+        acc[len] = '\0';
+    }
+    st = pclose(p);
+    free(full);
+    *out = acc;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

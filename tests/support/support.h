@@ -66,6 +66,10 @@ int run_args(struct run_result *res, const char *const *argv);
 /* run_job_count returns how many jobs the database db holds, all states
  * together, from `stepq status --json --db db` (which must exit 0). */
 int run_job_count(const char *db);
+/* run_sh runs cmd with /bin/sh, stderr joined to stdout, and returns its
+ * exit code (128 + signal when killed); *out gets the output (caller
+ * frees). The tcase timeout bounds it. */
+int run_sh(const char *cmd, char **out);
 /* run_result_free releases the output buffers. */
 void run_result_free(struct run_result *res);
 /* stepq_bin returns $STEPQ_TEST_BIN if set, else $STEPQ_BIN; fails the
