@@ -61,10 +61,7 @@ START_TEST(test_backoff_honours_retry_after)
     cJSON *job, *log;
     double at[2];
 
-    e2e_start_file("free-429-retry-after-1s.json", "");
-    e2e_enqueue(CHAT_JOB("", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-429-retry-after-1s.json", CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     e2e_expect_attempt(job, 0, "soft_throttle", NULL, "backoff_retry");
     ck_assert_int_ge(
@@ -118,10 +115,7 @@ START_TEST(test_switch_tier_on_wall_and_avoid_it)
 {
     cJSON *job, *log, *tiers;
 
-    e2e_start_file("free-daily-wall.json", "");
-    e2e_enqueue(CHAT_JOB("", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-daily-wall.json", CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "free");
     e2e_expect_attempt(job, 0, "hard_quota", NULL, "switch_tier_replay");
@@ -178,10 +172,8 @@ START_TEST(test_fail_loud_keeps_body)
 {
     cJSON *job;
 
-    e2e_start_file("free-400-unknown-parameter.json", "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-400-unknown-parameter.json",
+                      CHAT_JOB("\"tiers\":[\"free\"],", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "HTTP 400"));
     ck_assert_ptr_nonnull(
@@ -410,12 +402,10 @@ START_TEST(test_daily_cap_short_delay_is_a_wall)
     cJSON *job, *log, *tiers;
     char until[32];
 
-    e2e_start_file("free-gemini-daily-cap.json", "");
-    e2e_enqueue("{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
-                "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
-                "\"role\":\"user\",\"content\":\"x\"}]}}]}");
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-gemini-daily-cap.json",
+                      "{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
+                      "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                      "\"role\":\"user\",\"content\":\"x\"}]}}]}");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "daily_cap");
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     cJSON_Delete(job);

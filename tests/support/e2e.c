@@ -129,6 +129,15 @@ e2e_drain(void)
 }
 
 cJSON *
+e2e_run_job(const char *script, const char *job)
+{
+    e2e_start_file(script, "");
+    e2e_enqueue(job);
+    free(e2e_drain());
+    return e2e_show(1);
+}
+
+cJSON *
 e2e_show(int id)
 {
     struct run_result r;

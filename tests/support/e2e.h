@@ -1,7 +1,8 @@
 /* e2e.h: end-to-end test helpers (tests/support/): the real `stepq mock`
  * with a script and a request log, a config whose tiers "free" and "local"
  * point at its /free and /local routes, and the real binary to enqueue,
- * work and show. Every helper fails the test on error. */
+ * work and show. Fixed mock scripts are files in tests/data/e2e/
+ * (e2e_start_file); every helper fails the test on error. */
 #ifndef STEPQ_TESTS_E2E_H
 #define STEPQ_TESTS_E2E_H
 
@@ -42,6 +43,10 @@ void e2e_enqueue(const char *job);
 void e2e_enqueue_many(int n, const char *tiers);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
 char *e2e_drain(void);
+/* e2e_run_job starts the mock with the script file tests/data/e2e/SCRIPT
+ * (e2e_start_file, no extra config), enqueues job, drains the queue and
+ * returns job 1 shown (cJSON_Delete it). */
+cJSON *e2e_run_job(const char *script, const char *job);
 /* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it). */
 cJSON *e2e_show(int id);
 /* e2e_str returns the string member k of o, or NULL. Borrowed. */
