@@ -220,7 +220,7 @@ START_TEST(test_disk_full_then_recovers)
     ck_assert_msg(prlimit(pid, RLIMIT_FSIZE, &lim, NULL) == 0, "prlimit: %s",
                   strerror(errno));
     ck_assert_int_eq(e2e_wait_exit(pid), 0);
-    ck_assert_int_eq(e2e_count_now("succeeded"), 100);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 100);
     ic = popen("sqlite3 stepq.db 'PRAGMA integrity_check'", "r");
     ck_assert_ptr_nonnull(fgets(line, sizeof(line), ic));
     ck_assert_str_eq(line, "ok\n");
@@ -306,10 +306,10 @@ START_TEST(test_read_only_database)
                       strstr(log, "stepq.db") != NULL,
                   "unclear error: %s", log);
     free(log);
-    ck_assert_int_eq(e2e_count_now("queued"), 3);
+    ck_assert_int_eq(e2e_count(NULL, "queued"), 3);
     ck_assert_int_eq(chmod(path, 0600), 0);
     free(e2e_drain());
-    ck_assert_int_eq(e2e_count_now("succeeded"), 3);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 3);
     free(path);
 }
 END_TEST

@@ -60,12 +60,14 @@ void e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
                         const char *reason, const char *decision);
 /* e2e_mock_log returns the mock's request log as an array (delete it). */
 cJSON *e2e_mock_log(void);
-/* e2e_sent_to counts logged requests whose path starts with prefix. */
+/* e2e_sent_to counts logged requests whose path starts with prefix; log
+ * NULL reads a fresh e2e_mock_log(). */
 int e2e_sent_to(const cJSON *log, const char *prefix);
 /* e2e_arrivals walks the logged requests whose path starts with prefix, in
  * order of arrival: puts the first max arrival times (ts_ms) in at[] and,
  * unless n429 is NULL, how many were answered 429 in *n429; returns how
- * many there were (at may be NULL when max is 0). */
+ * many there were (at may be NULL when max is 0; log NULL reads a fresh
+ * e2e_mock_log()). */
 int e2e_arrivals(const cJSON *log, const char *prefix, double *at, int max,
                  int *n429);
 /* e2e_body_of / e2e_sent_body parse a logged request's body. */
@@ -83,11 +85,10 @@ void e2e_wait_for_requests(int n, int64_t timeout_ms);
 int e2e_wait_exit(pid_t pid);
 /* e2e_tiers returns `tiers --json` parsed (cJSON_Delete it). */
 cJSON *e2e_tiers(void);
-/* e2e_status returns `status --json` parsed; e2e_count one state's count. */
+/* e2e_status returns `status --json` parsed; e2e_count one state's count
+ * in st, or in a fresh e2e_status() when st is NULL. */
 cJSON *e2e_status(void);
 int e2e_count(const cJSON *st, const char *state);
-/* e2e_count_now is e2e_count on a fresh e2e_status(). */
-int e2e_count_now(const char *state);
 /* e2e_drain_two runs two `stepq work --drain` at once; both must exit 0. */
 void e2e_drain_two(void);
 /* e2e_kill_mid_request_then_drain starts `stepq work --drain`, SIGKILLs
