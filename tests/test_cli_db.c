@@ -46,8 +46,7 @@ run_on(struct run_result *r, int i, const char *db)
     for (int k = 0; k < 5 && db_commands[i][k] != NULL; k++)
         argv[n++] = db_commands[i][k];
     argv[n] = NULL;
-    run_stepq(argv, GOOD_JOB("k"), r);
-    return r->status;
+    return run_cmd(r, GOOD_JOB("k"), argv);
 }
 
 /* The names in the test's folder, sorted and joined by spaces. */

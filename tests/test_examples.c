@@ -60,10 +60,9 @@ START_TEST(test_job_file_validates)
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"--config", cfg, "--db", FIXTURE_DB, "enqueue",
-                               file, "--json", NULL},
-              NULL, &r);
-    ck_assert_msg(r.status == 0, "%s: %s", job_files[_i], r.err);
+    ck_assert_msg(RUN(&r, NULL, "--config", cfg, "--db", FIXTURE_DB, "enqueue",
+                      file, "--json") == 0,
+                  "%s: %s", job_files[_i], r.err);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     ck_assert_int_eq(cJSON_IsArray(o) ? cJSON_GetArraySize(o) : 1,
@@ -133,11 +132,9 @@ START_TEST(test_demo_rejects_bad_usage)
 {
     struct run_result r;
 
-    run_stepq((const char *[]){"demo", "--jobs", "0", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(RUN(&r, NULL, "demo", "--jobs", "0"), 2);
     run_result_free(&r);
-    run_stepq((const char *[]){"demo", "--help", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "demo", "--help"), 0);
     ck_assert_ptr_nonnull(strstr(r.out, "usage: stepq demo"));
     run_result_free(&r);
 }
@@ -198,7 +195,7 @@ START_TEST(test_demo_summary_matches_database)
     cJSON *st, *jobs;
     struct stat sb;
 
-    run_stepq((const char *[]){"demo", NULL}, NULL, &r);
+    RUN(&r, NULL, "demo");
     took = clock_mono_ms() - t0;
     if (r.status != 0)
         fprintf(stderr, "demo output:\n%s\n%s\n", r.out, r.err);
@@ -219,8 +216,7 @@ START_TEST(test_demo_summary_matches_database)
                             &ok, &parked, &failed, &queued, &running,
                             &cancelled, &park_open),
                      7);
-    run_stepq((const char *[]){"--db", db, "status", "--json", NULL}, NULL, &s);
-    ck_assert_int_eq(s.status, 0);
+    ck_assert_int_eq(RUN(&s, NULL, "--db", db, "status", "--json"), 0);
     st = cJSON_Parse(s.out);
     ck_assert_ptr_nonnull(st);
     jobs = cJSON_GetObjectItem(st, "jobs");
@@ -355,8 +351,7 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
     char *inc = source_path("include"), cmd[8192], *out;
     struct run_result r;
 
-    run_stepq((const char *[]){"--db", "newer.db", "init", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "--db", "newer.db", "init"), 0);
     run_result_free(&r);
     ck_assert_int_eq(
         run_sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out), 0);

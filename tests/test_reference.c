@@ -233,8 +233,7 @@ help_of(const char *cmd)
     struct run_result r;
     char *out;
 
-    run_stepq(argv, NULL, &r);
-    ck_assert_msg(r.status == 0, "stepq %s --help exited %d: %s",
+    ck_assert_msg(run_args(&r, argv) == 0, "stepq %s --help exited %d: %s",
                   cmd ? cmd : "", r.status, r.err);
     out = r.out;
     r.out = NULL;

@@ -149,7 +149,6 @@ END_TEST
 START_TEST(test_park_side_effect_on_wall)
 {
     char jobtext[512];
-    struct run_result r;
     cJSON *job, *log, *st;
 
     e2e_start_file("comments-daily-wall-once.json", "");
@@ -163,11 +162,9 @@ START_TEST(test_park_side_effect_on_wall)
                      "park_for_human");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
-    run_stepq((const char *[]){"status", "--json", NULL}, NULL, &r);
-    st = cJSON_Parse(r.out);
+    st = e2e_status();
     ck_assert_int_eq(cJSON_GetObjectItem(st, "park_open")->valueint, 1);
     cJSON_Delete(st);
-    run_result_free(&r);
     cJSON_Delete(log);
     cJSON_Delete(job);
 }
@@ -337,9 +334,8 @@ START_TEST(test_breaker_end_to_end)
              "\"content\":\"x\"}]}}]}",
              at);
     e2e_enqueue(job3);
-    run_stepq((const char *[]){"work", "--drain", "--concurrency", "1", NULL},
-              NULL, &r);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(RUN(&r, NULL, "work", "--drain", "--concurrency", "1") == 0,
+                  "%s", r.err);
     run_result_free(&r);
     log = e2e_mock_log();
     /* two storm answers open the breaker; job 2 went straight to local

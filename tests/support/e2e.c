@@ -112,8 +112,7 @@ void
 e2e_enqueue(const char *job)
 {
     struct run_result r;
-    run_stepq((const char *[]){"enqueue", "-", NULL}, job, &r);
-    ck_assert_msg(r.status == 0, "enqueue: %s", r.err);
+    ck_assert_msg(RUN(&r, job, "enqueue", "-") == 0, "enqueue: %s", r.err);
     run_result_free(&r);
 }
 
@@ -122,8 +121,8 @@ char *
 e2e_drain(void)
 {
     struct run_result r;
-    run_stepq((const char *[]){"work", "--drain", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "work exited %d: %s", r.status, r.err);
+    ck_assert_msg(RUN(&r, NULL, "work", "--drain") == 0, "work exited %d: %s",
+                  r.status, r.err);
     free(r.out);
     return r.err;
 }
@@ -145,8 +144,7 @@ e2e_show(int id)
     cJSON *o;
 
     snprintf(ids, sizeof(ids), "%d", id);
-    run_stepq((const char *[]){"jobs", "show", ids, "--json", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", ids, "--json"), 0);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     run_result_free(&r);
@@ -333,7 +331,7 @@ e2e_status(void)
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"status", "--json", NULL}, NULL, &r);
+    RUN(&r, NULL, "status", "--json");
     o = cJSON_Parse(r.out);
     run_result_free(&r);
     return cJSON_GetObjectItem(o, "jobs") ? o : NULL;
