@@ -19,10 +19,6 @@
 #include "common/xalloc.h"
 #include "tests/support/e2e.h"
 
-#define CHAT_JOB(tiers, extra)                                                 \
-    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
-    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
-
 /* Checks member k of tier free (the first) in `tiers --json`. */
 static void
 expect_free_tier(const char *k, const char *want)
@@ -42,7 +38,7 @@ START_TEST(test_commit)
     char *err;
 
     e2e_start("{}", "");
-    e2e_enqueue(CHAT_JOB("", ",\"expect_json\":[\"summary\"]"));
+    e2e_enqueue(E2E_CHAT_JOB("", ",\"expect_json\":[\"summary\"]"));
     err = e2e_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
@@ -71,7 +67,7 @@ START_TEST(test_backoff_honours_retry_after)
     cJSON *job, *log;
     double at[2];
 
-    job = e2e_run_job("free-429-retry-after-1s.json", CHAT_JOB("", ""));
+    job = e2e_run_job("free-429-retry-after-1s.json", E2E_CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     e2e_expect_attempt(job, 0, "soft_throttle", NULL, "backoff_retry");
     ck_assert_int_ge(
@@ -125,7 +121,7 @@ START_TEST(test_switch_tier_on_wall_and_avoid_it)
 {
     cJSON *job;
 
-    job = e2e_run_job("free-daily-wall.json", CHAT_JOB("", ""));
+    job = e2e_run_job("free-daily-wall.json", E2E_CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "free");
     e2e_expect_attempt(job, 0, "hard_quota", NULL, "switch_tier_replay");
@@ -133,7 +129,7 @@ START_TEST(test_switch_tier_on_wall_and_avoid_it)
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
     cJSON_Delete(job);
     /* The wall is remembered: the next job goes straight to local. */
-    e2e_enqueue(CHAT_JOB("", ""));
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
     free(e2e_drain());
     ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 1);
     ck_assert_int_eq(e2e_sent_to(NULL, "/local"), 2);
@@ -175,7 +171,7 @@ START_TEST(test_fail_loud_keeps_body)
     cJSON *job;
 
     job = e2e_run_job("free-400-unknown-parameter.json",
-                      CHAT_JOB("\"tiers\":[\"free\"],", ""));
+                      E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "HTTP 400"));
     ck_assert_ptr_nonnull(
@@ -251,7 +247,7 @@ START_TEST(test_kill_during_replayable_step_retries)
     cJSON *job;
 
     e2e_start_file("free-delay-3s-once.json", "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
     e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
@@ -325,8 +321,8 @@ START_TEST(test_breaker_end_to_end)
     e2e_config(
         1,
         "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
-    e2e_enqueue(CHAT_JOB("", ""));
-    e2e_enqueue(CHAT_JOB("", ""));
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
     clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
     snprintf(job3, sizeof(job3),
              "{\"name\":\"later\",\"run_at\":\"%s\",\"steps\":[{\"name\":"

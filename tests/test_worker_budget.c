@@ -15,10 +15,6 @@
 
 #include "tests/support/e2e.h"
 
-#define CHAT_JOB(tiers, extra)                                                 \
-    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
-    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
-
 /* A step of about 2,770 input tokens asking for 200 output tokens, planned
  * to fit token_budget 4000, its answer truncated; extra is spliced into the
  * step ("" for none). */
@@ -96,7 +92,7 @@ START_TEST(test_step_timeout_bounds_an_attempt)
     cJSON *job;
 
     e2e_start_file("free-and-comments-4s.json", "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":"
              "\"http\",\"timeout_s\":1,\"http\":{\"method\":\"POST\","

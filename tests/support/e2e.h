@@ -13,6 +13,13 @@
 
 #include "tests/support/mockproc.h"
 
+/* E2E_CHAT_JOB is a job of one chat step "a" saying hello: tiers is
+ * spliced in before its request (a member with a trailing comma, or ""),
+ * extra after it (a member with a leading comma, or ""). */
+#define E2E_CHAT_JOB(tiers, extra)                                             \
+    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
+    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
+
 extern char *e2e_dir;            /* the test's temporary folder (cwd) */
 extern struct mockproc e2e_mock; /* the mock, once e2e_start ran */
 
