@@ -16,29 +16,16 @@
 #include "common/xalloc.h"
 #include "tests/support/e2e.h"
 
-/* Tiers free and local; free gets extra fields. Fast backoffs. */
+/* Tiers free and local, leases of 5 s; free has a timeout of 5 s and
+ * the extra fields free_extra. */
 static void
 config(const char *free_extra)
 {
-    char cfg[1024];
+    char fields[512];
 
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": 5},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\", "
-             "\"timeout_s\": 5%s%s},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             e2e_mock.port, free_extra[0] ? ", " : "", free_extra,
-             e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
-static double
-ts_of(const cJSON *req)
-{
-    return cJSON_GetObjectItem(req, "ts_ms")->valuedouble;
+    snprintf(fields, sizeof(fields), "\"timeout_s\": 5%s%s",
+             free_extra[0] ? ", " : "", free_extra);
+    e2e_config(5, fields);
 }
 
 static int
@@ -48,40 +35,13 @@ status_of(const cJSON *req)
     return cJSON_IsNumber(s) ? s->valueint : 0;
 }
 
-/* Requests to prefix in the log, in order of arrival, into at[] (at most
- * max); returns how many, and counts the 429s among them. */
-static int
-arrivals(const cJSON *log, const char *prefix, double *at, int max, int *n429)
-{
-    const cJSON *it;
-    int n = 0;
-
-    *n429 = 0;
-    cJSON_ArrayForEach(it, log)
-    {
-        const char *p = e2e_str(it, "path");
-        if (p == NULL || strncmp(p, prefix, strlen(prefix)) != 0)
-            continue;
-        if (n < max)
-            at[n] = ts_of(it);
-        n++;
-        *n429 += status_of(it) == 429;
-    }
-    return n;
-}
-
+/* The tier called name in `tiers --json` (cJSON_Delete it). */
 static cJSON *
 tier_json(const char *name)
 {
-    struct run_result r;
-    cJSON *arr, *found = NULL;
+    cJSON *arr = e2e_tiers(), *found = NULL;
     const cJSON *it;
 
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "%s", r.err);
-    arr = cJSON_Parse(r.out);
-    run_result_free(&r);
-    ck_assert_ptr_nonnull(arr);
     cJSON_ArrayForEach(it, arr)
     {
         if (strcmp(e2e_str(it, "name"), name) == 0)
@@ -102,9 +62,7 @@ START_TEST(test_burst_of_64_paced_to_one_per_second)
     pid_t w;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"rpm\":1,"
-              "\"rpm_window_ms\":1000}]}",
-              "");
+    e2e_start_file("free-rpm-1-per-second.json", "");
     config("\"rpm\": 60");
     e2e_enqueue_many(64, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--concurrency=64");
@@ -112,7 +70,7 @@ START_TEST(test_burst_of_64_paced_to_one_per_second)
     kill(w, SIGTERM);
     ck_assert_int_eq(e2e_wait_exit(w), 0);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 16, &n429);
+    n = e2e_arrivals(log, "/free", at, 16, &n429);
     ck_assert_int_eq(n429, 0);
     ck_assert_int_ge(n, 4);
     ck_assert_int_le(n, 6);
@@ -129,26 +87,16 @@ END_TEST
 START_TEST(test_retry_after_ms_holds_both_processes)
 {
     double at[32];
-    cJSON *log, *st;
-    pid_t w1, w2;
+    cJSON *log;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"retry-after-ms\":\"800\"},\"body\":{\"error\":"
-              "{\"message\":\"Rate limit reached for requests\",\"code\":"
-              "\"rate_limit_exceeded\"}}}]}]}",
-              "");
+    e2e_start_file("free-429-retry-after-800ms.json", "");
     config("");
     e2e_enqueue_many(20, "\"tiers\":[\"free\"],");
-    w1 = e2e_spawn_worker("--drain");
-    w2 = e2e_spawn_worker("--drain");
-    ck_assert_int_eq(e2e_wait_exit(w1), 0);
-    ck_assert_int_eq(e2e_wait_exit(w2), 0);
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 20);
-    cJSON_Delete(st);
+    e2e_drain_two();
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 20);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 32, &n429);
+    n = e2e_arrivals(log, "/free", at, 32, &n429);
     ck_assert_int_eq(n429, 1);
     ck_assert_int_eq(n, 21);
     ck_assert_int_eq(status_of(cJSON_GetArrayItem(log, 0)), 429);
@@ -159,92 +107,55 @@ START_TEST(test_retry_after_ms_holds_both_processes)
 }
 END_TEST
 
-/* x-ratelimit-remaining-requests 0 with a reset of 1 s: the tier waits
- * for the reset. */
-START_TEST(test_remaining_zero_waits_for_reset)
-{
-    double at[8];
-    cJSON *log;
-    int n, n429;
+/* What the endpoint's answers teach: jobs runs on tier free (free_extra
+ * in its config) against script; then, where set, how many requests
+ * reached free, the least gap between the first two, the most time from
+ * the first to the last, and the range of the pace `tiers` shows. */
+struct lesson {
+    const char *script, *free_extra;
+    int jobs;
+    int requests;                   /* -1: not checked */
+    double min_gap_ms, max_span_ms; /* 0: not checked */
+    int rpm_lo, rpm_hi;             /* -1: not checked */
+};
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-remaining-requests\":\"0\","
-              "\"x-ratelimit-reset-requests\":\"1s\"}}]}]}",
-              "");
-    config("");
-    e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
-    free(e2e_drain());
-    log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 8, &n429);
-    ck_assert_int_eq(n, 3);
-    ck_assert_msg(at[1] - at[0] >= 950, "second request %.0f ms after",
-                  at[1] - at[0]);
-    cJSON_Delete(log);
-}
-END_TEST
+static const struct lesson lessons[] = {
+    /* x-ratelimit-remaining-requests 0 with a reset of 1 s: the tier
+     * waits for the reset */
+    {"free-remaining-zero-reset-1s.json", "", 3, 3, 950, 0, -1, -1},
+    /* Azure sends -1 where it has no figure: ignored, nothing waits and
+     * no limit is learned */
+    {"free-azure-minus-one.json", "", 10, 10, 0, 900, 0, 0},
+    /* limit headers teach the pace: an rpm declared 4x too high is paced
+     * to the 600 the endpoint names */
+    {"free-limit-600-rpm.json", "\"rpm\": 2400", 2, -1, 0, 0, 600, 600},
+    /* 429s in spite of pacing lower the pace `tiers` shows */
+    {"free-429-retry-after-50ms.json", "\"rpm\": 600", 3, -1, 0, 0, 400, 599},
+};
 
-/* Azure sends -1 where it has no figure: ignored, nothing waits and no
- * limit is learned. */
-START_TEST(test_azure_minus_one_ignored)
+START_TEST(test_answers_teach_the_pace)
 {
-    double at[16];
+    const struct lesson *c = &lessons[_i];
+    double at[16] = {0};
     cJSON *log, *t;
-    int n, n429;
+    int n;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-remaining-requests\":\"-1\","
-              "\"x-ratelimit-limit-requests\":\"-1\","
-              "\"x-ratelimit-reset-requests\":\"-1\"},\"count\":10}]}]}",
-              "");
-    config("");
-    e2e_enqueue_many(10, "\"tiers\":[\"free\"],");
+    e2e_start_file(c->script, "");
+    config(c->free_extra);
+    e2e_enqueue_many(c->jobs, "\"tiers\":[\"free\"],");
     free(e2e_drain());
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 16, &n429);
-    ck_assert_int_eq(n, 10);
-    ck_assert_msg(at[9] - at[0] < 900, "10 requests took %.0f ms",
-                  at[9] - at[0]);
+    n = e2e_arrivals(log, "/free", at, 16, NULL);
     cJSON_Delete(log);
+    ck_assert_msg(c->requests < 0 || n == c->requests, "%d requests", n);
+    ck_assert_msg(c->min_gap_ms == 0 || at[1] - at[0] >= c->min_gap_ms,
+                  "second request %.0f ms after", at[1] - at[0]);
+    ck_assert_msg(c->max_span_ms == 0 || at[n - 1] - at[0] < c->max_span_ms,
+                  "%d requests took %.0f ms", n, at[n - 1] - at[0]);
     t = tier_json("free");
-    ck_assert_int_eq(cJSON_GetObjectItem(t, "rate_rpm")->valueint, 0);
-    cJSON_Delete(t);
-}
-END_TEST
-
-/* Limit headers teach the pace: an rpm declared 4x too high is paced to
- * the 600 the endpoint names. */
-START_TEST(test_limit_header_caps_declared_rpm)
-{
-    cJSON *t;
-
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"headers\":"
-              "{\"x-ratelimit-limit-requests\":\"600\"}}]}]}",
-              "");
-    config("\"rpm\": 2400");
-    e2e_enqueue_many(2, "\"tiers\":[\"free\"],");
-    free(e2e_drain());
-    t = tier_json("free");
-    ck_assert_int_eq(cJSON_GetObjectItem(t, "rate_rpm")->valueint, 600);
-    cJSON_Delete(t);
-}
-END_TEST
-
-/* 429s in spite of pacing lower the pace `tiers` shows. */
-START_TEST(test_pace_falls_after_429s)
-{
-    cJSON *t;
-
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"retry-after-ms\":\"50\"},\"body\":{\"error\":"
-              "{\"message\":\"Rate limit reached for requests\",\"code\":"
-              "\"rate_limit_exceeded\"}}}]}]}",
-              "");
-    config("\"rpm\": 600");
-    e2e_enqueue_many(3, "\"tiers\":[\"free\"],");
-    free(e2e_drain());
-    t = tier_json("free");
-    ck_assert_int_lt(cJSON_GetObjectItem(t, "rate_rpm")->valuedouble, 600);
-    ck_assert_int_ge(cJSON_GetObjectItem(t, "rate_rpm")->valuedouble, 400);
+    n = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm"));
+    ck_assert_msg(c->rpm_lo < 0 || (n >= c->rpm_lo && n <= c->rpm_hi),
+                  "rate_rpm %d", n);
     cJSON_Delete(t);
 }
 END_TEST
@@ -253,24 +164,13 @@ END_TEST
  * every job finishes on local. */
 START_TEST(test_one_request_into_a_wall)
 {
-    cJSON *log, *st;
-
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,\"answers\":"
-              "[{\"status\":429,\"body\":{\"error\":{\"message\":\"You "
-              "exceeded your current quota\",\"type\":\"insufficient_quota\","
-              "\"code\":\"insufficient_quota\"}}}]},"
-              "{\"path\":\"/local\",\"latency_ms\":20}]}",
-              "");
+    e2e_start_file("free-quota-wall-local-20ms.json", "");
     config("");
     e2e_enqueue_many(64, "");
     free(e2e_drain());
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 64);
-    cJSON_Delete(st);
-    log = e2e_mock_log();
-    ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
-    ck_assert_int_eq(e2e_sent_to(log, "/local"), 64);
-    cJSON_Delete(log);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 64);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/local"), 64);
 }
 END_TEST
 
@@ -279,21 +179,16 @@ END_TEST
 START_TEST(test_storm_one_at_a_time_then_breaker)
 {
     double at[64];
-    cJSON *log, *st, *t;
+    cJSON *log, *t;
     int n, n429;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":100,"
-              "\"storm\":{\"status\":503,\"seconds\":60}},"
-              "{\"path\":\"/local\",\"latency_ms\":20}]}",
-              "");
+    e2e_start_file("free-storm-503-local-20ms.json", "");
     config("\"breaker\": {\"failures\": 5, \"cooldown_s\": 30}");
     e2e_enqueue_many(64, "");
     free(e2e_drain());
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 64);
-    cJSON_Delete(st);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 64);
     log = e2e_mock_log();
-    n = arrivals(log, "/free", at, 64, &n429);
+    n = e2e_arrivals(log, "/free", at, 64, &n429);
     ck_assert_int_le(n, 5);
     for (int i = 1; i < n; i++)
         ck_assert_msg(at[i] - at[i - 1] >= 95, "two in flight: %.0f ms apart",
@@ -318,14 +213,12 @@ test_suite(void)
     tcase_set_timeout(pace, 60);
     tcase_add_test(pace, test_burst_of_64_paced_to_one_per_second);
     tcase_add_test(pace, test_retry_after_ms_holds_both_processes);
-    tcase_add_test(pace, test_pace_falls_after_429s);
+    tcase_add_loop_test(pace, test_answers_teach_the_pace, 3, 4);
     suite_add_tcase(s, pace);
 
     tcase_add_checked_fixture(learn, e2e_setup, e2e_teardown);
     tcase_set_timeout(learn, 60);
-    tcase_add_test(learn, test_remaining_zero_waits_for_reset);
-    tcase_add_test(learn, test_azure_minus_one_ignored);
-    tcase_add_test(learn, test_limit_header_caps_declared_rpm);
+    tcase_add_loop_test(learn, test_answers_teach_the_pace, 0, 3);
     suite_add_tcase(s, learn);
 
     tcase_add_checked_fixture(trouble, e2e_setup, e2e_teardown);

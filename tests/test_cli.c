@@ -13,71 +13,11 @@
 
 #include "common/xalloc.h"
 
-static char *dir;
-
 #define CHAT_STEP(name)                                                        \
     "{\"name\":\"" name "\",\"request\":{\"messages\":[{\"role\":\"user\","    \
     "\"content\":\"hi\"}]}}"
 #define GOOD_JOB(key)                                                          \
     "{\"name\":\"n\",\"key\":\"" key "\",\"steps\":[" CHAT_STEP("a") "]}"
-
-static void
-setup(void)
-{
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-    unsetenv("STEPQ_DB");
-    unsetenv("STEPQ_CONFIG");
-}
-
-/* Most tests use q.db, which only `stepq init` creates. */
-static void
-setup_db(void)
-{
-    struct run_result r;
-
-    setup();
-    run_stepq((const char *[]){"init", "--db", "q.db", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "init: %s", r.err);
-    run_result_free(&r);
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
-}
-
-/* Runs stepq and returns its exit code; out/err kept in *res. */
-static int
-run(struct run_result *res, const char *input, const char *const *argv)
-{
-    run_stepq(argv, input, res);
-    return res->status;
-}
-
-#define RUN(res, input, ...)                                                   \
-    run(res, input, (const char *[]){__VA_ARGS__, NULL})
-
-/* The number of jobs in the database, from status --json. */
-static int
-job_count(const char *db)
-{
-    struct run_result r;
-    int total = 0;
-    cJSON *o, *it;
-
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--json", "--db", db), 0);
-    o = cJSON_Parse(r.out);
-    ck_assert_ptr_nonnull(o);
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "jobs"))
-    {
-        total += it->valueint;
-    }
-    cJSON_Delete(o);
-    run_result_free(&r);
-    return total;
-}
 
 struct bad_input {
     const char *name;
@@ -121,12 +61,12 @@ START_TEST(test_bad_job_exit_2_nothing_written)
     const struct bad_input *c = &bad_inputs[_i];
     struct run_result r;
 
-    ck_assert_int_eq(RUN(&r, c->input, "enqueue", "-", "--db", "q.db"), 2);
+    ck_assert_int_eq(RUN(&r, c->input, "enqueue", "-", "--db", FIXTURE_DB), 2);
     ck_assert_msg(strstr(r.err, c->want) != NULL, "%s: stderr \"%s\"", c->name,
                   r.err);
     ck_assert_str_eq(r.out, "");
     run_result_free(&r);
-    ck_assert_int_eq(job_count("q.db"), 0);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
 }
 END_TEST
 
@@ -142,18 +82,18 @@ START_TEST(test_huge_and_deep_inputs_refused)
 
     memset(big + len, 'x', n);
     strcpy(big + len + n, "\"}]}}]}");
-    p = tmpdir_write(dir, "big.json", big, strlen(big));
-    ck_assert_int_eq(RUN(&r, NULL, "enqueue", p, "--db", "q.db"), 2);
+    p = tmpdir_write(fixture_dir, "big.json", big, strlen(big));
+    ck_assert_int_eq(RUN(&r, NULL, "enqueue", p, "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "larger than the limit"));
     run_result_free(&r);
     free(p);
     memset(big, '[', 200000);
     big[200000] = '\0';
-    ck_assert_int_eq(RUN(&r, big, "enqueue", "--db", "q.db"), 2);
+    ck_assert_int_eq(RUN(&r, big, "enqueue", "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "not valid JSON"));
     run_result_free(&r);
     free(big);
-    ck_assert_int_eq(job_count("q.db"), 0);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
 }
 END_TEST
 
@@ -161,26 +101,26 @@ START_TEST(test_enqueue_prints_ids_and_dedupes)
 {
     struct run_result r;
 
-    ck_assert_int_eq(RUN(&r, GOOD_JOB("k1"), "enqueue", "--db", "q.db"), 0);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k1"), "enqueue", "--db", FIXTURE_DB), 0);
     ck_assert_str_eq(r.out, "1\n");
     run_result_free(&r);
     ck_assert_int_eq(
-        RUN(&r, GOOD_JOB("k1"), "--db", "q.db", "enqueue", "--json"), 0);
+        RUN(&r, GOOD_JOB("k1"), "--db", FIXTURE_DB, "enqueue", "--json"), 0);
     ck_assert_str_eq(r.out, "{\"id\":1,\"duplicate\":true}\n");
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, "[" GOOD_JOB("k2") "," GOOD_JOB("k1") "]",
-                         "enqueue", "--json", "--db=q.db"),
+                         "enqueue", "--json", "--db=" FIXTURE_DB),
                      0);
     ck_assert_str_eq(r.out, "[{\"id\":2,\"duplicate\":false},"
                             "{\"id\":1,\"duplicate\":true}]\n");
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, GOOD_JOB("k3") "\n" GOOD_JOB("k4") "\n", "enqueue",
-                         "--json", "--db", "q.db"),
+                         "--json", "--db", FIXTURE_DB),
                      0);
     ck_assert_str_eq(r.out, "[{\"id\":3,\"duplicate\":false},"
                             "{\"id\":4,\"duplicate\":false}]\n");
     run_result_free(&r);
-    ck_assert_int_eq(job_count("q.db"), 4);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 4);
 }
 END_TEST
 
@@ -191,11 +131,11 @@ START_TEST(test_enqueue_flags_override_and_validate)
 
     ck_assert_int_eq(RUN(&r, GOOD_JOB("k1"), "enqueue", "--key", "other",
                          "--priority", "7", "--run-at", "2030-01-02T03:04:05Z",
-                         "--db", "q.db"),
+                         "--db", FIXTURE_DB),
                      0);
     run_result_free(&r);
     ck_assert_int_eq(
-        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", "q.db"), 0);
+        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", FIXTURE_DB), 0);
     o = cJSON_Parse(r.out);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "key")->valuestring, "other");
     ck_assert_int_eq(cJSON_GetObjectItem(o, "priority")->valueint, 7);
@@ -203,24 +143,24 @@ START_TEST(test_enqueue_flags_override_and_validate)
                      "2030-01-02T03:04:05Z");
     cJSON_Delete(o);
     run_result_free(&r);
-    ck_assert_int_eq(
-        RUN(&r, GOOD_JOB("k"), "enqueue", "--priority", "high", "--db", "q.db"),
-        2);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k"), "enqueue", "--priority", "high",
+                         "--db", FIXTURE_DB),
+                     2);
     ck_assert_ptr_nonnull(strstr(r.err, "--priority"));
     run_result_free(&r);
-    ck_assert_int_eq(
-        RUN(&r, GOOD_JOB("k"), "enqueue", "--run-at", "soon", "--db", "q.db"),
-        2);
+    ck_assert_int_eq(RUN(&r, GOOD_JOB("k"), "enqueue", "--run-at", "soon",
+                         "--db", FIXTURE_DB),
+                     2);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, "[" GOOD_JOB("a") "," GOOD_JOB("b") "]", "enqueue",
-                         "--key", "x", "--db", "q.db"),
+                         "--key", "x", "--db", FIXTURE_DB),
                      2);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "enqueue", "missing.json", "--db", "q.db"),
-                     2);
+    ck_assert_int_eq(
+        RUN(&r, NULL, "enqueue", "missing.json", "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "missing.json: no such file"));
     run_result_free(&r);
-    ck_assert_int_eq(job_count("q.db"), 1);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 1);
 }
 END_TEST
 
@@ -231,10 +171,10 @@ START_TEST(test_jobs_show_json_shape)
     const char *job = "{\"name\":\"nightly\",\"steps\":[" CHAT_STEP(
         "a") "," CHAT_STEP("b") "]}";
 
-    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", "q.db"), 0);
+    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", FIXTURE_DB), 0);
     run_result_free(&r);
     ck_assert_int_eq(
-        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", "q.db"), 0);
+        RUN(&r, NULL, "jobs", "show", "1", "--json", "--db", FIXTURE_DB), 0);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     ck_assert_int_eq(cJSON_GetObjectItem(o, "id")->valueint, 1);
@@ -260,13 +200,14 @@ START_TEST(test_jobs_list_and_filters)
     cJSON *o, *first;
 
     ck_assert_int_eq(RUN(&r, GOOD_JOB("a") "\n" GOOD_JOB("b") "\n", "enqueue",
-                         "--db", "q.db"),
+                         "--db", FIXTURE_DB),
                      0);
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "2", "--db", "q.db"), 0);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "2", "--db", FIXTURE_DB),
+                     0);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "jobs", "list", "--json", "--state",
-                         "queued", "--db", "q.db"),
+                         "queued", "--db", FIXTURE_DB),
                      0);
     o = cJSON_Parse(r.out);
     ck_assert_int_eq(cJSON_GetArraySize(o), 1);
@@ -278,36 +219,45 @@ START_TEST(test_jobs_list_and_filters)
     cJSON_Delete(o);
     run_result_free(&r);
     ck_assert_int_eq(
-        RUN(&r, NULL, "jobs", "list", "--state", "done", "--db", "q.db"), 2);
+        RUN(&r, NULL, "jobs", "list", "--state", "done", "--db", FIXTURE_DB),
+        2);
     ck_assert_ptr_nonnull(strstr(r.err, "--state"));
     run_result_free(&r);
 }
 END_TEST
 
+/* A transcript: each command in turn, with its exit code and, where
+ * set, what its stderr must name. */
+static const struct exit_step {
+    const char *input;
+    const char *argv[6];
+    int want;
+    const char *err;
+} exit_steps[] = {
+    {GOOD_JOB("a"), {"enqueue", "--db", FIXTURE_DB}, 0, NULL},
+    {NULL, {"jobs", "show", "42", "--db", FIXTURE_DB}, 3, "no job 42"},
+    {NULL, {"jobs", "show", "x1", "--db", FIXTURE_DB}, 2, NULL},
+    {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 0, NULL},
+    {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 4, NULL},
+    {NULL, {"jobs", "cancel", "9", "--db", FIXTURE_DB}, 3, NULL},
+    {NULL, {"frobnicate"}, 2, NULL},
+    {NULL, {"status", "--bogus"}, 2, "--bogus"},
+    {NULL, {"status", "--db"}, 2, NULL},
+};
+
 START_TEST(test_exit_codes)
 {
-    struct run_result r;
+    for (size_t i = 0; i < sizeof(exit_steps) / sizeof(exit_steps[0]); i++) {
+        const struct exit_step *c = &exit_steps[i];
+        struct run_result r;
 
-    ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", "q.db"), 0);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "42", "--db", "q.db"), 3);
-    ck_assert_ptr_nonnull(strstr(r.err, "no job 42"));
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "x1", "--db", "q.db"), 2);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", "q.db"), 0);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "1", "--db", "q.db"), 4);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "cancel", "9", "--db", "q.db"), 3);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "frobnicate"), 2);
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--bogus"), 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "--bogus"));
-    run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--db"), 2);
-    run_result_free(&r);
+        ck_assert_msg(run_cmd(&r, c->input, c->argv) == c->want,
+                      "stepq %s %s: exit %d", c->argv[0],
+                      c->argv[1] ? c->argv[1] : "", r.status);
+        ck_assert_msg(c->err == NULL || strstr(r.err, c->err) != NULL,
+                      "stepq %s: stderr \"%s\"", c->argv[0], r.err);
+        run_result_free(&r);
+    }
 }
 END_TEST
 
@@ -324,8 +274,7 @@ START_TEST(test_help_on_every_command)
     };
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         struct run_result r;
-        run_stepq(cmds[i], NULL, &r);
-        ck_assert_msg(r.status == 0, "%s %s: exit %d", cmds[i][0],
+        ck_assert_msg(run_args(&r, cmds[i]) == 0, "%s %s: exit %d", cmds[i][0],
                       cmds[i][1] ? cmds[i][1] : "", r.status);
         ck_assert_msg(strstr(r.out, "usage:") != NULL, "%s: no usage",
                       cmds[i][0]);
@@ -348,7 +297,8 @@ START_TEST(test_db_and_config_resolution)
     unsetenv("STEPQ_DB");
     /* config "db" is relative to the config's folder */
     ck_assert_int_eq(mkdir("conf", 0700), 0);
-    free(tmpdir_write(dir, "conf/stepq.json", "{\"db\": \"c.db\"}", 14));
+    free(
+        tmpdir_write(fixture_dir, "conf/stepq.json", "{\"db\": \"c.db\"}", 14));
     ck_assert_int_eq(RUN(&r, NULL, "init", "--config", "conf/stepq.json"), 0);
     run_result_free(&r);
     ck_assert_int_eq(stat("conf/c.db", &st), 0);
@@ -357,7 +307,8 @@ START_TEST(test_db_and_config_resolution)
     run_result_free(&r);
     ck_assert_int_eq(stat("stepq.db", &st), 0);
     /* a bad config names the problem and exits 2 */
-    free(tmpdir_write(dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}", 25));
+    free(tmpdir_write(fixture_dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}",
+                      25));
     ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "bad.json"), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "tiers[0].base_url: missing"));
     run_result_free(&r);
@@ -375,8 +326,8 @@ START_TEST(test_tier_names_checked_against_config)
                       "[\"paid\"],\"request\":{\"messages\":[{\"role\":"
                       "\"user\"}]}}]}";
 
-    free(tmpdir_write(dir, "stepq.json", cfg, strlen(cfg)));
-    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", "q.db"), 2);
+    free(tmpdir_write(fixture_dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, job, "enqueue", "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(
         strstr(r.err, "steps[0].tiers[0]: no tier named paid"));
     run_result_free(&r);
@@ -389,7 +340,7 @@ START_TEST(test_example_job_files_validate)
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char *p = source_path(files[i]);
         struct run_result r;
-        ck_assert_msg(RUN(&r, NULL, "enqueue", p, "--db", "q.db") == 0,
+        ck_assert_msg(RUN(&r, NULL, "enqueue", p, "--db", FIXTURE_DB) == 0,
                       "%s: %s", files[i], r.err);
         run_result_free(&r);
         free(p);
@@ -406,7 +357,8 @@ START_TEST(test_c_example_enqueues_through_libstepq)
     char line[64] = "";
 
     ck_assert_ptr_nonnull(bin);
-    snprintf(cmd, sizeof(cmd), "'%s' q.db '%s' && '%s' q.db '%s'", bin, job,
+    snprintf(cmd, sizeof(cmd),
+             "'%s' " FIXTURE_DB " '%s' && '%s' " FIXTURE_DB " '%s'", bin, job,
              bin, job);
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -415,7 +367,7 @@ START_TEST(test_c_example_enqueues_through_libstepq)
     ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
     ck_assert_str_eq(line, "1 (duplicate)\n");
     ck_assert_int_eq(pclose(p), 0);
-    ck_assert_int_eq(job_count("q.db"), 1);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 1);
     free(job);
 }
 END_TEST
@@ -429,8 +381,8 @@ START_TEST(test_tiers_json_shape)
                       "{\"name\":\"local\",\"base_url\":"
                       "\"http://127.0.0.1:2/v1\",\"model\":\"l\"}]}";
 
-    free(tmpdir_write(dir, "stepq.json", cfg, strlen(cfg)));
-    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--json", "--db", "q.db"), 0);
+    free(tmpdir_write(fixture_dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--json", "--db", FIXTURE_DB), 0);
     o = cJSON_Parse(r.out);
     ck_assert_int_eq(cJSON_GetArraySize(o), 2);
     t = cJSON_GetArrayItem(o, 1);
@@ -454,7 +406,7 @@ test_suite(void)
     TCase *in = tcase_create("input");
     TCase *out = tcase_create("output");
 
-    tcase_add_checked_fixture(in, setup_db, teardown);
+    tcase_add_checked_fixture(in, fixture_setup_db, fixture_teardown);
     tcase_set_timeout(in, 60);
     tcase_add_loop_test(in, test_bad_job_exit_2_nothing_written, 0,
                         (int)(sizeof(bad_inputs) / sizeof(bad_inputs[0])));
@@ -465,7 +417,7 @@ test_suite(void)
     tcase_add_test(in, test_example_job_files_validate);
     suite_add_tcase(s, in);
 
-    tcase_add_checked_fixture(out, setup_db, teardown);
+    tcase_add_checked_fixture(out, fixture_setup_db, fixture_teardown);
     tcase_set_timeout(out, 60);
     tcase_add_test(out, test_enqueue_prints_ids_and_dedupes);
     tcase_add_test(out, test_jobs_show_json_shape);

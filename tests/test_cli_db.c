@@ -21,57 +21,9 @@
 #include "common/xalloc.h"
 #include "include/stepq.h"
 
-static char *dir;
-
 #define GOOD_JOB(key)                                                          \
     "{\"name\":\"n\",\"key\":\"" key "\",\"steps\":[{\"name\":\"a\","          \
     "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}"
-
-static void
-setup(void)
-{
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-    unsetenv("STEPQ_DB");
-    unsetenv("STEPQ_CONFIG");
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
-}
-
-/* Runs stepq with argv and input; returns its exit code (output in *r). */
-static int
-run(struct run_result *r, const char *input, const char *const *argv)
-{
-    run_stepq(argv, input, r);
-    return r->status;
-}
-
-#define RUN(res, input, ...)                                                   \
-    run(res, input, (const char *[]){__VA_ARGS__, NULL})
-
-/* The number of jobs in db, from status --json. */
-static int
-job_count(const char *db)
-{
-    struct run_result r;
-    int total = 0;
-    cJSON *o, *it;
-
-    ck_assert_int_eq(RUN(&r, NULL, "status", "--json", "--db", db), 0);
-    o = cJSON_Parse(r.out);
-    ck_assert_ptr_nonnull(o);
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "jobs"))
-    {
-        total += it->valueint;
-    }
-    cJSON_Delete(o);
-    run_result_free(&r);
-    return total;
-}
 
 /* ---- only `stepq init` creates a database ----------------------------- */
 
@@ -94,8 +46,7 @@ run_on(struct run_result *r, int i, const char *db)
     for (int k = 0; k < 5 && db_commands[i][k] != NULL; k++)
         argv[n++] = db_commands[i][k];
     argv[n] = NULL;
-    run_stepq(argv, GOOD_JOB("k"), r);
-    return r->status;
+    return run_cmd(r, GOOD_JOB("k"), argv);
 }
 
 /* The names in the test's folder, sorted and joined by spaces. */
@@ -186,7 +137,7 @@ START_TEST(test_older_database_waits_for_init_newer_refused)
     free(v);
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
     run_result_free(&r);
-    ck_assert_int_eq(job_count("q.db"), 0);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
     free(sqlite("q.db", "PRAGMA user_version = 999"));
     ck_assert_int_eq(RUN(&r, NULL, "status", "--db", "q.db"), 1);
     ck_assert_ptr_nonnull(strstr(r.err, "made by a newer stepq"));
@@ -271,7 +222,7 @@ test_suite(void)
     TCase *nodb = tcase_create("database");
     TCase *exits = tcase_create("exit codes");
 
-    tcase_add_checked_fixture(nodb, setup, teardown);
+    tcase_add_checked_fixture(nodb, fixture_setup, fixture_teardown);
     tcase_set_timeout(nodb, 60);
     tcase_add_loop_test(nodb, test_no_database_exit_1_nothing_created, 0,
                         (int)(sizeof(db_commands) / sizeof(db_commands[0])));

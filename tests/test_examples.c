@@ -17,63 +17,23 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 
-static char *dir;
-
+/* The fixture's folder, also TMPDIR (the demo makes its own folder in
+ * it), and no STEPQ_LOG from the caller's environment. */
 static void
 setup(void)
 {
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-    unsetenv("STEPQ_DB");
-    unsetenv("STEPQ_CONFIG");
+    fixture_setup();
     unsetenv("STEPQ_LOG");
-    setenv("TMPDIR", dir, 1);
+    setenv("TMPDIR", fixture_dir, 1);
 }
 
-/* The examples enqueue into q.db, which (as on a user's machine) only
- * `stepq init` creates. */
+/* The examples enqueue into FIXTURE_DB, which (as on a user's machine)
+ * only `stepq init` creates. */
 static void
 setup_db(void)
 {
-    struct run_result r;
-
     setup();
-    run_stepq((const char *[]){"--db", "q.db", "init", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "init: %s", r.err);
-    run_result_free(&r);
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
-}
-
-/* Runs cmd with /bin/sh, standard error joined to standard output; returns
- * the exit code and the output in *out (caller frees). The tcase timeout
- * bounds it. */
-static int
-sh(const char *cmd, char **out)
-{
-    char *full, buf[4096], *acc = xcalloc(1, 1);
-    size_t len = 0, n, flen = strlen(cmd) + 16;
-    FILE *p;
-    int st;
-
-    full = xmalloc(flen);
-    snprintf(full, flen, "(%s) 2>&1", cmd);
-    p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
-        acc = xrealloc(acc, len + n + 1);
-        memcpy(acc + len, buf, n);
-        len += n;
-        acc[len] = '\0';
-    }
-    st = pclose(p);
-    free(full);
-    *out = acc;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    fixture_init(FIXTURE_DB);
 }
 
 static const char *
@@ -100,10 +60,9 @@ START_TEST(test_job_file_validates)
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"--config", cfg, "--db", "q.db", "enqueue", file,
-                               "--json", NULL},
-              NULL, &r);
-    ck_assert_msg(r.status == 0, "%s: %s", job_files[_i], r.err);
+    ck_assert_msg(RUN(&r, NULL, "--config", cfg, "--db", FIXTURE_DB, "enqueue",
+                      file, "--json") == 0,
+                  "%s: %s", job_files[_i], r.err);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     ck_assert_int_eq(cJSON_IsArray(o) ? cJSON_GetArraySize(o) : 1,
@@ -122,18 +81,18 @@ START_TEST(test_enqueue_sh_dedupes_per_day)
     char cmd[4096], *out;
 
     setenv("STEPQ", stepq_bin(), 1);
-    setenv("STEPQ_DB", "q.db", 1);
+    setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "sh '%s' '%s'", script, job);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "enqueued job 1 (key nightly-changelog-"), "%s",
                   out);
     free(out);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "job 1 already enqueued today"), "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "echo '{}' > bad.json && sh '%s' bad.json",
              script);
-    ck_assert_int_eq(sh(cmd, &out), 2);
+    ck_assert_int_eq(run_sh(cmd, &out), 2);
     ck_assert_msg(strstr(out, "name: missing"), "%s", out);
     free(out);
     free(job);
@@ -146,23 +105,23 @@ START_TEST(test_enqueue_py_sends_a_batch)
     char *script = source_path("examples/enqueue.py");
     char cmd[4096], *out;
 
-    if (sh("command -v python3", &out) != 0) {
+    if (run_sh("command -v python3", &out) != 0) {
         free(out);
         free(script);
         return; /* no Python on this machine: nothing to check */
     }
     free(out);
     setenv("STEPQ", stepq_bin(), 1);
-    setenv("STEPQ_DB", "q.db", 1);
+    setenv("STEPQ_DB", FIXTURE_DB, 1);
     snprintf(cmd, sizeof(cmd), "python3 '%s' 'first prompt' 'second prompt'",
              script);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "enqueued job 1: first prompt") &&
                       strstr(out, "enqueued job 2: second prompt"),
                   "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "python3 '%s' 'second prompt'", script);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "already queued job 2"), "%s", out);
     free(out);
     free(script);
@@ -173,11 +132,9 @@ START_TEST(test_demo_rejects_bad_usage)
 {
     struct run_result r;
 
-    run_stepq((const char *[]){"demo", "--jobs", "0", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(RUN(&r, NULL, "demo", "--jobs", "0"), 2);
     run_result_free(&r);
-    run_stepq((const char *[]){"demo", "--help", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "demo", "--help"), 0);
     ck_assert_ptr_nonnull(strstr(r.out, "usage: stepq demo"));
     run_result_free(&r);
 }
@@ -221,7 +178,7 @@ check_printed_command_runs(const char *out)
     line = xstrndup(at, strcspn(at, "\n"));
     ck_assert_msg(strstr(line, " park list") != NULL, "%s", line);
     snprintf(cmd, sizeof(cmd), "PATH=/usr/bin:/bin; %s --json", line);
-    ck_assert_msg(sh(cmd, &res) == 0, "%s\n%s", cmd, res);
+    ck_assert_msg(run_sh(cmd, &res) == 0, "%s\n%s", cmd, res);
     ck_assert_msg(res[0] == '[' && (strstr(res, "\"state\":\"open\"") ||
                                     strstr(res, "\"state\": \"open\"")),
                   "%s\n%s", cmd, res);
@@ -238,7 +195,7 @@ START_TEST(test_demo_summary_matches_database)
     cJSON *st, *jobs;
     struct stat sb;
 
-    run_stepq((const char *[]){"demo", NULL}, NULL, &r);
+    RUN(&r, NULL, "demo");
     took = clock_mono_ms() - t0;
     if (r.status != 0)
         fprintf(stderr, "demo output:\n%s\n%s\n", r.out, r.err);
@@ -248,7 +205,8 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_ptr_null(strchr(r.out, '\r'));
     ck_assert_ptr_nonnull(strstr(r.out, "s] jobs "));
     db = line_value(r.out, "database: ");
-    ck_assert_msg(strncmp(db, dir, strlen(dir)) == 0, "db %s", db);
+    ck_assert_msg(strncmp(db, fixture_dir, strlen(fixture_dir)) == 0, "db %s",
+                  db);
     ck_assert_int_eq(stat(db, &sb), 0);
     counts = line_value(r.out, "jobs: ");
     ck_assert_int_eq(sscanf(counts,
@@ -258,8 +216,7 @@ START_TEST(test_demo_summary_matches_database)
                             &ok, &parked, &failed, &queued, &running,
                             &cancelled, &park_open),
                      7);
-    run_stepq((const char *[]){"--db", db, "status", "--json", NULL}, NULL, &s);
-    ck_assert_int_eq(s.status, 0);
+    ck_assert_int_eq(RUN(&s, NULL, "--db", db, "status", "--json"), 0);
     st = cJSON_Parse(s.out);
     ck_assert_ptr_nonnull(st);
     jobs = cJSON_GetObjectItem(st, "jobs");
@@ -295,7 +252,8 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     const char *cc = env_or_fail("STEPQ_CC");
     const char *prefix = env_or_fail("STEPQ_INSTALL_PREFIX");
     const char *cflags = getenv("STEPQ_TEST_CFLAGS");
-    char *root = tmpdir_join(dir, "root"), *job, *out, cmd[8192], p[4096];
+    char *root = tmpdir_join(fixture_dir, "root"), *job, *out, cmd[8192],
+         p[4096];
     static const char *const files[] = {"bin/stepq",
                                         "lib/libstepq.so",
                                         "lib/libstepq.a",
@@ -307,7 +265,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
 
     snprintf(cmd, sizeof(cmd), "DESTDIR='%s' '%s' --install '%s'", root, cmake,
              build);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s", out);
     free(out);
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(p, sizeof(p), "%s%s/%s", root, prefix, files[i]);
@@ -315,7 +273,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     }
     snprintf(cmd, sizeof(cmd), "grep -c '^\\.SS' '%s%s/share/man/man1/stepq.1'",
              root, prefix);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_int_ge(atoi(out), 10);
     free(out);
     /* The installed copy of the example, built the way its comment says. */
@@ -325,14 +283,14 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
              "'%s' %s '%s%s/share/stepq/examples/enqueue.c' "
              "$(pkg-config --cflags --libs stepq) -o enqueue",
              root, prefix, root, cc, cflags ? cflags : "", root, prefix);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     free(out);
     job = source_path("examples/nightly-changelog.json");
     snprintf(cmd, sizeof(cmd),
              "LD_LIBRARY_PATH='%s%s/lib' ./enqueue q.db '%s' && "
              "'%s%s/bin/stepq' --db q.db jobs show 1 --json",
              root, prefix, job, root, prefix);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s", out);
     ck_assert_msg(strncmp(out, "1\n", 2) == 0, "%s", out);
     ck_assert_msg(strstr(out, "\"name\":\"nightly-changelog\"") ||
                       strstr(out, "\"name\": \"nightly-changelog\""),
@@ -346,7 +304,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
              "&& ./enqueue-static q.db '%s'",
              cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
              job);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(strstr(out, "1 (duplicate)\n") != NULL, "%s", out);
     free(out);
     free(job);
@@ -373,7 +331,7 @@ START_TEST(test_installed_library_exports_only_stepq)
     snprintf(cmd, sizeof(cmd),
              "nm -D --defined-only '%s/lib/libstepq.so' | awk '{print $NF}'",
              build);
-    ck_assert_int_eq(sh(cmd, &out), 0);
+    ck_assert_int_eq(run_sh(cmd, &out), 0);
     ck_assert_msg(strstr(out, "stepq_open") && strstr(out, "stepq_enqueue"),
                   "%s", out);
     for (char *l = strtok(out, "\n"); l != NULL; l = strtok(NULL, "\n"))
@@ -393,11 +351,10 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
     char *inc = source_path("include"), cmd[8192], *out;
     struct run_result r;
 
-    run_stepq((const char *[]){"--db", "newer.db", "init", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "--db", "newer.db", "init"), 0);
     run_result_free(&r);
-    ck_assert_int_eq(sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out),
-                     0);
+    ck_assert_int_eq(
+        run_sh("sqlite3 newer.db 'PRAGMA user_version = 999'", &out), 0);
     free(out);
     snprintf(cmd, sizeof(cmd),
              "'%s' %s '%s' -I'%s' '%s/lib/libstepq.a' $(pkg-config --libs "
@@ -407,7 +364,7 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
              "newer.db",
              cc, cflags ? cflags : "", src, inc, build, cc,
              cflags ? cflags : "", src, inc, build, build);
-    ck_assert_msg(sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(count_of(out, "job 1 queued, host calls 0\n") == 2, "%s",
                   out);
     free(out);
@@ -424,7 +381,7 @@ test_suite(void)
     TCase *demo = tcase_create("demo");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(ex, setup_db, teardown);
+    tcase_add_checked_fixture(ex, setup_db, fixture_teardown);
     tcase_set_timeout(ex, 30);
     tcase_add_loop_test(ex, test_job_file_validates, 0,
                         (int)(sizeof(job_files) / sizeof(job_files[0])));
@@ -433,12 +390,12 @@ test_suite(void)
     tcase_add_test(ex, test_demo_rejects_bad_usage);
     suite_add_tcase(s, ex);
 
-    tcase_add_checked_fixture(demo, setup, teardown);
+    tcase_add_checked_fixture(demo, setup, fixture_teardown);
     tcase_set_timeout(demo, 60);
     tcase_add_test(demo, test_demo_summary_matches_database);
     suite_add_tcase(s, demo);
 
-    tcase_add_checked_fixture(inst, setup_db, teardown);
+    tcase_add_checked_fixture(inst, setup_db, fixture_teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
     tcase_add_test(inst, test_installed_library_exports_only_stepq);

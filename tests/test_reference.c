@@ -21,21 +21,6 @@
 #define MAX_DOC      (4 * 1024 * 1024)
 #define LOWER        "abcdefghijklmnopqrstuvwxyz"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = tmpdir_new();
-    ck_assert_int_eq(chdir(dir), 0);
-}
-
-static void
-teardown(void)
-{
-    tmpdir_remove(dir);
-}
-
 /* ---- a small set of words ------------------------------------------- */
 
 struct words {
@@ -248,8 +233,7 @@ help_of(const char *cmd)
     struct run_result r;
     char *out;
 
-    run_stepq(argv, NULL, &r);
-    ck_assert_msg(r.status == 0, "stepq %s --help exited %d: %s",
+    ck_assert_msg(run_args(&r, argv) == 0, "stepq %s --help exited %d: %s",
                   cmd ? cmd : "", r.status, r.err);
     out = r.out;
     r.out = NULL;
@@ -299,34 +283,45 @@ flag_diff(const char *help, const char *ref, const char *cmd)
 
 /* ---- the reference against the binary --------------------------------- */
 
-START_TEST(test_every_help_command_is_in_the_reference)
+/* The command sets of `stepq --help` and of the reference, compared one
+ * way: the commands of one side (of help when from_help) that the other
+ * lacks must be want. Before the comparison, cut_ref (cut_help) is cut
+ * from the reference (the help text) to show that the check can fail. */
+struct command_case {
+    bool from_help;
+    size_t min_commands; /* at least this many on the side compared */
+    const char *cut_ref, *cut_help;
+    const char *want;
+};
+
+static const struct command_case command_cases[] = {
+    /* every help command is in the reference */
+    {true, 14, NULL, NULL, ""},
+    /* every reference command is in help */
+    {false, 14, NULL, NULL, ""},
+    /* the check catches a command missing from the reference */
+    {true, 0, "stepq jobs cancel ID\n", NULL, "jobs cancel"},
+    /* the check catches a command missing from help */
+    {false, 0, NULL, "  demo ", "demo"},
+};
+
+START_TEST(test_command_sets_compared)
 {
+    const struct command_case *c = &command_cases[_i];
     char *help = help_of(NULL), *ref = read_reference(), *m;
     struct words h = {0}, r = {0};
 
+    if (c->cut_ref != NULL)
+        cut(ref, c->cut_ref, true);
+    if (c->cut_help != NULL)
+        cut(help, c->cut_help, true);
     help_commands(help, &h);
     ref_commands(ref, &r);
-    ck_assert_uint_ge(h.n, 14);
-    m = missing(&h, &r);
-    ck_assert_msg(m[0] == '\0', "in stepq --help, not in the reference: %s", m);
-    free(m);
-    words_free(&h);
-    words_free(&r);
-    free(help);
-    free(ref);
-}
-END_TEST
-
-START_TEST(test_every_reference_command_is_in_help)
-{
-    char *help = help_of(NULL), *ref = read_reference(), *m;
-    struct words h = {0}, r = {0};
-
-    help_commands(help, &h);
-    ref_commands(ref, &r);
-    ck_assert_uint_ge(r.n, 14);
-    m = missing(&r, &h);
-    ck_assert_msg(m[0] == '\0', "in the reference, not in stepq --help: %s", m);
+    ck_assert_uint_ge(c->from_help ? h.n : r.n, c->min_commands);
+    m = c->from_help ? missing(&h, &r) : missing(&r, &h);
+    ck_assert_msg(strcmp(m, c->want) == 0, "in %s, not in the %s: [%s]",
+                  c->from_help ? "stepq --help" : "the reference",
+                  c->from_help ? "reference" : "stepq --help", m);
     free(m);
     words_free(&h);
     words_free(&r);
@@ -357,42 +352,6 @@ START_TEST(test_each_command_has_the_same_flags_in_help_and_reference)
 END_TEST
 
 /* ---- the comparison can fail ------------------------------------------ */
-
-START_TEST(test_check_catches_a_command_missing_from_the_reference)
-{
-    char *help = help_of(NULL), *ref = read_reference(), *m;
-    struct words h = {0}, r = {0};
-
-    cut(ref, "stepq jobs cancel ID\n", true);
-    help_commands(help, &h);
-    ref_commands(ref, &r);
-    m = missing(&h, &r);
-    ck_assert_str_eq(m, "jobs cancel");
-    free(m);
-    words_free(&h);
-    words_free(&r);
-    free(help);
-    free(ref);
-}
-END_TEST
-
-START_TEST(test_check_catches_a_command_missing_from_help)
-{
-    char *help = help_of(NULL), *ref = read_reference(), *m;
-    struct words h = {0}, r = {0};
-
-    cut(help, "  demo ", true);
-    help_commands(help, &h);
-    ref_commands(ref, &r);
-    m = missing(&r, &h);
-    ck_assert_str_eq(m, "demo");
-    free(m);
-    words_free(&h);
-    words_free(&r);
-    free(help);
-    free(ref);
-}
-END_TEST
 
 START_TEST(test_check_catches_a_flag_missing_on_either_side)
 {
@@ -426,13 +385,13 @@ START_TEST(test_installed_man_page_points_to_installed_reference)
     snprintf(cmd, sizeof(cmd),
              "'%s' --install '%s' --component docs --prefix '%s/usr' "
              ">/dev/null",
-             cmake, build, dir);
+             cmake, build, fixture_dir);
     ck_assert_int_eq(system(cmd), 0);
-    p = tmpdir_join(dir, "usr/share/doc/stepq/reference.md");
+    p = tmpdir_join(fixture_dir, "usr/share/doc/stepq/reference.md");
     got = read_file(p);
     ck_assert_msg(strcmp(got, want) == 0, "%s differs from the source", p);
     free(p);
-    p = tmpdir_join(dir, "usr/share/man/man1/stepq.1");
+    p = tmpdir_join(fixture_dir, "usr/share/man/man1/stepq.1");
     man = read_file(p);
     ck_assert_ptr_nonnull(strstr(man, "share/doc/stepq/reference.md"));
     free(p);
@@ -450,21 +409,18 @@ test_suite(void)
     TCase *neg = tcase_create("the check can fail");
     TCase *inst = tcase_create("install");
 
-    tcase_add_checked_fixture(cmds, setup, teardown);
+    tcase_add_checked_fixture(cmds, fixture_setup, fixture_teardown);
     tcase_set_timeout(cmds, 60);
-    tcase_add_test(cmds, test_every_help_command_is_in_the_reference);
-    tcase_add_test(cmds, test_every_reference_command_is_in_help);
+    tcase_add_loop_test(cmds, test_command_sets_compared, 0, 2);
     tcase_add_test(cmds,
                    test_each_command_has_the_same_flags_in_help_and_reference);
     suite_add_tcase(s, cmds);
-    tcase_add_checked_fixture(neg, setup, teardown);
+    tcase_add_checked_fixture(neg, fixture_setup, fixture_teardown);
     tcase_set_timeout(neg, 30);
-    tcase_add_test(neg,
-                   test_check_catches_a_command_missing_from_the_reference);
-    tcase_add_test(neg, test_check_catches_a_command_missing_from_help);
+    tcase_add_loop_test(neg, test_command_sets_compared, 2, 4);
     tcase_add_test(neg, test_check_catches_a_flag_missing_on_either_side);
     suite_add_tcase(s, neg);
-    tcase_add_checked_fixture(inst, setup, teardown);
+    tcase_add_checked_fixture(inst, fixture_setup, fixture_teardown);
     tcase_set_timeout(inst, 60);
     tcase_add_test(inst, test_installed_man_page_points_to_installed_reference);
     suite_add_tcase(s, inst);

@@ -19,9 +19,15 @@
 #include "common/xalloc.h"
 #include "tests/support/e2e.h"
 
-#define CHAT_JOB(tiers, extra)                                                 \
-    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
-    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
+/* Checks member k of tier free (the first) in `tiers --json`. */
+static void
+expect_free_tier(const char *k, const char *want)
+{
+    cJSON *tiers = e2e_tiers();
+
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), k), want);
+    cJSON_Delete(tiers);
+}
 
 /* ---- one test per decision ------------------------------------------ */
 
@@ -32,7 +38,7 @@ START_TEST(test_commit)
     char *err;
 
     e2e_start("{}", "");
-    e2e_enqueue(CHAT_JOB("", ",\"expect_json\":[\"summary\"]"));
+    e2e_enqueue(E2E_CHAT_JOB("", ",\"expect_json\":[\"summary\"]"));
     err = e2e_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
@@ -59,28 +65,18 @@ END_TEST
 START_TEST(test_backoff_honours_retry_after)
 {
     cJSON *job, *log;
-    const cJSON *first, *second;
+    double at[2];
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"headers\":{\"Retry-After\":\"1\"},\"body\":\"rate limit: 20 "
-              "rpm\"}]}]}",
-              "");
-    e2e_enqueue(CHAT_JOB("", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-429-retry-after-1s.json", E2E_CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "soft_throttle");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"), "backoff_retry");
+    e2e_expect_attempt(job, 0, "soft_throttle", NULL, "backoff_retry");
     ck_assert_int_ge(
         cJSON_GetObjectItem(e2e_hist(job, 0, 0), "delay_ms")->valueint, 1000);
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "decision"), "commit");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/free"), 2);
-    first = cJSON_GetArrayItem(log, 0);
-    second = cJSON_GetArrayItem(log, 1);
-    ck_assert_int_ge(cJSON_GetObjectItem(second, "ts_ms")->valuedouble -
-                         cJSON_GetObjectItem(first, "ts_ms")->valuedouble,
-                     1000);
+    ck_assert_int_ge(e2e_arrivals(log, "", at, 2, NULL), 2);
+    ck_assert_int_ge(at[1] - at[0], 1000);
     cJSON_Delete(log);
     cJSON_Delete(job);
 }
@@ -93,10 +89,7 @@ START_TEST(test_degrade_sends_lower_max_tokens_once)
 
     memset(big, 'x', 5200);
     big[5200] = '\0';
-    e2e_start(
-        "{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"finish_reason\":"
-        "\"length\"}]}]}",
-        "");
+    e2e_start_file("free-truncated-once.json", "");
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"token_budget\":"
              "2000,\"degrade\":{\"max_tokens\":300,\"keep_last_messages\":1},"
@@ -108,9 +101,7 @@ START_TEST(test_degrade_sends_lower_max_tokens_once)
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "truncated");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "degrade_then_retry");
+    e2e_expect_attempt(job, 0, "truncated", NULL, "degrade_then_retry");
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 2);
     b0 = e2e_sent_body(log, 0);
@@ -128,36 +119,21 @@ END_TEST
 
 START_TEST(test_switch_tier_on_wall_and_avoid_it)
 {
-    struct run_result r;
-    cJSON *job, *log, *tiers;
+    cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"
-              "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}",
-              "");
-    e2e_enqueue(CHAT_JOB("", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-daily-wall.json", E2E_CHAT_JOB("", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "free");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "outcome"), "hard_quota");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "switch_tier_replay");
+    e2e_expect_attempt(job, 0, "hard_quota", NULL, "switch_tier_replay");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "tier"), "local");
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
     cJSON_Delete(job);
     /* The wall is remembered: the next job goes straight to local. */
-    e2e_enqueue(CHAT_JOB("", ""));
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
     free(e2e_drain());
-    log = e2e_mock_log();
-    ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
-    ck_assert_int_eq(e2e_sent_to(log, "/local"), 2);
-    cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
-    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), "exhausted_reason"),
-                     "daily_cap");
-    cJSON_Delete(tiers);
-    run_result_free(&r);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/local"), 2);
+    expect_free_tier("exhausted_reason", "daily_cap");
 }
 END_TEST
 
@@ -169,12 +145,9 @@ END_TEST
 START_TEST(test_park_side_effect_on_wall)
 {
     char jobtext[512];
-    struct run_result r;
     cJSON *job, *log, *st;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":"
-              "429,\"body\":\"daily quota exceeded\"}]}]}",
-              "");
+    e2e_start_file("comments-daily-wall-once.json", "");
     snprintf(jobtext, sizeof(jobtext), POST_JOB(""), e2e_mock.port);
     e2e_enqueue(jobtext);
     free(e2e_drain());
@@ -185,11 +158,9 @@ START_TEST(test_park_side_effect_on_wall)
                      "park_for_human");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
-    run_stepq((const char *[]){"status", "--json", NULL}, NULL, &r);
-    st = cJSON_Parse(r.out);
+    st = e2e_status();
     ck_assert_int_eq(cJSON_GetObjectItem(st, "park_open")->valueint, 1);
     cJSON_Delete(st);
-    run_result_free(&r);
     cJSON_Delete(log);
     cJSON_Delete(job);
 }
@@ -199,13 +170,8 @@ START_TEST(test_fail_loud_keeps_body)
 {
     cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":400,"
-              "\"body\":{\"error\":{\"message\":\"unknown parameter frob\"}}}],"
-              "\"loop\":true}]}",
-              "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-400-unknown-parameter.json",
+                      E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "HTTP 400"));
     ck_assert_ptr_nonnull(
@@ -262,26 +228,16 @@ END_TEST
 START_TEST(test_kill_during_side_effect_parks_in_doubt)
 {
     char jobtext[512];
-    cJSON *job, *log;
-    pid_t w;
+    cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"latency_ms\":3000}]}",
-              "");
+    e2e_start_file("comments-slow-3s.json", "");
     snprintf(jobtext, sizeof(jobtext), POST_JOB(""), e2e_mock.port);
     e2e_enqueue(jobtext);
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain()); /* waits for the dead lease, then takes over */
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "parked");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
-    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"),
-                     "park_for_human");
-    log = e2e_mock_log();
-    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
-    cJSON_Delete(log);
+    e2e_expect_attempt(job, 0, NULL, "in_doubt", "park_for_human");
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 1);
     cJSON_Delete(job);
 }
 END_TEST
@@ -289,17 +245,10 @@ END_TEST
 START_TEST(test_kill_during_replayable_step_retries)
 {
     cJSON *job;
-    pid_t w;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"delay_ms\":"
-              "3000}]}]}",
-              "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],", ""));
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain());
+    e2e_start_file("free-delay-3s-once.json", "");
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "in_doubt");
@@ -316,7 +265,7 @@ START_TEST(test_sigterm_with_100_in_flight)
     cJSON *st;
     pid_t w;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":1500}]}", "");
+    e2e_start_file("free-latency-1500ms.json", "");
     e2e_enqueue_many(100, "\"tiers\":[\"free\"],");
     w = e2e_spawn_worker("--grace=30");
     e2e_wait_for_requests(100, 20000);
@@ -330,45 +279,21 @@ START_TEST(test_sigterm_with_100_in_flight)
 }
 END_TEST
 
-/* Rewrites stepq.json as e2e_start does (tiers free and local on the mock)
- * with leases of lease_s seconds. */
-static void
-config_lease(int lease_s)
-{
-    char cfg[1024];
-
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": %d},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             lease_s, e2e_mock.port, e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
 /* Two workers on one database send every step once. Their leases are
  * long enough for a slow build: with leases of 1 s, a worker kept waiting
  * for the other's write lock under ASan lost its leases, and the other
  * rightly sent those replayable steps again. */
 START_TEST(test_two_workers_send_each_step_once)
 {
-    cJSON *st, *log;
+    cJSON *log;
     const cJSON *it;
-    pid_t w1, w2;
     static unsigned char seen[1000];
 
     e2e_start("{}", "");
-    config_lease(30);
+    e2e_config(30, "");
     e2e_enqueue_many(1000, "");
-    w1 = e2e_spawn_worker("--drain");
-    w2 = e2e_spawn_worker("--drain");
-    ck_assert_int_eq(e2e_wait_exit(w1), 0);
-    ck_assert_int_eq(e2e_wait_exit(w2), 0);
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 1000);
-    cJSON_Delete(st);
+    e2e_drain_two();
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1000);
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 1000);
     cJSON_ArrayForEach(it, log)
@@ -386,37 +311,18 @@ START_TEST(test_two_workers_send_each_step_once)
 }
 END_TEST
 
-/* Writes stepq.json with one tier "free" on the mock's /free route, its
- * fields extended by tier_extra. */
-static void
-config_free_only(const char *tier_extra)
-{
-    char cfg[1024];
-
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": 1},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": [{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\", "
-             "\"timeout_s\": 5, %s},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"}]}",
-             e2e_mock.port, tier_extra, e2e_mock.port);
-    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
 START_TEST(test_breaker_end_to_end)
 {
     struct run_result r;
     char job3[512], at[32];
-    cJSON *log, *tiers;
+    cJSON *log;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"storm\":{\"status\":"
-              "503,\"requests\":2}}]}",
-              "");
-    config_free_only("\"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
-    e2e_enqueue(CHAT_JOB("", ""));
-    e2e_enqueue(CHAT_JOB("", ""));
+    e2e_start_file("free-storm-503-two-requests.json", "");
+    e2e_config(
+        1,
+        "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
     clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
     snprintf(job3, sizeof(job3),
              "{\"name\":\"later\",\"run_at\":\"%s\",\"steps\":[{\"name\":"
@@ -424,9 +330,8 @@ START_TEST(test_breaker_end_to_end)
              "\"content\":\"x\"}]}}]}",
              at);
     e2e_enqueue(job3);
-    run_stepq((const char *[]){"work", "--drain", "--concurrency", "1", NULL},
-              NULL, &r);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(RUN(&r, NULL, "work", "--drain", "--concurrency", "1") == 0,
+                  "%s", r.err);
     run_result_free(&r);
     log = e2e_mock_log();
     /* two storm answers open the breaker; job 2 went straight to local
@@ -438,12 +343,7 @@ START_TEST(test_breaker_end_to_end)
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 4), "path"),
                      "/free/v1/chat/completions");
     cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
-    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(tiers, 0), "breaker"),
-                     "closed");
-    cJSON_Delete(tiers);
-    run_result_free(&r);
+    expect_free_tier("breaker", "closed");
 }
 END_TEST
 
@@ -462,28 +362,16 @@ cmp_double(const void *a, const void *b)
 START_TEST(test_bucket_shared_by_two_workers)
 {
     double ts[120];
-    cJSON *log, *st;
-    const cJSON *it;
-    pid_t w1, w2;
-    int n = 0;
+    cJSON *log;
 
     e2e_start("{}", "");
-    config_free_only("\"rpm\": 60, \"window_s\": 1, \"burst\": 5");
+    e2e_config(1,
+               "\"timeout_s\": 5, \"rpm\": 60, \"window_s\": 1, \"burst\": 5");
     e2e_enqueue_many(120, "\"tiers\":[\"free\"],");
-    w1 = e2e_spawn_worker("--drain");
-    w2 = e2e_spawn_worker("--drain");
-    ck_assert_int_eq(e2e_wait_exit(w1), 0);
-    ck_assert_int_eq(e2e_wait_exit(w2), 0);
-    st = e2e_status();
-    ck_assert_int_eq(e2e_count(st, "succeeded"), 120);
-    cJSON_Delete(st);
+    e2e_drain_two();
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 120);
     log = e2e_mock_log();
-    cJSON_ArrayForEach(it, log)
-    {
-        ck_assert_int_lt(n, 120);
-        ts[n++] = cJSON_GetObjectItem(it, "ts_ms")->valuedouble;
-    }
-    ck_assert_int_eq(n, 120);
+    ck_assert_int_eq(e2e_arrivals(log, "", ts, 120, NULL), 120);
     qsort(ts, 120, sizeof(ts[0]), cmp_double);
     for (int i = 0; i < 120; i++) {
         for (int k = i; k < 120; k++) {
@@ -503,54 +391,23 @@ END_TEST
  * for 48 s: the worker must not send into it again all night. */
 START_TEST(test_daily_cap_short_delay_is_a_wall)
 {
-    struct run_result r;
-    cJSON *job, *log, *tiers;
+    cJSON *job, *tiers;
     char until[32];
 
-    e2e_start(
-        "{\"routes\": [{\"path\": \"/free\", \"answers\": [{\"status\": 429, "
-        "\"body\": {\"error\": {\"code\": 429, \"message\": \"You exceeded "
-        "your current quota, please check your plan and billing details. For "
-        "more information on this error, head to: "
-        "https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your "
-        "current usage, head to: https://ai.dev/usage?tab=rate-limit. \\n* "
-        "Quota exceeded for metric: "
-        "generativelanguage.googleapis.com/"
-        "generate_content_free_tier_requests, limit: 50, model: "
-        "gemini-2.5-pro\\nPlease retry in 48.805646254s.\", \"status\": "
-        "\"RESOURCE_EXHAUSTED\", \"details\": [{\"@type\": "
-        "\"type.googleapis.com/google.rpc.Help\", \"links\": "
-        "[{\"description\": \"Learn more about Gemini API quotas\", \"url\": "
-        "\"https://ai.google.dev/gemini-api/docs/rate-limits\"}]}, {\"@type\": "
-        "\"type.googleapis.com/google.rpc.QuotaFailure\", \"violations\": "
-        "[{\"quotaMetric\": "
-        "\"generativelanguage.googleapis.com/"
-        "generate_content_free_tier_requests\", \"quotaId\": "
-        "\"GenerateRequestsPerDayPerProjectPerModel-FreeTier\", "
-        "\"quotaDimensions\": {\"model\": \"gemini-2.5-pro\", \"location\": "
-        "\"global\"}, \"quotaValue\": \"50\"}]}, {\"@type\": "
-        "\"type.googleapis.com/google.rpc.RetryInfo\", \"retryDelay\": "
-        "\"48s\"}]}}}], \"loop\": true}]}",
-        "");
-    e2e_enqueue("{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
-                "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
-                "\"role\":\"user\",\"content\":\"x\"}]}}]}");
-    free(e2e_drain());
-    job = e2e_show(1);
+    job = e2e_run_job("free-gemini-daily-cap.json",
+                      "{\"name\":\"g\",\"deadline_s\":600,\"steps\":[{\"name\":"
+                      "\"a\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                      "\"role\":\"user\",\"content\":\"x\"}]}}]}");
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "reason"), "daily_cap");
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     cJSON_Delete(job);
-    log = e2e_mock_log();
-    ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
-    cJSON_Delete(log);
-    run_stepq((const char *[]){"tiers", "--json", NULL}, NULL, &r);
-    tiers = cJSON_Parse(r.out);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 1);
+    tiers = e2e_tiers();
     clock_format_utc(clock_now_ms() + 50 * 60 * 1000, until, sizeof(until));
     /* RFC 3339 UTC strings of one format compare as times */
     ck_assert_str_gt(e2e_str(cJSON_GetArrayItem(tiers, 0), "exhausted_until"),
                      until);
     cJSON_Delete(tiers);
-    run_result_free(&r);
 }
 END_TEST
 

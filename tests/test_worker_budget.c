@@ -15,10 +15,6 @@
 
 #include "tests/support/e2e.h"
 
-#define CHAT_JOB(tiers, extra)                                                 \
-    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
-    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
-
 /* A step of about 2,770 input tokens asking for 200 output tokens, planned
  * to fit token_budget 4000, its answer truncated; extra is spliced into the
  * step ("" for none). */
@@ -45,9 +41,7 @@ START_TEST(test_degraded_request_sent_past_token_budget)
 {
     cJSON *job, *log, *b1;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"finish_reason\":\"length\"}]}]}",
-              "");
+    e2e_start_file("free-truncated-once.json", "");
     enqueue_seed_step("");
     free(e2e_drain());
     job = e2e_show(1);
@@ -73,9 +67,7 @@ START_TEST(test_max_total_tokens_stops_the_send)
 {
     cJSON *job, *log;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"finish_reason\":\"length\"}]}]}",
-              "");
+    e2e_start_file("free-truncated-once.json", "");
     enqueue_seed_step(",\"max_total_tokens\":5000");
     free(e2e_drain());
     job = e2e_show(1);
@@ -99,11 +91,8 @@ START_TEST(test_step_timeout_bounds_an_attempt)
     char jobtext[512];
     cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{"
-              "\"delay_ms\":4000}]},{\"path\":\"/comments\",\"latency_ms\":"
-              "4000}]}",
-              "");
-    e2e_enqueue(CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
+    e2e_start_file("free-and-comments-4s.json", "");
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],\"timeout_s\":1,", ""));
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":"
              "\"http\",\"timeout_s\":1,\"http\":{\"method\":\"POST\","
@@ -132,24 +121,17 @@ START_TEST(test_in_doubt_attempt_keeps_its_tokens)
 {
     char big[4200], jobtext[4600];
     cJSON *job;
-    pid_t w;
 
     memset(big, 'x', 4000);
     big[4000] = '\0';
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"delay_ms\":"
-              "3000}]}]}",
-              "");
+    e2e_start_file("free-delay-3s-once.json", "");
     snprintf(jobtext, sizeof(jobtext),
              "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"tiers\":[\"free\"],"
              "\"request\":{\"messages\":[{\"role\":\"user\","
              "\"content\":\"%s\"}]}}]}",
              big);
     e2e_enqueue(jobtext);
-    w = e2e_spawn_worker("--drain");
-    e2e_wait_for_requests(1, 10000);
-    kill(w, SIGKILL);
-    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
-    free(e2e_drain());
+    e2e_kill_mid_request_then_drain();
     job = e2e_show(1);
     ck_assert_msg(strcmp(e2e_str(job, "state"), "succeeded") == 0, "%s",
                   e2e_str(job, "error"));

@@ -33,12 +33,8 @@
     "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","         \
     "\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d/comments\","  \
     "\"body\":{\"text\":\"hi\"}}}]}"
-#define WALL                                                                   \
-    "{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":429,"       \
-    "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}"
-#define WALL_FREE                                                              \
-    "{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":429,"           \
-    "\"body\":\"daily quota exceeded\"}],\"loop\":true}]}"
+#define WALL      "comments-daily-wall.json"
+#define WALL_FREE "free-daily-wall.json"
 /* on_park hook: looks its item up with `stepq park show ID` and appends
  * "ID EXIT" to hooks.txt. */
 #define HOOK_SHOWS_ITEM                                                        \
@@ -102,7 +98,7 @@ START_TEST(test_failed_commit_runs_no_hook)
     size_t len = 0;
     int n = 0;
 
-    e2e_start(WALL, HOOK_SHOWS_ITEM);
+    e2e_start_file(WALL, HOOK_SHOWS_ITEM);
     enqueue_post();
     worker__turn_commit = commit_fails_once_parked;
     run_worker();
@@ -136,7 +132,7 @@ START_TEST(test_park_savepoint_failure_keeps_the_turn)
 {
     cJSON *job, *log;
 
-    e2e_start(WALL, "");
+    e2e_start_file(WALL, "");
     enqueue_post();
     park__tx_begin = park_begin_fails_once;
     run_worker();
@@ -174,25 +170,6 @@ enqueue_chat_jobs(int n)
             i, i);
     e2e_enqueue(text);
     free(text);
-}
-
-/* Starts `stepq work --drain --concurrency N`, stderr to work.log. */
-static pid_t
-spawn_worker_drain(int n)
-{
-    char conc[32];
-    pid_t pid;
-
-    snprintf(conc, sizeof(conc), "--concurrency=%d", n);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 2);
-        execl(stepq_bin(), stepq_bin(), "work", "--drain", conc, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
 }
 
 /* Takes the write lock (BEGIN IMMEDIATE, waiting up to 20 s), counts the
@@ -237,13 +214,14 @@ START_TEST(test_backlog_churn_keeps_write_lock_free)
     pid_t w;
     int status = -1, probes = 0, between = 0, n;
 
-    e2e_start(WALL_FREE, "");
+    e2e_start_file(WALL_FREE, "");
     enqueue_chat_jobs(1);
     free(e2e_drain()); /* the wall: tier free exhausted for an hour */
     enqueue_chat_jobs(10000);
     ck_assert_int_eq(sqlite3_open("stepq.db", &h), SQLITE_OK);
     sqlite3_busy_timeout(h, 20000);
-    w = spawn_worker_drain(20);
+    w = e2e_spawn_workerv(
+        (const char *[]){"--drain", "--concurrency=20", NULL});
     end = clock_mono_ms() + 120000;
     while (waitpid(w, &status, WNOHANG) == 0) {
         ck_assert_msg(clock_mono_ms() < end, "the worker did not finish");

@@ -19,27 +19,15 @@ run_soak(const char *args, char **out)
 {
     char *script = source_path("tests/soak/soak.sh");
     char *dir = tmpdir_new();
-    char cmd[4096], buf[4096];
-    size_t len = 0, cap = 1;
-    FILE *p;
-    int st;
+    char cmd[4096];
+    int rc;
 
-    snprintf(cmd, sizeof(cmd), "bash '%s' --bin '%s' --dir '%s/soak' %s 2>&1",
+    snprintf(cmd, sizeof(cmd), "bash '%s' --bin '%s' --dir '%s/soak' %s",
              script, stepq_bin(), dir, args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    *out = calloc(1, 1);
-    while (fgets(buf, sizeof(buf), p) != NULL) {
-        size_t n = strlen(buf);
-        *out = realloc(*out, cap += n);
-        ck_assert_ptr_nonnull(*out);
-        memcpy(*out + len, buf, n + 1);
-        len += n;
-    }
-    st = pclose(p);
+    rc = run_sh(cmd, out);
     free(script);
     tmpdir_remove(dir);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rc;
 }
 
 START_TEST(test_short_soak_invariants_hold)

@@ -1,4 +1,6 @@
-/* e2e.c: end-to-end test helpers; see e2e.h. */
+/* e2e.c: end-to-end test helpers: the mock with a script, the config
+ * pointing at it, the binary run to enqueue, work and show, and the
+ * mock's request log read back; see e2e.h. */
 #include "tests/support/e2e.h"
 
 #include <fcntl.h>
@@ -21,10 +23,8 @@ struct mockproc e2e_mock;
 void
 e2e_setup(void)
 {
-    e2e_dir = tmpdir_new();
-    ck_assert_int_eq(chdir(e2e_dir), 0);
-    unsetenv("STEPQ_DB");
-    unsetenv("STEPQ_CONFIG");
+    fixture_setup();
+    e2e_dir = fixture_dir;
     setenv("FREE_KEY", "sk-test-secret-123", 1);
     memset(&e2e_mock, 0, sizeof(e2e_mock));
 }
@@ -34,51 +34,85 @@ e2e_teardown(void)
 {
     if (e2e_mock.pid > 0)
         mockproc_stop(&e2e_mock);
-    tmpdir_remove(e2e_dir);
+    fixture_teardown();
+    e2e_dir = NULL;
 }
 
-/* Starts the mock with script (JSON text) and logging to mock.log, and
- * writes stepq.json with tiers "free" and "local" on its /free and /local
- * routes. extra is spliced into the config object (may be ""). */
-void
-e2e_start(const char *script, const char *extra)
+/* Writes stepq.json: leases of lease_s, fast backoffs, tier "free" on the
+ * mock's /free route and tier "local" on its /local route, each with its
+ * fields spliced in, and extra spliced into the object (each may be ""). */
+static void
+write_config(int lease_s, const char *free_fields, const char *local_fields,
+             const char *extra)
 {
-    const char *args[] = {"--script", "script.json", "--log", "mock.log", NULL};
-    char cfg[2048];
+    char cfg[4096];
+    int n;
 
-    free(tmpdir_write(e2e_dir, "script.json", script, strlen(script)));
-    mockproc_start(&e2e_mock, args);
-    snprintf(cfg, sizeof(cfg),
-             "{\"worker\": {\"lease_s\": 1},"
-             " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
-             " \"tiers\": ["
-             "{\"name\": \"free\", \"base_url\": "
-             "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\","
-             " \"api_key_env\": \"FREE_KEY\", \"timeout_s\": 5},"
-             "{\"name\": \"local\", \"base_url\": "
-             "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\","
-             " \"timeout_s\": 5}]%s%s}",
-             e2e_mock.port, e2e_mock.port, extra[0] ? ", " : "", extra);
+    n = snprintf(
+        cfg, sizeof(cfg),
+        "{\"worker\": {\"lease_s\": %d},"
+        " \"policy\": {\"backoff_base_s\": 0.05, \"backoff_cap_s\": 0.2},"
+        " \"tiers\": ["
+        "{\"name\": \"free\", \"base_url\": "
+        "\"http://127.0.0.1:%d/free/v1\", \"model\": \"small\"%s%s},"
+        "{\"name\": \"local\", \"base_url\": "
+        "\"http://127.0.0.1:%d/local/v1\", \"model\": \"llama\"%s%s}]"
+        "%s%s}",
+        lease_s, e2e_mock.port, free_fields[0] ? ", " : "", free_fields,
+        e2e_mock.port, local_fields[0] ? ", " : "", local_fields,
+        extra[0] ? ", " : "", extra);
+    ck_assert_int_lt(n, (int)sizeof(cfg));
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+}
+
+void
+e2e_config(int lease_s, const char *free_fields)
+{
+    write_config(lease_s, free_fields, "", "");
+}
+
+/* Starts the mock on the script at path, logging to mock.log, writes the
+ * e2e config and creates the database. */
+static void
+start(const char *path, const char *extra)
+{
+    const char *args[] = {"--script", path, "--log", "mock.log", NULL};
+
+    mockproc_start(&e2e_mock, args);
+    write_config(1, "\"api_key_env\": \"FREE_KEY\", \"timeout_s\": 5",
+                 "\"timeout_s\": 5", extra);
     e2e_init();
 }
 
-/* Only `stepq init` creates the database; every other command needs it. */
+void
+e2e_start(const char *script, const char *extra)
+{
+    free(tmpdir_write(e2e_dir, "script.json", script, strlen(script)));
+    start("script.json", extra);
+}
+
+void
+e2e_start_file(const char *name, const char *extra)
+{
+    char *rel = tmpdir_join("tests/data/e2e", name);
+    char *path = source_path(rel);
+
+    start(path, extra);
+    free(path);
+    free(rel);
+}
+
 void
 e2e_init(void)
 {
-    struct run_result r;
-    run_stepq((const char *[]){"init", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "init: %s", r.err);
-    run_result_free(&r);
+    fixture_init(NULL);
 }
 
 void
 e2e_enqueue(const char *job)
 {
     struct run_result r;
-    run_stepq((const char *[]){"enqueue", "-", NULL}, job, &r);
-    ck_assert_msg(r.status == 0, "enqueue: %s", r.err);
+    ck_assert_msg(RUN(&r, job, "enqueue", "-") == 0, "enqueue: %s", r.err);
     run_result_free(&r);
 }
 
@@ -87,10 +121,19 @@ char *
 e2e_drain(void)
 {
     struct run_result r;
-    run_stepq((const char *[]){"work", "--drain", NULL}, NULL, &r);
-    ck_assert_msg(r.status == 0, "work exited %d: %s", r.status, r.err);
+    ck_assert_msg(RUN(&r, NULL, "work", "--drain") == 0, "work exited %d: %s",
+                  r.status, r.err);
     free(r.out);
     return r.err;
+}
+
+cJSON *
+e2e_run_job(const char *script, const char *job)
+{
+    e2e_start_file(script, "");
+    e2e_enqueue(job);
+    free(e2e_drain());
+    return e2e_show(1);
 }
 
 cJSON *
@@ -101,8 +144,7 @@ e2e_show(int id)
     cJSON *o;
 
     snprintf(ids, sizeof(ids), "%d", id);
-    run_stepq((const char *[]){"jobs", "show", ids, "--json", NULL}, NULL, &r);
-    ck_assert_int_eq(r.status, 0);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", ids, "--json"), 0);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     run_result_free(&r);
@@ -129,6 +171,21 @@ e2e_hist(const cJSON *job, int step, int attempt)
         cJSON_GetObjectItem(e2e_step_of(job, step), "history"), attempt);
 }
 
+void
+e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
+                   const char *reason, const char *decision)
+{
+    const cJSON *h = e2e_hist(job, 0, attempt);
+
+    ck_assert_msg(h != NULL, "no attempt %d", attempt);
+    if (outcome != NULL)
+        ck_assert_str_eq(e2e_str(h, "outcome"), outcome);
+    if (reason != NULL)
+        ck_assert_str_eq(e2e_str(h, "reason"), reason);
+    if (decision != NULL)
+        ck_assert_str_eq(e2e_str(h, "decision"), decision);
+}
+
 /* The mock's request log, one parsed object per request, as an array. */
 cJSON *
 e2e_mock_log(void)
@@ -149,19 +206,36 @@ e2e_mock_log(void)
     return arr;
 }
 
+int
+e2e_arrivals(const cJSON *log, const char *prefix, double *at, int max,
+             int *n429)
+{
+    cJSON *fresh = log == NULL ? e2e_mock_log() : NULL;
+    const cJSON *reqs = fresh ? fresh : log, *it;
+    int n = 0, n4 = 0;
+
+    cJSON_ArrayForEach(it, reqs)
+    {
+        const char *p = e2e_str(it, "path");
+        const cJSON *st = cJSON_GetObjectItem(it, "status");
+        if (p == NULL || strncmp(p, prefix, strlen(prefix)) != 0)
+            continue;
+        if (n < max)
+            at[n] = cJSON_GetNumberValue(cJSON_GetObjectItem(it, "ts_ms"));
+        n++;
+        n4 += cJSON_IsNumber(st) && st->valueint == 429;
+    }
+    if (n429 != NULL)
+        *n429 = n4;
+    cJSON_Delete(fresh);
+    return n;
+}
+
 /* Requests the mock saw whose path starts with prefix. */
 int
 e2e_sent_to(const cJSON *log, const char *prefix)
 {
-    const cJSON *it;
-    int n = 0;
-
-    cJSON_ArrayForEach(it, log)
-    {
-        const char *p = e2e_str(it, "path");
-        n += p != NULL && strncmp(p, prefix, strlen(prefix)) == 0;
-    }
-    return n;
+    return e2e_arrivals(log, prefix, NULL, 0, NULL);
 }
 
 /* The request body the mock logged for one request, parsed. */
@@ -180,21 +254,36 @@ e2e_sent_body(const cJSON *log, int i)
     return e2e_body_of(cJSON_GetArrayItem(log, i));
 }
 
-/* Starts `stepq work` in the background with stderr to work.log. */
 pid_t
-e2e_spawn_worker(const char *extra)
+e2e_spawn_workerv(const char *const *args)
 {
-    pid_t pid = fork();
+    size_t n = 0;
+    const char **argv;
+    pid_t pid;
 
+    while (args[n] != NULL)
+        n++;
+    argv = xcalloc(n + 3, sizeof(*argv));
+    argv[0] = stepq_bin();
+    argv[1] = "work";
+    memcpy(argv + 2, args, n * sizeof(*argv));
+    pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fd, 2);
-        execl(stepq_bin(), stepq_bin(), "work", "--concurrency", "200", extra,
-              (char *)NULL);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    free(argv);
     return pid;
+}
+
+pid_t
+e2e_spawn_worker(const char *extra)
+{
+    return e2e_spawn_workerv(
+        (const char *[]){"--concurrency", "200", extra, NULL});
 }
 
 /* Waits (with a deadline) until the mock has logged n requests. */
@@ -224,22 +313,61 @@ e2e_wait_exit(pid_t pid)
 }
 
 cJSON *
+e2e_tiers(void)
+{
+    struct run_result r;
+    cJSON *o;
+
+    ck_assert_msg(RUN(&r, NULL, "tiers", "--json") == 0, "tiers: %s", r.err);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+cJSON *
 e2e_status(void)
 {
     struct run_result r;
     cJSON *o;
 
-    run_stepq((const char *[]){"status", "--json", NULL}, NULL, &r);
+    RUN(&r, NULL, "status", "--json");
     o = cJSON_Parse(r.out);
     run_result_free(&r);
     return cJSON_GetObjectItem(o, "jobs") ? o : NULL;
 }
 
+/* Both workers share the database, each through its own connection. */
+void
+e2e_drain_two(void)
+{
+    pid_t w1 = e2e_spawn_worker("--drain");
+    pid_t w2 = e2e_spawn_worker("--drain");
+
+    ck_assert_int_eq(e2e_wait_exit(w1), 0);
+    ck_assert_int_eq(e2e_wait_exit(w2), 0);
+}
+
+void
+e2e_kill_mid_request_then_drain(void)
+{
+    pid_t w = e2e_spawn_worker("--drain");
+
+    e2e_wait_for_requests(1, 10000);
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+    free(e2e_drain()); /* waits for the dead lease, then takes over */
+}
+
 int
 e2e_count(const cJSON *st, const char *state)
 {
-    return cJSON_GetObjectItem(cJSON_GetObjectItem(st, "jobs"), state)
-        ->valueint;
+    cJSON *fresh = st == NULL ? e2e_status() : NULL;
+    const cJSON *jobs = cJSON_GetObjectItem(fresh ? fresh : st, "jobs");
+    int n = cJSON_GetObjectItem(jobs, state)->valueint;
+
+    cJSON_Delete(fresh);
+    return n;
 }
 
 void

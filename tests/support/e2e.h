@@ -1,7 +1,8 @@
 /* e2e.h: end-to-end test helpers (tests/support/): the real `stepq mock`
  * with a script and a request log, a config whose tiers "free" and "local"
  * point at its /free and /local routes, and the real binary to enqueue,
- * work and show. Every helper fails the test on error. */
+ * work and show. Fixed mock scripts are files in tests/data/e2e/
+ * (e2e_start_file); every helper fails the test on error. */
 #ifndef STEPQ_TESTS_E2E_H
 #define STEPQ_TESTS_E2E_H
 
@@ -12,10 +13,18 @@
 
 #include "tests/support/mockproc.h"
 
+/* E2E_CHAT_JOB is a job of one chat step "a" saying hello: tiers is
+ * spliced in before its request (a member with a trailing comma, or ""),
+ * extra after it (a member with a leading comma, or ""). */
+#define E2E_CHAT_JOB(tiers, extra)                                             \
+    "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
+    "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
+
 extern char *e2e_dir;            /* the test's temporary folder (cwd) */
 extern struct mockproc e2e_mock; /* the mock, once e2e_start ran */
 
-/* e2e_setup makes and enters a temporary folder (checked fixture). */
+/* e2e_setup makes and enters a temporary folder (fixture_setup, which
+ * e2e_dir names too) and sets FREE_KEY (checked fixture). */
 void e2e_setup(void);
 /* e2e_teardown stops the mock and removes the folder. */
 void e2e_teardown(void);
@@ -24,6 +33,13 @@ void e2e_teardown(void);
  * local), then runs e2e_init(); extra is spliced into the config object
  * ("" for none). */
 void e2e_start(const char *script, const char *extra);
+/* e2e_start_file is e2e_start with the script tests/data/e2e/NAME of the
+ * source tree ($STEPQ_SRC), which the mock reads at run time. */
+void e2e_start_file(const char *name, const char *extra);
+/* e2e_config rewrites stepq.json as e2e_start does, but with leases of
+ * lease_s, no API key and no timeouts: free_fields is spliced into tier
+ * free ("" for none), e.g. "\"timeout_s\": 5, \"rpm\": 60". */
+void e2e_config(int lease_s, const char *free_fields);
 /* e2e_init runs `stepq init` on the folder's stepq.db (fails the test if
  * it does not exit 0). */
 void e2e_init(void);
@@ -34,6 +50,10 @@ void e2e_enqueue(const char *job);
 void e2e_enqueue_many(int n, const char *tiers);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
 char *e2e_drain(void);
+/* e2e_run_job starts the mock with the script file tests/data/e2e/SCRIPT
+ * (e2e_start_file, no extra config), enqueues job, drains the queue and
+ * returns job 1 shown (cJSON_Delete it). */
+cJSON *e2e_run_job(const char *script, const char *job);
 /* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it). */
 cJSON *e2e_show(int id);
 /* e2e_str returns the string member k of o, or NULL. Borrowed. */
@@ -41,22 +61,45 @@ const char *e2e_str(const cJSON *o, const char *k);
 /* e2e_step_of returns step i of a shown job; e2e_hist its attempt. */
 const cJSON *e2e_step_of(const cJSON *job, int i);
 const cJSON *e2e_hist(const cJSON *job, int step, int attempt);
+/* e2e_expect_attempt checks attempt i of step 0 of a shown job: its
+ * outcome, reason and decision (each NULL: not checked). */
+void e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
+                        const char *reason, const char *decision);
 /* e2e_mock_log returns the mock's request log as an array (delete it). */
 cJSON *e2e_mock_log(void);
-/* e2e_sent_to counts logged requests whose path starts with prefix. */
+/* e2e_sent_to counts logged requests whose path starts with prefix; log
+ * NULL reads a fresh e2e_mock_log(). */
 int e2e_sent_to(const cJSON *log, const char *prefix);
+/* e2e_arrivals walks the logged requests whose path starts with prefix, in
+ * order of arrival: puts the first max arrival times (ts_ms) in at[] and,
+ * unless n429 is NULL, how many were answered 429 in *n429; returns how
+ * many there were (at may be NULL when max is 0; log NULL reads a fresh
+ * e2e_mock_log()). */
+int e2e_arrivals(const cJSON *log, const char *prefix, double *at, int max,
+                 int *n429);
 /* e2e_body_of / e2e_sent_body parse a logged request's body. */
 cJSON *e2e_body_of(const cJSON *req);
 cJSON *e2e_sent_body(const cJSON *log, int i);
 /* e2e_spawn_worker starts `stepq work --concurrency 200 EXTRA` in the
  * background, stderr appended to work.log. */
 pid_t e2e_spawn_worker(const char *extra);
+/* e2e_spawn_workerv starts `stepq work ARGS...` (args NULL-terminated) in
+ * the background, stderr appended to work.log. */
+pid_t e2e_spawn_workerv(const char *const *args);
 /* e2e_wait_for_requests waits until the mock logged n requests. */
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */
 int e2e_wait_exit(pid_t pid);
-/* e2e_status returns `status --json` parsed; e2e_count one state's count. */
+/* e2e_tiers returns `tiers --json` parsed (cJSON_Delete it). */
+cJSON *e2e_tiers(void);
+/* e2e_status returns `status --json` parsed; e2e_count one state's count
+ * in st, or in a fresh e2e_status() when st is NULL. */
 cJSON *e2e_status(void);
 int e2e_count(const cJSON *st, const char *state);
+/* e2e_drain_two runs two `stepq work --drain` at once; both must exit 0. */
+void e2e_drain_two(void);
+/* e2e_kill_mid_request_then_drain starts `stepq work --drain`, SIGKILLs
+ * it once the mock has logged a request, then runs e2e_drain(). */
+void e2e_kill_mid_request_then_drain(void);
 
 #endif

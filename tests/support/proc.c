@@ -1,3 +1,5 @@
+/* proc.c: running the stepq binary to completion (run_stepq and its
+ * wrappers), its path, and paths into the source tree. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -10,6 +12,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "common/clock.h"
 #include "common/xalloc.h"
@@ -143,4 +147,60 @@ run_result_free(struct run_result *res)
     free(res->out);
     free(res->err);
     res->out = res->err = NULL;
+}
+
+int
+run_cmd(struct run_result *res, const char *input, const char *const *argv)
+{
+    run_stepq(argv, input, res);
+    return res->status;
+}
+
+int
+run_args(struct run_result *res, const char *const *argv)
+{
+    return run_cmd(res, NULL, argv);
+}
+
+int
+run_job_count(const char *db)
+{
+    struct run_result r;
+    int total = 0;
+    cJSON *o, *it;
+
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--json", "--db", db), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "jobs"))
+    {
+        total += it->valueint;
+    }
+    cJSON_Delete(o);
+    run_result_free(&r);
+    return total;
+}
+
+int
+run_sh(const char *cmd, char **out)
+{
+    char *full, buf[4096], *acc = xcalloc(1, 1);
+    size_t len = 0, n, flen = strlen(cmd) + 16;
+    FILE *p;
+    int st;
+
+    full = xmalloc(flen);
+    snprintf(full, flen, "(%s) 2>&1", cmd);
+    p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+        acc = xrealloc(acc, len + n + 1);
+        memcpy(acc + len, buf, n);
+        len += n;
+        acc[len] = '\0';
+    }
+    st = pclose(p);
+    free(full);
+    *out = acc;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -1,4 +1,6 @@
-/* support.h: what every Check suite shares (tests/support/).
+/* support.h: what every Check suite shares (tests/support/): the suite
+ * runner (main.c), temporary folders and the per-test folder fixture
+ * (tmpdir.c), and running the stepq binary to completion (proc.c).
  *
  * Each tests/test_<module>.c defines test_suite(); main.c runs it in fork
  * mode and fails when anything failed or when no test ran at all.
@@ -26,6 +28,20 @@ char *tmpdir_join(const char *dir, const char *name);
 char *tmpdir_write(const char *dir, const char *name, const char *data,
                    size_t len);
 
+/* The per-test folder, a checked fixture (tcase_add_checked_fixture):
+ * fixture_setup makes a fresh temporary folder, enters it and unsets
+ * STEPQ_DB and STEPQ_CONFIG; fixture_setup_db also runs `stepq init` on
+ * FIXTURE_DB there; fixture_teardown removes the folder. fixture_dir is
+ * the folder's path (owned by the fixture: valid until teardown). */
+#define FIXTURE_DB "q.db"
+extern char *fixture_dir;
+void fixture_setup(void);
+void fixture_setup_db(void);
+void fixture_teardown(void);
+/* fixture_init runs `stepq init` (with --db db, unless db is NULL) and
+ * fails the test unless it exits 0. */
+void fixture_init(const char *db);
+
 /* The result of running a program to completion. */
 struct run_result {
     int status; /* exit code, or 128 + signal */
@@ -38,6 +54,22 @@ struct run_result {
  * the test if the binary cannot be started or runs longer than 60 s. */
 void run_stepq(const char *const *argv, const char *input,
                struct run_result *res);
+/* run_cmd runs stepq as run_stepq does and returns its exit code; the
+ * output stays in *res (release it with run_result_free). run_args is
+ * the same with empty stdin. RUN and RUN_ARGS take the arguments inline:
+ * RUN(&r, NULL, "status", "--json"). */
+int run_cmd(struct run_result *res, const char *input, const char *const *argv);
+int run_args(struct run_result *res, const char *const *argv);
+#define RUN(res, input, ...)                                                   \
+    run_cmd(res, input, (const char *[]){__VA_ARGS__, NULL})
+#define RUN_ARGS(res, ...) run_args(res, (const char *[]){__VA_ARGS__, NULL})
+/* run_job_count returns how many jobs the database db holds, all states
+ * together, from `stepq status --json --db db` (which must exit 0). */
+int run_job_count(const char *db);
+/* run_sh runs cmd with /bin/sh, stderr joined to stdout, and returns its
+ * exit code (128 + signal when killed); *out gets the output (caller
+ * frees). The tcase timeout bounds it. */
+int run_sh(const char *cmd, char **out);
 /* run_result_free releases the output buffers. */
 void run_result_free(struct run_result *res);
 /* stepq_bin returns $STEPQ_TEST_BIN if set, else $STEPQ_BIN; fails the

@@ -1,3 +1,5 @@
+/* tmpdir.c: temporary folders (made, joined, written to, removed) and
+ * the per-test folder fixture built on them. */
 /* nftw() is an XSI extension. */
 #define _XOPEN_SOURCE 700
 
@@ -66,4 +68,40 @@ tmpdir_write(const char *dir, const char *name, const char *data, size_t len)
     ck_assert_uint_eq(fwrite(data, 1, len, f), len);
     ck_assert_int_eq(fclose(f), 0);
     return p;
+}
+
+char *fixture_dir;
+
+void
+fixture_setup(void)
+{
+    fixture_dir = tmpdir_new();
+    ck_assert_int_eq(chdir(fixture_dir), 0);
+    unsetenv("STEPQ_DB");
+    unsetenv("STEPQ_CONFIG");
+}
+
+/* Only `stepq init` creates a database; every other command needs one. */
+void
+fixture_init(const char *db)
+{
+    const char *argv[] = {"init", db ? "--db" : NULL, db, NULL};
+    struct run_result r;
+
+    ck_assert_msg(run_args(&r, argv) == 0, "init: %s", r.err);
+    run_result_free(&r);
+}
+
+void
+fixture_setup_db(void)
+{
+    fixture_setup();
+    fixture_init(FIXTURE_DB);
+}
+
+void
+fixture_teardown(void)
+{
+    tmpdir_remove(fixture_dir);
+    fixture_dir = NULL;
 }
