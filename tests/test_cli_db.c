@@ -96,6 +96,28 @@ START_TEST(test_no_database_exit_1_nothing_created)
 }
 END_TEST
 
+/* A location no backend of this build serves is bad input: exit 2 naming
+ * it, and nothing is created; sqlite:PATH is the same file as PATH. */
+START_TEST(test_unsupported_location_exit_2)
+{
+    struct run_result r;
+    char *ls;
+
+    ck_assert_int_eq(run_on(&r, _i, "postgres://127.0.0.1/stepq"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "postgres://127.0.0.1/stepq: not a "
+                                        "database location"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "postgres://h/q"), 2);
+    run_result_free(&r);
+    ck_assert_str_eq(ls = dir_listing(), "");
+    free(ls);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "sqlite:q.db"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--db", "q.db"), 0);
+    run_result_free(&r);
+}
+END_TEST
+
 /* sqlite3 (the shell) runs sql on db; returns its first output line. */
 static char *
 sqlite(const char *db, const char *sql)
@@ -162,6 +184,10 @@ START_TEST(test_libstepq_open_needs_init)
     ck_assert_str_eq(err, "no stepq database at typo.db (create it with "
                           "`stepq init`)");
     ck_assert_ptr_null(q);
+    ck_assert_int_eq(stepq_open("postgres://h/q", &q, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "not a database location"));
+    ck_assert_ptr_null(q);
     ck_assert_str_eq(ls = dir_listing(), "");
     free(ls);
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
@@ -225,6 +251,8 @@ test_suite(void)
     tcase_add_checked_fixture(nodb, fixture_setup, fixture_teardown);
     tcase_set_timeout(nodb, 60);
     tcase_add_loop_test(nodb, test_no_database_exit_1_nothing_created, 0,
+                        (int)(sizeof(db_commands) / sizeof(db_commands[0])));
+    tcase_add_loop_test(nodb, test_unsupported_location_exit_2, 0,
                         (int)(sizeof(db_commands) / sizeof(db_commands[0])));
     tcase_add_test(nodb, test_older_database_waits_for_init_newer_refused);
     tcase_add_test(nodb, test_libstepq_open_needs_init);

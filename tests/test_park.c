@@ -14,11 +14,8 @@
 #include "common/file.h"
 #include "tests/support/e2e.h"
 
-/* A post that hits a daily wall once (then the mock answers 200), and a
- * chat step that uses the post's output. */
-#define WALL_ONCE                                                              \
-    "{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":429,"       \
-    "\"body\":\"daily quota exceeded\"}]}]}"
+/* The post meets a daily wall once (then the mock answers 200); the
+ * chat step after it uses the post's output. */
 
 static void
 enqueue_post_then_chat(void)
@@ -35,22 +32,14 @@ enqueue_post_then_chat(void)
     e2e_enqueue(job);
 }
 
-/* Runs stepq with args; returns the exit code, output kept in r. */
-static int
-stepq(struct run_result *r, const char *const *args)
-{
-    run_stepq(args, NULL, r);
-    return r->status;
-}
-
-#define STEPQ(r, ...) stepq(r, (const char *[]){__VA_ARGS__, NULL})
+#define STEPQ(r, ...) RUN_ARGS(r, __VA_ARGS__)
 
 static void
 park_one(void)
 {
     cJSON *job;
 
-    e2e_start(WALL_ONCE, "");
+    e2e_start_file("comments-daily-wall-once.json", "");
     enqueue_post_then_chat();
     free(e2e_drain());
     job = e2e_show(1);
@@ -141,9 +130,7 @@ START_TEST(test_retry_pinned_to_tier)
     struct run_result r;
     cJSON *job;
 
-    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"status\":"
-              "429,\"body\":\"daily quota exceeded\"}],\"loop\":true}]}",
-              "");
+    e2e_start_file("free-daily-wall-always.json", "");
     e2e_enqueue("{\"name\":\"c\",\"steps\":[{\"name\":\"a\",\"side_effects\":"
                 "true,\"replayable\":false,\"request\":{\"messages\":[{"
                 "\"role\":\"user\",\"content\":\"hi\"}]}}]}");
@@ -311,9 +298,7 @@ START_TEST(test_resolve_all_matching)
     struct run_result r;
     cJSON *st;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"answers\":[{\"status\":"
-              "429,\"body\":\"daily quota exceeded\",\"count\":3}]}]}",
-              "");
+    e2e_start_file("comments-daily-wall-thrice.json", "");
     for (int i = 0; i < 3; i++)
         enqueue_post_then_chat();
     free(e2e_drain());
@@ -345,8 +330,9 @@ START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
     cJSON *o;
     int64_t t0;
 
-    e2e_start(WALL_ONCE, "\"on_park\": \"cat > hook.json; sleep 30\","
-                         " \"on_park_timeout_s\": 0.5");
+    e2e_start_file("comments-daily-wall-once.json",
+                   "\"on_park\": \"cat > hook.json; sleep 30\","
+                   " \"on_park_timeout_s\": 0.5");
     enqueue_post_then_chat();
     t0 = clock_mono_ms();
     err = e2e_drain();
