@@ -189,22 +189,33 @@ cli_db_path(struct cli_env *env, const char **out)
 }
 
 int
-cli_subcommand(struct cli_env *env, int argc, char **argv,
-               const struct cli_sub *subs, const char *usage)
+cli_usage_asked(int argc, char **argv, const char *usage)
 {
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
         fputs(usage, stdout);
         return CLI_HELP;
     }
+    return 0;
+}
+
+int
+cli_subcommand(struct cli_env *env, int argc, char **argv,
+               const struct cli_sub *subs, const char *usage)
+{
+    int rc = cli_usage_asked(argc, argv, usage);
+
+    if (rc != 0)
+        return rc;
     for (const struct cli_sub *s = subs; s->name != NULL; s++) {
         if (strcmp(argv[1], s->name) == 0)
             return s->fn(env, argc - 1, argv + 1);
     }
-    cli_error("%s: unknown subcommand %s (try 'stepq %s --help')", argv[0],
+    cli_error("%s: unknown subcommand '%s' (try 'stepq %s --help')", argv[0],
               argv[1], argv[0]);
     fputs(usage, stderr);
     return CLI_USAGE;

@@ -102,9 +102,15 @@ struct cli_sub {
     int (*fn)(struct cli_env *env, int argc, char **argv);
 };
 
+/* cli_usage_asked handles a command line with nothing after argv[0]
+ * (usage to stderr, CLI_USAGE) or asking for help with --help, -h or help
+ * (usage to stdout, CLI_HELP); otherwise it returns 0. */
+int cli_usage_asked(int argc, char **argv, const char *usage);
+
 /* cli_subcommand runs the subcommand argv[1] from the NULL-terminated
- * table subs with argv shifted by one; --help/-h prints usage (CLI_HELP), a
- * missing or unknown subcommand prints an error and usage (exit 2). */
+ * table subs with argv shifted by one; --help/-h/help prints usage
+ * (CLI_HELP), a missing or unknown subcommand prints an error and usage
+ * (exit 2). */
 int cli_subcommand(struct cli_env *env, int argc, char **argv,
                    const struct cli_sub *subs, const char *usage);
 

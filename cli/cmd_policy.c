@@ -493,27 +493,13 @@ out:
     return rc;
 }
 
-int
-cmd_policy(struct cli_env *env, int argc, char **argv)
+static int
+check_cmd(struct cli_env *env, int argc, char **argv)
 {
     const char *pos[1];
     int npos = 0, rc;
 
-    if (argc < 2) {
-        fputs(usage, stderr);
-        return CLI_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
-    if (strcmp(argv[1], "check") != 0) {
-        cli_error("policy: unknown subcommand '%s' (try 'stepq policy --help')",
-                  argv[1]);
-        return CLI_USAGE;
-    }
-    rc = cli_parse_args(argc - 1, argv + 1, NULL, pos, 1, &npos, usage);
+    rc = cli_parse_args(argc, argv, NULL, pos, 1, &npos, usage);
     if (rc != 0)
         return rc;
     if (npos != 1) {
@@ -522,4 +508,12 @@ cmd_policy(struct cli_env *env, int argc, char **argv)
         return CLI_USAGE;
     }
     return check(env, pos[0]);
+}
+
+int
+cmd_policy(struct cli_env *env, int argc, char **argv)
+{
+    static const struct cli_sub subs[] = {{"check", check_cmd}, {NULL, NULL}};
+
+    return cli_subcommand(env, argc, argv, subs, usage);
 }

@@ -102,15 +102,8 @@ main(int argc, char **argv)
         return rc;
     level += verbose;
     log_set_level(level > LOG_LEVEL_DEBUG ? LOG_LEVEL_DEBUG : level);
-    if (argc < 2) {
-        fputs(usage, stderr);
-        return CLI_USAGE;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage, stdout);
-        return CLI_OK;
-    }
+    if ((rc = cli_usage_asked(argc, argv, usage)) != 0)
+        return rc == CLI_HELP ? CLI_OK : rc;
     if (strcmp(argv[1], "--version") == 0) {
         printf("stepq %s\n", STEPQ_VERSION);
         return CLI_OK;

@@ -20,4 +20,17 @@ int q__sqlite_open(const char *path, const struct q_open_opts *opts,
  * it keeps at most max: cut back to a UTF-8 character boundary. */
 size_t q__body_keep(const char *body, size_t len, int64_t max);
 
+/* Releasing the elements of result arrays: q__array_free calls clean on
+ * each of the n elements (elem bytes each) of v, then frees v; NULL is a
+ * no-op. The cleaners free one element's owned strings (the public
+ * q_*_free functions are these over their arrays). */
+typedef void (*q__clean_fn)(void *elem);
+void q__array_free(void *v, size_t n, size_t elem, q__clean_fn clean);
+void q__job_clean(void *e);
+void q__step_clean(void *e);
+void q__attempt_clean(void *e);
+void q__park_clean(void *e);
+void q__group_clean(void *e);
+void q__brief_clean(void *e);
+
 #endif

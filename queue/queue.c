@@ -130,36 +130,58 @@ q_job_cleanup(struct q_job *job)
 }
 
 void
+q__array_free(void *v, size_t n, size_t elem, q__clean_fn clean)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        clean((char *)v + i * elem);
+    free(v);
+}
+
+void
+q__job_clean(void *e)
+{
+    q_job_cleanup(e);
+}
+
+void
 q_jobs_free(struct q_job *jobs, size_t n)
 {
-    for (size_t i = 0; jobs != NULL && i < n; i++)
-        q_job_cleanup(&jobs[i]);
-    free(jobs);
+    q__array_free(jobs, n, sizeof(*jobs), q__job_clean);
+}
+
+void
+q__step_clean(void *e)
+{
+    struct q_step *st = e;
+
+    free(st->tier);
+    free(st->output);
+    free(st->pin_tier);
 }
 
 void
 q_steps_free(struct q_step *steps, size_t n)
 {
-    for (size_t i = 0; steps != NULL && i < n; i++) {
-        free(steps[i].tier);
-        free(steps[i].output);
-        free(steps[i].pin_tier);
-    }
-    free(steps);
+    q__array_free(steps, n, sizeof(*steps), q__step_clean);
+}
+
+void
+q__attempt_clean(void *e)
+{
+    struct q_attempt *a = e;
+
+    free(a->tier);
+    free(a->request_sha256);
+    free(a->outcome);
+    free(a->reason);
+    free(a->decision);
+    free(a->body);
 }
 
 void
 q_attempts_free(struct q_attempt *a, size_t n)
 {
-    for (size_t i = 0; a != NULL && i < n; i++) {
-        free(a[i].tier);
-        free(a[i].request_sha256);
-        free(a[i].outcome);
-        free(a[i].reason);
-        free(a[i].decision);
-        free(a[i].body);
-    }
-    free(a);
+    q__array_free(a, n, sizeof(*a), q__attempt_clean);
 }
 
 void
@@ -180,36 +202,48 @@ q_park_item_cleanup(struct q_park_item *it)
 }
 
 void
-q_park_items_free(struct q_park_item *items, size_t n)
+q__park_clean(void *e)
 {
-    for (size_t i = 0; items != NULL && i < n; i++)
-        q_park_item_cleanup(&items[i]);
-    free(items);
+    q_park_item_cleanup(e);
 }
 
-/* Reads a row in the column order of ST_PARK_GET. */
+void
+q_park_items_free(struct q_park_item *items, size_t n)
+{
+    q__array_free(items, n, sizeof(*items), q__park_clean);
+}
+
+void
+q__group_clean(void *e)
+{
+    struct q_attempt_group *g = e;
+
+    free(g->tier);
+    free(g->outcome);
+    free(g->reason);
+    free(g->decision);
+}
 
 void
 q_attempt_groups_free(struct q_attempt_group *g, size_t n)
 {
-    for (size_t i = 0; g != NULL && i < n; i++) {
-        free(g[i].tier);
-        free(g[i].outcome);
-        free(g[i].reason);
-        free(g[i].decision);
-    }
-    free(g);
+    q__array_free(g, n, sizeof(*g), q__group_clean);
+}
+
+void
+q__brief_clean(void *e)
+{
+    struct q_park_brief *p = e;
+
+    free(p->job_name);
+    free(p->step);
+    free(p->reason);
+    free(p->error);
+    free(p->tier);
 }
 
 void
 q_park_briefs_free(struct q_park_brief *p, size_t n)
 {
-    for (size_t i = 0; p != NULL && i < n; i++) {
-        free(p[i].job_name);
-        free(p[i].step);
-        free(p[i].reason);
-        free(p[i].error);
-        free(p[i].tier);
-    }
-    free(p);
+    q__array_free(p, n, sizeof(*p), q__brief_clean);
 }

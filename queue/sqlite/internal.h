@@ -112,10 +112,10 @@ int q__step_row(q_db *db, sqlite3_stmt *s, const char *what);
 /* A row reader: fills the element at elem from the current row of s. */
 typedef void (*q__read_fn)(sqlite3_stmt *s, void *elem);
 /* q__rows reads every row of s into a new array of elem-byte elements
- * (zeroed, then filled by read). *out and *n are set also on failure, to
- * the rows read so far: the caller frees them with its own free. */
-int q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read, void **out,
-            size_t *n, const char *what);
+ * (zeroed, then filled by read). On failure what was read is released
+ * with clean and *out, *n stay untouched. Caller owns *out. */
+int q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
+            q__clean_fn clean, void **out, size_t *n, const char *what);
 /* q__row_by_id runs statement st with ?1 = id and reads its one row into
  * out (size bytes, zeroed first): 0, -ENOENT when there is none, or the
  * logged error. out is untouched on failure. */

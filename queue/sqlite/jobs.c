@@ -109,17 +109,11 @@ static int
 collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
 {
     void *v = NULL;
-    size_t len = 0;
-    int rc = q__rows(db, s, sizeof(struct q_job), q__read_job, &v, &len,
-                     "listing jobs");
-
-    if (rc != 0) {
-        q_jobs_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    int rc = q__rows(db, s, sizeof(struct q_job), q__read_job, q__job_clean, &v,
+                     n, "listing jobs");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int

@@ -30,21 +30,16 @@ q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
 {
     sqlite3_stmt *s = q__stmt(db, ST_STEPS_GET);
     void *v = NULL;
-    size_t len = 0;
     int rc;
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
-    rc = q__rows(db, s, sizeof(struct q_step), read_step, &v, &len,
+    rc = q__rows(db, s, sizeof(struct q_step), read_step, q__step_clean, &v, n,
                  "reading steps");
-    if (rc != 0) {
-        q_steps_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int
@@ -218,7 +213,6 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
     sqlite3_stmt *s =
         q__stmt(db, step < 0 ? ST_ATTEMPTS_JOB : ST_ATTEMPTS_STEP);
     void *v = NULL;
-    size_t len = 0;
     int rc;
 
     if (s == NULL)
@@ -226,13 +220,9 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
     sqlite3_bind_int64(s, 1, job_id);
     if (step >= 0)
         sqlite3_bind_int(s, 2, step);
-    rc = q__rows(db, s, sizeof(struct q_attempt), read_attempt, &v, &len,
-                 "reading attempts");
-    if (rc != 0) {
-        q_attempts_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    rc = q__rows(db, s, sizeof(struct q_attempt), read_attempt,
+                 q__attempt_clean, &v, n, "reading attempts");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }

@@ -88,7 +88,6 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
 {
     sqlite3_stmt *s = q__stmt(db, ST_PARK_LIST);
     void *v = NULL;
-    size_t len = 0;
     int rc;
 
     if (s == NULL)
@@ -97,15 +96,11 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
     q__bind_text(s, 2, f->reason);
     q__bind_text(s, 3, f->tier);
     sqlite3_bind_int64(s, 4, f->job_id);
-    rc = q__rows(db, s, sizeof(struct q_park_item), read_park, &v, &len,
-                 "listing park items");
-    if (rc != 0) {
-        q_park_items_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    rc = q__rows(db, s, sizeof(struct q_park_item), read_park, q__park_clean,
+                 &v, n, "listing park items");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 /* Runs one update of a parked job or item inside its own level; -EALREADY

@@ -46,21 +46,16 @@ q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
     sqlite3_stmt *s = NULL;
     void *v = NULL;
-    size_t len = 0;
     int rc;
 
     if ((rc = prepare(db, attempts_sql, &s)) != 0)
         return rc;
-    rc = q__rows(db, s, sizeof(struct q_attempt_group), read_group, &v, &len,
-                 "reading the attempts ledger");
+    rc = q__rows(db, s, sizeof(struct q_attempt_group), read_group,
+                 q__group_clean, &v, n, "reading the attempts ledger");
     sqlite3_finalize(s);
-    if (rc != 0) {
-        q_attempt_groups_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 static void
@@ -84,20 +79,15 @@ q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
 {
     sqlite3_stmt *s = NULL;
     void *v = NULL;
-    size_t len = 0;
     int rc;
 
     if ((rc = prepare(db, park_sql, &s)) != 0)
         return rc;
     sqlite3_bind_int64(s, 1, limit > 0 ? (sqlite3_int64)limit : -1);
-    rc = q__rows(db, s, sizeof(struct q_park_brief), read_brief, &v, &len,
-                 "reading the park table");
+    rc = q__rows(db, s, sizeof(struct q_park_brief), read_brief, q__brief_clean,
+                 &v, n, "reading the park table");
     sqlite3_finalize(s);
-    if (rc != 0) {
-        q_park_briefs_free(v, len);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    if (rc == 0)
+        *out = v;
+    return rc;
 }

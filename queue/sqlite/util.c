@@ -60,8 +60,8 @@ q__step_row(q_db *db, sqlite3_stmt *s, const char *what)
 }
 
 int
-q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read, void **out,
-        size_t *n, const char *what)
+q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
+        q__clean_fn clean, void **out, size_t *n, const char *what)
 {
     char *v = NULL;
     size_t len = 0, cap = 0;
@@ -71,9 +71,13 @@ q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read, void **out,
         v = q__grow(v, len, &cap, elem);
         read(s, v + len++ * elem);
     }
+    if (rc != SQLITE_DONE) {
+        q__array_free(v, len, elem, clean);
+        return q__db_err(db, what);
+    }
     *out = v;
     *n = len;
-    return rc == SQLITE_DONE ? 0 : q__db_err(db, what);
+    return 0;
 }
 
 int
