@@ -6,7 +6,7 @@
  *
  * A backend (queue/sqlite/ today; each in its own folder, the only code
  * that includes its client library's header) implements every function
- * here and passes the contract suite, tests/test_queue_contract.c.
+ * here and passes the contract suites (tests/test_queue_contract*.c).
  * Nothing here names an engine: a store is opened by a location string,
  * and errors say what happened, not which engine said it. Every function
  * returns 0 or a negative errno (CONVENTIONS §4):
