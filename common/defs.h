@@ -1,4 +1,9 @@
-/* defs.h: attributes and tiny macros shared by every module. */
+/* defs.h: attributes and tiny macros shared by every module.
+ *
+ * common/ is the leaf every folder may use and that uses none of them
+ * (libc and cJSON only): defs.h, xalloc.h (allocation that aborts on
+ * OOM), log.h, clock.h, file.h (capped reads), json.h (validation with
+ * JSON paths, output helpers) and config.h (the config file). */
 #ifndef STEPQ_COMMON_DEFS_H
 #define STEPQ_COMMON_DEFS_H
 

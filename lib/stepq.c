@@ -1,5 +1,5 @@
 /* stepq.c: libstepq, the public enqueue API (include/stepq.h), a thin
- * facade over queue/. */
+ * facade over spec/ (validation) and queue/ (storage). */
 #include "include/stepq.h"
 
 #include <errno.h>
