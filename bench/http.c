@@ -288,7 +288,17 @@ main(int argc, char **argv)
 
     if (getenv("STEPQ_BIN") != NULL)
         bin = getenv("STEPQ_BIN");
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--help") == 0) {
+            puts("usage: bench_http [--runs N] [--requests N] [--parallel N]\n"
+                 "                  [--inflight N] [--latency-ms N] [--bin "
+                 "STEPQ]");
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_http: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (strcmp(argv[i], "--runs") == 0)
             runs = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--requests") == 0)

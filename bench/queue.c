@@ -1,7 +1,7 @@
 /* bench/queue.c: queue store throughput, run on demand (never in tests).
  *
  *   build/release/bench/bench_queue [--runs 5] [--single N] [--batch N]
- *                                   [--backlog N] [--dir DIR]
+ *                                   [--backlog N] [--only ROW] [--dir DIR]
  *
  * Prints jobs/s, the median of --runs runs, for: enqueue one job per
  * transaction, enqueue 100 per transaction (with validation, and stored
@@ -201,6 +201,12 @@ bench_claim(const char *path, bool full, int backlog, int procs, int per)
     return backlog / ((double)(clock_mono_ms() - t0) / 1000.0);
 }
 
+static const char usage[] =
+    "usage: bench_queue [--runs N] [--single N] [--batch N] [--backlog N]\n"
+    "                   [--only ROW] [--dir DIR]\n"
+    "ROW 0-7 runs one row of the table (0: enqueue 1 per transaction, 1: 100\n"
+    "per transaction, 2-5: claim+complete, 6-7: enqueue stored only).\n";
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -214,7 +220,16 @@ main(int argc, char **argv)
     int runs = 5, single = 20000, batch = 100000, backlog = 100000;
     int only = -1;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_queue: %s needs a value\n%s", argv[i],
+                    usage);
+            return 2;
+        }
         if (strcmp(argv[i], "--runs") == 0)
             runs = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--single") == 0)
@@ -227,6 +242,11 @@ main(int argc, char **argv)
             only = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--dir") == 0)
             base_dir = argv[i + 1];
+        else {
+            fprintf(stderr, "bench_queue: unknown option %s\n%s", argv[i],
+                    usage);
+            return 2;
+        }
     }
     if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1) {
         fprintf(stderr, "bad arguments\n");
