@@ -105,7 +105,7 @@ parked_job(q_db *db, const char *name)
                            .parked_at = T0};
     int num;
 
-    qfix_claim_one(db, id, "w", T0);
+    qfix_claim_one(db, id, "w", T0, 60000);
     ck_assert_int_eq(q_attempt_begin(db, &a, &aid, &num), 0);
     ck_assert_int_eq(q_attempt_begin(db, &a, &aid, &num), 0);
     ck_assert_int_eq(q_park_add(db, &p, &pid), 0);

@@ -68,13 +68,11 @@ END_TEST
 START_TEST(test_lease_ops_need_the_holder)
 {
     q_db *db = qfix_open(NULL);
-    struct q_job *got = NULL;
-    size_t n = 0;
     int64_t id = qfix_add(db, "a", NULL, 0, T0);
-    struct q_job j = {0};
+    struct q_job *got = NULL, j = {0};
+    size_t n = 0;
 
-    ck_assert_int_eq(q_claim(db, "w1", T0, 1000, 1, &got, &n), 0);
-    q_jobs_free(got, n);
+    qfix_claim_one(db, id, "w1", T0, 1000);
     ck_assert_int_eq(q_extend(db, id, "w2", T0 + 5000, T0), -EBUSY);
     ck_assert_int_eq(q_complete(db, id, "w2", T0), -EBUSY);
     ck_assert_int_eq(q_extend(db, id, "w1", T0 + 5000, T0), 0);
@@ -97,12 +95,11 @@ END_TEST
 START_TEST(test_expired_lease_is_claimed_again)
 {
     q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
     struct q_job *got = NULL;
     size_t n = 0;
-    int64_t id = qfix_add(db, "a", NULL, 0, T0);
 
-    ck_assert_int_eq(q_claim(db, "dead", T0, 1000, 1, &got, &n), 0);
-    q_jobs_free(got, n);
+    qfix_claim_one(db, id, "dead", T0, 1000);
     ck_assert_int_eq(q_claim(db, "w2", T0 + 1000, 1000, 1, &got, &n), -ENOENT);
     ck_assert_int_eq(q_claim(db, "w2", T0 + 1001, 1000, 1, &got, &n), 0);
     ck_assert_int_eq(got[0].id, id);

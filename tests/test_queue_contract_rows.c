@@ -93,7 +93,7 @@ START_TEST(test_kept_body_cut_on_a_character)
     size_t na = 0;
     int num;
 
-    qfix_claim_one(db, id, "w", T0);
+    qfix_claim_one(db, id, "w", T0, 60000);
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
     ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
     ck_assert_int_eq(q_attempt_finish(db, aid + 99, &r), -ENOENT);
@@ -207,7 +207,7 @@ park_one(q_db *db, int64_t id, const char *reason)
                            .parked_at = T0 + 5};
     int64_t pid = 0;
 
-    qfix_claim_one(db, id, "w", T0);
+    qfix_claim_one(db, id, "w", T0, 60000);
     ck_assert_int_eq(q_park_add(db, &p, &pid), 0);
     ck_assert_int_eq(q_park_job(db, id, "w", T0 + 5), 0);
     return pid;
@@ -289,7 +289,7 @@ START_TEST(test_next_due_and_reclaim)
     ck_assert_int_eq(q_next_due(db, T0, &at), 0);
     ck_assert_int_eq(at, T0 + 5000);
     id = qfix_add(db, "now", NULL, 0, T0);
-    qfix_claim_one(db, id, "w", T0); /* lease ends at T0 + 60000 */
+    qfix_claim_one(db, id, "w", T0, 60000); /* lease ends at T0 + 60000 */
     ck_assert_int_eq(q_next_due(db, T0, &at), 0);
     ck_assert_int_eq(at, T0 + 5000);
     ck_assert_int_eq(q_reclaim(db, T0 + 60000, &n), 0);
@@ -317,7 +317,7 @@ START_TEST(test_reports_count_the_ledger_and_park)
     int64_t park_open = -1;
     int num;
 
-    qfix_claim_one(db, id, "w", T0);
+    qfix_claim_one(db, id, "w", T0, 60000);
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
     ck_assert_int_eq(q_stats_attempts(db, &g, &ng), 0);
     ck_assert_uint_eq(ng, 1);

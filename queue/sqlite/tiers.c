@@ -163,9 +163,11 @@ send_get(q_db *db, int64_t id, int64_t *tokens, bool *done)
     return 0;
 }
 
-int
-q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                 int64_t *old_tokens)
+/* Answers (drop false: done with tokens at done_at) or drops send id;
+ * *old_tokens (may be NULL) gets what it was charged. */
+static int
+send_end(q_db *db, int64_t id, bool drop, int64_t tokens, int64_t done_at,
+         int64_t *old_tokens)
 {
     sqlite3_stmt *s;
     int64_t old;
@@ -174,38 +176,33 @@ q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
 
     if ((rc = send_get(db, id, &old, &done)) != 0)
         return rc;
-    if (done)
+    if (done && !drop)
         return -EALREADY;
-    if ((s = q__stmt(db, ST_TIER_SEND_DONE)) == NULL)
+    if ((s = q__stmt(db, drop ? ST_TIER_SEND_DROP : ST_TIER_SEND_DONE)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int64(s, 2, tokens);
-    sqlite3_bind_int64(s, 3, done_at);
-    if ((rc = q__run_done(db, s, "finishing a tier send")) != 0)
-        return rc;
-    if (old_tokens != NULL)
+    if (!drop) {
+        sqlite3_bind_int64(s, 2, tokens);
+        sqlite3_bind_int64(s, 3, done_at);
+    }
+    rc = q__run_done(db, s,
+                     drop ? "dropping a tier send" : "finishing a tier send");
+    if (rc == 0 && old_tokens != NULL)
         *old_tokens = old;
-    return 0;
+    return rc;
+}
+
+int
+q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                 int64_t *old_tokens)
+{
+    return send_end(db, id, false, tokens, done_at, old_tokens);
 }
 
 int
 q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
 {
-    sqlite3_stmt *s;
-    int64_t old;
-    bool done;
-    int rc;
-
-    if ((rc = send_get(db, id, &old, &done)) != 0)
-        return rc;
-    if ((s = q__stmt(db, ST_TIER_SEND_DROP)) == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    if ((rc = q__run_done(db, s, "dropping a tier send")) != 0)
-        return rc;
-    if (old_tokens != NULL)
-        *old_tokens = old;
-    return 0;
+    return send_end(db, id, true, 0, 0, old_tokens);
 }
 
 int

@@ -85,12 +85,13 @@ qfix_state(q_db *db, int64_t id)
 }
 
 void
-qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now)
+qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now,
+               int64_t lease_ms)
 {
     struct q_job *got = NULL;
     size_t n = 0;
 
-    ck_assert_int_eq(q_claim(db, worker, now, 60000, 1, &got, &n), 0);
+    ck_assert_int_eq(q_claim(db, worker, now, lease_ms, 1, &got, &n), 0);
     ck_assert_int_eq(got[0].id, id);
     q_jobs_free(got, n);
 }

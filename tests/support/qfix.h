@@ -40,9 +40,10 @@ int64_t qfix_add(q_db *db, const char *name, const char *key, int prio,
 /* qfix_state reads the state of job id, asserting it exists. */
 enum q_job_state qfix_state(q_db *db, int64_t id);
 
-/* qfix_claim_one claims job id for worker at now (a 60 s lease), asserting
- * that it was the one claimed. */
-void qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now);
+/* qfix_claim_one claims job id for worker at now, leased for lease_ms,
+ * asserting that it was the one claimed. */
+void qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now,
+                    int64_t lease_ms);
 
 /* qfix_wait_children waits for n children, asserting each exited 0. */
 void qfix_wait_children(const pid_t *pids, int n);
