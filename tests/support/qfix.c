@@ -84,6 +84,15 @@ qfix_state(q_db *db, int64_t id)
     return st;
 }
 
+int64_t
+qfix_count(q_db *db, enum q_job_state st)
+{
+    int64_t counts[Q_JOB_NSTATES], park;
+
+    ck_assert_int_eq(q_counts(db, counts, &park), 0);
+    return counts[st];
+}
+
 void
 qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now,
                int64_t lease_ms)

@@ -40,6 +40,9 @@ int64_t qfix_add(q_db *db, const char *name, const char *key, int prio,
 /* qfix_state reads the state of job id, asserting it exists. */
 enum q_job_state qfix_state(q_db *db, int64_t id);
 
+/* qfix_count is how many jobs are in state st (asserting q_counts works). */
+int64_t qfix_count(q_db *db, enum q_job_state st);
+
 /* qfix_claim_one claims job id for worker at now, leased for lease_ms,
  * asserting that it was the one claimed. */
 void qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now,
