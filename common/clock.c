@@ -1,3 +1,4 @@
+/* clock.c: wall and monotonic time in ms, and RFC 3339 UTC times. */
 #include "common/clock.h"
 
 #include <ctype.h>

@@ -1,3 +1,5 @@
+/* config.c: the config file: parse, validate (with the JSON path of the
+ * first problem), defaults, and resolving "db" against the file's folder. */
 #include "common/config.h"
 
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* file.c: reading a whole file or standard input, capped. */
 #include "common/file.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* log.c: log lines on stderr, and the JSON line of one attempt. */
 #include "common/log.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* xalloc.c: allocation that prints and aborts on out of memory. */
 #include "common/xalloc.h"
 
 #include <stdio.h>
