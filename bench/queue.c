@@ -91,13 +91,17 @@ bench_enqueue(const char *path, bool full, int n, int per, bool validate)
     struct q_job_new *rows = xcalloc((size_t)per, sizeof(*rows));
     struct q_enqueue_result *r = xcalloc((size_t)per, sizeof(*r));
     struct spec_job *once = validate ? NULL : parse_job();
-    int64_t t0 = clock_mono_ms(), now = clock_now_ms();
+    int64_t t0, now = clock_now_ms();
 
+    /* Stored only: the rows of the one job are made before the timing. */
+    for (int i = 0; !validate && i < per; i++)
+        spec_job_row(once, &rows[i]);
+    t0 = clock_mono_ms();
     for (int done = 0; done < n; done += per) {
-        for (int i = 0; i < per; i++)
-            v[i] = validate ? parse_job() : once;
-        for (int i = 0; i < per; i++)
+        for (int i = 0; validate && i < per; i++) {
+            v[i] = parse_job();
             spec_job_row(v[i], &rows[i]);
+        }
         if (q_enqueue(db, rows, (size_t)per, NULL, now, r) != 0) {
             fprintf(stderr, "enqueue failed\n");
             exit(1);

@@ -28,7 +28,7 @@ cmd_init(struct cli_env *env, int argc, char **argv)
     /* The only command that creates or migrates (cli_open_db does
      * neither). */
     if ((rc = q_open(path, NULL, &db)) != 0) {
-        if (rc == -ENOTSUP || rc == -EINVAL || rc == -EPROTONOSUPPORT)
+        if (rc != -EIO)
             return cli_open_failed(path, rc);
         cli_error("cannot create or migrate database %s", path);
         return CLI_RUNTIME;

@@ -39,20 +39,14 @@ STEPQ_MUST_CHECK int park_step(q_db *db, const struct q_park_new *p,
 
 /* park_notify tells the on_park hook cmd of item id: loads the item from
  * db, renders it with park_item_json and starts cmd with that JSON on its
- * input (park_hook_run). Call it only after the transaction that parked
+ * input, run beside the loop. Call it only after the transaction that parked
  * the item has committed: before, the hook could not find it. cmd NULL:
  * does nothing and returns 0. Returns 0, the error of q_park_get
- * (-ENOENT: no such item), or that of park_hook_run (logged). */
+ * (-ENOENT: no such item), or a negative errno when the hook cannot be
+ * started (logged). The hook is killed (SIGKILL) when it runs longer than
+ * timeout_ms; its exit status is logged. */
 int park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
                 int64_t id);
-
-/* park_hook_run starts `/bin/sh -c cmd` with json on its standard input,
- * on loop, and returns at once. The hook is killed (SIGKILL) when it runs
- * longer than timeout_ms; its exit status is logged. All its handles are
- * freed when it ends. Returns 0, or a negative errno when it cannot be
- * started (logged). */
-STEPQ_MUST_CHECK int park_hook_run(uv_loop_t *loop, const char *cmd,
-                                   int64_t timeout_ms, const char *json);
 
 /* ---- resolution: what an operator's decision does --------------------- */
 

@@ -88,8 +88,6 @@ setup(struct worker *w, const struct worker_opts *o)
 {
     struct http_client_opts hopts = {0};
     struct q_open_opts qopts = {
-        .durable = false,
-        .lock_wait_ms = 5000,
         .keep_body_bytes = o->cfg->worker.keep_body_bytes,
     };
     char err[512], host[64] = "host";

@@ -95,12 +95,9 @@ int q__db_err(q_db *db, const char *what);
  * tx_leave returns rc, or the commit's error. */
 int q__tx_enter(q_db *db);
 int q__tx_leave(q_db *db, int rc);
-/* grow makes room for element len of an array of *cap elements of elem
- * bytes (doubling, aborting on OOM) and zeroes it; returns the array. */
-void *q__grow(void *v, size_t len, size_t *cap, size_t elem);
-/* col_text copies column i of the current row, or NULL. Caller frees. */
+/* q__col_text copies column i of the current row, or NULL. Caller frees. */
 char *q__col_text(sqlite3_stmt *s, int i);
-/* exec_simple runs SQL with no parameters or results (schema, pragmas). */
+/* q__exec_simple runs SQL with no parameters or results (schema, pragmas). */
 int q__exec_simple(q_db *db, const char *sql);
 /* q__bind_text binds v (borrowed until the statement is reset), or NULL. */
 void q__bind_text(sqlite3_stmt *s, int i, const char *v);
@@ -121,8 +118,5 @@ int q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
  * logged error. out is untouched on failure. */
 int q__row_by_id(q_db *db, enum q__stmt_id st, int64_t id, q__read_fn read,
                  void *out, size_t size, const char *what);
-/* q__read_job reads a jobs row in the column order of ST_JOB_GET into j
- * (owned strings). */
-void q__read_job(sqlite3_stmt *s, void *job);
 
 #endif

@@ -76,8 +76,8 @@ out:
 /* ---- reading jobs ---------------------------------------------------- */
 
 /* Reads a row in the column order of ST_JOB_GET. */
-void
-q__read_job(sqlite3_stmt *s, void *job)
+static void
+read_job(sqlite3_stmt *s, void *job)
 {
     struct q_job *j = job;
 
@@ -100,7 +100,7 @@ q__read_job(sqlite3_stmt *s, void *job)
 int
 q_job_get(q_db *db, int64_t id, struct q_job *out)
 {
-    return q__row_by_id(db, ST_JOB_GET, id, q__read_job, out, sizeof(*out),
+    return q__row_by_id(db, ST_JOB_GET, id, read_job, out, sizeof(*out),
                         "reading a job");
 }
 
@@ -109,8 +109,8 @@ static int
 collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
 {
     void *v = NULL;
-    int rc = q__rows(db, s, sizeof(struct q_job), q__read_job, q__job_clean, &v,
-                     n, "listing jobs");
+    int rc = q__rows(db, s, sizeof(struct q_job), read_job, q__job_clean, &v, n,
+                     "listing jobs");
     if (rc == 0)
         *out = v;
     return rc;
@@ -234,7 +234,7 @@ claim_locked(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
         if (sqlite3_step(s) != SQLITE_ROW)
             return q__db_err(db, "claiming");
         memset(&v[*len], 0, sizeof(*v));
-        q__read_job(s, &v[(*len)++]);
+        read_job(s, &v[(*len)++]);
         sqlite3_reset(s);
     }
     return 0;

@@ -9,8 +9,10 @@
 
 #include "common/xalloc.h"
 
-void *
-q__grow(void *v, size_t len, size_t *cap, size_t elem)
+/* Makes room for element len of an array of *cap elements of elem bytes
+ * (doubling, aborting on OOM) and zeroes it; returns the array. */
+static void *
+grow(void *v, size_t len, size_t *cap, size_t elem)
 {
     if (len == *cap) {
         *cap = *cap ? *cap * 2 : 16;
@@ -68,7 +70,7 @@ q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
     int rc;
 
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        v = q__grow(v, len, &cap, elem);
+        v = grow(v, len, &cap, elem);
         read(s, v + len++ * elem);
     }
     if (rc != SQLITE_DONE) {
