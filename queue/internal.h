@@ -9,6 +9,134 @@
 
 #include "queue/queue.h"
 
+/* ---- the table of functions a backend implements ---------------------- */
+
+/* Copying rows between backends (q_copy, queue/copy.c): the tables and
+ * columns are described once, here in queue/, with the same names in
+ * every backend's schema; a backend moves one row at a time as values. */
+enum q__col_type { Q__COL_INT, Q__COL_REAL, Q__COL_TEXT };
+
+struct q__column {
+    const char *name;
+    enum q__col_type type;
+};
+
+struct q__table {
+    const char *name;     /* the table, as every backend names it */
+    const char *order_by; /* the column list rows are read in */
+    const struct q__column *cols;
+    size_t ncols;
+    bool id_serial; /* its "id" column is generated: continue after max */
+};
+
+/* One column's value in a row. Text is borrowed for the call. */
+struct q__value {
+    bool null;
+    int64_t i;
+    double r;
+    const char *s;
+};
+
+/* Called with each row (t->ncols values); nonzero stops and is returned. */
+typedef int (*q__row_fn)(void *arg, const struct q__value *vals);
+
+/* One entry per storage call of queue.h, with the same meaning, arguments
+ * and errors (see there); q_open/q_open_existing pick the table by the
+ * location, and queue/queue.c calls through db->ops. */
+struct q__ops {
+    int (*close)(q_db *db);
+    int (*db_version)(q_db *db, int *out);
+    int (*tx_begin)(q_db *db);
+    int (*tx_commit)(q_db *db);
+    void (*tx_rollback)(q_db *db);
+    int (*enqueue)(q_db *db, const struct q_job_new *jobs, size_t n,
+                   const struct q_enqueue_opts *opts, int64_t now,
+                   struct q_enqueue_result *res);
+    int (*job_get)(q_db *db, int64_t id, struct q_job *out);
+    int (*jobs_list)(q_db *db, int state, size_t limit, struct q_job **out,
+                     size_t *n);
+    int (*counts)(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
+    int (*claim)(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
+                 size_t max, struct q_job **out, size_t *n);
+    int (*extend)(q_db *db, int64_t id, const char *worker, int64_t until,
+                  int64_t now);
+    int (*release)(q_db *db, int64_t id, const char *worker, int64_t run_at,
+                   int64_t now);
+    int (*complete)(q_db *db, int64_t id, const char *worker, int64_t now);
+    int (*fail)(q_db *db, int64_t id, const char *worker, const char *error,
+                int64_t now);
+    int (*park_job)(q_db *db, int64_t id, const char *worker, int64_t now);
+    int (*cancel)(q_db *db, int64_t id, int64_t now);
+    int (*next_due)(q_db *db, int64_t now, int64_t *at);
+    int (*reclaim)(q_db *db, int64_t now, int64_t *n);
+    int (*steps_get)(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
+    int (*step_set)(q_db *db, int64_t job_id, int index,
+                    enum q_step_state state, const char *tier,
+                    const char *output, int64_t add_tokens);
+    int (*attempt_begin)(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                         int *attempt);
+    int (*attempt_finish)(q_db *db, int64_t id,
+                          const struct q_attempt_result *r);
+    int (*attempts_list)(q_db *db, int64_t job_id, int step,
+                         struct q_attempt **out, size_t *n);
+    int (*tier_load)(q_db *db, const char *tier, int64_t now,
+                     const struct q_tier_window *w, struct q_tier_state *out);
+    int (*tier_store)(q_db *db, const char *tier,
+                      const struct q_tier_state *st);
+    int (*tier_send_add)(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                         bool probe, int64_t expires_at, int64_t *id);
+    int (*tier_send_done)(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                          int64_t *old_tokens);
+    int (*tier_send_drop)(q_db *db, int64_t id, int64_t *old_tokens);
+    int (*tier_prune)(q_db *db, const char *tier, int64_t before);
+    int (*park_add)(q_db *db, const struct q_park_new *p, int64_t *id);
+    int (*park_get)(q_db *db, int64_t id, struct q_park_item *out);
+    int (*park_list)(q_db *db, const struct q_park_filter *f,
+                     struct q_park_item **out, size_t *n);
+    int (*park_close)(q_db *db, int64_t id, const struct q_park_close *c);
+    int (*job_requeue_parked)(q_db *db, int64_t job_id, int64_t now);
+    int (*job_fail_parked)(q_db *db, int64_t job_id, const char *error,
+                           int64_t now);
+    int (*step_reset)(q_db *db, int64_t job_id, int index,
+                      const struct q_step_reset *r);
+    int (*stats_attempts)(q_db *db, struct q_attempt_group **out, size_t *n);
+    int (*stats_park_open)(q_db *db, size_t limit, struct q_park_brief **out,
+                           size_t *n);
+    /* Many hosts; NULL entries mean "not needed here": clock_sync then
+     * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */
+    int (*clock_sync)(q_db *db);
+    int (*wake_fd)(q_db *db);
+    int (*wake_take)(q_db *db, unsigned *events);
+    /* Copying (q_copy), one table at a time, inside the caller's q_tx_*
+     * transaction on the target: copy_count counts t's rows, copy_clear
+     * deletes them all, copy_out calls fn with each row in t->order_by
+     * order (streaming: not all in memory), copy_in inserts one row as
+     * given (ids included), and copy_end moves t's generated ids past the
+     * largest copied one (when t->id_serial). */
+    int (*copy_count)(q_db *db, const struct q__table *t, int64_t *n);
+    int (*copy_clear)(q_db *db, const struct q__table *t);
+    int (*copy_out)(q_db *db, const struct q__table *t, q__row_fn fn,
+                    void *arg);
+    int (*copy_in)(q_db *db, const struct q__table *t,
+                   const struct q__value *vals);
+    int (*copy_end)(q_db *db, const struct q__table *t);
+};
+
+/* Every backend's struct q__<name> starts with this, so queue.c can reach
+ * the table and the clock offset of any open store. */
+struct q_db {
+    const struct q__ops *ops;
+    int64_t clock_offset_ms; /* see q_clock_offset */
+};
+
+/* q__pg_open opens the PostgreSQL database conninfo names (a URL or
+ * libpq's keyword form, "" for libpq's PG* environment variables): create
+ * true makes and migrates the schema, false opens only a database at this
+ * build's version. The errors of q_open and q_open_existing. Caller owns
+ * *out. */
+int q__pg_open(const char *conninfo, const struct q_open_opts *opts,
+               bool create, q_db **out);
+
 /* q__sqlite_open opens the SQLite database at path: create true makes the
  * file (mode 0600) and migrates it to version target (0: the latest);
  * create false opens only an existing database at this build's version.

@@ -537,4 +537,55 @@ STEPQ_MUST_CHECK int q_stats_park_open(q_db *db, size_t limit,
 /* q_park_briefs_free frees n items and the array; NULL is a no-op. */
 void q_park_briefs_free(struct q_park_brief *p, size_t n);
 
+/* ---- many hosts: the store's clock, and waking idle workers ---------- */
+
+/* q_clock_offset is what to add to this host's clock (ms) to get the
+ * store's: leases, run_at, windows and walls are measured with one clock
+ * when workers on several hosts share a store (hosts' clocks drift).
+ * Measured when the store is opened and again by q_clock_sync; 0 for a
+ * store on this machine (SQLite). */
+int64_t q_clock_offset(const q_db *db);
+/* q_clock_sync measures the offset again (one round trip; the only call
+ * that reads this host's clock). Returns 0 or -EIO (the offset is kept). */
+STEPQ_MUST_CHECK int q_clock_sync(q_db *db);
+
+/* What q_wake_take reports: work may be due now. */
+enum {
+    Q_WAKE_JOBS = 1u << 0,  /* a job became queued (enqueue, release, retry) */
+    Q_WAKE_TIERS = 1u << 1, /* a tier opened before its stored wait ended */
+};
+
+/* q_wake_fd returns a descriptor that becomes readable when another
+ * process tells the store's workers something changed (PostgreSQL's
+ * LISTEN/NOTIFY), opening the channel on first use, or -ENOTSUP when the
+ * store has none (SQLite: workers find work by its due time), or -EIO
+ * (logged). The descriptor is the store's: poll it, never close it; it
+ * stays valid until q_wake_take fails or q_close. After a failure, stop
+ * polling it and call q_wake_fd again later (it reconnects). */
+int q_wake_fd(q_db *db);
+/* q_wake_take reads what arrived on the channel without blocking and ORs
+ * Q_WAKE_* bits into *events (0 when nothing did). Returns 0, -ENOTSUP,
+ * or -EIO when the channel was lost (see q_wake_fd). */
+STEPQ_MUST_CHECK int q_wake_take(q_db *db, unsigned *events);
+
+/* q_location_redact copies location into buf (size bytes, always
+ * terminated) with any password in it replaced by "***": what messages
+ * print instead of a location. Returns buf. */
+char *q_location_redact(const char *location, char *buf, size_t size);
+
+/* ---- copying a whole store (`stepq copy`) ----------------------------- */
+
+/* What q_copy copied, by table. */
+struct q_copy_counts {
+    int64_t jobs, steps, attempts, park, tiers, tier_sends;
+};
+
+/* q_copy copies every job, step, attempt, park item and tier state (with
+ * its send log) of from into to, ids kept, in one transaction of to.
+ * Unless force, to must hold no job, park item or tier (-EEXIST: nothing
+ * copied); with force, what to holds is replaced. counts may be NULL.
+ * Returns 0, -EEXIST, or the errors of either store (to unchanged). */
+STEPQ_MUST_CHECK int q_copy(q_db *from, q_db *to, bool force,
+                            struct q_copy_counts *counts);
+
 #endif

@@ -1,0 +1,185 @@
+/* internal.h: the PostgreSQL backend's private declarations, shared by the
+ * files of queue/pg/ (and its white-box tests). Nothing outside queue/pg/
+ * includes libpq-fe.h.
+ *
+ * How a call reaches the server: every contract call is one statement
+ * where it can be (a CTE instead of read-then-write), run with
+ * q__pg_run in one round trip. The connection is in libpq's pipeline
+ * mode, so a pending BEGIN (q_tx_begin sends nothing by itself) and the
+ * PREPARE of a statement's first use on this connection go out in the
+ * same round trip as the statement. A group-committed loop turn is then
+ * one round trip per call plus the COMMIT.
+ */
+#ifndef STEPQ_QUEUE_PG_INTERNAL_H
+#define STEPQ_QUEUE_PG_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "queue/internal.h"
+#include "queue/queue.h"
+
+/* A statement: its prepared name (unique, "q_<file>_<what>") and SQL text
+ * with $1..$n parameters. Defined static in the file that runs it. */
+struct q__pg_sql {
+    const char *name;
+    const char *text;
+};
+
+#define Q__PG_MAX_PARAMS   24
+#define Q__PG_MAX_PREPARED 96
+
+/* Parameters of one statement, all sent as text (NULL: SQL NULL). */
+struct q__pg_params {
+    int n;
+    const char *v[Q__PG_MAX_PARAMS];
+    char num[Q__PG_MAX_PARAMS][32]; /* the text of numeric parameters */
+};
+
+struct q__pg {
+    struct q_db base; /* first: queue.c reaches ops through it */
+    PGconn *conn;
+    char *conninfo;     /* owned; may hold a password: never logged */
+    char *where;        /* the location with any password masked, for logs */
+    int tx_depth;       /* 0: none, 1: a transaction, more: savepoints */
+    bool begin_pending; /* BEGIN goes out with the next statement */
+    bool broken;        /* the connection was lost: reconnect first */
+    int64_t retry_at;   /* no reconnect before (monotonic ms) */
+    int64_t retry_ms;   /* the backoff, doubled per failure */
+    int64_t keep_body_bytes;
+    int lock_wait_ms;
+    /* Statements prepared on this connection (cleared on reconnect). */
+    const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
+    int nprepared;
+    PGconn *listen; /* the LISTEN connection of q_wake_fd, or NULL */
+};
+
+/* q__pg cast: the backend's view of a store opened by q__pg_open. */
+static inline struct q__pg *
+q__pg(q_db *db)
+{
+    return (struct q__pg *)db;
+}
+
+/* Adding parameters in order ($1, $2, ...). */
+void q__pg_p_int(struct q__pg_params *p, int64_t v);
+void q__pg_p_real(struct q__pg_params *p, double v);
+void q__pg_p_text(struct q__pg_params *p, const char *v); /* NULL ok */
+void q__pg_p_bool(struct q__pg_params *p, bool v);
+
+/* q__pg_run runs sql with params p (may be NULL) in one round trip (with
+ * a pending BEGIN and a first-use PREPARE). *res (res may be NULL) gets
+ * the result of a statement that returns rows; caller PQclear()s it.
+ * Returns 0, or the logged error with what was being done: -EAGAIN (a
+ * lock wait ran out, a serialization failure or deadlock: nothing was
+ * changed), -EEXIST (a unique violation), -EIO (anything else; a lost
+ * connection marks the store broken, and a later call outside a
+ * transaction reconnects, with backoff). */
+int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
+              const struct q__pg_params *p, PGresult **res, const char *what);
+/* q__pg_exec runs SQL text with no parameters or results (schema, SET). */
+int q__pg_exec(struct q__pg *db, const char *sql, const char *what);
+
+/* tx_enter starts a transaction level (lazily: BEGIN goes out with the
+ * next statement) or a savepoint; tx_leave ends the level tx_enter
+ * opened, committing on rc == 0, rolling back else. tx_leave returns rc,
+ * or the commit's error. */
+int q__pg_tx_enter(struct q__pg *db);
+int q__pg_tx_leave(struct q__pg *db, int rc);
+
+/* Reading results: column c of row r. NULL reads as 0 / NULL. */
+bool q__pg_null(const PGresult *res, int r, int c);
+int64_t q__pg_int(const PGresult *res, int r, int c);
+double q__pg_real(const PGresult *res, int r, int c);
+char *q__pg_text(const PGresult *res, int r, int c); /* caller frees */
+/* q__pg_affected is the number of rows the statement changed. */
+int64_t q__pg_affected(const PGresult *res);
+
+/* A row reader: fills the element at elem from row r of res. */
+typedef void (*q__pg_read_fn)(const PGresult *res, int r, void *elem);
+/* q__pg_rows reads every row of res into a new array of elem-byte
+ * elements (zeroed, then filled by read). Caller owns *out; *out is NULL
+ * when there are no rows. */
+void q__pg_rows(const PGresult *res, size_t elem, q__pg_read_fn read,
+                void **out, size_t *n);
+
+/* q__pg_migrate brings the schema to this build's version under an
+ * advisory lock (two `stepq init`s cannot race). -ENOTSUP if the schema is
+ * newer than this build knows. */
+int q__pg_migrate(struct q__pg *db);
+
+/* The contract's calls (the entries of q__pg_ops, store.c), each with
+ * the meaning of its q_* namesake in queue.h. Files: store.c (close,
+ * versions, transactions, clock, wake), jobs.c, ledger.c (steps and
+ * attempts), tiers.c, park.c, stats.c, copy.c. */
+int q__pg_close(q_db *db);
+int q__pg_db_version(q_db *db, int *out);
+int q__pg_tx_begin(q_db *db);
+int q__pg_tx_commit(q_db *db);
+void q__pg_tx_rollback(q_db *db);
+int q__pg_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
+                  const struct q_enqueue_opts *opts, int64_t now,
+                  struct q_enqueue_result *res);
+int q__pg_job_get(q_db *db, int64_t id, struct q_job *out);
+int q__pg_jobs_list(q_db *db, int state, size_t limit, struct q_job **out,
+                    size_t *n);
+int q__pg_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
+int q__pg_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
+                size_t max, struct q_job **out, size_t *n);
+int q__pg_extend(q_db *db, int64_t id, const char *worker, int64_t until,
+                 int64_t now);
+int q__pg_release(q_db *db, int64_t id, const char *worker, int64_t run_at,
+                  int64_t now);
+int q__pg_complete(q_db *db, int64_t id, const char *worker, int64_t now);
+int q__pg_fail(q_db *db, int64_t id, const char *worker, const char *error,
+               int64_t now);
+int q__pg_park_job(q_db *db, int64_t id, const char *worker, int64_t now);
+int q__pg_cancel(q_db *db, int64_t id, int64_t now);
+int q__pg_next_due(q_db *db, int64_t now, int64_t *at);
+int q__pg_reclaim(q_db *db, int64_t now, int64_t *n);
+int q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
+int q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
+                   const char *tier, const char *output, int64_t add_tokens);
+int q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                        int *attempt);
+int q__pg_attempt_finish(q_db *db, int64_t id,
+                         const struct q_attempt_result *r);
+int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
+                        struct q_attempt **out, size_t *n);
+int q__pg_tier_load(q_db *db, const char *tier, int64_t now,
+                    const struct q_tier_window *w, struct q_tier_state *out);
+int q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st);
+int q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                        bool probe, int64_t expires_at, int64_t *id);
+int q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                         int64_t *old_tokens);
+int q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens);
+int q__pg_tier_prune(q_db *db, const char *tier, int64_t before);
+int q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
+int q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out);
+int q__pg_park_list(q_db *db, const struct q_park_filter *f,
+                    struct q_park_item **out, size_t *n);
+int q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c);
+int q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now);
+int q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error,
+                          int64_t now);
+int q__pg_step_reset(q_db *db, int64_t job_id, int index,
+                     const struct q_step_reset *r);
+int q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
+int q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
+                          size_t *n);
+int q__pg_clock_sync(q_db *db);
+int q__pg_wake_fd(q_db *db);
+int q__pg_wake_take(q_db *db, unsigned *events);
+int q__pg_copy_count(q_db *db, const struct q__table *t, int64_t *n);
+int q__pg_copy_clear(q_db *db, const struct q__table *t);
+int q__pg_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg);
+int q__pg_copy_in(q_db *db, const struct q__table *t,
+                  const struct q__value *vals);
+int q__pg_copy_end(q_db *db, const struct q__table *t);
+
+/* The table queue.c calls through. */
+extern const struct q__ops q__pg_ops;
+
+#endif
