@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# pg-cluster.sh: a throwaway PostgreSQL cluster for tests and benchmarks.
+#   pg-cluster.sh start DIR   initdb into DIR (fsync on), start it on a Unix
+#                             socket in DIR and a free loopback port, and
+#                             print its URL (also written to DIR/url)
+#   pg-cluster.sh stop DIR    stop it and remove DIR
+#   pg-cluster.sh restart DIR restart it in place (same port and data)
+# As root the cluster runs as the unprivileged user "postgres" (initdb
+# refuses root). The superuser is "stepq" with a random password (in
+# DIR/url only; host connections need it, the socket trusts).
+set -euo pipefail
+bindir=/usr/lib/postgresql/15/bin
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop|restart DIR" >&2; exit 2; }
+
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+case "$cmd" in
+start)
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    pw=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+    printf '%s\n' "$pw" > "$dir/.pw"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir/.pw"
+    as_owner "$bindir/initdb" -D "$dir/data" -U stepq --pwfile="$dir/.pw" \
+        --auth-local=trust --auth-host=scram-sha-256 -E UTF8 \
+        --no-instructions >"$dir/initdb.log" 2>&1 ||
+        { cat "$dir/initdb.log" >&2; exit 1; }
+    rm -f "$dir/.pw"
+    for _ in 1 2 3 4 5; do
+        port=$(free_port)
+        if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30 \
+            -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on \
+                -c max_connections=200" start >/dev/null; then
+            echo "postgresql://stepq:$pw@127.0.0.1:$port/postgres" > "$dir/url"
+            echo "$port" > "$dir/port"
+            cat "$dir/url"
+            exit 0
+        fi
+    done
+    cat "$dir/log" >&2
+    exit 1
+    ;;
+restart)
+    as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -m fast restart >/dev/null
+    ;;
+stop)
+    if [ -d "$dir/data" ]; then
+        as_owner "$bindir/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+    ;;
+*)
+    echo "usage: $0 start|stop|restart DIR" >&2; exit 2 ;;
+esac
