@@ -18,8 +18,10 @@ as_owner() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# A random high port; a taken one makes pg_ctl fail and the loop try
+# another (no python on a fresh Debian).
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    echo $((20000 + (RANDOM * 32768 + RANDOM) % 40000))
 }
 
 case "$cmd" in
@@ -34,7 +36,7 @@ start)
         --no-instructions >"$dir/initdb.log" 2>&1 ||
         { cat "$dir/initdb.log" >&2; exit 1; }
     rm -f "$dir/.pw"
-    for _ in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5 6 7 8; do
         port=$(free_port)
         if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30 \
             -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on \
