@@ -68,6 +68,15 @@ q__pg(q_db *db)
     return (struct q__pg *)db;
 }
 
+/* q__pg_connect opens a connection to db->conninfo (the location as
+ * given: a URL, the keyword form, or "" for libpq's PG* variables), or
+ * returns NULL after logging what failed while doing what. Caller
+ * PQfinish()es it. */
+PGconn *q__pg_connect(const struct q__pg *db, const char *what);
+/* q__pg_log logs msg (libpq's or the server's, maybe several lines) on
+ * one line with db->where and what was being done. */
+void q__pg_log(const struct q__pg *db, const char *what, const char *msg);
+
 /* Adding parameters in order ($1, $2, ...). */
 void q__pg_p_int(struct q__pg_params *p, int64_t v);
 void q__pg_p_real(struct q__pg_params *p, double v);
@@ -117,8 +126,8 @@ int q__pg_migrate(struct q__pg *db);
 
 /* The contract's calls (the entries of q__pg_ops, store.c), each with
  * the meaning of its q_* namesake in queue.h. Files: store.c (close,
- * versions, transactions, clock, wake), jobs.c, ledger.c (steps and
- * attempts), tiers.c, park.c, stats.c, copy.c. */
+ * versions, transactions, clock), wake.c, enqueue.c, jobs.c, ledger.c
+ * (steps and attempts), tiers.c, park.c, stats.c, copy.c. */
 int q__pg_close(q_db *db);
 int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);

@@ -2,7 +2,7 @@
  * clock offset, the schema check), one round trip per statement in
  * pipeline mode (a lazy BEGIN and first-use PREPAREs ride along), error
  * mapping by SQLSTATE, reconnecting after a lost connection, transaction
- * levels, and the LISTEN connection that wakes idle workers. */
+ * levels (the LISTEN connection is wake.c). */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
@@ -19,9 +19,8 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* Logs msg (libpq's or the server's, maybe several lines) on one line. */
-static void
-log_msg(const struct q__pg *db, const char *what, const char *msg)
+void
+q__pg_log(const struct q__pg *db, const char *what, const char *msg)
 {
     char line[512];
     size_t n = 0;
@@ -41,7 +40,7 @@ lost(struct q__pg *db, const char *what, const char *msg)
 {
     if (db->broken)
         return;
-    log_msg(db, what, msg);
+    q__pg_log(db, what, msg);
     log_error("%s: connection to the database lost; reconnecting", db->where);
     db->broken = true;
     db->retry_ms = RETRY_FIRST_MS;
@@ -72,7 +71,7 @@ fail_result(struct q__pg *db, const PGresult *r, const char *what)
         lost(db, what, msg);
         return -EIO;
     }
-    log_msg(db, what, msg);
+    q__pg_log(db, what, msg);
     if (state_is(state, "55P03") || state_is(state, "40001") ||
         state_is(state, "40P01"))
         return -EAGAIN; /* lock wait ran out, serialization, deadlock */
@@ -100,17 +99,15 @@ session_setup(struct q__pg *db)
         rc = fail_result(db, r, "setting up the session");
     PQclear(r);
     if (rc == 0 && !PQenterPipelineMode(db->conn)) {
-        log_msg(db, "entering pipeline mode", PQerrorMessage(db->conn));
+        q__pg_log(db, "entering pipeline mode", PQerrorMessage(db->conn));
         rc = -EIO;
     }
     db->nprepared = 0;
     return rc;
 }
 
-/* Opens a connection to db->conninfo (the location as given: a URL, the
- * keyword form, or "" for the PG* variables); NULL after logging. */
-static PGconn *
-connect_to(const struct q__pg *db, const char *what)
+PGconn *
+q__pg_connect(const struct q__pg *db, const char *what)
 {
     const char *const keys[] = {"dbname", "fallback_application_name", NULL};
     const char *const vals[] = {db->conninfo, "stepq", NULL};
@@ -118,7 +115,7 @@ connect_to(const struct q__pg *db, const char *what)
 
     if (c != NULL && PQstatus(c) == CONNECTION_OK)
         return c;
-    log_msg(db, what, c ? PQerrorMessage(c) : "out of memory");
+    q__pg_log(db, what, c ? PQerrorMessage(c) : "out of memory");
     PQfinish(c);
     return NULL;
 }
@@ -499,7 +496,7 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     db->lock_wait_ms = opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000;
     db->durable = opts->durable;
     db->retry_ms = RETRY_FIRST_MS;
-    if ((db->conn = connect_to(db, "cannot connect")) == NULL) {
+    if ((db->conn = q__pg_connect(db, "cannot connect")) == NULL) {
         rc = -EIO;
         goto fail;
     }
@@ -527,57 +524,5 @@ q__pg_close(q_db *d)
     free(db->conninfo);
     free(db->where);
     free(db);
-    return 0;
-}
-
-/* ---- waking idle workers (LISTEN/NOTIFY) --------------------------------- */
-
-/* A second connection, never in a transaction, so notifications arrive
- * while the first one works. */
-int
-q__pg_wake_fd(q_db *d)
-{
-    struct q__pg *db = q__pg(d);
-    PGresult *r;
-
-    if (db->listen != NULL)
-        return PQsocket(db->listen);
-    if ((db->listen = connect_to(db, "opening the wake channel")) == NULL)
-        return -EIO;
-    r = PQexec(db->listen, "LISTEN stepq_jobs; LISTEN stepq_tiers");
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        log_msg(db, "opening the wake channel", PQerrorMessage(db->listen));
-        PQclear(r);
-        PQfinish(db->listen);
-        db->listen = NULL;
-        return -EIO;
-    }
-    PQclear(r);
-    return PQsocket(db->listen);
-}
-
-int
-q__pg_wake_take(q_db *d, unsigned *events)
-{
-    struct q__pg *db = q__pg(d);
-    unsigned got = 0;
-    PGnotify *n;
-
-    if (db->listen == NULL)
-        return -EIO;
-    if (!PQconsumeInput(db->listen) || PQstatus(db->listen) != CONNECTION_OK) {
-        log_msg(db, "wake channel lost", PQerrorMessage(db->listen));
-        PQfinish(db->listen);
-        db->listen = NULL;
-        return -EIO;
-    }
-    while ((n = PQnotifies(db->listen)) != NULL) {
-        if (strcmp(n->relname, "stepq_jobs") == 0)
-            got |= Q_WAKE_JOBS;
-        else if (strcmp(n->relname, "stepq_tiers") == 0)
-            got |= Q_WAKE_TIERS;
-        PQfreemem(n);
-    }
-    *events |= got;
     return 0;
 }
