@@ -194,7 +194,7 @@ open=$(q "SELECT count(*) FROM jobs WHERE state NOT IN (2, 3, 4)")
 states=$(q "SELECT $concat(c, ' ') FROM (SELECT CASE state WHEN 0 THEN
     'queued' WHEN 1 THEN 'running' WHEN 2 THEN 'succeeded' WHEN 3 THEN
     'failed' WHEN 4 THEN 'parked' ELSE 'cancelled' END || '=' || count(*) AS c
-    FROM jobs GROUP BY state)")
+    FROM jobs GROUP BY state) AS per_state")
 report final_or_parked "$([ "$open" -eq 0 ] && echo held || echo VIOLATED)" \
     "$open jobs not succeeded/failed/parked ($states)"
 bad=$(q "SELECT count(*) FROM jobs j WHERE state = 2 AND EXISTS (SELECT 1
@@ -229,15 +229,16 @@ parked_doubt=$(q "SELECT count(*) FROM park WHERE reason = 'in_doubt'")
 # (throttle waits do not use attempts, docs/reference.md) stay within max_attempts; an
 # attempt without a result (in doubt) counts as a send.
 over=$(q "SELECT count(*) FROM (SELECT a.job_id, a.step, a.tier, count(*) AS n,
-    coalesce($(jn a.step max_attempts), 3) AS m FROM attempts a JOIN jobs j ON j.id = a.job_id
-    WHERE coalesce(a.outcome, '') <> 'soft_throttle'
-    GROUP BY a.job_id, a.step, a.tier) WHERE n > m")
+    max(coalesce($(jn a.step max_attempts), 3)) AS m FROM attempts a
+    JOIN jobs j ON j.id = a.job_id WHERE coalesce(a.outcome, '') <> 'soft_throttle'
+    GROUP BY a.job_id, a.step, a.tier) AS sends WHERE n > m")
 maxn=$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts
-    WHERE coalesce(outcome, '') <> 'soft_throttle' GROUP BY job_id, step, tier)")
+    WHERE coalesce(outcome, '') <> 'soft_throttle' GROUP BY job_id, step, tier)
+    AS sends")
 report attempts_per_tier "$([ "$over" -eq 0 ] && echo held || echo VIOLATED)" \
     "$over (job, step, tier) over max_attempts; most non-throttle sends $maxn"
 thr=$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts
-    WHERE outcome = 'soft_throttle' GROUP BY job_id, step)")
+    WHERE outcome = 'soft_throttle' GROUP BY job_id, step) AS waits")
 report throttle_waits "$([ "$thr" -le 22 ] && echo held || echo VIOLATED)" \
     "most soft-throttle answers of one step: $thr (max_throttle_waits 20, +1 per tier)"
 # Token cap: no request was sent that would pass its step's
