@@ -479,20 +479,7 @@ check_existing(struct q__pg *db)
 
     if ((rc = q__pg_db_version(&db->base, &have)) != 0)
         return rc;
-    if (have == 0)
-        return -ENOENT;
-    if (have > q_schema_version()) {
-        log_error("%s: schema version %d is newer than this stepq knows "
-                  "(%d); upgrade stepq",
-                  db->where, have, q_schema_version());
-        return -ENOTSUP;
-    }
-    if (have < q_schema_version()) {
-        log_info("%s: schema version %d, this stepq needs %d", db->where, have,
-                 q_schema_version());
-        return -ESTALE;
-    }
-    return 0;
+    return q__version_check(db->where, have);
 }
 
 int
