@@ -27,50 +27,72 @@ static const struct q__column job_cols[] = {
 };
 
 static const struct q__column step_cols[] = {
-    {"job_id", I}, {"idx", I},    {"state", I},       {"tier", T},
-    {"attempts", I}, {"tokens", I}, {"output", T}, {"reset_after", I},
-    {"pin_tier", T},
+    {"job_id", I}, {"idx", I},         {"state", I},
+    {"tier", T},   {"attempts", I},    {"tokens", I},
+    {"output", T}, {"reset_after", I}, {"pin_tier", T},
 };
 
 static const struct q__column attempt_cols[] = {
-    {"id", I},         {"job_id", I},         {"step", I},
-    {"attempt", I},    {"tier", T},           {"worker", T},
-    {"request_sha256", T}, {"est_tokens", I}, {"started_at", I},
-    {"finished_at", I}, {"status", I},        {"outcome", T},
-    {"reason", T},     {"decision", T},       {"delay_ms", I},
-    {"latency_ms", I}, {"tokens", I},         {"body", T},
+    {"id", I},
+    {"job_id", I},
+    {"step", I},
+    {"attempt", I},
+    {"tier", T},
+    {"worker", T},
+    {"request_sha256", T},
+    {"est_tokens", I},
+    {"started_at", I},
+    {"finished_at", I},
+    {"status", I},
+    {"outcome", T},
+    {"reason", T},
+    {"decision", T},
+    {"delay_ms", I},
+    {"latency_ms", I},
+    {"tokens", I},
+    {"body", T},
 };
 
 static const struct q__column park_cols[] = {
-    {"id", I},          {"job_id", I},     {"step", I},
-    {"step_name", T},   {"reason", T},     {"attempts", I},
-    {"request_sha256", T}, {"request", T}, {"error", T},
-    {"tier", T},        {"parked_at", I},  {"state", T},
-    {"resolution", T},  {"resolved_by", T}, {"resolved_at", I},
+    {"id", I},
+    {"job_id", I},
+    {"step", I},
+    {"step_name", T},
+    {"reason", T},
+    {"attempts", I},
+    {"request_sha256", T},
+    {"request", T},
+    {"error", T},
+    {"tier", T},
+    {"parked_at", I},
+    {"state", T},
+    {"resolution", T},
+    {"resolved_by", T},
+    {"resolved_at", I},
     {"note", T},
 };
 
 static const struct q__column tier_cols[] = {
-    {"name", T},            {"breaker", T},         {"failures", I},
-    {"open_until", I},      {"exhausted_until", I}, {"exhausted_reason", T},
-    {"limited_until", I},   {"allowance_used", I},  {"allowance_since", I},
-    {"config_hash", T},     {"req_tat", R},         {"tok_tat", R},
-    {"pace", R},            {"pace_down_at", I},    {"pace_up_at", I},
-    {"learned_rpm", I},     {"learned_tpm", I},     {"doubt", I},
+    {"name", T},          {"breaker", T},         {"failures", I},
+    {"open_until", I},    {"exhausted_until", I}, {"exhausted_reason", T},
+    {"limited_until", I}, {"allowance_used", I},  {"allowance_since", I},
+    {"config_hash", T},   {"req_tat", R},         {"tok_tat", R},
+    {"pace", R},          {"pace_down_at", I},    {"pace_up_at", I},
+    {"learned_rpm", I},   {"learned_tpm", I},     {"doubt", I},
 };
 
 static const struct q__column send_cols[] = {
-    {"id", I},     {"tier", T},       {"at", I},      {"tokens", I},
-    {"probe", I},  {"expires_at", I}, {"done_at", I},
+    {"id", I},    {"tier", T},       {"at", I},      {"tokens", I},
+    {"probe", I}, {"expires_at", I}, {"done_at", I},
 };
 
 #undef I
 #undef R
 #undef T
 
-#define TABLE(n, order, cols, serial)                                         \
-    {                                                                         \
-        n, order, cols, STEPQ_ARRAY_LEN(cols), serial                         \
+#define TABLE(n, order, cols, serial)                                          \
+    {                                                                          \
+        n, order, cols, STEPQ_ARRAY_LEN(cols), serial                          \
     }
 
 /* Parents first: a row's references are in the target before it is. */
@@ -115,9 +137,33 @@ add_cols(const struct q__table *t, char *buf, size_t size, size_t *len)
     return ok;
 }
 
+size_t
+q__copy_nkeys(const struct q__table *t)
+{
+    size_t n = 1;
+
+    for (const char *p = t->order_by; *p != '\0'; p++)
+        n += *p == ',';
+    return n;
+}
+
+/* add_after appends the condition of a page after a row: its order_by
+ * columns, as a row value, greater than the parameters. */
+static bool
+add_after(const struct q__table *t, char mark, char *buf, size_t size,
+          size_t *len)
+{
+    size_t n = q__copy_nkeys(t);
+    bool ok = add(buf, size, len, " WHERE (%s) > (", t->order_by);
+
+    for (size_t i = 0; ok && i < n; i++)
+        ok = add(buf, size, len, "%s%c%zu", i ? ", " : "", mark, i + 1);
+    return ok && add(buf, size, len, ")");
+}
+
 int
-q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark,
-            char *buf, size_t size)
+q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark, char *buf,
+            size_t size)
 {
     size_t len = 0;
     bool ok = size > 0;
@@ -132,10 +178,17 @@ q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark,
         ok = ok && add(buf, size, &len, "DELETE FROM %s", t->name);
         break;
     case Q__COPY_SELECT:
+    case Q__COPY_FIRST:
+    case Q__COPY_NEXT:
         ok = ok && add(buf, size, &len, "SELECT ") &&
              add_cols(t, buf, size, &len) &&
-             add(buf, size, &len, " FROM %s ORDER BY %s", t->name,
-                 t->order_by);
+             add(buf, size, &len, " FROM %s", t->name);
+        if (k == Q__COPY_NEXT)
+            ok = ok && add_after(t, mark, buf, size, &len);
+        ok = ok && add(buf, size, &len, " ORDER BY %s", t->order_by);
+        if (k != Q__COPY_SELECT)
+            ok = ok && add(buf, size, &len, " LIMIT %c%zu", mark,
+                           k == Q__COPY_FIRST ? 1 : q__copy_nkeys(t) + 1);
         break;
     case Q__COPY_INSERT:
         ok = ok && add(buf, size, &len, "INSERT INTO %s (", t->name) &&

@@ -43,10 +43,24 @@ typedef int (*q__row_fn)(void *arg, const struct q__value *vals);
 /* The statements a backend runs for a copy, and q__copy_sql (copy.c),
  * which writes one's SQL for table t into buf (size bytes): t's own
  * identifiers only, values as numbered parameters mark1, mark2... ('?'
- * for SQLite, '$' for PostgreSQL). -EINVAL when it does not fit. */
-enum q__copy_stmt { Q__COPY_COUNT, Q__COPY_CLEAR, Q__COPY_SELECT, Q__COPY_INSERT };
+ * for SQLite, '$' for PostgreSQL). -EINVAL when it does not fit.
+ * SELECT reads every row in order; FIRST and NEXT read it in pages (for a
+ * backend that streams that way): FIRST the first mark1 rows, NEXT the
+ * mark(k+1) rows after the one whose order_by columns (k of them) are
+ * mark1..markk. */
+enum q__copy_stmt {
+    Q__COPY_COUNT,
+    Q__COPY_CLEAR,
+    Q__COPY_SELECT,
+    Q__COPY_FIRST,
+    Q__COPY_NEXT,
+    Q__COPY_INSERT
+};
 int q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark,
                 char *buf, size_t size);
+/* q__copy_nkeys is how many columns t->order_by names (its key: the
+ * table's first columns, in order). */
+size_t q__copy_nkeys(const struct q__table *t);
 
 /* One entry per storage call of queue.h, with the same meaning, arguments
  * and errors (see there); q_open/q_open_existing pick the table by the

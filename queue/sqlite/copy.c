@@ -62,8 +62,8 @@ read_row(sqlite3_stmt *s, const struct q__table *t, struct q__value *vals)
         struct q__value *v = &vals[i];
         int c = (int)i;
 
-        *v = (struct q__value){.null = sqlite3_column_type(s, c) ==
-                                       SQLITE_NULL};
+        *v =
+            (struct q__value){.null = sqlite3_column_type(s, c) == SQLITE_NULL};
         if (v->null)
             continue;
         switch (t->cols[i].type) {
