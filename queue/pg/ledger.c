@@ -91,18 +91,15 @@ int
 q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
     void *v = NULL;
     int rc;
 
     q__pg_p_int(&p, job_id);
-    rc = q__pg_run(q__pg(db), &steps_get_sql, &p, &res, "reading steps");
-    if (rc != 0)
-        return rc;
-    q__pg_rows(res, sizeof(struct q_step), read_step, &v, n);
-    PQclear(res);
-    *out = v;
-    return 0;
+    rc = q__pg_select(q__pg(db), &steps_get_sql, &p, sizeof(struct q_step),
+                      read_step, &v, n, "reading steps");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int
@@ -127,7 +124,7 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                     int *attempt)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got[2];
     int rc;
 
     if (a->worker == NULL || a->step < 0)
@@ -139,17 +136,14 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
     q__pg_p_text(&p, a->worker);
     q__pg_p_text(&p, a->request_sha256);
     q__pg_p_int(&p, a->started_at);
-    rc = q__pg_run(q__pg(db), &attempt_begin_sql, &p, &res,
-                   "recording an attempt");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 0) {
-        rc = -EBUSY; /* the worker does not hold the job */
-    } else {
-        *id = q__pg_int(res, 0, 0);
-        *attempt = (int)q__pg_int(res, 0, 1);
+    rc = q__pg_select_one(q__pg(db), &attempt_begin_sql, &p, sizeof(got),
+                          q__pg_read_ints, got, "recording an attempt");
+    if (rc == -ENOENT)
+        return -EBUSY; /* the worker does not hold the job */
+    if (rc == 0) {
+        *id = got[0];
+        *attempt = (int)got[1];
     }
-    PQclear(res);
     return rc;
 }
 
@@ -176,7 +170,7 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
 {
     struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got[2]; /* attempts finished, whether id exists */
     char *body = NULL;
     int rc;
 
@@ -193,13 +187,11 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->latency_ms);
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
-    rc = q__pg_run(pg, &attempt_finish_sql, &p, &res, "finishing an attempt");
+    rc = q__pg_select_one(pg, &attempt_finish_sql, &p, sizeof(got),
+                          q__pg_read_ints, got, "finishing an attempt");
     free(body);
-    if (rc != 0)
-        return rc;
-    if (q__pg_int(res, 0, 0) == 0)
-        rc = q__pg_int(res, 0, 1) != 0 ? -EALREADY : -ENOENT;
-    PQclear(res);
+    if (rc == 0 && got[0] == 0)
+        rc = got[1] != 0 ? -EALREADY : -ENOENT;
     return rc;
 }
 
@@ -230,17 +222,15 @@ q__pg_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
                     size_t *n)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
     void *v = NULL;
     int rc;
 
     q__pg_p_int(&p, job_id);
     q__pg_p_int(&p, step < 0 ? -1 : step);
-    rc = q__pg_run(q__pg(db), &attempts_list_sql, &p, &res, "reading attempts");
-    if (rc != 0)
-        return rc;
-    q__pg_rows(res, sizeof(struct q_attempt), read_attempt, &v, n);
-    PQclear(res);
-    *out = v;
-    return 0;
+    rc = q__pg_select(q__pg(db), &attempts_list_sql, &p,
+                      sizeof(struct q_attempt), read_attempt, &v, n,
+                      "reading attempts");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }

@@ -67,26 +67,11 @@ static const struct q__pg_sql step_reset_sql = {
     " reset_after = greatest(steps.reset_after, excluded.reset_after),"
     " pin_tier = excluded.pin_tier"};
 
-/* Runs sql with p and sets *rows to how many rows it returned. */
-static int
-run_count(q_db *db, const struct q__pg_sql *sql, const struct q__pg_params *p,
-          int *rows, const char *what)
-{
-    PGresult *res = NULL;
-    int rc = q__pg_run(q__pg(db), sql, p, &res, what);
-
-    if (rc != 0)
-        return rc;
-    *rows = PQntuples(res);
-    PQclear(res);
-    return 0;
-}
-
 int
 q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
 {
     struct q__pg_params pp = {0};
-    PGresult *res = NULL;
+    int64_t got;
     int rc;
 
     q__pg_p_int(&pp, p->job_id);
@@ -99,15 +84,11 @@ q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
     q__pg_p_text(&pp, p->error);
     q__pg_p_text(&pp, p->tier);
     q__pg_p_int(&pp, p->parked_at);
-    rc = q__pg_run(q__pg(db), &park_add_sql, &pp, &res, "parking a step");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 1)
-        *id = q__pg_int(res, 0, 0);
-    else
-        rc = -EIO;
-    PQclear(res);
-    return rc;
+    rc = q__pg_select_one(q__pg(db), &park_add_sql, &pp, sizeof(got),
+                          q__pg_read_ints, &got, "parking a step");
+    if (rc == 0)
+        *id = got;
+    return rc == -ENOENT ? -EIO : rc; /* RETURNING gave no row */
 }
 
 static void
@@ -137,21 +118,10 @@ int
 q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
-    int rc;
 
     q__pg_p_int(&p, id);
-    rc = q__pg_run(q__pg(db), &park_get_sql, &p, &res, "reading a park item");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 0) {
-        rc = -ENOENT;
-    } else {
-        memset(out, 0, sizeof(*out));
-        read_park(res, 0, out);
-    }
-    PQclear(res);
-    return rc;
+    return q__pg_select_one(q__pg(db), &park_get_sql, &p, sizeof(*out),
+                            read_park, out, "reading a park item");
 }
 
 int
@@ -159,7 +129,6 @@ q__pg_park_list(q_db *db, const struct q_park_filter *f,
                 struct q_park_item **out, size_t *n)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
     void *v = NULL;
     int rc;
 
@@ -167,20 +136,18 @@ q__pg_park_list(q_db *db, const struct q_park_filter *f,
     q__pg_p_text(&p, f->reason);
     q__pg_p_text(&p, f->tier);
     q__pg_p_int(&p, f->job_id);
-    rc = q__pg_run(q__pg(db), &park_list_sql, &p, &res, "listing park items");
-    if (rc != 0)
-        return rc;
-    q__pg_rows(res, sizeof(struct q_park_item), read_park, &v, n);
-    PQclear(res);
-    *out = v;
-    return 0;
+    rc = q__pg_select(q__pg(db), &park_list_sql, &p, sizeof(struct q_park_item),
+                      read_park, &v, n, "listing park items");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int
 q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got[2]; /* items closed, whether id exists */
     int rc;
 
     if (c == NULL || c->resolution == NULL)
@@ -190,13 +157,10 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     q__pg_p_text(&p, c->by);
     q__pg_p_int(&p, c->now);
     q__pg_p_text(&p, c->note);
-    rc = q__pg_run(q__pg(db), &park_close_sql, &p, &res,
-                   "resolving a park item");
-    if (rc != 0)
-        return rc;
-    if (q__pg_int(res, 0, 0) == 0)
-        rc = q__pg_int(res, 0, 1) != 0 ? -EALREADY : -ENOENT;
-    PQclear(res);
+    rc = q__pg_select_one(q__pg(db), &park_close_sql, &p, sizeof(got),
+                          q__pg_read_ints, got, "resolving a park item");
+    if (rc == 0 && got[0] == 0)
+        rc = got[1] != 0 ? -EALREADY : -ENOENT;
     return rc;
 }
 
@@ -204,29 +168,27 @@ int
 q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
 {
     struct q__pg_params p = {0};
-    int rows = 0, rc;
+    int rc;
 
     q__pg_p_int(&p, job_id);
     q__pg_p_int(&p, now);
-    rc = run_count(db, &requeue_sql, &p, &rows, "re-queueing a parked job");
-    if (rc == 0 && rows == 0)
-        rc = -EALREADY;
-    return rc;
+    rc = q__pg_select_one(q__pg(db), &requeue_sql, &p, 0, NULL, NULL,
+                          "re-queueing a parked job");
+    return rc == -ENOENT ? -EALREADY : rc; /* not parked */
 }
 
 int
 q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
 {
     struct q__pg_params p = {0};
-    int rows = 0, rc;
+    int rc;
 
     q__pg_p_int(&p, job_id);
     q__pg_p_text(&p, error);
     q__pg_p_int(&p, now);
-    rc = run_count(db, &fail_parked_sql, &p, &rows, "failing a parked job");
-    if (rc == 0 && rows == 0)
-        rc = -EALREADY;
-    return rc;
+    rc = q__pg_select_one(q__pg(db), &fail_parked_sql, &p, 0, NULL, NULL,
+                          "failing a parked job");
+    return rc == -ENOENT ? -EALREADY : rc; /* not parked */
 }
 
 int

@@ -35,17 +35,14 @@ read_group(const PGresult *res, int r, void *elem)
 int
 q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
-    PGresult *res = NULL;
     void *v = NULL;
-    int rc = q__pg_run(q__pg(db), &attempts_sql, NULL, &res,
-                       "reading the attempts ledger");
+    int rc = q__pg_select(q__pg(db), &attempts_sql, NULL,
+                          sizeof(struct q_attempt_group), read_group, &v, n,
+                          "reading the attempts ledger");
 
-    if (rc != 0)
-        return rc;
-    q__pg_rows(res, sizeof(struct q_attempt_group), read_group, &v, n);
-    PQclear(res);
-    *out = v;
-    return 0;
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 static void
@@ -69,7 +66,6 @@ q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
                       size_t *n)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
     void *v = NULL;
     int rc;
 
@@ -77,12 +73,10 @@ q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
         q__pg_p_int(&p, (int64_t)limit);
     else
         q__pg_p_text(&p, NULL); /* LIMIT NULL: all */
-    rc = q__pg_run(q__pg(db), &park_open_sql, &p, &res,
-                   "reading the park table");
-    if (rc != 0)
-        return rc;
-    q__pg_rows(res, sizeof(struct q_park_brief), read_brief, &v, n);
-    PQclear(res);
-    *out = v;
-    return 0;
+    rc =
+        q__pg_select(q__pg(db), &park_open_sql, &p, sizeof(struct q_park_brief),
+                     read_brief, &v, n, "reading the park table");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }

@@ -100,32 +100,44 @@ copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
              q__pg_null(res, r, c) ? "" : PQgetvalue(res, r, c));
 }
 
-/* Fills the stored fields of st from the row of tier_load_sql. */
+/* Reads the row of tier_load_sql into the q_tier_state at elem: the
+ * stored fields (a tier with no row keeps the defaults of one never
+ * used: pace 1, in doubt) and the send log's counts. */
 static void
-read_stored(const PGresult *res, struct q_tier_state *st)
+read_tier(const PGresult *res, int r, void *elem)
 {
-    const char *b = PQgetvalue(res, 0, 0);
+    struct q_tier_state *st = elem;
+    const char *b = PQgetvalue(res, r, 0);
 
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(b, q_breaker_name((enum q_breaker)i)) == 0)
-            st->breaker = (enum q_breaker)i;
+    st->pace = 1.0;
+    st->doubt = true;
+    if (q__pg_int(res, r, 17) != 0) {
+        for (int i = 0; i < 3; i++) {
+            if (strcmp(b, q_breaker_name((enum q_breaker)i)) == 0)
+                st->breaker = (enum q_breaker)i;
+        }
+        st->failures = (int)q__pg_int(res, r, 1);
+        st->open_until = q__pg_int(res, r, 2);
+        st->exhausted_until = q__pg_int(res, r, 3);
+        copy_col(res, r, 4, st->exhausted_reason, sizeof(st->exhausted_reason));
+        st->limited_until = q__pg_int(res, r, 5);
+        st->allowance_used = q__pg_int(res, r, 6);
+        st->allowance_since = q__pg_int(res, r, 7);
+        copy_col(res, r, 8, st->config_hash, sizeof(st->config_hash));
+        st->req_tat = q__pg_real(res, r, 9);
+        st->tok_tat = q__pg_real(res, r, 10);
+        st->pace = q__pg_real(res, r, 11);
+        st->pace_down_at = q__pg_int(res, r, 12);
+        st->pace_up_at = q__pg_int(res, r, 13);
+        st->learned_rpm = q__pg_int(res, r, 14);
+        st->learned_tpm = q__pg_int(res, r, 15);
+        st->doubt = q__pg_int(res, r, 16) != 0;
     }
-    st->failures = (int)q__pg_int(res, 0, 1);
-    st->open_until = q__pg_int(res, 0, 2);
-    st->exhausted_until = q__pg_int(res, 0, 3);
-    copy_col(res, 0, 4, st->exhausted_reason, sizeof(st->exhausted_reason));
-    st->limited_until = q__pg_int(res, 0, 5);
-    st->allowance_used = q__pg_int(res, 0, 6);
-    st->allowance_since = q__pg_int(res, 0, 7);
-    copy_col(res, 0, 8, st->config_hash, sizeof(st->config_hash));
-    st->req_tat = q__pg_real(res, 0, 9);
-    st->tok_tat = q__pg_real(res, 0, 10);
-    st->pace = q__pg_real(res, 0, 11);
-    st->pace_down_at = q__pg_int(res, 0, 12);
-    st->pace_up_at = q__pg_int(res, 0, 13);
-    st->learned_rpm = q__pg_int(res, 0, 14);
-    st->learned_tpm = q__pg_int(res, 0, 15);
-    st->doubt = q__pg_int(res, 0, 16) != 0;
+    st->window_requests = q__pg_int(res, r, 18);
+    st->window_oldest = q__pg_int(res, r, 19);
+    st->window_tokens = q__pg_int(res, r, 20);
+    st->in_flight = q__pg_int(res, r, 21);
+    st->probe_in_flight = q__pg_int(res, r, 22) != 0;
 }
 
 int
@@ -134,12 +146,8 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
 {
     struct q__pg_params p = {0};
     struct q_tier_state st;
-    PGresult *res = NULL;
     int rc;
 
-    memset(&st, 0, sizeof(st));
-    st.pace = 1.0;
-    st.doubt = true; /* a tier never used: its state is unknown */
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, now);
     q__pg_p_int(&p, w != NULL ? now - w->window_ms : now);
@@ -149,23 +157,11 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
         q__pg_p_int(&p, w != NULL ? w->requests : 0);
     q__pg_p_bool(&p, w != NULL && w->tokens);
     q__pg_p_bool(&p, w == NULL || w->inflight);
-    rc = q__pg_run(q__pg(db), &tier_load_sql, &p, &res, "reading tier state");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) != 1) {
-        PQclear(res);
-        return -EIO;
-    }
-    if (q__pg_int(res, 0, 17) != 0)
-        read_stored(res, &st);
-    st.window_requests = q__pg_int(res, 0, 18);
-    st.window_oldest = q__pg_int(res, 0, 19);
-    st.window_tokens = q__pg_int(res, 0, 20);
-    st.in_flight = q__pg_int(res, 0, 21);
-    st.probe_in_flight = q__pg_int(res, 0, 22) != 0;
-    PQclear(res);
-    *out = st;
-    return 0;
+    rc = q__pg_select_one(q__pg(db), &tier_load_sql, &p, sizeof(st), read_tier,
+                          &st, "reading tier state");
+    if (rc == 0)
+        *out = st;
+    return rc == -ENOENT ? -EIO : rc; /* the query always gives a row */
 }
 
 int
@@ -200,7 +196,7 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                     bool probe, int64_t expires_at, int64_t *id)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got;
     int rc;
 
     q__pg_p_text(&p, tier);
@@ -208,15 +204,11 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     q__pg_p_int(&p, tokens);
     q__pg_p_int(&p, probe);
     q__pg_p_int(&p, expires_at);
-    rc = q__pg_run(q__pg(db), &send_add_sql, &p, &res, "logging a tier send");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 1)
-        *id = q__pg_int(res, 0, 0);
-    else
-        rc = -EIO;
-    PQclear(res);
-    return rc;
+    rc = q__pg_select_one(q__pg(db), &send_add_sql, &p, sizeof(got),
+                          q__pg_read_ints, &got, "logging a tier send");
+    if (rc == 0)
+        *id = got;
+    return rc == -ENOENT ? -EIO : rc; /* RETURNING gave no row */
 }
 
 int
@@ -224,23 +216,18 @@ q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
                      int64_t *old_tokens)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got[2]; /* what was charged, sends answered */
     int rc;
 
     q__pg_p_int(&p, id);
     q__pg_p_int(&p, tokens);
     q__pg_p_int(&p, done_at);
-    rc =
-        q__pg_run(q__pg(db), &send_done_sql, &p, &res, "finishing a tier send");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 0)
-        rc = -ENOENT;
-    else if (q__pg_int(res, 0, 1) == 0)
+    rc = q__pg_select_one(q__pg(db), &send_done_sql, &p, sizeof(got),
+                          q__pg_read_ints, got, "finishing a tier send");
+    if (rc == 0 && got[1] == 0)
         rc = -EALREADY;
-    else if (old_tokens != NULL)
-        *old_tokens = q__pg_int(res, 0, 0);
-    PQclear(res);
+    if (rc == 0 && old_tokens != NULL)
+        *old_tokens = got[0];
     return rc;
 }
 
@@ -248,18 +235,14 @@ int
 q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
 {
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
+    int64_t got;
     int rc;
 
     q__pg_p_int(&p, id);
-    rc = q__pg_run(q__pg(db), &send_drop_sql, &p, &res, "dropping a tier send");
-    if (rc != 0)
-        return rc;
-    if (PQntuples(res) == 0)
-        rc = -ENOENT;
-    else if (old_tokens != NULL)
-        *old_tokens = q__pg_int(res, 0, 0);
-    PQclear(res);
+    rc = q__pg_select_one(q__pg(db), &send_drop_sql, &p, sizeof(got),
+                          q__pg_read_ints, &got, "dropping a tier send");
+    if (rc == 0 && old_tokens != NULL)
+        *old_tokens = got;
     return rc;
 }
 
