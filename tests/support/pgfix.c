@@ -57,32 +57,66 @@ pgfix_url(void)
     return len > 0 ? url_cache : NULL;
 }
 
-/* run_psql runs `psql -X -q -v ON_ERROR_STOP=1 URL -c SQL` (stdout to
- * /dev/null, stderr shared) and waits for it. */
-static int
-run_psql(const char *url, const char *sql)
+/* Runs `psql -X -q -A -t -v ON_ERROR_STOP=1 URL -c SQL` (stdin from
+ * /dev/null, stderr shared) and waits for it; with out NULL its output is
+ * discarded. */
+int
+pgfix_query(const char *url, const char *sql, char **out)
 {
+    int fds[2] = {-1, -1}, st, rc = 0;
+    char *acc = NULL;
+    size_t len = 0;
     pid_t pid;
-    int st;
 
-    pid = fork();
-    if (pid < 0)
+    if (out != NULL && pipe(fds) != 0)
         return -errno;
+    pid = fork();
+    if (pid < 0) {
+        rc = -errno;
+        goto out;
+    }
     if (pid == 0) {
         int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, STDIN_FILENO);
-            dup2(null, STDOUT_FILENO);
-        }
-        execlp("psql", "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c",
-               sql, (char *)NULL);
+        dup2(null, STDIN_FILENO);
+        dup2(out != NULL ? fds[1] : null, STDOUT_FILENO);
+        execlp("psql", "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+               url, "-c", sql, (char *)NULL);
         _exit(127);
     }
-    while (waitpid(pid, &st, 0) < 0) {
-        if (errno != EINTR)
-            return -errno;
+    if (out != NULL) {
+        char buf[4096];
+        ssize_t n;
+
+        close(fds[1]);
+        fds[1] = -1;
+        acc = xcalloc(1, 1);
+        while ((n = read(fds[0], buf, sizeof(buf))) > 0 ||
+               (n < 0 && errno == EINTR)) {
+            if (n < 0)
+                continue;
+            acc = xrealloc(acc, len + (size_t)n + 1);
+            memcpy(acc + len, buf, (size_t)n);
+            len += (size_t)n;
+            acc[len] = '\0';
+        }
     }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            rc = -errno;
+            goto out;
+        }
+    }
+    rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+out:
+    if (fds[0] >= 0)
+        close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
+    if (rc == 0 && out != NULL)
+        *out = acc;
+    else
+        free(acc);
+    return rc;
 }
 
 int
@@ -104,7 +138,7 @@ pgfix_location(char *buf, size_t size)
     if (n < 0 || (size_t)n >= size)
         return -ENOSPC;
     snprintf(sql, sizeof(sql), "CREATE SCHEMA %s", schema);
-    rc = run_psql(url, sql);
+    rc = pgfix_query(url, sql, NULL);
     return rc;
 }
 

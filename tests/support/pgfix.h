@@ -29,6 +29,12 @@ const char *pgfix_url(void);
  * or another -errno from fork/exec. */
 int pgfix_location(char *buf, size_t size);
 
+/* pgfix_query runs sql on the store at location (a pgfix_location) with
+ * psql (unaligned, tuples only: one row a line, columns split by '|') and
+ * puts its output in *out (caller frees; untouched on failure). Returns 0,
+ * -EIO when psql failed (its stderr is the test's), or -errno. */
+int pgfix_query(const char *location, const char *sql, char **out);
+
 /* pgfix_backend_is_pg is true when $STEPQ_TEST_BACKEND is "pg": the run
  * stores everything in the cluster instead of SQLite files. */
 bool pgfix_backend_is_pg(void);
