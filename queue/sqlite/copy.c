@@ -12,7 +12,7 @@
 
 /* prepare prepares statement k on t; NULL after logging. */
 static sqlite3_stmt *
-prepare(q_db *db, const struct q__table *t, enum q__copy_stmt k)
+prepare(struct q__sqlite *db, const struct q__table *t, enum q__copy_stmt k)
 {
     char sql[SQL_MAX];
     sqlite3_stmt *s = NULL;
@@ -29,12 +29,12 @@ prepare(q_db *db, const struct q__table *t, enum q__copy_stmt k)
 int
 q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n)
 {
-    sqlite3_stmt *s = prepare(db, t, Q__COPY_COUNT);
+    sqlite3_stmt *s = prepare(q__sqlite(db), t, Q__COPY_COUNT);
     int rc;
 
     if (s == NULL)
         return -EIO;
-    if ((rc = q__step_row(db, s, "counting rows")) == 0)
+    if ((rc = q__step_row(q__sqlite(db), s, "counting rows")) == 0)
         *n = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
     return rc;
@@ -43,12 +43,12 @@ q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n)
 int
 q__sqlite_copy_clear(q_db *db, const struct q__table *t)
 {
-    sqlite3_stmt *s = prepare(db, t, Q__COPY_CLEAR);
+    sqlite3_stmt *s = prepare(q__sqlite(db), t, Q__COPY_CLEAR);
     int rc;
 
     if (s == NULL)
         return -EIO;
-    rc = q__run_done(db, s, "clearing a table");
+    rc = q__run_done(q__sqlite(db), s, "clearing a table");
     sqlite3_finalize(s);
     return rc;
 }
@@ -89,7 +89,7 @@ q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg)
 
     if (t->ncols > STEPQ_ARRAY_LEN(vals))
         return -EINVAL;
-    if ((s = prepare(db, t, Q__COPY_SELECT)) == NULL)
+    if ((s = prepare(q__sqlite(db), t, Q__COPY_SELECT)) == NULL)
         return -EIO;
     /* One row at a time: nothing but the current row is in memory. */
     while (rc == 0 && (step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -97,7 +97,7 @@ q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg)
         rc = fn(arg, vals);
     }
     if (rc == 0 && step != SQLITE_DONE)
-        rc = q__db_err(db, "reading rows to copy");
+        rc = q__db_err(q__sqlite(db), "reading rows to copy");
     sqlite3_finalize(s);
     return rc;
 }
@@ -129,14 +129,14 @@ int
 q__sqlite_copy_in(q_db *db, const struct q__table *t,
                   const struct q__value *vals)
 {
-    sqlite3_stmt *s = prepare(db, t, Q__COPY_INSERT);
+    sqlite3_stmt *s = prepare(q__sqlite(db), t, Q__COPY_INSERT);
     int rc;
 
     if (s == NULL)
         return -EIO;
     for (size_t i = 0; i < t->ncols; i++)
         bind_value(s, (int)i + 1, t->cols[i].type, &vals[i]);
-    rc = q__run_done(db, s, "writing a copied row");
+    rc = q__run_done(q__sqlite(db), s, "writing a copied row");
     sqlite3_finalize(s);
     return rc;
 }
