@@ -372,7 +372,7 @@ START_TEST(test_copies_every_row)
     fill(a);
     ck_assert_int_eq(q_copy(a, b, false, &c), 0);
     ck_assert_int_eq(c.jobs, 6);
-    ck_assert_int_eq(c.steps, 3);
+    ck_assert_int_eq(c.steps, 4);
     ck_assert_int_eq(c.attempts, 2);
     ck_assert_int_eq(c.park, 2);
     ck_assert_int_eq(c.tiers, 1);
@@ -439,14 +439,30 @@ START_TEST(test_force_replaces_the_target)
 }
 END_TEST
 
-/* fail_inserts makes the SQLite store at path refuse every new attempt
- * row: a copy into it fails after its jobs and steps went in. */
+/* The same fault in PostgreSQL, run with psql. */
+static const char pg_fault[] =
+    "CREATE FUNCTION no_attempts() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$BEGIN RAISE EXCEPTION 'injected'; END$$;\n"
+    "CREATE TRIGGER no_attempts BEFORE INSERT ON attempts FOR EACH ROW"
+    " EXECUTE FUNCTION no_attempts();\n";
+
+/* fail_inserts makes the store at loc refuse every new attempt row: a
+ * copy into it fails after its jobs and steps went in. */
 static void
-fail_inserts(const char *path)
+fail_inserts(const char *loc)
 {
     sqlite3 *h = NULL;
+    char cmd[1024], *out = NULL;
 
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    if (strncmp(loc, "sqlite:", 7) != 0) {
+        free(tmpdir_write(dir, "fault.sql", pg_fault, strlen(pg_fault)));
+        snprintf(cmd, sizeof(cmd),
+                 "psql -q -v ON_ERROR_STOP=1 -f fault.sql '%s'", loc);
+        ck_assert_int_eq(run_sh(cmd, &out), 0);
+        free(out);
+        return;
+    }
+    ck_assert_int_eq(sqlite3_open(loc + 7, &h), SQLITE_OK);
     ck_assert_int_eq(sqlite3_exec(h,
                                   "CREATE TRIGGER no_attempts BEFORE INSERT ON"
                                   " attempts BEGIN SELECT RAISE(ABORT,"
@@ -458,15 +474,18 @@ fail_inserts(const char *path)
 
 START_TEST(test_failed_copy_leaves_the_target)
 {
-    q_db *a = open_at(loc_a), *c = open_at(loc_c);
+    const char *to = pgfix_backend_is_pg() ? loc_b : loc_c;
+    q_db *a = open_at(loc_a), *c = open_at(to);
     int64_t mine = qfix_add(c, "mine", "k", 0, T0);
 
     fill(a);
-    fail_inserts("c.db");
+    fail_inserts(to);
     ck_assert_int_ne(q_copy(a, c, true, NULL), 0);
     ck_assert_int_eq(qfix_count(c, Q_JOB_QUEUED), 1);
     ck_assert_int_eq(qfix_state(c, mine), Q_JOB_QUEUED);
     ck_assert_int_eq(qfix_count(c, Q_JOB_CANCELLED), 0);
+    /* Its ids go on from its own rows, not from the copied ones. */
+    ck_assert_int_eq(qfix_add(c, "next", NULL, 0, T0), mine + 1);
     /* The source was only read. */
     ck_assert_int_eq(qfix_count(a, Q_JOB_CANCELLED), 1);
     ck_assert_int_eq(q_close(c), 0);
@@ -499,7 +518,7 @@ START_TEST(test_cli_json)
     ck_assert_ptr_nonnull(o = cJSON_Parse(r.out));
     ck_assert_ptr_nonnull(c = cJSON_GetObjectItem(o, "copied"));
     ck_assert_int_eq(cJSON_GetObjectItem(c, "jobs")->valueint, 6);
-    ck_assert_int_eq(cJSON_GetObjectItem(c, "steps")->valueint, 3);
+    ck_assert_int_eq(cJSON_GetObjectItem(c, "steps")->valueint, 4);
     ck_assert_int_eq(cJSON_GetObjectItem(c, "attempts")->valueint, 2);
     ck_assert_int_eq(cJSON_GetObjectItem(c, "park")->valueint, 2);
     ck_assert_int_eq(cJSON_GetObjectItem(c, "tiers")->valueint, 1);
