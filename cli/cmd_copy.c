@@ -1,13 +1,17 @@
 /* cmd_copy.c: stepq copy FROM TO — take a whole queue (jobs, steps,
  * attempts, park items, tier state) from one store to another, say from a
  * SQLite file to PostgreSQL and back, ids kept. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/location.h"
 #include "queue/queue.h"
 
 static const char usage[] =
@@ -73,19 +77,33 @@ open_both(const char *from, const char *to, const struct shown *sh, q_db **src,
     return 0;
 }
 
-/* same_store is true when the two locations name one store as written
- * (a path with or without "sqlite:"). */
+/* file_of is the file a path location names (without "sqlite:"). */
+static const char *
+file_of(const char *loc)
+{
+    static const char pre[] = "sqlite:";
+
+    return strncmp(loc, pre, sizeof(pre) - 1) == 0 ? loc + sizeof(pre) - 1
+                                                   : loc;
+}
+
+/* same_store is true when the two locations name one store: written the
+ * same, or two paths of one existing file. (Two spellings of one
+ * PostgreSQL database are not caught here; the copy then fails on its own
+ * locks, changing nothing.) */
 static bool
 same_store(const char *a, const char *b)
 {
-    static const char pre[] = "sqlite:";
-    size_t n = sizeof(pre) - 1;
+    char ra[PATH_MAX], rb[PATH_MAX];
 
-    if (strncmp(a, pre, n) == 0)
-        a += n;
-    if (strncmp(b, pre, n) == 0)
-        b += n;
-    return strcmp(a, b) == 0;
+    if (strcmp(a, b) == 0)
+        return true;
+    if (!location_is_path(a) || !location_is_path(b))
+        return false;
+    if (strcmp(file_of(a), file_of(b)) == 0)
+        return true;
+    return realpath(file_of(a), ra) != NULL &&
+           realpath(file_of(b), rb) != NULL && strcmp(ra, rb) == 0;
 }
 
 int
@@ -121,6 +139,12 @@ cmd_copy(struct cli_env *env, int argc, char **argv)
                   "nothing was copied (--force replaces them)",
                   sh.to);
         rc = CLI_CONFLICT;
+    } else if (rc == -EAGAIN) {
+        cli_error("copy: %s or %s stayed locked by another process (stop "
+                  "the workers first; are they the same database?); %s is "
+                  "unchanged",
+                  sh.from, sh.to, sh.to);
+        rc = CLI_RUNTIME;
     } else if (rc != 0) {
         cli_error("copy: copying %s to %s failed (%s); %s is unchanged",
                   sh.from, sh.to, strerror(-rc), sh.to);

@@ -562,6 +562,9 @@ START_TEST(test_cli_errors)
     run_result_free(&r);
     ck_assert_int_eq(RUN_ARGS(&r, "copy", "a.db", "sqlite:a.db"), 2);
     run_result_free(&r);
+    fill_at(loc_a, true);
+    ck_assert_int_eq(RUN_ARGS(&r, "copy", "a.db", "./a.db", "--force"), 2);
+    run_result_free(&r);
     ck_assert_int_eq(RUN_ARGS(&r, "copy", "a.db", "b.db", "--bogus"), 2);
     run_result_free(&r);
 }

@@ -13,6 +13,7 @@
 #include "queue/pg/internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +21,34 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define PAGE     1000
-#define MAX_COLS 32
-#define SQL_MAX  1536
+#define PAGE        1000
+#define BATCH       1000
+#define BATCH_BYTES (4u << 20)
+#define MAX_COLS    32
+#define SQL_MAX     1536
 
-enum kind { K_COUNT, K_CLEAR, K_FIRST, K_NEXT, K_INSERT, NKINDS };
+enum kind { K_COUNT, K_CLEAR, K_FIRST, K_NEXT, K_MANY, NKINDS };
 
 static const enum q__copy_stmt kind_stmt[NKINDS] = {[K_COUNT] = Q__COPY_COUNT,
                                                     [K_CLEAR] = Q__COPY_CLEAR,
                                                     [K_FIRST] = Q__COPY_FIRST,
-                                                    [K_NEXT] = Q__COPY_NEXT,
-                                                    [K_INSERT] =
-                                                        Q__COPY_INSERT};
+                                                    [K_NEXT] = Q__COPY_NEXT};
+
+/* make_sql writes the text of statement k on t: K_MANY inserts the rows
+ * of a JSON array (one parameter), the others are q__copy_sql's. */
+static int
+make_sql(const struct q__table *t, enum kind k, char *buf, size_t size)
+{
+    int n;
+
+    if (k != K_MANY)
+        return q__copy_sql(t, kind_stmt[k], '$', buf, size);
+    n = snprintf(buf, size,
+                 "INSERT INTO %s SELECT * FROM json_populate_recordset("
+                 "NULL::%s, $1::json)",
+                 t->name, t->name);
+    return n > 0 && (size_t)n < size ? 0 : -EINVAL;
+}
 
 /* One table's statements, made on first use. */
 struct slot {
@@ -43,6 +60,27 @@ struct slot {
 
 static struct slot slots[8];
 
+/* The rows of one table waiting to be written, as the text of a JSON
+ * array of objects keyed by column. One per process: q_copy runs one copy
+ * at a time, and copy_end writes what is left of each table. */
+static struct {
+    q_db *db;
+    const struct q__table *t;
+    char *buf; /* owned */
+    size_t len, cap;
+    int n;
+} batch;
+
+/* batch_drop forgets the batch (a failed copy's rows are never written). */
+static void
+batch_drop(void)
+{
+    free(batch.buf);
+    memset(&batch, 0, sizeof(batch));
+}
+
+/* batch_flush writes the batched rows of db in one statement: one round
+ * trip for up to BATCH rows. */
 /* stmt returns the statement k of t, making the table's statements on
  * first use; NULL when there is no room (logged). */
 static const struct q__pg_sql *
@@ -60,8 +98,7 @@ stmt(const struct q__table *t, enum kind k)
     }
     if (s->table == NULL) {
         for (int i = 0; i < NKINDS; i++) {
-            if (q__copy_sql(t, kind_stmt[i], '$', s->text[i],
-                            sizeof(s->text[i])) != 0)
+            if (make_sql(t, (enum kind)i, s->text[i], sizeof(s->text[i])) != 0)
                 return NULL;
             snprintf(s->name[i], sizeof(s->name[i]), "q_copy_%d_%s", i,
                      t->name);
@@ -81,6 +118,10 @@ q__pg_copy_count(q_db *db, const struct q__table *t, int64_t *n)
 
     if (sql == NULL)
         return -EINVAL;
+    /* The first call of a copy on its target: rows a failed copy left
+     * batched are never written. */
+    if (batch.db == db)
+        batch_drop();
     if ((rc = q__pg_run(q__pg(db), sql, NULL, &res, "counting rows")) != 0)
         return rc;
     *n = q__pg_int(res, 0, 0);
@@ -95,6 +136,8 @@ q__pg_copy_clear(q_db *db, const struct q__table *t)
 
     if (sql == NULL)
         return -EINVAL;
+    if (batch.db == db)
+        batch_drop();
     return q__pg_run(q__pg(db), sql, NULL, NULL, "clearing a table");
 }
 
@@ -178,35 +221,113 @@ q__pg_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg)
     return rc;
 }
 
+/* ---- writing: rows in batches ----------------------------------------- */
+
+static void
+put(const char *s, size_t n)
+{
+    if (batch.len + n + 2 > batch.cap) {
+        batch.cap = (batch.len + n + 2) * 2;
+        batch.buf = xrealloc(batch.buf, batch.cap);
+    }
+    memcpy(batch.buf + batch.len, s, n);
+    batch.len += n;
+    batch.buf[batch.len] = '\0';
+}
+
+/* put_string writes s as a JSON string. */
+static void
+put_string(const char *s)
+{
+    char esc[8];
+
+    put("\"", 1);
+    for (const char *p = s; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c;
+            put(esc, 2);
+        } else if (c < 0x20) {
+            put(esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c));
+        } else {
+            put(p, 1);
+        }
+    }
+    put("\"", 1);
+}
+
+/* put_value writes one column's value: integers as JSON numbers (their
+ * exact text), reals with 17 digits (read back as the same double; the
+ * non-finite ones as the strings PostgreSQL reads), text as strings. */
+static void
+put_value(enum q__col_type type, const struct q__value *v)
+{
+    char num[40];
+
+    if (v->null) {
+        put("null", 4);
+    } else if (type == Q__COL_INT) {
+        put(num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)v->i));
+    } else if (type == Q__COL_REAL && isfinite(v->r)) {
+        put(num, (size_t)snprintf(num, sizeof(num), "%.17g", v->r));
+    } else if (type == Q__COL_REAL) {
+        put_string(isnan(v->r) ? "NaN" : v->r > 0 ? "Infinity" : "-Infinity");
+    } else {
+        put_string(v->s);
+    }
+}
+
+static int
+batch_flush(q_db *db)
+{
+    const struct q__pg_sql *sql = NULL;
+    struct q__pg_params p = {0};
+    int rc;
+
+    if (batch.db != db || batch.n == 0)
+        return 0;
+    if ((sql = stmt(batch.t, K_MANY)) == NULL)
+        return -EINVAL;
+    put("]", 1);
+    q__pg_p_text(&p, batch.buf);
+    rc = q__pg_run(q__pg(db), sql, &p, NULL, "writing copied rows");
+    batch.len = 0;
+    batch.n = 0;
+    return rc;
+}
+
 int
 q__pg_copy_in(q_db *db, const struct q__table *t, const struct q__value *vals)
 {
-    const struct q__pg_sql *sql = stmt(t, K_INSERT);
-    struct q__pg_params p = {0};
-
-    if (sql == NULL || t->ncols > Q__PG_MAX_PARAMS)
-        return -EINVAL;
-    for (size_t i = 0; i < t->ncols; i++) {
-        const struct q__value *v = &vals[i];
-        if (v->null)
-            q__pg_p_text(&p, NULL);
-        else if (t->cols[i].type == Q__COL_INT)
-            q__pg_p_int(&p, v->i);
-        else if (t->cols[i].type == Q__COL_REAL)
-            q__pg_p_real(&p, v->r);
-        else
-            q__pg_p_text(&p, v->s);
+    if (batch.db != db || batch.t != t) {
+        batch_drop();
+        batch.db = db;
+        batch.t = t;
     }
-    return q__pg_run(q__pg(db), sql, &p, NULL, "writing a copied row");
+    put(batch.n == 0 ? "[" : ",", 1);
+    for (size_t i = 0; i < t->ncols; i++) {
+        put(i == 0 ? "{" : ",", 1);
+        put_string(t->cols[i].name);
+        put(":", 1);
+        put_value(t->cols[i].type, &vals[i]);
+    }
+    put("}", 1);
+    /* Big rows (bodies, specs) are sent sooner than BATCH of them. */
+    if (++batch.n < BATCH && batch.len < BATCH_BYTES)
+        return 0;
+    return batch_flush(db);
 }
 
 int
 q__pg_copy_end(q_db *db, const struct q__table *t)
 {
     char sql[512];
+    int rc = batch.t == t ? batch_flush(db) : 0;
 
-    if (!t->id_serial)
-        return 0;
+    if (batch.db == db)
+        batch_drop();
+    if (rc != 0 || !t->id_serial)
+        return rc;
     /* ALTER TABLE ... RESTART is undone with the transaction, setval()
      * would not be: a copy that fails after this point must leave the
      * target's next id where it was. The next id is computed by the
