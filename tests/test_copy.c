@@ -591,20 +591,29 @@ START_TEST(test_pg_round_trip)
 }
 END_TEST
 
+/* The PostgreSQL cases, only in a run with the cluster (test_copy_pg). */
+static void
+add_pg(Suite *s)
+{
+    TCase *pg = tcase_create("pg");
+
+    tcase_add_checked_fixture(pg, setup, teardown);
+    tcase_set_timeout(pg, 60);
+    tcase_add_test(pg, test_pg_round_trip);
+    suite_add_tcase(s, pg);
+}
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("copy");
     TCase *tc = tcase_create("q_copy");
     TCase *cli = tcase_create("cli");
-    TCase *pg = tcase_create("pg");
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_checked_fixture(cli, setup, teardown);
-    tcase_add_checked_fixture(pg, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_set_timeout(cli, 60);
-    tcase_set_timeout(pg, 60);
     tcase_add_test(tc, test_copies_every_row);
     tcase_add_test(tc, test_ids_continue_after_the_copied);
     tcase_add_test(tc, test_refuses_a_target_with_rows);
@@ -613,10 +622,9 @@ test_suite(void)
     tcase_add_test(cli, test_cli_json);
     tcase_add_test(cli, test_cli_refuses_then_forces);
     tcase_add_test(cli, test_cli_errors);
-    tcase_add_test(pg, test_pg_round_trip);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, cli);
     if (pgfix_backend_is_pg())
-        suite_add_tcase(s, pg);
+        add_pg(s);
     return s;
 }
