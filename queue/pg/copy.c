@@ -9,6 +9,13 @@
  * from the description (q__copy_sql: our own identifiers; every value a
  * parameter); it is made once per process, into the static slots below,
  * because a prepared statement is known by the address of its q__pg_sql.
+ * Pages are small (jobs may be 1 MiB each); round trips are cheap beside
+ * the rows.
+ *
+ * Writing batches rows: copy_in adds a row to a JSON array, and up to
+ * BATCH rows go in one INSERT ... SELECT FROM json_populate_recordset
+ * (one parameter, one round trip; one row per statement made 100,000
+ * jobs take 9.9 s over loopback, batches 1.9 s). copy_end writes the rest.
  */
 #include "queue/pg/internal.h"
 
@@ -21,7 +28,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define PAGE        1000
+#define PAGE        256
 #define BATCH       1000
 #define BATCH_BYTES (4u << 20)
 #define MAX_COLS    32
