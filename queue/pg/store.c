@@ -540,6 +540,7 @@ q__pg_close(q_db *d)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);
     PQfinish(db->listen);
+    free(db->schema);
     free(db->conninfo);
     free(db->where);
     free(db);
