@@ -187,6 +187,50 @@ START_TEST(test_failed_copy_leaves_the_target)
 }
 END_TEST
 
+/* fill_many enqueues n keyed jobs in one call and gives the first n / 4
+ * two step rows each, so every table spans many of a backend's pages and
+ * batches. */
+static void
+fill_many(q_db *db, int n)
+{
+    struct q_job_new *jobs = xcalloc((size_t)n, sizeof(*jobs));
+    struct q_enqueue_result *res = xcalloc((size_t)n, sizeof(*res));
+    char(*keys)[16] = xcalloc((size_t)n, sizeof(*keys));
+
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+        jobs[i] = qfix_job("many", keys[i], i % 7);
+    }
+    ck_assert_int_eq(q_enqueue(db, jobs, (size_t)n, NULL, T0, res), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    for (int i = 0; i < n / 4 * 2; i++)
+        ck_assert_int_eq(q_step_set(db, res[i / 2].id, i % 2, Q_STEP_SUCCEEDED,
+                                    "free", keys[i], i),
+                         0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    free(keys);
+    free(res);
+    free(jobs);
+}
+
+START_TEST(test_copies_many_rows)
+{
+    q_db *a = open_at(loc_a), *b = open_at(loc_b), *c = open_at(loc_c);
+    struct q_copy_counts n = {0};
+
+    fill_many(a, 2600);
+    ck_assert_int_eq(q_copy(a, b, false, &n), 0);
+    ck_assert_int_eq(n.jobs, 2600);
+    ck_assert_int_eq(n.steps, 1300);
+    ck_assert_int_eq(q_copy(b, c, false, NULL), 0);
+    ck_assert_uint_eq(copyfix_same_jobs(a, c), 2600);
+    ck_assert_int_eq(qfix_add(b, "next", NULL, 0, T0), 2601);
+    ck_assert_int_eq(q_close(c), 0);
+    ck_assert_int_eq(q_close(b), 0);
+    ck_assert_int_eq(q_close(a), 0);
+}
+END_TEST
+
 /* ---- stepq copy ------------------------------------------------------- */
 
 /* fill_at fills the store at loc (created), or with one job only. */
@@ -316,6 +360,23 @@ START_TEST(test_pg_round_trip)
 }
 END_TEST
 
+START_TEST(test_pg_to_pg)
+{
+    char loc_d[1024];
+    q_db *a = open_at(loc_a), *b = open_at(loc_b), *d = NULL;
+
+    ck_assert_int_eq(pgfix_location(loc_d, sizeof(loc_d)), 0);
+    d = open_at(loc_d);
+    copyfix_fill(a);
+    ck_assert_int_eq(q_copy(a, b, false, NULL), 0);
+    ck_assert_int_eq(q_copy(b, d, false, NULL), 0);
+    copyfix_assert_same(a, d);
+    ck_assert_int_eq(q_close(d), 0);
+    ck_assert_int_eq(q_close(b), 0);
+    ck_assert_int_eq(q_close(a), 0);
+}
+END_TEST
+
 /* The PostgreSQL cases, only in a run with the cluster (test_copy_pg). */
 static void
 add_pg(Suite *s)
@@ -325,6 +386,7 @@ add_pg(Suite *s)
     tcase_add_checked_fixture(pg, setup, teardown);
     tcase_set_timeout(pg, 60);
     tcase_add_test(pg, test_pg_round_trip);
+    tcase_add_test(pg, test_pg_to_pg);
     suite_add_tcase(s, pg);
 }
 
@@ -344,6 +406,7 @@ test_suite(void)
     tcase_add_test(tc, test_refuses_a_target_with_rows);
     tcase_add_test(tc, test_force_replaces_the_target);
     tcase_add_test(tc, test_failed_copy_leaves_the_target);
+    tcase_add_test(tc, test_copies_many_rows);
     tcase_add_test(cli, test_cli_json);
     tcase_add_test(cli, test_cli_refuses_then_forces);
     tcase_add_test(cli, test_cli_errors);

@@ -209,10 +209,10 @@ same_attempts(q_db *x, q_db *y, int64_t job)
     q_attempts_free(b, nb);
 }
 
-/* same_jobs compares every job (q_job_get: with its spec), its steps and
- * its attempts; returns how many jobs there are. */
-static size_t
-same_jobs(q_db *x, q_db *y)
+/* copyfix_same_jobs compares every job (q_job_get: with its spec), its steps
+ * and its attempts; returns how many jobs there are. */
+size_t
+copyfix_same_jobs(q_db *x, q_db *y)
 {
     struct q_job *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
@@ -311,7 +311,7 @@ same_tier(q_db *x, q_db *y, const char *tier)
 void
 copyfix_assert_same(q_db *x, q_db *y)
 {
-    ck_assert_uint_eq(same_jobs(x, y), 6);
+    ck_assert_uint_eq(copyfix_same_jobs(x, y), 6);
     ck_assert_uint_eq(same_park(x, y), 2);
     same_tier(x, y, "free");
     same_tier(x, y, "paid");

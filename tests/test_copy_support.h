@@ -3,6 +3,8 @@
 #ifndef STEPQ_TESTS_TEST_COPY_SUPPORT_H
 #define STEPQ_TESTS_TEST_COPY_SUPPORT_H
 
+#include <stddef.h>
+
 #include "queue/queue.h"
 
 /* copyfix_fill puts into db 6 jobs, one in each state (one with a key),
@@ -15,5 +17,9 @@ void copyfix_fill(q_db *db);
  * (with their steps and attempts), park items and tier state, as filled
  * by copyfix_fill. */
 void copyfix_assert_same(q_db *x, q_db *y);
+
+/* copyfix_same_jobs fails the test unless x and y hold the same jobs,
+ * with the same steps and attempts; returns how many jobs they hold. */
+size_t copyfix_same_jobs(q_db *x, q_db *y);
 
 #endif
