@@ -285,9 +285,10 @@ q_copy(q_db *from, q_db *to, bool force, struct q_copy_counts *counts)
 
     if (from == NULL || to == NULL || from == to)
         return -EINVAL;
-    /* The source in a transaction too: one view of it for the whole copy
-     * (and PostgreSQL's cursors need one). It is only read, then rolled
-     * back. */
+    /* The source in a transaction too: SQLite then holds its write lock,
+     * so no worker changes it during the copy (PostgreSQL reads each page
+     * as committed when it is read: the workers should be stopped). It
+     * is only read, then rolled back. */
     if ((rc = q_tx_begin(from)) != 0)
         return rc;
     if ((rc = q_tx_begin(to)) != 0)
