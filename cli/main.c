@@ -22,6 +22,7 @@ static const char usage[] =
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
     "  demo                          self-contained tour against mock tiers\n"
+    "  copy FROM TO                  copy a whole queue to another database\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
     "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
@@ -33,7 +34,7 @@ static const struct cli_command commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
     {"tiers", cmd_tiers},   {"work", cmd_work},       {"demo", cmd_demo},
-    {"park", cmd_park},
+    {"park", cmd_park},     {"copy", cmd_copy},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

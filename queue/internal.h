@@ -40,6 +40,28 @@ struct q__value {
 /* Called with each row (t->ncols values); nonzero stops and is returned. */
 typedef int (*q__row_fn)(void *arg, const struct q__value *vals);
 
+/* The statements a backend runs for a copy, and q__copy_sql (copy.c),
+ * which writes one's SQL for table t into buf (size bytes): t's own
+ * identifiers only, values as numbered parameters mark1, mark2... ('?'
+ * for SQLite, '$' for PostgreSQL). -EINVAL when it does not fit.
+ * SELECT reads every row in order; FIRST and NEXT read it in pages (for a
+ * backend that streams that way): FIRST the first mark1 rows, NEXT the
+ * mark(k+1) rows after the one whose order_by columns (k of them) are
+ * mark1..markk. */
+enum q__copy_stmt {
+    Q__COPY_COUNT,
+    Q__COPY_CLEAR,
+    Q__COPY_SELECT,
+    Q__COPY_FIRST,
+    Q__COPY_NEXT,
+    Q__COPY_INSERT
+};
+int q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark,
+                char *buf, size_t size);
+/* q__copy_nkeys is how many columns t->order_by names (its key: the
+ * table's first columns, in order). */
+size_t q__copy_nkeys(const struct q__table *t);
+
 /* One entry per storage call of queue.h, with the same meaning, arguments
  * and errors (see there); q_open/q_open_existing pick the table by the
  * location, and queue/queue.c calls through db->ops. */
@@ -111,8 +133,9 @@ struct q__ops {
      * transaction on the target: copy_count counts t's rows, copy_clear
      * deletes them all, copy_out calls fn with each row in t->order_by
      * order (streaming: not all in memory), copy_in inserts one row as
-     * given (ids included), and copy_end moves t's generated ids past the
-     * largest copied one (when t->id_serial). */
+     * given (ids included; a backend may batch them), and copy_end, called
+     * after every table's rows, writes what is batched and, when
+     * t->id_serial, moves t's generated ids past the largest copied one. */
     int (*copy_count)(q_db *db, const struct q__table *t, int64_t *n);
     int (*copy_clear)(q_db *db, const struct q__table *t);
     int (*copy_out)(q_db *db, const struct q__table *t, q__row_fn fn,

@@ -147,6 +147,13 @@ int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,
 int q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
 int q__sqlite_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
                               size_t *n);
+int q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n);
+int q__sqlite_copy_clear(q_db *db, const struct q__table *t);
+int q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn,
+                       void *arg);
+int q__sqlite_copy_in(q_db *db, const struct q__table *t,
+                      const struct q__value *vals);
+int q__sqlite_copy_end(q_db *db, const struct q__table *t);
 
 /* schema_migrate brings the database to target (0: the latest) in one
  * transaction. -ENOTSUP if the file is newer than this build knows. */

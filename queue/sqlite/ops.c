@@ -46,10 +46,9 @@ const struct q__ops q__sqlite_ops = {
     .clock_sync = NULL,
     .wake_fd = NULL,
     .wake_take = NULL,
-    /* Filled in by the copy work (queue/sqlite/copy.c). */
-    .copy_count = NULL,
-    .copy_clear = NULL,
-    .copy_out = NULL,
-    .copy_in = NULL,
-    .copy_end = NULL,
+    .copy_count = q__sqlite_copy_count,
+    .copy_clear = q__sqlite_copy_clear,
+    .copy_out = q__sqlite_copy_out,
+    .copy_in = q__sqlite_copy_in,
+    .copy_end = q__sqlite_copy_end,
 };

@@ -1,0 +1,318 @@
+/* test_copy_support.c: a store with something in every table, and two
+ * stores compared row by row through the contract's read calls (see
+ * test_copy_support.h). */
+#include "tests/test_copy_support.h"
+
+#include <check.h>
+#include <string.h>
+
+#include "tests/support/qfix.h"
+
+/* ---- a store with something in every table ---------------------------- */
+
+/* attempts records two attempts of job id (held by "w"): one finished
+ * with a body, one in flight. */
+static void
+attempts(q_db *db, int64_t id)
+{
+    struct q_attempt_start s = {.job_id = id,
+                                .worker = "w",
+                                .tier = "free",
+                                .request_sha256 = "ab12",
+                                .est_tokens = 40,
+                                .started_at = T0 + 1};
+    struct q_attempt_result r = {.status = 429,
+                                 .outcome = "rate_limited",
+                                 .reason = "rpm",
+                                 .decision = "wait",
+                                 .delay_ms = 1500,
+                                 .latency_ms = 12,
+                                 .tokens = 7,
+                                 .body =
+                                     "{\"error\":\"slow d\xc3\xa9j\xc3\xa0\"}",
+                                 .finished_at = T0 + 13};
+    int64_t aid = 0;
+    int num = 0;
+
+    r.body_len = strlen(r.body);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
+    s.started_at = T0 + 20;
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+}
+
+/* park parks job id (claimed here) at step 1 and returns the item's id. */
+static int64_t
+park(q_db *db, int64_t id, const char *reason)
+{
+    struct q_park_new p = {.job_id = id,
+                           .step = 1,
+                           .step_name = "post",
+                           .reason = reason,
+                           .attempts = 2,
+                           .request_sha256 = "cd34",
+                           .request = "{\"x\":1}",
+                           .error = "HTTP 402",
+                           .tier = "free",
+                           .parked_at = T0 + 5};
+    int64_t pid = 0;
+
+    qfix_claim_one(db, id, "w", T0, 60000);
+    ck_assert_int_eq(q_park_add(db, &p, &pid), 0);
+    ck_assert_int_eq(q_park_job(db, id, "w", T0 + 5), 0);
+    return pid;
+}
+
+/* tiers stores one tier's state (fractional buckets) and three sends,
+ * one of them done. */
+static void
+tiers(q_db *db)
+{
+    struct q_tier_state st = {.breaker = Q_BREAKER_HALF_OPEN,
+                              .failures = 3,
+                              .open_until = T0 + 30000,
+                              .exhausted_until = T0 + 86400000,
+                              .exhausted_reason = "daily_cap",
+                              .limited_until = T0 + 60000,
+                              .allowance_used = 12345,
+                              .allowance_since = T0 - 1000,
+                              .config_hash = "f00d",
+                              .req_tat = T0 + 0.125,
+                              .tok_tat = T0 + 1234.5678901234,
+                              .pace = 0.3333333333333333,
+                              .pace_down_at = T0 + 7,
+                              .pace_up_at = T0 + 8,
+                              .learned_rpm = 60,
+                              .learned_tpm = 90000,
+                              .doubt = true};
+    int64_t a = 0, b = 0;
+
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 100, false, T0 + 9000, &a),
+                     0);
+    ck_assert_int_eq(
+        q_tier_send_add(db, "free", T0 + 1, 50, true, T0 + 9000, &b), 0);
+    ck_assert_int_eq(q_tier_send_done(db, a, 80, T0 + 2, NULL), 0);
+    ck_assert_int_eq(
+        q_tier_send_add(db, "paid", T0 + 3, 9, false, T0 + 9000, &a), 0);
+}
+
+/* copyfix_fill puts jobs in every state into db, with steps, attempts, park
+ * items (open and resolved) and tier state. */
+void
+copyfix_fill(q_db *db)
+{
+    struct q_step_reset rs = {
+        .state = Q_STEP_PENDING, .reset_after = 2, .pin_tier = "paid"};
+    struct q_park_close pc = {.resolution = "skip", .by = "ann", .now = T0 + 9};
+    int64_t id[6];
+
+    for (int i = 0; i < 6; i++)
+        id[i] = qfix_add(db, "nightly", i == 0 ? "day-1" : NULL, i, T0);
+    /* Claims take the highest priority first: job 5 down to job 0. */
+    qfix_claim_one(db, id[5], "w", T0, 60000);
+    attempts(db, id[5]); /* stays running, leased to w */
+    qfix_claim_one(db, id[4], "w", T0, 60000);
+    ck_assert_int_eq(
+        q_step_set(db, id[4], 0, Q_STEP_SUCCEEDED, "free", "summary", 321), 0);
+    ck_assert_int_eq(q_complete(db, id[4], "w", T0 + 2), 0);
+    qfix_claim_one(db, id[3], "w", T0, 60000);
+    ck_assert_int_eq(q_fail(db, id[3], "w", "HTTP 400: bad", T0 + 3), 0);
+    park(db, id[2], "in_doubt"); /* stays open */
+    ck_assert_int_eq(q_park_close(db, park(db, id[1], "side_effects"), &pc), 0);
+    ck_assert_int_eq(q_step_reset(db, id[1], 1, &rs), 0);
+    ck_assert_int_eq(q_cancel(db, id[0], T0 + 4), 0);
+    tiers(db);
+}
+
+/* ---- comparing two stores through the contract's reads ---------------- */
+
+#define SAME_STR(a, b, f)                                                      \
+    ck_assert_msg(((a)->f == NULL) == ((b)->f == NULL) &&                      \
+                      ((a)->f == NULL || strcmp((a)->f, (b)->f) == 0),         \
+                  #f " differs")
+
+static void
+same_job(const struct q_job *a, const struct q_job *b)
+{
+    ck_assert_int_eq(a->id, b->id);
+    ck_assert_int_eq(a->state, b->state);
+    ck_assert_int_eq(a->priority, b->priority);
+    ck_assert_int_eq(a->run_at, b->run_at);
+    ck_assert_int_eq(a->deadline_at, b->deadline_at);
+    ck_assert_int_eq(a->created_at, b->created_at);
+    ck_assert_int_eq(a->updated_at, b->updated_at);
+    ck_assert_int_eq(a->lease_until, b->lease_until);
+    ck_assert_int_eq(a->claims, b->claims);
+    SAME_STR(a, b, name);
+    SAME_STR(a, b, key);
+    SAME_STR(a, b, lease_owner);
+    SAME_STR(a, b, spec);
+    SAME_STR(a, b, error);
+}
+
+static void
+same_steps(q_db *x, q_db *y, int64_t job)
+{
+    struct q_step *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_steps_get(x, job, &a, &na), 0);
+    ck_assert_int_eq(q_steps_get(y, job, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        ck_assert_int_eq(a[i].index, b[i].index);
+        ck_assert_int_eq(a[i].state, b[i].state);
+        ck_assert_int_eq(a[i].attempts, b[i].attempts);
+        ck_assert_int_eq(a[i].tokens, b[i].tokens);
+        ck_assert_int_eq(a[i].reset_after, b[i].reset_after);
+        SAME_STR(&a[i], &b[i], tier);
+        SAME_STR(&a[i], &b[i], output);
+        SAME_STR(&a[i], &b[i], pin_tier);
+    }
+    q_steps_free(a, na);
+    q_steps_free(b, nb);
+}
+
+static void
+same_attempt(const struct q_attempt *a, const struct q_attempt *b)
+{
+    ck_assert_int_eq(a->id, b->id);
+    ck_assert_int_eq(a->step, b->step);
+    ck_assert_int_eq(a->attempt, b->attempt);
+    ck_assert_int_eq(a->started_at, b->started_at);
+    ck_assert_int_eq(a->finished_at, b->finished_at);
+    ck_assert_int_eq(a->status, b->status);
+    ck_assert_int_eq(a->delay_ms, b->delay_ms);
+    ck_assert_int_eq(a->latency_ms, b->latency_ms);
+    ck_assert_int_eq(a->tokens, b->tokens);
+    SAME_STR(a, b, tier);
+    SAME_STR(a, b, request_sha256);
+    SAME_STR(a, b, outcome);
+    SAME_STR(a, b, reason);
+    SAME_STR(a, b, decision);
+    SAME_STR(a, b, body);
+}
+
+static void
+same_attempts(q_db *x, q_db *y, int64_t job)
+{
+    struct q_attempt *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_attempts_list(x, job, -1, &a, &na), 0);
+    ck_assert_int_eq(q_attempts_list(y, job, -1, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++)
+        same_attempt(&a[i], &b[i]);
+    q_attempts_free(a, na);
+    q_attempts_free(b, nb);
+}
+
+/* copyfix_same_jobs compares every job (q_job_get: with its spec), its steps
+ * and its attempts; returns how many jobs there are. */
+size_t
+copyfix_same_jobs(q_db *x, q_db *y)
+{
+    struct q_job *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_jobs_list(x, -1, 0, &a, &na), 0);
+    ck_assert_int_eq(q_jobs_list(y, -1, 0, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        struct q_job ja = {0}, jb = {0};
+        ck_assert_int_eq(q_job_get(x, a[i].id, &ja), 0);
+        ck_assert_int_eq(q_job_get(y, a[i].id, &jb), 0);
+        same_job(&ja, &jb);
+        q_job_cleanup(&ja);
+        q_job_cleanup(&jb);
+        same_steps(x, y, a[i].id);
+        same_attempts(x, y, a[i].id);
+    }
+    q_jobs_free(a, na);
+    q_jobs_free(b, nb);
+    return na;
+}
+
+static void
+same_item(const struct q_park_item *a, const struct q_park_item *b)
+{
+    ck_assert_int_eq(a->id, b->id);
+    ck_assert_int_eq(a->job_id, b->job_id);
+    ck_assert_int_eq(a->step, b->step);
+    ck_assert_int_eq(a->attempts, b->attempts);
+    ck_assert_int_eq(a->parked_at, b->parked_at);
+    ck_assert_int_eq(a->open, b->open);
+    ck_assert_int_eq(a->resolved_at, b->resolved_at);
+    SAME_STR(a, b, step_name);
+    SAME_STR(a, b, reason);
+    SAME_STR(a, b, request_sha256);
+    SAME_STR(a, b, request);
+    SAME_STR(a, b, error);
+    SAME_STR(a, b, tier);
+    SAME_STR(a, b, resolution);
+    SAME_STR(a, b, resolved_by);
+    SAME_STR(a, b, note);
+}
+
+static size_t
+same_park(q_db *x, q_db *y)
+{
+    struct q_park_filter f = {.all = true};
+    struct q_park_item *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_park_list(x, &f, &a, &na), 0);
+    ck_assert_int_eq(q_park_list(y, &f, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++)
+        same_item(&a[i], &b[i]);
+    q_park_items_free(a, na);
+    q_park_items_free(b, nb);
+    return na;
+}
+
+static void
+same_tier(q_db *x, q_db *y, const char *tier)
+{
+    struct q_tier_window w = {
+        .window_ms = 60000, .requests = -1, .tokens = true, .inflight = true};
+    struct q_tier_state a, b;
+
+    ck_assert_int_eq(q_tier_load(x, tier, T0 + 10, &w, &a), 0);
+    ck_assert_int_eq(q_tier_load(y, tier, T0 + 10, &w, &b), 0);
+    ck_assert_int_eq(a.breaker, b.breaker);
+    ck_assert_int_eq(a.failures, b.failures);
+    ck_assert_int_eq(a.open_until, b.open_until);
+    ck_assert_int_eq(a.exhausted_until, b.exhausted_until);
+    ck_assert_str_eq(a.exhausted_reason, b.exhausted_reason);
+    ck_assert_int_eq(a.limited_until, b.limited_until);
+    ck_assert_int_eq(a.allowance_used, b.allowance_used);
+    ck_assert_int_eq(a.allowance_since, b.allowance_since);
+    ck_assert_str_eq(a.config_hash, b.config_hash);
+    ck_assert_msg(a.req_tat == b.req_tat && a.tok_tat == b.tok_tat &&
+                      a.pace == b.pace,
+                  "buckets or pace differ");
+    ck_assert_int_eq(a.pace_down_at, b.pace_down_at);
+    ck_assert_int_eq(a.pace_up_at, b.pace_up_at);
+    ck_assert_int_eq(a.learned_rpm, b.learned_rpm);
+    ck_assert_int_eq(a.learned_tpm, b.learned_tpm);
+    ck_assert_int_eq(a.doubt, b.doubt);
+    ck_assert_int_eq(a.window_requests, b.window_requests);
+    ck_assert_int_eq(a.window_tokens, b.window_tokens);
+    ck_assert_int_eq(a.window_oldest, b.window_oldest);
+    ck_assert_int_eq(a.in_flight, b.in_flight);
+    ck_assert_int_eq(a.probe_in_flight, b.probe_in_flight);
+}
+
+/* copyfix_assert_same checks that x and y hold the same rows (and something).
+ */
+void
+copyfix_assert_same(q_db *x, q_db *y)
+{
+    ck_assert_uint_eq(copyfix_same_jobs(x, y), 6);
+    ck_assert_uint_eq(same_park(x, y), 2);
+    same_tier(x, y, "free");
+    same_tier(x, y, "paid");
+}
