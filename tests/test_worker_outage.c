@@ -75,7 +75,7 @@ run_worker(void)
 {
     struct config *cfg = NULL;
     struct worker_opts o = {
-        .db_path = "stepq.db", .drain = true, .worker_id = "outage"};
+        .db_path = e2e_db, .drain = true, .worker_id = "outage"};
     char err[512];
     int saved = dup(2);
 
