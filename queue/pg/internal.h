@@ -119,6 +119,21 @@ typedef void (*q__pg_read_fn)(const PGresult *res, int r, void *elem);
 void q__pg_rows(const PGresult *res, size_t elem, q__pg_read_fn read,
                 void **out, size_t *n);
 
+/* q__pg_select runs sql with p (q__pg_run) and reads every row into a
+ * new array (q__pg_rows). Caller owns *out (NULL with no rows). */
+int q__pg_select(struct q__pg *db, const struct q__pg_sql *sql,
+                 const struct q__pg_params *p, size_t elem, q__pg_read_fn read,
+                 void **out, size_t *n, const char *what);
+/* q__pg_select_one runs sql with p and reads its first row into out
+ * (elem bytes, zeroed first; read NULL: reads nothing); -ENOENT when it
+ * returned no row. out is untouched on failure. */
+int q__pg_select_one(struct q__pg *db, const struct q__pg_sql *sql,
+                     const struct q__pg_params *p, size_t elem,
+                     q__pg_read_fn read, void *out, const char *what);
+/* q__pg_read_ints is a row reader for a row of numbers: every column of
+ * row r into the int64_t array elem (as many as the row has columns). */
+void q__pg_read_ints(const PGresult *res, int r, void *elem);
+
 /* q__pg_migrate brings the schema to this build's version under an
  * advisory lock (two `stepq init`s cannot race). -ENOTSUP if the schema is
  * newer than this build knows. */
