@@ -37,8 +37,8 @@ worker__store_lost(struct worker *w, int rc)
         w->down = true;
         w->down_since = clock_mono_ms();
         w->retry_ms = RETRY_FIRST_MS;
-        log_warn("database unreachable (%s): retrying in %lld ms",
-                 strerror(-rc), (long long)w->retry_ms);
+        log_warn("database unreachable: retrying in %lld ms (%s)",
+                 (long long)w->retry_ms, strerror(-rc));
     } else {
         w->retry_ms = backoff(w->retry_ms);
     }
