@@ -204,9 +204,8 @@ void worker__kick(struct worker *w);
 /* worker__wake_waiting lets the runs waiting for a tier look again now. */
 void worker__wake_waiting(struct worker *w, int64_t now);
 /* worker__sweep frees the runs that finished and have no call in flight,
- * once no turn is open (a finish is final when its turn committed).
- * Returns how many it freed. */
-int worker__sweep(struct worker *w);
+ * once no turn is open (a finish is final when its turn committed). */
+void worker__sweep(struct worker *w);
 
 /* ---- losing the store (store.c) ------------------------------------- */
 

@@ -83,8 +83,16 @@ void
 worker__recover(struct worker *w, int64_t now)
 {
     bool open;
-    int rc = 0;
+    int rc;
 
+    /* One round trip outside a transaction first (a backend may open its
+     * transactions lazily, and an empty turn would then "commit" with the
+     * server still away); the offset is worth measuring again anyway. */
+    if ((rc = q_clock_sync(w->db)) != 0) {
+        worker__store_lost(w, rc);
+        return;
+    }
+    w->next_heartbeat = 0; /* renew every lease this turn */
     w->recovering = true;
     open = worker__turn_begin(w);
     w->recovering = false;

@@ -142,8 +142,7 @@ worker__turn_end(struct worker *w)
     uv_idle_stop(&w->idle);
     run_hooks(w, committed);
     flush_sends(w);
-    if (worker__sweep(w) > 0 && !w->tick_after_commit && !w->down)
-        worker__kick(w); /* slots freed by this turn's finishes */
+    worker__sweep(w);
     if (w->tick_after_commit && !w->closing) {
         /* From the check phase, measured from now (the loop's time is
          * that of the iteration's start): the lock stays free while the
@@ -161,28 +160,37 @@ worker__turn_end(struct worker *w)
 
 /* ---- the tick: sweep, claim, heartbeat, wake, re-arm -------------- */
 
-int
+void
 worker__sweep(struct worker *w)
 {
     struct run **pp = &w->runs;
-    int freed = 0;
 
     /* A finish inside an open turn is not final until it commits: a turn
      * that is lost enters the run again (worker__turn_lost). */
     if (w->tx_open)
-        return 0;
+        return;
     while (*pp != NULL) {
         struct run *r = *pp;
         if (r->finished && r->call == NULL) {
             *pp = r->next;
             w->nruns--;
             worker__run_free(r);
-            freed++;
         } else {
             pp = &r->next;
         }
     }
-    return freed;
+}
+
+/* The runs that hold a slot: those not finished (a finished run is freed
+ * once its turn has committed, but its slot is free at once). */
+static int
+live(const struct worker *w)
+{
+    int n = 0;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        n += !r->finished;
+    return n;
 }
 
 static void
@@ -190,7 +198,7 @@ claim(struct worker *w, int64_t now)
 {
     struct q_job *jobs = NULL;
     size_t n = 0;
-    int slots = w->concurrency - w->nruns, rc;
+    int slots = w->concurrency - live(w), rc;
 
     if (slots <= 0)
         return;
@@ -376,7 +384,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     next = wake_due(w, now, next);
     worker__sweep(w);
     if (w->stopping) {
-        if (w->nruns == 0) {
+        if (live(w) == 0) {
             worker__shutdown(w);
             return;
         }
@@ -390,13 +398,13 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         uv_timer_start(&w->tick, on_tick, 20, 0);
         return;
     }
-    if (w->nruns < w->concurrency && now >= w->next_claim) {
+    if (live(w) < w->concurrency && now >= w->next_claim) {
         claim(w, now);
         worker__sweep(w);
     }
     /* A claim that found nothing pushed next_claim ahead: only then is
      * the queue known to be empty for this worker. */
-    if (w->drain && w->nruns == 0 && w->next_claim > now) {
+    if (w->drain && live(w) == 0 && w->next_claim > now) {
         int rc = q_next_due(w->db, now, &at);
         if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
             w->stopping = true;
@@ -404,7 +412,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             return;
         }
     }
-    if (w->nruns < w->concurrency && w->next_claim < next)
+    if (live(w) < w->concurrency && w->next_claim < next)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
