@@ -350,8 +350,7 @@ tick_turn(struct worker *w, int64_t now)
 {
     int64_t mono = clock_mono_ms();
 
-    if (w->down && w->stopping &&
-        (w->nruns == 0 || now >= w->stop_deadline)) {
+    if (w->down && w->stopping && (w->nruns == 0 || now >= w->stop_deadline)) {
         abandon(w);
         return false;
     }
