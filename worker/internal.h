@@ -179,8 +179,10 @@ cur_tier(const struct run *r)
 int64_t worker__now(const struct worker *w);
 
 /* worker__shutdown ends the turn and closes the loop's handles and the
- * HTTP client; uv_run then returns. A second call does nothing. */
-void worker__shutdown(struct worker *w);
+ * HTTP client; uv_run then returns. A second call does nothing. Unless
+ * force, a turn that does not commit stops it (false: the store went
+ * away, and the runs it entered again go on). */
+bool worker__shutdown(struct worker *w, bool force);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 

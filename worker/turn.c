@@ -339,7 +339,7 @@ abandon(struct worker *w)
         if (r->call != NULL)
             http_cancel(r->call);
     }
-    worker__shutdown(w);
+    (void)worker__shutdown(w, true);
 }
 
 /* Opens the tick's turn; while the store is unreachable, the turn that
@@ -384,7 +384,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     worker__sweep(w);
     if (w->stopping) {
         if (live(w) == 0) {
-            worker__shutdown(w);
+            (void)worker__shutdown(w, false);
             return;
         }
         if (now >= w->stop_deadline) {
@@ -407,7 +407,8 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         int rc = q_next_due(w->db, now, &at);
         if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
             w->stopping = true;
-            worker__shutdown(w);
+            if (!worker__shutdown(w, false))
+                w->stopping = false; /* not empty after all */
             return;
         }
     }
