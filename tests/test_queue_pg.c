@@ -51,23 +51,15 @@ add_job(q_db *db, const char *name)
     return r.id;
 }
 
-/* The first line psql prints for sql on the test's schema. */
-static char *
-query(const char *sql)
-{
-    char *out = NULL;
-
-    ck_assert_int_eq(pgfix_query(loc, sql, &out), 0);
-    out[strcspn(out, "\n")] = '\0';
-    return out;
-}
-
+/* Checks the first line psql prints for sql on the test's schema. */
 static void
 assert_query(const char *sql, const char *want)
 {
-    char *got = query(sql);
+    char *got = NULL;
 
-    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(pgfix_query(loc, sql, &got), 0);
+    got[strcspn(got, "\n")] = '\0';
+    ck_assert_msg(strcmp(got, want) == 0, "%s: %s, not %s", sql, got, want);
     free(got);
 }
 
