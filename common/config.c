@@ -12,6 +12,7 @@
 
 #include "common/file.h"
 #include "common/json.h"
+#include "common/location.h"
 #include "common/xalloc.h"
 
 #define CONFIG_MAX_BYTES (4 * 1024 * 1024)
@@ -24,6 +25,7 @@ set_defaults(struct config *c)
     c->worker.lease_s = 120;
     c->worker.keep_body_bytes = 65536;
     c->worker.max_response_bytes = 4 * 1024 * 1024;
+    c->worker.idle_poll_ms = 200;
     c->policy.switch_wait_s = 60;
     c->policy.escalate_after_s = 300;
     c->policy.max_throttle_waits = 20;
@@ -44,7 +46,7 @@ parse_worker(const cJSON *o, struct config_worker *w, char *err, size_t len)
 {
     static const char *const keys[] = {"concurrency", "lease_s",
                                        "keep_body_bytes", "max_response_bytes",
-                                       NULL};
+                                       "idle_poll_ms",    NULL};
     int64_t conc = w->concurrency;
     int rc;
 
@@ -57,7 +59,9 @@ parse_worker(const cJSON *o, struct config_worker *w, char *err, size_t len)
                            &w->keep_body_bytes, err, len)) ||
         (rc = json_get_int(o, "max_response_bytes", 1024,
                            (int64_t)1024 * 1024 * 1024, "worker",
-                           &w->max_response_bytes, err, len)))
+                           &w->max_response_bytes, err, len)) ||
+        (rc = json_get_int(o, "idle_poll_ms", 10, 3600000, "worker",
+                           &w->idle_poll_ms, err, len)))
         return rc;
     w->concurrency = (int)conc;
     return 0;
@@ -246,7 +250,8 @@ resolve_path(const char *dir, const char *rel)
 }
 
 /* The database location "db": a path (or "sqlite:PATH") is resolved
- * against the config's folder; a "scheme://..." location is kept as is. */
+ * against the config's folder; a "scheme://..." location or libpq's
+ * keyword form ("host=... dbname=...") is kept as is. */
 static char *
 resolve_db(const char *dir, const char *db)
 {
@@ -255,7 +260,8 @@ resolve_db(const char *dir, const char *db)
     char *path, *loc;
     size_t len;
 
-    if (strstr(db, "://") != NULL)
+    /* A URL or libpq's keyword form names no file: kept as written. */
+    if (!location_is_path(db))
         return xstrdup(db);
     if (strncmp(db, scheme, n) != 0)
         return resolve_path(dir, db);

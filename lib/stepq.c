@@ -19,6 +19,7 @@ struct stepq {
 int
 stepq_open(const char *path, stepq **out, char *err, size_t errlen)
 {
+    char where[4200]; /* the location, password masked: a longest path */
     q_db *db = NULL;
     int rc;
 
@@ -29,6 +30,8 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     /* A program enqueues into a database `stepq init` made: a mistyped
      * path must not leave a new empty queue behind that no worker reads. */
     rc = q_open_existing(path, NULL, &db);
+    /* Messages name the location with any password masked. */
+    path = q_location_redact(path, where, sizeof(where));
     switch (rc) {
     case 0:
         break;
@@ -55,7 +58,7 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     case -EPROTONOSUPPORT:
         snprintf(err, errlen,
                  "%s: not a database location this stepq can open (a file "
-                 "path, or sqlite:PATH)",
+                 "path, sqlite:PATH or a postgresql:// URL)",
                  path);
         return -EINVAL;
     default:
@@ -65,6 +68,13 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     *out = xcalloc(1, sizeof(**out));
     (*out)->db = db;
     return 0;
+}
+
+/* The store's time: this host's clock plus the store's offset. */
+static int64_t
+store_now(const stepq *q)
+{
+    return clock_now_ms() + q_clock_offset(q->db);
 }
 
 int
@@ -89,7 +99,7 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
     if (rc != 0)
         return rc;
     spec_job_row(spec, &row);
-    rc = q_enqueue(q->db, &row, 1, &opts, clock_now_ms(), &res);
+    rc = q_enqueue(q->db, &row, 1, &opts, store_now(q), &res);
     spec_job_free(spec);
     if (rc != 0) {
         snprintf(err, errlen, "cannot write the job to the database");
@@ -123,7 +133,7 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
         return rc;
     res = xcalloc(count, sizeof(*res));
     rows = spec_job_rows(specs, count);
-    rc = q_enqueue(q->db, rows, count, NULL, clock_now_ms(), res);
+    rc = q_enqueue(q->db, rows, count, NULL, store_now(q), res);
     free(rows);
     spec_jobs_free(specs, count);
     if (rc != 0) {

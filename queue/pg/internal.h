@@ -59,6 +59,7 @@ struct q__pg {
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
     PGconn *listen; /* the LISTEN connection of q_wake_fd, or NULL */
+    char *schema;   /* owned: the schema whose notifications count */
 };
 
 /* q__pg cast: the backend's view of a store opened by q__pg_open. */

@@ -19,17 +19,26 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-void
-q__pg_log(const struct q__pg *db, const char *what, const char *msg)
+/* Copies msg onto one line (libpq's and the server's messages may have
+ * several). */
+static void
+one_line(const char *msg, char *line, size_t size)
 {
-    char line[512];
     size_t n = 0;
 
-    for (const char *c = msg; *c != '\0' && n + 1 < sizeof(line); c++)
+    for (const char *c = msg; *c != '\0' && n + 1 < size; c++)
         line[n++] = *c == '\n' ? ' ' : *c;
     while (n > 0 && line[n - 1] == ' ')
         n--;
     line[n] = '\0';
+}
+
+void
+q__pg_log(const struct q__pg *db, const char *what, const char *msg)
+{
+    char line[512];
+
+    one_line(msg, line, sizeof(line));
     log_error("%s: %s: %s", db->where, what, line);
 }
 
@@ -38,10 +47,13 @@ q__pg_log(const struct q__pg *db, const char *what, const char *msg)
 static void
 lost(struct q__pg *db, const char *what, const char *msg)
 {
+    char line[512];
+
     if (db->broken)
         return;
-    q__pg_log(db, what, msg);
-    log_error("%s: connection to the database lost; reconnecting", db->where);
+    one_line(msg, line, sizeof(line));
+    log_error("%s: %s: connection lost (%s); reconnecting", db->where, what,
+              line);
     db->broken = true;
     db->retry_ms = RETRY_FIRST_MS;
     db->retry_at = clock_mono_ms() + db->retry_ms;
@@ -349,8 +361,10 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
     if (db->tx_depth > db->tx_sent || db->broken) {
-        /* Never reached the server (or the server lost it). */
-        if (db->tx_depth <= db->tx_sent && rc == 0)
+        /* Never reached the server (or the server lost it: then a
+         * statement of this level failed, even one whose BEGIN was not
+         * acknowledged yet, and the level cannot commit). */
+        if (db->broken && rc == 0)
             rc = -EIO;
     } else if (db->tx_depth > 1) {
         err = round_trip(db, rc != 0 ? undo : undo + 1, rc != 0 ? 2 : 1, NULL,
@@ -391,8 +405,15 @@ q__pg_tx_rollback(q_db *db)
 
 /* ---- versions, the clock ------------------------------------------------ */
 
+/* Read from pg_class itself, not with to_regclass: a name lookup may
+ * answer from a cached "no such table" until the session takes a new
+ * lock, and a migration waiting for another to finish must see its
+ * tables (scanning pg_class locks it, which reads the invalidations). */
 static const struct q__pg_sql has_schema_sql = {
-    "q_store_has_schema", "SELECT to_regclass('stepq_schema') IS NOT NULL"};
+    "q_store_has_schema",
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.relname = 'stepq_schema' AND n.nspname = current_schema())"};
 static const struct q__pg_sql version_sql = {
     "q_store_version", "SELECT coalesce(max(version), 0) FROM stepq_schema"};
 static const struct q__pg_sql clock_sql = {
@@ -521,6 +542,7 @@ q__pg_close(q_db *d)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);
     PQfinish(db->listen);
+    free(db->schema);
     free(db->conninfo);
     free(db->where);
     free(db);
