@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The stored row (absent: the defaults of a tier never used) and the send
