@@ -422,6 +422,10 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             r->wake_at < next)
             next = r->wake_at;
     }
+    /* The wake channel is asked for again on its own backoff. */
+    if (!w->wake_on && w->wake_retry_at > 0 &&
+        now + (w->wake_retry_at - clock_mono_ms()) < next)
+        next = now + (w->wake_retry_at - clock_mono_ms());
     rearm(w, now, next);
 }
 
