@@ -5,8 +5,6 @@
 #include "queue/pg/internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* The item and the step's parked state in one statement. */
 static const struct q__pg_sql park_add_sql = {

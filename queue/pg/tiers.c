@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The stored row (absent: the defaults of a tier never used) and the send
@@ -42,6 +41,18 @@ static const struct q__pg_sql tier_load_sql = {
     "   AND ($6::boolean OR coalesce(t.breaker, 'closed') <> 'closed'"
     "   OR coalesce(t.doubt, 1) <> 0"
     "   OR (t.exhausted_until > 0 AND t.exhausted_until <= $2::bigint))) f"};
+
+/* Inside a transaction a load is the read of a read-modify-write (the
+ * worker's admission: load, decide, log the send, store), so it first
+ * takes the tier's row lock, as SQLite's write transaction serializes
+ * the same steps: another host admitting on this tier waits for our
+ * commit instead of deciding on the same state. The lock is its own
+ * statement so that the load after it runs on a snapshot taken once the
+ * lock is held (with the lock in the same statement, the send log counts
+ * would predate the commit it waited for). A tier with no row yet has
+ * nothing to lock: its first store inserts the row. */
+static const struct q__pg_sql tier_lock_sql = {
+    "q_tiers_lock", "SELECT 1 FROM tiers WHERE name = $1::text FOR UPDATE"};
 
 static const struct q__pg_sql tier_store_sql = {
     "q_tiers_store",
@@ -144,11 +155,15 @@ int
 q__pg_tier_load(q_db *db, const char *tier, int64_t now,
                 const struct q_tier_window *w, struct q_tier_state *out)
 {
+    struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
     struct q_tier_state st;
     int rc;
 
     q__pg_p_text(&p, tier);
+    if (pg->tx_depth > 0 &&
+        (rc = q__pg_run(pg, &tier_lock_sql, &p, NULL, "locking a tier")) != 0)
+        return rc;
     q__pg_p_int(&p, now);
     q__pg_p_int(&p, w != NULL ? now - w->window_ms : now);
     if (w != NULL && w->requests < 0)
@@ -157,8 +172,8 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
         q__pg_p_int(&p, w != NULL ? w->requests : 0);
     q__pg_p_bool(&p, w != NULL && w->tokens);
     q__pg_p_bool(&p, w == NULL || w->inflight);
-    rc = q__pg_select_one(q__pg(db), &tier_load_sql, &p, sizeof(st), read_tier,
-                          &st, "reading tier state");
+    rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
+                          "reading tier state");
     if (rc == 0)
         *out = st;
     return rc == -ENOENT ? -EIO : rc; /* the query always gives a row */
