@@ -48,6 +48,8 @@ struct q__pg {
     int tx_sent;      /* levels the server has: BEGIN and the SAVEPOINTs of
                          the levels above tx_sent go out with the next
                          statement (an empty transaction sends nothing) */
+    int tx_release;   /* inner levels that ended well: their RELEASEs go
+                         out first with the next command (COMMIT needs none) */
     int tx_rc;        /* the error that left the sent transaction aborted */
     bool broken;      /* the connection was lost: reconnect first */
     int64_t retry_at; /* no reconnect before (monotonic ms) */
@@ -59,6 +61,7 @@ struct q__pg {
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
     PGconn *listen; /* the LISTEN connection of q_wake_fd, or NULL */
+    char *schema;   /* owned: the schema whose notifications count */
 };
 
 /* q__pg cast: the backend's view of a store opened by q__pg_open. */

@@ -137,14 +137,17 @@ static const struct migration migrations[] = {
      "CREATE INDEX tier_sends_at ON tier_sends (tier, at);"
      "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at)"
      "  WHERE done_at IS NULL;"
-     /* Wake-ups. An INSERT statement notifies once however many rows it
-      * wrote (duplicates too: a spare wake-up costs one empty claim); a
-      * row becoming queued again (release, reclaim, a park retry)
-      * notifies per row, which PostgreSQL folds into one per
+     /* Wake-ups. Channels are the database's, not the schema's: the
+      * payload names the schema (and the tier) so listeners on other
+      * schemas ignore them. An INSERT statement notifies once however
+      * many rows it wrote (duplicates too: a spare wake-up costs one
+      * empty claim); a row becoming queued again (release, reclaim, a
+      * park retry) notifies per row, which PostgreSQL folds into one per
       * transaction. */
      "CREATE FUNCTION stepq_notify_jobs() RETURNS trigger"
      "  LANGUAGE plpgsql AS $$ BEGIN"
-     "  PERFORM pg_notify('stepq_jobs', ''); RETURN NULL; END $$;"
+     "  PERFORM pg_notify('stepq_jobs', TG_TABLE_SCHEMA); RETURN NULL;"
+     "  END $$;"
      "CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs"
      "  FOR EACH STATEMENT EXECUTE FUNCTION stepq_notify_jobs();"
      "CREATE TRIGGER jobs_queued AFTER UPDATE OF state ON jobs"
@@ -154,7 +157,8 @@ static const struct migration migrations[] = {
       * or the latest of its walls moves earlier. */
      "CREATE FUNCTION stepq_notify_tiers() RETURNS trigger"
      "  LANGUAGE plpgsql AS $$ BEGIN"
-     "  PERFORM pg_notify('stepq_tiers', NEW.name); RETURN NULL; END $$;"
+     "  PERFORM pg_notify('stepq_tiers', TG_TABLE_SCHEMA || ':' || NEW.name);"
+     "  RETURN NULL; END $$;"
      "CREATE TRIGGER tiers_opened AFTER UPDATE ON tiers FOR EACH ROW"
      "  WHEN ((NEW.breaker = 'closed' AND OLD.breaker <> 'closed') OR"
      "    greatest(NEW.open_until, NEW.exhausted_until, NEW.limited_until) <"
@@ -216,10 +220,7 @@ q__pg_migrate(struct q__pg *db)
             0 &&
         (rc = q__pg_db_version(&db->base, &have)) == 0) {
         if (have > q_schema_version()) {
-            log_error("%s: schema version %d is newer than this stepq knows "
-                      "(%d); upgrade stepq",
-                      db->where, have, q_schema_version());
-            rc = -ENOTSUP;
+            rc = q__version_check(db->where, have); /* -ENOTSUP */
         } else if (have < q_schema_version()) {
             rc = migrate_from(db, have);
         }

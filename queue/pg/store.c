@@ -19,17 +19,26 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-void
-q__pg_log(const struct q__pg *db, const char *what, const char *msg)
+/* Copies msg onto one line (libpq's and the server's messages may have
+ * several). */
+static void
+one_line(const char *msg, char *line, size_t size)
 {
-    char line[512];
     size_t n = 0;
 
-    for (const char *c = msg; *c != '\0' && n + 1 < sizeof(line); c++)
+    for (const char *c = msg; *c != '\0' && n + 1 < size; c++)
         line[n++] = *c == '\n' ? ' ' : *c;
     while (n > 0 && line[n - 1] == ' ')
         n--;
     line[n] = '\0';
+}
+
+void
+q__pg_log(const struct q__pg *db, const char *what, const char *msg)
+{
+    char line[512];
+
+    one_line(msg, line, sizeof(line));
     log_error("%s: %s: %s", db->where, what, line);
 }
 
@@ -38,10 +47,13 @@ q__pg_log(const struct q__pg *db, const char *what, const char *msg)
 static void
 lost(struct q__pg *db, const char *what, const char *msg)
 {
+    char line[512];
+
     if (db->broken)
         return;
-    q__pg_log(db, what, msg);
-    log_error("%s: connection to the database lost; reconnecting", db->where);
+    one_line(msg, line, sizeof(line));
+    log_error("%s: %s: connection lost (%s); reconnecting", db->where, what,
+              line);
     db->broken = true;
     db->retry_ms = RETRY_FIRST_MS;
     db->retry_at = clock_mono_ms() + db->retry_ms;
@@ -172,6 +184,8 @@ send_all(struct q__pg *db, const char *const *plain, int nplain,
     const char *const *v = p ? p->v : NULL;
     bool ok = true;
 
+    for (int i = 0; ok && i < db->tx_release; i++)
+        ok = PQsendQueryParams(c, "RELEASE q", 0, NULL, NULL, NULL, NULL, 0);
     for (int i = db->tx_sent; ok && i < db->tx_depth; i++)
         ok = PQsendQueryParams(c, i == 0 ? "BEGIN" : "SAVEPOINT q", 0, NULL,
                                NULL, NULL, NULL, 0);
@@ -192,15 +206,16 @@ send_all(struct q__pg *db, const char *const *plain, int nplain,
     return PQpipelineSync(c) && ok;
 }
 
-/* round_trip sends the pending levels, plain commands and sql (may be
- * NULL) with one sync and reads every result up to it. *res gets the
- * last command's result when it succeeded. */
+/* round_trip sends the pending RELEASEs and levels, plain commands and
+ * sql (may be NULL) with one sync and reads every result up to it. *res
+ * gets the last command's result when it succeeded. */
 static int
 round_trip(struct q__pg *db, const char *const *plain, int nplain,
            const struct q__pg_sql *sql, const struct q__pg_params *p,
            PGresult **res, const char *what)
 {
-    int pending = db->tx_depth - db->tx_sent, item = 0, rc = 0, nulls = 0;
+    int rel = db->tx_release, pending = db->tx_depth - db->tx_sent;
+    int item = 0, rc = 0, nulls = 0;
     bool prepare = false;
     int last;
     PGresult *keep = NULL;
@@ -209,7 +224,8 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
         return rc;
     if (!send_all(db, plain, nplain, sql, p, &prepare))
         rc = fail_result(db, NULL, what);
-    last = pending + nplain + (prepare ? 1 : 0) + (sql != NULL ? 1 : 0) - 1;
+    db->tx_release = 0;
+    last = rel + pending + nplain + (prepare ? 1 : 0) + (sql != NULL) - 1;
     while (PQstatus(db->conn) == CONNECTION_OK) {
         PGresult *r = PQgetResult(db->conn);
         ExecStatusType st;
@@ -230,7 +246,7 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
             if (rc == 0)
                 rc = fail_result(db, r, what);
         } else if (st != PGRES_PIPELINE_ABORTED) {
-            if (item < pending)
+            if (item >= rel && item < rel + pending)
                 db->tx_sent++;
             else if (prepare && item == last - 1)
                 db->prepared[db->nprepared++] = sql;
@@ -264,7 +280,8 @@ int
 q__pg_exec(struct q__pg *db, const char *sql, const char *what)
 {
     char *text;
-    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + 1), off = 0;
+    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + db->tx_release + 1);
+    size_t off = 0;
     PGresult *r;
     int rc = 0;
 
@@ -273,6 +290,8 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     /* Several statements in one text need the simple protocol, which
      * pipeline mode does not speak: leave it for this one call. */
     text = xmalloc(len);
+    for (; db->tx_release > 0; db->tx_release--)
+        off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
     for (int i = db->tx_sent; i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
                                 i == 0 ? "BEGIN" : "SAVEPOINT q");
@@ -322,6 +341,7 @@ finish(struct q__pg *db, int rc)
     PGresult *r = NULL;
     int err;
 
+    db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
         (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
         return rc;
@@ -352,10 +372,12 @@ q__pg_tx_leave(struct q__pg *db, int rc)
         /* Never reached the server (or the server lost it). */
         if (db->tx_depth <= db->tx_sent && rc == 0)
             rc = -EIO;
+    } else if (db->tx_depth > 1 && rc == 0) {
+        db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
-        err = round_trip(db, rc != 0 ? undo : undo + 1, rc != 0 ? 2 : 1, NULL,
-                         NULL, NULL, "ending a savepoint");
-        if (rc != 0 && err == 0)
+        err = round_trip(db, undo, 2, NULL, NULL, NULL,
+                         "rolling back a savepoint");
+        if (err == 0)
             db->tx_rc = 0; /* the savepoint's failure is undone */
     } else {
         err = finish(db, rc);
@@ -364,7 +386,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_sent > db->tx_depth)
         db->tx_sent = db->tx_depth;
     if (db->tx_depth == 0)
-        db->tx_rc = 0;
+        db->tx_rc = db->tx_release = 0;
     return rc ? rc : err;
 }
 
@@ -391,8 +413,15 @@ q__pg_tx_rollback(q_db *db)
 
 /* ---- versions, the clock ------------------------------------------------ */
 
+/* Read from pg_class itself, not with to_regclass: a name lookup may
+ * answer from a cached "no such table" until the session takes a new
+ * lock, and a migration waiting for another to finish must see its
+ * tables (scanning pg_class locks it, which reads the invalidations). */
 static const struct q__pg_sql has_schema_sql = {
-    "q_store_has_schema", "SELECT to_regclass('stepq_schema') IS NOT NULL"};
+    "q_store_has_schema",
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.relname = 'stepq_schema' AND n.nspname = current_schema())"};
 static const struct q__pg_sql version_sql = {
     "q_store_version", "SELECT coalesce(max(version), 0) FROM stepq_schema"};
 static const struct q__pg_sql clock_sql = {
@@ -450,20 +479,7 @@ check_existing(struct q__pg *db)
 
     if ((rc = q__pg_db_version(&db->base, &have)) != 0)
         return rc;
-    if (have == 0)
-        return -ENOENT;
-    if (have > q_schema_version()) {
-        log_error("%s: schema version %d is newer than this stepq knows "
-                  "(%d); upgrade stepq",
-                  db->where, have, q_schema_version());
-        return -ENOTSUP;
-    }
-    if (have < q_schema_version()) {
-        log_info("%s: schema version %d, this stepq needs %d", db->where, have,
-                 q_schema_version());
-        return -ESTALE;
-    }
-    return 0;
+    return q__version_check(db->where, have);
 }
 
 int
@@ -521,6 +537,7 @@ q__pg_close(q_db *d)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);
     PQfinish(db->listen);
+    free(db->schema);
     free(db->conninfo);
     free(db->where);
     free(db);

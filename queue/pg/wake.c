@@ -1,9 +1,24 @@
 /* wake.c: waking idle workers: a second connection that LISTENs on the
- * channels the schema's triggers notify (queue/pg/schema.c). */
+ * channels the schema's triggers notify (queue/pg/schema.c). Channels are
+ * the database's; a notification's payload names the schema it came
+ * from, and only the store's own count. */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/xalloc.h"
+
+/* Drops the LISTEN connection (a later q__pg_wake_fd opens another). */
+static int
+drop_listen(struct q__pg *db, const char *what)
+{
+    q__pg_log(db, what, PQerrorMessage(db->listen));
+    PQfinish(db->listen);
+    db->listen = NULL;
+    return -EIO;
+}
 
 /* A second connection, never in a transaction, so notifications arrive
  * while the first one works. */
@@ -12,21 +27,33 @@ q__pg_wake_fd(q_db *d)
 {
     struct q__pg *db = q__pg(d);
     PGresult *r;
+    bool ok;
 
     if (db->listen != NULL)
         return PQsocket(db->listen);
     if ((db->listen = q__pg_connect(db, "opening the wake channel")) == NULL)
         return -EIO;
-    r = PQexec(db->listen, "LISTEN stepq_jobs; LISTEN stepq_tiers");
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        q__pg_log(db, "opening the wake channel", PQerrorMessage(db->listen));
-        PQclear(r);
-        PQfinish(db->listen);
-        db->listen = NULL;
-        return -EIO;
+    r = PQexec(db->listen, "LISTEN stepq_jobs; LISTEN stepq_tiers;"
+                           " SELECT coalesce(current_schema(), '')");
+    ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    if (ok) {
+        free(db->schema);
+        db->schema = xstrdup(PQgetvalue(r, 0, 0));
     }
     PQclear(r);
+    if (!ok)
+        return drop_listen(db, "opening the wake channel");
     return PQsocket(db->listen);
+}
+
+/* Whether payload (the schema, or "schema:tier") is the store's. */
+static bool
+ours(const struct q__pg *db, const char *payload)
+{
+    size_t n = strlen(db->schema);
+
+    return strncmp(payload, db->schema, n) == 0 &&
+           (payload[n] == '\0' || payload[n] == ':');
 }
 
 int
@@ -38,14 +65,12 @@ q__pg_wake_take(q_db *d, unsigned *events)
 
     if (db->listen == NULL)
         return -EIO;
-    if (!PQconsumeInput(db->listen) || PQstatus(db->listen) != CONNECTION_OK) {
-        q__pg_log(db, "wake channel lost", PQerrorMessage(db->listen));
-        PQfinish(db->listen);
-        db->listen = NULL;
-        return -EIO;
-    }
+    if (!PQconsumeInput(db->listen) || PQstatus(db->listen) != CONNECTION_OK)
+        return drop_listen(db, "wake channel lost");
     while ((n = PQnotifies(db->listen)) != NULL) {
-        if (strcmp(n->relname, "stepq_jobs") == 0)
+        if (!ours(db, n->extra))
+            ; /* another schema's */
+        else if (strcmp(n->relname, "stepq_jobs") == 0)
             got |= Q_WAKE_JOBS;
         else if (strcmp(n->relname, "stepq_tiers") == 0)
             got |= Q_WAKE_TIERS;

@@ -1,0 +1,366 @@
+/* test_queue_pg.c: the PostgreSQL backend's white box (queue/pg/), on the
+ * run's cluster (tests/support/pgfix.h), a fresh schema per store: the
+ * schema made by open and checked by open_existing, racing inits, SKIP
+ * LOCKED claims, wake-ups by NOTIFY, the clock offset, no password in
+ * logs, and reconnecting after the server restarts (on a cluster of the
+ * test's own, so other suites keep theirs). */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/xalloc.h"
+#include "queue/pg/internal.h"
+#include "tests/support/pgfix.h"
+
+#define T0 1700000000000LL
+
+static char loc[1024];
+
+static void
+setup(void)
+{
+    ck_assert_int_eq(pgfix_location(loc, sizeof(loc)), 0);
+}
+
+static q_db *
+open_pg(bool create)
+{
+    q_db *db = NULL;
+
+    ck_assert_int_eq(q__pg_open(loc, NULL, create, &db), 0);
+    return db;
+}
+
+static int64_t
+add_job(q_db *db, const char *name)
+{
+    struct q_job_new j = {.name = name, .deadline_s = 60, .text = "{}"};
+    struct q_enqueue_result r;
+
+    ck_assert_int_eq(q__pg_enqueue(db, &j, 1, NULL, T0, &r), 0);
+    return r.id;
+}
+
+/* Checks the first line psql prints for sql on the test's schema. */
+static void
+assert_query(const char *sql, const char *want)
+{
+    char *got = NULL;
+
+    ck_assert_int_eq(pgfix_query(loc, sql, &got), 0);
+    got[strcspn(got, "\n")] = '\0';
+    ck_assert_msg(strcmp(got, want) == 0, "%s: %s, not %s", sql, got, want);
+    free(got);
+}
+
+/* Waits up to 5 s for fd to be readable, then takes the wake bits. */
+static unsigned
+wait_wake(q_db *db, int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int64_t end = clock_mono_ms() + 5000;
+    unsigned ev = 0;
+
+    while (ev == 0 && clock_mono_ms() < end) {
+        ck_assert_int_ge(poll(&p, 1, 100), 0);
+        ck_assert_int_eq(q__pg_wake_take(db, &ev), 0);
+    }
+    return ev;
+}
+
+/* ---- the schema ------------------------------------------------------ */
+
+START_TEST(test_open_creates_schema)
+{
+    q_db *db = open_pg(true);
+    int v = 0;
+
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    assert_query("SELECT string_agg(table_name, ',' ORDER BY table_name)"
+                 " FROM information_schema.tables"
+                 " WHERE table_schema = current_schema()",
+                 "attempts,jobs,park,stepq_schema,steps,tier_sends,tiers");
+    assert_query("SELECT count(*) FROM pg_indexes WHERE schemaname ="
+                 " current_schema() AND indexname IN ('jobs_ready',"
+                 " 'jobs_leased', 'jobs_key', 'park_state', 'park_job',"
+                 " 'tier_sends_at', 'tier_sends_open')",
+                 "7");
+    ck_assert_int_eq(q__pg_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_open_existing_needs_the_schema)
+{
+    q_db *db = NULL;
+
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ENOENT);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_close(db), 0);
+    pgfix_query(loc, "UPDATE stepq_schema SET version = 2", NULL);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    pgfix_query(loc, "UPDATE stepq_schema SET version = 99", NULL);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ENOTSUP);
+    ck_assert_int_eq(q__pg_open(loc, NULL, true, &db), -ENOTSUP);
+}
+END_TEST
+
+START_TEST(test_concurrent_inits_make_one_schema)
+{
+    pid_t pids[4];
+    int st;
+
+    for (int i = 0; i < 4; i++) {
+        if ((pids[i] = fork()) == 0) {
+            q_db *db = NULL;
+            int rc = q__pg_open(loc, NULL, true, &db);
+            _exit(rc == 0 && q__pg_close(db) == 0 ? 0 : 1);
+        }
+        ck_assert_int_gt(pids[i], 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_query("SELECT count(*) || ' ' || max(version) FROM stepq_schema",
+                 "1 3");
+}
+END_TEST
+
+/* ---- claims and wake-ups ------------------------------------------------ */
+
+START_TEST(test_claim_skips_locked_rows)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int64_t first = add_job(a, "first"), second = add_job(a, "second");
+    struct q_job *got = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q__pg_tx_begin(a), 0);
+    ck_assert_int_eq(q__pg_claim(a, "wa", T0, 60000, 1, &got, &n), 0);
+    ck_assert_int_eq(got[0].id, first);
+    q_jobs_free(got, n);
+    /* a holds first's row until it commits: b takes the next one. */
+    ck_assert_int_eq(q__pg_claim(b, "wb", T0, 60000, 10, &got, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(got[0].id, second);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q__pg_tx_commit(a), 0);
+    ck_assert_int_eq(q__pg_claim(b, "wb", T0, 60000, 10, &got, &n), -ENOENT);
+    ck_assert_int_eq(q__pg_close(a), 0);
+    ck_assert_int_eq(q__pg_close(b), 0);
+}
+END_TEST
+
+START_TEST(test_enqueue_wakes_the_listener)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int fd = q__pg_wake_fd(b);
+    unsigned ev = 0;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(q__pg_wake_fd(b), fd);
+    ck_assert_int_eq(q__pg_wake_take(b, &ev), 0);
+    ck_assert_uint_eq(ev, 0);
+    add_job(a, "x");
+    ck_assert_uint_eq(wait_wake(b, fd) & Q_WAKE_JOBS, Q_WAKE_JOBS);
+    ck_assert_int_eq(q__pg_close(a), 0);
+    ck_assert_int_eq(q__pg_close(b), 0);
+}
+END_TEST
+
+START_TEST(test_release_and_tier_opening_wake)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int fd = q__pg_wake_fd(b);
+    int64_t id = add_job(a, "x");
+    struct q_job *got = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q__pg_claim(a, "w", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    (void)wait_wake(b, fd); /* the enqueue's */
+    ck_assert_int_eq(q__pg_release(a, id, "w", T0, T0), 0);
+    ck_assert_uint_eq(wait_wake(b, fd), Q_WAKE_JOBS);
+    pgfix_query(loc, "INSERT INTO tiers (name, open_until) VALUES ('t', 9)",
+                NULL);
+    pgfix_query(loc, "UPDATE tiers SET open_until = 5", NULL);
+    ck_assert_uint_eq(wait_wake(b, fd), Q_WAKE_TIERS);
+    ck_assert_int_eq(q__pg_close(a), 0);
+    ck_assert_int_eq(q__pg_close(b), 0);
+}
+END_TEST
+
+START_TEST(test_clock_offset_is_near_zero)
+{
+    q_db *db = open_pg(true);
+
+    /* The cluster runs on this machine: one clock. */
+    ck_assert_int_lt(llabs(q_clock_offset(db)), 20);
+    db->clock_offset_ms = 12345;
+    ck_assert_int_eq(q__pg_clock_sync(db), 0);
+    ck_assert_int_lt(llabs(q_clock_offset(db)), 20);
+    ck_assert_int_eq(q__pg_close(db), 0);
+}
+END_TEST
+
+/* ---- errors and reconnecting ------------------------------------------- */
+
+START_TEST(test_password_is_never_logged)
+{
+    char bad[1024], *log = NULL, *dir = tmpdir_new();
+    char *path = tmpdir_join(dir, "stderr");
+    const char *at = strchr(pgfix_url(), '@');
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600), saved = dup(2);
+    q_db *db = NULL;
+    size_t len = 0;
+
+    snprintf(bad, sizeof(bad), "postgresql://stepq:Sekr1tPassw0rd%s", at);
+    dup2(fd, 2);
+    ck_assert_int_eq(q__pg_open(bad, NULL, true, &db), -EIO);
+    dup2(saved, 2);
+    ck_assert_int_eq(file_read_all(path, 1 << 20, &log, &len), 0);
+    ck_assert_msg(strstr(log, "password authentication failed") != NULL, "%s",
+                  log);
+    ck_assert_ptr_null(strstr(log, "Sekr1tPassw0rd"));
+    close(fd);
+    free(log);
+    free(path);
+    tmpdir_remove(dir);
+}
+END_TEST
+
+/* Runs scripts/pg-cluster.sh cmd dir; returns the cluster's URL. */
+static char *
+cluster(const char *cmd, const char *dir)
+{
+    char *sh, *script = source_path("scripts/pg-cluster.sh"), *out = NULL;
+    char *path = tmpdir_join(dir, "url"), *url = NULL;
+    size_t len = 0;
+
+    sh = xcalloc(1, strlen(script) + strlen(dir) + 64);
+    sprintf(sh, "bash '%s' %s '%s'", script, cmd, dir);
+    ck_assert_msg(run_sh(sh, &out) == 0, "%s: %s", sh, out);
+    if (strcmp(cmd, "stop") != 0) {
+        ck_assert_int_eq(file_read_all(path, 4096, &url, &len), 0);
+        url[strcspn(url, "\n")] = '\0';
+    }
+    free(out);
+    free(sh);
+    free(script);
+    free(path);
+    return url;
+}
+
+/* A cluster of the test's own (restarting the run's would fail other
+ * suites) with a store in it, open on *db. */
+struct own {
+    char *dir, *cdir, *url;
+};
+
+static q_db *
+own_start(struct own *o)
+{
+    q_db *db = NULL;
+
+    o->dir = tmpdir_new();
+    o->cdir = tmpdir_join(o->dir, "c");
+    /* As root the cluster runs as postgres, which must reach cdir. */
+    ck_assert_int_eq(chmod(o->dir, 0711), 0);
+    o->url = cluster("start", o->cdir);
+    ck_assert_int_eq(q__pg_open(o->url, NULL, true, &db), 0);
+    return db;
+}
+
+static void
+own_stop(struct own *o, q_db *db)
+{
+    ck_assert_int_eq(q__pg_close(db), 0);
+    free(cluster("stop", o->cdir));
+    free(o->url);
+    free(o->cdir);
+    tmpdir_remove(o->dir);
+}
+
+START_TEST(test_reconnects_after_a_restart)
+{
+    struct own o;
+    q_db *db = own_start(&o);
+    int64_t counts[Q_JOB_NSTATES], park, end;
+    int rc;
+
+    free(cluster("restart", o.cdir));
+    ck_assert_int_eq(q__pg_counts(db, counts, &park), -EIO);
+    end = clock_mono_ms() + 15000;
+    while ((rc = q__pg_counts(db, counts, &park)) == -EIO &&
+           clock_mono_ms() < end)
+        poll(NULL, 0, 20);
+    ck_assert_int_eq(rc, 0);
+    add_job(db, "after");
+    own_stop(&o, db);
+}
+END_TEST
+
+START_TEST(test_wake_channel_reconnects_after_a_restart)
+{
+    struct own o;
+    q_db *db = own_start(&o);
+    struct pollfd p = {.events = POLLIN};
+    int64_t end = clock_mono_ms() + 15000;
+    unsigned ev = 0;
+    int rc;
+
+    ck_assert_int_ge(p.fd = q__pg_wake_fd(db), 0);
+    free(cluster("restart", o.cdir));
+    /* The server closed the channel: readable until it reads as lost. */
+    while ((rc = q__pg_wake_take(db, &ev)) == 0 && clock_mono_ms() < end)
+        ck_assert_int_ge(poll(&p, 1, 100), 0);
+    ck_assert_int_eq(rc, -EIO);
+    while (q__pg_wake_fd(db) < 0 && clock_mono_ms() < end)
+        poll(NULL, 0, 50);
+    ck_assert_int_ge(q__pg_wake_fd(db), 0);
+    own_stop(&o, db);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("queue_pg");
+    TCase *schema = tcase_create("schema");
+    TCase *work = tcase_create("claims_and_wakeups");
+    TCase *errs = tcase_create("errors");
+
+    tcase_add_checked_fixture(schema, setup, NULL);
+    tcase_set_timeout(schema, 60);
+    tcase_add_test(schema, test_open_creates_schema);
+    tcase_add_test(schema, test_open_existing_needs_the_schema);
+    tcase_add_test(schema, test_concurrent_inits_make_one_schema);
+    suite_add_tcase(s, schema);
+
+    tcase_add_checked_fixture(work, setup, NULL);
+    tcase_set_timeout(work, 60);
+    tcase_add_test(work, test_claim_skips_locked_rows);
+    tcase_add_test(work, test_enqueue_wakes_the_listener);
+    tcase_add_test(work, test_release_and_tier_opening_wake);
+    tcase_add_test(work, test_clock_offset_is_near_zero);
+    suite_add_tcase(s, work);
+
+    tcase_add_checked_fixture(errs, setup, NULL);
+    tcase_set_timeout(errs, 120);
+    tcase_add_test(errs, test_password_is_never_logged);
+    tcase_add_test(errs, test_reconnects_after_a_restart);
+    tcase_add_test(errs, test_wake_channel_reconnects_after_a_restart);
+    suite_add_tcase(s, errs);
+    return s;
+}
