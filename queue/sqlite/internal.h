@@ -66,7 +66,7 @@ enum q__stmt_id {
 };
 
 struct q__sqlite {
-    struct q_db base; /* first: queue.c reaches ops through it */
+    struct q_db base; /* first: dispatch.c reaches the table through it */
     sqlite3 *h;
     sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
     int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
