@@ -13,6 +13,7 @@
  *   run_at and keeps the shared pace. */
 #include "tests/support/support.h"
 
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -70,24 +71,45 @@ expect_answer(const char *sql, const char *want)
     free(got);
 }
 
-/* `stepq work --worker-id id ARGS` whose wall clock runs 60 s ahead (its
- * monotonic clock stays the host's, as on a host whose time is off). An
- * ASan build wants its runtime first among the preloaded libraries;
- * faketime preloads its own, so that check is off for this child. */
+/* Debian's libfaketime (package libfaketime, which faketime needs). The
+ * faketime program forks and waits, so a signal meant for the worker
+ * would reach only it: the library is preloaded instead. */
+static char *
+libfaketime(void)
+{
+    glob_t g;
+    char *path;
+
+    ck_assert_int_eq(glob("/usr/lib/*/faketime/libfaketime.so.1", 0, NULL, &g),
+                     0);
+    path = xstrdup(g.gl_pathv[0]);
+    globfree(&g);
+    return path;
+}
+
+/* `stepq work --worker-id id --concurrency 16 DRAIN` whose wall clock runs
+ * 60 s ahead (its monotonic clock stays the host's, as on a host whose
+ * time is off). An ASan build wants its runtime first among the preloaded
+ * libraries; faketime is preloaded too, so that check is off for this
+ * child. */
 static pid_t
 spawn_skewed(const char *id, const char *drain)
 {
     const char *asan = getenv("ASAN_OPTIONS");
-    char opts[512];
+    char opts[512], preload[512], *lib = libfaketime();
+    pid_t pid;
 
     snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0",
              asan ? asan : "", asan && asan[0] ? ":" : "");
     setenv("ASAN_OPTIONS", opts, 1);
-    return e2e_spawn_under((const char *[]){"env",
-                                            "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                                            "faketime", "-f", "+60s", NULL},
-                           (const char *[]){"--worker-id", id, "--concurrency",
-                                            "16", drain, NULL});
+    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", lib);
+    pid = e2e_spawn_under((const char *[]){"env", preload, "FAKETIME=+60s",
+                                           "FAKETIME_DONT_FAKE_MONOTONIC=1",
+                                           NULL},
+                          (const char *[]){"--worker-id", id, "--concurrency",
+                                           "16", drain, NULL});
+    free(lib);
+    return pid;
 }
 
 static pid_t
