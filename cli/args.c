@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "queue/queue.h"
 
@@ -257,6 +258,12 @@ cli_open_failed(const char *location, int rc)
         break;
     }
     return CLI_RUNTIME;
+}
+
+int64_t
+cli_now(const struct q_db *db)
+{
+    return clock_now_ms() + q_clock_offset(db);
 }
 
 int

@@ -65,6 +65,9 @@ int cli_db_path(struct cli_env *env, const char **out);
  * q_close) on success. */
 struct q_db;
 int cli_open_db(struct cli_env *env, struct q_db **db);
+/* cli_now is the store's time in ms since the epoch (this host's clock
+ * plus q_clock_offset): what a command passes to q_* as now. */
+int64_t cli_now(const struct q_db *db);
 
 /* cli_open_failed prints why q_open(location) failed with rc (-ENOENT no
  * database, -ESTALE needs `stepq init`, -ENOTSUP newer, ...), naming the

@@ -160,7 +160,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         goto out;
     res = xcalloc(n, sizeof(*res));
     rows = spec_job_rows(jobs, n);
-    rc = q_enqueue(db, rows, n, &over, clock_now_ms(), res);
+    rc = q_enqueue(db, rows, n, &over, cli_now(db), res);
     if (rc != 0) {
         char where[CLI_WHERE_MAX];
 

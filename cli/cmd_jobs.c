@@ -289,7 +289,7 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = q_cancel(db, id, clock_now_ms());
+    rc = q_cancel(db, id, cli_now(db));
     q_close(db);
     switch (rc) {
     case 0:

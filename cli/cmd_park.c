@@ -135,7 +135,7 @@ list_cmd(struct cli_env *env, int argc, char **argv)
                              {"job", &job, NULL},       {NULL, NULL, NULL}};
     struct q_park_filter f = {0};
     struct q_park_item *items = NULL;
-    int64_t now = clock_now_ms();
+    int64_t now = 0;
     size_t n = 0;
     q_db *db = NULL;
     int npos = 0, rc;
@@ -149,6 +149,7 @@ list_cmd(struct cli_env *env, int argc, char **argv)
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
     rc = q_park_list(db, &f, &items, &n);
+    now = cli_now(db); /* ages on the store's clock, as parked_at */
     q_close(db);
     if (rc != 0) {
         cli_error("park list: cannot read the database");
@@ -453,7 +454,6 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     d.output = output != NULL ? "" : NULL; /* the rules first, then read */
     d.by = by ? by : login_name();
     d.note = note;
-    d.now = clock_now_ms();
     if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
         return rc;
     if (output != NULL && ((rc = read_output(output, &d, &text)) != 0 ||
@@ -465,6 +465,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
         free(text);
         return rc;
     }
+    d.now = cli_now(db);
     rc = all ? park_resolve_matching(db, &f, &d, &n) : park_resolve(db, id, &d);
     q_close(db);
     free(text);

@@ -51,7 +51,7 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
     const struct config *cfg = NULL;
     cJSON *arr = NULL;
-    int64_t now = clock_now_ms();
+    int64_t now = 0;
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -59,6 +59,7 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
+    now = cli_now(db);
     arr = cJSON_CreateArray();
     if (!json)
         printf("%-12s %-10s %-21s %-21s %-10s %8s %6s %9s %12s %9s\n", "TIER",

@@ -60,6 +60,7 @@ struct config_worker {
     double lease_s;             /* default 120 */
     int64_t keep_body_bytes;    /* raw bodies kept in the ledger; 65536 */
     int64_t max_response_bytes; /* larger answers are refused; 4 MiB */
+    int64_t idle_poll_ms;       /* an idle worker looks for work; 200 */
 };
 
 struct config {

@@ -70,6 +70,13 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     return 0;
 }
 
+/* The store's time: this host's clock plus the store's offset. */
+static int64_t
+store_now(const stepq *q)
+{
+    return clock_now_ms() + q_clock_offset(q->db);
+}
+
 int
 stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
               bool *duplicate, char *err, size_t errlen)
@@ -92,7 +99,7 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
     if (rc != 0)
         return rc;
     spec_job_row(spec, &row);
-    rc = q_enqueue(q->db, &row, 1, &opts, clock_now_ms(), &res);
+    rc = q_enqueue(q->db, &row, 1, &opts, store_now(q), &res);
     spec_job_free(spec);
     if (rc != 0) {
         snprintf(err, errlen, "cannot write the job to the database");
@@ -126,7 +133,7 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
         return rc;
     res = xcalloc(count, sizeof(*res));
     rows = spec_job_rows(specs, count);
-    rc = q_enqueue(q->db, rows, count, NULL, clock_now_ms(), res);
+    rc = q_enqueue(q->db, rows, count, NULL, store_now(q), res);
     free(rows);
     spec_jobs_free(specs, count);
     if (rc != 0) {

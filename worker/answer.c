@@ -195,7 +195,7 @@ commit_step(struct run *r, const char *output)
 
     if (q_step_set(w->db, r->job.id, r->step, Q_STEP_SUCCEEDED,
                    t ? t->name : NULL, output, 0) != 0) {
-        worker__give_back(r, clock_now_ms() + 1000);
+        worker__give_back(r, worker__now(r->w) + 1000);
         return;
     }
     free(r->outputs[r->step]);
@@ -222,7 +222,7 @@ act(struct run *r, const struct policy_decision *d,
              * once. */
             r->throttle_waits++;
             (*sends_on(r, r->cur_tier))--; /* a wait, not an attempt */
-            r->admit_since = clock_now_ms();
+            r->admit_since = worker__now(r->w);
             r->wait_tier = r->cur_tier;
             worker__wait_then_attempt(r, 0);
             return;
@@ -260,26 +260,14 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
 {
     struct run *r = arg;
     struct worker *w = r->w;
-    const struct spec_step *s = cur_spec(r);
-    struct policy_header *hdrs = NULL;
-    struct http_chat_answer ans = {0};
-    struct policy_input in;
-    struct policy_class c, dc;
-    struct policy_step ps;
-    struct policy_decision d;
-    struct q_attempt_result ar;
-    struct attempt_log line;
-    int64_t now = clock_now_ms(), tokens = 0;
-    const char *output = NULL;
-    bool parsed_chat = false;
-    int ti = r->cur_tier;
+    int64_t now = worker__now(w);
 
     (void)call;
     r->call = NULL;
-    worker__turn_begin(w);
     if (res->error == HTTP_ERR_CANCELLED || r->lost) {
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides. */
+        worker__turn_begin(w);
         if (r->send_id > 0 && cur_tier(r) != NULL) {
             struct tier_outcome o;
             tier_outcome_init(&o);
@@ -293,6 +281,34 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
             worker__give_back(r, now);
         return;
     }
+    /* Kept until the turn that writes it has committed. */
+    worker__hold(r, res);
+    if (!worker__turn_begin(w)) {
+        r->reload = true; /* acted on once the store is back */
+        return;
+    }
+    worker__answer(r);
+}
+
+void
+worker__answer(struct run *r)
+{
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct http_response *res = &r->held->res;
+    struct policy_header *hdrs = NULL;
+    struct http_chat_answer ans = {0};
+    struct policy_input in;
+    struct policy_class c, dc;
+    struct policy_step ps;
+    struct policy_decision d;
+    struct q_attempt_result ar;
+    struct attempt_log line;
+    int64_t now = worker__now(r->w), tokens = 0;
+    const char *output = NULL;
+    bool parsed_chat = false;
+    int ti = r->cur_tier;
+
     r->last_latency = res->latency_ms;
     hdrs = xcalloc(res->nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < res->nheaders; i++) {

@@ -19,6 +19,9 @@
 #include "spec/spec.h"
 #include "worker/http.h"
 
+/* The store's clock offset (q_clock_sync) is measured again this often. */
+#define WORKER_CLOCK_SYNC_MS 60000
+
 /* An error text keeps at most this much of a response body. */
 #define ERROR_BODY_MAX 2000
 
@@ -31,6 +34,11 @@ struct worker {
     uv_signal_t sigterm;
     uv_idle_t idle;   /* active while a turn is open: poll must not block */
     uv_check_t check; /* ends the turn: commit, then send */
+    uv_poll_t wake;   /* the store's wake channel (q_wake_fd), if any */
+    bool wake_on;     /* wake is polled */
+    bool wake_closing; /* wake's uv_close has not called back yet */
+    int64_t wake_retry_at; /* monotonic ms: ask q_wake_fd again; 0: never */
+    int64_t wake_retry_ms; /* backoff of that */
     bool tx_open;
     q_db *db;
     http_client *http;
@@ -52,6 +60,15 @@ struct worker {
     int64_t lease_ms;
     int64_t next_heartbeat;
     int64_t next_claim;
+    int64_t idle_poll_ms; /* an idle worker claims again after this */
+    int64_t next_sync;    /* monotonic ms: q_clock_sync again */
+    /* The store is unreachable (a turn could not begin or commit): no
+     * turn runs until it is back; runs keep what they hold in memory. */
+    bool down;
+    bool recovering;      /* the turn that writes back what was kept */
+    int64_t down_since;   /* monotonic ms */
+    int64_t retry_ms;     /* backoff: 100 ms doubling to 5 s */
+    int64_t retry_at;     /* monotonic ms */
     struct run *runs;
     int nruns;
     /* Admission within one pass over the waiting runs: a tier that said
@@ -70,6 +87,20 @@ struct tier_no {
     uint64_t pass; /* the pass it said no in */
     const char *reason;
     int64_t retry_at;
+};
+
+/* An answer kept until the turn that wrote it has committed: when that
+ * turn is lost (the store went away), the run is entered again from the
+ * store and the answer is acted on once more. */
+struct held {
+    struct http_response res; /* owned: body and headers moved out */
+    int64_t attempt_id;       /* the attempt it answers */
+    int64_t send_id;
+    int64_t sent_at;
+    int64_t input_tokens;
+    char *body; /* owned: the request as sent */
+    size_t body_len;
+    char sha[65];
 };
 
 struct run {
@@ -114,6 +145,9 @@ struct run {
     } ready;
     bool finished; /* the job left this worker */
     bool lost;     /* the lease was lost: touch nothing */
+    bool fresh;    /* claimed in the turn not committed yet */
+    bool reload;   /* enter again from the store when it is back */
+    struct held *held; /* owned: the answer being written, or NULL */
 };
 
 /* The step the run is on. */
@@ -139,36 +173,78 @@ cur_tier(const struct run *r)
 
 /* ---- the worker (worker.c) ------------------------------------------ */
 
+/* worker__now is the store's time in ms since the epoch: this host's
+ * clock plus the store's offset (q_clock_offset). Every time the worker
+ * passes to q_* is measured with it. */
+int64_t worker__now(const struct worker *w);
+
 /* worker__shutdown ends the turn and closes the loop's handles and the
  * HTTP client; uv_run then returns. A second call does nothing. */
 void worker__shutdown(struct worker *w);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 
-/* worker__turn_begin opens the turn's transaction unless one is open (or
- * the worker is closing); when it cannot, each change commits on its own
- * (logged). */
-void worker__turn_begin(struct worker *w);
-/* worker__turn_end commits the turn's transaction (on failure every job
- * is dropped to its lease), then tells the on_park hooks and sends what
- * the turn recorded. */
+/* worker__turn_begin opens the turn's transaction unless one is open.
+ * Returns false when none is: the worker is closing (each change then
+ * commits on its own), or the store is unreachable (the worker waits for
+ * it: see worker__store_lost). */
+bool worker__turn_begin(struct worker *w);
+/* worker__turn_end commits the turn's transaction (on failure nothing of
+ * the turn is sent and its runs are entered again once the store is
+ * back), then tells the on_park hooks and sends what the turn recorded. */
 void worker__turn_end(struct worker *w);
 /* worker__poll_no_block keeps the loop's poll from blocking until the
  * turn has ended (the check phase comes at once). */
 void worker__poll_no_block(struct worker *w);
+/* worker__tick_in asks for a tick in ms (at least 1) unless closing. */
+void worker__tick_in(struct worker *w, int64_t ms);
 /* worker__kick asks for a tick soon (see turn.c); does nothing while
  * closing or inside the tick. */
 void worker__kick(struct worker *w);
 /* worker__wake_waiting lets the runs waiting for a tier look again now. */
 void worker__wake_waiting(struct worker *w, int64_t now);
-/* worker__sweep frees the runs that finished and have no call in flight. */
+/* worker__sweep frees the runs that finished and have no call in flight,
+ * once no turn is open (a finish is final when its turn committed). */
 void worker__sweep(struct worker *w);
+
+/* ---- losing the store (store.c) ------------------------------------- */
+
+/* worker__store_lost notes that the store could not be reached (rc: the
+ * q_* error): logs it once, and sets the next try on the backoff. */
+void worker__store_lost(struct worker *w, int rc);
+/* worker__store_back notes that a turn committed after the store was
+ * unreachable (logged once). */
+void worker__store_back(struct worker *w);
+/* worker__turn_lost undoes in memory what a turn that did not commit
+ * did: nothing it recorded is sent, the jobs it claimed are dropped, and
+ * every other run without a call in flight is entered again from the
+ * store when it is back, acting on the answer it kept. */
+void worker__turn_lost(struct worker *w);
+/* worker__recover runs the turn that writes back what the runs kept:
+ * each held job's lease is renewed (a lost one is left to its new
+ * holder) and the run is entered again from the store. */
+void worker__recover(struct worker *w, int64_t now);
+/* worker__hold keeps the answer res (its body and headers are moved out)
+ * and the attempt it answers in r->held, replacing any. */
+void worker__hold(struct run *r, struct http_response *res);
+/* worker__held_free frees h. NULL is a no-op. */
+void worker__held_free(struct held *h);
+/* worker__wake_open polls the store's wake channel (q_wake_fd) when it
+ * has one and it is not polled yet; a run's turn follows each wake-up. */
+void worker__wake_open(struct worker *w);
+/* worker__wake_close stops polling the wake channel (uv_close). */
+void worker__wake_close(struct worker *w);
 
 /* ---- a job's life (run.c) ------------------------------------------- */
 
 /* worker__run_start takes over *job (left zeroed), adds a run for it to w
  * and enters its current step. Failures fail or give back the job. */
 void worker__run_start(struct worker *w, struct q_job *job);
+/* worker__run_resume enters the run again from the store (after a turn
+ * that did not commit): its current step and outputs are read back, and
+ * an answer it kept for the step's last attempt is acted on again instead
+ * of settling that attempt as in doubt. */
+void worker__run_resume(struct run *r);
 /* worker__run_free frees r and all it owns. NULL is a no-op. */
 void worker__run_free(struct run *r);
 /* worker__step_enter enters the run's current step: derives its context
@@ -214,8 +290,12 @@ int worker__tiers_left(const struct run *r, int64_t est, int64_t now,
 /* ---- an answer (answer.c) ------------------------------------------- */
 
 /* worker__on_done is the HTTP callback of an attempt (arg: its run):
- * classifies the answer, settles the tier, decides and acts. */
+ * keeps the answer (worker__hold) and acts on it (worker__answer), or,
+ * while the store is unreachable, only keeps it. */
 void worker__on_done(http_call *call, struct http_response *res, void *arg);
+/* worker__answer acts on the answer r->held keeps: classifies it,
+ * settles the tier, decides and acts, in the open turn. */
+void worker__answer(struct run *r);
 /* worker__step_context fills ps with the step's context for decide, at
  * now. wrote: the endpoint may have acted on the request. */
 void worker__step_context(struct run *r, int64_t now, bool wrote,

@@ -54,7 +54,7 @@ void
 worker__give_back(struct run *r, int64_t run_at)
 {
     struct worker *w = r->w;
-    int64_t now = clock_now_ms();
+    int64_t now = worker__now(w);
 
     if (!r->lost && r->step < (int)r->spec->nsteps) {
         if (q_step_set(w->db, r->job.id, r->step, Q_STEP_PENDING, NULL, NULL,
@@ -71,7 +71,7 @@ void
 worker__fail_job(struct run *r, const char *error)
 {
     struct worker *w = r->w;
-    int64_t now = clock_now_ms();
+    int64_t now = worker__now(w);
     int rc;
 
     if (r->step < (int)r->spec->nsteps &&
@@ -86,7 +86,7 @@ worker__fail_job(struct run *r, const char *error)
 void
 worker__wait_then_attempt(struct run *r, int64_t wait_ms)
 {
-    int64_t now = clock_now_ms();
+    int64_t now = worker__now(r->w);
 
     if (wait_ms > HOLD_MAX_MS) {
         worker__give_back(r, now + wait_ms);
@@ -113,14 +113,14 @@ worker__park(struct run *r, const char *reason, const char *error)
         .request = r->body,
         .error = error,
         .tier = t ? t->name : NULL,
-        .parked_at = clock_now_ms(),
+        .parked_at = worker__now(w),
     };
     int64_t id = 0;
 
     if (park_step(w->db, &p, w->id, &id) != 0) {
         log_error("job %lld: cannot park step %s; giving the job back",
                   (long long)r->job.id, p.step_name);
-        worker__give_back(r, clock_now_ms() + 1000);
+        worker__give_back(r, worker__now(w) + 1000);
         return;
     }
     /* The hook is told once the turn has committed (run_hooks, turn.c):
@@ -188,7 +188,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     struct worker *w = r->w;
     const struct spec_step *s = cur_spec(r);
     bool replay = s->replayable || s->idempotency_key != NULL;
-    int64_t now = clock_now_ms();
+    int64_t now = worker__now(w);
     struct policy_class c = {.outcome = POLICY_TIMEOUT,
                              .reason = "in_doubt",
                              .rule = -1,
@@ -296,8 +296,32 @@ load_step_row(struct run *r)
     return rc;
 }
 
-void
-worker__step_enter(struct run *r)
+/* The answer r kept (r->held) is for the step's last attempt, a, which
+ * the store still shows without a result: the turn that wrote it did not
+ * commit. The attempt's fields come back from what was kept, and the
+ * answer is acted on again in this turn. */
+static void
+answer_again(struct run *r, const struct q_attempt *a)
+{
+    struct held *h = r->held;
+
+    r->attempt_id = a->id;
+    r->attempt_no = a->attempt;
+    r->send_id = h->send_id;
+    r->sent_at = h->sent_at;
+    r->input_tokens = h->input_tokens;
+    free(r->body);
+    r->body = xstrndup(h->body, h->body_len);
+    r->body_len = h->body_len;
+    memcpy(r->sha, h->sha, sizeof(r->sha));
+    worker__answer(r);
+}
+
+/* Enters the run's current step; again: after a lost turn, when an
+ * answer kept for the step's last attempt is acted on instead of
+ * settling that attempt as in doubt. */
+static void
+enter(struct run *r, bool again)
 {
     struct worker *w = r->w;
     struct q_attempt *a = NULL;
@@ -307,7 +331,7 @@ worker__step_enter(struct run *r)
     free(r->body);
     r->body = NULL;
     if (r->step >= (int)r->spec->nsteps) {
-        if (q_complete(w->db, r->job.id, w->id, clock_now_ms()) != 0)
+        if (q_complete(w->db, r->job.id, w->id, worker__now(w)) != 0)
             log_warn("job %lld: lease lost before completion",
                      (long long)r->job.id);
         worker__finish(r, "succeeded");
@@ -315,10 +339,23 @@ worker__step_enter(struct run *r)
     }
     if (load_step_row(r) != 0 ||
         q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
-        worker__give_back(r, clock_now_ms() + 1000);
+        worker__give_back(r, worker__now(w) + 1000);
         return;
     }
     derive_context(r, a, n);
+    if (again && r->held != NULL &&
+        (n == 0 || a[n - 1].finished_at != 0 ||
+         a[n - 1].id != r->held->attempt_id)) {
+        /* Written after all (the commit's answer was lost, not the
+         * commit), or not this step's: the store's word stands. */
+        worker__held_free(r->held);
+        r->held = NULL;
+    }
+    if (n > 0 && a[n - 1].finished_at == 0 && again && r->held != NULL) {
+        answer_again(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
     if (n > 0 && a[n - 1].finished_at == 0) {
         settle_in_doubt(r, &a[n - 1]);
         q_attempts_free(a, n);
@@ -332,6 +369,55 @@ worker__step_enter(struct run *r)
     }
     q_attempts_free(a, n);
     worker__attempt(r);
+}
+
+void
+worker__step_enter(struct run *r)
+{
+    enter(r, false);
+}
+
+/* Reads the job's progress from the store (the outputs of the steps done;
+ * the current step is the first that did not succeed or get skipped) and
+ * enters the current step. */
+static void
+resume(struct run *r, bool again)
+{
+    struct worker *w = r->w;
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+
+    if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
+        worker__give_back(r, worker__now(w) + 1000);
+        return;
+    }
+    r->step = 0;
+    for (size_t i = 0; i < r->spec->nsteps; i++) {
+        free(r->outputs[i]);
+        r->outputs[i] = NULL;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        if (steps[i].index < 0 || steps[i].index >= (int)r->spec->nsteps)
+            continue;
+        if (steps[i].state == Q_STEP_SUCCEEDED && steps[i].output)
+            r->outputs[steps[i].index] = xstrdup(steps[i].output);
+    }
+    while (r->step < (int)r->spec->nsteps) {
+        bool done = false;
+        for (size_t i = 0; i < ns; i++) {
+            if (steps[i].index == r->step &&
+                (steps[i].state == Q_STEP_SUCCEEDED ||
+                 steps[i].state == Q_STEP_SKIPPED))
+                done = true;
+        }
+        if (!done)
+            break;
+        r->step++;
+    }
+    q_steps_free(steps, ns);
+    if (!again)
+        progress(r, r->job.claims > 1 ? "resumed" : "started");
+    enter(r, again);
 }
 
 /* ---- a run's start and end ----------------------------------------- */
@@ -349,6 +435,7 @@ worker__run_free(struct run *r)
     free(r->sends);
     free(r->body);
     cJSON_Delete(r->ready.body);
+    worker__held_free(r->held);
     if (r->has_pending)
         http_request_cleanup(&r->pending);
     spec_job_free(r->spec);
@@ -360,11 +447,10 @@ void
 worker__run_start(struct worker *w, struct q_job *job)
 {
     struct run *r = xcalloc(1, sizeof(*r));
-    struct q_step *steps = NULL;
-    size_t ns = 0;
     char err[512];
 
     r->w = w;
+    r->fresh = true; /* dropped if the claim's turn does not commit */
     r->job = *job;
     memset(job, 0, sizeof(*job));
     r->switched = xcalloc(w->cfg->ntiers + 1, sizeof(bool));
@@ -379,7 +465,7 @@ worker__run_start(struct worker *w, struct q_job *job)
         char msg[700];
         snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);
         r->spec = NULL;
-        if (q_fail(w->db, r->job.id, w->id, msg, clock_now_ms()) != 0)
+        if (q_fail(w->db, r->job.id, w->id, msg, worker__now(w)) != 0)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
         r->finished = true;
         return;
@@ -388,31 +474,14 @@ worker__run_start(struct worker *w, struct q_job *job)
     r->names = xcalloc(r->spec->nsteps, sizeof(char *));
     for (size_t i = 0; i < r->spec->nsteps; i++)
         r->names[i] = r->spec->steps[i].name;
-    if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
-        worker__give_back(r, clock_now_ms() + 1000);
-        return;
-    }
-    r->step = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if (steps[i].index < 0 || steps[i].index >= (int)r->spec->nsteps)
-            continue;
-        if (steps[i].state == Q_STEP_SUCCEEDED && steps[i].output)
-            r->outputs[steps[i].index] = xstrdup(steps[i].output);
-    }
-    /* The current step is the first that did not succeed or get skipped. */
-    while (r->step < (int)r->spec->nsteps) {
-        bool done = false;
-        for (size_t i = 0; i < ns; i++) {
-            if (steps[i].index == r->step &&
-                (steps[i].state == Q_STEP_SUCCEEDED ||
-                 steps[i].state == Q_STEP_SKIPPED))
-                done = true;
-        }
-        if (!done)
-            break;
-        r->step++;
-    }
-    q_steps_free(steps, ns);
-    progress(r, r->job.claims > 1 ? "resumed" : "started");
-    worker__step_enter(r);
+    resume(r, false);
+}
+
+void
+worker__run_resume(struct run *r)
+{
+    r->wake_at = 0;
+    r->admit_since = 0;
+    r->send_id = 0;
+    resume(r, true);
 }

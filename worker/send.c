@@ -238,7 +238,7 @@ worker__attempt(struct run *r)
     const struct spec_step *s = cur_spec(r);
     struct http_request req;
     struct q_attempt_start st;
-    int64_t now = clock_now_ms(), est = 0, retry_at = 0;
+    int64_t now = worker__now(w), est = 0, retry_at = 0;
     cJSON *body = NULL;
     char err[1024], why[512];
     int rc, ti = -1;

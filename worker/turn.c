@@ -16,7 +16,6 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 
-#define IDLE_POLL_MS     200
 #define DRAIN_HORIZON_MS 60000
 #define TICK_GAP_MAX_MS  50
 
@@ -43,38 +42,23 @@ worker__poll_no_block(struct worker *w)
     uv_idle_start(&w->idle, on_idle);
 }
 
-void
+bool
 worker__turn_begin(struct worker *w)
 {
-    if (w->tx_open || w->closing)
-        return;
-    if (q_tx_begin(w->db) != 0) {
-        /* Each change then commits on its own: slower, still correct. */
-        log_warn("worker: cannot open a transaction; committing singly");
-        return;
+    int rc;
+
+    if (w->tx_open)
+        return true;
+    if (w->closing || (w->down && !w->recovering))
+        return false;
+    if ((rc = q_tx_begin(w->db)) != 0) {
+        worker__store_lost(w, rc);
+        return false;
     }
     w->tx_open = true;
     w->turn_started = clock_mono_ms();
     uv_idle_start(&w->idle, on_idle);
-}
-
-/* The turn's work is lost (the database refused the commit): act as if
- * this worker had crashed. Leases expire and the jobs are recovered. */
-static void
-drop_all(struct worker *w)
-{
-    log_error("worker: commit failed; dropping %d job(s) to their leases",
-              w->nruns);
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->has_pending) {
-            http_request_cleanup(&r->pending);
-            r->has_pending = false;
-        }
-        r->lost = true;
-        if (r->call != NULL)
-            http_cancel(r->call);
-        r->finished = true;
-    }
+    return true;
 }
 
 /* ---- ending a turn: commit, then hooks and sends ------------------ */
@@ -103,7 +87,7 @@ flush_sends(struct worker *w)
         rc = http_send(w->http, &r->pending, worker__on_done, r, &r->call);
         http_request_cleanup(&r->pending);
         if (rc != 0) {
-            int64_t now = clock_now_ms();
+            int64_t now = worker__now(w);
             struct q_attempt_result res = {.outcome = "unknown",
                                            .reason = "not_sent",
                                            .decision = "fail_loud",
@@ -120,23 +104,45 @@ flush_sends(struct worker *w)
     }
 }
 
+/* After a commit: the turn's claims and finishes are final, and the
+ * answers it wrote need not be kept. */
+static void
+turn_committed(struct worker *w)
+{
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        r->fresh = false;
+        if (r->held != NULL && !r->reload) {
+            worker__held_free(r->held);
+            r->held = NULL;
+        }
+    }
+    if (w->down)
+        worker__store_back(w);
+}
+
 void
 worker__turn_end(struct worker *w)
 {
     bool committed = true;
     int64_t held = 0;
+    int rc;
 
     if (w->tx_open) {
         held = clock_mono_ms() - w->turn_started;
         w->tx_open = false;
-        if (worker__turn_commit(w->db) != 0) {
+        if ((rc = worker__turn_commit(w->db)) != 0) {
             committed = false;
-            drop_all(w);
+            w->tick_after_commit = false;
+            worker__turn_lost(w);
+            worker__store_lost(w, rc);
+        } else {
+            turn_committed(w);
         }
     }
     uv_idle_stop(&w->idle);
     run_hooks(w, committed);
     flush_sends(w);
+    worker__sweep(w);
     if (w->tick_after_commit && !w->closing) {
         /* From the check phase, measured from now (the loop's time is
          * that of the iteration's start): the lock stays free while the
@@ -159,6 +165,10 @@ worker__sweep(struct worker *w)
 {
     struct run **pp = &w->runs;
 
+    /* A finish inside an open turn is not final until it commits: a turn
+     * that is lost enters the run again (worker__turn_lost). */
+    if (w->tx_open)
+        return;
     while (*pp != NULL) {
         struct run *r = *pp;
         if (r->finished && r->call == NULL) {
@@ -171,18 +181,30 @@ worker__sweep(struct worker *w)
     }
 }
 
+/* The runs that hold a slot: those not finished (a finished run is freed
+ * once its turn has committed, but its slot is free at once). */
+static int
+live(const struct worker *w)
+{
+    int n = 0;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        n += !r->finished;
+    return n;
+}
+
 static void
 claim(struct worker *w, int64_t now)
 {
     struct q_job *jobs = NULL;
     size_t n = 0;
-    int slots = w->concurrency - w->nruns, rc;
+    int slots = w->concurrency - live(w), rc;
 
     if (slots <= 0)
         return;
     rc = q_claim(w->db, w->id, now, w->lease_ms, (size_t)slots, &jobs, &n);
     if (rc == -ENOENT) {
-        w->next_claim = now + IDLE_POLL_MS;
+        w->next_claim = now + w->idle_poll_ms;
         return;
     }
     if (rc != 0) {
@@ -296,18 +318,73 @@ rearm(struct worker *w, int64_t now, int64_t next)
     uv_timer_start(&w->tick, on_tick, (uint64_t)(next - now), 0);
 }
 
+void
+worker__tick_in(struct worker *w, int64_t ms)
+{
+    if (!w->closing)
+        uv_timer_start(&w->tick, on_tick, (uint64_t)(ms > 1 ? ms : 1), 0);
+}
+
+/* Stopping while the store is unreachable, past the grace period: what
+ * the runs kept cannot be written; their attempts stay without a result
+ * and whoever takes the jobs next settles them as in doubt. */
+static void
+abandon(struct worker *w)
+{
+    log_warn("worker: stopping with the database unreachable; %d job(s) "
+             "left to their leases",
+             w->nruns);
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        r->lost = r->finished = true;
+        if (r->call != NULL)
+            http_cancel(r->call);
+    }
+    worker__shutdown(w);
+}
+
+/* Opens the tick's turn; while the store is unreachable, the turn that
+ * writes back what the runs kept, once its retry is due. Returns false
+ * when no turn could be opened (the tick is then armed for the retry). */
+static bool
+tick_turn(struct worker *w, int64_t now)
+{
+    int64_t mono = clock_mono_ms();
+
+    if (w->down && w->stopping &&
+        (w->nruns == 0 || now >= w->stop_deadline)) {
+        abandon(w);
+        return false;
+    }
+    if (w->down && mono < w->retry_at) {
+        worker__tick_in(w, w->retry_at - mono);
+        return false;
+    }
+    if (w->down)
+        worker__recover(w, now);
+    else
+        worker__turn_begin(w);
+    if (!w->tx_open) {
+        worker__tick_in(w, w->retry_at - clock_mono_ms());
+        return false;
+    }
+    if (!w->wake_on && w->wake_retry_at > 0 && mono >= w->wake_retry_at)
+        worker__wake_open(w);
+    return true;
+}
+
 static void
 tick_body(struct worker *w, int64_t now, int64_t next)
 {
     int64_t at;
 
-    worker__turn_begin(w);
+    if (!tick_turn(w, now))
+        return;
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
     next = wake_due(w, now, next);
     worker__sweep(w);
     if (w->stopping) {
-        if (w->nruns == 0) {
+        if (live(w) == 0) {
             worker__shutdown(w);
             return;
         }
@@ -321,13 +398,13 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         uv_timer_start(&w->tick, on_tick, 20, 0);
         return;
     }
-    if (w->nruns < w->concurrency && now >= w->next_claim) {
+    if (live(w) < w->concurrency && now >= w->next_claim) {
         claim(w, now);
         worker__sweep(w);
     }
     /* A claim that found nothing pushed next_claim ahead: only then is
      * the queue known to be empty for this worker. */
-    if (w->drain && w->nruns == 0 && w->next_claim > now) {
+    if (w->drain && live(w) == 0 && w->next_claim > now) {
         int rc = q_next_due(w->db, now, &at);
         if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
             w->stopping = true;
@@ -335,7 +412,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             return;
         }
     }
-    if (w->nruns < w->concurrency && w->next_claim < next)
+    if (live(w) < w->concurrency && w->next_claim < next)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
@@ -352,10 +429,18 @@ static void
 on_tick(uv_timer_t *t)
 {
     struct worker *w = t->data;
-    int64_t now = clock_now_ms();
+    int64_t now;
 
     w->in_tick = true;
-    tick_body(w, now, now + IDLE_POLL_MS);
+    if (!w->tx_open && !w->down && clock_mono_ms() >= w->next_sync) {
+        /* Outside a transaction: the offset is the store's clock now. */
+        if (q_clock_sync(w->db) != 0) {
+            /* logged by the store; the offset measured before is kept */
+        }
+        w->next_sync = clock_mono_ms() + WORKER_CLOCK_SYNC_MS;
+    }
+    now = worker__now(w);
+    tick_body(w, now, now + w->idle_poll_ms);
     w->in_tick = false;
 }
 

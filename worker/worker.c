@@ -46,6 +46,12 @@ on_handle_closed(uv_handle_t *h)
     (void)h;
 }
 
+int64_t
+worker__now(const struct worker *w)
+{
+    return clock_now_ms() + q_clock_offset(w->db);
+}
+
 void
 worker__shutdown(struct worker *w)
 {
@@ -53,6 +59,7 @@ worker__shutdown(struct worker *w)
         return;
     worker__turn_end(w);
     w->closing = true;
+    worker__wake_close(w);
     uv_close((uv_handle_t *)&w->idle, on_handle_closed);
     uv_close((uv_handle_t *)&w->check, on_handle_closed);
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
@@ -77,7 +84,7 @@ on_signal(uv_signal_t *h, int signum)
         return;
     log_info("signal %d: finishing requests in flight, then stopping", signum);
     w->stopping = true;
-    w->stop_deadline = clock_now_ms() + w->grace_ms;
+    w->stop_deadline = worker__now(w) + w->grace_ms;
     worker__kick(w);
 }
 
@@ -100,6 +107,9 @@ setup(struct worker *w, const struct worker_opts *o)
     w->progress = o->progress;
     w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
     w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
+    w->idle_poll_ms =
+        o->cfg->worker.idle_poll_ms > 0 ? o->cfg->worker.idle_poll_ms : 200;
+    w->next_sync = clock_mono_ms() + WORKER_CLOCK_SYNC_MS;
     w->rng = (uint64_t)clock_now_ms() ^ ((uint64_t)getpid() << 32) ^
              0x9e3779b97f4a7c15ULL;
     if (o->worker_id != NULL) {
@@ -142,6 +152,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->sigint.data = w->sigterm.data = w;
     uv_signal_start(&w->sigint, on_signal, SIGINT);
     uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+    worker__wake_open(w);
     return 0;
 }
 

@@ -369,8 +369,10 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
     if (db->tx_depth > db->tx_sent || db->broken) {
-        /* Never reached the server (or the server lost it). */
-        if (db->tx_depth <= db->tx_sent && rc == 0)
+        /* Never reached the server (or the server lost it: then a
+         * statement of this level failed, even one whose BEGIN was not
+         * acknowledged yet, and the level cannot commit). */
+        if (db->broken && rc == 0)
             rc = -EIO;
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
