@@ -8,7 +8,9 @@
 #   pg-cluster.sh stop DIR    stop it and remove DIR
 #   pg-cluster.sh restart DIR restart it in place (same port and data)
 # As root the cluster runs as the unprivileged user "postgres" (initdb
-# refuses root). The superuser is "stepq" with a random password (in
+# refuses root); when a parent folder of DIR is closed to that user, the
+# cluster's files go to a folder of its own under /tmp (named in DIR/home,
+# removed by stop) and DIR keeps url and port. The superuser is "stepq" with a random password (in
 # DIR/url only; host connections need it, the socket trusts).
 set -euo pipefail
 bindir=/usr/lib/postgresql/15/bin
@@ -26,15 +28,23 @@ free_port() {
     echo $((20000 + (RANDOM * 32768 + RANDOM) % 40000))
 }
 
+# Where the cluster's data, log and socket are: DIR, or DIR/home's folder.
+home_of() {
+    if [ -f "$dir/home" ]; then cat "$dir/home"; else echo "$dir"; fi
+}
+
 stop_cluster() {
-    if [ -d "$dir/data" ]; then
-        as_owner "$bindir/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
+    local home
+    home=$(home_of)
+    if [ -d "$home/data" ]; then
+        as_owner "$bindir/pg_ctl" -D "$home/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
     fi
     [ -f "$dir/sockdir" ] && rm -rf "$(cat "$dir/sockdir")"
+    [ "$home" != "$dir" ] && rm -rf "$home"
     # Only what start made: a DIR that is not a cluster stays as it was.
     [ -d "$dir" ] || return 0
     rm -rf "$dir/data" "$dir/log" "$dir/initdb.log" "$dir/url" "$dir/port" \
-        "$dir/sockdir" "$dir/.pw" "$dir"/.s.PGSQL.*
+        "$dir/sockdir" "$dir/home" "$dir/.pw" "$dir"/.s.PGSQL.*
     rmdir "$dir" 2>/dev/null || true
 }
 
@@ -45,30 +55,34 @@ start)
     umask 077
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
+    home=$dir
     if [ "$(id -u)" = 0 ]; then
         chown postgres: "$dir"
-        runuser -u postgres -- test -w "$dir" ||
-            { echo "$0: user postgres cannot write $dir (a parent folder is closed to it)" >&2; exit 1; }
+        if ! runuser -u postgres -- test -w "$dir"; then
+            home=$(mktemp -d /tmp/stepq-pg-XXXXXX)
+            chown postgres: "$home"
+            echo "$home" > "$dir/home"
+        fi
     fi
     # A Unix socket path is at most 107 bytes: a deep DIR gets its socket
     # in a short folder of its own (removed by stop).
-    sock=$dir
-    if [ ${#dir} -gt 80 ]; then
+    sock=$home
+    if [ ${#home} -gt 80 ]; then
         sock=$(mktemp -d /tmp/stepq-pg-XXXXXX)
         [ "$(id -u)" = 0 ] && chown postgres: "$sock"
         echo "$sock" > "$dir/sockdir"
     fi
     pw=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-    printf '%s\n' "$pw" > "$dir/.pw"
-    [ "$(id -u)" = 0 ] && chown postgres: "$dir/.pw"
-    as_owner "$bindir/initdb" -D "$dir/data" -U stepq --pwfile="$dir/.pw" \
+    printf '%s\n' "$pw" > "$home/.pw"
+    [ "$(id -u)" = 0 ] && chown postgres: "$home/.pw"
+    as_owner "$bindir/initdb" -D "$home/data" -U stepq --pwfile="$home/.pw" \
         --auth-local=trust --auth-host=scram-sha-256 -E UTF8 \
         --no-instructions >"$dir/initdb.log" 2>&1 ||
         { cat "$dir/initdb.log" >&2; exit 1; }
-    rm -f "$dir/.pw"
+    rm -f "$home/.pw"
     for _ in 1 2 3 4 5 6 7 8; do
         port=$(free_port)
-        if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30 \
+        if as_owner "$bindir/pg_ctl" -D "$home/data" -l "$home/log" -w -t 30 \
             -o "-c listen_addresses=127.0.0.1 -p $port -k $sock -c fsync=on \
                 -c max_connections=200" start >/dev/null; then
             echo "postgresql://stepq:$pw@127.0.0.1:$port/postgres" > "$dir/url"
@@ -77,11 +91,12 @@ start)
             exit 0
         fi
     done
-    cat "$dir/log" >&2
+    cat "$home/log" >&2
     exit 1
     ;;
 restart)
-    as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -m fast restart >/dev/null
+    home=$(home_of)
+    as_owner "$bindir/pg_ctl" -D "$home/data" -l "$home/log" -w -t 60 -m fast restart >/dev/null
     ;;
 stop)
     stop_cluster

@@ -245,6 +245,31 @@ e2e_sent_to(const cJSON *log, const char *prefix)
     return e2e_arrivals(log, prefix, NULL, 0, NULL);
 }
 
+void
+e2e_expect_each_sent_once(int n)
+{
+    unsigned char *seen = xcalloc((size_t)n, 1);
+    cJSON *log = e2e_mock_log();
+    const cJSON *it;
+
+    ck_assert_int_eq(cJSON_GetArraySize(log), n);
+    cJSON_ArrayForEach(it, log)
+    {
+        cJSON *b = e2e_body_of(it);
+        const char *c =
+            e2e_str(cJSON_GetArrayItem(cJSON_GetObjectItem(b, "messages"), 0),
+                    "content");
+        int i = c != NULL && c[0] == 'n' ? atoi(c + 1) : -1;
+
+        ck_assert_msg(i >= 0 && i < n, "a request of no job: %s", c);
+        ck_assert_msg(seen[i] == 0, "job j%d sent twice", i);
+        seen[i] = 1;
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(log);
+    free(seen);
+}
+
 /* The request body the mock logged for one request, parsed. */
 cJSON *
 e2e_body_of(const cJSON *req)

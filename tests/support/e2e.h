@@ -81,6 +81,9 @@ int e2e_sent_to(const cJSON *log, const char *prefix);
  * e2e_mock_log()). */
 int e2e_arrivals(const cJSON *log, const char *prefix, double *at, int max,
                  int *n429);
+/* e2e_expect_each_sent_once asserts that the mock logged n requests, one
+ * for each job of e2e_enqueue_many(n, ...) (content "n0".."n<n-1>"). */
+void e2e_expect_each_sent_once(int n);
 /* e2e_body_of / e2e_sent_body parse a logged request's body. */
 cJSON *e2e_body_of(const cJSON *req);
 cJSON *e2e_sent_body(const cJSON *log, int i);

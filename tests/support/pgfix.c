@@ -142,6 +142,26 @@ pgfix_location(char *buf, size_t size)
     return rc;
 }
 
+char *
+pgfix_line(const char *location, const char *sql)
+{
+    char *out = NULL;
+
+    ck_assert_msg(pgfix_query(location, sql, &out) == 0, "psql failed: %s",
+                  sql);
+    out[strcspn(out, "\n")] = '\0';
+    return out;
+}
+
+void
+pgfix_expect(const char *location, const char *sql, const char *want)
+{
+    char *got = pgfix_line(location, sql);
+
+    ck_assert_msg(strcmp(got, want) == 0, "%s: %s, not %s", sql, got, want);
+    free(got);
+}
+
 bool
 pgfix_backend_is_pg(void)
 {

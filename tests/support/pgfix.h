@@ -35,6 +35,12 @@ int pgfix_location(char *buf, size_t size);
  * -EIO when psql failed (its stderr is the test's), or -errno. */
 int pgfix_query(const char *location, const char *sql, char **out);
 
+/* pgfix_line is the first line of what sql prints on the store at
+ * location (pgfix_query), without its newline, asserting psql succeeded.
+ * Caller frees. pgfix_expect asserts that line is want. */
+char *pgfix_line(const char *location, const char *sql);
+void pgfix_expect(const char *location, const char *sql, const char *want);
+
 /* pgfix_backend_is_pg is true when $STEPQ_TEST_BACKEND is "pg": the run
  * stores everything in the cluster instead of SQLite files. */
 bool pgfix_backend_is_pg(void);
