@@ -144,6 +144,16 @@ int q__pg_open(const char *conninfo, const struct q_open_opts *opts,
 int q__sqlite_open(const char *path, const struct q_open_opts *opts,
                    bool create, int target, q_db **out);
 
+/* q__version_check says what a store at schema version have is to this
+ * build when it opens an existing one: 0 (this version), -ENOENT (none:
+ * version 0), -ESTALE (older; logged at info) or -ENOTSUP (newer;
+ * logged), where naming the store in the logs. Every backend's open. */
+int q__version_check(const char *where, int have);
+
+/* q__claim_check checks q_claim's arguments (-EINVAL) and caps *max to
+ * the most one claim takes (256). */
+int q__claim_check(const char *worker, int64_t lease_ms, size_t *max);
+
 /* q__body_keep is how many bytes of body (len bytes) the ledger keeps when
  * it keeps at most max: cut back to a UTF-8 character boundary. */
 size_t q__body_keep(const char *body, size_t len, int64_t max);

@@ -243,6 +243,35 @@ q_location_redact(const char *location, char *buf, size_t size)
 
 /* ---- rules every backend shares ---------------------------------------- */
 
+int
+q__version_check(const char *where, int have)
+{
+    if (have == 0)
+        return -ENOENT;
+    if (have > q_schema_version()) {
+        log_error("%s: schema version %d is newer than this stepq knows "
+                  "(%d); upgrade stepq",
+                  where, have, q_schema_version());
+        return -ENOTSUP;
+    }
+    if (have < q_schema_version()) {
+        log_info("%s: schema version %d, this stepq needs %d", where, have,
+                 q_schema_version());
+        return -ESTALE;
+    }
+    return 0;
+}
+
+int
+q__claim_check(const char *worker, int64_t lease_ms, size_t *max)
+{
+    if (worker == NULL || worker[0] == '\0' || *max == 0 || lease_ms <= 0)
+        return -EINVAL;
+    if (*max > 256)
+        *max = 256;
+    return 0;
+}
+
 size_t
 q__body_keep(const char *body, size_t len, int64_t max)
 {

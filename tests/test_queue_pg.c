@@ -51,23 +51,15 @@ add_job(q_db *db, const char *name)
     return r.id;
 }
 
-/* The first line psql prints for sql on the test's schema. */
-static char *
-query(const char *sql)
-{
-    char *out = NULL;
-
-    ck_assert_int_eq(pgfix_query(loc, sql, &out), 0);
-    out[strcspn(out, "\n")] = '\0';
-    return out;
-}
-
+/* Checks the first line psql prints for sql on the test's schema. */
 static void
 assert_query(const char *sql, const char *want)
 {
-    char *got = query(sql);
+    char *got = NULL;
 
-    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(pgfix_query(loc, sql, &got), 0);
+    got[strcspn(got, "\n")] = '\0';
+    ck_assert_msg(strcmp(got, want) == 0, "%s: %s, not %s", sql, got, want);
     free(got);
 }
 
@@ -270,19 +262,44 @@ cluster(const char *cmd, const char *dir)
     return url;
 }
 
+/* A cluster of the test's own (restarting the run's would fail other
+ * suites) with a store in it, open on *db. */
+struct own {
+    char *dir, *cdir, *url;
+};
+
+static q_db *
+own_start(struct own *o)
+{
+    q_db *db = NULL;
+
+    o->dir = tmpdir_new();
+    o->cdir = tmpdir_join(o->dir, "c");
+    /* As root the cluster runs as postgres, which must reach cdir. */
+    ck_assert_int_eq(chmod(o->dir, 0711), 0);
+    o->url = cluster("start", o->cdir);
+    ck_assert_int_eq(q__pg_open(o->url, NULL, true, &db), 0);
+    return db;
+}
+
+static void
+own_stop(struct own *o, q_db *db)
+{
+    ck_assert_int_eq(q__pg_close(db), 0);
+    free(cluster("stop", o->cdir));
+    free(o->url);
+    free(o->cdir);
+    tmpdir_remove(o->dir);
+}
+
 START_TEST(test_reconnects_after_a_restart)
 {
-    char *dir = tmpdir_new(), *cdir = tmpdir_join(dir, "c");
-    char *url;
+    struct own o;
+    q_db *db = own_start(&o);
     int64_t counts[Q_JOB_NSTATES], park, end;
-    q_db *db = NULL;
     int rc;
 
-    /* As root the cluster runs as postgres, which must reach cdir. */
-    ck_assert_int_eq(chmod(dir, 0711), 0);
-    url = cluster("start", cdir);
-    ck_assert_int_eq(q__pg_open(url, NULL, true, &db), 0);
-    free(cluster("restart", cdir));
+    free(cluster("restart", o.cdir));
     ck_assert_int_eq(q__pg_counts(db, counts, &park), -EIO);
     end = clock_mono_ms() + 15000;
     while ((rc = q__pg_counts(db, counts, &park)) == -EIO &&
@@ -290,11 +307,29 @@ START_TEST(test_reconnects_after_a_restart)
         poll(NULL, 0, 20);
     ck_assert_int_eq(rc, 0);
     add_job(db, "after");
-    ck_assert_int_eq(q__pg_close(db), 0);
-    free(cluster("stop", cdir));
-    free(url);
-    free(cdir);
-    tmpdir_remove(dir);
+    own_stop(&o, db);
+}
+END_TEST
+
+START_TEST(test_wake_channel_reconnects_after_a_restart)
+{
+    struct own o;
+    q_db *db = own_start(&o);
+    struct pollfd p = {.events = POLLIN};
+    int64_t end = clock_mono_ms() + 15000;
+    unsigned ev = 0;
+    int rc;
+
+    ck_assert_int_ge(p.fd = q__pg_wake_fd(db), 0);
+    free(cluster("restart", o.cdir));
+    /* The server closed the channel: readable until it reads as lost. */
+    while ((rc = q__pg_wake_take(db, &ev)) == 0 && clock_mono_ms() < end)
+        ck_assert_int_ge(poll(&p, 1, 100), 0);
+    ck_assert_int_eq(rc, -EIO);
+    while (q__pg_wake_fd(db) < 0 && clock_mono_ms() < end)
+        poll(NULL, 0, 50);
+    ck_assert_int_ge(q__pg_wake_fd(db), 0);
+    own_stop(&o, db);
 }
 END_TEST
 
@@ -325,6 +360,7 @@ test_suite(void)
     tcase_set_timeout(errs, 120);
     tcase_add_test(errs, test_password_is_never_logged);
     tcase_add_test(errs, test_reconnects_after_a_restart);
+    tcase_add_test(errs, test_wake_channel_reconnects_after_a_restart);
     suite_add_tcase(s, errs);
     return s;
 }

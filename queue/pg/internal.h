@@ -48,6 +48,8 @@ struct q__pg {
     int tx_sent;      /* levels the server has: BEGIN and the SAVEPOINTs of
                          the levels above tx_sent go out with the next
                          statement (an empty transaction sends nothing) */
+    int tx_release;   /* inner levels that ended well: their RELEASEs go
+                         out first with the next command (COMMIT needs none) */
     int tx_rc;        /* the error that left the sent transaction aborted */
     bool broken;      /* the connection was lost: reconnect first */
     int64_t retry_at; /* no reconnect before (monotonic ms) */

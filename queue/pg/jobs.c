@@ -201,10 +201,8 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
     size_t len = 0;
     int rc;
 
-    if (worker == NULL || worker[0] == '\0' || max == 0 || lease_ms <= 0)
-        return -EINVAL;
-    if (max > 256)
-        max = 256;
+    if ((rc = q__claim_check(worker, lease_ms, &max)) != 0)
+        return rc;
     q__pg_p_int(&p, now);
     q__pg_p_int(&p, (int64_t)max);
     q__pg_p_text(&p, worker);

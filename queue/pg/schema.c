@@ -220,10 +220,7 @@ q__pg_migrate(struct q__pg *db)
             0 &&
         (rc = q__pg_db_version(&db->base, &have)) == 0) {
         if (have > q_schema_version()) {
-            log_error("%s: schema version %d is newer than this stepq knows "
-                      "(%d); upgrade stepq",
-                      db->where, have, q_schema_version());
-            rc = -ENOTSUP;
+            rc = q__version_check(db->where, have); /* -ENOTSUP */
         } else if (have < q_schema_version()) {
             rc = migrate_from(db, have);
         }

@@ -184,6 +184,8 @@ send_all(struct q__pg *db, const char *const *plain, int nplain,
     const char *const *v = p ? p->v : NULL;
     bool ok = true;
 
+    for (int i = 0; ok && i < db->tx_release; i++)
+        ok = PQsendQueryParams(c, "RELEASE q", 0, NULL, NULL, NULL, NULL, 0);
     for (int i = db->tx_sent; ok && i < db->tx_depth; i++)
         ok = PQsendQueryParams(c, i == 0 ? "BEGIN" : "SAVEPOINT q", 0, NULL,
                                NULL, NULL, NULL, 0);
@@ -204,15 +206,16 @@ send_all(struct q__pg *db, const char *const *plain, int nplain,
     return PQpipelineSync(c) && ok;
 }
 
-/* round_trip sends the pending levels, plain commands and sql (may be
- * NULL) with one sync and reads every result up to it. *res gets the
- * last command's result when it succeeded. */
+/* round_trip sends the pending RELEASEs and levels, plain commands and
+ * sql (may be NULL) with one sync and reads every result up to it. *res
+ * gets the last command's result when it succeeded. */
 static int
 round_trip(struct q__pg *db, const char *const *plain, int nplain,
            const struct q__pg_sql *sql, const struct q__pg_params *p,
            PGresult **res, const char *what)
 {
-    int pending = db->tx_depth - db->tx_sent, item = 0, rc = 0, nulls = 0;
+    int rel = db->tx_release, pending = db->tx_depth - db->tx_sent;
+    int item = 0, rc = 0, nulls = 0;
     bool prepare = false;
     int last;
     PGresult *keep = NULL;
@@ -221,7 +224,8 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
         return rc;
     if (!send_all(db, plain, nplain, sql, p, &prepare))
         rc = fail_result(db, NULL, what);
-    last = pending + nplain + (prepare ? 1 : 0) + (sql != NULL ? 1 : 0) - 1;
+    db->tx_release = 0;
+    last = rel + pending + nplain + (prepare ? 1 : 0) + (sql != NULL) - 1;
     while (PQstatus(db->conn) == CONNECTION_OK) {
         PGresult *r = PQgetResult(db->conn);
         ExecStatusType st;
@@ -242,7 +246,7 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
             if (rc == 0)
                 rc = fail_result(db, r, what);
         } else if (st != PGRES_PIPELINE_ABORTED) {
-            if (item < pending)
+            if (item >= rel && item < rel + pending)
                 db->tx_sent++;
             else if (prepare && item == last - 1)
                 db->prepared[db->nprepared++] = sql;
@@ -276,7 +280,8 @@ int
 q__pg_exec(struct q__pg *db, const char *sql, const char *what)
 {
     char *text;
-    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + 1), off = 0;
+    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + db->tx_release + 1);
+    size_t off = 0;
     PGresult *r;
     int rc = 0;
 
@@ -285,6 +290,8 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     /* Several statements in one text need the simple protocol, which
      * pipeline mode does not speak: leave it for this one call. */
     text = xmalloc(len);
+    for (; db->tx_release > 0; db->tx_release--)
+        off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
     for (int i = db->tx_sent; i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
                                 i == 0 ? "BEGIN" : "SAVEPOINT q");
@@ -334,6 +341,7 @@ finish(struct q__pg *db, int rc)
     PGresult *r = NULL;
     int err;
 
+    db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
         (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
         return rc;
@@ -366,10 +374,12 @@ q__pg_tx_leave(struct q__pg *db, int rc)
          * acknowledged yet, and the level cannot commit). */
         if (db->broken && rc == 0)
             rc = -EIO;
+    } else if (db->tx_depth > 1 && rc == 0) {
+        db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
-        err = round_trip(db, rc != 0 ? undo : undo + 1, rc != 0 ? 2 : 1, NULL,
-                         NULL, NULL, "ending a savepoint");
-        if (rc != 0 && err == 0)
+        err = round_trip(db, undo, 2, NULL, NULL, NULL,
+                         "rolling back a savepoint");
+        if (err == 0)
             db->tx_rc = 0; /* the savepoint's failure is undone */
     } else {
         err = finish(db, rc);
@@ -378,7 +388,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_sent > db->tx_depth)
         db->tx_sent = db->tx_depth;
     if (db->tx_depth == 0)
-        db->tx_rc = 0;
+        db->tx_rc = db->tx_release = 0;
     return rc ? rc : err;
 }
 
@@ -471,20 +481,7 @@ check_existing(struct q__pg *db)
 
     if ((rc = q__pg_db_version(&db->base, &have)) != 0)
         return rc;
-    if (have == 0)
-        return -ENOENT;
-    if (have > q_schema_version()) {
-        log_error("%s: schema version %d is newer than this stepq knows "
-                  "(%d); upgrade stepq",
-                  db->where, have, q_schema_version());
-        return -ENOTSUP;
-    }
-    if (have < q_schema_version()) {
-        log_info("%s: schema version %d, this stepq needs %d", db->where, have,
-                 q_schema_version());
-        return -ESTALE;
-    }
-    return 0;
+    return q__version_check(db->where, have);
 }
 
 int

@@ -258,10 +258,8 @@ q__sqlite_claim(q_db *base, const char *worker, int64_t now, int64_t lease_ms,
     size_t len = 0;
     int rc;
 
-    if (worker == NULL || worker[0] == '\0' || max == 0 || lease_ms <= 0)
-        return -EINVAL;
-    if (max > 256)
-        max = 256;
+    if ((rc = q__claim_check(worker, lease_ms, &max)) != 0)
+        return rc;
     v = xcalloc(max, sizeof(*v));
     if ((rc = q__tx_enter(db)) == 0)
         rc = q__tx_leave(db,

@@ -367,20 +367,7 @@ check_existing(struct q__sqlite *db)
 
     if ((rc = q__sqlite_db_version(&db->base, &have)) != 0)
         return rc;
-    if (have == 0)
-        return -ENOENT;
-    if (have > q_schema_version()) {
-        log_error("%s: schema version %d is newer than this stepq knows "
-                  "(%d); upgrade stepq",
-                  db->path, have, q_schema_version());
-        return -ENOTSUP;
-    }
-    if (have < q_schema_version()) {
-        log_info("%s: schema version %d, this stepq needs %d", db->path, have,
-                 q_schema_version());
-        return -ESTALE;
-    }
-    return 0;
+    return q__version_check(db->path, have);
 }
 
 int
