@@ -5,8 +5,6 @@
 #include "queue/pg/internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* The item and the step's parked state in one statement. */
 static const struct q__pg_sql park_add_sql = {
@@ -48,14 +46,13 @@ static const struct q__pg_sql park_close_sql = {
     " SELECT (SELECT count(*) FROM upd),"
     " EXISTS (SELECT 1 FROM park WHERE id = $1::bigint)::int"};
 
-static const struct q__pg_sql requeue_sql = {
-    "q_park_requeue",
-    "UPDATE jobs SET state = 0, run_at = $2::bigint, updated_at = $2::bigint"
-    " WHERE id = $1::bigint AND state = 4 RETURNING id"};
-
-static const struct q__pg_sql fail_parked_sql = {
-    "q_park_fail_parked",
-    "UPDATE jobs SET state = 3, error = $2::text, updated_at = $3::bigint"
+/* A parked job goes on: queued and due at $4 (a retry), or failed with
+ * error $3; only a job still parked moves (else -EALREADY). */
+static const struct q__pg_sql leave_parked_sql = {
+    "q_park_leave_parked",
+    "UPDATE jobs SET state = $2::bigint,"
+    " error = CASE WHEN $2::bigint = 3 THEN $3::text ELSE error END,"
+    " run_at = coalesce($4::bigint, run_at), updated_at = $5::bigint"
     " WHERE id = $1::bigint AND state = 4 RETURNING id"};
 
 static const struct q__pg_sql step_reset_sql = {
@@ -164,31 +161,40 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     return rc;
 }
 
-int
-q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
+/* Moves parked job job_id to state (queued: due at now; failed: with
+ * error). */
+static int
+leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
+             const char *error, int64_t now, const char *what)
 {
     struct q__pg_params p = {0};
     int rc;
 
     q__pg_p_int(&p, job_id);
+    q__pg_p_int(&p, state);
+    q__pg_p_text(&p, error);
+    if (state == Q_JOB_QUEUED)
+        q__pg_p_int(&p, now);
+    else
+        q__pg_p_text(&p, NULL); /* run_at kept */
     q__pg_p_int(&p, now);
-    rc = q__pg_select_one(q__pg(db), &requeue_sql, &p, 0, NULL, NULL,
-                          "re-queueing a parked job");
+    rc =
+        q__pg_select_one(q__pg(db), &leave_parked_sql, &p, 0, NULL, NULL, what);
     return rc == -ENOENT ? -EALREADY : rc; /* not parked */
+}
+
+int
+q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
+{
+    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now,
+                        "re-queueing a parked job");
 }
 
 int
 q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
 {
-    struct q__pg_params p = {0};
-    int rc;
-
-    q__pg_p_int(&p, job_id);
-    q__pg_p_text(&p, error);
-    q__pg_p_int(&p, now);
-    rc = q__pg_select_one(q__pg(db), &fail_parked_sql, &p, 0, NULL, NULL,
-                          "failing a parked job");
-    return rc == -ENOENT ? -EALREADY : rc; /* not parked */
+    return leave_parked(db, job_id, Q_JOB_FAILED, error, now,
+                        "failing a parked job");
 }
 
 int

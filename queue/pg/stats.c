@@ -4,9 +4,6 @@
  * SQLite puts it there. */
 #include "queue/pg/internal.h"
 
-#include <errno.h>
-#include <stdlib.h>
-
 static const struct q__pg_sql attempts_sql = {
     "q_stats_attempts",
     "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
