@@ -44,7 +44,7 @@ config_new_default(void)
 static int
 parse_worker(const cJSON *o, struct config_worker *w, char *err, size_t len)
 {
-    static const char *const keys[] = {"concurrency", "lease_s",
+    static const char *const keys[] = {"concurrency",     "lease_s",
                                        "keep_body_bytes", "max_response_bytes",
                                        "idle_poll_ms",    NULL};
     int64_t conc = w->concurrency;

@@ -11,9 +11,11 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -37,19 +39,24 @@ static int faults;   /* commits failed on purpose */
 static int to_fail;  /* how many to fail */
 static int64_t seen; /* attempts and results in the last commit that held */
 
-/* Attempts begun plus attempts answered, as the open transaction sees. */
+/* Attempts begun plus attempts answered, as the open transaction sees;
+ * *answered (may be NULL) gets the answered ones. */
 static int64_t
-ledger_size(q_db *db)
+ledger_size(q_db *db, int64_t *answered)
 {
     struct q_attempt_group *g = NULL;
     size_t n = 0;
-    int64_t total = 0;
+    int64_t total = 0, done = 0;
 
     ck_assert_int_eq(q_stats_attempts(db, &g, &n), 0);
-    for (size_t i = 0; i < n; i++)
-        total += g[i].count * (g[i].outcome != NULL ? 2 : 1);
+    for (size_t i = 0; i < n; i++) {
+        total += g[i].count;
+        done += g[i].outcome != NULL ? g[i].count : 0;
+    }
     q_attempt_groups_free(g, n);
-    return total;
+    if (answered != NULL)
+        *answered = done;
+    return total + done;
 }
 
 /* Fails the first to_fail commits that would record an attempt or its
@@ -57,7 +64,7 @@ ledger_size(q_db *db)
 static int
 commit_fails_while_down(q_db *db)
 {
-    int64_t now = ledger_size(db);
+    int64_t now = ledger_size(db, NULL);
 
     if (now != seen && faults < to_fail) {
         faults++;
@@ -68,10 +75,36 @@ commit_fails_while_down(q_db *db)
     return q_tx_commit(db);
 }
 
+static pid_t other; /* a second worker, running while the store is away */
+static bool other_done;
+
+/* Fails every commit that would record an attempt or its answer while a
+ * second worker (the real `stepq work --drain`, started at the first
+ * commit that would record an answer) runs: the first worker's leases run out
+ * meanwhile, and the second takes its job over. */
+static int
+commit_fails_while_other_runs(q_db *db)
+{
+    int64_t answered, now = ledger_size(db, &answered);
+    int status;
+
+    if (other == 0 && answered > 0)
+        other = e2e_spawn_workerv((const char *[]){"--drain", NULL});
+    if (other > 0 && !other_done && waitpid(other, &status, WNOHANG) == other)
+        other_done = true;
+    if (other > 0 && now != seen && !other_done) {
+        faults++;
+        q_tx_rollback(db);
+        return -EIO;
+    }
+    seen = now;
+    return q_tx_commit(db);
+}
+
 /* Runs the worker in this process until the queue drains, its stderr in
  * work.err. */
 static void
-run_worker(void)
+run_worker(int (*commit)(q_db *db))
 {
     struct config *cfg = NULL;
     struct worker_opts o = {
@@ -83,7 +116,7 @@ run_worker(void)
     ck_assert_msg(config_load("stepq.json", &cfg, err, sizeof(err)) == 0, "%s",
                   err);
     o.cfg = cfg;
-    worker__turn_commit = commit_fails_while_down;
+    worker__turn_commit = commit;
     ck_assert_int_eq(worker_run(&o), 0);
     config_free(cfg);
     fflush(stderr);
@@ -91,13 +124,14 @@ run_worker(void)
     close(saved);
 }
 
+/* Enqueues jobs 0 .. n-1 of POST_JOB. */
 static void
-enqueue_posts(void)
+enqueue_posts_n(int n)
 {
     char text[NJOBS * 256];
     size_t len = 0;
 
-    for (int i = 0; i < NJOBS; i++)
+    for (int i = 0; i < n; i++)
         len += (size_t)snprintf(text + len, sizeof(text) - len, POST_JOB, i,
                                 e2e_mock.port, i);
     e2e_enqueue(text);
@@ -146,14 +180,40 @@ expect_each_sent_once(void)
 START_TEST(test_answers_kept_until_the_store_is_back)
 {
     e2e_start(SLOW_COMMENTS, "");
-    enqueue_posts();
+    enqueue_posts_n(NJOBS);
     to_fail = 3;
-    run_worker();
+    run_worker(commit_fails_while_down);
     ck_assert_int_eq(faults, 3);
     expect_each_sent_once();
     ck_assert_int_eq(log_lines("database unreachable: retrying in 100 ms"), 1);
     ck_assert_int_eq(log_lines("database unreachable"), 1);
     ck_assert_int_eq(log_lines("database reachable again"), 1);
+}
+END_TEST
+
+/* A job taken over while the store was away (its lease ran out, and a
+ * second worker settled the answered attempt as in doubt: parked) is left
+ * to its new holder: the answer kept is not written over its decision,
+ * and the request is not sent again. */
+START_TEST(test_job_taken_over_meanwhile_is_left_alone)
+{
+    cJSON *job, *log;
+
+    e2e_start(SLOW_COMMENTS, "");
+    enqueue_posts_n(1);
+    run_worker(commit_fails_while_other_runs);
+    ck_assert(other_done);
+    ck_assert_int_gt(faults, 0);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "parked");
+    e2e_expect_attempt(job, 0, "unknown", "in_doubt", "park_for_human");
+    cJSON_Delete(job);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
+    cJSON_Delete(log);
+    ck_assert_int_eq(log_lines("lease lost while the database was "
+                               "unreachable"),
+                     1);
 }
 END_TEST
 
@@ -166,6 +226,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_answers_kept_until_the_store_is_back);
+    tcase_add_test(tc, test_job_taken_over_meanwhile_is_left_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,10 +29,10 @@
 #define NJOBS 40
 /* Two side-effecting http steps (no key, not replayable). */
 #define TWO_POSTS                                                              \
-    "{\"name\":\"p%d\",\"steps\":["                                           \
-    "{\"name\":\"a\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","        \
-    "\"url\":\"http://127.0.0.1:%d/comments/%d/a\",\"body\":\"x\"}},"         \
-    "{\"name\":\"b\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","        \
+    "{\"name\":\"p%d\",\"steps\":["                                            \
+    "{\"name\":\"a\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
+    "\"url\":\"http://127.0.0.1:%d/comments/%d/a\",\"body\":\"x\"}},"          \
+    "{\"name\":\"b\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
     "\"url\":\"http://127.0.0.1:%d/comments/%d/b\",\"body\":\"y\"}}]}\n"
 #define SLOW_COMMENTS                                                          \
     "{\"routes\": [{\"path\": \"/comments\", \"latency_ms\": 250}]}"

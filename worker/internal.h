@@ -32,10 +32,10 @@ struct worker {
     uv_timer_t tick;
     uv_signal_t sigint;
     uv_signal_t sigterm;
-    uv_idle_t idle;   /* active while a turn is open: poll must not block */
-    uv_check_t check; /* ends the turn: commit, then send */
-    uv_poll_t wake;   /* the store's wake channel (q_wake_fd), if any */
-    bool wake_on;     /* wake is polled */
+    uv_idle_t idle;    /* active while a turn is open: poll must not block */
+    uv_check_t check;  /* ends the turn: commit, then send */
+    uv_poll_t wake;    /* the store's wake channel (q_wake_fd), if any */
+    bool wake_on;      /* wake is polled */
     bool wake_closing; /* wake's uv_close has not called back yet */
     int64_t wake_retry_at; /* monotonic ms: ask q_wake_fd again; 0: never */
     int64_t wake_retry_ms; /* backoff of that */
@@ -65,10 +65,10 @@ struct worker {
     /* The store is unreachable (a turn could not begin or commit): no
      * turn runs until it is back; runs keep what they hold in memory. */
     bool down;
-    bool recovering;      /* the turn that writes back what was kept */
-    int64_t down_since;   /* monotonic ms */
-    int64_t retry_ms;     /* backoff: 100 ms doubling to 5 s */
-    int64_t retry_at;     /* monotonic ms */
+    bool recovering;    /* the turn that writes back what was kept */
+    int64_t down_since; /* monotonic ms */
+    int64_t retry_ms;   /* backoff: 100 ms doubling to 5 s */
+    int64_t retry_at;   /* monotonic ms */
     struct run *runs;
     int nruns;
     /* Admission within one pass over the waiting runs: a tier that said
@@ -143,10 +143,10 @@ struct run {
         bool degraded;
         int64_t est, input;
     } ready;
-    bool finished; /* the job left this worker */
-    bool lost;     /* the lease was lost: touch nothing */
-    bool fresh;    /* claimed in the turn not committed yet */
-    bool reload;   /* enter again from the store when it is back */
+    bool finished;     /* the job left this worker */
+    bool lost;         /* the lease was lost: touch nothing */
+    bool fresh;        /* claimed in the turn not committed yet */
+    bool reload;       /* enter again from the store when it is back */
     struct held *held; /* owned: the answer being written, or NULL */
 };
 
@@ -179,8 +179,10 @@ cur_tier(const struct run *r)
 int64_t worker__now(const struct worker *w);
 
 /* worker__shutdown ends the turn and closes the loop's handles and the
- * HTTP client; uv_run then returns. A second call does nothing. */
-void worker__shutdown(struct worker *w);
+ * HTTP client; uv_run then returns. A second call does nothing. Unless
+ * force, a turn that does not commit stops it (false: the store went
+ * away, and the runs it entered again go on). */
+bool worker__shutdown(struct worker *w, bool force);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 

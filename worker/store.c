@@ -43,8 +43,7 @@ worker__store_lost(struct worker *w, int rc)
         w->retry_ms = backoff(w->retry_ms);
     }
     w->retry_at = clock_mono_ms() + w->retry_ms;
-    if (!w->in_tick)
-        worker__tick_in(w, w->retry_ms);
+    worker__tick_in(w, w->retry_ms);
 }
 
 void

@@ -339,7 +339,7 @@ abandon(struct worker *w)
         if (r->call != NULL)
             http_cancel(r->call);
     }
-    worker__shutdown(w);
+    (void)worker__shutdown(w, true);
 }
 
 /* Opens the tick's turn; while the store is unreachable, the turn that
@@ -350,8 +350,7 @@ tick_turn(struct worker *w, int64_t now)
 {
     int64_t mono = clock_mono_ms();
 
-    if (w->down && w->stopping &&
-        (w->nruns == 0 || now >= w->stop_deadline)) {
+    if (w->down && w->stopping && (w->nruns == 0 || now >= w->stop_deadline)) {
         abandon(w);
         return false;
     }
@@ -385,7 +384,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     worker__sweep(w);
     if (w->stopping) {
         if (live(w) == 0) {
-            worker__shutdown(w);
+            (void)worker__shutdown(w, false);
             return;
         }
         if (now >= w->stop_deadline) {
@@ -408,7 +407,8 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         int rc = q_next_due(w->db, now, &at);
         if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
             w->stopping = true;
-            worker__shutdown(w);
+            if (!worker__shutdown(w, false))
+                w->stopping = false; /* not empty after all */
             return;
         }
     }
@@ -422,6 +422,10 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             r->wake_at < next)
             next = r->wake_at;
     }
+    /* The wake channel is asked for again on its own backoff. */
+    if (!w->wake_on && w->wake_retry_at > 0 &&
+        now + (w->wake_retry_at - clock_mono_ms()) < next)
+        next = now + (w->wake_retry_at - clock_mono_ms());
     rearm(w, now, next);
 }
 

@@ -52,12 +52,14 @@ worker__now(const struct worker *w)
     return clock_now_ms() + q_clock_offset(w->db);
 }
 
-void
-worker__shutdown(struct worker *w)
+bool
+worker__shutdown(struct worker *w, bool force)
 {
     if (w->closing)
-        return;
+        return true;
     worker__turn_end(w);
+    if (w->down && !force)
+        return false; /* the last turn did not commit: its runs go on */
     w->closing = true;
     worker__wake_close(w);
     uv_close((uv_handle_t *)&w->idle, on_handle_closed);
@@ -67,6 +69,7 @@ worker__shutdown(struct worker *w)
     uv_close((uv_handle_t *)&w->sigterm, on_handle_closed);
     http_client_close(w->http, on_http_closed, NULL);
     w->http = NULL;
+    return true;
 }
 
 static void
