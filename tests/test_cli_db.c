@@ -103,11 +103,11 @@ START_TEST(test_unsupported_location_exit_2)
     struct run_result r;
     char *ls;
 
-    ck_assert_int_eq(run_on(&r, _i, "postgres://127.0.0.1/stepq"), 2);
-    ck_assert_ptr_nonnull(strstr(r.err, "postgres://127.0.0.1/stepq: not a "
+    ck_assert_int_eq(run_on(&r, _i, "mysql://127.0.0.1/stepq"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "mysql://127.0.0.1/stepq: not a "
                                         "database location"));
     run_result_free(&r);
-    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "postgres://h/q"), 2);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "mysql://h/q"), 2);
     run_result_free(&r);
     ck_assert_str_eq(ls = dir_listing(), "");
     free(ls);
@@ -184,7 +184,7 @@ START_TEST(test_libstepq_open_needs_init)
     ck_assert_str_eq(err, "no stepq database at typo.db (create it with "
                           "`stepq init`)");
     ck_assert_ptr_null(q);
-    ck_assert_int_eq(stepq_open("postgres://h/q", &q, err, sizeof(err)),
+    ck_assert_int_eq(stepq_open("mysql://h/q", &q, err, sizeof(err)),
                      -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "not a database location"));
     ck_assert_ptr_null(q);
