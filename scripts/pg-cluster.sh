@@ -2,7 +2,9 @@
 # pg-cluster.sh: a throwaway PostgreSQL cluster for tests and benchmarks.
 #   pg-cluster.sh start DIR   initdb into DIR (fsync on), start it on a Unix
 #                             socket in DIR and a free loopback port, and
-#                             print its URL (also written to DIR/url)
+#                             print its URL (also written to DIR/url, mode
+#                             0600); a cluster left in DIR is stopped and
+#                             removed first
 #   pg-cluster.sh stop DIR    stop it and remove DIR
 #   pg-cluster.sh restart DIR restart it in place (same port and data)
 # As root the cluster runs as the unprivileged user "postgres" (initdb
@@ -24,10 +26,38 @@ free_port() {
     echo $((20000 + (RANDOM * 32768 + RANDOM) % 40000))
 }
 
+stop_cluster() {
+    if [ -d "$dir/data" ]; then
+        as_owner "$bindir/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
+    fi
+    [ -f "$dir/sockdir" ] && rm -rf "$(cat "$dir/sockdir")"
+    # Only what start made: a DIR that is not a cluster stays as it was.
+    [ -d "$dir" ] || return 0
+    rm -rf "$dir/data" "$dir/log" "$dir/initdb.log" "$dir/url" "$dir/port" \
+        "$dir/sockdir" "$dir/.pw" "$dir"/.s.PGSQL.*
+    rmdir "$dir" 2>/dev/null || true
+}
+
 case "$cmd" in
 start)
+    [ -x "$bindir/initdb" ] || { echo "$0: no $bindir/initdb (scripts/deps.sh installs postgresql-15)" >&2; exit 1; }
+    stop_cluster
+    umask 077
     mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    dir=$(cd "$dir" && pwd)
+    if [ "$(id -u)" = 0 ]; then
+        chown postgres: "$dir"
+        runuser -u postgres -- test -w "$dir" ||
+            { echo "$0: user postgres cannot write $dir (a parent folder is closed to it)" >&2; exit 1; }
+    fi
+    # A Unix socket path is at most 107 bytes: a deep DIR gets its socket
+    # in a short folder of its own (removed by stop).
+    sock=$dir
+    if [ ${#dir} -gt 80 ]; then
+        sock=$(mktemp -d /tmp/stepq-pg-XXXXXX)
+        [ "$(id -u)" = 0 ] && chown postgres: "$sock"
+        echo "$sock" > "$dir/sockdir"
+    fi
     pw=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
     printf '%s\n' "$pw" > "$dir/.pw"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir/.pw"
@@ -39,7 +69,7 @@ start)
     for _ in 1 2 3 4 5 6 7 8; do
         port=$(free_port)
         if as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30 \
-            -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on \
+            -o "-c listen_addresses=127.0.0.1 -p $port -k $sock -c fsync=on \
                 -c max_connections=200" start >/dev/null; then
             echo "postgresql://stepq:$pw@127.0.0.1:$port/postgres" > "$dir/url"
             echo "$port" > "$dir/port"
@@ -54,10 +84,7 @@ restart)
     as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -m fast restart >/dev/null
     ;;
 stop)
-    if [ -d "$dir/data" ]; then
-        as_owner "$bindir/pg_ctl" -D "$dir/data" -w -t 60 -m fast stop >/dev/null 2>&1 || true
-    fi
-    rm -rf "$dir"
+    stop_cluster
     ;;
 *)
     echo "usage: $0 start|stop|restart DIR" >&2; exit 2 ;;

@@ -269,8 +269,8 @@ START_TEST(test_ten_racing_resolves_one_wins)
             if (read(go[0], &c, 1) != 0)
                 _exit(99);
             snprintf(by, sizeof(by), "op%d", i);
-            execl(stepq_bin(), stepq_bin(), "park", "resolve", "1", "--skip",
-                  "--by", by, (char *)NULL);
+            execl(stepq_bin(), stepq_bin(), "--db", e2e_db, "park", "resolve",
+                  "1", "--skip", "--by", by, (char *)NULL);
             _exit(127);
         }
     }

@@ -21,7 +21,9 @@
 #include "queue/queue.h"
 
 /* A statement: its prepared name (unique, "q_<file>_<what>") and SQL text
- * with $1..$n parameters. Defined static in the file that runs it. */
+ * with $1..$n parameters. Defined static in the file that runs it: the
+ * prepared cache knows a statement by its address, so it must live as
+ * long as the program (never on the stack). */
 struct q__pg_sql {
     const char *name;
     const char *text;
@@ -40,15 +42,19 @@ struct q__pg_params {
 struct q__pg {
     struct q_db base; /* first: queue.c reaches ops through it */
     PGconn *conn;
-    char *conninfo;     /* owned; may hold a password: never logged */
-    char *where;        /* the location with any password masked, for logs */
-    int tx_depth;       /* 0: none, 1: a transaction, more: savepoints */
-    bool begin_pending; /* BEGIN goes out with the next statement */
-    bool broken;        /* the connection was lost: reconnect first */
-    int64_t retry_at;   /* no reconnect before (monotonic ms) */
-    int64_t retry_ms;   /* the backoff, doubled per failure */
+    char *conninfo;   /* owned; may hold a password: never logged */
+    char *where;      /* the location with any password masked, for logs */
+    int tx_depth;     /* 0: none, 1: a transaction, more: savepoints */
+    int tx_sent;      /* levels the server has: BEGIN and the SAVEPOINTs of
+                         the levels above tx_sent go out with the next
+                         statement (an empty transaction sends nothing) */
+    int tx_rc;        /* the error that left the sent transaction aborted */
+    bool broken;      /* the connection was lost: reconnect first */
+    int64_t retry_at; /* no reconnect before (monotonic ms) */
+    int64_t retry_ms; /* the backoff, doubled per failure */
     int64_t keep_body_bytes;
     int lock_wait_ms;
+    bool durable; /* synchronous_commit stays on */
     /* Statements prepared on this connection (cleared on reconnect). */
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
@@ -61,6 +67,15 @@ q__pg(q_db *db)
 {
     return (struct q__pg *)db;
 }
+
+/* q__pg_connect opens a connection to db->conninfo (the location as
+ * given: a URL, the keyword form, or "" for libpq's PG* variables), or
+ * returns NULL after logging what failed while doing what. Caller
+ * PQfinish()es it. */
+PGconn *q__pg_connect(const struct q__pg *db, const char *what);
+/* q__pg_log logs msg (libpq's or the server's, maybe several lines) on
+ * one line with db->where and what was being done. */
+void q__pg_log(const struct q__pg *db, const char *what, const char *msg);
 
 /* Adding parameters in order ($1, $2, ...). */
 void q__pg_p_int(struct q__pg_params *p, int64_t v);
@@ -111,8 +126,8 @@ int q__pg_migrate(struct q__pg *db);
 
 /* The contract's calls (the entries of q__pg_ops, store.c), each with
  * the meaning of its q_* namesake in queue.h. Files: store.c (close,
- * versions, transactions, clock, wake), jobs.c, ledger.c (steps and
- * attempts), tiers.c, park.c, stats.c, copy.c. */
+ * versions, transactions, clock), wake.c, enqueue.c, jobs.c, ledger.c
+ * (steps and attempts), tiers.c, park.c, stats.c, copy.c. */
 int q__pg_close(q_db *db);
 int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/soak/soak.sh: crash soak (issue 8). Run on demand:
 #   bash tests/soak/soak.sh [--jobs N] [--kills K] [--seed S] [--bin STEPQ]
-#                           [--dir DIR] [--inject-duplicate]
+#                           [--dir DIR] [--db LOCATION] [--inject-duplicate]
 # Enqueues N jobs (default 2000) mixing replayable chat steps and
 # side-effecting http steps with and without idempotency keys, against
 # `stepq mock` answering with random 429s, 5xx, storms, delays and
@@ -9,10 +9,12 @@
 # times (default 50) and restarted each time; then `stepq work --drain`
 # runs to the end and the invariants are checked and printed. Exit 0 when
 # every invariant held, 1 when one was violated, 2 on bad usage or setup.
+# --db: the store (default soak.db in DIR); a postgres:// or postgresql://
+# URL runs the soak on PostgreSQL and checks the invariants with psql.
 # --inject-duplicate sends one no-key side-effecting request a second time
 # behind the worker's back, to show the checker catches it (exit 1).
 set -euo pipefail
-jobs=2000 kills=50 seed=$$ bin=${STEPQ_BIN:-} dir="" inject=0
+jobs=2000 kills=50 seed=$$ bin=${STEPQ_BIN:-} dir="" inject=0 db=soak.db
 while [ $# -gt 0 ]; do
     case "$1" in
     --jobs) jobs=$2; shift 2 ;;
@@ -20,6 +22,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
+    --db) db=$2; shift 2 ;;
     --inject-duplicate) inject=1; shift ;;
     *) echo "soak: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -29,7 +32,11 @@ if [ -z "$bin" ]; then
 fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ -x "$bin" ] || { echo "soak: no stepq binary at $bin (--bin)" >&2; exit 2; }
-for tool in sqlite3; do
+case "$db" in
+postgres://* | postgresql://*) dialect=pg tools=psql ;;
+*) dialect=sqlite tools=sqlite3 db=${db#sqlite:} ;;
+esac
+for tool in $tools; do
     command -v $tool >/dev/null || { echo "soak: needs $tool" >&2; exit 2; }
 done
 if [ -z "$dir" ]; then
@@ -71,7 +78,7 @@ mock_pid=$MOCK_PID
 read -r -t 5 line <&"${MOCK[0]}" || { echo "soak: mock did not start" >&2; exit 2; }
 port=${line##*:}
 cat >stepq.json <<JSON
-{"db": "soak.db", "worker": {"lease_s": 2, "concurrency": 64},
+{"worker": {"lease_s": 2, "concurrency": 64},
  "policy": {"backoff_base_s": 0.05, "backoff_cap_s": 0.5, "switch_wait_s": 30},
  "tiers": [
   {"name": "free", "base_url": "http://127.0.0.1:$port/free/v1",
@@ -98,8 +105,8 @@ for ((i = 1; i <= jobs; i++)); do
     fi
     echo '{"name": "soak-'$i'", "key": "soak-'$i'", "steps": ['"$chat$mid, $http"']}'
 done >jobs.jsonl
-"$bin" init >/dev/null
-"$bin" enqueue jobs.jsonl >/dev/null
+"$bin" --db "$db" init >/dev/null
+"$bin" --db "$db" enqueue jobs.jsonl >/dev/null
 
 # The request paths of the mock log, one a line (its key order is fixed:
 # seq, ts_ms, t_ms, method, path).
@@ -113,7 +120,7 @@ logged() { if [ -f mock.log ]; then wc -l <mock.log; else echo 0; fi; }
 survived=0
 for ((k = 1; k <= kills; k++)); do
     before=$(logged)
-    "$bin" work --worker-id "soak-$k" 2>>work.log &
+    "$bin" --db "$db" work --worker-id "soak-$k" 2>>work.log &
     worker_pid=$!
     deadline=$(($(date +%s) + 10))
     while [ "$(logged)" -le "$before" ] && [ "$(date +%s)" -lt $deadline ]; do
@@ -134,7 +141,7 @@ kill_s=$(($(date +%s) - t0))
 # is due within 60 s, and a later run_at may still be pending.
 drain_rc=1
 for round in 1 2 3; do
-    if timeout 900 "$bin" work --drain --worker-id "drain-$round" 2>>work.log; then
+    if timeout 900 "$bin" --db "$db" work --drain --worker-id "drain-$round" 2>>work.log; then
         drain_rc=0
         break
     fi
@@ -157,7 +164,24 @@ report() { # name held|VIOLATED detail
     printf '%-28s %-8s %s\n' "$1" "$2" "$3"
     [ "$2" = held ] || fail=1
 }
-q() { sqlite3 -batch -noheader soak.db "$@"; }
+# The checker's SQL is the same on both backends but for JSON access (jx:
+# a step's field as text, jn: as a number), string aggregation and the
+# integrity check.
+if [ $dialect = pg ]; then
+    q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$db" -c "$1"; }
+    jx() { echo "(j.spec::jsonb -> 'steps' -> ($1)::int ->> '$2')"; }
+    jn() { echo "($(jx "$1" "$2"))::numeric"; }
+    concat=string_agg
+    integrity="SELECT CASE WHEN count(*) = 0 THEN 'ok' ELSE count(*) ||
+        ' steps without their job' END FROM steps s WHERE NOT EXISTS
+        (SELECT 1 FROM jobs j WHERE j.id = s.job_id)"
+else
+    q() { sqlite3 -batch -noheader "$db" "$@"; }
+    jx() { echo "json_extract(j.spec, '\$.steps[' || $1 || '].$2')"; }
+    jn() { jx "$@"; }
+    concat=group_concat
+    integrity="PRAGMA integrity_check"
+fi
 paths | sort | uniq -c >paths.txt
 [ "$(wc -l <paths.txt)" -gt 0 ] || { echo "soak: empty mock log" >&2; exit 2; }
 
@@ -167,10 +191,10 @@ report enqueued "$([ "$n" -eq "$jobs" ] && echo held || echo VIOLATED)" \
 report drain_exit_0 "$([ $drain_rc -eq 0 ] && echo held || echo VIOLATED)" \
     "stepq work --drain exited $drain_rc"
 open=$(q "SELECT count(*) FROM jobs WHERE state NOT IN (2, 3, 4)")
-states=$(q "SELECT group_concat(c, ' ') FROM (SELECT CASE state WHEN 0 THEN
+states=$(q "SELECT $concat(c, ' ') FROM (SELECT CASE state WHEN 0 THEN
     'queued' WHEN 1 THEN 'running' WHEN 2 THEN 'succeeded' WHEN 3 THEN
     'failed' WHEN 4 THEN 'parked' ELSE 'cancelled' END || '=' || count(*) AS c
-    FROM jobs GROUP BY state)")
+    FROM jobs GROUP BY state) AS per_state")
 report final_or_parked "$([ "$open" -eq 0 ] && echo held || echo VIOLATED)" \
     "$open jobs not succeeded/failed/parked ($states)"
 bad=$(q "SELECT count(*) FROM jobs j WHERE state = 2 AND EXISTS (SELECT 1
@@ -185,8 +209,7 @@ report no_key_sent_once "$([ "$dups" -eq 0 ] && echo held || echo VIOLATED)" \
 # as in doubt by the next worker (outcome unknown, reason in_doubt: the
 # worker died while it was in flight), or decided park_for_human. Its step
 # must be parked with a park item, and no later attempt may follow it.
-nokey="json_extract(j.spec, '$.steps[' || a.step || '].kind') = 'http' AND
-    json_extract(j.spec, '$.steps[' || a.step || '].idempotency_key') IS NULL"
+nokey="$(jx a.step kind) = 'http' AND $(jx a.step idempotency_key) IS NULL"
 doubt="(a.finished_at IS NULL OR a.reason = 'in_doubt' OR
     a.decision = 'park_for_human')"
 in_doubt=$(q "SELECT count(DISTINCT a.job_id) FROM attempts a JOIN jobs j ON
@@ -206,16 +229,16 @@ parked_doubt=$(q "SELECT count(*) FROM park WHERE reason = 'in_doubt'")
 # (throttle waits do not use attempts, docs/reference.md) stay within max_attempts; an
 # attempt without a result (in doubt) counts as a send.
 over=$(q "SELECT count(*) FROM (SELECT a.job_id, a.step, a.tier, count(*) AS n,
-    coalesce(json_extract(j.spec, '$.steps[' || a.step || '].max_attempts'),
-    3) AS m FROM attempts a JOIN jobs j ON j.id = a.job_id
-    WHERE coalesce(a.outcome, '') <> 'soft_throttle'
-    GROUP BY a.job_id, a.step, a.tier) WHERE n > m")
+    max(coalesce($(jn a.step max_attempts), 3)) AS m FROM attempts a
+    JOIN jobs j ON j.id = a.job_id WHERE coalesce(a.outcome, '') <> 'soft_throttle'
+    GROUP BY a.job_id, a.step, a.tier) AS sends WHERE n > m")
 maxn=$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts
-    WHERE coalesce(outcome, '') <> 'soft_throttle' GROUP BY job_id, step, tier)")
+    WHERE coalesce(outcome, '') <> 'soft_throttle' GROUP BY job_id, step, tier)
+    AS sends")
 report attempts_per_tier "$([ "$over" -eq 0 ] && echo held || echo VIOLATED)" \
     "$over (job, step, tier) over max_attempts; most non-throttle sends $maxn"
 thr=$(q "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts
-    WHERE outcome = 'soft_throttle' GROUP BY job_id, step)")
+    WHERE outcome = 'soft_throttle' GROUP BY job_id, step) AS waits")
 report throttle_waits "$([ "$thr" -le 22 ] && echo held || echo VIOLATED)" \
     "most soft-throttle answers of one step: $thr (max_throttle_waits 20, +1 per tier)"
 # Token cap: no request was sent that would pass its step's
@@ -223,18 +246,17 @@ report throttle_waits "$([ "$thr" -le 22 ] && echo held || echo VIOLATED)" \
 # step's earlier attempts (reported usage, or the estimate of one that got
 # no answer) plus the request's estimate. token_budget is the size of one
 # request (docs/reference.md), not a cap.
-cap="json_extract(j.spec, '$.steps[' || a.step || '].max_total_tokens')"
+cap=$(jn a.step max_total_tokens)
 tok=$(q "SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id
     WHERE $cap IS NOT NULL AND a.est_tokens + (SELECT coalesce(sum(
     coalesce(b.tokens, b.est_tokens)), 0) FROM attempts b WHERE
     b.job_id = a.job_id AND b.step = a.step AND b.attempt < a.attempt) > $cap")
 capped=$(q "SELECT count(*) FROM jobs j WHERE error LIKE '%budget_spent%'")
 most=$(q "SELECT coalesce(max(s.tokens), 0) FROM steps s JOIN jobs j ON
-    j.id = s.job_id WHERE json_extract(j.spec, '$.steps[' || s.idx ||
-    '].max_total_tokens') IS NOT NULL")
+    j.id = s.job_id WHERE $(jn s.idx max_total_tokens) IS NOT NULL")
 report max_total_tokens "$([ "$tok" -eq 0 ] && echo held || echo VIOLATED)" \
     "$tok sends past their step's max_total_tokens; $capped jobs stopped by it (budget_spent); most charged to a capped step $most"
-ic=$(q "PRAGMA integrity_check")
+ic=$(q "$integrity")
 report integrity_check "$([ "$ic" = ok ] && echo held || echo VIOLATED)" "$ic"
 nreq=$(wc -l <mock.log)
 natt=$(q "SELECT count(*) FROM attempts")

@@ -4,12 +4,14 @@
  * against the real `stepq mock`, and needs every invariant the script
  * prints to hold. A second test injects a duplicate request of a no-key
  * side-effecting step behind the worker's back and needs the checker to
- * report it, so the invariants can fail. */
+ * report it, so the invariants can fail. The store is soak.db in the
+ * soak's folder, or a PostgreSQL schema with STEPQ_TEST_BACKEND=pg. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include "tests/support/pgfix.h"
 #include "tests/support/support.h"
 
 /* Runs the soak script with args in a fresh folder; returns its exit code
@@ -19,12 +21,15 @@ run_soak(const char *args, char **out)
 {
     char *script = source_path("tests/soak/soak.sh");
     char *dir = tmpdir_new();
+    char *db = pgfix_db_new(NULL, "soak.db", false);
     char cmd[4096];
     int rc;
 
-    snprintf(cmd, sizeof(cmd), "bash '%s' --bin '%s' --dir '%s/soak' %s",
-             script, stepq_bin(), dir, args);
+    snprintf(cmd, sizeof(cmd),
+             "bash '%s' --bin '%s' --dir '%s/soak' --db '%s' %s", script,
+             stepq_bin(), dir, db, args);
     rc = run_sh(cmd, out);
+    free(db);
     free(script);
     tmpdir_remove(dir);
     return rc;

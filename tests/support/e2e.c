@@ -15,9 +15,11 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/xalloc.h"
+#include "tests/support/pgfix.h"
 #include "tests/support/support.h"
 
 char *e2e_dir;
+char *e2e_db;
 struct mockproc e2e_mock;
 
 void
@@ -25,6 +27,8 @@ e2e_setup(void)
 {
     fixture_setup();
     e2e_dir = fixture_dir;
+    e2e_db = pgfix_db_new(NULL, "stepq.db", false);
+    run_db = e2e_db;
     setenv("FREE_KEY", "sk-test-secret-123", 1);
     memset(&e2e_mock, 0, sizeof(e2e_mock));
 }
@@ -36,6 +40,9 @@ e2e_teardown(void)
         mockproc_stop(&e2e_mock);
     fixture_teardown();
     e2e_dir = NULL;
+    run_db = NULL;
+    free(e2e_db);
+    e2e_db = NULL;
 }
 
 /* Writes stepq.json: leases of lease_s, fast backoffs, tier "free" on the
@@ -255,28 +262,39 @@ e2e_sent_body(const cJSON *log, int i)
 }
 
 pid_t
-e2e_spawn_workerv(const char *const *args)
+e2e_spawn_under(const char *const *wrapper, const char *const *args)
 {
-    size_t n = 0;
-    const char **argv;
+    const char **argv = run_argv("work", args), **full = argv;
+    size_t nw = 0, na = 0;
     pid_t pid;
 
-    while (args[n] != NULL)
-        n++;
-    argv = xcalloc(n + 3, sizeof(*argv));
-    argv[0] = stepq_bin();
-    argv[1] = "work";
-    memcpy(argv + 2, args, n * sizeof(*argv));
+    while (wrapper != NULL && wrapper[nw] != NULL)
+        nw++;
+    if (nw > 0) {
+        while (argv[na] != NULL)
+            na++;
+        full = xcalloc(nw + na + 1, sizeof(*full));
+        memcpy(full, wrapper, nw * sizeof(*full));
+        memcpy(full + nw, argv, na * sizeof(*full));
+    }
     pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         int fd = open("work.log", O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
+        execvp(full[0], (char *const *)full);
         _exit(127);
     }
+    if (full != argv)
+        free(full);
     free(argv);
     return pid;
+}
+
+pid_t
+e2e_spawn_workerv(const char *const *args)
+{
+    return e2e_spawn_under(NULL, args);
 }
 
 pid_t

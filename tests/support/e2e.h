@@ -20,11 +20,15 @@
     "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
     "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
 
-extern char *e2e_dir;            /* the test's temporary folder (cwd) */
+extern char *e2e_dir; /* the test's temporary folder (cwd) */
+extern char *e2e_db;  /* the store: stepq.db there, or a PostgreSQL schema
+                         with STEPQ_TEST_BACKEND=pg (pgfix_db_new); every
+                         run of the binary gets it as --db (run_db) */
 extern struct mockproc e2e_mock; /* the mock, once e2e_start ran */
 
 /* e2e_setup makes and enters a temporary folder (fixture_setup, which
- * e2e_dir names too) and sets FREE_KEY (checked fixture). */
+ * e2e_dir names too), picks the store (e2e_db) and sets FREE_KEY
+ * (checked fixture). */
 void e2e_setup(void);
 /* e2e_teardown stops the mock and removes the folder. */
 void e2e_teardown(void);
@@ -40,8 +44,8 @@ void e2e_start_file(const char *name, const char *extra);
  * lease_s, no API key and no timeouts: free_fields is spliced into tier
  * free ("" for none), e.g. "\"timeout_s\": 5, \"rpm\": 60". */
 void e2e_config(int lease_s, const char *free_fields);
-/* e2e_init runs `stepq init` on the folder's stepq.db (fails the test if
- * it does not exit 0). */
+/* e2e_init runs `stepq init` on e2e_db (fails the test if it does not
+ * exit 0). */
 void e2e_init(void);
 /* e2e_enqueue enqueues job (JSON text: one, array or lines). */
 void e2e_enqueue(const char *job);
@@ -86,6 +90,10 @@ pid_t e2e_spawn_worker(const char *extra);
 /* e2e_spawn_workerv starts `stepq work ARGS...` (args NULL-terminated) in
  * the background, stderr appended to work.log. */
 pid_t e2e_spawn_workerv(const char *const *args);
+/* e2e_spawn_under is e2e_spawn_workerv run through the program wrapper
+ * (NULL-terminated, e.g. {"faketime", "-f", "+60s", NULL}; found on PATH;
+ * NULL or empty: none). */
+pid_t e2e_spawn_under(const char *const *wrapper, const char *const *args);
 /* e2e_wait_for_requests waits until the mock logged n requests. */
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */

@@ -66,21 +66,38 @@ sink_read(struct sink *s)
     s->buf[s->len] = '\0';
 }
 
+const char *run_db;
+
+const char **
+run_argv(const char *first, const char *const *argv)
+{
+    size_t argc = 0, n = 0;
+    const char **args;
+
+    while (argv[argc] != NULL)
+        argc++;
+    args = xcalloc(argc + 5, sizeof(*args));
+    args[n++] = stepq_bin();
+    if (run_db != NULL) {
+        args[n++] = "--db";
+        args[n++] = run_db;
+    }
+    if (first != NULL)
+        args[n++] = first;
+    memcpy(args + n, argv, argc * sizeof(*args));
+    return args;
+}
+
 void
 run_stepq(const char *const *argv, const char *input, struct run_result *res)
 {
     int in[2], out[2], err[2], st;
-    size_t argc = 0, in_len = input ? strlen(input) : 0, in_off = 0;
-    const char **args;
+    size_t in_len = input ? strlen(input) : 0, in_off = 0;
+    const char **args = run_argv(NULL, argv);
     struct sink sinks[2];
     int64_t deadline = clock_mono_ms() + 60000;
     pid_t pid;
 
-    while (argv[argc] != NULL)
-        argc++;
-    args = xcalloc(argc + 2, sizeof(*args));
-    args[0] = stepq_bin();
-    memcpy(args + 1, argv, argc * sizeof(*args));
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(out), 0);
     ck_assert_int_eq(pipe(err), 0);

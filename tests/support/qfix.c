@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "common/xalloc.h"
+#include "tests/support/pgfix.h"
 #include "tests/support/support.h"
 
 char *qfix_dir;
@@ -20,15 +21,8 @@ static const char job_text[] =
 void
 qfix_setup(void)
 {
-    char *path;
-    size_t len;
-
     qfix_dir = tmpdir_new();
-    path = tmpdir_join(qfix_dir, "q.db");
-    len = sizeof("sqlite:") + strlen(path);
-    qfix_location = xmalloc(len);
-    snprintf(qfix_location, len, "sqlite:%s", path);
-    free(path);
+    qfix_location = pgfix_db_new(qfix_dir, "q.db", true);
 }
 
 void

@@ -3,9 +3,9 @@
  * jobs handed to it as rows (no job-file validation: the queue stores what
  * it is given).
  *
- * The store is "sqlite:" + a file in the test's temporary folder. A new
- * backend runs the same suites by giving qfix_setup its own location (the
- * PostgreSQL issue: a throwaway database per test).
+ * The store is "sqlite:" + a file in the test's temporary folder, or with
+ * STEPQ_TEST_BACKEND=pg a fresh schema in the run's PostgreSQL cluster
+ * (tests/support/pgfix.h), so the same suites run on either backend.
  */
 #ifndef STEPQ_TESTS_SUPPORT_QFIX_H
 #define STEPQ_TESTS_SUPPORT_QFIX_H

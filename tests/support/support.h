@@ -49,6 +49,15 @@ struct run_result {
     char *err;  /* owned: everything written to stderr */
 };
 
+/* run_db is the store location that run_stepq (and e2e's workers) put
+ * before argv as `--db run_db`; NULL: none, the command's own default.
+ * Borrowed from the fixture that set it (e2e_setup: pgfix_db_new);
+ * fixture_setup resets it. */
+extern const char *run_db;
+/* run_argv is the argv to exec stepq with: $STEPQ_BIN (stepq_bin), then
+ * `--db run_db` when run_db is set, then first (unless NULL), then argv
+ * (NULL-terminated). Caller frees the array (the strings are borrowed). */
+const char **run_argv(const char *first, const char *const *argv);
 /* run_stepq runs $STEPQ_BIN with argv (NULL-terminated, without argv[0]),
  * feeding input (may be NULL: empty stdin) and collecting output. Fails
  * the test if the binary cannot be started or runs longer than 60 s. */

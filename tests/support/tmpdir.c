@@ -76,6 +76,7 @@ void
 fixture_setup(void)
 {
     fixture_dir = tmpdir_new();
+    run_db = NULL;
     ck_assert_int_eq(chdir(fixture_dir), 0);
     unsetenv("STEPQ_DB");
     unsetenv("STEPQ_CONFIG");

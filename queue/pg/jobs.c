@@ -1,0 +1,347 @@
+/* jobs.c: PostgreSQL storage of jobs: reading and counting, leases
+ * (claim with SKIP LOCKED, extend, release, complete, fail, park, cancel,
+ * reclaim) and when the next job is due (enqueue is enqueue.c). Each call
+ * is one statement, so one round trip. */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#define JOB_COLS                                                               \
+    "id, name, key, state, priority, run_at, deadline_at, created_at,"         \
+    " updated_at, lease_owner, lease_until, claims"
+
+/* ---- reading jobs ---------------------------------------------------- */
+
+static const struct q__pg_sql get_sql = {
+    "q_jobs_get", "SELECT " JOB_COLS ", spec, error FROM jobs WHERE id = $1"};
+static const struct q__pg_sql list_sql = {
+    "q_jobs_list",
+    "SELECT " JOB_COLS ", NULL, error FROM jobs ORDER BY id LIMIT $1"};
+static const struct q__pg_sql list_state_sql = {
+    "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error FROM jobs"
+                         " WHERE state = $2 ORDER BY id LIMIT $1"};
+static const struct q__pg_sql counts_sql = {
+    "q_jobs_counts", "SELECT state, count(*) FROM jobs GROUP BY state"
+                     " UNION ALL SELECT -1, count(*) FROM park"
+                     " WHERE state = 'open'"};
+
+/* Reads a row in the column order of get_sql. */
+static void
+read_job(const PGresult *r, int i, void *job)
+{
+    struct q_job *j = job;
+
+    j->id = q__pg_int(r, i, 0);
+    j->name = q__pg_text(r, i, 1);
+    j->key = q__pg_text(r, i, 2);
+    j->state = (enum q_job_state)q__pg_int(r, i, 3);
+    j->priority = q__pg_int(r, i, 4);
+    j->run_at = q__pg_int(r, i, 5);
+    j->deadline_at = q__pg_int(r, i, 6);
+    j->created_at = q__pg_int(r, i, 7);
+    j->updated_at = q__pg_int(r, i, 8);
+    j->lease_owner = q__pg_text(r, i, 9);
+    j->lease_until = q__pg_int(r, i, 10);
+    j->claims = (int)q__pg_int(r, i, 11);
+    j->spec = q__pg_text(r, i, 12);
+    j->error = q__pg_text(r, i, 13);
+}
+
+int
+q__pg_job_get(q_db *d, int64_t id, struct q_job *out)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    q__pg_p_int(&p, id);
+    if ((rc = q__pg_run(q__pg(d), &get_sql, &p, &r, "reading a job")) != 0)
+        return rc;
+    if (PQntuples(r) == 0) {
+        rc = -ENOENT;
+    } else {
+        memset(out, 0, sizeof(*out));
+        read_job(r, 0, out);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Runs sql and collects its job rows. */
+static int
+collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
+             const struct q__pg_params *p, struct q_job **out, size_t *n,
+             const char *what)
+{
+    PGresult *r = NULL;
+    void *v = NULL;
+    int rc = q__pg_run(db, sql, p, &r, what);
+
+    if (rc != 0)
+        return rc;
+    q__pg_rows(r, sizeof(struct q_job), read_job, &v, n);
+    PQclear(r);
+    *out = v;
+    return 0;
+}
+
+int
+q__pg_jobs_list(q_db *d, int state, size_t limit, struct q_job **out, size_t *n)
+{
+    struct q__pg_params p = {0};
+
+    if (limit > 0)
+        q__pg_p_int(&p, (int64_t)limit);
+    else
+        q__pg_p_text(&p, NULL); /* LIMIT NULL: all */
+    if (state >= 0)
+        q__pg_p_int(&p, state);
+    return collect_jobs(q__pg(d), state < 0 ? &list_sql : &list_state_sql, &p,
+                        out, n, "listing jobs");
+}
+
+int
+q__pg_counts(q_db *d, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
+{
+    int64_t c[Q_JOB_NSTATES] = {0}, park = 0;
+    PGresult *r = NULL;
+    int rc = q__pg_run(q__pg(d), &counts_sql, NULL, &r, "counting jobs");
+
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t st = q__pg_int(r, i, 0);
+        if (st == -1)
+            park = q__pg_int(r, i, 1);
+        else if (st >= 0 && st < Q_JOB_NSTATES)
+            c[st] = q__pg_int(r, i, 1);
+    }
+    PQclear(r);
+    memcpy(counts, c, sizeof(c));
+    *park_open = park;
+    return 0;
+}
+
+/* ---- leases ---------------------------------------------------------- */
+
+/* Due queued jobs and jobs whose lease expired (SQLite reclaims those
+ * first; the order is the same), each side walking its partial index and
+ * skipping rows another claim holds, then the best max of both. */
+static const struct q__pg_sql claim_sql = {
+    "q_jobs_claim",
+    "WITH q AS (SELECT id, priority, run_at FROM jobs WHERE state = 0"
+    " AND run_at <= $1 ORDER BY priority DESC, run_at, id LIMIT $2"
+    " FOR UPDATE SKIP LOCKED),"
+    " e AS (SELECT id, priority, run_at FROM jobs WHERE state = 1"
+    " AND lease_until < $1 ORDER BY priority DESC, run_at, id LIMIT $2"
+    " FOR UPDATE SKIP LOCKED),"
+    " pick AS (SELECT id FROM (SELECT * FROM q UNION ALL SELECT * FROM e) u"
+    " ORDER BY priority DESC, run_at, id LIMIT $2)"
+    " UPDATE jobs j SET state = 1, lease_owner = $3, lease_until = $4,"
+    " claims = claims + 1, updated_at = $1 FROM pick WHERE j.id = pick.id"
+    " RETURNING j.id, j.name, j.key, j.state, j.priority, j.run_at,"
+    " j.deadline_at, j.created_at, j.updated_at, j.lease_owner,"
+    " j.lease_until, j.claims, j.spec, j.error"};
+static const struct q__pg_sql extend_sql = {
+    "q_jobs_extend", "UPDATE jobs SET lease_until = $3, updated_at = $4"
+                     " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
+static const struct q__pg_sql set_held_sql = {
+    "q_jobs_set_held",
+    "UPDATE jobs SET state = $3, run_at = coalesce($4, run_at),"
+    " lease_owner = NULL, lease_until = NULL, updated_at = $5"
+    " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
+static const struct q__pg_sql fail_sql = {
+    "q_jobs_fail", "UPDATE jobs SET state = 3, error = $3, lease_owner = NULL,"
+                   " lease_until = NULL, updated_at = $4"
+                   " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
+/* The count tells "no such job" from "already ended" in the same trip. */
+static const struct q__pg_sql cancel_sql = {
+    "q_jobs_cancel",
+    "WITH c AS (UPDATE jobs SET state = 5, lease_owner = NULL,"
+    " lease_until = NULL, updated_at = $2 WHERE id = $1"
+    " AND state IN (0, 1, 4) RETURNING id)"
+    " SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM jobs"
+    " WHERE id = $1)"};
+/* A running job is due when its lease would expire: if its holder died,
+ * that is when another worker takes it over. */
+static const struct q__pg_sql next_due_sql = {
+    "q_jobs_next_due",
+    "SELECT least((SELECT min(run_at) FROM jobs WHERE state = 0),"
+    " (SELECT min(lease_until) FROM jobs WHERE state = 1))"};
+static const struct q__pg_sql reclaim_sql = {
+    "q_jobs_reclaim", "UPDATE jobs SET state = 0, lease_owner = NULL,"
+                      " lease_until = NULL, updated_at = $1"
+                      " WHERE state = 1 AND lease_until < $1"};
+
+/* The contract's claim order (RETURNING keeps none). */
+static int
+claim_order(const void *a, const void *b)
+{
+    const struct q_job *x = a, *y = b;
+
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    if (x->run_at != y->run_at)
+        return x->run_at < y->run_at ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+int
+q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
+            size_t max, struct q_job **out, size_t *n)
+{
+    struct q__pg_params p = {0};
+    struct q_job *v = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (worker == NULL || worker[0] == '\0' || max == 0 || lease_ms <= 0)
+        return -EINVAL;
+    if (max > 256)
+        max = 256;
+    q__pg_p_int(&p, now);
+    q__pg_p_int(&p, (int64_t)max);
+    q__pg_p_text(&p, worker);
+    q__pg_p_int(&p, now + lease_ms);
+    rc = collect_jobs(q__pg(d), &claim_sql, &p, &v, &len, "claiming");
+    if (rc != 0)
+        return rc;
+    if (len == 0)
+        return -ENOENT;
+    qsort(v, len, sizeof(*v), claim_order);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+/* Runs an UPDATE of a held job; -EBUSY when no row matched. */
+static int
+held_update(struct q__pg *db, const struct q__pg_sql *sql,
+            const struct q__pg_params *p, const char *what)
+{
+    PGresult *r = NULL;
+    int rc = q__pg_run(db, sql, p, &r, what);
+
+    if (rc == 0 && q__pg_affected(r) == 0)
+        rc = -EBUSY;
+    PQclear(r);
+    return rc;
+}
+
+int
+q__pg_extend(q_db *d, int64_t id, const char *worker, int64_t until,
+             int64_t now)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, id);
+    q__pg_p_text(&p, worker);
+    q__pg_p_int(&p, until);
+    q__pg_p_int(&p, now);
+    return held_update(q__pg(d), &extend_sql, &p, "extending a lease");
+}
+
+static int
+set_held_state(q_db *d, int64_t id, const char *worker, enum q_job_state state,
+               const int64_t *run_at, int64_t now)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, id);
+    q__pg_p_text(&p, worker);
+    q__pg_p_int(&p, state);
+    if (run_at != NULL)
+        q__pg_p_int(&p, *run_at);
+    else
+        q__pg_p_text(&p, NULL);
+    q__pg_p_int(&p, now);
+    return held_update(q__pg(d), &set_held_sql, &p, "updating a job");
+}
+
+int
+q__pg_release(q_db *d, int64_t id, const char *worker, int64_t run_at,
+              int64_t now)
+{
+    return set_held_state(d, id, worker, Q_JOB_QUEUED, &run_at, now);
+}
+
+int
+q__pg_complete(q_db *d, int64_t id, const char *worker, int64_t now)
+{
+    return set_held_state(d, id, worker, Q_JOB_SUCCEEDED, NULL, now);
+}
+
+int
+q__pg_park_job(q_db *d, int64_t id, const char *worker, int64_t now)
+{
+    return set_held_state(d, id, worker, Q_JOB_PARKED, NULL, now);
+}
+
+int
+q__pg_fail(q_db *d, int64_t id, const char *worker, const char *error,
+           int64_t now)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, id);
+    q__pg_p_text(&p, worker);
+    q__pg_p_text(&p, error);
+    q__pg_p_int(&p, now);
+    return held_update(q__pg(d), &fail_sql, &p, "failing a job");
+}
+
+int
+q__pg_cancel(q_db *d, int64_t id, int64_t now)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    q__pg_p_int(&p, id);
+    q__pg_p_int(&p, now);
+    if ((rc = q__pg_run(q__pg(d), &cancel_sql, &p, &r, "cancelling a job")))
+        return rc;
+    if (q__pg_int(r, 0, 0) == 0)
+        rc = q__pg_int(r, 0, 1) > 0 ? -EALREADY : -ENOENT;
+    PQclear(r);
+    return rc;
+}
+
+int
+q__pg_next_due(q_db *d, int64_t now, int64_t *at)
+{
+    PGresult *r = NULL;
+    int rc = q__pg_run(q__pg(d), &next_due_sql, NULL, &r,
+                       "reading the next due job");
+
+    (void)now;
+    if (rc != 0)
+        return rc;
+    if (q__pg_null(r, 0, 0))
+        rc = -ENOENT;
+    else
+        *at = q__pg_int(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+int
+q__pg_reclaim(q_db *d, int64_t now, int64_t *n)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    q__pg_p_int(&p, now);
+    rc = q__pg_run(q__pg(d), &reclaim_sql, &p, &r, "reclaiming expired leases");
+    if (rc == 0 && n != NULL)
+        *n = q__pg_affected(r);
+    PQclear(r);
+    return rc;
+}

@@ -1,0 +1,528 @@
+/* store.c: the PostgreSQL connection: opening (session settings, the
+ * clock offset, the schema check), one round trip per statement in
+ * pipeline mode (a lazy BEGIN and first-use PREPAREs ride along), error
+ * mapping by SQLSTATE, reconnecting after a lost connection, transaction
+ * levels (the LISTEN connection is wake.c). */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS   5000
+
+/* ---- errors ------------------------------------------------------------ */
+
+void
+q__pg_log(const struct q__pg *db, const char *what, const char *msg)
+{
+    char line[512];
+    size_t n = 0;
+
+    for (const char *c = msg; *c != '\0' && n + 1 < sizeof(line); c++)
+        line[n++] = *c == '\n' ? ' ' : *c;
+    while (n > 0 && line[n - 1] == ' ')
+        n--;
+    line[n] = '\0';
+    log_error("%s: %s: %s", db->where, what, line);
+}
+
+/* Marks the connection lost (logged once, at the loss) and starts the
+ * reconnect backoff. */
+static void
+lost(struct q__pg *db, const char *what, const char *msg)
+{
+    if (db->broken)
+        return;
+    q__pg_log(db, what, msg);
+    log_error("%s: connection to the database lost; reconnecting", db->where);
+    db->broken = true;
+    db->retry_ms = RETRY_FIRST_MS;
+    db->retry_at = clock_mono_ms() + db->retry_ms;
+}
+
+static bool
+state_is(const char *state, const char *code)
+{
+    return state != NULL && strcmp(state, code) == 0;
+}
+
+/* Maps a failed result (r may be NULL: libpq's own failure) to the
+ * contract's error, logging it once with what was being done. */
+static int
+fail_result(struct q__pg *db, const PGresult *r, const char *what)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorMessage(r) : "";
+
+    if (msg[0] == '\0')
+        msg = PQerrorMessage(db->conn);
+    /* Class 08 (connection exception) and the server shutting the
+     * session down (57P01..57P03) lose the connection. */
+    if (PQstatus(db->conn) == CONNECTION_BAD ||
+        (state != NULL && strncmp(state, "08", 2) == 0) ||
+        (state != NULL && strncmp(state, "57P0", 4) == 0)) {
+        lost(db, what, msg);
+        return -EIO;
+    }
+    q__pg_log(db, what, msg);
+    if (state_is(state, "55P03") || state_is(state, "40001") ||
+        state_is(state, "40P01"))
+        return -EAGAIN; /* lock wait ran out, serialization, deadlock */
+    if (state_is(state, "23505"))
+        return -EEXIST;
+    return -EIO;
+}
+
+/* ---- the session -------------------------------------------------------- */
+
+/* Settings every session gets, then pipeline mode (what q__pg_run
+ * needs). lock_wait_ms is our own integer, not input text. */
+static int
+session_setup(struct q__pg *db)
+{
+    char sql[160];
+    PGresult *r;
+    int rc = 0;
+
+    snprintf(sql, sizeof(sql),
+             "SET lock_timeout = %d; SET synchronous_commit = %s",
+             db->lock_wait_ms, db->durable ? "on" : "off");
+    r = PQexec(db->conn, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = fail_result(db, r, "setting up the session");
+    PQclear(r);
+    if (rc == 0 && !PQenterPipelineMode(db->conn)) {
+        q__pg_log(db, "entering pipeline mode", PQerrorMessage(db->conn));
+        rc = -EIO;
+    }
+    db->nprepared = 0;
+    return rc;
+}
+
+PGconn *
+q__pg_connect(const struct q__pg *db, const char *what)
+{
+    const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+    const char *const vals[] = {db->conninfo, "stepq", NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+
+    if (c != NULL && PQstatus(c) == CONNECTION_OK)
+        return c;
+    q__pg_log(db, what, c ? PQerrorMessage(c) : "out of memory");
+    PQfinish(c);
+    return NULL;
+}
+
+/* usable makes a lost connection usable again when nothing of a
+ * transaction is on it: PQreset after the backoff (-EIO before it, and
+ * while a sent transaction is still open). */
+static int
+usable(struct q__pg *db)
+{
+    int64_t now;
+
+    if (!db->broken)
+        return 0;
+    now = clock_mono_ms();
+    if (db->tx_sent > 0 || now < db->retry_at)
+        return -EIO;
+    PQreset(db->conn);
+    if (PQstatus(db->conn) != CONNECTION_OK || session_setup(db) != 0) {
+        db->retry_ms =
+            db->retry_ms * 2 < RETRY_MAX_MS ? db->retry_ms * 2 : RETRY_MAX_MS;
+        db->retry_at = clock_mono_ms() + db->retry_ms;
+        log_debug("%s: reconnecting failed; next try in %lld ms", db->where,
+                  (long long)db->retry_ms);
+        return -EIO;
+    }
+    db->broken = false;
+    db->retry_ms = RETRY_FIRST_MS;
+    log_warn("%s: reconnected to the database", db->where);
+    return 0;
+}
+
+/* ---- one round trip ------------------------------------------------------ */
+
+static bool
+is_prepared(const struct q__pg *db, const struct q__pg_sql *sql)
+{
+    for (int i = 0; i < db->nprepared; i++) {
+        if (db->prepared[i] == sql)
+            return true;
+    }
+    return false;
+}
+
+/* Queues the pending transaction levels, the plain commands and the
+ * statement, then a sync. *prepare tells whether a PREPARE was queued. */
+static bool
+send_all(struct q__pg *db, const char *const *plain, int nplain,
+         const struct q__pg_sql *sql, const struct q__pg_params *p,
+         bool *prepare)
+{
+    PGconn *c = db->conn;
+    int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : NULL;
+    bool ok = true;
+
+    for (int i = db->tx_sent; ok && i < db->tx_depth; i++)
+        ok = PQsendQueryParams(c, i == 0 ? "BEGIN" : "SAVEPOINT q", 0, NULL,
+                               NULL, NULL, NULL, 0);
+    for (int i = 0; ok && i < nplain; i++)
+        ok = PQsendQueryParams(c, plain[i], 0, NULL, NULL, NULL, NULL, 0);
+    *prepare = false;
+    if (ok && sql != NULL) {
+        if (is_prepared(db, sql)) {
+            ok = PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
+        } else if (db->nprepared < Q__PG_MAX_PREPARED) {
+            *prepare = true;
+            ok = PQsendPrepare(c, sql->name, sql->text, 0, NULL) &&
+                 PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
+        } else {
+            ok = PQsendQueryParams(c, sql->text, n, NULL, v, NULL, NULL, 0);
+        }
+    }
+    return PQpipelineSync(c) && ok;
+}
+
+/* round_trip sends the pending levels, plain commands and sql (may be
+ * NULL) with one sync and reads every result up to it. *res gets the
+ * last command's result when it succeeded. */
+static int
+round_trip(struct q__pg *db, const char *const *plain, int nplain,
+           const struct q__pg_sql *sql, const struct q__pg_params *p,
+           PGresult **res, const char *what)
+{
+    int pending = db->tx_depth - db->tx_sent, item = 0, rc = 0, nulls = 0;
+    bool prepare = false;
+    int last;
+    PGresult *keep = NULL;
+
+    if ((rc = usable(db)) != 0)
+        return rc;
+    if (!send_all(db, plain, nplain, sql, p, &prepare))
+        rc = fail_result(db, NULL, what);
+    last = pending + nplain + (prepare ? 1 : 0) + (sql != NULL ? 1 : 0) - 1;
+    while (PQstatus(db->conn) == CONNECTION_OK) {
+        PGresult *r = PQgetResult(db->conn);
+        ExecStatusType st;
+
+        if (r == NULL) { /* the end of one command's results */
+            if (++nulls > 1)
+                break; /* nothing more queued (a failed send) */
+            item++;
+            continue;
+        }
+        nulls = 0;
+        st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR) {
+            if (rc == 0)
+                rc = fail_result(db, r, what);
+        } else if (st != PGRES_PIPELINE_ABORTED) {
+            if (item < pending)
+                db->tx_sent++;
+            else if (prepare && item == last - 1)
+                db->prepared[db->nprepared++] = sql;
+            if (item == last && res != NULL) {
+                keep = r;
+                continue;
+            }
+        }
+        PQclear(r);
+    }
+    if (rc == 0 && PQstatus(db->conn) != CONNECTION_OK)
+        rc = fail_result(db, NULL, what);
+    if (rc != 0 && db->tx_sent > 0 && db->tx_rc == 0)
+        db->tx_rc = rc;
+    if (rc != 0 || res == NULL) {
+        PQclear(keep);
+        return rc;
+    }
+    *res = keep;
+    return 0;
+}
+
+int
+q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
+          const struct q__pg_params *p, PGresult **res, const char *what)
+{
+    return round_trip(db, NULL, 0, sql, p, res, what);
+}
+
+int
+q__pg_exec(struct q__pg *db, const char *sql, const char *what)
+{
+    char *text;
+    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + 1), off = 0;
+    PGresult *r;
+    int rc = 0;
+
+    if ((rc = usable(db)) != 0)
+        return rc;
+    /* Several statements in one text need the simple protocol, which
+     * pipeline mode does not speak: leave it for this one call. */
+    text = xmalloc(len);
+    for (int i = db->tx_sent; i < db->tx_depth; i++)
+        off += (size_t)snprintf(text + off, len - off, "%s;",
+                                i == 0 ? "BEGIN" : "SAVEPOINT q");
+    snprintf(text + off, len - off, "%s", sql);
+    if (!PQexitPipelineMode(db->conn)) {
+        free(text);
+        return fail_result(db, NULL, what);
+    }
+    r = PQexec(db->conn, text);
+    free(text);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = fail_result(db, r, what);
+    PQclear(r);
+    if (PQtransactionStatus(db->conn) == PQTRANS_INTRANS ||
+        PQtransactionStatus(db->conn) == PQTRANS_INERROR)
+        db->tx_sent = db->tx_depth;
+    if (PQstatus(db->conn) == CONNECTION_OK && !PQenterPipelineMode(db->conn) &&
+        rc == 0)
+        rc = fail_result(db, NULL, what);
+    return rc;
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+/* Levels are lazy: entering one sends nothing; the next statement carries
+ * its BEGIN (or SAVEPOINT), so a level with no statement costs no round
+ * trip. Inner levels are savepoints: one that fails undoes only its own
+ * work and the caller's group commit goes on. */
+int
+q__pg_tx_enter(struct q__pg *db)
+{
+    int rc;
+
+    if (db->tx_depth == 0 && (rc = usable(db)) != 0)
+        return rc;
+    db->tx_depth++;
+    return 0;
+}
+
+/* Ends the outermost level that reached the server. */
+static int
+finish(struct q__pg *db, int rc)
+{
+    static const char *const commit[] = {"COMMIT"}, *const rollback[] = {
+                                                        "ROLLBACK"};
+    PGresult *r = NULL;
+    int err;
+
+    if (rc != 0) {
+        (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+        return rc;
+    }
+    err = round_trip(db, commit, 1, NULL, NULL, &r, "committing");
+    /* COMMIT of a transaction an earlier error aborted rolls back. */
+    if (err == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
+        log_error("%s: committing: an earlier statement failed; rolled back",
+                  db->where);
+        err = db->tx_rc != 0 ? db->tx_rc : -EIO;
+    }
+    PQclear(r);
+    if (err != 0 && !db->broken &&
+        PQtransactionStatus(db->conn) != PQTRANS_IDLE)
+        (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+    return err;
+}
+
+int
+q__pg_tx_leave(struct q__pg *db, int rc)
+{
+    static const char *const undo[] = {"ROLLBACK TO q", "RELEASE q"};
+    int err = 0;
+
+    if (db->tx_depth <= 0)
+        return rc ? rc : -EINVAL;
+    if (db->tx_depth > db->tx_sent || db->broken) {
+        /* Never reached the server (or the server lost it). */
+        if (db->tx_depth <= db->tx_sent && rc == 0)
+            rc = -EIO;
+    } else if (db->tx_depth > 1) {
+        err = round_trip(db, rc != 0 ? undo : undo + 1, rc != 0 ? 2 : 1, NULL,
+                         NULL, NULL, "ending a savepoint");
+        if (rc != 0 && err == 0)
+            db->tx_rc = 0; /* the savepoint's failure is undone */
+    } else {
+        err = finish(db, rc);
+    }
+    db->tx_depth--;
+    if (db->tx_sent > db->tx_depth)
+        db->tx_sent = db->tx_depth;
+    if (db->tx_depth == 0)
+        db->tx_rc = 0;
+    return rc ? rc : err;
+}
+
+int
+q__pg_tx_begin(q_db *db)
+{
+    return q__pg_tx_enter(q__pg(db));
+}
+
+int
+q__pg_tx_commit(q_db *db)
+{
+    if (q__pg(db)->tx_depth <= 0)
+        return -EINVAL;
+    return q__pg_tx_leave(q__pg(db), 0);
+}
+
+void
+q__pg_tx_rollback(q_db *db)
+{
+    if (q__pg(db)->tx_depth > 0)
+        (void)q__pg_tx_leave(q__pg(db), -ECANCELED);
+}
+
+/* ---- versions, the clock ------------------------------------------------ */
+
+static const struct q__pg_sql has_schema_sql = {
+    "q_store_has_schema", "SELECT to_regclass('stepq_schema') IS NOT NULL"};
+static const struct q__pg_sql version_sql = {
+    "q_store_version", "SELECT coalesce(max(version), 0) FROM stepq_schema"};
+static const struct q__pg_sql clock_sql = {
+    "q_store_clock",
+    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
+
+/* Runs a one-value statement into *v. */
+static int
+one_int(struct q__pg *db, const struct q__pg_sql *sql, int64_t *v,
+        const char *what)
+{
+    PGresult *r = NULL;
+    int rc = q__pg_run(db, sql, NULL, &r, what);
+
+    if (rc == 0)
+        *v = PQntuples(r) > 0 ? q__pg_int(r, 0, 0) : 0;
+    PQclear(r);
+    return rc;
+}
+
+int
+q__pg_db_version(q_db *d, int *out)
+{
+    struct q__pg *db = q__pg(d);
+    int64_t has = 0, v = 0;
+    int rc = one_int(db, &has_schema_sql, &has, "reading the schema version");
+
+    if (rc == 0 && has)
+        rc = one_int(db, &version_sql, &v, "reading the schema version");
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
+}
+
+int
+q__pg_clock_sync(q_db *d)
+{
+    struct q__pg *db = q__pg(d);
+    int64_t t0 = clock_now_ms(), at = 0, t1;
+    int rc = one_int(db, &clock_sql, &at, "reading the database's clock");
+
+    t1 = clock_now_ms();
+    if (rc == 0)
+        db->base.clock_offset_ms = at - (t0 + (t1 - t0) / 2);
+    return rc;
+}
+
+/* ---- opening and closing ------------------------------------------------- */
+
+/* The check of every open but `stepq init`'s (as SQLite's). */
+static int
+check_existing(struct q__pg *db)
+{
+    int have = 0, rc;
+
+    if ((rc = q__pg_db_version(&db->base, &have)) != 0)
+        return rc;
+    if (have == 0)
+        return -ENOENT;
+    if (have > q_schema_version()) {
+        log_error("%s: schema version %d is newer than this stepq knows "
+                  "(%d); upgrade stepq",
+                  db->where, have, q_schema_version());
+        return -ENOTSUP;
+    }
+    if (have < q_schema_version()) {
+        log_info("%s: schema version %d, this stepq needs %d", db->where, have,
+                 q_schema_version());
+        return -ESTALE;
+    }
+    return 0;
+}
+
+int
+q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
+           q_db **out)
+{
+    static const struct q_open_opts defaults = {
+        .durable = false, .lock_wait_ms = 5000, .keep_body_bytes = 65536};
+    struct q__pg *db;
+    char where[512], *err = NULL;
+    PQconninfoOption *parsed;
+    int rc;
+
+    if (opts == NULL)
+        opts = &defaults;
+    q_location_redact(conninfo, where, sizeof(where));
+    /* libpq's parse error may quote the location: say only that it is
+     * not one. */
+    if ((parsed = PQconninfoParse(conninfo, &err)) == NULL) {
+        log_error("%s: not a PostgreSQL location", where);
+        PQfreemem(err);
+        return -EINVAL;
+    }
+    PQconninfoFree(parsed);
+    db = xcalloc(1, sizeof(*db));
+    db->base.ops = &q__pg_ops;
+    db->conninfo = xstrdup(conninfo);
+    db->where = xstrdup(where);
+    db->keep_body_bytes = opts->keep_body_bytes;
+    db->lock_wait_ms = opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000;
+    db->durable = opts->durable;
+    db->retry_ms = RETRY_FIRST_MS;
+    if ((db->conn = q__pg_connect(db, "cannot connect")) == NULL) {
+        rc = -EIO;
+        goto fail;
+    }
+    if ((rc = session_setup(db)) != 0 || (rc = q__pg_clock_sync(&db->base)) ||
+        (rc = create ? q__pg_migrate(db) : check_existing(db)) != 0)
+        goto fail;
+    *out = &db->base;
+    return 0;
+fail:
+    q__pg_close(&db->base);
+    return rc;
+}
+
+int
+q__pg_close(q_db *d)
+{
+    struct q__pg *db = q__pg(d);
+
+    if (db == NULL)
+        return 0;
+    while (db->tx_depth > 0)
+        q__pg_tx_rollback(d);
+    PQfinish(db->conn);
+    PQfinish(db->listen);
+    free(db->conninfo);
+    free(db->where);
+    free(db);
+    return 0;
+}
