@@ -1,0 +1,246 @@
+/* ledger.c: PostgreSQL storage of step progress and the attempts ledger:
+ * an attempt is recorded (and its estimate charged to the step) before it
+ * is sent, and finished (the charge corrected to reported usage) after.
+ * Each call is one statement; the meaning is the SQLite backend's
+ * (queue/sqlite/ledger.c). */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/xalloc.h"
+
+static const struct q__pg_sql steps_get_sql = {
+    "q_ledger_steps_get",
+    "SELECT idx, state, tier, attempts, tokens, output, reset_after, pin_tier"
+    " FROM steps WHERE job_id = $1::bigint ORDER BY idx"};
+
+static const struct q__pg_sql step_set_sql = {
+    "q_ledger_step_set",
+    "INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
+    " VALUES ($1::bigint, $2::bigint, $3::bigint, $4::text, $5::text,"
+    " $6::bigint) ON CONFLICT (job_id, idx) DO UPDATE"
+    " SET state = excluded.state, tier = coalesce(excluded.tier, steps.tier),"
+    " output = coalesce(excluded.output, steps.output),"
+    " tokens = steps.tokens + excluded.tokens"};
+
+/* The lease check, the numbering, the ledger row and the step's charge in
+ * one statement. The job row is locked while it runs, so a cancel or a
+ * reclaim either comes first (and no row is made: -EBUSY) or waits. */
+static const struct q__pg_sql attempt_begin_sql = {
+    "q_ledger_attempt_begin",
+    "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint AND state = 1"
+    "   AND lease_owner = $5::text FOR UPDATE),"
+    " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
+    "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
+    " ins AS (INSERT INTO attempts (job_id, step, attempt, tier, worker,"
+    "   request_sha256, est_tokens, started_at)"
+    "   SELECT $1::bigint, $2::bigint, n, $3::text, $5::text, $6::text,"
+    "   $4::bigint, $7::bigint FROM num RETURNING id, attempt),"
+    " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
+    "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
+    "   FROM ins ON CONFLICT (job_id, idx) DO UPDATE SET state = 1,"
+    "   tier = coalesce(excluded.tier, steps.tier),"
+    "   attempts = steps.attempts + 1,"
+    "   tokens = steps.tokens + excluded.tokens)"
+    " SELECT id, attempt FROM ins"};
+
+/* The result, the step's correction (estimate to reported tokens), and
+ * what tells -ENOENT from -EALREADY, in one statement: the UPDATE that
+ * finds finished_at NULL is the one that counts (a second finish racing
+ * it waits for the row, then finds it finished). */
+static const struct q__pg_sql attempt_finish_sql = {
+    "q_ledger_attempt_finish",
+    "WITH fin AS (UPDATE attempts SET finished_at = $2::bigint,"
+    "   status = $3::bigint, outcome = $4::text, reason = $5::text,"
+    "   decision = $6::text, delay_ms = $7::bigint, latency_ms = $8::bigint,"
+    "   tokens = $9::bigint, body = $10::text"
+    "   WHERE id = $1::bigint AND finished_at IS NULL"
+    "   RETURNING job_id, step, est_tokens, tokens),"
+    " cor AS (UPDATE steps s"
+    "   SET tokens = greatest(0, s.tokens + fin.tokens - fin.est_tokens)"
+    "   FROM fin WHERE s.job_id = fin.job_id AND s.idx = fin.step)"
+    " SELECT (SELECT count(*) FROM fin),"
+    " EXISTS (SELECT 1 FROM attempts WHERE id = $1::bigint)::int"};
+
+static const struct q__pg_sql attempts_list_sql = {
+    "q_ledger_attempts_list",
+    "SELECT id, step, attempt, tier, request_sha256, started_at,"
+    " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
+    " tokens, body FROM attempts WHERE job_id = $1::bigint"
+    " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"};
+
+static void
+read_step(const PGresult *res, int r, void *elem)
+{
+    struct q_step *st = elem;
+
+    st->index = (int)q__pg_int(res, r, 0);
+    st->state = (enum q_step_state)q__pg_int(res, r, 1);
+    st->tier = q__pg_text(res, r, 2);
+    st->attempts = (int)q__pg_int(res, r, 3);
+    st->tokens = q__pg_int(res, r, 4);
+    st->output = q__pg_text(res, r, 5);
+    st->reset_after = (int)q__pg_int(res, r, 6);
+    st->pin_tier = q__pg_text(res, r, 7);
+}
+
+int
+q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, job_id);
+    rc = q__pg_run(q__pg(db), &steps_get_sql, &p, &res, "reading steps");
+    if (rc != 0)
+        return rc;
+    q__pg_rows(res, sizeof(struct q_step), read_step, &v, n);
+    PQclear(res);
+    *out = v;
+    return 0;
+}
+
+int
+q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
+               const char *tier, const char *output, int64_t add_tokens)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, job_id);
+    q__pg_p_int(&p, index);
+    q__pg_p_int(&p, state);
+    q__pg_p_text(&p, tier);
+    q__pg_p_text(&p, output);
+    q__pg_p_int(&p, add_tokens);
+    return q__pg_run(q__pg(db), &step_set_sql, &p, NULL, "updating a step");
+}
+
+/* ---- attempts -------------------------------------------------------- */
+
+int
+q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                    int *attempt)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    int rc;
+
+    if (a->worker == NULL || a->step < 0)
+        return -EINVAL;
+    q__pg_p_int(&p, a->job_id);
+    q__pg_p_int(&p, a->step);
+    q__pg_p_text(&p, a->tier);
+    q__pg_p_int(&p, a->est_tokens);
+    q__pg_p_text(&p, a->worker);
+    q__pg_p_text(&p, a->request_sha256);
+    q__pg_p_int(&p, a->started_at);
+    rc = q__pg_run(q__pg(db), &attempt_begin_sql, &p, &res,
+                   "recording an attempt");
+    if (rc != 0)
+        return rc;
+    if (PQntuples(res) == 0) {
+        rc = -EBUSY; /* the worker does not hold the job */
+    } else {
+        *id = q__pg_int(res, 0, 0);
+        *attempt = (int)q__pg_int(res, 0, 1);
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* The kept part of a body (keep bytes) as text PostgreSQL accepts: a text
+ * value holds neither NUL nor malformed UTF-8 (SQLite stores such bytes
+ * as given), so those bytes become '?'. Caller frees the result. */
+static char *
+body_text(const char *body, size_t keep)
+{
+    char *t = xmalloc(keep + 1);
+
+    memcpy(t, body, keep);
+    t[keep] = '\0';
+    for (size_t i = 0; i < keep; i++) {
+        if (t[i] == '\0')
+            t[i] = '?';
+    }
+    json_utf8_scrub(t, keep);
+    return t;
+}
+
+int
+q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    struct q__pg *pg = q__pg(db);
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    char *body = NULL;
+    int rc;
+
+    if (r->body != NULL)
+        body = body_text(
+            r->body, q__body_keep(r->body, r->body_len, pg->keep_body_bytes));
+    q__pg_p_int(&p, id);
+    q__pg_p_int(&p, r->finished_at);
+    q__pg_p_int(&p, r->status);
+    q__pg_p_text(&p, r->outcome);
+    q__pg_p_text(&p, r->reason);
+    q__pg_p_text(&p, r->decision);
+    q__pg_p_int(&p, r->delay_ms);
+    q__pg_p_int(&p, r->latency_ms);
+    q__pg_p_int(&p, r->tokens);
+    q__pg_p_text(&p, body);
+    rc = q__pg_run(pg, &attempt_finish_sql, &p, &res, "finishing an attempt");
+    free(body);
+    if (rc != 0)
+        return rc;
+    if (q__pg_int(res, 0, 0) == 0)
+        rc = q__pg_int(res, 0, 1) != 0 ? -EALREADY : -ENOENT;
+    PQclear(res);
+    return rc;
+}
+
+static void
+read_attempt(const PGresult *res, int r, void *elem)
+{
+    struct q_attempt *a = elem;
+
+    a->id = q__pg_int(res, r, 0);
+    a->step = (int)q__pg_int(res, r, 1);
+    a->attempt = (int)q__pg_int(res, r, 2);
+    a->tier = q__pg_text(res, r, 3);
+    a->request_sha256 = q__pg_text(res, r, 4);
+    a->started_at = q__pg_int(res, r, 5);
+    a->finished_at = q__pg_int(res, r, 6);
+    a->status = (int)q__pg_int(res, r, 7);
+    a->outcome = q__pg_text(res, r, 8);
+    a->reason = q__pg_text(res, r, 9);
+    a->decision = q__pg_text(res, r, 10);
+    a->delay_ms = q__pg_int(res, r, 11);
+    a->latency_ms = q__pg_int(res, r, 12);
+    a->tokens = q__pg_int(res, r, 13);
+    a->body = q__pg_text(res, r, 14);
+}
+
+int
+q__pg_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
+                    size_t *n)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, job_id);
+    q__pg_p_int(&p, step < 0 ? -1 : step);
+    rc = q__pg_run(q__pg(db), &attempts_list_sql, &p, &res, "reading attempts");
+    if (rc != 0)
+        return rc;
+    q__pg_rows(res, sizeof(struct q_attempt), read_attempt, &v, n);
+    PQclear(res);
+    *out = v;
+    return 0;
+}

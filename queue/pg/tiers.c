@@ -1,0 +1,274 @@
+/* tiers.c: PostgreSQL storage of the tier state every worker shares: the
+ * tiers row (breaker, walls, pacing) and the send log (tier_sends). Each
+ * call is one statement; the meaning is the SQLite backend's
+ * (queue/sqlite/tiers.c). */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The stored row (absent: the defaults of a tier never used) and the send
+ * log's counts, in one statement. Each count is cheap or skipped:
+ *  - the request window reads at most $4 rows, newest first, on
+ *    tier_sends (tier, at); LIMIT 0 ($4 = 0: not asked) reads none, and
+ *    LIMIT NULL ($4 = -1 from the caller) counts the whole window;
+ *  - the token sum runs only when $5 asks for it;
+ *  - sends in flight are read from the partial index of open sends only
+ *    when $6 asks, the breaker is not closed, the tier is in doubt, or a
+ *    quota wall just ended (which puts it in doubt): then the one request
+ *    out matters.
+ * The conditions are quals with no column of tier_sends in them, so the
+ * planner makes them a one-time filter in front of the scan. */
+static const struct q__pg_sql tier_load_sql = {
+    "q_tiers_load",
+    "SELECT t.breaker, t.failures, t.open_until, t.exhausted_until,"
+    " t.exhausted_reason, t.limited_until, t.allowance_used,"
+    " t.allowance_since, t.config_hash, t.req_tat, t.tok_tat, t.pace,"
+    " t.pace_down_at, t.pace_up_at, t.learned_rpm, t.learned_tpm, t.doubt,"
+    " (t.name IS NOT NULL)::int, w.n, w.oldest, k.tokens, f.n, f.probe"
+    " FROM (SELECT $1::text AS name) q"
+    " LEFT JOIN tiers t ON t.name = q.name"
+    " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(min(x.at), 0)"
+    "   AS oldest FROM (SELECT s.at FROM tier_sends s WHERE s.tier = q.name"
+    "   AND s.at > $3::bigint ORDER BY s.at DESC LIMIT $4::bigint) x) w"
+    " CROSS JOIN LATERAL (SELECT coalesce(sum(s.tokens), 0)::bigint"
+    "   AS tokens FROM tier_sends s WHERE $5::boolean AND s.tier = q.name"
+    "   AND s.at > $3::bigint) k"
+    " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(max(s.probe), 0)"
+    "   AS probe FROM tier_sends s WHERE s.tier = q.name"
+    "   AND s.done_at IS NULL AND s.expires_at > $2::bigint"
+    "   AND ($6::boolean OR coalesce(t.breaker, 'closed') <> 'closed'"
+    "   OR coalesce(t.doubt, 1) <> 0"
+    "   OR (t.exhausted_until > 0 AND t.exhausted_until <= $2::bigint))) f"};
+
+static const struct q__pg_sql tier_store_sql = {
+    "q_tiers_store",
+    "INSERT INTO tiers (name, breaker, failures, open_until,"
+    " exhausted_until, exhausted_reason, limited_until, allowance_used,"
+    " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"
+    " pace_up_at, learned_rpm, learned_tpm, doubt)"
+    " VALUES ($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,"
+    " $6::text, $7::bigint, $8::bigint, $9::bigint, $10::text,"
+    " $11::double precision, $12::double precision, $13::double precision,"
+    " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint)"
+    " ON CONFLICT (name) DO UPDATE SET"
+    " breaker = excluded.breaker, failures = excluded.failures,"
+    " open_until = excluded.open_until,"
+    " exhausted_until = excluded.exhausted_until,"
+    " exhausted_reason = excluded.exhausted_reason,"
+    " limited_until = excluded.limited_until,"
+    " allowance_used = excluded.allowance_used,"
+    " allowance_since = excluded.allowance_since,"
+    " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"
+    " tok_tat = excluded.tok_tat, pace = excluded.pace,"
+    " pace_down_at = excluded.pace_down_at,"
+    " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
+    " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt"};
+
+static const struct q__pg_sql send_add_sql = {
+    "q_tiers_send_add",
+    "INSERT INTO tier_sends (tier, at, tokens, probe, expires_at)"
+    " VALUES ($1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint)"
+    " RETURNING id"};
+
+/* The row as it was (locked, so a racing answer waits and then finds it
+ * done) and the answer, in one statement; no row: an unknown id. */
+static const struct q__pg_sql send_done_sql = {
+    "q_tiers_send_done",
+    "WITH old AS (SELECT id, tokens, done_at FROM tier_sends"
+    "   WHERE id = $1::bigint FOR UPDATE),"
+    " upd AS (UPDATE tier_sends s SET done_at = $3::bigint,"
+    "   tokens = CASE WHEN $2::bigint < 0 THEN s.tokens ELSE $2::bigint END"
+    "   FROM old WHERE s.id = old.id AND old.done_at IS NULL RETURNING s.id)"
+    " SELECT old.tokens, (SELECT count(*) FROM upd) FROM old"};
+
+static const struct q__pg_sql send_drop_sql = {
+    "q_tiers_send_drop",
+    "DELETE FROM tier_sends WHERE id = $1::bigint RETURNING tokens"};
+
+static const struct q__pg_sql prune_sql = {
+    "q_tiers_prune",
+    "DELETE FROM tier_sends WHERE tier = $1::text AND at < $2::bigint"
+    " AND (done_at IS NOT NULL OR expires_at < $2::bigint)"};
+
+static void
+copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s",
+             q__pg_null(res, r, c) ? "" : PQgetvalue(res, r, c));
+}
+
+/* Fills the stored fields of st from the row of tier_load_sql. */
+static void
+read_stored(const PGresult *res, struct q_tier_state *st)
+{
+    const char *b = PQgetvalue(res, 0, 0);
+
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(b, q_breaker_name((enum q_breaker)i)) == 0)
+            st->breaker = (enum q_breaker)i;
+    }
+    st->failures = (int)q__pg_int(res, 0, 1);
+    st->open_until = q__pg_int(res, 0, 2);
+    st->exhausted_until = q__pg_int(res, 0, 3);
+    copy_col(res, 0, 4, st->exhausted_reason, sizeof(st->exhausted_reason));
+    st->limited_until = q__pg_int(res, 0, 5);
+    st->allowance_used = q__pg_int(res, 0, 6);
+    st->allowance_since = q__pg_int(res, 0, 7);
+    copy_col(res, 0, 8, st->config_hash, sizeof(st->config_hash));
+    st->req_tat = q__pg_real(res, 0, 9);
+    st->tok_tat = q__pg_real(res, 0, 10);
+    st->pace = q__pg_real(res, 0, 11);
+    st->pace_down_at = q__pg_int(res, 0, 12);
+    st->pace_up_at = q__pg_int(res, 0, 13);
+    st->learned_rpm = q__pg_int(res, 0, 14);
+    st->learned_tpm = q__pg_int(res, 0, 15);
+    st->doubt = q__pg_int(res, 0, 16) != 0;
+}
+
+int
+q__pg_tier_load(q_db *db, const char *tier, int64_t now,
+                const struct q_tier_window *w, struct q_tier_state *out)
+{
+    struct q__pg_params p = {0};
+    struct q_tier_state st;
+    PGresult *res = NULL;
+    int rc;
+
+    memset(&st, 0, sizeof(st));
+    st.pace = 1.0;
+    st.doubt = true; /* a tier never used: its state is unknown */
+    q__pg_p_text(&p, tier);
+    q__pg_p_int(&p, now);
+    q__pg_p_int(&p, w != NULL ? now - w->window_ms : now);
+    if (w != NULL && w->requests < 0)
+        q__pg_p_text(&p, NULL); /* LIMIT NULL: the whole window */
+    else
+        q__pg_p_int(&p, w != NULL ? w->requests : 0);
+    q__pg_p_bool(&p, w != NULL && w->tokens);
+    q__pg_p_bool(&p, w == NULL || w->inflight);
+    rc = q__pg_run(q__pg(db), &tier_load_sql, &p, &res, "reading tier state");
+    if (rc != 0)
+        return rc;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return -EIO;
+    }
+    if (q__pg_int(res, 0, 17) != 0)
+        read_stored(res, &st);
+    st.window_requests = q__pg_int(res, 0, 18);
+    st.window_oldest = q__pg_int(res, 0, 19);
+    st.window_tokens = q__pg_int(res, 0, 20);
+    st.in_flight = q__pg_int(res, 0, 21);
+    st.probe_in_flight = q__pg_int(res, 0, 22) != 0;
+    PQclear(res);
+    *out = st;
+    return 0;
+}
+
+int
+q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_text(&p, tier);
+    q__pg_p_text(&p, q_breaker_name(st->breaker));
+    q__pg_p_int(&p, st->failures);
+    q__pg_p_int(&p, st->open_until);
+    q__pg_p_int(&p, st->exhausted_until);
+    q__pg_p_text(&p, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
+    q__pg_p_int(&p, st->limited_until);
+    q__pg_p_int(&p, st->allowance_used);
+    q__pg_p_int(&p, st->allowance_since);
+    q__pg_p_text(&p, st->config_hash[0] ? st->config_hash : NULL);
+    q__pg_p_real(&p, st->req_tat);
+    q__pg_p_real(&p, st->tok_tat);
+    q__pg_p_real(&p, st->pace);
+    q__pg_p_int(&p, st->pace_down_at);
+    q__pg_p_int(&p, st->pace_up_at);
+    q__pg_p_int(&p, st->learned_rpm);
+    q__pg_p_int(&p, st->learned_tpm);
+    q__pg_p_int(&p, st->doubt);
+    return q__pg_run(q__pg(db), &tier_store_sql, &p, NULL,
+                     "writing tier state");
+}
+
+int
+q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                    bool probe, int64_t expires_at, int64_t *id)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    int rc;
+
+    q__pg_p_text(&p, tier);
+    q__pg_p_int(&p, at);
+    q__pg_p_int(&p, tokens);
+    q__pg_p_int(&p, probe);
+    q__pg_p_int(&p, expires_at);
+    rc = q__pg_run(q__pg(db), &send_add_sql, &p, &res, "logging a tier send");
+    if (rc != 0)
+        return rc;
+    if (PQntuples(res) == 1)
+        *id = q__pg_int(res, 0, 0);
+    else
+        rc = -EIO;
+    PQclear(res);
+    return rc;
+}
+
+int
+q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                     int64_t *old_tokens)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    int rc;
+
+    q__pg_p_int(&p, id);
+    q__pg_p_int(&p, tokens);
+    q__pg_p_int(&p, done_at);
+    rc =
+        q__pg_run(q__pg(db), &send_done_sql, &p, &res, "finishing a tier send");
+    if (rc != 0)
+        return rc;
+    if (PQntuples(res) == 0)
+        rc = -ENOENT;
+    else if (q__pg_int(res, 0, 1) == 0)
+        rc = -EALREADY;
+    else if (old_tokens != NULL)
+        *old_tokens = q__pg_int(res, 0, 0);
+    PQclear(res);
+    return rc;
+}
+
+int
+q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
+{
+    struct q__pg_params p = {0};
+    PGresult *res = NULL;
+    int rc;
+
+    q__pg_p_int(&p, id);
+    rc = q__pg_run(q__pg(db), &send_drop_sql, &p, &res, "dropping a tier send");
+    if (rc != 0)
+        return rc;
+    if (PQntuples(res) == 0)
+        rc = -ENOENT;
+    else if (old_tokens != NULL)
+        *old_tokens = q__pg_int(res, 0, 0);
+    PQclear(res);
+    return rc;
+}
+
+int
+q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_text(&p, tier);
+    q__pg_p_int(&p, before);
+    return q__pg_run(q__pg(db), &prune_sql, &p, NULL, "pruning tier sends");
+}
