@@ -222,8 +222,11 @@ cli_subcommand(struct cli_env *env, int argc, char **argv,
 }
 
 int
-cli_open_failed(const char *path, int rc)
+cli_open_failed(const char *location, int rc)
 {
+    char where[CLI_WHERE_MAX];
+    const char *path = q_location_redact(location, where, sizeof(where));
+
     switch (rc) {
     case -ENOENT:
         cli_error("no stepq database at %s (create it with `stepq init`)",
@@ -246,7 +249,7 @@ cli_open_failed(const char *path, int rc)
     case -EINVAL:
     case -EPROTONOSUPPORT:
         cli_error("%s: not a database location this stepq can open "
-                  "(a file path, or sqlite:PATH)",
+                  "(a file path, sqlite:PATH or a postgresql:// URL)",
                   path[0] ? path : "(empty)");
         return CLI_USAGE;
     default:

@@ -66,10 +66,15 @@ int cli_db_path(struct cli_env *env, const char **out);
 struct q_db;
 int cli_open_db(struct cli_env *env, struct q_db **db);
 
-/* cli_open_failed prints why q_open(path) failed with rc (-ENOENT no
- * database, -ESTALE needs `stepq init`, -ENOTSUP newer, ...) and returns
- * the exit code, which is 1 for all of them. */
-int cli_open_failed(const char *path, int rc);
+/* cli_open_failed prints why q_open(location) failed with rc (-ENOENT no
+ * database, -ESTALE needs `stepq init`, -ENOTSUP newer, ...), naming the
+ * location with its password masked, and returns the exit code: 2 for a
+ * location no backend serves, 1 for the rest. */
+int cli_open_failed(const char *location, int rc);
+
+/* The room a location takes in messages, password masked
+ * (q_location_redact): a longest path and more. */
+#define CLI_WHERE_MAX 4200
 
 /* One top-level command: "status" is {"status", cmd_status}. */
 struct cli_command {

@@ -162,7 +162,10 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     rows = spec_job_rows(jobs, n);
     rc = q_enqueue(db, rows, n, &over, clock_now_ms(), res);
     if (rc != 0) {
-        cli_error("enqueue: cannot write to %s; nothing was enqueued", path);
+        char where[CLI_WHERE_MAX];
+
+        cli_error("enqueue: cannot write to %s; nothing was enqueued",
+                  q_location_redact(path, where, sizeof(where)));
         rc = CLI_RUNTIME;
         goto out;
     }

@@ -18,6 +18,7 @@ int
 cmd_init(struct cli_env *env, int argc, char **argv)
 {
     const char *path = NULL;
+    char where[CLI_WHERE_MAX];
     q_db *db = NULL;
     int npos = 0, rc, version = 0;
 
@@ -30,13 +31,15 @@ cmd_init(struct cli_env *env, int argc, char **argv)
     if ((rc = q_open(path, NULL, &db)) != 0) {
         if (rc != -EIO)
             return cli_open_failed(path, rc);
-        cli_error("cannot create or migrate database %s", path);
+        cli_error("cannot create or migrate database %s",
+                  q_location_redact(path, where, sizeof(where)));
         return CLI_RUNTIME;
     }
     rc = q_db_version(db, &version);
     q_close(db);
     if (rc != 0)
         return CLI_RUNTIME;
-    printf("database %s ready (schema version %d)\n", path, version);
+    printf("database %s ready (schema version %d)\n",
+           q_location_redact(path, where, sizeof(where)), version);
     return CLI_OK;
 }

@@ -22,6 +22,7 @@ cmd_status(struct cli_env *env, int argc, char **argv)
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
     int64_t counts[Q_JOB_NSTATES], park_open = 0;
     const char *path = NULL;
+    char where[CLI_WHERE_MAX];
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -34,6 +35,7 @@ cmd_status(struct cli_env *env, int argc, char **argv)
     }
     rc = q_counts(db, counts, &park_open);
     q_close(db);
+    path = q_location_redact(path, where, sizeof(where));
     if (rc != 0) {
         cli_error("status: cannot read %s", path);
         return CLI_RUNTIME;

@@ -87,7 +87,10 @@ cmd_work(struct cli_env *env, int argc, char **argv)
         return CLI_USAGE;
     }
     if (rc != 0) {
-        cli_error("work: cannot run on %s", path);
+        char where[CLI_WHERE_MAX];
+
+        cli_error("work: cannot run on %s",
+                  q_location_redact(path, where, sizeof(where)));
         return CLI_RUNTIME;
     }
     return CLI_OK;

@@ -12,6 +12,7 @@
 
 #include "common/file.h"
 #include "common/json.h"
+#include "common/location.h"
 #include "common/xalloc.h"
 
 #define CONFIG_MAX_BYTES (4 * 1024 * 1024)
@@ -246,7 +247,8 @@ resolve_path(const char *dir, const char *rel)
 }
 
 /* The database location "db": a path (or "sqlite:PATH") is resolved
- * against the config's folder; a "scheme://..." location is kept as is. */
+ * against the config's folder; a "scheme://..." location or libpq's
+ * keyword form ("host=... dbname=...") is kept as is. */
 static char *
 resolve_db(const char *dir, const char *db)
 {
@@ -255,7 +257,8 @@ resolve_db(const char *dir, const char *db)
     char *path, *loc;
     size_t len;
 
-    if (strstr(db, "://") != NULL)
+    /* A URL or libpq's keyword form names no file: kept as written. */
+    if (!location_is_path(db))
         return xstrdup(db);
     if (strncmp(db, scheme, n) != 0)
         return resolve_path(dir, db);

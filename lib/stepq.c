@@ -19,6 +19,7 @@ struct stepq {
 int
 stepq_open(const char *path, stepq **out, char *err, size_t errlen)
 {
+    char where[4200]; /* the location, password masked: a longest path */
     q_db *db = NULL;
     int rc;
 
@@ -29,6 +30,8 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     /* A program enqueues into a database `stepq init` made: a mistyped
      * path must not leave a new empty queue behind that no worker reads. */
     rc = q_open_existing(path, NULL, &db);
+    /* Messages name the location with any password masked. */
+    path = q_location_redact(path, where, sizeof(where));
     switch (rc) {
     case 0:
         break;
@@ -55,7 +58,7 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     case -EPROTONOSUPPORT:
         snprintf(err, errlen,
                  "%s: not a database location this stepq can open (a file "
-                 "path, or sqlite:PATH)",
+                 "path, sqlite:PATH or a postgresql:// URL)",
                  path);
         return -EINVAL;
     default:

@@ -1,5 +1,6 @@
 /* queue.c: the backend-neutral part of the storage contract: opening by
- * location (which backend serves it), the names of states, releasing what
+ * location (which backend serves it), masking the password in a location,
+ * the names of states, releasing what
  * the contract's calls return, and the rules every backend shares (what
  * of a raw body the ledger keeps). The storage itself is a backend's:
  * queue/sqlite/ today.
@@ -7,9 +8,11 @@
 #include "queue/queue.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/location.h"
 #include "common/log.h"
 #include "queue/internal.h"
 
@@ -53,47 +56,189 @@ q_breaker_name(enum q_breaker b)
 
 /* ---- opening by location ---------------------------------------------- */
 
-/* A location is "sqlite:PATH" or a plain PATH (SQLite); any other
- * "scheme://..." names a backend this build does not have. */
+static bool
+has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* is_pg: a libpq URI ("postgresql://..." or "postgres://...", the bare
+ * "postgresql://" leaving everything to the PG* environment variables) or
+ * libpq's keyword form ("host=/tmp dbname=x"). */
+static bool
+is_pg(const char *location)
+{
+    return has_prefix(location, "postgresql://") ||
+           has_prefix(location, "postgres://") ||
+           location_is_keywords(location);
+}
+
+/* open_location picks the backend: "sqlite:PATH" or a plain PATH is
+ * SQLite, a libpq location PostgreSQL; any other "scheme://..." names a
+ * backend this build does not have. */
 static int
-backend_path(const char *location, const char **path)
+open_location(const char *location, const struct q_open_opts *opts, bool create,
+              q_db **out)
 {
     static const char sqlite_scheme[] = "sqlite:";
-    size_t n = sizeof(sqlite_scheme) - 1;
+    char where[256];
 
     if (location == NULL || location[0] == '\0')
         return -EINVAL;
-    if (strncmp(location, sqlite_scheme, n) == 0) {
-        *path = location + n;
-        return (*path)[0] != '\0' ? 0 : -EINVAL;
+    if (has_prefix(location, sqlite_scheme)) {
+        location += sizeof(sqlite_scheme) - 1;
+        if (location[0] == '\0')
+            return -EINVAL;
+        return q__sqlite_open(location, opts, create, 0, out);
     }
-    if (strstr(location, "://") != NULL) {
+    if (is_pg(location))
+        return q__pg_open(location, opts, create, out);
+    if (!location_is_path(location)) {
         log_info("%s: no storage backend for this location in this build "
-                 "(it has sqlite:PATH)",
-                 location);
+                 "(it has sqlite:PATH and postgresql://...)",
+                 q_location_redact(location, where, sizeof(where)));
         return -EPROTONOSUPPORT;
     }
-    *path = location;
-    return 0;
+    return q__sqlite_open(location, opts, create, 0, out);
 }
 
 int
 q_open(const char *location, const struct q_open_opts *opts, q_db **out)
 {
-    const char *path = NULL;
-    int rc = backend_path(location, &path);
-
-    return rc != 0 ? rc : q__sqlite_open(path, opts, true, 0, out);
+    return open_location(location, opts, true, out);
 }
 
 int
 q_open_existing(const char *location, const struct q_open_opts *opts,
                 q_db **out)
 {
-    const char *path = NULL;
-    int rc = backend_path(location, &path);
+    return open_location(location, opts, false, out);
+}
 
-    return rc != 0 ? rc : q__sqlite_open(path, opts, false, 0, out);
+/* ---- masking passwords ------------------------------------------------- */
+
+/* A bounded writer: what does not fit is dropped, and the text always
+ * stays terminated. */
+struct out {
+    char *buf;
+    size_t size, len;
+};
+
+static void
+put(struct out *o, const char *s, size_t n)
+{
+    while (n-- > 0 && o->len + 1 < o->size)
+        o->buf[o->len++] = *s++;
+    o->buf[o->len] = '\0';
+}
+
+static bool
+blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+           c == '\v';
+}
+
+/* keyword_value_end skips one value of libpq's keyword form: quoted
+ * ('...', with backslash escapes) or up to the next blank. */
+static const char *
+keyword_value_end(const char *v)
+{
+    bool quoted = *v == '\'';
+
+    if (quoted)
+        v++;
+    while (*v != '\0' && (quoted ? *v != '\'' : !blank(*v))) {
+        if (*v == '\\' && v[1] != '\0')
+            v++;
+        v++;
+    }
+    return quoted && *v == '\'' ? v + 1 : v;
+}
+
+/* Keyword form: "key = value" pairs; password's value becomes ***. Text
+ * that does not parse is copied as it is (libpq refuses it anyway). */
+static void
+redact_keywords(struct out *o, const char *p)
+{
+    while (*p != '\0') {
+        const char *k = p, *q, *e;
+
+        while (blank(*p))
+            p++;
+        put(o, k, (size_t)(p - k));
+        for (k = p; *p != '\0' && *p != '=' && !blank(*p);)
+            p++;
+        for (q = p; blank(*q);)
+            q++;
+        if (*q != '=') {
+            put(o, k, strlen(k));
+            return;
+        }
+        for (q++; blank(*q);)
+            q++;
+        e = keyword_value_end(q);
+        if (p - k == 8 && strncmp(k, "password", 8) == 0)
+            put(o, "password=***", 12);
+        else
+            put(o, k, (size_t)(e - k));
+        p = e;
+    }
+}
+
+/* URI: the password of "scheme://user:password@host" and the value of a
+ * "password=" query parameter become ***. The user information ends at
+ * the last '@' before the path: masking a little more than libpq reads
+ * as the password is safe, less is not. */
+static void
+redact_uri(struct out *o, const char *loc)
+{
+    const char *s = strstr(loc, "://") + 3, *p = loc, *at = NULL, *c;
+
+    for (c = s; *c != '\0' && *c != '/'; c++) {
+        if (*c == '@')
+            at = c;
+    }
+    if (at != NULL && (c = memchr(s, ':', (size_t)(at - s))) != NULL) {
+        put(o, loc, (size_t)(c + 1 - loc));
+        put(o, "***", 3);
+        p = at;
+    }
+    if ((c = strchr(p, '?')) == NULL) {
+        put(o, p, strlen(p));
+        return;
+    }
+    put(o, p, (size_t)(c + 1 - p));
+    for (p = c + 1; *p != '\0';) {
+        size_t n = strcspn(p, "&");
+
+        if (strncmp(p, "password=", 9) == 0)
+            put(o, "password=***", 12);
+        else
+            put(o, p, n);
+        p += n;
+        if (*p == '&')
+            put(o, p++, 1);
+    }
+}
+
+char *
+q_location_redact(const char *location, char *buf, size_t size)
+{
+    struct out o = {buf, size, 0};
+
+    if (size == 0)
+        return buf;
+    buf[0] = '\0';
+    if (location == NULL)
+        return buf;
+    if (strstr(location, "://") != NULL)
+        redact_uri(&o, location);
+    else if (location_is_keywords(location))
+        redact_keywords(&o, location);
+    else
+        put(&o, location, strlen(location));
+    return buf;
 }
 
 /* ---- rules every backend shares ---------------------------------------- */

@@ -49,9 +49,9 @@ START_TEST(test_new_file_is_private_and_wal)
 
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
-    ck_assert_int_eq(
-        sqlite3_prepare_v2(db->h, "PRAGMA journal_mode", -1, &s, NULL),
-        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(q__sqlite(db)->h, "PRAGMA journal_mode",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
     ck_assert_str_eq((const char *)sqlite3_column_text(s, 0), "wal");
     sqlite3_finalize(s);
@@ -72,9 +72,10 @@ START_TEST(test_migrates_older_version_keeping_jobs)
     ck_assert_int_eq(q_close(db), 0);
     /* version 2: tier state without pacing */
     ck_assert_int_eq(q__open_version(path, 2, &db), 0);
-    ck_assert_int_eq(q__exec_simple(db, "INSERT INTO tiers (name, breaker,"
-                                        " failures, exhausted_until) VALUES"
-                                        " ('free', 'open', 3, 5)"),
+    ck_assert_int_eq(q__exec_simple(q__sqlite(db),
+                                    "INSERT INTO tiers (name, breaker,"
+                                    " failures, exhausted_until) VALUES"
+                                    " ('free', 'open', 3, 5)"),
                      0);
     ck_assert_int_eq(q_close(db), 0);
 
@@ -103,7 +104,7 @@ schema_text(q_db *db)
     sqlite3_stmt *s;
     char *out = xstrdup("");
 
-    ck_assert_int_eq(sqlite3_prepare_v2(db->h,
+    ck_assert_int_eq(sqlite3_prepare_v2(q__sqlite(db)->h,
                                         "SELECT group_concat(sql, ';') FROM "
                                         "(SELECT sql FROM sqlite_master "
                                         "ORDER BY name)",
@@ -141,7 +142,8 @@ START_TEST(test_newer_schema_refused)
     q_db *db = open_db();
     q_db *again = NULL;
 
-    ck_assert_int_eq(q__exec_simple(db, "PRAGMA user_version = 99"), 0);
+    ck_assert_int_eq(q__exec_simple(q__sqlite(db), "PRAGMA user_version = 99"),
+                     0);
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(q_open(path, NULL, &again), -ENOTSUP);
     ck_assert_ptr_null(again);
@@ -158,7 +160,8 @@ START_TEST(test_claim_uses_index_without_sort)
 
     snprintf(sql, sizeof(sql), "EXPLAIN QUERY PLAN %s",
              q__store_sql(ST_CLAIM_PICK));
-    ck_assert_int_eq(sqlite3_prepare_v2(db->h, sql, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(q__sqlite(db)->h, sql, -1, &s, NULL),
+                     SQLITE_OK);
     while (sqlite3_step(s) == SQLITE_ROW) {
         strncat(plan, (const char *)sqlite3_column_text(s, 3),
                 sizeof(plan) - strlen(plan) - 2);

@@ -65,7 +65,8 @@ enum q__stmt_id {
     ST_COUNT
 };
 
-struct q_db {
+struct q__sqlite {
+    struct q_db base; /* first: dispatch.c reaches the table through it */
     sqlite3 *h;
     sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
     int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
@@ -73,9 +74,83 @@ struct q_db {
     char *path;
 };
 
+/* q__sqlite cast: the backend's view of a store q__sqlite_open opened. */
+static inline struct q__sqlite *
+q__sqlite(q_db *db)
+{
+    return (struct q__sqlite *)db;
+}
+
+/* The contract's calls (the entries of q__sqlite_ops, ops.c), each with
+ * the signature, meaning and errors of its q_* namesake in queue.h. */
+extern const struct q__ops q__sqlite_ops;
+
+int q__sqlite_close(q_db *db);
+int q__sqlite_db_version(q_db *db, int *out);
+int q__sqlite_tx_begin(q_db *db);
+int q__sqlite_tx_commit(q_db *db);
+void q__sqlite_tx_rollback(q_db *db);
+int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
+                      const struct q_enqueue_opts *opts, int64_t now,
+                      struct q_enqueue_result *res);
+int q__sqlite_job_get(q_db *db, int64_t id, struct q_job *out);
+int q__sqlite_jobs_list(q_db *db, int state, size_t limit, struct q_job **out,
+                        size_t *n);
+int q__sqlite_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
+                     int64_t *park_open);
+int q__sqlite_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
+                    size_t max, struct q_job **out, size_t *n);
+int q__sqlite_extend(q_db *db, int64_t id, const char *worker, int64_t until,
+                     int64_t now);
+int q__sqlite_release(q_db *db, int64_t id, const char *worker, int64_t run_at,
+                      int64_t now);
+int q__sqlite_complete(q_db *db, int64_t id, const char *worker, int64_t now);
+int q__sqlite_fail(q_db *db, int64_t id, const char *worker, const char *error,
+                   int64_t now);
+int q__sqlite_park_job(q_db *db, int64_t id, const char *worker, int64_t now);
+int q__sqlite_cancel(q_db *db, int64_t id, int64_t now);
+int q__sqlite_next_due(q_db *db, int64_t now, int64_t *at);
+int q__sqlite_reclaim(q_db *db, int64_t now, int64_t *n);
+int q__sqlite_steps_get(q_db *db, int64_t job_id, struct q_step **out,
+                        size_t *n);
+int q__sqlite_step_set(q_db *db, int64_t job_id, int index,
+                       enum q_step_state state, const char *tier,
+                       const char *output, int64_t add_tokens);
+int q__sqlite_attempt_begin(q_db *db, const struct q_attempt_start *a,
+                            int64_t *id, int *attempt);
+int q__sqlite_attempt_finish(q_db *db, int64_t id,
+                             const struct q_attempt_result *r);
+int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
+                            struct q_attempt **out, size_t *n);
+int q__sqlite_tier_load(q_db *db, const char *tier, int64_t now,
+                        const struct q_tier_window *w,
+                        struct q_tier_state *out);
+int q__sqlite_tier_store(q_db *db, const char *tier,
+                         const struct q_tier_state *st);
+int q__sqlite_tier_send_add(q_db *db, const char *tier, int64_t at,
+                            int64_t tokens, bool probe, int64_t expires_at,
+                            int64_t *id);
+int q__sqlite_tier_send_done(q_db *db, int64_t id, int64_t tokens,
+                             int64_t done_at, int64_t *old_tokens);
+int q__sqlite_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens);
+int q__sqlite_tier_prune(q_db *db, const char *tier, int64_t before);
+int q__sqlite_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
+int q__sqlite_park_get(q_db *db, int64_t id, struct q_park_item *out);
+int q__sqlite_park_list(q_db *db, const struct q_park_filter *f,
+                        struct q_park_item **out, size_t *n);
+int q__sqlite_park_close(q_db *db, int64_t id, const struct q_park_close *c);
+int q__sqlite_job_requeue_parked(q_db *db, int64_t job_id, int64_t now);
+int q__sqlite_job_fail_parked(q_db *db, int64_t job_id, const char *error,
+                              int64_t now);
+int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,
+                         const struct q_step_reset *r);
+int q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
+int q__sqlite_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
+                              size_t *n);
+
 /* schema_migrate brings the database to target (0: the latest) in one
  * transaction. -ENOTSUP if the file is newer than this build knows. */
-int q__schema_migrate(q_db *db, int target);
+int q__schema_migrate(struct q__sqlite *db, int target);
 
 /* q_open_version opens path and migrates only up to version target (for
  * migration tests). */
@@ -86,37 +161,37 @@ const char *q__store_sql(enum q__stmt_id id);
 
 /* stmt returns the cached statement id, reset and with bindings cleared,
  * or NULL after logging when it cannot be prepared. */
-sqlite3_stmt *q__stmt(q_db *db, enum q__stmt_id id);
+sqlite3_stmt *q__stmt(struct q__sqlite *db, enum q__stmt_id id);
 /* db_err logs the SQLite error of the connection with what was being done
  * and returns -EIO (or -EAGAIN when the database stayed locked). */
-int q__db_err(q_db *db, const char *what);
+int q__db_err(struct q__sqlite *db, const char *what);
 /* tx_enter starts a write transaction unless one is open; tx_leave ends
  * the level tx_enter opened, committing on rc == 0, rolling back else.
  * tx_leave returns rc, or the commit's error. */
-int q__tx_enter(q_db *db);
-int q__tx_leave(q_db *db, int rc);
+int q__tx_enter(struct q__sqlite *db);
+int q__tx_leave(struct q__sqlite *db, int rc);
 /* q__col_text copies column i of the current row, or NULL. Caller frees. */
 char *q__col_text(sqlite3_stmt *s, int i);
 /* q__exec_simple runs SQL with no parameters or results (schema, pragmas). */
-int q__exec_simple(q_db *db, const char *sql);
+int q__exec_simple(struct q__sqlite *db, const char *sql);
 /* q__bind_text binds v (borrowed until the statement is reset), or NULL. */
 void q__bind_text(sqlite3_stmt *s, int i, const char *v);
 /* q__run_done steps a statement that yields no rows; -EIO/-EAGAIN. */
-int q__run_done(q_db *db, sqlite3_stmt *s, const char *what);
+int q__run_done(struct q__sqlite *db, sqlite3_stmt *s, const char *what);
 /* q__step_row steps s for one row: 0 with the row current, -ENOENT when
  * there is none, else the logged error (what was being done). */
-int q__step_row(q_db *db, sqlite3_stmt *s, const char *what);
+int q__step_row(struct q__sqlite *db, sqlite3_stmt *s, const char *what);
 /* A row reader: fills the element at elem from the current row of s. */
 typedef void (*q__read_fn)(sqlite3_stmt *s, void *elem);
 /* q__rows reads every row of s into a new array of elem-byte elements
  * (zeroed, then filled by read). On failure what was read is released
  * with clean and *out, *n stay untouched. Caller owns *out. */
-int q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
+int q__rows(struct q__sqlite *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
             q__clean_fn clean, void **out, size_t *n, const char *what);
 /* q__row_by_id runs statement st with ?1 = id and reads its one row into
  * out (size bytes, zeroed first): 0, -ENOENT when there is none, or the
  * logged error. out is untouched on failure. */
-int q__row_by_id(q_db *db, enum q__stmt_id st, int64_t id, q__read_fn read,
-                 void *out, size_t size, const char *what);
+int q__row_by_id(struct q__sqlite *db, enum q__stmt_id st, int64_t id,
+                 q__read_fn read, void *out, size_t size, const char *what);
 
 #endif

@@ -13,8 +13,9 @@
 /* ---- enqueue --------------------------------------------------------- */
 
 static int
-insert_job(q_db *db, const struct q_job_new *j, const struct q_enqueue_opts *o,
-           int64_t now, struct q_enqueue_result *res)
+insert_job(struct q__sqlite *db, const struct q_job_new *j,
+           const struct q_enqueue_opts *o, int64_t now,
+           struct q_enqueue_result *res)
 {
     const char *key = o && o->key ? o->key : j->key;
     int64_t run_at = o && o->has_run_at ? o->run_at : j->run_at;
@@ -52,10 +53,11 @@ insert_job(q_db *db, const struct q_job_new *j, const struct q_enqueue_opts *o,
 }
 
 int
-q_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
-          const struct q_enqueue_opts *opts, int64_t now,
-          struct q_enqueue_result *res)
+q__sqlite_enqueue(q_db *base, const struct q_job_new *jobs, size_t n,
+                  const struct q_enqueue_opts *opts, int64_t now,
+                  struct q_enqueue_result *res)
 {
+    struct q__sqlite *db = q__sqlite(base);
     struct q_enqueue_result *tmp;
     int rc;
 
@@ -98,15 +100,18 @@ read_job(sqlite3_stmt *s, void *job)
 }
 
 int
-q_job_get(q_db *db, int64_t id, struct q_job *out)
+q__sqlite_job_get(q_db *base, int64_t id, struct q_job *out)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return q__row_by_id(db, ST_JOB_GET, id, read_job, out, sizeof(*out),
                         "reading a job");
 }
 
 /* Collects the rows of s (job columns). */
 static int
-collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
+collect_jobs(struct q__sqlite *db, sqlite3_stmt *s, struct q_job **out,
+             size_t *n)
 {
     void *v = NULL;
     int rc = q__rows(db, s, sizeof(struct q_job), read_job, q__job_clean, &v, n,
@@ -117,8 +122,10 @@ collect_jobs(q_db *db, sqlite3_stmt *s, struct q_job **out, size_t *n)
 }
 
 int
-q_jobs_list(q_db *db, int state, size_t limit, struct q_job **out, size_t *n)
+q__sqlite_jobs_list(q_db *base, int state, size_t limit, struct q_job **out,
+                    size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s =
         q__stmt(db, state < 0 ? ST_JOBS_LIST : ST_JOBS_LIST_STATE);
 
@@ -131,8 +138,9 @@ q_jobs_list(q_db *db, int state, size_t limit, struct q_job **out, size_t *n)
 }
 
 int
-q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
+q__sqlite_counts(q_db *base, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int64_t c[Q_JOB_NSTATES] = {0};
     sqlite3_stmt *s = q__stmt(db, ST_COUNTS);
     int rc;
@@ -160,7 +168,7 @@ q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 /* ---- leases ---------------------------------------------------------- */
 
 static int
-reclaim(q_db *db, int64_t now, int64_t *n)
+reclaim(struct q__sqlite *db, int64_t now, int64_t *n)
 {
     sqlite3_stmt *s = q__stmt(db, ST_EXPIRED);
     int rc;
@@ -191,8 +199,9 @@ reclaim(q_db *db, int64_t now, int64_t *n)
 }
 
 int
-q_reclaim(q_db *db, int64_t now, int64_t *n)
+q__sqlite_reclaim(q_db *base, int64_t now, int64_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int64_t got = 0;
     int rc = q__tx_enter(db);
 
@@ -205,8 +214,8 @@ q_reclaim(q_db *db, int64_t now, int64_t *n)
 }
 
 static int
-claim_locked(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
-             size_t max, struct q_job *v, size_t *len)
+claim_locked(struct q__sqlite *db, const char *worker, int64_t now,
+             int64_t lease_ms, size_t max, struct q_job *v, size_t *len)
 {
     int64_t ids[256];
     size_t nids = 0;
@@ -241,9 +250,10 @@ claim_locked(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
 }
 
 int
-q_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms, size_t max,
-        struct q_job **out, size_t *n)
+q__sqlite_claim(q_db *base, const char *worker, int64_t now, int64_t lease_ms,
+                size_t max, struct q_job **out, size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     struct q_job *v;
     size_t len = 0;
     int rc;
@@ -269,7 +279,7 @@ q_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms, size_t max,
 
 /* Runs a held-job update (?1 id, ?2 worker); -EBUSY when no row matched. */
 static int
-held_update(q_db *db, sqlite3_stmt *s, const char *what)
+held_update(struct q__sqlite *db, sqlite3_stmt *s, const char *what)
 {
     int rc = q__run_done(db, s, what);
 
@@ -279,8 +289,10 @@ held_update(q_db *db, sqlite3_stmt *s, const char *what)
 }
 
 int
-q_extend(q_db *db, int64_t id, const char *worker, int64_t until, int64_t now)
+q__sqlite_extend(q_db *base, int64_t id, const char *worker, int64_t until,
+                 int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_EXTEND);
 
     if (s == NULL)
@@ -293,8 +305,8 @@ q_extend(q_db *db, int64_t id, const char *worker, int64_t until, int64_t now)
 }
 
 static int
-set_held_state(q_db *db, int64_t id, const char *worker, enum q_job_state state,
-               const int64_t *run_at, int64_t now)
+set_held_state(struct q__sqlite *db, int64_t id, const char *worker,
+               enum q_job_state state, const int64_t *run_at, int64_t now)
 {
     sqlite3_stmt *s = q__stmt(db, ST_SET_STATE_HELD);
 
@@ -310,26 +322,35 @@ set_held_state(q_db *db, int64_t id, const char *worker, enum q_job_state state,
 }
 
 int
-q_release(q_db *db, int64_t id, const char *worker, int64_t run_at, int64_t now)
+q__sqlite_release(q_db *base, int64_t id, const char *worker, int64_t run_at,
+                  int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return set_held_state(db, id, worker, Q_JOB_QUEUED, &run_at, now);
 }
 
 int
-q_complete(q_db *db, int64_t id, const char *worker, int64_t now)
+q__sqlite_complete(q_db *base, int64_t id, const char *worker, int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return set_held_state(db, id, worker, Q_JOB_SUCCEEDED, NULL, now);
 }
 
 int
-q_park_job(q_db *db, int64_t id, const char *worker, int64_t now)
+q__sqlite_park_job(q_db *base, int64_t id, const char *worker, int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return set_held_state(db, id, worker, Q_JOB_PARKED, NULL, now);
 }
 
 int
-q_fail(q_db *db, int64_t id, const char *worker, const char *error, int64_t now)
+q__sqlite_fail(q_db *base, int64_t id, const char *worker, const char *error,
+               int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_FAIL_HELD);
 
     if (s == NULL)
@@ -342,7 +363,7 @@ q_fail(q_db *db, int64_t id, const char *worker, const char *error, int64_t now)
 }
 
 static int
-cancel_locked(q_db *db, int64_t id, int64_t now)
+cancel_locked(struct q__sqlite *db, int64_t id, int64_t now)
 {
     sqlite3_stmt *s = q__stmt(db, ST_CANCEL);
     int rc;
@@ -367,8 +388,9 @@ cancel_locked(q_db *db, int64_t id, int64_t now)
 }
 
 int
-q_cancel(q_db *db, int64_t id, int64_t now)
+q__sqlite_cancel(q_db *base, int64_t id, int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int rc = q__tx_enter(db);
 
     if (rc != 0)
@@ -377,8 +399,9 @@ q_cancel(q_db *db, int64_t id, int64_t now)
 }
 
 int
-q_next_due(q_db *db, int64_t now, int64_t *at)
+q__sqlite_next_due(q_db *base, int64_t now, int64_t *at)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_NEXT_DUE);
     int rc;
 

@@ -26,8 +26,9 @@ read_step(sqlite3_stmt *s, void *elem)
 }
 
 int
-q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
+q__sqlite_steps_get(q_db *base, int64_t job_id, struct q_step **out, size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_STEPS_GET);
     void *v = NULL;
     int rc;
@@ -43,9 +44,11 @@ q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
 }
 
 int
-q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
-           const char *tier, const char *output, int64_t add_tokens)
+q__sqlite_step_set(q_db *base, int64_t job_id, int index,
+                   enum q_step_state state, const char *tier,
+                   const char *output, int64_t add_tokens)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_STEP_SET);
 
     if (s == NULL)
@@ -62,8 +65,8 @@ q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
 /* ---- attempts -------------------------------------------------------- */
 
 static int
-attempt_begin_locked(q_db *db, const struct q_attempt_start *a, int64_t *id,
-                     int *attempt)
+attempt_begin_locked(struct q__sqlite *db, const struct q_attempt_start *a,
+                     int64_t *id, int *attempt)
 {
     sqlite3_stmt *s = q__stmt(db, ST_HELD);
     int num, rc;
@@ -112,9 +115,10 @@ attempt_begin_locked(q_db *db, const struct q_attempt_start *a, int64_t *id,
 }
 
 int
-q_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
-                int *attempt)
+q__sqlite_attempt_begin(q_db *base, const struct q_attempt_start *a,
+                        int64_t *id, int *attempt)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int64_t got_id = 0;
     int got = 0, rc;
 
@@ -131,7 +135,8 @@ q_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
 }
 
 static int
-attempt_finish_locked(q_db *db, int64_t id, const struct q_attempt_result *r)
+attempt_finish_locked(struct q__sqlite *db, int64_t id,
+                      const struct q_attempt_result *r)
 {
     sqlite3_stmt *s = q__stmt(db, ST_ATTEMPT_GET);
     int64_t job_id, est;
@@ -175,8 +180,10 @@ attempt_finish_locked(q_db *db, int64_t id, const struct q_attempt_result *r)
 }
 
 int
-q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
+q__sqlite_attempt_finish(q_db *base, int64_t id,
+                         const struct q_attempt_result *r)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int rc = q__tx_enter(db);
 
     if (rc != 0)
@@ -207,9 +214,10 @@ read_attempt(sqlite3_stmt *s, void *elem)
 }
 
 int
-q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
-                size_t *n)
+q__sqlite_attempts_list(q_db *base, int64_t job_id, int step,
+                        struct q_attempt **out, size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s =
         q__stmt(db, step < 0 ? ST_ATTEMPTS_JOB : ST_ATTEMPTS_STEP);
     void *v = NULL;

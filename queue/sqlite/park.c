@@ -13,7 +13,7 @@
 /* ---- park items ------------------------------------------------------ */
 
 static int
-park_add_locked(q_db *db, const struct q_park_new *p, int64_t *id)
+park_add_locked(struct q__sqlite *db, const struct q_park_new *p, int64_t *id)
 {
     sqlite3_stmt *s = q__stmt(db, ST_PARK_ADD);
     int rc;
@@ -33,12 +33,14 @@ park_add_locked(q_db *db, const struct q_park_new *p, int64_t *id)
     if ((rc = q__run_done(db, s, "parking a step")) != 0)
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);
-    return q_step_set(db, p->job_id, p->step, Q_STEP_PARKED, p->tier, NULL, 0);
+    return q__sqlite_step_set(&db->base, p->job_id, p->step, Q_STEP_PARKED,
+                              p->tier, NULL, 0);
 }
 
 int
-q_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
+q__sqlite_park_add(q_db *base, const struct q_park_new *p, int64_t *id)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int64_t got = 0;
     int rc = q__tx_enter(db);
 
@@ -76,16 +78,19 @@ read_park(sqlite3_stmt *s, void *elem)
 }
 
 int
-q_park_get(q_db *db, int64_t id, struct q_park_item *out)
+q__sqlite_park_get(q_db *base, int64_t id, struct q_park_item *out)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return q__row_by_id(db, ST_PARK_GET, id, read_park, out, sizeof(*out),
                         "reading a park item");
 }
 
 int
-q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
-            size_t *n)
+q__sqlite_park_list(q_db *base, const struct q_park_filter *f,
+                    struct q_park_item **out, size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_PARK_LIST);
     void *v = NULL;
     int rc;
@@ -106,7 +111,7 @@ q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
 /* Runs one update of a parked job or item inside its own level; -EALREADY
  * when no row was in the state the update needs. */
 static int
-update_one(q_db *db, sqlite3_stmt *s, const char *what)
+update_one(struct q__sqlite *db, sqlite3_stmt *s, const char *what)
 {
     int rc;
 
@@ -116,8 +121,9 @@ update_one(q_db *db, sqlite3_stmt *s, const char *what)
 }
 
 int
-q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
+q__sqlite_park_close(q_db *base, int64_t id, const struct q_park_close *c)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_PARK_CLOSE);
     struct q_park_item it;
     int rc;
@@ -135,15 +141,16 @@ q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     if (rc != -EALREADY)
         return rc;
     /* Nothing closed: an unknown item, or one already resolved. */
-    if ((rc = q_park_get(db, id, &it)) != 0)
+    if ((rc = q__sqlite_park_get(&db->base, id, &it)) != 0)
         return rc;
     q_park_item_cleanup(&it);
     return -EALREADY;
 }
 
 int
-q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
+q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_REQUEUE);
 
     if (s == NULL)
@@ -154,8 +161,10 @@ q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
 }
 
 int
-q_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q__sqlite_job_fail_parked(q_db *base, int64_t job_id, const char *error,
+                          int64_t now)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_FAIL_PARKED);
 
     if (s == NULL)
@@ -167,8 +176,10 @@ q_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
 }
 
 int
-q_step_reset(q_db *db, int64_t job_id, int index, const struct q_step_reset *r)
+q__sqlite_step_reset(q_db *base, int64_t job_id, int index,
+                     const struct q_step_reset *r)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_STEP_RESET);
 
     if (s == NULL)

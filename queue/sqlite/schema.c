@@ -142,7 +142,7 @@ q_schema_version(void)
 }
 
 static int
-read_version(q_db *db, int *out)
+read_version(struct q__sqlite *db, int *out)
 {
     sqlite3_stmt *s = NULL;
     int rc;
@@ -158,13 +158,15 @@ read_version(q_db *db, int *out)
 }
 
 int
-q_db_version(q_db *db, int *out)
+q__sqlite_db_version(q_db *base, int *out)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return read_version(db, out);
 }
 
 int
-q__schema_migrate(q_db *db, int target)
+q__schema_migrate(struct q__sqlite *db, int target)
 {
     int have = 0, rc;
     char sql[64];

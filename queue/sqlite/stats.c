@@ -20,7 +20,7 @@ static const char park_sql[] =
  * internal.h) so that this file stays an add-on to the store: a report
  * runs a few times a second at most. */
 static int
-prepare(q_db *db, const char *sql, sqlite3_stmt **out)
+prepare(struct q__sqlite *db, const char *sql, sqlite3_stmt **out)
 {
     if (sqlite3_prepare_v2(db->h, sql, -1, out, NULL) != SQLITE_OK) {
         *out = NULL;
@@ -42,8 +42,9 @@ read_group(sqlite3_stmt *s, void *elem)
 }
 
 int
-q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
+q__sqlite_stats_attempts(q_db *base, struct q_attempt_group **out, size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = NULL;
     void *v = NULL;
     int rc;
@@ -75,8 +76,10 @@ read_brief(sqlite3_stmt *s, void *elem)
 }
 
 int
-q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
+q__sqlite_stats_park_open(q_db *base, size_t limit, struct q_park_brief **out,
+                          size_t *n)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = NULL;
     void *v = NULL;
     int rc;

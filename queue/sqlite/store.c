@@ -201,7 +201,7 @@ q__store_sql(enum q__stmt_id id)
 }
 
 int
-q__db_err(q_db *db, const char *what)
+q__db_err(struct q__sqlite *db, const char *what)
 {
     int code = sqlite3_errcode(db->h);
 
@@ -212,7 +212,7 @@ q__db_err(q_db *db, const char *what)
 }
 
 int
-q__exec_simple(q_db *db, const char *sql)
+q__exec_simple(struct q__sqlite *db, const char *sql)
 {
     char *msg = NULL;
 
@@ -225,7 +225,7 @@ q__exec_simple(q_db *db, const char *sql)
 }
 
 sqlite3_stmt *
-q__stmt(q_db *db, enum q__stmt_id id)
+q__stmt(struct q__sqlite *db, enum q__stmt_id id)
 {
     sqlite3_stmt *s = db->stmts[id];
 
@@ -246,7 +246,7 @@ q__stmt(q_db *db, enum q__stmt_id id)
 
 /* Runs a cached statement that returns no rows; -EIO/-EAGAIN on error. */
 static int
-step_done(q_db *db, enum q__stmt_id id, const char *what)
+step_done(struct q__sqlite *db, enum q__stmt_id id, const char *what)
 {
     return q__run_done(db, q__stmt(db, id), what);
 }
@@ -255,7 +255,7 @@ step_done(q_db *db, enum q__stmt_id id, const char *what)
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
  * the caller's group commit goes on. */
 int
-q__tx_enter(q_db *db)
+q__tx_enter(struct q__sqlite *db)
 {
     int rc;
 
@@ -272,7 +272,7 @@ q__tx_enter(q_db *db)
 }
 
 int
-q__tx_leave(q_db *db, int rc)
+q__tx_leave(struct q__sqlite *db, int rc)
 {
     int err;
 
@@ -295,22 +295,28 @@ q__tx_leave(q_db *db, int rc)
 }
 
 int
-q_tx_begin(q_db *db)
+q__sqlite_tx_begin(q_db *base)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return q__tx_enter(db);
 }
 
 int
-q_tx_commit(q_db *db)
+q__sqlite_tx_commit(q_db *base)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     if (db->tx_depth <= 0)
         return -EINVAL;
     return q__tx_leave(db, 0);
 }
 
 void
-q_tx_rollback(q_db *db)
+q__sqlite_tx_rollback(q_db *base)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     if (db->tx_depth > 0)
         q__tx_leave(db, -ECANCELED);
 }
@@ -355,11 +361,11 @@ open_existing_file(const char *path)
  * runs before any pragma because "PRAGMA journal_mode = WAL" writes to an
  * empty file and creates -wal and -shm next to it. */
 static int
-check_existing(q_db *db)
+check_existing(struct q__sqlite *db)
 {
     int have = 0, rc;
 
-    if ((rc = q_db_version(db, &have)) != 0)
+    if ((rc = q__sqlite_db_version(&db->base, &have)) != 0)
         return rc;
     if (have == 0)
         return -ENOENT;
@@ -384,7 +390,7 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
     static const struct q_open_opts defaults = {
         .durable = false, .lock_wait_ms = 5000, .keep_body_bytes = 65536};
     bool memory = strcmp(path, ":memory:") == 0;
-    q_db *db = NULL;
+    struct q__sqlite *db = NULL;
     int rc, flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
 
     if (opts == NULL)
@@ -397,6 +403,8 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
         return rc;
     }
     db = xcalloc(1, sizeof(*db));
+    db->base.ops = &q__sqlite_ops;
+    db->base.clock_offset_ms = 0;
     db->path = xstrdup(path);
     db->keep_body_bytes = opts->keep_body_bytes;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
@@ -417,10 +425,10 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
         (rc = q__exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
         (create && (rc = q__schema_migrate(db, target)) != 0))
         goto fail;
-    *out = db;
+    *out = &db->base;
     return 0;
 fail:
-    q_close(db);
+    q__sqlite_close(&db->base);
     return rc;
 }
 
@@ -431,14 +439,15 @@ q__open_version(const char *path, int target, q_db **out)
 }
 
 int
-q_close(q_db *db)
+q__sqlite_close(q_db *base)
 {
+    struct q__sqlite *db = q__sqlite(base);
     int rc = 0;
 
     if (db == NULL)
         return 0;
     while (db->tx_depth > 0)
-        q_tx_rollback(db);
+        q__sqlite_tx_rollback(&db->base);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(db->stmts[i]);
     if (db->h != NULL && sqlite3_close(db->h) != SQLITE_OK) {

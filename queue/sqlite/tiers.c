@@ -17,9 +17,10 @@ copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)
 }
 
 int
-q_tier_load(q_db *db, const char *tier, int64_t now,
-            const struct q_tier_window *w, struct q_tier_state *out)
+q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
+                    const struct q_tier_window *w, struct q_tier_state *out)
 {
+    struct q__sqlite *db = q__sqlite(base);
     struct q_tier_state st;
     sqlite3_stmt *s = q__stmt(db, ST_TIER_GET);
     int rc;
@@ -98,8 +99,10 @@ q_tier_load(q_db *db, const char *tier, int64_t now,
 }
 
 int
-q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
+q__sqlite_tier_store(q_db *base, const char *tier,
+                     const struct q_tier_state *st)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
 
     if (s == NULL)
@@ -126,9 +129,11 @@ q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 }
 
 int
-q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
-                bool probe, int64_t expires_at, int64_t *id)
+q__sqlite_tier_send_add(q_db *base, const char *tier, int64_t at,
+                        int64_t tokens, bool probe, int64_t expires_at,
+                        int64_t *id)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_ADD);
     int rc;
 
@@ -147,7 +152,7 @@ q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
 
 /* Reads send id: what it was charged, and whether it is done. */
 static int
-send_get(q_db *db, int64_t id, int64_t *tokens, bool *done)
+send_get(struct q__sqlite *db, int64_t id, int64_t *tokens, bool *done)
 {
     sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_GET);
     int rc;
@@ -166,8 +171,8 @@ send_get(q_db *db, int64_t id, int64_t *tokens, bool *done)
 /* Answers (drop false: done with tokens at done_at) or drops send id;
  * *old_tokens (may be NULL) gets what it was charged. */
 static int
-send_end(q_db *db, int64_t id, bool drop, int64_t tokens, int64_t done_at,
-         int64_t *old_tokens)
+send_end(struct q__sqlite *db, int64_t id, bool drop, int64_t tokens,
+         int64_t done_at, int64_t *old_tokens)
 {
     sqlite3_stmt *s;
     int64_t old;
@@ -193,21 +198,26 @@ send_end(q_db *db, int64_t id, bool drop, int64_t tokens, int64_t done_at,
 }
 
 int
-q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                 int64_t *old_tokens)
+q__sqlite_tier_send_done(q_db *base, int64_t id, int64_t tokens,
+                         int64_t done_at, int64_t *old_tokens)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return send_end(db, id, false, tokens, done_at, old_tokens);
 }
 
 int
-q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
+q__sqlite_tier_send_drop(q_db *base, int64_t id, int64_t *old_tokens)
 {
+    struct q__sqlite *db = q__sqlite(base);
+
     return send_end(db, id, true, 0, 0, old_tokens);
 }
 
 int
-q_tier_prune(q_db *db, const char *tier, int64_t before)
+q__sqlite_tier_prune(q_db *base, const char *tier, int64_t before)
 {
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_TIER_PRUNE);
 
     if (s == NULL)

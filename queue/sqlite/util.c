@@ -40,7 +40,7 @@ q__bind_text(sqlite3_stmt *s, int i, const char *v)
 
 /* Steps a statement that yields no rows; -EIO/-EBUSY on failure. */
 int
-q__run_done(q_db *db, sqlite3_stmt *s, const char *what)
+q__run_done(struct q__sqlite *db, sqlite3_stmt *s, const char *what)
 {
     if (s == NULL)
         return -EIO;
@@ -50,7 +50,7 @@ q__run_done(q_db *db, sqlite3_stmt *s, const char *what)
 }
 
 int
-q__step_row(q_db *db, sqlite3_stmt *s, const char *what)
+q__step_row(struct q__sqlite *db, sqlite3_stmt *s, const char *what)
 {
     int rc = sqlite3_step(s);
 
@@ -62,7 +62,7 @@ q__step_row(q_db *db, sqlite3_stmt *s, const char *what)
 }
 
 int
-q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
+q__rows(struct q__sqlite *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
         q__clean_fn clean, void **out, size_t *n, const char *what)
 {
     char *v = NULL;
@@ -83,8 +83,8 @@ q__rows(q_db *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
 }
 
 int
-q__row_by_id(q_db *db, enum q__stmt_id st, int64_t id, q__read_fn read,
-             void *out, size_t size, const char *what)
+q__row_by_id(struct q__sqlite *db, enum q__stmt_id st, int64_t id,
+             q__read_fn read, void *out, size_t size, const char *what)
 {
     sqlite3_stmt *s = q__stmt(db, st);
     int rc;

@@ -1,0 +1,273 @@
+/* dispatch.c: every storage call of queue.h, passed on to the table of
+ * the backend that opened the store (db->ops, queue/internal.h). The
+ * calls with a meaning of their own here (q_close of NULL, a backend with
+ * no clock or wake-up channel) come first. */
+#include "queue/queue.h"
+
+#include <errno.h>
+
+#include "queue/internal.h"
+
+int
+q_close(q_db *db)
+{
+    return db != NULL ? db->ops->close(db) : 0;
+}
+
+int64_t
+q_clock_offset(const q_db *db)
+{
+    return db->clock_offset_ms;
+}
+
+int
+q_clock_sync(q_db *db)
+{
+    return db->ops->clock_sync != NULL ? db->ops->clock_sync(db) : 0;
+}
+
+int
+q_wake_fd(q_db *db)
+{
+    return db->ops->wake_fd != NULL ? db->ops->wake_fd(db) : -ENOTSUP;
+}
+
+int
+q_wake_take(q_db *db, unsigned *events)
+{
+    return db->ops->wake_take != NULL ? db->ops->wake_take(db, events)
+                                      : -ENOTSUP;
+}
+
+int
+q_db_version(q_db *db, int *out)
+{
+    return db->ops->db_version(db, out);
+}
+
+int
+q_tx_begin(q_db *db)
+{
+    return db->ops->tx_begin(db);
+}
+
+int
+q_tx_commit(q_db *db)
+{
+    return db->ops->tx_commit(db);
+}
+
+void
+q_tx_rollback(q_db *db)
+{
+    db->ops->tx_rollback(db);
+}
+
+int
+q_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
+          const struct q_enqueue_opts *opts, int64_t now,
+          struct q_enqueue_result *res)
+{
+    return db->ops->enqueue(db, jobs, n, opts, now, res);
+}
+
+int
+q_job_get(q_db *db, int64_t id, struct q_job *out)
+{
+    return db->ops->job_get(db, id, out);
+}
+
+int
+q_jobs_list(q_db *db, int state, size_t limit, struct q_job **out, size_t *n)
+{
+    return db->ops->jobs_list(db, state, limit, out, n);
+}
+
+int
+q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
+{
+    return db->ops->counts(db, counts, park_open);
+}
+
+int
+q_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms, size_t max,
+        struct q_job **out, size_t *n)
+{
+    return db->ops->claim(db, worker, now, lease_ms, max, out, n);
+}
+
+int
+q_extend(q_db *db, int64_t id, const char *worker, int64_t until, int64_t now)
+{
+    return db->ops->extend(db, id, worker, until, now);
+}
+
+int
+q_release(q_db *db, int64_t id, const char *worker, int64_t run_at, int64_t now)
+{
+    return db->ops->release(db, id, worker, run_at, now);
+}
+
+int
+q_complete(q_db *db, int64_t id, const char *worker, int64_t now)
+{
+    return db->ops->complete(db, id, worker, now);
+}
+
+int
+q_fail(q_db *db, int64_t id, const char *worker, const char *error, int64_t now)
+{
+    return db->ops->fail(db, id, worker, error, now);
+}
+
+int
+q_park_job(q_db *db, int64_t id, const char *worker, int64_t now)
+{
+    return db->ops->park_job(db, id, worker, now);
+}
+
+int
+q_cancel(q_db *db, int64_t id, int64_t now)
+{
+    return db->ops->cancel(db, id, now);
+}
+
+int
+q_next_due(q_db *db, int64_t now, int64_t *at)
+{
+    return db->ops->next_due(db, now, at);
+}
+
+int
+q_reclaim(q_db *db, int64_t now, int64_t *n)
+{
+    return db->ops->reclaim(db, now, n);
+}
+
+int
+q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
+{
+    return db->ops->steps_get(db, job_id, out, n);
+}
+
+int
+q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
+           const char *tier, const char *output, int64_t add_tokens)
+{
+    return db->ops->step_set(db, job_id, index, state, tier, output,
+                             add_tokens);
+}
+
+int
+q_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
+                int *attempt)
+{
+    return db->ops->attempt_begin(db, a, id, attempt);
+}
+
+int
+q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
+{
+    return db->ops->attempt_finish(db, id, r);
+}
+
+int
+q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
+                size_t *n)
+{
+    return db->ops->attempts_list(db, job_id, step, out, n);
+}
+
+int
+q_tier_load(q_db *db, const char *tier, int64_t now,
+            const struct q_tier_window *w, struct q_tier_state *out)
+{
+    return db->ops->tier_load(db, tier, now, w, out);
+}
+
+int
+q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
+{
+    return db->ops->tier_store(db, tier, st);
+}
+
+int
+q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
+                bool probe, int64_t expires_at, int64_t *id)
+{
+    return db->ops->tier_send_add(db, tier, at, tokens, probe, expires_at, id);
+}
+
+int
+q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
+                 int64_t *old_tokens)
+{
+    return db->ops->tier_send_done(db, id, tokens, done_at, old_tokens);
+}
+
+int
+q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
+{
+    return db->ops->tier_send_drop(db, id, old_tokens);
+}
+
+int
+q_tier_prune(q_db *db, const char *tier, int64_t before)
+{
+    return db->ops->tier_prune(db, tier, before);
+}
+
+int
+q_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
+{
+    return db->ops->park_add(db, p, id);
+}
+
+int
+q_park_get(q_db *db, int64_t id, struct q_park_item *out)
+{
+    return db->ops->park_get(db, id, out);
+}
+
+int
+q_park_list(q_db *db, const struct q_park_filter *f, struct q_park_item **out,
+            size_t *n)
+{
+    return db->ops->park_list(db, f, out, n);
+}
+
+int
+q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
+{
+    return db->ops->park_close(db, id, c);
+}
+
+int
+q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
+{
+    return db->ops->job_requeue_parked(db, job_id, now);
+}
+
+int
+q_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+{
+    return db->ops->job_fail_parked(db, job_id, error, now);
+}
+
+int
+q_step_reset(q_db *db, int64_t job_id, int index, const struct q_step_reset *r)
+{
+    return db->ops->step_reset(db, job_id, index, r);
+}
+
+int
+q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
+{
+    return db->ops->stats_attempts(db, out, n);
+}
+
+int
+q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
+{
+    return db->ops->stats_park_open(db, limit, out, n);
+}
