@@ -3,29 +3,31 @@
 the same PostgreSQL, in one run; prints one markdown table. bench/pg.sh
 starts the throwaway cluster, runs this, and stops the cluster:
 
-    bench/pg.sh [--runs 3] [--backlog 100000] [--single 5000]
-        [--peer-jobs N] [--concurrency 1,16,256] [--jobs 1:2000,...]
-        [--skip queue,peer,e2e]
+    bench/pg.sh [--runs 3] [--backlog 100000] [--drain 20000] [--single 5000]
+        [--full] [--concurrency 1,16,256] [--jobs 1:2000,...]
+        [--skip queue,peer,e2e,sqlite,pg]
 
 Rows (each the median of --runs runs, every run on a fresh store: a new
 SQLite file, a new schema on the server):
   - bench_queue rows 0-5 (enqueue 1 and 100 per transaction, parsed and
-    validated; claim+complete over a backlog of --backlog with 1 and 4
-    processes, 1 and 32 per claim), SQLite at synchronous=NORMAL and FULL,
-    PostgreSQL with q_open_opts.durable off (what `stepq work` opens with)
-    and on;
+    validated; claim+complete with 1 and 4 processes, 1 and 32 per claim,
+    timed over the first --drain jobs of a backlog of --backlog), SQLite at
+    synchronous=NORMAL (and FULL with --full), PostgreSQL with
+    q_open_opts.durable off (what `stepq work` opens with: synchronous_commit
+    off) and on (synchronous_commit on, as graphile-worker runs);
   - graphile-worker (bench/peers/graphile/bench.js) on the same server:
     enqueue with add_job (1 per transaction) and add_jobs (100 per
-    transaction), and draining --peer-jobs no-op jobs with 1 and 4
-    processes at concurrency 1 and 32 per process (it claims one job per
-    query, so 32 in flight stands beside our 32 per claim), timed from its
-    first job's success (its start-up left out, in its favour; 20,000 jobs
-    by default, as it is 5-10x slower than our rows and the run must stay
-    short);
+    transaction), and draining the first --drain of --backlog no-op jobs
+    with 1 and 4 processes at concurrency 1 and 32 per process (it claims
+    one job per query, so 32 in flight stands beside our 32 per claim),
+    timed from its first job's success (its start-up left out, in its
+    favour);
   - bench/worker.py end to end (one-step jobs against `stepq mock`) at each
     --concurrency on SQLite and on PostgreSQL: steps/s and worker CPU per
     step.
-The location is read from --url-file and never printed.
+--skip leaves out parts: queue (stepq's store rows), peer, e2e (end to
+end), sqlite or pg (stepq on that store, in every part); a cell left out
+stays empty. The location is read from --url-file and never printed.
 """
 
 import argparse
@@ -61,12 +63,14 @@ def bench_queue(a, server, durable):
     """Runs bench_queue rows 0-5; returns {row: (median, [runs])} for the
     one column asked for (durable off or on)."""
     args = [a.bench_queue, "--tsv", "--runs", str(a.runs), "--only",
-            "0,1,2,3,4,5", "--backlog", str(a.backlog), "--single",
+            "0,1,2,3,4,5", "--backlog", str(a.backlog), "--drain",
+            str(a.drain), "--single",
             str(a.single), "--durable", "yes" if durable else "no",
             "--db", server or "sqlite", "--dir", a.dir]
-    r = subprocess.run(args, stdout=subprocess.PIPE)
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if r.returncode != 0:
-        die("bench_queue failed (exit %d)" % r.returncode)
+        die("bench_queue failed (exit %d): %s" % (
+            r.returncode, r.stderr.decode()[-2000:]))
     out = {}
     for line in r.stdout.decode().splitlines():
         f = line.split("\t")
@@ -137,11 +141,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--backlog", type=int, default=100000)
     ap.add_argument("--single", type=int, default=5000)
-    ap.add_argument("--peer-jobs", type=int, default=20000,
-                    help="jobs per peer drain and bulk enqueue")
+    ap.add_argument("--drain", type=int, default=20000,
+                    help="claim rows: jobs timed of the backlog")
+    ap.add_argument("--full", action="store_true",
+                    help="also SQLite at synchronous=FULL")
     ap.add_argument("--concurrency", default="1,16,256")
     ap.add_argument("--jobs", default="1:2000,16:20000,256:20000")
-    ap.add_argument("--skip", default="", help="queue,peer,e2e")
+    ap.add_argument("--skip", default="",
+                    help="parts to leave out: queue,peer,e2e,sqlite,pg")
     ap.add_argument("--dir", default=None,
                     help="where SQLite files and folders go (not tmpfs)")
     a = ap.parse_args()
@@ -150,7 +157,6 @@ def main():
     a.bench_queue = os.path.join(a.build, "bench", "bench_queue")
     stepq = os.path.abspath(os.path.join(a.build, "cli", "stepq"))
     a.dir = a.dir or tempfile.gettempdir()
-    peer_jobs = a.peer_jobs
     skip = set(a.skip.split(","))
 
     print("machine: " + machine(server))
@@ -159,12 +165,17 @@ def main():
         stdout=subprocess.PIPE).stdout.decode().strip()))
     print()
     sys.stdout.flush()
-    cols = ["SQLite NORMAL", "SQLite FULL", "PostgreSQL", "PostgreSQL durable",
-            "graphile-worker"]
+    cols = ["stepq SQLite NORMAL", "stepq SQLite FULL",
+            "stepq PostgreSQL (sync commit off)",
+            "stepq PostgreSQL durable (sync commit on)",
+            "graphile-worker (sync commit on)"]
     table = {r: [None] * 5 for r in QUEUE_ROWS}
     if "queue" not in skip:
         for i, (srv, durable) in enumerate([(None, False), (None, True),
                                             (server, False), (server, True)]):
+            if ("pg" if srv else "sqlite") in skip or (i == 1 and not
+                                                         a.full):
+                continue
             note("bench_queue, column %s" % cols[i])
             for row, cell in bench_queue(a, srv, durable).items():
                 table[row][i] = cell
@@ -173,25 +184,30 @@ def main():
         table[QUEUE_ROWS[0]][4] = med([peer(a, server, "enqueue", a.single,
                                             ["--per", "1"])
                                        for _ in range(a.runs)])
-        table[QUEUE_ROWS[1]][4] = med([peer(a, server, "enqueue", peer_jobs,
+        table[QUEUE_ROWS[1]][4] = med([peer(a, server, "enqueue", a.backlog,
                                             ["--per", "100"])
                                        for _ in range(a.runs)])
         for k, (procs, conc) in enumerate([(1, 1), (4, 1), (1, 32), (4, 32)]):
             note("graphile-worker drain, %d x %d" % (procs, conc))
             table[QUEUE_ROWS[2 + k]][4] = med(
-                [peer(a, server, "drain", peer_jobs,
-                      ["--procs", str(procs), "--concurrency", str(conc)])
+                [peer(a, server, "drain", a.backlog,
+                      ["--procs", str(procs), "--concurrency", str(conc),
+                       "--take", str(a.drain)])
                  for _ in range(a.runs)])
 
-    print("Queue store, jobs/s: median (runs). Backlog %d for claims "
-          "(graphile-worker: %d no-op jobs, concurrency 1 or 32 per process "
-          "in the 1 and 32 per claim rows); %d jobs for 1 per transaction."
-          % (a.backlog, peer_jobs, a.single))
+    print("Queue store, jobs/s: median (runs). Claims: the first %d jobs "
+          "of a backlog of %d (graphile-worker: no-op jobs, concurrency 1 or "
+          "32 per process in the 1 and 32 per claim rows); bulk enqueue %d "
+          "jobs; %d for 1 per transaction."
+          % (a.drain, a.backlog, a.backlog, a.single))
     print()
-    print("| operation | " + " | ".join(cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
+    shown = [i for i in range(len(cols))
+             if any(table[r][i] is not None for r in QUEUE_ROWS)]
+    print("| operation | " + " | ".join(cols[i] for i in shown) + " |")
+    print("|---" * (len(shown) + 1) + "|")
     for r in QUEUE_ROWS:
-        print("| %s | %s |" % (r, " | ".join(fmt(c) for c in table[r])))
+        print("| %s | %s |" % (r, " | ".join(fmt(table[r][i])
+                                             for i in shown)))
     print()
     sys.stdout.flush()
 
@@ -208,6 +224,9 @@ def main():
         n = jobs.get(c, max(jobs.values()))
         cells = []
         for srv in (None, server):
+            if ("pg" if srv else "sqlite") in skip:
+                cells.append(((float("nan"), []), float("nan")))
+                continue
             note("end to end, concurrency %d, %s"
                  % (c, "PostgreSQL" if srv else "SQLite"))
             rs = [worker.one_run(stepq, a.dir, c, n, False, srv)

@@ -1,7 +1,8 @@
 /* bench/queue.c: queue store throughput, run on demand (never in tests).
  *
  *   build/release/bench/bench_queue [--runs 5] [--single N] [--batch N]
- *       [--backlog N] [--only ROW[,ROW...]] [--dir DIR] [--db LOCATION]
+ *       [--backlog N] [--drain N] [--only ROW[,ROW...]] [--dir DIR]
+ *       [--db LOCATION]
  *       [--durable no|yes|both] [--tsv]
  *
  * Prints jobs/s, the median of --runs runs, for: enqueue one job per
@@ -10,7 +11,8 @@
  * backlog with 1 and 4 processes (one job per claim, and 32 per claim with
  * the completions group-committed), each with q_open_opts.durable off and
  * on (SQLite: synchronous=NORMAL and FULL, WAL). Enqueue includes parsing
- * and validating the job's JSON.
+ * and validating the job's JSON. --drain N times the claim rows over the
+ * first N jobs of the backlog (the queue stays as deep; the run shorter).
  *
  * The store is a fresh SQLite file in --dir for every run, or with --db a
  * PostgreSQL location (postgresql://..., postgres://... or libpq's keyword
@@ -42,6 +44,7 @@ extern char **environ;
 static const char *base_dir = "/tmp";
 static const char *server; /* --db: a PostgreSQL location, or NULL */
 static int run_no;
+static int take; /* --drain: jobs the claim rows take of the backlog */
 
 static bool
 is_server(const char *loc)
@@ -81,7 +84,7 @@ static char *
 fresh_store(void)
 {
     char *p = xmalloc(strlen(server ? server : base_dir) + 200);
-    char name[64], sql[200];
+    char name[64], sql[300];
     if (server == NULL) {
         sprintf(p, "%s/bench-queue-%d-%d.db", base_dir, (int)getpid(),
                 run_no++);
@@ -110,7 +113,9 @@ remove_store(const char *p)
     char side[600], name[64];
     if (server != NULL) {
         schema_name(run_no - 1, name, sizeof(name));
-        snprintf(side, sizeof(side), "DROP SCHEMA %s CASCADE", name);
+        snprintf(side, sizeof(side),
+                 "SET client_min_messages TO warning; DROP SCHEMA %s CASCADE",
+                 name);
         psql(side);
         return;
     }
@@ -213,9 +218,9 @@ fill_backlog(const char *path, int n)
 }
 
 /* One worker process: claim `per` at a time and complete them (in one
- * transaction when per > 1) until nothing is left. */
+ * transaction when per > 1) until nothing is left or it has done quota. */
 static int
-drain(const char *path, bool full, int per, int id)
+drain(const char *path, bool full, int per, int id, int quota)
 {
     q_db *db = open_or_die(path, full);
     char name[32];
@@ -227,8 +232,9 @@ drain(const char *path, bool full, int per, int id)
     /* SQLite's busy wait is not fair: under FULL sync a process can wait
      * out its busy timeout (-EAGAIN). A worker retries then; so does this
      * one, for every call. */
-    for (;;) {
-        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)per, &got, &n);
+    while (done < quota) {
+        int want = quota - done < per ? quota - done : per;
+        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)want, &got, &n);
         if (rc == -EAGAIN)
             continue;
         if (rc != 0)
@@ -247,21 +253,27 @@ drain(const char *path, bool full, int per, int id)
         q_jobs_free(got, n);
     }
     q_close(db);
-    return rc == -ENOENT ? done : -1;
+    return rc == -ENOENT || done >= quota ? done : -1;
 }
 
+/* Fills a backlog, then times procs processes draining `take` jobs of it
+ * (take / procs each; all of it when take is 0 or above the backlog). */
 static double
-bench_claim(const char *path, bool full, int backlog, int procs, int per)
+bench_claim(const char *path, bool full, int backlog, int upto, int procs,
+            int per)
 {
     pid_t pids[16];
     int64_t t0;
+
+    int quota = upto > 0 && upto < backlog ? upto / procs : backlog;
+    int total = upto > 0 && upto < backlog ? quota * procs : backlog;
 
     fill_backlog(path, backlog);
     t0 = clock_mono_ms();
     for (int p = 0; p < procs; p++) {
         pids[p] = fork();
         if (pids[p] == 0)
-            _exit(drain(path, full, per, p) >= 0 ? 0 : 1);
+            _exit(drain(path, full, per, p, quota) >= 0 ? 0 : 1);
     }
     for (int p = 0; p < procs; p++) {
         int st;
@@ -271,17 +283,20 @@ bench_claim(const char *path, bool full, int backlog, int procs, int per)
             exit(1);
         }
     }
-    return backlog / ((double)(clock_mono_ms() - t0) / 1000.0);
+    return total / ((double)(clock_mono_ms() - t0) / 1000.0);
 }
 
 static const char usage[] =
     "usage: bench_queue [--runs N] [--single N] [--batch N] [--backlog N]\n"
+    "                   [--drain N]\n"
     "                   [--only ROW[,ROW...]] [--dir DIR] [--db LOCATION]\n"
     "                   [--durable no|yes|both] [--tsv]\n"
     "ROW 0-7 runs rows of the table (0: enqueue 1 per transaction, 1: 100\n"
     "per transaction, 2-5: claim+complete, 6-7: enqueue stored only).\n"
     "--db: a PostgreSQL location (a fresh schema per run, made with psql),\n"
     "or \"sqlite\" (the default: a fresh file per run in --dir).\n"
+    "--drain N: the claim rows time draining N jobs of the backlog (all of\n"
+    "it by default), N/processes each.\n"
     "--tsv: one line per row: name, the two medians, then each column's\n"
     "runs comma-separated (0 for a column not run).\n";
 
@@ -322,7 +337,7 @@ run_row(int b, bool full, int single, int batch, int backlog)
         r = bench_enqueue(p, full, batch, 100, false);
         break;
     default:
-        r = bench_claim(p, full, backlog, b % 2 ? 4 : 1, b < 4 ? 1 : 32);
+        r = bench_claim(p, full, backlog, take, b % 2 ? 4 : 1, b < 4 ? 1 : 32);
         break;
     }
     remove_store(p);
@@ -378,6 +393,8 @@ main(int argc, char **argv)
             batch = atoi(v);
         else if (strcmp(argv[i], "--backlog") == 0)
             backlog = atoi(v);
+        else if (strcmp(argv[i], "--drain") == 0)
+            take = atoi(v);
         else if (strcmp(argv[i], "--only") == 0 && parse_rows(v, want) == 0)
             any = true;
         else if (strcmp(argv[i], "--dir") == 0)
@@ -396,7 +413,8 @@ main(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1) {
+    if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1 ||
+        take < 0) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }

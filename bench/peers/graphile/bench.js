@@ -4,7 +4,7 @@
  *
  *   node bench.js enqueue --url URL --schema S --jobs N --per 100|1
  *   node bench.js drain   --url URL --schema S --jobs N --procs P
- *                         --concurrency C
+ *                         --concurrency C [--take M]
  *
  * enqueue: migrates schema S (graphile-worker's own tables, not timed),
  *   then times adding N jobs, --per at a time: 100 per transaction with
@@ -15,7 +15,8 @@
  *   C jobs at a time each, a pool of C + 2 connections), waits until each
  *   has loaded, then times from the first job's success (in any worker)
  *   until all N jobs queued in S have succeeded (counted from each
- *   worker's job:success events): (N - 1) / that span. The workers'
+ *   worker's job:success events), or the first M of them with
+ *   --take M (the queue as deep, the run shorter): (M - 1) / that span. The workers'
  *   start-up (connecting, checking the schema) is left out, in the peer's
  *   favour; stepq's rows include theirs (fork and connect). Prints jobs/s.
  * Output: one line "jobs/s NUMBER". The URL is never printed.
@@ -130,10 +131,12 @@ function drain(o) {
           const first = BigInt(m.first);
           if (t0 === null || first < t0) t0 = first;
           total += m.done;
-          if (total >= o.jobs) {
+          const take = o.take > 0 && o.take < o.jobs ? o.take : o.jobs;
+          if (total >= take && t0 !== -1n) {
             const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+            t0 = -1n;
             kids.forEach((x) => x.send("stop"));
-            resolve((o.jobs - 1) / secs);
+            resolve((take - 1) / secs);
           }
         }
       });
