@@ -19,9 +19,9 @@ SQLite file, a new schema on the server):
     enqueue with add_job (1 per transaction) and add_jobs (100 per
     transaction), and draining the first --drain of --backlog no-op jobs
     with 1 and 4 processes at concurrency 1 and 32 per process (it claims
-    one job per query, so 32 in flight stands beside our 32 per claim),
-    timed from its first job's success (its start-up left out, in its
-    favour);
+    one job per query; in the 32 rows it batches as it can: localQueue of
+    32, completions of one tick in one query), timed from its first job's
+    success (its start-up left out, in its favour);
   - bench/worker.py end to end (one-step jobs against `stepq mock`) at each
     --concurrency on SQLite and on PostgreSQL: steps/s and worker CPU per
     step.
@@ -188,17 +188,20 @@ def main():
                                             ["--per", "100"])
                                        for _ in range(a.runs)])
         for k, (procs, conc) in enumerate([(1, 1), (4, 1), (1, 32), (4, 32)]):
+            # 32 per claim: its batching (localQueue 32, completions of a
+            # tick in one query) beside our 32 per claim.
             note("graphile-worker drain, %d x %d" % (procs, conc))
             table[QUEUE_ROWS[2 + k]][4] = med(
                 [peer(a, server, "drain", a.backlog,
                       ["--procs", str(procs), "--concurrency", str(conc),
-                       "--take", str(a.drain)])
+                       "--take", str(a.drain), "--batch", str(conc)])
                  for _ in range(a.runs)])
 
     print("Queue store, jobs/s: median (runs). Claims: the first %d jobs "
-          "of a backlog of %d (graphile-worker: no-op jobs, concurrency 1 or "
-          "32 per process in the 1 and 32 per claim rows); bulk enqueue %d "
-          "jobs; %d for 1 per transaction."
+          "of a backlog of %d (graphile-worker: no-op jobs; 1 per claim: "
+          "concurrency 1 per process; 32 per claim: concurrency 32, "
+          "localQueue 32, batched completions); bulk enqueue %d jobs; %d "
+          "for 1 per transaction."
           % (a.drain, a.backlog, a.backlog, a.single))
     print()
     shown = [i for i in range(len(cols))

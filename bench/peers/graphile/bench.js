@@ -4,7 +4,7 @@
  *
  *   node bench.js enqueue --url URL --schema S --jobs N --per 100|1
  *   node bench.js drain   --url URL --schema S --jobs N --procs P
- *                         --concurrency C [--take M]
+ *                         --concurrency C [--take M] [--batch K]
  *
  * enqueue: migrates schema S (graphile-worker's own tables, not timed),
  *   then times adding N jobs, --per at a time: 100 per transaction with
@@ -12,13 +12,16 @@
  *   transaction with S.add_job; prints jobs/s. Payload: the same JSON job
  *   text as bench_queue's, so both store rows of the same size.
  * drain: starts P worker processes (graphile-worker's run(), a no-op task,
- *   C jobs at a time each, a pool of C + 2 connections), waits until each
- *   has loaded, then times from the first job's success (in any worker)
- *   until all N jobs queued in S have succeeded (counted from each
- *   worker's job:success events), or the first M of them with
- *   --take M (the queue as deep, the run shorter): (M - 1) / that span. The workers'
- *   start-up (connecting, checking the schema) is left out, in the peer's
- *   favour; stepq's rows include theirs (fork and connect). Prints jobs/s.
+ *   C jobs at a time each, a pool of C + 2 connections; with --batch K
+ *   its batching: localQueue.size K, one query locking K jobs for the
+ *   pool, and completeJobBatchDelay 0, the completions of one tick in one
+ *   query), waits until each has loaded, then times from the first job's
+ *   success (in any worker) until all N jobs queued in S have succeeded
+ *   (counted from each worker's job:success events), or the first M of
+ *   them with --take M (the queue as deep, the run shorter):
+ *   (M - 1) / that span. The workers' start-up (connecting, checking the
+ *   schema) is left out, in the peer's favour; stepq's rows include
+ *   theirs (fork and connect). Prints jobs/s.
  * Output: one line "jobs/s NUMBER". The URL is never printed.
  */
 "use strict";
@@ -106,7 +109,9 @@ async function child(o) {
       runner = await gw.run({ connectionString: o.url, schema: o.schema,
         concurrency: o.concurrency, maxPoolSize: o.concurrency + 2,
         noHandleSignals: true, pollInterval: 1000, logger: quiet, events,
-        taskList: { noop: async () => {} } });
+        taskList: { noop: async () => {} },
+        preset: o.batch > 1 ? { worker: { localQueue: { size: o.batch },
+          completeJobBatchDelay: 0 } } : {} });
     } else if (m === "stop") {
       clearInterval(tick);
       if (runner) await runner.stop();
