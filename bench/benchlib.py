@@ -5,6 +5,7 @@ Standard library only."""
 import json
 import os
 import platform
+import re
 import select
 import signal
 import subprocess
@@ -38,9 +39,16 @@ def job_text(name):
     )
 
 
+def redact(text):
+    """text with any password of a PostgreSQL location in it replaced by
+    ***: what messages print instead."""
+    text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", text)
+
+
 def die(msg):
     name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
-    print("bench_%s: %s" % (name, msg), file=sys.stderr)
+    print("bench_%s: %s" % (name, redact(msg)), file=sys.stderr)
     sys.exit(1)
 
 
@@ -93,6 +101,33 @@ def run_stepq(binary, folder, args, stdin=None):
     if r.returncode != 0:
         die("stepq %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr))
     return r.stdout
+
+
+def psql(server, sql):
+    """Runs sql on the server (a PostgreSQL location) with psql; dies on
+    failure without printing the location (it may hold a password)."""
+    r = subprocess.run(
+        ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", server, "-c",
+         "SET client_min_messages TO warning; " + sql],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        die("psql failed (%s): %s" % (sql, r.stderr.decode().strip()))
+    return r.stdout.decode()
+
+
+def pg_fresh(server, schema):
+    """Makes an empty schema on the server; returns the location whose
+    connections use it (search_path set through libpq's options)."""
+    psql(server, "DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s"
+         % (schema, schema))
+    if "://" in server:
+        sep = "&" if "?" in server else "?"
+        return "%s%soptions=-csearch_path%%3D%s" % (server, sep, schema)
+    return "%s options=-csearch_path=%s" % (server, schema)
+
+
+def pg_drop(server, schema):
+    psql(server, "DROP SCHEMA IF EXISTS %s CASCADE" % schema)
 
 
 def read_jsonl(path):

@@ -1,16 +1,27 @@
 /* bench/queue.c: queue store throughput, run on demand (never in tests).
  *
  *   build/release/bench/bench_queue [--runs 5] [--single N] [--batch N]
- *                                   [--backlog N] [--only ROW] [--dir DIR]
+ *       [--backlog N] [--drain N] [--only ROW[,ROW...]] [--dir DIR]
+ *       [--db LOCATION]
+ *       [--durable no|yes|both] [--tsv]
  *
  * Prints jobs/s, the median of --runs runs, for: enqueue one job per
  * transaction, enqueue 100 per transaction (with validation, and stored
  * only), and claim+complete from a
  * backlog with 1 and 4 processes (one job per claim, and 32 per claim with
- * the completions group-committed), each at synchronous=NORMAL and FULL
- * (WAL). Enqueue includes parsing and validating the job's JSON.
+ * the completions group-committed), each with q_open_opts.durable off and
+ * on (SQLite: synchronous=NORMAL and FULL, WAL). Enqueue includes parsing
+ * and validating the job's JSON. --drain N times the claim rows over the
+ * first N jobs of the backlog (the queue stays as deep; the run shorter).
+ *
+ * The store is a fresh SQLite file in --dir for every run, or with --db a
+ * PostgreSQL location (postgresql://..., postgres://... or libpq's keyword
+ * form): every run then gets a fresh schema of its own on that server,
+ * made and dropped with psql (on the PATH), and the location is never
+ * printed (it may hold a password).
  */
 #include <errno.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,23 +39,86 @@ static const char job_text[] =
     "pull requests of the night as JSON.\"}],\"max_tokens\":800},"
     "\"expect_json\":[\"summary\"]}]}";
 
-static const char *base_dir = "/tmp";
-static int run_no;
+extern char **environ;
 
-static char *
-fresh_path(void)
+static const char *base_dir = "/tmp";
+static const char *server; /* --db: a PostgreSQL location, or NULL */
+static int run_no;
+static int take; /* --drain: jobs the claim rows take of the backlog */
+
+static bool
+is_server(const char *loc)
 {
-    char *p = xmalloc(512);
-    snprintf(p, 512, "%s/bench-queue-%d-%d.db", base_dir, (int)getpid(),
-             run_no++);
-    unlink(p);
-    return p;
+    return strncmp(loc, "postgresql://", 13) == 0 ||
+           strncmp(loc, "postgres://", 11) == 0 ||
+           (strchr(loc, '=') != NULL && strstr(loc, "://") == NULL);
+}
+
+/* Runs one SQL command on the server with psql; exits on failure (the
+ * benchmark cannot go on without its schema). */
+static void
+psql(const char *sql)
+{
+    char *argv[] = {
+        "psql", "-X",           "-q", "-v",        "ON_ERROR_STOP=1",
+        "-d",   (char *)server, "-c", (char *)sql, NULL};
+    pid_t pid;
+    int st;
+    if (posix_spawnp(&pid, "psql", NULL, NULL, argv, environ) != 0 ||
+        waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "bench_queue: psql failed: %s\n", sql);
+        exit(1);
+    }
 }
 
 static void
-remove_db(const char *p)
+schema_name(int no, char *buf, size_t size)
 {
-    char side[600];
+    snprintf(buf, size, "bench_queue_%d_%d", (int)getpid(), no);
+}
+
+/* A fresh store for one run: a new SQLite file in base_dir, or a new
+ * schema on the server (the location with its search_path set to it).
+ * Caller owns the result; free() it after remove_store(). */
+static char *
+fresh_store(void)
+{
+    char *p = xmalloc(strlen(server ? server : base_dir) + 200);
+    char name[64], sql[300];
+    if (server == NULL) {
+        sprintf(p, "%s/bench-queue-%d-%d.db", base_dir, (int)getpid(),
+                run_no++);
+        unlink(p);
+        return p;
+    }
+    schema_name(run_no++, name, sizeof(name));
+    snprintf(sql, sizeof(sql),
+             "SET client_min_messages TO warning; "
+             "DROP SCHEMA IF EXISTS %s CASCADE; "
+             "CREATE SCHEMA %s",
+             name, name);
+    psql(sql);
+    if (is_server(server) && strstr(server, "://") != NULL)
+        sprintf(p, "%s%coptions=-csearch_path%%3D%s", server,
+                strchr(server, '?') ? '&' : '?', name);
+    else
+        sprintf(p, "%s options=-csearch_path=%s", server, name);
+    return p;
+}
+
+/* Removes the store of the latest fresh_store(). */
+static void
+remove_store(const char *p)
+{
+    char side[600], name[64];
+    if (server != NULL) {
+        schema_name(run_no - 1, name, sizeof(name));
+        snprintf(side, sizeof(side),
+                 "SET client_min_messages TO warning; DROP SCHEMA %s CASCADE",
+                 name);
+        psql(side);
+        return;
+    }
     unlink(p);
     snprintf(side, sizeof(side), "%s-wal", p);
     unlink(side);
@@ -59,7 +133,7 @@ open_or_die(const char *path, bool full)
         .durable = full, .lock_wait_ms = 10000, .keep_body_bytes = 65536};
     q_db *db = NULL;
     if (q_open(path, &o, &db) != 0) {
-        fprintf(stderr, "cannot open %s\n", path);
+        fprintf(stderr, "cannot open %s\n", server ? "the server" : path);
         exit(1);
     }
     return db;
@@ -144,9 +218,9 @@ fill_backlog(const char *path, int n)
 }
 
 /* One worker process: claim `per` at a time and complete them (in one
- * transaction when per > 1) until nothing is left. */
+ * transaction when per > 1) until nothing is left or it has done quota. */
 static int
-drain(const char *path, bool full, int per, int id)
+drain(const char *path, bool full, int per, int id, int quota)
 {
     q_db *db = open_or_die(path, full);
     char name[32];
@@ -158,8 +232,9 @@ drain(const char *path, bool full, int per, int id)
     /* SQLite's busy wait is not fair: under FULL sync a process can wait
      * out its busy timeout (-EAGAIN). A worker retries then; so does this
      * one, for every call. */
-    for (;;) {
-        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)per, &got, &n);
+    while (done < quota) {
+        int want = quota - done < per ? quota - done : per;
+        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)want, &got, &n);
         if (rc == -EAGAIN)
             continue;
         if (rc != 0)
@@ -178,21 +253,27 @@ drain(const char *path, bool full, int per, int id)
         q_jobs_free(got, n);
     }
     q_close(db);
-    return rc == -ENOENT ? done : -1;
+    return rc == -ENOENT || done >= quota ? done : -1;
 }
 
+/* Fills a backlog, then times procs processes draining `take` jobs of it
+ * (take / procs each; all of it when take is 0 or above the backlog). */
 static double
-bench_claim(const char *path, bool full, int backlog, int procs, int per)
+bench_claim(const char *path, bool full, int backlog, int upto, int procs,
+            int per)
 {
     pid_t pids[16];
     int64_t t0;
+
+    int quota = upto > 0 && upto < backlog ? upto / procs : backlog;
+    int total = upto > 0 && upto < backlog ? quota * procs : backlog;
 
     fill_backlog(path, backlog);
     t0 = clock_mono_ms();
     for (int p = 0; p < procs; p++) {
         pids[p] = fork();
         if (pids[p] == 0)
-            _exit(drain(path, full, per, p) >= 0 ? 0 : 1);
+            _exit(drain(path, full, per, p, quota) >= 0 ? 0 : 1);
     }
     for (int p = 0; p < procs; p++) {
         int st;
@@ -202,14 +283,32 @@ bench_claim(const char *path, bool full, int backlog, int procs, int per)
             exit(1);
         }
     }
-    return backlog / ((double)(clock_mono_ms() - t0) / 1000.0);
+    return total / ((double)(clock_mono_ms() - t0) / 1000.0);
 }
 
 static const char usage[] =
     "usage: bench_queue [--runs N] [--single N] [--batch N] [--backlog N]\n"
-    "                   [--only ROW] [--dir DIR]\n"
-    "ROW 0-7 runs one row of the table (0: enqueue 1 per transaction, 1: 100\n"
-    "per transaction, 2-5: claim+complete, 6-7: enqueue stored only).\n";
+    "                   [--drain N]\n"
+    "                   [--only ROW[,ROW...]] [--dir DIR] [--db LOCATION]\n"
+    "                   [--durable no|yes|both] [--tsv]\n"
+    "ROW 0-7 runs rows of the table (0: enqueue 1 per transaction, 1: 100\n"
+    "per transaction, 2-5: claim+complete, 6-7: enqueue stored only).\n"
+    "--db: a PostgreSQL location (a fresh schema per run, made with psql),\n"
+    "or \"sqlite\" (the default: a fresh file per run in --dir).\n"
+    "--drain N: the claim rows time draining N jobs of the backlog (all of\n"
+    "it by default), N/processes each.\n"
+    "--tsv: one line per row: name, the two medians, then each column's\n"
+    "runs comma-separated (0 for a column not run).\n";
+
+static const char *const names[] = {
+    "enqueue, 1 per transaction",
+    "enqueue, 100 per transaction",
+    "claim+complete, 1 process, 1 per claim",
+    "claim+complete, 4 processes, 1 per claim",
+    "claim+complete, 1 process, 32 per claim",
+    "claim+complete, 4 processes, 32 per claim",
+    "enqueue, 1 per transaction, stored only",
+    "enqueue, 100 per transaction, stored only"};
 
 static int
 cmp_double(const void *a, const void *b)
@@ -218,89 +317,130 @@ cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One run of row b on a fresh store; returns jobs/s. */
+static double
+run_row(int b, bool full, int single, int batch, int backlog)
+{
+    char *p = fresh_store();
+    double r;
+    switch (b) {
+    case 0:
+        r = bench_enqueue(p, full, single, 1, true);
+        break;
+    case 1:
+        r = bench_enqueue(p, full, batch, 100, true);
+        break;
+    case 6:
+        r = bench_enqueue(p, full, single, 1, false);
+        break;
+    case 7:
+        r = bench_enqueue(p, full, batch, 100, false);
+        break;
+    default:
+        r = bench_claim(p, full, backlog, take, b % 2 ? 4 : 1, b < 4 ? 1 : 32);
+        break;
+    }
+    remove_store(p);
+    free(p);
+    return r;
+}
+
+/* Parses "--only 1,3": which of the 8 rows run. */
+static int
+parse_rows(const char *v, bool *want)
+{
+    char *end;
+    for (;;) {
+        long b = strtol(v, &end, 10);
+        if (end == v || b < 0 || b > 7)
+            return -EINVAL;
+        want[b] = true;
+        if (*end == '\0')
+            return 0;
+        if (*end != ',')
+            return -EINVAL;
+        v = end + 1;
+    }
+}
+
 int
 main(int argc, char **argv)
 {
     int runs = 5, single = 20000, batch = 100000, backlog = 100000;
-    int only = -1;
+    bool want[8] = {false}, any = false, tsv = false, cols[2] = {true, true};
 
     for (int i = 1; i < argc; i += 2) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             fputs(usage, stdout);
             return 0;
         }
-        if (i + 1 >= argc) {
+        if (strcmp(argv[i], "--tsv") == 0) {
+            tsv = true;
+            i--;
+            continue;
+        }
+        if (v == NULL) {
             fprintf(stderr, "bench_queue: %s needs a value\n%s", argv[i],
                     usage);
             return 2;
         }
         if (strcmp(argv[i], "--runs") == 0)
-            runs = atoi(argv[i + 1]);
+            runs = atoi(v);
         else if (strcmp(argv[i], "--single") == 0)
-            single = atoi(argv[i + 1]);
+            single = atoi(v);
         else if (strcmp(argv[i], "--batch") == 0)
-            batch = atoi(argv[i + 1]);
+            batch = atoi(v);
         else if (strcmp(argv[i], "--backlog") == 0)
-            backlog = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--only") == 0)
-            only = atoi(argv[i + 1]);
+            backlog = atoi(v);
+        else if (strcmp(argv[i], "--drain") == 0)
+            take = atoi(v);
+        else if (strcmp(argv[i], "--only") == 0 && parse_rows(v, want) == 0)
+            any = true;
         else if (strcmp(argv[i], "--dir") == 0)
-            base_dir = argv[i + 1];
-        else {
-            fprintf(stderr, "bench_queue: unknown option %s\n%s", argv[i],
-                    usage);
+            base_dir = v;
+        else if (strcmp(argv[i], "--db") == 0 && strcmp(v, "sqlite") == 0)
+            server = NULL;
+        else if (strcmp(argv[i], "--db") == 0 && is_server(v))
+            server = v;
+        else if (strcmp(argv[i], "--durable") == 0 &&
+                 (strcmp(v, "no") == 0 || strcmp(v, "yes") == 0 ||
+                  strcmp(v, "both") == 0)) {
+            cols[0] = strcmp(v, "yes") != 0;
+            cols[1] = strcmp(v, "no") != 0;
+        } else {
+            fprintf(stderr, "bench_queue: bad option %s\n%s", argv[i], usage);
             return 2;
         }
     }
-    if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1) {
+    if (runs < 1 || runs > 99 || single < 1 || batch < 100 || backlog < 1 ||
+        take < 0) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
-    printf("%-44s %12s %12s\n", "benchmark (median of runs, jobs/s)", "NORMAL",
-           "FULL");
+    if (!tsv)
+        printf("%-44s %12s %12s\n", "benchmark (median of runs, jobs/s)",
+               server ? "not durable" : "NORMAL", server ? "durable" : "FULL");
     for (int b = 0; b < 8; b++) {
-        static const char *const names[] = {
-            "enqueue, 1 per transaction",
-            "enqueue, 100 per transaction",
-            "claim+complete, 1 process, 1 per claim",
-            "claim+complete, 4 processes, 1 per claim",
-            "claim+complete, 1 process, 32 per claim",
-            "claim+complete, 4 processes, 32 per claim",
-            "enqueue, 1 per transaction, stored only",
-            "enqueue, 100 per transaction, stored only"};
-        double med[2];
-        if (only >= 0 && b != only)
+        double med[2] = {0, 0}, r[2][99] = {{0}};
+        if (any && !want[b])
             continue;
         for (int full = 0; full < 2; full++) {
-            double *r = xcalloc((size_t)runs, sizeof(double));
-            for (int k = 0; k < runs; k++) {
-                char *p = fresh_path();
-                switch (b) {
-                case 0:
-                    r[k] = bench_enqueue(p, full, single, 1, true);
-                    break;
-                case 1:
-                    r[k] = bench_enqueue(p, full, batch, 100, true);
-                    break;
-                case 6:
-                    r[k] = bench_enqueue(p, full, single, 1, false);
-                    break;
-                case 7:
-                    r[k] = bench_enqueue(p, full, batch, 100, false);
-                    break;
-                default:
-                    r[k] = bench_claim(p, full, backlog, b % 2 ? 4 : 1,
-                                       b < 4 ? 1 : 32);
-                    break;
-                }
-                remove_db(p);
-                free(p);
-            }
-            qsort(r, (size_t)runs, sizeof(double), cmp_double);
-            med[full] = r[runs / 2];
-            free(r);
+            for (int k = 0; cols[full] && k < runs; k++)
+                r[full][k] = run_row(b, full, single, batch, backlog);
+            qsort(r[full], (size_t)runs, sizeof(double), cmp_double);
+            med[full] = r[full][runs / 2];
         }
-        printf("%-44s %12.0f %12.0f\n", names[b], med[0], med[1]);
+        if (!tsv) {
+            printf("%-44s %12.0f %12.0f\n", names[b], med[0], med[1]);
+            fflush(stdout);
+            continue;
+        }
+        printf("%s\t%.0f\t%.0f", names[b], med[0], med[1]);
+        for (int full = 0; full < 2; full++)
+            for (int k = 0; k < runs; k++)
+                printf("%s%.0f", k ? "," : "\t", r[full][k]);
+        printf("\n");
         fflush(stdout);
     }
     return 0;

@@ -3,10 +3,13 @@
 
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
-        [--dir /tmp] [--keep]
+        [--dir /tmp] [--keep] [--db sqlite|LOCATION]
 
 Drives the real binary the way a user does. For each concurrency C and each
-of --runs runs, in a fresh temporary folder with a fresh database:
+of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
+file in the folder, or with --db a PostgreSQL location: a fresh schema of
+its own on that server, made and dropped with psql; every stepq command
+then gets `--db LOCATION`, and the location is never printed):
 
   1. start `stepq mock --port 0 --log mock.log` (zero latency) and read its
      `listening 127.0.0.1:PORT` line;
@@ -41,7 +44,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, die, job_text, mem_gib,  # noqa: E402
-                      read_jsonl, run_stepq, start_mock, stop_mock)
+                      pg_drop, pg_fresh, read_jsonl, run_stepq, start_mock,
+                      stop_mock)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -53,12 +57,13 @@ def read_log(folder):
     return read_jsonl(os.path.join(folder, "mock.log"))
 
 
-def timed_work(binary, folder, conc):
+def timed_work(binary, folder, conc, dbargs):
     """Runs `stepq work --drain`; returns (wall s, cpu s)."""
     with open(os.path.join(folder, "work.log"), "wb") as err:
         t0 = time.monotonic()
         p = subprocess.Popen(
-            [binary, "work", "--drain", "--concurrency", str(conc)],
+            [binary] + dbargs + ["work", "--drain", "--concurrency",
+                                 str(conc)],
             cwd=folder,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -71,9 +76,14 @@ def timed_work(binary, folder, conc):
     return wall, ru.ru_utime + ru.ru_stime
 
 
-def one_run(binary, base, conc, njobs, keep):
+def one_run(binary, base, conc, njobs, keep, server=None):
+    """One run at concurrency conc on a fresh store (SQLite in the folder,
+    or a fresh schema on server); returns the figures of the table."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
     mock = None
+    schema = "bench_worker_%d_%s" % (os.getpid(), os.path.basename(folder)
+                                     .replace("-", "_").lower())
+    dbargs = ["--db", pg_fresh(server, schema)] if server else []
     try:
         mock, port = start_mock(binary, folder)
         cfg = {
@@ -90,12 +100,13 @@ def one_run(binary, base, conc, njobs, keep):
             json.dump(cfg, f)
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
             f.write((JOB + "\n") * njobs)
-        run_stepq(binary, folder, ["init"])
-        run_stepq(binary, folder, ["enqueue", "jobs.jsonl"])
-        wall, cpu = timed_work(binary, folder, conc)
+        run_stepq(binary, folder, dbargs + ["init"])
+        run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
+        wall, cpu = timed_work(binary, folder, conc, dbargs)
         stop_mock(mock)
         mock = None
-        st = json.loads(run_stepq(binary, folder, ["status", "--json"]))
+        st = json.loads(run_stepq(binary, folder,
+                                  dbargs + ["status", "--json"]))
         ok = st["jobs"]["succeeded"]
         log = read_log(folder)
         good = sum(1 for e in log if e.get("status") == 200)
@@ -117,6 +128,8 @@ def one_run(binary, base, conc, njobs, keep):
             stop_mock(mock)
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+            if server:
+                pg_drop(server, schema)
 
 
 def parse_jobs(spec):
@@ -136,7 +149,11 @@ def main():
                     help="C:N pairs; a C not listed uses the largest N")
     ap.add_argument("--dir", default=None, help="parent of the temp folders")
     ap.add_argument("--keep", action="store_true", help="keep the folders")
+    ap.add_argument("--db", default="sqlite",
+                    help="sqlite (a file per run) or a PostgreSQL location "
+                    "(a fresh schema per run)")
     a = ap.parse_args()
+    server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
     if not os.access(binary, os.X_OK):
         die("no stepq binary at %s (cmake --preset release && "
@@ -150,14 +167,16 @@ def main():
     print("machine: nproc %d, %s, %.1f GiB RAM, load %.2f %.2f %.2f"
           % ((os.cpu_count(), cpu_model(), mem_gib()) + os.getloadavg()))
     print("one-step chat jobs, `stepq mock` at zero latency, "
-          "median of %d runs each" % a.runs)
+          "median of %d runs each, store: %s"
+          % (a.runs, "PostgreSQL" if server else "SQLite"))
     print("%-11s %7s %12s %12s %8s %8s %12s"
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
              "tail s", "wall s", "CPU us/step"))
     sys.stdout.flush()
     for c in concs:
         n = jobs.get(c, max(jobs.values()))
-        rs = [one_run(binary, a.dir, c, n, a.keep) for _ in range(a.runs)]
+        rs = [one_run(binary, a.dir, c, n, a.keep, server)
+              for _ in range(a.runs)]
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f"
               % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
