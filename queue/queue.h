@@ -37,10 +37,10 @@ typedef struct q_db q_db;
 /* ---- opening --------------------------------------------------------- */
 
 struct q_open_opts {
-    bool durable;            /* each commit survives power loss, not only a
-                                crash of the process (slower) */
-    int lock_wait_ms;        /* how long a call waits for other writers
-                                before -EAGAIN; 0: 5000 */
+    bool durable;     /* SQLite: each commit survives power loss, not only a
+                         crash of the process (slower) */
+    int lock_wait_ms; /* how long a call waits for other writers
+                         before -EAGAIN; 0: 5000 */
     int64_t keep_body_bytes; /* raw bodies kept in the ledger; 65536 */
 };
 

@@ -56,7 +56,6 @@ struct q__pg {
     int64_t retry_ms; /* the backoff, doubled per failure */
     int64_t keep_body_bytes;
     int lock_wait_ms;
-    bool durable; /* synchronous_commit stays on */
     /* Statements prepared on this connection (cleared on reconnect). */
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;

@@ -95,7 +95,11 @@ fail_result(struct q__pg *db, const PGresult *r, const char *what)
 /* ---- the session -------------------------------------------------------- */
 
 /* Settings every session gets, then pipeline mode (what q__pg_run
- * needs). lock_wait_ms is our own integer, not input text. */
+ * needs). lock_wait_ms is our own integer, not input text. Commits stay
+ * as synchronous as the server is configured (on by default), whatever
+ * opts->durable says: an attempt must survive a crash of the server
+ * before its request leaves, or a restarted server would let it be sent
+ * twice. */
 static int
 session_setup(struct q__pg *db)
 {
@@ -103,9 +107,7 @@ session_setup(struct q__pg *db)
     PGresult *r;
     int rc = 0;
 
-    snprintf(sql, sizeof(sql),
-             "SET lock_timeout = %d; SET synchronous_commit = %s",
-             db->lock_wait_ms, db->durable ? "on" : "off");
+    snprintf(sql, sizeof(sql), "SET lock_timeout = %d", db->lock_wait_ms);
     r = PQexec(db->conn, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         rc = fail_result(db, r, "setting up the session");
@@ -172,6 +174,26 @@ is_prepared(const struct q__pg *db, const struct q__pg_sql *sql)
     return false;
 }
 
+/* The store's write lock, taken by every transaction in the round trip of
+ * its BEGIN and held to its end: write transactions on one store (a
+ * worker's turn, a park resolution, a copy) run one at a time, as
+ * SQLite's BEGIN IMMEDIATE makes them. Without it, a turn admitting on a
+ * tier (read, decide, write back) could decide on state another host was
+ * changing, and turns that lock rows in different orders (a job, a tier,
+ * a send) deadlocked: 4 hosts hit one in seconds. Single statements
+ * outside a transaction (enqueue from other programs, reads) do not take
+ * it. */
+static const char store_lock_text[] =
+    "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
+    " coalesce(current_schema(), '')))";
+
+/* Whether the next round trip opens the outermost transaction. */
+static bool
+store_lock_due(const struct q__pg *db)
+{
+    return db->tx_sent == 0 && db->tx_depth > 0;
+}
+
 /* Queues the pending transaction levels, the plain commands and the
  * statement, then a sync. *prepare tells whether a PREPARE was queued. */
 static bool
@@ -189,6 +211,9 @@ send_all(struct q__pg *db, const char *const *plain, int nplain,
     for (int i = db->tx_sent; ok && i < db->tx_depth; i++)
         ok = PQsendQueryParams(c, i == 0 ? "BEGIN" : "SAVEPOINT q", 0, NULL,
                                NULL, NULL, NULL, 0);
+    if (ok && store_lock_due(db))
+        ok =
+            PQsendQueryParams(c, store_lock_text, 0, NULL, NULL, NULL, NULL, 0);
     for (int i = 0; ok && i < nplain; i++)
         ok = PQsendQueryParams(c, plain[i], 0, NULL, NULL, NULL, NULL, 0);
     *prepare = false;
@@ -215,6 +240,7 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
            PGresult **res, const char *what)
 {
     int rel = db->tx_release, pending = db->tx_depth - db->tx_sent;
+    int lock = store_lock_due(db) ? 1 : 0;
     int item = 0, rc = 0, nulls = 0;
     bool prepare = false;
     int last;
@@ -225,7 +251,8 @@ round_trip(struct q__pg *db, const char *const *plain, int nplain,
     if (!send_all(db, plain, nplain, sql, p, &prepare))
         rc = fail_result(db, NULL, what);
     db->tx_release = 0;
-    last = rel + pending + nplain + (prepare ? 1 : 0) + (sql != NULL) - 1;
+    last =
+        rel + pending + lock + nplain + (prepare ? 1 : 0) + (sql != NULL) - 1;
     while (PQstatus(db->conn) == CONNECTION_OK) {
         PGresult *r = PQgetResult(db->conn);
         ExecStatusType st;
@@ -280,7 +307,8 @@ int
 q__pg_exec(struct q__pg *db, const char *sql, const char *what)
 {
     char *text;
-    size_t len = strlen(sql) + 16 * (size_t)(db->tx_depth + db->tx_release + 1);
+    size_t len = strlen(sql) + sizeof(store_lock_text) +
+                 16 * (size_t)(db->tx_depth + db->tx_release + 1);
     size_t off = 0;
     PGresult *r;
     int rc = 0;
@@ -292,7 +320,10 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     text = xmalloc(len);
     for (; db->tx_release > 0; db->tx_release--)
         off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
-    for (int i = db->tx_sent; i < db->tx_depth; i++)
+    if (store_lock_due(db))
+        off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
+                                store_lock_text);
+    for (int i = db->tx_sent + store_lock_due(db); i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
                                 i == 0 ? "BEGIN" : "SAVEPOINT q");
     snprintf(text + off, len - off, "%s", sql);
@@ -512,7 +543,6 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     db->where = xstrdup(where);
     db->keep_body_bytes = opts->keep_body_bytes;
     db->lock_wait_ms = opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000;
-    db->durable = opts->durable;
     db->retry_ms = RETRY_FIRST_MS;
     if ((db->conn = q__pg_connect(db, "cannot connect")) == NULL) {
         rc = -EIO;

@@ -42,21 +42,12 @@ static const struct q__pg_sql tier_load_sql = {
     "   OR coalesce(t.doubt, 1) <> 0"
     "   OR (t.exhausted_until > 0 AND t.exhausted_until <= $2::bigint))) f"};
 
-/* Inside a transaction a load is the read of a read-modify-write (the
- * worker's admission: load, decide, log the send, store), so it first
- * takes the tier lock, as SQLite's write transaction serializes the same
- * steps: another host admitting waits for our commit instead of deciding
- * on the same state (without it, 4 processes each adding 200 to a field
- * kept 276 of the 800). It is one lock for all the tiers of the schema,
- * held to the end of the transaction: a turn that touches several tiers
- * in another order than a turn elsewhere would deadlock on row locks.
- * The lock is its own statement so that the load after it runs on a
- * snapshot taken once the lock is held (in the same statement, the send
- * log counts would predate the commit it waited for). */
-static const struct q__pg_sql tier_lock_sql = {
-    "q_tiers_lock", "SELECT pg_advisory_xact_lock(hashtext('stepq:tiers:' ||"
-                    " coalesce(current_schema(), '')))"};
-
+/* A load inside a transaction is the read of a read-modify-write (the
+ * worker's admission: load, decide, log the send, store). The store's
+ * write lock that every transaction takes first (store.c) makes it
+ * atomic across hosts, as SQLite's write transaction does: another host
+ * admitting waits for our commit, and this statement's snapshot is taken
+ * after the lock was granted, so it sees that commit. */
 static const struct q__pg_sql tier_store_sql = {
     "q_tiers_store",
     "INSERT INTO tiers (name, breaker, failures, open_until,"
@@ -163,9 +154,6 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
     struct q_tier_state st;
     int rc;
 
-    if (pg->tx_depth > 0 &&
-        (rc = q__pg_run(pg, &tier_lock_sql, NULL, NULL, "locking tiers")) != 0)
-        return rc;
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, now);
     q__pg_p_int(&p, w != NULL ? now - w->window_ms : now);
