@@ -8,7 +8,7 @@
  * run time):
  *   cc enqueue.c $(pkg-config --cflags stepq) -o enqueue \
  *       "$(pkg-config --variable=libdir stepq)/libstepq.a" \
- *       $(pkg-config --libs sqlite3 libcjson) -lm
+ *       $(pkg-config --libs sqlite3 libcjson libpq) -lm
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -96,6 +96,26 @@ START_TEST(test_no_database_exit_1_nothing_created)
 }
 END_TEST
 
+/* A PostgreSQL location's password is never printed: every command that
+ * cannot reach the server (nothing listens on port 1) names the location
+ * with the password masked. */
+START_TEST(test_pg_password_never_printed)
+{
+    static const char loc[] = "postgresql://u:S3cretPw@127.0.0.1:1/q";
+    struct run_result r;
+
+    ck_assert_int_eq(run_on(&r, _i, loc), 1);
+    ck_assert_ptr_null(strstr(r.out, "S3cretPw"));
+    ck_assert_ptr_null(strstr(r.err, "S3cretPw"));
+    ck_assert_ptr_nonnull(strstr(r.err, "postgresql://u:***@127.0.0.1:1/q"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", loc), 1);
+    ck_assert_ptr_null(strstr(r.err, "S3cretPw"));
+    ck_assert_ptr_nonnull(strstr(r.err, "u:***@"));
+    run_result_free(&r);
+}
+END_TEST
+
 /* A location no backend of this build serves is bad input: exit 2 naming
  * it, and nothing is created; sqlite:PATH is the same file as PATH. */
 START_TEST(test_unsupported_location_exit_2)
@@ -184,8 +204,7 @@ START_TEST(test_libstepq_open_needs_init)
     ck_assert_str_eq(err, "no stepq database at typo.db (create it with "
                           "`stepq init`)");
     ck_assert_ptr_null(q);
-    ck_assert_int_eq(stepq_open("mysql://h/q", &q, err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(stepq_open("mysql://h/q", &q, err, sizeof(err)), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "not a database location"));
     ck_assert_ptr_null(q);
     ck_assert_str_eq(ls = dir_listing(), "");
@@ -252,6 +271,8 @@ test_suite(void)
     tcase_set_timeout(nodb, 60);
     tcase_add_loop_test(nodb, test_no_database_exit_1_nothing_created, 0,
                         (int)(sizeof(db_commands) / sizeof(db_commands[0])));
+    tcase_add_loop_test(nodb, test_pg_password_never_printed, 0,
+                        STEPQ_ARRAY_LEN(db_commands));
     tcase_add_loop_test(nodb, test_unsupported_location_exit_2, 0,
                         (int)(sizeof(db_commands) / sizeof(db_commands[0])));
     tcase_add_test(nodb, test_older_database_waits_for_init_newer_refused);

@@ -299,7 +299,7 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     /* The same example linked with libstepq.a: it needs no libstepq.so. */
     snprintf(cmd, sizeof(cmd),
              "'%s' %s '%s%s/share/stepq/examples/enqueue.c' -I'%s%s/include' "
-             "'%s%s/lib/libstepq.a' $(pkg-config --libs sqlite3 libcjson) -lm "
+             "'%s%s/lib/libstepq.a' $(pkg-config --libs sqlite3 libcjson libpq) -lm "
              "-o enqueue-static && ! readelf -d enqueue-static | grep libstepq "
              "&& ./enqueue-static q.db '%s'",
              cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
@@ -358,7 +358,7 @@ START_TEST(test_host_with_own_xmalloc_links_both_ways)
     free(out);
     snprintf(cmd, sizeof(cmd),
              "'%s' %s '%s' -I'%s' '%s/lib/libstepq.a' $(pkg-config --libs "
-             "sqlite3 libcjson) -lm -o host-static && ./host-static q.db "
+             "sqlite3 libcjson libpq) -lm -o host-static && ./host-static q.db "
              "newer.db && '%s' %s '%s' -I'%s' -L'%s/lib' -lstepq -o "
              "host-shared && LD_LIBRARY_PATH='%s/lib' ./host-shared q.db "
              "newer.db",

@@ -37,7 +37,7 @@ worker__store_lost(struct worker *w, int rc)
         w->down = true;
         w->down_since = clock_mono_ms();
         w->retry_ms = RETRY_FIRST_MS;
-        log_warn("database unreachable: retrying in %lld ms (%s)",
+        log_warn("cannot commit to the database: retrying in %lld ms (%s)",
                  (long long)w->retry_ms, strerror(-rc));
     } else {
         w->retry_ms = backoff(w->retry_ms);
@@ -51,7 +51,7 @@ worker__store_back(struct worker *w)
 {
     w->down = false;
     w->retry_ms = 0;
-    log_warn("database reachable again after %lld ms",
+    log_warn("database commits again after %lld ms",
              (long long)(clock_mono_ms() - w->down_since));
     worker__kick(w);
 }
