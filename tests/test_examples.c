@@ -297,13 +297,14 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
                   "%s", out);
     free(out);
     /* The same example linked with libstepq.a: it needs no libstepq.so. */
-    snprintf(cmd, sizeof(cmd),
-             "'%s' %s '%s%s/share/stepq/examples/enqueue.c' -I'%s%s/include' "
-             "'%s%s/lib/libstepq.a' $(pkg-config --libs sqlite3 libcjson libpq) -lm "
-             "-o enqueue-static && ! readelf -d enqueue-static | grep libstepq "
-             "&& ./enqueue-static q.db '%s'",
-             cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
-             job);
+    snprintf(
+        cmd, sizeof(cmd),
+        "'%s' %s '%s%s/share/stepq/examples/enqueue.c' -I'%s%s/include' "
+        "'%s%s/lib/libstepq.a' $(pkg-config --libs sqlite3 libcjson libpq) -lm "
+        "-o enqueue-static && ! readelf -d enqueue-static | grep libstepq "
+        "&& ./enqueue-static q.db '%s'",
+        cc, cflags ? cflags : "", root, prefix, root, prefix, root, prefix,
+        job);
     ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
     ck_assert_msg(strstr(out, "1 (duplicate)\n") != NULL, "%s", out);
     free(out);
