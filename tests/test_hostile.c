@@ -208,7 +208,8 @@ START_TEST(test_disk_full_then_recovers)
         _exit(127);
     }
     end = clock_mono_ms() + 20000;
-    while (log == NULL || strstr(log, "cannot commit to the database") == NULL) {
+    while (log == NULL ||
+           strstr(log, "cannot commit to the database") == NULL) {
         free(log);
         log = NULL;
         ck_assert_msg(clock_mono_ms() < end, "no commit failure reported");

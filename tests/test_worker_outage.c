@@ -185,7 +185,8 @@ START_TEST(test_answers_kept_until_the_store_is_back)
     run_worker(commit_fails_while_down);
     ck_assert_int_eq(faults, 3);
     expect_each_sent_once();
-    ck_assert_int_eq(log_lines("cannot commit to the database: retrying in 100 ms"), 1);
+    ck_assert_int_eq(
+        log_lines("cannot commit to the database: retrying in 100 ms"), 1);
     ck_assert_int_eq(log_lines("cannot commit to the database"), 1);
     ck_assert_int_eq(log_lines("database commits again"), 1);
 }

@@ -146,7 +146,8 @@ START_TEST(test_server_restart_loses_nothing_sends_nothing_twice)
     ck_assert_int_eq(e2e_count(st, "succeeded"), NJOBS);
     cJSON_Delete(st);
     expect_each_request_once();
-    ck_assert_int_eq(log_count("cannot commit to the database: retrying in"), 1);
+    ck_assert_int_eq(log_count("cannot commit to the database: retrying in"),
+                     1);
     ck_assert_int_eq(log_count("database commits again"), 1);
 }
 END_TEST
