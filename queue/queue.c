@@ -188,14 +188,16 @@ redact_keywords(struct out *o, const char *p)
 
 /* URI: the password of "scheme://user:password@host" and the value of a
  * "password=" query parameter become ***. The user information ends at
- * the last '@' before the path: masking a little more than libpq reads
- * as the password is safe, less is not. */
+ * the last '@' before the query, even past a '/' (a password with an
+ * unencoded '/' is a mistyped URL libpq refuses, and the refusal is
+ * logged): masking a little more than libpq reads as the password is
+ * safe, less is not. */
 static void
 redact_uri(struct out *o, const char *loc)
 {
     const char *s = strstr(loc, "://") + 3, *p = loc, *at = NULL, *c;
 
-    for (c = s; *c != '\0' && *c != '/'; c++) {
+    for (c = s; *c != '\0' && *c != '?'; c++) {
         if (*c == '@')
             at = c;
     }
@@ -232,10 +234,11 @@ q_location_redact(const char *location, char *buf, size_t size)
     buf[0] = '\0';
     if (location == NULL)
         return buf;
-    if (strstr(location, "://") != NULL)
-        redact_uri(&o, location);
-    else if (location_is_keywords(location))
+    /* Keywords first: a keyword value may itself hold "://". */
+    if (location_is_keywords(location))
         redact_keywords(&o, location);
+    else if (strstr(location, "://") != NULL)
+        redact_uri(&o, location);
     else
         put(&o, location, strlen(location));
     return buf;

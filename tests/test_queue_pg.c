@@ -162,6 +162,30 @@ START_TEST(test_claim_skips_locked_rows)
 }
 END_TEST
 
+/* Text PostgreSQL cannot hold (not UTF-8: an endpoint's output) is
+ * stored with its bad bytes as '?', and the transaction it is in goes on
+ * and commits (a failed statement would abort a worker's whole turn). */
+START_TEST(test_text_that_is_not_utf8_is_scrubbed)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "bad");
+    struct q_step *st = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(
+        q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "ok\xff\xfe!", 0), 0);
+    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_RUNNING, NULL, NULL, 0), 0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(st[0].output, "ok?"
+                                   "?!"); /* not a trigraph */
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_enqueue_wakes_the_listener)
 {
     q_db *a = open_pg(true), *b = open_pg(false);
@@ -351,6 +375,7 @@ test_suite(void)
     tcase_add_checked_fixture(work, setup, NULL);
     tcase_set_timeout(work, 60);
     tcase_add_test(work, test_claim_skips_locked_rows);
+    tcase_add_test(work, test_text_that_is_not_utf8_is_scrubbed);
     tcase_add_test(work, test_enqueue_wakes_the_listener);
     tcase_add_test(work, test_release_and_tier_opening_wake);
     tcase_add_test(work, test_clock_offset_is_near_zero);

@@ -85,6 +85,13 @@ void q__pg_p_real(struct q__pg_params *p, double v);
 void q__pg_p_text(struct q__pg_params *p, const char *v); /* NULL ok */
 void q__pg_p_bool(struct q__pg_params *p, bool v);
 
+/* q__pg_scrub_params: when a text parameter of p is not well-formed UTF-8
+ * (PostgreSQL text cannot hold it), fills clean with p's values and
+ * scrubbed copies of those (bad bytes as '?'), put in owned[i] (caller
+ * frees every entry), and returns true; false leaves clean untouched. */
+bool q__pg_scrub_params(const struct q__pg_params *p,
+                        struct q__pg_params *clean, char **owned);
+
 /* q__pg_run runs sql with params p (may be NULL) in one round trip (with
  * a pending BEGIN and a first-use PREPARE). *res (res may be NULL) gets
  * the result of a statement that returns rows; caller PQclear()s it.

@@ -95,11 +95,10 @@ fail_result(struct q__pg *db, const PGresult *r, const char *what)
 /* ---- the session -------------------------------------------------------- */
 
 /* Settings every session gets, then pipeline mode (what q__pg_run
- * needs). lock_wait_ms is our own integer, not input text. Commits stay
- * as synchronous as the server is configured (on by default), whatever
- * opts->durable says: an attempt must survive a crash of the server
- * before its request leaves, or a restarted server would let it be sent
- * twice. */
+ * needs). lock_wait_ms is our own integer, not input text. Commits are
+ * synchronous whatever opts->durable, the server's or the role's setting
+ * say: an attempt must survive a crash of the server before its request
+ * leaves, or a restarted server would let it be sent twice. */
 static int
 session_setup(struct q__pg *db)
 {
@@ -107,7 +106,9 @@ session_setup(struct q__pg *db)
     PGresult *r;
     int rc = 0;
 
-    snprintf(sql, sizeof(sql), "SET lock_timeout = %d", db->lock_wait_ms);
+    snprintf(sql, sizeof(sql),
+             "SET lock_timeout = %d; SET synchronous_commit = on",
+             db->lock_wait_ms);
     r = PQexec(db->conn, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         rc = fail_result(db, r, "setting up the session");
@@ -300,7 +301,16 @@ int
 q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
           const struct q__pg_params *p, PGresult **res, const char *what)
 {
-    return round_trip(db, NULL, 0, sql, p, res, what);
+    struct q__pg_params clean;
+    char *owned[Q__PG_MAX_PARAMS] = {NULL};
+    int rc;
+
+    if (p != NULL && q__pg_scrub_params(p, &clean, owned))
+        p = &clean;
+    rc = round_trip(db, NULL, 0, sql, p, res, what);
+    for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
+        free(owned[i]);
+    return rc;
 }
 
 int

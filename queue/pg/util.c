@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/xalloc.h"
 
 /* Takes the next parameter slot; the header's limit is a programming
@@ -107,4 +108,32 @@ q__pg_rows(const PGresult *res, size_t elem, q__pg_read_fn read, void **out,
     }
     *out = v;
     *n = (size_t)rows;
+}
+
+/* PostgreSQL text holds only well-formed UTF-8, where SQLite stores any
+ * bytes. A parameter that is not (an endpoint's output, an error quoting
+ * a body) goes out with its bad bytes as '?' (json_utf8_scrub) instead of
+ * failing the statement, and with it the whole transaction: a worker's
+ * turn would fail the same way at every retry. The copies go in owned
+ * (caller frees); returns whether clean replaces p. */
+bool
+q__pg_scrub_params(const struct q__pg_params *p, struct q__pg_params *clean,
+                   char **owned)
+{
+    bool any = false;
+
+    for (int i = 0; i < p->n; i++) {
+        size_t len;
+
+        if (p->v[i] == NULL || json_utf8_valid(p->v[i], len = strlen(p->v[i])))
+            continue;
+        if (!any)
+            *clean = *p;
+        any = true;
+        owned[i] = xmalloc(len + 1);
+        memcpy(owned[i], p->v[i], len + 1);
+        json_utf8_scrub(owned[i], len);
+        clean->v[i] = owned[i];
+    }
+    return any;
 }
