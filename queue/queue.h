@@ -560,8 +560,9 @@ enum {
  * LISTEN/NOTIFY), opening the channel on first use, or -ENOTSUP when the
  * store has none (SQLite: workers find work by its due time), or -EIO
  * (logged). The descriptor is the store's: poll it, never close it; it
- * stays valid until q_wake_take fails or q_close. After a failure, stop
- * polling it and call q_wake_fd again later (it reconnects). */
+ * stays open until q_close, or until the q_wake_fd call after a failed
+ * q_wake_take: after a failure, stop polling it, then call q_wake_fd
+ * again later (it closes the old one and reconnects). */
 int q_wake_fd(q_db *db);
 /* q_wake_take reads what arrived on the channel without blocking and ORs
  * Q_WAKE_* bits into *events (0 when nothing did). Returns 0, -ENOTSUP,

@@ -59,8 +59,9 @@ struct q__pg {
     /* Statements prepared on this connection (cleared on reconnect). */
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
-    PGconn *listen; /* the LISTEN connection of q_wake_fd, or NULL */
-    char *schema;   /* owned: the schema whose notifications count */
+    PGconn *listen;   /* the LISTEN connection of q_wake_fd, or NULL */
+    bool listen_lost; /* lost while polled: closed by the next wake_fd */
+    char *schema;     /* owned: the schema whose notifications count */
 };
 
 /* q__pg cast: the backend's view of a store opened by q__pg_open. */

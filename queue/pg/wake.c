@@ -10,13 +10,20 @@
 
 #include "common/xalloc.h"
 
-/* Drops the LISTEN connection (a later q__pg_wake_fd opens another). */
+/* Gives up the LISTEN connection (a later q__pg_wake_fd opens another).
+ * One the caller may be polling (polled) is only marked lost: its socket
+ * must stay open until the caller has stopped polling it (libuv's rule),
+ * so it is closed by the next q__pg_wake_fd or q__pg_close. */
 static int
-drop_listen(struct q__pg *db, const char *what)
+drop_listen(struct q__pg *db, const char *what, bool polled)
 {
     q__pg_log(db, what, PQerrorMessage(db->listen));
-    PQfinish(db->listen);
-    db->listen = NULL;
+    if (polled) {
+        db->listen_lost = true;
+    } else {
+        PQfinish(db->listen);
+        db->listen = NULL;
+    }
     return -EIO;
 }
 
@@ -29,6 +36,11 @@ q__pg_wake_fd(q_db *d)
     PGresult *r;
     bool ok;
 
+    if (db->listen != NULL && db->listen_lost) {
+        PQfinish(db->listen); /* the caller stopped polling it */
+        db->listen = NULL;
+        db->listen_lost = false;
+    }
     if (db->listen != NULL)
         return PQsocket(db->listen);
     if ((db->listen = q__pg_connect(db, "opening the wake channel")) == NULL)
@@ -42,7 +54,7 @@ q__pg_wake_fd(q_db *d)
     }
     PQclear(r);
     if (!ok)
-        return drop_listen(db, "opening the wake channel");
+        return drop_listen(db, "opening the wake channel", false);
     return PQsocket(db->listen);
 }
 
@@ -63,10 +75,10 @@ q__pg_wake_take(q_db *d, unsigned *events)
     unsigned got = 0;
     PGnotify *n;
 
-    if (db->listen == NULL)
+    if (db->listen == NULL || db->listen_lost)
         return -EIO;
     if (!PQconsumeInput(db->listen) || PQstatus(db->listen) != CONNECTION_OK)
-        return drop_listen(db, "wake channel lost");
+        return drop_listen(db, "wake channel lost", true);
     while ((n = PQnotifies(db->listen)) != NULL) {
         if (!ours(db, n->extra))
             ; /* another schema's */
