@@ -51,18 +51,6 @@ add_job(q_db *db, const char *name)
     return r.id;
 }
 
-/* Checks the first line psql prints for sql on the test's schema. */
-static void
-assert_query(const char *sql, const char *want)
-{
-    char *got = NULL;
-
-    ck_assert_int_eq(pgfix_query(loc, sql, &got), 0);
-    got[strcspn(got, "\n")] = '\0';
-    ck_assert_msg(strcmp(got, want) == 0, "%s: %s, not %s", sql, got, want);
-    free(got);
-}
-
 /* Waits up to 5 s for fd to be readable, then takes the wake bits. */
 static unsigned
 wait_wake(q_db *db, int fd)
@@ -87,11 +75,13 @@ START_TEST(test_open_creates_schema)
 
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    assert_query("SELECT string_agg(table_name, ',' ORDER BY table_name)"
+    pgfix_expect(loc,
+                 "SELECT string_agg(table_name, ',' ORDER BY table_name)"
                  " FROM information_schema.tables"
                  " WHERE table_schema = current_schema()",
                  "attempts,jobs,park,stepq_schema,steps,tier_sends,tiers");
-    assert_query("SELECT count(*) FROM pg_indexes WHERE schemaname ="
+    pgfix_expect(loc,
+                 "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
                  " 'jobs_leased', 'jobs_key', 'park_state', 'park_job',"
                  " 'tier_sends_at', 'tier_sends_open')",
@@ -132,8 +122,8 @@ START_TEST(test_concurrent_inits_make_one_schema)
         ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
         ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    assert_query("SELECT count(*) || ' ' || max(version) FROM stepq_schema",
-                 "1 3");
+    pgfix_expect(
+        loc, "SELECT count(*) || ' ' || max(version) FROM stepq_schema", "1 3");
 }
 END_TEST
 
