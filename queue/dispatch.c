@@ -20,6 +20,12 @@ q_clock_offset(const q_db *db)
     return db->clock_offset_ms;
 }
 
+bool
+q_lock_in_line(const q_db *db)
+{
+    return db->lock_in_line;
+}
+
 int
 q_clock_sync(q_db *db)
 {

@@ -150,6 +150,7 @@ struct q__ops {
 struct q_db {
     const struct q__ops *ops;
     int64_t clock_offset_ms; /* see q_clock_offset */
+    bool lock_in_line;       /* see q_lock_in_line */
 };
 
 /* q__pg_open opens the PostgreSQL database conninfo names (a URL or

@@ -545,6 +545,13 @@ void q_park_briefs_free(struct q_park_brief *p, size_t n);
  * Measured when the store is opened and again by q_clock_sync; 0 for a
  * store on this machine (SQLite). */
 int64_t q_clock_offset(const q_db *db);
+/* q_lock_in_line tells how a transaction waits for the store's write
+ * lock while another holds it: true when the store queues waiters and
+ * grants the lock in turn (PostgreSQL's lock manager), false when they
+ * poll for it (SQLite's busy handler), so that a process committing
+ * transaction after transaction with no pause between them keeps the
+ * others out. */
+bool q_lock_in_line(const q_db *db);
 /* q_clock_sync measures the offset again (one round trip; the only call
  * that reads this host's clock). Returns 0 or -EIO (the offset is kept). */
 STEPQ_MUST_CHECK int q_clock_sync(q_db *db);

@@ -110,6 +110,7 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
         return;
     tier_outcome_init(&o);
     o.tokens = tokens;
+    o.charged = r->send_est;
     o.sent_at = r->sent_at;
     if (c->outcome == POLICY_SOFT_THROTTLE) {
         /* The whole tier waits what the endpoint asked for, and a 429 in

@@ -95,7 +95,7 @@ struct tier_no {
 struct held {
     struct http_response res; /* owned: body and headers moved out */
     int64_t attempt_id;       /* the attempt it answers */
-    int64_t send_id;
+    int64_t send_id, send_est;
     int64_t sent_at;
     int64_t input_tokens;
     char *body; /* owned: the request as sent */
@@ -127,7 +127,8 @@ struct run {
     http_call *call;
     int64_t attempt_id;
     int attempt_no;
-    int64_t send_id; /* tier send, 0 for http steps */
+    int64_t send_id;  /* tier send, 0 for http steps */
+    int64_t send_est; /* the tokens the send was charged when admitted */
     int64_t input_tokens;
     char sha[65];
     char *body;                  /* owned: the request body as sent */

@@ -275,25 +275,51 @@ park_again(struct run *r, const struct q_attempt *last)
     worker__park(r, wall ? o : "in_doubt", err);
 }
 
-/* Reads what an operator's park retry left on the step row. */
-static int
-load_step_row(struct run *r)
+/* Takes what an operator's park retry left on the current step's row
+ * (steps: the job's rows), and whether the ledger holds any attempt of
+ * the step (*sent). */
+static void
+take_step_row(struct run *r, const struct q_step *steps, size_t n, bool *sent)
 {
-    struct q_step *steps = NULL;
-    size_t n = 0;
-    int rc = q_steps_get(r->w->db, r->job.id, &steps, &n);
-
     r->reset_after = 0;
     r->pin_tier = -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    *sent = false;
+    for (size_t i = 0; i < n; i++) {
         if (steps[i].index != r->step)
             continue;
         r->reset_after = steps[i].reset_after;
         if (steps[i].pin_tier != NULL)
             r->pin_tier = worker__tier_index(r->w, steps[i].pin_tier);
+        *sent = steps[i].attempts > 0;
     }
-    q_steps_free(steps, n);
-    return rc;
+}
+
+/* A job's step rows, as q_steps_get gave them (v may be NULL: none). */
+struct step_rows {
+    const struct q_step *v;
+    size_t n;
+};
+
+/* Reads the current step's row (take_step_row) and the step's attempts:
+ * none to read when the row counts none (one round trip less per step on
+ * a remote store). rows: the job's rows read in this turn, or NULL. */
+static int
+load_step(struct run *r, const struct step_rows *rows, struct q_attempt **a,
+          size_t *n)
+{
+    struct q_step *steps = NULL;
+    size_t ns = 0;
+    bool sent = false;
+    int rc = 0;
+
+    if (rows == NULL && (rc = q_steps_get(r->w->db, r->job.id, &steps, &ns)))
+        return rc;
+    take_step_row(r, rows != NULL ? rows->v : steps,
+                  rows != NULL ? rows->n : ns, &sent);
+    q_steps_free(steps, ns);
+    *a = NULL;
+    *n = 0;
+    return sent ? q_attempts_list(r->w->db, r->job.id, r->step, a, n) : 0;
 }
 
 /* The answer r kept (r->held) is for the step's last attempt, a, which
@@ -308,6 +334,7 @@ answer_again(struct run *r, const struct q_attempt *a)
     r->attempt_id = a->id;
     r->attempt_no = a->attempt;
     r->send_id = h->send_id;
+    r->send_est = h->send_est;
     r->sent_at = h->sent_at;
     r->input_tokens = h->input_tokens;
     free(r->body);
@@ -319,9 +346,10 @@ answer_again(struct run *r, const struct q_attempt *a)
 
 /* Enters the run's current step; again: after a lost turn, when an
  * answer kept for the step's last attempt is acted on instead of
- * settling that attempt as in doubt. */
+ * settling that attempt as in doubt. rows: the job's step rows when the
+ * caller has just read them, else NULL. */
 static void
-enter(struct run *r, bool again)
+enter(struct run *r, bool again, const struct step_rows *rows)
 {
     struct worker *w = r->w;
     struct q_attempt *a = NULL;
@@ -337,8 +365,7 @@ enter(struct run *r, bool again)
         worker__finish(r, "succeeded");
         return;
     }
-    if (load_step_row(r) != 0 ||
-        q_attempts_list(w->db, r->job.id, r->step, &a, &n) != 0) {
+    if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
         return;
     }
@@ -374,7 +401,7 @@ enter(struct run *r, bool again)
 void
 worker__step_enter(struct run *r)
 {
-    enter(r, false);
+    enter(r, false, NULL);
 }
 
 /* Reads the job's progress from the store (the outputs of the steps done;
@@ -414,10 +441,10 @@ resume(struct run *r, bool again)
             break;
         r->step++;
     }
-    q_steps_free(steps, ns);
     if (!again)
         progress(r, r->job.claims > 1 ? "resumed" : "started");
-    enter(r, again);
+    enter(r, again, &(struct step_rows){steps, ns});
+    q_steps_free(steps, ns);
 }
 
 /* ---- a run's start and end ----------------------------------------- */

@@ -81,6 +81,7 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
         if (v.admitted) {
             chosen = idx[i];
             r->send_id = send;
+            r->send_est = est < 0 ? 0 : est; /* what tier_admit charged */
             break;
         }
         /* The allowance depends on the step (headroom above degrade_at

@@ -153,6 +153,7 @@ worker__hold(struct run *r, struct http_response *res)
     res->nheaders = 0;
     h->attempt_id = r->attempt_id;
     h->send_id = r->send_id;
+    h->send_est = r->send_est;
     h->sent_at = r->sent_at;
     h->input_tokens = r->input_tokens;
     h->body = xstrndup(r->body ? r->body : "", r->body_len);

@@ -36,6 +36,7 @@ tier_outcome_init(struct tier_outcome *o)
 {
     *o = (struct tier_outcome){.result = TIER_RESULT_NEUTRAL,
                                .tokens = -1,
+                               .charged = -1,
                                .sent_at = -1,
                                .throttle_ms = -1,
                                .remaining_requests = -1,
@@ -295,10 +296,16 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     }
     /* A send the endpoint refused for its rate (or that never left) used
      * none of the allowance: it leaves the log. */
+    /* With the charge known, the send's answer need not be read back (a
+     * remote store then sends it with the turn's next statement). */
     if (o->uncounted)
         rc = q_tier_send_drop(db, send_id, &old);
+    else if (o->charged >= 0)
+        rc = q_tier_send_done(db, send_id, o->tokens, now, NULL);
     else
         rc = q_tier_send_done(db, send_id, o->tokens, now, &old);
+    if (!o->uncounted && o->charged >= 0)
+        old = o->charged;
     if (rc != 0)
         return rc;
     if (o->uncounted)

@@ -153,6 +153,8 @@ worker__turn_end(struct worker *w)
         w->tick_after_commit = false;
         if (held > TICK_GAP_MAX_MS)
             held = TICK_GAP_MAX_MS;
+        if (q_lock_in_line(w->db))
+            held = 1; /* waiters are let in by the store, in turn */
         uv_update_time(&w->loop);
         uv_timer_start(&w->tick, on_tick, (uint64_t)(held > 1 ? held : 1), 0);
     }

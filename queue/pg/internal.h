@@ -7,8 +7,12 @@
  * q__pg_run in one round trip. The connection is in libpq's pipeline
  * mode, so a pending BEGIN (q_tx_begin sends nothing by itself) and the
  * PREPARE of a statement's first use on this connection go out in the
- * same round trip as the statement. A group-committed loop turn is then
- * one round trip per call plus the COMMIT.
+ * same round trip as the statement. Writes whose results nobody reads
+ * (a tier's row, a step's state, pruning the send log) are deferred: they
+ * ride in the transaction's next round trip (pipe.c), and tier rows read
+ * once in a transaction are not read again (tiers.c). A group-committed
+ * loop turn is then one round trip per read the worker waits for, plus
+ * the COMMIT.
  */
 #ifndef STEPQ_QUEUE_PG_INTERNAL_H
 #define STEPQ_QUEUE_PG_INTERNAL_H
@@ -39,15 +43,50 @@ struct q__pg_params {
     char num[Q__PG_MAX_PARAMS][32]; /* the text of numeric parameters */
 };
 
+/* What a command queued on the connection is (pipe.c), so that reading
+ * its results knows what they mean. */
+enum q__pg_cmd {
+    Q__PG_CMD_PLAIN,    /* BEGIN, SAVEPOINT, RELEASE, the lock, COMMIT... */
+    Q__PG_CMD_PREPARE,  /* a first-use PREPARE of sql */
+    Q__PG_CMD_DEFERRED, /* a deferred write: only its failure matters */
+    Q__PG_CMD_LAST      /* the round trip's own statement */
+};
+
+struct q__pg;
+
+/* A check of a deferred write's result, run when it is read: it can only
+ * log (the call that queued it has returned). arg: the caller's. */
+typedef void (*q__pg_check_fn)(struct q__pg *db, const PGresult *res,
+                               int64_t arg, const char *what);
+
+struct q__pg_sent {
+    enum q__pg_cmd kind;
+    const struct q__pg_sql *sql;
+    const char *what; /* a literal: what it was doing, for the log */
+    q__pg_check_fn check; /* deferred writes: NULL, or run on success */
+    int64_t arg;
+};
+
+/* Tier rows read or written in the open transaction (tiers.c): under the
+ * store's write lock no other process changes them until it ends. */
+#define Q__PG_TIER_CACHE 8
+#define Q__PG_SEND_IDS   64
+
+struct q__pg_tier_row {
+    char name[64];
+    struct q_tier_state st; /* the row's fields; window counts unused */
+};
+
 struct q__pg {
     struct q_db base; /* first: queue.c reaches ops through it */
     PGconn *conn;
     char *conninfo;   /* owned; may hold a password: never logged */
     char *where;      /* the location with any password masked, for logs */
     int tx_depth;     /* 0: none, 1: a transaction, more: savepoints */
-    int tx_sent;      /* levels the server has: BEGIN and the SAVEPOINTs of
-                         the levels above tx_sent go out with the next
-                         statement (an empty transaction sends nothing) */
+    int tx_sent;      /* levels queued on the connection: BEGIN and the
+                         SAVEPOINTs of the levels above tx_sent go out with
+                         the next statement (an empty transaction sends
+                         nothing) */
     int tx_release;   /* inner levels that ended well: their RELEASEs go
                          out first with the next command (COMMIT needs none) */
     int tx_rc;        /* the error that left the sent transaction aborted */
@@ -59,6 +98,14 @@ struct q__pg {
     /* Statements prepared on this connection (cleared on reconnect). */
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
+    /* Commands queued and not read yet (pipe.c). */
+    struct q__pg_sent *sent; /* owned */
+    size_t nsent, sent_cap;
+    struct q__pg_tier_row tier_rows[Q__PG_TIER_CACHE];
+    /* Ids taken from tier_sends' sequence, not used yet (tiers.c). */
+    int64_t send_ids[Q__PG_SEND_IDS];
+    int nsend_ids;
+    int ntier_rows; /* valid in the open transaction only */
     PGconn *listen;   /* the LISTEN connection of q_wake_fd, or NULL */
     bool listen_lost; /* lost while polled: closed by the next wake_fd */
     char *schema;     /* owned: the schema whose notifications count */
@@ -93,6 +140,27 @@ void q__pg_p_bool(struct q__pg_params *p, bool v);
 bool q__pg_scrub_params(const struct q__pg_params *p,
                         struct q__pg_params *clean, char **owned);
 
+/* q__pg_error maps a failed result (r NULL: libpq's own failure) to the
+ * contract's error (-EAGAIN, -EEXIST, -EIO: see q__pg_run), logging it
+ * once with what was being done; a lost connection marks the store
+ * broken. */
+int q__pg_error(struct q__pg *db, const PGresult *r, const char *what);
+/* q__pg_usable: 0 when the connection can take commands; a lost one is
+ * reset after its backoff when no transaction is on it, else -EIO. */
+int q__pg_usable(struct q__pg *db);
+
+/* The store's write lock (pipe.c) and whether the next command opens the
+ * outermost transaction (and so takes it). */
+extern const char q__pg_store_lock_text[];
+bool q__pg_store_lock_due(const struct q__pg *db);
+
+/* q__pg_round_trip queues the pending levels, the plain texts and sql
+ * (may be NULL) after whatever was deferred, syncs, and reads every
+ * result. Errors and *res as q__pg_run. */
+int q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
+                     const struct q__pg_sql *sql, const struct q__pg_params *p,
+                     PGresult **res, const char *what);
+
 /* q__pg_run runs sql with params p (may be NULL) in one round trip (with
  * a pending BEGIN and a first-use PREPARE). *res (res may be NULL) gets
  * the result of a statement that returns rows; caller PQclear()s it.
@@ -103,6 +171,24 @@ bool q__pg_scrub_params(const struct q__pg_params *p,
  * transaction reconnects, with backoff). */
 int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
               const struct q__pg_params *p, PGresult **res, const char *what);
+/* q__pg_defer queues a write whose result nobody reads (no rows, no
+ * count) for the next round trip of the open transaction, at the latest
+ * its COMMIT; outside a transaction it runs now (q__pg_run). Returns 0
+ * once queued; a failure to queue is q__pg_run's. Its own failure is the
+ * transaction's: the round trip that reads it returns the error and the
+ * commit fails (nothing of the transaction is kept). */
+int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
+                const struct q__pg_params *p, const char *what);
+/* q__pg_defer_checked is q__pg_defer for a write that may find no row
+ * (a lease lost, an attempt finished twice): check runs on its result
+ * when it is read and logs what it found. Outside a transaction the
+ * statement runs now and *res (caller PQclear()s it) is its result. */
+int q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
+                        const struct q__pg_params *p, q__pg_check_fn check,
+                        int64_t arg, PGresult **res, const char *what);
+/* q__pg_flush reads what was deferred (one round trip; 0 when nothing
+ * was): its error, as q__pg_defer says. */
+int q__pg_flush(struct q__pg *db, const char *what);
 /* q__pg_exec runs SQL text with no parameters or results (schema, SET). */
 int q__pg_exec(struct q__pg *db, const char *sql, const char *what);
 

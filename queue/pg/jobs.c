@@ -269,10 +269,36 @@ q__pg_release(q_db *d, int64_t id, const char *worker, int64_t run_at,
     return set_held_state(d, id, worker, Q_JOB_QUEUED, &run_at, now);
 }
 
+/* A deferred completion that found the job no longer held. */
+static void
+complete_check(struct q__pg *db, const PGresult *res, int64_t id,
+               const char *what)
+{
+    if (q__pg_affected(res) == 0)
+        log_warn("%s: %s %lld: the lease was lost; left to its holder",
+                 db->where, what, (long long)id);
+}
+
+/* Inside a transaction nothing waits for a completion: it rides in the
+ * next round trip, and a lease found lost is logged (queue.h). */
 int
 q__pg_complete(q_db *d, int64_t id, const char *worker, int64_t now)
 {
-    return set_held_state(d, id, worker, Q_JOB_SUCCEEDED, NULL, now);
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    q__pg_p_int(&p, id);
+    q__pg_p_text(&p, worker);
+    q__pg_p_int(&p, Q_JOB_SUCCEEDED);
+    q__pg_p_text(&p, NULL);
+    q__pg_p_int(&p, now);
+    rc = q__pg_defer_checked(q__pg(d), &set_held_sql, &p, complete_check, id,
+                             &r, "completing job");
+    if (rc == 0 && r != NULL && q__pg_affected(r) == 0)
+        rc = -EBUSY;
+    PQclear(r);
+    return rc;
 }
 
 int

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 
 static const struct q__pg_sql steps_get_sql = {
@@ -114,7 +115,8 @@ q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
     q__pg_p_text(&p, tier);
     q__pg_p_text(&p, output);
     q__pg_p_int(&p, add_tokens);
-    return q__pg_run(q__pg(db), &step_set_sql, &p, NULL, "updating a step");
+    /* An upsert: it cannot find nothing, so nothing waits for it. */
+    return q__pg_defer(q__pg(db), &step_set_sql, &p, "updating a step");
 }
 
 /* ---- attempts -------------------------------------------------------- */
@@ -165,12 +167,39 @@ body_text(const char *body, size_t keep)
     return t;
 }
 
+/* attempt_finish_sql's counts: attempts finished, whether id exists. */
+static int
+finish_counts(const PGresult *res)
+{
+    int64_t got[2] = {0, 0};
+
+    if (PQntuples(res) > 0)
+        q__pg_read_ints(res, 0, got);
+    if (got[0] != 0)
+        return 0;
+    return got[1] != 0 ? -EALREADY : -ENOENT;
+}
+
+static void
+finish_check(struct q__pg *db, const PGresult *res, int64_t id,
+             const char *what)
+{
+    int rc = finish_counts(res);
+
+    if (rc != 0)
+        log_warn("%s: %s %lld: %s", db->where, what, (long long)id,
+                 rc == -EALREADY ? "it was already finished"
+                                 : "no such attempt");
+}
+
+/* Inside a transaction nothing waits for the result: it rides in the next
+ * round trip, and an attempt finished twice is logged (queue.h). */
 int
 q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
 {
     struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    int64_t got[2]; /* attempts finished, whether id exists */
+    PGresult *res = NULL;
     char *body = NULL;
     int rc;
 
@@ -187,11 +216,12 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->latency_ms);
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
-    rc = q__pg_select_one(pg, &attempt_finish_sql, &p, sizeof(got),
-                          q__pg_read_ints, got, "finishing an attempt");
+    rc = q__pg_defer_checked(pg, &attempt_finish_sql, &p, finish_check, id,
+                             &res, "finishing attempt");
     free(body);
-    if (rc == 0 && got[0] == 0)
-        rc = got[1] != 0 ? -EALREADY : -ENOENT;
+    if (rc == 0 && res != NULL)
+        rc = finish_counts(res);
+    PQclear(res);
     return rc;
 }
 

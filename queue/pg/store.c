@@ -1,8 +1,7 @@
 /* store.c: the PostgreSQL connection: opening (session settings, the
- * clock offset, the schema check), one round trip per statement in
- * pipeline mode (a lazy BEGIN and first-use PREPAREs ride along), error
- * mapping by SQLSTATE, reconnecting after a lost connection, transaction
- * levels (the LISTEN connection is wake.c). */
+ * clock offset, the schema check), error mapping by SQLSTATE,
+ * reconnecting after a lost connection, transaction levels (the pipeline
+ * that carries the commands is pipe.c, the LISTEN connection wake.c). */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
@@ -49,6 +48,7 @@ lost(struct q__pg *db, const char *what, const char *msg)
 {
     char line[512];
 
+    db->nsent = 0; /* their results will never come */
     if (db->broken)
         return;
     one_line(msg, line, sizeof(line));
@@ -67,8 +67,8 @@ state_is(const char *state, const char *code)
 
 /* Maps a failed result (r may be NULL: libpq's own failure) to the
  * contract's error, logging it once with what was being done. */
-static int
-fail_result(struct q__pg *db, const PGresult *r, const char *what)
+int
+q__pg_error(struct q__pg *db, const PGresult *r, const char *what)
 {
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     const char *msg = r ? PQresultErrorMessage(r) : "";
@@ -111,7 +111,7 @@ session_setup(struct q__pg *db)
              db->lock_wait_ms);
     r = PQexec(db->conn, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fail_result(db, r, "setting up the session");
+        rc = q__pg_error(db, r, "setting up the session");
     PQclear(r);
     if (rc == 0 && !PQenterPipelineMode(db->conn)) {
         q__pg_log(db, "entering pipeline mode", PQerrorMessage(db->conn));
@@ -135,11 +135,11 @@ q__pg_connect(const struct q__pg *db, const char *what)
     return NULL;
 }
 
-/* usable makes a lost connection usable again when nothing of a
+/* q__pg_usable makes a lost connection usable again when nothing of a
  * transaction is on it: PQreset after the backoff (-EIO before it, and
  * while a sent transaction is still open). */
-static int
-usable(struct q__pg *db)
+int
+q__pg_usable(struct q__pg *db)
 {
     int64_t now;
 
@@ -149,6 +149,7 @@ usable(struct q__pg *db)
     if (db->tx_sent > 0 || now < db->retry_at)
         return -EIO;
     PQreset(db->conn);
+    db->nsent = 0;
     if (PQstatus(db->conn) != CONNECTION_OK || session_setup(db) != 0) {
         db->retry_ms =
             db->retry_ms * 2 < RETRY_MAX_MS ? db->retry_ms * 2 : RETRY_MAX_MS;
@@ -163,199 +164,6 @@ usable(struct q__pg *db)
     return 0;
 }
 
-/* ---- one round trip ------------------------------------------------------ */
-
-static bool
-is_prepared(const struct q__pg *db, const struct q__pg_sql *sql)
-{
-    for (int i = 0; i < db->nprepared; i++) {
-        if (db->prepared[i] == sql)
-            return true;
-    }
-    return false;
-}
-
-/* The store's write lock, taken by every transaction in the round trip of
- * its BEGIN and held to its end: write transactions on one store (a
- * worker's turn, a park resolution, a copy) run one at a time, as
- * SQLite's BEGIN IMMEDIATE makes them. Without it, a turn admitting on a
- * tier (read, decide, write back) could decide on state another host was
- * changing, and turns that lock rows in different orders (a job, a tier,
- * a send) deadlocked: 4 hosts hit one in seconds. Single statements
- * outside a transaction (enqueue from other programs, reads) do not take
- * it. */
-static const char store_lock_text[] =
-    "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
-    " coalesce(current_schema(), '')))";
-
-/* Whether the next round trip opens the outermost transaction. */
-static bool
-store_lock_due(const struct q__pg *db)
-{
-    return db->tx_sent == 0 && db->tx_depth > 0;
-}
-
-/* Queues the pending transaction levels, the plain commands and the
- * statement, then a sync. *prepare tells whether a PREPARE was queued. */
-static bool
-send_all(struct q__pg *db, const char *const *plain, int nplain,
-         const struct q__pg_sql *sql, const struct q__pg_params *p,
-         bool *prepare)
-{
-    PGconn *c = db->conn;
-    int n = p ? p->n : 0;
-    const char *const *v = p ? p->v : NULL;
-    bool ok = true;
-
-    for (int i = 0; ok && i < db->tx_release; i++)
-        ok = PQsendQueryParams(c, "RELEASE q", 0, NULL, NULL, NULL, NULL, 0);
-    for (int i = db->tx_sent; ok && i < db->tx_depth; i++)
-        ok = PQsendQueryParams(c, i == 0 ? "BEGIN" : "SAVEPOINT q", 0, NULL,
-                               NULL, NULL, NULL, 0);
-    if (ok && store_lock_due(db))
-        ok =
-            PQsendQueryParams(c, store_lock_text, 0, NULL, NULL, NULL, NULL, 0);
-    for (int i = 0; ok && i < nplain; i++)
-        ok = PQsendQueryParams(c, plain[i], 0, NULL, NULL, NULL, NULL, 0);
-    *prepare = false;
-    if (ok && sql != NULL) {
-        if (is_prepared(db, sql)) {
-            ok = PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
-        } else if (db->nprepared < Q__PG_MAX_PREPARED) {
-            *prepare = true;
-            ok = PQsendPrepare(c, sql->name, sql->text, 0, NULL) &&
-                 PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
-        } else {
-            ok = PQsendQueryParams(c, sql->text, n, NULL, v, NULL, NULL, 0);
-        }
-    }
-    return PQpipelineSync(c) && ok;
-}
-
-/* round_trip sends the pending RELEASEs and levels, plain commands and
- * sql (may be NULL) with one sync and reads every result up to it. *res
- * gets the last command's result when it succeeded. */
-static int
-round_trip(struct q__pg *db, const char *const *plain, int nplain,
-           const struct q__pg_sql *sql, const struct q__pg_params *p,
-           PGresult **res, const char *what)
-{
-    int rel = db->tx_release, pending = db->tx_depth - db->tx_sent;
-    int lock = store_lock_due(db) ? 1 : 0;
-    int item = 0, rc = 0, nulls = 0;
-    bool prepare = false;
-    int last;
-    PGresult *keep = NULL;
-
-    if ((rc = usable(db)) != 0)
-        return rc;
-    if (!send_all(db, plain, nplain, sql, p, &prepare))
-        rc = fail_result(db, NULL, what);
-    db->tx_release = 0;
-    last =
-        rel + pending + lock + nplain + (prepare ? 1 : 0) + (sql != NULL) - 1;
-    while (PQstatus(db->conn) == CONNECTION_OK) {
-        PGresult *r = PQgetResult(db->conn);
-        ExecStatusType st;
-
-        if (r == NULL) { /* the end of one command's results */
-            if (++nulls > 1)
-                break; /* nothing more queued (a failed send) */
-            item++;
-            continue;
-        }
-        nulls = 0;
-        st = PQresultStatus(r);
-        if (st == PGRES_PIPELINE_SYNC) {
-            PQclear(r);
-            break;
-        }
-        if (st == PGRES_FATAL_ERROR) {
-            if (rc == 0)
-                rc = fail_result(db, r, what);
-        } else if (st != PGRES_PIPELINE_ABORTED) {
-            if (item >= rel && item < rel + pending)
-                db->tx_sent++;
-            else if (prepare && item == last - 1)
-                db->prepared[db->nprepared++] = sql;
-            if (item == last && res != NULL) {
-                keep = r;
-                continue;
-            }
-        }
-        PQclear(r);
-    }
-    if (rc == 0 && PQstatus(db->conn) != CONNECTION_OK)
-        rc = fail_result(db, NULL, what);
-    if (rc != 0 && db->tx_sent > 0 && db->tx_rc == 0)
-        db->tx_rc = rc;
-    if (rc != 0 || res == NULL) {
-        PQclear(keep);
-        return rc;
-    }
-    *res = keep;
-    return 0;
-}
-
-int
-q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
-          const struct q__pg_params *p, PGresult **res, const char *what)
-{
-    struct q__pg_params clean;
-    char *owned[Q__PG_MAX_PARAMS] = {NULL};
-    int rc;
-
-    if (p != NULL && q__pg_scrub_params(p, &clean, owned))
-        p = &clean;
-    rc = round_trip(db, NULL, 0, sql, p, res, what);
-    for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
-        free(owned[i]);
-    return rc;
-}
-
-int
-q__pg_exec(struct q__pg *db, const char *sql, const char *what)
-{
-    char *text;
-    size_t len = strlen(sql) + sizeof(store_lock_text) +
-                 16 * (size_t)(db->tx_depth + db->tx_release + 1);
-    size_t off = 0;
-    PGresult *r;
-    int rc = 0;
-
-    if ((rc = usable(db)) != 0)
-        return rc;
-    /* Several statements in one text need the simple protocol, which
-     * pipeline mode does not speak: leave it for this one call. */
-    text = xmalloc(len);
-    for (; db->tx_release > 0; db->tx_release--)
-        off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
-    if (store_lock_due(db))
-        off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
-                                store_lock_text);
-    for (int i = db->tx_sent + store_lock_due(db); i < db->tx_depth; i++)
-        off += (size_t)snprintf(text + off, len - off, "%s;",
-                                i == 0 ? "BEGIN" : "SAVEPOINT q");
-    snprintf(text + off, len - off, "%s", sql);
-    if (!PQexitPipelineMode(db->conn)) {
-        free(text);
-        return fail_result(db, NULL, what);
-    }
-    r = PQexec(db->conn, text);
-    free(text);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK &&
-        PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = fail_result(db, r, what);
-    PQclear(r);
-    if (PQtransactionStatus(db->conn) == PQTRANS_INTRANS ||
-        PQtransactionStatus(db->conn) == PQTRANS_INERROR)
-        db->tx_sent = db->tx_depth;
-    if (PQstatus(db->conn) == CONNECTION_OK && !PQenterPipelineMode(db->conn) &&
-        rc == 0)
-        rc = fail_result(db, NULL, what);
-    return rc;
-}
-
 /* ---- transactions ------------------------------------------------------ */
 
 /* Levels are lazy: entering one sends nothing; the next statement carries
@@ -367,8 +175,10 @@ q__pg_tx_enter(struct q__pg *db)
 {
     int rc;
 
-    if (db->tx_depth == 0 && (rc = usable(db)) != 0)
+    if (db->tx_depth == 0 && (rc = q__pg_usable(db)) != 0)
         return rc;
+    if (db->tx_depth == 0)
+        db->ntier_rows = 0;
     db->tx_depth++;
     return 0;
 }
@@ -384,10 +194,10 @@ finish(struct q__pg *db, int rc)
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
-        (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
         return rc;
     }
-    err = round_trip(db, commit, 1, NULL, NULL, &r, "committing");
+    err = q__pg_round_trip(db, commit, 1, NULL, NULL, &r, "committing");
     /* COMMIT of a transaction an earlier error aborted rolls back. */
     if (err == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
         log_error("%s: committing: an earlier statement failed; rolled back",
@@ -397,7 +207,7 @@ finish(struct q__pg *db, int rc)
     PQclear(r);
     if (err != 0 && !db->broken &&
         PQtransactionStatus(db->conn) != PQTRANS_IDLE)
-        (void)round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
     return err;
 }
 
@@ -409,6 +219,8 @@ q__pg_tx_leave(struct q__pg *db, int rc)
 
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
+    if (rc != 0)
+        db->ntier_rows = 0; /* rows it wrote are undone */
     if (db->tx_depth > db->tx_sent || db->broken) {
         /* Never reached the server (or the server lost it: then a
          * statement of this level failed, even one whose BEGIN was not
@@ -418,7 +230,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
-        err = round_trip(db, undo, 2, NULL, NULL, NULL,
+        err = q__pg_round_trip(db, undo, 2, NULL, NULL, NULL,
                          "rolling back a savepoint");
         if (err == 0)
             db->tx_rc = 0; /* the savepoint's failure is undone */
@@ -428,8 +240,10 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     db->tx_depth--;
     if (db->tx_sent > db->tx_depth)
         db->tx_sent = db->tx_depth;
-    if (db->tx_depth == 0)
+    if (db->tx_depth == 0) {
         db->tx_rc = db->tx_release = 0;
+        db->ntier_rows = 0;
+    }
     return rc ? rc : err;
 }
 
@@ -549,6 +363,7 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     PQconninfoFree(parsed);
     db = xcalloc(1, sizeof(*db));
     db->base.ops = &q__pg_ops;
+    db->base.lock_in_line = true;
     db->conninfo = xstrdup(conninfo);
     db->where = xstrdup(where);
     db->keep_body_bytes = opts->keep_body_bytes;
@@ -579,6 +394,7 @@ q__pg_close(q_db *d)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);
     PQfinish(db->listen);
+    free(db->sent);
     free(db->schema);
     free(db->conninfo);
     free(db->where);

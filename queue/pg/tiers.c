@@ -1,12 +1,15 @@
 /* tiers.c: PostgreSQL storage of the tier state every worker shares: the
  * tiers row (breaker, walls, pacing) and the send log (tier_sends). Each
  * call is one statement; the meaning is the SQLite backend's
- * (queue/sqlite/tiers.c). */
+ * (queue/sqlite/tiers.c). Inside a transaction, stores and prunes are
+ * deferred (pipe.c) and a row read or written once is not read again. */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "common/log.h"
 
 /* The stored row (absent: the defaults of a tier never used) and the send
  * log's counts, in one statement. Each count is cheap or skipped:
@@ -72,11 +75,19 @@ static const struct q__pg_sql tier_store_sql = {
     " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
     " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt"};
 
+/* A send's id comes from the table's own sequence, taken Q__PG_SEND_IDS
+ * at a time (a sequence never gives a value twice, whatever commits or
+ * rolls back), so that logging a send is a write nobody waits for. */
+static const struct q__pg_sql send_ids_sql = {
+    "q_tiers_send_ids",
+    "SELECT nextval(pg_get_serial_sequence('tier_sends', 'id'))"
+    " FROM generate_series(1, $1::bigint)"};
+
 static const struct q__pg_sql send_add_sql = {
     "q_tiers_send_add",
-    "INSERT INTO tier_sends (tier, at, tokens, probe, expires_at)"
-    " VALUES ($1::text, $2::bigint, $3::bigint, $4::bigint, $5::bigint)"
-    " RETURNING id"};
+    "INSERT INTO tier_sends (id, tier, at, tokens, probe, expires_at)"
+    " VALUES ($1::bigint, $2::text, $3::bigint, $4::bigint, $5::bigint,"
+    " $6::bigint)"};
 
 /* The row as it was (locked, so a racing answer waits and then finds it
  * done) and the answer, in one statement; no row: an unknown id. */
@@ -145,6 +156,58 @@ read_tier(const PGresult *res, int r, void *elem)
     st->probe_in_flight = q__pg_int(res, r, 22) != 0;
 }
 
+/* ---- tier rows kept for the open transaction ---------------------- */
+
+static struct q__pg_tier_row *
+row_of(struct q__pg *pg, const char *tier)
+{
+    for (int i = 0; i < pg->ntier_rows; i++) {
+        if (strcmp(pg->tier_rows[i].name, tier) == 0)
+            return &pg->tier_rows[i];
+    }
+    return NULL;
+}
+
+/* Keeps st's row fields as tier's row for the rest of the transaction. */
+static void
+keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st)
+{
+    struct q__pg_tier_row *row = row_of(pg, tier);
+
+    if (pg->tx_depth == 0 || strlen(tier) >= sizeof(row->name))
+        return;
+    if (row == NULL && pg->ntier_rows < Q__PG_TIER_CACHE) {
+        row = &pg->tier_rows[pg->ntier_rows++];
+        snprintf(row->name, sizeof(row->name), "%s", tier);
+    }
+    if (row != NULL)
+        row->st = *st;
+}
+
+/* A load that needs only the row: no window counts asked for, and none
+ * of the states in which tier_load_sql counts the sends in flight anyway
+ * (so they are 0, as the statement would say). The row is the one read
+ * or written earlier in this transaction: under the store's write lock
+ * (pipe.c) no other process writes it before the commit. */
+static bool
+row_kept(struct q__pg *pg, const char *tier, int64_t now,
+         const struct q_tier_window *w, struct q_tier_state *out)
+{
+    const struct q__pg_tier_row *row;
+
+    if (pg->tx_depth == 0 || w == NULL || w->requests != 0 || w->tokens ||
+        w->inflight || (row = row_of(pg, tier)) == NULL)
+        return false;
+    if (row->st.breaker != Q_BREAKER_CLOSED || row->st.doubt ||
+        (row->st.exhausted_until > 0 && row->st.exhausted_until <= now))
+        return false;
+    *out = row->st;
+    out->window_requests = out->window_oldest = out->window_tokens = 0;
+    out->in_flight = 0;
+    out->probe_in_flight = false;
+    return true;
+}
+
 int
 q__pg_tier_load(q_db *db, const char *tier, int64_t now,
                 const struct q_tier_window *w, struct q_tier_state *out)
@@ -153,6 +216,9 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
     struct q__pg_params p = {0};
     struct q_tier_state st;
     int rc;
+
+    if (row_kept(pg, tier, now, w, out))
+        return 0;
 
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, now);
@@ -165,8 +231,10 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
     q__pg_p_bool(&p, w == NULL || w->inflight);
     rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
-    if (rc == 0)
+    if (rc == 0) {
+        keep_row(pg, tier, &st);
         *out = st;
+    }
     return rc == -ENOENT ? -EIO : rc; /* the query always gives a row */
 }
 
@@ -174,6 +242,7 @@ int
 q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 {
     struct q__pg_params p = {0};
+    int rc;
 
     q__pg_p_text(&p, tier);
     q__pg_p_text(&p, q_breaker_name(st->breaker));
@@ -193,47 +262,109 @@ q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
     q__pg_p_int(&p, st->learned_rpm);
     q__pg_p_int(&p, st->learned_tpm);
     q__pg_p_int(&p, st->doubt);
-    return q__pg_run(q__pg(db), &tier_store_sql, &p, NULL,
-                     "writing tier state");
+    /* Nothing waits for the write (its failure fails the commit). */
+    rc = q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
+    if (rc == 0)
+        keep_row(q__pg(db), tier, st);
+    return rc;
+}
+
+/* Takes the next id of tier_sends' sequence into *id. */
+static int
+send_id(struct q__pg *pg, int64_t *id)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    if (pg->nsend_ids == 0) {
+        q__pg_p_int(&p, Q__PG_SEND_IDS);
+        if ((rc = q__pg_run(pg, &send_ids_sql, &p, &r,
+                            "numbering tier sends")) != 0)
+            return rc;
+        /* Handed out in the order the sequence gave them. */
+        for (int i = PQntuples(r) - 1; i >= 0 && i < Q__PG_SEND_IDS; i--)
+            pg->send_ids[pg->nsend_ids++] = q__pg_int(r, i, 0);
+        PQclear(r);
+        if (pg->nsend_ids == 0)
+            return -EIO;
+    }
+    *id = pg->send_ids[--pg->nsend_ids];
+    return 0;
 }
 
 int
 q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                     bool probe, int64_t expires_at, int64_t *id)
 {
+    struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    int64_t got;
+    int64_t got = 0;
     int rc;
 
+    if ((rc = send_id(pg, &got)) != 0)
+        return rc;
+    q__pg_p_int(&p, got);
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, at);
     q__pg_p_int(&p, tokens);
     q__pg_p_int(&p, probe);
     q__pg_p_int(&p, expires_at);
-    rc = q__pg_select_one(q__pg(db), &send_add_sql, &p, sizeof(got),
-                          q__pg_read_ints, &got, "logging a tier send");
-    if (rc == 0)
+    if ((rc = q__pg_defer(pg, &send_add_sql, &p, "logging a tier send")) == 0)
         *id = got;
-    return rc == -ENOENT ? -EIO : rc; /* RETURNING gave no row */
+    return rc;
 }
 
+/* send_done_sql's row: what was charged, sends answered; -ENOENT for no
+ * such send, -EALREADY for one answered before. */
+static int
+done_counts(const PGresult *res, int64_t *old_tokens)
+{
+    int64_t got[2] = {0, 0};
+
+    if (PQntuples(res) == 0)
+        return -ENOENT;
+    q__pg_read_ints(res, 0, got);
+    if (got[1] == 0)
+        return -EALREADY;
+    if (old_tokens != NULL)
+        *old_tokens = got[0];
+    return 0;
+}
+
+static void
+done_check(struct q__pg *db, const PGresult *res, int64_t id,
+           const char *what)
+{
+    int rc = done_counts(res, NULL);
+
+    if (rc != 0)
+        log_warn("%s: %s %lld: %s", db->where, what, (long long)id,
+                 rc == -EALREADY ? "it was already answered" : "no such send");
+}
+
+/* With old_tokens NULL, nothing waits for the result inside a
+ * transaction: it rides in the next round trip (queue.h). */
 int
 q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
                      int64_t *old_tokens)
 {
+    struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    int64_t got[2]; /* what was charged, sends answered */
+    PGresult *res = NULL;
     int rc;
 
     q__pg_p_int(&p, id);
     q__pg_p_int(&p, tokens);
     q__pg_p_int(&p, done_at);
-    rc = q__pg_select_one(q__pg(db), &send_done_sql, &p, sizeof(got),
-                          q__pg_read_ints, got, "finishing a tier send");
-    if (rc == 0 && got[1] == 0)
-        rc = -EALREADY;
-    if (rc == 0 && old_tokens != NULL)
-        *old_tokens = got[0];
+    if (old_tokens != NULL)
+        rc = q__pg_run(pg, &send_done_sql, &p, &res, "finishing tier send");
+    else
+        rc = q__pg_defer_checked(pg, &send_done_sql, &p, done_check, id, &res,
+                                 "finishing tier send");
+    if (rc == 0 && res != NULL)
+        rc = done_counts(res, old_tokens);
+    PQclear(res);
     return rc;
 }
 
@@ -259,5 +390,5 @@ q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
 
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, before);
-    return q__pg_run(q__pg(db), &prune_sql, &p, NULL, "pruning tier sends");
+    return q__pg_defer(q__pg(db), &prune_sql, &p, "pruning tier sends");
 }

@@ -1,0 +1,328 @@
+/* pipe.c: the connection's pipeline. Commands are queued on the
+ * connection (libpq's pipeline mode) with a record of what each one is,
+ * and read back in order at the next sync:
+ *  - a round trip (q__pg_run) queues what is pending (the RELEASEs of
+ *    savepoints that ended well, a lazy BEGIN with the store's write lock,
+ *    SAVEPOINTs), a first-use PREPARE and the statement, then syncs and
+ *    reads every result up to the sync;
+ *  - a deferred write (q__pg_defer) is only queued: it rides in the next
+ *    round trip of the transaction (at the latest its COMMIT), so a loop
+ *    turn's writes whose results nobody waits for cost no round trip of
+ *    their own. Its failure is the transaction's: the round trip that
+ *    reads it returns that error, and the commit fails.
+ */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+/* Deferred commands queued before a round trip is forced: their results
+ * wait in the socket buffers meanwhile (small, but not unbounded). */
+#define DEFER_MAX 512
+
+/* The store's write lock, taken by every transaction in the round trip of
+ * its BEGIN and held to its end: write transactions on one store (a
+ * worker's turn, a park resolution, a copy) run one at a time, as
+ * SQLite's BEGIN IMMEDIATE makes them. Without it, a turn admitting on a
+ * tier (read, decide, write back) could decide on state another host was
+ * changing, and turns that lock rows in different orders (a job, a tier,
+ * a send) deadlocked: 4 hosts hit one in seconds. Single statements
+ * outside a transaction (enqueue from other programs, reads) do not take
+ * it. */
+const char q__pg_store_lock_text[] =
+    "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
+    " coalesce(current_schema(), '')))";
+
+bool
+q__pg_store_lock_due(const struct q__pg *db)
+{
+    return db->tx_sent == 0 && db->tx_depth > 0;
+}
+
+static bool
+is_prepared(const struct q__pg *db, const struct q__pg_sql *sql)
+{
+    for (int i = 0; i < db->nprepared; i++) {
+        if (db->prepared[i] == sql)
+            return true;
+    }
+    return false;
+}
+
+/* A PREPARE that failed (or was skipped after a failure) made nothing. */
+static void
+unprepare(struct q__pg *db, const struct q__pg_sql *sql)
+{
+    for (int i = 0; i < db->nprepared; i++) {
+        if (db->prepared[i] == sql) {
+            db->prepared[i] = db->prepared[--db->nprepared];
+            return;
+        }
+    }
+}
+
+static void
+note(struct q__pg *db, enum q__pg_cmd kind, const struct q__pg_sql *sql,
+     const char *what)
+{
+    if (db->nsent == db->sent_cap) {
+        db->sent_cap = db->sent_cap ? db->sent_cap * 2 : 32;
+        db->sent = xrealloc(db->sent, db->sent_cap * sizeof(*db->sent));
+    }
+    db->sent[db->nsent++] = (struct q__pg_sent){kind, sql, what, NULL, 0};
+}
+
+static bool
+plain(struct q__pg *db, const char *text, enum q__pg_cmd kind, const char *what)
+{
+    if (!PQsendQueryParams(db->conn, text, 0, NULL, NULL, NULL, NULL, 0))
+        return false;
+    note(db, kind, NULL, what);
+    return true;
+}
+
+/* Queues the pending RELEASEs and levels (with the store lock when the
+ * outermost level opens), the plain commands and the statement (sql may
+ * be NULL: then the last plain command) as kind, each noted. Levels count as sent once queued: their
+ * failure leaves the transaction aborted, which its end finds. */
+static bool
+queue_all(struct q__pg *db, const char *const *texts, int ntexts,
+          const struct q__pg_sql *sql, const struct q__pg_params *p,
+          enum q__pg_cmd kind, const char *what)
+{
+    PGconn *c = db->conn;
+    int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : NULL;
+    bool ok = true;
+
+    for (; ok && db->tx_release > 0; db->tx_release--)
+        ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what);
+    while (ok && db->tx_sent < db->tx_depth) {
+        bool outer = db->tx_sent == 0;
+        ok = plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN,
+                   what) &&
+             (!outer ||
+              plain(db, q__pg_store_lock_text, Q__PG_CMD_PLAIN, what));
+        db->tx_sent++;
+    }
+    for (int i = 0; ok && i < ntexts; i++)
+        ok = plain(db, texts[i],
+                   sql == NULL && i == ntexts - 1 ? kind : Q__PG_CMD_PLAIN,
+                   what);
+    if (!ok || sql == NULL)
+        return ok;
+    if (is_prepared(db, sql)) {
+        ok = PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
+    } else if (db->nprepared < Q__PG_MAX_PREPARED) {
+        ok = PQsendPrepare(c, sql->name, sql->text, 0, NULL);
+        if (ok) {
+            note(db, Q__PG_CMD_PREPARE, sql, what);
+            db->prepared[db->nprepared++] = sql;
+            ok = PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
+        }
+    } else {
+        ok = PQsendQueryParams(c, sql->text, n, NULL, v, NULL, NULL, 0);
+    }
+    if (ok)
+        note(db, kind, sql, what);
+    return ok;
+}
+
+/* Reads every queued command's results up to the sync. The first failure
+ * is the round trip's (logged with what its own command was doing);
+ * *res gets the result of the Q__PG_CMD_LAST command when it succeeded. */
+static int
+read_all(struct q__pg *db, PGresult **res, const char *what)
+{
+    size_t item = 0;
+    int rc = 0, nulls = 0;
+    PGresult *keep = NULL;
+
+    while (PQstatus(db->conn) == CONNECTION_OK) {
+        PGresult *r = PQgetResult(db->conn);
+        const struct q__pg_sent *cmd =
+            item < db->nsent ? &db->sent[item] : NULL;
+        ExecStatusType st;
+
+        if (r == NULL) { /* the end of one command's results */
+            if (++nulls > 1)
+                break; /* nothing more queued (a failed send) */
+            item++;
+            continue;
+        }
+        nulls = 0;
+        st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) {
+            if (st == PGRES_FATAL_ERROR && rc == 0)
+                rc = q__pg_error(db, r, cmd ? cmd->what : what);
+            if (cmd != NULL && cmd->kind == Q__PG_CMD_PREPARE)
+                unprepare(db, cmd->sql);
+        } else if (cmd != NULL && cmd->kind == Q__PG_CMD_LAST && res) {
+            PQclear(keep);
+            keep = r;
+            continue;
+        } else if (cmd != NULL && cmd->check != NULL) {
+            cmd->check(db, r, cmd->arg, cmd->what);
+        }
+        PQclear(r);
+    }
+    db->nsent = 0;
+    if (rc == 0 && PQstatus(db->conn) != CONNECTION_OK)
+        rc = q__pg_error(db, NULL, what);
+    if (rc != 0 && db->tx_sent > 0 && db->tx_rc == 0)
+        db->tx_rc = rc;
+    if (rc != 0 || res == NULL) {
+        PQclear(keep);
+        return rc;
+    }
+    *res = keep;
+    return 0;
+}
+
+/* A send that failed: libpq's error, logged; what was queued before it
+ * is read up to a sync when the connection still works (its results
+ * still come), and the transaction counts as aborted. */
+static int
+send_failed(struct q__pg *db, const char *what)
+{
+    int rc = q__pg_error(db, NULL, what);
+
+    if (!db->broken && PQpipelineSync(db->conn))
+        (void)read_all(db, NULL, what);
+    db->nsent = 0;
+    if (db->tx_sent > 0 && db->tx_rc == 0)
+        db->tx_rc = rc;
+    return rc;
+}
+
+int
+q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
+                 const struct q__pg_sql *sql, const struct q__pg_params *p,
+                 PGresult **res, const char *what)
+{
+    int rc;
+
+    if ((rc = q__pg_usable(db)) != 0)
+        return rc;
+    if (!queue_all(db, texts, ntexts, sql, p, Q__PG_CMD_LAST, what))
+        return send_failed(db, what);
+    if (!PQpipelineSync(db->conn))
+        return send_failed(db, what);
+    return read_all(db, res, what);
+}
+
+/* Runs (or, defer: queues, with check) sql with text parameters
+ * PostgreSQL can hold: text that is not UTF-8 is scrubbed first. */
+static int
+with_clean_params(struct q__pg *db, const struct q__pg_sql *sql,
+                  const struct q__pg_params *p, PGresult **res, bool defer,
+                  q__pg_check_fn check, int64_t arg, const char *what)
+{
+    struct q__pg_params clean;
+    char *owned[Q__PG_MAX_PARAMS] = {NULL};
+    int rc = 0;
+
+    if (p != NULL && q__pg_scrub_params(p, &clean, owned))
+        p = &clean;
+    if (!defer) {
+        rc = q__pg_round_trip(db, NULL, 0, sql, p, res, what);
+    } else if ((rc = q__pg_usable(db)) == 0) {
+        /* libpq copies the parameters into its buffer at once. */
+        if (!queue_all(db, NULL, 0, sql, p, Q__PG_CMD_DEFERRED, what)) {
+            rc = send_failed(db, what);
+        } else {
+            db->sent[db->nsent - 1].check = check;
+            db->sent[db->nsent - 1].arg = arg;
+            if (db->nsent >= DEFER_MAX)
+                rc = q__pg_flush(db, what);
+        }
+    }
+    for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
+        free(owned[i]);
+    return rc;
+}
+
+int
+q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
+          const struct q__pg_params *p, PGresult **res, const char *what)
+{
+    return with_clean_params(db, sql, p, res, false, NULL, 0, what);
+}
+
+int
+q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
+            const struct q__pg_params *p, const char *what)
+{
+    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, 0,
+                             what);
+}
+
+int
+q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
+                    const struct q__pg_params *p, q__pg_check_fn check,
+                    int64_t arg, PGresult **res, const char *what)
+{
+    bool defer = db->tx_depth > 0;
+
+    return with_clean_params(db, sql, p, defer ? NULL : res, defer, check,
+                             arg, what);
+}
+
+int
+q__pg_flush(struct q__pg *db, const char *what)
+{
+    if (db->nsent == 0)
+        return 0;
+    return q__pg_round_trip(db, NULL, 0, NULL, NULL, NULL, what);
+}
+
+int
+q__pg_exec(struct q__pg *db, const char *sql, const char *what)
+{
+    char *text;
+    size_t len = strlen(sql) + sizeof(q__pg_store_lock_text) +
+                 16 * (size_t)(db->tx_depth + db->tx_release + 1);
+    size_t off = 0;
+    PGresult *r;
+    int rc = 0;
+
+    if ((rc = q__pg_usable(db)) != 0 || (rc = q__pg_flush(db, what)) != 0)
+        return rc;
+    /* Several statements in one text need the simple protocol, which
+     * pipeline mode does not speak: leave it for this one call. */
+    text = xmalloc(len);
+    for (; db->tx_release > 0; db->tx_release--)
+        off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
+    if (q__pg_store_lock_due(db))
+        off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
+                                q__pg_store_lock_text);
+    for (int i = db->tx_sent + q__pg_store_lock_due(db); i < db->tx_depth;
+         i++)
+        off += (size_t)snprintf(text + off, len - off, "%s;",
+                                i == 0 ? "BEGIN" : "SAVEPOINT q");
+    snprintf(text + off, len - off, "%s", sql);
+    if (!PQexitPipelineMode(db->conn)) {
+        free(text);
+        return q__pg_error(db, NULL, what);
+    }
+    r = PQexec(db->conn, text);
+    free(text);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+        PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = q__pg_error(db, r, what);
+    PQclear(r);
+    if (PQtransactionStatus(db->conn) == PQTRANS_INTRANS ||
+        PQtransactionStatus(db->conn) == PQTRANS_INERROR)
+        db->tx_sent = db->tx_depth;
+    if (PQstatus(db->conn) == CONNECTION_OK && !PQenterPipelineMode(db->conn) &&
+        rc == 0)
+        rc = q__pg_error(db, NULL, what);
+    return rc;
+}
