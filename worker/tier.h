@@ -63,7 +63,7 @@ enum tier_result {
  * counts) or 0 (limits). */
 struct tier_outcome {
     enum tier_result result;
-    int64_t tokens;               /* usage reported; < 0: keep the estimate */
+    int64_t tokens;  /* usage reported; < 0: keep the estimate */
     int64_t charged; /* what the send was charged when admitted; < 0: not
                         known (read from the send log) */
     int64_t exhausted_until;      /* > 0: a quota wall until then */

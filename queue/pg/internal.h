@@ -62,7 +62,7 @@ typedef void (*q__pg_check_fn)(struct q__pg *db, const PGresult *res,
 struct q__pg_sent {
     enum q__pg_cmd kind;
     const struct q__pg_sql *sql;
-    const char *what; /* a literal: what it was doing, for the log */
+    const char *what;     /* a literal: what it was doing, for the log */
     q__pg_check_fn check; /* deferred writes: NULL, or run on success */
     int64_t arg;
 };
@@ -105,7 +105,7 @@ struct q__pg {
     /* Ids taken from tier_sends' sequence, not used yet (tiers.c). */
     int64_t send_ids[Q__PG_SEND_IDS];
     int nsend_ids;
-    int ntier_rows; /* valid in the open transaction only */
+    int ntier_rows;   /* valid in the open transaction only */
     PGconn *listen;   /* the LISTEN connection of q_wake_fd, or NULL */
     bool listen_lost; /* lost while polled: closed by the next wake_fd */
     char *schema;     /* owned: the schema whose notifications count */

@@ -86,8 +86,9 @@ plain(struct q__pg *db, const char *text, enum q__pg_cmd kind, const char *what)
 
 /* Queues the pending RELEASEs and levels (with the store lock when the
  * outermost level opens), the plain commands and the statement (sql may
- * be NULL: then the last plain command) as kind, each noted. Levels count as sent once queued: their
- * failure leaves the transaction aborted, which its end finds. */
+ * be NULL: then the last plain command) as kind, each noted. Levels
+ * count as sent once queued: their failure leaves the transaction
+ * aborted, which its end finds. */
 static bool
 queue_all(struct q__pg *db, const char *const *texts, int ntexts,
           const struct q__pg_sql *sql, const struct q__pg_params *p,
@@ -102,10 +103,9 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what);
     while (ok && db->tx_sent < db->tx_depth) {
         bool outer = db->tx_sent == 0;
-        ok = plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN,
-                   what) &&
-             (!outer ||
-              plain(db, q__pg_store_lock_text, Q__PG_CMD_PLAIN, what));
+        ok =
+            plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
+            (!outer || plain(db, q__pg_store_lock_text, Q__PG_CMD_PLAIN, what));
         db->tx_sent++;
     }
     for (int i = 0; ok && i < ntexts; i++)
@@ -260,8 +260,7 @@ int
 q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
             const struct q__pg_params *p, const char *what)
 {
-    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, 0,
-                             what);
+    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, 0, what);
 }
 
 int
@@ -271,8 +270,8 @@ q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
 {
     bool defer = db->tx_depth > 0;
 
-    return with_clean_params(db, sql, p, defer ? NULL : res, defer, check,
-                             arg, what);
+    return with_clean_params(db, sql, p, defer ? NULL : res, defer, check, arg,
+                             what);
 }
 
 int
@@ -303,8 +302,7 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     if (q__pg_store_lock_due(db))
         off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
                                 q__pg_store_lock_text);
-    for (int i = db->tx_sent + q__pg_store_lock_due(db); i < db->tx_depth;
-         i++)
+    for (int i = db->tx_sent + q__pg_store_lock_due(db); i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
                                 i == 0 ? "BEGIN" : "SAVEPOINT q");
     snprintf(text + off, len - off, "%s", sql);

@@ -194,7 +194,8 @@ finish(struct q__pg *db, int rc)
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
-        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
+                               "rolling back");
         return rc;
     }
     err = q__pg_round_trip(db, commit, 1, NULL, NULL, &r, "committing");
@@ -207,7 +208,8 @@ finish(struct q__pg *db, int rc)
     PQclear(r);
     if (err != 0 && !db->broken &&
         PQtransactionStatus(db->conn) != PQTRANS_IDLE)
-        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL, "rolling back");
+        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
+                               "rolling back");
     return err;
 }
 
@@ -231,7 +233,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
         err = q__pg_round_trip(db, undo, 2, NULL, NULL, NULL,
-                         "rolling back a savepoint");
+                               "rolling back a savepoint");
         if (err == 0)
             db->tx_rc = 0; /* the savepoint's failure is undone */
     } else {

@@ -333,8 +333,7 @@ done_counts(const PGresult *res, int64_t *old_tokens)
 }
 
 static void
-done_check(struct q__pg *db, const PGresult *res, int64_t id,
-           const char *what)
+done_check(struct q__pg *db, const PGresult *res, int64_t id, const char *what)
 {
     int rc = done_counts(res, NULL);
 
