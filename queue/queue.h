@@ -22,6 +22,17 @@
  *
  * Group commit: q_tx_begin()/q_tx_commit() wrap any number of calls in one
  * write transaction; each call outside one commits on its own.
+ *
+ * Writes inside a transaction may be sent later (PostgreSQL sends them
+ * with the transaction's next statement, at the latest its commit, so
+ * that a loop turn is not one round trip per write): calls marked
+ * "deferred" below then return 0 once queued. What the transaction reads
+ * next sees them; a deferred write that fails makes q_tx_commit fail,
+ * and nothing of the transaction is kept. A deferred call's "found
+ * nothing" answer (-EBUSY, -EALREADY, -ENOENT: the statement changed
+ * nothing) is logged by the backend instead of returned, and the
+ * transaction goes on; callers that must know make the call outside a
+ * transaction.
  */
 #ifndef STEPQ_QUEUE_QUEUE_H
 #define STEPQ_QUEUE_QUEUE_H
@@ -154,9 +165,15 @@ struct q_job {
     int claims;  /* how often it was leased, this lease included */
     char *spec;  /* the job's JSON text */
     char *error; /* NULL unless failed */
+    /* q_claim only (has_steps true): the job's step rows as q_steps_get
+     * gives them in the claim's transaction, so that starting a claimed
+     * job needs no read of its own. */
+    bool has_steps;
+    struct q_step *steps; /* owned; NULL when there are none */
+    size_t nsteps;
 };
 
-/* q_job_cleanup frees the strings of job (not job itself). */
+/* q_job_cleanup frees the strings and steps of job (not job itself). */
 void q_job_cleanup(struct q_job *job);
 /* q_jobs_free frees n jobs and the array; NULL is a no-op. */
 void q_jobs_free(struct q_job *jobs, size_t n);
@@ -173,8 +190,9 @@ STEPQ_MUST_CHECK int q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
 
 /* q_claim leases up to max due jobs to worker until now + lease_ms, in one
  * transaction: highest priority first, then run_at, then id. Jobs whose
- * lease expired are due again. Returns 0 with *n >= 1, or -ENOENT when
- * nothing is due. Caller owns *out (q_jobs_free). */
+ * lease expired are due again. Each job comes with its step rows
+ * (has_steps). Returns 0 with *n >= 1, or -ENOENT when nothing is due.
+ * Caller owns *out (q_jobs_free). */
 STEPQ_MUST_CHECK int q_claim(q_db *db, const char *worker, int64_t now,
                              int64_t lease_ms, size_t max, struct q_job **out,
                              size_t *n);
@@ -186,7 +204,8 @@ STEPQ_MUST_CHECK int q_extend(q_db *db, int64_t id, const char *worker,
  * the worker no longer holds it. */
 STEPQ_MUST_CHECK int q_release(q_db *db, int64_t id, const char *worker,
                                int64_t run_at, int64_t now);
-/* q_complete marks a held job succeeded. -EBUSY if not held by worker. */
+/* q_complete marks a held job succeeded. -EBUSY if not held by worker.
+ * Deferred in a transaction (the top of this file). */
 STEPQ_MUST_CHECK int q_complete(q_db *db, int64_t id, const char *worker,
                                 int64_t now);
 /* q_fail marks a held job failed with error (copied). -EBUSY if not held. */
@@ -242,7 +261,7 @@ STEPQ_MUST_CHECK int q_steps_get(q_db *db, int64_t job_id, struct q_step **out,
 /* q_steps_free frees n steps and the array. */
 void q_steps_free(struct q_step *steps, size_t n);
 /* q_step_set records a step's state, tier (NULL: keep), output (NULL:
- * keep) and adds tokens. */
+ * keep) and adds tokens. Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_step_set(q_db *db, int64_t job_id, int index,
                                 enum q_step_state state, const char *tier,
                                 const char *output, int64_t add_tokens);
@@ -282,7 +301,7 @@ STEPQ_MUST_CHECK int q_attempt_begin(q_db *db, const struct q_attempt_start *a,
                                      int64_t *id, int *attempt);
 /* q_attempt_finish stores the result of attempt id; the step's token count
  * is corrected from the estimate to r->tokens. -ENOENT unknown id,
- * -EALREADY if it already has a result. */
+ * -EALREADY if it already has a result. Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_attempt_finish(q_db *db, int64_t id,
                                       const struct q_attempt_result *r);
 
@@ -370,17 +389,19 @@ struct q_tier_window {
 STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier, int64_t now,
                                  const struct q_tier_window *w,
                                  struct q_tier_state *out);
-/* q_tier_store writes the stored fields of st (not the window counts). */
+/* q_tier_store writes the stored fields of st (not the window counts).
+ * Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_store(q_db *db, const char *tier,
                                   const struct q_tier_state *st);
-/* q_tier_send_add logs an admitted send; *id identifies it for
- * q_tier_send_done(). */
+/* q_tier_send_add logs an admitted send; *id (known at once) identifies
+ * it for q_tier_send_done(). Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_send_add(q_db *db, const char *tier, int64_t at,
                                      int64_t tokens, bool probe,
                                      int64_t expires_at, int64_t *id);
 /* q_tier_send_done marks a send answered and corrects its tokens to
  * tokens (< 0: keeps what was charged). *old_tokens (may be NULL) gets what was
  * charged before. -ENOENT for an unknown id, -EALREADY if it was already done.
+ * Deferred in a transaction when old_tokens is NULL.
  */
 STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
                                       int64_t done_at, int64_t *old_tokens);
@@ -390,7 +411,7 @@ STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
 STEPQ_MUST_CHECK int q_tier_send_drop(q_db *db, int64_t id,
                                       int64_t *old_tokens);
 /* q_tier_prune deletes a tier's sends that are done (or expired) and older
- * than before. */
+ * than before. Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
 
 /* ---- park items ------------------------------------------------------ */

@@ -127,6 +127,71 @@ START_TEST(test_step_rows_set_and_read)
 }
 END_TEST
 
+/* A claimed job comes with its step rows, as q_steps_get reads them
+ * (text that needs escaping on the way included). */
+START_TEST(test_claim_brings_the_step_rows)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 5, T0),
+            b = qfix_add(db, "b", NULL, 0, T0);
+    const char *out = "\"quoted\"\n\u00e9t\u00e9 \\ {}";
+    struct q_job *got = NULL;
+    struct q_step *st = NULL;
+    size_t n = 0, ns = 0;
+
+    ck_assert_int_eq(q_step_set(db, a, 0, Q_STEP_SUCCEEDED, "free", out, 9), 0);
+    ck_assert_int_eq(q_step_set(db, a, 2, Q_STEP_FAILED, NULL, NULL, 0), 0);
+    ck_assert_int_eq(q_claim(db, "w", T0, 1000, 2, &got, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(got[0].id, a);
+    ck_assert(got[0].has_steps && got[1].has_steps);
+    ck_assert_uint_eq(got[1].nsteps, 0); /* b: no rows yet */
+    ck_assert_int_eq(q_steps_get(db, a, &st, &ns), 0);
+    ck_assert_uint_eq(got[0].nsteps, ns);
+    for (size_t i = 0; i < ns; i++) {
+        ck_assert_int_eq(got[0].steps[i].index, st[i].index);
+        ck_assert_int_eq(got[0].steps[i].state, st[i].state);
+        ck_assert_int_eq(got[0].steps[i].tokens, st[i].tokens);
+        ck_assert_pstr_eq(got[0].steps[i].tier, st[i].tier);
+        ck_assert_pstr_eq(got[0].steps[i].output, st[i].output);
+    }
+    ck_assert_str_eq(got[0].steps[0].output, out);
+    ck_assert_int_eq(b, got[1].id);
+    q_steps_free(st, ns);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Inside a transaction a backend may send writes with its next statement
+ * (queue.h): they are seen by what the transaction reads next, and one
+ * that fails takes the whole transaction with it. */
+START_TEST(test_writes_in_a_transaction_are_kept_together)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_step *st = NULL;
+    size_t n = 0;
+    int rc;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "free", "x", 4),
+                     0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 1); /* seen before the commit */
+    q_steps_free(st, n);
+    rc = q_step_set(db, id + 1000, 0, Q_STEP_SUCCEEDED, NULL, "y", 0);
+    if (rc == 0)
+        rc = q_tx_commit(db); /* the failure surfaces here */
+    else
+        q_tx_rollback(db);
+    ck_assert_int_ne(rc, 0); /* no such job */
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 0); /* nothing of it was kept */
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* ---- tier state ----------------------------------------------------- */
 
 START_TEST(test_tier_state_round_trip)
@@ -361,6 +426,8 @@ test_suite(void)
     tcase_add_test(ledger, test_attempts_recorded_before_and_after);
     tcase_add_test(ledger, test_kept_body_cut_on_a_character);
     tcase_add_test(ledger, test_step_rows_set_and_read);
+    tcase_add_test(ledger, test_claim_brings_the_step_rows);
+    tcase_add_test(ledger, test_writes_in_a_transaction_are_kept_together);
     suite_add_tcase(s, ledger);
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);

@@ -152,6 +152,39 @@ START_TEST(test_claim_skips_locked_rows)
 }
 END_TEST
 
+/* A turn's writes that nobody waits for stay queued on the connection
+ * (another session sees nothing, not even the BEGIN's lock) until the
+ * commit's round trip carries them; a completion whose lease another
+ * worker holds changes nothing and the rest of the turn commits. */
+START_TEST(test_writes_ride_with_the_commit)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int64_t mine = add_job(a, "mine"), theirs = add_job(a, "theirs");
+    struct q_job *got = NULL;
+    size_t n = 0;
+    char *line;
+
+    ck_assert_int_eq(q_claim(a, "wa", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_claim(b, "wb", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_step_set(a, mine, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(q_complete(a, mine, "wa", T0 + 1), 0);
+    ck_assert_int_eq(q_complete(a, theirs, "wa", T0 + 1), 0); /* logged */
+    ck_assert_uint_ge(q__pg(a)->nsent, 3);
+    pgfix_expect(loc, "SELECT count(*) FROM steps", "0");
+    ck_assert_int_eq(q_tx_commit(a), 0);
+    ck_assert_uint_eq(q__pg(a)->nsent, 0);
+    line = pgfix_line(loc, "SELECT string_agg(name || ':' || state, ',' "
+                           "ORDER BY id) FROM jobs");
+    ck_assert_str_eq(line, "mine:2,theirs:1");
+    free(line);
+    ck_assert_int_eq(q_close(a), 0);
+    ck_assert_int_eq(q_close(b), 0);
+}
+END_TEST
+
 /* Text PostgreSQL cannot hold (not UTF-8: an endpoint's output) is
  * stored with its bad bytes as '?', and the transaction it is in goes on
  * and commits (a failed statement would abort a worker's whole turn). */
@@ -366,6 +399,7 @@ test_suite(void)
     tcase_set_timeout(work, 60);
     tcase_add_test(work, test_claim_skips_locked_rows);
     tcase_add_test(work, test_text_that_is_not_utf8_is_scrubbed);
+    tcase_add_test(work, test_writes_ride_with_the_commit);
     tcase_add_test(work, test_enqueue_wakes_the_listener);
     tcase_add_test(work, test_release_and_tier_opening_wake);
     tcase_add_test(work, test_clock_offset_is_near_zero);

@@ -414,7 +414,14 @@ resume(struct run *r, bool again)
     struct q_step *steps = NULL;
     size_t ns = 0;
 
-    if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
+    if (r->job.has_steps && !again) {
+        /* read by the claim, in this turn */
+        steps = r->job.steps;
+        ns = r->job.nsteps;
+        r->job.steps = NULL;
+        r->job.nsteps = 0;
+        r->job.has_steps = false;
+    } else if (q_steps_get(w->db, r->job.id, &steps, &ns) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
         return;
     }

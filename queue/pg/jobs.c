@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -73,11 +75,11 @@ q__pg_job_get(q_db *d, int64_t id, struct q_job *out)
     return rc;
 }
 
-/* Runs sql and collects its job rows. */
+/* Runs sql and collects its job rows with read (read_job's columns). */
 static int
 collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
-             const struct q__pg_params *p, struct q_job **out, size_t *n,
-             const char *what)
+             const struct q__pg_params *p, q__pg_read_fn read,
+             struct q_job **out, size_t *n, const char *what)
 {
     PGresult *r = NULL;
     void *v = NULL;
@@ -85,7 +87,7 @@ collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
 
     if (rc != 0)
         return rc;
-    q__pg_rows(r, sizeof(struct q_job), read_job, &v, n);
+    q__pg_rows(r, sizeof(struct q_job), read, &v, n);
     PQclear(r);
     *out = v;
     return 0;
@@ -103,7 +105,7 @@ q__pg_jobs_list(q_db *d, int state, size_t limit, struct q_job **out, size_t *n)
     if (state >= 0)
         q__pg_p_int(&p, state);
     return collect_jobs(q__pg(d), state < 0 ? &list_sql : &list_state_sql, &p,
-                        out, n, "listing jobs");
+                        read_job, out, n, "listing jobs");
 }
 
 int
@@ -132,7 +134,10 @@ q__pg_counts(q_db *d, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 
 /* Due queued jobs and jobs whose lease expired (SQLite reclaims those
  * first; the order is the same), each side walking its partial index and
- * skipping rows another claim holds, then the best max of both. */
+ * skipping rows another claim holds, then the best max of both. Each
+ * job's step rows come along as one JSON array (the columns of
+ * ledger.c's steps read, in its order), so that a claimed job starts
+ * without a round trip of its own. */
 static const struct q__pg_sql claim_sql = {
     "q_jobs_claim",
     "WITH q AS (SELECT id, priority, run_at FROM jobs WHERE state = 0"
@@ -147,7 +152,57 @@ static const struct q__pg_sql claim_sql = {
     " claims = claims + 1, updated_at = $1 FROM pick WHERE j.id = pick.id"
     " RETURNING j.id, j.name, j.key, j.state, j.priority, j.run_at,"
     " j.deadline_at, j.created_at, j.updated_at, j.lease_owner,"
-    " j.lease_until, j.claims, j.spec, j.error"};
+    " j.lease_until, j.claims, j.spec, j.error,"
+    " (SELECT json_agg(json_build_array(s.idx, s.state, s.tier, s.attempts,"
+    "   s.tokens, s.output, s.reset_after, s.pin_tier) ORDER BY s.idx)"
+    "   FROM steps s WHERE s.job_id = j.id)"};
+
+/* Item i of a step's JSON array as the step read would give it: a number
+ * (0 when it is not one), a string (NULL when it is not one: SQL NULL). */
+static int64_t
+json_int(const cJSON *a, int i)
+{
+    const cJSON *v = cJSON_GetArrayItem(a, i);
+
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+static char *
+json_text(const cJSON *a, int i)
+{
+    const cJSON *v = cJSON_GetArrayItem(a, i);
+
+    return cJSON_IsString(v) ? xstrdup(v->valuestring) : NULL;
+}
+
+/* Reads a claimed job: the row of get_sql's columns, then its steps. */
+static void
+read_claimed(const PGresult *r, int i, void *job)
+{
+    struct q_job *j = job;
+    cJSON *rows = NULL;
+    size_t n = 0;
+
+    read_job(r, i, j);
+    j->has_steps = true;
+    if (!q__pg_null(r, i, 14))
+        rows = cJSON_Parse(PQgetvalue(r, i, 14));
+    n = (size_t)cJSON_GetArraySize(rows);
+    j->steps = n > 0 ? xcalloc(n, sizeof(*j->steps)) : NULL;
+    for (size_t k = 0; k < n; k++) {
+        const cJSON *a = cJSON_GetArrayItem(rows, (int)k);
+        struct q_step *st = &j->steps[j->nsteps++];
+        st->index = (int)json_int(a, 0);
+        st->state = (enum q_step_state)json_int(a, 1);
+        st->tier = json_text(a, 2);
+        st->attempts = (int)json_int(a, 3);
+        st->tokens = json_int(a, 4);
+        st->output = json_text(a, 5);
+        st->reset_after = (int)json_int(a, 6);
+        st->pin_tier = json_text(a, 7);
+    }
+    cJSON_Delete(rows);
+}
 static const struct q__pg_sql extend_sql = {
     "q_jobs_extend", "UPDATE jobs SET lease_until = $3, updated_at = $4"
                      " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
@@ -207,7 +262,8 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
     q__pg_p_int(&p, (int64_t)max);
     q__pg_p_text(&p, worker);
     q__pg_p_int(&p, now + lease_ms);
-    rc = collect_jobs(q__pg(d), &claim_sql, &p, &v, &len, "claiming");
+    rc = collect_jobs(q__pg(d), &claim_sql, &p, read_claimed, &v, &len,
+                      "claiming");
     if (rc != 0)
         return rc;
     if (len == 0)

@@ -246,6 +246,12 @@ claim_locked(struct q__sqlite *db, const char *worker, int64_t now,
         read_job(s, &v[(*len)++]);
         sqlite3_reset(s);
     }
+    for (size_t i = 0; i < *len; i++) {
+        if ((rc = q__sqlite_steps_get(&db->base, v[i].id, &v[i].steps,
+                                      &v[i].nsteps)) != 0)
+            return rc;
+        v[i].has_steps = true;
+    }
     return 0;
 }
 
