@@ -186,6 +186,40 @@ redact_keywords(struct out *o, const char *p)
     }
 }
 
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Whether the query parameter's key (the n bytes at k, up to its '=') is
+ * "password" once its %XX escapes are decoded, as libpq decodes them
+ * ("%70assword=" is a password too). */
+static bool
+key_is_password(const char *k, size_t n)
+{
+    static const char want[] = "password";
+    size_t got = 0;
+
+    for (size_t i = 0; i < n; i++, got++) {
+        char c = k[i];
+        if (c == '%' && i + 2 < n && hex_digit(k[i + 1]) >= 0 &&
+            hex_digit(k[i + 2]) >= 0) {
+            c = (char)(hex_digit(k[i + 1]) * 16 + hex_digit(k[i + 2]));
+            i += 2;
+        }
+        if (got >= sizeof(want) - 1 || c != want[got])
+            return false;
+    }
+    return got == sizeof(want) - 1;
+}
+
 /* URI: the password of "scheme://user:password@host" and the value of a
  * "password=" query parameter become ***. The user information ends at
  * the last '@' before the query, even past a '/' (a password with an
@@ -212,12 +246,14 @@ redact_uri(struct out *o, const char *loc)
     }
     put(o, p, (size_t)(c + 1 - p));
     for (p = c + 1; *p != '\0';) {
-        size_t n = strcspn(p, "&");
+        size_t n = strcspn(p, "&"), k = strcspn(p, "=&");
 
-        if (strncmp(p, "password=", 9) == 0)
-            put(o, "password=***", 12);
-        else
+        if (p[k] == '=' && key_is_password(p, k)) {
+            put(o, p, k + 1);
+            put(o, "***", 3);
+        } else {
             put(o, p, n);
+        }
         p += n;
         if (*p == '&')
             put(o, p++, 1);

@@ -31,6 +31,11 @@ static const struct {
      "postgresql://h/d?password=***&sslmode=disable"},
     {"postgres://h/d?sslmode=disable&password=secret", 0,
      "postgres://h/d?sslmode=disable&password=***"},
+    /* libpq decodes %XX in keys too */
+    {"postgresql://h/d?%70assword=secret&a=b", 0,
+     "postgresql://h/d?%70assword=***&a=b"},
+    {"postgresql://h/d?pass%77ORD=x&pass%77ord=y", 0,
+     "postgresql://h/d?pass%77ORD=x&pass%77ord=***"},
     {"postgresql://u:sec@ret@h/d", 0, "postgresql://u:***@h/d"},
     {"postgresql://u:pa/ss@h/db", 0, "postgresql://u:***@h/db"},
     {"host=h password=s3cret application_name=http://x", 0,

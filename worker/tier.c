@@ -176,12 +176,16 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     int64_t expires = now + (int64_t)(t->timeout_s * 1000) + EXPIRY_MARGIN_MS;
     int rc;
 
-    if ((rc = q_tier_prune(db, t->name, now - SEND_LOG_MS)) != 0 ||
-        (rc = load(db, t, now, false, &st)) != 0)
+    if ((rc = load(db, t, now, false, &st)) != 0)
         return rc;
     tier_evaluate(t, &st, now, est_tokens, continuing, v);
     if (!v->admitted)
         return 0;
+    /* Sends older than the log keeps are past every window and expiry the
+     * load counts, so pruning waits for a send that adds one: a tier
+     * refusing a crowd of waiting runs writes nothing. */
+    if ((rc = q_tier_prune(db, t->name, now - SEND_LOG_MS)) != 0)
+        return rc;
     if (v->probe)
         st.breaker = Q_BREAKER_HALF_OPEN;
     if (in_doubt(&st, now)) {
