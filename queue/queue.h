@@ -296,7 +296,13 @@ struct q_attempt_result {
 /* q_attempt_begin records an attempt before it is sent, numbering it after
  * the step's earlier attempts, and charges est_tokens to the step. Fails
  * -EBUSY when the worker does not hold the job. *attempt gets the number
- * (1 for the first), *id the ledger id for q_attempt_finish(). */
+ * (1 for the first), *id the ledger id for q_attempt_finish(). Deferred
+ * in a transaction (not in a nested one): *id and *attempt are then 0
+ * when it returns and are
+ * written when the store reads the result, at the latest by the time
+ * q_tx_commit returns (they must stay valid until then, and mean
+ * something only if it returns 0); a lease found lost leaves *id 0:
+ * nothing was recorded, and the request must not be sent. */
 STEPQ_MUST_CHECK int q_attempt_begin(q_db *db, const struct q_attempt_start *a,
                                      int64_t *id, int *attempt);
 /* q_attempt_finish stores the result of attempt id; the step's token count

@@ -192,6 +192,40 @@ START_TEST(test_writes_in_a_transaction_are_kept_together)
 }
 END_TEST
 
+/* An attempt recorded in a transaction has its id and number by the
+ * commit at the latest; one for a job the worker does not hold gets
+ * none (-EBUSY, or an id that stays 0 where the record is deferred). */
+START_TEST(test_attempt_recorded_in_a_transaction)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 1, T0);
+    int64_t b = qfix_add(db, "b", NULL, 0, T0), ida = -1, idb = -1;
+    struct q_attempt_start sa = {a, 0, "w", "free", "abc", 10, T0};
+    struct q_attempt_start sb = {b, 0, "w", "free", "abc", 10, T0};
+    struct q_job *got = NULL;
+    struct q_attempt *at = NULL;
+    size_t n = 0, na = 0;
+    int numa = -1, numb = -1, rc;
+
+    ck_assert_int_eq(q_claim(db, "w", T0, 1000, 1, &got, &n), 0); /* a */
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_attempt_begin(db, &sa, &ida, &numa), 0);
+    rc = q_attempt_begin(db, &sb, &idb, &numb);
+    ck_assert(rc == 0 || rc == -EBUSY);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_gt(ida, 0);
+    ck_assert_int_eq(numa, 1);
+    if (rc == 0)
+        ck_assert_int_eq(idb, 0);
+    ck_assert_int_eq(q_attempts_list(db, a, -1, &at, &na), 0);
+    ck_assert_uint_eq(na, 1);
+    ck_assert_int_eq(at[0].id, ida);
+    q_attempts_free(at, na);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* ---- tier state ----------------------------------------------------- */
 
 START_TEST(test_tier_state_round_trip)
@@ -428,6 +462,7 @@ test_suite(void)
     tcase_add_test(ledger, test_step_rows_set_and_read);
     tcase_add_test(ledger, test_claim_brings_the_step_rows);
     tcase_add_test(ledger, test_writes_in_a_transaction_are_kept_together);
+    tcase_add_test(ledger, test_attempt_recorded_in_a_transaction);
     suite_add_tcase(s, ledger);
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);

@@ -276,6 +276,12 @@ int worker__tier_index(const struct worker *w, const char *name);
 /* worker__attempt admits, builds and records the step's next attempt, to
  * be sent after the turn's commit; or waits, fails or gives back. */
 void worker__attempt(struct run *r);
+/* worker__unrecorded: the attempt of r was not recorded (rc -EBUSY: the
+ * lease was lost, when recording or at the commit of a store that
+ * defers the record; else the store failed), so it is not sent: its tier
+ * send is settled as unsent, and the run is dropped (-EBUSY) or its job
+ * given back for a second later. Needs an open turn. */
+void worker__unrecorded(struct run *r, int rc);
 /* worker__switch_tier leaves the step's tier for good (switch_tier_replay)
  * and attempts the step on another. */
 void worker__switch_tier(struct run *r);

@@ -318,14 +318,7 @@ worker__attempt(struct run *r)
     rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
     if (rc != 0) {
         http_request_cleanup(&req);
-        if (r->send_id > 0)
-            settle_unsent(r, now);
-        if (rc == -EBUSY) {
-            r->lost = true;
-            worker__finish(r, "lease lost");
-        } else {
-            worker__give_back(r, now + 1000);
-        }
+        worker__unrecorded(r, rc);
         return;
     }
     (*sends_on(r, r->cur_tier))++;
@@ -334,6 +327,21 @@ worker__attempt(struct run *r)
     r->pending = req;
     r->has_pending = true;
     worker__poll_no_block(w);
+}
+
+void
+worker__unrecorded(struct run *r, int rc)
+{
+    int64_t now = worker__now(r->w);
+
+    if (r->send_id > 0)
+        settle_unsent(r, now);
+    if (rc == -EBUSY) {
+        r->lost = true;
+        worker__finish(r, "lease lost");
+    } else {
+        worker__give_back(r, now + 1000);
+    }
 }
 
 void

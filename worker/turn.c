@@ -84,6 +84,14 @@ flush_sends(struct worker *w)
         if (!r->has_pending)
             continue;
         r->has_pending = false;
+        if (r->attempt_id <= 0) {
+            /* The store found the lease lost when it wrote the record
+             * (a store that defers it tells at the commit): not sent. */
+            http_request_cleanup(&r->pending);
+            worker__turn_begin(w);
+            worker__unrecorded(r, -EBUSY);
+            continue;
+        }
         rc = http_send(w->http, &r->pending, worker__on_done, r, &r->call);
         http_request_cleanup(&r->pending);
         if (rc != 0) {

@@ -53,24 +53,33 @@ enum q__pg_cmd {
 };
 
 struct q__pg;
+struct q__pg_sent;
 
-/* A check of a deferred write's result, run when it is read: it can only
- * log (the call that queued it has returned). arg: the caller's. */
+/* A check of a deferred write's result, run when it is read (the call
+ * that queued it has returned): it logs what it found, or writes the
+ * result to where the caller asked (cmd->out). */
 typedef void (*q__pg_check_fn)(struct q__pg *db, const PGresult *res,
-                               int64_t arg, const char *what);
+                               const struct q__pg_sent *cmd);
 
 struct q__pg_sent {
     enum q__pg_cmd kind;
     const struct q__pg_sql *sql;
     const char *what;     /* a literal: what it was doing, for the log */
     q__pg_check_fn check; /* deferred writes: NULL, or run on success */
-    int64_t arg;
+    int64_t arg;          /* the check's: e.g. the row's id, for the log */
+    void *out[2];         /* the check's: where results go (caller's) */
 };
 
 /* Tier rows read or written in the open transaction (tiers.c): under the
  * store's write lock no other process changes them until it ends. */
 #define Q__PG_TIER_CACHE 8
-#define Q__PG_SEND_IDS   64
+#define Q__PG_IDS        64
+
+/* Ids of a table's identity column taken ahead from its sequence. */
+struct q__pg_ids {
+    int64_t v[Q__PG_IDS];
+    int n;
+};
 
 struct q__pg_tier_row {
     char name[64];
@@ -102,10 +111,10 @@ struct q__pg {
     struct q__pg_sent *sent; /* owned */
     size_t nsent, sent_cap;
     struct q__pg_tier_row tier_rows[Q__PG_TIER_CACHE];
-    /* Ids taken from tier_sends' sequence, not used yet (tiers.c). */
-    int64_t send_ids[Q__PG_SEND_IDS];
-    int nsend_ids;
-    int ntier_rows;   /* valid in the open transaction only */
+    int ntier_rows; /* valid in the open transaction only */
+    /* Ids taken from the sequences of tier_sends and attempts, not used
+     * yet (q__pg_take_id). */
+    struct q__pg_ids send_ids, attempt_ids;
     PGconn *listen;   /* the LISTEN connection of q_wake_fd, or NULL */
     bool listen_lost; /* lost while polled: closed by the next wake_fd */
     char *schema;     /* owned: the schema whose notifications count */
@@ -180,12 +189,16 @@ int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
 int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, const char *what);
 /* q__pg_defer_checked is q__pg_defer for a write that may find no row
- * (a lease lost, an attempt finished twice): check runs on its result
- * when it is read and logs what it found. Outside a transaction the
- * statement runs now and *res (caller PQclear()s it) is its result. */
+ * (a lease lost, an attempt finished twice) or whose result the caller
+ * takes later: check runs on its result when it is read, with arg and
+ * out0/out1 in its record (what they point to must live until the
+ * transaction's next round trip). Outside a transaction the statement
+ * runs now, no check runs, and *res (caller PQclear()s it) is its
+ * result. */
 int q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
                         const struct q__pg_params *p, q__pg_check_fn check,
-                        int64_t arg, PGresult **res, const char *what);
+                        int64_t arg, void *out0, void *out1, PGresult **res,
+                        const char *what);
 /* q__pg_flush reads what was deferred (one round trip; 0 when nothing
  * was): its error, as q__pg_defer says. */
 int q__pg_flush(struct q__pg *db, const char *what);
@@ -198,6 +211,14 @@ int q__pg_exec(struct q__pg *db, const char *sql, const char *what);
  * or the commit's error. */
 int q__pg_tx_enter(struct q__pg *db);
 int q__pg_tx_leave(struct q__pg *db, int rc);
+
+/* q__pg_take_id puts the next id of table's identity column in *id,
+ * from pool, which sql (one parameter: how many; one id a row) refills
+ * Q__PG_IDS at a time in one round trip. A sequence never gives a value
+ * twice, whatever commits or rolls back, so a row can be written with
+ * its id known before the write is sent. */
+int q__pg_take_id(struct q__pg *db, const struct q__pg_sql *sql,
+                  struct q__pg_ids *pool, int64_t *id, const char *what);
 
 /* Reading results: column c of row r. NULL reads as 0 / NULL. */
 bool q__pg_null(const PGresult *res, int r, int c);

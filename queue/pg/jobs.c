@@ -327,12 +327,12 @@ q__pg_release(q_db *d, int64_t id, const char *worker, int64_t run_at,
 
 /* A deferred completion that found the job no longer held. */
 static void
-complete_check(struct q__pg *db, const PGresult *res, int64_t id,
-               const char *what)
+complete_check(struct q__pg *db, const PGresult *res,
+               const struct q__pg_sent *cmd)
 {
     if (q__pg_affected(res) == 0)
         log_warn("%s: %s %lld: the lease was lost; left to its holder",
-                 db->where, what, (long long)id);
+                 db->where, cmd->what, (long long)cmd->arg);
 }
 
 /* Inside a transaction nothing waits for a completion: it rides in the
@@ -350,7 +350,7 @@ q__pg_complete(q_db *d, int64_t id, const char *worker, int64_t now)
     q__pg_p_text(&p, NULL);
     q__pg_p_int(&p, now);
     rc = q__pg_defer_checked(q__pg(d), &set_held_sql, &p, complete_check, id,
-                             &r, "completing job");
+                             NULL, NULL, &r, "completing job");
     if (rc == 0 && r != NULL && q__pg_affected(r) == 0)
         rc = -EBUSY;
     PQclear(r);

@@ -48,6 +48,31 @@ static const struct q__pg_sql attempt_begin_sql = {
     "   tokens = steps.tokens + excluded.tokens)"
     " SELECT id, attempt FROM ins"};
 
+/* The same with the id given ($8, from the table's sequence, taken
+ * ahead): the form a transaction defers. */
+static const struct q__pg_sql attempt_begin_id_sql = {
+    "q_ledger_attempt_begin_id",
+    "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint AND state = 1"
+    "   AND lease_owner = $5::text FOR UPDATE),"
+    " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
+    "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
+    " ins AS (INSERT INTO attempts (id, job_id, step, attempt, tier, worker,"
+    "   request_sha256, est_tokens, started_at)"
+    "   SELECT $8::bigint, $1::bigint, $2::bigint, n, $3::text, $5::text,"
+    "   $6::text, $4::bigint, $7::bigint FROM num RETURNING id, attempt),"
+    " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
+    "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
+    "   FROM ins ON CONFLICT (job_id, idx) DO UPDATE SET state = 1,"
+    "   tier = coalesce(excluded.tier, steps.tier),"
+    "   attempts = steps.attempts + 1,"
+    "   tokens = steps.tokens + excluded.tokens)"
+    " SELECT id, attempt FROM ins"};
+
+static const struct q__pg_sql attempt_ids_sql = {
+    "q_ledger_attempt_ids",
+    "SELECT nextval(pg_get_serial_sequence('attempts', 'id'))"
+    " FROM generate_series(1, $1::bigint)"};
+
 /* The result, the step's correction (estimate to reported tokens), and
  * what tells -ENOENT from -EALREADY, in one statement: the UPDATE that
  * finds finished_at NULL is the one that counts (a second finish racing
@@ -121,6 +146,44 @@ q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
 
 /* ---- attempts -------------------------------------------------------- */
 
+/* A deferred attempt record read back: its id and number go to the
+ * caller's out-params; no row: the job's lease was lost, nothing was
+ * recorded, and the caller's id stays 0 (queue.h). */
+static void
+begin_check(struct q__pg *db, const PGresult *res, const struct q__pg_sent *cmd)
+{
+    int64_t got[2] = {0, 0};
+
+    if (PQntuples(res) == 0) {
+        log_warn("%s: %s for job %lld: the lease was lost; not recorded",
+                 db->where, cmd->what, (long long)cmd->arg);
+        return;
+    }
+    q__pg_read_ints(res, 0, got);
+    *(int64_t *)cmd->out[0] = got[0];
+    *(int *)cmd->out[1] = (int)got[1];
+}
+
+/* Inside a transaction the record rides in the next round trip, its id
+ * taken ahead from the sequence; *id and *attempt are written when it is
+ * read (at the latest by the commit). */
+static int
+begin_deferred(struct q__pg *pg, struct q__pg_params *p, int64_t job,
+               int64_t *id, int *attempt)
+{
+    int64_t next = 0;
+    int rc = q__pg_take_id(pg, &attempt_ids_sql, &pg->attempt_ids, &next,
+                           "numbering attempts");
+
+    if (rc != 0)
+        return rc;
+    q__pg_p_int(p, next);
+    *id = 0;
+    *attempt = 0;
+    return q__pg_defer_checked(pg, &attempt_begin_id_sql, p, begin_check, job,
+                               id, attempt, NULL, "recording an attempt");
+}
+
 int
 q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                     int *attempt)
@@ -138,6 +201,10 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
     q__pg_p_text(&p, a->worker);
     q__pg_p_text(&p, a->request_sha256);
     q__pg_p_int(&p, a->started_at);
+    /* Deferred only at the outermost level: a savepoint rolled back after
+     * its record was read would leave the caller an id that never was. */
+    if (q__pg(db)->tx_depth == 1)
+        return begin_deferred(q__pg(db), &p, a->job_id, id, attempt);
     rc = q__pg_select_one(q__pg(db), &attempt_begin_sql, &p, sizeof(got),
                           q__pg_read_ints, got, "recording an attempt");
     if (rc == -ENOENT)
@@ -181,13 +248,13 @@ finish_counts(const PGresult *res)
 }
 
 static void
-finish_check(struct q__pg *db, const PGresult *res, int64_t id,
-             const char *what)
+finish_check(struct q__pg *db, const PGresult *res,
+             const struct q__pg_sent *cmd)
 {
     int rc = finish_counts(res);
 
     if (rc != 0)
-        log_warn("%s: %s %lld: %s", db->where, what, (long long)id,
+        log_warn("%s: %s %lld: %s", db->where, cmd->what, (long long)cmd->arg,
                  rc == -EALREADY ? "it was already finished"
                                  : "no such attempt");
 }
@@ -217,7 +284,7 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
     rc = q__pg_defer_checked(pg, &attempt_finish_sql, &p, finish_check, id,
-                             &res, "finishing attempt");
+                             NULL, NULL, &res, "finishing attempt");
     free(body);
     if (rc == 0 && res != NULL)
         rc = finish_counts(res);

@@ -72,7 +72,8 @@ note(struct q__pg *db, enum q__pg_cmd kind, const struct q__pg_sql *sql,
         db->sent_cap = db->sent_cap ? db->sent_cap * 2 : 32;
         db->sent = xrealloc(db->sent, db->sent_cap * sizeof(*db->sent));
     }
-    db->sent[db->nsent++] = (struct q__pg_sent){kind, sql, what, NULL, 0};
+    db->sent[db->nsent++] =
+        (struct q__pg_sent){kind, sql, what, NULL, 0, {NULL, NULL}};
 }
 
 static bool
@@ -169,7 +170,7 @@ read_all(struct q__pg *db, PGresult **res, const char *what)
             keep = r;
             continue;
         } else if (cmd != NULL && cmd->check != NULL) {
-            cmd->check(db, r, cmd->arg, cmd->what);
+            cmd->check(db, r, cmd);
         }
         PQclear(r);
     }
@@ -223,7 +224,7 @@ q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
 static int
 with_clean_params(struct q__pg *db, const struct q__pg_sql *sql,
                   const struct q__pg_params *p, PGresult **res, bool defer,
-                  q__pg_check_fn check, int64_t arg, const char *what)
+                  const struct q__pg_sent *rec, const char *what)
 {
     struct q__pg_params clean;
     char *owned[Q__PG_MAX_PARAMS] = {NULL};
@@ -238,8 +239,13 @@ with_clean_params(struct q__pg *db, const struct q__pg_sql *sql,
         if (!queue_all(db, NULL, 0, sql, p, Q__PG_CMD_DEFERRED, what)) {
             rc = send_failed(db, what);
         } else {
-            db->sent[db->nsent - 1].check = check;
-            db->sent[db->nsent - 1].arg = arg;
+            if (rec != NULL) {
+                struct q__pg_sent *last = &db->sent[db->nsent - 1];
+                last->check = rec->check;
+                last->arg = rec->arg;
+                last->out[0] = rec->out[0];
+                last->out[1] = rec->out[1];
+            }
             if (db->nsent >= DEFER_MAX)
                 rc = q__pg_flush(db, what);
         }
@@ -253,25 +259,27 @@ int
 q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
           const struct q__pg_params *p, PGresult **res, const char *what)
 {
-    return with_clean_params(db, sql, p, res, false, NULL, 0, what);
+    return with_clean_params(db, sql, p, res, false, NULL, what);
 }
 
 int
 q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
             const struct q__pg_params *p, const char *what)
 {
-    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, 0, what);
+    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, what);
 }
 
 int
 q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
                     const struct q__pg_params *p, q__pg_check_fn check,
-                    int64_t arg, PGresult **res, const char *what)
+                    int64_t arg, void *out0, void *out1, PGresult **res,
+                    const char *what)
 {
+    struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, check, arg,
+                             {out0, out1}};
     bool defer = db->tx_depth > 0;
 
-    return with_clean_params(db, sql, p, defer ? NULL : res, defer, check, arg,
-                             what);
+    return with_clean_params(db, sql, p, defer ? NULL : res, defer, &rec, what);
 }
 
 int

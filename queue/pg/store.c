@@ -194,6 +194,10 @@ finish(struct q__pg *db, int rc)
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
+        /* Rolled back: what deferred writes would report (an attempt's
+         * id) never was; their callers may be gone (q_close). */
+        for (size_t i = 0; i < db->nsent; i++)
+            db->sent[i].check = NULL;
         (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
                                "rolling back");
         return rc;

@@ -75,9 +75,8 @@ static const struct q__pg_sql tier_store_sql = {
     " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
     " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt"};
 
-/* A send's id comes from the table's own sequence, taken Q__PG_SEND_IDS
- * at a time (a sequence never gives a value twice, whatever commits or
- * rolls back), so that logging a send is a write nobody waits for. */
+/* A send's id comes from the table's own sequence, taken ahead
+ * (q__pg_take_id), so that logging a send is a write nobody waits for. */
 static const struct q__pg_sql send_ids_sql = {
     "q_tiers_send_ids",
     "SELECT nextval(pg_get_serial_sequence('tier_sends', 'id'))"
@@ -269,30 +268,6 @@ q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
     return rc;
 }
 
-/* Takes the next id of tier_sends' sequence into *id. */
-static int
-send_id(struct q__pg *pg, int64_t *id)
-{
-    struct q__pg_params p = {0};
-    PGresult *r = NULL;
-    int rc;
-
-    if (pg->nsend_ids == 0) {
-        q__pg_p_int(&p, Q__PG_SEND_IDS);
-        if ((rc = q__pg_run(pg, &send_ids_sql, &p, &r,
-                            "numbering tier sends")) != 0)
-            return rc;
-        /* Handed out in the order the sequence gave them. */
-        for (int i = PQntuples(r) - 1; i >= 0 && i < Q__PG_SEND_IDS; i--)
-            pg->send_ids[pg->nsend_ids++] = q__pg_int(r, i, 0);
-        PQclear(r);
-        if (pg->nsend_ids == 0)
-            return -EIO;
-    }
-    *id = pg->send_ids[--pg->nsend_ids];
-    return 0;
-}
-
 int
 q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                     bool probe, int64_t expires_at, int64_t *id)
@@ -302,7 +277,8 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     int64_t got = 0;
     int rc;
 
-    if ((rc = send_id(pg, &got)) != 0)
+    if ((rc = q__pg_take_id(pg, &send_ids_sql, &pg->send_ids, &got,
+                            "numbering tier sends")) != 0)
         return rc;
     q__pg_p_int(&p, got);
     q__pg_p_text(&p, tier);
@@ -333,12 +309,12 @@ done_counts(const PGresult *res, int64_t *old_tokens)
 }
 
 static void
-done_check(struct q__pg *db, const PGresult *res, int64_t id, const char *what)
+done_check(struct q__pg *db, const PGresult *res, const struct q__pg_sent *cmd)
 {
     int rc = done_counts(res, NULL);
 
     if (rc != 0)
-        log_warn("%s: %s %lld: %s", db->where, what, (long long)id,
+        log_warn("%s: %s %lld: %s", db->where, cmd->what, (long long)cmd->arg,
                  rc == -EALREADY ? "it was already answered" : "no such send");
 }
 
@@ -359,8 +335,8 @@ q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
     if (old_tokens != NULL)
         rc = q__pg_run(pg, &send_done_sql, &p, &res, "finishing tier send");
     else
-        rc = q__pg_defer_checked(pg, &send_done_sql, &p, done_check, id, &res,
-                                 "finishing tier send");
+        rc = q__pg_defer_checked(pg, &send_done_sql, &p, done_check, id, NULL,
+                                 NULL, &res, "finishing tier send");
     if (rc == 0 && res != NULL)
         rc = done_counts(res, old_tokens);
     PQclear(res);

@@ -1,8 +1,10 @@
 /* util.c: the PostgreSQL backend's small helpers: statement parameters
- * (every value goes to the server as text) and reading results. */
+ * (every value goes to the server as text), reading results, and ids
+ * taken ahead from a sequence. */
 #include "queue/pg/internal.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,4 +138,27 @@ q__pg_scrub_params(const struct q__pg_params *p, struct q__pg_params *clean,
         clean->v[i] = owned[i];
     }
     return any;
+}
+
+int
+q__pg_take_id(struct q__pg *db, const struct q__pg_sql *sql,
+              struct q__pg_ids *pool, int64_t *id, const char *what)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    if (pool->n == 0) {
+        q__pg_p_int(&p, Q__PG_IDS);
+        if ((rc = q__pg_run(db, sql, &p, &r, what)) != 0)
+            return rc;
+        /* Handed out in the order the sequence gave them. */
+        for (int i = PQntuples(r) - 1; i >= 0 && pool->n < Q__PG_IDS; i--)
+            pool->v[pool->n++] = q__pg_int(r, i, 0);
+        PQclear(r);
+        if (pool->n == 0)
+            return -EIO;
+    }
+    *id = pool->v[--pool->n];
+    return 0;
 }
