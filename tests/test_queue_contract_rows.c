@@ -192,6 +192,33 @@ START_TEST(test_writes_in_a_transaction_are_kept_together)
 }
 END_TEST
 
+/* Rolling back a nested level undoes what it did, a failed write among
+ * it included (found at once, or when the level ends where writes are
+ * deferred), and the outer level commits what it did itself. */
+START_TEST(test_inner_rollback_undoes_its_failed_write)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_step *st = NULL;
+    size_t n = 0;
+    int rc;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    /* no such job: refused at once, or found when the level ends */
+    rc = q_step_set(db, id + 99, 0, Q_STEP_FAILED, NULL, NULL, 0);
+    (void)rc;
+    q_tx_rollback(db);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(st[0].output, "o");
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* An attempt recorded in a transaction has its id and number by the
  * commit at the latest; one for a job the worker does not hold gets
  * none (-EBUSY, or an id that stays 0 where the record is deferred). */
@@ -463,6 +490,7 @@ test_suite(void)
     tcase_add_test(ledger, test_claim_brings_the_step_rows);
     tcase_add_test(ledger, test_writes_in_a_transaction_are_kept_together);
     tcase_add_test(ledger, test_attempt_recorded_in_a_transaction);
+    tcase_add_test(ledger, test_inner_rollback_undoes_its_failed_write);
     suite_add_tcase(s, ledger);
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);

@@ -173,7 +173,11 @@ START_TEST(test_writes_ride_with_the_commit)
     ck_assert_int_eq(q_complete(a, mine, "wa", T0 + 1), 0);
     ck_assert_int_eq(q_complete(a, theirs, "wa", T0 + 1), 0); /* logged */
     ck_assert_uint_ge(q__pg(a)->nsent, 3);
-    pgfix_expect(loc, "SELECT count(*) FROM steps", "0");
+    /* nothing sent yet: not even the BEGIN with the store's lock */
+    pgfix_expect(loc,
+                 "SELECT count(*) FROM pg_locks WHERE locktype = "
+                 "'advisory'",
+                 "0");
     ck_assert_int_eq(q_tx_commit(a), 0);
     ck_assert_uint_eq(q__pg(a)->nsent, 0);
     line = pgfix_line(loc, "SELECT string_agg(name || ':' || state, ',' "
@@ -182,6 +186,33 @@ START_TEST(test_writes_ride_with_the_commit)
     free(line);
     ck_assert_int_eq(q_close(a), 0);
     ck_assert_int_eq(q_close(b), 0);
+}
+END_TEST
+
+/* A deferred write that fails is read by a later round trip, here one
+ * inside another savepoint: rolling that savepoint back does not undo a
+ * failure from before it (the savepoint that held it was released), so
+ * the commit fails and nothing of the transaction is kept. */
+START_TEST(test_failed_deferred_write_fails_the_commit)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "a");
+    struct q_step *st = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    /* no such job: fails when read */
+    ck_assert_int_eq(q_step_set(db, id + 99, 0, Q_STEP_FAILED, 0, 0, 0), 0);
+    ck_assert_int_eq(q_tx_commit(db), 0); /* released */
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_ne(q_steps_get(db, id, &st, &n), 0); /* reads it */
+    q_tx_rollback(db);
+    ck_assert_int_ne(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
@@ -400,6 +431,7 @@ test_suite(void)
     tcase_add_test(work, test_claim_skips_locked_rows);
     tcase_add_test(work, test_text_that_is_not_utf8_is_scrubbed);
     tcase_add_test(work, test_writes_ride_with_the_commit);
+    tcase_add_test(work, test_failed_deferred_write_fails_the_commit);
     tcase_add_test(work, test_enqueue_wakes_the_listener);
     tcase_add_test(work, test_release_and_tier_opening_wake);
     tcase_add_test(work, test_clock_offset_is_near_zero);

@@ -58,6 +58,10 @@ worker__shutdown(struct worker *w, bool force)
     if (w->closing)
         return true;
     worker__turn_end(w);
+    /* Settling what the last sends left (a request not sent) opens a
+     * turn of its own: it commits here, before the loop's handles go. */
+    if (w->tx_open)
+        worker__turn_end(w);
     if (w->down && !force)
         return false; /* the last turn did not commit: its runs go on */
     w->closing = true;

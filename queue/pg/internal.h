@@ -68,7 +68,12 @@ struct q__pg_sent {
     q__pg_check_fn check; /* deferred writes: NULL, or run on success */
     int64_t arg;          /* the check's: e.g. the row's id, for the log */
     void *out[2];         /* the check's: where results go (caller's) */
+    uint64_t seq;         /* its place in the transaction's commands */
 };
+
+/* Savepoint levels whose SAVEPOINT command is remembered (deeper ones
+ * count as failed when they roll back over an earlier failure). */
+#define Q__PG_MAX_LEVELS 16
 
 /* Tier rows read or written in the open transaction (tiers.c): under the
  * store's write lock no other process changes them until it ends. */
@@ -89,16 +94,19 @@ struct q__pg_tier_row {
 struct q__pg {
     struct q_db base; /* first: queue.c reaches ops through it */
     PGconn *conn;
-    char *conninfo;   /* owned; may hold a password: never logged */
-    char *where;      /* the location with any password masked, for logs */
-    int tx_depth;     /* 0: none, 1: a transaction, more: savepoints */
-    int tx_sent;      /* levels queued on the connection: BEGIN and the
-                         SAVEPOINTs of the levels above tx_sent go out with
-                         the next statement (an empty transaction sends
-                         nothing) */
-    int tx_release;   /* inner levels that ended well: their RELEASEs go
-                         out first with the next command (COMMIT needs none) */
-    int tx_rc;        /* the error that left the sent transaction aborted */
+    char *conninfo;    /* owned; may hold a password: never logged */
+    char *where;       /* the location with any password masked, for logs */
+    int tx_depth;      /* 0: none, 1: a transaction, more: savepoints */
+    int tx_sent;       /* levels queued on the connection: BEGIN and the
+                          SAVEPOINTs of the levels above tx_sent go out with
+                          the next statement (an empty transaction sends
+                          nothing) */
+    int tx_release;    /* inner levels that ended well: their RELEASEs go
+                          out first with the next command (COMMIT needs none) */
+    int tx_rc;         /* the error that left the sent transaction aborted */
+    uint64_t seq;      /* commands queued on this connection (pipe.c) */
+    uint64_t fail_seq; /* the command whose failure set tx_rc */
+    uint64_t level_seq[Q__PG_MAX_LEVELS]; /* each savepoint's SAVEPOINT */
     bool broken;      /* the connection was lost: reconnect first */
     int64_t retry_at; /* no reconnect before (monotonic ms) */
     int64_t retry_ms; /* the backoff, doubled per failure */

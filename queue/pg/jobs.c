@@ -184,9 +184,10 @@ read_claimed(const PGresult *r, int i, void *job)
     size_t n = 0;
 
     read_job(r, i, j);
+    if (!q__pg_null(r, i, 14) &&
+        (rows = cJSON_Parse(PQgetvalue(r, i, 14))) == NULL)
+        return; /* not read: the worker reads the steps itself */
     j->has_steps = true;
-    if (!q__pg_null(r, i, 14))
-        rows = cJSON_Parse(PQgetvalue(r, i, 14));
     n = (size_t)cJSON_GetArraySize(rows);
     j->steps = n > 0 ? xcalloc(n, sizeof(*j->steps)) : NULL;
     for (size_t k = 0; k < n; k++) {

@@ -73,7 +73,7 @@ note(struct q__pg *db, enum q__pg_cmd kind, const struct q__pg_sql *sql,
         db->sent = xrealloc(db->sent, db->sent_cap * sizeof(*db->sent));
     }
     db->sent[db->nsent++] =
-        (struct q__pg_sent){kind, sql, what, NULL, 0, {NULL, NULL}};
+        (struct q__pg_sent){kind, sql, what, NULL, 0, {NULL, NULL}, ++db->seq};
 }
 
 static bool
@@ -100,14 +100,20 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
     const char *const *v = p ? p->v : NULL;
     bool ok = true;
 
-    for (; ok && db->tx_release > 0; db->tx_release--)
-        ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what);
+    while (ok && db->tx_release > 0) {
+        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
+            db->tx_release--;
+    }
     while (ok && db->tx_sent < db->tx_depth) {
         bool outer = db->tx_sent == 0;
         ok =
             plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
             (!outer || plain(db, q__pg_store_lock_text, Q__PG_CMD_PLAIN, what));
+        if (!ok)
+            break; /* the send failed: the level is not on the server */
         db->tx_sent++;
+        if (db->tx_sent < Q__PG_MAX_LEVELS)
+            db->level_seq[db->tx_sent] = db->seq;
     }
     for (int i = 0; ok && i < ntexts; i++)
         ok = plain(db, texts[i],
@@ -139,6 +145,7 @@ static int
 read_all(struct q__pg *db, PGresult **res, const char *what)
 {
     size_t item = 0;
+    uint64_t failed = 0; /* the failed command's seq (0: none known) */
     int rc = 0, nulls = 0;
     PGresult *keep = NULL;
 
@@ -161,8 +168,10 @@ read_all(struct q__pg *db, PGresult **res, const char *what)
             break;
         }
         if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED) {
-            if (st == PGRES_FATAL_ERROR && rc == 0)
+            if (st == PGRES_FATAL_ERROR && rc == 0) {
                 rc = q__pg_error(db, r, cmd ? cmd->what : what);
+                failed = cmd != NULL ? cmd->seq : 0;
+            }
             if (cmd != NULL && cmd->kind == Q__PG_CMD_PREPARE)
                 unprepare(db, cmd->sql);
         } else if (cmd != NULL && cmd->kind == Q__PG_CMD_LAST && res) {
@@ -177,8 +186,10 @@ read_all(struct q__pg *db, PGresult **res, const char *what)
     db->nsent = 0;
     if (rc == 0 && PQstatus(db->conn) != CONNECTION_OK)
         rc = q__pg_error(db, NULL, what);
-    if (rc != 0 && db->tx_sent > 0 && db->tx_rc == 0)
+    if (rc != 0 && db->tx_sent > 0 && db->tx_rc == 0) {
         db->tx_rc = rc;
+        db->fail_seq = failed;
+    }
     if (rc != 0 || res == NULL) {
         PQclear(keep);
         return rc;
@@ -198,8 +209,10 @@ send_failed(struct q__pg *db, const char *what)
     if (!db->broken && PQpipelineSync(db->conn))
         (void)read_all(db, NULL, what);
     db->nsent = 0;
-    if (db->tx_sent > 0 && db->tx_rc == 0)
+    if (db->tx_sent > 0 && db->tx_rc == 0) {
         db->tx_rc = rc;
+        db->fail_seq = 0; /* not known: before any level */
+    }
     return rc;
 }
 
@@ -276,7 +289,7 @@ q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
                     const char *what)
 {
     struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, check, arg,
-                             {out0, out1}};
+                             {out0, out1},       0};
     bool defer = db->tx_depth > 0;
 
     return with_clean_params(db, sql, p, defer ? NULL : res, defer, &rec, what);

@@ -217,10 +217,41 @@ finish(struct q__pg *db, int rc)
     return err;
 }
 
+/* Rolls back the innermost savepoint. Its own deferred writes are read
+ * first, in a round trip of their own (their checks dropped: they are
+ * undone), so that one failing among them cannot take the ROLLBACK TO
+ * with it. A command that failed before the savepoint (a deferred write
+ * of an outer level, or of a level released since, read only now; or
+ * the SAVEPOINT itself) is not this level's to undo: the transaction
+ * stays failed, and its commit fails. */
+static int
+undo_level(struct q__pg *db)
+{
+    static const char *const undo[] = {"ROLLBACK TO q", "RELEASE q"};
+    uint64_t since = db->tx_depth < Q__PG_MAX_LEVELS
+                         ? db->level_seq[db->tx_depth]
+                         : UINT64_MAX;
+    int err;
+
+    for (size_t i = 0; i < db->nsent; i++) {
+        if (db->sent[i].seq > since)
+            db->sent[i].check = NULL;
+    }
+    (void)q__pg_flush(db, "rolling back a savepoint");
+    if (db->tx_rc != 0 && db->fail_seq <= since)
+        return db->tx_rc;
+    err = q__pg_round_trip(db, undo, 2, NULL, NULL, NULL,
+                           "rolling back a savepoint");
+    if (err == 0) {
+        db->tx_rc = 0; /* the savepoint's failure is undone */
+        db->fail_seq = 0;
+    }
+    return err;
+}
+
 int
 q__pg_tx_leave(struct q__pg *db, int rc)
 {
-    static const char *const undo[] = {"ROLLBACK TO q", "RELEASE q"};
     int err = 0;
 
     if (db->tx_depth <= 0)
@@ -236,10 +267,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
-        err = q__pg_round_trip(db, undo, 2, NULL, NULL, NULL,
-                               "rolling back a savepoint");
-        if (err == 0)
-            db->tx_rc = 0; /* the savepoint's failure is undone */
+        err = undo_level(db);
     } else {
         err = finish(db, rc);
     }
@@ -248,6 +276,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
         db->tx_sent = db->tx_depth;
     if (db->tx_depth == 0) {
         db->tx_rc = db->tx_release = 0;
+        db->fail_seq = 0;
         db->ntier_rows = 0;
     }
     return rc ? rc : err;
@@ -396,6 +425,10 @@ q__pg_close(q_db *d)
 
     if (db == NULL)
         return 0;
+    /* What deferred writes would report is not wanted now: their
+     * callers may be gone. */
+    for (size_t i = 0; i < db->nsent; i++)
+        db->sent[i].check = NULL;
     while (db->tx_depth > 0)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);
