@@ -82,6 +82,34 @@ START_TEST(test_backoff_honours_retry_after)
 }
 END_TEST
 
+/* A job cancelled while its step waits to retry sends nothing more: the
+ * worker learns it when it records the next attempt (at once, or at the
+ * commit of a store that defers the record), long before a heartbeat
+ * (leases of 30 s), and drops the job. */
+START_TEST(test_cancel_while_waiting_sends_no_more)
+{
+    struct run_result r;
+    cJSON *job, *log;
+    pid_t w;
+
+    e2e_start_file("free-429-retry-after-1s.json", "");
+    e2e_config(30, "\"api_key_env\": \"FREE_KEY\"");
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
+    w = e2e_spawn_workerv((const char *[]){"--drain", NULL});
+    e2e_wait_for_requests(1, 10000); /* the 429: it waits 1 s to retry */
+    ck_assert_msg(RUN(&r, NULL, "jobs", "cancel", "1") == 0, "cancel: %s",
+                  r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 1);
+    cJSON_Delete(log);
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "cancelled");
+    cJSON_Delete(job);
+}
+END_TEST
+
 START_TEST(test_degrade_sends_lower_max_tokens_once)
 {
     char big[6000], jobtext[8000];
@@ -405,6 +433,7 @@ test_suite(void)
     tcase_set_timeout(dec, 60);
     tcase_add_test(dec, test_commit);
     tcase_add_test(dec, test_backoff_honours_retry_after);
+    tcase_add_test(dec, test_cancel_while_waiting_sends_no_more);
     tcase_add_test(dec, test_degrade_sends_lower_max_tokens_once);
     tcase_add_test(dec, test_switch_tier_on_wall_and_avoid_it);
     tcase_add_test(dec, test_park_side_effect_on_wall);
