@@ -29,37 +29,21 @@ static const struct q__pg_sql step_set_sql = {
 
 /* The lease check, the numbering, the ledger row and the step's charge in
  * one statement. The job row is locked while it runs, so a cancel or a
- * reclaim either comes first (and no row is made: -EBUSY) or waits. */
+ * reclaim either comes first (and no row is made: -EBUSY) or waits. $8:
+ * the id, taken ahead from the table's sequence when the record is
+ * deferred; NULL: the sequence's next. */
 static const struct q__pg_sql attempt_begin_sql = {
     "q_ledger_attempt_begin",
     "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint AND state = 1"
     "   AND lease_owner = $5::text FOR UPDATE),"
     " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
     "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
-    " ins AS (INSERT INTO attempts (job_id, step, attempt, tier, worker,"
-    "   request_sha256, est_tokens, started_at)"
-    "   SELECT $1::bigint, $2::bigint, n, $3::text, $5::text, $6::text,"
-    "   $4::bigint, $7::bigint FROM num RETURNING id, attempt),"
-    " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
-    "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
-    "   FROM ins ON CONFLICT (job_id, idx) DO UPDATE SET state = 1,"
-    "   tier = coalesce(excluded.tier, steps.tier),"
-    "   attempts = steps.attempts + 1,"
-    "   tokens = steps.tokens + excluded.tokens)"
-    " SELECT id, attempt FROM ins"};
-
-/* The same with the id given ($8, from the table's sequence, taken
- * ahead): the form a transaction defers. */
-static const struct q__pg_sql attempt_begin_id_sql = {
-    "q_ledger_attempt_begin_id",
-    "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint AND state = 1"
-    "   AND lease_owner = $5::text FOR UPDATE),"
-    " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
-    "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
     " ins AS (INSERT INTO attempts (id, job_id, step, attempt, tier, worker,"
     "   request_sha256, est_tokens, started_at)"
-    "   SELECT $8::bigint, $1::bigint, $2::bigint, n, $3::text, $5::text,"
-    "   $6::text, $4::bigint, $7::bigint FROM num RETURNING id, attempt),"
+    "   SELECT coalesce($8::bigint,"
+    "   nextval(pg_get_serial_sequence('attempts', 'id'))), $1::bigint,"
+    "   $2::bigint, n, $3::text, $5::text, $6::text, $4::bigint, $7::bigint"
+    "   FROM num RETURNING id, attempt),"
     " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
     "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
     "   FROM ins ON CONFLICT (job_id, idx) DO UPDATE SET state = 1,"
@@ -180,8 +164,8 @@ begin_deferred(struct q__pg *pg, struct q__pg_params *p, int64_t job,
     q__pg_p_int(p, next);
     *id = 0;
     *attempt = 0;
-    return q__pg_defer_checked(pg, &attempt_begin_id_sql, p, begin_check, job,
-                               id, attempt, NULL, "recording an attempt");
+    return q__pg_defer_checked(pg, &attempt_begin_sql, p, begin_check, job, id,
+                               attempt, NULL, "recording an attempt");
 }
 
 int
@@ -205,6 +189,7 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
      * its record was read would leave the caller an id that never was. */
     if (q__pg(db)->tx_depth == 1)
         return begin_deferred(q__pg(db), &p, a->job_id, id, attempt);
+    q__pg_p_text(&p, NULL); /* the sequence's next id */
     rc = q__pg_select_one(q__pg(db), &attempt_begin_sql, &p, sizeof(got),
                           q__pg_read_ints, got, "recording an attempt");
     if (rc == -ENOENT)
