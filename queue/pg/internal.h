@@ -52,23 +52,20 @@ enum q__pg_cmd {
     Q__PG_CMD_LAST      /* the round trip's own statement */
 };
 
-struct q__pg;
-struct q__pg_sent;
-
-/* A check of a deferred write's result, run when it is read (the call
- * that queued it has returned): it logs what it found, or writes the
- * result to where the caller asked (cmd->out). */
-typedef void (*q__pg_check_fn)(struct q__pg *db, const PGresult *res,
-                               const struct q__pg_sent *cmd);
+/* An answer reader: what a write's result means for the contract. It
+ * puts what the caller asked for in out0/out1 (the caller's) and returns
+ * 0, or the "changed nothing" error the result stands for (-EBUSY: the
+ * job is not held; -EALREADY: done before; -ENOENT: no such row). */
+typedef int (*q__pg_answer_fn)(const PGresult *res, void *out0, void *out1);
 
 struct q__pg_sent {
     enum q__pg_cmd kind;
     const struct q__pg_sql *sql;
-    const char *what;     /* a literal: what it was doing, for the log */
-    q__pg_check_fn check; /* deferred writes: NULL, or run on success */
-    int64_t arg;          /* the check's: e.g. the row's id, for the log */
-    void *out[2];         /* the check's: where results go (caller's) */
-    uint64_t seq;         /* its place in the transaction's commands */
+    const char *what;       /* a literal: what it was doing, for the log */
+    q__pg_answer_fn answer; /* deferred writes: NULL, or read on success */
+    int64_t id;             /* the row it is about, for the log */
+    void *out[2];           /* the answer's (caller's memory) */
+    uint64_t seq;           /* its place in the transaction's commands */
 };
 
 /* Savepoint levels whose SAVEPOINT command is remembered (deeper ones
@@ -166,11 +163,6 @@ int q__pg_error(struct q__pg *db, const PGresult *r, const char *what);
  * reset after its backoff when no transaction is on it, else -EIO. */
 int q__pg_usable(struct q__pg *db);
 
-/* The store's write lock (pipe.c) and whether the next command opens the
- * outermost transaction (and so takes it). */
-extern const char q__pg_store_lock_text[];
-bool q__pg_store_lock_due(const struct q__pg *db);
-
 /* q__pg_round_trip queues the pending levels, the plain texts and sql
  * (may be NULL) after whatever was deferred, syncs, and reads every
  * result. Errors and *res as q__pg_run. */
@@ -196,17 +188,20 @@ int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
  * commit fails (nothing of the transaction is kept). */
 int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, const char *what);
-/* q__pg_defer_checked is q__pg_defer for a write that may find no row
- * (a lease lost, an attempt finished twice) or whose result the caller
- * takes later: check runs on its result when it is read, with arg and
- * out0/out1 in its record (what they point to must live until the
- * transaction's next round trip). Outside a transaction the statement
- * runs now, no check runs, and *res (caller PQclear()s it) is its
- * result. */
-int q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
-                        const struct q__pg_params *p, q__pg_check_fn check,
-                        int64_t arg, void *out0, void *out1, PGresult **res,
-                        const char *what);
+/* q__pg_write runs sql, a write whose result answer reads (NULL: none
+ * to read) into out0/out1, and returns what answer says. With defer and
+ * a transaction open it is queued instead (q__pg_defer) and returns 0
+ * once queued: answer runs when the result is read, at the latest by the
+ * commit (what out0/out1 point to must live until then), and a "changed
+ * nothing" answer is logged with what and id, and the transaction goes
+ * on. */
+int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
+                const struct q__pg_params *p, bool defer,
+                q__pg_answer_fn answer, void *out0, void *out1, int64_t id,
+                const char *what);
+/* q__pg_forget_answers drops the answers of queued writes after since
+ * (0: all): they are undone, and their callers may be gone. */
+void q__pg_forget_answers(struct q__pg *db, uint64_t since);
 /* q__pg_flush reads what was deferred (one round trip; 0 when nothing
  * was): its error, as q__pg_defer says. */
 int q__pg_flush(struct q__pg *db, const char *what);
@@ -221,12 +216,12 @@ int q__pg_tx_enter(struct q__pg *db);
 int q__pg_tx_leave(struct q__pg *db, int rc);
 
 /* q__pg_take_id puts the next id of table's identity column in *id,
- * from pool, which sql (one parameter: how many; one id a row) refills
- * Q__PG_IDS at a time in one round trip. A sequence never gives a value
- * twice, whatever commits or rolls back, so a row can be written with
- * its id known before the write is sent. */
-int q__pg_take_id(struct q__pg *db, const struct q__pg_sql *sql,
-                  struct q__pg_ids *pool, int64_t *id, const char *what);
+ * from pool, refilled Q__PG_IDS at a time from the table's sequence in
+ * one round trip. A sequence never gives a value twice, whatever commits
+ * or rolls back, so a row can be written with its id known before the
+ * write is sent. table: our own name (a literal). */
+int q__pg_take_id(struct q__pg *db, const char *table, struct q__pg_ids *pool,
+                  int64_t *id);
 
 /* Reading results: column c of row r. NULL reads as 0 / NULL. */
 bool q__pg_null(const PGresult *res, int r, int c);

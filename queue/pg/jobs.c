@@ -275,18 +275,23 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
     return 0;
 }
 
-/* Runs an UPDATE of a held job; -EBUSY when no row matched. */
+/* The answer of an UPDATE of a held job: -EBUSY when no row matched. */
+static int
+held(const PGresult *res, void *unused0, void *unused1)
+{
+    (void)unused0;
+    (void)unused1;
+    return q__pg_affected(res) == 0 ? -EBUSY : 0;
+}
+
+/* Runs an UPDATE of held job id (defer: may ride in the transaction's
+ * next round trip, queue.h). */
 static int
 held_update(struct q__pg *db, const struct q__pg_sql *sql,
-            const struct q__pg_params *p, const char *what)
+            const struct q__pg_params *p, bool defer, int64_t id,
+            const char *what)
 {
-    PGresult *r = NULL;
-    int rc = q__pg_run(db, sql, p, &r, what);
-
-    if (rc == 0 && q__pg_affected(r) == 0)
-        rc = -EBUSY;
-    PQclear(r);
-    return rc;
+    return q__pg_write(db, sql, p, defer, held, NULL, NULL, id, what);
 }
 
 int
@@ -299,12 +304,13 @@ q__pg_extend(q_db *d, int64_t id, const char *worker, int64_t until,
     q__pg_p_text(&p, worker);
     q__pg_p_int(&p, until);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &extend_sql, &p, "extending a lease");
+    return held_update(q__pg(d), &extend_sql, &p, false, id,
+                       "extending a lease");
 }
 
 static int
 set_held_state(q_db *d, int64_t id, const char *worker, enum q_job_state state,
-               const int64_t *run_at, int64_t now)
+               const int64_t *run_at, int64_t now, bool defer)
 {
     struct q__pg_params p = {0};
 
@@ -316,24 +322,15 @@ set_held_state(q_db *d, int64_t id, const char *worker, enum q_job_state state,
     else
         q__pg_p_text(&p, NULL);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &set_held_sql, &p, "updating a job");
+    return held_update(q__pg(d), &set_held_sql, &p, defer, id,
+                       defer ? "completing job" : "updating a job");
 }
 
 int
 q__pg_release(q_db *d, int64_t id, const char *worker, int64_t run_at,
               int64_t now)
 {
-    return set_held_state(d, id, worker, Q_JOB_QUEUED, &run_at, now);
-}
-
-/* A deferred completion that found the job no longer held. */
-static void
-complete_check(struct q__pg *db, const PGresult *res,
-               const struct q__pg_sent *cmd)
-{
-    if (q__pg_affected(res) == 0)
-        log_warn("%s: %s %lld: the lease was lost; left to its holder",
-                 db->where, cmd->what, (long long)cmd->arg);
+    return set_held_state(d, id, worker, Q_JOB_QUEUED, &run_at, now, false);
 }
 
 /* Inside a transaction nothing waits for a completion: it rides in the
@@ -341,27 +338,13 @@ complete_check(struct q__pg *db, const PGresult *res,
 int
 q__pg_complete(q_db *d, int64_t id, const char *worker, int64_t now)
 {
-    struct q__pg_params p = {0};
-    PGresult *r = NULL;
-    int rc;
-
-    q__pg_p_int(&p, id);
-    q__pg_p_text(&p, worker);
-    q__pg_p_int(&p, Q_JOB_SUCCEEDED);
-    q__pg_p_text(&p, NULL);
-    q__pg_p_int(&p, now);
-    rc = q__pg_defer_checked(q__pg(d), &set_held_sql, &p, complete_check, id,
-                             NULL, NULL, &r, "completing job");
-    if (rc == 0 && r != NULL && q__pg_affected(r) == 0)
-        rc = -EBUSY;
-    PQclear(r);
-    return rc;
+    return set_held_state(d, id, worker, Q_JOB_SUCCEEDED, NULL, now, true);
 }
 
 int
 q__pg_park_job(q_db *d, int64_t id, const char *worker, int64_t now)
 {
-    return set_held_state(d, id, worker, Q_JOB_PARKED, NULL, now);
+    return set_held_state(d, id, worker, Q_JOB_PARKED, NULL, now, false);
 }
 
 int
@@ -374,7 +357,7 @@ q__pg_fail(q_db *d, int64_t id, const char *worker, const char *error,
     q__pg_p_text(&p, worker);
     q__pg_p_text(&p, error);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &fail_sql, &p, "failing a job");
+    return held_update(q__pg(d), &fail_sql, &p, false, id, "failing a job");
 }
 
 int

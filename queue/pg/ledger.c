@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "common/log.h"
 #include "common/xalloc.h"
 
 static const struct q__pg_sql steps_get_sql = {
@@ -51,11 +50,6 @@ static const struct q__pg_sql attempt_begin_sql = {
     "   attempts = steps.attempts + 1,"
     "   tokens = steps.tokens + excluded.tokens)"
     " SELECT id, attempt FROM ins"};
-
-static const struct q__pg_sql attempt_ids_sql = {
-    "q_ledger_attempt_ids",
-    "SELECT nextval(pg_get_serial_sequence('attempts', 'id'))"
-    " FROM generate_series(1, $1::bigint)"};
 
 /* The result, the step's correction (estimate to reported tokens), and
  * what tells -ENOENT from -EALREADY, in one statement: the UPDATE that
@@ -130,54 +124,41 @@ q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
 
 /* ---- attempts -------------------------------------------------------- */
 
-/* A deferred attempt record read back: its id and number go to the
- * caller's out-params; no row: the job's lease was lost, nothing was
- * recorded, and the caller's id stays 0 (queue.h). */
-static void
-begin_check(struct q__pg *db, const PGresult *res, const struct q__pg_sent *cmd)
+/* attempt_begin_sql's answer: the record's id and number; no row: the
+ * worker does not hold the job, and nothing was recorded. */
+static int
+begun(const PGresult *res, void *id, void *attempt)
 {
     int64_t got[2] = {0, 0};
 
-    if (PQntuples(res) == 0) {
-        log_warn("%s: %s for job %lld: the lease was lost; not recorded",
-                 db->where, cmd->what, (long long)cmd->arg);
-        return;
-    }
+    if (PQntuples(res) == 0)
+        return -EBUSY;
     q__pg_read_ints(res, 0, got);
-    *(int64_t *)cmd->out[0] = got[0];
-    *(int *)cmd->out[1] = (int)got[1];
+    *(int64_t *)id = got[0];
+    *(int *)attempt = (int)got[1];
+    return 0;
 }
 
 /* Inside a transaction the record rides in the next round trip, its id
  * taken ahead from the sequence; *id and *attempt are written when it is
- * read (at the latest by the commit). */
-static int
-begin_deferred(struct q__pg *pg, struct q__pg_params *p, int64_t job,
-               int64_t *id, int *attempt)
-{
-    int64_t next = 0;
-    int rc = q__pg_take_id(pg, &attempt_ids_sql, &pg->attempt_ids, &next,
-                           "numbering attempts");
-
-    if (rc != 0)
-        return rc;
-    q__pg_p_int(p, next);
-    *id = 0;
-    *attempt = 0;
-    return q__pg_defer_checked(pg, &attempt_begin_sql, p, begin_check, job, id,
-                               attempt, NULL, "recording an attempt");
-}
-
+ * read (at the latest by the commit), and stay 0 if the lease was lost. */
 int
 q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                     int *attempt)
 {
+    struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    int64_t got[2];
+    /* Deferred only at the outermost level: a savepoint rolled back after
+     * its record was read would leave the caller an id that never was. */
+    bool defer = pg->tx_depth == 1;
+    int64_t next = 0;
     int rc;
 
     if (a->worker == NULL || a->step < 0)
         return -EINVAL;
+    if (defer &&
+        (rc = q__pg_take_id(pg, "attempts", &pg->attempt_ids, &next)) != 0)
+        return rc;
     q__pg_p_int(&p, a->job_id);
     q__pg_p_int(&p, a->step);
     q__pg_p_text(&p, a->tier);
@@ -185,20 +166,15 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
     q__pg_p_text(&p, a->worker);
     q__pg_p_text(&p, a->request_sha256);
     q__pg_p_int(&p, a->started_at);
-    /* Deferred only at the outermost level: a savepoint rolled back after
-     * its record was read would leave the caller an id that never was. */
-    if (q__pg(db)->tx_depth == 1)
-        return begin_deferred(q__pg(db), &p, a->job_id, id, attempt);
-    q__pg_p_text(&p, NULL); /* the sequence's next id */
-    rc = q__pg_select_one(q__pg(db), &attempt_begin_sql, &p, sizeof(got),
-                          q__pg_read_ints, got, "recording an attempt");
-    if (rc == -ENOENT)
-        return -EBUSY; /* the worker does not hold the job */
-    if (rc == 0) {
-        *id = got[0];
-        *attempt = (int)got[1];
+    if (defer) {
+        q__pg_p_int(&p, next);
+        *id = 0;
+        *attempt = 0;
+    } else {
+        q__pg_p_text(&p, NULL); /* the sequence's next id */
     }
-    return rc;
+    return q__pg_write(pg, &attempt_begin_sql, &p, defer, begun, id, attempt,
+                       a->job_id, "recording an attempt for job");
 }
 
 /* The kept part of a body (keep bytes) as text PostgreSQL accepts: a text
@@ -219,29 +195,19 @@ body_text(const char *body, size_t keep)
     return t;
 }
 
-/* attempt_finish_sql's counts: attempts finished, whether id exists. */
+/* attempt_finish_sql's answer: attempts finished, whether id exists. */
 static int
-finish_counts(const PGresult *res)
+finished(const PGresult *res, void *unused0, void *unused1)
 {
     int64_t got[2] = {0, 0};
 
+    (void)unused0;
+    (void)unused1;
     if (PQntuples(res) > 0)
         q__pg_read_ints(res, 0, got);
     if (got[0] != 0)
         return 0;
     return got[1] != 0 ? -EALREADY : -ENOENT;
-}
-
-static void
-finish_check(struct q__pg *db, const PGresult *res,
-             const struct q__pg_sent *cmd)
-{
-    int rc = finish_counts(res);
-
-    if (rc != 0)
-        log_warn("%s: %s %lld: %s", db->where, cmd->what, (long long)cmd->arg,
-                 rc == -EALREADY ? "it was already finished"
-                                 : "no such attempt");
 }
 
 /* Inside a transaction nothing waits for the result: it rides in the next
@@ -251,7 +217,6 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
 {
     struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
     char *body = NULL;
     int rc;
 
@@ -268,12 +233,9 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->latency_ms);
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
-    rc = q__pg_defer_checked(pg, &attempt_finish_sql, &p, finish_check, id,
-                             NULL, NULL, &res, "finishing attempt");
+    rc = q__pg_write(pg, &attempt_finish_sql, &p, true, finished, NULL, NULL,
+                     id, "finishing attempt");
     free(body);
-    if (rc == 0 && res != NULL)
-        rc = finish_counts(res);
-    PQclear(res);
     return rc;
 }
 

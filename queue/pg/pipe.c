@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 
 /* Deferred commands queued before a round trip is forced: their results
@@ -32,12 +33,14 @@
  * a send) deadlocked: 4 hosts hit one in seconds. Single statements
  * outside a transaction (enqueue from other programs, reads) do not take
  * it. */
-const char q__pg_store_lock_text[] =
+static const char store_lock_text[] =
     "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
     " coalesce(current_schema(), '')))";
 
-bool
-q__pg_store_lock_due(const struct q__pg *db)
+/* Whether the next command opens the outermost transaction (and so
+ * takes the lock). */
+static bool
+store_lock_due(const struct q__pg *db)
 {
     return db->tx_sent == 0 && db->tx_depth > 0;
 }
@@ -108,7 +111,7 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         bool outer = db->tx_sent == 0;
         ok =
             plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
-            (!outer || plain(db, q__pg_store_lock_text, Q__PG_CMD_PLAIN, what));
+            (!outer || plain(db, store_lock_text, Q__PG_CMD_PLAIN, what));
         if (!ok)
             break; /* the send failed: the level is not on the server */
         db->tx_sent++;
@@ -136,6 +139,21 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
     if (ok)
         note(db, kind, sql, what);
     return ok;
+}
+
+/* Logs a deferred write's "changed nothing" answer (rc): its caller has
+ * returned, and its transaction goes on. */
+static void
+said(const struct q__pg *db, const struct q__pg_sent *cmd, int rc)
+{
+    const char *meant = rc == -EBUSY      ? "the lease was lost"
+                        : rc == -EALREADY ? "it was done already"
+                        : rc == -ENOENT   ? "there is none"
+                                          : "it failed";
+
+    if (rc != 0)
+        log_warn("%s: %s %lld: %s; nothing changed", db->where, cmd->what,
+                 (long long)cmd->id, meant);
 }
 
 /* Reads every queued command's results up to the sync. The first failure
@@ -178,8 +196,8 @@ read_all(struct q__pg *db, PGresult **res, const char *what)
             PQclear(keep);
             keep = r;
             continue;
-        } else if (cmd != NULL && cmd->check != NULL) {
-            cmd->check(db, r, cmd);
+        } else if (cmd != NULL && cmd->answer != NULL) {
+            said(db, cmd, cmd->answer(r, cmd->out[0], cmd->out[1]));
         }
         PQclear(r);
     }
@@ -232,37 +250,45 @@ q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
     return read_all(db, res, what);
 }
 
-/* Runs (or, defer: queues, with check) sql with text parameters
- * PostgreSQL can hold: text that is not UTF-8 is scrubbed first. */
+/* Queues sql (p already clean) as a deferred write with rec's answer. */
 static int
-with_clean_params(struct q__pg *db, const struct q__pg_sql *sql,
-                  const struct q__pg_params *p, PGresult **res, bool defer,
-                  const struct q__pg_sent *rec, const char *what)
+queue_deferred(struct q__pg *db, const struct q__pg_sql *sql,
+               const struct q__pg_params *p, const struct q__pg_sent *rec)
+{
+    struct q__pg_sent *last;
+    int rc;
+
+    if ((rc = q__pg_usable(db)) != 0)
+        return rc;
+    /* libpq copies the parameters into its buffer at once. */
+    if (!queue_all(db, NULL, 0, sql, p, Q__PG_CMD_DEFERRED, rec->what))
+        return send_failed(db, rec->what);
+    last = &db->sent[db->nsent - 1];
+    last->answer = rec->answer;
+    last->id = rec->id;
+    last->out[0] = rec->out[0];
+    last->out[1] = rec->out[1];
+    return db->nsent >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
+}
+
+/* Runs sql now (res: its result, caller PQclear()s it) or, with rec,
+ * queues it; text parameters PostgreSQL cannot hold (not UTF-8) are
+ * scrubbed first. */
+static int
+send_clean(struct q__pg *db, const struct q__pg_sql *sql,
+           const struct q__pg_params *p, PGresult **res,
+           const struct q__pg_sent *rec, const char *what)
 {
     struct q__pg_params clean;
     char *owned[Q__PG_MAX_PARAMS] = {NULL};
-    int rc = 0;
+    int rc;
 
     if (p != NULL && q__pg_scrub_params(p, &clean, owned))
         p = &clean;
-    if (!defer) {
+    if (rec != NULL)
+        rc = queue_deferred(db, sql, p, rec);
+    else
         rc = q__pg_round_trip(db, NULL, 0, sql, p, res, what);
-    } else if ((rc = q__pg_usable(db)) == 0) {
-        /* libpq copies the parameters into its buffer at once. */
-        if (!queue_all(db, NULL, 0, sql, p, Q__PG_CMD_DEFERRED, what)) {
-            rc = send_failed(db, what);
-        } else {
-            if (rec != NULL) {
-                struct q__pg_sent *last = &db->sent[db->nsent - 1];
-                last->check = rec->check;
-                last->arg = rec->arg;
-                last->out[0] = rec->out[0];
-                last->out[1] = rec->out[1];
-            }
-            if (db->nsent >= DEFER_MAX)
-                rc = q__pg_flush(db, what);
-        }
-    }
     for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
         free(owned[i]);
     return rc;
@@ -272,27 +298,42 @@ int
 q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
           const struct q__pg_params *p, PGresult **res, const char *what)
 {
-    return with_clean_params(db, sql, p, res, false, NULL, what);
+    return send_clean(db, sql, p, res, NULL, what);
+}
+
+int
+q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
+            const struct q__pg_params *p, bool defer, q__pg_answer_fn answer,
+            void *out0, void *out1, int64_t id, const char *what)
+{
+    struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, answer, id,
+                             {out0, out1},       0};
+    PGresult *r = NULL;
+    int rc;
+
+    if (defer && db->tx_depth > 0)
+        return send_clean(db, sql, p, NULL, &rec, what);
+    rc = send_clean(db, sql, p, answer != NULL ? &r : NULL, NULL, what);
+    if (rc == 0 && answer != NULL)
+        rc = answer(r, out0, out1);
+    PQclear(r);
+    return rc;
 }
 
 int
 q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
             const struct q__pg_params *p, const char *what)
 {
-    return with_clean_params(db, sql, p, NULL, db->tx_depth > 0, NULL, what);
+    return q__pg_write(db, sql, p, true, NULL, NULL, NULL, 0, what);
 }
 
-int
-q__pg_defer_checked(struct q__pg *db, const struct q__pg_sql *sql,
-                    const struct q__pg_params *p, q__pg_check_fn check,
-                    int64_t arg, void *out0, void *out1, PGresult **res,
-                    const char *what)
+void
+q__pg_forget_answers(struct q__pg *db, uint64_t since)
 {
-    struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, check, arg,
-                             {out0, out1},       0};
-    bool defer = db->tx_depth > 0;
-
-    return with_clean_params(db, sql, p, defer ? NULL : res, defer, &rec, what);
+    for (size_t i = 0; i < db->nsent; i++) {
+        if (db->sent[i].seq > since)
+            db->sent[i].answer = NULL;
+    }
 }
 
 int
@@ -307,7 +348,7 @@ int
 q__pg_exec(struct q__pg *db, const char *sql, const char *what)
 {
     char *text;
-    size_t len = strlen(sql) + sizeof(q__pg_store_lock_text) +
+    size_t len = strlen(sql) + sizeof(store_lock_text) +
                  16 * (size_t)(db->tx_depth + db->tx_release + 1);
     size_t off = 0;
     PGresult *r;
@@ -320,10 +361,10 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     text = xmalloc(len);
     for (; db->tx_release > 0; db->tx_release--)
         off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
-    if (q__pg_store_lock_due(db))
+    if (store_lock_due(db))
         off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
-                                q__pg_store_lock_text);
-    for (int i = db->tx_sent + q__pg_store_lock_due(db); i < db->tx_depth; i++)
+                                store_lock_text);
+    for (int i = db->tx_sent + store_lock_due(db); i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
                                 i == 0 ? "BEGIN" : "SAVEPOINT q");
     snprintf(text + off, len - off, "%s", sql);
@@ -333,6 +374,11 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
     }
     r = PQexec(db->conn, text);
     free(text);
+    /* One command, for the levels it opened (undo_level, store.c). */
+    ++db->seq;
+    for (int i = db->tx_sent + 1; i <= db->tx_depth && i < Q__PG_MAX_LEVELS;
+         i++)
+        db->level_seq[i] = db->seq;
     if (PQresultStatus(r) != PGRES_COMMAND_OK &&
         PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = q__pg_error(db, r, what);

@@ -196,8 +196,7 @@ finish(struct q__pg *db, int rc)
     if (rc != 0) {
         /* Rolled back: what deferred writes would report (an attempt's
          * id) never was; their callers may be gone (q_close). */
-        for (size_t i = 0; i < db->nsent; i++)
-            db->sent[i].check = NULL;
+        q__pg_forget_answers(db, 0);
         (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
                                "rolling back");
         return rc;
@@ -218,7 +217,7 @@ finish(struct q__pg *db, int rc)
 }
 
 /* Rolls back the innermost savepoint. Its own deferred writes are read
- * first, in a round trip of their own (their checks dropped: they are
+ * first, in a round trip of their own (their answers dropped: they are
  * undone), so that one failing among them cannot take the ROLLBACK TO
  * with it. A command that failed before the savepoint (a deferred write
  * of an outer level, or of a level released since, read only now; or
@@ -233,10 +232,7 @@ undo_level(struct q__pg *db)
                          : UINT64_MAX;
     int err;
 
-    for (size_t i = 0; i < db->nsent; i++) {
-        if (db->sent[i].seq > since)
-            db->sent[i].check = NULL;
-    }
+    q__pg_forget_answers(db, since);
     (void)q__pg_flush(db, "rolling back a savepoint");
     if (db->tx_rc != 0 && db->fail_seq <= since)
         return db->tx_rc;
@@ -427,8 +423,7 @@ q__pg_close(q_db *d)
         return 0;
     /* What deferred writes would report is not wanted now: their
      * callers may be gone. */
-    for (size_t i = 0; i < db->nsent; i++)
-        db->sent[i].check = NULL;
+    q__pg_forget_answers(db, 0);
     while (db->tx_depth > 0)
         q__pg_tx_rollback(d);
     PQfinish(db->conn);

@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/log.h"
-
 /* The stored row (absent: the defaults of a tier never used) and the send
  * log's counts, in one statement. Each count is cheap or skipped:
  *  - the request window reads at most $4 rows, newest first, on
@@ -77,11 +75,6 @@ static const struct q__pg_sql tier_store_sql = {
 
 /* A send's id comes from the table's own sequence, taken ahead
  * (q__pg_take_id), so that logging a send is a write nobody waits for. */
-static const struct q__pg_sql send_ids_sql = {
-    "q_tiers_send_ids",
-    "SELECT nextval(pg_get_serial_sequence('tier_sends', 'id'))"
-    " FROM generate_series(1, $1::bigint)"};
-
 static const struct q__pg_sql send_add_sql = {
     "q_tiers_send_add",
     "INSERT INTO tier_sends (id, tier, at, tokens, probe, expires_at)"
@@ -277,8 +270,7 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     int64_t got = 0;
     int rc;
 
-    if ((rc = q__pg_take_id(pg, &send_ids_sql, &pg->send_ids, &got,
-                            "numbering tier sends")) != 0)
+    if ((rc = q__pg_take_id(pg, "tier_sends", &pg->send_ids, &got)) != 0)
         return rc;
     q__pg_p_int(&p, got);
     q__pg_p_text(&p, tier);
@@ -291,31 +283,23 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     return rc;
 }
 
-/* send_done_sql's row: what was charged, sends answered; -ENOENT for no
- * such send, -EALREADY for one answered before. */
+/* send_done_sql's answer: what was charged (into *old_tokens, may be
+ * NULL), sends answered; -ENOENT for no such send, -EALREADY for one
+ * answered before. */
 static int
-done_counts(const PGresult *res, int64_t *old_tokens)
+answered(const PGresult *res, void *old_tokens, void *unused)
 {
     int64_t got[2] = {0, 0};
 
+    (void)unused;
     if (PQntuples(res) == 0)
         return -ENOENT;
     q__pg_read_ints(res, 0, got);
     if (got[1] == 0)
         return -EALREADY;
     if (old_tokens != NULL)
-        *old_tokens = got[0];
+        *(int64_t *)old_tokens = got[0];
     return 0;
-}
-
-static void
-done_check(struct q__pg *db, const PGresult *res, const struct q__pg_sent *cmd)
-{
-    int rc = done_counts(res, NULL);
-
-    if (rc != 0)
-        log_warn("%s: %s %lld: %s", db->where, cmd->what, (long long)cmd->arg,
-                 rc == -EALREADY ? "it was already answered" : "no such send");
 }
 
 /* With old_tokens NULL, nothing waits for the result inside a
@@ -324,23 +308,13 @@ int
 q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
                      int64_t *old_tokens)
 {
-    struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
-    PGresult *res = NULL;
-    int rc;
 
     q__pg_p_int(&p, id);
     q__pg_p_int(&p, tokens);
     q__pg_p_int(&p, done_at);
-    if (old_tokens != NULL)
-        rc = q__pg_run(pg, &send_done_sql, &p, &res, "finishing tier send");
-    else
-        rc = q__pg_defer_checked(pg, &send_done_sql, &p, done_check, id, NULL,
-                                 NULL, &res, "finishing tier send");
-    if (rc == 0 && res != NULL)
-        rc = done_counts(res, old_tokens);
-    PQclear(res);
-    return rc;
+    return q__pg_write(q__pg(db), &send_done_sql, &p, old_tokens == NULL,
+                       answered, old_tokens, NULL, id, "finishing tier send");
 }
 
 int

@@ -140,17 +140,22 @@ q__pg_scrub_params(const struct q__pg_params *p, struct q__pg_params *clean,
     return any;
 }
 
+static const struct q__pg_sql ids_sql = {
+    "q_util_ids", "SELECT nextval(pg_get_serial_sequence($1::text, 'id'))"
+                  " FROM generate_series(1, $2::bigint)"};
+
 int
-q__pg_take_id(struct q__pg *db, const struct q__pg_sql *sql,
-              struct q__pg_ids *pool, int64_t *id, const char *what)
+q__pg_take_id(struct q__pg *db, const char *table, struct q__pg_ids *pool,
+              int64_t *id)
 {
     struct q__pg_params p = {0};
     PGresult *r = NULL;
     int rc;
 
     if (pool->n == 0) {
+        q__pg_p_text(&p, table);
         q__pg_p_int(&p, Q__PG_IDS);
-        if ((rc = q__pg_run(db, sql, &p, &r, what)) != 0)
+        if ((rc = q__pg_run(db, &ids_sql, &p, &r, "numbering rows")) != 0)
             return rc;
         /* Handed out in the order the sequence gave them. */
         for (int i = PQntuples(r) - 1; i >= 0 && pool->n < Q__PG_IDS; i--)
