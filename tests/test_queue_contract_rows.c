@@ -283,6 +283,82 @@ START_TEST(test_tier_state_round_trip)
 }
 END_TEST
 
+/* Tier state stored inside a transaction is what the transaction reads
+ * next, whether the read needs the send log's counts or not; a rolled
+ * back level (however deep) puts back what its parent had stored, and
+ * the commit keeps the last store, also of a transaction that stored
+ * and read nothing else. A prune asked for inside it is seen too. */
+static int
+failures_in(q_db *db, const struct q_tier_window *w)
+{
+    struct q_tier_state st;
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, w, &st), 0);
+    return st.failures;
+}
+
+static void
+store_failures(q_db *db, int failures)
+{
+    struct q_tier_state st;
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, NULL, &st), 0);
+    st.failures = failures;
+    st.doubt = false;
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+}
+
+START_TEST(test_tier_state_in_a_transaction)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_tier_window none = {.window_ms = 60000};
+    struct q_tier_window all = {.window_ms = 60000, .requests = -1};
+    struct q_tier_state st;
+    int64_t sid;
+
+    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 1, false, T0 + 5, &sid),
+                     0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    store_failures(db, 1);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    store_failures(db, 2);
+    ck_assert_int_eq(failures_in(db, &none), 2);
+    q_tx_rollback(db);
+    ck_assert_int_eq(failures_in(db, &none), 1);
+    ck_assert_int_eq(failures_in(db, &all), 1);
+    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 10), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, &all, &st), 0);
+    ck_assert_int_eq(st.window_requests, 0); /* the prune is seen */
+    /* Levels deeper than any a backend keeps state for. */
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(q_tx_begin(db), 0);
+        store_failures(db, 10 + i);
+    }
+    for (int i = 19; i >= 0; i--) {
+        if (i == 2)
+            ck_assert_int_eq(failures_in(db, &none), 12);
+        if (i >= 2)
+            q_tx_rollback(db);
+        else
+            ck_assert_int_eq(q_tx_commit(db), 0);
+    }
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(failures_in(db, &all), 11);
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, NULL, &st), 0);
+    st.failures = 42;
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0); /* only a store */
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(failures_in(db, &none), 42);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    store_failures(db, 99);
+    q_tx_rollback(db);
+    ck_assert_int_eq(failures_in(db, NULL), 42);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_send_log_counts_window_and_flight)
 {
     q_db *db = qfix_open(NULL);
@@ -495,6 +571,7 @@ test_suite(void)
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);
     tcase_add_test(tiers, test_send_log_counts_window_and_flight);
+    tcase_add_test(tiers, test_tier_state_in_a_transaction);
     suite_add_tcase(s, tiers);
     tcase_add_checked_fixture(park, qfix_setup, qfix_teardown);
     tcase_add_test(park, test_park_items_listed_and_closed_once);

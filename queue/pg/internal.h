@@ -8,9 +8,10 @@
  * mode, so a pending BEGIN (q_tx_begin sends nothing by itself) and the
  * PREPARE of a statement's first use on this connection go out in the
  * same round trip as the statement. Writes whose results nobody reads
- * (a tier's row, a step's state, pruning the send log) are deferred: they
- * ride in the transaction's next round trip (pipe.c), and tier rows read
- * once in a transaction are not read again (tiers.c). A group-committed
+ * (a step's state, a finished attempt, a completion) are deferred: they
+ * ride in the transaction's next round trip (pipe.c). Tier rows read or
+ * stored in a transaction are kept, not read again, and written once per
+ * round trip whatever the number of stores (tiers.c). A group-committed
  * loop turn is then one round trip per read the worker waits for, plus
  * the COMMIT.
  */
@@ -86,6 +87,15 @@ struct q__pg_ids {
 struct q__pg_tier_row {
     char name[64];
     struct q_tier_state st; /* the row's fields; window counts unused */
+    bool dirty;             /* stored, not written yet (q__pg_tiers_write) */
+    int64_t prune_before;   /* a prune of the send log not sent yet, or 0 */
+};
+
+/* The tier rows of the open transaction, as the server will have them
+ * once what is kept here is written. */
+struct q__pg_tier_cache {
+    struct q__pg_tier_row rows[Q__PG_TIER_CACHE];
+    int n;
 };
 
 struct q__pg {
@@ -115,8 +125,10 @@ struct q__pg {
     /* Commands queued and not read yet (pipe.c). */
     struct q__pg_sent *sent; /* owned */
     size_t nsent, sent_cap;
-    struct q__pg_tier_row tier_rows[Q__PG_TIER_CACHE];
-    int ntier_rows; /* valid in the open transaction only */
+    struct q__pg_tier_cache tiers;  /* valid in the open transaction only */
+    struct q__pg_tier_cache *saved; /* owned, Q__PG_MAX_LEVELS of them (or
+                                       NULL): each savepoint level's tiers
+                                       as they were when it began */
     /* Ids taken from the sequences of tier_sends and attempts, not used
      * yet (q__pg_take_id). */
     struct q__pg_ids send_ids, attempt_ids;
@@ -214,6 +226,26 @@ int q__pg_exec(struct q__pg *db, const char *sql, const char *what);
  * or the commit's error. */
 int q__pg_tx_enter(struct q__pg *db);
 int q__pg_tx_leave(struct q__pg *db, int rc);
+
+/* Tier rows of the open transaction (tiers.c). A store inside a
+ * transaction only changes the kept row; the rows stored since the last
+ * write, and the send-log prunes asked for, are queued as deferred writes
+ * by q__pg_tiers_write, which every round trip of the transaction runs
+ * first (so a statement that reads them sees them) and its commit at the
+ * latest: a turn admitting and settling many sends on one tier writes
+ * its row once per round trip, not twice per send.
+ *  - q__pg_tiers_write queues them (0, or q__pg_defer's error);
+ *  - q__pg_tiers_dirty: whether anything is waiting to be written;
+ *  - q__pg_tiers_mark keeps the rows as they are for savepoint level
+ *    level (the one about to begin), so that rolling it back can restore
+ *    them (q__pg_tiers_undo); a level too deep to keep writes them
+ *    instead (before its SAVEPOINT) and its rollback forgets the rows;
+ *  - q__pg_tiers_forget: none kept (a transaction begins or ends). */
+int q__pg_tiers_write(struct q__pg *db);
+bool q__pg_tiers_dirty(const struct q__pg *db);
+int q__pg_tiers_mark(struct q__pg *db, int level);
+void q__pg_tiers_undo(struct q__pg *db, int level);
+void q__pg_tiers_forget(struct q__pg *db);
 
 /* q__pg_take_id puts the next id of table's identity column in *id,
  * from pool, refilled Q__PG_IDS at a time from the table's sequence in

@@ -243,6 +243,10 @@ q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
 
     if ((rc = q__pg_usable(db)) != 0)
         return rc;
+    /* Tier rows stored since the last round trip go first: what follows
+     * may read them (tiers.c). */
+    if (db->tx_depth > 0 && (rc = q__pg_tiers_write(db)) != 0)
+        return rc;
     if (!queue_all(db, texts, ntexts, sql, p, Q__PG_CMD_LAST, what))
         return send_failed(db, what);
     if (!PQpipelineSync(db->conn))
@@ -339,7 +343,7 @@ q__pg_forget_answers(struct q__pg *db, uint64_t since)
 int
 q__pg_flush(struct q__pg *db, const char *what)
 {
-    if (db->nsent == 0)
+    if (db->nsent == 0 && !q__pg_tiers_dirty(db))
         return 0;
     return q__pg_round_trip(db, NULL, 0, NULL, NULL, NULL, what);
 }

@@ -178,7 +178,9 @@ q__pg_tx_enter(struct q__pg *db)
     if (db->tx_depth == 0 && (rc = q__pg_usable(db)) != 0)
         return rc;
     if (db->tx_depth == 0)
-        db->ntier_rows = 0;
+        q__pg_tiers_forget(db);
+    else if ((rc = q__pg_tiers_mark(db, db->tx_depth + 1)) != 0)
+        return rc;
     db->tx_depth++;
     return 0;
 }
@@ -252,8 +254,13 @@ q__pg_tx_leave(struct q__pg *db, int rc)
 
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
+    /* Tier rows kept and not written yet are the commit's to write. */
+    if (db->tx_depth == 1 && rc == 0 && !db->broken && q__pg_tiers_dirty(db))
+        rc = q__pg_tiers_write(db);
+    /* A level rolling back keeps nothing it stored (its rows are put back
+     * as it found them once it is undone: nothing may write them before). */
     if (rc != 0)
-        db->ntier_rows = 0; /* rows it wrote are undone */
+        q__pg_tiers_forget(db);
     if (db->tx_depth > db->tx_sent || db->broken) {
         /* Never reached the server (or the server lost it: then a
          * statement of this level failed, even one whose BEGIN was not
@@ -267,13 +274,15 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     } else {
         err = finish(db, rc);
     }
+    if (rc != 0 && db->tx_depth > 1)
+        q__pg_tiers_undo(db, db->tx_depth);
     db->tx_depth--;
     if (db->tx_sent > db->tx_depth)
         db->tx_sent = db->tx_depth;
     if (db->tx_depth == 0) {
         db->tx_rc = db->tx_release = 0;
         db->fail_seq = 0;
-        db->ntier_rows = 0;
+        q__pg_tiers_forget(db);
     }
     return rc ? rc : err;
 }
@@ -429,6 +438,7 @@ q__pg_close(q_db *d)
     PQfinish(db->conn);
     PQfinish(db->listen);
     free(db->sent);
+    free(db->saved);
     free(db->schema);
     free(db->conninfo);
     free(db->where);

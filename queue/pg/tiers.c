@@ -1,13 +1,16 @@
 /* tiers.c: PostgreSQL storage of the tier state every worker shares: the
  * tiers row (breaker, walls, pacing) and the send log (tier_sends). Each
  * call is one statement; the meaning is the SQLite backend's
- * (queue/sqlite/tiers.c). Inside a transaction, stores and prunes are
- * deferred (pipe.c) and a row read or written once is not read again. */
+ * (queue/sqlite/tiers.c). Inside a transaction a row read or stored is
+ * kept (not read again), and stores and prunes of a kept row wait to be
+ * written together by the transaction's next round trip (pipe.c). */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "common/xalloc.h"
 
 /* The stored row (absent: the defaults of a tier never used) and the send
  * log's counts, in one statement. Each count is cheap or skipped:
@@ -153,33 +156,41 @@ read_tier(const PGresult *res, int r, void *elem)
 static struct q__pg_tier_row *
 row_of(struct q__pg *pg, const char *tier)
 {
-    for (int i = 0; i < pg->ntier_rows; i++) {
-        if (strcmp(pg->tier_rows[i].name, tier) == 0)
-            return &pg->tier_rows[i];
+    for (int i = 0; i < pg->tiers.n; i++) {
+        if (strcmp(pg->tiers.rows[i].name, tier) == 0)
+            return &pg->tiers.rows[i];
     }
     return NULL;
 }
 
-/* Keeps st's row fields as tier's row for the rest of the transaction. */
-static void
-keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st)
+/* Keeps st's row fields as tier's row for the rest of the transaction,
+ * dirty when they are a store's (to be written), clean when read. Returns
+ * the row, or NULL when none is kept (no transaction, a name too long, a
+ * full cache): then a store is written now. */
+static struct q__pg_tier_row *
+keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st,
+         bool dirty)
 {
     struct q__pg_tier_row *row = row_of(pg, tier);
 
     if (pg->tx_depth == 0 || strlen(tier) >= sizeof(row->name))
-        return;
-    if (row == NULL && pg->ntier_rows < Q__PG_TIER_CACHE) {
-        row = &pg->tier_rows[pg->ntier_rows++];
+        return NULL;
+    if (row == NULL && pg->tiers.n < Q__PG_TIER_CACHE) {
+        row = &pg->tiers.rows[pg->tiers.n++];
+        *row = (struct q__pg_tier_row){0};
         snprintf(row->name, sizeof(row->name), "%s", tier);
     }
-    if (row != NULL)
+    if (row != NULL) {
         row->st = *st;
+        row->dirty = dirty;
+    }
+    return row;
 }
 
 /* A load that needs only the row: no window counts asked for, and none
  * of the states in which tier_load_sql counts the sends in flight anyway
  * (so they are 0, as the statement would say). The row is the one read
- * or written earlier in this transaction: under the store's write lock
+ * or stored earlier in this transaction: under the store's write lock
  * (pipe.c) no other process writes it before the commit. */
 static bool
 row_kept(struct q__pg *pg, const char *tier, int64_t now,
@@ -198,6 +209,101 @@ row_kept(struct q__pg *pg, const char *tier, int64_t now,
     out->in_flight = 0;
     out->probe_in_flight = false;
     return true;
+}
+
+static void
+store_params(struct q__pg_params *p, const char *tier,
+             const struct q_tier_state *st)
+{
+    q__pg_p_text(p, tier);
+    q__pg_p_text(p, q_breaker_name(st->breaker));
+    q__pg_p_int(p, st->failures);
+    q__pg_p_int(p, st->open_until);
+    q__pg_p_int(p, st->exhausted_until);
+    q__pg_p_text(p, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
+    q__pg_p_int(p, st->limited_until);
+    q__pg_p_int(p, st->allowance_used);
+    q__pg_p_int(p, st->allowance_since);
+    q__pg_p_text(p, st->config_hash[0] ? st->config_hash : NULL);
+    q__pg_p_real(p, st->req_tat);
+    q__pg_p_real(p, st->tok_tat);
+    q__pg_p_real(p, st->pace);
+    q__pg_p_int(p, st->pace_down_at);
+    q__pg_p_int(p, st->pace_up_at);
+    q__pg_p_int(p, st->learned_rpm);
+    q__pg_p_int(p, st->learned_tpm);
+    q__pg_p_int(p, st->doubt);
+}
+
+static int
+prune_now(struct q__pg *pg, const char *tier, int64_t before)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_text(&p, tier);
+    q__pg_p_int(&p, before);
+    return q__pg_defer(pg, &prune_sql, &p, "pruning tier sends");
+}
+
+/* Each write is marked done before it is queued: queueing may run a
+ * round trip (a full pipeline), which comes back here. */
+int
+q__pg_tiers_write(struct q__pg *pg)
+{
+    int rc = 0;
+
+    for (int i = 0; rc == 0 && i < pg->tiers.n; i++) {
+        struct q__pg_tier_row *row = &pg->tiers.rows[i];
+        struct q__pg_params p = {0};
+        int64_t before = row->prune_before;
+
+        if (row->dirty) {
+            row->dirty = false;
+            store_params(&p, row->name, &row->st);
+            rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
+        }
+        if (rc == 0 && before != 0) {
+            row->prune_before = 0;
+            rc = prune_now(pg, row->name, before);
+        }
+    }
+    return rc;
+}
+
+bool
+q__pg_tiers_dirty(const struct q__pg *pg)
+{
+    for (int i = 0; i < pg->tiers.n; i++) {
+        if (pg->tiers.rows[i].dirty || pg->tiers.rows[i].prune_before != 0)
+            return true;
+    }
+    return false;
+}
+
+int
+q__pg_tiers_mark(struct q__pg *pg, int level)
+{
+    if (level >= Q__PG_MAX_LEVELS)
+        return q__pg_tiers_write(pg);
+    if (pg->saved == NULL)
+        pg->saved = xcalloc(Q__PG_MAX_LEVELS, sizeof(*pg->saved));
+    pg->saved[level] = pg->tiers;
+    return 0;
+}
+
+void
+q__pg_tiers_undo(struct q__pg *pg, int level)
+{
+    if (level < Q__PG_MAX_LEVELS && pg->saved != NULL)
+        pg->tiers = pg->saved[level];
+    else
+        pg->tiers.n = 0; /* its rows were written before it began */
+}
+
+void
+q__pg_tiers_forget(struct q__pg *pg)
+{
+    pg->tiers.n = 0;
 }
 
 int
@@ -224,7 +330,7 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
     rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
     if (rc == 0) {
-        keep_row(pg, tier, &st);
+        (void)keep_row(pg, tier, &st, false);
         *out = st;
     }
     return rc == -ENOENT ? -EIO : rc; /* the query always gives a row */
@@ -234,31 +340,12 @@ int
 q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 {
     struct q__pg_params p = {0};
-    int rc;
 
-    q__pg_p_text(&p, tier);
-    q__pg_p_text(&p, q_breaker_name(st->breaker));
-    q__pg_p_int(&p, st->failures);
-    q__pg_p_int(&p, st->open_until);
-    q__pg_p_int(&p, st->exhausted_until);
-    q__pg_p_text(&p, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
-    q__pg_p_int(&p, st->limited_until);
-    q__pg_p_int(&p, st->allowance_used);
-    q__pg_p_int(&p, st->allowance_since);
-    q__pg_p_text(&p, st->config_hash[0] ? st->config_hash : NULL);
-    q__pg_p_real(&p, st->req_tat);
-    q__pg_p_real(&p, st->tok_tat);
-    q__pg_p_real(&p, st->pace);
-    q__pg_p_int(&p, st->pace_down_at);
-    q__pg_p_int(&p, st->pace_up_at);
-    q__pg_p_int(&p, st->learned_rpm);
-    q__pg_p_int(&p, st->learned_tpm);
-    q__pg_p_int(&p, st->doubt);
-    /* Nothing waits for the write (its failure fails the commit). */
-    rc = q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
-    if (rc == 0)
-        keep_row(q__pg(db), tier, st);
-    return rc;
+    /* Kept: written by the transaction's next round trip. */
+    if (keep_row(q__pg(db), tier, st, true) != NULL)
+        return 0;
+    store_params(&p, tier, st);
+    return q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
 }
 
 int
@@ -332,12 +419,18 @@ q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
     return rc;
 }
 
+/* Inside a transaction a prune of a kept tier waits for the row's write
+ * (the latest one asked for deletes what the earlier ones would have):
+ * what it deletes is outside every window a load counts. */
 int
 q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
 {
-    struct q__pg_params p = {0};
+    struct q__pg *pg = q__pg(db);
+    struct q__pg_tier_row *row = pg->tx_depth > 0 ? row_of(pg, tier) : NULL;
 
-    q__pg_p_text(&p, tier);
-    q__pg_p_int(&p, before);
-    return q__pg_defer(q__pg(db), &prune_sql, &p, "pruning tier sends");
+    if (row == NULL)
+        return prune_now(pg, tier, before);
+    if (before > row->prune_before)
+        row->prune_before = before;
+    return 0;
 }
