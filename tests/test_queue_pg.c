@@ -152,10 +152,12 @@ START_TEST(test_claim_skips_locked_rows)
 }
 END_TEST
 
-/* A turn's writes that nobody waits for stay queued on the connection
- * (another session sees nothing, not even the BEGIN's lock) until the
- * commit's round trip carries them; a completion whose lease another
- * worker holds changes nothing and the rest of the turn commits. */
+/* A turn's writes that nobody waits for are held (another session sees
+ * nothing, not even the BEGIN's lock) until the commit's round trip
+ * carries them; a level of only held writes goes to the server as no
+ * SAVEPOINT at all: ended well, its writes are its parent's; rolled back,
+ * they are dropped unsent. A completion whose lease another worker holds
+ * changes nothing and the rest of the turn commits. */
 START_TEST(test_writes_ride_with_the_commit)
 {
     q_db *a = open_pg(true), *b = open_pg(false);
@@ -172,7 +174,15 @@ START_TEST(test_writes_ride_with_the_commit)
     ck_assert_int_eq(q_step_set(a, mine, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
     ck_assert_int_eq(q_complete(a, mine, "wa", T0 + 1), 0);
     ck_assert_int_eq(q_complete(a, theirs, "wa", T0 + 1), 0); /* logged */
-    ck_assert_uint_ge(q__pg(a)->nsent, 3);
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_step_set(a, mine, 1, Q_STEP_SUCCEEDED, "t", "p", 1), 0);
+    ck_assert_int_eq(q_tx_commit(a), 0); /* kept: the parent's now */
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_step_set(a, mine, 2, Q_STEP_SUCCEEDED, "t", "q", 1), 0);
+    q_tx_rollback(a); /* dropped */
+    ck_assert_uint_eq(q__pg(a)->nheld, 4);
+    ck_assert_int_eq(q__pg(a)->tx_sent, 0);
+    ck_assert_int_eq(q__pg(a)->tx_release, 0);
     /* nothing sent yet: not even the BEGIN with the store's lock */
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
@@ -180,10 +190,14 @@ START_TEST(test_writes_ride_with_the_commit)
              PQbackendPID(q__pg(a)->conn));
     pgfix_expect(loc, sql, "0");
     ck_assert_int_eq(q_tx_commit(a), 0);
-    ck_assert_uint_eq(q__pg(a)->nsent, 0);
+    ck_assert_uint_eq(q__pg(a)->nsent + q__pg(a)->nheld, 0);
     line = pgfix_line(loc, "SELECT string_agg(name || ':' || state, ',' "
                            "ORDER BY id) FROM jobs");
     ck_assert_str_eq(line, "mine:2,theirs:1");
+    free(line);
+    line = pgfix_line(loc, "SELECT string_agg(output, ',' ORDER BY idx)"
+                           " FROM steps");
+    ck_assert_str_eq(line, "o,p");
     free(line);
     ck_assert_int_eq(q_close(a), 0);
     ck_assert_int_eq(q_close(b), 0);

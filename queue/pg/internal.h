@@ -98,6 +98,8 @@ struct q__pg_tier_cache {
     int n;
 };
 
+struct q__pg_held;
+
 struct q__pg {
     struct q_db base; /* first: queue.c reaches ops through it */
     PGconn *conn;
@@ -125,6 +127,9 @@ struct q__pg {
     /* Commands queued and not read yet (pipe.c). */
     struct q__pg_sent *sent; /* owned */
     size_t nsent, sent_cap;
+    /* Deferred writes held for the next round trip (pipe.c). */
+    struct q__pg_held *held; /* owned */
+    size_t nheld, held_cap;
     struct q__pg_tier_cache tiers;  /* valid in the open transaction only */
     struct q__pg_tier_cache *saved; /* owned, Q__PG_MAX_LEVELS of them (or
                                        NULL): each savepoint level's tiers
@@ -192,10 +197,10 @@ int q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
  * transaction reconnects, with backoff). */
 int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
               const struct q__pg_params *p, PGresult **res, const char *what);
-/* q__pg_defer queues a write whose result nobody reads (no rows, no
+/* q__pg_defer holds a write whose result nobody reads (no rows, no
  * count) for the next round trip of the open transaction, at the latest
  * its COMMIT; outside a transaction it runs now (q__pg_run). Returns 0
- * once queued; a failure to queue is q__pg_run's. Its own failure is the
+ * once held (a lost connection: -EIO). Its own failure is the
  * transaction's: the round trip that reads it returns the error and the
  * commit fails (nothing of the transaction is kept). */
 int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
@@ -211,6 +216,14 @@ int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, bool defer,
                 q__pg_answer_fn answer, void *out0, void *out1, int64_t id,
                 const char *what);
+/* Held deferred writes as a level ends (store.c): q__pg_held_drop
+ * drops those of level and deeper (rolled back: never sent, their
+ * answers never given; 0: all); q__pg_held_merge makes those of level
+ * and deeper the parent's (the level ended well); q__pg_holding: whether
+ * any is held. */
+void q__pg_held_drop(struct q__pg *db, int level);
+void q__pg_held_merge(struct q__pg *db, int level);
+bool q__pg_holding(const struct q__pg *db);
 /* q__pg_forget_answers drops the answers of queued writes after since
  * (0: all): they are undone, and their callers may be gone. */
 void q__pg_forget_answers(struct q__pg *db, uint64_t since);

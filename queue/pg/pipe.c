@@ -5,11 +5,17 @@
  *    savepoints that ended well, a lazy BEGIN with the store's write lock,
  *    SAVEPOINTs), a first-use PREPARE and the statement, then syncs and
  *    reads every result up to the sync;
- *  - a deferred write (q__pg_defer) is only queued: it rides in the next
+ *  - a deferred write (q__pg_defer) is held here, its parameters copied,
+ *    with the transaction level it was made in: it rides in the next
  *    round trip of the transaction (at the latest its COMMIT), so a loop
  *    turn's writes whose results nobody waits for cost no round trip of
  *    their own. Its failure is the transaction's: the round trip that
- *    reads it returns that error, and the commit fails.
+ *    reads it returns that error, and the commit fails;
+ *  - a savepoint level goes to the server only with a round trip made
+ *    inside it. A level that only held writes needs none: ended well,
+ *    its writes become its parent's; rolled back, they are dropped
+ *    unsent. So a worker's admission or settle (a level each) whose tier
+ *    row is kept costs no SAVEPOINT and no RELEASE.
  */
 #include "queue/pg/internal.h"
 
@@ -23,6 +29,17 @@
 /* Deferred commands queued before a round trip is forced: their results
  * wait in the socket buffers meanwhile (small, but not unbounded). */
 #define DEFER_MAX 512
+
+/* A deferred write not handed to libpq yet: its statement, its
+ * parameters (copied: the caller's may be gone when it is sent), its
+ * answer, and the level it belongs to. */
+struct q__pg_held {
+    const struct q__pg_sql *sql;
+    int n;
+    char *v[Q__PG_MAX_PARAMS]; /* owned copies; NULL: SQL NULL */
+    struct q__pg_sent rec;     /* what, answer, id, out */
+    int level;
+};
 
 /* The store's write lock, taken by every transaction in the round trip of
  * its BEGIN and held to its end: write transactions on one store (a
@@ -88,42 +105,15 @@ plain(struct q__pg *db, const char *text, enum q__pg_cmd kind, const char *what)
     return true;
 }
 
-/* Queues the pending RELEASEs and levels (with the store lock when the
- * outermost level opens), the plain commands and the statement (sql may
- * be NULL: then the last plain command) as kind, each noted. Levels
- * count as sent once queued: their failure leaves the transaction
- * aborted, which its end finds. */
+/* Queues sql with its n parameters v as kind (a first use prepares it
+ * in the same round trip), noted. */
 static bool
-queue_all(struct q__pg *db, const char *const *texts, int ntexts,
-          const struct q__pg_sql *sql, const struct q__pg_params *p,
-          enum q__pg_cmd kind, const char *what)
+queue_sql(struct q__pg *db, const struct q__pg_sql *sql, int n,
+          const char *const *v, enum q__pg_cmd kind, const char *what)
 {
     PGconn *c = db->conn;
-    int n = p ? p->n : 0;
-    const char *const *v = p ? p->v : NULL;
-    bool ok = true;
+    bool ok;
 
-    while (ok && db->tx_release > 0) {
-        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
-            db->tx_release--;
-    }
-    while (ok && db->tx_sent < db->tx_depth) {
-        bool outer = db->tx_sent == 0;
-        ok =
-            plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
-            (!outer || plain(db, store_lock_text, Q__PG_CMD_PLAIN, what));
-        if (!ok)
-            break; /* the send failed: the level is not on the server */
-        db->tx_sent++;
-        if (db->tx_sent < Q__PG_MAX_LEVELS)
-            db->level_seq[db->tx_sent] = db->seq;
-    }
-    for (int i = 0; ok && i < ntexts; i++)
-        ok = plain(db, texts[i],
-                   sql == NULL && i == ntexts - 1 ? kind : Q__PG_CMD_PLAIN,
-                   what);
-    if (!ok || sql == NULL)
-        return ok;
     if (is_prepared(db, sql)) {
         ok = PQsendQueryPrepared(c, sql->name, n, v, NULL, NULL, 0);
     } else if (db->nprepared < Q__PG_MAX_PREPARED) {
@@ -139,6 +129,80 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
     if (ok)
         note(db, kind, sql, what);
     return ok;
+}
+
+static void
+free_held(struct q__pg_held *h)
+{
+    for (int i = 0; i < h->n; i++)
+        free(h->v[i]);
+}
+
+/* Queues the held writes from *next on that belong to levels up to
+ * level (they are in level order: see q__pg_held_merge). */
+static bool
+queue_held(struct q__pg *db, int level, size_t *next)
+{
+    bool ok = true;
+
+    for (; ok && *next < db->nheld && db->held[*next].level <= level;
+         (*next)++) {
+        struct q__pg_held *h = &db->held[*next];
+        struct q__pg_sent *last;
+
+        ok = queue_sql(db, h->sql, h->n, (const char *const *)h->v,
+                       Q__PG_CMD_DEFERRED, h->rec.what);
+        if (!ok)
+            break;
+        last = &db->sent[db->nsent - 1];
+        last->answer = h->rec.answer;
+        last->id = h->rec.id;
+        last->out[0] = h->rec.out[0];
+        last->out[1] = h->rec.out[1];
+    }
+    return ok;
+}
+
+/* Queues the pending RELEASEs, the held writes and the levels they
+ * belong to (each level's SAVEPOINT before its own writes; the store lock
+ * when the outermost level opens), the plain commands and the statement
+ * (sql may be NULL: then the last plain command) as kind, each noted.
+ * Levels count as sent once queued: their failure leaves the transaction
+ * aborted, which its end finds. Held writes are handed over (or, on a
+ * failed send, dropped with the transaction) either way. */
+static bool
+queue_all(struct q__pg *db, const char *const *texts, int ntexts,
+          const struct q__pg_sql *sql, const struct q__pg_params *p,
+          enum q__pg_cmd kind, const char *what)
+{
+    size_t next = 0;
+    bool ok = true;
+
+    while (ok && db->tx_release > 0) {
+        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
+            db->tx_release--;
+    }
+    ok = ok && queue_held(db, db->tx_sent, &next);
+    while (ok && db->tx_sent < db->tx_depth) {
+        bool outer = db->tx_sent == 0;
+        ok =
+            plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
+            (!outer || plain(db, store_lock_text, Q__PG_CMD_PLAIN, what));
+        if (!ok)
+            break; /* the send failed: the level is not on the server */
+        db->tx_sent++;
+        if (db->tx_sent < Q__PG_MAX_LEVELS)
+            db->level_seq[db->tx_sent] = db->seq;
+        ok = queue_held(db, db->tx_sent, &next);
+    }
+    q__pg_held_drop(db, 0);
+    for (int i = 0; ok && i < ntexts; i++)
+        ok = plain(db, texts[i],
+                   sql == NULL && i == ntexts - 1 ? kind : Q__PG_CMD_PLAIN,
+                   what);
+    if (!ok || sql == NULL)
+        return ok;
+    return queue_sql(db, sql, p ? p->n : 0, p ? p->v : NULL, kind, what);
 }
 
 /* Logs a deferred write's "changed nothing" answer (rc): its caller has
@@ -254,25 +318,49 @@ q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
     return read_all(db, res, what);
 }
 
-/* Queues sql (p already clean) as a deferred write with rec's answer. */
+/* Holds sql (p already clean) as a deferred write of the open level,
+ * with rec's answer; a full hold is sent in a round trip of its own. */
 static int
-queue_deferred(struct q__pg *db, const struct q__pg_sql *sql,
-               const struct q__pg_params *p, const struct q__pg_sent *rec)
+hold(struct q__pg *db, const struct q__pg_sql *sql,
+     const struct q__pg_params *p, const struct q__pg_sent *rec)
 {
-    struct q__pg_sent *last;
+    struct q__pg_held *h;
     int rc;
 
     if ((rc = q__pg_usable(db)) != 0)
         return rc;
-    /* libpq copies the parameters into its buffer at once. */
-    if (!queue_all(db, NULL, 0, sql, p, Q__PG_CMD_DEFERRED, rec->what))
-        return send_failed(db, rec->what);
-    last = &db->sent[db->nsent - 1];
-    last->answer = rec->answer;
-    last->id = rec->id;
-    last->out[0] = rec->out[0];
-    last->out[1] = rec->out[1];
-    return db->nsent >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
+    if (db->nheld == db->held_cap) {
+        db->held_cap = db->held_cap ? db->held_cap * 2 : 32;
+        db->held = xrealloc(db->held, db->held_cap * sizeof(*db->held));
+    }
+    h = &db->held[db->nheld++];
+    h->sql = sql;
+    h->n = p != NULL ? p->n : 0;
+    for (int i = 0; i < h->n; i++)
+        h->v[i] = p->v[i] != NULL ? xstrdup(p->v[i]) : NULL;
+    h->rec = *rec;
+    h->level = db->tx_depth;
+    return db->nheld >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
+}
+
+void
+q__pg_held_drop(struct q__pg *db, int level)
+{
+    while (db->nheld > 0 && db->held[db->nheld - 1].level >= level)
+        free_held(&db->held[--db->nheld]);
+}
+
+void
+q__pg_held_merge(struct q__pg *db, int level)
+{
+    for (size_t i = db->nheld; i > 0 && db->held[i - 1].level >= level; i--)
+        db->held[i - 1].level = level - 1;
+}
+
+bool
+q__pg_holding(const struct q__pg *db)
+{
+    return db->nheld > 0;
 }
 
 /* Runs sql now (res: its result, caller PQclear()s it) or, with rec,
@@ -290,7 +378,7 @@ send_clean(struct q__pg *db, const struct q__pg_sql *sql,
     if (p != NULL && q__pg_scrub_params(p, &clean, owned))
         p = &clean;
     if (rec != NULL)
-        rc = queue_deferred(db, sql, p, rec);
+        rc = hold(db, sql, p, rec);
     else
         rc = q__pg_round_trip(db, NULL, 0, sql, p, res, what);
     for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
@@ -343,7 +431,7 @@ q__pg_forget_answers(struct q__pg *db, uint64_t since)
 int
 q__pg_flush(struct q__pg *db, const char *what)
 {
-    if (db->nsent == 0 && !q__pg_tiers_dirty(db))
+    if (db->nsent == 0 && db->nheld == 0 && !q__pg_tiers_dirty(db))
         return 0;
     return q__pg_round_trip(db, NULL, 0, NULL, NULL, NULL, what);
 }

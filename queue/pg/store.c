@@ -254,19 +254,27 @@ q__pg_tx_leave(struct q__pg *db, int rc)
 
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
+    /* A lost connection lost the level: a statement of it failed, even
+     * one whose BEGIN was not acknowledged yet, and it cannot commit. */
+    if (db->broken && rc == 0)
+        rc = -EIO;
     /* Tier rows kept and not written yet are the commit's to write. */
-    if (db->tx_depth == 1 && rc == 0 && !db->broken && q__pg_tiers_dirty(db))
+    if (db->tx_depth == 1 && rc == 0 && q__pg_tiers_dirty(db))
         rc = q__pg_tiers_write(db);
     /* A level rolling back keeps nothing it stored (its rows are put back
-     * as it found them once it is undone: nothing may write them before). */
-    if (rc != 0)
+     * as it found them once it is undone: nothing may write them before)
+     * and sends none of its held writes; one ending well leaves them to
+     * its parent. */
+    if (rc != 0) {
         q__pg_tiers_forget(db);
-    if (db->tx_depth > db->tx_sent || db->broken) {
-        /* Never reached the server (or the server lost it: then a
-         * statement of this level failed, even one whose BEGIN was not
-         * acknowledged yet, and the level cannot commit). */
-        if (db->broken && rc == 0)
-            rc = -EIO;
+        q__pg_held_drop(db, db->tx_depth);
+    } else if (db->tx_depth > 1) {
+        q__pg_held_merge(db, db->tx_depth);
+    }
+    if ((db->tx_depth > db->tx_sent &&
+         !(db->tx_depth == 1 && q__pg_holding(db))) ||
+        db->broken) {
+        /* Never reached the server, and has nothing to send. */
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
@@ -435,6 +443,8 @@ q__pg_close(q_db *d)
     q__pg_forget_answers(db, 0);
     while (db->tx_depth > 0)
         q__pg_tx_rollback(d);
+    q__pg_held_drop(db, 0);
+    free(db->held);
     PQfinish(db->conn);
     PQfinish(db->listen);
     free(db->sent);
