@@ -204,6 +204,48 @@ START_TEST(test_writes_ride_with_the_commit)
 }
 END_TEST
 
+/* The tiers a commit kept are read again with the next transaction's
+ * first round trip, after its lock: a load that needs only the row then
+ * costs no round trip, and it sees what another host committed between
+ * the two transactions. */
+static void
+store_failures(q_db *db, int failures)
+{
+    struct q_tier_state st;
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    st.failures = failures;
+    st.doubt = false;
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+}
+
+START_TEST(test_next_transaction_reads_its_tiers_ahead)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    struct q_tier_window none = {.window_ms = 60000};
+    struct q_tier_state st;
+    struct q_job *got = NULL;
+    size_t n = 0;
+    uint64_t seq;
+
+    (void)add_job(a, "x");
+    store_failures(a, 1);
+    store_failures(b, 7); /* another host, between a's transactions */
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_claim(a, "wa", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    seq = q__pg(a)->seq;
+    ck_assert_int_eq(q_tier_load(a, "free", T0, &none, &st), 0);
+    ck_assert_uint_eq(q__pg(a)->seq, seq); /* nothing sent */
+    ck_assert_int_eq(st.failures, 7);
+    ck_assert_int_eq(q_tx_commit(a), 0);
+    ck_assert_int_eq(q_close(a), 0);
+    ck_assert_int_eq(q_close(b), 0);
+}
+END_TEST
+
 /* A deferred write that fails is read by a later round trip, here one
  * inside another savepoint: rolling that savepoint back does not undo a
  * failure from before it (the savepoint that held it was released), so
@@ -447,6 +489,7 @@ test_suite(void)
     tcase_add_test(work, test_text_that_is_not_utf8_is_scrubbed);
     tcase_add_test(work, test_writes_ride_with_the_commit);
     tcase_add_test(work, test_failed_deferred_write_fails_the_commit);
+    tcase_add_test(work, test_next_transaction_reads_its_tiers_ahead);
     tcase_add_test(work, test_enqueue_wakes_the_listener);
     tcase_add_test(work, test_release_and_tier_opening_wake);
     tcase_add_test(work, test_clock_offset_is_near_zero);

@@ -145,6 +145,7 @@ q__pg_copy_clear(q_db *db, const struct q__table *t)
         return -EINVAL;
     if (batch.db == db)
         batch_drop();
+    q__pg_tiers_forget(q__pg(db)); /* a copy writes tier rows behind it */
     return q__pg_run(q__pg(db), sql, NULL, NULL, "clearing a table");
 }
 
@@ -331,6 +332,7 @@ q__pg_copy_end(q_db *db, const struct q__table *t)
     char sql[512];
     int rc = batch.t == t ? batch_flush(db) : 0;
 
+    q__pg_tiers_forget(q__pg(db)); /* a copy writes tier rows behind it */
     if (batch.db == db)
         batch_drop();
     if (rc != 0 || !t->id_serial)

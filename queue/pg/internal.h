@@ -130,7 +130,9 @@ struct q__pg {
     /* Deferred writes held for the next round trip (pipe.c). */
     struct q__pg_held *held; /* owned */
     size_t nheld, held_cap;
-    struct q__pg_tier_cache tiers;  /* valid in the open transaction only */
+    struct q__pg_tier_cache tiers;     /* valid in the open transaction only */
+    char recent[Q__PG_TIER_CACHE][64]; /* tiers the last commit kept */
+    int nrecent;
     struct q__pg_tier_cache *saved; /* owned, Q__PG_MAX_LEVELS of them (or
                                        NULL): each savepoint level's tiers
                                        as they were when it began */
@@ -216,6 +218,13 @@ int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, bool defer,
                 q__pg_answer_fn answer, void *out0, void *out1, int64_t id,
                 const char *what);
+/* q__pg_queue queues sql with p (already clean) in the round trip being
+ * made, its answer read into out0/out1 when its result is (a
+ * "changed nothing" answer is logged); false when the send failed. For
+ * what rides along with a round trip's first commands (tiers.c). */
+bool q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
+                 const struct q__pg_params *p, q__pg_answer_fn answer,
+                 void *out0, void *out1, const char *what);
 /* Held deferred writes as a level ends (store.c): q__pg_held_drop
  * drops those of level and deeper (rolled back: never sent, their
  * answers never given; 0: all); q__pg_held_merge makes those of level
@@ -253,12 +262,22 @@ int q__pg_tx_leave(struct q__pg *db, int rc);
  *    level (the one about to begin), so that rolling it back can restore
  *    them (q__pg_tiers_undo); a level too deep to keep writes them
  *    instead (before its SAVEPOINT) and its rollback forgets the rows;
- *  - q__pg_tiers_forget: none kept (a transaction begins or ends). */
+ *  - q__pg_tiers_forget: none kept (a transaction begins or ends, or
+ *    writes tier rows behind the cache: copy);
+ *  - q__pg_tiers_ended: the transaction ended (committed or not): the
+ *    tiers its commit kept are read ahead by the next one;
+ *  - q__pg_tiers_prefetch queues, right after a transaction's BEGIN and
+ *    lock, the read of each tier the last commit kept (a worker's next
+ *    turn uses the same ones), kept as it is read: a turn's first
+ *    admission or settle then needs no round trip of its own. Returns
+ *    false when a send failed. */
 int q__pg_tiers_write(struct q__pg *db);
 bool q__pg_tiers_dirty(const struct q__pg *db);
 int q__pg_tiers_mark(struct q__pg *db, int level);
 void q__pg_tiers_undo(struct q__pg *db, int level);
 void q__pg_tiers_forget(struct q__pg *db);
+void q__pg_tiers_ended(struct q__pg *db, bool committed);
+bool q__pg_tiers_prefetch(struct q__pg *db);
 
 /* q__pg_take_id puts the next id of table's identity column in *id,
  * from pool, refilled Q__PG_IDS at a time from the table's sequence in

@@ -131,6 +131,22 @@ queue_sql(struct q__pg *db, const struct q__pg_sql *sql, int n,
     return ok;
 }
 
+bool
+q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
+            const struct q__pg_params *p, q__pg_answer_fn answer, void *out0,
+            void *out1, const char *what)
+{
+    struct q__pg_sent *last;
+
+    if (!queue_sql(db, sql, p->n, p->v, Q__PG_CMD_DEFERRED, what))
+        return false;
+    last = &db->sent[db->nsent - 1];
+    last->answer = answer;
+    last->out[0] = out0;
+    last->out[1] = out1;
+    return true;
+}
+
 static void
 free_held(struct q__pg_held *h)
 {
@@ -187,7 +203,8 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         bool outer = db->tx_sent == 0;
         ok =
             plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
-            (!outer || plain(db, store_lock_text, Q__PG_CMD_PLAIN, what));
+            (!outer || (plain(db, store_lock_text, Q__PG_CMD_PLAIN, what) &&
+                        q__pg_tiers_prefetch(db)));
         if (!ok)
             break; /* the send failed: the level is not on the server */
         db->tx_sent++;

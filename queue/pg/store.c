@@ -290,7 +290,7 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_depth == 0) {
         db->tx_rc = db->tx_release = 0;
         db->fail_seq = 0;
-        q__pg_tiers_forget(db);
+        q__pg_tiers_ended(db, rc == 0 && err == 0);
     }
     return rc ? rc : err;
 }

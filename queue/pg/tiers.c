@@ -306,6 +306,54 @@ q__pg_tiers_forget(struct q__pg *pg)
     pg->tiers.n = 0;
 }
 
+void
+q__pg_tiers_ended(struct q__pg *pg, bool committed)
+{
+    if (committed) {
+        pg->nrecent = pg->tiers.n;
+        for (int i = 0; i < pg->tiers.n; i++)
+            memcpy(pg->recent[i], pg->tiers.rows[i].name,
+                   sizeof(pg->recent[i]));
+    }
+    pg->tiers.n = 0;
+}
+
+/* A read ahead's answer: the row, kept unless the transaction has one
+ * already (one stored before its first round trip). */
+static int
+prefetched(const PGresult *res, void *db, void *name)
+{
+    struct q__pg *pg = db;
+    struct q_tier_state st = {0};
+
+    if (PQntuples(res) == 1 && row_of(pg, name) == NULL) {
+        read_tier(res, 0, &st);
+        (void)keep_row(pg, name, &st, false);
+    }
+    return 0;
+}
+
+bool
+q__pg_tiers_prefetch(struct q__pg *pg)
+{
+    for (int i = 0; i < pg->nrecent; i++) {
+        struct q__pg_params p = {0};
+
+        /* The row only: no window, nothing counted that a kept row is
+         * used without (row_kept). */
+        q__pg_p_text(&p, pg->recent[i]);
+        q__pg_p_int(&p, 0);
+        q__pg_p_int(&p, 0);
+        q__pg_p_int(&p, 0);
+        q__pg_p_bool(&p, false);
+        q__pg_p_bool(&p, false);
+        if (!q__pg_queue(pg, &tier_load_sql, &p, prefetched, pg, pg->recent[i],
+                         "reading tier state ahead"))
+            return false;
+    }
+    return true;
+}
+
 int
 q__pg_tier_load(q_db *db, const char *tier, int64_t now,
                 const struct q_tier_window *w, struct q_tier_state *out)
