@@ -159,3 +159,24 @@ def mem_gib():
     except OSError:
         pass
     return 0.0
+
+
+def cpu_ticks():
+    """(steal, total) jiffies of all CPUs so far, from /proc/stat; a
+    virtual machine whose host runs other guests loses time as steal,
+    which makes a run slower for reasons outside it."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return (0, 0)
+    return (vals[7] if len(vals) > 7 else 0, sum(vals[:8]))
+
+
+def steal_since(start):
+    """The share of CPU time the host took since start (cpu_ticks()), in
+    percent: runs with more than a few percent are not comparable."""
+    now = cpu_ticks()
+    total = now[1] - start[1]
+    return 100.0 * (now[0] - start[0]) / total if total > 0 else 0.0
+

@@ -40,8 +40,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import worker  # noqa: E402
-from benchlib import (cpu_model, die, mem_gib, pg_drop, pg_fresh,  # noqa
-                      psql)
+from benchlib import (cpu_model, cpu_ticks, die, mem_gib, pg_drop,  # noqa
+                      pg_fresh, psql, steal_since)
 
 PEER = os.path.join(HERE, "peers", "graphile")
 QUEUE_ROWS = [
@@ -158,6 +158,7 @@ def main():
     a.dir = a.dir or tempfile.gettempdir()
     skip = set(a.skip.split(","))
 
+    ticks = cpu_ticks()
     print("machine: " + machine(server))
     print("stepq: %s, commit %s" % (stepq, subprocess.run(
         ["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
@@ -217,6 +218,8 @@ def main():
     sys.stdout.flush()
 
     if "e2e" in skip:
+        print("CPU steal (time the host took) during the whole run: %.1f%%"
+              % steal_since(ticks))
         return
     jobs = worker.parse_jobs(a.jobs)
     print("End to end (`stepq work --drain` vs `stepq mock`, one-step jobs): "
@@ -242,6 +245,9 @@ def main():
               % (c, n, fmt(cells[0][0]), cells[0][1], fmt(cells[1][0]),
                  cells[1][1], cells[1][0][0] / cells[0][0][0]))
         sys.stdout.flush()
+    print()
+    print("CPU steal (time the host took) during the whole run: %.1f%%"
+          % steal_since(ticks))
 
 
 if __name__ == "__main__":

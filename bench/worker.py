@@ -43,9 +43,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import (cpu_model, die, job_text, mem_gib,  # noqa: E402
-                      pg_drop, pg_fresh, read_jsonl, run_stepq, start_mock,
-                      stop_mock)
+from benchlib import (cpu_model, cpu_ticks, die, job_text,  # noqa: E402
+                      mem_gib, pg_drop, pg_fresh, read_jsonl, run_stepq,
+                      start_mock, steal_since, stop_mock)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -175,14 +175,16 @@ def main():
     sys.stdout.flush()
     for c in concs:
         n = jobs.get(c, max(jobs.values()))
+        ticks = cpu_ticks()
         rs = [one_run(binary, a.dir, c, n, a.keep, server)
               for _ in range(a.runs)]
+        steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f"
               % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
                  med["cpu_us"]))
-        print("            runs, steps/s wall: %s"
-              % " ".join("%.0f" % r["wall"] for r in rs))
+        print("            runs, steps/s wall: %s; CPU steal %.1f%%"
+              % (" ".join("%.0f" % r["wall"] for r in rs), steal))
         sys.stdout.flush()
 
 
