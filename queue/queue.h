@@ -417,7 +417,9 @@ STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
 STEPQ_MUST_CHECK int q_tier_send_drop(q_db *db, int64_t id,
                                       int64_t *old_tokens);
 /* q_tier_prune deletes a tier's sends that are done (or expired) and older
- * than before. Deferred in a transaction. */
+ * than before. Deferred in a transaction, where a backend may run it as
+ * late as the commit, after writes asked for later: a send it may delete
+ * must not be answered or dropped later in the same transaction. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
 
 /* ---- park items ------------------------------------------------------ */

@@ -180,6 +180,47 @@ START_TEST(test_inner_failure_keeps_outer_work)
 }
 END_TEST
 
+/* How levels nest, whatever a backend sends when: an inner level rolled
+ * back before any statement of it needed an answer leaves nothing (a
+ * step, a tier's state), and a write after an inner level that did reach
+ * the store and ended well belongs to the outer level and commits. */
+START_TEST(test_levels_undo_and_keep_what_they_should)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_tier_state st, got;
+    struct q_job *jobs = NULL;
+    struct q_step *steps = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &jobs, &n), 0);
+    q_jobs_free(jobs, n);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "gone", 1),
+                     0);
+    st.failures = 9;
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    q_tx_rollback(db);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &got), 0);
+    ck_assert_int_eq(got.failures, 0); /* the store was undone */
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, "t", "kept", 1),
+                     0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &steps, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(steps[0].index, 1);
+    ck_assert_str_eq(steps[0].output, "kept");
+    q_steps_free(steps, n);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &got), 0);
+    ck_assert_int_eq(got.failures, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* ---- real processes ------------------------------------------------- */
 
 START_TEST(test_dedupe_across_processes)
@@ -351,6 +392,7 @@ test_suite(void)
     tcase_add_test(jobs, test_cancel_states);
     tcase_add_test(jobs, test_group_commit_rolls_back_whole);
     tcase_add_test(jobs, test_inner_failure_keeps_outer_work);
+    tcase_add_test(jobs, test_levels_undo_and_keep_what_they_should);
     suite_add_tcase(s, jobs);
 
     tcase_add_checked_fixture(procs, qfix_setup, qfix_teardown);

@@ -180,7 +180,7 @@ START_TEST(test_writes_ride_with_the_commit)
     ck_assert_int_eq(q_tx_begin(a), 0);
     ck_assert_int_eq(q_step_set(a, mine, 2, Q_STEP_SUCCEEDED, "t", "q", 1), 0);
     q_tx_rollback(a); /* dropped */
-    ck_assert_uint_eq(q__pg(a)->nheld, 4);
+    ck_assert_uint_eq(q__pg(a)->npending, 4);
     ck_assert_int_eq(q__pg(a)->tx_sent, 0);
     ck_assert_int_eq(q__pg(a)->tx_release, 0);
     /* nothing sent yet: not even the BEGIN with the store's lock */
@@ -190,7 +190,7 @@ START_TEST(test_writes_ride_with_the_commit)
              PQbackendPID(q__pg(a)->conn));
     pgfix_expect(loc, sql, "0");
     ck_assert_int_eq(q_tx_commit(a), 0);
-    ck_assert_uint_eq(q__pg(a)->nsent + q__pg(a)->nheld, 0);
+    ck_assert_uint_eq(q__pg(a)->nsent + q__pg(a)->npending, 0);
     line = pgfix_line(loc, "SELECT string_agg(name || ':' || state, ',' "
                            "ORDER BY id) FROM jobs");
     ck_assert_str_eq(line, "mine:2,theirs:1");

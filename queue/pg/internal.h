@@ -98,7 +98,7 @@ struct q__pg_tier_cache {
     int n;
 };
 
-struct q__pg_held;
+struct q__pg_pending;
 
 struct q__pg {
     struct q_db base; /* first: queue.c reaches ops through it */
@@ -127,9 +127,9 @@ struct q__pg {
     /* Commands queued and not read yet (pipe.c). */
     struct q__pg_sent *sent; /* owned */
     size_t nsent, sent_cap;
-    /* Deferred writes held for the next round trip (pipe.c). */
-    struct q__pg_held *held; /* owned */
-    size_t nheld, held_cap;
+    /* Deferred writes waiting for the next round trip (pipe.c). */
+    struct q__pg_pending *pending; /* owned */
+    size_t npending, pending_cap;
     struct q__pg_tier_cache tiers;     /* valid in the open transaction only */
     char recent[Q__PG_TIER_CACHE][64]; /* tiers the last commit kept */
     int nrecent;
@@ -202,18 +202,19 @@ int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
 /* q__pg_defer holds a write whose result nobody reads (no rows, no
  * count) for the next round trip of the open transaction, at the latest
  * its COMMIT; outside a transaction it runs now (q__pg_run). Returns 0
- * once held (a lost connection: -EIO). Its own failure is the
+ * once kept (a lost connection: -EIO). Its own failure is the
  * transaction's: the round trip that reads it returns the error and the
  * commit fails (nothing of the transaction is kept). */
 int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, const char *what);
 /* q__pg_write runs sql, a write whose result answer reads (NULL: none
  * to read) into out0/out1, and returns what answer says. With defer and
- * a transaction open it is queued instead (q__pg_defer) and returns 0
- * once queued: answer runs when the result is read, at the latest by the
- * commit (what out0/out1 point to must live until then), and a "changed
- * nothing" answer is logged with what and id, and the transaction goes
- * on. */
+ * a transaction open it waits for the next round trip instead
+ * (q__pg_defer) and returns 0 once kept: answer runs when its result is
+ * read, at the latest by the commit (what out0/out1 point to must live
+ * until then; a rolled-back level's writes are never sent and their
+ * answers never run), and a "changed nothing" answer is logged with what
+ * and id, and the transaction goes on. */
 int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
                 const struct q__pg_params *p, bool defer,
                 q__pg_answer_fn answer, void *out0, void *out1, int64_t id,
@@ -225,17 +226,14 @@ int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
 bool q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
                  const struct q__pg_params *p, q__pg_answer_fn answer,
                  void *out0, void *out1, const char *what);
-/* Held deferred writes as a level ends (store.c): q__pg_held_drop
- * drops those of level and deeper (rolled back: never sent, their
- * answers never given; 0: all); q__pg_held_merge makes those of level
- * and deeper the parent's (the level ended well); q__pg_holding: whether
- * any is held. */
-void q__pg_held_drop(struct q__pg *db, int level);
-void q__pg_held_merge(struct q__pg *db, int level);
-bool q__pg_holding(const struct q__pg *db);
-/* q__pg_forget_answers drops the answers of queued writes after since
- * (0: all): they are undone, and their callers may be gone. */
-void q__pg_forget_answers(struct q__pg *db, uint64_t since);
+/* Deferred writes waiting as a level ends (store.c):
+ * q__pg_pending_drop drops those of level and deeper (rolled back: never
+ * sent, their answers never given; 0: all); q__pg_pending_merge makes
+ * those of level and deeper the parent's (the level ended well);
+ * q__pg_pending_any: whether any is waiting. */
+void q__pg_pending_drop(struct q__pg *db, int level);
+void q__pg_pending_merge(struct q__pg *db, int level);
+bool q__pg_pending_any(const struct q__pg *db);
 /* q__pg_flush reads what was deferred (one round trip; 0 when nothing
  * was): its error, as q__pg_defer says. */
 int q__pg_flush(struct q__pg *db, const char *what);

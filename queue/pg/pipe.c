@@ -5,14 +5,14 @@
  *    savepoints that ended well, a lazy BEGIN with the store's write lock,
  *    SAVEPOINTs), a first-use PREPARE and the statement, then syncs and
  *    reads every result up to the sync;
- *  - a deferred write (q__pg_defer) is held here, its parameters copied,
+ *  - a deferred write (q__pg_defer) waits here, its parameters copied,
  *    with the transaction level it was made in: it rides in the next
  *    round trip of the transaction (at the latest its COMMIT), so a loop
  *    turn's writes whose results nobody waits for cost no round trip of
  *    their own. Its failure is the transaction's: the round trip that
  *    reads it returns that error, and the commit fails;
  *  - a savepoint level goes to the server only with a round trip made
- *    inside it. A level that only held writes needs none: ended well,
+ *    inside it. A level of only waiting writes needs none: ended well,
  *    its writes become its parent's; rolled back, they are dropped
  *    unsent. So a worker's admission or settle (a level each) whose tier
  *    row is kept costs no SAVEPOINT and no RELEASE.
@@ -26,14 +26,15 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* Deferred commands queued before a round trip is forced: their results
- * wait in the socket buffers meanwhile (small, but not unbounded). */
+/* Deferred writes kept before a round trip is forced: they are sent in
+ * one go and their results read at its sync (the server's answers wait
+ * in the socket buffers until then: small, but not unbounded). */
 #define DEFER_MAX 512
 
 /* A deferred write not handed to libpq yet: its statement, its
  * parameters (copied: the caller's may be gone when it is sent), its
  * answer, and the level it belongs to. */
-struct q__pg_held {
+struct q__pg_pending {
     const struct q__pg_sql *sql;
     int n;
     char *v[Q__PG_MAX_PARAMS]; /* owned copies; NULL: SQL NULL */
@@ -148,22 +149,22 @@ q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
 }
 
 static void
-free_held(struct q__pg_held *h)
+free_pending(struct q__pg_pending *h)
 {
     for (int i = 0; i < h->n; i++)
         free(h->v[i]);
 }
 
-/* Queues the held writes from *next on that belong to levels up to
- * level (they are in level order: see q__pg_held_merge). */
+/* Queues the waiting writes from *next on that belong to levels up to
+ * level (they are in level order: see q__pg_pending_merge). */
 static bool
-queue_held(struct q__pg *db, int level, size_t *next)
+queue_pending(struct q__pg *db, int level, size_t *next)
 {
     bool ok = true;
 
-    for (; ok && *next < db->nheld && db->held[*next].level <= level;
+    for (; ok && *next < db->npending && db->pending[*next].level <= level;
          (*next)++) {
-        struct q__pg_held *h = &db->held[*next];
+        struct q__pg_pending *h = &db->pending[*next];
         struct q__pg_sent *last;
 
         ok = queue_sql(db, h->sql, h->n, (const char *const *)h->v,
@@ -179,7 +180,7 @@ queue_held(struct q__pg *db, int level, size_t *next)
     return ok;
 }
 
-/* Queues the pending RELEASEs, the held writes and the levels they
+/* Queues the pending RELEASEs, the waiting writes and the levels they
  * belong to (each level's SAVEPOINT before its own writes; the store lock
  * when the outermost level opens), the plain commands and the statement
  * (sql may be NULL: then the last plain command) as kind, each noted.
@@ -198,7 +199,7 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
             db->tx_release--;
     }
-    ok = ok && queue_held(db, db->tx_sent, &next);
+    ok = ok && queue_pending(db, db->tx_sent, &next);
     while (ok && db->tx_sent < db->tx_depth) {
         bool outer = db->tx_sent == 0;
         ok =
@@ -210,9 +211,9 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         db->tx_sent++;
         if (db->tx_sent < Q__PG_MAX_LEVELS)
             db->level_seq[db->tx_sent] = db->seq;
-        ok = queue_held(db, db->tx_sent, &next);
+        ok = queue_pending(db, db->tx_sent, &next);
     }
-    q__pg_held_drop(db, 0);
+    q__pg_pending_drop(db, 0);
     for (int i = 0; ok && i < ntexts; i++)
         ok = plain(db, texts[i],
                    sql == NULL && i == ntexts - 1 ? kind : Q__PG_CMD_PLAIN,
@@ -308,7 +309,9 @@ send_failed(struct q__pg *db, const char *what)
     if (!db->broken && PQpipelineSync(db->conn))
         (void)read_all(db, NULL, what);
     db->nsent = 0;
-    if (db->tx_sent > 0 && db->tx_rc == 0) {
+    /* Writes that waited for this round trip were dropped with it: the
+     * transaction cannot commit, even one nothing of which was sent. */
+    if (db->tx_depth > 0 && db->tx_rc == 0) {
         db->tx_rc = rc;
         db->fail_seq = 0; /* not known: before any level */
     }
@@ -341,43 +344,45 @@ static int
 hold(struct q__pg *db, const struct q__pg_sql *sql,
      const struct q__pg_params *p, const struct q__pg_sent *rec)
 {
-    struct q__pg_held *h;
+    struct q__pg_pending *h;
     int rc;
 
     if ((rc = q__pg_usable(db)) != 0)
         return rc;
-    if (db->nheld == db->held_cap) {
-        db->held_cap = db->held_cap ? db->held_cap * 2 : 32;
-        db->held = xrealloc(db->held, db->held_cap * sizeof(*db->held));
+    if (db->npending == db->pending_cap) {
+        db->pending_cap = db->pending_cap ? db->pending_cap * 2 : 32;
+        db->pending =
+            xrealloc(db->pending, db->pending_cap * sizeof(*db->pending));
     }
-    h = &db->held[db->nheld++];
+    h = &db->pending[db->npending++];
     h->sql = sql;
     h->n = p != NULL ? p->n : 0;
     for (int i = 0; i < h->n; i++)
         h->v[i] = p->v[i] != NULL ? xstrdup(p->v[i]) : NULL;
     h->rec = *rec;
     h->level = db->tx_depth;
-    return db->nheld >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
+    return db->npending >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
 }
 
 void
-q__pg_held_drop(struct q__pg *db, int level)
+q__pg_pending_drop(struct q__pg *db, int level)
 {
-    while (db->nheld > 0 && db->held[db->nheld - 1].level >= level)
-        free_held(&db->held[--db->nheld]);
+    while (db->npending > 0 && db->pending[db->npending - 1].level >= level)
+        free_pending(&db->pending[--db->npending]);
 }
 
 void
-q__pg_held_merge(struct q__pg *db, int level)
+q__pg_pending_merge(struct q__pg *db, int level)
 {
-    for (size_t i = db->nheld; i > 0 && db->held[i - 1].level >= level; i--)
-        db->held[i - 1].level = level - 1;
+    for (size_t i = db->npending; i > 0 && db->pending[i - 1].level >= level;
+         i--)
+        db->pending[i - 1].level = level - 1;
 }
 
 bool
-q__pg_holding(const struct q__pg *db)
+q__pg_pending_any(const struct q__pg *db)
 {
-    return db->nheld > 0;
+    return db->npending > 0;
 }
 
 /* Runs sql now (res: its result, caller PQclear()s it) or, with rec,
@@ -436,19 +441,10 @@ q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
     return q__pg_write(db, sql, p, true, NULL, NULL, NULL, 0, what);
 }
 
-void
-q__pg_forget_answers(struct q__pg *db, uint64_t since)
-{
-    for (size_t i = 0; i < db->nsent; i++) {
-        if (db->sent[i].seq > since)
-            db->sent[i].answer = NULL;
-    }
-}
-
 int
 q__pg_flush(struct q__pg *db, const char *what)
 {
-    if (db->nsent == 0 && db->nheld == 0 && !q__pg_tiers_dirty(db))
+    if (db->nsent == 0 && db->npending == 0 && !q__pg_tiers_dirty(db))
         return 0;
     return q__pg_round_trip(db, NULL, 0, NULL, NULL, NULL, what);
 }

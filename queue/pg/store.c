@@ -146,7 +146,10 @@ q__pg_usable(struct q__pg *db)
     if (!db->broken)
         return 0;
     now = clock_mono_ms();
-    if (db->tx_sent > 0 || now < db->retry_at)
+    /* Not inside a transaction that lost something with the connection
+     * (its commit must fail, not go on in a new session). */
+    if (db->tx_sent > 0 || (db->tx_depth > 0 && db->tx_rc != 0) ||
+        now < db->retry_at)
         return -EIO;
     PQreset(db->conn);
     db->nsent = 0;
@@ -196,9 +199,6 @@ finish(struct q__pg *db, int rc)
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
-        /* Rolled back: what deferred writes would report (an attempt's
-         * id) never was; their callers may be gone (q_close). */
-        q__pg_forget_answers(db, 0);
         (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
                                "rolling back");
         return rc;
@@ -218,13 +218,12 @@ finish(struct q__pg *db, int rc)
     return err;
 }
 
-/* Rolls back the innermost savepoint. Its own deferred writes are read
- * first, in a round trip of their own (their answers dropped: they are
- * undone), so that one failing among them cannot take the ROLLBACK TO
- * with it. A command that failed before the savepoint (a deferred write
- * of an outer level, or of a level released since, read only now; or
- * the SAVEPOINT itself) is not this level's to undo: the transaction
- * stays failed, and its commit fails. */
+/* Rolls back the innermost savepoint, which reached the server (its own
+ * writes still waiting were dropped unsent: q__pg_tx_leave). A command
+ * that failed before the savepoint (a deferred write of an outer level,
+ * or of a level released since, read only now; the SAVEPOINT itself; a
+ * send that failed) is not this level's to undo: the transaction stays
+ * failed, and its commit fails. */
 static int
 undo_level(struct q__pg *db)
 {
@@ -234,8 +233,6 @@ undo_level(struct q__pg *db)
                          : UINT64_MAX;
     int err;
 
-    q__pg_forget_answers(db, since);
-    (void)q__pg_flush(db, "rolling back a savepoint");
     if (db->tx_rc != 0 && db->fail_seq <= since)
         return db->tx_rc;
     err = q__pg_round_trip(db, undo, 2, NULL, NULL, NULL,
@@ -255,26 +252,31 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
     /* A lost connection lost the level: a statement of it failed, even
-     * one whose BEGIN was not acknowledged yet, and it cannot commit. */
+     * one whose BEGIN was not acknowledged yet, and it cannot commit. A
+     * transaction an error left aborted (a statement, or a send that
+     * failed and took waiting writes with it) cannot either. */
     if (db->broken && rc == 0)
         rc = -EIO;
+    if (db->tx_depth == 1 && rc == 0 && db->tx_rc != 0)
+        rc = db->tx_rc;
     /* Tier rows kept and not written yet are the commit's to write. */
     if (db->tx_depth == 1 && rc == 0 && q__pg_tiers_dirty(db))
         rc = q__pg_tiers_write(db);
     /* A level rolling back keeps nothing it stored (its rows are put back
      * as it found them once it is undone: nothing may write them before)
-     * and sends none of its held writes; one ending well leaves them to
-     * its parent. */
+     * and sends none of its waiting writes; one ending well leaves them
+     * to its parent. */
     if (rc != 0) {
         q__pg_tiers_forget(db);
-        q__pg_held_drop(db, db->tx_depth);
+        q__pg_pending_drop(db, db->tx_depth);
     } else if (db->tx_depth > 1) {
-        q__pg_held_merge(db, db->tx_depth);
+        q__pg_pending_merge(db, db->tx_depth);
     }
     if ((db->tx_depth > db->tx_sent &&
-         !(db->tx_depth == 1 && q__pg_holding(db))) ||
+         !(db->tx_depth == 1 && q__pg_pending_any(db))) ||
         db->broken) {
-        /* Never reached the server, and has nothing to send. */
+        /* Never reached the server: nothing to end there (an inner
+         * level's waiting writes are its parent's now). */
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {
@@ -438,13 +440,12 @@ q__pg_close(q_db *d)
 
     if (db == NULL)
         return 0;
-    /* What deferred writes would report is not wanted now: their
-     * callers may be gone. */
-    q__pg_forget_answers(db, 0);
+    /* Rolling back sends none of the writes waiting (their answers would
+     * write to callers that may be gone). */
     while (db->tx_depth > 0)
         q__pg_tx_rollback(d);
-    q__pg_held_drop(db, 0);
-    free(db->held);
+    q__pg_pending_drop(db, 0);
+    free(db->pending);
     PQfinish(db->conn);
     PQfinish(db->listen);
     free(db->sent);

@@ -245,8 +245,8 @@ prune_now(struct q__pg *pg, const char *tier, int64_t before)
     return q__pg_defer(pg, &prune_sql, &p, "pruning tier sends");
 }
 
-/* Each write is marked done before it is queued: queueing may run a
- * round trip (a full pipeline), which comes back here. */
+/* A row's writes are marked done before they wait: a full wait list
+ * runs a round trip, which comes back here. */
 int
 q__pg_tiers_write(struct q__pg *pg)
 {
@@ -256,16 +256,16 @@ q__pg_tiers_write(struct q__pg *pg)
         struct q__pg_tier_row *row = &pg->tiers.rows[i];
         struct q__pg_params p = {0};
         int64_t before = row->prune_before;
+        bool dirty = row->dirty;
 
-        if (row->dirty) {
-            row->dirty = false;
+        row->dirty = false;
+        row->prune_before = 0;
+        if (dirty) {
             store_params(&p, row->name, &row->st);
             rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
         }
-        if (rc == 0 && before != 0) {
-            row->prune_before = 0;
+        if (rc == 0 && before != 0)
             rc = prune_now(pg, row->name, before);
-        }
     }
     return rc;
 }
@@ -297,7 +297,8 @@ q__pg_tiers_undo(struct q__pg *pg, int level)
     if (level < Q__PG_MAX_LEVELS && pg->saved != NULL)
         pg->tiers = pg->saved[level];
     else
-        pg->tiers.n = 0; /* its rows were written before it began */
+        pg->tiers.n = 0; /* what it stored was written before it began;
+                            rows read are read again */
 }
 
 void
@@ -468,8 +469,10 @@ q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
 }
 
 /* Inside a transaction a prune of a kept tier waits for the row's write
- * (the latest one asked for deletes what the earlier ones would have):
- * what it deletes is outside every window a load counts. */
+ * (the latest one asked for deletes what the earlier ones would have),
+ * so it may run after writes asked for later (queue.h): what it deletes
+ * is outside every window a load counts, and the worker answers no send
+ * that old. */
 int
 q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
 {
