@@ -98,7 +98,11 @@ q__pg_error(struct q__pg *db, const PGresult *r, const char *what)
  * needs). lock_wait_ms is our own integer, not input text. Commits are
  * synchronous whatever opts->durable, the server's or the role's setting
  * say: an attempt must survive a crash of the server before its request
- * leaves, or a restarted server would let it be sent twice. */
+ * leaves, or a restarted server would let it be sent twice. Prepared
+ * statements keep one generic plan: every statement here is an index
+ * lookup whatever its parameters, and left to choose, the server plans
+ * the claim afresh on every call (its generic plan looks costlier with
+ * LIMIT $2 unknown), about 0.8 ms each time. */
 static int
 session_setup(struct q__pg *db)
 {
@@ -107,7 +111,8 @@ session_setup(struct q__pg *db)
     int rc = 0;
 
     snprintf(sql, sizeof(sql),
-             "SET lock_timeout = %d; SET synchronous_commit = on",
+             "SET lock_timeout = %d; SET synchronous_commit = on;"
+             " SET plan_cache_mode = force_generic_plan",
              db->lock_wait_ms);
     r = PQexec(db->conn, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
