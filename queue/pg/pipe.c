@@ -185,8 +185,8 @@ queue_pending(struct q__pg *db, int level, size_t *next)
  * when the outermost level opens), the plain commands and the statement
  * (sql may be NULL: then the last plain command) as kind, each noted.
  * Levels count as sent once queued: their failure leaves the transaction
- * aborted, which its end finds. Held writes are handed over (or, on a
- * failed send, dropped with the transaction) either way. */
+ * aborted, which its end finds. Waiting writes are handed over (or, on
+ * a failed send, dropped with the transaction) either way. */
 static bool
 queue_all(struct q__pg *db, const char *const *texts, int ntexts,
           const struct q__pg_sql *sql, const struct q__pg_params *p,
@@ -338,11 +338,12 @@ q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
     return read_all(db, res, what);
 }
 
-/* Holds sql (p already clean) as a deferred write of the open level,
- * with rec's answer; a full hold is sent in a round trip of its own. */
+/* Keeps sql (p already clean) waiting as a deferred write of the open
+ * level, with rec's answer; a full wait list is sent in a round trip of
+ * its own. */
 static int
-hold(struct q__pg *db, const struct q__pg_sql *sql,
-     const struct q__pg_params *p, const struct q__pg_sent *rec)
+keep_pending(struct q__pg *db, const struct q__pg_sql *sql,
+             const struct q__pg_params *p, const struct q__pg_sent *rec)
 {
     struct q__pg_pending *h;
     int rc;
@@ -400,7 +401,7 @@ send_clean(struct q__pg *db, const struct q__pg_sql *sql,
     if (p != NULL && q__pg_scrub_params(p, &clean, owned))
         p = &clean;
     if (rec != NULL)
-        rc = hold(db, sql, p, rec);
+        rc = keep_pending(db, sql, p, rec);
     else
         rc = q__pg_round_trip(db, NULL, 0, sql, p, res, what);
     for (int i = 0; i < Q__PG_MAX_PARAMS; i++)
