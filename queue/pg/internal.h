@@ -267,15 +267,17 @@ int q__pg_tx_leave(struct q__pg *db, int rc);
  *  - q__pg_tiers_prefetch queues, right after a transaction's BEGIN and
  *    lock, the read of each tier the last commit kept (a worker's next
  *    turn uses the same ones), kept as it is read: a turn's first
- *    admission or settle then needs no round trip of its own. Returns
- *    false when a send failed. */
+ *    admission or settle then needs no round trip of its own. A tier that
+ *    the round trip's own statement (sql with parameters next) loads is
+ *    left to it. Returns false when a send failed. */
 int q__pg_tiers_write(struct q__pg *db);
 bool q__pg_tiers_dirty(const struct q__pg *db);
 int q__pg_tiers_mark(struct q__pg *db, int level);
 void q__pg_tiers_undo(struct q__pg *db, int level);
 void q__pg_tiers_forget(struct q__pg *db);
 void q__pg_tiers_ended(struct q__pg *db, bool committed);
-bool q__pg_tiers_prefetch(struct q__pg *db);
+bool q__pg_tiers_prefetch(struct q__pg *db, const struct q__pg_sql *sql,
+                          const struct q__pg_params *next);
 
 /* q__pg_take_id puts the next id of table's identity column in *id,
  * from pool, refilled Q__PG_IDS at a time from the table's sequence in

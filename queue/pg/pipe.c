@@ -132,20 +132,32 @@ queue_sql(struct q__pg *db, const struct q__pg_sql *sql, int n,
     return ok;
 }
 
+/* Queues sql as a deferred write whose result rec's answer reads. */
+static bool
+queue_answered(struct q__pg *db, const struct q__pg_sql *sql, int n,
+               const char *const *v, const struct q__pg_sent *rec)
+{
+    struct q__pg_sent *last;
+
+    if (!queue_sql(db, sql, n, v, Q__PG_CMD_DEFERRED, rec->what))
+        return false;
+    last = &db->sent[db->nsent - 1];
+    last->answer = rec->answer;
+    last->id = rec->id;
+    last->out[0] = rec->out[0];
+    last->out[1] = rec->out[1];
+    return true;
+}
+
 bool
 q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
             const struct q__pg_params *p, q__pg_answer_fn answer, void *out0,
             void *out1, const char *what)
 {
-    struct q__pg_sent *last;
+    struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, answer, 0,
+                             {out0, out1},       0};
 
-    if (!queue_sql(db, sql, p->n, p->v, Q__PG_CMD_DEFERRED, what))
-        return false;
-    last = &db->sent[db->nsent - 1];
-    last->answer = answer;
-    last->out[0] = out0;
-    last->out[1] = out1;
-    return true;
+    return queue_answered(db, sql, p->n, p->v, &rec);
 }
 
 static void
@@ -165,17 +177,9 @@ queue_pending(struct q__pg *db, int level, size_t *next)
     for (; ok && *next < db->npending && db->pending[*next].level <= level;
          (*next)++) {
         struct q__pg_pending *h = &db->pending[*next];
-        struct q__pg_sent *last;
 
-        ok = queue_sql(db, h->sql, h->n, (const char *const *)h->v,
-                       Q__PG_CMD_DEFERRED, h->rec.what);
-        if (!ok)
-            break;
-        last = &db->sent[db->nsent - 1];
-        last->answer = h->rec.answer;
-        last->id = h->rec.id;
-        last->out[0] = h->rec.out[0];
-        last->out[1] = h->rec.out[1];
+        ok = queue_answered(db, h->sql, h->n, (const char *const *)h->v,
+                            &h->rec);
     }
     return ok;
 }
@@ -205,7 +209,7 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         ok =
             plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
             (!outer || (plain(db, store_lock_text, Q__PG_CMD_PLAIN, what) &&
-                        q__pg_tiers_prefetch(db)));
+                        q__pg_tiers_prefetch(db, sql, p)));
         if (!ok)
             break; /* the send failed: the level is not on the server */
         db->tx_sent++;

@@ -252,6 +252,7 @@ undo_level(struct q__pg *db)
 int
 q__pg_tx_leave(struct q__pg *db, int rc)
 {
+    bool reached;
     int err = 0;
 
     if (db->tx_depth <= 0)
@@ -277,11 +278,13 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     } else if (db->tx_depth > 1) {
         q__pg_pending_merge(db, db->tx_depth);
     }
-    if ((db->tx_depth > db->tx_sent &&
-         !(db->tx_depth == 1 && q__pg_pending_any(db))) ||
-        db->broken) {
-        /* Never reached the server: nothing to end there (an inner
-         * level's waiting writes are its parent's now). */
+    /* A level that never reached the server has nothing to end there
+     * (an inner level's waiting writes are its parent's now), unless it
+     * is the transaction and has writes waiting for its commit. */
+    reached = db->tx_depth <= db->tx_sent ||
+              (db->tx_depth == 1 && q__pg_pending_any(db));
+    if (!reached || db->broken) {
+        /* nothing to send */
     } else if (db->tx_depth > 1 && rc == 0) {
         db->tx_release++; /* sent with the next command: no round trip */
     } else if (db->tx_depth > 1) {

@@ -151,6 +151,23 @@ read_tier(const PGresult *res, int r, void *elem)
     st->probe_in_flight = q__pg_int(res, r, 22) != 0;
 }
 
+/* tier_load_sql's parameters for a load of tier at now counting what w
+ * asks for (NULL: the sends in flight only). */
+static void
+load_params(struct q__pg_params *p, const char *tier, int64_t now,
+            const struct q_tier_window *w)
+{
+    q__pg_p_text(p, tier);
+    q__pg_p_int(p, now);
+    q__pg_p_int(p, w != NULL ? now - w->window_ms : now);
+    if (w != NULL && w->requests < 0)
+        q__pg_p_text(p, NULL); /* LIMIT NULL: the whole window */
+    else
+        q__pg_p_int(p, w != NULL ? w->requests : 0);
+    q__pg_p_bool(p, w != NULL && w->tokens);
+    q__pg_p_bool(p, w == NULL || w->inflight);
+}
+
 /* ---- tier rows kept for the open transaction ---------------------- */
 
 static struct q__pg_tier_row *
@@ -287,16 +304,20 @@ q__pg_tiers_mark(struct q__pg *pg, int level)
         return q__pg_tiers_write(pg);
     if (pg->saved == NULL)
         pg->saved = xcalloc(Q__PG_MAX_LEVELS, sizeof(*pg->saved));
-    pg->saved[level] = pg->tiers;
+    pg->saved[level].n = pg->tiers.n; /* only the rows in use */
+    memcpy(pg->saved[level].rows, pg->tiers.rows,
+           (size_t)pg->tiers.n * sizeof(pg->tiers.rows[0]));
     return 0;
 }
 
 void
 q__pg_tiers_undo(struct q__pg *pg, int level)
 {
-    if (level < Q__PG_MAX_LEVELS && pg->saved != NULL)
-        pg->tiers = pg->saved[level];
-    else
+    if (level < Q__PG_MAX_LEVELS && pg->saved != NULL) {
+        pg->tiers.n = pg->saved[level].n;
+        memcpy(pg->tiers.rows, pg->saved[level].rows,
+               (size_t)pg->tiers.n * sizeof(pg->tiers.rows[0]));
+    } else
         pg->tiers.n = 0; /* what it stored was written before it began;
                             rows read are read again */
 }
@@ -335,19 +356,21 @@ prefetched(const PGresult *res, void *db, void *name)
 }
 
 bool
-q__pg_tiers_prefetch(struct q__pg *pg)
+q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
+                     const struct q__pg_params *next)
 {
+    /* The row only: no window, nothing counted that a kept row is used
+     * without (row_kept). */
+    static const struct q_tier_window row_only = {0};
+
     for (int i = 0; i < pg->nrecent; i++) {
         struct q__pg_params p = {0};
 
-        /* The row only: no window, nothing counted that a kept row is
-         * used without (row_kept). */
-        q__pg_p_text(&p, pg->recent[i]);
-        q__pg_p_int(&p, 0);
-        q__pg_p_int(&p, 0);
-        q__pg_p_int(&p, 0);
-        q__pg_p_bool(&p, false);
-        q__pg_p_bool(&p, false);
+        /* The round trip's own statement reads this one (and keeps it). */
+        if (sql == &tier_load_sql && next != NULL && next->v[0] != NULL &&
+            strcmp(next->v[0], pg->recent[i]) == 0)
+            continue;
+        load_params(&p, pg->recent[i], 0, &row_only);
         if (!q__pg_queue(pg, &tier_load_sql, &p, prefetched, pg, pg->recent[i],
                          "reading tier state ahead"))
             return false;
@@ -366,16 +389,7 @@ q__pg_tier_load(q_db *db, const char *tier, int64_t now,
 
     if (row_kept(pg, tier, now, w, out))
         return 0;
-
-    q__pg_p_text(&p, tier);
-    q__pg_p_int(&p, now);
-    q__pg_p_int(&p, w != NULL ? now - w->window_ms : now);
-    if (w != NULL && w->requests < 0)
-        q__pg_p_text(&p, NULL); /* LIMIT NULL: the whole window */
-    else
-        q__pg_p_int(&p, w != NULL ? w->requests : 0);
-    q__pg_p_bool(&p, w != NULL && w->tokens);
-    q__pg_p_bool(&p, w == NULL || w->inflight);
+    load_params(&p, tier, now, w);
     rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
     if (rc == 0) {
