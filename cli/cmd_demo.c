@@ -358,7 +358,7 @@ print_failed(q_db *db)
     struct q_job *jobs = NULL;
     size_t n = 0;
 
-    if (q_jobs_list(db, Q_JOB_FAILED, 0, &jobs, &n) != 0 || n == 0) {
+    if (q_jobs_list(db, Q_JOB_FAILED, 0, 0, &jobs, &n) != 0 || n == 0) {
         q_jobs_free(jobs, n);
         return;
     }

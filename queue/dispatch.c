@@ -84,9 +84,10 @@ q_job_get(q_db *db, int64_t id, struct q_job *out)
 }
 
 int
-q_jobs_list(q_db *db, int state, size_t limit, struct q_job **out, size_t *n)
+q_jobs_list(q_db *db, int state, int64_t after, size_t limit,
+            struct q_job **out, size_t *n)
 {
-    return db->ops->jobs_list(db, state, limit, out, n);
+    return db->ops->jobs_list(db, state, after, limit, out, n);
 }
 
 int

@@ -75,8 +75,8 @@ struct q__ops {
                    const struct q_enqueue_opts *opts, int64_t now,
                    struct q_enqueue_result *res);
     int (*job_get)(q_db *db, int64_t id, struct q_job *out);
-    int (*jobs_list)(q_db *db, int state, size_t limit, struct q_job **out,
-                     size_t *n);
+    int (*jobs_list)(q_db *db, int state, int64_t after, size_t limit,
+                     struct q_job **out, size_t *n);
     int (*counts)(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
     int (*claim)(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
                  size_t max, struct q_job **out, size_t *n);

@@ -180,10 +180,11 @@ void q_jobs_free(struct q_job *jobs, size_t n);
 
 /* q_job_get loads job id. -ENOENT if there is none. */
 STEPQ_MUST_CHECK int q_job_get(q_db *db, int64_t id, struct q_job *out);
-/* q_jobs_list lists jobs (state < 0: all) by id, at most limit (0: all).
- * Caller owns *out (q_jobs_free). */
-STEPQ_MUST_CHECK int q_jobs_list(q_db *db, int state, size_t limit,
-                                 struct q_job **out, size_t *n);
+/* q_jobs_list lists jobs (state < 0: all) with ids above after (0: from
+ * the first), by id, at most limit (0: all): a page, and the next one
+ * starts after its last id. Caller owns *out (q_jobs_free). */
+STEPQ_MUST_CHECK int q_jobs_list(q_db *db, int state, int64_t after,
+                                 size_t limit, struct q_job **out, size_t *n);
 /* q_counts fills counts[Q_JOB_NSTATES] and the number of open park items. */
 STEPQ_MUST_CHECK int q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
                               int64_t *park_open);

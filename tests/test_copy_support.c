@@ -217,8 +217,8 @@ copyfix_same_jobs(q_db *x, q_db *y)
     struct q_job *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
 
-    ck_assert_int_eq(q_jobs_list(x, -1, 0, &a, &na), 0);
-    ck_assert_int_eq(q_jobs_list(y, -1, 0, &b, &nb), 0);
+    ck_assert_int_eq(q_jobs_list(x, -1, 0, 0, &a, &na), 0);
+    ck_assert_int_eq(q_jobs_list(y, -1, 0, 0, &b, &nb), 0);
     ck_assert_uint_eq(na, nb);
     for (size_t i = 0; i < na; i++) {
         struct q_job ja = {0}, jb = {0};

@@ -131,6 +131,42 @@ START_TEST(test_cancel_states)
 }
 END_TEST
 
+START_TEST(test_jobs_list_pages)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_job *got = NULL;
+    int64_t id[5];
+    size_t n = 0;
+
+    for (int i = 0; i < 5; i++)
+        id[i] = qfix_add(db, "j", NULL, 0, T0);
+    ck_assert_int_eq(q_cancel(db, id[1], T0), 0);
+    /* a page starts after the given id, by id, at most limit long */
+    ck_assert_int_eq(q_jobs_list(db, -1, 0, 2, &got, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(got[0].id, id[0]);
+    ck_assert_int_eq(got[1].id, id[1]);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_jobs_list(db, -1, id[1], 2, &got, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(got[0].id, id[2]);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_jobs_list(db, -1, id[4], 0, &got, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    q_jobs_free(got, n);
+    /* with a state: the page holds only that state */
+    ck_assert_int_eq(q_jobs_list(db, Q_JOB_QUEUED, id[0], 0, &got, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(got[0].id, id[2]);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_jobs_list(db, Q_JOB_CANCELLED, 0, 0, &got, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(got[0].id, id[1]);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_group_commit_rolls_back_whole)
 {
     q_db *db = qfix_open(NULL);
@@ -386,6 +422,7 @@ test_suite(void)
 
     tcase_add_checked_fixture(jobs, qfix_setup, qfix_teardown);
     tcase_add_test(jobs, test_dedupe_returns_first_id);
+    tcase_add_test(jobs, test_jobs_list_pages);
     tcase_add_test(jobs, test_claim_order_priority_run_at_id);
     tcase_add_test(jobs, test_lease_ops_need_the_holder);
     tcase_add_test(jobs, test_expired_lease_is_claimed_again);

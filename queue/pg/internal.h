@@ -336,7 +336,8 @@ int q__pg_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                   const struct q_enqueue_opts *opts, int64_t now,
                   struct q_enqueue_result *res);
 int q__pg_job_get(q_db *db, int64_t id, struct q_job *out);
-int q__pg_jobs_list(q_db *db, int state, size_t limit, struct q_job **out,
+int q__pg_jobs_list(q_db *db, int state, int64_t after, size_t limit,
+                    struct q_job **out,
                     size_t *n);
 int q__pg_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
 int q__pg_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,

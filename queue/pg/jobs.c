@@ -24,10 +24,11 @@ static const struct q__pg_sql get_sql = {
     "q_jobs_get", "SELECT " JOB_COLS ", spec, error FROM jobs WHERE id = $1"};
 static const struct q__pg_sql list_sql = {
     "q_jobs_list",
-    "SELECT " JOB_COLS ", NULL, error FROM jobs ORDER BY id LIMIT $1"};
+    "SELECT " JOB_COLS ", NULL, error FROM jobs WHERE id > $2"
+    " ORDER BY id LIMIT $1"};
 static const struct q__pg_sql list_state_sql = {
     "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error FROM jobs"
-                         " WHERE state = $2 ORDER BY id LIMIT $1"};
+                         " WHERE id > $2 AND state = $3 ORDER BY id LIMIT $1"};
 static const struct q__pg_sql counts_sql = {
     "q_jobs_counts", "SELECT state, count(*) FROM jobs GROUP BY state"
                      " UNION ALL SELECT -1, count(*) FROM park"
@@ -94,7 +95,8 @@ collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_jobs_list(q_db *d, int state, size_t limit, struct q_job **out, size_t *n)
+q__pg_jobs_list(q_db *d, int state, int64_t after, size_t limit,
+                struct q_job **out, size_t *n)
 {
     struct q__pg_params p = {0};
 
@@ -102,6 +104,7 @@ q__pg_jobs_list(q_db *d, int state, size_t limit, struct q_job **out, size_t *n)
         q__pg_p_int(&p, (int64_t)limit);
     else
         q__pg_p_text(&p, NULL); /* LIMIT NULL: all */
+    q__pg_p_int(&p, after);
     if (state >= 0)
         q__pg_p_int(&p, state);
     return collect_jobs(q__pg(d), state < 0 ? &list_sql : &list_state_sql, &p,

@@ -94,7 +94,8 @@ int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                       const struct q_enqueue_opts *opts, int64_t now,
                       struct q_enqueue_result *res);
 int q__sqlite_job_get(q_db *db, int64_t id, struct q_job *out);
-int q__sqlite_jobs_list(q_db *db, int state, size_t limit, struct q_job **out,
+int q__sqlite_jobs_list(q_db *db, int state, int64_t after, size_t limit,
+                        struct q_job **out,
                         size_t *n);
 int q__sqlite_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
                      int64_t *park_open);

@@ -122,8 +122,8 @@ collect_jobs(struct q__sqlite *db, sqlite3_stmt *s, struct q_job **out,
 }
 
 int
-q__sqlite_jobs_list(q_db *base, int state, size_t limit, struct q_job **out,
-                    size_t *n)
+q__sqlite_jobs_list(q_db *base, int state, int64_t after, size_t limit,
+                    struct q_job **out, size_t *n)
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s =
@@ -134,6 +134,7 @@ q__sqlite_jobs_list(q_db *base, int state, size_t limit, struct q_job **out,
     sqlite3_bind_int64(s, 1, limit ? (sqlite3_int64)limit : -1);
     if (state >= 0)
         sqlite3_bind_int(s, 2, state);
+    sqlite3_bind_int64(s, 3, after);
     return collect_jobs(db, s, out, n);
 }
 

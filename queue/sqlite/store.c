@@ -32,11 +32,12 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOBS_LIST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
-        " error FROM jobs ORDER BY id LIMIT ?1",
+        " error FROM jobs WHERE id > ?3 ORDER BY id LIMIT ?1",
     [ST_JOBS_LIST_STATE] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
-        " error FROM jobs WHERE state = ?2 ORDER BY id LIMIT ?1",
+        " error FROM jobs WHERE state = ?2 AND id > ?3"
+        " ORDER BY id LIMIT ?1",
     [ST_COUNTS] = "SELECT state, count(*) FROM jobs GROUP BY state",
     [ST_PARK_OPEN] = "SELECT count(*) FROM park WHERE state = 'open'",
     [ST_EXPIRED] = "SELECT 1 FROM jobs INDEXED BY jobs_leased"
