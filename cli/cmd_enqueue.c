@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
+#include "view/view.h"
 
 /* A bulk file may hold many jobs; each job is still capped on its own. */
 #define INPUT_MAX_BYTES ((size_t)1 << 30)
@@ -74,23 +75,12 @@ static void
 print_results(const struct q_enqueue_result *res, size_t n, bool many,
               bool json)
 {
-    if (!json) {
-        for (size_t i = 0; i < n; i++)
-            printf("%lld\n", (long long)res[i].id);
+    if (json) {
+        cli_print_json(view_enqueued(res, n, many));
         return;
     }
-    cJSON *arr = many ? cJSON_CreateArray() : NULL;
-    for (size_t i = 0; i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "id", (double)res[i].id);
-        cJSON_AddBoolToObject(o, "duplicate", res[i].duplicate);
-        if (!many) {
-            cli_print_json(o);
-            return;
-        }
-        cJSON_AddItemToArray(arr, o);
-    }
-    cli_print_json(arr);
+    for (size_t i = 0; i < n; i++)
+        printf("%lld\n", (long long)res[i].id);
 }
 
 int

@@ -8,11 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "common/clock.h"
-#include "common/json.h"
-#include "common/xalloc.h"
-#include "park/park.h"
 #include "queue/queue.h"
+#include "view/view.h"
 
 static const char usage[] =
     "usage: stepq jobs list [--state S] [--json]\n"
@@ -33,8 +30,8 @@ jobs_list(struct cli_env *env, int argc, char **argv)
     struct cli_opt opts[] = {
         {"state", &state, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
     enum q_job_state st = Q_JOB_QUEUED;
-    struct q_job *jobs = NULL;
-    size_t n = 0;
+    const cJSON *j;
+    cJSON *arr = NULL;
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -48,122 +45,30 @@ jobs_list(struct cli_env *env, int argc, char **argv)
     }
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = q_jobs_list(db, state ? (int)st : -1, 0, &jobs, &n);
+    rc = view_jobs(db, state ? (int)st : -1, 0, 0, &arr);
     q_close(db);
     if (rc != 0) {
         cli_error("jobs list: cannot read the database");
         return CLI_RUNTIME;
     }
     if (json) {
-        cJSON *arr = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "id", (double)jobs[i].id);
-            cJSON_AddStringToObject(o, "name", jobs[i].name);
-            json_add_string(o, "key", jobs[i].key);
-            cJSON_AddStringToObject(o, "state",
-                                    q_job_state_name(jobs[i].state));
-            json_add_time(o, "created_at", jobs[i].created_at);
-            json_add_time(o, "updated_at", jobs[i].updated_at);
-            cJSON_AddItemToArray(arr, o);
-        }
         cli_print_json(arr);
-    } else {
-        printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
-               "KEY");
-        for (size_t i = 0; i < n; i++) {
-            char buf[32];
-            printf("%-8lld %-10s %-20s %-28s %s\n", (long long)jobs[i].id,
-                   q_job_state_name(jobs[i].state),
-                   clock_format_utc(jobs[i].created_at, buf, sizeof(buf)),
-                   jobs[i].name, jobs[i].key ? jobs[i].key : "-");
-        }
+        return CLI_OK;
     }
-    q_jobs_free(jobs, n);
+    printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
+           "KEY");
+    cJSON_ArrayForEach(j, arr)
+    {
+        const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(j, "key"));
+        printf("%-8lld %-10s %-20s %-28s %s\n",
+               (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(j, "state")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(j, "created_at")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(j, "name")),
+               key ? key : "-");
+    }
+    cJSON_Delete(arr);
     return CLI_OK;
-}
-
-/* Builds the "history" array of one step from the job's attempts. */
-static cJSON *
-history_json(const struct q_attempt *a, size_t n, int step, int *count)
-{
-    cJSON *arr = cJSON_CreateArray();
-
-    *count = 0;
-    for (size_t i = 0; i < n; i++) {
-        cJSON *o;
-        bool ok;
-        if (a[i].step != step)
-            continue;
-        (*count)++;
-        ok = a[i].outcome != NULL && strcmp(a[i].outcome, "ok") == 0;
-        o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
-        json_add_string(o, "tier", a[i].tier);
-        if (a[i].finished_at != 0 && a[i].status != 0)
-            cJSON_AddNumberToObject(o, "status", a[i].status);
-        else
-            cJSON_AddNullToObject(o, "status");
-        json_add_string(o, "outcome", a[i].outcome);
-        json_add_string(o, "reason", a[i].reason);
-        json_add_string(o, "decision", a[i].decision);
-        cJSON_AddNumberToObject(o, "delay_ms", (double)a[i].delay_ms);
-        cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
-        json_add_string(o, "body", ok ? NULL : a[i].body);
-        json_add_string(o, "request_sha256", a[i].request_sha256);
-        json_add_time(o, "started_at", a[i].started_at);
-        json_add_time(o, "finished_at", a[i].finished_at);
-        cJSON_AddItemToArray(arr, o);
-    }
-    return arr;
-}
-
-/* Renders the reference's "jobs show --json" object. Steps without a progress
- * row have not started: they are pending. */
-static cJSON *
-job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
-         const struct q_attempt *att, size_t natt)
-{
-    cJSON *o = cJSON_CreateObject(), *arr, *spec, *sp;
-    int idx = 0;
-
-    cJSON_AddNumberToObject(o, "id", (double)j->id);
-    cJSON_AddStringToObject(o, "name", j->name);
-    json_add_string(o, "key", j->key);
-    cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
-    cJSON_AddNumberToObject(o, "priority", (double)j->priority);
-    json_add_time(o, "created_at", j->created_at);
-    json_add_time(o, "updated_at", j->updated_at);
-    json_add_time(o, "run_at", j->run_at);
-    json_add_time(o, "deadline_at", j->deadline_at);
-    json_add_string(o, "error", j->error);
-    arr = cJSON_AddArrayToObject(o, "steps");
-    spec = cJSON_Parse(j->spec);
-    sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
-    for (const cJSON *s = sp ? sp->child : NULL; s != NULL;
-         s = s->next, idx++) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
-        const struct q_step *row = NULL;
-        cJSON *so = cJSON_CreateObject();
-        int count = 0;
-        for (size_t k = 0; k < nsteps; k++) {
-            if (steps[k].index == idx)
-                row = &steps[k];
-        }
-        cJSON_AddStringToObject(so, "name",
-                                cJSON_IsString(name) ? name->valuestring : "?");
-        cJSON_AddStringToObject(
-            so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
-        json_add_string(so, "tier", row ? row->tier : NULL);
-        cJSON *hist = history_json(att, natt, idx, &count);
-        cJSON_AddNumberToObject(so, "attempts", count);
-        cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
-        json_add_string(so, "output", row ? row->output : NULL);
-        cJSON_AddItemToObject(so, "history", hist);
-        cJSON_AddItemToArray(arr, so);
-    }
-    cJSON_Delete(spec);
-    return o;
 }
 
 static void
@@ -213,13 +118,9 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
-    struct q_job job = {0};
-    struct q_step *steps = NULL;
-    struct q_attempt *att = NULL;
-    struct q_park_item *parked = NULL;
-    size_t nsteps = 0, natt = 0, nparked = 0;
     const char *pos[1];
     long long id = 0;
+    cJSON *o = NULL;
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -233,15 +134,7 @@ jobs_show(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = q_job_get(db, id, &job);
-    if (rc == 0)
-        rc = q_steps_get(db, id, &steps, &nsteps);
-    if (rc == 0)
-        rc = q_attempts_list(db, id, -1, &att, &natt);
-    if (rc == 0) {
-        struct q_park_filter f = {.all = true, .job_id = id};
-        rc = q_park_list(db, &f, &parked, &nparked);
-    }
+    rc = view_job(db, id, &o);
     q_close(db);
     if (rc == -ENOENT) {
         cli_error("jobs show: no job %lld", id);
@@ -249,19 +142,8 @@ jobs_show(struct cli_env *env, int argc, char **argv)
     }
     if (rc != 0) {
         cli_error("jobs show: cannot read the database");
-        q_job_cleanup(&job);
-        q_steps_free(steps, nsteps);
-        q_attempts_free(att, natt);
         return CLI_RUNTIME;
     }
-    cJSON *o = job_json(&job, steps, nsteps, att, natt);
-    cJSON *park = cJSON_AddArrayToObject(o, "park");
-    for (size_t i = 0; i < nparked; i++)
-        cJSON_AddItemToArray(park, park_item_json(&parked[i]));
-    q_park_items_free(parked, nparked);
-    q_job_cleanup(&job);
-    q_steps_free(steps, nsteps);
-    q_attempts_free(att, natt);
     if (json) {
         cli_print_json(o);
     } else {

@@ -16,7 +16,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "queue/queue.h"
-#include "spec/spec.h"
+#include "view/view.h"
 
 #define OUTPUT_MAX_BYTES (16 * 1024 * 1024)
 
@@ -156,10 +156,7 @@ list_cmd(struct cli_env *env, int argc, char **argv)
         return CLI_RUNTIME;
     }
     if (json) {
-        cJSON *arr = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++)
-            cJSON_AddItemToArray(arr, park_item_json(&items[i]));
-        cli_print_json(arr);
+        cli_print_json(view_park_list(items, n));
     } else {
         printf("%-6s %-6s %-8s %-9s %-20s %-14s %-10s %s\n", "ID", "AGE",
                "STATE", "JOB", "STEP", "REASON", "TIER", "ERROR");
@@ -179,65 +176,58 @@ list_cmd(struct cli_env *env, int argc, char **argv)
     return CLI_OK;
 }
 
-/* Adds what the job file says about the step (kind, side effects, key). */
-static void
-add_step_facts(cJSON *o, const struct q_job *job, int step)
+/* A string member of o, or "-" when it is null. */
+static const char *
+text_of(const cJSON *o, const char *name)
 {
-    struct spec_job *spec = NULL;
-    char err[256];
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
 
-    if (spec_parse(job->spec, strlen(job->spec), NULL, &spec, err,
-                   sizeof(err)) != 0 ||
-        step < 0 || (size_t)step >= spec->nsteps) {
-        spec_job_free(spec);
-        return;
-    }
-    const struct spec_step *s = &spec->steps[step];
-    cJSON_AddStringToObject(o, "kind",
-                            s->kind == SPEC_STEP_HTTP ? "http" : "chat");
-    cJSON_AddBoolToObject(o, "side_effects", s->side_effects);
-    cJSON_AddBoolToObject(o, "replayable", s->replayable);
-    cJSON_AddBoolToObject(o, "idempotency_key", s->idempotency_key != NULL);
-    spec_job_free(spec);
+    return v != NULL ? v : "-";
 }
 
-static cJSON *
-attempts_json(const struct q_attempt *a, size_t n)
+static void
+print_item_text(const cJSON *o)
 {
-    cJSON *arr = cJSON_CreateArray();
-    char buf[32];
+    const cJSON *h;
+    bool open = strcmp(text_of(o, "state"), "open") == 0;
 
-    for (size_t i = 0; i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
-        if (a[i].tier)
-            cJSON_AddStringToObject(o, "tier", a[i].tier);
-        else
-            cJSON_AddNullToObject(o, "tier");
-        if (a[i].status > 0)
-            cJSON_AddNumberToObject(o, "status", a[i].status);
-        else
-            cJSON_AddNullToObject(o, "status");
-        cJSON_AddStringToObject(o, "outcome",
-                                a[i].outcome ? a[i].outcome : "(no result)");
-        if (a[i].reason)
-            cJSON_AddStringToObject(o, "reason", a[i].reason);
-        else
-            cJSON_AddNullToObject(o, "reason");
-        if (a[i].decision)
-            cJSON_AddStringToObject(o, "decision", a[i].decision);
-        else
-            cJSON_AddNullToObject(o, "decision");
-        cJSON_AddStringToObject(
-            o, "started_at",
-            clock_format_utc(a[i].started_at, buf, sizeof(buf)));
-        if (a[i].body)
-            cJSON_AddStringToObject(o, "body", a[i].body);
-        else
-            cJSON_AddNullToObject(o, "body");
-        cJSON_AddItemToArray(arr, o);
+    printf("park item %lld (%s)\n",
+           (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "id")),
+           open ? "open" : "resolved");
+    printf("  job       %lld %s (%s)\n",
+           (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "job_id")),
+           text_of(o, "job_name"), text_of(o, "job_state"));
+    printf("  step      %s: kind %s, side effects %s, idempotency key %s\n",
+           text_of(o, "step"),
+           cJSON_GetObjectItem(o, "kind") ? text_of(o, "kind") : "?",
+           cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes" : "no",
+           cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
+                                                                    : "no");
+    printf("  reason    %s after %d attempt(s), tier %s\n",
+           text_of(o, "reason"),
+           (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "attempts")),
+           text_of(o, "tier"));
+    printf("  sha256    %s\n", text_of(o, "request_sha256"));
+    printf("  error     %s\n", text_of(o, "error"));
+    printf("  request   %s\n", text_of(o, "request"));
+    if (!open) {
+        const char *note =
+            cJSON_GetStringValue(cJSON_GetObjectItem(o, "note"));
+        const char *by =
+            cJSON_GetStringValue(cJSON_GetObjectItem(o, "resolved_by"));
+        printf("  resolved  %s by %s%s%s\n", text_of(o, "resolution"),
+               by ? by : "?", note ? ": " : "", note ? note : "");
     }
-    return arr;
+    cJSON_ArrayForEach(h, cJSON_GetObjectItem(o, "history"))
+    {
+        const cJSON *st = cJSON_GetObjectItem(h, "status");
+        char status[16] = "-";
+        if (cJSON_IsNumber(st))
+            snprintf(status, sizeof(status), "%d", st->valueint);
+        printf("  attempt %d: status %s, %s, %s\n",
+               cJSON_GetObjectItem(h, "attempt")->valueint, status,
+               text_of(h, "outcome"), text_of(h, "decision"));
+    }
 }
 
 static int
@@ -245,14 +235,10 @@ show_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
-    struct q_park_item it = {0};
-    struct q_job job = {0};
-    struct q_attempt *a = NULL;
-    size_t na = 0;
     const char *pos[1];
     long long id = 0;
     q_db *db = NULL;
-    cJSON *o;
+    cJSON *o = NULL;
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
@@ -263,75 +249,22 @@ show_cmd(struct cli_env *env, int argc, char **argv)
     }
     if ((rc = cli_parse_id(pos[0], &id)) != 0 || (rc = cli_open_db(env, &db)))
         return rc;
-    rc = q_park_get(db, id, &it);
-    if (rc == 0)
-        rc = q_job_get(db, it.job_id, &job);
-    if (rc == 0)
-        rc = q_attempts_list(db, it.job_id, it.step, &a, &na);
+    rc = view_park_item(db, id, &o);
     q_close(db);
+    if (rc == -ENOENT) {
+        cli_error("park show: no park item %lld", id);
+        return CLI_NOTFOUND;
+    }
     if (rc != 0) {
-        q_park_item_cleanup(&it);
-        q_job_cleanup(&job);
-        if (rc == -ENOENT) {
-            cli_error("park show: no park item %lld", id);
-            return CLI_NOTFOUND;
-        }
         cli_error("park show: cannot read the database");
         return CLI_RUNTIME;
     }
-    o = park_item_json(&it);
-    cJSON_AddStringToObject(o, "job_name", job.name);
-    cJSON_AddStringToObject(o, "job_state", q_job_state_name(job.state));
-    add_step_facts(o, &job, it.step);
-    if (it.request)
-        cJSON_AddStringToObject(o, "request", it.request);
-    else
-        cJSON_AddNullToObject(o, "request");
-    cJSON_AddItemToObject(o, "history", attempts_json(a, na));
     if (json) {
         cli_print_json(o);
-    } else {
-        const cJSON *h;
-        printf("park item %lld (%s)\n", id, it.open ? "open" : "resolved");
-        printf("  job       %lld %s (%s)\n", (long long)it.job_id, job.name,
-               q_job_state_name(job.state));
-        printf("  step      %s: kind %s, side effects %s, idempotency key %s\n",
-               it.step_name,
-               cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind"))
-                   ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "kind"))
-                   : "?",
-               cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes"
-                                                                    : "no",
-               cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
-                                                                       : "no");
-        printf("  reason    %s after %d attempt(s), tier %s\n", it.reason,
-               it.attempts, it.tier ? it.tier : "-");
-        printf("  sha256    %s\n", it.request_sha256 ? it.request_sha256 : "-");
-        printf("  error     %s\n", it.error ? it.error : "-");
-        printf("  request   %s\n", it.request ? it.request : "-");
-        if (!it.open)
-            printf("  resolved  %s by %s%s%s\n", it.resolution,
-                   it.resolved_by ? it.resolved_by : "?", it.note ? ": " : "",
-                   it.note ? it.note : "");
-        cJSON_ArrayForEach(h, cJSON_GetObjectItem(o, "history"))
-        {
-            const cJSON *st = cJSON_GetObjectItem(h, "status");
-            char status[16] = "-";
-            if (cJSON_IsNumber(st))
-                snprintf(status, sizeof(status), "%d", st->valueint);
-            printf(
-                "  attempt %d: status %s, %s, %s\n",
-                cJSON_GetObjectItem(h, "attempt")->valueint, status,
-                cJSON_GetStringValue(cJSON_GetObjectItem(h, "outcome")),
-                cJSON_GetStringValue(cJSON_GetObjectItem(h, "decision"))
-                    ? cJSON_GetStringValue(cJSON_GetObjectItem(h, "decision"))
-                    : "-");
-        }
-        cJSON_Delete(o);
+        return CLI_OK;
     }
-    q_attempts_free(a, na);
-    q_park_item_cleanup(&it);
-    q_job_cleanup(&job);
+    print_item_text(o);
+    cJSON_Delete(o);
     return CLI_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "queue/queue.h"
+#include "view/view.h"
 
 static const char usage[] = "usage: stepq status [--json]\n"
                             "\n"
@@ -20,9 +21,9 @@ cmd_status(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
-    int64_t counts[Q_JOB_NSTATES], park_open = 0;
     const char *path = NULL;
     char where[CLI_WHERE_MAX];
+    cJSON *root = NULL, *jobs;
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -33,7 +34,7 @@ cmd_status(struct cli_env *env, int argc, char **argv)
         q_close(db);
         return rc;
     }
-    rc = q_counts(db, counts, &park_open);
+    rc = view_status(db, &root);
     q_close(db);
     path = q_location_redact(path, where, sizeof(where));
     if (rc != 0) {
@@ -41,18 +42,18 @@ cmd_status(struct cli_env *env, int argc, char **argv)
         return CLI_RUNTIME;
     }
     if (json) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON *jobs = cJSON_AddObjectToObject(root, "jobs");
-        for (int i = 0; i < Q_JOB_NSTATES; i++)
-            cJSON_AddNumberToObject(jobs, q_job_state_name(i),
-                                    (double)counts[i]);
-        cJSON_AddNumberToObject(root, "park_open", (double)park_open);
         cli_print_json(root);
         return CLI_OK;
     }
+    jobs = cJSON_GetObjectItem(root, "jobs");
     printf("database %s\n", path);
     for (int i = 0; i < Q_JOB_NSTATES; i++)
-        printf("  %-10s %lld\n", q_job_state_name(i), (long long)counts[i]);
-    printf("park items open: %lld\n", (long long)park_open);
+        printf("  %-10s %lld\n", q_job_state_name(i),
+               (long long)cJSON_GetNumberValue(
+                   cJSON_GetObjectItem(jobs, q_job_state_name(i))));
+    printf("park items open: %lld\n",
+           (long long)cJSON_GetNumberValue(
+               cJSON_GetObjectItem(root, "park_open")));
+    cJSON_Delete(root);
     return CLI_OK;
 }

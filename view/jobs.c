@@ -1,0 +1,153 @@
+/* jobs.c: a job as listed and a job shown with its steps and attempts. */
+#include "view/view.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "park/park.h"
+
+cJSON *
+view_job_row(const struct q_job *j)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddNumberToObject(o, "id", (double)j->id);
+    cJSON_AddStringToObject(o, "name", j->name);
+    json_add_string(o, "key", j->key);
+    cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
+    json_add_time(o, "created_at", j->created_at);
+    json_add_time(o, "updated_at", j->updated_at);
+    return o;
+}
+
+int
+view_jobs(q_db *db, int state, int64_t after, size_t limit, cJSON **out)
+{
+    struct q_job *jobs = NULL;
+    size_t n = 0;
+    int rc = q_jobs_list(db, state, after, limit, &jobs, &n);
+
+    if (rc != 0)
+        return rc;
+    *out = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(*out, view_job_row(&jobs[i]));
+    q_jobs_free(jobs, n);
+    return 0;
+}
+
+/* Builds the "history" array of one step from the job's attempts. */
+static cJSON *
+history_json(const struct q_attempt *a, size_t n, int step, int *count)
+{
+    cJSON *arr = cJSON_CreateArray();
+
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o;
+        bool ok;
+        if (a[i].step != step)
+            continue;
+        (*count)++;
+        ok = a[i].outcome != NULL && strcmp(a[i].outcome, "ok") == 0;
+        o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "attempt", a[i].attempt);
+        json_add_string(o, "tier", a[i].tier);
+        if (a[i].finished_at != 0 && a[i].status != 0)
+            cJSON_AddNumberToObject(o, "status", a[i].status);
+        else
+            cJSON_AddNullToObject(o, "status");
+        json_add_string(o, "outcome", a[i].outcome);
+        json_add_string(o, "reason", a[i].reason);
+        json_add_string(o, "decision", a[i].decision);
+        cJSON_AddNumberToObject(o, "delay_ms", (double)a[i].delay_ms);
+        cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
+        json_add_string(o, "body", ok ? NULL : a[i].body);
+        json_add_string(o, "request_sha256", a[i].request_sha256);
+        json_add_time(o, "started_at", a[i].started_at);
+        json_add_time(o, "finished_at", a[i].finished_at);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+/* Renders the job with its steps. Steps without a progress row have not
+ * started: they are pending. */
+static cJSON *
+job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
+         const struct q_attempt *att, size_t natt)
+{
+    cJSON *o = cJSON_CreateObject(), *arr, *spec, *sp;
+    int idx = 0;
+
+    cJSON_AddNumberToObject(o, "id", (double)j->id);
+    cJSON_AddStringToObject(o, "name", j->name);
+    json_add_string(o, "key", j->key);
+    cJSON_AddStringToObject(o, "state", q_job_state_name(j->state));
+    cJSON_AddNumberToObject(o, "priority", (double)j->priority);
+    json_add_time(o, "created_at", j->created_at);
+    json_add_time(o, "updated_at", j->updated_at);
+    json_add_time(o, "run_at", j->run_at);
+    json_add_time(o, "deadline_at", j->deadline_at);
+    json_add_string(o, "error", j->error);
+    arr = cJSON_AddArrayToObject(o, "steps");
+    spec = cJSON_Parse(j->spec);
+    sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
+    for (const cJSON *s = sp ? sp->child : NULL; s != NULL;
+         s = s->next, idx++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+        const struct q_step *row = NULL;
+        cJSON *so = cJSON_CreateObject();
+        int count = 0;
+        for (size_t k = 0; k < nsteps; k++) {
+            if (steps[k].index == idx)
+                row = &steps[k];
+        }
+        cJSON_AddStringToObject(so, "name",
+                                cJSON_IsString(name) ? name->valuestring : "?");
+        cJSON_AddStringToObject(
+            so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
+        json_add_string(so, "tier", row ? row->tier : NULL);
+        cJSON *hist = history_json(att, natt, idx, &count);
+        cJSON_AddNumberToObject(so, "attempts", count);
+        cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
+        json_add_string(so, "output", row ? row->output : NULL);
+        cJSON_AddItemToObject(so, "history", hist);
+        cJSON_AddItemToArray(arr, so);
+    }
+    cJSON_Delete(spec);
+    return o;
+}
+
+int
+view_job(q_db *db, int64_t id, cJSON **out)
+{
+    struct q_job job = {0};
+    struct q_step *steps = NULL;
+    struct q_attempt *att = NULL;
+    struct q_park_item *parked = NULL;
+    size_t nsteps = 0, natt = 0, nparked = 0;
+    int rc = q_job_get(db, id, &job);
+
+    if (rc == 0)
+        rc = q_steps_get(db, id, &steps, &nsteps);
+    if (rc == 0)
+        rc = q_attempts_list(db, id, -1, &att, &natt);
+    if (rc == 0) {
+        struct q_park_filter f = {.all = true, .job_id = id};
+        rc = q_park_list(db, &f, &parked, &nparked);
+    }
+    if (rc == 0) {
+        cJSON *park;
+        *out = job_json(&job, steps, nsteps, att, natt);
+        park = cJSON_AddArrayToObject(*out, "park");
+        for (size_t i = 0; i < nparked; i++)
+            cJSON_AddItemToArray(park, park_item_json(&parked[i]));
+    }
+    q_park_items_free(parked, nparked);
+    q_job_cleanup(&job);
+    q_steps_free(steps, nsteps);
+    q_attempts_free(att, natt);
+    return rc;
+}

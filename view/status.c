@@ -1,0 +1,104 @@
+/* status.c: the status counts, each tier's shared state, and the answer
+ * to an enqueue. */
+#include "view/view.h"
+
+#include "common/json.h"
+#include "worker/tier.h"
+
+int
+view_status(q_db *db, cJSON **out)
+{
+    int64_t counts[Q_JOB_NSTATES], park_open = 0;
+    cJSON *jobs;
+    int rc = q_counts(db, counts, &park_open);
+
+    if (rc != 0)
+        return rc;
+    *out = cJSON_CreateObject();
+    jobs = cJSON_AddObjectToObject(*out, "jobs");
+    for (int i = 0; i < Q_JOB_NSTATES; i++)
+        cJSON_AddNumberToObject(jobs, q_job_state_name(i), (double)counts[i]);
+    cJSON_AddNumberToObject(*out, "park_open", (double)park_open);
+    return 0;
+}
+
+/* An "until" time as JSON prints: one that has passed is not in force, so
+ * it is 0, which json_add_time prints as null. */
+static int64_t
+in_force(int64_t ms, int64_t now)
+{
+    return ms > now ? ms : 0;
+}
+
+/* The pace to one decimal: 600 rpm, not 599.99999999. */
+static double
+round1(double v)
+{
+    return (double)(int64_t)(v * 10 + 0.5) / 10;
+}
+
+static cJSON *
+tier_json(const struct config_tier *t, const struct q_tier_state *st,
+          int64_t now)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddStringToObject(o, "breaker", q_breaker_name(st->breaker));
+    json_add_time(
+        o, "open_until",
+        in_force(st->breaker == Q_BREAKER_OPEN ? st->open_until : 0, now));
+    json_add_time(o, "exhausted_until", in_force(st->exhausted_until, now));
+    json_add_string(o, "exhausted_reason",
+                    st->exhausted_until > now && st->exhausted_reason[0]
+                        ? st->exhausted_reason
+                        : NULL);
+    json_add_time(o, "limited_until", in_force(st->limited_until, now));
+    cJSON_AddNumberToObject(o, "rate_rpm", round1(tier_rate_rpm(t, st)));
+    cJSON_AddBoolToObject(o, "in_doubt", st->doubt);
+    cJSON_AddNumberToObject(o, "rpm_used", (double)st->window_requests);
+    cJSON_AddNumberToObject(o, "tpm_used", (double)st->window_tokens);
+    cJSON_AddNumberToObject(o, "allowance_used", (double)st->allowance_used);
+    cJSON_AddNumberToObject(o, "in_flight", (double)st->in_flight);
+    return o;
+}
+
+int
+view_tiers(q_db *db, const struct config *cfg, int64_t now, cJSON **out,
+           const char **failed)
+{
+    cJSON *arr = cJSON_CreateArray();
+
+    for (size_t i = 0; i < cfg->ntiers; i++) {
+        const struct config_tier *t = &cfg->tiers[i];
+        struct q_tier_state st;
+        int rc = tier_snapshot(db, t, now, true, &st);
+        if (rc != 0) {
+            if (failed != NULL)
+                *failed = t->name;
+            cJSON_Delete(arr);
+            return rc;
+        }
+        cJSON_AddItemToArray(arr, tier_json(t, &st, now));
+    }
+    *out = arr;
+    return 0;
+}
+
+cJSON *
+view_enqueued(const struct q_enqueue_result *res, size_t n, bool many)
+{
+    cJSON *arr;
+
+    many = many || n != 1;
+    arr = many ? cJSON_CreateArray() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", (double)res[i].id);
+        cJSON_AddBoolToObject(o, "duplicate", res[i].duplicate);
+        if (!many)
+            return o;
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}

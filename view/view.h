@@ -1,0 +1,63 @@
+/* view.h: view/ owns the reference's JSON of what is stored: a job as
+ * listed, a job shown with its steps and every attempt, a park item shown
+ * with what is needed to decide it, the status counts, each tier's shared
+ * state and the answer to an enqueue. The CLI's --json and `stepq serve`
+ * print the same objects because both build them here.
+ *
+ * Reading goes through queue/ (and the tier snapshot of worker/tier.h);
+ * nothing here writes or prints.
+ */
+#ifndef STEPQ_VIEW_VIEW_H
+#define STEPQ_VIEW_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/config.h"
+#include "common/defs.h"
+#include "queue/queue.h"
+
+/* view_job_row renders j as one entry of `jobs list --json`: id, name,
+ * key, state, created_at, updated_at. Caller owns the result. */
+cJSON *view_job_row(const struct q_job *j);
+
+/* view_jobs loads a page of jobs (state < 0: all; ids above after; at most
+ * limit, 0: all) and renders it as `jobs list --json` (an array). Returns
+ * 0 with *out set (caller owns it) or the storage error. */
+STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after,
+                               size_t limit, cJSON **out);
+
+/* view_job loads job id with its steps, attempts and park items and
+ * renders `jobs show --json`. Returns 0 with *out set, -ENOENT when there
+ * is no such job, or the storage error. */
+STEPQ_MUST_CHECK int view_job(q_db *db, int64_t id, cJSON **out);
+
+/* view_park_item loads park item id with its job and the attempts of its
+ * step and renders `park show --json`: the item (park_item_json) with
+ * job_name, job_state, the step's kind, side_effects, replayable and
+ * idempotency_key, the request as sent and the history. Returns 0 with
+ * *out set, -ENOENT, or the storage error. */
+STEPQ_MUST_CHECK int view_park_item(q_db *db, int64_t id, cJSON **out);
+
+/* view_park_list renders items (n of them) as `park list --json`. */
+cJSON *view_park_list(const struct q_park_item *items, size_t n);
+
+/* view_status renders `status --json`: {"jobs": {STATE: N, ...},
+ * "park_open": N}. Returns 0 with *out set, or the storage error. */
+STEPQ_MUST_CHECK int view_status(q_db *db, cJSON **out);
+
+/* view_tiers renders `tiers --json`: each tier of cfg with the state
+ * every worker shares, as of now (the store's clock). Returns 0 with *out
+ * set, or the storage error with *failed (if not NULL) naming the tier
+ * that could not be read. */
+STEPQ_MUST_CHECK int view_tiers(q_db *db, const struct config *cfg,
+                                int64_t now, cJSON **out, const char **failed);
+
+/* view_enqueued renders the answer to an enqueue of n jobs: one
+ * {"id": N, "duplicate": B}, or an array of them when many. */
+cJSON *view_enqueued(const struct q_enqueue_result *res, size_t n, bool many);
+
+#endif
