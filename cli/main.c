@@ -23,6 +23,7 @@ static const char usage[] =
     "  mock                          local OpenAI-compatible test endpoint\n"
     "  demo                          self-contained tour against mock tiers\n"
     "  copy FROM TO                  copy a whole queue to another database\n"
+    "  serve [--listen HOST:PORT]    the HTTP API over the database\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
     "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
@@ -34,7 +35,7 @@ static const struct cli_command commands[] = {
     {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
     {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
     {"tiers", cmd_tiers},   {"work", cmd_work},       {"demo", cmd_demo},
-    {"park", cmd_park},     {"copy", cmd_copy},
+    {"park", cmd_park},     {"copy", cmd_copy},       {"serve", cmd_serve},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

@@ -1,0 +1,551 @@
+/* api.c: the routes of `stepq serve` and their answers. Each reads or
+ * writes through the same calls as the CLI command it mirrors: view/ for
+ * the JSON, spec/ for jobs, park/ for resolutions. */
+#include "serve/internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/xalloc.h"
+#include "park/park.h"
+#include "spec/spec.h"
+#include "view/view.h"
+
+/* A page of GET /v1/jobs: by default, and at most. */
+#define JOBS_PAGE 100
+#define JOBS_PAGE_MAX 1000
+
+enum MHD_Result
+serve_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
+{
+    char *text = cJSON_PrintUnformatted(body);
+    struct MHD_Response *r;
+    enum MHD_Result ok;
+
+    cJSON_Delete(body);
+    if (text == NULL)
+        return MHD_NO;
+    r = MHD_create_response_from_buffer(strlen(text), text,
+                                        MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+enum MHD_Result
+serve_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
+                  const char *fmt, ...)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    return serve_reply_json(c, status, o);
+}
+
+/* A storage error: 503 when the store is away (try again), else 500. */
+static enum MHD_Result
+storage_error(struct MHD_Connection *c, int rc, const char *doing)
+{
+    if (rc == -EAGAIN || rc == -EBUSY || rc == -ENOTCONN)
+        return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                 "unavailable",
+                                 "cannot %s: the database is busy or away; "
+                                 "try again",
+                                 doing);
+    return serve_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "storage",
+                             "cannot %s", doing);
+}
+
+static int64_t
+store_now(const struct serve_opts *o)
+{
+    return clock_now_ms() + q_clock_offset(o->db);
+}
+
+static const char *
+arg(struct MHD_Connection *c, const char *name)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* A positive whole number (an id, a page size) in text; -1 if not one. */
+static int64_t
+whole(const char *s, size_t n)
+{
+    int64_t v = 0;
+
+    if (n == 0 || n > 18)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* ---- jobs ------------------------------------------------------------ */
+
+static enum MHD_Result
+jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
+             const char *body, size_t len)
+{
+    const char **names = NULL;
+    struct spec_opts vopts = {0};
+    struct spec_job **jobs = NULL;
+    struct q_enqueue_result *res = NULL;
+    struct q_job_new *rows = NULL;
+    bool many, fresh = false;
+    char err[1024];
+    size_t n = 0;
+    int rc;
+
+    if (body == NULL || len == 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job",
+                                 "the body is empty: send a job, an array of "
+                                 "jobs or JSON lines");
+    if (o->cfg->ntiers > 0) {
+        names = xcalloc(o->cfg->ntiers, sizeof(*names));
+        for (size_t i = 0; i < o->cfg->ntiers; i++)
+            names[i] = o->cfg->tiers[i].name;
+        vopts.tiers = names;
+        vopts.ntiers = o->cfg->ntiers;
+    }
+    rc = spec_parse_many(body, len, &vopts, &jobs, &n, err, sizeof(err));
+    free(names);
+    if (rc != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
+                                 err);
+    many = body[strspn(body, " \t\r\n")] == '[' || n > 1;
+    res = xcalloc(n, sizeof(*res));
+    rows = spec_job_rows(jobs, n);
+    rc = q_enqueue(o->db, rows, n, NULL, store_now(o), res);
+    free(rows);
+    spec_jobs_free(jobs, n);
+    if (rc != 0) {
+        free(res);
+        return storage_error(c, rc, "enqueue: nothing was enqueued");
+    }
+    for (size_t i = 0; i < n; i++)
+        fresh = fresh || !res[i].duplicate;
+    cJSON *out = view_enqueued(res, n, many);
+    free(res);
+    return serve_reply_json(c, fresh ? MHD_HTTP_CREATED : MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *state = arg(c, "state"), *limit = arg(c, "limit");
+    const char *after = arg(c, "after");
+    enum q_job_state st = Q_JOB_QUEUED;
+    int64_t lim = JOBS_PAGE, from = 0;
+    cJSON *out = NULL;
+    int rc;
+
+    if (state != NULL && strcmp(state, "all") != 0 &&
+        q_job_state_from_name(state, &st) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "state must be queued, running, succeeded, "
+                                 "failed, parked, cancelled or all");
+    if (limit != NULL && ((lim = whole(limit, strlen(limit))) < 1 ||
+                          lim > JOBS_PAGE_MAX))
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "limit must be 1 to %d", JOBS_PAGE_MAX);
+    if (after != NULL && (from = whole(after, strlen(after))) < 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "after must be a job id");
+    bool one = state != NULL && strcmp(state, "all") != 0;
+    rc = view_jobs(o->db, one ? (int)st : -1, from, (size_t)lim, &out);
+    if (rc != 0)
+        return storage_error(c, rc, "list jobs");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+{
+    cJSON *out = NULL;
+    int rc = view_job(o->db, id, &out);
+
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no job %lld", (long long)id);
+    if (rc != 0)
+        return storage_error(c, rc, "read the job");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+{
+    int rc = q_cancel(o->db, id, store_now(o));
+    cJSON *out;
+
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no job %lld", (long long)id);
+    if (rc == -EALREADY)
+        return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict",
+                                 "job %lld has already ended", (long long)id);
+    if (rc != 0)
+        return storage_error(c, rc, "cancel the job");
+    out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "id", (double)id);
+    cJSON_AddStringToObject(out, "state", "cancelled");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+/* ---- park ------------------------------------------------------------ */
+
+static enum MHD_Result
+park_list(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *state = arg(c, "state"), *job = arg(c, "job_id");
+    struct q_park_filter f = {.reason = arg(c, "reason"),
+                              .tier = arg(c, "tier")};
+    struct q_park_item *items = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (state != NULL && strcmp(state, "open") != 0 &&
+        strcmp(state, "all") != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "state must be open or all");
+    if (job != NULL && (f.job_id = whole(job, strlen(job))) < 1)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "job_id must be a job id");
+    f.all = state != NULL && strcmp(state, "all") == 0;
+    if ((rc = q_park_list(o->db, &f, &items, &n)) != 0)
+        return storage_error(c, rc, "list park items");
+    cJSON *out = view_park_list(items, n);
+    q_park_items_free(items, n);
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+park_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+{
+    cJSON *out = NULL;
+    int rc = view_park_item(o->db, id, &out);
+
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no park item %lld", (long long)id);
+    if (rc != 0)
+        return storage_error(c, rc, "read the park item");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+/* Member name of object o as a string: *out stays NULL when absent or
+ * null; false when it is there and not a string. */
+static bool
+text_member(const cJSON *o, const char *name, const char **out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+    *out = NULL;
+    if (v == NULL || cJSON_IsNull(v))
+        return true;
+    if (!cJSON_IsString(v))
+        return false;
+    *out = v->valuestring;
+    return true;
+}
+
+/* Reads a resolution body into d (and, bulk, the filter f). Its strings
+ * point into *doc, which the caller deletes. 0, or 400 queued on c. */
+static int
+read_decision(const struct serve_opts *o, struct MHD_Connection *c,
+              const char *body, size_t len, bool bulk, cJSON **doc,
+              struct park_decision *d, struct q_park_filter *f,
+              enum MHD_Result *answered)
+{
+    static const char *const known[] = {"resolution", "tier",   "output",
+                                        "by",         "note",   "reason",
+                                        "job_id",     NULL};
+    const char *how = NULL, *tier = NULL;
+    const cJSON *job, *m;
+    char err[256];
+
+    *doc = body != NULL ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!cJSON_IsObject(*doc)) {
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "the body must be a JSON object such as "
+                                      "{\"resolution\": \"retry\", \"by\": "
+                                      "\"ana\"}");
+        return -EINVAL;
+    }
+    cJSON_ArrayForEach(m, *doc)
+    {
+        size_t i = 0;
+        while (known[i] != NULL && strcmp(known[i], m->string) != 0)
+            i++;
+        if (known[i] == NULL || (!bulk && i >= 5)) {
+            *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST,
+                                          "bad_request", "%s: unknown field",
+                                          m->string);
+            return -EINVAL;
+        }
+    }
+    if (!text_member(*doc, "resolution", &how) ||
+        !text_member(*doc, "tier", &tier) ||
+        !text_member(*doc, "output", &d->output) ||
+        !text_member(*doc, "by", &d->by) ||
+        !text_member(*doc, "note", &d->note) ||
+        !text_member(*doc, "reason", &f->reason)) {
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "resolution, tier, output, by, note and "
+                                      "reason are strings");
+        return -EINVAL;
+    }
+    if (how == NULL || park_how_from_name(how, &d->how) != 0) {
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "resolution must be retry, skip, done "
+                                      "or fail");
+        return -EINVAL;
+    }
+    job = cJSON_GetObjectItemCaseSensitive(*doc, "job_id");
+    if (job != NULL && (!cJSON_IsNumber(job) || job->valuedouble < 1 ||
+                        job->valuedouble > 9e15)) {
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "job_id must be a job id");
+        return -EINVAL;
+    }
+    f->job_id = job != NULL ? (int64_t)job->valuedouble : 0;
+    /* In bulk, tier picks the items; for one item it is where to retry. */
+    if (bulk)
+        f->tier = tier;
+    else
+        d->tier = tier;
+    d->output_len = d->output ? strlen(d->output) : 0;
+    if (d->by == NULL)
+        d->by = "";
+    if (park_decision_check(d, bulk, o->cfg, err, sizeof(err)) != 0) {
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "%s", err);
+        return -EINVAL;
+    }
+    if (f->tier != NULL && config_find_tier(o->cfg, f->tier) == NULL) {
+        /* a filter naming no tier would match nothing, silently */
+        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                      "no tier named %s in the config",
+                                      f->tier);
+        return -EINVAL;
+    }
+    d->now = store_now(o);
+    return 0;
+}
+
+static enum MHD_Result
+park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
+                 int64_t id, const char *body, size_t len)
+{
+    struct park_decision d = {0};
+    struct q_park_filter f = {0};
+    enum MHD_Result answered = MHD_NO;
+    cJSON *doc = NULL, *out;
+    int rc;
+
+    if (read_decision(o, c, body, len, false, &doc, &d, &f, &answered) != 0) {
+        cJSON_Delete(doc);
+        return answered;
+    }
+    rc = park_resolve(o->db, id, &d);
+    cJSON_Delete(doc);
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no park item %lld", (long long)id);
+    if (rc == -EALREADY)
+        return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict",
+                                 "park item %lld is already resolved (or its "
+                                 "job is no longer parked)",
+                                 (long long)id);
+    if (rc != 0)
+        return storage_error(c, rc, "resolve the park item");
+    out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "id", (double)id);
+    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
+                 const char *body, size_t len)
+{
+    struct park_decision d = {0};
+    struct q_park_filter f = {0};
+    enum MHD_Result answered = MHD_NO;
+    cJSON *doc = NULL, *out;
+    int64_t n = 0;
+    int rc;
+
+    if (read_decision(o, c, body, len, true, &doc, &d, &f, &answered) != 0) {
+        cJSON_Delete(doc);
+        return answered;
+    }
+    rc = park_resolve_matching(o->db, &f, &d, &n);
+    cJSON_Delete(doc);
+    if (rc != 0)
+        return storage_error(c, rc, "resolve the park items");
+    out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "resolved", (double)n);
+    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+/* ---- the rest -------------------------------------------------------- */
+
+static enum MHD_Result
+tiers(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *failed = "?";
+    cJSON *out = NULL;
+    int rc = view_tiers(o->db, o->cfg, store_now(o), &out, &failed);
+
+    if (rc != 0)
+        return serve_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "storage",
+                                 "cannot read the state of tier %s", failed);
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+static enum MHD_Result
+status(const struct serve_opts *o, struct MHD_Connection *c, bool health)
+{
+    cJSON *out = NULL;
+    int rc = view_status(o->db, &out);
+
+    if (health) {
+        cJSON_Delete(out);
+        out = cJSON_CreateObject();
+        cJSON_AddBoolToObject(out, "ok", rc == 0);
+        return serve_reply_json(
+            c, rc == 0 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, out);
+    }
+    if (rc != 0)
+        return storage_error(c, rc, "read the status");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+/* A route: a method and a path of fixed words, where "#" stands for an id. */
+enum route {
+    R_HEALTH,
+    R_STATUS,
+    R_TIERS,
+    R_JOBS_LIST,
+    R_JOBS_ADD,
+    R_JOB,
+    R_JOB_CANCEL,
+    R_PARK_LIST,
+    R_PARK_RESOLVE_ALL,
+    R_PARK,
+    R_PARK_RESOLVE,
+    R_NONE
+};
+
+static const struct {
+    enum route r;
+    const char *method, *path;
+} routes[] = {
+    {R_HEALTH, "GET", "/healthz"},
+    {R_STATUS, "GET", "/v1/status"},
+    {R_TIERS, "GET", "/v1/tiers"},
+    {R_JOBS_LIST, "GET", "/v1/jobs"},
+    {R_JOBS_ADD, "POST", "/v1/jobs"},
+    {R_JOB, "GET", "/v1/jobs/#"},
+    {R_JOB_CANCEL, "POST", "/v1/jobs/#/cancel"},
+    {R_PARK_LIST, "GET", "/v1/park"},
+    {R_PARK_RESOLVE_ALL, "POST", "/v1/park/resolve"},
+    {R_PARK, "GET", "/v1/park/#"},
+    {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
+};
+
+/* Whether url fits pattern; *id gets the number "#" stood for. */
+static bool
+fits(const char *pattern, const char *url, int64_t *id)
+{
+    while (*pattern != '\0') {
+        if (*pattern == '#') {
+            size_t n = strspn(url, "0123456789");
+            int64_t v = whole(url, n);
+            if (v < 1)
+                return false;
+            *id = v;
+            url += n;
+            pattern++;
+        } else if (*pattern++ != *url++) {
+            return false;
+        }
+    }
+    return *url == '\0';
+}
+
+enum MHD_Result
+serve_route(const struct serve_opts *o, struct MHD_Connection *c,
+            const char *method, const char *url, const char *body, size_t len)
+{
+    enum route r = R_NONE;
+    bool path_known = false;
+    int64_t id = 0;
+
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (!fits(routes[i].path, url, &id))
+            continue;
+        path_known = true;
+        if (strcmp(routes[i].method, method) == 0 ||
+            (strcmp(method, "HEAD") == 0 &&
+             strcmp(routes[i].method, "GET") == 0)) {
+            r = routes[i].r;
+            break;
+        }
+    }
+    switch (r) {
+    case R_HEALTH:
+        return status(o, c, true);
+    case R_STATUS:
+        return status(o, c, false);
+    case R_TIERS:
+        return tiers(o, c);
+    case R_JOBS_LIST:
+        return jobs_list(o, c);
+    case R_JOBS_ADD:
+        return jobs_enqueue(o, c, body, len);
+    case R_JOB:
+        return jobs_show(o, c, id);
+    case R_JOB_CANCEL:
+        return jobs_cancel(o, c, id);
+    case R_PARK_LIST:
+        return park_list(o, c);
+    case R_PARK_RESOLVE_ALL:
+        return park_resolve_all(o, c, body, len);
+    case R_PARK:
+        return park_show(o, c, id);
+    case R_PARK_RESOLVE:
+        return park_resolve_one(o, c, id, body, len);
+    case R_NONE:
+        break;
+    }
+    if (path_known)
+        return serve_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                 "method_not_allowed",
+                                 "%s is not allowed on %s", method, url);
+    return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                             "no such path: %s", url);
+}

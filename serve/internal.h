@@ -1,0 +1,34 @@
+/* internal.h: what serve/'s files share (private to serve/). */
+#ifndef STEPQ_SERVE_INTERNAL_H
+#define STEPQ_SERVE_INTERNAL_H
+
+#include <microhttpd.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve/serve.h"
+
+/* One request: its body as it arrives. */
+struct serve_req {
+    char *body; /* owned; NUL-terminated */
+    size_t len, cap;
+    bool too_big; /* more than max_body arrived: answered 413 at the end */
+};
+
+/* serve_route answers one whole request (body of len bytes, or NULL) on
+ * c: the API of docs/reference.md ("stepq serve"). */
+enum MHD_Result serve_route(const struct serve_opts *o,
+                            struct MHD_Connection *c, const char *method,
+                            const char *url, const char *body, size_t len);
+
+/* serve_reply_json queues body (consumed, whatever happens) as the
+ * answer with status. */
+enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status,
+                                 cJSON *body);
+
+/* serve_reply_error queues {"error": {"code", "message"}} with status. */
+enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status,
+                                  const char *code, const char *fmt, ...)
+    STEPQ_PRINTF(4, 5);
+
+#endif

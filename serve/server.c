@@ -1,0 +1,438 @@
+/* server.c: the listening socket, libmicrohttpd on the libuv loop, the
+ * checks every request passes before its route (token, origin, size), and
+ * the graceful stop. */
+#include "serve/internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+/* How long a stop waits for requests under way. */
+#define STOP_WAIT_MS 5000
+
+struct serve {
+    const struct serve_opts *o;
+    struct MHD_Daemon *d;
+    uv_loop_t loop;
+    uv_poll_t poll;
+    uv_timer_t timer;
+    uv_signal_t sigint, sigterm;
+    int active;          /* requests begun and not completed */
+    bool stopping;       /* a signal came: no new connections */
+    int64_t stop_by;     /* loop time after which the stop waits no more */
+};
+
+bool
+serve_token_equal(const char *given, size_t given_len, const char *expected)
+{
+    size_t n = strlen(expected);
+    unsigned char diff = given_len != n;
+
+    /* Every byte of the expected token is looked at, whatever matched. */
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(expected[i] ^
+                                (i < given_len ? given[i] : expected[i] ^ 1));
+    return diff == 0;
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" into host and port (copies). */
+static int
+split_listen(const char *listen, char *host, size_t hlen, char *port,
+             size_t plen, char *err, size_t len)
+{
+    const char *colon = strrchr(listen, ':'), *h = listen;
+    size_t n;
+
+    if (colon == NULL || colon[1] == '\0') {
+        snprintf(err, len, "--listen %s: give HOST:PORT, such as %s", listen,
+                 SERVE_LISTEN_DEFAULT);
+        return -EINVAL;
+    }
+    n = (size_t)(colon - listen);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    if (n == 0 || n >= hlen || strlen(colon + 1) >= plen) {
+        snprintf(err, len, "--listen %s: give HOST:PORT, such as %s", listen,
+                 SERVE_LISTEN_DEFAULT);
+        return -EINVAL;
+    }
+    memcpy(host, h, n);
+    host[n] = '\0';
+    strcpy(port, colon + 1);
+    for (const char *p = port; *p; p++) {
+        if (*p < '0' || *p > '9' || p - port > 4) {
+            snprintf(err, len, "--listen %s: the port must be 0 to 65535",
+                     listen);
+            return -EINVAL;
+        }
+    }
+    if (atoi(port) > 65535) {
+        snprintf(err, len, "--listen %s: the port must be 0 to 65535", listen);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int
+resolve_listen(const char *listen, struct addrinfo **out, char *err,
+               size_t len)
+{
+    char host[256], port[8];
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV |
+                                         AI_PASSIVE};
+    int rc = split_listen(listen, host, sizeof(host), port, sizeof(port), err,
+                          len);
+
+    if (rc != 0)
+        return rc;
+    if (getaddrinfo(host, port, &hints, out) != 0) {
+        snprintf(err, len,
+                 "--listen %s: %s is not a numeric address (such as "
+                 "127.0.0.1 or [::1])",
+                 listen, host);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static bool
+is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(
+            &((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return false;
+}
+
+int
+serve_listen_check(const char *listen, bool *loopback, char *err, size_t len)
+{
+    struct addrinfo *ai = NULL;
+    int rc = resolve_listen(listen, &ai, err, len);
+
+    if (rc != 0)
+        return rc;
+    *loopback = is_loopback(ai->ai_addr);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* Binds and listens; *addr gets the address taken ("127.0.0.1:40117"). */
+static int
+open_listener(const char *where, int *fd, char *addr, size_t alen, char *err,
+              size_t len)
+{
+    struct addrinfo *ai = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    int one = 1, s, rc = resolve_listen(where, &ai, err, len);
+
+    if (rc != 0)
+        return rc;
+    s = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || listen(s, 128) != 0 ||
+        getsockname(s, (struct sockaddr *)&ss, &sl) != 0) {
+        rc = -errno;
+        snprintf(err, len, "cannot listen on %s: %s", where, strerror(errno));
+        if (s >= 0)
+            close(s);
+        freeaddrinfo(ai);
+        return rc;
+    }
+    freeaddrinfo(ai);
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof(host));
+        snprintf(addr, alen, "[%s]:%u", host, ntohs(a6->sin6_port));
+    } else {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a4->sin_addr, host, sizeof(host));
+        snprintf(addr, alen, "%s:%u", host, ntohs(a4->sin_port));
+    }
+    *fd = s;
+    return 0;
+}
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+
+    (void)cls;
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = '\0';
+    log_warn("serve: %s", buf);
+}
+
+/* The token check: "Authorization: Bearer TOKEN". */
+static bool
+authorized(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *h;
+
+    if (o->token == NULL)
+        return true;
+    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                    MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return serve_token_equal(h, strlen(h), o->token);
+}
+
+/* A write from a page of another site (a form posted by a browser to a
+ * loopback port): refused. Browsers send Origin on such a POST, and
+ * Sec-Fetch-Site; programs send neither. */
+static bool
+cross_site(struct MHD_Connection *c, const char *method)
+{
+    const char *origin, *host, *site, *rest;
+
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return false;
+    site = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    if (site != NULL && strcmp(site, "same-origin") != 0 &&
+        strcmp(site, "none") != 0)
+        return true;
+    origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin == NULL)
+        return false;
+    host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    rest = strncmp(origin, "http://", 7) == 0 ? origin + 7 : NULL;
+    return host == NULL || rest == NULL || strcmp(rest, host) != 0;
+}
+
+/* The first call of a request: its headers are in. Answers at once when
+ * the request cannot go on (401, 403, 413); otherwise keeps its state. */
+static enum MHD_Result
+begin(struct serve *s, struct MHD_Connection *c, const char *method,
+      void **state)
+{
+    const char *cl;
+    struct serve_req *r;
+
+    s->active++;
+    *state = r = xcalloc(1, sizeof(*r));
+    if (!authorized(s->o, c)) {
+        struct MHD_Response *resp;
+        static const char body[] =
+            "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
+            "wants Authorization: Bearer TOKEN\"}}";
+        enum MHD_Result ok;
+        resp = MHD_create_response_from_buffer(
+            sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                "Bearer");
+        ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
+        MHD_destroy_response(resp);
+        return ok;
+    }
+    if (cross_site(c, method))
+        return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
+                                 "a write from another site's page is "
+                                 "refused");
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && strtoull(cl, NULL, 10) > s->o->max_body)
+        return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                 "the body is larger than %zu bytes",
+                                 s->o->max_body);
+    return MHD_YES;
+}
+
+static enum MHD_Result
+on_request(void *cls, struct MHD_Connection *c, const char *url,
+           const char *method, const char *version, const char *upload,
+           size_t *upload_size, void **state)
+{
+    struct serve *s = cls;
+    struct serve_req *r = *state;
+
+    (void)version;
+    if (r == NULL)
+        return begin(s, c, method, state);
+    if (*upload_size > 0) {
+        if (!r->too_big && r->len + *upload_size > s->o->max_body) {
+            r->too_big = true;
+            free(r->body);
+            r->body = NULL;
+            r->len = r->cap = 0;
+        }
+        if (!r->too_big) {
+            if (r->len + *upload_size + 1 > r->cap) {
+                r->cap = (r->len + *upload_size + 1) * 2;
+                if (r->cap > s->o->max_body + 1)
+                    r->cap = s->o->max_body + 1;
+                r->body = xrealloc(r->body, r->cap);
+            }
+            memcpy(r->body + r->len, upload, *upload_size);
+            r->len += *upload_size;
+            r->body[r->len] = '\0';
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->too_big)
+        return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                 "the body is larger than %zu bytes",
+                                 s->o->max_body);
+    return serve_route(s->o, c, method, url, r->body, r->len);
+}
+
+static void
+on_completed(void *cls, struct MHD_Connection *c, void **state,
+             enum MHD_RequestTerminationCode why)
+{
+    struct serve *s = cls;
+    struct serve_req *r = *state;
+
+    (void)c;
+    (void)why;
+    if (r == NULL)
+        return;
+    free(r->body);
+    free(r);
+    *state = NULL;
+    s->active--;
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* Runs what libmicrohttpd has to do now and arms the timer for what it
+ * has to do next; during a stop, ends the loop once no request is under
+ * way (or the wait is over). */
+static void
+pump(struct serve *s)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    uint64_t wait;
+
+    MHD_run(s->d);
+    if (s->stopping && (s->active == 0 || (int64_t)uv_now(&s->loop) >=
+                                              s->stop_by)) {
+        uv_stop(&s->loop);
+        return;
+    }
+    wait = MHD_get_timeout(s->d, &ms) == MHD_YES ? (uint64_t)ms : 1000;
+    if (s->stopping && wait > 50)
+        wait = 50;
+    uv_timer_start(&s->timer, on_timer, wait, 0);
+}
+
+static void
+on_timer(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+static void
+on_poll(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    pump(p->data);
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+    struct serve *s = h->data;
+    MHD_socket fd;
+
+    if (s->stopping)
+        return;
+    log_info("serve: signal %d: stopping (no new connections)", signum);
+    s->stopping = true;
+    s->stop_by = (int64_t)uv_now(&s->loop) + STOP_WAIT_MS;
+    fd = MHD_quiesce_daemon(s->d);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    pump(s);
+}
+
+static void
+close_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void
+start_loop(struct serve *s, int epoll_fd)
+{
+    uv_poll_init(&s->loop, &s->poll, epoll_fd);
+    uv_timer_init(&s->loop, &s->timer);
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->poll.data = s->timer.data = s->sigint.data = s->sigterm.data = s;
+    uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    pump(s);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&s->poll, close_cb);
+    uv_close((uv_handle_t *)&s->timer, close_cb);
+    uv_close((uv_handle_t *)&s->sigint, close_cb);
+    uv_close((uv_handle_t *)&s->sigterm, close_cb);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+int
+serve_run(const struct serve_opts *o, char *err, size_t len)
+{
+    struct serve s = {.o = o};
+    const union MHD_DaemonInfo *info;
+    char addr[INET6_ADDRSTRLEN + 16];
+    int fd = -1, rc;
+
+    if ((rc = open_listener(o->listen, &fd, addr, sizeof(addr), err, len)))
+        return rc;
+    s.d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC, 0, NULL, NULL,
+        on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
+        MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, o->max_conns ? o->max_conns : 256u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_END);
+    info = s.d ? MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+    if (info == NULL || uv_loop_init(&s.loop) != 0) {
+        snprintf(err, len, "cannot start the HTTP server on %s", addr);
+        if (s.d != NULL)
+            MHD_stop_daemon(s.d); /* closes fd */
+        else
+            close(fd);
+        return -EIO;
+    }
+    if (o->ready != NULL)
+        o->ready(addr, o->arg);
+    start_loop(&s, info->epoll_fd);
+    MHD_stop_daemon(s.d); /* closes fd unless a stop closed it already */
+    (void)uv_loop_close(&s.loop);
+    return 0;
+}
