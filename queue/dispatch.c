@@ -274,6 +274,24 @@ q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 }
 
 int
+q_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
+{
+    return db->ops->stats_latency(db, out, n);
+}
+
+int
+q_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n)
+{
+    return db->ops->stats_workers(db, out, n);
+}
+
+int
+q_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at)
+{
+    return db->ops->stats_oldest_due(db, now, run_at);
+}
+
+int
 q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
 {
     return db->ops->stats_park_open(db, limit, out, n);

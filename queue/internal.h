@@ -122,6 +122,9 @@ struct q__ops {
     int (*step_reset)(q_db *db, int64_t job_id, int index,
                       const struct q_step_reset *r);
     int (*stats_attempts)(q_db *db, struct q_attempt_group **out, size_t *n);
+    int (*stats_latency)(q_db *db, struct q_latency_group **out, size_t *n);
+    int (*stats_workers)(q_db *db, struct q_worker_brief **out, size_t *n);
+    int (*stats_oldest_due)(q_db *db, int64_t now, int64_t *run_at);
     int (*stats_park_open)(q_db *db, size_t limit, struct q_park_brief **out,
                            size_t *n);
     /* Many hosts; NULL entries mean "not needed here": clock_sync then
@@ -193,6 +196,24 @@ void q__step_clean(void *e);
 void q__attempt_clean(void *e);
 void q__park_clean(void *e);
 void q__group_clean(void *e);
+void q__latency_clean(void *e);
+void q__worker_clean(void *e);
+
+/* The reports of q_stats_latency and q_stats_workers, the same text on
+ * every backend (each adds its ORDER BY): latency buckets as in
+ * Q_LATENCY_BOUNDS_MS. */
+#define Q__LATENCY_SELECT                                                      \
+    "SELECT tier, count(*), coalesce(sum(latency_ms), 0)" Q__LE(100)           \
+        Q__LE(250) Q__LE(500) Q__LE(1000) Q__LE(2500) Q__LE(5000) Q__LE(10000) \
+            Q__LE(30000) Q__LE(60000)                                          \
+                Q__LE(120000) " FROM attempts WHERE tier IS NOT NULL AND "     \
+                              "finished_at IS NOT NULL"                        \
+                              " AND finished_at > 0 AND latency_ms IS NOT "    \
+                              "NULL GROUP BY tier"
+#define Q__LE(ms) ", sum(CASE WHEN latency_ms <= " #ms " THEN 1 ELSE 0 END)"
+#define Q__WORKERS_SELECT                                                      \
+    "SELECT lease_owner, count(*), max(lease_until) FROM jobs"                 \
+    " WHERE state = 1 AND lease_owner IS NOT NULL GROUP BY lease_owner"
 void q__brief_clean(void *e);
 
 #endif

@@ -445,6 +445,30 @@ q_attempt_groups_free(struct q_attempt_group *g, size_t n)
 }
 
 void
+q__latency_clean(void *e)
+{
+    free(((struct q_latency_group *)e)->tier);
+}
+
+void
+q_latency_groups_free(struct q_latency_group *g, size_t n)
+{
+    q__array_free(g, n, sizeof(*g), q__latency_clean);
+}
+
+void
+q__worker_clean(void *e)
+{
+    free(((struct q_worker_brief *)e)->worker);
+}
+
+void
+q_worker_briefs_free(struct q_worker_brief *w, size_t n)
+{
+    q__array_free(w, n, sizeof(*w), q__worker_clean);
+}
+
+void
 q__brief_clean(void *e)
 {
     struct q_park_brief *p = e;

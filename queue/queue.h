@@ -567,6 +567,47 @@ STEPQ_MUST_CHECK int q_stats_park_open(q_db *db, size_t limit,
 /* q_park_briefs_free frees n items and the array; NULL is a no-op. */
 void q_park_briefs_free(struct q_park_brief *p, size_t n);
 
+/* The upper bounds (ms) of the buckets of q_stats_latency. */
+#define Q_LATENCY_NBUCKETS 10
+#define Q_LATENCY_BOUNDS_MS                                                    \
+    {                                                                          \
+        100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000           \
+    }
+
+/* The finished attempts of one tier: how many, their latencies summed,
+ * and le[i], how many took at most bound i (cumulative). tier owned. */
+struct q_latency_group {
+    char *tier;
+    int64_t count;
+    int64_t sum_ms;
+    int64_t le[Q_LATENCY_NBUCKETS];
+};
+
+/* q_stats_latency groups the ledger's finished attempts of chat steps
+ * (those with a tier) by tier, ordered by tier. Caller owns *out; free
+ * with q_latency_groups_free(). */
+STEPQ_MUST_CHECK int q_stats_latency(q_db *db, struct q_latency_group **out,
+                                     size_t *n);
+void q_latency_groups_free(struct q_latency_group *g, size_t n);
+
+/* A worker holding running jobs: how many, and the latest end of their
+ * leases (each heartbeat moves it on). worker owned. */
+struct q_worker_brief {
+    char *worker;
+    int64_t held;
+    int64_t lease_until;
+};
+
+/* q_stats_workers lists the workers that hold running jobs, by id.
+ * Caller owns *out; free with q_worker_briefs_free(). */
+STEPQ_MUST_CHECK int q_stats_workers(q_db *db, struct q_worker_brief **out,
+                                     size_t *n);
+void q_worker_briefs_free(struct q_worker_brief *w, size_t n);
+
+/* q_stats_oldest_due sets *run_at to the earliest run_at of a queued job
+ * due at now (0: none is due). */
+STEPQ_MUST_CHECK int q_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
+
 /* ---- many hosts: the store's clock, and waking idle workers ---------- */
 
 /* q_clock_offset is what to add to this host's clock (ms) to get the

@@ -167,6 +167,76 @@ START_TEST(test_jobs_list_pages)
 }
 END_TEST
 
+/* What `stepq serve`'s /metrics reads: finished attempts' latencies per
+ * tier in cumulative buckets, the workers holding leases, and the oldest
+ * queued job that is due. */
+START_TEST(test_reports_for_metrics)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 0, T0),
+            b = qfix_add(db, "b", NULL, 0, T0),
+            c = qfix_add(db, "c", NULL, 0, T0), aid, due = -1;
+    const int64_t lat[] = {80, 300, 200000};
+    struct q_latency_group *g = NULL;
+    struct q_worker_brief *w = NULL;
+    size_t ng = 0, nw = 0;
+    int num;
+
+    ck_assert_int_eq(q_stats_oldest_due(db, T0 - 1, &due), 0);
+    ck_assert_int_eq(due, 0); /* none due yet */
+    ck_assert_int_eq(q_stats_oldest_due(db, T0, &due), 0);
+    ck_assert_int_eq(due, T0);
+    qfix_claim_one(db, a, "w1", T0, 60000);
+    qfix_claim_one(db, b, "w1", T0, 90000);
+    for (int i = 0; i < 3; i++) {
+        struct q_attempt_start s = {.job_id = a,
+                                    .worker = "w1",
+                                    .tier = i < 2 ? "free" : "paid",
+                                    .request_sha256 = "x",
+                                    .started_at = T0};
+        struct q_attempt_result r = {.status = 200,
+                                     .outcome = "ok",
+                                     .decision = "commit",
+                                     .latency_ms = lat[i],
+                                     .finished_at = T0 + 1};
+        ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+        ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
+    }
+    /* one in flight: not counted */
+    struct q_attempt_start f = {.job_id = b,
+                                .worker = "w1",
+                                .tier = "free",
+                                .request_sha256 = "y",
+                                .started_at = T0};
+    ck_assert_int_eq(q_attempt_begin(db, &f, &aid, &num), 0);
+    ck_assert_int_eq(q_stats_latency(db, &g, &ng), 0);
+    ck_assert_uint_eq(ng, 2);
+    ck_assert_str_eq(g[0].tier, "free");
+    ck_assert_int_eq(g[0].count, 2);
+    ck_assert_int_eq(g[0].sum_ms, 380);
+    ck_assert_int_eq(g[0].le[0], 1); /* <= 100 ms */
+    ck_assert_int_eq(g[0].le[1], 1); /* <= 250 */
+    ck_assert_int_eq(g[0].le[2], 2); /* <= 500 */
+    ck_assert_int_eq(g[0].le[Q_LATENCY_NBUCKETS - 1], 2);
+    ck_assert_str_eq(g[1].tier, "paid");
+    ck_assert_int_eq(g[1].le[Q_LATENCY_NBUCKETS - 1], 0); /* over 120 s */
+    ck_assert_int_eq(g[1].count, 1);
+    q_latency_groups_free(g, ng);
+    ck_assert_int_eq(q_stats_workers(db, &w, &nw), 0);
+    ck_assert_uint_eq(nw, 1);
+    ck_assert_str_eq(w[0].worker, "w1");
+    ck_assert_int_eq(w[0].held, 2);
+    ck_assert_int_eq(w[0].lease_until, T0 + 90000);
+    q_worker_briefs_free(w, nw);
+    ck_assert_int_eq(q_stats_oldest_due(db, T0 + 5, &due), 0);
+    ck_assert_int_eq(due, T0); /* c, still queued */
+    ck_assert_int_eq(q_cancel(db, c, T0), 0);
+    ck_assert_int_eq(q_stats_oldest_due(db, T0 + 5, &due), 0);
+    ck_assert_int_eq(due, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_group_commit_rolls_back_whole)
 {
     q_db *db = qfix_open(NULL);
@@ -423,6 +493,7 @@ test_suite(void)
     tcase_add_checked_fixture(jobs, qfix_setup, qfix_teardown);
     tcase_add_test(jobs, test_dedupe_returns_first_id);
     tcase_add_test(jobs, test_jobs_list_pages);
+    tcase_add_test(jobs, test_reports_for_metrics);
     tcase_add_test(jobs, test_claim_order_priority_run_at_id);
     tcase_add_test(jobs, test_lease_ops_need_the_holder);
     tcase_add_test(jobs, test_expired_lease_is_claimed_again);

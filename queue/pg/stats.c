@@ -77,3 +77,72 @@ q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
         *out = v;
     return rc;
 }
+
+static const struct q__pg_sql latency_sql = {
+    "q_stats_latency", Q__LATENCY_SELECT " ORDER BY tier COLLATE \"C\""};
+static const struct q__pg_sql workers_sql = {
+    "q_stats_workers", Q__WORKERS_SELECT " ORDER BY lease_owner COLLATE \"C\""};
+static const struct q__pg_sql oldest_sql = {
+    "q_stats_oldest_due", "SELECT coalesce(min(run_at), 0) FROM jobs"
+                          " WHERE state = 0 AND run_at <= $1::bigint"};
+
+static void
+read_latency(const PGresult *res, int r, void *elem)
+{
+    struct q_latency_group *g = elem;
+
+    g->tier = q__pg_text(res, r, 0);
+    g->count = q__pg_int(res, r, 1);
+    g->sum_ms = q__pg_int(res, r, 2);
+    for (int i = 0; i < Q_LATENCY_NBUCKETS; i++)
+        g->le[i] = q__pg_int(res, r, 3 + i);
+}
+
+static void
+read_worker(const PGresult *res, int r, void *elem)
+{
+    struct q_worker_brief *w = elem;
+
+    w->worker = q__pg_text(res, r, 0);
+    w->held = q__pg_int(res, r, 1);
+    w->lease_until = q__pg_int(res, r, 2);
+}
+
+int
+q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
+{
+    void *v = NULL;
+    int rc = q__pg_select(q__pg(db), &latency_sql, NULL, sizeof(**out),
+                          read_latency, &v, n, "reading the attempts ledger");
+
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int
+q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n)
+{
+    void *v = NULL;
+    int rc = q__pg_select(q__pg(db), &workers_sql, NULL, sizeof(**out),
+                          read_worker, &v, n, "reading the leases");
+
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int
+q__pg_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at)
+{
+    struct q__pg_params p = {0};
+    int64_t v = 0;
+    int rc;
+
+    q__pg_p_int(&p, now);
+    rc = q__pg_select_one(q__pg(db), &oldest_sql, &p, sizeof(v),
+                          q__pg_read_ints, &v, "reading the queue");
+    if (rc == 0)
+        *run_at = v;
+    return rc;
+}

@@ -95,8 +95,7 @@ int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                       struct q_enqueue_result *res);
 int q__sqlite_job_get(q_db *db, int64_t id, struct q_job *out);
 int q__sqlite_jobs_list(q_db *db, int state, int64_t after, size_t limit,
-                        struct q_job **out,
-                        size_t *n);
+                        struct q_job **out, size_t *n);
 int q__sqlite_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
                      int64_t *park_open);
 int q__sqlite_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
@@ -146,6 +145,9 @@ int q__sqlite_job_fail_parked(q_db *db, int64_t job_id, const char *error,
 int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,
                          const struct q_step_reset *r);
 int q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
+int q__sqlite_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
+int q__sqlite_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
+int q__sqlite_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
 int q__sqlite_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
                               size_t *n);
 int q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n);

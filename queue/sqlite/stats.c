@@ -94,3 +94,82 @@ q__sqlite_stats_park_open(q_db *base, size_t limit, struct q_park_brief **out,
         *out = v;
     return rc;
 }
+
+static const char latency_sql[] = Q__LATENCY_SELECT " ORDER BY tier";
+static const char workers_sql[] = Q__WORKERS_SELECT " ORDER BY lease_owner";
+static const char oldest_sql[] = "SELECT coalesce(min(run_at), 0) FROM jobs "
+                                 "WHERE state = 0 AND run_at <= ?1";
+
+static void
+read_latency(sqlite3_stmt *s, void *elem)
+{
+    struct q_latency_group *g = elem;
+
+    g->tier = q__col_text(s, 0);
+    g->count = sqlite3_column_int64(s, 1);
+    g->sum_ms = sqlite3_column_int64(s, 2);
+    for (int i = 0; i < Q_LATENCY_NBUCKETS; i++)
+        g->le[i] = sqlite3_column_int64(s, 3 + i);
+}
+
+static void
+read_worker(sqlite3_stmt *s, void *elem)
+{
+    struct q_worker_brief *w = elem;
+
+    w->worker = q__col_text(s, 0);
+    w->held = sqlite3_column_int64(s, 1);
+    w->lease_until = sqlite3_column_int64(s, 2);
+}
+
+/* Runs a report's sql (no parameters) into a new array. */
+static int
+report(q_db *base, const char *sql, size_t elem, q__read_fn read,
+       q__clean_fn clean, void **out, size_t *n, const char *what)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = NULL;
+    void *v = NULL;
+    int rc;
+
+    if ((rc = prepare(db, sql, &s)) != 0)
+        return rc;
+    rc = q__rows(db, s, elem, read, clean, &v, n, what);
+    sqlite3_finalize(s);
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int
+q__sqlite_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
+{
+    return report(db, latency_sql, sizeof(**out), read_latency,
+                  q__latency_clean, (void **)out, n,
+                  "reading the attempts ledger");
+}
+
+int
+q__sqlite_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n)
+{
+    return report(db, workers_sql, sizeof(**out), read_worker, q__worker_clean,
+                  (void **)out, n, "reading the leases");
+}
+
+int
+q__sqlite_stats_oldest_due(q_db *base, int64_t now, int64_t *run_at)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    if ((rc = prepare(db, oldest_sql, &s)) != 0)
+        return rc;
+    sqlite3_bind_int64(s, 1, now);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        *run_at = sqlite3_column_int64(s, 0);
+    else
+        rc = q__db_err(db, "reading the queue");
+    sqlite3_finalize(s);
+    return rc;
+}
