@@ -6,7 +6,7 @@ pkgs=(build-essential cmake pkg-config git
       libuv1-dev libcurl4-openssl-dev libsqlite3-dev libcjson-dev check
       libsubunit-dev libhttp-parser-dev libssl-dev clang-format sqlite3
       libpq-dev postgresql-15 postgresql-client-15 faketime
-      libmicrohttpd-dev)
+      libmicrohttpd-dev prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \

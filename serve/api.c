@@ -16,7 +16,7 @@
 #include "view/view.h"
 
 /* A page of GET /v1/jobs: by default, and at most. */
-#define JOBS_PAGE 100
+#define JOBS_PAGE     100
 #define JOBS_PAGE_MAX 1000
 
 enum MHD_Result
@@ -64,8 +64,7 @@ static enum MHD_Result
 storage_error(struct MHD_Connection *c, int rc, const char *doing)
 {
     if (rc == -EAGAIN || rc == -EBUSY || rc == -ENOTCONN)
-        return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                                 "unavailable",
+        return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
                                  "cannot %s: the database is busy or away; "
                                  "try again",
                                  doing);
@@ -165,8 +164,8 @@ jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "state must be queued, running, succeeded, "
                                  "failed, parked, cancelled or all");
-    if (limit != NULL && ((lim = whole(limit, strlen(limit))) < 1 ||
-                          lim > JOBS_PAGE_MAX))
+    if (limit != NULL &&
+        ((lim = whole(limit, strlen(limit))) < 1 || lim > JOBS_PAGE_MAX))
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "limit must be 1 to %d", JOBS_PAGE_MAX);
     if (after != NULL && (from = whole(after, strlen(after))) < 0)
@@ -278,9 +277,8 @@ read_decision(const struct serve_opts *o, struct MHD_Connection *c,
               struct park_decision *d, struct q_park_filter *f,
               enum MHD_Result *answered)
 {
-    static const char *const known[] = {"resolution", "tier",   "output",
-                                        "by",         "note",   "reason",
-                                        "job_id",     NULL};
+    static const char *const known[] = {"resolution", "tier",   "output", "by",
+                                        "note",       "reason", "job_id", NULL};
     const char *how = NULL, *tier = NULL;
     const cJSON *job, *m;
     char err[256];
@@ -299,9 +297,9 @@ read_decision(const struct serve_opts *o, struct MHD_Connection *c,
         while (known[i] != NULL && strcmp(known[i], m->string) != 0)
             i++;
         if (known[i] == NULL || (!bulk && i >= 5)) {
-            *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST,
-                                          "bad_request", "%s: unknown field",
-                                          m->string);
+            *answered =
+                serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                  "%s: unknown field", m->string);
             return -EINVAL;
         }
     }
@@ -345,9 +343,9 @@ read_decision(const struct serve_opts *o, struct MHD_Connection *c,
     }
     if (f->tier != NULL && config_find_tier(o->cfg, f->tier) == NULL) {
         /* a filter naming no tier would match nothing, silently */
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "no tier named %s in the config",
-                                      f->tier);
+        *answered =
+            serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                              "no tier named %s in the config", f->tier);
         return -EINVAL;
     }
     d->now = store_now(o);
@@ -457,6 +455,7 @@ enum route {
     R_PARK_RESOLVE_ALL,
     R_PARK,
     R_PARK_RESOLVE,
+    R_METRICS,
     R_NONE
 };
 
@@ -475,6 +474,7 @@ static const struct {
     {R_PARK_RESOLVE_ALL, "POST", "/v1/park/resolve"},
     {R_PARK, "GET", "/v1/park/#"},
     {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
+    {R_METRICS, "GET", "/metrics"},
 };
 
 /* Whether url fits pattern; *id gets the number "#" stood for. */
@@ -539,6 +539,8 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return park_show(o, c, id);
     case R_PARK_RESOLVE:
         return park_resolve_one(o, c, id, body, len);
+    case R_METRICS:
+        return serve_metrics(o, c, store_now(o));
     case R_NONE:
         break;
     }

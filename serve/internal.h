@@ -21,6 +21,11 @@ enum MHD_Result serve_route(const struct serve_opts *o,
                             struct MHD_Connection *c, const char *method,
                             const char *url, const char *body, size_t len);
 
+/* serve_metrics answers GET /metrics: the store's numbers as of now in
+ * Prometheus' text format; 503 when the store cannot be read. */
+enum MHD_Result serve_metrics(const struct serve_opts *o,
+                              struct MHD_Connection *c, int64_t now);
+
 /* serve_reply_json queues body (consumed, whatever happens) as the
  * answer with status. */
 enum MHD_Result serve_reply_json(struct MHD_Connection *c, unsigned status,

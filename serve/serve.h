@@ -20,8 +20,8 @@
 #include "queue/queue.h"
 
 /* Defaults of `stepq serve`. */
-#define SERVE_LISTEN_DEFAULT "127.0.0.1:8377"
-#define SERVE_MAX_BODY_DEFAULT ((size_t)32 << 20) /* 32 MiB */
+#define SERVE_LISTEN_DEFAULT    "127.0.0.1:8377"
+#define SERVE_MAX_BODY_DEFAULT  ((size_t)32 << 20) /* 32 MiB */
 #define SERVE_TIMEOUT_S_DEFAULT 30
 
 struct serve_opts {

@@ -31,9 +31,9 @@ struct serve {
     uv_poll_t poll;
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
-    int active;          /* requests begun and not completed */
-    bool stopping;       /* a signal came: no new connections */
-    int64_t stop_by;     /* loop time after which the stop waits no more */
+    int active;      /* requests begun and not completed */
+    bool stopping;   /* a signal came: no new connections */
+    int64_t stop_by; /* loop time after which the stop waits no more */
 };
 
 bool
@@ -90,15 +90,14 @@ split_listen(const char *listen, char *host, size_t hlen, char *port,
 }
 
 static int
-resolve_listen(const char *listen, struct addrinfo **out, char *err,
-               size_t len)
+resolve_listen(const char *listen, struct addrinfo **out, char *err, size_t len)
 {
     char host[256], port[8];
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV |
-                                         AI_PASSIVE};
-    int rc = split_listen(listen, host, sizeof(host), port, sizeof(port), err,
-                          len);
+                             .ai_flags =
+                                 AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
+    int rc =
+        split_listen(listen, host, sizeof(host), port, sizeof(port), err, len);
 
     if (rc != 0)
         return rc;
@@ -243,8 +242,8 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
             "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
             "wants Authorization: Bearer TOKEN\"}}";
         enum MHD_Result ok;
-        resp = MHD_create_response_from_buffer(
-            sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+        resp = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
+                                               MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 "application/json");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
@@ -334,8 +333,8 @@ pump(struct serve *s)
     uint64_t wait;
 
     MHD_run(s->d);
-    if (s->stopping && (s->active == 0 || (int64_t)uv_now(&s->loop) >=
-                                              s->stop_by)) {
+    if (s->stopping &&
+        (s->active == 0 || (int64_t)uv_now(&s->loop) >= s->stop_by)) {
         uv_stop(&s->loop);
         return;
     }
@@ -415,11 +414,11 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
     s.d = MHD_start_daemon(
         MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC, 0, NULL, NULL,
         on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
-        MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, o->max_conns ? o->max_conns : 256u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        o->max_conns ? o->max_conns : 256u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+        MHD_OPTION_END);
     info = s.d ? MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL || uv_loop_init(&s.loop) != 0) {
         snprintf(err, len, "cannot start the HTTP server on %s", addr);

@@ -2,6 +2,7 @@
  * API over loopback, a real worker parking a step against the real mock,
  * and every answer compared with what the CLI's --json prints for the
  * same store. Runs on SQLite and (test_serve_pg) on PostgreSQL. */
+#define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
@@ -447,6 +448,57 @@ START_TEST(test_python_example_client)
 }
 END_TEST
 
+/* The metrics text holds line (whole lines, value included). */
+static void
+has(const struct reply *r, const char *line)
+{
+    ck_assert_msg(strstr(r->body, line) != NULL, "no line %s in:\n%.3000s", line,
+                  r->body);
+}
+
+/* GET /metrics after a real night: two chat jobs done on "free", one post
+ * parked at a wall. Debian's promtool must accept the text, and the
+ * numbers must be the ledger's. */
+START_TEST(test_metrics_pass_promtool)
+{
+    struct server s;
+    struct reply r = {0};
+    char job[1024], *out = NULL, *cmd;
+    int rc;
+
+    snprintf(job, sizeof(job),
+             "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","
+             "\"http\":{\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"
+             "{\"t\":\"x\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    e2e_enqueue_many(2, "\"tiers\":[\"free\"],");
+    free(e2e_drain());
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    req(s.port, "GET", "/metrics", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(hdr(&r, "Content-Type"), "version=0.0.4"));
+    free(tmpdir_write(e2e_dir, "metrics.txt", r.body, r.body_len));
+    has(&r, "stepq_jobs{state=\"succeeded\"} 2\n");
+    has(&r, "stepq_jobs{state=\"parked\"} 1\n");
+    has(&r, "stepq_park_open{reason=\"hard_quota\"} 1\n");
+    has(&r, "stepq_attempts_total{tier=\"free\",outcome=\"ok\","
+            "decision=\"commit\"} 2\n");
+    has(&r, "stepq_request_latency_seconds_count{tier=\"free\"} 2\n");
+    has(&r,
+        "stepq_request_latency_seconds_bucket{tier=\"free\",le=\"+Inf\"} 2\n");
+    has(&r, "stepq_tier_breaker{tier=\"local\",state=\"closed\"} 1\n");
+    reply_free(&r);
+    ck_assert_int_gt(
+        asprintf(&cmd, "promtool check metrics < %s/metrics.txt", e2e_dir), 0);
+    rc = run_sh(cmd, &out);
+    ck_assert_msg(rc == 0, "promtool: %s", out);
+    free(out);
+    free(cmd);
+    serve_stop(&s);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -460,6 +512,7 @@ test_suite(void)
     tcase_add_test(tc, test_token_origin_and_size);
     tcase_add_test(tc, test_refuses_to_start_unsafely);
     tcase_add_test(tc, test_python_example_client);
+    tcase_add_test(tc, test_metrics_pass_promtool);
     suite_add_tcase(s, tc);
     return s;
 }
