@@ -452,8 +452,8 @@ END_TEST
 static void
 has(const struct reply *r, const char *line)
 {
-    ck_assert_msg(strstr(r->body, line) != NULL, "no line %s in:\n%.3000s", line,
-                  r->body);
+    ck_assert_msg(strstr(r->body, line) != NULL, "no line %s in:\n%.3000s",
+                  line, r->body);
 }
 
 /* GET /metrics after a real night: two chat jobs done on "free", one post
