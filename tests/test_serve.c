@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
 
@@ -448,6 +449,45 @@ START_TEST(test_python_example_client)
 }
 END_TEST
 
+/* A client that sends half a request and hangs holds up no one else, and
+ * is closed after --timeout; so is one that stops in the middle of a body. */
+START_TEST(test_a_peer_that_hangs_blocks_no_one)
+{
+    const char *quick[] = {"--timeout", "1", NULL};
+    static const char half[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n";
+    static const char part[] = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\n" AUTH
+                               "Content-Length: 500\r\n\r\n{\"name\"";
+    struct server s;
+    struct reply r = {0};
+    int a, b, st = 0;
+    int64_t t0;
+    char c;
+    cJSON *o;
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, quick), -1);
+    a = cl_connect(s.port);
+    b = cl_connect(s.port);
+    ck_assert_int_eq(write(a, half, strlen(half)), (ssize_t)strlen(half));
+    ck_assert_int_eq(write(b, part, strlen(part)), (ssize_t)strlen(part));
+    t0 = clock_mono_ms();
+    o = call(&s, "GET", "/v1/status", NULL, &st);
+    ck_assert_int_eq(st, 200);
+    ck_assert_int_lt(clock_mono_ms() - t0, 900); /* not behind a's timeout */
+    cJSON_Delete(o);
+    /* both are closed by the server once idle for a second */
+    ck_assert_int_le(read(a, &c, 1), 0);
+    ck_assert_int_le(read(b, &c, 1), 0);
+    ck_assert_int_lt(clock_mono_ms() - t0, 5000);
+    close(a);
+    close(b);
+    ck_assert_int_eq(run_job_count(e2e_db), 0);
+    req(s.port, "GET", "/healthz", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    serve_stop(&s);
+}
+END_TEST
+
 /* The metrics text holds line (whole lines, value included). */
 static void
 has(const struct reply *r, const char *line)
@@ -513,6 +553,7 @@ test_suite(void)
     tcase_add_test(tc, test_refuses_to_start_unsafely);
     tcase_add_test(tc, test_python_example_client);
     tcase_add_test(tc, test_metrics_pass_promtool);
+    tcase_add_test(tc, test_a_peer_that_hangs_blocks_no_one);
     suite_add_tcase(s, tc);
     return s;
 }
