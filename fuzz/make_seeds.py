@@ -103,6 +103,15 @@ def main():
                 (body if isinstance(body, str) else json.dumps(body)).lower())
     for r in requests:
         put(out, "expand", json.dumps(r))
+    # serve_body: the first byte's low bit is "bulk"
+    for bulk, body in ((0, {"resolution": "retry", "by": "ana", "tier": "free",
+                            "note": "wall over"}),
+                       (0, {"resolution": "done", "by": "ana", "output": "x"}),
+                       (1, {"resolution": "skip", "by": "ana",
+                            "reason": "hard_quota", "tier": "free",
+                            "job_id": 3}),
+                       (1, {"resolution": "fail", "by": "bo"})):
+        put(out, "serve_body", bytes([bulk]) + json.dumps(body).encode())
 
 
 main()

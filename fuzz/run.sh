@@ -5,7 +5,8 @@
 # SECONDS. The growing corpus is kept in build/fuzz/corpus/TARGET; crash,
 # leak and timeout inputs are written to fuzz/crashes/ (keep each one as a
 # case in tests/test_fuzz_regressions.c). Exit status: libFuzzer's (0 when
-# nothing was found). TARGET: jobspec config classify headers expand.
+# nothing was found). TARGET: jobspec config classify headers expand
+# serve_body.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
@@ -16,7 +17,7 @@ target=$1
 secs=$2
 shift 2
 case "$target" in
-jobspec | config | classify | headers | expand) ;;
+jobspec | config | classify | headers | expand | serve_body) ;;
 *)
     echo "fuzz/run.sh: unknown target $target" >&2
     exit 2

@@ -253,119 +253,21 @@ park_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
-/* Member name of object o as a string: *out stays NULL when absent or
- * null; false when it is there and not a string. */
-static bool
-text_member(const cJSON *o, const char *name, const char **out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-    *out = NULL;
-    if (v == NULL || cJSON_IsNull(v))
-        return true;
-    if (!cJSON_IsString(v))
-        return false;
-    *out = v->valuestring;
-    return true;
-}
-
-/* Reads a resolution body into d (and, bulk, the filter f). Its strings
- * point into *doc, which the caller deletes. 0, or 400 queued on c. */
-static int
-read_decision(const struct serve_opts *o, struct MHD_Connection *c,
-              const char *body, size_t len, bool bulk, cJSON **doc,
-              struct park_decision *d, struct q_park_filter *f,
-              enum MHD_Result *answered)
-{
-    static const char *const known[] = {"resolution", "tier",   "output", "by",
-                                        "note",       "reason", "job_id", NULL};
-    const char *how = NULL, *tier = NULL;
-    const cJSON *job, *m;
-    char err[256];
-
-    *doc = body != NULL ? cJSON_ParseWithLength(body, len) : NULL;
-    if (!cJSON_IsObject(*doc)) {
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "the body must be a JSON object such as "
-                                      "{\"resolution\": \"retry\", \"by\": "
-                                      "\"ana\"}");
-        return -EINVAL;
-    }
-    cJSON_ArrayForEach(m, *doc)
-    {
-        size_t i = 0;
-        while (known[i] != NULL && strcmp(known[i], m->string) != 0)
-            i++;
-        if (known[i] == NULL || (!bulk && i >= 5)) {
-            *answered =
-                serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                  "%s: unknown field", m->string);
-            return -EINVAL;
-        }
-    }
-    if (!text_member(*doc, "resolution", &how) ||
-        !text_member(*doc, "tier", &tier) ||
-        !text_member(*doc, "output", &d->output) ||
-        !text_member(*doc, "by", &d->by) ||
-        !text_member(*doc, "note", &d->note) ||
-        !text_member(*doc, "reason", &f->reason)) {
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "resolution, tier, output, by, note and "
-                                      "reason are strings");
-        return -EINVAL;
-    }
-    if (how == NULL || park_how_from_name(how, &d->how) != 0) {
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "resolution must be retry, skip, done "
-                                      "or fail");
-        return -EINVAL;
-    }
-    job = cJSON_GetObjectItemCaseSensitive(*doc, "job_id");
-    if (job != NULL && (!cJSON_IsNumber(job) || job->valuedouble < 1 ||
-                        job->valuedouble > 9e15)) {
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "job_id must be a job id");
-        return -EINVAL;
-    }
-    f->job_id = job != NULL ? (int64_t)job->valuedouble : 0;
-    /* In bulk, tier picks the items; for one item it is where to retry. */
-    if (bulk)
-        f->tier = tier;
-    else
-        d->tier = tier;
-    d->output_len = d->output ? strlen(d->output) : 0;
-    if (d->by == NULL)
-        d->by = "";
-    if (park_decision_check(d, bulk, o->cfg, err, sizeof(err)) != 0) {
-        *answered = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                      "%s", err);
-        return -EINVAL;
-    }
-    if (f->tier != NULL && config_find_tier(o->cfg, f->tier) == NULL) {
-        /* a filter naming no tier would match nothing, silently */
-        *answered =
-            serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                              "no tier named %s in the config", f->tier);
-        return -EINVAL;
-    }
-    d->now = store_now(o);
-    return 0;
-}
-
 static enum MHD_Result
 park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
                  int64_t id, const char *body, size_t len)
 {
     struct park_decision d = {0};
     struct q_park_filter f = {0};
-    enum MHD_Result answered = MHD_NO;
     cJSON *doc = NULL, *out;
+    char err[256];
     int rc;
 
-    if (read_decision(o, c, body, len, false, &doc, &d, &f, &answered) != 0) {
-        cJSON_Delete(doc);
-        return answered;
-    }
+    if (serve_read_decision(o->cfg, body, len, false, &doc, &d, &f, err,
+                            sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+    d.now = store_now(o);
     rc = park_resolve(o->db, id, &d);
     cJSON_Delete(doc);
     if (rc == -ENOENT)
@@ -390,15 +292,16 @@ park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
 {
     struct park_decision d = {0};
     struct q_park_filter f = {0};
-    enum MHD_Result answered = MHD_NO;
     cJSON *doc = NULL, *out;
     int64_t n = 0;
+    char err[256];
     int rc;
 
-    if (read_decision(o, c, body, len, true, &doc, &d, &f, &answered) != 0) {
-        cJSON_Delete(doc);
-        return answered;
-    }
+    if (serve_read_decision(o->cfg, body, len, true, &doc, &d, &f, err,
+                            sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+    d.now = store_now(o);
     rc = park_resolve_matching(o->db, &f, &d, &n);
     cJSON_Delete(doc);
     if (rc != 0)

@@ -271,7 +271,9 @@ START_TEST(test_park_review_over_http)
         "{\"resolution\":\"retry\",\"by\":\"ana\",\"tier\":\"nope\"}",
         "[1]",
         "{\"resolution\":3}",
-        "not json"};
+        "not json",
+        "{\"resolution\":\"skip\",\"by\":\"ana\"} trailing",
+        "{\"resolution\":\"skip\",\"by\":\"ana\",\"job_id\":1}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         o = call(&s, "POST", "/v1/park/1/resolve", bad[i], &st);
         ck_assert_msg(st == 400, "%s: %d", bad[i], st);
