@@ -202,7 +202,7 @@ print_item_text(const cJSON *o)
            cJSON_GetObjectItem(o, "kind") ? text_of(o, "kind") : "?",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes" : "no",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
-                                                                    : "no");
+                                                                   : "no");
     printf("  reason    %s after %d attempt(s), tier %s\n",
            text_of(o, "reason"),
            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "attempts")),
@@ -211,8 +211,7 @@ print_item_text(const cJSON *o)
     printf("  error     %s\n", text_of(o, "error"));
     printf("  request   %s\n", text_of(o, "request"));
     if (!open) {
-        const char *note =
-            cJSON_GetStringValue(cJSON_GetObjectItem(o, "note"));
+        const char *note = cJSON_GetStringValue(cJSON_GetObjectItem(o, "note"));
         const char *by =
             cJSON_GetStringValue(cJSON_GetObjectItem(o, "resolved_by"));
         printf("  resolved  %s by %s%s%s\n", text_of(o, "resolution"),

@@ -100,12 +100,10 @@ cmd_serve(struct cli_env *env, int argc, char **argv)
     const char *listen = SERVE_LISTEN_DEFAULT, *token_env = NULL;
     const char *max_body = NULL, *timeout = NULL;
     bool no_auth = false;
-    struct cli_opt opts[] = {{"listen", &listen, NULL},
-                             {"token-env", &token_env, NULL},
-                             {"no-auth", NULL, &no_auth},
-                             {"max-body", &max_body, NULL},
-                             {"timeout", &timeout, NULL},
-                             {NULL, NULL, NULL}};
+    struct cli_opt opts[] = {
+        {"listen", &listen, NULL},   {"token-env", &token_env, NULL},
+        {"no-auth", NULL, &no_auth}, {"max-body", &max_body, NULL},
+        {"timeout", &timeout, NULL}, {NULL, NULL, NULL}};
     struct serve_opts o = {.max_body = SERVE_MAX_BODY_DEFAULT,
                            .timeout_s = SERVE_TIMEOUT_S_DEFAULT,
                            .ready = ready};

@@ -25,9 +25,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool bulk;
     char *body;
 
-    if (cfg == NULL &&
-        config_parse(text, sizeof(text) - 1, "/nonexistent", &cfg, err,
-                     sizeof(err)) != 0)
+    if (cfg == NULL && config_parse(text, sizeof(text) - 1, "/nonexistent",
+                                    &cfg, err, sizeof(err)) != 0)
         abort();
     if (size == 0)
         return 0;

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 
 echo "== clang-format"
-mapfile -t sources < <(find cli common queue spec policy park worker mock demo fuzz include lib \
+mapfile -t sources < <(find cli common queue spec policy park worker view serve mock demo fuzz include lib \
     tests examples bench -name '*.[ch]' 2>/dev/null | sort)
 clang-format --dry-run --Werror "${sources[@]}"
 

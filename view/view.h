@@ -27,8 +27,8 @@ cJSON *view_job_row(const struct q_job *j);
 /* view_jobs loads a page of jobs (state < 0: all; ids above after; at most
  * limit, 0: all) and renders it as `jobs list --json` (an array). Returns
  * 0 with *out set (caller owns it) or the storage error. */
-STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after,
-                               size_t limit, cJSON **out);
+STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after, size_t limit,
+                               cJSON **out);
 
 /* view_job loads job id with its steps, attempts and park items and
  * renders `jobs show --json`. Returns 0 with *out set, -ENOENT when there
@@ -53,8 +53,8 @@ STEPQ_MUST_CHECK int view_status(q_db *db, cJSON **out);
  * every worker shares, as of now (the store's clock). Returns 0 with *out
  * set, or the storage error with *failed (if not NULL) naming the tier
  * that could not be read. */
-STEPQ_MUST_CHECK int view_tiers(q_db *db, const struct config *cfg,
-                                int64_t now, cJSON **out, const char **failed);
+STEPQ_MUST_CHECK int view_tiers(q_db *db, const struct config *cfg, int64_t now,
+                                cJSON **out, const char **failed);
 
 /* view_enqueued renders the answer to an enqueue of n jobs: one
  * {"id": N, "duplicate": B}, or an array of them when many. */
