@@ -63,7 +63,7 @@ serve_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
 static enum MHD_Result
 storage_error(struct MHD_Connection *c, int rc, const char *doing)
 {
-    if (rc == -EAGAIN || rc == -EBUSY || rc == -ENOTCONN)
+    if (rc == -EAGAIN || rc == -EBUSY)
         return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
                                  "cannot %s: the database is busy or away; "
                                  "try again",
@@ -321,9 +321,11 @@ tiers(const struct serve_opts *o, struct MHD_Connection *c)
     cJSON *out = NULL;
     int rc = view_tiers(o->db, o->cfg, store_now(o), &out, &failed);
 
-    if (rc != 0)
-        return serve_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "storage",
-                                 "cannot read the state of tier %s", failed);
+    if (rc != 0) {
+        char doing[128];
+        snprintf(doing, sizeof(doing), "read the state of tier %s", failed);
+        return storage_error(c, rc, doing);
+    }
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 

@@ -50,7 +50,11 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
     const cJSON *job, *m;
     char why[256];
 
-    /* The whole body is the object: nothing after it, no NUL inside. */
+    *doc = NULL;
+    /* The whole body is the object: nothing after it, no NUL inside, and
+     * no NUL written as \u0000 either (text fields end at a NUL). */
+    if (body != NULL && strstr(body, "\\u0000") != NULL)
+        return fail(err, errlen, "text must not contain NUL (\\u0000)");
     *doc = body != NULL && strlen(body) == len
                ? cJSON_ParseWithOpts(body, NULL, true)
                : NULL;
@@ -94,8 +98,10 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
         d->by = "";
     if (park_decision_check(d, bulk, cfg, why, sizeof(why)) != 0)
         return fail(err, errlen, "%s", why);
-    /* a filter naming no tier would match nothing, silently */
-    if (f->tier != NULL && cfg != NULL &&
+    /* A bulk retry's tier filter must name a tier of the config (a typo
+     * would match nothing, silently); skip and fail may still clear the
+     * items of a tier since removed, as on the CLI. */
+    if (bulk && d->how == PARK_RETRY && f->tier != NULL && cfg != NULL &&
         config_find_tier(cfg, f->tier) == NULL)
         return fail(err, errlen, "no tier named %s in the config", f->tier);
     return 0;

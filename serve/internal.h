@@ -13,7 +13,6 @@
 struct serve_req {
     char *body; /* owned; NUL-terminated */
     size_t len, cap;
-    bool too_big; /* more than max_body arrived: answered 413 at the end */
 };
 
 /* serve_route answers one whole request (body of len bytes, or NULL) on

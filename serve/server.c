@@ -23,13 +23,15 @@
 
 /* How long a stop waits for requests under way. */
 #define STOP_WAIT_MS 5000
+/* How often the store's clock offset is measured again (as workers do). */
+#define CLOCK_SYNC_MS 60000
 
 struct serve {
     const struct serve_opts *o;
     struct MHD_Daemon *d;
     uv_loop_t loop;
     uv_poll_t poll;
-    uv_timer_t timer;
+    uv_timer_t timer, clock;
     uv_signal_t sigint, sigterm;
     int active;      /* requests begun and not completed */
     bool stopping;   /* a signal came: no new connections */
@@ -190,6 +192,7 @@ static bool
 authorized(const struct serve_opts *o, struct MHD_Connection *c)
 {
     const char *h;
+    size_t n;
 
     if (o->token == NULL)
         return true;
@@ -200,7 +203,31 @@ authorized(const struct serve_opts *o, struct MHD_Connection *c)
     h += 7;
     while (*h == ' ')
         h++;
-    return serve_token_equal(h, strlen(h), o->token);
+    n = strlen(h);
+    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    return serve_token_equal(h, n, o->token);
+}
+
+/* Without a token, the Host a browser sends must be this machine's:
+ * a page on a name that resolves to 127.0.0.1 (DNS rebinding) sends its
+ * own name, and would pass the origin check with it. */
+static bool
+host_is_local(struct MHD_Connection *c)
+{
+    static const char *const names[] = {"127.0.0.1", "localhost", "[::1]",
+                                        NULL};
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+
+    if (host == NULL)
+        return true; /* HTTP/1.0 programs; browsers always send one */
+    for (int i = 0; names[i] != NULL; i++) {
+        size_t n = strlen(names[i]);
+        if (strncasecmp(host, names[i], n) == 0 &&
+            (host[n] == '\0' || host[n] == ':'))
+            return true;
+    }
+    return false;
 }
 
 /* A write from a page of another site (a form posted by a browser to a
@@ -252,6 +279,10 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
         MHD_destroy_response(resp);
         return ok;
     }
+    if (s->o->token == NULL && !host_is_local(c))
+        return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
+                                 "without a token, only requests for "
+                                 "127.0.0.1, localhost or [::1] are served");
     if (cross_site(c, method))
         return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
                                  "a write from another site's page is "
@@ -277,30 +308,26 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
     if (r == NULL)
         return begin(s, c, method, state);
     if (*upload_size > 0) {
-        if (!r->too_big && r->len + *upload_size > s->o->max_body) {
-            r->too_big = true;
-            free(r->body);
-            r->body = NULL;
-            r->len = r->cap = 0;
+        if (r->len + *upload_size > s->o->max_body) {
+            /* No length was announced (chunked): an answer cannot be
+             * queued in the middle of a body, so the connection is
+             * closed rather than read on for ever. */
+            log_warn("serve: a body over %zu bytes: connection closed",
+                     s->o->max_body);
+            return MHD_NO;
         }
-        if (!r->too_big) {
-            if (r->len + *upload_size + 1 > r->cap) {
-                r->cap = (r->len + *upload_size + 1) * 2;
-                if (r->cap > s->o->max_body + 1)
-                    r->cap = s->o->max_body + 1;
-                r->body = xrealloc(r->body, r->cap);
-            }
-            memcpy(r->body + r->len, upload, *upload_size);
-            r->len += *upload_size;
-            r->body[r->len] = '\0';
+        if (r->len + *upload_size + 1 > r->cap) {
+            r->cap = (r->len + *upload_size + 1) * 2;
+            if (r->cap > s->o->max_body + 1)
+                r->cap = s->o->max_body + 1;
+            r->body = xrealloc(r->body, r->cap);
         }
+        memcpy(r->body + r->len, upload, *upload_size);
+        r->len += *upload_size;
+        r->body[r->len] = '\0';
         *upload_size = 0;
         return MHD_YES;
     }
-    if (r->too_big)
-        return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                                 "the body is larger than %zu bytes",
-                                 s->o->max_body);
     return serve_route(s->o, c, method, url, r->body, r->len);
 }
 
@@ -375,6 +402,18 @@ on_signal(uv_signal_t *h, int signum)
     pump(s);
 }
 
+/* The store's clock, measured again: times written and the metrics use
+ * the store's clock, and a host's drifts. */
+static void
+on_clock(uv_timer_t *t)
+{
+    struct serve *s = t->data;
+
+    if (q_clock_sync(s->o->db) != 0)
+        log_warn("serve: cannot measure the database's clock again; the "
+                 "last offset stays");
+}
+
 static void
 close_cb(uv_handle_t *h)
 {
@@ -386,9 +425,12 @@ start_loop(struct serve *s, int epoll_fd)
 {
     uv_poll_init(&s->loop, &s->poll, epoll_fd);
     uv_timer_init(&s->loop, &s->timer);
+    uv_timer_init(&s->loop, &s->clock);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
-    s->poll.data = s->timer.data = s->sigint.data = s->sigterm.data = s;
+    s->poll.data = s->timer.data = s->clock.data = s;
+    s->sigint.data = s->sigterm.data = s;
+    uv_timer_start(&s->clock, on_clock, CLOCK_SYNC_MS, CLOCK_SYNC_MS);
     uv_poll_start(&s->poll, UV_READABLE, on_poll);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
@@ -396,6 +438,7 @@ start_loop(struct serve *s, int epoll_fd)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_close((uv_handle_t *)&s->poll, close_cb);
     uv_close((uv_handle_t *)&s->timer, close_cb);
+    uv_close((uv_handle_t *)&s->clock, close_cb);
     uv_close((uv_handle_t *)&s->sigint, close_cb);
     uv_close((uv_handle_t *)&s->sigterm, close_cb);
     uv_run(&s->loop, UV_RUN_DEFAULT);

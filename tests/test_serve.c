@@ -148,6 +148,7 @@ START_TEST(test_park_review_over_http)
         "[1]",
         "{\"resolution\":3}",
         "not json",
+        "{\"resolution\":\"skip\",\"by\":\"a\\u0000b\"}",
         "{\"resolution\":\"skip\",\"by\":\"ana\"} trailing",
         "{\"resolution\":\"skip\",\"by\":\"ana\",\"job_id\":1}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -180,15 +181,22 @@ START_TEST(test_park_review_over_http)
     ck_assert_str_eq(cJSON_GetObjectItem(o, "resolved_by")->valuestring, "ana");
     ck_assert_str_eq(cJSON_GetObjectItem(o, "note")->valuestring, "wall over");
     cJSON_Delete(o);
-    /* bulk: done is per item; a filter of an unknown tier is refused */
+    /* bulk, as the CLI: done is per item; a retry's tier filter must be a
+     * tier of the config, a skip's need not (a tier since removed) */
     o = serve_call(&s, "POST", "/v1/park/resolve",
                    "{\"resolution\":\"done\",\"by\":\"ana\"}", &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
+    o = serve_call(
+        &s, "POST", "/v1/park/resolve",
+        "{\"resolution\":\"retry\",\"by\":\"ana\",\"tier\":\"nope\"}", &st);
     ck_assert_int_eq(st, 400);
     cJSON_Delete(o);
     o = serve_call(&s, "POST", "/v1/park/resolve",
                    "{\"resolution\":\"skip\",\"by\":\"ana\",\"tier\":\"nope\"}",
                    &st);
-    ck_assert_int_eq(st, 400);
+    ck_assert_int_eq(st, 200);
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "resolved")->valueint, 0);
     cJSON_Delete(o);
     o = serve_call(
         &s, "POST", "/v1/park/resolve",
@@ -228,6 +236,24 @@ START_TEST(test_token_origin_and_size)
     req(s.port, "GET", "/v1/status", "Authorization: Basic abc\r\n", "", &r);
     ck_assert_int_eq(r.status, 401);
     reply_free(&r);
+    /* a prefix of the token, or none, is not the token; spaces around it
+     * are not part of it */
+    req(s.port, "GET", "/v1/status", "Authorization: Bearer test-token\r\n", "",
+        &r);
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
+    req(s.port, "GET", "/v1/status", "Authorization: Bearer \r\n", "", &r);
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
+    req(s.port, "GET", "/v1/status", "Authorization: bearer  " TOKEN " \r\n",
+        "", &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    /* a write with the wrong token writes nothing */
+    req(s.port, "POST", "/v1/jobs", "Authorization: Bearer " TOKEN "x\r\n",
+        JOB("w"), &r);
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
     /* a page of another site posting: refused, nothing written */
     req(s.port, "POST", "/v1/jobs", AUTH "Origin: http://evil.example\r\n",
         JOB("z"), &r);
@@ -248,6 +274,26 @@ START_TEST(test_token_origin_and_size)
     ck_assert_str_eq(serve_error_code(o), "too_large");
     cJSON_Delete(o);
     free(big);
+    ck_assert_int_eq(run_job_count(e2e_db), 0);
+    /* no length announced: a chunked body past the limit closes the
+     * connection (an answer cannot be queued mid-body), nothing written */
+    {
+        static const char head[] = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\n" AUTH
+                                   "Transfer-Encoding: chunked\r\n\r\n";
+        char chunk[600];
+        int fd = cl_connect(s.port);
+        memset(chunk, ' ', sizeof(chunk));
+        memcpy(chunk, "200\r\n", 5);
+        memcpy(chunk + 5 + 512, "\r\n", 2);
+        ck_assert_int_eq(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+        for (int i = 0; i < 4; i++)
+            (void)!write(fd, chunk, 5 + 512 + 2);
+        cl_recv(fd, 3000, &r);
+        ck_assert(r.eof || r.status == 0);
+        ck_assert_int_ne(r.status, 201);
+        reply_free(&r);
+        close(fd);
+    }
     ck_assert_int_eq(run_job_count(e2e_db), 0);
     o = serve_call(&s, "GET", "/nope", NULL, &st);
     ck_assert_int_eq(st, 404);
@@ -284,6 +330,18 @@ START_TEST(test_refuses_to_start_unsafely)
     req(s.port, "GET", "/v1/status", NULL, "", &r);
     ck_assert_int_eq(r.status, 200);
     reply_free(&r);
+    /* a page on a name rebound to 127.0.0.1 sends that name as Host: it
+     * gets nothing without a token, not even a read */
+    {
+        int fd = cl_connect(s.port);
+        static const char get[] = "GET /v1/status HTTP/1.1\r\n"
+                                  "Host: evil.example:8377\r\n\r\n";
+        ck_assert_int_eq(write(fd, get, strlen(get)), (ssize_t)strlen(get));
+        cl_recv(fd, 3000, &r);
+        ck_assert_int_eq(r.status, 403);
+        reply_free(&r);
+        close(fd);
+    }
     serve_stop(&s);
 }
 END_TEST
