@@ -17,6 +17,20 @@ static const struct q__pg_sql park_open_sql = {
     " p.attempts, p.parked_at FROM park p JOIN jobs j ON j.id = p.job_id"
     " WHERE p.state = 'open' ORDER BY p.id LIMIT $1::bigint"};
 
+/* Runs a report's sql (no parameters) into a new array: *out is set only
+ * when it succeeds. */
+static int
+report(q_db *db, const struct q__pg_sql *sql, size_t elem, q__pg_read_fn read,
+       void **out, size_t *n, const char *what)
+{
+    void *v = NULL;
+    int rc = q__pg_select(q__pg(db), sql, NULL, elem, read, &v, n, what);
+
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
 static void
 read_group(const PGresult *res, int r, void *elem)
 {
@@ -32,14 +46,8 @@ read_group(const PGresult *res, int r, void *elem)
 int
 q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
-    void *v = NULL;
-    int rc = q__pg_select(q__pg(db), &attempts_sql, NULL,
-                          sizeof(struct q_attempt_group), read_group, &v, n,
-                          "reading the attempts ledger");
-
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return report(db, &attempts_sql, sizeof(**out), read_group, (void **)out, n,
+                  "reading the attempts ledger");
 }
 
 static void
@@ -111,25 +119,15 @@ read_worker(const PGresult *res, int r, void *elem)
 int
 q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
 {
-    void *v = NULL;
-    int rc = q__pg_select(q__pg(db), &latency_sql, NULL, sizeof(**out),
-                          read_latency, &v, n, "reading the attempts ledger");
-
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return report(db, &latency_sql, sizeof(**out), read_latency, (void **)out,
+                  n, "reading the attempts ledger");
 }
 
 int
 q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n)
 {
-    void *v = NULL;
-    int rc = q__pg_select(q__pg(db), &workers_sql, NULL, sizeof(**out),
-                          read_worker, &v, n, "reading the leases");
-
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return report(db, &workers_sql, sizeof(**out), read_worker, (void **)out, n,
+                  "reading the leases");
 }
 
 int

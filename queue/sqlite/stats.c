@@ -29,6 +29,25 @@ prepare(struct q__sqlite *db, const char *sql, sqlite3_stmt **out)
     return 0;
 }
 
+/* Runs a report's sql (no parameters) into a new array. */
+static int
+report(q_db *base, const char *sql, size_t elem, q__read_fn read,
+       q__clean_fn clean, void **out, size_t *n, const char *what)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = NULL;
+    void *v = NULL;
+    int rc;
+
+    if ((rc = prepare(db, sql, &s)) != 0)
+        return rc;
+    rc = q__rows(db, s, elem, read, clean, &v, n, what);
+    sqlite3_finalize(s);
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
 static void
 read_group(sqlite3_stmt *s, void *elem)
 {
@@ -42,21 +61,10 @@ read_group(sqlite3_stmt *s, void *elem)
 }
 
 int
-q__sqlite_stats_attempts(q_db *base, struct q_attempt_group **out, size_t *n)
+q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int rc;
-
-    if ((rc = prepare(db, attempts_sql, &s)) != 0)
-        return rc;
-    rc = q__rows(db, s, sizeof(struct q_attempt_group), read_group,
-                 q__group_clean, &v, n, "reading the attempts ledger");
-    sqlite3_finalize(s);
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return report(db, attempts_sql, sizeof(**out), read_group, q__group_clean,
+                  (void **)out, n, "reading the attempts ledger");
 }
 
 static void
@@ -120,25 +128,6 @@ read_worker(sqlite3_stmt *s, void *elem)
     w->worker = q__col_text(s, 0);
     w->held = sqlite3_column_int64(s, 1);
     w->lease_until = sqlite3_column_int64(s, 2);
-}
-
-/* Runs a report's sql (no parameters) into a new array. */
-static int
-report(q_db *base, const char *sql, size_t elem, q__read_fn read,
-       q__clean_fn clean, void **out, size_t *n, const char *what)
-{
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int rc;
-
-    if ((rc = prepare(db, sql, &s)) != 0)
-        return rc;
-    rc = q__rows(db, s, elem, read, clean, &v, n, what);
-    sqlite3_finalize(s);
-    if (rc == 0)
-        *out = v;
-    return rc;
 }
 
 int
