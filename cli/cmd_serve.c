@@ -25,7 +25,8 @@ static const char usage[] =
     ")\n"
     "  --no-auth           no token: allowed on a loopback address only\n"
     "  --max-body BYTES    larger request bodies get 413 (default 32 MiB)\n"
-    "  --timeout S         close connections idle this long (default 30)\n";
+    "  --timeout S         close connections idle this long, or whose request\n"
+    "                      headers take longer (default 30)\n";
 
 static int
 parse_count(const char *name, const char *text, long long lo, long long hi,

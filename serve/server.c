@@ -26,12 +26,24 @@
 /* How often the store's clock offset is measured again (as workers do). */
 #define CLOCK_SYNC_MS 60000
 
+/* One TCP connection: when it began waiting for a request's headers (at
+ * its start, and again after each answer), and whether they came. A
+ * connection still without headers --timeout after that is closed, so a
+ * client sending a byte now and then cannot hold it (libmicrohttpd's own
+ * timeout counts idle time only). */
+struct serve_conn {
+    struct serve_conn *prev, *next;
+    struct MHD_Connection *c;
+    int64_t waiting_since; /* loop time; 0: a request is under way */
+};
+
 struct serve {
     const struct serve_opts *o;
+    struct serve_conn *conns; /* every open connection */
     struct MHD_Daemon *d;
     uv_loop_t loop;
     uv_poll_t poll;
-    uv_timer_t timer, clock;
+    uv_timer_t timer, clock, deadline;
     uv_signal_t sigint, sigterm;
     int active;      /* requests begun and not completed */
     bool stopping;   /* a signal came: no new connections */
@@ -252,6 +264,74 @@ cross_site(struct MHD_Connection *c, const char *method)
     return host == NULL || rest == NULL || strcmp(rest, host) != 0;
 }
 
+static void pump(struct serve *s);
+
+/* The connection of c: waiting for headers (since now) or not. */
+static void
+mark_waiting(struct serve *s, struct MHD_Connection *c, bool waiting)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct serve_conn *sc = ci != NULL ? ci->socket_context : NULL;
+
+    if (sc != NULL)
+        sc->waiting_since = waiting ? (int64_t)uv_now(&s->loop) : 0;
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *c, void **ctx,
+              enum MHD_ConnectionNotificationCode toe)
+{
+    struct serve *s = cls;
+    struct serve_conn *sc = *ctx;
+
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        sc = xcalloc(1, sizeof(*sc));
+        sc->c = c;
+        sc->waiting_since = (int64_t)uv_now(&s->loop);
+        sc->next = s->conns;
+        if (s->conns != NULL)
+            s->conns->prev = sc;
+        s->conns = sc;
+        *ctx = sc;
+        return;
+    }
+    if (sc == NULL)
+        return;
+    if (sc->prev != NULL)
+        sc->prev->next = sc->next;
+    else
+        s->conns = sc->next;
+    if (sc->next != NULL)
+        sc->next->prev = sc->prev;
+    free(sc);
+    *ctx = NULL;
+}
+
+/* Closes the connections whose headers have not come within --timeout:
+ * shutdown() makes libmicrohttpd see the end and clean up as usual. */
+static void
+on_deadline(uv_timer_t *t)
+{
+    struct serve *s = t->data;
+    int64_t now = (int64_t)uv_now(&s->loop),
+            limit = (int64_t)s->o->timeout_s * 1000;
+
+    for (struct serve_conn *sc = s->conns; sc != NULL; sc = sc->next) {
+        const union MHD_ConnectionInfo *ci;
+        if (sc->waiting_since == 0 || now - sc->waiting_since < limit)
+            continue;
+        ci = MHD_get_connection_info(sc->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci != NULL) {
+            log_info("serve: no request within %us: connection closed",
+                     s->o->timeout_s);
+            (void)shutdown(ci->connect_fd, SHUT_RDWR);
+            sc->waiting_since = 0; /* once */
+        }
+    }
+    pump(s);
+}
+
 /* The first call of a request: its headers are in. Answers at once when
  * the request cannot go on (401, 403, 413); otherwise keeps its state. */
 static enum MHD_Result
@@ -263,6 +343,7 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
 
     s->active++;
     *state = r = xcalloc(1, sizeof(*r));
+    mark_waiting(s, c, false);
     if (!authorized(s->o, c)) {
         struct MHD_Response *resp;
         static const char body[] =
@@ -346,6 +427,7 @@ on_completed(void *cls, struct MHD_Connection *c, void **state,
     free(r);
     *state = NULL;
     s->active--;
+    mark_waiting(s, c, true); /* kept alive: the next request's turn */
 }
 
 static void on_timer(uv_timer_t *t);
@@ -426,9 +508,11 @@ start_loop(struct serve *s, int epoll_fd)
     uv_poll_init(&s->loop, &s->poll, epoll_fd);
     uv_timer_init(&s->loop, &s->timer);
     uv_timer_init(&s->loop, &s->clock);
+    uv_timer_init(&s->loop, &s->deadline);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
-    s->poll.data = s->timer.data = s->clock.data = s;
+    s->poll.data = s->timer.data = s->clock.data = s->deadline.data = s;
+    uv_timer_start(&s->deadline, on_deadline, 250, 250);
     s->sigint.data = s->sigterm.data = s;
     uv_timer_start(&s->clock, on_clock, CLOCK_SYNC_MS, CLOCK_SYNC_MS);
     uv_poll_start(&s->poll, UV_READABLE, on_poll);
@@ -439,6 +523,7 @@ start_loop(struct serve *s, int epoll_fd)
     uv_close((uv_handle_t *)&s->poll, close_cb);
     uv_close((uv_handle_t *)&s->timer, close_cb);
     uv_close((uv_handle_t *)&s->clock, close_cb);
+    uv_close((uv_handle_t *)&s->deadline, close_cb);
     uv_close((uv_handle_t *)&s->sigint, close_cb);
     uv_close((uv_handle_t *)&s->sigterm, close_cb);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -461,7 +546,7 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
         o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
         o->max_conns ? o->max_conns : 256u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
-        MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_END);
     info = s.d ? MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL || uv_loop_init(&s.loop) != 0) {
         snprintf(err, len, "cannot start the HTTP server on %s", addr);

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,20 @@ START_TEST(test_a_peer_that_hangs_blocks_no_one)
     close(a);
     close(b);
     ck_assert_int_eq(run_job_count(e2e_db), 0);
+    /* one that sends a header byte every 300 ms is never idle for a
+     * second, and is still closed: its headers must come within --timeout */
+    a = cl_connect(s.port);
+    t0 = clock_mono_ms();
+    for (const char *p =
+             "GET /v1/status HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa";
+         *p != '\0'; p++) {
+        if (write(a, p, 1) != 1)
+            break; /* closed under us: as wanted */
+        poll(NULL, 0, 300);
+    }
+    ck_assert_int_le(read(a, &c, 1), 0);
+    ck_assert_int_lt(clock_mono_ms() - t0, 4000);
+    close(a);
     req(s.port, "GET", "/healthz", AUTH, "", &r);
     ck_assert_int_eq(r.status, 200);
     reply_free(&r);
