@@ -7,26 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Member name of object o as a string: *out stays NULL when absent or
- * null; false when it is there and not a string. */
-static bool
-text_member(const cJSON *o, const char *name, const char **out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+#include "common/json.h"
 
-    *out = NULL;
-    if (v == NULL || cJSON_IsNull(v))
-        return true;
-    if (!cJSON_IsString(v))
-        return false;
-    *out = v->valuestring;
-    return true;
-}
-
-/* The fields a body may have; one item's stop before "reason". */
-static const char *const known[] = {"resolution", "tier",   "output", "by",
-                                    "note",       "reason", "job_id", NULL};
-#define ONE_ITEM_FIELDS 5
+/* The fields a body may have: one item's, and the bulk form's. */
+static const char *const one_fields[] = {"resolution", "tier", "output",
+                                         "by",         "note", NULL};
+static const char *const bulk_fields[] = {"resolution", "tier",   "by", "note",
+                                          "reason",     "job_id", NULL};
 
 static int fail(char *err, size_t len, const char *fmt, ...) STEPQ_PRINTF(3, 4);
 
@@ -47,7 +34,6 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
       size_t errlen)
 {
     const char *how = NULL, *tier = NULL;
-    const cJSON *job, *m;
     char why[256];
 
     *doc = NULL;
@@ -62,32 +48,21 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
         return fail(err, errlen,
                     "the body must be one JSON object such as "
                     "{\"resolution\": \"retry\", \"by\": \"ana\"}");
-    cJSON_ArrayForEach(m, *doc)
-    {
-        size_t i = 0;
-        while (known[i] != NULL && strcmp(known[i], m->string) != 0)
-            i++;
-        if (known[i] == NULL || (!bulk && i >= ONE_ITEM_FIELDS))
-            return fail(err, errlen, "%s: unknown field", m->string);
-    }
-    if (!text_member(*doc, "resolution", &how) ||
-        !text_member(*doc, "tier", &tier) ||
-        !text_member(*doc, "output", &d->output) ||
-        !text_member(*doc, "by", &d->by) ||
-        !text_member(*doc, "note", &d->note) ||
-        !text_member(*doc, "reason", &f->reason))
-        return fail(err, errlen,
-                    "resolution, tier, output, by, note and reason are "
-                    "strings");
-    if (how == NULL || park_how_from_name(how, &d->how) != 0)
+    /* Fields checked as job files are: unknown or repeated ones refused,
+     * each of its type, the message naming it. */
+    if (json_check_object(*doc, "", bulk ? bulk_fields : one_fields, err,
+                          errlen) != 0 ||
+        json_get_string(*doc, "resolution", true, "", &how, err, errlen) ||
+        json_get_string(*doc, "tier", false, "", &tier, err, errlen) ||
+        json_get_string(*doc, "output", false, "", &d->output, err, errlen) ||
+        json_get_string(*doc, "by", false, "", &d->by, err, errlen) ||
+        json_get_string(*doc, "note", false, "", &d->note, err, errlen) ||
+        json_get_string(*doc, "reason", false, "", &f->reason, err, errlen) ||
+        json_get_int(*doc, "job_id", 1, INT64_MAX, "", &f->job_id, err, errlen))
+        return -EINVAL;
+    if (park_how_from_name(how, &d->how) != 0)
         return fail(err, errlen,
                     "resolution must be retry, skip, done or fail");
-    job = cJSON_GetObjectItemCaseSensitive(*doc, "job_id");
-    if (job != NULL && (!cJSON_IsNumber(job) || job->valuedouble < 1 ||
-                        job->valuedouble > 9e15 ||
-                        job->valuedouble != (double)(int64_t)job->valuedouble))
-        return fail(err, errlen, "job_id must be a job id");
-    f->job_id = job != NULL ? (int64_t)job->valuedouble : 0;
     /* In bulk, tier picks the items; for one item it is where to retry. */
     if (bulk)
         f->tier = tier;

@@ -6,12 +6,11 @@
  * what every worker on every host did, not one process's counters. */
 #include "serve/internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
+#include "common/xalloc.h"
 #include "worker/tier.h"
 
 /* A label value as the format wants it: \, " and newline escaped. */
@@ -245,13 +244,11 @@ static int
 tiers(const struct serve_opts *o, FILE *f, int64_t now)
 {
     size_t nt = o->cfg->ntiers, ng = sizeof(gauges) / sizeof(gauges[0]);
-    struct q_tier_state *st = calloc(nt ? nt : 1, sizeof(*st));
+    struct q_tier_state *st = xcalloc(nt ? nt : 1, sizeof(*st));
     static const enum q_breaker states[] = {Q_BREAKER_CLOSED, Q_BREAKER_OPEN,
                                             Q_BREAKER_HALF_OPEN};
     int rc = 0;
 
-    if (st == NULL)
-        return -ENOMEM;
     for (size_t i = 0; i < nt && rc == 0; i++)
         rc = tier_snapshot(o->db, &o->cfg->tiers[i], now, true, &st[i]);
     if (rc != 0) {
