@@ -23,6 +23,7 @@
 #define SERVE_LISTEN_DEFAULT    "127.0.0.1:8377"
 #define SERVE_MAX_BODY_DEFAULT  ((size_t)32 << 20) /* 32 MiB */
 #define SERVE_TIMEOUT_S_DEFAULT 30
+#define SERVE_MAX_CONNS_DEFAULT 2048
 
 struct serve_opts {
     q_db *db;                 /* borrowed: the store every request uses */
@@ -32,7 +33,7 @@ struct serve_opts {
                                  NULL: none asked (only with no_auth) */
     size_t max_body;          /* larger request bodies get 413 */
     unsigned timeout_s;       /* a connection idle this long is closed */
-    unsigned max_conns;       /* connections at once (0: 256) */
+    unsigned max_conns;       /* connections at once (0: the default) */
     /* Called once the socket is bound, with the address it took
      * ("127.0.0.1:40117"); may be NULL. */
     void (*ready)(const char *addr, void *arg);

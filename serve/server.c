@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 #define STOP_WAIT_MS 5000
 /* How often the store's clock offset is measured again (as workers do). */
 #define CLOCK_SYNC_MS 60000
+/* Descriptors kept for the store, logs and the loop beside connections. */
+#define SPARE_FDS 64
 
 /* One TCP connection: when it began waiting for a request's headers (at
  * its start, and again after each answer), and whether they came. A
@@ -529,6 +532,38 @@ start_loop(struct serve *s, int epoll_fd)
     uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
+/* How many connections may be open at once: the asked number, with the
+ * soft limit on open files raised towards the hard one to hold them (a
+ * soft limit of 1,024 is common, and would refuse the 1,000th client);
+ * where even the hard limit is too low, as many as it allows. */
+static unsigned
+connection_limit(unsigned want)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)want + SPARE_FDS;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return want;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        rlim_t cur = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need
+                          ? need
+                          : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = cur;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        unsigned n = rl.rlim_cur > 2 * SPARE_FDS
+                         ? (unsigned)(rl.rlim_cur - SPARE_FDS)
+                         : SPARE_FDS;
+        log_warn("serve: open files are limited to %llu: at most %u "
+                 "connections at once",
+                 (unsigned long long)rl.rlim_cur, n);
+        return n;
+    }
+    return want;
+}
+
 int
 serve_run(const struct serve_opts *o, char *err, size_t len)
 {
@@ -544,8 +579,9 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
         on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
         o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        o->max_conns ? o->max_conns : 256u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+        connection_limit(o->max_conns ? o->max_conns : SERVE_MAX_CONNS_DEFAULT),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_END);
     info = s.d ? MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL || uv_loop_init(&s.loop) != 0) {
