@@ -166,9 +166,13 @@ open_listener(const char *where, int *fd, char *addr, size_t alen, char *err,
 
     if (rc != 0)
         return rc;
+    /* A backlog of SOMAXCONN (the kernel caps it at net.core.somaxconn):
+     * with 128, a burst of 1,000 connects overflowed the accept queue and
+     * the dropped clients came back only after a second's SYN retry. */
     s = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-        bind(s, ai->ai_addr, ai->ai_addrlen) != 0 || listen(s, 128) != 0 ||
+        bind(s, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(s, SOMAXCONN) != 0 ||
         getsockname(s, (struct sockaddr *)&ss, &sl) != 0) {
         rc = -errno;
         snprintf(err, len, "cannot listen on %s: %s", where, strerror(errno));
