@@ -112,6 +112,15 @@ def main():
                             "job_id": 3}),
                        (1, {"resolution": "fail", "by": "bo"})):
         put(out, "serve_body", bytes([bulk]) + json.dumps(body).encode())
+    # serve_route: "METHOD URL", one of each route and some near misses
+    for line in ("GET /healthz", "GET /v1/status", "HEAD /v1/tiers",
+                 "GET /v1/jobs", "POST /v1/jobs", "GET /v1/jobs/7",
+                 "POST /v1/jobs/7/cancel", "GET /v1/park",
+                 "POST /v1/park/resolve", "GET /v1/park/3",
+                 "POST /v1/park/3/resolve", "GET /metrics", "GET /",
+                 "GET /ui/app.js", "POST /", "DELETE /v1/jobs/0",
+                 "GET /v1/jobs/0012/", "GET /v1/park/99999999999999999999"):
+        put(out, "serve_route", line.encode())
 
 
 main()

@@ -1,21 +1,50 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stepq needs to build and test, when missing.
 # Safe to run again: it only calls apt-get when a package is absent.
+# --browser also installs what the web view's browser test needs: Debian's
+# chromium and Node.js, and playwright-core (npm ci in tests/browser/,
+# pinned by its package-lock.json; no browser is downloaded).
 set -eu
+cd "$(dirname "$0")/.."
+browser=0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+[ "${1:-}" = "--browser" ] && browser=1
 pkgs=(build-essential cmake pkg-config git
       libuv1-dev libcurl4-openssl-dev libsqlite3-dev libcjson-dev check
       libsubunit-dev libhttp-parser-dev libssl-dev clang-format sqlite3
       libpq-dev postgresql-15 postgresql-client-15 faketime
       libmicrohttpd-dev prometheus)
+if [ $browser -eq 1 ]; then
+    pkgs+=(chromium)
+    # Node.js from the machine's apt sources unless a node is there (a
+    # nodejs that bundles npm, as NodeSource's does, needs no npm package).
+    if ! command -v node >/dev/null; then
+        pkgs+=(nodejs)
+    elif ! command -v npm >/dev/null; then
+        pkgs+=(npm)
+    fi
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
         || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "deps: installing ${missing[*]}" >&2
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $browser -eq 1 ]; then
+    if ! command -v npm >/dev/null; then # Debian's nodejs comes without it
+        echo "deps: installing npm" >&2
+        $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+    fi
+    lock=tests/browser/package-lock.json
+    installed=tests/browser/node_modules/.package-lock.json
+    if [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; then
+        echo "deps: npm ci in tests/browser (playwright-core)" >&2
+        (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+fi

@@ -4,7 +4,7 @@
 # same under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh --browser
 
 echo "== clang-format"
 mapfile -t sources < <(find cli common queue spec policy park worker view serve mock demo fuzz include lib \

@@ -84,22 +84,6 @@ arg(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 }
 
-/* A positive whole number (an id, a page size) in text; -1 if not one. */
-static int64_t
-whole(const char *s, size_t n)
-{
-    int64_t v = 0;
-
-    if (n == 0 || n > 18)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
 /* ---- jobs ------------------------------------------------------------ */
 
 static enum MHD_Result
@@ -165,10 +149,10 @@ jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
                                  "state must be queued, running, succeeded, "
                                  "failed, parked, cancelled or all");
     if (limit != NULL &&
-        ((lim = whole(limit, strlen(limit))) < 1 || lim > JOBS_PAGE_MAX))
+        ((lim = serve_whole(limit, strlen(limit))) < 1 || lim > JOBS_PAGE_MAX))
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "limit must be 1 to %d", JOBS_PAGE_MAX);
-    if (after != NULL && (from = whole(after, strlen(after))) < 0)
+    if (after != NULL && (from = serve_whole(after, strlen(after))) < 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "after must be a job id");
     bool one = state != NULL && strcmp(state, "all") != 0;
@@ -228,7 +212,7 @@ park_list(const struct serve_opts *o, struct MHD_Connection *c)
         strcmp(state, "all") != 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "state must be open or all");
-    if (job != NULL && (f.job_id = whole(job, strlen(job))) < 1)
+    if (job != NULL && (f.job_id = serve_whole(job, strlen(job))) < 1)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "job_id must be a job id");
     f.all = state != NULL && strcmp(state, "all") == 0;
@@ -347,81 +331,25 @@ status(const struct serve_opts *o, struct MHD_Connection *c, bool health)
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
-/* A route: a method and a path of fixed words, where "#" stands for an id. */
-enum route {
-    R_HEALTH,
-    R_STATUS,
-    R_TIERS,
-    R_JOBS_LIST,
-    R_JOBS_ADD,
-    R_JOB,
-    R_JOB_CANCEL,
-    R_PARK_LIST,
-    R_PARK_RESOLVE_ALL,
-    R_PARK,
-    R_PARK_RESOLVE,
-    R_METRICS,
-    R_NONE
-};
-
-static const struct {
-    enum route r;
-    const char *method, *path;
-} routes[] = {
-    {R_HEALTH, "GET", "/healthz"},
-    {R_STATUS, "GET", "/v1/status"},
-    {R_TIERS, "GET", "/v1/tiers"},
-    {R_JOBS_LIST, "GET", "/v1/jobs"},
-    {R_JOBS_ADD, "POST", "/v1/jobs"},
-    {R_JOB, "GET", "/v1/jobs/#"},
-    {R_JOB_CANCEL, "POST", "/v1/jobs/#/cancel"},
-    {R_PARK_LIST, "GET", "/v1/park"},
-    {R_PARK_RESOLVE_ALL, "POST", "/v1/park/resolve"},
-    {R_PARK, "GET", "/v1/park/#"},
-    {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
-    {R_METRICS, "GET", "/metrics"},
-};
-
-/* Whether url fits pattern; *id gets the number "#" stood for. */
-static bool
-fits(const char *pattern, const char *url, int64_t *id)
-{
-    while (*pattern != '\0') {
-        if (*pattern == '#') {
-            size_t n = strspn(url, "0123456789");
-            int64_t v = whole(url, n);
-            if (v < 1)
-                return false;
-            *id = v;
-            url += n;
-            pattern++;
-        } else if (*pattern++ != *url++) {
-            return false;
-        }
-    }
-    return *url == '\0';
-}
-
 enum MHD_Result
 serve_route(const struct serve_opts *o, struct MHD_Connection *c,
             const char *method, const char *url, const char *body, size_t len)
 {
-    enum route r = R_NONE;
-    bool path_known = false;
+    enum serve_route_id r;
     int64_t id = 0;
+    const struct serve_asset *page = NULL;
+    int rc = serve_match(method, url, &r, &id, &page);
 
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        if (!fits(routes[i].path, url, &id))
-            continue;
-        path_known = true;
-        if (strcmp(routes[i].method, method) == 0 ||
-            (strcmp(method, "HEAD") == 0 &&
-             strcmp(routes[i].method, "GET") == 0)) {
-            r = routes[i].r;
-            break;
-        }
-    }
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no such path: %s", url);
+    if (rc != 0)
+        return serve_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                 "method_not_allowed",
+                                 "%s is not allowed on %s", method, url);
     switch (r) {
+    case R_PAGE:
+        return serve_reply_asset(c, page);
     case R_HEALTH:
         return status(o, c, true);
     case R_STATUS:
@@ -446,13 +374,6 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return park_resolve_one(o, c, id, body, len);
     case R_METRICS:
         return serve_metrics(o, c, store_now(o));
-    case R_NONE:
-        break;
     }
-    if (path_known)
-        return serve_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-                                 "method_not_allowed",
-                                 "%s is not allowed on %s", method, url);
-    return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
-                             "no such path: %s", url);
+    return MHD_NO; /* not reached: every route is above */
 }

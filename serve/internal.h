@@ -15,6 +15,37 @@ struct serve_req {
     size_t len, cap;
 };
 
+/* The routes of the API, and the web view's files (R_PAGE). */
+enum serve_route_id {
+    R_PAGE,
+    R_HEALTH,
+    R_STATUS,
+    R_TIERS,
+    R_JOBS_LIST,
+    R_JOBS_ADD,
+    R_JOB,
+    R_JOB_CANCEL,
+    R_PARK_LIST,
+    R_PARK_RESOLVE_ALL,
+    R_PARK,
+    R_PARK_RESOLVE,
+    R_METRICS
+};
+
+struct serve_asset;
+
+/* serve_match finds the route of method on url (the path, without the
+ * query): 0 with *r set, *id the number in the path (job or park id;
+ * left alone when the path has none) and, for R_PAGE, *page the file;
+ * -EPERM when the path exists with other methods only (405); -ENOENT when
+ * no route has the path (404). Ids are 1 to 18 digits. */
+int serve_match(const char *method, const char *url, enum serve_route_id *r,
+                int64_t *id, const struct serve_asset **page);
+
+/* serve_whole reads text of n bytes as a whole number of at most 18
+ * digits (an id, a page size), or returns -1 if it is not one. */
+int64_t serve_whole(const char *s, size_t n);
+
 /* serve_route answers one whole request (body of len bytes, or NULL) on
  * c: the API of docs/reference.md ("stepq serve"). */
 enum MHD_Result serve_route(const struct serve_opts *o,
@@ -35,6 +66,26 @@ int serve_read_decision(const struct config *cfg, const char *body, size_t len,
  * Prometheus' text format; 503 when the store cannot be read. */
 enum MHD_Result serve_metrics(const struct serve_opts *o,
                               struct MHD_Connection *c, int64_t now);
+
+/* One file of the web park view, built into the binary. */
+struct serve_asset {
+    const char *url, *type;
+    const unsigned char *data;
+    size_t len;
+};
+
+/* serve_assets lists the web view's files, ending with a NULL url (made at
+ * build time by cmake/embed.cmake from serve/web/). */
+extern const struct serve_asset serve_assets[];
+
+/* serve_asset_find is the file served at url (GET), or NULL. */
+const struct serve_asset *serve_asset_find(const char *url);
+
+/* serve_reply_asset queues a (borrowed, static) as the answer, with the
+ * headers that keep the page to itself: no framing by other sites, no
+ * script or style but its own, no sniffing. */
+enum MHD_Result serve_reply_asset(struct MHD_Connection *c,
+                                  const struct serve_asset *a);
 
 /* serve_reply_json queues body (consumed, whatever happens) as the
  * answer with status. */

@@ -340,18 +340,21 @@ on_deadline(uv_timer_t *t)
 }
 
 /* The first call of a request: its headers are in. Answers at once when
- * the request cannot go on (401, 403, 413); otherwise keeps its state. */
+ * the request cannot go on (401, 403, 413); otherwise keeps its state.
+ * The web view's files are served without a token: they hold no data. */
 static enum MHD_Result
 begin(struct serve *s, struct MHD_Connection *c, const char *method,
-      void **state)
+      const char *url, void **state)
 {
     const char *cl;
     struct serve_req *r;
+    bool page = (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
+                serve_asset_find(url) != NULL;
 
     s->active++;
     *state = r = xcalloc(1, sizeof(*r));
     mark_waiting(s, c, false);
-    if (!authorized(s->o, c)) {
+    if (!page && !authorized(s->o, c)) {
         struct MHD_Response *resp;
         static const char body[] =
             "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
@@ -394,7 +397,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
 
     (void)version;
     if (r == NULL)
-        return begin(s, c, method, state);
+        return begin(s, c, method, url, state);
     if (*upload_size > 0) {
         if (r->len + *upload_size > s->o->max_body) {
             /* No length was announced (chunked): an answer cannot be

@@ -1,0 +1,468 @@
+/* app.js: the web park view of `stepq serve`. It uses the JSON API like
+ * any client: the token (when the server asks for one) goes in
+ * Authorization from this tab's sessionStorage, never in a cookie, so a
+ * page of another site cannot act with it; the server also refuses
+ * writes whose Origin is not its own. Text from the store is only ever
+ * set as textContent, never parsed as HTML. */
+'use strict';
+
+(function () {
+  const POLL_MS = 3000;
+  const STATES = ['queued', 'running', 'succeeded', 'failed', 'parked',
+                  'cancelled'];
+  const $ = (id) => document.getElementById(id);
+  const store = window.sessionStorage;
+
+  let token = store.getItem('stepq.token') || '';
+  let tab = 'park';
+  let selected = null;    /* {kind: 'park' | 'job', id} */
+  let pending = null;     /* the resolution waiting for Confirm */
+  let item = null;        /* the park item shown */
+  let tierNames = [];
+  let timer = null;
+  let jobsPage = [];
+  let detailSeq = 0;      /* the latest detail asked for */
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  /* el('td', {class: 'x'}, 'text', child...): an element; strings become
+   * text nodes. */
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === 'class') e.className = v;
+      else if (k.startsWith('data-') || k.startsWith('aria-'))
+        e.setAttribute(k, v);
+      else e[k] = v;
+    }
+    for (const k of kids)
+      if (k !== null && k !== undefined)
+        e.append(k instanceof Node ? k : String(k));
+    return e;
+  }
+
+  function when(iso) {
+    return iso ? iso.replace('T', ' ').replace('Z', ' UTC') : '';
+  }
+
+  async function api(method, path, body) {
+    const headers = {}, used = token;
+    if (token) headers.Authorization = 'Bearer ' + token;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let r;
+    try {
+      r = await fetch(path, {
+        method, headers, cache: 'no-store', credentials: 'omit',
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      throw new ApiError(0, 'unreachable',
+                         'the server cannot be reached (' + e.message + ')');
+    }
+    let data = null;
+    try { data = await r.json(); } catch (e) { data = null; }
+    if (r.status === 401) {
+      /* an answer to a token since replaced says nothing of the new one */
+      if (used === token)
+        askToken(used ? 'The server refused that token.' : '');
+      throw new ApiError(401, 'unauthorized', 'a token is needed');
+    }
+    if (!r.ok) {
+      const err = data && data.error ? data.error : {};
+      throw new ApiError(r.status, err.code || 'http_' + r.status,
+                         err.message || 'HTTP ' + r.status);
+    }
+    return data;
+  }
+
+  function askToken(why) {
+    token = '';
+    store.removeItem('stepq.token');
+    clearTimeout(timer);
+    $('login-error').textContent = typeof why === 'string' ? why : '';
+    $('login-error').hidden = !$('login-error').textContent;
+    $('login').hidden = false;
+    $('logout').hidden = true;
+    $('token').focus();
+  }
+
+  function problem(text) {
+    $('problem').hidden = !text;
+    $('problem').textContent = text || '';
+  }
+
+  /* ---- status strip ------------------------------------------------ */
+
+  function renderStatus(st) {
+    const strip = $('strip');
+    strip.replaceChildren();
+    for (const s of STATES) {
+      const n = st.jobs[s] || 0;
+      strip.append(el('span', {class: 'chip state-' + s, 'data-state': s},
+                      s + ' ', el('b', {}, n)));
+    }
+    strip.append(el('span', {class: 'chip' + (st.park_open ? ' warn' : ''),
+                             'data-state': 'park_open'},
+                    'park open ', el('b', {}, st.park_open)));
+    $('park-count').textContent = '(' + st.park_open + ')';
+  }
+
+  function tierChip(t) {
+    let cls = 'ok', what = 'open';
+    if (t.breaker !== 'closed') {
+      cls = 'bad';
+      what = 'breaker ' + t.breaker.replace('_', '-') +
+             (t.open_until ? ' until ' + when(t.open_until) : '');
+    } else if (t.exhausted_until) {
+      cls = 'bad';
+      what = 'exhausted' + (t.exhausted_reason ? ' (' + t.exhausted_reason +
+                            ')' : '') + ' until ' + when(t.exhausted_until);
+    } else if (t.limited_until) {
+      cls = 'warn';
+      what = 'limited until ' + when(t.limited_until);
+    } else if (t.in_doubt) {
+      what = 'one at a time';
+    }
+    return el('span', {class: 'chip ' + cls, 'data-tier': t.name},
+              el('b', {}, t.name), ' ' + what + ' · ' +
+              (t.rate_rpm > 0 ? t.rate_rpm + ' rpm' : 'no rpm set') + ' · ' +
+              t.in_flight + ' in flight');
+  }
+
+  function renderTiers(tiers) {
+    tierNames = tiers.map((t) => t.name);
+    $('tiers').replaceChildren(...tiers.map(tierChip));
+    const sel = $('resolve-tier'), keep = sel.value;
+    sel.replaceChildren(...tierNames.map((n) => el('option', {value: n}, n)));
+    if (tierNames.includes(keep)) sel.value = keep;
+  }
+
+  /* ---- park list --------------------------------------------------- */
+
+  function renderPark(items) {
+    const groups = new Map();
+    for (const it of items) {
+      const key = it.reason + ' · ' + (it.tier ? 'tier ' + it.tier : 'no tier');
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(it);
+    }
+    const out = [];
+    for (const key of [...groups.keys()].sort()) {
+      const list = groups.get(key);
+      out.push(el('div', {class: 'group', 'data-group': key},
+                  el('h3', {}, key + ' (' + list.length + ')'),
+                  el('ul', {class: 'items'}, ...list.map(parkRow))));
+    }
+    if (out.length === 0)
+      out.push(el('p', {class: 'muted'}, 'Nothing is parked.'));
+    $('park-groups').replaceChildren(...out);
+  }
+
+  function parkRow(it) {
+    const current = selected && selected.kind === 'park' &&
+                    selected.id === it.id;
+    const state = it.state === 'open' ? '' : ' · ' + it.resolution +
+                  ' by ' + it.resolved_by;
+    const b = el('button', {type: 'button', 'data-park': it.id,
+                            'aria-current': current ? 'true' : 'false'},
+                 el('div', {class: 'line1'}, '#' + it.id + ' · job ' +
+                    it.job_id + ' · ' + it.step + state),
+                 el('div', {class: 'line2'}, (it.error || '') + ' · parked ' +
+                    when(it.parked_at)));
+    b.addEventListener('click', () => open('park', it.id));
+    return el('li', {}, b);
+  }
+
+  /* ---- jobs list --------------------------------------------------- */
+
+  function jobsPath() {
+    const q = new URLSearchParams({limit: '50', state: $('jobs-state').value});
+    const after = $('jobs-after').value.trim();
+    if (/^[0-9]+$/.test(after)) q.set('after', after);
+    return '/v1/jobs?' + q.toString();
+  }
+
+  function renderJobs(jobs) {
+    jobsPage = jobs;
+    const rows = jobs.map((j) => {
+      const tr = el('tr', {class: 'pick', 'data-job': j.id},
+                    el('td', {}, j.id), el('td', {}, j.name),
+                    el('td', {class: 'mono'}, j.key || ''),
+                    el('td', {class: 'state-' + j.state}, j.state),
+                    el('td', {}, when(j.created_at)),
+                    el('td', {}, when(j.updated_at)));
+      tr.addEventListener('click', () => open('job', j.id));
+      return tr;
+    });
+    $('jobs-table').tBodies[0].replaceChildren(...rows);
+    $('jobs-empty').hidden = jobs.length > 0;
+    $('jobs-next').disabled = jobs.length < 50;
+  }
+
+  /* ---- detail ------------------------------------------------------ */
+
+  function facts(pairs) {
+    const dl = el('dl');
+    for (const [k, v] of pairs)
+      if (v !== null && v !== undefined && v !== '')
+        dl.append(el('dt', {}, k), el('dd', {}, v));
+    return dl;
+  }
+
+  function pretty(text) {
+    try { return JSON.stringify(JSON.parse(text), null, 2); }
+    catch (e) { return text; }
+  }
+
+  function history(rows) {
+    const body = rows.map((h) => el('tr', {},
+      el('td', {}, h.attempt), el('td', {}, h.tier || ''),
+      el('td', {}, h.status === null ? '' : h.status),
+      el('td', {}, h.outcome), el('td', {}, h.reason || ''),
+      el('td', {}, h.decision || ''),
+      el('td', {}, when(h.started_at) || (h.latency_ms !== undefined ?
+                                          h.latency_ms + ' ms' : '')),
+      el('td', {}, h.body ? el('pre', {}, h.body) : '')));
+    return el('div', {class: 'scroll'}, el('table', {class: 'history'},
+      el('thead', {}, el('tr', {}, ...['#', 'tier', 'status', 'outcome',
+        'reason', 'decision', 'when', 'body'].map((t) => el('th', {}, t)))),
+      el('tbody', {}, ...body)));
+  }
+
+  function renderItem(it) {
+    item = it;
+    $('detail-title').textContent = 'Park item #' + it.id;
+    const step = it.step + (it.kind ? ' (' + it.kind + (it.side_effects ?
+      ', side effects' : '') + (it.idempotency_key ? ', idempotency key' :
+      it.side_effects ? ', no idempotency key' : '') + ')' : '');
+    const jobLink = el('button', {type: 'button', class: 'link',
+                                  'data-open-job': it.job_id},
+                       '#' + it.job_id + ' ' + (it.job_name || ''));
+    jobLink.addEventListener('click', () => open('job', it.job_id));
+    const job = el('span', {}, jobLink, ' (' + it.job_state + ')');
+    const resolved = it.state === 'open' ? null : it.resolution + ' by ' +
+                     it.resolved_by + (it.note ? ': ' + it.note : '');
+    $('detail-body').replaceChildren(
+      facts([['job', job], ['step', step], ['reason', it.reason],
+             ['tier', it.tier], ['attempts', it.attempts],
+             ['parked', when(it.parked_at)], ['state', it.state],
+             ['resolved', resolved], ['request sha256', it.request_sha256]]),
+      el('h3', {}, 'Error'), el('pre', {class: 'error'}, it.error || ''),
+      el('h3', {}, 'Request as sent'),
+      el('pre', {class: 'request'}, it.request ? pretty(it.request) :
+         '(not kept)'),
+      el('h3', {}, 'Attempts'), history(it.history || []));
+    const openItem = it.state === 'open';
+    $('resolve').hidden = !openItem;
+    /* a tier applies to chat steps only */
+    $('resolve-tier').parentElement.hidden = it.kind === 'http';
+  }
+
+  function renderJob(j) {
+    item = null;
+    $('detail-title').textContent = 'Job #' + j.id + ' ' + j.name;
+    const parts = [facts([['key', j.key], ['state', j.state],
+                          ['created', when(j.created_at)],
+                          ['error', j.error]])];
+    for (const s of j.steps || []) {
+      parts.push(el('h3', {}, s.name + ': ' + s.state +
+                    (s.tier ? ' on ' + s.tier : '') + ', ' + s.attempts +
+                    ' attempt' + (s.attempts === 1 ? '' : 's') +
+                    (s.tokens ? ', ' + s.tokens + ' tokens' : '')));
+      if (s.output) parts.push(el('pre', {}, s.output));
+      if (s.history && s.history.length) parts.push(history(s.history));
+    }
+    $('detail-body').replaceChildren(...parts);
+    $('resolve').hidden = true;
+  }
+
+  /* Shows what is selected as it is now. An answer that comes after the
+   * selection changed, or after a confirmation was asked for, is dropped:
+   * the form an operator is confirming does not change under them. */
+  async function loadDetail() {
+    if (!selected) return;
+    const seq = ++detailSeq, kind = selected.kind;
+    const path = (kind === 'park' ? '/v1/park/' : '/v1/jobs/') + selected.id;
+    const data = await api('GET', path);
+    if (seq !== detailSeq || pending) return;
+    if (kind === 'park') renderItem(data);
+    else renderJob(data);
+    $('detail').hidden = false;
+    document.querySelector('main').classList.add('with-detail');
+  }
+
+  async function open(kind, id) {
+    selected = {kind, id};
+    cancelConfirm();
+    $('outcome').hidden = true;
+    try {
+      await loadDetail();
+      problem(null);
+    } catch (e) {
+      if (e.status !== 401) problem(e.message);
+    }
+    for (const b of document.querySelectorAll('[data-park]'))
+      b.setAttribute('aria-current',
+                     kind === 'park' && +b.dataset.park === id ? 'true' :
+                     'false');
+  }
+
+  function closeDetail() {
+    selected = null;
+    item = null;
+    cancelConfirm();
+    $('detail').hidden = true;
+    document.querySelector('main').classList.remove('with-detail');
+  }
+
+  /* ---- resolving --------------------------------------------------- */
+
+  const WHAT = {
+    retry: (it) => 'Retry item #' + it.id + '? Step ' + it.step + ' of job #' +
+      it.job_id + ' is queued again and will be sent again.',
+    'retry-tier': (it, tier) => 'Retry item #' + it.id + ' on tier ' + tier +
+      '? Step ' + it.step + ' is queued again for that tier only.',
+    skip: (it) => 'Skip step ' + it.step + ' of job #' + it.job_id +
+      '? The job goes on without it.',
+    done: (it) => 'Mark step ' + it.step + ' of job #' + it.job_id +
+      ' done with the output above? The job goes on as if it had answered.',
+    fail: (it) => 'Fail job #' + it.job_id + '? It ends as failed.',
+  };
+
+  function ask(action) {
+    if (!item) return;
+    const by = $('resolve-by').value.trim();
+    if (!by) {
+      outcome(false, 'Say who you are (Who) before resolving.');
+      $('resolve-by').focus();
+      return;
+    }
+    const tier = $('resolve-tier').value;
+    pending = {action, tier};
+    detailSeq++;
+    $('output-row').hidden = action !== 'done';
+    $('confirm-text').textContent = WHAT[action](item, tier);
+    $('confirm').hidden = false;
+    $('outcome').hidden = true;
+    $('confirm-yes').focus();
+  }
+
+  function cancelConfirm() {
+    pending = null;
+    $('confirm').hidden = true;
+    $('output-row').hidden = true;
+  }
+
+  function outcome(ok, text) {
+    const o = $('outcome');
+    o.hidden = false;
+    o.className = 'outcome ' + (ok ? 'ok' : 'bad');
+    o.textContent = text;
+  }
+
+  async function confirmResolve() {
+    if (!pending || !item) return;
+    const id = item.id, p = pending;
+    const body = {resolution: p.action === 'retry-tier' ? 'retry' : p.action,
+                  by: $('resolve-by').value.trim()};
+    const note = $('resolve-note').value.trim();
+    if (note) body.note = note;
+    if (p.action === 'retry-tier') body.tier = p.tier;
+    if (p.action === 'done') body.output = $('resolve-output').value;
+    window.localStorage.setItem('stepq.by', body.by);
+    $('confirm-yes').disabled = true;
+    try {
+      const r = await api('POST', '/v1/park/' + id + '/resolve', body);
+      outcome(true, 'Item #' + id + ' resolved: ' + r.resolution + ' by ' +
+              body.by + '.');
+      $('resolve-note').value = '';
+      $('resolve-output').value = '';
+    } catch (e) {
+      outcome(false, (e.status === 409 ? 'Not resolved: ' : 'Failed: ') +
+              e.message);
+    } finally {
+      $('confirm-yes').disabled = false;
+      cancelConfirm();
+    }
+    await refresh();
+  }
+
+  /* ---- refresh loop ------------------------------------------------ */
+
+  async function refresh() {
+    clearTimeout(timer);
+    if (!$('login').hidden) return;
+    try {
+      const [st, tiers] = await Promise.all([api('GET', '/v1/status'),
+                                             api('GET', '/v1/tiers')]);
+      renderStatus(st);
+      renderTiers(tiers);
+      if (tab === 'park')
+        renderPark(await api('GET', '/v1/park' +
+                             ($('park-all').checked ? '?state=all' : '')));
+      else renderJobs(await api('GET', jobsPath()));
+      if (selected && !pending) await loadDetail();
+      problem(null);
+      $('updated').textContent = 'updated ' +
+        new Date().toLocaleTimeString();
+    } catch (e) {
+      if (e.status === 401) return;
+      problem(e.message);
+    }
+    if (!document.hidden) timer = setTimeout(refresh, POLL_MS);
+  }
+
+  function show(which) {
+    tab = which;
+    $('tab-park').setAttribute('aria-selected', String(which === 'park'));
+    $('tab-jobs').setAttribute('aria-selected', String(which === 'jobs'));
+    $('park-view').hidden = which !== 'park';
+    $('jobs-view').hidden = which !== 'jobs';
+    refresh();
+  }
+
+  function start() {
+    $('resolve-by').value = window.localStorage.getItem('stepq.by') || '';
+    $('login').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      token = $('token').value.trim();
+      $('token').value = '';
+      store.setItem('stepq.token', token);
+      $('login').hidden = true;
+      $('logout').hidden = false;
+      refresh();
+    });
+    $('logout').addEventListener('click', () => askToken(''));
+    $('tab-park').addEventListener('click', () => show('park'));
+    $('tab-jobs').addEventListener('click', () => show('jobs'));
+    $('park-all').addEventListener('change', refresh);
+    $('jobs-state').addEventListener('change', () => {
+      $('jobs-after').value = '';
+      refresh();
+    });
+    $('jobs-after').addEventListener('change', refresh);
+    $('jobs-next').addEventListener('click', () => {
+      if (jobsPage.length) $('jobs-after').value = jobsPage.at(-1).id;
+      refresh();
+    });
+    $('detail-close').addEventListener('click', closeDetail);
+    for (const b of document.querySelectorAll('[data-action]'))
+      b.addEventListener('click', () => ask(b.dataset.action));
+    $('confirm-yes').addEventListener('click', confirmResolve);
+    $('confirm-no').addEventListener('click', cancelConfirm);
+    $('resolve').addEventListener('submit', (ev) => ev.preventDefault());
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) refresh();
+    });
+    $('logout').hidden = !token;
+    refresh();
+  }
+
+  start();
+})();

@@ -1,0 +1,208 @@
+// park_view.mjs: the web park view of `stepq serve` in Debian's headless
+// Chromium, driven over the DevTools protocol by playwright-core. Run by
+// tests/test_serve_web.c, which parks two steps with a real worker run,
+// starts the server, runs this and then checks the database.
+//
+//   STEPQ_URL=http://127.0.0.1:PORT STEPQ_TOKEN=T PARK_ID=1 RACE_ID=2 \
+//     node park_view.mjs park       # a server with a token
+//   STEPQ_URL=... node park_view.mjs csrf       # a server with --no-auth
+//
+// Optional: CHROMIUM (default /usr/bin/chromium), SCREENSHOT and
+// SCREENSHOT_PHONE (paths of PNG files to write). Exits 0 when every check
+// held; otherwise prints what did not, and exits 1.
+import {chromium} from 'playwright-core';
+import http from 'node:http';
+
+const url = process.env.STEPQ_URL;
+const token = process.env.STEPQ_TOKEN || '';
+const mode = process.argv[2] || 'park';
+const WAIT = {timeout: 15000};
+
+function check(ok, what) {
+  if (!ok) throw new Error('check failed: ' + what);
+}
+
+// The API as a program sees it (not through the page).
+async function api(method, path, body) {
+  const r = await fetch(url + path, {
+    method,
+    headers: {Authorization: 'Bearer ' + token,
+              'Content-Type': 'application/json'},
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return {status: r.status, json: await r.json()};
+}
+
+async function login(page, withToken) {
+  await page.goto(url + '/');
+  await page.locator('#login').waitFor({state: 'visible', ...WAIT});
+  await page.fill('#token', withToken);
+  await page.click('#login button[type=submit]');
+}
+
+// Nothing on a phone's width needs scrolling sideways.
+async function fitsWidth(page) {
+  return page.evaluate(() =>
+    document.documentElement.scrollWidth <= window.innerWidth);
+}
+
+async function parkMode(browser) {
+  const park = process.env.PARK_ID, race = process.env.RACE_ID;
+  const ctx = await browser.newContext({viewport: {width: 1280, height: 860}});
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+
+  // A wrong token is refused and asked for again; the right one shows
+  // the items the worker parked, grouped by reason and tier.
+  await login(page, 'not-the-token-0123456789');
+  await page.locator('#login-error', {hasText: 'refused that token'})
+    .waitFor(WAIT);
+  check(await page.locator('[data-park]').count() === 0,
+        'items shown with a wrong token');
+  await page.fill('#token', token);
+  await page.click('#login button[type=submit]');
+  const row = page.locator(`[data-park="${park}"]`);
+  await row.waitFor(WAIT);
+  const group = page.locator('[data-group="hard_quota · no tier"]');
+  check(await group.locator(`[data-park="${park}"]`).count() === 1,
+        'item not in its group (hard_quota, no tier)');
+  check(await group.locator('[data-park]').count() === 2,
+        'both parked items are in the group');
+  await page.locator('[data-state="park_open"] b', {hasText: '2'})
+    .waitFor(WAIT);
+  await page.locator('[data-tier="free"]').waitFor(WAIT);
+
+  // The detail: the request as sent, the error and every attempt.
+  await row.click();
+  await page.locator('#detail-title', {hasText: `Park item #${park}`})
+    .waitFor(WAIT);
+  const request = await page.locator('#detail .request').textContent();
+  check(request.includes('drafted'), 'request as sent: ' + request);
+  check((await page.locator('#detail .error').textContent())
+          .includes('daily quota'), 'the error is shown');
+  const attempts = page.locator('#detail table.history tbody tr');
+  check(await attempts.count() === 1, 'one attempt in the history');
+  check((await attempts.first().textContent()).includes('429'),
+        'the attempt shows its 429');
+  check(!(await page.locator('.pair').isVisible()),
+        'an http step is offered no tier');
+
+  // Asking who resolves; Cancel changes nothing.
+  await page.fill('#resolve-by', '');
+  await page.click('[data-action="skip"]');
+  await page.locator('#outcome', {hasText: 'Say who you are'}).waitFor(WAIT);
+  await page.fill('#resolve-by', 'ana');
+  await page.click('[data-action="fail"]');
+  await page.locator('#confirm-text', {hasText: `Fail job #`}).waitFor(WAIT);
+  await page.click('#confirm-no');
+  check(await page.locator('#confirm').isHidden(), 'cancel hides confirm');
+  let r = await api('GET', `/v1/park/${park}`);
+  check(r.json.state === 'open', 'cancelled resolve changed the item');
+
+  // Done, with pasted output, who and a note.
+  await page.fill('#resolve-note', 'posted by hand');
+  await page.click('[data-action="done"]');
+  await page.fill('#resolve-output', 'comment 123 posted by hand');
+  if (process.env.SCREENSHOT)
+    await page.screenshot({path: process.env.SCREENSHOT, fullPage: true});
+  await page.click('#confirm-yes');
+  await page.locator('#outcome', {hasText: 'resolved: done by ana'})
+    .waitFor(WAIT);
+  await row.waitFor({state: 'detached', ...WAIT});
+
+  // A race lost: another operator resolves the second item while this
+  // page is asking for confirmation; the page says so.
+  await page.click(`[data-park="${race}"]`);
+  await page.locator('#detail-title', {hasText: `Park item #${race}`})
+    .waitFor(WAIT);
+  await page.click('[data-action="skip"]');
+  r = await api('POST', `/v1/park/${race}/resolve`,
+                {resolution: 'skip', by: 'bo'});
+  check(r.status === 200, 'the other resolve: ' + r.status);
+  await page.click('#confirm-yes');
+  await page.locator('#outcome', {hasText: 'Not resolved'}).waitFor(WAIT);
+
+  // The page keeps up without a reload: nothing open, in the strip too.
+  await page.locator('[data-state="park_open"] b', {hasText: '0'})
+    .waitFor(WAIT);
+  await page.locator('#park-groups', {hasText: 'Nothing is parked'})
+    .waitFor(WAIT);
+
+  // The jobs list with a filter, and a job's detail.
+  await page.click('#tab-jobs');
+  await page.selectOption('#jobs-state', 'queued');
+  await page.locator('#jobs-table tbody tr').first().waitFor(WAIT);
+  await page.locator('#jobs-table tbody tr').first().click();
+  await page.locator('#detail-title', {hasText: 'Job #'}).waitFor(WAIT);
+
+  // On a phone: the same page, nothing wider than the screen.
+  const phone = await browser.newContext({
+    viewport: {width: 390, height: 844}, isMobile: true, hasTouch: true,
+    deviceScaleFactor: 2});
+  const p2 = await phone.newPage();
+  await login(p2, token);
+  await p2.check('#park-all');
+  await p2.locator(`[data-park="${park}"]`).waitFor(WAIT);
+  check(await fitsWidth(p2), 'the list is wider than a phone');
+  await p2.click(`[data-park="${park}"]`);
+  await p2.locator('#detail-title', {hasText: `Park item #${park}`})
+    .waitFor(WAIT);
+  check(await fitsWidth(p2), 'the detail is wider than a phone');
+  if (process.env.SCREENSHOT_PHONE)
+    await p2.screenshot({path: process.env.SCREENSHOT_PHONE});
+  check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
+}
+
+// A page of another site posts a job to a server without a token: the
+// browser sends its Origin, and the server refuses. The test then checks
+// that no job was added. The page of stepq itself works without a token.
+async function csrfMode(browser) {
+  const target = url + '/v1/jobs';
+  const evil = http.createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end(`<!doctype html><form id="f" method="POST" action="${target}"
+      enctype="text/plain"><input name='{"name":"evil","steps":[{"name":"s",
+      "request":{"messages":[]},"x":"' value='"}]}'></form>
+      <script>fetch(${JSON.stringify(target)}, {method: 'POST',
+        mode: 'no-cors', body: '{"name":"evil2","steps":[]}'});
+      document.getElementById('f').submit();</script>`);
+  });
+  await new Promise((ok) => evil.listen(0, '127.0.0.1', ok));
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  const answer = page.waitForResponse((r) => r.url() === target &&
+                                      r.request().method() === 'POST' &&
+                                      r.request().resourceType() ===
+                                        'document', WAIT);
+  await page.goto(`http://127.0.0.1:${evil.address().port}/`);
+  const res = await answer;
+  check(res.status() === 403, 'a cross-site form post answered ' +
+        res.status());
+  check((await res.text()).includes('cross_site'), 'the 403 says why');
+  evil.close();
+
+  const own = await ctx.newPage();
+  await own.goto(url + '/');
+  await own.locator('[data-state="park_open"]').waitFor(WAIT);
+  check(await own.locator('#login').isHidden(),
+        'a server without a token asks for one');
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+let rc = 0;
+try {
+  if (mode === 'csrf') await csrfMode(browser);
+  else await parkMode(browser);
+  console.log('park_view ' + mode + ': ok');
+} catch (e) {
+  console.log('park_view ' + mode + ': ' + e.message);
+  rc = 1;
+} finally {
+  await browser.close();
+}
+process.exit(rc);

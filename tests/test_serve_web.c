@@ -1,0 +1,147 @@
+/* test_serve_web.c: the web park view of `stepq serve` in a real browser.
+ * A real worker run parks two side-effecting steps on a daily wall; then
+ * Debian's headless Chromium (tests/browser/park_view.mjs, playwright-core)
+ * opens the page, finds them, resolves one with the buttons and loses a
+ * race for the other; the database is checked after. A second run shows a
+ * page of another site cannot post to a server without a token. */
+#define _GNU_SOURCE /* asprintf */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/e2e.h"
+#include "tests/support/httpcl.h"
+#include "tests/support/servefix.h"
+
+/* A draft from the chat tier, then a post of it to the comments API. */
+#define POST_JOB                                                               \
+    "{\"name\":\"nightly-comment\",\"steps\":[{\"name\":\"draft\","            \
+    "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"Draft a "     \
+    "comment\"}]}},{\"name\":\"post\",\"kind\":\"http\",\"http\":{\"url\":"    \
+    "\"http://127.0.0.1:%d/comments\",\"body\":{\"text\":"                     \
+    "\"{{steps.draft.output}}\",\"tag\":\"drafted-nightly\"}}}]}"
+
+static void
+web_setup(void)
+{
+    char job[1024];
+
+    e2e_setup();
+    e2e_start_file("comments-daily-wall-twice.json", "");
+    snprintf(job, sizeof(job), POST_JOB, e2e_mock.port);
+    e2e_enqueue(job);
+    e2e_enqueue(job);
+    free(e2e_drain());
+}
+
+/* Runs park_view.mjs MODE against s with env (NAME=VALUE ...); fails
+ * the test with its output unless it exits 0. With $STEPQ_SCREENSHOTS
+ * set to a folder, the page is photographed there (docs/ has them). */
+static void
+browse(const struct server *s, const char *mode, const char *env)
+{
+    char *script = source_path("tests/browser/park_view.mjs"), *cmd = NULL;
+    char *out = NULL, shots[1024] = "";
+    const char *dir = getenv("STEPQ_SCREENSHOTS");
+    int rc;
+
+    if (dir != NULL)
+        snprintf(shots, sizeof(shots),
+                 "SCREENSHOT=%s/park-view.png "
+                 "SCREENSHOT_PHONE=%s/park-view-phone.png",
+                 dir, dir);
+    ck_assert_int_ne(asprintf(&cmd,
+                              "env -u http_proxy -u HTTP_PROXY "
+                              "STEPQ_URL=http://127.0.0.1:%d %s %s node %s %s",
+                              s->port, env, shots, script, mode),
+                     -1);
+    rc = run_sh(cmd, &out);
+    ck_assert_msg(rc == 0,
+                  "%s: exit %d:\n%.3000s\n(no playwright-core or chromium? "
+                  "scripts/deps.sh --browser installs them)",
+                  mode, rc, out);
+    free(out);
+    free(cmd);
+    free(script);
+}
+
+/* `stepq park show ID --json`, parsed (cJSON_Delete it). */
+static cJSON *
+park_show(int id)
+{
+    struct run_result r;
+    char arg[16];
+    cJSON *o;
+
+    snprintf(arg, sizeof(arg), "%d", id);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "show", arg, "--json"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+START_TEST(test_operator_resolves_in_the_browser)
+{
+    struct server s;
+    cJSON *item, *job, *log;
+    int job_id;
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    browse(&s, "park", "STEPQ_TOKEN=" TOKEN " PARK_ID=1 RACE_ID=2");
+    serve_stop(&s);
+
+    /* what the buttons did is in the store, as the CLI shows it */
+    item = park_show(1);
+    ck_assert_str_eq(e2e_str(item, "resolution"), "done");
+    ck_assert_str_eq(e2e_str(item, "resolved_by"), "ana");
+    ck_assert_str_eq(e2e_str(item, "note"), "posted by hand");
+    job_id = cJSON_GetObjectItem(item, "job_id")->valueint;
+    cJSON_Delete(item);
+    item = park_show(2);
+    ck_assert_str_eq(e2e_str(item, "resolved_by"), "bo"); /* the race */
+    cJSON_Delete(item);
+    job = e2e_show(job_id);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 1), "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 1), "output"),
+                     "comment 123 posted by hand");
+    cJSON_Delete(job);
+
+    /* the worker finishes both jobs; nothing was posted again */
+    free(e2e_drain());
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 2);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 2);
+    cJSON_Delete(log);
+}
+END_TEST
+
+START_TEST(test_another_site_cannot_post)
+{
+    static const char *const no_auth[] = {"--no-auth", NULL};
+    struct server s;
+    int before = run_job_count(e2e_db);
+
+    ck_assert_int_eq(serve_start(&s, NULL, no_auth), -1);
+    browse(&s, "csrf", "");
+    serve_stop(&s);
+    ck_assert_int_eq(run_job_count(e2e_db), before);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("serve_web");
+    TCase *tc = tcase_create("browser");
+
+    tcase_add_checked_fixture(tc, web_setup, e2e_teardown);
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, test_operator_resolves_in_the_browser);
+    tcase_add_test(tc, test_another_site_cannot_post);
+    suite_add_tcase(s, tc);
+    return s;
+}
