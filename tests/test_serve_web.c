@@ -1,9 +1,11 @@
 /* test_serve_web.c: the web park view of `stepq serve` in a real browser.
- * A real worker run parks two side-effecting steps on a daily wall; then
- * Debian's headless Chromium (tests/browser/park_view.mjs, playwright-core)
- * opens the page, finds them, resolves one with the buttons and loses a
- * race for the other; the database is checked after. A second run shows a
- * page of another site cannot post to a server without a token. */
+ * A real worker run parks three side-effecting steps on daily walls (two
+ * posts to a comments API, one chat step on tier free); then Debian's
+ * headless Chromium (tests/browser/park_view.mjs, playwright-core) opens
+ * the page, finds them, resolves a post as done and the chat step as a
+ * retry on tier local with the buttons, and loses a race for the other
+ * post; the database and the worker's next run are checked after. A second run
+ * shows a page of another site cannot post to a server without a token. */
 #define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
 
@@ -16,25 +18,55 @@
 #include "tests/support/httpcl.h"
 #include "tests/support/servefix.h"
 
-/* A draft from the chat tier, then a post of it to the comments API. */
+/* A draft from the local tier, then a post of it to the comments API
+ * (which meets a daily wall twice). */
 #define POST_JOB                                                               \
     "{\"name\":\"nightly-comment\",\"steps\":[{\"name\":\"draft\","            \
-    "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"Draft a "     \
-    "comment\"}]}},{\"name\":\"post\",\"kind\":\"http\",\"http\":{\"url\":"    \
-    "\"http://127.0.0.1:%d/comments\",\"body\":{\"text\":"                     \
-    "\"{{steps.draft.output}}\",\"tag\":\"drafted-nightly\"}}}]}"
+    "\"tiers\":[\"local\"],\"request\":{\"messages\":[{\"role\":\"user\","     \
+    "\"content\":\"Draft a comment\"}]}},{\"name\":\"post\",\"kind\":"         \
+    "\"http\",\"http\":{\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"    \
+    "{\"text\":\"{{steps.draft.output}}\",\"tag\":\"drafted-nightly\"}}}]}"
+/* A chat step with side effects: tier free's daily wall parks it there. */
+#define ANNOUNCE_JOB                                                           \
+    "{\"name\":\"nightly-announce\",\"steps\":[{\"name\":\"announce\","        \
+    "\"side_effects\":true,\"replayable\":false,\"request\":{\"messages\":"    \
+    "[{\"role\":\"user\",\"content\":\"Announce the release\"}]}}]}"
+
+/* The ids of the park items, by what parked them. */
+static int post_item[2], announce_item, announce_job;
 
 static void
 web_setup(void)
 {
+    struct run_result r;
     char job[1024];
+    cJSON *list, *it;
+    int posts = 0;
 
     e2e_setup();
-    e2e_start_file("comments-daily-wall-twice.json", "");
+    e2e_start_file("web-review.json", "");
     snprintf(job, sizeof(job), POST_JOB, e2e_mock.port);
     e2e_enqueue(job);
     e2e_enqueue(job);
+    e2e_enqueue(ANNOUNCE_JOB);
     free(e2e_drain());
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "list", "--json"), 0);
+    list = cJSON_Parse(r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(cJSON_GetArraySize(list), 3);
+    cJSON_ArrayForEach(it, list)
+    {
+        int id = cJSON_GetObjectItem(it, "id")->valueint;
+        if (strcmp(e2e_str(it, "step"), "announce") == 0) {
+            ck_assert_str_eq(e2e_str(it, "tier"), "free");
+            announce_item = id;
+            announce_job = cJSON_GetObjectItem(it, "job_id")->valueint;
+        } else {
+            ck_assert_int_lt(posts, 2);
+            post_item[posts++] = id;
+        }
+    }
+    cJSON_Delete(list);
 }
 
 /* Runs park_view.mjs MODE against s with env (NAME=VALUE ...); fails
@@ -88,21 +120,28 @@ START_TEST(test_operator_resolves_in_the_browser)
 {
     struct server s;
     cJSON *item, *job, *log;
+    char env[256];
     int job_id;
 
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
-    browse(&s, "park", "STEPQ_TOKEN=" TOKEN " PARK_ID=1 RACE_ID=2");
+    snprintf(env, sizeof(env),
+             "STEPQ_TOKEN=" TOKEN " PARK_ID=%d RACE_ID=%d TIER_ID=%d",
+             post_item[0], post_item[1], announce_item);
+    browse(&s, "park", env);
     serve_stop(&s);
 
     /* what the buttons did is in the store, as the CLI shows it */
-    item = park_show(1);
+    item = park_show(post_item[0]);
     ck_assert_str_eq(e2e_str(item, "resolution"), "done");
     ck_assert_str_eq(e2e_str(item, "resolved_by"), "ana");
     ck_assert_str_eq(e2e_str(item, "note"), "posted by hand");
     job_id = cJSON_GetObjectItem(item, "job_id")->valueint;
     cJSON_Delete(item);
-    item = park_show(2);
+    item = park_show(post_item[1]);
     ck_assert_str_eq(e2e_str(item, "resolved_by"), "bo"); /* the race */
+    cJSON_Delete(item);
+    item = park_show(announce_item);
+    ck_assert_str_eq(e2e_str(item, "resolution"), "retry");
     cJSON_Delete(item);
     job = e2e_show(job_id);
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 1), "state"), "succeeded");
@@ -110,12 +149,19 @@ START_TEST(test_operator_resolves_in_the_browser)
                      "comment 123 posted by hand");
     cJSON_Delete(job);
 
-    /* the worker finishes both jobs; nothing was posted again */
+    /* the worker finishes every job: nothing was posted again, and the
+     * announcement went out once more, on the tier the operator chose */
     free(e2e_drain());
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 2);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 3);
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 2);
+    ck_assert_int_eq(e2e_sent_to(log, "/free"), 1);
     cJSON_Delete(log);
+    job = e2e_show(announce_job);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "tier"), "local");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "free");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 1), "tier"), "local");
+    cJSON_Delete(job);
 }
 END_TEST
 

@@ -48,6 +48,7 @@ async function fitsWidth(page) {
 
 async function parkMode(browser) {
   const park = process.env.PARK_ID, race = process.env.RACE_ID;
+  const onTier = process.env.TIER_ID;
   const ctx = await browser.newContext({viewport: {width: 1280, height: 860}});
   const page = await ctx.newPage();
   const errors = [];
@@ -68,8 +69,11 @@ async function parkMode(browser) {
   check(await group.locator(`[data-park="${park}"]`).count() === 1,
         'item not in its group (hard_quota, no tier)');
   check(await group.locator('[data-park]').count() === 2,
-        'both parked items are in the group');
-  await page.locator('[data-state="park_open"] b', {hasText: '2'})
+        'both parked posts are in the group');
+  check(await page.locator('[data-group="hard_quota · tier free"] ' +
+                           `[data-park="${onTier}"]`).count() === 1,
+        'the chat step is in its tier\'s group');
+  await page.locator('[data-state="park_open"] b', {hasText: '3'})
     .waitFor(WAIT);
   await page.locator('[data-tier="free"]').waitFor(WAIT);
 
@@ -110,6 +114,19 @@ async function parkMode(browser) {
   await page.locator('#outcome', {hasText: 'resolved: done by ana'})
     .waitFor(WAIT);
   await row.waitFor({state: 'detached', ...WAIT});
+
+  // A chat step parked on tier free, retried on tier local.
+  await page.click(`[data-park="${onTier}"]`);
+  await page.locator('#detail-title', {hasText: `Park item #${onTier}`})
+    .waitFor(WAIT);
+  check(await page.locator('.pair').isVisible(), 'a chat step gets tiers');
+  await page.selectOption('#resolve-tier', 'local');
+  await page.click('[data-action="retry-tier"]');
+  await page.locator('#confirm-text', {hasText: 'on tier local'})
+    .waitFor(WAIT);
+  await page.click('#confirm-yes');
+  await page.locator('#outcome', {hasText: 'resolved: retry by ana'})
+    .waitFor(WAIT);
 
   // A race lost: another operator resolves the second item while this
   // page is asking for confirmation; the page says so.
