@@ -1,0 +1,191 @@
+/* zone.c: wall-clock times in a zone of the tz database, and the next
+ * slot of an expression there. The C library knows the zones: TZ is set
+ * to the zone for the length of a call and put back after. */
+#define _DEFAULT_SOURCE /* tm_gmtoff */
+#include "sched/sched.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/xalloc.h"
+#include "sched/internal.h"
+
+int
+sched_zone_check(const char *tz, char *err, size_t len)
+{
+    const char *dir = getenv("TZDIR");
+    char path[1024], magic[4];
+    int fd;
+    ssize_t n = 0;
+
+    if (strcmp(tz, "UTC") == 0)
+        return 0;
+    if (tz[0] == '\0' || tz[0] == '/' || tz[0] == '.' || strstr(tz, "..") ||
+        strspn(tz, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                   "0123456789/_+-") != strlen(tz)) {
+        snprintf(err, len,
+                 "%s is not a time zone name (such as "
+                 "Europe/Berlin or UTC)",
+                 tz);
+        return -EINVAL;
+    }
+    snprintf(path, sizeof(path), "%s/%s",
+             dir != NULL && dir[0] != '\0' ? dir : "/usr/share/zoneinfo", tz);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, magic, sizeof(magic));
+        close(fd);
+    }
+    if (n != 4 || memcmp(magic, "TZif", 4) != 0) {
+        snprintf(err, len,
+                 "unknown time zone %s (not in the tz database, "
+                 "%s)",
+                 tz, path);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* TZ as it was before a call, put back by zone_end. */
+struct saved_tz {
+    char *was; /* owned; NULL: TZ was not set */
+};
+
+static int
+zone_begin(const char *tz, struct saved_tz *s)
+{
+    char err[256];
+    const char *was = getenv("TZ");
+
+    if (sched_zone_check(tz, err, sizeof(err)) != 0)
+        return -EINVAL;
+    s->was = was != NULL ? xstrdup(was) : NULL;
+    if (setenv("TZ", tz, 1) != 0) {
+        free(s->was);
+        return -EINVAL;
+    }
+    tzset();
+    return 0;
+}
+
+static void
+zone_end(struct saved_tz *s)
+{
+    if (s->was != NULL)
+        (void)setenv("TZ", s->was, 1);
+    else
+        (void)unsetenv("TZ");
+    tzset();
+    free(s->was);
+}
+
+/* The zone's offset from UTC at instant t, in seconds (east positive). */
+static int64_t
+offset_at(int64_t t)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+
+    if (localtime_r(&tt, &tm) == NULL)
+        return 0;
+    return tm.tm_gmtoff;
+}
+
+/* The instant of wall-clock time local (as seconds counted like UTC's):
+ * the first one when the clock shows it twice (an hour that repeats),
+ * and the jump when it never shows it (an hour that is skipped). One
+ * change of offset within a day either side is assumed, as every zone
+ * of the tz database has. */
+static int64_t
+instant_of(int64_t local)
+{
+    int64_t o1 = offset_at(local - 86400), o2 = offset_at(local + 86400);
+    int64_t t1 = local - o1, t2 = local - o2, lo, hi;
+    bool v1 = offset_at(t1) == o1, v2 = offset_at(t2) == o2;
+
+    if (v1 && v2)
+        return t1 < t2 ? t1 : t2;
+    if (v1 || v2)
+        return v1 ? t1 : t2;
+    /* Skipped: the change of offset lies between the two; find it. */
+    lo = t1 < t2 ? t1 : t2;
+    hi = t1 < t2 ? t2 : t1;
+    int64_t before = offset_at(lo);
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (offset_at(mid) == before)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+static int64_t
+local_seconds(const struct sched_civil *t)
+{
+    return sched__days_from_civil(t->year, t->month, t->day) * 86400 +
+           t->hour * 3600 + t->minute * 60;
+}
+
+static void
+civil_at(int64_t t, struct sched_civil *out)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+
+    if (localtime_r(&tt, &tm) == NULL)
+        memset(&tm, 0, sizeof(tm));
+    out->year = tm.tm_year + 1900;
+    out->month = tm.tm_mon + 1;
+    out->day = tm.tm_mday;
+    out->hour = tm.tm_hour;
+    out->minute = tm.tm_min;
+}
+
+int
+sched_civil_of(const char *tz, int64_t t, struct sched_civil *out)
+{
+    struct saved_tz s;
+
+    if (zone_begin(tz, &s) != 0)
+        return -EINVAL;
+    civil_at(t, out);
+    zone_end(&s);
+    return 0;
+}
+
+int
+sched_next(const struct sched_cron *c, const char *tz, int64_t after,
+           int64_t *slot)
+{
+    struct saved_tz s;
+    struct sched_civil t;
+    int rc;
+
+    if (zone_begin(tz, &s) != 0)
+        return -EINVAL;
+    /* Wall-clock minutes in order give instants that never go back (the
+     * first of a repeated hour, the jump for a skipped one), so the first
+     * match whose instant is after `after` is the next slot. The search
+     * starts at the wall-clock minute of `after`; in a repeated hour's
+     * second round, minutes of the first come out earlier and are passed. */
+    civil_at(after, &t);
+    for (;;) {
+        if ((rc = sched__civil_next(c, &t)) != 0)
+            break;
+        int64_t at = instant_of(local_seconds(&t));
+        if (at > after) {
+            *slot = at;
+            break;
+        }
+        sched__civil_step(&t);
+    }
+    zone_end(&s);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* test_sched.c: cron expressions and their slots, as a table: names,
+ * ranges, steps and lists, cron's either-day rule, leap days, and the
+ * daylight saving changes of Europe/Berlin and America/New_York (a slot
+ * in a skipped hour runs once at the jump, one in a repeated hour once,
+ * the first time round). Expected instants were worked out with Python's
+ * zoneinfo, not with this code. */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "sched/sched.h"
+
+static const struct next_case {
+    const char *expr, *tz, *after, *want; /* want NULL: none in ten years */
+} next_cases[] = {
+    /* the nightly job of the issue: 03:40 in Berlin is 02:40Z in winter */
+    {"40 3 * * *", "Europe/Berlin", "2026-11-30T00:00:00Z",
+     "2026-11-30T02:40:00Z"},
+    {"40 3 * * *", "Europe/Berlin", "2026-11-30T02:40:00Z",
+     "2026-12-01T02:40:00Z"}, /* strictly after */
+    {"40 3 * * *", "Europe/Berlin", "2026-07-01T00:00:00Z",
+     "2026-07-01T01:40:00Z"}, /* summer: +2 */
+    /* Berlin, 2027-03-28: 02:00 CET jumps to 03:00 CEST (01:00Z) */
+    {"30 2 * * *", "Europe/Berlin", "2027-03-27T12:00:00Z",
+     "2027-03-28T01:00:00Z"}, /* the skipped 02:30 runs at the jump */
+    {"30 2 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z",
+     "2027-03-29T00:30:00Z"}, /* once: next the day after */
+    {"*/15 2 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z",
+     "2027-03-29T00:00:00Z"}, /* four skipped slots ran once, together */
+    {"0 3 * * *", "Europe/Berlin", "2027-03-27T12:00:00Z",
+     "2027-03-28T01:00:00Z"},
+    /* Berlin, 2026-10-25: 03:00 CEST goes back to 02:00 CET (01:00Z) */
+    {"30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z",
+     "2026-10-25T00:30:00Z"}, /* the first 02:30 */
+    {"30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00Z",
+     "2026-10-26T01:30:00Z"}, /* not the second (01:30Z) */
+    {"30 2 * * *", "Europe/Berlin", "2026-10-25T01:10:00Z",
+     "2026-10-26T01:30:00Z"}, /* from inside the second round */
+    {"0 * * * *", "Europe/Berlin", "2026-10-25T00:00:00Z",
+     "2026-10-25T02:00:00Z"}, /* hourly: 02:00 once, then 03:00 CET */
+    /* New York, 2027-03-14: 02:00 EST jumps to 03:00 EDT (07:00Z) */
+    {"30 2 * * *", "America/New_York", "2027-03-13T12:00:00Z",
+     "2027-03-14T07:00:00Z"},
+    {"30 2 * * *", "America/New_York", "2027-03-14T07:00:00Z",
+     "2027-03-15T06:30:00Z"},
+    /* New York, 2026-11-01: 02:00 EDT goes back to 01:00 EST (06:00Z) */
+    {"30 1 * * *", "America/New_York", "2026-10-31T12:00:00Z",
+     "2026-11-01T05:30:00Z"},
+    {"30 1 * * *", "America/New_York", "2026-11-01T05:30:00Z",
+     "2026-11-02T06:30:00Z"},
+    {"0 * * * *", "America/New_York", "2026-11-01T05:00:00Z",
+     "2026-11-01T07:00:00Z"}, /* 01:00 EST (06:00Z) is the repeat */
+    /* leap days, either-day rule, names, ranges, steps, macros */
+    {"0 12 29 2 *", "UTC", "2026-03-01T00:00:00Z", "2028-02-29T12:00:00Z"},
+    {"0 0 29 2 *", "UTC", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
+    {"0 0 13 * FRI", "UTC", "2026-11-01T00:00:00Z", "2026-11-06T00:00:00Z"},
+    {"0 0 13 * FRI", "UTC", "2026-11-06T00:00:00Z", "2026-11-13T00:00:00Z"},
+    {"0 9 * * MON-FRI", "UTC", "2026-12-05T10:00:00Z", "2026-12-07T09:00:00Z"},
+    {"0 9 * * 7", "UTC", "2026-12-05T10:00:00Z", "2026-12-06T09:00:00Z"},
+    {"5/20 * * * *", "UTC", "2026-12-02T10:26:00Z", "2026-12-02T10:45:00Z"},
+    {"0 0 1 jan,Jul *", "UTC", "2026-02-01T00:00:00Z", "2026-07-01T00:00:00Z"},
+    {"10-20/5 4 * * *", "UTC", "2026-12-02T04:16:00Z", "2026-12-02T04:20:00Z"},
+    {"@hourly", "UTC", "2026-12-02T10:00:00Z", "2026-12-02T11:00:00Z"},
+    {"@daily", "Asia/Kolkata", "2026-12-02T10:00:00Z",
+     "2026-12-02T18:30:00Z"}, /* +05:30 */
+    {"@weekly", "UTC", "2026-12-02T10:00:00Z", "2026-12-06T00:00:00Z"},
+    {"@yearly", "UTC", "2026-12-02T10:00:00Z", "2027-01-01T00:00:00Z"},
+};
+
+START_TEST(test_next_slot)
+{
+    const struct next_case *c = &next_cases[_i];
+    struct sched_cron cron;
+    int64_t after, slot = 0;
+    char err[256], got[32];
+
+    ck_assert_msg(sched_cron_parse(c->expr, &cron, err, sizeof(err)) == 0,
+                  "%s: %s", c->expr, err);
+    ck_assert_int_eq(clock_parse_utc(c->after, &after), 0);
+    ck_assert_int_eq(sched_next(&cron, c->tz, after / 1000, &slot), 0);
+    clock_format_utc(slot * 1000, got, sizeof(got));
+    ck_assert_msg(strcmp(got, c->want) == 0,
+                  "%s in %s after %s: got %s, "
+                  "want %s",
+                  c->expr, c->tz, c->after, got, c->want);
+}
+END_TEST
+
+static const struct bad_case {
+    const char *expr, *says;
+} bad_cases[] = {
+    {"60 * * * *", "minute"},
+    {"* 24 * * *", "hour"},
+    {"* * 0 * *", "day of month"},
+    {"* * * 13 *", "month"},
+    {"* * * * 8", "day of week"},
+    {"* * * *", "day of week: missing"},
+    {"* * * * * *", "more than five"},
+    {"*/0 * * * *", "minute"},
+    {"5-1 * * * *", "minute"},
+    {"JAN * * * *", "minute"},
+    {"* * * FOO *", "month"},
+    {"1,,2 * * * *", "minute"},
+    {"@often", "minute"},
+    {"0 0 30 2 *", "no month"},
+    {"0 0 31 4,6,9,11 *", "no month"},
+    {"", "minute: missing"},
+    {"1-2-3 * * * *", "minute"},
+    {"99999999999 * * * *", "minute"},
+};
+
+START_TEST(test_bad_expression_refused)
+{
+    const struct bad_case *c = &bad_cases[_i];
+    struct sched_cron cron;
+    char err[256] = "";
+
+    ck_assert_int_eq(sched_cron_parse(c->expr, &cron, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, c->says) != NULL, "%s: %s", c->expr, err);
+}
+END_TEST
+
+START_TEST(test_zones)
+{
+    char err[256];
+    struct sched_cron cron;
+    int64_t slot;
+
+    ck_assert_int_eq(sched_zone_check("Europe/Berlin", err, sizeof(err)), 0);
+    ck_assert_int_eq(sched_zone_check("UTC", err, sizeof(err)), 0);
+    ck_assert_int_eq(sched_zone_check("Mars/Olympus", err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "unknown time zone Mars/Olympus"));
+    ck_assert_int_eq(sched_zone_check("../../etc/passwd", err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_int_eq(sched_zone_check("", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(sched_zone_check("Europe", err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(sched_cron_parse("@daily", &cron, err, sizeof(err)), 0);
+    ck_assert_int_eq(sched_next(&cron, "Nowhere/Town", 0, &slot), -EINVAL);
+}
+END_TEST
+
+/* The zone functions put TZ back as they found it. */
+START_TEST(test_tz_restored)
+{
+    struct sched_civil t;
+    struct sched_cron cron;
+    int64_t slot;
+    char err[64];
+
+    ck_assert_int_eq(sched_cron_parse("@daily", &cron, err, sizeof(err)), 0);
+    unsetenv("TZ");
+    ck_assert_int_eq(sched_next(&cron, "Asia/Tokyo", 0, &slot), 0);
+    ck_assert_ptr_null(getenv("TZ"));
+    setenv("TZ", "America/Denver", 1);
+    ck_assert_int_eq(sched_civil_of("Asia/Tokyo", 0, &t), 0);
+    ck_assert_int_eq(t.hour, 9); /* 1970-01-01 09:00 in Tokyo */
+    ck_assert_str_eq(getenv("TZ"), "America/Denver");
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("sched");
+    TCase *tc = tcase_create("cron");
+
+    tcase_add_loop_test(tc, test_next_slot, 0,
+                        sizeof(next_cases) / sizeof(next_cases[0]));
+    tcase_add_loop_test(tc, test_bad_expression_refused, 0,
+                        sizeof(bad_cases) / sizeof(bad_cases[0]));
+    tcase_add_test(tc, test_zones);
+    tcase_add_test(tc, test_tz_restored);
+    suite_add_tcase(s, tc);
+    return s;
+}
