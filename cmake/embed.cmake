@@ -16,12 +16,14 @@ foreach(entry IN LISTS ASSETS)
     string(LENGTH "${hex}" n)
     math(EXPR size "${n} / 2")
     string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
-    string(REGEX REPLACE "((0x..,){16})" "\\1\n    " bytes "${bytes}")
+    # 16 bytes a line (CMake's regexes have no {16}).
+    string(REPEAT "0x..," 16 line)
+    string(REGEX REPLACE "(${line})" "\\1\n    " bytes "${bytes}")
     string(APPEND body "static const unsigned char asset_${i}[] = {\n    ${bytes}0x00};\n\n")
     string(APPEND table "    {\"${url}\", \"${type}; charset=utf-8\", asset_${i}, ${size}},\n")
     math(EXPR i "${i} + 1")
 endforeach()
 string(APPEND body "const struct serve_asset serve_assets[] = {\n${table}    {NULL, NULL, NULL, 0}};\n")
-file(WRITE "${OUT}.tmp" "${body}")
-file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
-file(REMOVE "${OUT}.tmp")
+# Written every time it runs (only when an input changed): an output
+# older than its inputs would make the build run this again and again.
+file(WRITE "${OUT}" "${body}")

@@ -2,8 +2,10 @@
 # Installs the Debian packages stepq needs to build and test, when missing.
 # Safe to run again: it only calls apt-get when a package is absent.
 # --browser also installs what the web view's browser test needs: Debian's
-# chromium and Node.js, and playwright-core (npm ci in tests/browser/,
-# pinned by its package-lock.json; no browser is downloaded).
+# chromium and Node.js (18 or later: Debian 12's own is 18), and
+# playwright-core (npm ci in tests/browser/, pinned by its
+# package-lock.json to a version that runs on Node.js 18; no browser is
+# downloaded).
 set -eu
 cd "$(dirname "$0")/.."
 browser=0
@@ -40,6 +42,11 @@ if [ $browser -eq 1 ]; then
     if ! command -v npm >/dev/null; then # Debian's nodejs comes without it
         echo "deps: installing npm" >&2
         $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+    fi
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    if [ "$major" -lt 18 ]; then
+        echo "deps: node $(node --version) is too old: playwright-core needs Node.js 18 or later" >&2
+        exit 1
     fi
     lock=tests/browser/package-lock.json
     installed=tests/browser/node_modules/.package-lock.json

@@ -267,7 +267,11 @@ cross_site(struct MHD_Connection *c, const char *method)
     if (origin == NULL)
         return false;
     host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    rest = strncmp(origin, "http://", 7) == 0 ? origin + 7 : NULL;
+    /* https: the page served through a proxy that adds TLS and passes
+     * Host on. */
+    rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+           : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                 : NULL;
     return host == NULL || rest == NULL || strcmp(rest, host) != 0;
 }
 
@@ -380,6 +384,13 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
                                  "refused");
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
+    /* The pages are answered without a token, so they read no body: a
+     * client without one must not make the server hold --max-body. */
+    if (page && ((cl != NULL && strtoull(cl, NULL, 10) > 0) ||
+                 MHD_lookup_connection_value(
+                     c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)))
+        return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                 "a page request takes no body");
     if (cl != NULL && strtoull(cl, NULL, 10) > s->o->max_body)
         return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
                                  "the body is larger than %zu bytes",

@@ -178,6 +178,45 @@ START_TEST(test_another_site_cannot_post)
 }
 END_TEST
 
+/* The page's files need no token and carry the headers that keep them
+ * to themselves; as they need no token they read no body, so a client
+ * without one cannot make the server hold --max-body. Behind a proxy
+ * that adds TLS, the page's https Origin is its own. */
+START_TEST(test_page_files_and_their_limits)
+{
+    struct server s;
+    struct reply r = {0};
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    req(s.port, "GET", "/", NULL, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(hdr(&r, "Content-Type"), "text/html; charset=utf-8");
+    ck_assert_ptr_nonnull(
+        strstr(hdr(&r, "Content-Security-Policy"), "script-src 'self'"));
+    ck_assert_str_eq(hdr(&r, "X-Frame-Options"), "DENY");
+    ck_assert_ptr_nonnull(strstr(r.body, "/ui/app.js"));
+    reply_free(&r);
+    req(s.port, "GET", "/ui/app.js?v=2", NULL, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    req(s.port, "GET", "/", NULL, "0123456789", &r);
+    ck_assert_int_eq(r.status, 413);
+    reply_free(&r);
+    req(s.port, "GET", "/index.html", NULL, "", &r); /* not a page: a token */
+    ck_assert_int_eq(r.status, 401);
+    reply_free(&r);
+    req(s.port, "POST", "/", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 405);
+    reply_free(&r);
+    req(s.port, "POST", "/v1/park/resolve",
+        AUTH "Origin: https://127.0.0.1\r\n",
+        "{\"resolution\":\"skip\",\"by\":\"ana\",\"reason\":\"none\"}", &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    serve_stop(&s);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -188,6 +227,7 @@ test_suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_operator_resolves_in_the_browser);
     tcase_add_test(tc, test_another_site_cannot_post);
+    tcase_add_test(tc, test_page_files_and_their_limits);
     suite_add_tcase(s, tc);
     return s;
 }

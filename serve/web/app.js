@@ -22,6 +22,20 @@
   let timer = null;
   let jobsPage = [];
   let detailSeq = 0;      /* the latest detail asked for */
+  let running = null;     /* the refresh under way, if any */
+  let again = false;      /* another refresh was asked for meanwhile */
+  let posting = false;    /* a resolution is on its way */
+  const shown = {};       /* what each part shows now, as JSON text */
+
+  /* Whether part must be drawn again: its data changed. Redrawing only
+   * then keeps focus, a selection being copied, and screen readers' place
+   * across polls. */
+  function changed(part, data) {
+    const text = JSON.stringify(data);
+    if (shown[part] === text) return false;
+    shown[part] = text;
+    return true;
+  }
 
   class ApiError extends Error {
     constructor(status, code, message) {
@@ -85,6 +99,10 @@
     token = '';
     store.removeItem('stepq.token');
     clearTimeout(timer);
+    closeDetail();
+    for (const id of ['strip', 'tiers', 'park-groups']) $(id).replaceChildren();
+    $('jobs-table').tBodies[0].replaceChildren();
+    for (const k of Object.keys(shown)) delete shown[k];
     $('login-error').textContent = typeof why === 'string' ? why : '';
     $('login-error').hidden = !$('login-error').textContent;
     $('login').hidden = false;
@@ -136,8 +154,10 @@
   }
 
   function renderTiers(tiers) {
-    tierNames = tiers.map((t) => t.name);
+    const names = tiers.map((t) => t.name);
     $('tiers').replaceChildren(...tiers.map(tierChip));
+    if (names.join('\n') === tierNames.join('\n')) return;
+    tierNames = names;
     const sel = $('resolve-tier'), keep = sel.value;
     sel.replaceChildren(...tierNames.map((n) => el('option', {value: n}, n)));
     if (tierNames.includes(keep)) sel.value = keep;
@@ -287,10 +307,13 @@
    * the form an operator is confirming does not change under them. */
   async function loadDetail() {
     if (!selected) return;
-    const seq = ++detailSeq, kind = selected.kind;
-    const path = (kind === 'park' ? '/v1/park/' : '/v1/jobs/') + selected.id;
+    const seq = ++detailSeq, {kind, id} = selected;
+    const path = (kind === 'park' ? '/v1/park/' : '/v1/jobs/') + id;
     const data = await api('GET', path);
-    if (seq !== detailSeq || pending) return;
+    if (seq !== detailSeq || pending || !selected ||
+        selected.kind !== kind || selected.id !== id)
+      return;
+    if (!changed('detail', data) && !$('detail').hidden) return;
     if (kind === 'park') renderItem(data);
     else renderJob(data);
     $('detail').hidden = false;
@@ -300,12 +323,14 @@
   async function open(kind, id) {
     selected = {kind, id};
     cancelConfirm();
+    delete shown.detail;
     $('outcome').hidden = true;
     try {
       await loadDetail();
       problem(null);
     } catch (e) {
       if (e.status !== 401) problem(e.message);
+      closeDetail();
     }
     for (const b of document.querySelectorAll('[data-park]'))
       b.setAttribute('aria-current',
@@ -316,6 +341,8 @@
   function closeDetail() {
     selected = null;
     item = null;
+    detailSeq++; /* an answer on its way is for nothing now */
+    delete shown.detail;
     cancelConfirm();
     $('detail').hidden = true;
     document.querySelector('main').classList.remove('with-detail');
@@ -336,7 +363,7 @@
   };
 
   function ask(action) {
-    if (!item) return;
+    if (!item || posting) return;
     const by = $('resolve-by').value.trim();
     if (!by) {
       outcome(false, 'Say who you are (Who) before resolving.');
@@ -376,7 +403,10 @@
     if (p.action === 'retry-tier') body.tier = p.tier;
     if (p.action === 'done') body.output = $('resolve-output').value;
     window.localStorage.setItem('stepq.by', body.by);
+    posting = true;
     $('confirm-yes').disabled = true;
+    for (const b of document.querySelectorAll('[data-action]'))
+      b.disabled = true;
     try {
       const r = await api('POST', '/v1/park/' + id + '/resolve', body);
       outcome(true, 'Item #' + id + ' resolved: ' + r.resolution + ' by ' +
@@ -387,35 +417,64 @@
       outcome(false, (e.status === 409 ? 'Not resolved: ' : 'Failed: ') +
               e.message);
     } finally {
+      posting = false;
       $('confirm-yes').disabled = false;
+      for (const b of document.querySelectorAll('[data-action]'))
+        b.disabled = false;
       cancelConfirm();
     }
-    await refresh();
+    delete shown.detail;
+    refresh();
   }
 
   /* ---- refresh loop ------------------------------------------------ */
 
-  async function refresh() {
+  /* One refresh at a time: a call while one is under way asks for one
+   * more after it, and the next poll is set in one place only. */
+  function refresh() {
+    if (running) {
+      again = true;
+      return running;
+    }
     clearTimeout(timer);
+    running = poll().finally(() => {
+      running = null;
+      clearTimeout(timer);
+      if (again) {
+        again = false;
+        refresh();
+      } else if (!document.hidden && $('login').hidden) {
+        timer = setTimeout(refresh, POLL_MS);
+      }
+    });
+    return running;
+  }
+
+  async function poll() {
     if (!$('login').hidden) return;
     try {
       const [st, tiers] = await Promise.all([api('GET', '/v1/status'),
                                              api('GET', '/v1/tiers')]);
-      renderStatus(st);
-      renderTiers(tiers);
-      if (tab === 'park')
-        renderPark(await api('GET', '/v1/park' +
-                             ($('park-all').checked ? '?state=all' : '')));
-      else renderJobs(await api('GET', jobsPath()));
+      if (changed('status', st)) renderStatus(st);
+      if (changed('tiers', tiers)) renderTiers(tiers);
+      if (tab === 'park') {
+        const all = $('park-all').checked;
+        const items = await api('GET', '/v1/park' + (all ? '?state=all' : ''));
+        if (tab === 'park' && all === $('park-all').checked &&
+            changed('park', items))
+          renderPark(items);
+      } else {
+        const path = jobsPath(), jobs = await api('GET', path);
+        if (tab === 'jobs' && path === jobsPath() && changed('jobs', jobs))
+          renderJobs(jobs);
+      }
       if (selected && !pending) await loadDetail();
       problem(null);
       $('updated').textContent = 'updated ' +
         new Date().toLocaleTimeString();
     } catch (e) {
-      if (e.status === 401) return;
-      problem(e.message);
+      if (e.status !== 401) problem(e.message);
     }
-    if (!document.hidden) timer = setTimeout(refresh, POLL_MS);
   }
 
   function show(which) {
