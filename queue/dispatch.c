@@ -296,3 +296,28 @@ q_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out, size_t *n)
 {
     return db->ops->stats_park_open(db, limit, out, n);
 }
+
+int
+q_sched_get(q_db *db, const char *name, struct q_sched *out)
+{
+    return db->ops->sched_get(db, name, out);
+}
+
+int
+q_sched_list(q_db *db, struct q_sched **out, size_t *n)
+{
+    return db->ops->sched_list(db, out, n);
+}
+
+int
+q_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
+             int64_t job_id, int64_t now)
+{
+    return db->ops->sched_note(db, name, done, slot, job_id, now);
+}
+
+int
+q_sched_pause(q_db *db, const char *name, bool paused, int64_t now)
+{
+    return db->ops->sched_pause(db, name, paused, now);
+}

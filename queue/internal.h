@@ -127,6 +127,11 @@ struct q__ops {
     int (*stats_oldest_due)(q_db *db, int64_t now, int64_t *run_at);
     int (*stats_park_open)(q_db *db, size_t limit, struct q_park_brief **out,
                            size_t *n);
+    int (*sched_get)(q_db *db, const char *name, struct q_sched *out);
+    int (*sched_list)(q_db *db, struct q_sched **out, size_t *n);
+    int (*sched_note)(q_db *db, const char *name, int64_t done, int64_t slot,
+                      int64_t job_id, int64_t now);
+    int (*sched_pause)(q_db *db, const char *name, bool paused, int64_t now);
     /* Many hosts; NULL entries mean "not needed here": clock_sync then
      * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */
     int (*clock_sync)(q_db *db);
@@ -198,6 +203,7 @@ void q__park_clean(void *e);
 void q__group_clean(void *e);
 void q__latency_clean(void *e);
 void q__worker_clean(void *e);
+void q__sched_clean(void *e);
 
 /* The reports of q_stats_latency and q_stats_workers, the same text on
  * every backend (each adds its ORDER BY): latency buckets as in

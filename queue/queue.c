@@ -485,3 +485,24 @@ q_park_briefs_free(struct q_park_brief *p, size_t n)
 {
     q__array_free(p, n, sizeof(*p), q__brief_clean);
 }
+
+void
+q_sched_cleanup(struct q_sched *s)
+{
+    if (s == NULL)
+        return;
+    free(s->name);
+    s->name = NULL;
+}
+
+void
+q__sched_clean(void *e)
+{
+    q_sched_cleanup(e);
+}
+
+void
+q_scheds_free(struct q_sched *s, size_t n)
+{
+    q__array_free(s, n, sizeof(*s), q__sched_clean);
+}

@@ -1,9 +1,10 @@
 /* test_queue_pg.c: the PostgreSQL backend's white box (queue/pg/), on the
  * run's cluster (tests/support/pgfix.h), a fresh schema per store: the
- * schema made by open and checked by open_existing, racing inits, SKIP
- * LOCKED claims, wake-ups by NOTIFY, the clock offset, no password in
- * logs, and reconnecting after the server restarts (on a cluster of the
- * test's own, so other suites keep theirs). */
+ * schema made by open, migrated from version 3 and checked by
+ * open_existing, racing inits, SKIP LOCKED claims, wake-ups by NOTIFY,
+ * the clock offset, no password in logs, and reconnecting after the
+ * server restarts (on a cluster of the test's own, so other suites keep
+ * theirs). */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -75,11 +76,12 @@ START_TEST(test_open_creates_schema)
 
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    pgfix_expect(loc,
-                 "SELECT string_agg(table_name, ',' ORDER BY table_name)"
-                 " FROM information_schema.tables"
-                 " WHERE table_schema = current_schema()",
-                 "attempts,jobs,park,stepq_schema,steps,tier_sends,tiers");
+    pgfix_expect(
+        loc,
+        "SELECT string_agg(table_name, ',' ORDER BY table_name)"
+        " FROM information_schema.tables"
+        " WHERE table_schema = current_schema()",
+        "attempts,jobs,park,schedules,stepq_schema,steps,tier_sends,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -107,6 +109,7 @@ END_TEST
 
 START_TEST(test_concurrent_inits_make_one_schema)
 {
+    char want[32];
     pid_t pids[4];
     int st;
 
@@ -122,8 +125,38 @@ START_TEST(test_concurrent_inits_make_one_schema)
         ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
         ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
+    snprintf(want, sizeof(want), "1 %d", q_schema_version());
     pgfix_expect(
-        loc, "SELECT count(*) || ' ' || max(version) FROM stepq_schema", "1 3");
+        loc, "SELECT count(*) || ' ' || max(version) FROM stepq_schema", want);
+}
+END_TEST
+
+/* A store at version 3 (made here by taking version 4's table away) waits
+ * for init, which adds the schedules table and keeps the jobs. */
+START_TEST(test_migrates_v3_adding_schedules)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "old");
+    struct q_sched sc = {0};
+    int v = 0;
+
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pgfix_query(loc,
+                                 "DROP TABLE schedules;"
+                                 " UPDATE stepq_schema SET version = 3",
+                                 NULL),
+                     0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 4);
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_sched_get(db, "nightly", &sc), -ENOENT);
+    ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
+    ck_assert_int_eq(q_sched_get(db, "nightly", &sc), 0);
+    ck_assert_int_eq(sc.last_job_id, id);
+    q_sched_cleanup(&sc);
+    ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
@@ -481,6 +514,7 @@ test_suite(void)
     tcase_add_test(schema, test_open_creates_schema);
     tcase_add_test(schema, test_open_existing_needs_the_schema);
     tcase_add_test(schema, test_concurrent_inits_make_one_schema);
+    tcase_add_test(schema, test_migrates_v3_adding_schedules);
     suite_add_tcase(s, schema);
 
     tcase_add_checked_fixture(work, setup, NULL);

@@ -98,6 +98,36 @@ START_TEST(test_migrates_older_version_keeping_jobs)
 }
 END_TEST
 
+/* Version 3 -> 4 adds the schedules table: the jobs of a version 3 file
+ * stay, and schedules start with no row. */
+START_TEST(test_migrates_v3_adding_schedules)
+{
+    struct q_sched *all = NULL, sc = {0};
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id;
+    int v = 0;
+
+    ck_assert_int_eq(q__open_version(path, 3, &db), 0);
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 3);
+    id = qfix_add(db, "old", "k-old", 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 4);
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_sched_list(db, &all, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
+    ck_assert_int_eq(q_sched_get(db, "nightly", &sc), 0);
+    ck_assert_int_eq(sc.last_job_id, id);
+    q_sched_cleanup(&sc);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 static char *
 schema_text(q_db *db)
 {
@@ -214,6 +244,7 @@ test_suite(void)
     tcase_add_checked_fixture(files, setup, teardown);
     tcase_add_test(files, test_new_file_is_private_and_wal);
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
+    tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_open_twice_changes_nothing);
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);

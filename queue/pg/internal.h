@@ -326,7 +326,7 @@ int q__pg_migrate(struct q__pg *db);
 /* The contract's calls (the entries of q__pg_ops, store.c), each with
  * the meaning of its q_* namesake in queue.h. Files: store.c (close,
  * versions, transactions, clock), wake.c, enqueue.c, jobs.c, ledger.c
- * (steps and attempts), tiers.c, park.c, stats.c, copy.c. */
+ * (steps and attempts), tiers.c, park.c, stats.c, sched.c, copy.c. */
 int q__pg_close(q_db *db);
 int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);
@@ -386,6 +386,11 @@ int q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
 int q__pg_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
 int q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
                           size_t *n);
+int q__pg_sched_get(q_db *db, const char *name, struct q_sched *out);
+int q__pg_sched_list(q_db *db, struct q_sched **out, size_t *n);
+int q__pg_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
+                     int64_t job_id, int64_t now);
+int q__pg_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
 int q__pg_clock_sync(q_db *db);
 int q__pg_wake_fd(q_db *db);
 int q__pg_wake_take(q_db *db, unsigned *events);

@@ -166,6 +166,16 @@ static const struct migration migrations[] = {
      "  EXECUTE FUNCTION stepq_notify_tiers();"
      "CREATE TABLE stepq_schema (version int NOT NULL);"
      "INSERT INTO stepq_schema (version) VALUES (0);"},
+    {3, 4,
+     /* What every worker shares of each schedule (SQLite's version 4). */
+     "CREATE TABLE schedules ("
+     "  name text PRIMARY KEY,"
+     "  paused bigint NOT NULL DEFAULT 0,"
+     "  since bigint NOT NULL DEFAULT 0,"
+     "  done_until bigint NOT NULL DEFAULT 0,"
+     "  last_slot bigint NOT NULL DEFAULT 0,"
+     "  last_job_id bigint NOT NULL DEFAULT 0,"
+     "  updated_at bigint NOT NULL DEFAULT 0);"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -62,6 +62,10 @@ enum q__stmt_id {
     ST_STEP_RESET,
     ST_JOB_REQUEUE,
     ST_JOB_FAIL_PARKED,
+    ST_SCHED_GET,
+    ST_SCHED_LIST,
+    ST_SCHED_NOTE,
+    ST_SCHED_PAUSE,
     ST_COUNT
 };
 
@@ -150,6 +154,11 @@ int q__sqlite_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
 int q__sqlite_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
 int q__sqlite_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
                               size_t *n);
+int q__sqlite_sched_get(q_db *db, const char *name, struct q_sched *out);
+int q__sqlite_sched_list(q_db *db, struct q_sched **out, size_t *n);
+int q__sqlite_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
+                         int64_t job_id, int64_t now);
+int q__sqlite_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
 int q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n);
 int q__sqlite_copy_clear(q_db *db, const struct q__table *t);
 int q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn,

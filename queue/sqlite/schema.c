@@ -6,10 +6,12 @@
  * old version intact.  Never edit a migration that has shipped: a database
  * made by an older stepq has already run it and will not run it again.
  * To change the schema, append a new migration (ALTER TABLE, CREATE INDEX,
- * a table rebuild with INSERT ... SELECT) and add a test in test_queue.c
- * that opens a database at the previous version, with data in it, and
- * checks the data after the upgrade.  A stepq that finds a version newer
- * than it knows refuses to open the file (-ENOTSUP) rather than guess.
+ * a table rebuild with INSERT ... SELECT) and add a test in
+ * test_queue_sqlite.c that opens a database at the previous version, with
+ * data in it, and checks the data after the upgrade; change PostgreSQL's
+ * (queue/pg/schema.c) in the same commit, to the same version.  A stepq
+ * that finds a version newer than it knows refuses to open the file
+ * (-ENOTSUP) rather than guess.
  */
 #include "queue/sqlite/internal.h"
 
@@ -133,6 +135,18 @@ static const char *const migrations[] = {
     "ALTER TABLE tiers ADD COLUMN learned_rpm INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tiers ADD COLUMN learned_tpm INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE tiers ADD COLUMN doubt INTEGER NOT NULL DEFAULT 1;",
+    /* 3 -> 4: what every worker shares of each schedule of the config
+     * (the expression, zone and job stay there): since when it is known,
+     * the slots done, the last one fired and its job, and whether an
+     * operator paused it. No reference to jobs: the job is a note. */
+    "CREATE TABLE schedules ("
+    "  name TEXT PRIMARY KEY,"
+    "  paused INTEGER NOT NULL DEFAULT 0,"
+    "  since INTEGER NOT NULL DEFAULT 0,"
+    "  done_until INTEGER NOT NULL DEFAULT 0,"
+    "  last_slot INTEGER NOT NULL DEFAULT 0,"
+    "  last_job_id INTEGER NOT NULL DEFAULT 0,"
+    "  updated_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;",
 };
 
 int

@@ -193,6 +193,32 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_TIER_SEND_DROP] = "DELETE FROM tier_sends WHERE id = ?1",
     [ST_TIER_PRUNE] = "DELETE FROM tier_sends WHERE tier = ?1 AND at < ?2"
                       " AND (done_at IS NOT NULL OR expires_at < ?2)",
+    [ST_SCHED_GET] = "SELECT name, paused, since, done_until, last_slot,"
+                     " last_job_id, updated_at FROM schedules WHERE name = ?1",
+    [ST_SCHED_LIST] = "SELECT name, paused, since, done_until, last_slot,"
+                      " last_job_id, updated_at FROM schedules ORDER BY name",
+    /* ?1 name, ?2 done, ?3 slot, ?4 job id, ?5 now. One statement, and
+     * every column moves only forward from what the row holds when it
+     * runs (max, CASE on the stored value), so workers noting the same
+     * schedule at once cannot undo each other's progress. */
+    [ST_SCHED_NOTE] =
+        "INSERT INTO schedules (name, since, done_until, last_slot,"
+        " last_job_id, updated_at) VALUES (?1, ?5, max(?5, ?2),"
+        " CASE WHEN ?4 > 0 AND ?3 > 0 THEN ?3 ELSE 0 END,"
+        " CASE WHEN ?4 > 0 AND ?3 > 0 THEN ?4 ELSE 0 END, ?5)"
+        " ON CONFLICT (name) DO UPDATE SET done_until = max(done_until, ?2),"
+        " last_job_id = CASE WHEN ?4 > 0 AND ?3 > last_slot THEN ?4"
+        " ELSE last_job_id END,"
+        " last_slot = CASE WHEN ?4 > 0 AND ?3 > last_slot THEN ?3"
+        " ELSE last_slot END, updated_at = max(updated_at, ?5)",
+    /* ?1 name, ?2 paused (0 or 1), ?3 now. A resume moves done_until only
+     * when the row was paused: the CASE reads the stored value. */
+    [ST_SCHED_PAUSE] =
+        "INSERT INTO schedules (name, paused, since, done_until, updated_at)"
+        " VALUES (?1, ?2, ?3, ?3, ?3) ON CONFLICT (name) DO UPDATE SET"
+        " done_until = CASE WHEN paused <> 0 AND ?2 = 0"
+        " THEN max(done_until, ?3) ELSE done_until END,"
+        " paused = ?2, updated_at = max(updated_at, ?3)",
 };
 
 const char *
