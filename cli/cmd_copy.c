@@ -1,6 +1,6 @@
 /* cmd_copy.c: stepq copy FROM TO — take a whole queue (jobs, steps,
- * attempts, park items, tier state) from one store to another, say from a
- * SQLite file to PostgreSQL and back, ids kept. */
+ * attempts, park items, tier state, schedule state) from one store to
+ * another, say from a SQLite file to PostgreSQL and back, ids kept. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "cli/cli.h"
 
@@ -17,12 +17,12 @@
 static const char usage[] =
     "usage: stepq copy FROM TO [--force] [--json]\n"
     "\n"
-    "Copies every job, step, attempt, park item and tier state of the\n"
-    "database FROM into the database TO (created and migrated as `stepq\n"
-    "init` would), ids kept, in one transaction of TO: a copy that fails\n"
-    "leaves TO as it was. FROM and TO are locations as for --db (a path,\n"
-    "sqlite:PATH or a postgresql:// URL). TO must hold no job, park item or\n"
-    "tier; --force replaces what it holds. Stop the workers on FROM first.\n"
+    "Copies every job, step, attempt, park item, tier state and schedule\n"
+    "state of the database FROM into the database TO (created and migrated\n"
+    "as `stepq init` would), ids kept, in one transaction of TO: a copy\n"
+    "that fails leaves TO as it was. FROM and TO are locations as for --db\n"
+    "(a path, sqlite:PATH or a postgresql:// URL). TO must hold none of\n"
+    "these; --force replaces what it holds. Stop the workers on FROM first.\n"
     "--json prints {\"copied\": {...}, \"from\": ..., \"to\": ...}.\n";
 
 /* A location as messages show it: any password masked. */
@@ -33,15 +33,16 @@ struct shown {
 static void
 print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
 {
-    static const char *const names[6] = {"jobs", "steps", "attempts",
-                                         "park", "tiers", "tier_sends"};
-    const int64_t v[6] = {c->jobs, c->steps, c->attempts,
-                          c->park, c->tiers, c->tier_sends};
+    static const char *const names[7] = {"jobs",     "steps", "attempts",
+                                         "park",     "tiers", "tier_sends",
+                                         "schedules"};
+    const int64_t v[7] = {c->jobs,  c->steps,      c->attempts, c->park,
+                          c->tiers, c->tier_sends, c->schedules};
 
     if (json) {
         cJSON *root = cJSON_CreateObject();
         cJSON *copied = cJSON_AddObjectToObject(root, "copied");
-        for (int i = 0; i < 6; i++)
+        for (size_t i = 0; i < STEPQ_ARRAY_LEN(v); i++)
             cJSON_AddNumberToObject(copied, names[i], (double)v[i]);
         cJSON_AddStringToObject(root, "from", sh->from);
         cJSON_AddStringToObject(root, "to", sh->to);
@@ -49,7 +50,7 @@ print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
         return;
     }
     printf("copied %s to %s\n", sh->from, sh->to);
-    for (int i = 0; i < 6; i++)
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(v); i++)
         printf("  %-11s %lld\n", names[i], (long long)v[i]);
 }
 
@@ -135,8 +136,8 @@ cmd_copy(struct cli_env *env, int argc, char **argv)
         goto out;
     rc = q_copy(src, dst, force, &counts);
     if (rc == -EEXIST) {
-        cli_error("copy: %s already holds jobs, park items or tier state; "
-                  "nothing was copied (--force replaces them)",
+        cli_error("copy: %s already holds jobs, park items, tier or "
+                  "schedule state; nothing was copied (--force replaces them)",
                   sh.to);
         rc = CLI_CONFLICT;
     } else if (rc == -EAGAIN) {

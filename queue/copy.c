@@ -1,5 +1,5 @@
 /* copy.c: q_copy, copying a whole store into another one (`stepq copy`),
- * neutral to the backend. The six tables are described here once, column
+ * neutral to the backend. The seven tables are described here once, column
  * for column as queue/sqlite/schema.c makes them (the PostgreSQL schema
  * uses the same names); each backend reads and writes rows of a described
  * table as values (the copy_* entries of struct q__ops). The whole copy is
@@ -86,6 +86,11 @@ static const struct q__column send_cols[] = {
     {"probe", I}, {"expires_at", I}, {"done_at", I},
 };
 
+static const struct q__column sched_cols[] = {
+    {"name", T},      {"paused", I},      {"since", I},      {"done_until", I},
+    {"last_slot", I}, {"last_job_id", I}, {"updated_at", I},
+};
+
 #undef I
 #undef R
 #undef T
@@ -103,6 +108,7 @@ static const struct q__table tables[] = {
     TABLE("park", "id", park_cols, true),
     TABLE("tiers", "name", tier_cols, false),
     TABLE("tier_sends", "id", send_cols, true),
+    TABLE("schedules", "name", sched_cols, false),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -311,7 +317,8 @@ out_from:
                                          .attempts = n[2],
                                          .park = n[3],
                                          .tiers = n[4],
-                                         .tier_sends = n[5]};
+                                         .tier_sends = n[5],
+                                         .schedules = n[6]};
     }
     return rc;
 }

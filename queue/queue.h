@@ -701,14 +701,15 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 
 /* What q_copy copied, by table. */
 struct q_copy_counts {
-    int64_t jobs, steps, attempts, park, tiers, tier_sends;
+    int64_t jobs, steps, attempts, park, tiers, tier_sends, schedules;
 };
 
-/* q_copy copies every job, step, attempt, park item and tier state (with
- * its send log) of from into to, ids kept, in one transaction of to.
- * Unless force, to must hold no job, park item or tier (-EEXIST: nothing
- * copied); with force, what to holds is replaced. counts may be NULL.
- * Returns 0, -EEXIST, or the errors of either store (to unchanged). */
+/* q_copy copies every job, step, attempt, park item, tier state (with
+ * its send log) and schedule state of from into to, ids kept, in one
+ * transaction of to. Unless force, to must hold no row of any of them
+ * (-EEXIST: nothing copied); with force, what to holds is replaced.
+ * counts may be NULL. Returns 0, -EEXIST, or the errors of either store
+ * (to unchanged). */
 STEPQ_MUST_CHECK int q_copy(q_db *from, q_db *to, bool force,
                             struct q_copy_counts *counts);
 

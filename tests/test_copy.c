@@ -1,11 +1,12 @@
 /* test_copy.c: q_copy and `stepq copy`: a whole queue (jobs in every
  * state, steps, attempts with bodies, park items open and resolved, tier
- * state and its send log) taken to another store with ids kept, checked
- * row by row through the contract's read calls; new rows continue after
- * the copied ids; a target that is not empty is refused and unchanged,
- * --force replaces it; a copy that fails midway leaves the target as it
- * was. Run with STEPQ_TEST_BACKEND=pg (test_copy_pg), the same goes
- * through PostgreSQL: SQLite -> PostgreSQL -> SQLite.
+ * state and its send log, schedule state) taken to another store with ids
+ * kept, checked row by row through the contract's read calls; new rows
+ * continue after the copied ids; a target that is not empty (a
+ * schedule's state alone is enough) is refused and unchanged, --force
+ * replaces it; a copy that fails midway leaves the target as it was. Run
+ * with STEPQ_TEST_BACKEND=pg (test_copy_pg), the same goes through
+ * PostgreSQL: SQLite -> PostgreSQL -> SQLite.
  */
 #include "tests/support/support.h"
 
@@ -71,6 +72,7 @@ START_TEST(test_copies_every_row)
     ck_assert_int_eq(c.park, 2);
     ck_assert_int_eq(c.tiers, 1);
     ck_assert_int_eq(c.tier_sends, 3);
+    ck_assert_int_eq(c.schedules, 2);
     copyfix_assert_same(a, b);
     ck_assert_int_eq(q_close(b), 0);
     ck_assert_int_eq(q_close(a), 0);
@@ -111,6 +113,24 @@ START_TEST(test_refuses_a_target_with_rows)
     ck_assert_int_eq(q_copy(a, c, false, NULL), -EEXIST);
     ck_assert_int_eq(q_copy(a, a, true, NULL), -EINVAL);
     ck_assert_int_eq(q_close(c), 0);
+    ck_assert_int_eq(q_close(b), 0);
+    ck_assert_int_eq(q_close(a), 0);
+}
+END_TEST
+
+START_TEST(test_refuses_a_target_with_a_schedule)
+{
+    q_db *a = open_at(loc_a), *b = open_at(loc_b);
+    struct q_sched sc = {0};
+
+    copyfix_fill(a);
+    ck_assert_int_eq(q_sched_pause(b, "mine", true, T0), 0);
+    ck_assert_int_eq(q_copy(a, b, false, NULL), -EEXIST);
+    ck_assert_int_eq(qfix_count(b, Q_JOB_CANCELLED), 0);
+    ck_assert_int_eq(q_sched_get(b, "nightly", &sc), -ENOENT);
+    ck_assert_int_eq(q_copy(a, b, true, NULL), 0);
+    ck_assert_int_eq(q_sched_get(b, "mine", &sc), -ENOENT); /* replaced */
+    copyfix_assert_same(a, b);
     ck_assert_int_eq(q_close(b), 0);
     ck_assert_int_eq(q_close(a), 0);
 }
@@ -253,8 +273,8 @@ assert_copied(const cJSON *c)
     static const struct {
         const char *name;
         int n;
-    } want[] = {{"jobs", 6}, {"steps", 4}, {"attempts", 2},
-                {"park", 2}, {"tiers", 1}, {"tier_sends", 3}};
+    } want[] = {{"jobs", 6},  {"steps", 4},      {"attempts", 2}, {"park", 2},
+                {"tiers", 1}, {"tier_sends", 3}, {"schedules", 2}};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(want); i++) {
         const cJSON *v = cJSON_GetObjectItem(c, want[i].name);
@@ -404,6 +424,7 @@ test_suite(void)
     tcase_add_test(tc, test_copies_every_row);
     tcase_add_test(tc, test_ids_continue_after_the_copied);
     tcase_add_test(tc, test_refuses_a_target_with_rows);
+    tcase_add_test(tc, test_refuses_a_target_with_a_schedule);
     tcase_add_test(tc, test_force_replaces_the_target);
     tcase_add_test(tc, test_failed_copy_leaves_the_target);
     tcase_add_test(tc, test_copies_many_rows);

@@ -97,8 +97,21 @@ tiers(q_db *db)
         q_tier_send_add(db, "paid", T0 + 3, 9, false, T0 + 9000, &a), 0);
 }
 
+/* schedules notes schedule "nightly" (a slot fired as job job) and
+ * pauses "weekly". */
+static void
+schedules(q_db *db, int64_t job)
+{
+    ck_assert_int_eq(
+        q_sched_note(db, "nightly", T0 + 60000, T0 + 60000, job, T0 + 61000),
+        0);
+    ck_assert_int_eq(q_sched_note(db, "nightly", T0 + 90000, 0, 0, T0 + 62000),
+                     0);
+    ck_assert_int_eq(q_sched_pause(db, "weekly", true, T0 + 63000), 0);
+}
+
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
- * items (open and resolved) and tier state. */
+ * items (open and resolved), tier state and schedule state. */
 void
 copyfix_fill(q_db *db)
 {
@@ -123,6 +136,7 @@ copyfix_fill(q_db *db)
     ck_assert_int_eq(q_step_reset(db, id[1], 1, &rs), 0);
     ck_assert_int_eq(q_cancel(db, id[0], T0 + 4), 0);
     tiers(db);
+    schedules(db, id[4]);
 }
 
 /* ---- comparing two stores through the contract's reads ---------------- */
@@ -306,6 +320,29 @@ same_tier(q_db *x, q_db *y, const char *tier)
     ck_assert_int_eq(a.probe_in_flight, b.probe_in_flight);
 }
 
+static size_t
+same_scheds(q_db *x, q_db *y)
+{
+    struct q_sched *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_sched_list(x, &a, &na), 0);
+    ck_assert_int_eq(q_sched_list(y, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        SAME_STR(&a[i], &b[i], name);
+        ck_assert_int_eq(a[i].paused, b[i].paused);
+        ck_assert_int_eq(a[i].since, b[i].since);
+        ck_assert_int_eq(a[i].done_until, b[i].done_until);
+        ck_assert_int_eq(a[i].last_slot, b[i].last_slot);
+        ck_assert_int_eq(a[i].last_job_id, b[i].last_job_id);
+        ck_assert_int_eq(a[i].updated_at, b[i].updated_at);
+    }
+    q_scheds_free(a, na);
+    q_scheds_free(b, nb);
+    return na;
+}
+
 /* copyfix_assert_same checks that x and y hold the same rows (and something).
  */
 void
@@ -315,4 +352,5 @@ copyfix_assert_same(q_db *x, q_db *y)
     ck_assert_uint_eq(same_park(x, y), 2);
     same_tier(x, y, "free");
     same_tier(x, y, "paid");
+    ck_assert_uint_eq(same_scheds(x, y), 2);
 }
