@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "queue/queue.h"
+#include "sched/sched.h"
 
 void
 cli_error(const char *fmt, ...)
@@ -166,6 +167,14 @@ cli_config(struct cli_env *env, const struct config **out)
     if (rc != 0) {
         cli_error("config %s", err);
         return rc == -EINVAL || rc == -ENOENT ? CLI_USAGE : CLI_RUNTIME;
+    }
+    /* Schedules' expressions and zones, as every other field, for every
+     * command; their jobs where they are fired or run (work, schedules). */
+    if (sched_check(env->cfg, false, err, sizeof(err)) != 0) {
+        cli_error("config %s: %s", path, err);
+        config_free(env->cfg);
+        env->cfg = NULL;
+        return CLI_USAGE;
     }
     *out = env->cfg;
     return 0;

@@ -44,6 +44,12 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
             cli_error("enqueue: --key must not be empty");
             return CLI_USAGE;
         }
+        if (spec_key_reserved(key)) {
+            cli_error(
+                "enqueue: --key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
+                " are the schedules' own");
+            return CLI_USAGE;
+        }
         o->key = key;
     }
     if (run_at != NULL) {

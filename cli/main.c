@@ -18,6 +18,8 @@ static const char usage[] =
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
     "  tiers                         shared state of each configured tier\n"
+    "  schedules                     the config's schedules and their state\n"
+    "  schedules pause|resume|run    pause or resume one, or run it now\n"
     "  park list|show|resolve        review and resolve parked steps\n"
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
@@ -32,10 +34,13 @@ static const char usage[] =
     "Run 'stepq COMMAND --help' for a command's options.\n";
 
 static const struct cli_command commands[] = {
-    {"init", cmd_init},     {"enqueue", cmd_enqueue}, {"jobs", cmd_jobs},
-    {"status", cmd_status}, {"policy", cmd_policy},   {"mock", cmd_mock},
-    {"tiers", cmd_tiers},   {"work", cmd_work},       {"demo", cmd_demo},
-    {"park", cmd_park},     {"copy", cmd_copy},       {"serve", cmd_serve},
+    {"init", cmd_init},           {"enqueue", cmd_enqueue},
+    {"jobs", cmd_jobs},           {"status", cmd_status},
+    {"policy", cmd_policy},       {"mock", cmd_mock},
+    {"tiers", cmd_tiers},         {"work", cmd_work},
+    {"demo", cmd_demo},           {"park", cmd_park},
+    {"copy", cmd_copy},           {"serve", cmd_serve},
+    {"schedules", cmd_schedules},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

@@ -235,6 +235,84 @@ parse_rule(const cJSON *o, const char *path, struct config_rule *r, char *err,
     return 0;
 }
 
+static char *resolve_path(const char *dir, const char *rel);
+
+/* One schedule; dir resolves its job file. The name goes into dedupe keys
+ * ("schedule:NAME:SLOT"), so it is kept to a plain alphabet. */
+static int
+parse_schedule(const cJSON *o, const char *path, const char *dir,
+               struct config_schedule *s, char *err, size_t len)
+{
+    static const char *const keys[] = {"name", "cron",     "tz",
+                                       "job",  "catch_up", NULL};
+    static const char *const catch_ups[] = {"latest", "none", "all"};
+    const char *name = NULL, *cron = NULL, *tz = NULL, *catch_up = NULL;
+    const cJSON *job;
+    char p[256];
+    int rc, c = -1;
+
+    if ((rc = json_check_object(o, path, keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
+        (rc = json_get_string(o, "cron", true, path, &cron, err, len)) ||
+        (rc = json_get_string(o, "tz", false, path, &tz, err, len)) ||
+        (rc = json_get_string(o, "catch_up", false, path, &catch_up, err, len)))
+        return rc;
+    if (name[0] == '\0' || strlen(name) > 100 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789-_.") != strlen(name))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "1 to 100 letters, digits, '-', '_' or '.'");
+    for (int i = 0; catch_up != NULL && i < 3; i++)
+        if (strcmp(catch_up, catch_ups[i]) == 0)
+            c = i;
+    if (catch_up != NULL && c < 0)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "catch_up"),
+                         "must be latest, none or all");
+    job = cJSON_GetObjectItemCaseSensitive(o, "job");
+    json_path_key(p, sizeof(p), path, "job");
+    if (job == NULL)
+        return json_fail(err, len, p, "missing (a job file or a job)");
+    if (cJSON_IsString(job) && job->valuestring[0] != '\0')
+        s->job_path = resolve_path(dir, job->valuestring);
+    else if (cJSON_IsObject(job))
+        s->job_text = json_print(job);
+    else
+        return json_fail(err, len, p, "must be a job file's path or a job");
+    s->name = xstrdup(name);
+    s->cron = xstrdup(cron);
+    s->tz = xstrdup(tz != NULL ? tz : "UTC");
+    s->catch_up = c < 0 ? CONFIG_CATCH_UP_LATEST : (enum config_catch_up)c;
+    return 0;
+}
+
+static int
+parse_schedules(const cJSON *v, const char *dir, struct config *c, char *err,
+                size_t len)
+{
+    const cJSON *it;
+    char p[64];
+    int rc, i = 0;
+
+    if (!cJSON_IsArray(v))
+        return json_fail(err, len, "schedules", "must be an array");
+    c->schedules =
+        xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->schedules));
+    cJSON_ArrayForEach(it, v)
+    {
+        json_path_index(p, sizeof(p), "schedules", i);
+        if ((rc = parse_schedule(it, p, dir, &c->schedules[i], err, len)))
+            return rc;
+        c->nschedules++;
+        for (int k = 0; k < i; k++)
+            if (strcmp(c->schedules[k].name, c->schedules[i].name) == 0)
+                return json_fail(err, len, p, "duplicate schedule name %s",
+                                 c->schedules[i].name);
+        i++;
+    }
+    return 0;
+}
+
 static char *
 resolve_path(const char *dir, const char *rel)
 {
@@ -284,6 +362,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "classify",
                                        "on_park",
                                        "on_park_timeout_s",
+                                       "schedules",
                                        NULL};
     const char *db = NULL, *on_park = NULL;
     const cJSON *v, *it;
@@ -339,6 +418,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
             c->nrules++;
         }
     }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "schedules")) != NULL &&
+        (rc = parse_schedules(v, dir, c, err, len)))
+        return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
     return 0;
@@ -416,11 +498,38 @@ config_find_tier(const struct config *cfg, const char *name)
     return NULL;
 }
 
+const struct config_schedule *
+config_find_schedule(const struct config *cfg, const char *name)
+{
+    for (size_t i = 0; cfg != NULL && i < cfg->nschedules; i++) {
+        if (strcmp(cfg->schedules[i].name, name) == 0)
+            return &cfg->schedules[i];
+    }
+    return NULL;
+}
+
+const char *
+config_catch_up_name(enum config_catch_up c)
+{
+    return c == CONFIG_CATCH_UP_NONE  ? "none"
+           : c == CONFIG_CATCH_UP_ALL ? "all"
+                                      : "latest";
+}
+
 void
 config_free(struct config *cfg)
 {
     if (cfg == NULL)
         return;
+    /* A schedule that failed half-way may hold its job's path or text. */
+    for (size_t i = 0; cfg->schedules != NULL && i <= cfg->nschedules; i++) {
+        free(cfg->schedules[i].name);
+        free(cfg->schedules[i].cron);
+        free(cfg->schedules[i].tz);
+        free(cfg->schedules[i].job_path);
+        free(cfg->schedules[i].job_text);
+    }
+    free(cfg->schedules);
     for (size_t i = 0; i < cfg->ntiers; i++) {
         free(cfg->tiers[i].name);
         free(cfg->tiers[i].base_url);

@@ -63,6 +63,25 @@ struct config_worker {
     int64_t idle_poll_ms;       /* an idle worker looks for work; 200 */
 };
 
+/* What a schedule does with the slots that passed while no worker ran. */
+enum config_catch_up {
+    CONFIG_CATCH_UP_LATEST, /* the most recent one, once (the default) */
+    CONFIG_CATCH_UP_NONE,   /* none: only a slot that is on time fires */
+    CONFIG_CATCH_UP_ALL,    /* each, oldest first, at most 100 */
+};
+
+/* One schedule: a job enqueued at each slot of a cron expression. The
+ * expression and zone are kept as text here; sched/ checks them. */
+struct config_schedule {
+    char *name;     /* owned; unique; letters, digits, '-', '_', '.' */
+    char *cron;     /* owned */
+    char *tz;       /* owned; "UTC" unless the config names a zone */
+    char *job_path; /* owned; the job file, resolved against the config's
+                       folder; NULL when the job is inline */
+    char *job_text; /* owned; the inline job as JSON text, else NULL */
+    enum config_catch_up catch_up;
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -74,6 +93,8 @@ struct config {
     size_t ntiers;
     struct config_rule *rules; /* owned array */
     size_t nrules;
+    struct config_schedule *schedules; /* owned array */
+    size_t nschedules;
 };
 
 /* config_new_default returns a config with every default and no tiers.
@@ -96,6 +117,14 @@ STEPQ_MUST_CHECK int config_load(const char *path, struct config **out,
 /* config_find_tier returns the tier named name, or NULL. Borrowed. */
 const struct config_tier *config_find_tier(const struct config *cfg,
                                            const char *name);
+
+/* config_find_schedule returns the schedule named name, or NULL.
+ * Borrowed. */
+const struct config_schedule *config_find_schedule(const struct config *cfg,
+                                                   const char *name);
+
+/* config_catch_up_name is "latest", "none" or "all". */
+const char *config_catch_up_name(enum config_catch_up c);
 
 /* config_free releases cfg; NULL is a no-op. */
 void config_free(struct config *cfg);

@@ -1,13 +1,15 @@
-/* sched.h: sched/ owns the time arithmetic of schedules: five-field cron
- * expressions (parse, match), time zones from the system's tz database,
- * and the slots an expression names in a zone, with daylight saving time
- * handled as cron users expect: a slot in an hour that is skipped runs
- * once, at the jump; a slot in an hour that repeats runs once, the first
- * time round.
+/* sched.h: sched/ owns schedules: five-field cron expressions (parse,
+ * match), time zones from the system's tz database, the slots an
+ * expression names in a zone (with daylight saving time handled as cron
+ * users expect: a slot in an hour that is skipped runs once, at the jump;
+ * a slot in an hour that repeats runs once, the first time round), and
+ * firing them: each slot's job enqueued once across every worker, the
+ * progress kept in the store (queue/'s q_sched_*).
  *
- * Times are unix seconds (UTC). Nothing here touches the store; the zone
- * functions read the tz database (through the C library), and set and
- * restore TZ while they run, so they are not for threads.
+ * Times of the arithmetic are unix seconds (UTC); those that meet the
+ * store are ms, as everywhere in queue/. The zone functions read the tz
+ * database (through the C library), and set and restore TZ while they
+ * run, so they are not for threads.
  */
 #ifndef STEPQ_SCHED_SCHED_H
 #define STEPQ_SCHED_SCHED_H
@@ -16,7 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/config.h"
 #include "common/defs.h"
+#include "queue/queue.h"
+#include "spec/spec.h"
+
+/* How late a slot may fire under catch_up "none" (seconds), and how far
+ * back a walk over missed slots starts at most. */
+#define SCHED_LATE_S     300
+#define SCHED_LOOKBACK_S (366 * 86400)
+/* How many missed slots catch_up "all" fires at most (the latest ones). */
+#define SCHED_CATCH_UP_MAX 100
 
 /* A parsed expression: a bit per value each field allows. */
 struct sched_cron {
@@ -61,5 +73,65 @@ STEPQ_MUST_CHECK int sched_next(const struct sched_cron *c, const char *tz,
  * (seconds dropped). Returns 0, or -EINVAL when tz is not a zone. */
 STEPQ_MUST_CHECK int sched_civil_of(const char *tz, int64_t t,
                                     struct sched_civil *out);
+
+/* sched_due lists the slots of c in zone tz that fire at now (seconds),
+ * given that every slot up to from was dealt with: by catch_up, the
+ * latest one (latest), the latest max, oldest first (all), or those at
+ * most SCHED_LATE_S old, oldest first, at most max (none). *n is how
+ * many are in slots (room for max); *done is the latest slot at or before
+ * now, fired or passed (from when none came): what the stored progress
+ * may move to. Returns 0, or -EINVAL when tz is not a zone. */
+STEPQ_MUST_CHECK int sched_due(const struct sched_cron *c, const char *tz,
+                               enum config_catch_up catch_up, int64_t from,
+                               int64_t now, int64_t *slots, size_t max,
+                               size_t *n, int64_t *done);
+
+/* ---- the jobs of schedules (job.c, fire.c) ---------------------------- */
+
+/* sched_job_text is schedule s's job (its file, or the inline job) with
+ * {{schedule.slot}} (the slot in UTC, "2026-11-30T02:40:00Z"),
+ * {{schedule.date}} (the slot's date in the schedule's zone) and
+ * {{schedule.name}} filled in, for the slot at slot_ms. Returns 0 with
+ * *out set (caller frees), or -EINVAL with the reason in err. */
+STEPQ_MUST_CHECK int sched_job_text(const struct config_schedule *s,
+                                    int64_t slot_ms, char **out, char *err,
+                                    size_t len);
+
+/* sched_job is that text validated as a job file (against cfg's tiers);
+ * a job with a key of its own is refused (the schedule gives the key).
+ * Returns 0 with *out set (free with spec_job_free), or -EINVAL. */
+STEPQ_MUST_CHECK int sched_job(const struct config *cfg,
+                               const struct config_schedule *s, int64_t slot_ms,
+                               struct spec_job **out, char *err, size_t len);
+
+/* sched_key writes the dedupe key of schedule s's job at slot_ms,
+ * "schedule:NAME:2026-11-30T02:40:00Z", into buf (len bytes). */
+void sched_key(const struct config_schedule *s, int64_t slot_ms, char *buf,
+               size_t len);
+
+/* sched_check checks every schedule of cfg: its expression and zone, and
+ * with jobs also its job (readable, valid, no key of its own). Returns 0,
+ * or -EINVAL with "schedules[i].FIELD: reason" in err. */
+STEPQ_MUST_CHECK int sched_check(const struct config *cfg, bool jobs, char *err,
+                                 size_t len);
+
+/* sched_enqueue enqueues schedule s's job for slot_ms (key sched_key) at
+ * now (ms); a slot already enqueued (by any worker) is a duplicate, not
+ * an error. Sets *id and *duplicate. Returns 0, -EINVAL (the job: the
+ * reason in err), or the storage error. */
+STEPQ_MUST_CHECK int sched_enqueue(q_db *db, const struct config *cfg,
+                                   const struct config_schedule *s,
+                                   int64_t slot_ms, int64_t now, int64_t *id,
+                                   bool *duplicate, char *err, size_t len);
+
+/* sched_fire enqueues the due slots of every schedule of cfg that is not
+ * paused, at now (ms, the store's clock), as sched_due says, and records
+ * the progress (q_sched_note). A schedule seen for the first time fires
+ * nothing from before now. Each slot becomes one job across every
+ * worker (the key dedupes). *enqueued (may be NULL) counts the new jobs.
+ * Logs what it enqueued, and a job that cannot be made (its slot is
+ * passed). Returns 0 or the first storage error. */
+STEPQ_MUST_CHECK int sched_fire(q_db *db, const struct config *cfg, int64_t now,
+                                size_t *enqueued);
 
 #endif

@@ -160,16 +160,13 @@ sched_civil_of(const char *tz, int64_t t, struct sched_civil *out)
     return 0;
 }
 
-int
-sched_next(const struct sched_cron *c, const char *tz, int64_t after,
-           int64_t *slot)
+/* The first slot of c strictly after `after`, with TZ already the zone. */
+static int
+next_here(const struct sched_cron *c, int64_t after, int64_t *slot)
 {
-    struct saved_tz s;
     struct sched_civil t;
     int rc;
 
-    if (zone_begin(tz, &s) != 0)
-        return -EINVAL;
     /* Wall-clock minutes in order give instants that never go back (the
      * first of a repeated hour, the jump for a skipped one), so the first
      * match whose instant is after `after` is the next slot. The search
@@ -178,14 +175,59 @@ sched_next(const struct sched_cron *c, const char *tz, int64_t after,
     civil_at(after, &t);
     for (;;) {
         if ((rc = sched__civil_next(c, &t)) != 0)
-            break;
+            return rc;
         int64_t at = instant_of(local_seconds(&t));
         if (at > after) {
             *slot = at;
-            break;
+            return 0;
         }
         sched__civil_step(&t);
     }
+}
+
+int
+sched_next(const struct sched_cron *c, const char *tz, int64_t after,
+           int64_t *slot)
+{
+    struct saved_tz s;
+    int rc;
+
+    if (zone_begin(tz, &s) != 0)
+        return -EINVAL;
+    rc = next_here(c, after, slot);
     zone_end(&s);
     return rc;
+}
+
+int
+sched_due(const struct sched_cron *c, const char *tz,
+          enum config_catch_up catch_up, int64_t from, int64_t now,
+          int64_t *slots, size_t max, size_t *n, int64_t *done)
+{
+    struct saved_tz s;
+    size_t got = 0, keep = catch_up == CONFIG_CATCH_UP_LATEST ? 1 : max;
+    int64_t at = from, slot;
+
+    if (keep > max)
+        keep = max;
+    if (zone_begin(tz, &s) != 0)
+        return -EINVAL;
+    /* A store left for years: the walk starts a year back at most. */
+    if (now - at > SCHED_LOOKBACK_S)
+        at = now - SCHED_LOOKBACK_S;
+    /* Keep the last `keep` slots in (from, now], oldest first. */
+    while (keep > 0 && next_here(c, at, &slot) == 0 && slot <= now) {
+        if (catch_up != CONFIG_CATCH_UP_NONE || now - slot <= SCHED_LATE_S) {
+            if (got == keep) {
+                memmove(slots, slots + 1, (keep - 1) * sizeof(*slots));
+                got--;
+            }
+            slots[got++] = slot;
+        }
+        at = slot;
+    }
+    zone_end(&s);
+    *n = got;
+    *done = at > from ? at : from;
+    return 0;
 }

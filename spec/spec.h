@@ -62,6 +62,13 @@ struct spec_opts {
     size_t ntiers;
 };
 
+/* The keys of schedules' jobs ("schedule:NAME:SLOT"): no other job may
+ * take one, so that a job with such a key is a slot's. */
+#define SPEC_SCHEDULE_KEY_PREFIX "schedule:"
+
+/* spec_key_reserved tells whether key is one only a schedule gives. */
+bool spec_key_reserved(const char *key);
+
 /* Largest accepted job, as JSON text. */
 #define SPEC_JOB_MAX_BYTES (1024 * 1024)
 

@@ -388,6 +388,10 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         return json_fail(err, len, "name", "must not be empty");
     if (j->key != NULL && j->key[0] == '\0')
         return json_fail(err, len, "key", "must not be empty");
+    if (spec_key_reserved(j->key))
+        return json_fail(err, len, "key",
+                         "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
+                         " are the schedules' own");
     if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
         return json_fail(err, len, "run_at",
                          "must be an RFC 3339 time such as "
@@ -433,4 +437,11 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
             return rc;
     }
     return 0;
+}
+
+bool
+spec_key_reserved(const char *key)
+{
+    return key != NULL && strncmp(key, SPEC_SCHEDULE_KEY_PREFIX,
+                                  strlen(SPEC_SCHEDULE_KEY_PREFIX)) == 0;
 }

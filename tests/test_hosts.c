@@ -13,7 +13,6 @@
  *   run_at and keeps the shared pace. */
 #include "tests/support/support.h"
 
-#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -25,7 +24,6 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
-#include "common/xalloc.h"
 #include "tests/support/e2e.h"
 #include "tests/support/pgfix.h"
 
@@ -50,45 +48,15 @@ wait_for_answer(const char *sql, const char *want, int64_t timeout_ms)
     }
 }
 
-/* Debian's libfaketime (package libfaketime, which faketime needs). The
- * faketime program forks and waits, so a signal meant for the worker
- * would reach only it: the library is preloaded instead. */
-static char *
-libfaketime(void)
-{
-    glob_t g;
-    char *path;
-
-    ck_assert_int_eq(glob("/usr/lib/*/faketime/libfaketime.so.1", 0, NULL, &g),
-                     0);
-    path = xstrdup(g.gl_pathv[0]);
-    globfree(&g);
-    return path;
-}
-
 /* `stepq work --worker-id id --concurrency 16 DRAIN` whose wall clock runs
  * 60 s ahead (its monotonic clock stays the host's, as on a host whose
- * time is off). An ASan build wants its runtime first among the preloaded
- * libraries; faketime is preloaded too, so that check is off for this
- * child. */
+ * time is off). */
 static pid_t
 spawn_skewed(const char *id, const char *drain)
 {
-    const char *asan = getenv("ASAN_OPTIONS");
-    char opts[512], preload[512], *lib = libfaketime();
-    pid_t pid;
-
-    snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0",
-             asan ? asan : "", asan && asan[0] ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
-    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", lib);
-    pid = e2e_spawn_under((const char *[]){"env", preload, "FAKETIME=+60s",
-                                           "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                                           NULL},
-                          (const char *[]){"--worker-id", id, "--concurrency",
-                                           "16", drain, NULL});
-    free(lib);
-    return pid;
+    return e2e_spawn_faked("+60s", true,
+                           (const char *[]){"--worker-id", id, "--concurrency",
+                                            "16", drain, NULL});
 }
 
 static pid_t

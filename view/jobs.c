@@ -2,10 +2,12 @@
 #include "view/view.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/json.h"
 #include "park/park.h"
+#include "spec/spec.h"
 
 cJSON *
 view_job_row(const struct q_job *j)
@@ -72,6 +74,32 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
     return arr;
 }
 
+/* "schedule": {"name", "slot"} of a slot's job (its key is the slot's:
+ * "schedule:NAME:SLOT", and no other job may have such a key), else
+ * null. */
+static void
+add_schedule(cJSON *o, const char *key)
+{
+    const char *name, *colon;
+    char buf[128];
+    cJSON *s;
+
+    if (!spec_key_reserved(key)) {
+        cJSON_AddNullToObject(o, "schedule");
+        return;
+    }
+    name = key + strlen(SPEC_SCHEDULE_KEY_PREFIX);
+    colon = strchr(name, ':');
+    if (colon == NULL) {
+        cJSON_AddNullToObject(o, "schedule");
+        return;
+    }
+    s = cJSON_AddObjectToObject(o, "schedule");
+    snprintf(buf, sizeof(buf), "%.*s", (int)(colon - name), name);
+    cJSON_AddStringToObject(s, "name", buf);
+    cJSON_AddStringToObject(s, "slot", colon + 1);
+}
+
 /* Renders the job with its steps. Steps without a progress row have not
  * started: they are pending. */
 static cJSON *
@@ -91,6 +119,7 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     json_add_time(o, "run_at", j->run_at);
     json_add_time(o, "deadline_at", j->deadline_at);
     json_add_string(o, "error", j->error);
+    add_schedule(o, j->key);
     arr = cJSON_AddArrayToObject(o, "steps");
     spec = cJSON_Parse(j->spec);
     sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");

@@ -56,6 +56,14 @@ STEPQ_MUST_CHECK int view_status(q_db *db, cJSON **out);
 STEPQ_MUST_CHECK int view_tiers(q_db *db, const struct config *cfg, int64_t now,
                                 cJSON **out, const char **failed);
 
+/* view_schedules renders `schedules --json`: each schedule of cfg with
+ * name, cron, tz, catch_up, job (its file, or "(inline)"), paused,
+ * next_slot (the first after now), last_slot (the latest fired, or null)
+ * and last_job ({"id", "state"} of that slot's job, or null). Returns 0
+ * with *out set, or the storage error. */
+STEPQ_MUST_CHECK int view_schedules(q_db *db, const struct config *cfg,
+                                    int64_t now, cJSON **out);
+
 /* view_enqueued renders the answer to an enqueue of n jobs: one
  * {"id": N, "duplicate": B}, or an array of them when many. */
 cJSON *view_enqueued(const struct q_enqueue_result *res, size_t n, bool many);

@@ -30,6 +30,7 @@ struct run;
 struct worker {
     uv_loop_t loop;
     uv_timer_t tick;
+    uv_timer_t sched; /* fires the config's schedules (schedules.c) */
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_idle_t idle;    /* active while a turn is open: poll must not block */
@@ -184,6 +185,14 @@ int64_t worker__now(const struct worker *w);
  * force, a turn that does not commit stops it (false: the store went
  * away, and the runs it entered again go on). */
 bool worker__shutdown(struct worker *w, bool force);
+
+/* ---- schedules (schedules.c) ---------------------------------------- */
+
+/* worker__sched_start starts firing the config's schedules (checked by
+ * setup), now and every second. Nothing when there are none. */
+void worker__sched_start(struct worker *w);
+/* worker__sched_close closes the schedules' timer (shutdown). */
+void worker__sched_close(struct worker *w);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 

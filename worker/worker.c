@@ -28,6 +28,7 @@
 #include "common/xalloc.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
+#include "sched/sched.h"
 #include "worker/http.h"
 #include "worker/internal.h"
 #include "worker/tier.h"
@@ -69,6 +70,7 @@ worker__shutdown(struct worker *w, bool force)
     uv_close((uv_handle_t *)&w->idle, on_handle_closed);
     uv_close((uv_handle_t *)&w->check, on_handle_closed);
     uv_close((uv_handle_t *)&w->tick, on_handle_closed);
+    worker__sched_close(w);
     uv_close((uv_handle_t *)&w->sigint, on_handle_closed);
     uv_close((uv_handle_t *)&w->sigterm, on_handle_closed);
     http_client_close(w->http, on_http_closed, NULL);
@@ -131,6 +133,11 @@ setup(struct worker *w, const struct worker_opts *o)
         log_error("config: %s", err);
         return -EINVAL;
     }
+    if (o->cfg->nschedules > 0 &&
+        sched_check(o->cfg, true, err, sizeof(err)) != 0) {
+        log_error("config: %s", err);
+        return -EINVAL;
+    }
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
@@ -149,6 +156,8 @@ setup(struct worker *w, const struct worker_opts *o)
     }
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
+    uv_timer_init(&w->loop, &w->sched);
+    w->sched.data = w;
     uv_idle_init(&w->loop, &w->idle);
     w->idle.data = w;
     uv_check_init(&w->loop, &w->check);
@@ -160,6 +169,7 @@ setup(struct worker *w, const struct worker_opts *o)
     uv_signal_start(&w->sigint, on_signal, SIGINT);
     uv_signal_start(&w->sigterm, on_signal, SIGTERM);
     worker__wake_open(w);
+    worker__sched_start(w);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "tests/support/e2e.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -313,6 +314,35 @@ e2e_spawn_under(const char *const *wrapper, const char *const *args)
     if (full != argv)
         free(full);
     free(argv);
+    return pid;
+}
+
+pid_t
+e2e_spawn_faked(const char *faketime, bool real_monotonic,
+                const char *const *args)
+{
+    const char *asan = getenv("ASAN_OPTIONS");
+    char opts[512], preload[512], ft[256];
+    glob_t g;
+    pid_t pid;
+
+    /* Debian's libfaketime is preloaded rather than run through the
+     * faketime program, which forks and waits: a signal meant for the
+     * worker would reach only it. An ASan build wants its runtime first
+     * among the preloaded libraries: that check is off for this child. */
+    ck_assert_int_eq(glob("/usr/lib/*/faketime/libfaketime.so.1", 0, NULL, &g),
+                     0);
+    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", g.gl_pathv[0]);
+    globfree(&g);
+    snprintf(ft, sizeof(ft), "FAKETIME=%s", faketime);
+    snprintf(opts, sizeof(opts), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+             asan ? asan : "", asan && asan[0] ? ":" : "");
+    pid = e2e_spawn_under(
+        (const char *[]){"env", preload, ft, opts,
+                         real_monotonic ? "FAKETIME_DONT_FAKE_MONOTONIC=1"
+                                        : "FAKETIME_DONT_FAKE_MONOTONIC=0",
+                         NULL},
+        args);
     return pid;
 }
 

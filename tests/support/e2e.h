@@ -6,6 +6,7 @@
 #ifndef STEPQ_TESTS_E2E_H
 #define STEPQ_TESTS_E2E_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -97,6 +98,12 @@ pid_t e2e_spawn_workerv(const char *const *args);
  * (NULL-terminated, e.g. {"faketime", "-f", "+60s", NULL}; found on PATH;
  * NULL or empty: none). */
 pid_t e2e_spawn_under(const char *const *wrapper, const char *const *args);
+/* e2e_spawn_faked is e2e_spawn_workerv with the clock of libfaketime
+ * (Debian's, preloaded): faketime is its FAKETIME ("+60s", or
+ * "@2026-11-30 23:59:30 x60": from that time, 60 times as fast);
+ * real_monotonic keeps the monotonic clock the host's. */
+pid_t e2e_spawn_faked(const char *faketime, bool real_monotonic,
+                      const char *const *args);
 /* e2e_wait_for_requests waits until the mock logged n requests. */
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */

@@ -1,0 +1,195 @@
+/* cmd_schedules.c: stepq schedules — the config's schedules with their
+ * state; pause, resume, and run one now. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "queue/queue.h"
+#include "sched/sched.h"
+#include "view/view.h"
+
+static const char usage[] =
+    "usage: stepq schedules [--json]\n"
+    "       stepq schedules pause NAME\n"
+    "       stepq schedules resume NAME\n"
+    "       stepq schedules run NAME [--json]\n"
+    "\n"
+    "The schedules of the config (\"schedules\"): each one's cron\n"
+    "expression and zone, whether it is paused, its next slot, the last\n"
+    "slot fired and the state of that job. Every `stepq work` fires the\n"
+    "due slots, each one once across every worker.\n"
+    "\n"
+    "  pause NAME    fire none of its slots until resumed (kept in the\n"
+    "                database, for every worker)\n"
+    "  resume NAME   fire again from now on (slots passed while it was\n"
+    "                paused are not caught up)\n"
+    "  run NAME      enqueue its job now, once, as a slot of this second\n";
+
+static const char *
+text_of(const cJSON *o, const char *name)
+{
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
+
+    return v != NULL ? v : "-";
+}
+
+static int
+list(struct cli_env *env, int argc, char **argv)
+{
+    bool json = false;
+    struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
+    const struct config *cfg = NULL;
+    cJSON *arr = NULL;
+    const cJSON *s;
+    q_db *db = NULL;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
+        return rc;
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    rc = view_schedules(db, cfg, cli_now(db), &arr);
+    q_close(db);
+    if (rc != 0) {
+        cli_error("schedules: cannot read their state");
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cli_print_json(arr);
+        return CLI_OK;
+    }
+    printf("%-16s %-16s %-18s %-7s %-21s %-21s %s\n", "SCHEDULE", "CRON",
+           "ZONE", "PAUSED", "NEXT SLOT", "LAST SLOT", "LAST JOB");
+    cJSON_ArrayForEach(s, arr)
+    {
+        const cJSON *j = cJSON_GetObjectItem(s, "last_job");
+        char job[64] = "-";
+        if (cJSON_IsObject(j))
+            snprintf(
+                job, sizeof(job), "%lld %s",
+                (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
+                text_of(j, "state"));
+        printf("%-16s %-16s %-18s %-7s %-21s %-21s %s\n", text_of(s, "name"),
+               text_of(s, "cron"), text_of(s, "tz"),
+               cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? "yes" : "no",
+               text_of(s, "next_slot"), text_of(s, "last_slot"), job);
+    }
+    if (cJSON_GetArraySize(arr) == 0)
+        printf("(the config has no schedules)\n");
+    cJSON_Delete(arr);
+    return CLI_OK;
+}
+
+/* The schedule NAME of argv (after the subcommand), or exit 3. */
+static int
+named(struct cli_env *env, int argc, char **argv, bool *json,
+      const struct config **cfg, const struct config_schedule **s)
+{
+    struct cli_opt opts[] = {{"json", NULL, json}, {NULL, NULL, NULL}};
+    const char *pos[1] = {NULL};
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("schedules %s: which schedule? (NAME)", argv[0]);
+        return CLI_USAGE;
+    }
+    if ((rc = cli_config(env, cfg)) != 0)
+        return rc;
+    if ((*s = config_find_schedule(*cfg, pos[0])) == NULL) {
+        cli_error("schedules: no schedule %s in the config", pos[0]);
+        return CLI_NOTFOUND;
+    }
+    return 0;
+}
+
+static int
+pause_or_resume(struct cli_env *env, int argc, char **argv, bool paused)
+{
+    const struct config *cfg = NULL;
+    const struct config_schedule *s = NULL;
+    bool json = false;
+    q_db *db = NULL;
+    int rc;
+
+    if ((rc = named(env, argc, argv, &json, &cfg, &s)) != 0 ||
+        (rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    rc = q_sched_pause(db, s->name, paused, cli_now(db));
+    q_close(db);
+    if (rc != 0) {
+        cli_error("schedules: cannot %s %s", paused ? "pause" : "resume",
+                  s->name);
+        return cli_exit_code(rc);
+    }
+    printf("schedule %s %s\n", s->name, paused ? "paused" : "resumed");
+    return CLI_OK;
+}
+
+static int
+sched_pause(struct cli_env *env, int argc, char **argv)
+{
+    return pause_or_resume(env, argc, argv, true);
+}
+
+static int
+sched_resume(struct cli_env *env, int argc, char **argv)
+{
+    return pause_or_resume(env, argc, argv, false);
+}
+
+static int
+sched_run(struct cli_env *env, int argc, char **argv)
+{
+    const struct config *cfg = NULL;
+    const struct config_schedule *s = NULL;
+    bool json = false, dup = false;
+    char err[1024];
+    int64_t id = 0, now;
+    q_db *db = NULL;
+    int rc;
+
+    if ((rc = named(env, argc, argv, &json, &cfg, &s)) != 0 ||
+        (rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    now = cli_now(db);
+    rc = sched_enqueue(db, cfg, s, now / 1000 * 1000, now, &id, &dup, err,
+                       sizeof(err));
+    q_close(db);
+    if (rc == -EINVAL) {
+        cli_error("schedules run %s: its job: %s", s->name, err);
+        return CLI_USAGE;
+    }
+    if (rc != 0) {
+        cli_error("schedules run %s: cannot enqueue", s->name);
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", (double)id);
+        cJSON_AddBoolToObject(o, "duplicate", dup);
+        cli_print_json(o);
+    } else {
+        printf("%lld\n", (long long)id);
+    }
+    return CLI_OK;
+}
+
+int
+cmd_schedules(struct cli_env *env, int argc, char **argv)
+{
+    static const struct cli_sub subs[] = {{"pause", sched_pause},
+                                          {"resume", sched_resume},
+                                          {"run", sched_run},
+                                          {NULL, NULL}};
+
+    if (argc >= 2 && argv[1][0] != '-')
+        return cli_subcommand(env, argc, argv, subs, usage);
+    return list(env, argc, argv);
+}

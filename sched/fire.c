@@ -1,0 +1,105 @@
+/* fire.c: the due slots of every schedule, enqueued once each across
+ * every worker on the store. The dedupe key makes a slot one job however
+ * many workers fire it at once; the stored progress (done_until) only
+ * moves forward, so a slot passed is never fired later. */
+#include "sched/sched.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+int
+sched_enqueue(q_db *db, const struct config *cfg,
+              const struct config_schedule *s, int64_t slot_ms, int64_t now,
+              int64_t *id, bool *duplicate, char *err, size_t len)
+{
+    struct spec_job *job = NULL;
+    struct q_job_new row;
+    struct q_enqueue_result res = {0};
+    char key[256];
+    int rc;
+
+    if ((rc = sched_job(cfg, s, slot_ms, &job, err, len)) != 0)
+        return rc;
+    spec_job_row(job, &row);
+    sched_key(s, slot_ms, key, sizeof(key));
+    row.key = key;
+    rc = q_enqueue(db, &row, 1, NULL, now, &res);
+    spec_job_free(job);
+    if (rc == 0) {
+        *id = res.id;
+        *duplicate = res.duplicate;
+    }
+    return rc;
+}
+
+/* Fires the due slots of s at now (ms). */
+static int
+fire_one(q_db *db, const struct config *cfg, const struct config_schedule *s,
+         int64_t now, size_t *enqueued)
+{
+    struct q_sched st = {0};
+    struct sched_cron cron;
+    int64_t slots[SCHED_CATCH_UP_MAX], done, id = 0;
+    size_t n = 0;
+    char err[512], at[32];
+    bool dup = false;
+    int rc = q_sched_get(db, s->name, &st);
+
+    if (rc == -ENOENT) /* first seen: its slots start now */
+        return q_sched_note(db, s->name, now, 0, 0, now);
+    if (rc != 0)
+        return rc;
+    int64_t from = st.done_until > st.since ? st.done_until : st.since;
+    bool paused = st.paused;
+    q_sched_cleanup(&st);
+    if (paused)
+        return 0;
+    if (sched_cron_parse(s->cron, &cron, err, sizeof(err)) != 0 ||
+        sched_due(&cron, s->tz, s->catch_up, from / 1000, now / 1000, slots,
+                  SCHED_CATCH_UP_MAX, &n, &done) != 0)
+        return 0; /* sched_check refused it at start: not reached */
+    if (done * 1000 <= from)
+        return 0; /* no slot came: nothing to write */
+    for (size_t i = 0; i < n; i++) {
+        clock_format_utc(slots[i] * 1000, at, sizeof(at));
+        rc = sched_enqueue(db, cfg, s, slots[i] * 1000, now, &id, &dup, err,
+                           sizeof(err));
+        if (rc == -EINVAL) {
+            log_error("schedule %s: slot %s passed: its job: %s", s->name, at,
+                      err);
+            continue;
+        }
+        if (rc != 0)
+            return rc; /* the progress stays: tried again next time */
+        if (dup) {
+            log_info("schedule %s: slot %s already enqueued (job %lld)",
+                     s->name, at, (long long)id);
+        } else {
+            log_info("schedule %s: slot %s enqueued as job %lld", s->name, at,
+                     (long long)id);
+            if (enqueued != NULL)
+                (*enqueued)++;
+        }
+        if ((rc = q_sched_note(db, s->name, slots[i] * 1000, slots[i] * 1000,
+                               id, now)) != 0)
+            return rc;
+    }
+    return q_sched_note(db, s->name, done * 1000, 0, 0, now);
+}
+
+int
+sched_fire(q_db *db, const struct config *cfg, int64_t now, size_t *enqueued)
+{
+    int first = 0;
+
+    for (size_t i = 0; i < cfg->nschedules; i++) {
+        int rc = fire_one(db, cfg, &cfg->schedules[i], now, enqueued);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    return first;
+}
