@@ -287,3 +287,11 @@ cli_open_db(struct cli_env *env, struct q_db **db)
         return cli_open_failed(path, rc);
     return 0;
 }
+
+const char *
+cli_json_text(const cJSON *o, const char *name)
+{
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
+
+    return v != NULL ? v : "-";
+}

@@ -104,6 +104,10 @@ void cli_error(const char *fmt, ...) STEPQ_PRINTF(1, 2);
 struct cJSON;
 void cli_print_json(struct cJSON *item);
 
+/* cli_json_text is the string member name of o, or "-" when it is null
+ * or missing: a table cell. Borrowed from o. */
+const char *cli_json_text(const struct cJSON *o, const char *name);
+
 /* A subcommand: "jobs list" is {"list", jobs_list}. */
 struct cli_sub {
     const char *name;

@@ -176,45 +176,36 @@ list_cmd(struct cli_env *env, int argc, char **argv)
     return CLI_OK;
 }
 
-/* A string member of o, or "-" when it is null. */
-static const char *
-text_of(const cJSON *o, const char *name)
-{
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
-
-    return v != NULL ? v : "-";
-}
-
 static void
 print_item_text(const cJSON *o)
 {
     const cJSON *h;
-    bool open = strcmp(text_of(o, "state"), "open") == 0;
+    bool open = strcmp(cli_json_text(o, "state"), "open") == 0;
 
     printf("park item %lld (%s)\n",
            (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "id")),
            open ? "open" : "resolved");
     printf("  job       %lld %s (%s)\n",
            (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "job_id")),
-           text_of(o, "job_name"), text_of(o, "job_state"));
+           cli_json_text(o, "job_name"), cli_json_text(o, "job_state"));
     printf("  step      %s: kind %s, side effects %s, idempotency key %s\n",
-           text_of(o, "step"),
-           cJSON_GetObjectItem(o, "kind") ? text_of(o, "kind") : "?",
+           cli_json_text(o, "step"),
+           cJSON_GetObjectItem(o, "kind") ? cli_json_text(o, "kind") : "?",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes" : "no",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
                                                                    : "no");
     printf("  reason    %s after %d attempt(s), tier %s\n",
-           text_of(o, "reason"),
+           cli_json_text(o, "reason"),
            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "attempts")),
-           text_of(o, "tier"));
-    printf("  sha256    %s\n", text_of(o, "request_sha256"));
-    printf("  error     %s\n", text_of(o, "error"));
-    printf("  request   %s\n", text_of(o, "request"));
+           cli_json_text(o, "tier"));
+    printf("  sha256    %s\n", cli_json_text(o, "request_sha256"));
+    printf("  error     %s\n", cli_json_text(o, "error"));
+    printf("  request   %s\n", cli_json_text(o, "request"));
     if (!open) {
         const char *note = cJSON_GetStringValue(cJSON_GetObjectItem(o, "note"));
         const char *by =
             cJSON_GetStringValue(cJSON_GetObjectItem(o, "resolved_by"));
-        printf("  resolved  %s by %s%s%s\n", text_of(o, "resolution"),
+        printf("  resolved  %s by %s%s%s\n", cli_json_text(o, "resolution"),
                by ? by : "?", note ? ": " : "", note ? note : "");
     }
     cJSON_ArrayForEach(h, cJSON_GetObjectItem(o, "history"))
@@ -225,7 +216,7 @@ print_item_text(const cJSON *o)
             snprintf(status, sizeof(status), "%d", st->valueint);
         printf("  attempt %d: status %s, %s, %s\n",
                cJSON_GetObjectItem(h, "attempt")->valueint, status,
-               text_of(h, "outcome"), text_of(h, "decision"));
+               cli_json_text(h, "outcome"), cli_json_text(h, "decision"));
     }
 }
 

@@ -30,14 +30,6 @@ static const char usage[] =
     "                paused are not caught up)\n"
     "  run NAME      enqueue its job now, once, as a slot of this second\n";
 
-static const char *
-text_of(const cJSON *o, const char *name)
-{
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
-
-    return v != NULL ? v : "-";
-}
-
 static int
 list(struct cli_env *env, int argc, char **argv)
 {
@@ -73,11 +65,12 @@ list(struct cli_env *env, int argc, char **argv)
             snprintf(
                 job, sizeof(job), "%lld %s",
                 (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
-                text_of(j, "state"));
-        printf("%-16s %-16s %-18s %-7s %-21s %-21s %s\n", text_of(s, "name"),
-               text_of(s, "cron"), text_of(s, "tz"),
-               cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? "yes" : "no",
-               text_of(s, "next_slot"), text_of(s, "last_slot"), job);
+                cli_json_text(j, "state"));
+        printf(
+            "%-16s %-16s %-18s %-7s %-21s %-21s %s\n", cli_json_text(s, "name"),
+            cli_json_text(s, "cron"), cli_json_text(s, "tz"),
+            cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? "yes" : "no",
+            cli_json_text(s, "next_slot"), cli_json_text(s, "last_slot"), job);
     }
     if (cJSON_GetArraySize(arr) == 0)
         printf("(the config has no schedules)\n");

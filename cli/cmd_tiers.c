@@ -19,15 +19,6 @@ static const char usage[] =
     "requests and tokens sent in the last minute, allowance used, and\n"
     "requests in flight.\n";
 
-/* A string member of o, or "-" when it is null. */
-static const char *
-text_of(const cJSON *o, const char *name)
-{
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, name));
-
-    return v != NULL ? v : "-";
-}
-
 static long long
 num_of(const cJSON *o, const char *name)
 {
@@ -67,9 +58,10 @@ cmd_tiers(struct cli_env *env, int argc, char **argv)
     {
         printf("%-12s %-10s %-21s %-21s %-10s %8.1f %6lld %9lld %12lld "
                "%9lld\n",
-               text_of(t, "name"), text_of(t, "breaker"),
-               text_of(t, "open_until"), text_of(t, "exhausted_until"),
-               text_of(t, "exhausted_reason"),
+               cli_json_text(t, "name"), cli_json_text(t, "breaker"),
+               cli_json_text(t, "open_until"),
+               cli_json_text(t, "exhausted_until"),
+               cli_json_text(t, "exhausted_reason"),
                cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm")),
                num_of(t, "rpm_used"), num_of(t, "tpm_used"),
                num_of(t, "allowance_used"), num_of(t, "in_flight"));
