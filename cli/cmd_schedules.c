@@ -169,7 +169,7 @@ sched_run(struct cli_env *env, int argc, char **argv)
         cJSON_AddBoolToObject(o, "duplicate", dup);
         cli_print_json(o);
     } else {
-        printf("%lld\n", (long long)id);
+        printf("%lld%s\n", (long long)id, dup ? " (already enqueued)" : "");
     }
     return CLI_OK;
 }

@@ -81,6 +81,8 @@ element(const struct field *f, const char **p, uint64_t *bits, char *err,
         if (!single) {
             s++;
             rc = value(f, &s, &b);
+            if (rc == 0 && f->hi == 7 && b == 0)
+                b = 7; /* "FRI-SUN": Sunday at a range's end is 7 */
         }
     }
     if (rc == 0 && *s == '/') {
@@ -89,8 +91,11 @@ element(const struct field *f, const char **p, uint64_t *bits, char *err,
             rc = -EINVAL;
         for (step = 0; rc == 0 && isdigit((unsigned char)*s) && step <= 100;)
             step = step * 10 + (*s++ - '0');
-        if (rc == 0 && (step < 1 || step > f->hi - f->lo + 1))
-            rc = -ERANGE;
+        if (rc == 0 && (step < 1 || step > f->hi - f->lo + 1)) {
+            snprintf(err, len, "%s: a step of %d is not 1 to %d", f->what, step,
+                     f->hi - f->lo + 1);
+            return -EINVAL;
+        }
         if (rc == 0 && single)
             b = f->hi; /* "5/15": from 5 to the end, as cron reads it */
     }
@@ -136,13 +141,14 @@ sched__days_in_month(int year, int month)
     return month == 2 && leap ? 29 : days[month - 1];
 }
 
-/* Whether some month of c has some day of c (29 February counts). */
+/* Whether some month of c has some day of c (29 February counts). With
+ * both day fields restricted either will do, and every weekday comes;
+ * otherwise both must hold, and a date that exists falls on each weekday
+ * within 40 years (the search's bound). */
 static bool
 can_match(const struct sched_cron *c)
 {
     if (!c->any_day && !c->any_weekday)
-        return true; /* either day field will do, and weekdays always come */
-    if (c->any_day)
         return true;
     for (int m = 1; m <= 12; m++)
         for (int d = 1; d <= (m == 2 ? 29 : sched__days_in_month(2001, m)); d++)
@@ -159,9 +165,17 @@ sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
     const char *p = expr;
     uint64_t bits[5];
 
-    for (size_t i = 0; i < sizeof(macros) / sizeof(macros[0]); i++)
-        if (strcmp(expr, macros[i].name) == 0)
+    while (*p == ' ' || *p == '\t')
+        p++;
+    for (size_t i = 0; *p == '@' && i < sizeof(macros) / sizeof(macros[0]);
+         i++) {
+        size_t n = strlen(macros[i].name);
+        if (strncasecmp(p, macros[i].name, n) == 0 &&
+            p[n + strspn(p + n, " \t")] == '\0') {
             p = macros[i].expr;
+            break;
+        }
+    }
     for (int i = 0; i < 5; i++) {
         while (*p == ' ' || *p == '\t')
             p++;
@@ -218,12 +232,11 @@ day_matches(const struct sched_cron *c, const struct sched_civil *t)
     int wd = (int)(((days % 7) + 11) % 7); /* 1970-01-01 was a Thursday */
     bool dom = c->days >> t->day & 1, dow = c->weekdays >> wd & 1;
 
-    if (c->any_day && c->any_weekday)
-        return true;
-    if (c->any_day)
-        return dow;
-    if (c->any_weekday)
-        return dom;
+    /* Cron's rule: a day field that begins with '*' ("*", "*\/2") is not
+     * a restriction of its own kind, so both must hold; two restricted
+     * day fields mean either. A plain '*' allows every value. */
+    if (c->any_day || c->any_weekday)
+        return dom && dow;
     return dom || dow;
 }
 
@@ -262,10 +275,10 @@ int
 sched__civil_next(const struct sched_cron *c, struct sched_civil *t)
 {
     /* Each step moves to the start of the next month, day, hour or
-     * minute, so ten years take at most a few thousand steps. */
+     * minute, so forty years take at most some 15,000 steps. */
     int start = t->year;
 
-    while (t->year < start + 10) {
+    while (t->year < start + SCHED_SEARCH_YEARS) {
         if (!(c->months >> t->month & 1)) {
             t->day = sched__days_in_month(t->year, t->month);
             next_day(t);

@@ -11,6 +11,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+/* How often the progress of a schedule with no slot due is written. */
+#define SCHED_IDLE_NOTE_MS 60000
+
 int
 sched_enqueue(q_db *db, const struct config *cfg,
               const struct config_schedule *s, int64_t slot_ms, int64_t now,
@@ -62,12 +65,26 @@ fire_one(q_db *db, const struct config *cfg, const struct config_schedule *s,
         sched_due(&cron, s->tz, s->catch_up, from / 1000, now / 1000, slots,
                   SCHED_CATCH_UP_MAX, &n, &done) != 0)
         return 0; /* sched_check refused it at start: not reached */
-    if (done * 1000 <= from)
-        return 0; /* no slot came: nothing to write */
+    /* No slot came: the progress moves to now once a minute all the same,
+     * so that an expression changed in the config does not take the time
+     * since its last slot for time missed. */
+    if (done * 1000 <= from) {
+        if (now - from < SCHED_IDLE_NOTE_MS)
+            return 0;
+        done = now / 1000;
+    }
     for (size_t i = 0; i < n; i++) {
         clock_format_utc(slots[i] * 1000, at, sizeof(at));
         rc = sched_enqueue(db, cfg, s, slots[i] * 1000, now, &id, &dup, err,
                            sizeof(err));
+        if (rc == -EINVAL && now - slots[i] * 1000 < SCHED_LATE_S * 1000) {
+            /* A job file being rewritten, say: tried again each second
+             * for as long as the slot is not late. */
+            if (now - slots[i] * 1000 < 1000)
+                log_warn("schedule %s: slot %s: its job: %s (trying again)",
+                         s->name, at, err);
+            return 0; /* the slots before it are noted already */
+        }
         if (rc == -EINVAL) {
             log_error("schedule %s: slot %s passed: its job: %s", s->name, at,
                       err);

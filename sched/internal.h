@@ -6,9 +6,12 @@
 
 #include "sched/sched.h"
 
+/* How far the search for a matching minute goes. */
+#define SCHED_SEARCH_YEARS 40
+
 /* sched__civil_next moves t (a wall-clock minute) on to the first minute
- * at or after it that c allows: 0, or -ENOENT when none comes within ten
- * years (t is then somewhere in between). */
+ * at or after it that c allows: 0, or -ENOENT when none comes within
+ * SCHED_SEARCH_YEARS (t is then somewhere in between). */
 int sched__civil_next(const struct sched_cron *c, struct sched_civil *t);
 
 /* sched__civil_step moves t on by one minute. */

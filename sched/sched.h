@@ -49,9 +49,10 @@ struct sched_civil {
  * month, weekday) of '*', numbers, ranges (a-b), steps (x/n), lists
  * (a,b), names (JAN-DEC, SUN-SAT; weekday 7 is Sunday too), or one of
  * @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly. When
- * both day fields are restricted, a day matching either runs (cron's
- * rule). Returns 0 with *out set, or -EINVAL with the reason in err
- * (len bytes), e.g. an expression that can never match (30 February). */
+ * both day fields are restricted, a day matching either runs; when one
+ * begins with '*' ("*\/2"), a day must match both (cron's rule). Returns 0 with
+ * *out set, or -EINVAL with the reason in err (len bytes), e.g. an expression
+ * that can never match (30 February). */
 STEPQ_MUST_CHECK int sched_cron_parse(const char *expr, struct sched_cron *out,
                                       char *err, size_t len);
 
@@ -63,9 +64,15 @@ bool sched_cron_matches(const struct sched_cron *c,
  * ("Europe/Berlin", "UTC"). Returns 0, or -EINVAL with the reason in err. */
 STEPQ_MUST_CHECK int sched_zone_check(const char *tz, char *err, size_t len);
 
+/* sched_zone_pin sets TZ to the system's zone (":/etc/localtime") when
+ * it is not set, so that the zone calls after it only overwrite TZ: glibc
+ * then never grows the environment, which another thread (libcurl's
+ * resolver) may be reading. Call it before threads start. */
+void sched_zone_pin(void);
+
 /* sched_next finds the first slot of c in zone tz strictly after the
  * instant after: 0 with *slot set, -ENOENT when there is none in the
- * next ten years, -EINVAL when tz is not a zone. */
+ * next forty years, -EINVAL when tz is not a zone. */
 STEPQ_MUST_CHECK int sched_next(const struct sched_cron *c, const char *tz,
                                 int64_t after, int64_t *slot);
 

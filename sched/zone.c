@@ -73,6 +73,13 @@ zone_begin(const char *tz, struct saved_tz *s)
     return 0;
 }
 
+void
+sched_zone_pin(void)
+{
+    if (getenv("TZ") == NULL)
+        (void)setenv("TZ", ":/etc/localtime", 1);
+}
+
 static void
 zone_end(struct saved_tz *s)
 {

@@ -69,6 +69,14 @@ static const struct next_case {
      "2026-12-02T18:30:00Z"}, /* +05:30 */
     {"@weekly", "UTC", "2026-12-02T10:00:00Z", "2026-12-06T00:00:00Z"},
     {"@yearly", "UTC", "2026-12-02T10:00:00Z", "2027-01-01T00:00:00Z"},
+    {" @DAILY ", "UTC", "2026-12-02T10:00:00Z", "2026-12-03T00:00:00Z"},
+    /* a day field that begins with '*' is no restriction of its own kind:
+     * both must hold (odd days, and Mondays among them) */
+    {"0 0 */2 * *", "UTC", "2027-01-01T00:00:00Z", "2027-01-03T00:00:00Z"},
+    {"0 0 * * */2", "UTC", "2027-01-03T00:00:00Z", "2027-01-05T00:00:00Z"},
+    {"0 0 */2 * MON", "UTC", "2027-01-01T00:00:00Z", "2027-01-11T00:00:00Z"},
+    {"0 0 29 2 */7", "UTC", "2026-12-02T00:00:00Z", "2032-02-29T00:00:00Z"},
+    {"0 9 * * FRI-SUN", "UTC", "2026-12-02T10:00:00Z", "2026-12-04T09:00:00Z"},
 };
 
 START_TEST(test_next_slot)
@@ -110,6 +118,7 @@ static const struct bad_case {
     {"0 0 31 4,6,9,11 *", "no month"},
     {"", "minute: missing"},
     {"1-2-3 * * * *", "minute"},
+    {"*/61 * * * *", "a step of 61"},
     {"99999999999 * * * *", "minute"},
 };
 

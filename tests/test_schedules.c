@@ -5,6 +5,7 @@
  * schedule says; a paused schedule fires nothing; bad schedules are
  * refused with their JSON path. SQLite only: the store's clock is the
  * worker's here, and a PostgreSQL server's cannot be faked. */
+#define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "tests/support/e2e.h"
 
 /* A schedule with an inline one-step chat job naming its date. */
@@ -186,7 +188,7 @@ START_TEST(test_three_nights_down_catch_up_as_asked)
                                                      "_up\": "
                                                      "\"none"
                                                      "\"") "]");
-    w = worker_at("2026-11-26 23:59:40", "before");
+    w = worker_at("2026-11-26 23:57:00", "before");
     for (int i = 0; i < 3; i++)
         wait_slots(names[i], 1); /* 2026-11-27 */
     stop(w);
@@ -219,8 +221,8 @@ START_TEST(test_paused_fires_nothing_and_run_enqueues_now)
     start_two();
     ck_assert_int_eq(RUN_ARGS(&r, "schedules", "pause", "nightly"), 0);
     run_result_free(&r);
-    w = worker_at("2026-11-30 23:59:30", "w");
-    wait_slots("minutely", 3); /* 00:00 00:01 00:02: midnight has passed */
+    w = worker_at("2026-11-30 23:58:30", "w");
+    wait_slots("minutely", 4); /* 23:59 to 00:02: midnight has passed */
     stop(w);
     s = slots_of("nightly");
     ck_assert_int_eq(cJSON_GetArraySize(s), 0);
@@ -244,6 +246,39 @@ START_TEST(test_paused_fires_nothing_and_run_enqueues_now)
     cJSON_Delete(s);
     ck_assert_int_eq(RUN_ARGS(&r, "schedules", "pause", "nope"), 3);
     run_result_free(&r);
+}
+END_TEST
+
+/* A schedule whose expression changes in the config fires no slot of the
+ * new one from before the change: the progress moved on while nothing
+ * was due. */
+START_TEST(test_changed_expression_does_not_catch_up)
+{
+    char *path = tmpdir_join(e2e_dir, "stepq.json"), *cfg = NULL, *at;
+    char *changed = NULL;
+    size_t len = 0;
+    cJSON *slots;
+    pid_t w;
+
+    e2e_start("{}", "\"schedules\": [" SCHEDULE("n", "0 0 1 1 *", "") "]");
+    w = worker_at("2026-12-02 10:27:00", "w"); /* until about 10:31 */
+    sleep(8);
+    stop(w);
+    ck_assert_int_eq(file_read_all(path, 1 << 20, &cfg, &len), 0);
+    ck_assert_ptr_nonnull(at = strstr(cfg, "0 0 1 1 *"));
+    ck_assert_int_ne(asprintf(&changed, "%.*s30 10 * * *%s", (int)(at - cfg),
+                              cfg, at + strlen("0 0 1 1 *")),
+                     -1); /* daily at 10:30 */
+    free(tmpdir_write(e2e_dir, "stepq.json", changed, strlen(changed)));
+    free(changed);
+    w = worker_at("2026-12-02 10:33:00", "w");
+    sleep(1);
+    stop(w);
+    slots = slots_of("n");
+    ck_assert_int_eq(cJSON_GetArraySize(slots), 0);
+    cJSON_Delete(slots);
+    free(cfg);
+    free(path);
 }
 END_TEST
 
@@ -300,6 +335,7 @@ test_suite(void)
     tcase_add_test(tc, test_two_workers_fire_each_slot_once);
     tcase_add_test(tc, test_three_nights_down_catch_up_as_asked);
     tcase_add_test(tc, test_paused_fires_nothing_and_run_enqueues_now);
+    tcase_add_test(tc, test_changed_expression_does_not_catch_up);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(bad, e2e_setup, e2e_teardown);
     tcase_add_loop_test(bad, test_bad_schedule_refused, 0,

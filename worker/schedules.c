@@ -8,6 +8,7 @@
 #include "sched/sched.h"
 
 #define SCHED_EVERY_MS 1000
+#define SCHED_AGAIN_MS 20
 
 static void
 on_sched(uv_timer_t *t)
@@ -19,8 +20,12 @@ on_sched(uv_timer_t *t)
     /* Not inside another callback's turn (its transaction is the turn's),
      * not while the store is away or the worker stops: the next second
      * does it. */
-    if (w->closing || w->down || w->stopping || w->tx_open)
+    if (w->closing || w->down || w->stopping)
         return;
+    if (w->tx_open) { /* soon, after this loop turn's commit */
+        uv_timer_start(&w->sched, on_sched, SCHED_AGAIN_MS, SCHED_EVERY_MS);
+        return;
+    }
     rc = sched_fire(w->db, w->cfg, worker__now(w), &n);
     if (rc != 0)
         log_warn("schedules: the store failed (%d): tried again in a second",

@@ -138,6 +138,8 @@ setup(struct worker *w, const struct worker_opts *o)
         log_error("config: %s", err);
         return -EINVAL;
     }
+    if (o->cfg->nschedules > 0)
+        sched_zone_pin(); /* before curl's resolver threads */
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));

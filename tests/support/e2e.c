@@ -329,7 +329,9 @@ e2e_spawn_faked(const char *faketime, bool real_monotonic,
     /* Debian's libfaketime is preloaded rather than run through the
      * faketime program, which forks and waits: a signal meant for the
      * worker would reach only it. An ASan build wants its runtime first
-     * among the preloaded libraries: that check is off for this child. */
+     * among the preloaded libraries: that check is off for this child.
+     * FAKETIME's "@..." is read in the local zone: UTC, whatever the
+     * host's. */
     ck_assert_int_eq(glob("/usr/lib/*/faketime/libfaketime.so.1", 0, NULL, &g),
                      0);
     snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", g.gl_pathv[0]);
@@ -338,7 +340,7 @@ e2e_spawn_faked(const char *faketime, bool real_monotonic,
     snprintf(opts, sizeof(opts), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
              asan ? asan : "", asan && asan[0] ? ":" : "");
     pid = e2e_spawn_under(
-        (const char *[]){"env", preload, ft, opts,
+        (const char *[]){"env", preload, ft, opts, "TZ=UTC",
                          real_monotonic ? "FAKETIME_DONT_FAKE_MONOTONIC=1"
                                         : "FAKETIME_DONT_FAKE_MONOTONIC=0",
                          NULL},
