@@ -17,9 +17,9 @@ on_sched(uv_timer_t *t)
     size_t n = 0;
     int rc;
 
-    /* Not inside another callback's turn (its transaction is the turn's),
-     * not while the store is away or the worker stops: the next second
-     * does it. */
+    /* Not while the store is away or the worker stops; and not inside a
+     * turn another callback opened (its transaction is the turn's): then
+     * again in a moment, after that turn's commit. */
     if (w->closing || w->down || w->stopping)
         return;
     if (w->tx_open) { /* soon, after this loop turn's commit */
