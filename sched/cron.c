@@ -81,8 +81,8 @@ element(const struct field *f, const char **p, uint64_t *bits, char *err,
         if (!single) {
             s++;
             rc = value(f, &s, &b);
-            if (rc == 0 && f->hi == 7 && b == 0)
-                b = 7; /* "FRI-SUN": Sunday at a range's end is 7 */
+            if (rc == 0 && f->hi == 7 && b == 0 && a > 0)
+                b = 7; /* "FRI-SUN": Sunday ending a range is 7 */
         }
     }
     if (rc == 0 && *s == '/') {
