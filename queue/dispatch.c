@@ -321,3 +321,35 @@ q_sched_pause(q_db *db, const char *name, bool paused, int64_t now)
 {
     return db->ops->sched_pause(db, name, paused, now);
 }
+
+int
+q_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES])
+{
+    return db->ops->report_jobs(db, since, counts);
+}
+
+int
+q_report_tiers(q_db *db, int64_t since, struct q_report_tier **out, size_t *n)
+{
+    return db->ops->report_tiers(db, since, out, n);
+}
+
+int
+q_report_failures(q_db *db, int64_t since, size_t limit,
+                  struct q_report_failure **out, size_t *n)
+{
+    return db->ops->report_failures(db, since, limit, out, n);
+}
+
+int
+q_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
+                 size_t *n)
+{
+    return db->ops->report_slowest(db, since, limit, out, n);
+}
+
+int
+q_job_by_key(q_db *db, const char *key, struct q_job *out)
+{
+    return db->ops->job_by_key(db, key, out);
+}

@@ -132,6 +132,14 @@ struct q__ops {
     int (*sched_note)(q_db *db, const char *name, int64_t done, int64_t slot,
                       int64_t job_id, int64_t now);
     int (*sched_pause)(q_db *db, const char *name, bool paused, int64_t now);
+    int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
+    int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
+                        size_t *n);
+    int (*report_failures)(q_db *db, int64_t since, size_t limit,
+                           struct q_report_failure **out, size_t *n);
+    int (*report_slowest)(q_db *db, int64_t since, size_t limit,
+                          struct q_job **out, size_t *n);
+    int (*job_by_key)(q_db *db, const char *key, struct q_job *out);
     /* Many hosts; NULL entries mean "not needed here": clock_sync then
      * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */
     int (*clock_sync)(q_db *db);
@@ -204,6 +212,8 @@ void q__group_clean(void *e);
 void q__latency_clean(void *e);
 void q__worker_clean(void *e);
 void q__sched_clean(void *e);
+void q__report_tier_clean(void *e);
+void q__report_failure_clean(void *e);
 
 /* The reports of q_stats_latency and q_stats_workers, the same text on
  * every backend (each adds its ORDER BY): latency buckets as in
@@ -221,5 +231,34 @@ void q__sched_clean(void *e);
     "SELECT lease_owner, count(*), max(lease_until) FROM jobs"                 \
     " WHERE state = 1 AND lease_owner IS NOT NULL GROUP BY lease_owner"
 void q__brief_clean(void *e);
+
+/* The reports of q_report_tiers and q_report_failures, the same text on
+ * every backend (each adds its ORDER BY, and LIMIT), with p1 the
+ * backend's mark for the since parameter. Tiers: per tier, the attempts
+ * started at or after since, their tokens (as reported, else estimated)
+ * and a count per outcome in the order of struct q_report_tier, in_flight
+ * (no outcome) last. Failures: per outcome other than ok and reason (a
+ * NULL reason is one group), the finished attempts started at or after
+ * since (f.n) and the one of them with the largest id (f.last) as the
+ * example, joined back for its columns. */
+#define Q__REPORT_TIERS_SELECT(p1)                                             \
+    "SELECT tier, count(*), coalesce(sum(coalesce(tokens, est_tokens)), 0),"   \
+    " count(CASE WHEN outcome = 'ok' THEN 1 END),"                             \
+    " count(CASE WHEN outcome = 'soft_throttle' THEN 1 END),"                  \
+    " count(CASE WHEN outcome = 'hard_quota' THEN 1 END),"                     \
+    " count(CASE WHEN outcome = 'truncated' THEN 1 END),"                      \
+    " count(CASE WHEN outcome = 'schema_invalid' THEN 1 END),"                 \
+    " count(CASE WHEN outcome = 'refused' THEN 1 END),"                        \
+    " count(CASE WHEN outcome = 'server_error' THEN 1 END),"                   \
+    " count(CASE WHEN outcome = 'timeout' THEN 1 END),"                        \
+    " count(CASE WHEN outcome = 'unknown' THEN 1 END),"                        \
+    " count(CASE WHEN outcome IS NULL THEN 1 END)"                             \
+    " FROM attempts WHERE started_at >= " p1 " GROUP BY tier"
+#define Q__REPORT_FAILURES_SELECT(p1)                                          \
+    "SELECT f.outcome, f.reason, f.n, a.job_id, a.step, a.attempt,"            \
+    " coalesce(a.status, 0), a.tier, a.body FROM (SELECT outcome, reason,"     \
+    " count(*) AS n, max(id) AS last FROM attempts WHERE started_at >= " p1    \
+    " AND outcome IS NOT NULL AND outcome <> 'ok' GROUP BY outcome, reason)"   \
+    " AS f JOIN attempts AS a ON a.id = f.last"
 
 #endif

@@ -506,3 +506,32 @@ q_scheds_free(struct q_sched *s, size_t n)
 {
     q__array_free(s, n, sizeof(*s), q__sched_clean);
 }
+
+void
+q__report_tier_clean(void *e)
+{
+    free(((struct q_report_tier *)e)->tier);
+}
+
+void
+q_report_tiers_free(struct q_report_tier *t, size_t n)
+{
+    q__array_free(t, n, sizeof(*t), q__report_tier_clean);
+}
+
+void
+q__report_failure_clean(void *e)
+{
+    struct q_report_failure *f = e;
+
+    free(f->outcome);
+    free(f->reason);
+    free(f->tier);
+    free(f->body);
+}
+
+void
+q_report_failures_free(struct q_report_failure *f, size_t n)
+{
+    q__array_free(f, n, sizeof(*f), q__report_failure_clean);
+}

@@ -608,6 +608,65 @@ void q_worker_briefs_free(struct q_worker_brief *w, size_t n);
  * due at now (0: none is due). */
 STEPQ_MUST_CHECK int q_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
 
+/* ---- the morning report: what happened since a time ------------------ */
+
+/* These read what happened at or after since (ms), for `stepq report`;
+ * each returns 0 or the storage error, out-params untouched on failure,
+ * and *n may be 0 (then *out is NULL). */
+
+/* q_report_jobs counts the jobs created at or after since by their state
+ * now (counts[Q_JOB_QUEUED] ...). */
+STEPQ_MUST_CHECK int q_report_jobs(q_db *db, int64_t since,
+                                   int64_t counts[Q_JOB_NSTATES]);
+
+/* What the attempts of one tier (tier NULL: http steps) started at or
+ * after since came to: how many, the tokens they used (as reported, else
+ * estimated), and how many ended in each outcome (in_flight: no outcome
+ * yet, or none ever after a crash). tier owned. */
+struct q_report_tier {
+    char *tier;
+    int64_t requests, tokens;
+    int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid,
+        refused, server_error, timeout, unknown, in_flight;
+};
+
+/* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
+ * with q_report_tiers_free(). */
+STEPQ_MUST_CHECK int q_report_tiers(q_db *db, int64_t since,
+                                    struct q_report_tier **out, size_t *n);
+void q_report_tiers_free(struct q_report_tier *t, size_t n);
+
+/* One reason attempts failed for (every outcome but ok; none while in
+ * flight) since a time: how many, and the latest such attempt as the
+ * example. Strings owned; tier and body may be NULL. */
+struct q_report_failure {
+    char *outcome, *reason;
+    int64_t count;
+    int64_t job_id;
+    int step, attempt, status; /* status 0: none (a transport error) */
+    char *tier, *body;
+};
+
+/* q_report_failures lists at most limit (0: all) by count, largest first
+ * (then outcome and reason). Caller owns *out; free with
+ * q_report_failures_free(). */
+STEPQ_MUST_CHECK int q_report_failures(q_db *db, int64_t since, size_t limit,
+                                       struct q_report_failure **out,
+                                       size_t *n);
+void q_report_failures_free(struct q_report_failure *f, size_t n);
+
+/* q_report_slowest lists the jobs that ended (succeeded, failed or
+ * cancelled) at or after since, the longest from created_at to
+ * updated_at first (then by id), at most limit. Caller owns *out; free
+ * with q_jobs_free(). */
+STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
+                                      struct q_job **out, size_t *n);
+
+/* q_job_by_key reads the job whose dedupe key is key: 0 with *out set
+ * (release with q_job_cleanup), -ENOENT when none has it. */
+STEPQ_MUST_CHECK int q_job_by_key(q_db *db, const char *key,
+                                  struct q_job *out);
+
 /* ---- schedules: what every worker shares of each one ----------------- */
 
 /* The stored state of one schedule of the config (named there; the cron

@@ -318,6 +318,13 @@ int q__pg_select_one(struct q__pg *db, const struct q__pg_sql *sql,
  * row r into the int64_t array elem (as many as the row has columns). */
 void q__pg_read_ints(const PGresult *res, int r, void *elem);
 
+/* A job row: statements that return jobs select Q__PG_JOB_COLS, then
+ * spec (or NULL) and error, and read it with q__pg_read_job (jobs.c). */
+#define Q__PG_JOB_COLS                                                         \
+    "id, name, key, state, priority, run_at, deadline_at, created_at,"         \
+    " updated_at, lease_owner, lease_until, claims"
+void q__pg_read_job(const PGresult *res, int r, void *job);
+
 /* q__pg_migrate brings the schema to this build's version under an
  * advisory lock (two `stepq init`s cannot race). -ENOTSUP if the schema is
  * newer than this build knows. */
@@ -326,7 +333,8 @@ int q__pg_migrate(struct q__pg *db);
 /* The contract's calls (the entries of q__pg_ops, store.c), each with
  * the meaning of its q_* namesake in queue.h. Files: store.c (close,
  * versions, transactions, clock), wake.c, enqueue.c, jobs.c, ledger.c
- * (steps and attempts), tiers.c, park.c, stats.c, sched.c, copy.c. */
+ * (steps and attempts), tiers.c, park.c, stats.c, sched.c, report.c,
+ * copy.c. */
 int q__pg_close(q_db *db);
 int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);
@@ -391,6 +399,14 @@ int q__pg_sched_list(q_db *db, struct q_sched **out, size_t *n);
 int q__pg_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
                      int64_t job_id, int64_t now);
 int q__pg_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
+int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
+int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
+                       size_t *n);
+int q__pg_report_failures(q_db *db, int64_t since, size_t limit,
+                          struct q_report_failure **out, size_t *n);
+int q__pg_report_slowest(q_db *db, int64_t since, size_t limit,
+                         struct q_job **out, size_t *n);
+int q__pg_job_by_key(q_db *db, const char *key, struct q_job *out);
 int q__pg_clock_sync(q_db *db);
 int q__pg_wake_fd(q_db *db);
 int q__pg_wake_take(q_db *db, unsigned *events);

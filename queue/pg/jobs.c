@@ -14,9 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define JOB_COLS                                                               \
-    "id, name, key, state, priority, run_at, deadline_at, created_at,"         \
-    " updated_at, lease_owner, lease_until, claims"
+#define JOB_COLS Q__PG_JOB_COLS
 
 /* ---- reading jobs ---------------------------------------------------- */
 
@@ -33,9 +31,8 @@ static const struct q__pg_sql counts_sql = {
                      " UNION ALL SELECT -1, count(*) FROM park"
                      " WHERE state = 'open'"};
 
-/* Reads a row in the column order of get_sql. */
-static void
-read_job(const PGresult *r, int i, void *job)
+void
+q__pg_read_job(const PGresult *r, int i, void *job)
 {
     struct q_job *j = job;
 
@@ -69,13 +66,13 @@ q__pg_job_get(q_db *d, int64_t id, struct q_job *out)
         rc = -ENOENT;
     } else {
         memset(out, 0, sizeof(*out));
-        read_job(r, 0, out);
+        q__pg_read_job(r, 0, out);
     }
     PQclear(r);
     return rc;
 }
 
-/* Runs sql and collects its job rows with read (read_job's columns). */
+/* Runs sql and collects its job rows with read (q__pg_read_job's columns). */
 static int
 collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
              const struct q__pg_params *p, q__pg_read_fn read,
@@ -107,7 +104,7 @@ q__pg_jobs_list(q_db *d, int state, int64_t after, size_t limit,
     if (state >= 0)
         q__pg_p_int(&p, state);
     return collect_jobs(q__pg(d), state < 0 ? &list_sql : &list_state_sql, &p,
-                        read_job, out, n, "listing jobs");
+                        q__pg_read_job, out, n, "listing jobs");
 }
 
 int
@@ -185,7 +182,7 @@ read_claimed(const PGresult *r, int i, void *job)
     cJSON *rows = NULL;
     size_t n = 0;
 
-    read_job(r, i, j);
+    q__pg_read_job(r, i, j);
     if (!q__pg_null(r, i, 14) &&
         (rows = cJSON_Parse(PQgetvalue(r, i, 14))) == NULL)
         return; /* not read: the worker reads the steps itself */

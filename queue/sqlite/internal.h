@@ -66,6 +66,11 @@ enum q__stmt_id {
     ST_SCHED_LIST,
     ST_SCHED_NOTE,
     ST_SCHED_PAUSE,
+    ST_REPORT_JOBS,
+    ST_REPORT_TIERS,
+    ST_REPORT_FAILURES,
+    ST_REPORT_SLOWEST,
+    ST_JOB_GET_BY_KEY,
     ST_COUNT
 };
 
@@ -159,6 +164,15 @@ int q__sqlite_sched_list(q_db *db, struct q_sched **out, size_t *n);
 int q__sqlite_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
                          int64_t job_id, int64_t now);
 int q__sqlite_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
+int q__sqlite_report_jobs(q_db *db, int64_t since,
+                          int64_t counts[Q_JOB_NSTATES]);
+int q__sqlite_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
+                           size_t *n);
+int q__sqlite_report_failures(q_db *db, int64_t since, size_t limit,
+                              struct q_report_failure **out, size_t *n);
+int q__sqlite_report_slowest(q_db *db, int64_t since, size_t limit,
+                             struct q_job **out, size_t *n);
+int q__sqlite_job_by_key(q_db *db, const char *key, struct q_job *out);
 int q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n);
 int q__sqlite_copy_clear(q_db *db, const struct q__table *t);
 int q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn,
@@ -207,6 +221,10 @@ typedef void (*q__read_fn)(sqlite3_stmt *s, void *elem);
  * with clean and *out, *n stay untouched. Caller owns *out. */
 int q__rows(struct q__sqlite *db, sqlite3_stmt *s, size_t elem, q__read_fn read,
             q__clean_fn clean, void **out, size_t *n, const char *what);
+/* q__sqlite_read_job reads a job row in the column order of ST_JOB_GET
+ * into the q_job at job (jobs.c): every statement that returns jobs
+ * selects these columns. */
+void q__sqlite_read_job(sqlite3_stmt *s, void *job);
 /* q__row_by_id runs statement st with ?1 = id and reads its one row into
  * out (size bytes, zeroed first): 0, -ENOENT when there is none, or the
  * logged error. out is untouched on failure. */

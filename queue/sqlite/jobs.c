@@ -77,9 +77,8 @@ out:
 }
 /* ---- reading jobs ---------------------------------------------------- */
 
-/* Reads a row in the column order of ST_JOB_GET. */
-static void
-read_job(sqlite3_stmt *s, void *job)
+void
+q__sqlite_read_job(sqlite3_stmt *s, void *job)
 {
     struct q_job *j = job;
 
@@ -104,8 +103,8 @@ q__sqlite_job_get(q_db *base, int64_t id, struct q_job *out)
 {
     struct q__sqlite *db = q__sqlite(base);
 
-    return q__row_by_id(db, ST_JOB_GET, id, read_job, out, sizeof(*out),
-                        "reading a job");
+    return q__row_by_id(db, ST_JOB_GET, id, q__sqlite_read_job, out,
+                        sizeof(*out), "reading a job");
 }
 
 /* Collects the rows of s (job columns). */
@@ -114,8 +113,8 @@ collect_jobs(struct q__sqlite *db, sqlite3_stmt *s, struct q_job **out,
              size_t *n)
 {
     void *v = NULL;
-    int rc = q__rows(db, s, sizeof(struct q_job), read_job, q__job_clean, &v, n,
-                     "listing jobs");
+    int rc = q__rows(db, s, sizeof(struct q_job), q__sqlite_read_job,
+                     q__job_clean, &v, n, "listing jobs");
     if (rc == 0)
         *out = v;
     return rc;
@@ -244,7 +243,7 @@ claim_locked(struct q__sqlite *db, const char *worker, int64_t now,
         if (sqlite3_step(s) != SQLITE_ROW)
             return q__db_err(db, "claiming");
         memset(&v[*len], 0, sizeof(*v));
-        read_job(s, &v[(*len)++]);
+        q__sqlite_read_job(s, &v[(*len)++]);
         sqlite3_reset(s);
     }
     for (size_t i = 0; i < *len; i++) {

@@ -219,6 +219,27 @@ static const char *const sql_text[ST_COUNT] = {
         " done_until = CASE WHEN paused <> 0 AND ?2 = 0"
         " THEN max(done_until, ?3) ELSE done_until END,"
         " paused = ?2, updated_at = max(updated_at, ?3)",
+    /* The morning report (report.c): ?1 since; ?2 a limit (-1: none). The
+     * jobs, attempts and times it reads have no index of their own: a
+     * report is one scan, run once in a while. */
+    [ST_REPORT_JOBS] = "SELECT state, count(*) FROM jobs WHERE created_at >= ?1"
+                       " GROUP BY state",
+    [ST_REPORT_TIERS] =
+        Q__REPORT_TIERS_SELECT("?1") " ORDER BY tier IS NULL, tier",
+    /* A NULL reason sorts before any text, on PostgreSQL too. */
+    [ST_REPORT_FAILURES] =
+        Q__REPORT_FAILURES_SELECT("?1") " ORDER BY f.n DESC, f.outcome,"
+                                        " f.reason NULLS FIRST LIMIT ?2",
+    [ST_REPORT_SLOWEST] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE state IN (2, 3, 5) AND updated_at >= ?1"
+        " ORDER BY updated_at - created_at DESC, id LIMIT ?2",
+    /* Served by the unique index jobs_key (key = ?1 implies NOT NULL). */
+    [ST_JOB_GET_BY_KEY] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, spec,"
+        " error FROM jobs WHERE key = ?1",
 };
 
 const char *

@@ -1,0 +1,166 @@
+/* report.c: PostgreSQL storage side of the morning report (`stepq
+ * report`) and a job read by its dedupe key: each call is one read-only
+ * statement, in a transaction or not. The meaning and order are the
+ * SQLite backend's (queue/sqlite/report.c): text compared bytewise
+ * (COLLATE "C", SQLite's BINARY), a NULL tier last, a NULL reason first. */
+#include "queue/pg/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const struct q__pg_sql jobs_sql = {
+    "q_report_jobs", "SELECT state, count(*) FROM jobs"
+                     " WHERE created_at >= $1::bigint GROUP BY state"};
+
+/* The shared texts (queue/internal.h) with since as $1. */
+#define TIERS_SELECT    Q__REPORT_TIERS_SELECT("$1::bigint")
+#define FAILURES_SELECT Q__REPORT_FAILURES_SELECT("$1::bigint")
+
+static const struct q__pg_sql tiers_sql = {
+    "q_report_tiers", TIERS_SELECT " ORDER BY tier COLLATE \"C\" NULLS LAST"};
+
+/* $2: the limit, NULL for all. */
+static const struct q__pg_sql failures_sql = {
+    "q_report_failures",
+    FAILURES_SELECT " ORDER BY f.n DESC, f.outcome COLLATE \"C\","
+                    " f.reason COLLATE \"C\" NULLS FIRST LIMIT $2::bigint"};
+
+/* Ended: succeeded (2), failed (3) or cancelled (5). $2 as above. */
+static const struct q__pg_sql slowest_sql = {
+    "q_report_slowest",
+    "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
+    " WHERE state IN (2, 3, 5) AND updated_at >= $1::bigint"
+    " ORDER BY updated_at - created_at DESC, id LIMIT $2::bigint"};
+
+/* Served by the unique index jobs_key (key = $1 implies NOT NULL). */
+static const struct q__pg_sql by_key_sql = {
+    "q_report_job_by_key",
+    "SELECT " Q__PG_JOB_COLS ", spec, error FROM jobs WHERE key = $1::text"};
+
+/* The contract's limit 0 is all: LIMIT NULL. */
+static void
+p_limit(struct q__pg_params *p, size_t limit)
+{
+    if (limit > 0)
+        q__pg_p_int(p, (int64_t)limit);
+    else
+        q__pg_p_text(p, NULL);
+}
+
+int
+q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES])
+{
+    int64_t c[Q_JOB_NSTATES] = {0};
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    q__pg_p_int(&p, since);
+    rc = q__pg_run(q__pg(db), &jobs_sql, &p, &r,
+                   "counting the jobs of a report");
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t st = q__pg_int(r, i, 0);
+        if (st >= 0 && st < Q_JOB_NSTATES)
+            c[st] = q__pg_int(r, i, 1);
+    }
+    PQclear(r);
+    memcpy(counts, c, sizeof(c));
+    return 0;
+}
+
+/* Reads a row of tiers_sql: the columns of struct q_report_tier in its
+ * order. */
+static void
+read_tier(const PGresult *res, int r, void *elem)
+{
+    struct q_report_tier *t = elem;
+    int64_t *v[] = {&t->requests,       &t->tokens,     &t->ok,
+                    &t->soft_throttle,  &t->hard_quota, &t->truncated,
+                    &t->schema_invalid, &t->refused,    &t->server_error,
+                    &t->timeout,        &t->unknown,    &t->in_flight};
+
+    t->tier = q__pg_text(res, r, 0);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        *v[i] = q__pg_int(res, r, 1 + (int)i);
+}
+
+int
+q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
+                   size_t *n)
+{
+    struct q__pg_params p = {0};
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, since);
+    rc = q__pg_select(q__pg(db), &tiers_sql, &p, sizeof(struct q_report_tier),
+                      read_tier, &v, n, "reporting the tiers");
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+static void
+read_failure(const PGresult *res, int r, void *elem)
+{
+    struct q_report_failure *f = elem;
+
+    f->outcome = q__pg_text(res, r, 0);
+    f->reason = q__pg_text(res, r, 1);
+    f->count = q__pg_int(res, r, 2);
+    f->job_id = q__pg_int(res, r, 3);
+    f->step = (int)q__pg_int(res, r, 4);
+    f->attempt = (int)q__pg_int(res, r, 5);
+    f->status = (int)q__pg_int(res, r, 6);
+    f->tier = q__pg_text(res, r, 7);
+    f->body = q__pg_text(res, r, 8);
+}
+
+int
+q__pg_report_failures(q_db *db, int64_t since, size_t limit,
+                      struct q_report_failure **out, size_t *n)
+{
+    struct q__pg_params p = {0};
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, since);
+    p_limit(&p, limit);
+    rc = q__pg_select(q__pg(db), &failures_sql, &p,
+                      sizeof(struct q_report_failure), read_failure, &v, n,
+                      "reporting the failures");
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int
+q__pg_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
+                     size_t *n)
+{
+    struct q__pg_params p = {0};
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, since);
+    p_limit(&p, limit);
+    rc = q__pg_select(q__pg(db), &slowest_sql, &p, sizeof(struct q_job),
+                      q__pg_read_job, &v, n, "reporting the slowest jobs");
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int
+q__pg_job_by_key(q_db *db, const char *key, struct q_job *out)
+{
+    struct q__pg_params p = {0};
+
+    if (key == NULL || out == NULL)
+        return -EINVAL;
+    q__pg_p_text(&p, key);
+    return q__pg_select_one(q__pg(db), &by_key_sql, &p, sizeof(*out),
+                            q__pg_read_job, out, "reading a job by its key");
+}
