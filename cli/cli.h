@@ -143,5 +143,6 @@ int cmd_demo(struct cli_env *env, int argc, char **argv);
 int cmd_copy(struct cli_env *env, int argc, char **argv);
 int cmd_serve(struct cli_env *env, int argc, char **argv);
 int cmd_schedules(struct cli_env *env, int argc, char **argv);
+int cmd_report(struct cli_env *env, int argc, char **argv);
 
 #endif

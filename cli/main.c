@@ -20,6 +20,7 @@ static const char usage[] =
     "  tiers                         shared state of each configured tier\n"
     "  schedules                     the config's schedules and their state\n"
     "  schedules pause|resume|run    pause or resume one, or run it now\n"
+    "  report [--since 24h]          what happened since a time\n"
     "  park list|show|resolve        review and resolve parked steps\n"
     "  policy check CASES.json       run a case table through the policy\n"
     "  mock                          local OpenAI-compatible test endpoint\n"
@@ -40,7 +41,7 @@ static const struct cli_command commands[] = {
     {"tiers", cmd_tiers},         {"work", cmd_work},
     {"demo", cmd_demo},           {"park", cmd_park},
     {"copy", cmd_copy},           {"serve", cmd_serve},
-    {"schedules", cmd_schedules},
+    {"schedules", cmd_schedules}, {"report", cmd_report},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

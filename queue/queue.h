@@ -626,8 +626,8 @@ STEPQ_MUST_CHECK int q_report_jobs(q_db *db, int64_t since,
 struct q_report_tier {
     char *tier;
     int64_t requests, tokens;
-    int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid,
-        refused, server_error, timeout, unknown, in_flight;
+    int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid, refused,
+        server_error, timeout, unknown, in_flight;
 };
 
 /* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
@@ -664,8 +664,7 @@ STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
 
 /* q_job_by_key reads the job whose dedupe key is key: 0 with *out set
  * (release with q_job_cleanup), -ENOENT when none has it. */
-STEPQ_MUST_CHECK int q_job_by_key(q_db *db, const char *key,
-                                  struct q_job *out);
+STEPQ_MUST_CHECK int q_job_by_key(q_db *db, const char *key, struct q_job *out);
 
 /* ---- schedules: what every worker shares of each one ----------------- */
 

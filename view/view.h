@@ -64,6 +64,15 @@ STEPQ_MUST_CHECK int view_tiers(q_db *db, const struct config *cfg, int64_t now,
 STEPQ_MUST_CHECK int view_schedules(q_db *db, const struct config *cfg,
                                     int64_t now, cJSON **out);
 
+/* view_report renders `report --json`: what happened from since to now
+ * (ms): "jobs" created by state, each schedule's slots with their jobs'
+ * states (missed: no job), park items waiting (the oldest 50), each
+ * tier's attempts by outcome and tokens, the top 10 reasons of failure
+ * with the latest attempt of each as an example, and the 5 slowest jobs
+ * that ended. Returns 0 with *out set, or the storage error. */
+STEPQ_MUST_CHECK int view_report(q_db *db, const struct config *cfg,
+                                 int64_t since, int64_t now, cJSON **out);
+
 /* view_enqueued renders the answer to an enqueue of n jobs: one
  * {"id": N, "duplicate": B}, or an array of them when many. */
 cJSON *view_enqueued(const struct q_enqueue_result *res, size_t n, bool many);

@@ -1,0 +1,187 @@
+/* cmd_report.c: stepq report — what happened since a time (the morning
+ * report). */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "queue/queue.h"
+#include "view/view.h"
+
+static const char usage[] =
+    "usage: stepq report [--since SPAN|TIME] [--json]\n"
+    "\n"
+    "What happened since a time (default: the last 24 hours), from the\n"
+    "database, so every worker's night is in it: jobs created by state,\n"
+    "each schedule's slots (ran, missed, failed), park items waiting with\n"
+    "their age, each tier's requests, tokens, throttles, walls, server\n"
+    "errors and timeouts, the top reasons of failure with an example body\n"
+    "each, and the slowest jobs.\n"
+    "\n"
+    "  --since SPAN|TIME  a span back from now (90m, 24h, 7d, 3600s) or an\n"
+    "                     RFC 3339 time (2026-11-30T00:00:00Z)\n"
+    "  --json             print JSON\n";
+
+/* A span ("24h") in ms, or a time; -1 if neither. */
+static int64_t
+since_of(const char *s, int64_t now)
+{
+    char *end;
+    long long v;
+    int64_t at;
+
+    if (clock_parse_utc(s, &at) == 0)
+        return at;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0 || v > 3660LL * 86400 ||
+        end[0] == '\0' || end[1] != '\0')
+        return -1;
+    switch (end[0]) {
+    case 's':
+        return now - v * 1000;
+    case 'm':
+        return now - v * 60000;
+    case 'h':
+        return now - v * 3600000;
+    case 'd':
+        return now - v * 86400000;
+    default:
+        return -1;
+    }
+}
+
+static double
+num(const cJSON *o, const char *name)
+{
+    return cJSON_GetNumberValue(cJSON_GetObjectItem(o, name));
+}
+
+static void
+print_jobs_and_schedules(const cJSON *r)
+{
+    const cJSON *jobs = cJSON_GetObjectItem(r, "jobs"), *it, *s;
+
+    printf("jobs created: %.0f", num(jobs, "created"));
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(jobs, "by_state"))
+    {
+        if (it->valuedouble > 0)
+            printf(", %s %.0f", it->string, it->valuedouble);
+    }
+    printf("\n");
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(r, "schedules"))
+    {
+        const cJSON *slots = cJSON_GetObjectItem(s, "slots");
+        const cJSON *last =
+            cJSON_GetArrayItem(slots, cJSON_GetArraySize(slots) - 1);
+        printf("schedule %-16s ran %.0f, missed %.0f, failed %.0f%s",
+               cli_json_text(s, "name"), num(s, "ran"), num(s, "missed"),
+               num(s, "failed"),
+               cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? " (paused)"
+                                                              : "");
+        if (last != NULL)
+            printf("; last slot %s: %s", cli_json_text(last, "slot"),
+                   cli_json_text(last, "state"));
+        printf("\n");
+    }
+}
+
+static void
+print_park_and_tiers(const cJSON *r)
+{
+    const cJSON *park = cJSON_GetObjectItem(r, "park"), *p, *t;
+
+    printf("park items waiting: %.0f\n", num(park, "waiting"));
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(park, "oldest"))
+    {
+        long long age = (long long)num(p, "age_s");
+        printf("  #%.0f job %.0f %s: %s, tier %s, waiting %lldh%02lldm: "
+               "%.80s\n",
+               num(p, "id"), num(p, "job_id"), cli_json_text(p, "step"),
+               cli_json_text(p, "reason"), cli_json_text(p, "tier"), age / 3600,
+               age / 60 % 60, cli_json_text(p, "error"));
+    }
+    printf("%-12s %9s %11s %7s %9s %6s %6s %8s %6s\n", "TIER", "REQUESTS",
+           "TOKENS", "OK", "THROTTLES", "WALLS", "5XX", "TIMEOUTS", "OTHER");
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "tiers"))
+    {
+        printf("%-12s %9.0f %11.0f %7.0f %9.0f %6.0f %6.0f %8.0f %6.0f\n",
+               cli_json_text(t, "tier"), num(t, "requests"), num(t, "tokens"),
+               num(t, "ok"), num(t, "throttles"), num(t, "walls"),
+               num(t, "server_errors"), num(t, "timeouts"), num(t, "other"));
+    }
+}
+
+static void
+print_failures_and_slowest(const cJSON *r)
+{
+    const cJSON *f, *j;
+
+    printf("failures:\n");
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(r, "failures"))
+    {
+        const cJSON *x = cJSON_GetObjectItem(f, "example");
+        printf("  %6.0f %s (%s), e.g. job %.0f step %.0f attempt %.0f: "
+               "%.100s\n",
+               num(f, "count"), cli_json_text(f, "outcome"),
+               cli_json_text(f, "reason"), num(x, "job_id"), num(x, "step"),
+               num(x, "attempt"), cli_json_text(x, "body"));
+    }
+    printf("slowest jobs:\n");
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "slowest"))
+    {
+        printf("  job %.0f %s: %s in %.1f s\n", num(j, "id"),
+               cli_json_text(j, "name"), cli_json_text(j, "state"),
+               num(j, "seconds"));
+    }
+}
+
+int
+cmd_report(struct cli_env *env, int argc, char **argv)
+{
+    const char *since_s = NULL;
+    bool json = false;
+    struct cli_opt opts[] = {
+        {"since", &since_s, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
+    const struct config *cfg = NULL;
+    cJSON *r = NULL;
+    q_db *db = NULL;
+    int64_t now, since;
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0)
+        return rc;
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    now = cli_now(db);
+    since = since_s != NULL ? since_of(since_s, now) : now - 86400000;
+    if (since < 0) {
+        q_close(db);
+        cli_error("report: --since %s is not a span (90m, 24h, 7d) or an "
+                  "RFC 3339 time",
+                  since_s);
+        return CLI_USAGE;
+    }
+    rc = view_report(db, cfg, since, now, &r);
+    q_close(db);
+    if (rc != 0) {
+        cli_error("report: cannot read the database");
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cli_print_json(r);
+        return CLI_OK;
+    }
+    printf("report from %s to %s\n", cli_json_text(r, "since"),
+           cli_json_text(r, "until"));
+    print_jobs_and_schedules(r);
+    print_park_and_tiers(r);
+    print_failures_and_slowest(r);
+    cJSON_Delete(r);
+    return CLI_OK;
+}

@@ -1,0 +1,222 @@
+/* test_report.c: the morning report after a scripted night with the mock:
+ * two jobs throttled twice on tier free and then done, one failing loud
+ * on tier local, one post parked on a daily wall, and a schedule whose
+ * worker (on a libfaketime clock) ran one night of many. The report's
+ * counts are checked against the ledger, as `jobs show` gives it. */
+#include "tests/support/support.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "tests/support/e2e.h"
+
+#define CHAT(tier)                                                             \
+    "{\"name\": \"chat-" tier "\", \"steps\": [{\"name\": \"s\", \"tiers\": "  \
+    "[\"" tier "\"], \"request\": {\"messages\": [{\"role\": \"user\", "       \
+    "\"content\": \"hi\"}]}}]}"
+
+static cJSON *
+report(const char *since)
+{
+    struct run_result r;
+    cJSON *o;
+
+    ck_assert_int_eq(RUN_ARGS(&r, "report", "--since", since, "--json"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+static int
+num(const cJSON *o, const char *path)
+{
+    return (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, path));
+}
+
+/* The report's entry of tier (NULL: http steps). */
+static const cJSON *
+tier_of(const cJSON *rep, const char *tier)
+{
+    const cJSON *t;
+
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(rep, "tiers"))
+    {
+        const char *name = e2e_str(t, "tier");
+        if ((tier == NULL && name == NULL) ||
+            (tier != NULL && name != NULL && strcmp(tier, name) == 0))
+            return t;
+    }
+    ck_abort_msg("no tier %s in the report", tier ? tier : "(none)");
+    return NULL;
+}
+
+/* Counts the ledger's attempts on tier (NULL: none) with outcome (NULL:
+ * any) over jobs 1..n. */
+static int
+ledger(int n, const char *tier, const char *outcome)
+{
+    int count = 0;
+
+    for (int id = 1; id <= n; id++) {
+        cJSON *job = e2e_show(id);
+        const cJSON *h;
+        cJSON_ArrayForEach(h,
+                           cJSON_GetObjectItem(e2e_step_of(job, 0), "history"))
+        {
+            const char *t = e2e_str(h, "tier"), *o = e2e_str(h, "outcome");
+            if (((tier == NULL) == (t == NULL)) &&
+                (tier == NULL || strcmp(t, tier) == 0) &&
+                (outcome == NULL || (o && strcmp(o, outcome) == 0)))
+                count++;
+        }
+        cJSON_Delete(job);
+    }
+    return count;
+}
+
+static void
+night(void)
+{
+    char post[512];
+
+    e2e_start_file("report-night.json", "");
+    e2e_enqueue(CHAT("free"));
+    e2e_enqueue(CHAT("free"));
+    e2e_enqueue(CHAT("local"));
+    snprintf(post, sizeof(post),
+             "{\"name\": \"post\", \"steps\": [{\"name\": \"post\", \"kind\": "
+             "\"http\", \"http\": {\"url\": \"http://127.0.0.1:%d/comments\", "
+             "\"body\": {\"t\": 1}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(post);
+    free(e2e_drain());
+}
+
+START_TEST(test_report_equals_the_ledger)
+{
+    cJSON *rep, *jobs;
+    const cJSON *f, *by;
+    bool throttle = false, fail = false;
+
+    night();
+    rep = report("24h");
+    jobs = cJSON_GetObjectItem(rep, "jobs");
+    by = cJSON_GetObjectItem(jobs, "by_state");
+    ck_assert_int_eq(num(jobs, "created"), 4);
+    ck_assert_int_eq(num(by, "succeeded"), 2);
+    ck_assert_int_eq(num(by, "failed"), 1);
+    ck_assert_int_eq(num(by, "parked"), 1);
+    ck_assert_int_eq(num(tier_of(rep, "free"), "requests"),
+                     ledger(4, "free", NULL));
+    ck_assert_int_eq(num(tier_of(rep, "free"), "throttles"),
+                     ledger(4, "free", "soft_throttle"));
+    ck_assert_int_eq(num(tier_of(rep, "free"), "throttles"), 2);
+    ck_assert_int_eq(num(tier_of(rep, "free"), "ok"), 2);
+    ck_assert_int_eq(num(tier_of(rep, "local"), "requests"),
+                     ledger(4, "local", NULL));
+    ck_assert_int_eq(num(tier_of(rep, NULL), "walls"), 1);
+    ck_assert_int_eq(num(cJSON_GetObjectItem(rep, "park"), "waiting"), 1);
+    ck_assert_str_eq(
+        e2e_str(
+            cJSON_GetArrayItem(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "park"), "oldest"),
+                0),
+            "step"),
+        "post");
+    cJSON_ArrayForEach(f, cJSON_GetObjectItem(rep, "failures"))
+    {
+        const char *body = e2e_str(cJSON_GetObjectItem(f, "example"), "body");
+        if (strcmp(e2e_str(f, "outcome"), "soft_throttle") == 0)
+            throttle =
+                num(f, "count") == 2 && body && strstr(body, "rate limited");
+        if (body != NULL && strstr(body, "frob") != NULL)
+            fail = num(f, "count") == ledger(4, "local", NULL);
+    }
+    ck_assert_msg(throttle && fail, "failures: %.3000s",
+                  cJSON_PrintUnformatted(cJSON_GetObjectItem(rep, "failures")));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "slowest")),
+                     3);
+    cJSON_Delete(rep);
+    /* since a time to come: nothing happened yet */
+    rep = report("2999-01-01T00:00:00Z");
+    ck_assert_int_eq(num(cJSON_GetObjectItem(rep, "jobs"), "created"), 0);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "tiers")), 0);
+    cJSON_Delete(rep);
+}
+END_TEST
+
+START_TEST(test_bad_since_refused)
+{
+    struct run_result r;
+
+    e2e_start("{}", "");
+    ck_assert_int_eq(RUN_ARGS(&r, "report", "--since", "yesterday"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--since yesterday"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN_ARGS(&r, "report", "--since", "5x"), 2);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN_ARGS(&r, "report"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "jobs created: 0"));
+    run_result_free(&r);
+}
+END_TEST
+
+/* A nightly schedule whose worker ran three days ago only: that night
+ * ran, every night since is missed. */
+START_TEST(test_report_tells_missed_nights)
+{
+    int64_t now = clock_now_ms(), first = now - 3 * 86400000LL;
+    time_t t = (time_t)(first / 1000);
+    char at[64], since[32], slot[32];
+    struct tm tm;
+    cJSON *rep;
+    const cJSON *s;
+    pid_t w;
+
+    gmtime_r(&t, &tm);
+    strftime(at, sizeof(at), "@%Y-%m-%d 03:38:00 x30", &tm);
+    strftime(since, sizeof(since), "%Y-%m-%dT00:00:00Z", &tm);
+    strftime(slot, sizeof(slot), "%Y-%m-%dT03:40:00Z", &tm);
+    ck_assert_int_eq(clock_parse_utc(slot, &first), 0);
+    e2e_start("{}", "\"schedules\": [{\"name\": \"nightly\", \"cron\": \"40 3 "
+                    "* * *\", \"job\": " CHAT("free") "}]");
+    w = e2e_spawn_faked(at, false, (const char *[]){"--worker-id", "w", NULL});
+    for (int64_t until = clock_mono_ms() + 20000;
+         clock_mono_ms() < until && e2e_count(NULL, "succeeded") < 1;)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    rep = report(since);
+    s = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "schedules"), 0);
+    ck_assert_int_eq(num(s, "ran"), 1);
+    ck_assert_int_eq(num(s, "missed"), (int)((now - first) / 86400000));
+    ck_assert_int_eq(num(s, "failed"), 0);
+    ck_assert_str_eq(
+        e2e_str(cJSON_GetArrayItem(cJSON_GetObjectItem(s, "slots"), 0),
+                "state"),
+        "succeeded");
+    cJSON_Delete(rep);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("report");
+    TCase *tc = tcase_create("night");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_report_equals_the_ledger);
+    tcase_add_test(tc, test_bad_since_refused);
+    tcase_add_test(tc, test_report_tells_missed_nights);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,270 @@
+/* report.c: the morning report: what happened since a time, from the
+ * store alone (so every worker's night is in it): jobs by state, each
+ * schedule's slots and whether they ran, park items waiting, what each
+ * tier did, the top reasons of failure with an example each, and the
+ * slowest jobs. */
+#include "view/view.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "sched/sched.h"
+
+/* How much of each list the report holds. */
+#define REPORT_SLOTS_MAX    100
+#define REPORT_PARK_MAX     50
+#define REPORT_FAILURES_MAX 10
+#define REPORT_SLOWEST_MAX  5
+#define REPORT_BODY_MAX     2000
+
+static int
+add_jobs(q_db *db, int64_t since, cJSON *o)
+{
+    int64_t counts[Q_JOB_NSTATES] = {0}, total = 0;
+    cJSON *j, *by;
+    int rc = q_report_jobs(db, since, counts);
+
+    if (rc != 0)
+        return rc;
+    j = cJSON_AddObjectToObject(o, "jobs");
+    by = cJSON_CreateObject();
+    for (int i = 0; i < Q_JOB_NSTATES; i++) {
+        cJSON_AddNumberToObject(by, q_job_state_name(i), (double)counts[i]);
+        total += counts[i];
+    }
+    cJSON_AddNumberToObject(j, "created", (double)total);
+    cJSON_AddItemToObject(j, "by_state", by);
+    return 0;
+}
+
+/* One slot of a schedule: its job (by the slot's key) and that job's
+ * state, or missed. */
+static int
+add_slot(q_db *db, const struct config_schedule *s, int64_t slot_ms,
+         cJSON *slots, int64_t tally[3])
+{
+    struct q_job job = {0};
+    char key[256], at[32];
+    cJSON *o = cJSON_CreateObject();
+    int rc;
+
+    sched_key(s, slot_ms, key, sizeof(key));
+    cJSON_AddStringToObject(o, "slot",
+                            clock_format_utc(slot_ms, at, sizeof(at)));
+    rc = q_job_by_key(db, key, &job);
+    if (rc == 0) {
+        cJSON_AddNumberToObject(o, "job_id", (double)job.id);
+        cJSON_AddStringToObject(o, "state", q_job_state_name(job.state));
+        tally[job.state == Q_JOB_FAILED ? 2 : 0]++;
+        q_job_cleanup(&job);
+    } else if (rc == -ENOENT) {
+        cJSON_AddNullToObject(o, "job_id");
+        cJSON_AddStringToObject(o, "state", "missed");
+        tally[1]++;
+    } else {
+        cJSON_Delete(o);
+        return rc;
+    }
+    cJSON_AddItemToArray(slots, o);
+    return 0;
+}
+
+/* Each schedule's slots in [since, now], from when it was first seen:
+ * the latest REPORT_SLOTS_MAX listed, all counted. */
+static int
+add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
+              cJSON *o)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "schedules");
+
+    for (size_t i = 0; i < cfg->nschedules; i++) {
+        const struct config_schedule *s = &cfg->schedules[i];
+        struct sched_cron cron;
+        struct q_sched st = {0};
+        int64_t from = since, slot, tally[3] = {0}; /* ran, missed, failed */
+        char err[256];
+        int rc = q_sched_get(db, s->name, &st);
+        cJSON *e, *slots;
+
+        if (rc != 0 && rc != -ENOENT)
+            return rc;
+        if (rc == 0 && st.since > from)
+            from = st.since;
+        bool seen = rc == 0, paused = rc == 0 && st.paused;
+        q_sched_cleanup(&st);
+        e = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, e);
+        cJSON_AddStringToObject(e, "name", s->name);
+        cJSON_AddStringToObject(e, "cron", s->cron);
+        cJSON_AddStringToObject(e, "tz", s->tz);
+        cJSON_AddBoolToObject(e, "paused", paused);
+        slots = cJSON_CreateArray();
+        if (sched_cron_parse(s->cron, &cron, err, sizeof(err)) != 0)
+            seen = false; /* refused at start: not reached */
+        /* The walk starts just before from, so that a slot at from counts. */
+        for (int64_t at = from / 1000 - 1;
+             seen && sched_next(&cron, s->tz, at, &slot) == 0 &&
+             slot * 1000 <= now;
+             at = slot) {
+            if ((rc = add_slot(db, s, slot * 1000, slots, tally)) != 0) {
+                cJSON_Delete(slots);
+                return rc;
+            }
+            if (cJSON_GetArraySize(slots) > REPORT_SLOTS_MAX)
+                cJSON_DeleteItemFromArray(slots, 0);
+        }
+        cJSON_AddNumberToObject(e, "ran", (double)(tally[0] + tally[2]));
+        cJSON_AddNumberToObject(e, "missed", (double)tally[1]);
+        cJSON_AddNumberToObject(e, "failed", (double)tally[2]);
+        cJSON_AddItemToObject(e, "slots", slots);
+    }
+    return 0;
+}
+
+static int
+add_park(q_db *db, int64_t now, cJSON *o)
+{
+    int64_t counts[Q_JOB_NSTATES], open = 0;
+    struct q_park_brief *p = NULL;
+    size_t n = 0;
+    cJSON *park, *arr;
+    int rc = q_counts(db, counts, &open);
+
+    if (rc == 0)
+        rc = q_stats_park_open(db, REPORT_PARK_MAX, &p, &n);
+    if (rc != 0)
+        return rc;
+    park = cJSON_AddObjectToObject(o, "park");
+    cJSON_AddNumberToObject(park, "waiting", (double)open);
+    arr = cJSON_AddArrayToObject(park, "oldest");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", (double)p[i].id);
+        cJSON_AddNumberToObject(e, "job_id", (double)p[i].job_id);
+        json_add_string(e, "job_name", p[i].job_name);
+        json_add_string(e, "step", p[i].step);
+        json_add_string(e, "reason", p[i].reason);
+        json_add_string(e, "tier", p[i].tier);
+        cJSON_AddNumberToObject(e, "age_s",
+                                (double)((now - p[i].parked_at) / 1000));
+        json_add_string(e, "error", p[i].error);
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_park_briefs_free(p, n);
+    return 0;
+}
+
+static int
+add_tiers(q_db *db, int64_t since, cJSON *o)
+{
+    struct q_report_tier *t = NULL;
+    size_t n = 0;
+    cJSON *arr;
+    int rc = q_report_tiers(db, since, &t, &n);
+
+    if (rc != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(o, "tiers");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        json_add_string(e, "tier", t[i].tier);
+        cJSON_AddNumberToObject(e, "requests", (double)t[i].requests);
+        cJSON_AddNumberToObject(e, "tokens", (double)t[i].tokens);
+        cJSON_AddNumberToObject(e, "ok", (double)t[i].ok);
+        cJSON_AddNumberToObject(e, "throttles", (double)t[i].soft_throttle);
+        cJSON_AddNumberToObject(e, "walls", (double)t[i].hard_quota);
+        cJSON_AddNumberToObject(e, "server_errors", (double)t[i].server_error);
+        cJSON_AddNumberToObject(e, "timeouts", (double)t[i].timeout);
+        cJSON_AddNumberToObject(e, "other",
+                                (double)(t[i].truncated + t[i].schema_invalid +
+                                         t[i].refused + t[i].unknown));
+        cJSON_AddNumberToObject(e, "in_flight", (double)t[i].in_flight);
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_report_tiers_free(t, n);
+    return 0;
+}
+
+static int
+add_failures(q_db *db, int64_t since, cJSON *o)
+{
+    struct q_report_failure *f = NULL;
+    size_t n = 0;
+    cJSON *arr;
+    char body[REPORT_BODY_MAX + 1];
+    int rc = q_report_failures(db, since, REPORT_FAILURES_MAX, &f, &n);
+
+    if (rc != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(o, "failures");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject(), *x;
+        json_add_string(e, "outcome", f[i].outcome);
+        json_add_string(e, "reason", f[i].reason);
+        cJSON_AddNumberToObject(e, "count", (double)f[i].count);
+        x = cJSON_AddObjectToObject(e, "example");
+        cJSON_AddNumberToObject(x, "job_id", (double)f[i].job_id);
+        cJSON_AddNumberToObject(x, "step", f[i].step);
+        cJSON_AddNumberToObject(x, "attempt", f[i].attempt);
+        json_add_string(x, "tier", f[i].tier);
+        if (f[i].status > 0)
+            cJSON_AddNumberToObject(x, "status", f[i].status);
+        else
+            cJSON_AddNullToObject(x, "status");
+        if (f[i].body != NULL)
+            snprintf(body, sizeof(body), "%s", f[i].body);
+        json_add_string(x, "body", f[i].body != NULL ? body : NULL);
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_report_failures_free(f, n);
+    return 0;
+}
+
+static int
+add_slowest(q_db *db, int64_t since, cJSON *o)
+{
+    struct q_job *j = NULL;
+    size_t n = 0;
+    cJSON *arr;
+    int rc = q_report_slowest(db, since, REPORT_SLOWEST_MAX, &j, &n);
+
+    if (rc != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(o, "slowest");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", (double)j[i].id);
+        cJSON_AddStringToObject(e, "name", j[i].name);
+        cJSON_AddStringToObject(e, "state", q_job_state_name(j[i].state));
+        cJSON_AddNumberToObject(
+            e, "seconds", (double)(j[i].updated_at - j[i].created_at) / 1000);
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_jobs_free(j, n);
+    return 0;
+}
+
+int
+view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
+            cJSON **out)
+{
+    cJSON *o = cJSON_CreateObject();
+    int rc;
+
+    json_add_time(o, "since", since);
+    json_add_time(o, "until", now);
+    if ((rc = add_jobs(db, since, o)) != 0 ||
+        (rc = add_schedules(db, cfg, since, now, o)) != 0 ||
+        (rc = add_park(db, now, o)) != 0 ||
+        (rc = add_tiers(db, since, o)) != 0 ||
+        (rc = add_failures(db, since, o)) != 0 ||
+        (rc = add_slowest(db, since, o)) != 0) {
+        cJSON_Delete(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
