@@ -27,35 +27,6 @@ static const char usage[] =
     "                     RFC 3339 time (2026-11-30T00:00:00Z)\n"
     "  --json             print JSON\n";
 
-/* A span ("24h") in ms, or a time; -1 if neither. */
-static int64_t
-since_of(const char *s, int64_t now)
-{
-    char *end;
-    long long v;
-    int64_t at;
-
-    if (clock_parse_utc(s, &at) == 0)
-        return at;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || v < 0 || v > 3660LL * 86400 ||
-        end[0] == '\0' || end[1] != '\0')
-        return -1;
-    switch (end[0]) {
-    case 's':
-        return now - v * 1000;
-    case 'm':
-        return now - v * 60000;
-    case 'h':
-        return now - v * 3600000;
-    case 'd':
-        return now - v * 86400000;
-    default:
-        return -1;
-    }
-}
-
 static double
 num(const cJSON *o, const char *name)
 {
@@ -159,8 +130,8 @@ cmd_report(struct cli_env *env, int argc, char **argv)
     if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
     now = cli_now(db);
-    since = since_s != NULL ? since_of(since_s, now) : now - 86400000;
-    if (since < 0) {
+    since = now - 86400000;
+    if (since_s != NULL && clock_parse_since(since_s, now, &since) != 0) {
         q_close(db);
         cli_error("report: --since %s is not a span (90m, 24h, 7d) or an "
                   "RFC 3339 time",

@@ -109,3 +109,28 @@ clock_parse_utc(const char *s, int64_t *out)
            frac_ms;
     return 0;
 }
+
+int
+clock_parse_since(const char *s, int64_t now, int64_t *out)
+{
+    static const struct {
+        char unit;
+        int64_t ms;
+    } units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}};
+    int64_t v = 0;
+    size_t n = 0;
+
+    if (clock_parse_utc(s, out) == 0)
+        return 0;
+    while (s[n] >= '0' && s[n] <= '9' && n < 7)
+        v = v * 10 + (s[n++] - '0');
+    if (n == 0 || s[n] == '\0' || s[n + 1] != '\0')
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (s[n] == units[i].unit && v * units[i].ms <= 3660 * 86400000LL) {
+            *out = now - v * units[i].ms;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}

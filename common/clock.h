@@ -21,4 +21,9 @@ char *clock_format_utc(int64_t ms, char *buf, size_t len);
  * -EINVAL for anything else; *out is untouched on failure. */
 int clock_parse_utc(const char *s, int64_t *out);
 
+/* clock_parse_since reads "since" as a report takes it: a span back from
+ * now (ms) such as "90m", "24h", "7d" or "3600s" (at most ten years), or
+ * an RFC 3339 time. Returns 0 with *out set, or -EINVAL. */
+int clock_parse_since(const char *s, int64_t now, int64_t *out);
+
 #endif

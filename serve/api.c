@@ -196,6 +196,25 @@ jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
+/* The morning report, as `stepq report --json --since S` (24h unless
+ * given). */
+static enum MHD_Result
+report(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *since_s = arg(c, "since");
+    int64_t now = store_now(o), since = now - 86400000;
+    cJSON *out = NULL;
+    int rc;
+
+    if (since_s != NULL && clock_parse_since(since_s, now, &since) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "since must be a span (90m, 24h, 7d) or an "
+                                 "RFC 3339 time");
+    if ((rc = view_report(o->db, o->cfg, since, now, &out)) != 0)
+        return storage_error(c, rc, "read the report");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
 /* ---- park ------------------------------------------------------------ */
 
 static enum MHD_Result
@@ -374,6 +393,8 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return park_resolve_one(o, c, id, body, len);
     case R_METRICS:
         return serve_metrics(o, c, store_now(o));
+    case R_REPORT:
+        return report(o, c);
     }
     return MHD_NO; /* not reached: every route is above */
 }

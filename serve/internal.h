@@ -29,7 +29,8 @@ enum serve_route_id {
     R_PARK_RESOLVE_ALL,
     R_PARK,
     R_PARK_RESOLVE,
-    R_METRICS
+    R_METRICS,
+    R_REPORT
 };
 
 struct serve_asset;

@@ -22,6 +22,7 @@ static const struct {
     {R_PARK, "GET", "/v1/park/#"},
     {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
     {R_METRICS, "GET", "/metrics"},
+    {R_REPORT, "GET", "/v1/report"},
 };
 
 int64_t

@@ -100,7 +100,8 @@
     store.removeItem('stepq.token');
     clearTimeout(timer);
     closeDetail();
-    for (const id of ['strip', 'tiers', 'park-groups']) $(id).replaceChildren();
+    for (const id of ['strip', 'tiers', 'park-groups', 'report'])
+      $(id).replaceChildren();
     $('jobs-table').tBodies[0].replaceChildren();
     for (const k of Object.keys(shown)) delete shown[k];
     $('login-error').textContent = typeof why === 'string' ? why : '';
@@ -223,6 +224,81 @@
     $('jobs-table').tBodies[0].replaceChildren(...rows);
     $('jobs-empty').hidden = jobs.length > 0;
     $('jobs-next').disabled = jobs.length < 50;
+  }
+
+  /* ---- the morning report ------------------------------------------ */
+
+  const REPORT_EVERY_MS = 30000;
+  let reportAt = 0, reportSince = '';
+
+  function table(head, rows) {
+    return el('div', {class: 'scroll'}, el('table', {},
+      el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...rows.map((r) =>
+        el('tr', {}, ...r.map((c) => el('td', {}, c)))))));
+  }
+
+  function hours(s) {
+    return Math.floor(s / 3600) + 'h' +
+      String(Math.floor(s / 60) % 60).padStart(2, '0') + 'm';
+  }
+
+  function renderReport(r) {
+    const jobs = r.jobs, park = r.park;
+    const states = Object.entries(jobs.by_state).filter(([, n]) => n > 0)
+      .map(([s, n]) => s + ' ' + n).join(', ');
+    const parts = [
+      el('p', {class: 'muted'}, 'From ' + when(r.since) + ' to ' +
+         when(r.until)),
+      el('h3', {}, 'Jobs created: ' + jobs.created),
+      el('p', {'data-report': 'jobs'}, states || 'none'),
+      el('h3', {}, 'Schedules'),
+      r.schedules.length ? table(['schedule', 'ran', 'missed', 'failed',
+        'last slot'], r.schedules.map((s) => {
+        const last = s.slots[s.slots.length - 1];
+        return [s.name + (s.paused ? ' (paused)' : ''), s.ran, s.missed,
+                s.failed, last ? when(last.slot) + ': ' + last.state : ''];
+      })) : el('p', {class: 'muted'}, 'The config has no schedules.'),
+      el('h3', {'data-report': 'park'}, 'Park items waiting: ' +
+         park.waiting),
+      park.oldest.length ? table(['item', 'job', 'step', 'reason', 'tier',
+        'waiting'], park.oldest.map((p) => ['#' + p.id, '#' + p.job_id + ' ' +
+        (p.job_name || ''), p.step, p.reason, p.tier || '', hours(p.age_s)]))
+        : el('p', {class: 'muted'}, 'None.'),
+      el('h3', {}, 'Tiers'),
+      table(['tier', 'requests', 'tokens', 'ok', 'throttles', 'walls', '5xx',
+             'timeouts', 'other'], r.tiers.map((t) => [t.tier || '(http)',
+        t.requests, t.tokens, t.ok, t.throttles, t.walls, t.server_errors,
+        t.timeouts, t.other])),
+      el('h3', {}, 'Failures'),
+    ];
+    for (const f of r.failures)
+      parts.push(el('div', {class: 'failure', 'data-outcome': f.outcome},
+        el('b', {}, f.count + ' × ' + f.outcome + (f.reason ? ' (' + f.reason +
+           ')' : '')), ' e.g. job #' + f.example.job_id + ', attempt ' +
+        f.example.attempt + (f.example.tier ? ' on ' + f.example.tier : ''),
+        f.example.body ? el('pre', {}, f.example.body) : null));
+    if (!r.failures.length) parts.push(el('p', {class: 'muted'}, 'None.'));
+    parts.push(el('h3', {}, 'Slowest jobs'),
+      r.slowest.length ? table(['job', 'state', 'seconds'],
+        r.slowest.map((j) => ['#' + j.id + ' ' + j.name, j.state,
+                              j.seconds.toFixed(1)]))
+        : el('p', {class: 'muted'}, 'None ended.'));
+    $('report').replaceChildren(...parts);
+  }
+
+  /* The report reads the whole window: fetched on opening the tab, on a
+   * new window, and every 30 s, not at every poll. */
+  async function pollReport() {
+    const since = $('report-since').value;
+    if (since === reportSince && Date.now() - reportAt < REPORT_EVERY_MS)
+      return;
+    const r = await api('GET', '/v1/report?since=' +
+                        encodeURIComponent(since));
+    if (tab !== 'report' || since !== $('report-since').value) return;
+    reportAt = Date.now();
+    reportSince = since;
+    if (changed('report', r)) renderReport(r);
   }
 
   /* ---- detail ------------------------------------------------------ */
@@ -463,10 +539,12 @@
         if (tab === 'park' && all === $('park-all').checked &&
             changed('park', items))
           renderPark(items);
-      } else {
+      } else if (tab === 'jobs') {
         const path = jobsPath(), jobs = await api('GET', path);
         if (tab === 'jobs' && path === jobsPath() && changed('jobs', jobs))
           renderJobs(jobs);
+      } else {
+        await pollReport();
       }
       if (selected && !pending) await loadDetail();
       problem(null);
@@ -479,10 +557,11 @@
 
   function show(which) {
     tab = which;
-    $('tab-park').setAttribute('aria-selected', String(which === 'park'));
-    $('tab-jobs').setAttribute('aria-selected', String(which === 'jobs'));
-    $('park-view').hidden = which !== 'park';
-    $('jobs-view').hidden = which !== 'jobs';
+    for (const t of ['park', 'jobs', 'report']) {
+      $('tab-' + t).setAttribute('aria-selected', String(which === t));
+      $(t + '-view').hidden = which !== t;
+    }
+    reportAt = 0;
     refresh();
   }
 
@@ -500,6 +579,8 @@
     $('logout').addEventListener('click', () => askToken(''));
     $('tab-park').addEventListener('click', () => show('park'));
     $('tab-jobs').addEventListener('click', () => show('jobs'));
+    $('tab-report').addEventListener('click', () => show('report'));
+    $('report-since').addEventListener('change', refresh);
     $('park-all').addEventListener('change', refresh);
     $('jobs-state').addEventListener('change', () => {
       $('jobs-after').value = '';

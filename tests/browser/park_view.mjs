@@ -172,6 +172,15 @@ async function parkMode(browser) {
   await page.locator('#jobs-table tbody tr').first().click();
   await page.locator('#detail-title', {hasText: 'Job #'}).waitFor(WAIT);
 
+  // The morning report: nothing waits now; the three walls are its failures.
+  await page.click('#tab-report');
+  await page.locator('[data-report="park"]',
+                     {hasText: 'Park items waiting: 0'}).waitFor(WAIT);
+  await page.locator('[data-outcome="hard_quota"]',
+                     {hasText: '3 × hard_quota (daily_cap)'}).waitFor(WAIT);
+  await page.selectOption('#report-since', '7d');
+  await page.locator('#report', {hasText: 'Jobs created: 3'}).waitFor(WAIT);
+
   // On a phone: the same page, nothing wider than the screen.
   const phone = await browser.newContext({
     viewport: {width: 390, height: 844}, isMobile: true, hasTouch: true,
