@@ -317,6 +317,12 @@ q_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
 }
 
 int
+q_sched_claim(q_db *db, const char *name, int64_t slot, int64_t now)
+{
+    return db->ops->sched_claim(db, name, slot, now);
+}
+
+int
 q_sched_pause(q_db *db, const char *name, bool paused, int64_t now)
 {
     return db->ops->sched_pause(db, name, paused, now);

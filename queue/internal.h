@@ -131,6 +131,7 @@ struct q__ops {
     int (*sched_list)(q_db *db, struct q_sched **out, size_t *n);
     int (*sched_note)(q_db *db, const char *name, int64_t done, int64_t slot,
                       int64_t job_id, int64_t now);
+    int (*sched_claim)(q_db *db, const char *name, int64_t slot, int64_t now);
     int (*sched_pause)(q_db *db, const char *name, bool paused, int64_t now);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,

@@ -698,6 +698,15 @@ STEPQ_MUST_CHECK int q_sched_list(q_db *db, struct q_sched **out, size_t *n);
  * name, or the storage error. */
 STEPQ_MUST_CHECK int q_sched_note(q_db *db, const char *name, int64_t done,
                                   int64_t slot, int64_t job_id, int64_t now);
+/* q_sched_claim takes slot (ms) of schedule name for this caller at now:
+ * moves done_until to slot if it was before it (creating the row as
+ * q_sched_note does, with done_until slot), in one statement, so that of
+ * many workers claiming one slot exactly one gets 0; the others get
+ * -EALREADY (done_until was at or past slot already). For work that has
+ * no job to dedupe it, such as the daily report hook. Returns 0,
+ * -EALREADY, or the storage error. */
+STEPQ_MUST_CHECK int q_sched_claim(q_db *db, const char *name, int64_t slot,
+                                   int64_t now);
 /* q_sched_pause pauses or resumes schedule name at now (creating its row
  * as q_sched_note does). Resuming a paused one moves done_until to now
  * (unless it is past it already), so the slots that passed while it was

@@ -1,9 +1,10 @@
 /* test_queue_contract_sched.c: the storage contract (queue/queue.h) for
  * schedules: a schedule with no row, the row a first note makes, progress
  * that only moves forward (done_until, last_slot with its job), pausing
- * and resuming, listing by name, a note inside a transaction, and notes
- * from processes racing. Only queue.h is used, so every backend must pass
- * it (tests/support/qfix.h says where the store is). */
+ * and resuming, claiming a slot, listing by name, a note inside a
+ * transaction, and notes and claims from processes racing. Only queue.h
+ * is used, so every backend must pass it (tests/support/qfix.h says where
+ * the store is). */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -138,6 +139,75 @@ START_TEST(test_bad_name_is_einval)
 }
 END_TEST
 
+/* ---- claiming ---------------------------------------------------------- */
+
+START_TEST(test_claim_makes_the_row_at_slot)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_sched s;
+
+    ck_assert_int_eq(q_sched_claim(db, "report", T0 + MIN, T0), 0);
+    s = get(db, "report");
+    ck_assert(!s.paused);
+    ck_assert_int_eq(s.since, T0);
+    ck_assert_int_eq(s.done_until, T0 + MIN);
+    ck_assert_int_eq(s.last_slot, 0);
+    ck_assert_int_eq(s.last_job_id, 0);
+    ck_assert_int_eq(s.updated_at, T0);
+    q_sched_cleanup(&s);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_claim_takes_each_slot_once)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_sched s;
+
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + MIN, T0), 0);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + MIN, T0 + 1), -EALREADY);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0, T0 + 2), -EALREADY);
+    s = get(db, "r");
+    ck_assert_int_eq(s.done_until, T0 + MIN);
+    ck_assert_int_eq(s.updated_at, T0); /* nothing changed */
+    q_sched_cleanup(&s);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + 2 * MIN, T0 + 3), 0);
+    s = get(db, "r");
+    ck_assert_int_eq(s.done_until, T0 + 2 * MIN);
+    ck_assert_int_eq(s.since, T0);
+    ck_assert_int_eq(s.updated_at, T0 + 3);
+    q_sched_cleanup(&s);
+    /* A claimer whose clock is behind moves updated_at no backwards. */
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + 3 * MIN, T0 - 5), 0);
+    s = get(db, "r");
+    ck_assert_int_eq(s.done_until, T0 + 3 * MIN);
+    ck_assert_int_eq(s.updated_at, T0 + 3);
+    q_sched_cleanup(&s);
+    /* A note past the slot leaves nothing to claim there. */
+    ck_assert_int_eq(q_sched_note(db, "r", T0 + 9 * MIN, 0, 0, T0 + 4), 0);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + 9 * MIN, T0 + 5), -EALREADY);
+    ck_assert_int_eq(q_sched_claim(db, "", T0, T0), -EINVAL);
+    ck_assert_int_eq(q_sched_claim(db, NULL, T0, T0), -EINVAL);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_claim_joins_a_transaction)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_sched s = {0};
+
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + MIN, T0), 0);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + MIN, T0), -EALREADY);
+    q_tx_rollback(db);
+    ck_assert_int_eq(q_sched_get(db, "r", &s), -ENOENT);
+    ck_assert_int_eq(q_sched_claim(db, "r", T0 + MIN, T0), 0);
+    expect(db, "r", T0 + MIN, 0, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* ---- pausing ---------------------------------------------------------- */
 
 START_TEST(test_pause_then_get_shows_paused)
@@ -256,6 +326,60 @@ note_many(int who)
     return rc == 0 && q_close(d) == 0 ? 0 : 1;
 }
 
+#define NSLOTS 20
+
+/* claim_all is one racing worker: it claims each of NSLOTS slots of
+ * schedule "daily" in order, writing the index of each it got to fd. */
+static int
+claim_all(int fd)
+{
+    q_db *d = NULL;
+    int rc = q_open(qfix_location, NULL, &d);
+
+    for (int i = 0; rc == 0 && i < NSLOTS; i++) {
+        unsigned char k = (unsigned char)i;
+        rc = q_sched_claim(d, "daily", T0 + (i + 1) * MIN, T0 + i);
+        if (rc == 0 && write(fd, &k, 1) != 1)
+            rc = -EIO;
+        else if (rc == -EALREADY)
+            rc = 0;
+    }
+    return rc == 0 && q_close(d) == 0 ? 0 : 1;
+}
+
+START_TEST(test_racing_claims_take_each_slot_once)
+{
+    q_db *db = qfix_open(NULL); /* create and migrate before the race */
+    int got[NSLOTS] = {0};
+    pid_t pids[NPROC];
+    unsigned char k;
+    int fds[2];
+
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pipe(fds), 0);
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            close(fds[0]);
+            _exit(claim_all(fds[1]));
+        }
+    }
+    close(fds[1]);
+    while (read(fds[0], &k, 1) == 1) {
+        ck_assert_uint_lt(k, NSLOTS);
+        got[k]++;
+    }
+    close(fds[0]);
+    qfix_wait_children(pids, NPROC);
+    for (int i = 0; i < NSLOTS; i++)
+        ck_assert_msg(got[i] == 1, "slot %d claimed %d times", i, got[i]);
+    db = qfix_open(NULL);
+    expect(db, "daily", T0 + NSLOTS * MIN, 0, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_racing_notes_keep_the_latest)
 {
     q_db *db = qfix_open(NULL); /* create and migrate before the race */
@@ -289,6 +413,9 @@ test_suite(void)
     tcase_add_test(rows, test_done_until_only_moves_forward);
     tcase_add_test(rows, test_last_slot_moves_forward_with_a_job);
     tcase_add_test(rows, test_bad_name_is_einval);
+    tcase_add_test(rows, test_claim_makes_the_row_at_slot);
+    tcase_add_test(rows, test_claim_takes_each_slot_once);
+    tcase_add_test(rows, test_claim_joins_a_transaction);
     tcase_add_test(rows, test_pause_then_get_shows_paused);
     tcase_add_test(rows, test_resume_skips_what_passed_while_paused);
     tcase_add_test(rows, test_list_returns_rows_by_name);
@@ -298,6 +425,7 @@ test_suite(void)
     tcase_add_checked_fixture(procs, qfix_setup, qfix_teardown);
     tcase_set_timeout(procs, 60);
     tcase_add_test(procs, test_racing_notes_keep_the_latest);
+    tcase_add_test(procs, test_racing_claims_take_each_slot_once);
     suite_add_tcase(s, procs);
     return s;
 }

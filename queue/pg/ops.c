@@ -47,6 +47,7 @@ const struct q__ops q__pg_ops = {
     .sched_get = q__pg_sched_get,
     .sched_list = q__pg_sched_list,
     .sched_note = q__pg_sched_note,
+    .sched_claim = q__pg_sched_claim,
     .sched_pause = q__pg_sched_pause,
     .report_jobs = q__pg_report_jobs,
     .report_tiers = q__pg_report_tiers,

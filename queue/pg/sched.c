@@ -39,6 +39,18 @@ static const struct q__pg_sql sched_note_sql = {
     " THEN $3::bigint ELSE s.last_slot END,"
     " updated_at = greatest(s.updated_at, $5::bigint)"};
 
+/* $1 name, $2 slot, $3 now. The conflicting row is locked and its
+ * latest committed done_until read by the WHERE, so of workers claiming
+ * one slot at once exactly one gets its row back; a row that was not
+ * written returns none. */
+static const struct q__pg_sql sched_claim_sql = {
+    "q_sched_claim",
+    "INSERT INTO schedules AS s (name, since, done_until, updated_at)"
+    " VALUES ($1::text, $3::bigint, $2::bigint, $3::bigint)"
+    " ON CONFLICT (name) DO UPDATE SET done_until = EXCLUDED.done_until,"
+    " updated_at = greatest(s.updated_at, EXCLUDED.updated_at)"
+    " WHERE s.done_until < EXCLUDED.done_until RETURNING 1"};
+
 /* $1 name, $2 paused (0 or 1), $3 now. A resume moves done_until only
  * when the row was paused. */
 static const struct q__pg_sql sched_pause_sql = {
@@ -111,6 +123,26 @@ q__pg_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
     q__pg_p_int(&p, now);
     return q__pg_run(q__pg(db), &sched_note_sql, &p, NULL,
                      "noting a schedule's progress");
+}
+
+int
+q__pg_sched_claim(q_db *db, const char *name, int64_t slot, int64_t now)
+{
+    struct q__pg_params p = {0};
+    PGresult *r = NULL;
+    int rc;
+
+    if (bad_name(name))
+        return -EINVAL;
+    q__pg_p_text(&p, name);
+    q__pg_p_int(&p, slot);
+    q__pg_p_int(&p, now);
+    rc = q__pg_run(q__pg(db), &sched_claim_sql, &p, &r,
+                   "claiming a schedule's slot");
+    if (rc == 0 && PQntuples(r) == 0)
+        rc = -EALREADY;
+    PQclear(r);
+    return rc;
 }
 
 int

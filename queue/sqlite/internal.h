@@ -65,6 +65,7 @@ enum q__stmt_id {
     ST_SCHED_GET,
     ST_SCHED_LIST,
     ST_SCHED_NOTE,
+    ST_SCHED_CLAIM,
     ST_SCHED_PAUSE,
     ST_REPORT_JOBS,
     ST_REPORT_TIERS,
@@ -163,6 +164,8 @@ int q__sqlite_sched_get(q_db *db, const char *name, struct q_sched *out);
 int q__sqlite_sched_list(q_db *db, struct q_sched **out, size_t *n);
 int q__sqlite_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
                          int64_t job_id, int64_t now);
+int q__sqlite_sched_claim(q_db *db, const char *name, int64_t slot,
+                          int64_t now);
 int q__sqlite_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
 int q__sqlite_report_jobs(q_db *db, int64_t since,
                           int64_t counts[Q_JOB_NSTATES]);

@@ -49,6 +49,7 @@ const struct q__ops q__sqlite_ops = {
     .sched_get = q__sqlite_sched_get,
     .sched_list = q__sqlite_sched_list,
     .sched_note = q__sqlite_sched_note,
+    .sched_claim = q__sqlite_sched_claim,
     .sched_pause = q__sqlite_sched_pause,
     .report_jobs = q__sqlite_report_jobs,
     .report_tiers = q__sqlite_report_tiers,

@@ -1,6 +1,7 @@
 /* sched.c: SQLite storage of the state every worker shares of each
- * schedule (table schedules): read one, list them, note progress, pause
- * and resume. Each write is one UPSERT that moves the row only forward
+ * schedule (table schedules): read one, list them, note progress, claim
+ * a slot, pause and resume. Each write is one UPSERT that moves the row
+ * only forward
  * (store.c has the SQL), so it needs no transaction of its own: outside
  * one it commits by itself, inside one it joins it. */
 #include "queue/sqlite/internal.h"
@@ -87,6 +88,25 @@ q__sqlite_sched_note(q_db *base, const char *name, int64_t done, int64_t slot,
     sqlite3_bind_int64(s, 4, job_id);
     sqlite3_bind_int64(s, 5, now);
     return q__run_done(db, s, "noting a schedule's progress");
+}
+
+int
+q__sqlite_sched_claim(q_db *base, const char *name, int64_t slot, int64_t now)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s;
+    int rc;
+
+    if (bad_name(name))
+        return -EINVAL;
+    if ((s = q__stmt(db, ST_SCHED_CLAIM)) == NULL)
+        return -EIO;
+    q__bind_text(s, 1, name);
+    sqlite3_bind_int64(s, 2, slot);
+    sqlite3_bind_int64(s, 3, now);
+    if ((rc = q__run_done(db, s, "claiming a schedule's slot")) != 0)
+        return rc;
+    return sqlite3_changes(db->h) > 0 ? 0 : -EALREADY;
 }
 
 int

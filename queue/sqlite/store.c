@@ -211,6 +211,16 @@ static const char *const sql_text[ST_COUNT] = {
         " ELSE last_job_id END,"
         " last_slot = CASE WHEN ?4 > 0 AND ?3 > last_slot THEN ?3"
         " ELSE last_slot END, updated_at = max(updated_at, ?5)",
+    /* ?1 name, ?2 slot, ?3 now. The row is written only when it is new
+     * or its done_until is before slot (the WHERE reads the stored
+     * value), so sqlite3_changes() is 1 for the one claimer of a slot
+     * and 0 for the others. */
+    [ST_SCHED_CLAIM] =
+        "INSERT INTO schedules (name, since, done_until, updated_at)"
+        " VALUES (?1, ?3, ?2, ?3) ON CONFLICT (name) DO UPDATE SET"
+        " done_until = excluded.done_until,"
+        " updated_at = max(updated_at, excluded.updated_at)"
+        " WHERE schedules.done_until < excluded.done_until",
     /* ?1 name, ?2 paused (0 or 1), ?3 now. A resume moves done_until only
      * when the row was paused: the CASE reads the stored value. */
     [ST_SCHED_PAUSE] =
