@@ -287,6 +287,28 @@ parse_schedule(const cJSON *o, const char *path, const char *dir,
 }
 
 static int
+parse_report_hook(const cJSON *o, struct config *c, char *err, size_t len)
+{
+    static const char *const keys[] = {"cron", "tz", "command", NULL};
+    const char *cron = NULL, *tz = NULL, *command = NULL;
+    int rc;
+
+    if ((rc = json_check_object(o, "on_report", keys, err, len)) ||
+        (rc = json_get_string(o, "cron", true, "on_report", &cron, err, len)) ||
+        (rc = json_get_string(o, "tz", false, "on_report", &tz, err, len)) ||
+        (rc = json_get_string(o, "command", true, "on_report", &command, err,
+                              len)))
+        return rc;
+    if (command[0] == '\0')
+        return json_fail(err, len, "on_report.command", "must not be empty");
+    c->on_report = xcalloc(1, sizeof(*c->on_report));
+    c->on_report->cron = xstrdup(cron);
+    c->on_report->tz = xstrdup(tz != NULL ? tz : "UTC");
+    c->on_report->command = xstrdup(command);
+    return 0;
+}
+
+static int
 parse_schedules(const cJSON *v, const char *dir, struct config *c, char *err,
                 size_t len)
 {
@@ -363,6 +385,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "on_park",
                                        "on_park_timeout_s",
                                        "schedules",
+                                       "on_report",
                                        NULL};
     const char *db = NULL, *on_park = NULL;
     const cJSON *v, *it;
@@ -420,6 +443,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "schedules")) != NULL &&
         (rc = parse_schedules(v, dir, c, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "on_report")) != NULL &&
+        (rc = parse_report_hook(v, c, err, len)))
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
@@ -530,6 +556,12 @@ config_free(struct config *cfg)
         free(cfg->schedules[i].job_text);
     }
     free(cfg->schedules);
+    if (cfg->on_report != NULL) {
+        free(cfg->on_report->cron);
+        free(cfg->on_report->tz);
+        free(cfg->on_report->command);
+        free(cfg->on_report);
+    }
     for (size_t i = 0; i < cfg->ntiers; i++) {
         free(cfg->tiers[i].name);
         free(cfg->tiers[i].base_url);

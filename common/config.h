@@ -82,6 +82,14 @@ struct config_schedule {
     enum config_catch_up catch_up;
 };
 
+/* The daily report hook: the report piped to command at each slot of
+ * cron in tz (kept as text; sched/ checks them). */
+struct config_report_hook {
+    char *cron;    /* owned */
+    char *tz;      /* owned; "UTC" unless named */
+    char *command; /* owned */
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -95,6 +103,7 @@ struct config {
     size_t nrules;
     struct config_schedule *schedules; /* owned array */
     size_t nschedules;
+    struct config_report_hook *on_report; /* owned; NULL: none */
 };
 
 /* config_new_default returns a config with every default and no tiers.

@@ -48,6 +48,15 @@ STEPQ_MUST_CHECK int park_step(q_db *db, const struct q_park_new *p,
 int park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
                 int64_t id);
 
+/* park_hook_run starts `/bin/sh -c cmd` on loop with json (borrowed,
+ * copied) on its standard input, as the on_park hook runs (and the
+ * on_report one), and returns at once: the hook is killed (SIGKILL) when
+ * it runs longer than timeout_ms, its exit status is logged, and its
+ * handles are freed when it ends. Returns 0, or a negative errno when it
+ * cannot be started (logged). */
+int park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
+                  const char *json);
+
 /* ---- resolution: what an operator's decision does --------------------- */
 
 /* The four resolutions of a park item. */

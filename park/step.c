@@ -103,10 +103,9 @@ on_written(uv_write_t *w, int status)
         uv_close((uv_handle_t *)&k->in, on_closed);
 }
 
-/* Starts `/bin/sh -c cmd` with json on its standard input, on loop, and
- * returns at once; all its handles are freed when it ends. */
-static int
-hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms, const char *json)
+int
+park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
+              const char *json)
 {
     struct hook *k = xcalloc(1, sizeof(*k));
     uv_process_options_t o;
@@ -178,7 +177,7 @@ park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
     q_park_item_cleanup(&it);
     json = json_print(o);
     cJSON_Delete(o);
-    rc = hook_run(loop, cmd, timeout_ms, json);
+    rc = park_hook_run(loop, cmd, timeout_ms, json);
     if (rc != 0)
         log_warn("park item %lld: on_park hook did not start", (long long)id);
     free(json);

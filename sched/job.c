@@ -124,6 +124,18 @@ sched_job(const struct config *cfg, const struct config_schedule *s,
 int
 sched_check(const struct config *cfg, bool jobs, char *err, size_t len)
 {
+    if (cfg->on_report != NULL) {
+        struct sched_cron cron;
+        char why[512];
+        if (sched_cron_parse(cfg->on_report->cron, &cron, why, sizeof(why))) {
+            snprintf(err, len, "on_report.cron: %s", why);
+            return -EINVAL;
+        }
+        if (sched_zone_check(cfg->on_report->tz, why, sizeof(why)) != 0) {
+            snprintf(err, len, "on_report.tz: %s", why);
+            return -EINVAL;
+        }
+    }
     for (size_t i = 0; i < cfg->nschedules; i++) {
         const struct config_schedule *s = &cfg->schedules[i];
         struct sched_cron cron;

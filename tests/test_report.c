@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "tests/support/e2e.h"
 
 #define CHAT(tier)                                                             \
@@ -206,6 +207,46 @@ START_TEST(test_report_tells_missed_nights)
 }
 END_TEST
 
+/* on_report: two workers, one report a slot (every minute here), each
+ * the JSON report of the last day on the hook's input. */
+START_TEST(test_on_report_once_a_slot)
+{
+    char *text = NULL, *line, *save = NULL, minutes[16][17];
+    size_t len = 0;
+    int n = 0;
+    pid_t a, b;
+
+    e2e_start("{}", "\"on_report\": {\"cron\": \"* * * * *\", \"command\": "
+                    "\"cat >> reports.jsonl; echo >> reports.jsonl\"}");
+    a = e2e_spawn_faked("@2026-12-02 10:00:30 x30", false,
+                        (const char *[]){"--worker-id", "a", NULL});
+    b = e2e_spawn_faked("@2026-12-02 10:00:30 x30", false,
+                        (const char *[]){"--worker-id", "b", NULL});
+    sleep(7); /* three and a half minutes of their time */
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(a), 0);
+    ck_assert_int_eq(e2e_wait_exit(b), 0);
+    sleep(1); /* the last hook's cat */
+    ck_assert_int_eq(file_read_all("reports.jsonl", 1 << 24, &text, &len), 0);
+    for (line = strtok_r(text, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        cJSON *r = cJSON_Parse(line);
+        ck_assert_msg(r != NULL, "not JSON: %.200s", line);
+        ck_assert_ptr_nonnull(cJSON_GetObjectItem(r, "tiers"));
+        ck_assert_int_lt(n, 16);
+        snprintf(minutes[n], sizeof(minutes[n]), "%.16s", e2e_str(r, "until"));
+        for (int i = 0; i < n; i++) /* one report a slot, of all workers */
+            ck_assert_str_ne(minutes[i], minutes[n]);
+        n++;
+        cJSON_Delete(r);
+    }
+    ck_assert_int_ge(n, 2);
+    ck_assert_int_le(n, 4);
+    free(text);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -217,6 +258,7 @@ test_suite(void)
     tcase_add_test(tc, test_report_equals_the_ledger);
     tcase_add_test(tc, test_bad_since_refused);
     tcase_add_test(tc, test_report_tells_missed_nights);
+    tcase_add_test(tc, test_on_report_once_a_slot);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,11 +4,65 @@
  * claim them. */
 #include "worker/internal.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/json.h"
 #include "common/log.h"
+#include "park/park.h"
 #include "sched/sched.h"
+#include "view/view.h"
 
 #define SCHED_EVERY_MS 1000
 #define SCHED_AGAIN_MS 20
+/* The stored progress of on_report: no schedule may have this name. */
+#define REPORT_STATE "@report"
+/* What the report covers: the day before its slot. */
+#define REPORT_SPAN_MS (24 * 3600 * 1000LL)
+
+/* The on_report hook at its due slot: claimed by one worker of all
+ * (q_sched_claim), which pipes the report of the last day to it as the
+ * on_park hook runs. A slot missed while no worker ran is sent once, late
+ * (catch_up latest); one before the hook was first seen, never. */
+static void
+fire_report(struct worker *w, int64_t now)
+{
+    const struct config_report_hook *h = w->cfg->on_report;
+    struct q_sched st = {0};
+    struct sched_cron cron;
+    int64_t slot = 0, done = 0, from;
+    size_t n = 0;
+    char err[256], *json;
+    cJSON *r = NULL;
+    int rc = q_sched_get(w->db, REPORT_STATE, &st);
+
+    if (rc == -ENOENT) {
+        if (q_sched_note(w->db, REPORT_STATE, now, 0, 0, now) != 0)
+            log_warn("on_report: the store failed: tried again in a second");
+        return;
+    }
+    if (rc != 0)
+        return;
+    from = st.done_until > st.since ? st.done_until : st.since;
+    q_sched_cleanup(&st);
+    if (sched_cron_parse(h->cron, &cron, err, sizeof(err)) != 0 ||
+        sched_due(&cron, h->tz, CONFIG_CATCH_UP_LATEST, from / 1000, now / 1000,
+                  &slot, 1, &n, &done) != 0 ||
+        n == 0)
+        return;
+    if (q_sched_claim(w->db, REPORT_STATE, slot * 1000, now) != 0)
+        return; /* another worker sends this one (or the store failed) */
+    if ((rc = view_report(w->db, w->cfg, now - REPORT_SPAN_MS, now, &r)) != 0) {
+        log_warn("on_report: the report could not be read (%d)", rc);
+        return;
+    }
+    json = json_print(r);
+    cJSON_Delete(r);
+    if (park_hook_run(&w->loop, h->command,
+                      (int64_t)(w->cfg->on_park_timeout_s * 1000), json) == 0)
+        log_info("on_report: the report went to the hook");
+    free(json);
+}
 
 static void
 on_sched(uv_timer_t *t)
@@ -30,6 +84,8 @@ on_sched(uv_timer_t *t)
     if (rc != 0)
         log_warn("schedules: the store failed (%d): tried again in a second",
                  rc);
+    if (w->cfg->on_report != NULL)
+        fire_report(w, worker__now(w));
     if (n > 0)
         worker__kick(w);
 }
@@ -37,7 +93,7 @@ on_sched(uv_timer_t *t)
 void
 worker__sched_start(struct worker *w)
 {
-    if (w->cfg->nschedules == 0)
+    if (w->cfg->nschedules == 0 && w->cfg->on_report == NULL)
         return;
     uv_timer_start(&w->sched, on_sched, 0, SCHED_EVERY_MS);
     log_info("schedules: %zu, fired by this worker too", w->cfg->nschedules);

@@ -133,12 +133,12 @@ setup(struct worker *w, const struct worker_opts *o)
         log_error("config: %s", err);
         return -EINVAL;
     }
-    if (o->cfg->nschedules > 0 &&
+    if ((o->cfg->nschedules > 0 || o->cfg->on_report != NULL) &&
         sched_check(o->cfg, true, err, sizeof(err)) != 0) {
         log_error("config: %s", err);
         return -EINVAL;
     }
-    if (o->cfg->nschedules > 0)
+    if (o->cfg->nschedules > 0 || o->cfg->on_report != NULL)
         sched_zone_pin(); /* before curl's resolver threads */
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
