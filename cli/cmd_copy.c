@@ -1,6 +1,7 @@
 /* cmd_copy.c: stepq copy FROM TO — take a whole queue (jobs, steps,
- * attempts, park items, tier state, schedule state) from one store to
- * another, say from a SQLite file to PostgreSQL and back, ids kept. */
+ * attempts, park items, tier state and events, schedule state) from one
+ * store to another, say from a SQLite file to PostgreSQL and back, ids
+ * kept. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "cli/cli.h"
 
@@ -17,12 +18,13 @@
 static const char usage[] =
     "usage: stepq copy FROM TO [--force] [--json]\n"
     "\n"
-    "Copies every job, step, attempt, park item, tier state and schedule\n"
-    "state of the database FROM into the database TO (created and migrated\n"
-    "as `stepq init` would), ids kept, in one transaction of TO: a copy\n"
-    "that fails leaves TO as it was. FROM and TO are locations as for --db\n"
-    "(a path, sqlite:PATH or a postgresql:// URL). TO must hold none of\n"
-    "these; --force replaces what it holds. Stop the workers on FROM first.\n"
+    "Copies every job, step, attempt, park item, tier state and event and\n"
+    "schedule state of the database FROM into the database TO (created and\n"
+    "migrated as `stepq init` would), ids kept, in one transaction of TO:\n"
+    "a copy that fails leaves TO as it was. FROM and TO are locations as\n"
+    "for --db (a path, sqlite:PATH or a postgresql:// URL). TO must hold\n"
+    "none of these; --force replaces what it holds. Stop the workers on\n"
+    "FROM first.\n"
     "--json prints {\"copied\": {...}, \"from\": ..., \"to\": ...}.\n";
 
 /* A location as messages show it: any password masked. */
@@ -33,11 +35,12 @@ struct shown {
 static void
 print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
 {
-    static const char *const names[7] = {"jobs",     "steps", "attempts",
-                                         "park",     "tiers", "tier_sends",
-                                         "schedules"};
-    const int64_t v[7] = {c->jobs,  c->steps,      c->attempts, c->park,
-                          c->tiers, c->tier_sends, c->schedules};
+    static const char *const names[8] = {
+        "jobs",  "steps",      "attempts",  "park",
+        "tiers", "tier_sends", "schedules", "tier_events"};
+    const int64_t v[8] = {c->jobs,      c->steps,      c->attempts,
+                          c->park,      c->tiers,      c->tier_sends,
+                          c->schedules, c->tier_events};
 
     if (json) {
         cJSON *root = cJSON_CreateObject();

@@ -1,5 +1,5 @@
 /* copy.c: q_copy, copying a whole store into another one (`stepq copy`),
- * neutral to the backend. The seven tables are described here once, column
+ * neutral to the backend. The eight tables are described here once, column
  * for column as queue/sqlite/schema.c makes them (the PostgreSQL schema
  * uses the same names); each backend reads and writes rows of a described
  * table as values (the copy_* entries of struct q__ops). The whole copy is
@@ -91,6 +91,13 @@ static const struct q__column sched_cols[] = {
     {"last_slot", I}, {"last_job_id", I}, {"updated_at", I},
 };
 
+static const struct q__column event_cols[] = {
+    {"id", I},
+    {"tier", T},
+    {"at", I},
+    {"event", T},
+};
+
 #undef I
 #undef R
 #undef T
@@ -109,6 +116,7 @@ static const struct q__table tables[] = {
     TABLE("tiers", "name", tier_cols, false),
     TABLE("tier_sends", "id", send_cols, true),
     TABLE("schedules", "name", sched_cols, false),
+    TABLE("tier_events", "id", event_cols, true),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -318,7 +326,8 @@ out_from:
                                          .park = n[3],
                                          .tiers = n[4],
                                          .tier_sends = n[5],
-                                         .schedules = n[6]};
+                                         .schedules = n[6],
+                                         .tier_events = n[7]};
     }
     return rc;
 }

@@ -199,6 +199,14 @@ q_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 }
 
 int
+q_tier_event_add(q_db *db, const char *tier, int64_t at, const char *event)
+{
+    if (tier == NULL || tier[0] == '\0' || event == NULL || event[0] == '\0')
+        return -EINVAL;
+    return db->ops->tier_event_add(db, tier, at, event);
+}
+
+int
 q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                 bool probe, int64_t expires_at, int64_t *id)
 {

@@ -105,6 +105,8 @@ struct q__ops {
                      const struct q_tier_window *w, struct q_tier_state *out);
     int (*tier_store)(q_db *db, const char *tier,
                       const struct q_tier_state *st);
+    int (*tier_event_add)(q_db *db, const char *tier, int64_t at,
+                          const char *event);
     int (*tier_send_add)(q_db *db, const char *tier, int64_t at, int64_t tokens,
                          bool probe, int64_t expires_at, int64_t *id);
     int (*tier_send_done)(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
@@ -238,23 +240,32 @@ void q__brief_clean(void *e);
  * backend's mark for the since parameter. Tiers: per tier, the attempts
  * started at or after since, their tokens (as reported, else estimated)
  * and a count per outcome in the order of struct q_report_tier, in_flight
- * (no outcome) last. Failures: per outcome other than ok and reason (a
- * NULL reason is one group), the finished attempts started at or after
- * since (f.n) and the one of them with the largest id (f.last) as the
- * example, joined back for its columns. */
+ * (no outcome), then the breaker openings at or after since (tier_events):
+ * the two groupings, one row per tier each, are summed by tier, so a tier
+ * with openings and no attempt is listed too (requests 0). Failures: per
+ * outcome other than ok and reason (a NULL reason is one group), the
+ * finished attempts started at or after since (f.n) and the one of them
+ * with the largest id (f.last) as the example, joined back for its
+ * columns. */
 #define Q__REPORT_TIERS_SELECT(p1)                                             \
-    "SELECT tier, count(*), coalesce(sum(coalesce(tokens, est_tokens)), 0),"   \
-    " count(CASE WHEN outcome = 'ok' THEN 1 END),"                             \
-    " count(CASE WHEN outcome = 'soft_throttle' THEN 1 END),"                  \
-    " count(CASE WHEN outcome = 'hard_quota' THEN 1 END),"                     \
-    " count(CASE WHEN outcome = 'truncated' THEN 1 END),"                      \
-    " count(CASE WHEN outcome = 'schema_invalid' THEN 1 END),"                 \
-    " count(CASE WHEN outcome = 'refused' THEN 1 END),"                        \
-    " count(CASE WHEN outcome = 'server_error' THEN 1 END),"                   \
-    " count(CASE WHEN outcome = 'timeout' THEN 1 END),"                        \
-    " count(CASE WHEN outcome = 'unknown' THEN 1 END),"                        \
-    " count(CASE WHEN outcome IS NULL THEN 1 END)"                             \
-    " FROM attempts WHERE started_at >= " p1 " GROUP BY tier"
+    "SELECT tier, sum(n), sum(tok), sum(ok), sum(st), sum(hq), sum(tr),"       \
+    " sum(si), sum(rf), sum(se), sum(tm), sum(un), sum(fl), sum(bo) FROM ("    \
+    "SELECT tier, count(*) AS n,"                                              \
+    " coalesce(sum(coalesce(tokens, est_tokens)), 0) AS tok,"                  \
+    " count(CASE WHEN outcome = 'ok' THEN 1 END) AS ok,"                       \
+    " count(CASE WHEN outcome = 'soft_throttle' THEN 1 END) AS st,"            \
+    " count(CASE WHEN outcome = 'hard_quota' THEN 1 END) AS hq,"               \
+    " count(CASE WHEN outcome = 'truncated' THEN 1 END) AS tr,"                \
+    " count(CASE WHEN outcome = 'schema_invalid' THEN 1 END) AS si,"           \
+    " count(CASE WHEN outcome = 'refused' THEN 1 END) AS rf,"                  \
+    " count(CASE WHEN outcome = 'server_error' THEN 1 END) AS se,"             \
+    " count(CASE WHEN outcome = 'timeout' THEN 1 END) AS tm,"                  \
+    " count(CASE WHEN outcome = 'unknown' THEN 1 END) AS un,"                  \
+    " count(CASE WHEN outcome IS NULL THEN 1 END) AS fl, 0 AS bo"              \
+    " FROM attempts WHERE started_at >= " p1 " GROUP BY tier"                  \
+    " UNION ALL SELECT tier, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, count(*)"     \
+    " FROM tier_events WHERE event = 'breaker_open' AND at >= " p1             \
+    " GROUP BY tier) AS r GROUP BY tier"
 #define Q__REPORT_FAILURES_SELECT(p1)                                          \
     "SELECT f.outcome, f.reason, f.n, a.job_id, a.step, a.attempt,"            \
     " coalesce(a.status, 0), a.tier, a.body FROM (SELECT outcome, reason,"     \

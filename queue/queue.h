@@ -422,6 +422,11 @@ STEPQ_MUST_CHECK int q_tier_send_drop(q_db *db, int64_t id,
  * late as the commit, after writes asked for later: a send it may delete
  * must not be answered or dropped later in the same transaction. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
+/* q_tier_event_add records that event ("breaker_open") happened to tier
+ * at at (ms), for the morning report. Deferred in a transaction, as
+ * q_tier_store is. -EINVAL for a NULL or empty tier or event. */
+STEPQ_MUST_CHECK int q_tier_event_add(q_db *db, const char *tier, int64_t at,
+                                      const char *event);
 
 /* ---- park items ------------------------------------------------------ */
 
@@ -622,12 +627,15 @@ STEPQ_MUST_CHECK int q_report_jobs(q_db *db, int64_t since,
 /* What the attempts of one tier (tier NULL: http steps) started at or
  * after since came to: how many, the tokens they used (as reported, else
  * estimated), and how many ended in each outcome (in_flight: no outcome
- * yet, or none ever after a crash). tier owned. */
+ * yet, or none ever after a crash); and how many times its breaker opened
+ * at or after since (q_tier_event_add "breaker_open"): a tier with
+ * openings and no attempt is listed with requests 0. tier owned. */
 struct q_report_tier {
     char *tier;
     int64_t requests, tokens;
     int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid, refused,
         server_error, timeout, unknown, in_flight;
+    int64_t breaker_opened;
 };
 
 /* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
@@ -768,11 +776,12 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 
 /* What q_copy copied, by table. */
 struct q_copy_counts {
-    int64_t jobs, steps, attempts, park, tiers, tier_sends, schedules;
+    int64_t jobs, steps, attempts, park, tiers, tier_sends, schedules,
+        tier_events;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its send log) and schedule state of from into to, ids kept, in one
+ * its send log and events) and schedule state of from into to, ids kept, in one
  * transaction of to. Unless force, to must hold no row of any of them
  * (-EEXIST: nothing copied); with force, what to holds is replaced.
  * counts may be NULL. Returns 0, -EEXIST, or the errors of either store

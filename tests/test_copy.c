@@ -1,8 +1,8 @@
 /* test_copy.c: q_copy and `stepq copy`: a whole queue (jobs in every
  * state, steps, attempts with bodies, park items open and resolved, tier
- * state and its send log, schedule state) taken to another store with ids
- * kept, checked row by row through the contract's read calls; new rows
- * continue after the copied ids; a target that is not empty (a
+ * state, its send log and events, schedule state) taken to another store
+ * with ids kept, checked row by row through the contract's read calls;
+ * new rows continue after the copied ids; a target that is not empty (a
  * schedule's state alone is enough) is refused and unchanged, --force
  * replaces it; a copy that fails midway leaves the target as it was. Run
  * with STEPQ_TEST_BACKEND=pg (test_copy_pg), the same goes through
@@ -73,6 +73,7 @@ START_TEST(test_copies_every_row)
     ck_assert_int_eq(c.tiers, 1);
     ck_assert_int_eq(c.tier_sends, 3);
     ck_assert_int_eq(c.schedules, 2);
+    ck_assert_int_eq(c.tier_events, 2);
     copyfix_assert_same(a, b);
     ck_assert_int_eq(q_close(b), 0);
     ck_assert_int_eq(q_close(a), 0);
@@ -273,8 +274,9 @@ assert_copied(const cJSON *c)
     static const struct {
         const char *name;
         int n;
-    } want[] = {{"jobs", 6},  {"steps", 4},      {"attempts", 2}, {"park", 2},
-                {"tiers", 1}, {"tier_sends", 3}, {"schedules", 2}};
+    } want[] = {{"jobs", 6},      {"steps", 4},      {"attempts", 2},
+                {"park", 2},      {"tiers", 1},      {"tier_sends", 3},
+                {"schedules", 2}, {"tier_events", 2}};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(want); i++) {
         const cJSON *v = cJSON_GetObjectItem(c, want[i].name);

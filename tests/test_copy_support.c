@@ -95,6 +95,8 @@ tiers(q_db *db)
     ck_assert_int_eq(q_tier_send_done(db, a, 80, T0 + 2, NULL), 0);
     ck_assert_int_eq(
         q_tier_send_add(db, "paid", T0 + 3, 9, false, T0 + 9000, &a), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "free", T0 + 5, "breaker_open"), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "paid", T0 + 6, "breaker_open"), 0);
 }
 
 /* schedules notes schedule "nightly" (a slot fired as job job) and
@@ -111,7 +113,7 @@ schedules(q_db *db, int64_t job)
 }
 
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
- * items (open and resolved), tier state and schedule state. */
+ * items (open and resolved), tier state and events and schedule state. */
 void
 copyfix_fill(q_db *db)
 {
@@ -343,6 +345,28 @@ same_scheds(q_db *x, q_db *y)
     return na;
 }
 
+/* same_openings compares the breaker openings each store reports since
+ * since, by tier; returns their sum. */
+static int64_t
+same_openings(q_db *x, q_db *y, int64_t since)
+{
+    struct q_report_tier *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    int64_t sum = 0;
+
+    ck_assert_int_eq(q_report_tiers(x, since, &a, &na), 0);
+    ck_assert_int_eq(q_report_tiers(y, since, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        SAME_STR(&a[i], &b[i], tier);
+        ck_assert_int_eq(a[i].breaker_opened, b[i].breaker_opened);
+        sum += a[i].breaker_opened;
+    }
+    q_report_tiers_free(a, na);
+    q_report_tiers_free(b, nb);
+    return sum;
+}
+
 /* copyfix_assert_same checks that x and y hold the same rows (and something).
  */
 void
@@ -353,4 +377,6 @@ copyfix_assert_same(q_db *x, q_db *y)
     same_tier(x, y, "free");
     same_tier(x, y, "paid");
     ck_assert_uint_eq(same_scheds(x, y), 2);
+    ck_assert_int_eq(same_openings(x, y, 0), 2);
+    ck_assert_int_eq(same_openings(x, y, T0 + 6), 1);
 }

@@ -1,6 +1,7 @@
 /* test_queue_contract_report.c: the storage contract (queue/queue.h) of
  * the morning report: jobs created since a time by state, attempts by
- * tier (tokens, outcomes, in flight; a NULL tier last, names bytewise),
+ * tier (tokens, outcomes, in flight, breaker openings; a NULL tier last,
+ * names bytewise),
  * failures by outcome and reason with the latest attempt as the example,
  * the slowest jobs that ended, and a job read by its key. The data is made
  * through the contract only, at times before and after since, so every
@@ -139,6 +140,7 @@ START_TEST(test_tiers_count_each_outcome)
     for (size_t i = 0; i < NOUTCOMES; i++)
         ck_assert_int_eq(got[i], (int64_t)i + 1);
     ck_assert_int_eq(t[0].in_flight, 1);
+    ck_assert_int_eq(t[0].breaker_opened, 0);
     q_report_tiers_free(t, n);
     ck_assert_int_eq(q_close(db), 0);
 }
@@ -170,6 +172,47 @@ START_TEST(test_tiers_since_by_name_null_last)
     ck_assert_ptr_null(t[3].tier); /* http steps last */
     ck_assert_int_eq(t[3].server_error, 1);
     ck_assert_int_eq(t[3].tokens, 0);
+    q_report_tiers_free(t, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Openings at or after since count, others and other events do not, one
+ * rolled back with its transaction neither; a tier with openings and no
+ * attempt is listed with requests 0. */
+START_TEST(test_tiers_count_breaker_openings_since)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = job(db, "a", BEFORE);
+    struct q_report_tier *t = NULL;
+    size_t n = 0;
+
+    attempt(db, id, "fast", SINCE, 200, "ok", NULL, 10);
+    ck_assert_int_eq(q_tier_event_add(db, "fast", BEFORE, "breaker_open"), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "old", BEFORE, "breaker_open"), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "fast", SINCE, "breaker_open"), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "quiet", SINCE, "other"), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "fast", SINCE + 5, "breaker_open"),
+                     0);
+    ck_assert_int_eq(q_tier_event_add(db, "quiet", SINCE + 1, "breaker_open"),
+                     0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tier_event_add(db, "fast", SINCE, "breaker_open"), 0);
+    q_tx_rollback(db);
+    ck_assert_int_eq(q_tier_event_add(db, NULL, SINCE, "breaker_open"),
+                     -EINVAL);
+    ck_assert_int_eq(q_report_tiers(db, SINCE, &t, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(t[0].tier, "fast");
+    ck_assert_int_eq(t[0].requests, 1);
+    ck_assert_int_eq(t[0].ok, 1);
+    ck_assert_int_eq(t[0].breaker_opened, 2);
+    ck_assert_str_eq(t[1].tier, "quiet");
+    ck_assert_int_eq(t[1].requests, 0);
+    ck_assert_int_eq(t[1].tokens, 0);
+    ck_assert_int_eq(t[1].breaker_opened, 1);
     q_report_tiers_free(t, n);
     ck_assert_int_eq(q_close(db), 0);
 }
@@ -406,6 +449,7 @@ test_suite(void)
     tcase_add_checked_fixture(attempts, qfix_setup, qfix_teardown);
     tcase_add_test(attempts, test_tiers_count_each_outcome);
     tcase_add_test(attempts, test_tiers_since_by_name_null_last);
+    tcase_add_test(attempts, test_tiers_count_breaker_openings_since);
     tcase_add_test(attempts, test_failures_by_count_then_outcome_and_reason);
     tcase_add_test(attempts, test_failure_example_is_the_latest_attempt);
     tcase_add_test(attempts, test_failures_limit_keeps_the_largest);

@@ -1,6 +1,6 @@
 /* test_queue_pg.c: the PostgreSQL backend's white box (queue/pg/), on the
  * run's cluster (tests/support/pgfix.h), a fresh schema per store: the
- * schema made by open, migrated from version 3 and checked by
+ * schema made by open, migrated from versions 3 and 4 and checked by
  * open_existing, racing inits, SKIP LOCKED claims, wake-ups by NOTIFY,
  * the clock offset, no password in logs, and reconnecting after the
  * server restarts (on a cluster of the test's own, so other suites keep
@@ -76,12 +76,12 @@ START_TEST(test_open_creates_schema)
 
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    pgfix_expect(
-        loc,
-        "SELECT string_agg(table_name, ',' ORDER BY table_name)"
-        " FROM information_schema.tables"
-        " WHERE table_schema = current_schema()",
-        "attempts,jobs,park,schedules,stepq_schema,steps,tier_sends,tiers");
+    pgfix_expect(loc,
+                 "SELECT string_agg(table_name, ',' ORDER BY table_name)"
+                 " FROM information_schema.tables"
+                 " WHERE table_schema = current_schema()",
+                 "attempts,jobs,park,schedules,stepq_schema,steps,tier_events,"
+                 "tier_sends,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -142,20 +142,50 @@ START_TEST(test_migrates_v3_adding_schedules)
 
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
-                                 "DROP TABLE schedules;"
+                                 "DROP TABLE schedules; DROP TABLE tier_events;"
                                  " UPDATE stepq_schema SET version = 3",
                                  NULL),
                      0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
     db = open_pg(true);
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
-    ck_assert_int_eq(v, 4);
+    ck_assert_int_eq(v, q_schema_version());
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), -ENOENT);
     ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), 0);
     ck_assert_int_eq(sc.last_job_id, id);
     q_sched_cleanup(&sc);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 4 (version 5's table taken away) waits for init,
+ * which adds tier_events and keeps the jobs; an event is then reported. */
+START_TEST(test_migrates_v4_adding_tier_events)
+{
+    q_db *db = open_pg(true);
+    struct q_report_tier *t = NULL;
+    size_t n = 9;
+    int v = 0;
+
+    (void)add_job(db, "old");
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pgfix_query(loc,
+                                 "DROP TABLE tier_events;"
+                                 " UPDATE stepq_schema SET version = 4",
+                                 NULL),
+                     0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 5);
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
+    ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(t[0].breaker_opened, 1);
+    q_report_tiers_free(t, n);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -515,6 +545,7 @@ test_suite(void)
     tcase_add_test(schema, test_open_existing_needs_the_schema);
     tcase_add_test(schema, test_concurrent_inits_make_one_schema);
     tcase_add_test(schema, test_migrates_v3_adding_schedules);
+    tcase_add_test(schema, test_migrates_v4_adding_tier_events);
     suite_add_tcase(s, schema);
 
     tcase_add_checked_fixture(work, setup, NULL);

@@ -116,7 +116,7 @@ START_TEST(test_migrates_v3_adding_schedules)
 
     db = open_db();
     ck_assert_int_eq(q_db_version(db, &v), 0);
-    ck_assert_int_eq(v, 4);
+    ck_assert_int_eq(v, q_schema_version());
     ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
     ck_assert_int_eq(q_sched_list(db, &all, &n), 0);
     ck_assert_uint_eq(n, 0);
@@ -124,6 +124,36 @@ START_TEST(test_migrates_v3_adding_schedules)
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), 0);
     ck_assert_int_eq(sc.last_job_id, id);
     q_sched_cleanup(&sc);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 4 -> 5 adds the tier_events table: the jobs of a version 4
+ * file stay, and an event recorded after the upgrade is reported. */
+START_TEST(test_migrates_v4_adding_tier_events)
+{
+    struct q_report_tier *t = NULL;
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id;
+    int v = 0;
+
+    ck_assert_int_eq(q__open_version(path, 4, &db), 0);
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 4);
+    id = qfix_add(db, "old", "k-old", 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
+    ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(t[0].tier, "free");
+    ck_assert_int_eq(t[0].breaker_opened, 1);
+    q_report_tiers_free(t, n);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -245,6 +275,7 @@ test_suite(void)
     tcase_add_test(files, test_new_file_is_private_and_wal);
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
+    tcase_add_test(files, test_migrates_v4_adding_tier_events);
     tcase_add_test(files, test_open_twice_changes_nothing);
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);

@@ -29,6 +29,30 @@ expect_free_tier(const char *k, const char *want)
     cJSON_Delete(tiers);
 }
 
+/* free_breaker_openings reads tier free's breaker_openings from
+ * `stepq report --json` (the last day); -1 when free is not listed. */
+static int
+free_breaker_openings(void)
+{
+    struct run_result r;
+    const cJSON *t;
+    cJSON *rep;
+    int n = -1;
+
+    ck_assert_msg(RUN(&r, NULL, "report", "--json") == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(rep = cJSON_Parse(r.out));
+    run_result_free(&r);
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(rep, "tiers"))
+    {
+        const char *name = e2e_str(t, "tier");
+        const cJSON *v = cJSON_GetObjectItem(t, "breaker_openings");
+        if (name != NULL && strcmp(name, "free") == 0 && cJSON_IsNumber(v))
+            n = v->valueint;
+    }
+    cJSON_Delete(rep);
+    return n;
+}
+
 /* ---- one test per decision ------------------------------------------ */
 
 START_TEST(test_commit)
@@ -355,6 +379,7 @@ START_TEST(test_breaker_end_to_end)
                      "/free/v1/chat/completions");
     cJSON_Delete(log);
     expect_free_tier("breaker", "closed");
+    ck_assert_int_ge(free_breaker_openings(), 1); /* the report counts it */
 }
 END_TEST
 

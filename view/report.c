@@ -182,6 +182,8 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
                                 (double)(t[i].truncated + t[i].schema_invalid +
                                          t[i].refused + t[i].unknown));
         cJSON_AddNumberToObject(e, "in_flight", (double)t[i].in_flight);
+        cJSON_AddNumberToObject(e, "breaker_openings",
+                                (double)t[i].breaker_opened);
         cJSON_AddItemToArray(arr, e);
     }
     q_report_tiers_free(t, n);

@@ -285,12 +285,13 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
 {
     struct q_tier_state st;
     int64_t old = 0;
-    bool held;
+    bool held, was_open;
     int rc;
 
     if ((rc = load(db, t, now, false, &st)) != 0)
         return rc;
     held = st.doubt || st.breaker == Q_BREAKER_HALF_OPEN;
+    was_open = st.breaker == Q_BREAKER_OPEN;
     if (o->paced_down && tier_rate_rpm(t, &st) <= 0) {
         struct q_tier_window win = {.window_ms = 10000, .requests = -1};
         struct q_tier_state seen;
@@ -344,6 +345,11 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     }
     *reopened = t->max_inflight > 0 ||
                 (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED);
+    /* An opening (not a failure while already open) is an event the
+     * morning report counts; it joins the turn as the state does. */
+    if (!was_open && st.breaker == Q_BREAKER_OPEN &&
+        (rc = q_tier_event_add(db, t->name, now, "breaker_open")) != 0)
+        return rc;
     return q_tier_store(db, t->name, &st);
 }
 

@@ -372,6 +372,8 @@ int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
 int q__pg_tier_load(q_db *db, const char *tier, int64_t now,
                     const struct q_tier_window *w, struct q_tier_state *out);
 int q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st);
+int q__pg_tier_event_add(q_db *db, const char *tier, int64_t at,
+                         const char *event);
 int q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                         bool probe, int64_t expires_at, int64_t *id);
 int q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,

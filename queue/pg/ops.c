@@ -28,6 +28,7 @@ const struct q__ops q__pg_ops = {
     .attempts_list = q__pg_attempts_list,
     .tier_load = q__pg_tier_load,
     .tier_store = q__pg_tier_store,
+    .tier_event_add = q__pg_tier_event_add,
     .tier_send_add = q__pg_tier_send_add,
     .tier_send_done = q__pg_tier_send_done,
     .tier_send_drop = q__pg_tier_send_drop,

@@ -176,6 +176,13 @@ static const struct migration migrations[] = {
      "  last_slot bigint NOT NULL DEFAULT 0,"
      "  last_job_id bigint NOT NULL DEFAULT 0,"
      "  updated_at bigint NOT NULL DEFAULT 0);"},
+    {4, 5,
+     /* What happened to a tier, for the report (SQLite's version 5). */
+     "CREATE TABLE tier_events (" ID ","
+     "  tier text NOT NULL,"
+     "  at bigint NOT NULL,"
+     "  event text NOT NULL);"
+     "CREATE INDEX tier_events_at ON tier_events (at);"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -52,6 +52,11 @@ static const struct q__pg_sql tier_load_sql = {
  * atomic across hosts, as SQLite's write transaction does: another host
  * admitting waits for our commit, and this statement's snapshot is taken
  * after the lock was granted, so it sees that commit. */
+/* $1 tier, $2 at, $3 event: deferred as the state it goes with. */
+static const struct q__pg_sql tier_event_sql = {
+    "q_tier_event_add", "INSERT INTO tier_events (tier, at, event)"
+                        " VALUES ($1::text, $2::bigint, $3::text)"};
+
 static const struct q__pg_sql tier_store_sql = {
     "q_tiers_store",
     "INSERT INTO tiers (name, breaker, failures, open_until,"
@@ -409,6 +414,19 @@ q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
         return 0;
     store_params(&p, tier, st);
     return q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
+}
+
+int
+q__pg_tier_event_add(q_db *db, const char *tier, int64_t at, const char *event)
+{
+    struct q__pg_params p = {0};
+
+    /* Written by the transaction's next round trip, with its turn. */
+    q__pg_p_text(&p, tier);
+    q__pg_p_int(&p, at);
+    q__pg_p_text(&p, event);
+    return q__pg_defer(q__pg(db), &tier_event_sql, &p,
+                       "recording a tier event");
 }
 
 int

@@ -54,6 +54,7 @@ enum q__stmt_id {
     ST_TIER_SEND_DONE,
     ST_TIER_SEND_DROP,
     ST_TIER_PRUNE,
+    ST_TIER_EVENT_ADD,
     ST_PARK_ADD,
     ST_NEXT_DUE,
     ST_PARK_GET,
@@ -137,6 +138,8 @@ int q__sqlite_tier_load(q_db *db, const char *tier, int64_t now,
                         struct q_tier_state *out);
 int q__sqlite_tier_store(q_db *db, const char *tier,
                          const struct q_tier_state *st);
+int q__sqlite_tier_event_add(q_db *db, const char *tier, int64_t at,
+                             const char *event);
 int q__sqlite_tier_send_add(q_db *db, const char *tier, int64_t at,
                             int64_t tokens, bool probe, int64_t expires_at,
                             int64_t *id);

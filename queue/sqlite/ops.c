@@ -30,6 +30,7 @@ const struct q__ops q__sqlite_ops = {
     .attempts_list = q__sqlite_attempts_list,
     .tier_load = q__sqlite_tier_load,
     .tier_store = q__sqlite_tier_store,
+    .tier_event_add = q__sqlite_tier_event_add,
     .tier_send_add = q__sqlite_tier_send_add,
     .tier_send_done = q__sqlite_tier_send_done,
     .tier_send_drop = q__sqlite_tier_send_drop,

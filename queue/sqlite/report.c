@@ -49,7 +49,8 @@ read_tier(sqlite3_stmt *s, void *elem)
     int64_t *v[] = {&t->requests,       &t->tokens,     &t->ok,
                     &t->soft_throttle,  &t->hard_quota, &t->truncated,
                     &t->schema_invalid, &t->refused,    &t->server_error,
-                    &t->timeout,        &t->unknown,    &t->in_flight};
+                    &t->timeout,        &t->unknown,    &t->in_flight,
+                    &t->breaker_opened};
 
     t->tier = q__col_text(s, 0);
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)

@@ -147,6 +147,14 @@ static const char *const migrations[] = {
     "  last_slot INTEGER NOT NULL DEFAULT 0,"
     "  last_job_id INTEGER NOT NULL DEFAULT 0,"
     "  updated_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;",
+    /* 4 -> 5: what happened to a tier, for the morning report (today:
+     * each time its breaker opened). The report reads it by time. */
+    "CREATE TABLE tier_events ("
+    "  id INTEGER PRIMARY KEY,"
+    "  tier TEXT NOT NULL,"
+    "  at INTEGER NOT NULL,"
+    "  event TEXT NOT NULL);"
+    "CREATE INDEX tier_events_at ON tier_events (at);",
 };
 
 int

@@ -193,6 +193,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_TIER_SEND_DROP] = "DELETE FROM tier_sends WHERE id = ?1",
     [ST_TIER_PRUNE] = "DELETE FROM tier_sends WHERE tier = ?1 AND at < ?2"
                       " AND (done_at IS NOT NULL OR expires_at < ?2)",
+    [ST_TIER_EVENT_ADD] =
+        "INSERT INTO tier_events (tier, at, event) VALUES (?1, ?2, ?3)",
     [ST_SCHED_GET] = "SELECT name, paused, since, done_until, last_slot,"
                      " last_job_id, updated_at FROM schedules WHERE name = ?1",
     [ST_SCHED_LIST] = "SELECT name, paused, since, done_until, last_slot,"

@@ -129,6 +129,21 @@ q__sqlite_tier_store(q_db *base, const char *tier,
 }
 
 int
+q__sqlite_tier_event_add(q_db *base, const char *tier, int64_t at,
+                         const char *event)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_EVENT_ADD);
+
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    sqlite3_bind_int64(s, 2, at);
+    q__bind_text(s, 3, event);
+    return q__run_done(db, s, "recording a tier event");
+}
+
+int
 q__sqlite_tier_send_add(q_db *base, const char *tier, int64_t at,
                         int64_t tokens, bool probe, int64_t expires_at,
                         int64_t *id)
