@@ -77,14 +77,17 @@ print_park_and_tiers(const cJSON *r)
                cli_json_text(p, "reason"), cli_json_text(p, "tier"), age / 3600,
                age / 60 % 60, cli_json_text(p, "error"));
     }
-    printf("%-12s %9s %11s %7s %9s %6s %6s %8s %6s\n", "TIER", "REQUESTS",
-           "TOKENS", "OK", "THROTTLES", "WALLS", "5XX", "TIMEOUTS", "OTHER");
+    printf("%-12s %9s %11s %7s %9s %6s %6s %8s %6s %8s\n", "TIER", "REQUESTS",
+           "TOKENS", "OK", "THROTTLES", "WALLS", "5XX", "TIMEOUTS", "OTHER",
+           "BREAKER");
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "tiers"))
     {
-        printf("%-12s %9.0f %11.0f %7.0f %9.0f %6.0f %6.0f %8.0f %6.0f\n",
+        printf("%-12s %9.0f %11.0f %7.0f %9.0f %6.0f %6.0f %8.0f %6.0f "
+               "%8.0f\n",
                cli_json_text(t, "tier"), num(t, "requests"), num(t, "tokens"),
                num(t, "ok"), num(t, "throttles"), num(t, "walls"),
-               num(t, "server_errors"), num(t, "timeouts"), num(t, "other"));
+               num(t, "server_errors"), num(t, "timeouts"), num(t, "other"),
+               num(t, "breaker_openings"));
     }
 }
 

@@ -267,9 +267,10 @@
         : el('p', {class: 'muted'}, 'None.'),
       el('h3', {}, 'Tiers'),
       table(['tier', 'requests', 'tokens', 'ok', 'throttles', 'walls', '5xx',
-             'timeouts', 'other'], r.tiers.map((t) => [t.tier || '(http)',
-        t.requests, t.tokens, t.ok, t.throttles, t.walls, t.server_errors,
-        t.timeouts, t.other])),
+             'timeouts', 'other', 'breaker opened'],
+            r.tiers.map((t) => [t.tier || '(http)', t.requests, t.tokens,
+              t.ok, t.throttles, t.walls, t.server_errors, t.timeouts,
+              t.other, t.breaker_openings])),
       el('h3', {}, 'Failures'),
     ];
     for (const f of r.failures)
