@@ -47,6 +47,20 @@ int serve_match(const char *method, const char *url, enum serve_route_id *r,
  * digits (an id, a page size), or returns -1 if it is not one. */
 int64_t serve_whole(const char *s, size_t n);
 
+/* serve_authorized tells whether c carries o's token ("Authorization:
+ * Bearer TOKEN"); always true when o asks none. */
+bool serve_authorized(const struct serve_opts *o, struct MHD_Connection *c);
+
+/* serve_host_is_local tells whether c's Host names this machine
+ * (127.0.0.1, localhost, [::1], any port; none given counts): without a
+ * token, a page on a name rebound to 127.0.0.1 must get nothing. */
+bool serve_host_is_local(struct MHD_Connection *c);
+
+/* serve_cross_site tells whether a request of method on c is a write
+ * from another site's page (its Origin is not this server's, or its
+ * Sec-Fetch-Site is not same-origin). */
+bool serve_cross_site(struct MHD_Connection *c, const char *method);
+
 /* serve_route answers one whole request (body of len bytes, or NULL) on
  * c: the API of docs/reference.md ("stepq serve"). */
 enum MHD_Result serve_route(const struct serve_opts *o,

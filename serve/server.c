@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,19 +51,6 @@ struct serve {
     bool stopping;   /* a signal came: no new connections */
     int64_t stop_by; /* loop time after which the stop waits no more */
 };
-
-bool
-serve_token_equal(const char *given, size_t given_len, const char *expected)
-{
-    size_t n = strlen(expected);
-    unsigned char diff = given_len != n;
-
-    /* Every byte of the expected token is looked at, whatever matched. */
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(expected[i] ^
-                                (i < given_len ? given[i] : expected[i] ^ 1));
-    return diff == 0;
-}
 
 /* Splits "HOST:PORT" or "[V6]:PORT" into host and port (copies). */
 static int
@@ -206,75 +192,6 @@ mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn("serve: %s", buf);
 }
 
-/* The token check: "Authorization: Bearer TOKEN". */
-static bool
-authorized(const struct serve_opts *o, struct MHD_Connection *c)
-{
-    const char *h;
-    size_t n;
-
-    if (o->token == NULL)
-        return true;
-    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                    MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-        return false;
-    h += 7;
-    while (*h == ' ')
-        h++;
-    n = strlen(h);
-    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;
-    return serve_token_equal(h, n, o->token);
-}
-
-/* Without a token, the Host a browser sends must be this machine's:
- * a page on a name that resolves to 127.0.0.1 (DNS rebinding) sends its
- * own name, and would pass the origin check with it. */
-static bool
-host_is_local(struct MHD_Connection *c)
-{
-    static const char *const names[] = {"127.0.0.1", "localhost", "[::1]",
-                                        NULL};
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-
-    if (host == NULL)
-        return true; /* HTTP/1.0 programs; browsers always send one */
-    for (int i = 0; names[i] != NULL; i++) {
-        size_t n = strlen(names[i]);
-        if (strncasecmp(host, names[i], n) == 0 &&
-            (host[n] == '\0' || host[n] == ':'))
-            return true;
-    }
-    return false;
-}
-
-/* A write from a page of another site (a form posted by a browser to a
- * loopback port): refused. Browsers send Origin on such a POST, and
- * Sec-Fetch-Site; programs send neither. */
-static bool
-cross_site(struct MHD_Connection *c, const char *method)
-{
-    const char *origin, *host, *site, *rest;
-
-    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-        return false;
-    site = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
-    if (site != NULL && strcmp(site, "same-origin") != 0 &&
-        strcmp(site, "none") != 0)
-        return true;
-    origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin == NULL)
-        return false;
-    host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    /* https: the page served through a proxy that adds TLS and passes
-     * Host on. */
-    rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
-           : strncmp(origin, "https://", 8) == 0 ? origin + 8
-                                                 : NULL;
-    return host == NULL || rest == NULL || strcmp(rest, host) != 0;
-}
-
 static void pump(struct serve *s);
 
 /* The connection of c: waiting for headers (since now) or not. */
@@ -358,7 +275,7 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
     s->active++;
     *state = r = xcalloc(1, sizeof(*r));
     mark_waiting(s, c, false);
-    if (!page && !authorized(s->o, c)) {
+    if (!page && !serve_authorized(s->o, c)) {
         struct MHD_Response *resp;
         static const char body[] =
             "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
@@ -374,11 +291,11 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
         MHD_destroy_response(resp);
         return ok;
     }
-    if (s->o->token == NULL && !host_is_local(c))
+    if (s->o->token == NULL && !serve_host_is_local(c))
         return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
                                  "without a token, only requests for "
                                  "127.0.0.1, localhost or [::1] are served");
-    if (cross_site(c, method))
+    if (serve_cross_site(c, method))
         return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
                                  "a write from another site's page is "
                                  "refused");
