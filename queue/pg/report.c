@@ -47,6 +47,21 @@ p_limit(struct q__pg_params *p, size_t limit)
         q__pg_p_text(p, NULL);
 }
 
+/* Runs sql with since as $1 and, when limited, limit as $2 (0: all),
+ * into a new array (*out set only when it succeeds). */
+static int
+since_select(q_db *db, const struct q__pg_sql *sql, int64_t since, bool limited,
+             size_t limit, size_t elem, q__pg_read_fn read, void **out,
+             size_t *n, const char *what)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, since);
+    if (limited)
+        p_limit(&p, limit);
+    return q__pg_select(q__pg(db), sql, &p, elem, read, out, n, what);
+}
+
 int
 q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES])
 {
@@ -91,16 +106,9 @@ int
 q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                    size_t *n)
 {
-    struct q__pg_params p = {0};
-    void *v = NULL;
-    int rc;
-
-    q__pg_p_int(&p, since);
-    rc = q__pg_select(q__pg(db), &tiers_sql, &p, sizeof(struct q_report_tier),
-                      read_tier, &v, n, "reporting the tiers");
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_select(db, &tiers_sql, since, false, 0,
+                        sizeof(struct q_report_tier), read_tier, (void **)out,
+                        n, "reporting the tiers");
 }
 
 static void
@@ -123,35 +131,18 @@ int
 q__pg_report_failures(q_db *db, int64_t since, size_t limit,
                       struct q_report_failure **out, size_t *n)
 {
-    struct q__pg_params p = {0};
-    void *v = NULL;
-    int rc;
-
-    q__pg_p_int(&p, since);
-    p_limit(&p, limit);
-    rc = q__pg_select(q__pg(db), &failures_sql, &p,
-                      sizeof(struct q_report_failure), read_failure, &v, n,
-                      "reporting the failures");
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_select(db, &failures_sql, since, true, limit,
+                        sizeof(struct q_report_failure), read_failure,
+                        (void **)out, n, "reporting the failures");
 }
 
 int
 q__pg_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
                      size_t *n)
 {
-    struct q__pg_params p = {0};
-    void *v = NULL;
-    int rc;
-
-    q__pg_p_int(&p, since);
-    p_limit(&p, limit);
-    rc = q__pg_select(q__pg(db), &slowest_sql, &p, sizeof(struct q_job),
-                      q__pg_read_job, &v, n, "reporting the slowest jobs");
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_select(db, &slowest_sql, since, true, limit,
+                        sizeof(struct q_job), q__pg_read_job, (void **)out, n,
+                        "reporting the slowest jobs");
 }
 
 int

@@ -16,6 +16,27 @@ limit_arg(size_t limit)
     return limit > 0 ? (sqlite3_int64)limit : -1;
 }
 
+/* Runs the cached statement id with since as ?1 and, when it has one,
+ * limit as ?2, into a new array (*out set only when it succeeds). */
+static int
+since_rows(q_db *base, enum q__stmt_id id, int64_t since, size_t limit,
+           size_t elem, q__read_fn read, q__clean_fn clean, void **out,
+           size_t *n, const char *what)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, id);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, since);
+    if (sqlite3_bind_parameter_count(s) >= 2)
+        sqlite3_bind_int64(s, 2, limit_arg(limit));
+    rc = q__rows(db, s, elem, read, clean, out, n, what);
+    sqlite3_reset(s);
+    return rc;
+}
+
 int
 q__sqlite_report_jobs(q_db *base, int64_t since, int64_t counts[Q_JOB_NSTATES])
 {
@@ -61,20 +82,10 @@ int
 q__sqlite_report_tiers(q_db *base, int64_t since, struct q_report_tier **out,
                        size_t *n)
 {
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_REPORT_TIERS);
-    void *v = NULL;
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, since);
-    rc = q__rows(db, s, sizeof(struct q_report_tier), read_tier,
-                 q__report_tier_clean, &v, n, "reporting the tiers");
-    sqlite3_reset(s);
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_rows(base, ST_REPORT_TIERS, since, 0,
+                      sizeof(struct q_report_tier), read_tier,
+                      q__report_tier_clean, (void **)out, n,
+                      "reporting the tiers");
 }
 
 static void
@@ -97,42 +108,19 @@ int
 q__sqlite_report_failures(q_db *base, int64_t since, size_t limit,
                           struct q_report_failure **out, size_t *n)
 {
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_REPORT_FAILURES);
-    void *v = NULL;
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, since);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = q__rows(db, s, sizeof(struct q_report_failure), read_failure,
-                 q__report_failure_clean, &v, n, "reporting the failures");
-    sqlite3_reset(s);
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_rows(base, ST_REPORT_FAILURES, since, limit,
+                      sizeof(struct q_report_failure), read_failure,
+                      q__report_failure_clean, (void **)out, n,
+                      "reporting the failures");
 }
 
 int
 q__sqlite_report_slowest(q_db *base, int64_t since, size_t limit,
                          struct q_job **out, size_t *n)
 {
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_REPORT_SLOWEST);
-    void *v = NULL;
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, since);
-    sqlite3_bind_int64(s, 2, limit_arg(limit));
-    rc = q__rows(db, s, sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
-                 &v, n, "reporting the slowest jobs");
-    sqlite3_reset(s);
-    if (rc == 0)
-        *out = v;
-    return rc;
+    return since_rows(base, ST_REPORT_SLOWEST, since, limit,
+                      sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
+                      (void **)out, n, "reporting the slowest jobs");
 }
 
 int
