@@ -49,10 +49,11 @@ struct http_client {
     uv_loop_t *loop; /* borrowed */
     CURLM *multi;    /* owned; NULL once cleaned up */
     uv_timer_t timer;
-    struct sock *socks;      /* sockets being watched */
+    uv_idle_t due;      /* curl's timeout of 0 ms: run at the next iteration */
+    struct sock *socks; /* sockets being watched */
     struct http_call *calls; /* requests in flight */
     size_t inflight;
-    size_t open_handles; /* timer + sockets not yet closed */
+    size_t open_handles; /* timer, due + sockets not yet closed */
     size_t max_response;
     size_t max_headers;
     size_t max_header_bytes;
