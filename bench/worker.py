@@ -3,7 +3,7 @@
 
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
-        [--dir /tmp] [--keep] [--db sqlite|LOCATION]
+        [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -11,8 +11,9 @@ file in the folder, or with --db a PostgreSQL location: a fresh schema of
 its own on that server, made and dropped with psql; every stepq command
 then gets `--db LOCATION`, and the location is never printed):
 
-  1. start `stepq mock --port 0 --log mock.log` (zero latency) and read its
-     `listening 127.0.0.1:PORT` line;
+  1. start `stepq mock --port 0 --log mock.log` (zero latency, or with
+     --latency MS a script whose every answer waits MS ms: the shape of
+     real LLM calls) and read its `listening 127.0.0.1:PORT` line;
   2. write stepq.json with one tier pointing at it;
   3. enqueue N one-step chat jobs in bulk (JSON lines through
      `stepq enqueue FILE`; not timed);
@@ -26,7 +27,9 @@ Reported, the median of the runs for each C:
     mock's log (excludes start-up, the last answers' commit and the drain's
     final idle check);
   - tail: wall time minus the first-to-last span (start-up plus drain end);
-  - worker CPU per step (user + system of `stepq work`, from wait4).
+  - worker CPU per step (user + system of `stepq work`, from wait4);
+  - the worker's peak RSS (wait4's ru_maxrss), and that divided by the
+    concurrency (RSS per step in flight, start-up included).
 
 Build first: cmake --preset release && cmake --build --preset release
 Only the Python standard library is needed.
@@ -58,7 +61,7 @@ def read_log(folder):
 
 
 def timed_work(binary, folder, conc, dbargs):
-    """Runs `stepq work --drain`; returns (wall s, cpu s)."""
+    """Runs `stepq work --drain`; returns (wall s, cpu s, peak RSS KiB)."""
     with open(os.path.join(folder, "work.log"), "wb") as err:
         t0 = time.monotonic()
         p = subprocess.Popen(
@@ -73,10 +76,10 @@ def timed_work(binary, folder, conc, dbargs):
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         die("stepq work exited %d (see %s/work.log)" % (p.returncode, folder))
-    return wall, ru.ru_utime + ru.ru_stime
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
-def one_run(binary, base, conc, njobs, keep, server=None):
+def one_run(binary, base, conc, njobs, keep, server=None, latency=0):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
     or a fresh schema on server); returns the figures of the table."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
@@ -85,7 +88,8 @@ def one_run(binary, base, conc, njobs, keep, server=None):
                                      .replace("-", "_").lower())
     dbargs = ["--db", pg_fresh(server, schema)] if server else []
     try:
-        mock, port = start_mock(binary, folder)
+        mock, port = start_mock(binary, folder,
+                                {"latency_ms": latency} if latency else None)
         cfg = {
             "tiers": [
                 {
@@ -102,7 +106,7 @@ def one_run(binary, base, conc, njobs, keep, server=None):
             f.write((JOB + "\n") * njobs)
         run_stepq(binary, folder, dbargs + ["init"])
         run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
-        wall, cpu = timed_work(binary, folder, conc, dbargs)
+        wall, cpu, rss = timed_work(binary, folder, conc, dbargs)
         stop_mock(mock)
         mock = None
         st = json.loads(run_stepq(binary, folder,
@@ -122,6 +126,7 @@ def one_run(binary, base, conc, njobs, keep, server=None):
             "tail": wall - span,
             "wall_s": wall,
             "cpu_us": cpu * 1e6 / njobs,
+            "rss_mib": rss / 1024.0,
         }
     finally:
         if mock is not None:
@@ -152,6 +157,8 @@ def main():
     ap.add_argument("--db", default="sqlite",
                     help="sqlite (a file per run) or a PostgreSQL location "
                     "(a fresh schema per run)")
+    ap.add_argument("--latency", type=int, default=0,
+                    help="ms the mock waits before every answer")
     a = ap.parse_args()
     server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
@@ -160,29 +167,29 @@ def main():
             "cmake --build --preset release)" % binary)
     concs = [int(c) for c in a.concurrency.split(",")]
     jobs = parse_jobs(a.jobs)
-    if a.runs < 1 or any(c < 1 for c in concs):
+    if a.runs < 1 or any(c < 1 for c in concs) or a.latency < 0:
         die("bad numbers")
 
     print("stepq: %s" % binary)
     print("machine: nproc %d, %s, %.1f GiB RAM, load %.2f %.2f %.2f"
           % ((os.cpu_count(), cpu_model(), mem_gib()) + os.getloadavg()))
-    print("one-step chat jobs, `stepq mock` at zero latency, "
+    print("one-step chat jobs, `stepq mock` at %d ms latency, "
           "median of %d runs each, store: %s"
-          % (a.runs, "PostgreSQL" if server else "SQLite"))
-    print("%-11s %7s %12s %12s %8s %8s %12s"
+          % (a.latency, a.runs, "PostgreSQL" if server else "SQLite"))
+    print("%-11s %7s %12s %12s %8s %8s %12s %8s %10s"
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
-             "tail s", "wall s", "CPU us/step"))
+             "tail s", "wall s", "CPU us/step", "RSS MiB", "KiB/flight"))
     sys.stdout.flush()
     for c in concs:
         n = jobs.get(c, max(jobs.values()))
         ticks = cpu_ticks()
-        rs = [one_run(binary, a.dir, c, n, a.keep, server)
+        rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency)
               for _ in range(a.runs)]
         steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f"
+        print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f %8.1f %10.1f"
               % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
-                 med["cpu_us"]))
+                 med["cpu_us"], med["rss_mib"], med["rss_mib"] * 1024 / c))
         print("            runs, steps/s wall: %s; CPU steal %.1f%%"
               % (" ".join("%.0f" % r["wall"] for r in rs), steal))
         sys.stdout.flush()
