@@ -76,11 +76,24 @@ enum q__stmt_id {
     ST_COUNT
 };
 
+/* A tiers row as the open transaction last read or wrote it (tiers.c). */
+#define Q__TIER_ROWS 8
+struct q__tier_row {
+    char name[104];         /* tier names are at most 100 bytes (config) */
+    struct q_tier_state st; /* the row's fields; the send log's are 0 */
+};
+
 struct q__sqlite {
     struct q_db base; /* first: dispatch.c reaches the table through it */
     sqlite3 *h;
     sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
     int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
+    /* The open transaction holds the write lock, so the tiers rows it read
+     * or wrote change only through it: they are kept here and read again
+     * only after its end. Emptied at every commit and at every rollback of
+     * any level (q__tier_rows_forget). */
+    struct q__tier_row tier_rows[Q__TIER_ROWS];
+    size_t ntier_rows;
     int64_t keep_body_bytes;
     char *path;
 };
@@ -207,6 +220,10 @@ int q__db_err(struct q__sqlite *db, const char *what);
 /* tx_enter starts a write transaction unless one is open; tx_leave ends
  * the level tx_enter opened, committing on rc == 0, rolling back else.
  * tx_leave returns rc, or the commit's error. */
+/* q__tier_rows_forget empties the tiers rows kept for the open
+ * transaction (tiers.c); called by q__tx_leave at every commit and
+ * rollback. Cannot fail. */
+void q__tier_rows_forget(struct q__sqlite *db);
 int q__tx_enter(struct q__sqlite *db);
 int q__tx_leave(struct q__sqlite *db, int rc);
 /* q__col_text copies column i of the current row, or NULL. Caller frees. */

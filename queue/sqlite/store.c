@@ -339,11 +339,14 @@ q__tx_leave(struct q__sqlite *db, int rc)
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
     if (--db->tx_depth > 0) {
-        if (rc != 0)
+        if (rc != 0) {
+            q__tier_rows_forget(db);
             step_done(db, ST_ROLLBACK_TO, "rolling back a savepoint");
+        }
         err = step_done(db, ST_RELEASE, "releasing a savepoint");
         return rc ? rc : err;
     }
+    q__tier_rows_forget(db);
     if (rc != 0) {
         step_done(db, ST_ROLLBACK, "rolling back");
         return rc;

@@ -16,20 +16,69 @@ copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)
     snprintf(buf, len, "%s", t ? (const char *)t : "");
 }
 
-int
-q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
-                    const struct q_tier_window *w, struct q_tier_state *out)
+void
+q__tier_rows_forget(struct q__sqlite *db)
 {
-    struct q__sqlite *db = q__sqlite(base);
+    db->ntier_rows = 0;
+}
+
+/* The row of tier kept for the open transaction, or NULL. */
+static struct q__tier_row *
+row_find(struct q__sqlite *db, const char *tier)
+{
+    /* SQLite may have ended the transaction itself after an error: then
+     * the rows are not kept either. */
+    if (db->tx_depth == 0 || sqlite3_get_autocommit(db->h))
+        return NULL;
+    for (size_t i = 0; i < db->ntier_rows; i++) {
+        if (strcmp(db->tier_rows[i].name, tier) == 0)
+            return &db->tier_rows[i];
+    }
+    return NULL;
+}
+
+/* Keeps st as tier's row for the rest of the open transaction (none
+ * open, a name too long or no room left: not kept, read again). */
+static void
+row_keep(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
+{
+    struct q__tier_row *r = row_find(db, tier);
+
+    if (db->tx_depth == 0 || sqlite3_get_autocommit(db->h) ||
+        strlen(tier) >= sizeof(r->name))
+        return;
+    if (r == NULL) {
+        if (db->ntier_rows == Q__TIER_ROWS)
+            return;
+        r = &db->tier_rows[db->ntier_rows++];
+        snprintf(r->name, sizeof(r->name), "%s", tier);
+    }
+    r->st = *st;
+    r->st.window_requests = r->st.window_tokens = r->st.window_oldest = 0;
+    r->st.in_flight = 0;
+    r->st.probe_in_flight = false;
+}
+
+/* Reads tier's row into *st (a tier never stored: its defaults). Inside a
+ * transaction, a row read or written before in it is not read again
+ * (struct q__sqlite). */
+static int
+row_read(struct q__sqlite *db, const char *tier, struct q_tier_state *out)
+{
+    struct q__tier_row *kept = row_find(db, tier);
     struct q_tier_state st;
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_GET);
+    sqlite3_stmt *s;
     int rc;
 
+    if (kept != NULL) {
+        *out = kept->st;
+        return 0;
+    }
+    if ((s = q__stmt(db, ST_TIER_GET)) == NULL)
+        return -EIO;
     memset(&st, 0, sizeof(st));
     st.pace = 1.0;
     st.doubt = true; /* a tier never used: its state is unknown */
-    if (s == NULL)
-        return -EIO;
     q__bind_text(s, 1, tier);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
@@ -58,6 +107,22 @@ q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
         return q__db_err(db, "reading tier state");
     }
     sqlite3_reset(s);
+    row_keep(db, tier, &st);
+    *out = st;
+    return 0;
+}
+
+int
+q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
+                    const struct q_tier_window *w, struct q_tier_state *out)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    struct q_tier_state st;
+    sqlite3_stmt *s;
+    int rc;
+
+    if ((rc = row_read(db, tier, &st)) != 0)
+        return rc;
     if (w != NULL && w->requests != 0) {
         if ((s = q__stmt(db, ST_TIER_WINDOW)) == NULL)
             return -EIO;
@@ -104,6 +169,7 @@ q__sqlite_tier_store(q_db *base, const char *tier,
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
+    int rc;
 
     if (s == NULL)
         return -EIO;
@@ -125,7 +191,12 @@ q__sqlite_tier_store(q_db *base, const char *tier,
     sqlite3_bind_int64(s, 16, st->learned_rpm);
     sqlite3_bind_int64(s, 17, st->learned_tpm);
     sqlite3_bind_int(s, 18, st->doubt);
-    return q__run_done(db, s, "writing tier state");
+    if ((rc = q__run_done(db, s, "writing tier state")) != 0) {
+        q__tier_rows_forget(db);
+        return rc;
+    }
+    row_keep(db, tier, st);
+    return 0;
 }
 
 int
