@@ -28,7 +28,8 @@ Reported, the median of the runs for each C:
     final idle check);
   - tail: wall time minus the first-to-last span (start-up plus drain end);
   - worker CPU per step (user + system of `stepq work`, from wait4);
-  - the worker's peak RSS (wait4's ru_maxrss), and that divided by the
+  - the worker's peak RSS (VmHWM, read every 20 ms while it runs), and
+    that divided by the
     concurrency (RSS per step in flight, start-up included).
 
 Build first: cmake --preset release && cmake --build --preset release
@@ -71,12 +72,33 @@ def timed_work(binary, folder, conc, dbargs):
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-        _, status, ru = os.wait4(p.pid, 0)
+        # wait4's ru_maxrss is no use here: a child made with vfork starts
+        # with this Python process's high-water mark. VmHWM belongs to the
+        # program's own memory, so it is read while it runs.
+        hwm = 0
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            hwm = max(hwm, vm_hwm_kib(p.pid))
+            time.sleep(0.02)
         wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         die("stepq work exited %d (see %s/work.log)" % (p.returncode, folder))
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+    return wall, ru.ru_utime + ru.ru_stime, hwm
+
+
+def vm_hwm_kib(pid):
+    """The peak resident set of process pid so far, in KiB (0 if gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def one_run(binary, base, conc, njobs, keep, server=None, latency=0):
