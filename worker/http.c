@@ -54,8 +54,8 @@ leave(http_client *c)
 }
 
 /* handle_closed runs after the timer, the due handle or a socket's poll
- * handle closed. The
- * client is freed with its last handle, once curl is cleaned up. */
+ * handle closed. The client is freed with its last handle, once curl is
+ * cleaned up. */
 static void
 handle_closed(http_client *c)
 {

@@ -217,13 +217,13 @@ sqlite3_stmt *q__stmt(struct q__sqlite *db, enum q__stmt_id id);
 /* db_err logs the SQLite error of the connection with what was being done
  * and returns -EIO (or -EAGAIN when the database stayed locked). */
 int q__db_err(struct q__sqlite *db, const char *what);
-/* tx_enter starts a write transaction unless one is open; tx_leave ends
- * the level tx_enter opened, committing on rc == 0, rolling back else.
- * tx_leave returns rc, or the commit's error. */
 /* q__tier_rows_forget empties the tiers rows kept for the open
  * transaction (tiers.c); called by q__tx_leave at every commit and
  * rollback. Cannot fail. */
 void q__tier_rows_forget(struct q__sqlite *db);
+/* tx_enter starts a write transaction unless one is open; tx_leave ends
+ * the level tx_enter opened, committing on rc == 0, rolling back else.
+ * tx_leave returns rc, or the commit's error. */
 int q__tx_enter(struct q__sqlite *db);
 int q__tx_leave(struct q__sqlite *db, int rc);
 /* q__col_text copies column i of the current row, or NULL. Caller frees. */

@@ -42,12 +42,12 @@ row_find(struct q__sqlite *db, const char *tier)
 static void
 row_keep(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
 {
-    struct q__tier_row *r = row_find(db, tier);
+    struct q__tier_row *r;
 
     if (db->tx_depth == 0 || sqlite3_get_autocommit(db->h) ||
         strlen(tier) >= sizeof(r->name))
         return;
-    if (r == NULL) {
+    if ((r = row_find(db, tier)) == NULL) {
         if (db->ntier_rows == Q__TIER_ROWS)
             return;
         r = &db->tier_rows[db->ntier_rows++];
