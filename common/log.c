@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -53,41 +51,143 @@ log_write(enum log_level level, const char *file, int line, const char *fmt,
     fprintf(stderr, "stepq %s %s:%d: %s\n", names[level], base, line, msg);
 }
 
+/* The attempt line is written by hand rather than built as a cJSON tree:
+ * it is printed once per attempt, and cJSON prints each number with
+ * sprintf and reads it back with sscanf. The text is the same as
+ * cJSON_PrintUnformatted's: keys in this order, integers in decimal,
+ * strings escaped as cJSON escapes them. */
+struct line {
+    char *buf;
+    size_t len, cap;
+};
+
+static void
+line_put(struct line *l, const char *s, size_t n)
+{
+    if (l->len + n + 1 > l->cap) {
+        while (l->len + n + 1 > l->cap)
+            l->cap *= 2;
+        l->buf = xrealloc(l->buf, l->cap);
+    }
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+/* Appends a string literal. */
+#define line_lit(l, lit) line_put((l), (lit), sizeof(lit) - 1)
+
+static void
+line_int(struct line *l, const char *key, long long v)
+{
+    char num[64];
+    int n = snprintf(num, sizeof(num), ",\"%s\":%lld", key, v);
+    line_put(l, num, (size_t)n);
+}
+
+/* key (NULL: none) and the JSON string of s[0..n), or null for NULL. */
+static void
+line_str(struct line *l, const char *key, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    if (key != NULL) {
+        line_lit(l, ",\"");
+        line_put(l, key, strlen(key));
+        line_lit(l, "\":");
+    }
+    if (s == NULL) {
+        line_lit(l, "null");
+        return;
+    }
+    line_lit(l, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t k = 2;
+
+        if (c >= 32 && c != '"' && c != '\\') {
+            size_t run = i;
+            while (run < n && (unsigned char)s[run] >= 32 && s[run] != '"' &&
+                   s[run] != '\\')
+                run++;
+            line_put(l, s + i, run - i);
+            i = run - 1;
+            continue;
+        }
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            esc[1] = 'u';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            k = 6;
+        }
+        line_put(l, esc, k);
+    }
+    line_lit(l, "\"");
+}
+
+static void
+line_cstr(struct line *l, const char *key, const char *s)
+{
+    line_str(l, key, s, s ? strlen(s) : 0);
+}
+
 void
 log_attempt(const struct attempt_log *a)
 {
-    cJSON *o = cJSON_CreateObject();
-    char *line;
+    struct line l = {xmalloc(512), 0, 512};
+    char num[32];
 
-    cJSON_AddNumberToObject(o, "job", (double)a->job);
-    json_add_string(o, "step", a->step);
-    cJSON_AddNumberToObject(o, "attempt", a->attempt);
-    json_add_string(o, "tier", a->tier);
+    line_lit(&l, "{\"job\":");
+    line_put(&l, num, (size_t)snprintf(num, sizeof(num), "%lld", a->job));
+    line_cstr(&l, "step", a->step);
+    line_int(&l, "attempt", a->attempt);
+    line_cstr(&l, "tier", a->tier);
     if (a->status > 0)
-        cJSON_AddNumberToObject(o, "status", a->status);
+        line_int(&l, "status", a->status);
     else
-        cJSON_AddNullToObject(o, "status");
-    json_add_string(o, "outcome", a->outcome);
-    json_add_string(o, "reason", a->reason);
-    json_add_string(o, "decision", a->decision);
-    cJSON_AddNumberToObject(o, "delay_ms", (double)a->delay_ms);
-    cJSON_AddNumberToObject(o, "latency_ms", (double)a->latency_ms);
+        line_lit(&l, ",\"status\":null");
+    line_cstr(&l, "outcome", a->outcome);
+    line_cstr(&l, "reason", a->reason);
+    line_cstr(&l, "decision", a->decision);
+    line_int(&l, "delay_ms", a->delay_ms);
+    line_int(&l, "latency_ms", a->latency_ms);
     if (a->error != NULL)
-        cJSON_AddStringToObject(o, "transport_error", a->error);
+        line_cstr(&l, "transport_error", a->error);
     if (a->body != NULL) {
         /* The body may be binary or cut mid-character: keep it valid
-         * JSON by replacing what is not UTF-8. */
+         * JSON by replacing what is not UTF-8 (up to a NUL, as a C
+         * string). */
         char *copy = xstrndup(a->body, a->body_len);
         json_utf8_scrub(copy, strlen(copy));
-        cJSON_AddStringToObject(o, "body", copy);
+        line_cstr(&l, "body", copy);
         free(copy);
     } else {
-        cJSON_AddNullToObject(o, "body");
+        line_lit(&l, ",\"body\":null");
     }
-    line = cJSON_PrintUnformatted(o);
-    if (line != NULL) {
-        fprintf(stderr, "%s\n", line);
-        free(line);
-    }
-    cJSON_Delete(o);
+    line_lit(&l, "}\n");
+    /* One write, so concurrent writers do not interleave a line. */
+    fwrite(l.buf, 1, l.len, stderr);
+    free(l.buf);
 }
