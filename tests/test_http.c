@@ -349,6 +349,49 @@ START_TEST(test_keep_alive_reuses_connection)
 }
 END_TEST
 
+/* Bursts of transfers, each ending before the next starts (as a worker's
+ * sends do when its claims come in batches): with max_idle_connections at
+ * the burst's size every burst reuses the first one's connections. libcurl
+ * alone sizes its cache to the transfers still in flight, and closes
+ * connections as a burst drains. */
+START_TEST(test_bursts_keep_their_connections)
+{
+    enum { BURST = 16, BURSTS = 4 };
+    struct http_client_opts o = {.max_idle_connections = BURST};
+    struct env e;
+    struct result r[BURST];
+    struct http_request req;
+    struct mock_stats st;
+    bool all;
+
+    env_start(&e, "{\"answers\":[{\"delay_ms\":20}],\"loop\":true}", NULL, &o);
+    chat_req(&e, "/v1", 5000, &req);
+    for (int b = 0; b < BURSTS; b++) {
+        memset(r, 0, sizeof(r));
+        for (int i = 0; i < BURST; i++)
+            ck_assert_int_eq(http_send(e.c, &req, on_done, &r[i], NULL), 0);
+        do {
+            all = true;
+            for (int i = 0; i < BURST && all; i++) {
+                if (!r[i].done) {
+                    run_until(&e, &r[i].done, 10000);
+                    all = false;
+                }
+            }
+        } while (!all);
+        for (int i = 0; i < BURST; i++) {
+            ck_assert_int_eq(r[i].status, 200);
+            result_free(&r[i]);
+        }
+    }
+    http_request_cleanup(&req);
+    mock_get_stats(e.m, &st);
+    ck_assert_int_eq((int)st.requests, BURST * BURSTS);
+    ck_assert_int_eq((int)st.connections, BURST);
+    env_stop(&e);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -373,6 +416,7 @@ test_suite(void)
     tcase_add_test(transport, test_https_to_plain_http_is_tls_error);
     tcase_add_test(transport, test_header_caps_drop_extra_headers);
     tcase_add_test(transport, test_keep_alive_reuses_connection);
+    tcase_add_test(transport, test_bursts_keep_their_connections);
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++) {
         tcase_add_checked_fixture(all[i], setup, mockproc_teardown);
         tcase_set_timeout(all[i], 20);

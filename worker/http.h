@@ -71,6 +71,9 @@ struct http_client_opts {
     size_t max_header_bytes;    /* bytes of kept headers; 0: 64 KiB */
     long max_host_connections;  /* per host; 0: unlimited */
     long max_total_connections; /* 0: unlimited */
+    long max_idle_connections;  /* open connections kept for reuse; 0:
+                                   libcurl's default (4 per transfer in
+                                   flight, shrinking as they finish) */
     long connect_timeout_ms;    /* 0: 10 s (never above the request's) */
     const char *user_agent;     /* borrowed for the call; NULL: "stepq/0.1" */
 };

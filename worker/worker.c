@@ -152,6 +152,7 @@ setup(struct worker *w, const struct worker_opts *o)
     if (uv_loop_init(&w->loop) != 0)
         return -EIO;
     hopts.max_response_bytes = (size_t)o->cfg->worker.max_response_bytes;
+    hopts.max_idle_connections = w->concurrency;
     if ((rc = http_client_new(&w->loop, &hopts, &w->http)) != 0) {
         uv_loop_close(&w->loop);
         return rc;
