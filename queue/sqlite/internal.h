@@ -81,6 +81,18 @@ enum q__stmt_id {
 struct q__tier_row {
     char name[104];         /* tier names are at most 100 bytes (config) */
     struct q_tier_state st; /* the row's fields; the send log's are 0 */
+    bool dirty;             /* st is not written yet: it is at the commit */
+    int undo_level; /* the deepest level holding its undo entry; 0: none */
+};
+
+/* What a row was before the first store of a transaction level, put back
+ * if that level rolls back (tiers.c). */
+struct q__tier_undo {
+    int level;      /* the transaction level of the store */
+    size_t row;     /* index in tier_rows */
+    int undo_level; /* the row's undo_level before */
+    bool dirty;
+    struct q_tier_state st;
 };
 
 struct q__sqlite {
@@ -90,10 +102,14 @@ struct q__sqlite {
     int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
     /* The open transaction holds the write lock, so the tiers rows it read
      * or wrote change only through it: they are kept here and read again
-     * only after its end. Emptied at every commit and at every rollback of
-     * any level (q__tier_rows_forget). */
+     * only after its end, and a row stored is written once, before the
+     * COMMIT (q__tier_rows_flush), not at every store. A level rolled back
+     * puts back what its stores changed (tier_undo); the rows are emptied
+     * at the commit and at the rollback of the transaction. */
     struct q__tier_row tier_rows[Q__TIER_ROWS];
     size_t ntier_rows;
+    struct q__tier_undo *tier_undo; /* owned; one entry per row and level */
+    size_t ntier_undo, tier_undo_cap;
     int64_t keep_body_bytes;
     char *path;
 };
@@ -217,9 +233,13 @@ sqlite3_stmt *q__stmt(struct q__sqlite *db, enum q__stmt_id id);
 /* db_err logs the SQLite error of the connection with what was being done
  * and returns -EIO (or -EAGAIN when the database stayed locked). */
 int q__db_err(struct q__sqlite *db, const char *what);
-/* q__tier_rows_forget empties the tiers rows kept for the open
- * transaction (tiers.c); called by q__tx_leave at every commit and
- * rollback. Cannot fail. */
+/* The tiers rows kept for the open transaction (tiers.c), driven by
+ * q__tx_leave: q__tier_rows_flush writes the stored ones before the
+ * COMMIT (an error: the transaction must roll back); q__tier_rows_level_end
+ * ends level (rolled back or not) for them; q__tier_rows_forget empties
+ * them, at the end of the transaction. */
+STEPQ_MUST_CHECK int q__tier_rows_flush(struct q__sqlite *db);
+void q__tier_rows_level_end(struct q__sqlite *db, int level, bool rollback);
 void q__tier_rows_forget(struct q__sqlite *db);
 /* tx_enter starts a write transaction unless one is open; tx_leave ends
  * the level tx_enter opened, committing on rc == 0, rolling back else.

@@ -339,13 +339,14 @@ q__tx_leave(struct q__sqlite *db, int rc)
     if (db->tx_depth <= 0)
         return rc ? rc : -EINVAL;
     if (--db->tx_depth > 0) {
-        if (rc != 0) {
-            q__tier_rows_forget(db);
+        q__tier_rows_level_end(db, db->tx_depth + 1, rc != 0);
+        if (rc != 0)
             step_done(db, ST_ROLLBACK_TO, "rolling back a savepoint");
-        }
         err = step_done(db, ST_RELEASE, "releasing a savepoint");
         return rc ? rc : err;
     }
+    if (rc == 0)
+        rc = q__tier_rows_flush(db); /* an error was logged */
     q__tier_rows_forget(db);
     if (rc != 0) {
         step_done(db, ST_ROLLBACK, "rolling back");
@@ -511,6 +512,7 @@ q__sqlite_close(q_db *base)
         log_error("%s: close: %s", db->path, sqlite3_errmsg(db->h));
         rc = -EIO;
     }
+    free(db->tier_undo);
     free(db->path);
     free(db);
     return rc;

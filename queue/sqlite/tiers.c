@@ -20,6 +20,7 @@ void
 q__tier_rows_forget(struct q__sqlite *db)
 {
     db->ntier_rows = 0;
+    db->ntier_undo = 0;
 }
 
 /* The row of tier kept for the open transaction, or NULL. */
@@ -38,25 +39,129 @@ row_find(struct q__sqlite *db, const char *tier)
 }
 
 /* Keeps st as tier's row for the rest of the open transaction (none
- * open, a name too long or no room left: not kept, read again). */
-static void
+ * open, a name too long or no room left: NULL, not kept). */
+static struct q__tier_row *
 row_keep(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
 {
     struct q__tier_row *r;
 
     if (db->tx_depth == 0 || sqlite3_get_autocommit(db->h) ||
         strlen(tier) >= sizeof(r->name))
-        return;
+        return NULL;
     if ((r = row_find(db, tier)) == NULL) {
         if (db->ntier_rows == Q__TIER_ROWS)
-            return;
+            return NULL;
         r = &db->tier_rows[db->ntier_rows++];
         snprintf(r->name, sizeof(r->name), "%s", tier);
+        r->dirty = false;
+        r->undo_level = 0;
     }
     r->st = *st;
     r->st.window_requests = r->st.window_tokens = r->st.window_oldest = 0;
     r->st.in_flight = 0;
     r->st.probe_in_flight = false;
+    return r;
+}
+
+static int
+row_write(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
+{
+    sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
+
+    if (s == NULL)
+        return -EIO;
+    q__bind_text(s, 1, tier);
+    q__bind_text(s, 2, q_breaker_name(st->breaker));
+    sqlite3_bind_int(s, 3, st->failures);
+    sqlite3_bind_int64(s, 4, st->open_until);
+    sqlite3_bind_int64(s, 5, st->exhausted_until);
+    q__bind_text(s, 6, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
+    sqlite3_bind_int64(s, 7, st->limited_until);
+    sqlite3_bind_int64(s, 8, st->allowance_used);
+    sqlite3_bind_int64(s, 9, st->allowance_since);
+    q__bind_text(s, 10, st->config_hash[0] ? st->config_hash : NULL);
+    sqlite3_bind_double(s, 11, st->req_tat);
+    sqlite3_bind_double(s, 12, st->tok_tat);
+    sqlite3_bind_double(s, 13, st->pace);
+    sqlite3_bind_int64(s, 14, st->pace_down_at);
+    sqlite3_bind_int64(s, 15, st->pace_up_at);
+    sqlite3_bind_int64(s, 16, st->learned_rpm);
+    sqlite3_bind_int64(s, 17, st->learned_tpm);
+    sqlite3_bind_int(s, 18, st->doubt);
+    return q__run_done(db, s, "writing tier state");
+}
+
+int
+q__tier_rows_flush(struct q__sqlite *db)
+{
+    int rc;
+
+    if (sqlite3_get_autocommit(db->h))
+        return 0; /* SQLite rolled back: nothing of it is to be written */
+    for (size_t i = 0; i < db->ntier_rows; i++) {
+        struct q__tier_row *r = &db->tier_rows[i];
+        if (!r->dirty)
+            continue;
+        if ((rc = row_write(db, r->name, &r->st)) != 0)
+            return rc;
+        r->dirty = false;
+    }
+    return 0;
+}
+
+void
+q__tier_rows_level_end(struct q__sqlite *db, int level, bool rollback)
+{
+    size_t kept = 0;
+
+    /* A level's entries are the last ones: its stores came after its
+     * parent's. Rolled back, each puts its row back; ended well, each
+     * becomes the parent's, unless the parent has its own for the row
+     * (which holds the older state). */
+    for (size_t i = 0; i < db->ntier_undo; i++) {
+        struct q__tier_undo *u = &db->tier_undo[i];
+        struct q__tier_row *r = &db->tier_rows[u->row];
+
+        if (u->level != level) {
+            db->tier_undo[kept++] = *u;
+            continue;
+        }
+        if (rollback) {
+            r->st = u->st;
+            r->dirty = u->dirty;
+            r->undo_level = u->undo_level;
+        } else if (u->undo_level == level - 1) {
+            r->undo_level = level - 1;
+        } else {
+            u->level = level - 1;
+            r->undo_level = level - 1;
+            db->tier_undo[kept++] = *u;
+        }
+    }
+    db->ntier_undo = kept;
+}
+
+/* Notes what r is before the first store into it at the open level, so
+ * that a rollback of that level can put it back. */
+static void
+row_undo_note(struct q__sqlite *db, struct q__tier_row *r)
+{
+    struct q__tier_undo *u;
+
+    if (r->undo_level == db->tx_depth)
+        return;
+    if (db->ntier_undo == db->tier_undo_cap) {
+        db->tier_undo_cap = db->tier_undo_cap ? 2 * db->tier_undo_cap : 16;
+        db->tier_undo =
+            xrealloc(db->tier_undo, db->tier_undo_cap * sizeof(*db->tier_undo));
+    }
+    u = &db->tier_undo[db->ntier_undo++];
+    u->level = db->tx_depth;
+    u->row = (size_t)(r - db->tier_rows);
+    u->undo_level = r->undo_level;
+    u->dirty = r->dirty;
+    u->st = r->st;
+    r->undo_level = db->tx_depth;
 }
 
 /* Reads tier's row into *st (a tier never stored: its defaults). Inside a
@@ -168,35 +273,26 @@ q__sqlite_tier_store(q_db *base, const char *tier,
                      const struct q_tier_state *st)
 {
     struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
+    struct q__tier_row *r = row_find(db, tier);
     int rc;
 
-    if (s == NULL)
-        return -EIO;
-    q__bind_text(s, 1, tier);
-    q__bind_text(s, 2, q_breaker_name(st->breaker));
-    sqlite3_bind_int(s, 3, st->failures);
-    sqlite3_bind_int64(s, 4, st->open_until);
-    sqlite3_bind_int64(s, 5, st->exhausted_until);
-    q__bind_text(s, 6, st->exhausted_reason[0] ? st->exhausted_reason : NULL);
-    sqlite3_bind_int64(s, 7, st->limited_until);
-    sqlite3_bind_int64(s, 8, st->allowance_used);
-    sqlite3_bind_int64(s, 9, st->allowance_since);
-    q__bind_text(s, 10, st->config_hash[0] ? st->config_hash : NULL);
-    sqlite3_bind_double(s, 11, st->req_tat);
-    sqlite3_bind_double(s, 12, st->tok_tat);
-    sqlite3_bind_double(s, 13, st->pace);
-    sqlite3_bind_int64(s, 14, st->pace_down_at);
-    sqlite3_bind_int64(s, 15, st->pace_up_at);
-    sqlite3_bind_int64(s, 16, st->learned_rpm);
-    sqlite3_bind_int64(s, 17, st->learned_tpm);
-    sqlite3_bind_int(s, 18, st->doubt);
-    if ((rc = q__run_done(db, s, "writing tier state")) != 0) {
-        q__tier_rows_forget(db);
-        return rc;
+    /* Inside a transaction the row is written before its COMMIT, once
+     * however often it is stored (q__tier_rows_flush). */
+    if (r == NULL && db->tx_depth > 0) {
+        struct q_tier_state cur;
+        if ((rc = row_read(db, tier, &cur)) != 0)
+            return rc;
+        r = row_find(db, tier);
     }
-    row_keep(db, tier, st);
-    return 0;
+    if (r != NULL) {
+        row_undo_note(db, r);
+        row_keep(db, tier, st);
+        r->dirty = true;
+        return 0;
+    }
+    /* Not kept (no transaction, a long name, no room): written now; a
+     * rollback undoes it in the database. */
+    return row_write(db, tier, st);
 }
 
 int
