@@ -52,10 +52,7 @@ static const char *const sql_text[ST_COUNT] = {
                       " ORDER BY priority DESC, run_at, id LIMIT ?2",
     [ST_CLAIM_SET] =
         "UPDATE jobs SET state = 1, lease_owner = ?2, lease_until = ?3,"
-        " claims = claims + 1, updated_at = ?4 WHERE id = ?1 AND state = 0"
-        " RETURNING id, name, key, state, priority, run_at, deadline_at,"
-        " created_at, updated_at, lease_owner, lease_until, claims, spec,"
-        " error",
+        " claims = claims + 1, updated_at = ?4 WHERE id = ?1 AND state = 0",
     [ST_EXTEND] = "UPDATE jobs SET lease_until = ?3, updated_at = ?4"
                   " WHERE id = ?1 AND state = 1 AND lease_owner = ?2",
     [ST_SET_STATE_HELD] =
