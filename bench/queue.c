@@ -8,8 +8,9 @@
  * Prints jobs/s, the median of --runs runs, for: enqueue one job per
  * transaction, enqueue 100 per transaction (with validation, and stored
  * only), and claim+complete from a
- * backlog with 1 and 4 processes (one job per claim, and 32 per claim with
- * the completions group-committed), each with q_open_opts.durable off and
+ * backlog with 1 and 4 processes (one job per claim, and 32 per claim),
+ * each turn's completions committed with its next claim in one
+ * transaction as the worker's turns do, each with q_open_opts.durable off and
  * on (SQLite: synchronous=NORMAL and FULL, WAL). Enqueue includes parsing
  * and validating the job's JSON. --drain N times the claim rows over the
  * first N jobs of the backlog (the queue stays as deep; the run shorter).
@@ -217,43 +218,66 @@ fill_backlog(const char *path, int n)
     q_close(db);
 }
 
-/* One worker process: claim `per` at a time and complete them (in one
- * transaction when per > 1) until nothing is left or it has done quota. */
+/* Completes the n jobs of got (none: n is 0) and claims up to want more
+ * into *next, *nnext, in one transaction, as a worker's turn does: its
+ * completions and its next claims commit together. */
+static int
+turn(q_db *db, const char *name, const struct q_job *got, size_t n, int want,
+     struct q_job **next, size_t *nnext)
+{
+    int64_t now = clock_now_ms();
+    int rc = q_tx_begin(db);
+
+    *next = NULL;
+    *nnext = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = q_complete(db, got[i].id, name, now);
+    if (rc == 0 && want > 0)
+        rc = q_claim(db, name, now, 60000, (size_t)want, next, nnext);
+    if (rc == -ENOENT)
+        rc = 0; /* nothing left to claim */
+    if (rc == 0 && (rc = q_tx_commit(db)) == 0)
+        return 0;
+    q_tx_rollback(db); /* a no-op after a failed commit, which ended it */
+    q_jobs_free(*next, *nnext);
+    *next = NULL;
+    *nnext = 0;
+    return rc;
+}
+
+/* One worker process: claim `per` at a time and complete them, each
+ * turn's completions with the next claim in one transaction, until
+ * nothing is left or it has done quota. */
 static int
 drain(const char *path, bool full, int per, int id, int quota)
 {
     q_db *db = open_or_die(path, full);
     char name[32];
-    struct q_job *got;
-    size_t n;
-    int rc, done = 0;
+    struct q_job *got = NULL, *next;
+    size_t n = 0, nnext;
+    int rc = 0, done = 0;
 
     snprintf(name, sizeof(name), "bench-%d", id);
     /* SQLite's busy wait is not fair: under FULL sync a process can wait
      * out its busy timeout (-EAGAIN). A worker retries then; so does this
      * one, for every call. */
-    while (done < quota) {
-        int want = quota - done < per ? quota - done : per;
-        rc = q_claim(db, name, clock_now_ms(), 60000, (size_t)want, &got, &n);
-        if (rc == -EAGAIN)
-            continue;
+    for (;;) {
+        int left = quota - done - (int)n;
+        int want = left < per ? left : per;
+        while ((rc = turn(db, name, got, n, want, &next, &nnext)) == -EAGAIN)
+            ;
         if (rc != 0)
             break;
-        int64_t now = clock_now_ms();
-        do {
-            rc = n > 1 ? q_tx_begin(db) : 0;
-            for (size_t i = 0; rc == 0 && i < n; i++)
-                rc = q_complete(db, got[i].id, name, now);
-            if (n > 1)
-                rc = rc == 0 ? q_tx_commit(db) : (q_tx_rollback(db), rc);
-        } while (rc == -EAGAIN);
-        if (rc != 0)
-            return -1;
         done += (int)n;
         q_jobs_free(got, n);
+        got = next;
+        n = nnext;
+        if (n == 0)
+            break;
     }
+    q_jobs_free(got, n);
     q_close(db);
-    return rc == -ENOENT || done >= quota ? done : -1;
+    return rc == 0 || done >= quota ? done : -1;
 }
 
 /* Fills a backlog, then times procs processes draining `take` jobs of it
