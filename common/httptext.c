@@ -2,6 +2,7 @@
 #include "common/httptext.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include "common/xalloc.h"
 
@@ -30,6 +31,22 @@ httptext_is_field_value(const char *s)
             return false;
     }
     return true;
+}
+
+bool
+httptext_is_credential_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"key",      "auth", "token", "secret",
+                                        "password", "sig",  "cookie"};
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t w = strlen(words[i]);
+        for (size_t k = 0; k + w <= n; k++) {
+            if (strncasecmp(name + k, words[i], w) == 0)
+                return true;
+        }
+    }
+    return false;
 }
 
 void

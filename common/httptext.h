@@ -19,6 +19,12 @@ bool httptext_is_token(const char *s);
  * but tab (so no CR, LF or NUL can split a header). */
 bool httptext_is_field_value(const char *s);
 
+/* httptext_is_credential_name reports whether the first n bytes of name
+ * (a header or query parameter name) say it may carry a credential: it
+ * holds "key", "auth", "token", "secret", "password", "sig" or "cookie" in
+ * any case. Such values are masked wherever stepq shows what it sent. */
+bool httptext_is_credential_name(const char *name, size_t n);
+
 /* httptext_query_escape appends s to buf (a string of *len bytes, NULL
  * at first) percent-encoded as a query component: unreserved characters
  * (RFC 3986: letters, digits, "-._~") as they are, every other byte as

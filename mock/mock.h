@@ -92,9 +92,9 @@
  *    "fault", "delay_ms", "idempotency_key", "authorization" (true/false: the
  *    value is never logged), "query" (values of parameters named like a
  *    credential as "***"), "headers" (content-type, user-agent, accept,
- *    and x-* except names with key, auth, token, secret, sig or password),
- *    "body_bytes", "body" (JSON value when it
- *    parses, else a string)}
+ *    and x-* except names with key, auth, token, secret, sig, password or
+ *    cookie), "body_bytes", "body" (JSON value when it parses, else a
+ *    string)}
  *
  * The caller must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)), as with any
  * libuv program that writes to sockets.

@@ -12,6 +12,7 @@
 #include <http_parser.h>
 
 #include "common/clock.h"
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -37,23 +38,6 @@ mock__request_reset(struct conn *c)
     c->in_value = c->auth = c->expect = c->too_large = false;
 }
 
-/* secret_name: a header or parameter name that may carry a credential. */
-static bool
-secret_name(const char *name, size_t n)
-{
-    static const char *const words[] = {"key",    "auth", "token",
-                                        "secret", "sig",  "password"};
-
-    for (size_t i = 0; i < STEPQ_ARRAY_LEN(words); i++) {
-        size_t w = strlen(words[i]);
-        for (size_t k = 0; k + w <= n; k++) {
-            if (strncasecmp(name + k, words[i], w) == 0)
-                return true;
-        }
-    }
-    return false;
-}
-
 /* json_add_masked_query logs the query string with the value of every
  * parameter whose name may carry a credential replaced by "***". */
 static void
@@ -65,7 +49,7 @@ json_add_masked_query(cJSON *o, const char *q)
         size_t n = strcspn(q, "&"), k = strcspn(q, "=&");
         memcpy(w, q, k);
         w += k;
-        if (q[k] == '=' && secret_name(q, k)) {
+        if (q[k] == '=' && httptext_is_credential_name(q, k)) {
             memcpy(w, "=***", 4);
             w += 4;
         } else {
@@ -242,7 +226,7 @@ logged_header(const char *name)
             return true;
     }
     /* A credential is never logged, whatever header carries it. */
-    if (secret_name(name, strlen(name)))
+    if (httptext_is_credential_name(name, strlen(name)))
         return false;
     return strncmp(name, "x-", 2) == 0;
 }

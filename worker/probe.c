@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 #include "policy/policy.h"
@@ -44,24 +45,6 @@ struct probe {
     char **secrets;           /* owned: what the request carried */
     size_t nsecrets;
 };
-
-/* credential_name: a header whose name says it carries a credential is
- * masked even when its value is written in the config. */
-static bool
-credential_name(const char *name)
-{
-    static const char *const words[] = {"key",      "auth", "token", "secret",
-                                        "password", "sig",  "cookie"};
-
-    for (size_t i = 0; i < STEPQ_ARRAY_LEN(words); i++) {
-        size_t w = strlen(words[i]);
-        for (const char *p = name; *p; p++) {
-            if (strncasecmp(p, words[i], w) == 0)
-                return true;
-        }
-    }
-    return false;
-}
 
 /* mask shows a long key by its first three and last four characters
  * ("sk-…abcd"), anything shorter as "***". Caller frees. */
@@ -108,7 +91,8 @@ shown(const struct config_tier *t, const struct http_header *h)
         return out;
     }
     cv = config_value(t, h->name);
-    if (cv != NULL && (strncmp(cv, "env:", 4) == 0 || credential_name(h->name)))
+    if (cv != NULL && (strncmp(cv, "env:", 4) == 0 ||
+                       httptext_is_credential_name(h->name, strlen(h->name))))
         return xstrdup("***");
     return xstrdup(h->value);
 }
@@ -143,9 +127,11 @@ collect_secrets(struct probe *p)
         add_secret(p, getenv(t->api_key_env));
     for (size_t i = 0; i < t->nheaders; i++) {
         const char *v = t->headers[i].value;
-        add_secret(p, strncmp(v, "env:", 4) == 0            ? getenv(v + 4)
-                      : credential_name(t->headers[i].name) ? v
-                                                            : NULL);
+        add_secret(p, strncmp(v, "env:", 4) == 0 ? getenv(v + 4)
+                      : httptext_is_credential_name(t->headers[i].name,
+                                                    strlen(t->headers[i].name))
+                          ? v
+                          : NULL);
     }
     for (size_t i = 0; i < t->nquery; i++) {
         const char *v = t->query[i].value;
