@@ -175,15 +175,18 @@ START_TEST(test_url_keeps_base_query_and_masks_env_values)
     struct config *cfg = NULL;
     const struct config_tier *t =
         tier("{\"tiers\":[{\"name\":\"g\",\"model\":\"m\",\"base_url\":"
-             "\"http://h/v1?a=1\",\"query\":{\"key\":\"env:TIER_KEY\"}}]}",
+             "\"http://h/v1?a=1\",\"query\":{\"key\":\"env:TIER_KEY\","
+             "\"sig\":\"lit\",\"v\":\"1\"}}]}",
              &cfg);
     char *url = NULL, err[256];
 
     ck_assert_int_eq(http_tier_url(t, false, &url, err, sizeof(err)), 0);
-    ck_assert_str_eq(url, "http://h/v1/chat/completions?a=1&key=***");
+    ck_assert_str_eq(url,
+                     "http://h/v1/chat/completions?a=1&key=***&sig=***&v=1");
     free(url);
     ck_assert_int_eq(http_tier_url(t, true, &url, err, sizeof(err)), 0);
-    ck_assert_str_eq(url, "http://h/v1/chat/completions?a=1&key=" SECRET);
+    ck_assert_str_eq(url, "http://h/v1/chat/completions?a=1&key=" SECRET
+                          "&sig=lit&v=1");
     free(url);
     config_free(cfg);
 }

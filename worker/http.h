@@ -232,8 +232,9 @@ STEPQ_MUST_CHECK int http_tier_request(const cJSON *request,
 
 /* http_tier_url writes the URL tier t's chat requests go to: base_url's
  * path with "/chat/completions" and the query (base_url's, then t's
- * parameters, percent-encoded). reveal false shows each env: value as
- * "***" without reading it, for printing; true reads it (send time).
+ * parameters, percent-encoded). reveal false shows each env: value, and
+ * the value of a parameter named like a credential (httptext.h), as "***"
+ * without reading it, for printing; true reads it (send time).
  * Returns 0 with *out set (caller frees); -ENOENT/-EINVAL as
  * http_tier_request. */
 STEPQ_MUST_CHECK int http_tier_url(const struct config_tier *t, bool reveal,

@@ -70,7 +70,9 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
         char sep = has_query ? '&' : '?';
         int rc;
 
-        if (!reveal && strncmp(v, "env:", 4) == 0) {
+        if (!reveal &&
+            (strncmp(v, "env:", 4) == 0 ||
+             httptext_is_credential_name(p->name, strlen(p->name)))) {
             v = NULL;
         } else if ((rc = http__resolve_value(
                         what(w, sizeof(w), t, "query.", p->name), p->value, &v,

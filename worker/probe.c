@@ -135,8 +135,11 @@ collect_secrets(struct probe *p)
     }
     for (size_t i = 0; i < t->nquery; i++) {
         const char *v = t->query[i].value;
-        if (strncmp(v, "env:", 4) == 0)
-            add_secret(p, getenv(v + 4));
+        add_secret(p, strncmp(v, "env:", 4) == 0 ? getenv(v + 4)
+                      : httptext_is_credential_name(t->query[i].name,
+                                                    strlen(t->query[i].name))
+                          ? v
+                          : NULL);
     }
 }
 
