@@ -26,6 +26,7 @@
     " \"require_query\": {\"api-version\": \"2024-10-21\"}},"                  \
     "{\"path\": \"/hang\", \"answers\": [{\"fault\": \"hang\"}], \"loop\": "   \
     "true},"                                                                   \
+    "{\"path\": \"/drop\", \"answers\": [{\"fault\": \"close_mid_body\"}]},"   \
     "{\"path\": \"/echo\", \"require_headers\": {\"authorization\": "          \
     "\"Bearer " KEY                                                            \
     "\"}, \"unauthorized\": {\"body\": {\"error\": {\"message\": "             \
@@ -94,6 +95,21 @@ START_TEST(test_check_honours_the_tier_timeout)
     r = result(cfg, &rc, &res);
     ck_assert_int_eq(rc, 1);
     ck_assert_str_eq(r, "timeout");
+    free(r);
+    run_result_free(&res);
+    free(cfg);
+}
+END_TEST
+
+START_TEST(test_check_reports_a_dropped_connection)
+{
+    char *cfg = config("drop", "/drop", ""), *r;
+    struct run_result res;
+    int rc;
+
+    r = result(cfg, &rc, &res);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_str_eq(r, "unreachable");
     free(r);
     run_result_free(&res);
     free(cfg);
@@ -293,6 +309,7 @@ test_suite(void)
     tcase_add_checked_fixture(check, setup, mockproc_teardown);
     tcase_set_timeout(check, 60);
     tcase_add_test(check, test_check_honours_the_tier_timeout);
+    tcase_add_test(check, test_check_reports_a_dropped_connection);
     tcase_add_test(check, test_check_scrubs_a_key_the_answer_echoes);
     tcase_add_test(check, test_unset_variable_is_not_sent);
     tcase_add_test(check, test_check_and_dry_run_text);

@@ -14,6 +14,7 @@
 #include "worker/worker.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +384,8 @@ check(const struct config *cfg, struct probe *ps, size_t n)
     size_t left = 0;
     int rc;
 
+    /* A peer that closes while a request is written must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
     if (uv_loop_init(&loop) != 0)
         return -EIO;
     if ((rc = http_client_new(&loop, &copts, &c)) != 0) {
