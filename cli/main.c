@@ -17,7 +17,7 @@ static const char usage[] =
     "  work                          run jobs (--drain: until none is due)\n"
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
-    "  tiers                         shared state of each configured tier\n"
+    "  tiers [--check]               each tier's shared state, or try each\n"
     "  schedules                     the config's schedules and their state\n"
     "  schedules pause|resume|run    pause or resume one, or run it now\n"
     "  report [--since 24h]          what happened since a time\n"

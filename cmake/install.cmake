@@ -22,6 +22,7 @@ add_custom_target(stepq_man ALL DEPENDS ${STEPQ_MAN_PAGE})
 install(FILES ${STEPQ_MAN_PAGE} DESTINATION share/man/man1 COMPONENT docs)
 install(FILES ${PROJECT_SOURCE_DIR}/docs/reference.md
               ${PROJECT_SOURCE_DIR}/docs/mock.md
+              ${PROJECT_SOURCE_DIR}/docs/endpoints.md
               ${PROJECT_SOURCE_DIR}/docs/openapi.json
         DESTINATION share/doc/stepq COMPONENT docs)
 
@@ -29,6 +30,7 @@ set(ex ${PROJECT_SOURCE_DIR}/examples)
 install(FILES ${ex}/nightly-changelog.json ${ex}/batch-prompts.jsonl
               ${ex}/extract-json.json ${ex}/stepq.json ${ex}/enqueue.c
               ${ex}/mock-free-tier.json ${ex}/mock-faults.json
+              ${ex}/mock-endpoints.json
               ${ex}/crontab
         DESTINATION share/stepq/examples)
 install(PROGRAMS ${ex}/enqueue.sh ${ex}/enqueue.py ${ex}/serve_client.py

@@ -120,6 +120,9 @@ that holds this stepq (for example
 .I PREFIX/share/doc/stepq/mock.md
 \\(em the script format of
 .BR \"stepq mock\" .
+.br
+.I PREFIX/share/doc/stepq/endpoints.md
+\\(em tested tier recipes for the endpoints stepq is pointed at.
 ")
 file(WRITE "${OUT}.tmp" "${page}")
 file(RENAME "${OUT}.tmp" "${OUT}")

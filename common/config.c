@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/file.h"
+#include "common/internal.h"
 #include "common/json.h"
 #include "common/location.h"
 #include "common/xalloc.h"
@@ -92,111 +93,6 @@ parse_policy(const cJSON *o, struct config_policy *p, char *err, size_t len)
         return json_fail(err, len, "policy.backoff_cap_s",
                          "must not be below backoff_base_s");
     p->max_throttle_waits = (int)waits;
-    return 0;
-}
-
-static int
-window_seconds(const char *s, int64_t *out)
-{
-    static const struct {
-        const char *name;
-        int64_t secs;
-    } w[] = {{"minute", 60},
-             {"hour", 3600},
-             {"day", 86400},
-             {"week", 7 * 86400},
-             {"month", 30 * 86400}};
-    for (size_t i = 0; i < STEPQ_ARRAY_LEN(w); i++) {
-        if (strcmp(s, w[i].name) == 0) {
-            *out = w[i].secs;
-            return 0;
-        }
-    }
-    return -EINVAL;
-}
-
-static int
-parse_tier(const cJSON *o, const char *path, struct config_tier *t, char *err,
-           size_t len)
-{
-    static const char *const keys[] = {"name",
-                                       "base_url",
-                                       "model",
-                                       "api_key_env",
-                                       "rpm",
-                                       "tpm",
-                                       "allowance_tokens",
-                                       "allowance_window",
-                                       "degrade_at",
-                                       "max_inflight",
-                                       "timeout_s",
-                                       "breaker",
-                                       "window_s",
-                                       "burst",
-                                       NULL};
-    static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
-    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
-    const char *window = NULL;
-    int64_t inflight = 0, failures = 5;
-    const cJSON *b;
-    char p[256];
-    int rc;
-
-    t->allowance_window_s = 86400;
-    t->degrade_at = 0.8;
-    t->timeout_s = 60;
-    t->window_s = 60;
-    t->breaker.cooldown_s = 30;
-    if ((rc = json_check_object(o, path, keys, err, len)) ||
-        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
-        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
-        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
-        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
-        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
-        (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
-                           len)) ||
-        (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
-                           &t->allowance_tokens, err, len)) ||
-        (rc = json_get_string(o, "allowance_window", false, path, &window, err,
-                              len)) ||
-        (rc = json_get_number(o, "degrade_at", 0.01, 1, path, &t->degrade_at,
-                              err, len)) ||
-        (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
-                           len)) ||
-        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
-                              err, len)) ||
-        (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
-                              err, len)) ||
-        (rc =
-             json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
-        return rc;
-    if (name[0] == '\0')
-        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
-                         "must not be empty");
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return json_fail(err, len,
-                         json_path_key(p, sizeof(p), path, "base_url"),
-                         "must start with http:// or https://");
-    if (window != NULL && window_seconds(window, &t->allowance_window_s))
-        return json_fail(err, len,
-                         json_path_key(p, sizeof(p), path, "allowance_window"),
-                         "must be minute, hour, day, week or month");
-    b = cJSON_GetObjectItemCaseSensitive(o, "breaker");
-    if (b != NULL) {
-        json_path_key(p, sizeof(p), path, "breaker");
-        if ((rc = json_check_object(b, p, bkeys, err, len)) ||
-            (rc = json_get_int(b, "failures", 1, 1000000, p, &failures, err,
-                               len)) ||
-            (rc = json_get_number(b, "cooldown_s", 0, 1e7, p,
-                                  &t->breaker.cooldown_s, err, len)))
-            return rc;
-    }
-    t->breaker.failures = (int)failures;
-    t->max_inflight = (int)inflight;
-    t->name = xstrdup(name);
-    t->base_url = xstrdup(url);
-    t->model = xstrdup(model);
-    t->api_key_env = xstrdup(env);
     return 0;
 }
 
@@ -416,7 +312,8 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         cJSON_ArrayForEach(it, v)
         {
             json_path_index(p, sizeof(p), "tiers", i);
-            if ((rc = parse_tier(it, p, &c->tiers[c->ntiers], err, len)))
+            if ((rc =
+                     config__parse_tier(it, p, &c->tiers[c->ntiers], err, len)))
                 return rc;
             c->ntiers++;
             for (int k = 0; k < i; k++) {
@@ -563,10 +460,7 @@ config_free(struct config *cfg)
         free(cfg->on_report);
     }
     for (size_t i = 0; i < cfg->ntiers; i++) {
-        free(cfg->tiers[i].name);
-        free(cfg->tiers[i].base_url);
-        free(cfg->tiers[i].model);
-        free(cfg->tiers[i].api_key_env);
+        config__tier_cleanup(&cfg->tiers[i]);
     }
     /* A tier or rule that failed half-way may hold some strings: parse_*
      * only store them on success, so nothing past ntiers/nrules is set. */

@@ -18,11 +18,38 @@ struct config_breaker {
     double cooldown_s; /* how long it stays open; default 30 */
 };
 
+/* How a tier's key (the value of $api_key_env) is sent. */
+enum config_auth {
+    CONFIG_AUTH_DEFAULT = 0, /* "auth" absent: Bearer when api_key_env names
+                                a variable that is set, else no header */
+    CONFIG_AUTH_BEARER,      /* "bearer": "Authorization: Bearer KEY"; the
+                                variable must be set when sent */
+    CONFIG_AUTH_HEADER,      /* "header:NAME": "NAME: KEY"; likewise */
+    CONFIG_AUTH_NONE,        /* "none": no key is sent */
+};
+
+/* A name and a value of a tier's headers or query. A value "env:NAME" is
+ * read from the environment when a request is built, never before. */
+struct config_pair {
+    char *name;  /* owned; a header name is an HTTP token */
+    char *value; /* owned; no control characters */
+};
+
+#define CONFIG_MAX_PAIRS 64 /* headers, and query parameters, per tier */
+
 struct config_tier {
-    char *name;                 /* owned; unique */
-    char *base_url;             /* owned; e.g. "http://127.0.0.1:8080/v1" */
-    char *model;                /* owned */
-    char *api_key_env;          /* owned; NULL: no Authorization header */
+    char *name;        /* owned; unique */
+    char *base_url;    /* owned; e.g. "http://127.0.0.1:8080/v1" */
+    char *model;       /* owned */
+    char *api_key_env; /* owned; NULL: no key */
+    enum config_auth auth;
+    char *auth_header;           /* owned; CONFIG_AUTH_HEADER's NAME, else
+                                    NULL */
+    struct config_pair *headers; /* owned array of nheaders */
+    size_t nheaders;
+    struct config_pair *query; /* owned array of nquery; appended to the
+                                  URL, percent-encoded, in this order */
+    size_t nquery;
     int64_t rpm;                /* requests per minute; 0 = unlimited */
     int64_t tpm;                /* tokens per minute; 0 = unlimited */
     double window_s;            /* rpm and tpm are per this many seconds;
@@ -126,6 +153,15 @@ STEPQ_MUST_CHECK int config_load(const char *path, struct config **out,
 /* config_find_tier returns the tier named name, or NULL. Borrowed. */
 const struct config_tier *config_find_tier(const struct config *cfg,
                                            const char *name);
+
+/* config_tier_key_header returns the header the tier's key goes in
+ * ("Authorization" for bearer, the NAME of header:NAME), or NULL when the
+ * tier sends no key. Borrowed from t. */
+const char *config_tier_key_header(const struct config_tier *t);
+
+/* config_auth_name returns "bearer", "header" or "none" ("bearer" for the
+ * default). Static string. */
+const char *config_auth_name(enum config_auth a);
 
 /* config_find_schedule returns the schedule named name, or NULL.
  * Borrowed. */

@@ -8,6 +8,7 @@
  */
 #include "mock/internal.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,9 @@ match(struct mock_script *s, const char *path)
         struct mock_route *r = &s->routes[i];
         size_t n = strlen(r->path);
         if (strncmp(path, r->path, n) != 0)
+            continue;
+        /* An exact route takes its path alone ("/v1/" as "/v1"). */
+        if (r->exact && path[n] != '\0' && strcmp(path + n, "/") != 0)
             continue;
         if (path[n] != '\0' && path[n] != '/' && path[n] != '?' && n > 0)
             continue;
@@ -171,6 +175,91 @@ idem_find(struct mock_engine *e, const char *key)
     return NULL;
 }
 
+/* decode writes s[0..n) percent-decoded ('+' is a space) into buf. */
+static void
+decode(const char *s, size_t n, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n && o + 1 < len; i++) {
+        if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+            isxdigit((unsigned char)s[i + 2])) {
+            char hex[3] = {s[i + 1], s[i + 2], '\0'};
+            buf[o++] = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else {
+            buf[o++] = s[i] == '+' ? ' ' : s[i];
+        }
+    }
+    buf[o] = '\0';
+}
+
+/* query_value finds parameter name in the raw query q (names and values
+ * percent-decoded) and writes its value into buf. False when absent. */
+static bool
+query_value(const char *q, const char *name, char *buf, size_t len)
+{
+    char key[256];
+
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&"), k = strcspn(q, "=&");
+        decode(q, k, key, sizeof(key));
+        if (strcmp(key, name) == 0) {
+            if (q[k] == '=')
+                decode(q + k + 1, n - k - 1, buf, len);
+            else
+                buf[0] = '\0';
+            return true;
+        }
+        q += n + (q[n] == '&');
+    }
+    return false;
+}
+
+/* unmet checks the route's required headers, then its required query
+ * parameters; it returns 0 when all are there, else 401 or 404 with why
+ * (naming the header or parameter, never its value). */
+static int
+unmet(const struct mock_route *r, const struct mock_request *rq, char *why,
+      size_t len)
+{
+    char val[1024];
+
+    for (size_t i = 0; i < r->nreq_headers; i++) {
+        const struct mock_header *h = &r->req_headers[i];
+        const cJSON *v = NULL;
+        for (const cJSON *it = rq->headers ? rq->headers->child : NULL;
+             it != NULL && v == NULL; it = it->next)
+            if (strcasecmp(it->string, h->name) == 0)
+                v = it;
+        if (v == NULL) {
+            snprintf(why, len,
+                     "You didn't provide an API key. This route needs it in "
+                     "the %s header.",
+                     h->name);
+            return 401;
+        }
+        if (!cJSON_IsString(v) || strcmp(v->valuestring, h->value) != 0) {
+            snprintf(why, len, "Incorrect API key provided in header %s.",
+                     h->name);
+            return 401;
+        }
+    }
+    for (size_t i = 0; i < r->nreq_query; i++) {
+        const struct mock_header *q = &r->req_query[i];
+        if (!query_value(rq->query ? rq->query : "", q->name, val,
+                         sizeof(val)) ||
+            strcmp(val, q->value) != 0) {
+            snprintf(why, len,
+                     "Resource not found: the query parameter %s is "
+                     "missing or not the one this route serves.",
+                     q->name);
+            return 404;
+        }
+    }
+    return 0;
+}
+
 /* limit_admit asks the route's limiter; a request costs its prompt (body
  * bytes / 4) plus the max_tokens it asks for, as providers estimate it. */
 static bool
@@ -192,6 +281,7 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
     struct mock_limit_result lim = {.admitted = true};
     char msg[256];
+    int refused;
 
     memset(out, 0, sizeof(*out));
     e->seq++;
@@ -210,7 +300,21 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     else
         e->stats->generic++;
 
-    if (storm_active(r, now)) {
+    /* A gateway checks the key and the path before any limit. */
+    if ((refused = unmet(r, rq, msg, sizeof(msg))) == 401) {
+        a = r->unauthorized;
+        b.answer = a;
+        b.status = a != NULL ? a->status : 401;
+        b.body = a != NULL && a->body != NULL
+                     ? xstrdup(a->body)
+                     : mock__error_body(msg, "invalid_request_error",
+                                        "invalid_api_key");
+        out->kind = "unauthorized";
+    } else if (refused == 404) {
+        b.status = 404;
+        b.body = mock__error_body(msg, "invalid_request_error", "not_found");
+        out->kind = "not_found";
+    } else if (storm_active(r, now)) {
         b.status = r->storm_status;
         b.body = mock__status_error_body(b.status);
         out->kind = "storm";

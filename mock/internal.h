@@ -156,6 +156,13 @@ struct mock_route {
     struct mock_answer *answers; /* owned array */
     size_t nanswers;
     bool loop;
+    bool exact; /* the request path must be path itself, not below it */
+    struct mock_header *req_headers; /* owned: required, exact value; the
+                                        name in any case */
+    size_t nreq_headers;
+    struct mock_header *req_query; /* owned: required query parameters */
+    size_t nreq_query;
+    struct mock_answer *unauthorized; /* owned; NULL: OpenAI's 401 */
 
     /* State, changed by answer.c. */
     uint64_t requests;
@@ -189,6 +196,9 @@ struct mock_request {
     const char *body;   /* may contain NULs; NUL-terminated */
     size_t body_len;
     const char *idempotency_key; /* NULL when absent */
+    const char *query;           /* after '?', raw; "" when none */
+    const cJSON *headers;        /* every header, names lower-case; may be
+                                    NULL (none) */
 };
 
 /* What to send back. */
@@ -301,7 +311,8 @@ struct conn {
     char *auth_scheme; /* owned: "Bearer", never the credentials */
     bool auth;
     bool expect;
-    cJSON *headers; /* owned: the headers we log */
+    cJSON *headers;     /* owned: the headers we log */
+    cJSON *all_headers; /* owned: every header, for a route's require_* */
     char *body;
     size_t body_len, body_cap;
     bool too_large;

@@ -54,6 +54,15 @@
  *                      limits above; then defaults resume ("loop": true
  *                      starts the sequence again)
  *   loop               see answers
+ *   exact              true: the route takes its path alone, not the paths
+ *                      below it (routes only)
+ *   require_headers    {"api-key": "VALUE"}: each header must be there with
+ *                      exactly that value (name in any case), else 401 with
+ *                      OpenAI's invalid_api_key body (or "unauthorized")
+ *   require_query      {"api-version": "2024-10-21"}: each parameter must be
+ *                      there with that value (percent-decoded), else 404
+ *   unauthorized       the answer (fields as below, status 401 by default)
+ *                      to a request that lacks a required header
  *
  * Answer fields (one element of "answers"):
  *   status             HTTP status (default 200)
@@ -73,16 +82,19 @@
  *   oversize_bytes     pad the body to exactly this many bytes
  *   count              use this answer N times in a row (default 1)
  *
- * Order for each request: route match, storm, rpm or limit, allowance,
- * context, then the sequence, then the defaults. Limits are checked before
- * the sequence, like a gateway in front of a model. See docs/mock.md.
+ * Order for each request: route match, required headers and query,
+ * storm, rpm or limit, allowance, context, then the sequence, then the
+ * defaults. Limits are checked before the sequence, like a gateway in
+ * front of a model. See docs/mock.md.
  *
  * Log line (one JSON object per request, written when the answer is decided):
  *   {"seq", "ts_ms", "t_ms", "method", "path", "route", "kind", "status",
  *    "fault", "delay_ms", "idempotency_key", "authorization" (true/false: the
- *    value is never logged), "headers" (content-type, user-agent, accept,
- *    and x-* except x-api-key), "body_bytes", "body" (JSON value when it
- *    parses, else a string)}
+ *    value is never logged), "query" (values of parameters named like a
+ *    credential as "***"), "headers" (content-type, user-agent, accept,
+ *    and x-* except names with key, auth, token, secret, sig, password or
+ *    cookie), "body_bytes", "body" (JSON value when it parses, else a
+ *    string)}
  *
  * The caller must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)), as with any
  * libuv program that writes to sockets.

@@ -12,6 +12,7 @@
 #include <http_parser.h>
 
 #include "common/clock.h"
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -28,11 +29,43 @@ mock__request_reset(struct conn *c)
     free(c->auth_scheme);
     free(c->body);
     cJSON_Delete(c->headers);
+    cJSON_Delete(c->all_headers);
+    c->all_headers = NULL;
     c->url = c->field = c->value = c->idem = c->auth_scheme = c->body = NULL;
     c->headers = NULL;
     c->url_len = c->field_len = c->value_len = 0;
     c->body_len = c->body_cap = 0;
     c->in_value = c->auth = c->expect = c->too_large = false;
+}
+
+/* json_add_masked_query logs the query string with the value of every
+ * parameter whose name may carry a credential replaced by "***". */
+static void
+json_add_masked_query(cJSON *o, const char *q)
+{
+    char *out = xmalloc(strlen(q) * 2 + 8), *w = out;
+
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&"), k = strcspn(q, "=&");
+        memcpy(w, q, k);
+        w += k;
+        if (q[k] == '=' && httptext_is_credential_name(q, k)) {
+            memcpy(w, "=***", 4);
+            w += 4;
+        } else {
+            memcpy(w, q + k, n - k);
+            w += n - k;
+        }
+        q += n;
+        if (*q == '&')
+            *w++ = *q++;
+    }
+    *w = '\0';
+    if (json_utf8_valid(out, strlen(out)))
+        cJSON_AddStringToObject(o, "query", out);
+    else
+        cJSON_AddNullToObject(o, "query");
+    free(out);
 }
 
 static void
@@ -53,6 +86,7 @@ log_request(struct mock *m, struct conn *c, const struct mock_request *rq,
     cJSON_AddNumberToObject(o, "t_ms", (double)(uv_now(m->loop) - m->t0));
     cJSON_AddStringToObject(o, "method", rq->method);
     cJSON_AddStringToObject(o, "path", rq->path);
+    json_add_masked_query(o, rq->query ? rq->query : "");
     cJSON_AddStringToObject(o, "route", rep->route);
     cJSON_AddStringToObject(o, "kind", rep->kind);
     if (answered)
@@ -98,6 +132,17 @@ log_request(struct mock *m, struct conn *c, const struct mock_request *rq,
     cJSON_free(line);
 }
 
+/* request_query returns what follows the first '?' of the URL, owned ("",
+ * when none). */
+static char *
+request_query(const char *url, size_t len)
+{
+    const char *q = memchr(url, '?', len);
+
+    return q != NULL ? xstrndup(q + 1, len - (size_t)(q + 1 - url))
+                     : xstrdup("");
+}
+
 /* request_path strips the query string and an absolute-form prefix
  * ("http://host/path"). Returns an owned copy. */
 static char *
@@ -126,6 +171,7 @@ handle_request(struct conn *c)
     struct mock_request rq = {0};
     struct mock_reply rep;
     char *path = request_path(c->url ? c->url : "/", c->url_len);
+    char *query = request_query(c->url ? c->url : "", c->url_len);
     bool keep = http_should_keep_alive(&c->parser) != 0;
     bool close_after;
 
@@ -134,6 +180,8 @@ handle_request(struct conn *c)
     rq.body = c->body ? c->body : "";
     rq.body_len = c->body_len;
     rq.idempotency_key = c->idem;
+    rq.query = query;
+    rq.headers = c->all_headers;
     mock_engine_answer(&m->engine, &rq, (int64_t)uv_now(m->loop), keep, &rep);
     log_request(m, c, &rq, &rep);
     close_after = !keep;
@@ -143,6 +191,7 @@ handle_request(struct conn *c)
     mock__conn_enqueue(c, &rep, close_after);
     mock_reply_cleanup(&rep);
     free(path);
+    free(query);
 }
 
 static void
@@ -176,7 +225,10 @@ logged_header(const char *name)
         if (strcmp(name, names[i]) == 0)
             return true;
     }
-    return strncmp(name, "x-", 2) == 0 && strcmp(name, "x-api-key") != 0;
+    /* A credential is never logged, whatever header carries it. */
+    if (httptext_is_credential_name(name, strlen(name)))
+        return false;
+    return strncmp(name, "x-", 2) == 0;
 }
 
 static void
@@ -202,6 +254,11 @@ finish_header(struct conn *c)
                strcasecmp(v, "100-continue") == 0) {
         c->expect = true;
     }
+    if (c->all_headers == NULL)
+        c->all_headers = cJSON_CreateObject();
+    if (!cJSON_HasObjectItem(c->all_headers, c->field) &&
+        json_utf8_valid(v, strlen(v)))
+        cJSON_AddStringToObject(c->all_headers, c->field, v);
     if (logged_header(c->field)) {
         if (c->headers == NULL)
             c->headers = cJSON_CreateObject();

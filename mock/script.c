@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -16,7 +17,8 @@
 #define ROUTE_KEYS                                                             \
     "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
-        "context_tokens", "storm", "answers", "loop", "limit"
+        "context_tokens", "storm", "answers", "loop", "limit",                 \
+        "require_headers", "require_query", "exact", "unauthorized"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
@@ -88,52 +90,52 @@ dup_string(const cJSON *obj, const char *key, const char *path, char **out,
     return rc;
 }
 
-/* token_ok reports whether s is an HTTP header name (RFC 9110 token). */
-static bool
-token_ok(const char *s)
+/* parse_pairs reads the object member key of obj: names and string values
+ * (header names when headers, which must be tokens). Response headers
+ * (answer) may not set what the mock frames the answer with. */
+static int
+parse_pairs(const cJSON *obj, const char *key, const char *path, bool headers,
+            bool answer, struct mock_header **out, size_t *nout, char *err,
+            size_t len)
 {
-    if (*s == '\0')
-        return false;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c <= 32 || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c) != NULL)
-            return false;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char p[512], q[512];
+    size_t n = 0;
+
+    if (h == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, key);
+    if (!cJSON_IsObject(h))
+        return json_fail(err, len, p, "must be an object of strings");
+    n = (size_t)cJSON_GetArraySize(h);
+    *out = xcalloc(n ? n : 1, sizeof(**out));
+    for (const cJSON *it = h->child; it != NULL; it = it->next) {
+        json_path_key(q, sizeof(q), p, it->string);
+        if (headers && !httptext_is_token(it->string))
+            return json_fail(err, len, q, "not a valid header name");
+        if (!headers && it->string[0] == '\0')
+            return json_fail(err, len, q, "must not be empty");
+        if (!cJSON_IsString(it))
+            return json_fail(err, len, q, "must be a string");
+        if (strpbrk(it->valuestring, "\r\n") != NULL)
+            return json_fail(err, len, q, "must not contain CR or LF");
+        if (answer && (strcasecmp(it->string, "content-length") == 0 ||
+                       strcasecmp(it->string, "transfer-encoding") == 0 ||
+                       strcasecmp(it->string, "connection") == 0))
+            return json_fail(err, len, q, "is set by the mock");
+        (*out)[*nout].name = xstrdup(it->string);
+        (*out)[*nout].value = xstrdup(it->valuestring);
+        (*nout)++;
     }
-    return true;
+    return 0;
 }
 
 static int
 parse_headers(const cJSON *obj, const char *path, struct mock_answer *a,
               char *err, size_t len)
 {
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(obj, "headers");
-    char p[512], q[512];
-    size_t n = 0;
-
-    if (h == NULL)
-        return 0;
-    json_path_key(p, sizeof(p), path, "headers");
-    if (!cJSON_IsObject(h))
-        return json_fail(err, len, p, "must be an object of strings");
-    n = (size_t)cJSON_GetArraySize(h);
-    a->headers = xcalloc(n ? n : 1, sizeof(*a->headers));
-    for (const cJSON *it = h->child; it != NULL; it = it->next) {
-        json_path_key(q, sizeof(q), p, it->string);
-        if (!token_ok(it->string))
-            return json_fail(err, len, q, "not a valid header name");
-        if (!cJSON_IsString(it))
-            return json_fail(err, len, q, "must be a string");
-        if (strpbrk(it->valuestring, "\r\n") != NULL)
-            return json_fail(err, len, q, "must not contain CR or LF");
-        if (strcasecmp(it->string, "content-length") == 0 ||
-            strcasecmp(it->string, "transfer-encoding") == 0 ||
-            strcasecmp(it->string, "connection") == 0)
-            return json_fail(err, len, q, "is set by the mock");
-        a->headers[a->nheaders].name = xstrdup(it->string);
-        a->headers[a->nheaders].value = xstrdup(it->valuestring);
-        a->nheaders++;
-    }
-    return 0;
+    return parse_pairs(obj, "headers", path, true, true, &a->headers,
+                       &a->nheaders, err, len);
 }
 
 static int
@@ -248,6 +250,27 @@ parse_answers(const cJSON *obj, const char *path, struct mock_route *r,
     return 0;
 }
 
+/* parse_unauthorized reads the answer to a request that lacks a required
+ * header (default status 401). */
+static int
+parse_unauthorized(const cJSON *obj, const char *path, struct mock_route *r,
+                   char *err, size_t len)
+{
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(obj, "unauthorized");
+    char p[512];
+    int rc;
+
+    if (u == NULL)
+        return 0;
+    r->unauthorized = xcalloc(1, sizeof(*r->unauthorized));
+    json_path_key(p, sizeof(p), path, "unauthorized");
+    if ((rc = parse_answer(u, p, r->unauthorized, err, len)) != 0)
+        return rc;
+    if (r->unauthorized->status == 0)
+        r->unauthorized->status = 401;
+    return 0;
+}
+
 static int
 parse_route(const cJSON *obj, const char *path, const char *const *keys,
             struct mock_route *r, char *err, size_t len)
@@ -297,8 +320,17 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
                            &r->context_tokens, err, len)) != 0 ||
         (rc = parse_storm(obj, path, r, err, len)) != 0 ||
         (rc = parse_answers(obj, path, r, err, len)) != 0 ||
-        (rc = json_get_bool(obj, "loop", path, &r->loop, err, len)) != 0)
+        (rc = json_get_bool(obj, "loop", path, &r->loop, err, len)) != 0 ||
+        (rc = json_get_bool(obj, "exact", path, &r->exact, err, len)) != 0 ||
+        (rc = parse_pairs(obj, "require_headers", path, true, false,
+                          &r->req_headers, &r->nreq_headers, err, len)) != 0 ||
+        (rc = parse_pairs(obj, "require_query", path, false, false,
+                          &r->req_query, &r->nreq_query, err, len)) != 0 ||
+        (rc = parse_unauthorized(obj, path, r, err, len)) != 0)
         return rc;
+    if (r->exact && keys != route_keys)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "exact"),
+                         "only a route of \"routes\" has a path to match");
     if (r->limit.shape != MOCK_SHAPE_NONE &&
         (rpm > 0 ||
          cJSON_GetObjectItemCaseSensitive(obj, "rpm_window_ms") != NULL))
@@ -391,13 +423,19 @@ fail:
 }
 
 static void
+pairs_free(struct mock_header *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(h[i].name);
+        free(h[i].value);
+    }
+    free(h);
+}
+
+static void
 answer_free(struct mock_answer *a)
 {
-    for (size_t i = 0; i < a->nheaders; i++) {
-        free(a->headers[i].name);
-        free(a->headers[i].value);
-    }
-    free(a->headers);
+    pairs_free(a->headers, a->nheaders);
     free(a->body);
     free(a->content);
     free(a->finish_reason);
@@ -413,6 +451,11 @@ mock_script_free(struct mock_script *s)
         for (size_t j = 0; j < r->nanswers; j++)
             answer_free(&r->answers[j]);
         free(r->answers);
+        if (r->unauthorized != NULL)
+            answer_free(r->unauthorized);
+        free(r->unauthorized);
+        pairs_free(r->req_headers, r->nreq_headers);
+        pairs_free(r->req_query, r->nreq_query);
         free(r->path);
         free(r->model);
         free(r->content);

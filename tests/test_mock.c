@@ -214,6 +214,18 @@ static const struct {
     {"{\"routes\": [{\"rpm\": 1}]}", "routes[0].path: missing"},
     {"{\"answers\": [{\"headers\": {\"X-A\": \"a\\r\\nb\"}}]}",
      "answers[0].headers.X-A: must not contain"},
+    {"{\"routes\": [{\"path\": \"/a\", \"require_headers\": {\"api-key\": "
+     "1}}]}",
+     "routes[0].require_headers.api-key: must be a string"},
+    {"{\"routes\": [{\"path\": \"/a\", \"require_headers\": {\"a b\": "
+     "\"x\"}}]}",
+     "routes[0].require_headers.a b: not a valid header name"},
+    {"{\"routes\": [{\"path\": \"/a\", \"require_query\": []}]}",
+     "routes[0].require_query: must be an object"},
+    {"{\"exact\": true}", "exact: only a route of"},
+    {"{\"routes\": [{\"path\": \"/a\", \"unauthorized\": {\"fault\": "
+     "\"nope\"}}]}",
+     "routes[0].unauthorized.fault: must be one of"},
     {"{\"seed\": 1,\n \"rpm\": }", "not valid JSON (line 2"},
     {"[]", "must be an object"},
 };

@@ -395,6 +395,11 @@ START_TEST(test_installed_man_page_points_to_installed_reference)
     man = read_file(p);
     ck_assert_ptr_nonnull(strstr(man, "share/doc/stepq/reference.md"));
     free(p);
+    /* The pages the reference links to are installed next to it. */
+    p = tmpdir_join(fixture_dir, "usr/share/doc/stepq/endpoints.md");
+    free(read_file(p));
+    ck_assert_ptr_nonnull(strstr(man, "share/doc/stepq/endpoints.md"));
+    free(p);
     free(man);
     free(got);
     free(want);

@@ -223,6 +223,38 @@ START_TEST(test_auth_wall_lifted_by_config_change)
 }
 END_TEST
 
+/* Where the key goes and what else is sent are part of the config too: a
+ * fixed auth, header or query lifts the wall as a new key does. */
+START_TEST(test_auth_wall_lifted_by_auth_headers_or_query)
+{
+    static const char *const changes[] = {"auth", "headers", "query"};
+    struct config_tier t = free_tier();
+    struct config_pair pair = {(char *)"api-version", (char *)"2024-10-21"};
+    struct tier_outcome o;
+    struct tier_verdict v;
+
+    tier_outcome_init(&o);
+    o.exhausted_until = INT64_MAX / 2;
+    o.exhausted_reason = "auth";
+    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    settle_with(&t, admit(&t, T0, 1, NULL), T0, &o);
+    ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
+    if (strcmp(changes[_i], "auth") == 0) {
+        t.auth = CONFIG_AUTH_HEADER;
+        t.auth_header = (char *)"api-key";
+    } else if (strcmp(changes[_i], "headers") == 0) {
+        t.headers = &pair;
+        t.nheaders = 1;
+    } else {
+        t.query = &pair;
+        t.nquery = 1;
+    }
+    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    ck_assert_msg(admit(&t, T0 + 2, 1, &v) > 0, "%s: still walled",
+                  changes[_i]);
+}
+END_TEST
+
 START_TEST(test_allowance_charged_and_corrected)
 {
     struct config_tier t = free_tier();
@@ -536,6 +568,8 @@ test_suite(void)
     tcase_add_test(state, test_neutral_answers_do_not_trip_breaker);
     tcase_add_test(state, test_quota_wall_blocks_until_reset);
     tcase_add_test(state, test_auth_wall_lifted_by_config_change);
+    tcase_add_loop_test(state, test_auth_wall_lifted_by_auth_headers_or_query,
+                        0, 3);
     tcase_add_test(state, test_allowance_charged_and_corrected);
     tcase_add_test(state, test_inflight_cap_and_crashed_sends_expire);
     tcase_add_test(state, test_doubt_admits_one_at_a_time);

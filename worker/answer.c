@@ -58,8 +58,8 @@ error_text(const struct run *r, const struct http_response *res,
 
 /* ---- classifying and settling the tier ------------------------------- */
 
-static enum policy_transport
-transport_of(enum http_error e)
+enum policy_transport
+worker__transport_of(enum http_error e)
 {
     switch (e) {
     case HTTP_ERR_NONE:
@@ -318,7 +318,7 @@ worker__answer(struct run *r)
     }
     memset(&in, 0, sizeof(in));
     in.status = res->status;
-    in.transport = transport_of(res->error);
+    in.transport = worker__transport_of(res->error);
     in.headers = hdrs;
     in.nheaders = res->nheaders;
     in.body = res->body;

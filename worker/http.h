@@ -32,6 +32,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "common/config.h"
 #include "common/defs.h"
 
 #define HTTP_DEFAULT_MAX_RESPONSE (4 * 1024 * 1024)
@@ -214,6 +215,33 @@ STEPQ_MUST_CHECK int
 http_chat_request(const cJSON *request, const char *base_url, const char *model,
                   const char *api_key_env, int64_t timeout_ms,
                   struct http_request *out, char *err, size_t errlen);
+
+/* http_tier_request builds the chat completion of tier t (borrowed) as
+ * http_chat_request does, and also: the URL gets t's query parameters
+ * (after any query base_url has, percent-encoded, in config order), the
+ * request gets t's headers, and the key goes where t's auth says
+ * ("Authorization: Bearer KEY", "NAME: KEY" or nowhere). Values "env:NAME"
+ * and the key are read now. Returns 0 with *out filled (caller cleans it
+ * up; untouched on failure); -ENOENT when an env: variable, or the key of
+ * an explicit "bearer" or "header:NAME" auth, is not set; -EINVAL for a
+ * request that is not an object or a value with control characters. err
+ * names the tier, the field and the variable ("tier free: headers.X-Title:
+ * environment variable TITLE is not set"), never a value. */
+STEPQ_MUST_CHECK int http_tier_request(const cJSON *request,
+                                       const struct config_tier *t,
+                                       int64_t timeout_ms,
+                                       struct http_request *out, char *err,
+                                       size_t errlen);
+
+/* http_tier_url writes the URL tier t's chat requests go to: base_url's
+ * path with "/chat/completions" and the query (base_url's, then t's
+ * parameters, percent-encoded). reveal false shows each env: value, and
+ * the value of a parameter named like a credential (httptext.h), as "***"
+ * without reading it, for printing; true reads it (send time).
+ * Returns 0 with *out set (caller frees); -ENOENT/-EINVAL as
+ * http_tier_request. */
+STEPQ_MUST_CHECK int http_tier_url(const struct config_tier *t, bool reveal,
+                                   char **out, char *err, size_t errlen);
 
 /* http_step_request builds the request of a kind "http" step from its
  * "http" object (borrowed): {"method", "url", "headers", "body"}. method

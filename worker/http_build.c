@@ -1,5 +1,6 @@
 /* http_build.c: requests as owned values, the chat and http step builders,
- * and the chat answer parser (declared in worker/http.h).
+ * and the chat answer parser (declared in worker/http.h); a tier's chat
+ * request is built in http_tier.c.
  *
  * None of this touches the network or the loop, so it is tested as plain
  * functions. Secrets (API keys, env: header values) are read from the
@@ -18,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/httptext.h"
 #include "common/xalloc.h"
 #include "worker/http_internal.h"
 
@@ -30,8 +32,8 @@ http__wipe(void *p, size_t n)
         *v++ = 0;
 }
 
-static void
-free_secret(char *s)
+void
+http__free_secret(char *s)
 {
     if (s != NULL) {
         http__wipe(s, strlen(s));
@@ -39,11 +41,8 @@ free_secret(char *s)
     }
 }
 
-static int fail(char *err, size_t len, int rc, const char *fmt, ...)
-    STEPQ_PRINTF(4, 5);
-
-static int
-fail(char *err, size_t len, int rc, const char *fmt, ...)
+int
+http__fail(char *err, size_t len, int rc, const char *fmt, ...)
 {
     va_list ap;
 
@@ -55,37 +54,8 @@ fail(char *err, size_t len, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* is_token: RFC 9110 token characters (method and header names). */
-static bool
-is_token(const char *s)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-
-    if (s == NULL || *s == '\0')
-        return false;
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch >= '0' && ch <= '9') || strchr(extra, ch) != NULL))
-            return false;
-    }
-    return true;
-}
-
-/* is_field_value: no control characters but tab (no CR/LF smuggling). */
-static bool
-is_field_value(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return false;
-    }
-    return true;
-}
-
-static bool
-is_http_url(const char *s)
+bool
+http__is_http_url(const char *s)
 {
     if (s == NULL)
         return false;
@@ -116,7 +86,7 @@ http_request_cleanup(struct http_request *r)
     free(r->url);
     for (size_t i = 0; i < r->nheaders; i++) {
         free(r->headers[i].name);
-        free_secret(r->headers[i].value);
+        http__free_secret(r->headers[i].value);
     }
     free(r->headers);
     free(r->body);
@@ -126,7 +96,7 @@ http_request_cleanup(struct http_request *r)
 int
 http_request_set(struct http_request *r, const char *method, const char *url)
 {
-    if (url == NULL || (method != NULL && !is_token(method)))
+    if (url == NULL || (method != NULL && !httptext_is_token(method)))
         return -EINVAL;
     free(r->method);
     free(r->url);
@@ -139,11 +109,12 @@ int
 http_request_add_header(struct http_request *r, const char *name,
                         const char *value)
 {
-    if (!is_token(name) || value == NULL || !is_field_value(value))
+    if (!httptext_is_token(name) || value == NULL ||
+        !httptext_is_field_value(value))
         return -EINVAL;
     for (size_t i = 0; i < r->nheaders; i++) {
         if (strcasecmp(r->headers[i].name, name) == 0) {
-            free_secret(r->headers[i].value);
+            http__free_secret(r->headers[i].value);
             r->headers[i].value = xstrdup(value);
             return 0;
         }
@@ -176,9 +147,8 @@ http_request_header(const struct http_request *r, const char *name)
     return NULL;
 }
 
-/* set_body_json serializes item as the body. */
-static void
-set_body_json(struct http_request *r, const cJSON *item)
+void
+http__set_body_json(struct http_request *r, const cJSON *item)
 {
     char *s = cJSON_PrintUnformatted(item);
 
@@ -190,111 +160,34 @@ set_body_json(struct http_request *r, const cJSON *item)
     cJSON_free(s);
 }
 
-/* ---- chat ------------------------------------------------------------- */
+/* ---- env: values ------------------------------------------------------ */
 
 int
-http_chat_request(const cJSON *request, const char *base_url, const char *model,
-                  const char *api_key_env, int64_t timeout_ms,
-                  struct http_request *out, char *err, size_t errlen)
-{
-    struct http_request r;
-    cJSON *body = NULL, *m;
-    const char *key = NULL;
-    size_t blen;
-    char *url = NULL, *auth = NULL;
-    int rc = 0;
-
-    if (!cJSON_IsObject(request))
-        return fail(err, errlen, -EINVAL, "request: must be an object");
-    if (!is_http_url(base_url))
-        return fail(err, errlen, -EINVAL,
-                    "base_url: must be an http:// or https:// URL");
-    if (model == NULL || *model == '\0' || !is_field_value(model))
-        return fail(err, errlen, -EINVAL, "model: must be a non-empty name");
-    if (api_key_env != NULL && *api_key_env != '\0')
-        key = getenv(api_key_env);
-    if (key != NULL && *key == '\0')
-        key = NULL;
-    if (key != NULL && !is_field_value(key))
-        return fail(err, errlen, -EINVAL,
-                    "api_key_env: $%s holds control characters", api_key_env);
-
-    http_request_init(&r);
-    blen = strlen(base_url);
-    while (blen > 0 && base_url[blen - 1] == '/')
-        blen--;
-    url = xmalloc(blen + sizeof("/chat/completions"));
-    memcpy(url, base_url, blen);
-    memcpy(url + blen, "/chat/completions", sizeof("/chat/completions"));
-    rc = http_request_set(&r, "POST", url);
-    free(url);
-    if (rc != 0)
-        goto fail;
-
-    body = cJSON_Duplicate(request, true);
-    m = cJSON_CreateString(model);
-    if (body == NULL || m == NULL) {
-        fprintf(stderr, "stepq: out of memory\n");
-        abort();
-    }
-    /* Replacing keeps the key where the job put it; else it goes last. */
-    if (cJSON_HasObjectItem(body, "model"))
-        cJSON_ReplaceItemInObjectCaseSensitive(body, "model", m);
-    else
-        cJSON_AddItemToObject(body, "model", m);
-    set_body_json(&r, body);
-    cJSON_Delete(body);
-
-    if ((rc = http_request_add_header(&r, "Content-Type",
-                                      "application/json")) != 0 ||
-        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
-        goto fail;
-    if (key != NULL) {
-        size_t klen = strlen(key);
-        auth = xmalloc(klen + sizeof("Bearer "));
-        memcpy(auth, "Bearer ", 7);
-        memcpy(auth + 7, key, klen + 1);
-        rc = http_request_add_header(&r, "Authorization", auth);
-        free_secret(auth);
-        if (rc != 0)
-            goto fail;
-    }
-    r.timeout_ms = timeout_ms;
-    *out = r;
-    return 0;
-fail:
-    http_request_cleanup(&r);
-    return fail(err, errlen, rc, "request: cannot be built");
-}
-
-/* ---- http steps ------------------------------------------------------- */
-
-/* resolve_value returns the header value to send for a job's value: itself,
- * or for "env:NAME" the variable's value (borrowed from the environment). */
-static int
-resolve_value(const char *name, const char *value, const char **out, char *err,
-              size_t errlen)
+http__resolve_value(const char *what, const char *value, const char **out,
+                    char *err, size_t errlen)
 {
     const char *v = value;
 
     if (strncmp(value, "env:", 4) == 0) {
         v = getenv(value + 4);
         if (v == NULL)
-            return fail(err, errlen, -ENOENT,
-                        "http.headers.%s: environment variable %s is not set",
-                        name, value + 4);
-        if (!is_field_value(v))
-            return fail(err, errlen, -EINVAL,
-                        "http.headers.%s: environment variable %s holds "
-                        "control characters",
-                        name, value + 4);
-    } else if (!is_field_value(v)) {
-        return fail(err, errlen, -EINVAL,
-                    "http.headers.%s: control characters in the value", name);
+            return http__fail(err, errlen, -ENOENT,
+                              "%s: environment variable %s is not set", what,
+                              value + 4);
+        if (!httptext_is_field_value(v))
+            return http__fail(err, errlen, -EINVAL,
+                              "%s: environment variable %s holds control "
+                              "characters",
+                              what, value + 4);
+    } else if (!httptext_is_field_value(v)) {
+        return http__fail(err, errlen, -EINVAL,
+                          "%s: control characters in the value", what);
     }
     *out = v;
     return 0;
 }
+
+/* ---- http steps ------------------------------------------------------- */
 
 int
 http_step_request(const cJSON *http, const char *idempotency_key,
@@ -307,7 +200,7 @@ http_step_request(const cJSON *http, const char *idempotency_key,
     int rc;
 
     if (!cJSON_IsObject(http))
-        return fail(err, errlen, -EINVAL, "http: must be an object");
+        return http__fail(err, errlen, -EINVAL, "http: must be an object");
     method = cJSON_GetObjectItemCaseSensitive(http, "method");
     url = cJSON_GetObjectItemCaseSensitive(http, "url");
     headers = cJSON_GetObjectItemCaseSensitive(http, "headers");
@@ -315,36 +208,39 @@ http_step_request(const cJSON *http, const char *idempotency_key,
     if (cJSON_IsNull(body))
         body = NULL;
     if (method != NULL &&
-        (!cJSON_IsString(method) || !is_token(method->valuestring)))
-        return fail(err, errlen, -EINVAL,
-                    "http.method: must be an HTTP method");
-    if (!cJSON_IsString(url) || !is_http_url(url->valuestring))
-        return fail(err, errlen, -EINVAL,
-                    "http.url: must be an http:// or https:// URL");
+        (!cJSON_IsString(method) || !httptext_is_token(method->valuestring)))
+        return http__fail(err, errlen, -EINVAL,
+                          "http.method: must be an HTTP method");
+    if (!cJSON_IsString(url) || !http__is_http_url(url->valuestring))
+        return http__fail(err, errlen, -EINVAL,
+                          "http.url: must be an http:// or https:// URL");
     if (headers != NULL && !cJSON_IsObject(headers))
-        return fail(err, errlen, -EINVAL, "http.headers: must be an object");
+        return http__fail(err, errlen, -EINVAL,
+                          "http.headers: must be an object");
     if (idempotency_key != NULL &&
-        (*idempotency_key == '\0' || !is_field_value(idempotency_key)))
-        return fail(err, errlen, -EINVAL,
-                    "idempotency_key: must be printable text");
+        (*idempotency_key == '\0' || !httptext_is_field_value(idempotency_key)))
+        return http__fail(err, errlen, -EINVAL,
+                          "idempotency_key: must be printable text");
     mname = method ? method->valuestring : (body ? "POST" : "GET");
 
     http_request_init(&r);
     if ((rc = http_request_set(&r, mname, url->valuestring)) != 0) {
         http_request_cleanup(&r);
-        return fail(err, errlen, rc, "http: cannot be built");
+        return http__fail(err, errlen, rc, "http: cannot be built");
     }
     cJSON_ArrayForEach(h, headers)
     {
         const char *v = NULL;
 
-        if (!cJSON_IsString(h) || !is_token(h->string)) {
+        if (!cJSON_IsString(h) || !httptext_is_token(h->string)) {
             http_request_cleanup(&r);
-            return fail(err, errlen, -EINVAL,
-                        "http.headers.%s: must be a string header",
-                        h->string ? h->string : "?");
+            return http__fail(err, errlen, -EINVAL,
+                              "http.headers.%s: must be a string header",
+                              h->string ? h->string : "?");
         }
-        if ((rc = resolve_value(h->string, h->valuestring, &v, err, errlen)) !=
+        char what[300];
+        snprintf(what, sizeof(what), "http.headers.%s", h->string);
+        if ((rc = http__resolve_value(what, h->valuestring, &v, err, errlen)) !=
                 0 ||
             (rc = http_request_add_header(&r, h->string, v)) != 0) {
             http_request_cleanup(&r);
@@ -358,7 +254,7 @@ http_step_request(const cJSON *http, const char *idempotency_key,
                                   strlen(body->valuestring));
             ctype = "text/plain; charset=utf-8";
         } else {
-            set_body_json(&r, body);
+            http__set_body_json(&r, body);
         }
         if (http_request_header(&r, "Content-Type") == NULL &&
             (rc = http_request_add_header(&r, "Content-Type", ctype)) != 0)
@@ -374,7 +270,7 @@ http_step_request(const cJSON *http, const char *idempotency_key,
     return 0;
 fail:
     http_request_cleanup(&r);
-    return fail(err, errlen, rc, "http: cannot be built");
+    return http__fail(err, errlen, rc, "http: cannot be built");
 }
 
 /* ---- chat answers ----------------------------------------------------- */

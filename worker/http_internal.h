@@ -70,6 +70,26 @@ struct http_client {
  * store keeps the compiler from dropping it before free() (http_build.c). */
 void http__wipe(void *p, size_t n);
 
+/* http__free_secret wipes and frees s; NULL is a no-op (http_build.c). */
+void http__free_secret(char *s);
+/* http__is_http_url: an http:// or https:// URL without blanks or
+ * control characters (http_build.c). */
+bool http__is_http_url(const char *s);
+/* http__fail writes the message into err (len bytes, may be 0) and
+ * returns rc (http_build.c). */
+int http__fail(char *err, size_t len, int rc, const char *fmt, ...)
+    STEPQ_PRINTF(4, 5);
+/* http__resolve_value sets *out to the value to send for a configured
+ * one: itself, or for "env:NAME" that variable's value (borrowed from the
+ * environment). what names the value in err ("http.headers.X"), which
+ * never quotes a value. Returns 0; -ENOENT when the variable is not set;
+ * -EINVAL when the value holds control characters (http_build.c). */
+STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
+                                         const char **out, char *err,
+                                         size_t errlen);
+/* http__set_body_json serializes item (borrowed) as r's body. */
+void http__set_body_json(struct http_request *r, const cJSON *item);
+
 /* http__finish records how call ended (curl result rc, status, connection
  * count, error text), removes it from c's multi handle and delivers it:
  * the user callback runs and call is freed. Called with c entered, never

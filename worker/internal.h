@@ -314,6 +314,9 @@ void worker__on_done(http_call *call, struct http_response *res, void *arg);
 /* worker__answer acts on the answer r->held keeps: classifies it,
  * settles the tier, decides and acts, in the open turn. */
 void worker__answer(struct run *r);
+/* worker__transport_of is classify's name for a transport error
+ * (answer.c). */
+enum policy_transport worker__transport_of(enum http_error e);
 /* worker__step_context fills ps with the step's context for decide, at
  * now. wrote: the endpoint may have acted on the request. */
 void worker__step_context(struct run *r, int64_t now, bool wrote,

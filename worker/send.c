@@ -279,8 +279,8 @@ worker__attempt(struct run *r)
         r->wait_tier = -1;
         r->sent_at = now;
         const struct config_tier *t = &w->cfg->tiers[ti];
-        rc = http_chat_request(body, t->base_url, t->model, t->api_key_env,
-                               timeout_ms(s, t), &req, err, sizeof(err));
+        rc = http_tier_request(body, t, timeout_ms(s, t), &req, err,
+                               sizeof(err));
     } else {
         r->send_id = 0;
         r->cur_tier = -1;

@@ -386,9 +386,22 @@ tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
     return rc;
 }
 
+static void
+fnv_part(uint64_t *h, const char *s)
+{
+    for (const char *p = s; *p; p++) {
+        *h ^= (unsigned char)*p;
+        *h *= 1099511628211ULL;
+    }
+    *h ^= 0xff;
+    *h *= 1099511628211ULL;
+}
+
 /* FNV-1a over the fields that define where and how requests go; a change
  * of any of them lifts an auth wall. Not a secret: no key is hashed, only
- * the name of its environment variable. */
+ * the name of its environment variable (and env: values are hashed as
+ * written, "env:NAME"). auth, headers and query are hashed only when set,
+ * so a config without them keeps the hash it had before they existed. */
 static void
 config_hash(const struct config_tier *t, char out[65])
 {
@@ -396,13 +409,21 @@ config_hash(const struct config_tier *t, char out[65])
                            t->api_key_env ? t->api_key_env : ""};
     uint64_t h = 1469598103934665603ULL;
 
-    for (size_t i = 0; i < STEPQ_ARRAY_LEN(parts); i++) {
-        for (const char *p = parts[i]; *p; p++) {
-            h ^= (unsigned char)*p;
-            h *= 1099511628211ULL;
-        }
-        h ^= 0xff;
-        h *= 1099511628211ULL;
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(parts); i++)
+        fnv_part(&h, parts[i]);
+    if (t->auth != CONFIG_AUTH_DEFAULT) {
+        fnv_part(&h, config_auth_name(t->auth));
+        fnv_part(&h, t->auth_header ? t->auth_header : "");
+    }
+    for (size_t i = 0; i < t->nheaders; i++) {
+        fnv_part(&h, t->headers[i].name);
+        fnv_part(&h, t->headers[i].value);
+    }
+    if (t->nquery > 0)
+        fnv_part(&h, "?");
+    for (size_t i = 0; i < t->nquery; i++) {
+        fnv_part(&h, t->query[i].name);
+        fnv_part(&h, t->query[i].value);
     }
     snprintf(out, 65, "%016llx", (unsigned long long)h);
 }

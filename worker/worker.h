@@ -34,4 +34,32 @@ struct worker_opts {
  * -EIO when the database or the HTTP client cannot be set up (logged). */
 STEPQ_MUST_CHECK int worker_run(const struct worker_opts *opts);
 
+struct cJSON;
+
+/* What `stepq tiers --check` looks at (probe.c). */
+struct worker_probe_opts {
+    const char *tier;            /* only this tier; NULL: every tier */
+    const struct cJSON *request; /* the chat request sent; NULL: a tiny
+                                    one (one message, max_tokens 16) */
+    bool dry_run;                /* build and show, send nothing */
+};
+
+/* worker_probe builds one chat request for each tier of cfg (or opts->tier)
+ * exactly as the worker would and, unless dry_run, sends them all at once
+ * on a loop of its own, each bounded by its tier's timeout_s, outside
+ * admission and the database. *out gets an array, one object per tier in
+ * config order: a dry run's {"tier", "method", "url", "headers", "body",
+ * "error", "note"} with the key and env: values masked; a check's {"tier",
+ * "url", "result", "status", "outcome", "reason", "latency_ms", "error",
+ * "note"}, result one of reachable, auth_failed, wrong_path, rate_limited,
+ * timeout, unreachable, error, not_sent (a request that cannot be built:
+ * an env: variable unset). No value of a secret is in *out. *all_ok is
+ * true when every request could be built and (checked) was reachable.
+ * Returns 0 (caller owns *out: cJSON_Delete); -ENOENT when opts->tier is
+ * not a tier of cfg; -EINVAL when cfg has no tier or a classify rule does
+ * not compile; -EIO when the loop or the HTTP client cannot be set up. */
+STEPQ_MUST_CHECK int worker_probe(const struct config *cfg,
+                                  const struct worker_probe_opts *opts,
+                                  struct cJSON **out, bool *all_ok);
+
 #endif

@@ -1,0 +1,333 @@
+/* config_tier.c: one tier of the config: where it is (base_url, model),
+ * how its key is sent (auth, api_key_env), the headers and query
+ * parameters every request to it carries, and its limits.
+ *
+ * Headers and query values are checked here, when the config is read, so
+ * that a bad one is refused with its JSON path before any worker starts;
+ * an "env:NAME" value is only checked for a well-formed name here, and
+ * read from the environment when a request is built (worker/http_build.c).
+ */
+#include "common/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/httptext.h"
+#include "common/json.h"
+#include "common/xalloc.h"
+
+#define MAX_VALUE 8192 /* bytes of one header or query value */
+
+static int
+window_seconds(const char *s, int64_t *out)
+{
+    static const struct {
+        const char *name;
+        int64_t secs;
+    } w[] = {{"minute", 60},
+             {"hour", 3600},
+             {"day", 86400},
+             {"week", 7 * 86400},
+             {"month", 30 * 86400}};
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(w); i++) {
+        if (strcmp(s, w[i].name) == 0) {
+            *out = w[i].secs;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static void
+pairs_free(struct config_pair *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(p[i].name);
+        free(p[i].value);
+    }
+    free(p);
+}
+
+/* env_name_ok: what follows "env:" must name a variable (letters, digits
+ * and '_', not starting with a digit), so that a typo such as "env: KEY"
+ * is refused when the config is read rather than when a job runs. */
+static bool
+env_name_ok(const char *s)
+{
+    if (*s == '\0' || (*s >= '0' && *s <= '9'))
+        return false;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_") == strlen(s);
+}
+
+static int
+check_value(const char *v, const char *path, char *err, size_t len)
+{
+    if (!httptext_is_field_value(v))
+        return json_fail(err, len, path,
+                         "must not hold CR, LF or other control characters");
+    if (strlen(v) > MAX_VALUE)
+        return json_fail(err, len, path, "longer than %d bytes", MAX_VALUE);
+    if (strncmp(v, "env:", 4) == 0 && !env_name_ok(v + 4))
+        return json_fail(err, len, path,
+                         "env: must be followed by a variable name");
+    return 0;
+}
+
+/* Headers stepq sets itself: a tier may not replace them. */
+static const char *
+reserved_header(const char *name)
+{
+    static const char *const names[] = {"Content-Type", "Idempotency-Key",
+                                        "Content-Length", "Transfer-Encoding",
+                                        "Connection"};
+
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
+        if (strcasecmp(name, names[i]) == 0)
+            return names[i];
+    }
+    return NULL;
+}
+
+/* parse_pairs reads the object member key ("headers" or "query") of o into
+ * *out; headers are HTTP tokens, unique in any case, none of them set by
+ * stepq or holding the key (key_header, NULL when no key is sent). */
+static int
+parse_pairs(const cJSON *o, const char *path, const char *key,
+            const char *key_header, struct config_pair **out, size_t *nout,
+            char *err, size_t len)
+{
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(o, key);
+    bool headers = strcmp(key, "headers") == 0;
+    struct config_pair *v = NULL;
+    size_t n = 0;
+    char p[256], q[512];
+    int rc = 0;
+
+    if (obj == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, key);
+    if (!cJSON_IsObject(obj))
+        return json_fail(err, len, p, "must be an object of strings");
+    if (cJSON_GetArraySize(obj) > CONFIG_MAX_PAIRS)
+        return json_fail(err, len, p, "more than %d entries", CONFIG_MAX_PAIRS);
+    v = xcalloc((size_t)cJSON_GetArraySize(obj) + 1, sizeof(*v));
+    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
+        json_path_key(q, sizeof(q), p, it->string);
+        if (headers && !httptext_is_token(it->string))
+            rc = json_fail(err, len, q, "not a valid header name");
+        else if (!headers && it->string[0] == '\0')
+            rc = json_fail(err, len, q, "must not be empty");
+        else if (!cJSON_IsString(it))
+            rc = json_fail(err, len, q, "must be a string");
+        else if (headers && reserved_header(it->string) != NULL)
+            rc = json_fail(err, len, q, "%s is set by stepq",
+                           reserved_header(it->string));
+        else if (headers && key_header != NULL &&
+                 strcasecmp(it->string, key_header) == 0)
+            rc = json_fail(err, len, q,
+                           "the key goes in this header (api_key_env); "
+                           "remove it, or set auth");
+        else
+            rc = check_value(it->valuestring, q, err, len);
+        for (size_t i = 0; rc == 0 && headers && i < n; i++) {
+            if (strcasecmp(v[i].name, it->string) == 0)
+                rc = json_fail(err, len, q, "same header as %s", v[i].name);
+        }
+        if (rc != 0) {
+            pairs_free(v, n);
+            return rc;
+        }
+        v[n].name = xstrdup(it->string);
+        v[n].value = xstrdup(it->valuestring);
+        n++;
+    }
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+/* parse_auth reads "auth" with api_key_env (env, may be NULL). */
+static int
+parse_auth(const char *auth, const char *env, const char *path,
+           struct config_tier *t, char *err, size_t len)
+{
+    char p[256];
+
+    json_path_key(p, sizeof(p), path, "auth");
+    if (auth == NULL) {
+        t->auth = CONFIG_AUTH_DEFAULT;
+        return 0;
+    }
+    if (strcmp(auth, "bearer") == 0) {
+        t->auth = CONFIG_AUTH_BEARER;
+    } else if (strcmp(auth, "none") == 0) {
+        t->auth = CONFIG_AUTH_NONE;
+    } else if (strncmp(auth, "header:", 7) == 0) {
+        if (!httptext_is_token(auth + 7))
+            return json_fail(err, len, p, "header: needs a header name");
+        if (reserved_header(auth + 7) != NULL)
+            return json_fail(err, len, p, "%s is set by stepq",
+                             reserved_header(auth + 7));
+        t->auth = CONFIG_AUTH_HEADER;
+    } else {
+        return json_fail(err, len, p,
+                         "must be bearer, header:NAME or none (got \"%s\")",
+                         auth);
+    }
+    if (t->auth == CONFIG_AUTH_NONE && env != NULL)
+        return json_fail(err, len, p,
+                         "none sends no key: remove api_key_env, or choose "
+                         "bearer or header:NAME");
+    if (t->auth != CONFIG_AUTH_NONE && env == NULL)
+        return json_fail(err, len, p, "%s needs api_key_env", auth);
+    return 0;
+}
+
+int
+config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
+                   char *err, size_t len)
+{
+    static const char *const keys[] = {"name",
+                                       "base_url",
+                                       "model",
+                                       "api_key_env",
+                                       "auth",
+                                       "headers",
+                                       "query",
+                                       "rpm",
+                                       "tpm",
+                                       "allowance_tokens",
+                                       "allowance_window",
+                                       "degrade_at",
+                                       "max_inflight",
+                                       "timeout_s",
+                                       "breaker",
+                                       "window_s",
+                                       "burst",
+                                       NULL};
+    static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
+    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
+    const char *window = NULL, *auth = NULL;
+    int64_t inflight = 0, failures = 5;
+    const cJSON *b;
+    char p[256];
+    int rc;
+
+    t->allowance_window_s = 86400;
+    t->degrade_at = 0.8;
+    t->timeout_s = 60;
+    t->window_s = 60;
+    t->breaker.cooldown_s = 30;
+    if ((rc = json_check_object(o, path, keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
+        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
+        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
+        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
+        (rc = json_get_string(o, "auth", false, path, &auth, err, len)) ||
+        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
+        (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
+                           len)) ||
+        (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
+                           &t->allowance_tokens, err, len)) ||
+        (rc = json_get_string(o, "allowance_window", false, path, &window, err,
+                              len)) ||
+        (rc = json_get_number(o, "degrade_at", 0.01, 1, path, &t->degrade_at,
+                              err, len)) ||
+        (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
+                           len)) ||
+        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
+                              err, len)) ||
+        (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
+                              err, len)) ||
+        (rc =
+             json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
+        return rc;
+    if (name[0] == '\0')
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must not be empty");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "base_url"),
+                         "must start with http:// or https://");
+    if (strchr(url, '#') != NULL || !httptext_is_field_value(url) ||
+        strchr(url, ' ') != NULL)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "base_url"),
+                         "must not hold spaces, control characters or '#'");
+    if (env != NULL && env[0] == '\0')
+        env = NULL; /* as before: "" names no variable */
+    if (window != NULL && window_seconds(window, &t->allowance_window_s))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "allowance_window"),
+                         "must be minute, hour, day, week or month");
+    b = cJSON_GetObjectItemCaseSensitive(o, "breaker");
+    if (b != NULL) {
+        json_path_key(p, sizeof(p), path, "breaker");
+        if ((rc = json_check_object(b, p, bkeys, err, len)) ||
+            (rc = json_get_int(b, "failures", 1, 1000000, p, &failures, err,
+                               len)) ||
+            (rc = json_get_number(b, "cooldown_s", 0, 1e7, p,
+                                  &t->breaker.cooldown_s, err, len)))
+            return rc;
+    }
+    if ((rc = parse_auth(auth, env, path, t, err, len)) != 0)
+        return rc;
+    t->auth_header = t->auth == CONFIG_AUTH_HEADER ? xstrdup(auth + 7) : NULL;
+    t->api_key_env = xstrdup(env);
+    if ((rc = parse_pairs(o, path, "headers", config_tier_key_header(t),
+                          &t->headers, &t->nheaders, err, len)) != 0 ||
+        (rc = parse_pairs(o, path, "query", NULL, &t->query, &t->nquery, err,
+                          len)) != 0) {
+        config__tier_cleanup(t);
+        return rc;
+    }
+    t->breaker.failures = (int)failures;
+    t->max_inflight = (int)inflight;
+    t->name = xstrdup(name);
+    t->base_url = xstrdup(url);
+    t->model = xstrdup(model);
+    return 0;
+}
+
+const char *
+config_tier_key_header(const struct config_tier *t)
+{
+    switch (t->auth) {
+    case CONFIG_AUTH_HEADER:
+        return t->auth_header;
+    case CONFIG_AUTH_NONE:
+        return NULL;
+    case CONFIG_AUTH_BEARER:
+        return "Authorization";
+    case CONFIG_AUTH_DEFAULT:
+        break;
+    }
+    return t->api_key_env != NULL ? "Authorization" : NULL;
+}
+
+const char *
+config_auth_name(enum config_auth a)
+{
+    return a == CONFIG_AUTH_HEADER ? "header"
+           : a == CONFIG_AUTH_NONE ? "none"
+                                   : "bearer";
+}
+
+void
+config__tier_cleanup(struct config_tier *t)
+{
+    free(t->name);
+    free(t->base_url);
+    free(t->model);
+    free(t->api_key_env);
+    free(t->auth_header);
+    pairs_free(t->headers, t->nheaders);
+    pairs_free(t->query, t->nquery);
+    t->name = t->base_url = t->model = t->api_key_env = t->auth_header = NULL;
+    t->headers = t->query = NULL;
+    t->nheaders = t->nquery = 0;
+}

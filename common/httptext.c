@@ -1,0 +1,73 @@
+/* httptext.c: HTTP token and field-value checks, query escaping. */
+#include "common/httptext.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "common/xalloc.h"
+
+bool
+httptext_is_token(const char *s)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+
+    if (s == NULL || *s == '\0')
+        return false;
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || strchr(extra, ch) != NULL))
+            return false;
+    }
+    return true;
+}
+
+bool
+httptext_is_field_value(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool
+httptext_is_credential_name(const char *name, size_t n)
+{
+    static const char *const words[] = {"key",      "auth", "token", "secret",
+                                        "password", "sig",  "cookie"};
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t w = strlen(words[i]);
+        for (size_t k = 0; k + w <= n; k++) {
+            if (strncasecmp(name + k, words[i], w) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+void
+httptext_query_escape(char **buf, size_t *len, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = *len;
+    char *b = xrealloc(*buf, n + 3 * strlen(s) + 1);
+
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9') || strchr("-._~", ch) != NULL) {
+            b[n++] = (char)ch;
+        } else {
+            b[n++] = '%';
+            b[n++] = hex[ch >> 4];
+            b[n++] = hex[ch & 15];
+        }
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+}

@@ -1,0 +1,34 @@
+/* httptext.h: the few rules of HTTP's text that the config, the HTTP
+ * client and the mock all check: header names (RFC 9110 tokens), field
+ * values that cannot smuggle a header (no CR, LF, NUL or other control
+ * characters), and percent-encoding a query component.
+ *
+ * Pure functions over NUL-terminated strings; no I/O.
+ */
+#ifndef STEPQ_COMMON_HTTPTEXT_H
+#define STEPQ_COMMON_HTTPTEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* httptext_is_token reports whether s is a non-empty RFC 9110 token (a
+ * method or a header name). NULL is not a token. */
+bool httptext_is_token(const char *s);
+
+/* httptext_is_field_value reports whether s holds no control character
+ * but tab (so no CR, LF or NUL can split a header). */
+bool httptext_is_field_value(const char *s);
+
+/* httptext_is_credential_name reports whether the first n bytes of name
+ * (a header or query parameter name) say it may carry a credential: it
+ * holds "key", "auth", "token", "secret", "password", "sig" or "cookie" in
+ * any case. Such values are masked wherever stepq shows what it sent. */
+bool httptext_is_credential_name(const char *name, size_t n);
+
+/* httptext_query_escape appends s to buf (a string of *len bytes, NULL
+ * at first) percent-encoded as a query component: unreserved characters
+ * (RFC 3986: letters, digits, "-._~") as they are, every other byte as
+ * %XX. Caller owns *buf; free with free(). Aborts on OOM. */
+void httptext_query_escape(char **buf, size_t *len, const char *s);
+
+#endif

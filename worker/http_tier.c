@@ -1,0 +1,236 @@
+/* http_tier.c: the chat completion request of a tier (declared in
+ * worker/http.h): its URL with the tier's query parameters, its headers,
+ * and its key in the header its auth names.
+ *
+ * Values "env:NAME" (headers, query) and the key are read from the
+ * environment here, when the request is built, and go only into the
+ * request, whose header values http_request_cleanup wipes. Errors name the
+ * tier, the field and the variable, never a value.
+ */
+#include "worker/http.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/httptext.h"
+#include "common/xalloc.h"
+#include "worker/http_internal.h"
+
+#define CHAT_PATH "/chat/completions"
+
+static void
+append(char **buf, size_t *len, const char *s, size_t n)
+{
+    *buf = xrealloc(*buf, *len + n + 1);
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+}
+
+/* what writes "tier NAME: FIELD" (just FIELD for an unnamed tier, as
+ * http_chat_request builds one) into buf. */
+static const char *
+what(char *buf, size_t len, const struct config_tier *t, const char *field,
+     const char *name)
+{
+    snprintf(buf, len, "%s%s%s%s%s", t->name && *t->name ? "tier " : "",
+             t->name && *t->name ? t->name : "",
+             t->name && *t->name ? ": " : "", field, name ? name : "");
+    return buf;
+}
+
+int
+http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
+              size_t errlen)
+{
+    const char *base = t->base_url, *q;
+    size_t plen, len = 0;
+    char *url = NULL, w[300];
+    bool has_query;
+
+    if (!http__is_http_url(base))
+        return http__fail(err, errlen, -EINVAL, "%s",
+                          what(w, sizeof(w), t,
+                               "base_url: must be an http:// or https:// URL",
+                               NULL));
+    q = strchr(base, '?');
+    plen = q != NULL ? (size_t)(q - base) : strlen(base);
+    while (plen > 0 && base[plen - 1] == '/')
+        plen--;
+    append(&url, &len, base, plen);
+    append(&url, &len, CHAT_PATH, strlen(CHAT_PATH));
+    has_query = q != NULL;
+    if (q != NULL)
+        append(&url, &len, q, strlen(q));
+    for (size_t i = 0; i < t->nquery; i++) {
+        const struct config_pair *p = &t->query[i];
+        const char *v = p->value;
+        char sep = has_query ? '&' : '?';
+        int rc;
+
+        if (!reveal &&
+            (strncmp(v, "env:", 4) == 0 ||
+             httptext_is_credential_name(p->name, strlen(p->name)))) {
+            v = NULL;
+        } else if ((rc = http__resolve_value(
+                        what(w, sizeof(w), t, "query.", p->name), p->value, &v,
+                        err, errlen)) != 0) {
+            free(url);
+            return rc;
+        }
+        if (len == 0 || (url[len - 1] != '?' && url[len - 1] != '&'))
+            append(&url, &len, &sep, 1);
+        has_query = true;
+        httptext_query_escape(&url, &len, p->name);
+        append(&url, &len, "=", 1);
+        if (v == NULL)
+            append(&url, &len, "***", 3);
+        else
+            httptext_query_escape(&url, &len, v);
+    }
+    *out = url;
+    return 0;
+}
+
+/* add_key puts the tier's key into the header its auth names. The default
+ * auth sends nothing when the variable is unset or empty (as stepq always
+ * did); an explicit "bearer" or "header:NAME" fails instead. */
+static int
+add_key(struct http_request *r, const struct config_tier *t, char *err,
+        size_t errlen)
+{
+    const char *hname = config_tier_key_header(t), *key;
+    char w[300], *value;
+    size_t klen;
+    int rc;
+
+    if (hname == NULL)
+        return 0;
+    key = getenv(t->api_key_env);
+    if (key == NULL || *key == '\0') {
+        if (t->auth == CONFIG_AUTH_DEFAULT)
+            return 0;
+        return http__fail(
+            err, errlen, -ENOENT, "%s: environment variable %s is not set",
+            what(w, sizeof(w), t, "api_key_env", NULL), t->api_key_env);
+    }
+    if (!httptext_is_field_value(key))
+        return http__fail(
+            err, errlen, -EINVAL, "%s: $%s holds control characters",
+            what(w, sizeof(w), t, "api_key_env", NULL), t->api_key_env);
+    klen = strlen(key);
+    value = xmalloc(klen + sizeof("Bearer "));
+    if (t->auth == CONFIG_AUTH_HEADER) {
+        memcpy(value, key, klen + 1);
+    } else {
+        memcpy(value, "Bearer ", 7);
+        memcpy(value + 7, key, klen + 1);
+    }
+    rc = http_request_add_header(r, hname, value);
+    http__free_secret(value);
+    if (rc != 0)
+        return http__fail(
+            err, errlen, rc, "%s",
+            what(w, sizeof(w), t, "auth: not a header name", NULL));
+    return 0;
+}
+
+/* add_headers adds the tier's headers, env: values read now. */
+static int
+add_headers(struct http_request *r, const struct config_tier *t, char *err,
+            size_t errlen)
+{
+    char w[300];
+    int rc;
+
+    for (size_t i = 0; i < t->nheaders; i++) {
+        const char *v = NULL;
+        what(w, sizeof(w), t, "headers.", t->headers[i].name);
+        if ((rc = http__resolve_value(w, t->headers[i].value, &v, err,
+                                      errlen)) != 0)
+            return rc;
+        if ((rc = http_request_add_header(r, t->headers[i].name, v)) != 0)
+            return http__fail(err, errlen, rc, "%s: not a valid header", w);
+    }
+    return 0;
+}
+
+int
+http_tier_request(const cJSON *request, const struct config_tier *t,
+                  int64_t timeout_ms, struct http_request *out, char *err,
+                  size_t errlen)
+{
+    struct http_request r;
+    cJSON *body, *m;
+    char *url = NULL, w[300];
+    int rc;
+
+    if (!cJSON_IsObject(request))
+        return http__fail(err, errlen, -EINVAL, "request: must be an object");
+    if (t->model == NULL || *t->model == '\0' ||
+        !httptext_is_field_value(t->model))
+        return http__fail(
+            err, errlen, -EINVAL, "%s",
+            what(w, sizeof(w), t, "model: must be a non-empty name", NULL));
+    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    rc = http_request_set(&r, "POST", url);
+    free(url);
+    if (rc != 0)
+        goto fail;
+
+    body = cJSON_Duplicate(request, true);
+    m = cJSON_CreateString(t->model);
+    if (body == NULL || m == NULL) {
+        fprintf(stderr, "stepq: out of memory\n");
+        abort();
+    }
+    /* Replacing keeps the key where the job put it; else it goes last. */
+    if (cJSON_HasObjectItem(body, "model"))
+        cJSON_ReplaceItemInObjectCaseSensitive(body, "model", m);
+    else
+        cJSON_AddItemToObject(body, "model", m);
+    http__set_body_json(&r, body);
+    cJSON_Delete(body);
+
+    if ((rc = http_request_add_header(&r, "Content-Type",
+                                      "application/json")) != 0 ||
+        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
+        goto fail;
+    /* The key last: the config refuses a header of the same name. */
+    if ((rc = add_headers(&r, t, err, errlen)) != 0 ||
+        (rc = add_key(&r, t, err, errlen)) != 0) {
+        http_request_cleanup(&r);
+        return rc;
+    }
+    r.timeout_ms = timeout_ms;
+    *out = r;
+    return 0;
+fail:
+    http_request_cleanup(&r);
+    return http__fail(err, errlen, rc, "request: cannot be built");
+}
+
+int
+http_chat_request(const cJSON *request, const char *base_url, const char *model,
+                  const char *api_key_env, int64_t timeout_ms,
+                  struct http_request *out, char *err, size_t errlen)
+{
+    /* A tier of these three fields and the default auth. The casts only
+     * fit the borrowed strings into the struct; nothing writes to them. */
+    struct config_tier t = {
+        .name = NULL,
+        .base_url = (char *)base_url,
+        .model = (char *)model,
+        .api_key_env =
+            api_key_env != NULL && *api_key_env ? (char *)api_key_env : NULL,
+    };
+
+    if (base_url == NULL)
+        return http__fail(err, errlen, -EINVAL,
+                          "base_url: must be an http:// or https:// URL");
+    return http_tier_request(request, &t, timeout_ms, out, err, errlen);
+}
