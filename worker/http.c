@@ -311,6 +311,8 @@ http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
                           opts->max_idle_connections);
     curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
                       opts->max_total_connections);
+    c->limited =
+        opts->max_host_connections > 0 || opts->max_total_connections > 0;
     /* uv_timer_init cannot fail on a live loop (it only links the handle). */
     uv_timer_init(loop, &c->timer);
     c->timer.data = c;

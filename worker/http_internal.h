@@ -53,6 +53,8 @@ struct http_client {
     struct sock *socks; /* sockets being watched */
     struct http_call *calls; /* requests in flight */
     size_t inflight;
+    size_t open_sockets; /* sockets curl opened and has not closed */
+    bool limited;        /* a connection limit is set */
     size_t open_handles; /* timer, due + sockets not yet closed */
     size_t max_response;
     size_t max_headers;
