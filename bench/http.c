@@ -170,7 +170,8 @@ on_closed(void *arg)
 static struct result
 run_child(int port, long total, long parallel)
 {
-    struct http_client_opts o = {0};
+    /* As the worker sets it: its concurrency, here the requests at once. */
+    struct http_client_opts o = {.max_idle_connections = parallel};
     struct result res = {0};
     struct run r = {0};
     cJSON *req = cJSON_Parse(REQ_JSON);

@@ -33,7 +33,7 @@ global_init(void)
 
 /* ---- libuv side ------------------------------------------------------- */
 
-static void check_multi_info(http_client *c);
+static void check_multi_info(struct http_shard *sh);
 static void finish_close(http_client *c);
 
 /* enter/leave bracket code that runs user callbacks. A close requested from
@@ -67,6 +67,7 @@ handle_closed(http_client *c)
         return;
     cb = c->close_cb;
     arg = c->close_arg;
+    free(c->shards);
     free(c->user_agent);
     free(c);
     if (cb != NULL)
@@ -77,7 +78,7 @@ static void
 on_poll_close(uv_handle_t *h)
 {
     struct sock *s = h->data;
-    http_client *c = s->c;
+    http_client *c = s->sh->c;
 
     free(s);
     handle_closed(c);
@@ -86,7 +87,9 @@ on_poll_close(uv_handle_t *h)
 static void
 on_timer_close(uv_handle_t *h)
 {
-    handle_closed(h->data);
+    struct http_shard *sh = h->data;
+
+    handle_closed(sh->c);
 }
 
 static void
@@ -105,11 +108,11 @@ static void
 on_poll(uv_poll_t *h, int status, int events)
 {
     struct sock *s = h->data;
-    http_client *c = s->c;
+    struct http_shard *sh = s->sh;
     int flags = 0, running = 0;
     CURLMcode rc;
 
-    if (c->cleaned)
+    if (sh->c->cleaned)
         return;
     if (status < 0) {
         flags = CURL_CSELECT_ERR;
@@ -120,25 +123,25 @@ on_poll(uv_poll_t *h, int status, int events)
             flags |= CURL_CSELECT_OUT;
     }
     /* s may be closed (not freed) by socket_cb inside this call. */
-    rc = curl_multi_socket_action(c->multi, s->fd, flags, &running);
+    rc = curl_multi_socket_action(sh->multi, s->fd, flags, &running);
     if (rc != CURLM_OK)
         log_error("curl_multi_socket_action: %s", curl_multi_strerror(rc));
-    check_multi_info(c);
+    check_multi_info(sh);
 }
 
 static void
-timeout_action(http_client *c)
+timeout_action(struct http_shard *sh)
 {
     int running = 0;
     CURLMcode rc;
 
-    if (c->cleaned)
+    if (sh->c->cleaned)
         return;
-    rc = curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    rc = curl_multi_socket_action(sh->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     if (rc != CURLM_OK)
         log_error("curl_multi_socket_action: %s", curl_multi_strerror(rc));
     /* Always, whatever running says: a timeout may have finished some. */
-    check_multi_info(c);
+    check_multi_info(sh);
 }
 
 static void
@@ -165,7 +168,8 @@ on_due(uv_idle_t *h)
 static int
 socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
-    http_client *c = userp;
+    struct http_shard *sh = userp;
+    http_client *c = sh->c;
     struct sock *s = socketp;
     int events = 0;
 
@@ -183,7 +187,7 @@ socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
         return 0;
     if (s == NULL) {
         s = xcalloc(1, sizeof(*s));
-        s->c = c;
+        s->sh = sh;
         s->fd = fd;
         if (uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
             log_error("uv_poll_init_socket(%d) failed", (int)fd);
@@ -196,7 +200,7 @@ socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
         if (c->socks != NULL)
             c->socks->prev = s;
         c->socks = s;
-        curl_multi_assign(c->multi, fd, s);
+        curl_multi_assign(sh->multi, fd, s);
     }
     if (what & CURL_POLL_IN)
         events |= UV_READABLE;
@@ -212,36 +216,37 @@ socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 static int
 timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
-    http_client *c = userp;
+    struct http_shard *sh = userp;
 
     (void)multi;
-    if (c->cleaned)
+    if (sh->c->cleaned)
         return 0;
     if (timeout_ms < 0) {
-        uv_timer_stop(&c->timer);
-        uv_idle_stop(&c->due);
+        uv_timer_stop(&sh->timer);
+        uv_idle_stop(&sh->due);
         return 0;
     }
     if (timeout_ms == 0) {
         /* Never a 0 ms uv timer: libuv 1.44 runs one started from a timer
          * callback again in the same timer phase (on_due). */
-        uv_timer_stop(&c->timer);
-        uv_idle_start(&c->due, on_due);
+        uv_timer_stop(&sh->timer);
+        uv_idle_start(&sh->due, on_due);
         return 0;
     }
-    uv_idle_stop(&c->due);
-    uv_timer_start(&c->timer, on_timer, (uint64_t)timeout_ms, 0);
+    uv_idle_stop(&sh->due);
+    uv_timer_start(&sh->timer, on_timer, (uint64_t)timeout_ms, 0);
     return 0;
 }
 
 static void
-check_multi_info(http_client *c)
+check_multi_info(struct http_shard *sh)
 {
+    http_client *c = sh->c;
     CURLMsg *msg;
     int pending = 0;
 
     enter(c);
-    while (!c->closing && (msg = curl_multi_info_read(c->multi, &pending))) {
+    while (!c->closing && (msg = curl_multi_info_read(sh->multi, &pending))) {
         char *priv = NULL;
         CURL *easy;
         CURLcode rc;
@@ -258,6 +263,37 @@ check_multi_info(http_client *c)
 }
 
 /* ---- client ----------------------------------------------------------- */
+
+/* The multi handle of shard sh; its uv handles are set up by the caller
+ * once every shard has one. */
+static int
+shard_init(http_client *c, struct http_shard *sh,
+           const struct http_client_opts *opts)
+{
+    sh->c = c;
+    if ((sh->multi = curl_multi_init()) == NULL) {
+        log_error("curl_multi_init failed");
+        return -EIO;
+    }
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+    curl_multi_setopt(sh->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                      opts->max_host_connections);
+    curl_multi_setopt(sh->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+                      opts->max_total_connections);
+    /* libcurl sizes its connection cache to the transfers in flight, so
+     * a burst of finished transfers closes connections the next burst
+     * opens again (1,178 connects for 20,000 requests at concurrency
+     * 256 in bench/worker.py, 201 with the cache held at 256). */
+    if (opts->max_idle_connections > 0)
+        curl_multi_setopt(
+            sh->multi, CURLMOPT_MAXCONNECTS,
+            ((long)opts->max_idle_connections + (long)c->nshards - 1) /
+                (long)c->nshards);
+    return 0;
+}
 
 int
 http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
@@ -289,36 +325,36 @@ http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
     c->connect_timeout_ms =
         opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000;
     c->user_agent = xstrdup(opts->user_agent ? opts->user_agent : "stepq/0.1");
-    c->multi = curl_multi_init();
-    if (c->multi == NULL) {
-        log_error("curl_multi_init failed");
-        free(c->user_agent);
-        free(c);
-        return -EIO;
-    }
-    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-                      opts->max_host_connections);
-    /* libcurl sizes its connection cache to the transfers in flight, so
-     * a burst of finished transfers closes connections the next burst
-     * opens again (1,178 connects for 20,000 requests at concurrency
-     * 256 in bench/worker.py, 201 with the cache held at 256). */
-    if (opts->max_idle_connections > 0)
-        curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS,
-                          opts->max_idle_connections);
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
-                      opts->max_total_connections);
     c->limited =
         opts->max_host_connections > 0 || opts->max_total_connections > 0;
+    /* A connection limit is the multi handle's: then one shard holds all. */
+    c->nshards = 1;
+    if (!c->limited && opts->max_idle_connections > HTTP_SHARD_CONNECTIONS)
+        c->nshards =
+            ((size_t)opts->max_idle_connections + HTTP_SHARD_CONNECTIONS - 1) /
+            HTTP_SHARD_CONNECTIONS;
+    if (c->nshards > HTTP_SHARDS_MAX)
+        c->nshards = HTTP_SHARDS_MAX;
+    c->shards = xcalloc(c->nshards, sizeof(*c->shards));
+    for (size_t i = 0; i < c->nshards; i++) {
+        if (shard_init(c, &c->shards[i], opts) != 0) {
+            while (i-- > 0)
+                curl_multi_cleanup(c->shards[i].multi);
+            free(c->shards);
+            free(c->user_agent);
+            free(c);
+            return -EIO;
+        }
+    }
     /* uv_timer_init cannot fail on a live loop (it only links the handle). */
-    uv_timer_init(loop, &c->timer);
-    c->timer.data = c;
-    uv_idle_init(loop, &c->due);
-    c->due.data = c;
-    c->open_handles = 2;
+    for (size_t i = 0; i < c->nshards; i++) {
+        struct http_shard *sh = &c->shards[i];
+        uv_timer_init(loop, &sh->timer);
+        sh->timer.data = sh;
+        uv_idle_init(loop, &sh->due);
+        sh->due.data = sh;
+    }
+    c->open_handles = 2 * c->nshards;
     *out = c;
     return 0;
 }
@@ -331,15 +367,19 @@ static void
 finish_close(http_client *c)
 {
     c->cleaned = true;
-    curl_multi_cleanup(c->multi);
-    c->multi = NULL;
+    for (size_t i = 0; i < c->nshards; i++) {
+        curl_multi_cleanup(c->shards[i].multi);
+        c->shards[i].multi = NULL;
+    }
     while (c->socks != NULL) {
         struct sock *s = c->socks;
         sock_unlink(c, s);
         uv_close((uv_handle_t *)&s->poll, on_poll_close);
     }
-    uv_close((uv_handle_t *)&c->timer, on_timer_close);
-    uv_close((uv_handle_t *)&c->due, on_timer_close);
+    for (size_t i = 0; i < c->nshards; i++) {
+        uv_close((uv_handle_t *)&c->shards[i].timer, on_timer_close);
+        uv_close((uv_handle_t *)&c->shards[i].due, on_timer_close);
+    }
 }
 
 void

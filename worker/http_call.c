@@ -195,6 +195,7 @@ call_unlink(http_client *c, struct http_call *call)
         call->next->prev = call->prev;
     call->prev = call->next = NULL;
     c->inflight--;
+    call->sh->inflight--;
 }
 
 static void
@@ -210,23 +211,37 @@ slist_free_wiped(struct curl_slist *l)
 static curl_socket_t
 open_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    http_client *c = arg;
+    struct http_shard *sh = arg;
     curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
 
     (void)purpose;
     if (fd != CURL_SOCKET_BAD)
-        c->open_sockets++;
+        sh->open_sockets++;
     return fd;
 }
 
 static int
 close_cb(void *arg, curl_socket_t fd)
 {
-    http_client *c = arg;
+    struct http_shard *sh = arg;
 
-    if (c->open_sockets > 0)
-        c->open_sockets--;
+    if (sh->open_sockets > 0)
+        sh->open_sockets--;
     return close(fd);
+}
+
+/* The shard for a new request: the one with the fewest in flight (the
+ * first of them, so one at a time keeps to one connection). */
+static struct http_shard *
+pick_shard(http_client *c)
+{
+    struct http_shard *best = &c->shards[0];
+
+    for (size_t i = 1; i < c->nshards && best->inflight > 0; i++) {
+        if (c->shards[i].inflight < best->inflight)
+            best = &c->shards[i];
+    }
+    return best;
 }
 
 /* deliver runs the callback of a call already removed from the multi handle
@@ -272,16 +287,14 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     else if (rc != CURLE_OK)
         snprintf(res->error_text, sizeof(res->error_text), "%s",
                  call->errbuf[0] ? call->errbuf : curl_easy_strerror(rc));
-    curl_multi_remove_handle(c->multi, call->easy);
+    curl_multi_remove_handle(call->sh->multi, call->easy);
     deliver(call);
 }
 
 void
 http__cancel_one(struct http_call *call)
 {
-    http_client *c = call->c;
-
-    curl_multi_remove_handle(c->multi, call->easy);
+    curl_multi_remove_handle(call->sh->multi, call->easy);
     call->res.error = HTTP_ERR_CANCELLED;
     snprintf(call->res.error_text, sizeof(call->res.error_text), "cancelled");
     deliver(call);
@@ -430,6 +443,7 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     }
     call = xcalloc(1, sizeof(*call));
     call->c = c;
+    call->sh = pick_shard(c);
     call->easy = e;
     call->cb = cb;
     call->arg = arg;
@@ -468,15 +482,15 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     curl_easy_setopt(e, CURLOPT_HEADERDATA, call);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->hdrs);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cb);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, call->sh);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_cb);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, call->sh);
     /* When every open connection has a request in flight, none is free
      * for this one: say so, and curl skips its search of the connection
      * cache, which walks every connection to the host (at 5,000 in flight
      * that search was most of the client's time). Not with a connection
      * limit, where a request may wait for one to be free. */
-    if (!c->limited && c->inflight >= c->open_sockets)
+    if (!c->limited && call->sh->inflight >= call->sh->open_sockets)
         curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     set_method(call, req);
     if (curl_easy_setopt(e, CURLOPT_URL, req->url) != CURLE_OK) {
@@ -493,7 +507,8 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         c->calls->prev = call;
     c->calls = call;
     c->inflight++;
-    mrc = curl_multi_add_handle(c->multi, e);
+    call->sh->inflight++;
+    mrc = curl_multi_add_handle(call->sh->multi, e);
     if (mrc != CURLM_OK) {
         log_error("curl_multi_add_handle: %s", curl_multi_strerror(mrc));
         call_unlink(c, call);

@@ -16,17 +16,37 @@
 
 #include "worker/http.h"
 
+/* One of the client's curl multi handles, with its own connection cache,
+ * timer and sockets. libcurl 7.88 walks every connection of a cache when
+ * a transfer ends (curl_multi_remove_handle), so the client spreads its
+ * transfers over one shard per HTTP_SHARD_CONNECTIONS connections it
+ * keeps. The timer and due handle are embedded and closed with the
+ * client (CONVENTIONS §5). */
+struct http_shard {
+    http_client *c;
+    CURLM *multi;        /* owned; NULL once cleaned up */
+    uv_timer_t timer;    /* curl's timeout */
+    uv_idle_t due;       /* curl's timeout of 0 ms: run at the next iteration */
+    size_t inflight;     /* its requests in flight */
+    size_t open_sockets; /* sockets its curl opened and has not closed */
+};
+
+/* Connections one shard keeps for reuse, at most. */
+#define HTTP_SHARD_CONNECTIONS 256
+#define HTTP_SHARDS_MAX        64
+
 /* One socket curl asked us to watch. The poll handle is embedded and the
  * struct is freed in its close callback (CONVENTIONS §5). */
 struct sock {
     uv_poll_t poll;
-    http_client *c;
+    struct http_shard *sh;
     curl_socket_t fd;
     struct sock *prev, *next; /* in c->socks while not closing */
 };
 
 struct http_call {
     http_client *c;
+    struct http_shard *sh; /* whose multi handle runs it */
     CURL *easy;
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
@@ -46,16 +66,14 @@ struct http_call {
 };
 
 struct http_client {
-    uv_loop_t *loop; /* borrowed */
-    CURLM *multi;    /* owned; NULL once cleaned up */
-    uv_timer_t timer;
-    uv_idle_t due;      /* curl's timeout of 0 ms: run at the next iteration */
-    struct sock *socks; /* sockets being watched */
+    uv_loop_t *loop;           /* borrowed */
+    struct http_shard *shards; /* owned array of nshards */
+    size_t nshards;
+    struct sock *socks;      /* sockets being watched */
     struct http_call *calls; /* requests in flight */
     size_t inflight;
-    size_t open_sockets; /* sockets curl opened and has not closed */
     bool limited;        /* a connection limit is set */
-    size_t open_handles; /* timer, due + sockets not yet closed */
+    size_t open_handles; /* timers, dues + sockets not yet closed */
     size_t max_response;
     size_t max_headers;
     size_t max_header_bytes;
@@ -93,7 +111,7 @@ STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
 void http__set_body_json(struct http_request *r, const cJSON *item);
 
 /* http__finish records how call ended (curl result rc, status, connection
- * count, error text), removes it from c's multi handle and delivers it:
+ * count, error text), removes it from its shard's multi handle and delivers it:
  * the user callback runs and call is freed. Called with c entered, never
  * from inside a curl callback (http_call.c). */
 void http__finish(http_client *c, struct http_call *call, CURLcode rc);
