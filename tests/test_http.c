@@ -349,46 +349,88 @@ START_TEST(test_keep_alive_reuses_connection)
 }
 END_TEST
 
-/* Bursts of transfers, each ending before the next starts (as a worker's
- * sends do when its claims come in batches): with max_idle_connections at
- * the burst's size every burst reuses the first one's connections. libcurl
- * alone sizes its cache to the transfers still in flight, and closes
- * connections as a burst drains. */
-START_TEST(test_bursts_keep_their_connections)
+/* Bursts of `burst` transfers, each burst ending before the next starts
+ * (as a worker's sends do when its claims come in batches): with
+ * max_idle_connections at the burst's size every burst reuses the first
+ * one's connections. libcurl alone sizes its cache to the transfers still
+ * in flight, and closes connections as a burst drains. Above 256 the
+ * client spreads them over several curl multi handles, each with its own
+ * cache: every request still finds a free connection in the one it is
+ * given. */
+static void
+run_bursts(int burst, int bursts)
 {
-    enum { BURST = 16, BURSTS = 4 };
-    struct http_client_opts o = {.max_idle_connections = BURST};
+    struct http_client_opts o = {.max_idle_connections = burst};
     struct env e;
-    struct result r[BURST];
+    struct result *r = calloc((size_t)burst, sizeof(*r));
     struct http_request req;
     struct mock_stats st;
-    bool all;
 
     env_start(&e, "{\"answers\":[{\"delay_ms\":20}],\"loop\":true}", NULL, &o);
-    chat_req(&e, "/v1", 5000, &req);
-    for (int b = 0; b < BURSTS; b++) {
-        memset(r, 0, sizeof(r));
-        for (int i = 0; i < BURST; i++)
+    chat_req(&e, "/v1", 10000, &req);
+    for (int b = 0; b < bursts; b++) {
+        memset(r, 0, (size_t)burst * sizeof(*r));
+        for (int i = 0; i < burst; i++)
             ck_assert_int_eq(http_send(e.c, &req, on_done, &r[i], NULL), 0);
-        do {
-            all = true;
-            for (int i = 0; i < BURST && all; i++) {
-                if (!r[i].done) {
-                    run_until(&e, &r[i].done, 10000);
-                    all = false;
-                }
-            }
-        } while (!all);
-        for (int i = 0; i < BURST; i++) {
+        for (int i = 0; i < burst; i++) {
+            if (!r[i].done)
+                run_until(&e, &r[i].done, 10000);
+        }
+        for (int i = 0; i < burst; i++) {
             ck_assert_int_eq(r[i].status, 200);
             result_free(&r[i]);
         }
     }
     http_request_cleanup(&req);
     mock_get_stats(e.m, &st);
-    ck_assert_int_eq((int)st.requests, BURST * BURSTS);
-    ck_assert_int_eq((int)st.connections, BURST);
+    ck_assert_int_eq((int)st.requests, burst * bursts);
+    ck_assert_int_eq((int)st.connections, burst);
+    free(r);
     env_stop(&e);
+}
+
+START_TEST(test_bursts_keep_their_connections)
+{
+    run_bursts(16, 4);
+}
+END_TEST
+
+START_TEST(test_bursts_over_several_multi_handles)
+{
+    run_bursts(300, 3);
+}
+END_TEST
+
+/* Closing a client with requests in flight on every multi handle cancels
+ * each once and closes every handle (env_stop closes it, and checks the
+ * loop is empty after). */
+START_TEST(test_close_with_many_in_flight)
+{
+    enum { N = 300 };
+    struct http_client_opts o = {.max_idle_connections = N};
+    struct env e;
+    struct result *r = calloc(N, sizeof(*r));
+    struct http_request req;
+    struct mock_stats st;
+
+    env_start(&e, "{\"answers\":[{\"fault\":\"hang\"}],\"loop\":true}", NULL,
+              &o);
+    chat_req(&e, "/v1", 10000, &req);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(http_send(e.c, &req, on_done, &r[i], NULL), 0);
+    http_request_cleanup(&req);
+    do {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        mock_get_stats(e.m, &st);
+    } while (st.requests < N);
+    ck_assert_uint_eq(http_client_inflight(e.c), N);
+    env_stop(&e); /* closes the client with all of them in flight */
+    for (int i = 0; i < N; i++) {
+        ck_assert(r[i].done);
+        ck_assert_int_eq(r[i].error, HTTP_ERR_CANCELLED);
+        result_free(&r[i]);
+    }
+    free(r);
 }
 END_TEST
 
@@ -417,6 +459,8 @@ test_suite(void)
     tcase_add_test(transport, test_header_caps_drop_extra_headers);
     tcase_add_test(transport, test_keep_alive_reuses_connection);
     tcase_add_test(transport, test_bursts_keep_their_connections);
+    tcase_add_test(transport, test_bursts_over_several_multi_handles);
+    tcase_add_test(transport, test_close_with_many_in_flight);
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++) {
         tcase_add_checked_fixture(all[i], setup, mockproc_teardown);
         tcase_set_timeout(all[i], 20);
