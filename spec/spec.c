@@ -62,6 +62,26 @@ spec_from_json(cJSON *job, const struct spec_opts *opts, struct spec_job **out,
     return from_json(job, NULL, opts, out, err, errlen);
 }
 
+/* utf8_valid is json_utf8_valid with a fast path for ASCII, which job
+ * files mostly are: eight bytes at a time up to the first byte with its
+ * high bit set (a character boundary, since all before it are ASCII),
+ * then byte by byte. The byte-wise check was 7% of validating a job. */
+static bool
+utf8_valid(const char *text, size_t len)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, text + i, 8);
+        if ((w & UINT64_C(0x8080808080808080)) != 0)
+            break;
+    }
+    while (i < len && (unsigned char)text[i] < 0x80)
+        i++;
+    return i == len || json_utf8_valid(text + i, len - i);
+}
+
 /* Parses text that is already known to be UTF-8 and within limits. */
 static int
 parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
@@ -103,7 +123,7 @@ spec_parse(const char *text, size_t len, const struct spec_opts *opts,
         return json_fail(err, errlen, "",
                          "job is %zu bytes, larger than the limit of %d", len,
                          SPEC_JOB_MAX_BYTES);
-    if (!json_utf8_valid(text, len))
+    if (!utf8_valid(text, len))
         return json_fail(err, errlen, "", "not valid UTF-8");
     if ((rc = parse_text(text, len, &root, err, errlen)) != 0)
         return rc;
@@ -197,7 +217,7 @@ spec_parse_many(const char *text, size_t len, const struct spec_opts *opts,
     size_t cnt = 0, total;
     int rc;
 
-    if (!json_utf8_valid(text, len))
+    if (!utf8_valid(text, len))
         return json_fail(err, errlen, "", "not valid UTF-8");
     if (looks_like_lines(text, len))
         return parse_lines(text, len, opts, out, n, err, errlen);
