@@ -13,27 +13,6 @@
 
 /* ---- enqueue --------------------------------------------------------- */
 
-/* What a job's row is stored with, the overrides applied. */
-struct row {
-    const char *key;
-    int64_t prio, run_at;
-};
-
-static struct row
-effective(const struct q_job_new *j, const struct q_enqueue_opts *o,
-          int64_t now)
-{
-    struct row r = {
-        .key = o && o->key ? o->key : j->key,
-        .prio = o && o->has_priority ? o->priority : j->priority,
-        .run_at = o && o->has_run_at ? o->run_at : j->run_at,
-    };
-
-    if (r.run_at <= 0)
-        r.run_at = now;
-    return r;
-}
-
 /* The id of the job with key, which exists. */
 static int
 id_by_key(struct q__sqlite *db, const char *key, int64_t *id)
@@ -54,7 +33,7 @@ insert_job(struct q__sqlite *db, const struct q_job_new *j,
            const struct q_enqueue_opts *o, int64_t now,
            struct q_enqueue_result *res)
 {
-    struct row r = effective(j, o, now);
+    struct q__enqueue_row r = q__enqueue_row(j, o, now);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_INSERT);
 
     if (s == NULL)
@@ -114,7 +93,7 @@ insert_many(struct q__sqlite *db, const struct q_job_new *jobs, size_t k,
         return -EIO;
     sqlite3_bind_int64(s, 1, now);
     for (size_t i = 0; i < k; i++) {
-        struct row r = effective(&jobs[i], o, now);
+        struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
         int p = 2 + 6 * (int)i;
         sqlite3_bind_text(s, p, jobs[i].name, -1, SQLITE_STATIC);
         q__bind_text(s, p + 1, r.key);
@@ -130,7 +109,7 @@ insert_many(struct q__sqlite *db, const struct q_job_new *jobs, size_t k,
     if (last - *prev != (int64_t)changes)
         goto unexpected;
     for (size_t i = 0; i < k && changes < k; i++) {
-        const char *key = effective(&jobs[i], o, now).key;
+        const char *key = q__enqueue_row(&jobs[i], o, now).key;
         if (key == NULL)
             continue;
         if ((rc = id_by_key(db, key, &res[i].id)) != 0)
@@ -144,7 +123,7 @@ insert_many(struct q__sqlite *db, const struct q_job_new *jobs, size_t k,
     }
     next = *prev + 1;
     for (size_t i = 0; i < k; i++) {
-        if (changes < k && effective(&jobs[i], o, now).key != NULL)
+        if (changes < k && q__enqueue_row(&jobs[i], o, now).key != NULL)
             continue;
         while (next <= last && taken[next - *prev - 1])
             next++;
