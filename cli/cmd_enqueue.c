@@ -17,9 +17,8 @@
 #include "spec/spec.h"
 #include "view/view.h"
 
-/* Jobs per q_enqueue (one statement on PostgreSQL), and bytes per read. */
-#define ENQUEUE_BATCH 500
-#define READ_BYTES    65536
+/* Bytes per read. */
+#define READ_BYTES 65536
 
 static const char usage[] =
     "usage: stepq enqueue [FILE|-] [--key K] [--run-at T] [--priority N]\n"
@@ -228,7 +227,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         vopts.tiers = tier_names;
         vopts.ntiers = cfg->ntiers;
     }
-    st = spec_stream_new(&vopts, ENQUEUE_BATCH, on_batch, &k);
+    st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
     if ((rc = read_input(file, st, &k)) != 0)
         goto out;
     if (k.in_tx && q_tx_commit(k.db) != 0) {

@@ -165,7 +165,7 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
      * transaction: memory holds a batch, not every parsed job. */
     m.db = q->db;
     m.now = store_now(q);
-    s = spec_stream_new(NULL, 500, many_batch, &m);
+    s = spec_stream_new(NULL, SPEC_BATCH_JOBS, many_batch, &m);
     rc = spec_stream_feed(s, jobs_json, strlen(jobs_json), err, errlen);
     if (rc == 0)
         rc = spec_stream_end(s, err, errlen);

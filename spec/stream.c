@@ -18,6 +18,9 @@
 /* The most bytes copied in at once: a long input fed whole is taken in
  * pieces, so the copy holds a job and a piece, not the input. */
 #define STREAM_PIECE 65536
+/* A batch is handed on at its count or once its jobs' text reaches this
+ * (parsed, a job takes a few times its text): big jobs in small batches. */
+#define BATCH_BYTES (2 * 1024 * 1024)
 
 enum mode {
     M_START,      /* before the first byte that is not white space */
@@ -58,6 +61,7 @@ struct spec_stream {
     int first_rc;           /* its validation, deferred until the mode */
     char first_err[1024];   /* is known (the message gets "line 1: ") */
     size_t njobs;           /* handed on so far */
+    size_t batch_bytes;     /* text of the jobs in the batch */
     bool array;
     struct spec_batch b;
 };
@@ -123,14 +127,17 @@ flush(struct spec_stream *s)
     }
     s->njobs += s->b.n;
     s->b.n = 0;
+    s->batch_bytes = 0;
     return rc;
 }
 
+/* Adds j, len bytes of text, to the batch. */
 static int
-add(struct spec_stream *s, struct spec_job *j)
+add(struct spec_stream *s, struct spec_job *j, size_t len)
 {
     s->b.jobs[s->b.n++] = j;
-    return s->b.n == s->batch ? flush(s) : 0;
+    s->batch_bytes += len;
+    return s->b.n == s->batch || s->batch_bytes >= BATCH_BYTES ? flush(s) : 0;
 }
 
 /* Prefixes err with "job N: " or "line N: ". */
@@ -223,7 +230,7 @@ take(struct spec_stream *s, size_t from, size_t to, const char *what, size_t n,
 
     if (rc != 0)
         return prefixed(err, errlen, what, n, rc);
-    return add(s, j);
+    return add(s, j, to - from);
 }
 
 /* One line of JSON lines, if it is all in (or eof); *used: bytes taken. */
@@ -301,7 +308,7 @@ first_tail(struct spec_stream *s, bool eof, char *err, size_t errlen,
     {
         struct spec_job *j = s->first;
         s->first = NULL;
-        return add(s, j);
+        return add(s, j, strlen(j->text));
     }
 }
 

@@ -1,7 +1,8 @@
 /* test_lib.c: libstepq's bulk enqueue (stepq_enqueue_many), as a program
  * links it: every job of an array or of JSON lines in one transaction,
  * ids in input order, keys deduplicated, and a bad job anywhere, after
- * many batches went in, leaving nothing written. */
+ * many batches went in, leaving nothing written. On SQLite, and on
+ * PostgreSQL as test_lib_pg. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -11,6 +12,11 @@
 
 #include "common/xalloc.h"
 #include "include/stepq.h"
+#include "tests/support/pgfix.h"
+
+/* The store of the test: a file in its folder, or a schema of the run's
+ * PostgreSQL cluster (the suite's _pg run). */
+static char *loc;
 
 /* count jobs as an array (keys b0, b1, ...), job number bad (0-based;
  * -1: none) one with no steps. Caller frees. */
@@ -36,51 +42,55 @@ array_of(int count, int bad)
 static stepq *
 open_fresh(void)
 {
-    struct run_result r;
     stepq *q = NULL;
     char err[256];
 
-    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
-    run_result_free(&r);
-    ck_assert_int_eq(stepq_open("q.db", &q, err, sizeof(err)), 0);
+    loc = pgfix_db_new(NULL, "q.db", false);
+    fixture_init(loc);
+    ck_assert_int_eq(stepq_open(loc, &q, err, sizeof(err)), 0);
     return q;
 }
 
 START_TEST(test_many_bad_job_late_writes_nothing)
 {
-    char *t = array_of(2000, 1998), err[256], state[32];
+    char *t = array_of(5000, 4998), err[256], state[32];
     stepq *q = open_fresh();
     size_t n = 12345;
 
     ck_assert_int_eq(
         stepq_enqueue_many(q, t, NULL, NULL, 0, &n, err, sizeof(err)), -EINVAL);
-    ck_assert_str_eq(err, "job 1998: steps: missing");
+    ck_assert_str_eq(err, "job 4998: steps: missing");
     ck_assert_uint_eq(n, 12345);
     ck_assert_int_eq(stepq_job_state(q, 1, state, sizeof(state)), -ENOENT);
     stepq_close(q);
-    ck_assert_int_eq(run_job_count("q.db"), 0);
+    ck_assert_int_eq(run_job_count(loc), 0);
+    free(loc);
     free(t);
 }
 END_TEST
 
 START_TEST(test_many_ids_in_order_and_deduplicated)
 {
-    char *t = array_of(1200, -1), err[256];
-    int64_t *ids = xcalloc(1200, sizeof(*ids));
-    bool *dup = xcalloc(1200, sizeof(*dup));
+    char *t = array_of(4500, -1), err[256];
+    int64_t *ids = xcalloc(4500, sizeof(*ids));
+    bool *dup = xcalloc(4500, sizeof(*dup));
     stepq *q = open_fresh();
     size_t n = 0;
 
+    /* The second time every key exists, and cap takes the first 1200. */
     for (int round = 0; round < 2; round++) {
+        size_t cap = round ? 1200 : 4500;
         ck_assert_int_eq(
-            stepq_enqueue_many(q, t, ids, dup, 1200, &n, err, sizeof(err)), 0);
-        ck_assert_uint_eq(n, 1200);
+            stepq_enqueue_many(q, t, ids, dup, cap, &n, err, sizeof(err)), 0);
+        ck_assert_uint_eq(n, 4500);
         ck_assert_int_eq(ids[0], 1);
-        ck_assert_int_eq(ids[1199], 1200);
-        ck_assert(dup[600] == (round == 1));
+        ck_assert_int_eq(ids[4499] - ids[0], 4499);
+        ck_assert(dup[1100] == (round == 1));
+        ck_assert(!dup[4100]);
     }
     stepq_close(q);
-    ck_assert_int_eq(run_job_count("q.db"), 1200);
+    ck_assert_int_eq(run_job_count(loc), 4500);
+    free(loc);
     free(ids);
     free(dup);
     free(t);
