@@ -92,13 +92,25 @@ struct sink {
     int exit_code; /* a batch's failure, as the exit code; 0: none */
 };
 
+/* The message of a write or commit that failed; the exit code. */
+static int
+write_failed(struct sink *k)
+{
+    const char *path = NULL;
+    char where[CLI_WHERE_MAX];
+
+    (void)cli_db_path(k->env, &path);
+    cli_error(
+        "enqueue: cannot write to %s; nothing was enqueued",
+        q_location_redact(path ? path : "the database", where, sizeof(where)));
+    return k->exit_code = CLI_RUNTIME;
+}
+
 /* Writes one batch inside the enqueue's transaction. */
 static int
 on_batch(void *ctx, struct spec_batch *b)
 {
     struct sink *k = ctx;
-    const char *path = NULL;
-    char where[CLI_WHERE_MAX];
     int rc;
 
     if (k->over->key != NULL && b->first + b->n > 1) {
@@ -124,11 +136,7 @@ on_batch(void *ctx, struct spec_batch *b)
         rc = q_enqueue(k->db, b->rows, b->n, k->over, k->now, k->res + k->n);
     }
     if (rc != 0) {
-        (void)cli_db_path(k->env, &path);
-        cli_error("enqueue: cannot write to %s; nothing was enqueued",
-                  q_location_redact(path ? path : "the database", where,
-                                    sizeof(where)));
-        k->exit_code = CLI_RUNTIME;
+        write_failed(k);
         return rc;
     }
     k->n += b->n;
@@ -231,9 +239,8 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     if ((rc = read_input(file, st, &k)) != 0)
         goto out;
     if (k.in_tx && q_tx_commit(k.db) != 0) {
-        k.in_tx = false;
-        cli_error("enqueue: cannot commit; nothing was enqueued");
-        rc = CLI_RUNTIME;
+        k.in_tx = false; /* a failed commit is rolled back */
+        rc = write_failed(&k);
         goto out;
     }
     k.in_tx = false;
