@@ -59,7 +59,7 @@ struct spec_stream {
     bool tail_nl;           /* M_FIRST_TAIL: a newline came after the value */
     struct spec_job *first; /* the first value, validated, mode unknown */
     int first_rc;           /* its validation, deferred until the mode */
-    char first_err[1024];   /* is known (the message gets "line 1: ") */
+    char first_err[1024];   /* is known (for lines it gets "line N: ") */
     size_t njobs;           /* handed on so far */
     size_t batch_bytes;     /* text of the jobs in the batch */
     bool array;
@@ -157,9 +157,11 @@ blank(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-/* Moves the scan over buf[start + sc->at .. len). Returns 1 with *end
- * set at the value's end, 0 when the bytes ran out first, -1 when the
- * value cannot start here (a ',' or a closing bracket first). */
+/* Moves the scan of the value at buf[start] over buf[start + sc->at ..
+ * len). Returns 1 with *end set at the value's end, 0 when the bytes ran
+ * out first, -1 (sc->at at the byte) when no value starts there (a ',' or
+ * a closing bracket first). Whether the bytes are JSON is cJSON's to say:
+ * this only finds where a value would end. */
 static int
 scan_value(const char *buf, size_t start, size_t len, struct scan *sc,
            size_t *end)
@@ -233,7 +235,8 @@ take(struct spec_stream *s, size_t from, size_t to, const char *what, size_t n,
     return add(s, j, to - from);
 }
 
-/* One line of JSON lines, if it is all in (or eof); *used: bytes taken. */
+/* Takes one line of JSON lines, if it is all in (or at eof); *more: bytes
+ * are left to look at. */
 static int
 lines(struct spec_stream *s, bool eof, char *err, size_t errlen, bool *more)
 {
