@@ -121,15 +121,16 @@ insert_many(struct q__sqlite *db, const struct q_job_new *jobs, size_t k,
             inserted++;
         }
     }
-    next = *prev + 1;
+    next = *prev; /* the last id handed out; never past last */
     for (size_t i = 0; i < k; i++) {
         if (changes < k && q__enqueue_row(&jobs[i], o, now).key != NULL)
             continue;
-        while (next <= last && taken[next - *prev - 1])
+        do {
+            if (next >= last)
+                goto unexpected;
             next++;
-        if (next > last)
-            goto unexpected;
-        res[i].id = next++;
+        } while (taken[next - *prev - 1]);
+        res[i].id = next;
         res[i].duplicate = false;
         inserted++;
     }
