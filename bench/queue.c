@@ -7,10 +7,11 @@
  *
  * Prints jobs/s, the median of --runs runs, for: enqueue one job per
  * transaction, enqueue 100 per transaction (with validation, and stored
- * only), and claim+complete from a
- * backlog with 1 and 4 processes (one job per claim, and 32 per claim),
- * each turn's completions committed with its next claim in one
- * transaction as the worker's turns do, each with q_open_opts.durable off and
+ * only), --batch jobs as JSON lines through the stream of `stepq enqueue`
+ * in one transaction, and claim+complete from a backlog with 1 and 4
+ * processes (one job per claim, and 32 per claim), each turn's completions
+ * committed with its next claim in one transaction as the worker's turns
+ * do, each with q_open_opts.durable off and
  * on (SQLite: synchronous=NORMAL and FULL, WAL). Enqueue includes parsing
  * and validating the job's JSON. --drain N times the claim rows over the
  * first N jobs of the backlog (the queue stays as deep; the run shorter).
@@ -193,6 +194,55 @@ bench_enqueue(const char *path, bool full, int n, int per, bool validate)
     return n / secs;
 }
 
+/* The batches of bench_stream: written inside the run's transaction. */
+static int
+stream_batch(void *ctx, struct spec_batch *b)
+{
+    struct q_enqueue_result *r = xcalloc(b->n, sizeof(*r));
+    int rc = q_enqueue(ctx, b->rows, b->n, NULL, clock_now_ms(), r);
+
+    free(r);
+    return rc;
+}
+
+/* Enqueues n jobs given as JSON lines, as `stepq enqueue FILE` does
+ * without the process: one stream (it takes 64 KiB at a time), validated
+ * and written batch by batch (SPEC_BATCH_JOBS) inside one transaction;
+ * returns jobs/s. */
+static double
+bench_stream(const char *path, bool full, int n)
+{
+    size_t one = sizeof(job_text) - 1, len = (size_t)n * (one + 1);
+    char *text = xmalloc(len + 1), err[256];
+    q_db *db = open_or_die(path, full);
+    spec_stream *st;
+    int64_t t0;
+    int rc;
+
+    for (int i = 0; i < n; i++) {
+        memcpy(text + (size_t)i * (one + 1), job_text, one);
+        text[(size_t)i * (one + 1) + one] = '\n';
+    }
+    t0 = clock_mono_ms();
+    st = spec_stream_new(NULL, SPEC_BATCH_JOBS, stream_batch, db);
+    rc = q_tx_begin(db);
+    if (rc == 0)
+        rc = spec_stream_feed(st, text, len, err, sizeof(err));
+    if (rc == 0)
+        rc = spec_stream_end(st, err, sizeof(err));
+    if (rc == 0)
+        rc = q_tx_commit(db);
+    if (rc != 0) {
+        fprintf(stderr, "stream enqueue failed: %d\n", rc);
+        exit(1);
+    }
+    double secs = (double)(clock_mono_ms() - t0) / 1000.0;
+    spec_stream_free(st);
+    free(text);
+    q_close(db);
+    return n / secs;
+}
+
 static void
 fill_backlog(const char *path, int n)
 {
@@ -315,8 +365,9 @@ static const char usage[] =
     "                   [--drain N]\n"
     "                   [--only ROW[,ROW...]] [--dir DIR] [--db LOCATION]\n"
     "                   [--durable no|yes|both] [--tsv]\n"
-    "ROW 0-7 runs rows of the table (0: enqueue 1 per transaction, 1: 100\n"
-    "per transaction, 2-5: claim+complete, 6-7: enqueue stored only).\n"
+    "ROW 0-8 runs rows of the table (0: enqueue 1 per transaction, 1: 100\n"
+    "per transaction, 2-5: claim+complete, 6-7: enqueue stored only, 8:\n"
+    "--batch jobs as JSON lines through a stream in one transaction).\n"
     "--db: a PostgreSQL location (a fresh schema per run, made with psql),\n"
     "or \"sqlite\" (the default: a fresh file per run in --dir).\n"
     "--drain N: the claim rows time draining N jobs of the backlog (all of\n"
@@ -332,7 +383,8 @@ static const char *const names[] = {
     "claim+complete, 1 process, 32 per claim",
     "claim+complete, 4 processes, 32 per claim",
     "enqueue, 1 per transaction, stored only",
-    "enqueue, 100 per transaction, stored only"};
+    "enqueue, 100 per transaction, stored only",
+    "enqueue, JSON lines streamed, 1 transaction"};
 
 static int
 cmp_double(const void *a, const void *b)
@@ -360,6 +412,9 @@ run_row(int b, bool full, int single, int batch, int backlog)
     case 7:
         r = bench_enqueue(p, full, batch, 100, false);
         break;
+    case 8:
+        r = bench_stream(p, full, batch);
+        break;
     default:
         r = bench_claim(p, full, backlog, take, b % 2 ? 4 : 1, b < 4 ? 1 : 32);
         break;
@@ -369,14 +424,14 @@ run_row(int b, bool full, int single, int batch, int backlog)
     return r;
 }
 
-/* Parses "--only 1,3": which of the 8 rows run. */
+/* Parses "--only 1,3": which of the 9 rows run. */
 static int
 parse_rows(const char *v, bool *want)
 {
     char *end;
     for (;;) {
         long b = strtol(v, &end, 10);
-        if (end == v || b < 0 || b > 7)
+        if (end == v || b < 0 || b > 8)
             return -EINVAL;
         want[b] = true;
         if (*end == '\0')
@@ -391,7 +446,7 @@ int
 main(int argc, char **argv)
 {
     int runs = 5, single = 20000, batch = 100000, backlog = 100000;
-    bool want[8] = {false}, any = false, tsv = false, cols[2] = {true, true};
+    bool want[9] = {false}, any = false, tsv = false, cols[2] = {true, true};
 
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -445,7 +500,7 @@ main(int argc, char **argv)
     if (!tsv)
         printf("%-44s %12s %12s\n", "benchmark (median of runs, jobs/s)",
                server ? "not durable" : "NORMAL", server ? "durable" : "FULL");
-    for (int b = 0; b < 8; b++) {
+    for (int b = 0; b < 9; b++) {
         double med[2] = {0, 0}, r[2][99] = {{0}};
         if (any && !want[b])
             continue;

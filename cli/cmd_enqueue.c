@@ -1,5 +1,6 @@
-/* cmd_enqueue.c: stepq enqueue — validate jobs, then write them all in one
- * transaction, or none. */
+/* cmd_enqueue.c: stepq enqueue — read the input in pieces, validate each
+ * job as it comes and write it inside one transaction, committed at the
+ * end: all jobs or none, in memory one piece, one batch and the ids. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -10,22 +11,23 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
-#include "common/file.h"
+#include "common/json.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
 #include "view/view.h"
 
-/* A bulk file may hold many jobs; each job is still capped on its own. */
-#define INPUT_MAX_BYTES ((size_t)1 << 30)
+/* Bytes per read. */
+#define READ_BYTES 65536
 
 static const char usage[] =
     "usage: stepq enqueue [FILE|-] [--key K] [--run-at T] [--priority N]\n"
     "                     [--json]\n"
     "\n"
     "Reads one job, a JSON array of jobs, or JSON lines (one job per line)\n"
-    "from FILE or standard input. Every job is validated before anything is\n"
-    "written; then all are written in one transaction. Prints each job's id\n"
+    "from FILE or standard input. Every job is validated as it is read and\n"
+    "written in one transaction, committed at the end: one bad job and\n"
+    "nothing is written. Prints each job's id\n"
     "(--json: {\"id\":N,\"duplicate\":false}, an array for several jobs). A\n"
     "job whose key exists is not added again: its id is printed with\n"
     "duplicate true, exit 0.\n"
@@ -77,24 +79,132 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
     return 0;
 }
 
+/* What the batches of one enqueue share: the store, opened at the first
+ * batch (a bad first job needs none), its transaction and the results. */
+struct sink {
+    struct cli_env *env;
+    const struct q_enqueue_opts *over;
+    q_db *db;
+    bool in_tx;
+    int64_t now;
+    struct q_enqueue_result *res; /* owned: one per job, in input order */
+    size_t n, cap;
+    int exit_code; /* a batch's failure, as the exit code; 0: none */
+};
+
+/* The message of a write or commit that failed; the exit code. */
+static int
+write_failed(struct sink *k)
+{
+    const char *path = NULL;
+    char where[CLI_WHERE_MAX];
+
+    (void)cli_db_path(k->env, &path);
+    cli_error(
+        "enqueue: cannot write to %s; nothing was enqueued",
+        q_location_redact(path ? path : "the database", where, sizeof(where)));
+    return k->exit_code = CLI_RUNTIME;
+}
+
+/* Writes one batch inside the enqueue's transaction. */
+static int
+on_batch(void *ctx, struct spec_batch *b)
+{
+    struct sink *k = ctx;
+    int rc;
+
+    if (k->over->key != NULL && b->first + b->n > 1) {
+        cli_error("enqueue: --key applies to a single job, the input has "
+                  "more than one");
+        k->exit_code = CLI_USAGE;
+        return -ECANCELED;
+    }
+    if (k->db == NULL) {
+        if ((rc = cli_open_db(k->env, &k->db)) != 0) {
+            k->exit_code = rc;
+            return -ECANCELED;
+        }
+        k->now = cli_now(k->db);
+    }
+    if (k->n + b->n > k->cap) {
+        k->cap = (k->n + b->n) * 2;
+        k->res = xrealloc(k->res, k->cap * sizeof(*k->res));
+    }
+    rc = k->in_tx ? 0 : q_tx_begin(k->db);
+    if (rc == 0) {
+        k->in_tx = true;
+        rc = q_enqueue(k->db, b->rows, b->n, k->over, k->now, k->res + k->n);
+    }
+    if (rc != 0) {
+        write_failed(k);
+        return rc;
+    }
+    k->n += b->n;
+    return 0;
+}
+
+/* Prints the ids; --json as view_enqueued renders each result, an array
+ * written piece by piece for many (not one tree of every result). */
 static void
 print_results(const struct q_enqueue_result *res, size_t n, bool many,
               bool json)
 {
-    if (json) {
-        cli_print_json(view_enqueued(res, n, many));
-        return;
+    for (size_t i = 0; i < n; i++) {
+        if (!json) {
+            printf("%lld\n", (long long)res[i].id);
+            continue;
+        }
+        cJSON *o = view_enqueued(&res[i], 1, false);
+        char *s = json_print(o);
+        fputs(many ? (i == 0 ? "[" : ",") : "", stdout);
+        fputs(s, stdout);
+        free(s);
+        cJSON_Delete(o);
     }
-    for (size_t i = 0; i < n; i++)
-        printf("%lld\n", (long long)res[i].id);
+    if (json)
+        fputs(many ? "]\n" : "\n", stdout);
+}
+
+/* Feeds the input to the stream; 0, or the exit code (message printed). */
+static int
+read_input(const char *file, spec_stream *st, struct sink *k)
+{
+    const char *name = strcmp(file, "-") ? file : "stdin";
+    FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
+    char *buf, err[1024];
+    size_t got;
+    int rc = 0;
+
+    if (f == NULL) {
+        cli_error("enqueue: %s: %s", name,
+                  errno == ENOENT ? "no such file" : "cannot read");
+        return errno == ENOENT ? CLI_USAGE : CLI_RUNTIME;
+    }
+    buf = xmalloc(READ_BYTES);
+    while (rc == 0 && (got = fread(buf, 1, READ_BYTES, f)) > 0)
+        rc = spec_stream_feed(st, buf, got, err, sizeof(err));
+    if (rc == 0 && ferror(f)) {
+        cli_error("enqueue: %s: cannot read", name);
+        rc = -EIO;
+        k->exit_code = CLI_RUNTIME;
+    } else if (rc == 0) {
+        rc = spec_stream_end(st, err, sizeof(err));
+    }
+    free(buf);
+    if (f != stdin)
+        fclose(f);
+    if (rc != 0 && k->exit_code == 0) {
+        cli_error("enqueue: %s: %s", name, err);
+        k->exit_code = CLI_USAGE;
+    }
+    return rc != 0 ? k->exit_code : 0;
 }
 
 int
 cmd_enqueue(struct cli_env *env, int argc, char **argv)
 {
     const char *key = NULL, *run_at = NULL, *prio = NULL, *file = "-";
-    const char *path = NULL;
-    bool json = false, many = false;
+    bool json = false;
     struct cli_opt opts[] = {{"key", &key, NULL},
                              {"run-at", &run_at, NULL},
                              {"priority", &prio, NULL},
@@ -102,15 +212,11 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
                              {NULL, NULL, NULL}};
     struct q_enqueue_opts over = {0};
     struct spec_opts vopts = {0};
+    struct sink k = {.env = env, .over = &over};
     const struct config *cfg = NULL;
-    struct spec_job **jobs = NULL;
-    struct q_enqueue_result *res = NULL;
-    struct q_job_new *rows = NULL;
     const char **tier_names = NULL;
-    char *text = NULL, err[1024];
+    spec_stream *st = NULL;
     const char *pos[1];
-    size_t len = 0, n = 0;
-    q_db *db = NULL;
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
@@ -121,14 +227,6 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_config(env, &cfg)) != 0)
         return rc;
-    rc = file_read_all(file, INPUT_MAX_BYTES, &text, &len);
-    if (rc != 0) {
-        cli_error("enqueue: %s: %s", strcmp(file, "-") ? file : "stdin",
-                  rc == -ENOENT  ? "no such file"
-                  : rc == -E2BIG ? "input larger than 1 GiB"
-                                 : "cannot read");
-        return rc == -EIO ? CLI_RUNTIME : CLI_USAGE;
-    }
     /* Tier names are checked only when the config names tiers. */
     if (cfg->ntiers > 0) {
         tier_names = xcalloc(cfg->ntiers, sizeof(*tier_names));
@@ -137,42 +235,24 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         vopts.tiers = tier_names;
         vopts.ntiers = cfg->ntiers;
     }
-    rc = spec_parse_many(text, len, &vopts, &jobs, &n, err, sizeof(err));
-    many = text[strspn(text, " \t\r\n")] == '[';
-    free(text);
-    if (rc != 0) {
-        cli_error("enqueue: %s: %s", strcmp(file, "-") ? file : "stdin", err);
-        rc = CLI_USAGE;
+    st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
+    if ((rc = read_input(file, st, &k)) != 0)
+        goto out;
+    if (k.in_tx && q_tx_commit(k.db) != 0) {
+        k.in_tx = false; /* a failed commit is rolled back */
+        rc = write_failed(&k);
         goto out;
     }
-    if (over.key != NULL && n > 1) {
-        cli_error("enqueue: --key applies to a single job, the input has %zu",
-                  n);
-        rc = CLI_USAGE;
-        goto out;
-    }
-    if ((rc = cli_open_db(env, &db)) != 0 ||
-        (rc = cli_db_path(env, &path)) != 0)
-        goto out;
-    res = xcalloc(n, sizeof(*res));
-    rows = spec_job_rows(jobs, n);
-    rc = q_enqueue(db, rows, n, &over, cli_now(db), res);
-    if (rc != 0) {
-        char where[CLI_WHERE_MAX];
-
-        cli_error("enqueue: cannot write to %s; nothing was enqueued",
-                  q_location_redact(path, where, sizeof(where)));
-        rc = CLI_RUNTIME;
-        goto out;
-    }
-    print_results(res, n, many || n > 1, json);
+    k.in_tx = false;
+    print_results(k.res, k.n, spec_stream_is_array(st) || k.n > 1, json);
     rc = CLI_OK;
 out:
-    if (q_close(db) != 0 && rc == CLI_OK)
+    if (k.in_tx)
+        q_tx_rollback(k.db);
+    if (q_close(k.db) != 0 && rc == CLI_OK)
         rc = CLI_RUNTIME;
-    free(res);
-    free(rows);
+    spec_stream_free(st);
+    free(k.res);
     free(tier_names);
-    spec_jobs_free(jobs, n);
     return rc;
 }

@@ -1,5 +1,8 @@
 /* fuzz_jobspec.c: libFuzzer target for the job-file parser and validator
- * (spec_parse_many, and spec_parse for the one-job path).
+ * (spec_parse_many, and spec_parse for the one-job path), and for the
+ * stream under them: the input fed to a spec_stream in pieces (of a size
+ * the second byte chooses) must give what spec_parse_many gives, the same
+ * answer and the same number of jobs, wherever the pieces cut it.
  *
  * The input is passed as is, with its exact length and no terminating NUL,
  * so a read past len is an AddressSanitizer report. The first byte chooses
@@ -14,6 +17,37 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static int
+count_batch(void *ctx, struct spec_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->rows[i].text != b->jobs[i]->text)
+            abort();
+    }
+    *(size_t *)ctx += b->n;
+    return 0;
+}
+
+/* Feeds copy to a stream in pieces of piece bytes; the jobs it handed on
+ * in *n. */
+static int
+stream_in_pieces(const char *copy, size_t size, size_t piece,
+                 const struct spec_opts *o, size_t *n)
+{
+    spec_stream *s = spec_stream_new(o, 3, count_batch, n);
+    char err[256];
+    int rc = 0;
+
+    for (size_t at = 0; rc == 0 && at < size; at += piece)
+        rc = spec_stream_feed(s, copy + at,
+                              size - at < piece ? size - at : piece, err,
+                              sizeof(err));
+    if (rc == 0)
+        rc = spec_stream_end(s, err, sizeof(err));
+    spec_stream_free(s);
+    return rc;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -23,8 +57,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct spec_job **specs = NULL;
     struct spec_job *one = NULL;
     char err[256];
-    size_t n = 0;
+    size_t n = 0, streamed = 0;
     char *copy;
+    int rc;
 
     if (size > 0 && (data[0] & 1) == 1)
         o = &opts;
@@ -35,7 +70,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
 
     err[0] = '\0';
-    if (spec_parse_many(copy, size, o, &specs, &n, err, sizeof(err)) == 0) {
+    rc = spec_parse_many(copy, size, o, &specs, &n, err, sizeof(err));
+    if (stream_in_pieces(copy, size, size > 1 ? data[1] % 64 + 1 : 1, o,
+                         &streamed) != rc ||
+        (rc == 0 && streamed != n))
+        abort(); /* the pieces changed the answer */
+    if (rc == 0) {
         if (n == 0)
             abort();
         for (size_t i = 0; i < n; i++) {

@@ -118,45 +118,79 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
     return 0;
 }
 
+/* stepq_enqueue_many's batches, written inside one transaction. */
+struct many {
+    q_db *db;
+    int64_t now;
+    bool in_tx;
+    struct q_enqueue_result *res; /* owned: one per job */
+    size_t n, cap;
+    int store_rc; /* a batch's storage error; 0: none */
+};
+
+static int
+many_batch(void *ctx, struct spec_batch *b)
+{
+    struct many *m = ctx;
+    int rc = m->in_tx ? 0 : q_tx_begin(m->db);
+
+    if (m->n + b->n > m->cap) {
+        m->cap = (m->n + b->n) * 2;
+        m->res = xrealloc(m->res, m->cap * sizeof(*m->res));
+    }
+    if (rc == 0) {
+        m->in_tx = true;
+        rc = q_enqueue(m->db, b->rows, b->n, NULL, m->now, m->res + m->n);
+    }
+    if (rc != 0)
+        m->store_rc = rc;
+    m->n += b->n;
+    return rc;
+}
+
 int
 stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                    bool *duplicates, size_t cap, size_t *n, char *err,
                    size_t errlen)
 {
-    struct spec_job **specs = NULL;
-    struct q_enqueue_result *res;
-    struct q_job_new *rows;
-    size_t count = 0;
+    struct many m = {0};
+    spec_stream *s;
     int rc;
 
     if (q == NULL || jobs_json == NULL) {
         snprintf(err, errlen, "stepq_enqueue_many: handle and jobs required");
         return -EINVAL;
     }
-    rc = spec_parse_many(jobs_json, strlen(jobs_json), NULL, &specs, &count,
-                         err, errlen);
-    if (rc != 0)
-        return rc;
-    res = xcalloc(count, sizeof(*res));
-    rows = spec_job_rows(specs, count);
-    rc = q_enqueue(q->db, rows, count, NULL, store_now(q), res);
-    free(rows);
-    spec_jobs_free(specs, count);
-    if (rc != 0) {
+    /* Jobs are validated and written as they are read, in batches, in one
+     * transaction: memory holds a batch, not every parsed job. */
+    m.db = q->db;
+    m.now = store_now(q);
+    s = spec_stream_new(NULL, SPEC_BATCH_JOBS, many_batch, &m);
+    rc = spec_stream_feed(s, jobs_json, strlen(jobs_json), err, errlen);
+    if (rc == 0)
+        rc = spec_stream_end(s, err, errlen);
+    spec_stream_free(s);
+    if (rc == 0 && m.in_tx) {
+        m.in_tx = false;
+        if ((rc = q_tx_commit(q->db)) != 0)
+            m.store_rc = rc;
+    }
+    if (m.in_tx)
+        q_tx_rollback(q->db);
+    if (m.store_rc != 0)
         snprintf(err, errlen, "cannot write the jobs to the database");
-        free(res);
-        return rc;
+    if (rc == 0) {
+        for (size_t i = 0; i < m.n && i < cap; i++) {
+            if (ids != NULL)
+                ids[i] = m.res[i].id;
+            if (duplicates != NULL)
+                duplicates[i] = m.res[i].duplicate;
+        }
+        if (n != NULL)
+            *n = m.n;
     }
-    for (size_t i = 0; i < count && i < cap; i++) {
-        if (ids != NULL)
-            ids[i] = res[i].id;
-        if (duplicates != NULL)
-            duplicates[i] = res[i].duplicate;
-    }
-    if (n != NULL)
-        *n = count;
-    free(res);
-    return 0;
+    free(m.res);
+    return rc;
 }
 
 int

@@ -197,6 +197,18 @@ int q__version_check(const char *where, int have);
  * the most one claim takes (256). */
 int q__claim_check(const char *worker, int64_t lease_ms, size_t *max);
 
+/* What a job's row is stored with: its key, priority and run_at with the
+ * overrides of o (may be NULL) applied, run_at 0 meaning now. Borrowed
+ * from j and o. */
+struct q__enqueue_row {
+    const char *key;
+    int64_t prio, run_at;
+};
+/* q__enqueue_row gives the row of job j enqueued at now with o. */
+struct q__enqueue_row q__enqueue_row(const struct q_job_new *j,
+                                     const struct q_enqueue_opts *o,
+                                     int64_t now);
+
 /* q__body_keep is how many bytes of body (len bytes) the ledger keeps when
  * it keeps at most max: cut back to a UTF-8 character boundary. */
 size_t q__body_keep(const char *body, size_t len, int64_t max);

@@ -311,6 +311,21 @@ q__claim_check(const char *worker, int64_t lease_ms, size_t *max)
     return 0;
 }
 
+struct q__enqueue_row
+q__enqueue_row(const struct q_job_new *j, const struct q_enqueue_opts *o,
+               int64_t now)
+{
+    struct q__enqueue_row r = {
+        .key = o && o->key ? o->key : j->key,
+        .prio = o && o->has_priority ? o->priority : j->priority,
+        .run_at = o && o->has_run_at ? o->run_at : j->run_at,
+    };
+
+    if (r.run_at <= 0)
+        r.run_at = now;
+    return r;
+}
+
 size_t
 q__body_keep(const char *body, size_t len, int64_t max)
 {

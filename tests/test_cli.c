@@ -97,6 +97,87 @@ START_TEST(test_huge_and_deep_inputs_refused)
 }
 END_TEST
 
+/* count keyed jobs as JSON lines (keys s0, s1, ...), the line bad_line
+ * (1-based; 0: none) one with no steps. Caller frees. */
+static char *
+many_lines(int count, int bad_line)
+{
+    size_t cap = (size_t)count * 160 + 1, len = 0;
+    char *t = xmalloc(cap);
+
+    for (int i = 0; i < count; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "s%d", i);
+        len += (size_t)snprintf(t + len, cap - len,
+                                i + 1 == bad_line
+                                    ? "{\"name\":\"n\",\"key\":\"%s\"}\n"
+                                    : "{\"name\":\"n\",\"key\":\"%s\","
+                                      "\"steps\":[" CHAT_STEP("a") "]}\n",
+                                key);
+    }
+    return t;
+}
+
+/* The input is read in pieces and written batch by batch inside one
+ * transaction: a bad line near the end of a long input, after many
+ * batches went in, still leaves nothing written. */
+START_TEST(test_long_input_with_a_late_bad_line_writes_nothing)
+{
+    char *t = many_lines(5000, 4999);
+    char *p = tmpdir_write(fixture_dir, "late.jsonl", t, strlen(t));
+    struct run_result r;
+
+    ck_assert_int_eq(RUN(&r, NULL, "enqueue", p, "--db", FIXTURE_DB), 2);
+    ck_assert_msg(strstr(r.err, "line 4999: steps: missing") != NULL, "%s",
+                  r.err);
+    ck_assert_str_eq(r.out, "");
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
+    ck_assert_int_eq(RUN(&r, t, "enqueue", "--key", "x", "--db", FIXTURE_DB),
+                     2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--key applies to a single job"));
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
+    free(p);
+    free(t);
+}
+END_TEST
+
+/* A long JSON array from stdin, pretty-printed across lines, goes in
+ * whole, ids in input order; again, every key is a duplicate. */
+START_TEST(test_long_array_streamed_in_order)
+{
+    char *t = many_lines(3000, 0), *arr = xmalloc(2 * strlen(t) + 16);
+    char *q = arr;
+    struct run_result r;
+
+    *q++ = '[';
+    for (const char *l = t; *l != '\0'; l++) {
+        if (*l == '\n' && l[1] == '\0')
+            break;
+        *q++ = *l == '\n' ? ',' : *l;
+        if (*l == ',' || *l == '\n')
+            *q++ = '\n'; /* lines inside each element and between them */
+    }
+    strcpy(q, "]");
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(RUN(&r, arr, "enqueue", "--json", "--db", FIXTURE_DB),
+                         0);
+        cJSON *o = cJSON_Parse(r.out);
+        ck_assert_int_eq(cJSON_GetArraySize(o), 3000);
+        cJSON *last = cJSON_GetArrayItem(o, 2999);
+        ck_assert_int_eq(cJSON_GetObjectItem(last, "id")->valueint, 3000);
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(last, "duplicate")) ==
+                  (round == 1));
+        cJSON_Delete(o);
+        run_result_free(&r);
+    }
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 3000);
+    free(arr);
+    free(t);
+}
+END_TEST
+
 START_TEST(test_enqueue_prints_ids_and_dedupes)
 {
     struct run_result r;
@@ -412,6 +493,8 @@ test_suite(void)
                         (int)(sizeof(bad_inputs) / sizeof(bad_inputs[0])));
     tcase_add_test(in, test_huge_and_deep_inputs_refused);
     tcase_add_test(in, test_enqueue_flags_override_and_validate);
+    tcase_add_test(in, test_long_input_with_a_late_bad_line_writes_nothing);
+    tcase_add_test(in, test_long_array_streamed_in_order);
     tcase_add_test(in, test_tier_names_checked_against_config);
     tcase_add_test(in, test_db_and_config_resolution);
     tcase_add_test(in, test_example_job_files_validate);

@@ -36,6 +36,54 @@ START_TEST(test_dedupe_returns_first_id)
 }
 END_TEST
 
+/* A batch of many jobs, keyed and not: jobs whose key exists (before the
+ * batch, or earlier in it) get that job's id, the others new ids that
+ * grow in input order; each id's row is that job's. */
+START_TEST(test_batch_ids_in_input_order)
+{
+    enum { N = 150 };
+    static char names[N][8], keys[N][8];
+    static const char *const old_keys[] = {"old0", "old1", "old2"};
+    q_db *db = qfix_open(NULL);
+    struct q_job_new v[N];
+    struct q_enqueue_result r[N];
+    int64_t old[3], last;
+    struct q_job got;
+
+    for (int i = 0; i < 3; i++)
+        old[i] = qfix_add(db, "old", old_keys[i], 0, T0);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "j%d", i);
+        snprintf(keys[i], sizeof(keys[i]), "new%d", i / 10);
+        v[i] = qfix_job(names[i],
+                        i % 5 == 0   ? old_keys[i % 3]
+                        : i % 5 == 1 ? keys[i]
+                                     : NULL,
+                        0);
+    }
+    ck_assert_int_eq(q_enqueue(db, v, N, NULL, T0, r), 0);
+    last = old[2];
+    for (int i = 0; i < N; i++) {
+        bool again = i % 5 == 0 || i % 10 == 6;
+        ck_assert_msg(r[i].duplicate == again, "job %d", i);
+        if (i % 5 == 0)
+            ck_assert_int_eq(r[i].id, old[i % 3]);
+        else if (again)
+            ck_assert_int_eq(r[i].id, r[i - 5].id);
+        else
+            ck_assert_msg(r[i].id > last, "job %d: id %lld after %lld", i,
+                          (long long)r[i].id, (long long)last);
+        last = again ? last : r[i].id;
+        ck_assert_int_eq(q_job_get(db, r[i].id, &got), 0);
+        ck_assert_str_eq(got.name, i % 5 == 0 ? "old"
+                                   : again    ? names[i - 5]
+                                              : names[i]);
+        q_job_cleanup(&got);
+    }
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_claim_order_priority_run_at_id)
 {
     q_db *db = qfix_open(NULL);
@@ -492,6 +540,7 @@ test_suite(void)
 
     tcase_add_checked_fixture(jobs, qfix_setup, qfix_teardown);
     tcase_add_test(jobs, test_dedupe_returns_first_id);
+    tcase_add_test(jobs, test_batch_ids_in_input_order);
     tcase_add_test(jobs, test_jobs_list_pages);
     tcase_add_test(jobs, test_reports_for_metrics);
     tcase_add_test(jobs, test_claim_order_priority_run_at_id);

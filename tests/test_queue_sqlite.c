@@ -1,6 +1,7 @@
 /* test_queue_sqlite.c: white-box tests of the SQLite backend: the file
- * (mode 0600, WAL), schema migrations and versions, and the claim query's
- * plan. Behaviour every backend shares is in test_queue_contract*.c. */
+ * (mode 0600, WAL), schema migrations and versions, the claim query's
+ * plan, and how a multi-row enqueue knows its ids. Behaviour every backend
+ * shares is in test_queue_contract*.c. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -264,12 +265,42 @@ START_TEST(test_open_existing_creates_nothing)
 }
 END_TEST
 
+/* A batch's ids come from the order SQLite numbers new rows in (the
+ * largest id plus one). With the largest id taken SQLite picks ids at
+ * random: the enqueue must then fail and write nothing, not answer ids
+ * that are not the jobs'. */
+START_TEST(test_batch_ids_checked)
+{
+    q_db *db = open_db();
+    struct q_job_new v[16];
+    struct q_enqueue_result r[16];
+    int64_t counts[Q_JOB_NSTATES], park;
+
+    for (int i = 0; i < 16; i++)
+        v[i] = qfix_job("j", NULL, 0);
+    ck_assert_int_eq(q_enqueue(db, v, 16, NULL, T0, r), 0);
+    ck_assert_int_eq(r[15].id - r[0].id, 15);
+    ck_assert_int_eq(sqlite3_exec(q__sqlite(db)->h,
+                                  "INSERT INTO jobs (id, name, run_at,"
+                                  " deadline_at, created_at, updated_at, spec)"
+                                  " VALUES (9223372036854775807, 'top', 0, 0,"
+                                  " 0, 0, '{}')",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(q_enqueue(db, v, 16, NULL, T0, r), -EIO);
+    ck_assert_int_eq(q_counts(db, counts, &park), 0);
+    ck_assert_int_eq(counts[Q_JOB_QUEUED], 17);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("queue: sqlite");
     TCase *files = tcase_create("files");
     TCase *plans = tcase_create("plans");
+    TCase *enq = tcase_create("enqueue");
 
     tcase_add_checked_fixture(files, setup, teardown);
     tcase_add_test(files, test_new_file_is_private_and_wal);
@@ -285,5 +316,9 @@ test_suite(void)
     tcase_add_checked_fixture(plans, setup, teardown);
     tcase_add_test(plans, test_claim_uses_index_without_sort);
     suite_add_tcase(s, plans);
+
+    tcase_add_checked_fixture(enq, setup, teardown);
+    tcase_add_test(enq, test_batch_ids_checked);
+    suite_add_tcase(s, enq);
     return s;
 }

@@ -77,27 +77,6 @@ sb_elem_int(struct sbuf *b, int64_t v)
     sb_put(b, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)v));
 }
 
-/* What a job's row is stored with, opts applied. */
-struct row {
-    const char *key;
-    int64_t prio, run_at;
-};
-
-static struct row
-effective(const struct q_job_new *j, const struct q_enqueue_opts *o,
-          int64_t now)
-{
-    struct row r = {
-        .key = o && o->key ? o->key : j->key,
-        .prio = o && o->has_priority ? o->priority : j->priority,
-        .run_at = o && o->has_run_at ? o->run_at : j->run_at,
-    };
-
-    if (r.run_at <= 0)
-        r.run_at = now;
-    return r;
-}
-
 /* One job id the statement returned, by key (NULL for keyless jobs). */
 struct got {
     const char *key; /* borrowed from the result */
@@ -147,7 +126,7 @@ match_results(struct got *g, size_t ng, const struct q_job_new *jobs, size_t n,
 
     qsort(g, ng, sizeof(*g), got_cmp); /* keyless first, by id */
     for (size_t i = 0; i < n; i++) {
-        struct row r = effective(&jobs[i], o, now);
+        struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
         struct got *e;
 
         if (done[i])
@@ -195,7 +174,7 @@ build_arrays(struct sbuf a[6], const struct q_job_new *jobs, size_t n,
     for (int c = 0; c < 6; c++)
         sb_put(&a[c], "{", 1);
     for (size_t i = 0; i < n; i++) {
-        struct row r = effective(&jobs[i], o, now);
+        struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
         if (i > 0) {
             for (int c = 0; c < 6; c++)
                 sb_put(&a[c], ",", 1);
@@ -243,7 +222,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
         sb_put(&keys, "{", 1);
         for (size_t i = 0; i < n; i++) {
             if (!done[i]) {
-                sb_elem_text(&keys, effective(&jobs[i], opts, now).key);
+                sb_elem_text(&keys, q__enqueue_row(&jobs[i], opts, now).key);
                 sb_put(&keys, ",", 1);
             }
         }

@@ -18,6 +18,10 @@ enum q__stmt_id {
     ST_RELEASE,
     ST_ROLLBACK_TO,
     ST_JOB_INSERT,
+    ST_JOB_INSERT_4, /* the multi-row inserts of jobs.c: 4, 16, 64 rows */
+    ST_JOB_INSERT_16,
+    ST_JOB_INSERT_64,
+    ST_JOB_MAX_ID,
     ST_JOB_BY_KEY,
     ST_JOB_GET,
     ST_JOBS_LIST,

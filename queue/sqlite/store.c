@@ -12,6 +12,18 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+/* The multi-row inserts of jobs (jobs.c, insert_many): ?1 is the time,
+ * then each row binds name, key, priority, run_at, deadline_at, spec. */
+#define JOBS_INSERT_INTO                                                       \
+    "INSERT INTO jobs (created_at, updated_at, name, key, priority, run_at,"   \
+    " deadline_at, spec) VALUES "
+#define JOBS_ROW     "(?1, ?1, ?, ?, ?, ?, ?, ?)"
+#define JOBS_ROWS_4  JOBS_ROW "," JOBS_ROW "," JOBS_ROW "," JOBS_ROW
+#define JOBS_ROWS_16 JOBS_ROWS_4 "," JOBS_ROWS_4 "," JOBS_ROWS_4 "," JOBS_ROWS_4
+#define JOBS_ROWS_64                                                           \
+    JOBS_ROWS_16 "," JOBS_ROWS_16 "," JOBS_ROWS_16 "," JOBS_ROWS_16
+#define JOBS_ON_KEY " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING"
+
 /* The SQL of every cached statement, indexed by enum q__stmt_id. */
 static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -24,6 +36,10 @@ static const char *const sql_text[ST_COUNT] = {
         "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
         " created_at, updated_at, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
         " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING",
+    [ST_JOB_INSERT_4] = JOBS_INSERT_INTO JOBS_ROWS_4 JOBS_ON_KEY,
+    [ST_JOB_INSERT_16] = JOBS_INSERT_INTO JOBS_ROWS_16 JOBS_ON_KEY,
+    [ST_JOB_INSERT_64] = JOBS_INSERT_INTO JOBS_ROWS_64 JOBS_ON_KEY,
+    [ST_JOB_MAX_ID] = "SELECT coalesce(max(id), 0) FROM jobs",
     [ST_JOB_BY_KEY] = "SELECT id FROM jobs WHERE key = ?1",
     [ST_JOB_GET] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"

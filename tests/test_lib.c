@@ -1,0 +1,112 @@
+/* test_lib.c: libstepq's bulk enqueue (stepq_enqueue_many), as a program
+ * links it: every job of an array or of JSON lines in one transaction,
+ * ids in input order, keys deduplicated, and a bad job anywhere, after
+ * many batches went in, leaving nothing written. On SQLite, and on
+ * PostgreSQL as test_lib_pg. */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "include/stepq.h"
+#include "tests/support/pgfix.h"
+
+/* The store of the test: a file in its folder, or a schema of the run's
+ * PostgreSQL cluster (the suite's _pg run). */
+static char *loc;
+
+/* count jobs as an array (keys b0, b1, ...), job number bad (0-based;
+ * -1: none) one with no steps. Caller frees. */
+static char *
+array_of(int count, int bad)
+{
+    size_t cap = (size_t)count * 160 + 4, len = 1;
+    char *t = xmalloc(cap);
+
+    t[0] = '[';
+    for (int i = 0; i < count; i++)
+        len += (size_t)snprintf(
+            t + len, cap - len,
+            i == bad ? "%s{\"name\":\"n\",\"key\":\"b%d\"}"
+                     : "%s{\"name\":\"n\",\"key\":\"b%d\",\"steps\":[{\"name\":"
+                       "\"a\",\"request\":{\"messages\":[{\"role\":\"user\"}]}}"
+                       "]}",
+            i ? ",\n" : "", i);
+    strcpy(t + len, "]");
+    return t;
+}
+
+static stepq *
+open_fresh(void)
+{
+    stepq *q = NULL;
+    char err[256];
+
+    loc = pgfix_db_new(NULL, "q.db", false);
+    fixture_init(loc);
+    ck_assert_int_eq(stepq_open(loc, &q, err, sizeof(err)), 0);
+    return q;
+}
+
+START_TEST(test_many_bad_job_late_writes_nothing)
+{
+    char *t = array_of(5000, 4998), err[256], state[32];
+    stepq *q = open_fresh();
+    size_t n = 12345;
+
+    ck_assert_int_eq(
+        stepq_enqueue_many(q, t, NULL, NULL, 0, &n, err, sizeof(err)), -EINVAL);
+    ck_assert_str_eq(err, "job 4998: steps: missing");
+    ck_assert_uint_eq(n, 12345);
+    ck_assert_int_eq(stepq_job_state(q, 1, state, sizeof(state)), -ENOENT);
+    stepq_close(q);
+    ck_assert_int_eq(run_job_count(loc), 0);
+    free(loc);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_many_ids_in_order_and_deduplicated)
+{
+    char *t = array_of(4500, -1), err[256];
+    int64_t *ids = xcalloc(4500, sizeof(*ids));
+    bool *dup = xcalloc(4500, sizeof(*dup));
+    stepq *q = open_fresh();
+    size_t n = 0;
+
+    /* The second time every key exists, and cap takes the first 1200. */
+    for (int round = 0; round < 2; round++) {
+        size_t cap = round ? 1200 : 4500;
+        ck_assert_int_eq(
+            stepq_enqueue_many(q, t, ids, dup, cap, &n, err, sizeof(err)), 0);
+        ck_assert_uint_eq(n, 4500);
+        ck_assert_int_eq(ids[0], 1);
+        ck_assert_int_eq(ids[4499] - ids[0], 4499);
+        ck_assert(dup[1100] == (round == 1));
+        ck_assert(!dup[4100]);
+    }
+    stepq_close(q);
+    ck_assert_int_eq(run_job_count(loc), 4500);
+    free(loc);
+    free(ids);
+    free(dup);
+    free(t);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("lib");
+    TCase *tc = tcase_create("enqueue_many");
+
+    tcase_add_checked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_many_bad_job_late_writes_nothing);
+    tcase_add_test(tc, test_many_ids_in_order_and_deduplicated);
+    suite_add_tcase(s, tc);
+    return s;
+}
