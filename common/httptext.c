@@ -50,24 +50,18 @@ httptext_is_credential_name(const char *name, size_t n)
 }
 
 void
-httptext_query_escape(char **buf, size_t *len, const char *s)
+httptext_query_escape(struct xbuf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t n = *len;
-    char *b = xrealloc(*buf, n + 3 * strlen(s) + 1);
 
     for (; *s != '\0'; s++) {
         unsigned char ch = (unsigned char)*s;
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
             (ch >= '0' && ch <= '9') || strchr("-._~", ch) != NULL) {
-            b[n++] = (char)ch;
+            xbuf_put(b, (const char *)&ch, 1);
         } else {
-            b[n++] = '%';
-            b[n++] = hex[ch >> 4];
-            b[n++] = hex[ch & 15];
+            char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            xbuf_put(b, esc, 3);
         }
     }
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
 }

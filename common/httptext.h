@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/xalloc.h"
+
 /* httptext_is_token reports whether s is a non-empty RFC 9110 token (a
  * method or a header name). NULL is not a token. */
 bool httptext_is_token(const char *s);
@@ -25,10 +27,9 @@ bool httptext_is_field_value(const char *s);
  * any case. Such values are masked wherever stepq shows what it sent. */
 bool httptext_is_credential_name(const char *name, size_t n);
 
-/* httptext_query_escape appends s to buf (a string of *len bytes, NULL
- * at first) percent-encoded as a query component: unreserved characters
- * (RFC 3986: letters, digits, "-._~") as they are, every other byte as
- * %XX. Caller owns *buf; free with free(). Aborts on OOM. */
-void httptext_query_escape(char **buf, size_t *len, const char *s);
+/* httptext_query_escape appends s to b percent-encoded as a query
+ * component: unreserved characters (RFC 3986: letters, digits, "-._~") as
+ * they are, every other byte as %XX. Aborts on OOM. */
+void httptext_query_escape(struct xbuf *b, const char *s);
 
 #endif

@@ -56,50 +56,30 @@ log_write(enum log_level level, const char *file, int line, const char *fmt,
  * sprintf and reads it back with sscanf. The text is the same as
  * cJSON_PrintUnformatted's: keys in this order, integers in decimal,
  * strings escaped as cJSON escapes them. */
-struct line {
-    char *buf;
-    size_t len, cap;
-};
-
 static void
-line_put(struct line *l, const char *s, size_t n)
-{
-    if (l->len + n + 1 > l->cap) {
-        while (l->len + n + 1 > l->cap)
-            l->cap *= 2;
-        l->buf = xrealloc(l->buf, l->cap);
-    }
-    memcpy(l->buf + l->len, s, n);
-    l->len += n;
-}
-
-/* Appends a string literal. */
-#define line_lit(l, lit) line_put((l), (lit), sizeof(lit) - 1)
-
-static void
-line_int(struct line *l, const char *key, long long v)
+line_int(struct xbuf *l, const char *key, long long v)
 {
     char num[64];
     int n = snprintf(num, sizeof(num), ",\"%s\":%lld", key, v);
-    line_put(l, num, (size_t)n);
+    xbuf_put(l, num, (size_t)n);
 }
 
 /* key (NULL: none) and the JSON string of s[0..n), or null for NULL. */
 static void
-line_str(struct line *l, const char *key, const char *s, size_t n)
+line_str(struct xbuf *l, const char *key, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
 
     if (key != NULL) {
-        line_lit(l, ",\"");
-        line_put(l, key, strlen(key));
-        line_lit(l, "\":");
+        xbuf_lit(l, ",\"");
+        xbuf_put(l, key, strlen(key));
+        xbuf_lit(l, "\":");
     }
     if (s == NULL) {
-        line_lit(l, "null");
+        xbuf_lit(l, "null");
         return;
     }
-    line_lit(l, "\"");
+    xbuf_lit(l, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[6] = {'\\', 0, '0', '0', 0, 0};
@@ -110,7 +90,7 @@ line_str(struct line *l, const char *key, const char *s, size_t n)
             while (run < n && (unsigned char)s[run] >= 32 && s[run] != '"' &&
                    s[run] != '\\')
                 run++;
-            line_put(l, s + i, run - i);
+            xbuf_put(l, s + i, run - i);
             i = run - 1;
             continue;
         }
@@ -142,13 +122,13 @@ line_str(struct line *l, const char *key, const char *s, size_t n)
             esc[5] = hex[c & 15];
             k = 6;
         }
-        line_put(l, esc, k);
+        xbuf_put(l, esc, k);
     }
-    line_lit(l, "\"");
+    xbuf_lit(l, "\"");
 }
 
 static void
-line_cstr(struct line *l, const char *key, const char *s)
+line_cstr(struct xbuf *l, const char *key, const char *s)
 {
     line_str(l, key, s, s ? strlen(s) : 0);
 }
@@ -156,18 +136,18 @@ line_cstr(struct line *l, const char *key, const char *s)
 void
 log_attempt(const struct attempt_log *a)
 {
-    struct line l = {xmalloc(512), 0, 512};
+    struct xbuf l = {0};
     char num[32];
 
-    line_lit(&l, "{\"job\":");
-    line_put(&l, num, (size_t)snprintf(num, sizeof(num), "%lld", a->job));
+    xbuf_lit(&l, "{\"job\":");
+    xbuf_put(&l, num, (size_t)snprintf(num, sizeof(num), "%lld", a->job));
     line_cstr(&l, "step", a->step);
     line_int(&l, "attempt", a->attempt);
     line_cstr(&l, "tier", a->tier);
     if (a->status > 0)
         line_int(&l, "status", a->status);
     else
-        line_lit(&l, ",\"status\":null");
+        xbuf_lit(&l, ",\"status\":null");
     line_cstr(&l, "outcome", a->outcome);
     line_cstr(&l, "reason", a->reason);
     line_cstr(&l, "decision", a->decision);
@@ -184,10 +164,10 @@ log_attempt(const struct attempt_log *a)
         line_cstr(&l, "body", copy);
         free(copy);
     } else {
-        line_lit(&l, ",\"body\":null");
+        xbuf_lit(&l, ",\"body\":null");
     }
-    line_lit(&l, "}\n");
+    xbuf_lit(&l, "}\n");
     /* One write, so concurrent writers do not interleave a line. */
-    fwrite(l.buf, 1, l.len, stderr);
-    free(l.buf);
+    fwrite(l.p, 1, l.len, stderr);
+    free(l.p);
 }

@@ -20,4 +20,16 @@ char *xstrdup(const char *s);
 /* xstrndup copies at most n bytes of s and terminates the copy. */
 char *xstrndup(const char *s, size_t n);
 
+/* A growing byte buffer: p holds len bytes and a NUL after them (p is
+ * NULL until the first put). Start from {0}; free p with free(). Not for
+ * sizes an input chooses without a cap (see above). */
+struct xbuf {
+    char *p;
+    size_t len, cap;
+};
+/* xbuf_put appends n bytes of s to b. */
+void xbuf_put(struct xbuf *b, const char *s, size_t n);
+/* xbuf_lit appends a string literal. */
+#define xbuf_lit(b, lit) xbuf_put((b), (lit), sizeof(lit) - 1)
+
 #endif

@@ -20,15 +20,6 @@
 
 #define CHAT_PATH "/chat/completions"
 
-static void
-append(char **buf, size_t *len, const char *s, size_t n)
-{
-    *buf = xrealloc(*buf, *len + n + 1);
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-}
-
 /* what writes "tier NAME: FIELD" (just FIELD for an unnamed tier, as
  * http_chat_request builds one) into buf. */
 static const char *
@@ -46,8 +37,9 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
               size_t errlen)
 {
     const char *base = t->base_url, *q;
-    size_t plen, len = 0;
-    char *url = NULL, w[300];
+    size_t plen;
+    struct xbuf url = {0};
+    char w[300];
     bool has_query;
 
     if (!http__is_http_url(base))
@@ -59,11 +51,11 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     plen = q != NULL ? (size_t)(q - base) : strlen(base);
     while (plen > 0 && base[plen - 1] == '/')
         plen--;
-    append(&url, &len, base, plen);
-    append(&url, &len, CHAT_PATH, strlen(CHAT_PATH));
+    xbuf_put(&url, base, plen);
+    xbuf_put(&url, CHAT_PATH, strlen(CHAT_PATH));
     has_query = q != NULL;
     if (q != NULL)
-        append(&url, &len, q, strlen(q));
+        xbuf_put(&url, q, strlen(q));
     for (size_t i = 0; i < t->nquery; i++) {
         const struct config_pair *p = &t->query[i];
         const char *v = p->value;
@@ -77,20 +69,21 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
         } else if ((rc = http__resolve_value(
                         what(w, sizeof(w), t, "query.", p->name), p->value, &v,
                         err, errlen)) != 0) {
-            free(url);
+            free(url.p);
             return rc;
         }
-        if (len == 0 || (url[len - 1] != '?' && url[len - 1] != '&'))
-            append(&url, &len, &sep, 1);
+        if (url.len == 0 ||
+            (url.p[url.len - 1] != '?' && url.p[url.len - 1] != '&'))
+            xbuf_put(&url, &sep, 1);
         has_query = true;
-        httptext_query_escape(&url, &len, p->name);
-        append(&url, &len, "=", 1);
+        httptext_query_escape(&url, p->name);
+        xbuf_put(&url, "=", 1);
         if (v == NULL)
-            append(&url, &len, "***", 3);
+            xbuf_put(&url, "***", 3);
         else
-            httptext_query_escape(&url, &len, v);
+            httptext_query_escape(&url, v);
     }
-    *out = url;
+    *out = url.p;
     return 0;
 }
 

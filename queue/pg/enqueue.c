@@ -29,52 +29,34 @@ static const struct q__pg_sql by_keys_sql = {
     "q_jobs_by_keys",
     "SELECT id, key, false FROM jobs WHERE key = ANY ($1::text[])"};
 
-/* A growing text buffer for array literals. */
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static void
-sb_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
 /* Appends one element of a text[] literal: NULL, or quoted with \ and "
  * escaped. */
 static void
-sb_elem_text(struct sbuf *b, const char *s)
+sb_elem_text(struct xbuf *b, const char *s)
 {
     if (s == NULL) {
-        sb_put(b, "NULL", 4);
+        xbuf_put(b, "NULL", 4);
         return;
     }
-    sb_put(b, "\"", 1);
+    xbuf_put(b, "\"", 1);
     for (const char *c = s; *c != '\0'; c++) {
         size_t run = strcspn(c, "\\\"");
-        sb_put(b, c, run);
+        xbuf_put(b, c, run);
         c += run;
         if (*c == '\0')
             break;
-        sb_put(b, "\\", 1);
-        sb_put(b, c, 1);
+        xbuf_put(b, "\\", 1);
+        xbuf_put(b, c, 1);
     }
-    sb_put(b, "\"", 1);
+    xbuf_put(b, "\"", 1);
 }
 
 static void
-sb_elem_int(struct sbuf *b, int64_t v)
+sb_elem_int(struct xbuf *b, int64_t v)
 {
     char num[24];
 
-    sb_put(b, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)v));
+    xbuf_put(b, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)v));
 }
 
 /* One job id the statement returned, by key (NULL for keyless jobs). */
@@ -168,16 +150,16 @@ got_add(const PGresult *r, struct got **g, size_t *ng)
 
 /* The batch as the seven parameters of enqueue_sql. */
 static void
-build_arrays(struct sbuf a[6], const struct q_job_new *jobs, size_t n,
+build_arrays(struct xbuf a[6], const struct q_job_new *jobs, size_t n,
              const struct q_enqueue_opts *o, int64_t now)
 {
     for (int c = 0; c < 6; c++)
-        sb_put(&a[c], "{", 1);
+        xbuf_put(&a[c], "{", 1);
     for (size_t i = 0; i < n; i++) {
         struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
         if (i > 0) {
             for (int c = 0; c < 6; c++)
-                sb_put(&a[c], ",", 1);
+                xbuf_put(&a[c], ",", 1);
         }
         sb_elem_text(&a[0], jobs[i].name);
         sb_elem_text(&a[1], r.key);
@@ -187,7 +169,7 @@ build_arrays(struct sbuf a[6], const struct q_job_new *jobs, size_t n,
         sb_elem_text(&a[5], jobs[i].text);
     }
     for (int c = 0; c < 6; c++)
-        sb_put(&a[c], "}", 1);
+        xbuf_put(&a[c], "}", 1);
 }
 
 int
@@ -197,7 +179,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
 {
     struct q__pg *db = q__pg(d);
     struct q__pg_params p = {0};
-    struct sbuf a[6] = {{0}}, keys = {0};
+    struct xbuf a[6] = {{0}}, keys = {0};
     struct q_enqueue_result *tmp = NULL;
     PGresult *r = NULL, *r2 = NULL;
     struct got *g = NULL;
@@ -219,11 +201,11 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
     if (match_results(g, ng, jobs, n, opts, now, tmp, done) > 0) {
         /* The insert is done (one statement): reading the ids of keys a
          * concurrent enqueue won needs no transaction. */
-        sb_put(&keys, "{", 1);
+        xbuf_put(&keys, "{", 1);
         for (size_t i = 0; i < n; i++) {
             if (!done[i]) {
                 sb_elem_text(&keys, q__enqueue_row(&jobs[i], opts, now).key);
-                sb_put(&keys, ",", 1);
+                xbuf_put(&keys, ",", 1);
             }
         }
         keys.p[keys.len - 1] = '}';
