@@ -204,17 +204,25 @@ START_TEST(test_quota_wall_blocks_until_reset)
 }
 END_TEST
 
-START_TEST(test_auth_wall_lifted_by_config_change)
+/* Walls t with an auth failure (an open-ended wall) after one send. */
+static void
+auth_wall(const struct config_tier *t)
 {
-    struct config_tier t = free_tier();
     struct tier_outcome o;
-    struct tier_verdict v;
 
     tier_outcome_init(&o);
     o.exhausted_until = INT64_MAX / 2;
     o.exhausted_reason = "auth";
-    ck_assert_int_eq(tier_sync_config(db, &t), 0);
-    settle_with(&t, admit(&t, T0, 1, NULL), T0, &o);
+    ck_assert_int_eq(tier_sync_config(db, t), 0);
+    settle_with(t, admit(t, T0, 1, NULL), T0, &o);
+}
+
+START_TEST(test_auth_wall_lifted_by_config_change)
+{
+    struct config_tier t = free_tier();
+    struct tier_verdict v;
+
+    auth_wall(&t);
     ck_assert_int_eq(tier_sync_config(db, &t), 0); /* same config */
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
     t.api_key_env = "NEW_KEY";
@@ -230,14 +238,9 @@ START_TEST(test_auth_wall_lifted_by_auth_headers_or_query)
     static const char *const changes[] = {"auth", "headers", "query"};
     struct config_tier t = free_tier();
     struct config_pair pair = {(char *)"api-version", (char *)"2024-10-21"};
-    struct tier_outcome o;
     struct tier_verdict v;
 
-    tier_outcome_init(&o);
-    o.exhausted_until = INT64_MAX / 2;
-    o.exhausted_reason = "auth";
-    ck_assert_int_eq(tier_sync_config(db, &t), 0);
-    settle_with(&t, admit(&t, T0, 1, NULL), T0, &o);
+    auth_wall(&t);
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
     if (strcmp(changes[_i], "auth") == 0) {
         t.auth = CONFIG_AUTH_HEADER;

@@ -116,9 +116,23 @@ add_secret(struct probe *p, const char *s)
     p->secrets[p->nsecrets++] = xstrdup(s);
 }
 
-/* collect_secrets remembers every value the request carries that came
- * from the environment or names a credential, to scrub them from what the
- * endpoint answers (an error that echoes the key must not print it). */
+/* collect_secrets (with collect_pairs for the headers and the query)
+ * remembers every value the request carries that came from the
+ * environment or names a credential, to scrub them from what the endpoint
+ * answers (an error that echoes the key must not print it). */
+static void
+collect_pairs(struct probe *p, const struct config_pair *pairs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = pairs[i].value;
+        if (strncmp(v, "env:", 4) == 0)
+            add_secret(p, getenv(v + 4));
+        else if (httptext_is_credential_name(pairs[i].name,
+                                             strlen(pairs[i].name)))
+            add_secret(p, v);
+    }
+}
+
 static void
 collect_secrets(struct probe *p)
 {
@@ -126,22 +140,8 @@ collect_secrets(struct probe *p)
 
     if (t->api_key_env != NULL)
         add_secret(p, getenv(t->api_key_env));
-    for (size_t i = 0; i < t->nheaders; i++) {
-        const char *v = t->headers[i].value;
-        add_secret(p, strncmp(v, "env:", 4) == 0 ? getenv(v + 4)
-                      : httptext_is_credential_name(t->headers[i].name,
-                                                    strlen(t->headers[i].name))
-                          ? v
-                          : NULL);
-    }
-    for (size_t i = 0; i < t->nquery; i++) {
-        const char *v = t->query[i].value;
-        add_secret(p, strncmp(v, "env:", 4) == 0 ? getenv(v + 4)
-                      : httptext_is_credential_name(t->query[i].name,
-                                                    strlen(t->query[i].name))
-                          ? v
-                          : NULL);
-    }
+    collect_pairs(p, t->headers, t->nheaders);
+    collect_pairs(p, t->query, t->nquery);
 }
 
 /* excerpt returns the start of text with every secret replaced by "***"
