@@ -55,6 +55,7 @@ struct worker {
     bool closing;
     bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
     bool tick_after_commit; /* tick again soon after the turn commits */
+    bool turn_claimed;      /* the open turn has claimed (worker__turn_claim) */
     int64_t turn_started;   /* monotonic ms: the turn's BEGIN */
     int64_t grace_ms;
     int64_t stop_deadline;
@@ -205,6 +206,9 @@ bool worker__turn_begin(struct worker *w);
  * the turn is sent and its runs are entered again once the store is
  * back), then tells the on_park hooks and sends what the turn recorded. */
 void worker__turn_end(struct worker *w);
+/* worker__turn_claim, in the check phase before the commit: a turn whose
+ * runs freed slots claims the next jobs and starts them in itself. */
+void worker__turn_claim(struct worker *w);
 /* worker__poll_no_block keeps the loop's poll from blocking until the
  * turn has ended (the check phase comes at once). */
 void worker__poll_no_block(struct worker *w);

@@ -81,6 +81,7 @@ worker__shutdown(struct worker *w, bool force)
 static void
 on_check(uv_check_t *h)
 {
+    worker__turn_claim(h->data);
     worker__turn_end(h->data);
 }
 
