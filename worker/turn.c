@@ -2,8 +2,9 @@
  * not a network event: claiming when slots are free, waking runs whose
  * wait ended (in the order tiers should take them), heartbeats, sweeping
  * finished runs, and the drain and stop checks. Every state change of a
- * turn is committed together (group commit) in the check phase; only then
- * are the turn's requests sent and the on_park hooks told.
+ * turn is committed together (group commit) in the check phase, after a
+ * turn whose answers freed slots has claimed into them; only then are the
+ * turn's requests sent and the on_park hooks told.
  */
 #include "worker/internal.h"
 
