@@ -1,12 +1,16 @@
 /* cmd_enqueue.c: stepq enqueue — read the input in pieces, validate each
  * job as it comes and write it inside one transaction, committed at the
- * end: all jobs or none, in memory one piece, one batch and the ids. */
+ * end: all jobs or none, in memory one piece, one batch and the ids.
+ * Input that can stall (a pipe) is gathered to its end first, in memory
+ * or a spool file, so that the transaction never waits for a producer. */
 #include "cli/cli.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -19,6 +23,8 @@
 
 /* Bytes per read. */
 #define READ_BYTES 65536
+/* Input that can stall kept in memory before it goes to a spool file. */
+#define SPOOL_MEM (4 * 1024 * 1024)
 
 static const char usage[] =
     "usage: stepq enqueue [FILE|-] [--key K] [--run-at T] [--priority N]\n"
@@ -27,10 +33,11 @@ static const char usage[] =
     "Reads one job, a JSON array of jobs, or JSON lines (one job per line)\n"
     "from FILE or standard input. Every job is validated as it is read and\n"
     "written in one transaction, committed at the end: one bad job and\n"
-    "nothing is written. Prints each job's id\n"
-    "(--json: {\"id\":N,\"duplicate\":false}, an array for several jobs). A\n"
-    "job whose key exists is not added again: its id is printed with\n"
-    "duplicate true, exit 0.\n"
+    "nothing is written. Input from a pipe is read to its end first (past\n"
+    "4 MiB into a spool file in $TMPDIR), so a slow producer holds no lock.\n"
+    "Prints each job's id (--json: {\"id\":N,\"duplicate\":false}, an array\n"
+    "for several jobs). A job whose key exists is not added again: its id\n"
+    "is printed with duplicate true, exit 0.\n"
     "\n"
     "  --key K        dedupe key (one job only)\n"
     "  --run-at T     not before T (RFC 3339, e.g. 2026-11-30T03:40:00Z)\n"
@@ -165,14 +172,121 @@ print_results(const struct q_enqueue_result *res, size_t n, bool many,
         fputs(many ? "]\n" : "\n", stdout);
 }
 
-/* Feeds the input to the stream; 0, or the exit code (message printed). */
+/* Feeds bytes [0, len) of mem to the stream in pieces; rc of the stream. */
+static int
+feed_memory(spec_stream *st, const char *mem, size_t len, char *err,
+            size_t errlen)
+{
+    int rc = 0;
+
+    for (size_t off = 0; rc == 0 && off < len; off += READ_BYTES) {
+        size_t n = len - off < READ_BYTES ? len - off : READ_BYTES;
+        rc = spec_stream_feed(st, mem + off, n, err, errlen);
+    }
+    return rc;
+}
+
+/* An unlinked temporary file in $TMPDIR (else /tmp), mode 0600, opened
+ * for writing and reading back; NULL with errno set. */
+static FILE *
+spool_open(void)
+{
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    FILE *f;
+    int fd;
+
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/tmp";
+    if (snprintf(path, sizeof(path), "%s/stepq-enqueue.XXXXXX", dir) >=
+        (int)sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    if ((fd = mkstemp(path)) < 0)
+        return NULL;
+    (void)unlink(path);
+    if ((f = fdopen(fd, "w+b")) == NULL)
+        close(fd);
+    return f;
+}
+
+/* Reads input that can stall (a pipe, a terminal, a socket) to its end
+ * before anything is written: the enqueue's transaction holds the
+ * store's write lock from its first batch, and a producer writing slowly
+ * would keep every worker and every other enqueue waiting for it. Up to
+ * SPOOL_MEM bytes wait in memory (*mem, *len: the whole input); beyond
+ * that the input goes to a spool file (*spool, rewound), read back as a
+ * regular file is. 0, or the exit code (message printed). */
+static int
+gather(FILE *f, const char *name, char **mem, size_t *len, FILE **spool)
+{
+    size_t cap = READ_BYTES, got;
+    char *buf = xmalloc(cap);
+    int err;
+
+    *len = 0;
+    *spool = NULL;
+    while ((got = fread(buf + *len, 1, cap - *len, f)) > 0) {
+        *len += got;
+        if (*len < cap)
+            continue;
+        if (cap >= SPOOL_MEM)
+            break;
+        cap *= 2;
+        buf = xrealloc(buf, cap);
+    }
+    if (ferror(f)) {
+        free(buf);
+        cli_error("enqueue: %s: cannot read", name);
+        return CLI_RUNTIME;
+    }
+    if (*len < cap || feof(f)) {
+        *mem = buf;
+        return 0;
+    }
+    if ((*spool = spool_open()) == NULL) {
+        err = errno;
+        free(buf);
+        cli_error("enqueue: %s: cannot make a spool file in %s: %s; nothing "
+                  "was enqueued",
+                  name, getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                  strerror(err));
+        return CLI_RUNTIME;
+    }
+    got = *len;
+    do {
+        if (fwrite(buf, 1, got, *spool) != got)
+            break;
+    } while ((got = fread(buf, 1, cap, f)) > 0);
+    err = errno;
+    free(buf);
+    if (ferror(f)) {
+        cli_error("enqueue: %s: cannot read", name);
+    } else if (ferror(*spool) || fflush(*spool) != 0 ||
+               fseek(*spool, 0, SEEK_SET) != 0) {
+        cli_error("enqueue: %s: cannot write the spool file: %s; nothing was "
+                  "enqueued",
+                  name, strerror(err ? err : EIO));
+    } else {
+        return 0;
+    }
+    fclose(*spool);
+    *spool = NULL;
+    return CLI_RUNTIME;
+}
+
+/* Feeds the input to the stream; 0, or the exit code (message printed).
+ * A regular file is read as it comes; other input is gathered first. */
 static int
 read_input(const char *file, spec_stream *st, struct sink *k)
 {
     const char *name = strcmp(file, "-") ? file : "stdin";
-    FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
-    char *buf, err[1024];
-    size_t got;
+    FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin, *in;
+    FILE *spool = NULL;
+    char *buf, *mem = NULL, err[1024];
+    struct stat sb;
+    size_t got, len = 0;
     int rc = 0;
 
     if (f == NULL) {
@@ -180,17 +294,32 @@ read_input(const char *file, spec_stream *st, struct sink *k)
                   errno == ENOENT ? "no such file" : "cannot read");
         return errno == ENOENT ? CLI_USAGE : CLI_RUNTIME;
     }
+    in = f;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        if ((rc = gather(f, name, &mem, &len, &spool)) != 0) {
+            if (f != stdin)
+                fclose(f);
+            return k->exit_code = rc;
+        }
+        in = spool;
+    }
     buf = xmalloc(READ_BYTES);
-    while (rc == 0 && (got = fread(buf, 1, READ_BYTES, f)) > 0)
+    if (mem != NULL)
+        rc = feed_memory(st, mem, len, err, sizeof(err));
+    while (in != NULL && rc == 0 && (got = fread(buf, 1, READ_BYTES, in)) > 0)
         rc = spec_stream_feed(st, buf, got, err, sizeof(err));
-    if (rc == 0 && ferror(f)) {
-        cli_error("enqueue: %s: cannot read", name);
+    if (rc == 0 && in != NULL && ferror(in)) {
+        cli_error("enqueue: %s: cannot read%s", name,
+                  in == spool ? " the spool file" : "");
         rc = -EIO;
         k->exit_code = CLI_RUNTIME;
     } else if (rc == 0) {
         rc = spec_stream_end(st, err, sizeof(err));
     }
     free(buf);
+    free(mem);
+    if (spool != NULL)
+        fclose(spool);
     if (f != stdin)
         fclose(f);
     if (rc != 0 && k->exit_code == 0) {

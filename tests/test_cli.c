@@ -4,11 +4,13 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/xalloc.h"
@@ -174,6 +176,84 @@ START_TEST(test_long_array_streamed_in_order)
     }
     ck_assert_int_eq(run_job_count(FIXTURE_DB), 3000);
     free(arr);
+    free(t);
+}
+END_TEST
+
+/* A producer that writes slowly (a pipe left open) holds no lock: input
+ * that can stall is gathered to its end before anything is written, so
+ * another enqueue goes in meanwhile (it would wait out its 5 s for the
+ * write lock and fail otherwise), and the first still goes in whole once
+ * its input ends. */
+START_TEST(test_slow_producer_holds_no_lock)
+{
+    char *t = many_lines(3000, 0);
+    size_t len = strlen(t), off = 0;
+    struct run_result r;
+    int in[2], status;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(in), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(in[0], 0);
+        dup2(null, 1);
+        close(in[0]);
+        close(in[1]);
+        execl(stepq_bin(), "stepq", "enqueue", "--db", FIXTURE_DB,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    /* All but a pipe's buffer has been read once this returns: many
+     * batches' worth. */
+    while (off < len) {
+        ssize_t n = write(in[1], t + off, len - off);
+        ck_assert_int_gt(n, 0);
+        off += (size_t)n;
+    }
+    nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    ck_assert_int_eq(
+        RUN(&r, GOOD_JOB("meanwhile"), "enqueue", "--db", FIXTURE_DB), 0);
+    ck_assert_str_eq(r.out, "1\n");
+    run_result_free(&r);
+    close(in[1]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 3001);
+    free(t);
+}
+END_TEST
+
+/* Piped input longer than what is gathered in memory (4 MiB) goes
+ * through a spool file in $TMPDIR and in whole; with no place for the
+ * spool file, the error names it and nothing is written. */
+START_TEST(test_long_piped_input_spooled)
+{
+    char *t = many_lines(50000, 0);
+    struct run_result r;
+
+    ck_assert_uint_gt(strlen(t), 4u << 20);
+    ck_assert_int_eq(setenv("TMPDIR", "/nonexistent-stepq", 1), 0);
+    ck_assert_int_eq(RUN(&r, t, "enqueue", "--db", FIXTURE_DB), 1);
+    ck_assert_msg(strstr(r.err, "enqueue: stdin: cannot make a spool file in "
+                                "/nonexistent-stepq") != NULL &&
+                      strstr(r.err, "nothing was enqueued") != NULL,
+                  "%s", r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
+    ck_assert_int_eq(setenv("TMPDIR", fixture_dir, 1), 0);
+    ck_assert_int_eq(RUN(&r, t, "enqueue", "--json", "--db", FIXTURE_DB), 0);
+    cJSON *o = cJSON_Parse(r.out);
+    ck_assert_int_eq(cJSON_GetArraySize(o), 50000);
+    ck_assert_int_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(o, 49999), "id")->valueint,
+        50000);
+    cJSON_Delete(o);
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(FIXTURE_DB), 50000);
     free(t);
 }
 END_TEST
@@ -495,6 +575,8 @@ test_suite(void)
     tcase_add_test(in, test_enqueue_flags_override_and_validate);
     tcase_add_test(in, test_long_input_with_a_late_bad_line_writes_nothing);
     tcase_add_test(in, test_long_array_streamed_in_order);
+    tcase_add_test(in, test_slow_producer_holds_no_lock);
+    tcase_add_test(in, test_long_piped_input_spooled);
     tcase_add_test(in, test_tier_names_checked_against_config);
     tcase_add_test(in, test_db_and_config_resolution);
     tcase_add_test(in, test_example_job_files_validate);
