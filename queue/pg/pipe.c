@@ -54,6 +54,10 @@ struct q__pg_pending {
 static const char store_lock_text[] =
     "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
     " coalesce(current_schema(), '')))";
+/* The same, prepared at its first use (it is planned once a session, not
+ * once a transaction). */
+static const struct q__pg_sql store_lock_sql = {"q_store_lock",
+                                                store_lock_text};
 
 /* Whether the next command opens the outermost transaction (and so
  * takes the lock). */
@@ -208,8 +212,9 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
         bool outer = db->tx_sent == 0;
         ok =
             plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
-            (!outer || (plain(db, store_lock_text, Q__PG_CMD_PLAIN, what) &&
-                        q__pg_tiers_prefetch(db, sql, p)));
+            (!outer ||
+             (queue_sql(db, &store_lock_sql, 0, NULL, Q__PG_CMD_PLAIN, what) &&
+              q__pg_tiers_prefetch(db, sql, p)));
         if (!ok)
             break; /* the send failed: the level is not on the server */
         db->tx_sent++;
