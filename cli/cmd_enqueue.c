@@ -86,16 +86,12 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
     return 0;
 }
 
-/* What the batches of one enqueue share: the store, opened at the first
- * batch (a bad first job needs none), its transaction and the results. */
+/* What the batches of one enqueue share: the store (st.db), opened at
+ * the first batch (a bad first job needs none), its transaction and the
+ * results (spec_store), and how it failed. */
 struct sink {
     struct cli_env *env;
-    const struct q_enqueue_opts *over;
-    q_db *db;
-    bool in_tx;
-    int64_t now;
-    struct q_enqueue_result *res; /* owned: one per job, in input order */
-    size_t n, cap;
+    struct spec_store st;
     int exit_code; /* a batch's failure, as the exit code; 0: none */
 };
 
@@ -120,34 +116,22 @@ on_batch(void *ctx, struct spec_batch *b)
     struct sink *k = ctx;
     int rc;
 
-    if (k->over->key != NULL && b->first + b->n > 1) {
+    if (k->st.over->key != NULL && b->first + b->n > 1) {
         cli_error("enqueue: --key applies to a single job, the input has "
                   "more than one");
         k->exit_code = CLI_USAGE;
         return -ECANCELED;
     }
-    if (k->db == NULL) {
-        if ((rc = cli_open_db(k->env, &k->db)) != 0) {
+    if (k->st.db == NULL) {
+        if ((rc = cli_open_db(k->env, &k->st.db)) != 0) {
             k->exit_code = rc;
             return -ECANCELED;
         }
-        k->now = cli_now(k->db);
+        k->st.now = cli_now(k->st.db);
     }
-    if (k->n + b->n > k->cap) {
-        k->cap = (k->n + b->n) * 2;
-        k->res = xrealloc(k->res, k->cap * sizeof(*k->res));
-    }
-    rc = k->in_tx ? 0 : q_tx_begin(k->db);
-    if (rc == 0) {
-        k->in_tx = true;
-        rc = q_enqueue(k->db, b->rows, b->n, k->over, k->now, k->res + k->n);
-    }
-    if (rc != 0) {
+    if ((rc = spec_store_batch(&k->st, b)) != 0)
         write_failed(k);
-        return rc;
-    }
-    k->n += b->n;
-    return 0;
+    return rc;
 }
 
 /* Prints the ids; --json as view_enqueued renders each result, an array
@@ -341,7 +325,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
                              {NULL, NULL, NULL}};
     struct q_enqueue_opts over = {0};
     struct spec_opts vopts = {0};
-    struct sink k = {.env = env, .over = &over};
+    struct sink k = {.env = env, .st = {.over = &over}};
     const struct config *cfg = NULL;
     const char **tier_names = NULL;
     spec_stream *st = NULL;
@@ -367,21 +351,18 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
     if ((rc = read_input(file, st, &k)) != 0)
         goto out;
-    if (k.in_tx && q_tx_commit(k.db) != 0) {
-        k.in_tx = false; /* a failed commit is rolled back */
+    if (spec_store_end(&k.st, true) != 0) {
         rc = write_failed(&k);
         goto out;
     }
-    k.in_tx = false;
-    print_results(k.res, k.n, spec_stream_is_array(st) || k.n > 1, json);
+    print_results(k.st.res, k.st.n, spec_stream_is_array(st) || k.st.n > 1,
+                  json);
     rc = CLI_OK;
 out:
-    if (k.in_tx)
-        q_tx_rollback(k.db);
-    if (q_close(k.db) != 0 && rc == CLI_OK)
+    spec_store_cleanup(&k.st);
+    if (q_close(k.st.db) != 0 && rc == CLI_OK)
         rc = CLI_RUNTIME;
     spec_stream_free(st);
-    free(k.res);
     free(tier_names);
     return rc;
 }

@@ -118,42 +118,12 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
     return 0;
 }
 
-/* stepq_enqueue_many's batches, written inside one transaction. */
-struct many {
-    q_db *db;
-    int64_t now;
-    bool in_tx;
-    struct q_enqueue_result *res; /* owned: one per job */
-    size_t n, cap;
-    int store_rc; /* a batch's storage error; 0: none */
-};
-
-static int
-many_batch(void *ctx, struct spec_batch *b)
-{
-    struct many *m = ctx;
-    int rc = m->in_tx ? 0 : q_tx_begin(m->db);
-
-    if (m->n + b->n > m->cap) {
-        m->cap = (m->n + b->n) * 2;
-        m->res = xrealloc(m->res, m->cap * sizeof(*m->res));
-    }
-    if (rc == 0) {
-        m->in_tx = true;
-        rc = q_enqueue(m->db, b->rows, b->n, NULL, m->now, m->res + m->n);
-    }
-    if (rc != 0)
-        m->store_rc = rc;
-    m->n += b->n;
-    return rc;
-}
-
 int
 stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                    bool *duplicates, size_t cap, size_t *n, char *err,
                    size_t errlen)
 {
-    struct many m = {0};
+    struct spec_store k = {0};
     spec_stream *s;
     int rc;
 
@@ -163,33 +133,28 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
     }
     /* Jobs are validated and written as they are read, in batches, in one
      * transaction: memory holds a batch, not every parsed job. */
-    m.db = q->db;
-    m.now = store_now(q);
-    s = spec_stream_new(NULL, SPEC_BATCH_JOBS, many_batch, &m);
+    k.db = q->db;
+    k.now = store_now(q);
+    s = spec_stream_new(NULL, SPEC_BATCH_JOBS, spec_store_batch, &k);
     rc = spec_stream_feed(s, jobs_json, strlen(jobs_json), err, errlen);
     if (rc == 0)
         rc = spec_stream_end(s, err, errlen);
     spec_stream_free(s);
-    if (rc == 0 && m.in_tx) {
-        m.in_tx = false;
-        if ((rc = q_tx_commit(q->db)) != 0)
-            m.store_rc = rc;
-    }
-    if (m.in_tx)
-        q_tx_rollback(q->db);
-    if (m.store_rc != 0)
+    if (rc == 0)
+        rc = spec_store_end(&k, true);
+    if (k.store_rc != 0)
         snprintf(err, errlen, "cannot write the jobs to the database");
     if (rc == 0) {
-        for (size_t i = 0; i < m.n && i < cap; i++) {
+        for (size_t i = 0; i < k.n && i < cap; i++) {
             if (ids != NULL)
-                ids[i] = m.res[i].id;
+                ids[i] = k.res[i].id;
             if (duplicates != NULL)
-                duplicates[i] = m.res[i].duplicate;
+                duplicates[i] = k.res[i].duplicate;
         }
         if (n != NULL)
-            *n = m.n;
+            *n = k.n;
     }
-    free(m.res);
+    spec_store_cleanup(&k);
     return rc;
 }
 

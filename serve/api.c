@@ -19,18 +19,14 @@
 #define JOBS_PAGE     100
 #define JOBS_PAGE_MAX 1000
 
-enum MHD_Result
-serve_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
+/* Queues text (consumed, whatever happens) as a JSON answer. */
+static enum MHD_Result
+reply_text(struct MHD_Connection *c, unsigned status, char *text, size_t len)
 {
-    char *text = cJSON_PrintUnformatted(body);
-    struct MHD_Response *r;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     enum MHD_Result ok;
 
-    cJSON_Delete(body);
-    if (text == NULL)
-        return MHD_NO;
-    r = MHD_create_response_from_buffer(strlen(text), text,
-                                        MHD_RESPMEM_MUST_FREE);
     if (r == NULL) {
         free(text);
         return MHD_NO;
@@ -41,6 +37,17 @@ serve_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
     ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+enum MHD_Result
+serve_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
+{
+    char *text = cJSON_PrintUnformatted(body);
+
+    cJSON_Delete(body);
+    if (text == NULL)
+        return MHD_NO;
+    return reply_text(c, status, text, strlen(text));
 }
 
 enum MHD_Result
@@ -86,18 +93,21 @@ arg(struct MHD_Connection *c, const char *name)
 
 /* ---- jobs ------------------------------------------------------------ */
 
+/* The body is validated and written as stepq enqueue reads its input:
+ * job by job in batches inside one transaction (spec_store), so memory
+ * holds the body and one batch, not every parsed job; the answer is
+ * written as text, not built as a tree of every result. */
 static enum MHD_Result
 jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
              const char *body, size_t len)
 {
     const char **names = NULL;
     struct spec_opts vopts = {0};
-    struct spec_job **jobs = NULL;
-    struct q_enqueue_result *res = NULL;
-    struct q_job_new *rows = NULL;
+    struct spec_store k = {.db = o->db, .now = store_now(o)};
+    spec_stream *st;
+    struct xbuf out = {0};
     bool many, fresh = false;
     char err[1024];
-    size_t n = 0;
     int rc;
 
     if (body == NULL || len == 0)
@@ -111,26 +121,29 @@ jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
         vopts.tiers = names;
         vopts.ntiers = o->cfg->ntiers;
     }
-    rc = spec_parse_many(body, len, &vopts, &jobs, &n, err, sizeof(err));
+    st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, spec_store_batch, &k);
+    rc = spec_stream_feed(st, body, len, err, sizeof(err));
+    if (rc == 0)
+        rc = spec_stream_end(st, err, sizeof(err));
+    many = spec_stream_is_array(st) || k.n > 1;
+    spec_stream_free(st);
     free(names);
-    if (rc != 0)
+    if (rc == 0)
+        rc = spec_store_end(&k, true);
+    if (rc != 0) {
+        int store_rc = k.store_rc;
+        spec_store_cleanup(&k);
+        if (store_rc != 0)
+            return storage_error(c, store_rc, "enqueue: nothing was enqueued");
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
                                  err);
-    many = body[strspn(body, " \t\r\n")] == '[' || n > 1;
-    res = xcalloc(n, sizeof(*res));
-    rows = spec_job_rows(jobs, n);
-    rc = q_enqueue(o->db, rows, n, NULL, store_now(o), res);
-    free(rows);
-    spec_jobs_free(jobs, n);
-    if (rc != 0) {
-        free(res);
-        return storage_error(c, rc, "enqueue: nothing was enqueued");
     }
-    for (size_t i = 0; i < n; i++)
-        fresh = fresh || !res[i].duplicate;
-    cJSON *out = view_enqueued(res, n, many);
-    free(res);
-    return serve_reply_json(c, fresh ? MHD_HTTP_CREATED : MHD_HTTP_OK, out);
+    for (size_t i = 0; i < k.n; i++)
+        fresh = fresh || !k.res[i].duplicate;
+    view_enqueued_text(k.res, k.n, many, &out);
+    spec_store_cleanup(&k);
+    return reply_text(c, fresh ? MHD_HTTP_CREATED : MHD_HTTP_OK, out.p,
+                      out.len);
 }
 
 static enum MHD_Result

@@ -161,4 +161,28 @@ bool spec_stream_is_array(const spec_stream *s);
 /* spec_stream_free releases s and the jobs it holds; NULL is a no-op. */
 void spec_stream_free(spec_stream *s);
 
+/* ---- writing a stream into a store (sink.c) ---------------------------
+ *
+ * spec_store_batch is a spec_batch_fn that writes each batch with
+ * q_enqueue (over: the overrides, may be NULL) inside one transaction of
+ * db, opened at the first batch; spec_store_end(k, true) commits it,
+ * (k, false) rolls it back. A storage error is kept in store_rc (and
+ * returned) to tell it from a bad job. */
+struct spec_store {
+    q_db *db;
+    const struct q_enqueue_opts *over;
+    int64_t now;
+    bool in_tx;
+    struct q_enqueue_result *res; /* owned: one per job written, in order */
+    size_t n, cap;
+    int store_rc; /* the storage error that stopped it; 0: none */
+};
+
+int spec_store_batch(void *ctx, struct spec_batch *b);
+/* spec_store_end ends the transaction, if one is open: commit or roll
+ * back. Returns 0 or the commit's error (then also in store_rc). */
+STEPQ_MUST_CHECK int spec_store_end(struct spec_store *k, bool commit);
+/* spec_store_cleanup rolls back what is open and frees the results. */
+void spec_store_cleanup(struct spec_store *k);
+
 #endif

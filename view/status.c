@@ -2,6 +2,8 @@
  * to an enqueue. */
 #include "view/view.h"
 
+#include <stdio.h>
+
 #include "common/json.h"
 #include "worker/tier.h"
 
@@ -101,4 +103,23 @@ view_enqueued(const struct q_enqueue_result *res, size_t n, bool many)
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
+}
+
+void
+view_enqueued_text(const struct q_enqueue_result *res, size_t n, bool many,
+                   struct xbuf *out)
+{
+    char one[64];
+
+    many = many || n != 1;
+    if (many)
+        xbuf_lit(out, "[");
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(one, sizeof(one), "%s{\"id\":%lld,\"duplicate\":%s}",
+                           i > 0 ? "," : "", (long long)res[i].id,
+                           res[i].duplicate ? "true" : "false");
+        xbuf_put(out, one, (size_t)len);
+    }
+    if (many)
+        xbuf_lit(out, "]");
 }

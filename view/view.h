@@ -18,6 +18,7 @@
 
 #include "common/config.h"
 #include "common/defs.h"
+#include "common/xalloc.h"
 #include "queue/queue.h"
 
 /* view_job_row renders j as one entry of `jobs list --json`: id, name,
@@ -76,5 +77,9 @@ STEPQ_MUST_CHECK int view_report(q_db *db, const struct config *cfg,
 /* view_enqueued renders the answer to an enqueue of n jobs: one
  * {"id": N, "duplicate": B}, or an array of them when many. */
 cJSON *view_enqueued(const struct q_enqueue_result *res, size_t n, bool many);
+/* view_enqueued_text appends the same answer to out as unformatted JSON
+ * text (cJSON's bytes), without a tree of every result. */
+void view_enqueued_text(const struct q_enqueue_result *res, size_t n, bool many,
+                        struct xbuf *out);
 
 #endif
