@@ -234,6 +234,14 @@ bool q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
 void q__pg_pending_drop(struct q__pg *db, int level);
 void q__pg_pending_merge(struct q__pg *db, int level);
 bool q__pg_pending_any(const struct q__pg *db);
+/* q__pg_push sends the waiting writes of the outermost level ahead of
+ * the next round trip once enough are kept, without waiting for them:
+ * the server runs them while the caller goes on, and their results are
+ * read at the next sync. Only in a transaction that has reached the
+ * server (its BEGIN, lock and tier reads read back): a savepoint's writes
+ * wait for it to end well (rolled back, they are dropped unsent). 0, or a
+ * failed send's error (the transaction then cannot commit). */
+int q__pg_push(struct q__pg *db, const char *what);
 /* q__pg_flush reads what was deferred (one round trip; 0 when nothing
  * was): its error, as q__pg_defer says. */
 int q__pg_flush(struct q__pg *db, const char *what);

@@ -30,6 +30,11 @@
  * one go and their results read at its sync (the server's answers wait
  * in the socket buffers until then: small, but not unbounded). */
 #define DEFER_MAX 512
+/* Waiting writes of the outermost level sent ahead (q__pg_push) once
+ * this many are kept, and commands sent but not read before a sync is
+ * forced. */
+#define PUSH_MIN 32
+#define SENT_MAX 2048
 
 /* A deferred write not handed to libpq yet: its statement, its
  * parameters (copied: the caller's may be gone when it is sent), its
@@ -371,7 +376,29 @@ keep_pending(struct q__pg *db, const struct q__pg_sql *sql,
         h->v[i] = p->v[i] != NULL ? xstrdup(p->v[i]) : NULL;
     h->rec = *rec;
     h->level = db->tx_depth;
-    return db->npending >= DEFER_MAX ? q__pg_flush(db, rec->what) : 0;
+    if (db->npending >= DEFER_MAX)
+        return q__pg_flush(db, rec->what);
+    return q__pg_push(db, rec->what);
+}
+
+int
+q__pg_push(struct q__pg *db, const char *what)
+{
+    size_t next = 0;
+    bool ok = true;
+
+    if (db->tx_depth != 1 || db->tx_sent != 1 || db->broken || db->tx_rc != 0 ||
+        db->npending < PUSH_MIN)
+        return 0;
+    while (ok && db->tx_release > 0) {
+        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
+            db->tx_release--;
+    }
+    ok = ok && queue_pending(db, 1, &next);
+    q__pg_pending_drop(db, 0);
+    if (!ok || PQflush(db->conn) != 0)
+        return send_failed(db, what);
+    return db->nsent >= SENT_MAX ? q__pg_flush(db, what) : 0;
 }
 
 void

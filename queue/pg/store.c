@@ -297,6 +297,11 @@ q__pg_tx_leave(struct q__pg *db, int rc)
     db->tx_depth--;
     if (db->tx_sent > db->tx_depth)
         db->tx_sent = db->tx_depth;
+    /* What the level left its parent may go ahead now (q__pg_push); a
+     * send that fails is the transaction's, which its commit finds, not
+     * this level's. */
+    if (db->tx_depth == 1 && rc == 0 && err == 0)
+        (void)q__pg_push(db, "writing ahead");
     if (db->tx_depth == 0) {
         db->tx_rc = db->tx_release = 0;
         db->fail_seq = 0;
