@@ -99,33 +99,12 @@ START_TEST(test_huge_and_deep_inputs_refused)
 }
 END_TEST
 
-/* count keyed jobs as JSON lines (keys s0, s1, ...), the line bad_line
- * (1-based; 0: none) one with no steps. Caller frees. */
-static char *
-many_lines(int count, int bad_line)
-{
-    size_t cap = (size_t)count * 160 + 1, len = 0;
-    char *t = xmalloc(cap);
-
-    for (int i = 0; i < count; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "s%d", i);
-        len += (size_t)snprintf(t + len, cap - len,
-                                i + 1 == bad_line
-                                    ? "{\"name\":\"n\",\"key\":\"%s\"}\n"
-                                    : "{\"name\":\"n\",\"key\":\"%s\","
-                                      "\"steps\":[" CHAT_STEP("a") "]}\n",
-                                key);
-    }
-    return t;
-}
-
 /* The input is read in pieces and written batch by batch inside one
  * transaction: a bad line near the end of a long input, after many
  * batches went in, still leaves nothing written. */
 START_TEST(test_long_input_with_a_late_bad_line_writes_nothing)
 {
-    char *t = many_lines(5000, 4999);
+    char *t = job_lines(5000, 4999);
     char *p = tmpdir_write(fixture_dir, "late.jsonl", t, strlen(t));
     struct run_result r;
 
@@ -149,7 +128,7 @@ END_TEST
  * whole, ids in input order; again, every key is a duplicate. */
 START_TEST(test_long_array_streamed_in_order)
 {
-    char *t = many_lines(3000, 0), *arr = xmalloc(2 * strlen(t) + 16);
+    char *t = job_lines(3000, 0), *arr = xmalloc(2 * strlen(t) + 16);
     char *q = arr;
     struct run_result r;
 
@@ -187,7 +166,7 @@ END_TEST
  * its input ends. */
 START_TEST(test_slow_producer_holds_no_lock)
 {
-    char *t = many_lines(3000, 0);
+    char *t = job_lines(3000, 0);
     size_t len = strlen(t), off = 0;
     struct run_result r;
     int in[2], status;
@@ -232,7 +211,7 @@ END_TEST
  * spool file, the error names it and nothing is written. */
 START_TEST(test_long_piped_input_spooled)
 {
-    char *t = many_lines(50000, 0);
+    char *t = job_lines(50000, 0);
     struct run_result r;
 
     ck_assert_uint_gt(strlen(t), 4u << 20);

@@ -114,26 +114,6 @@ START_TEST(test_enqueue_list_show_cancel)
 }
 END_TEST
 
-/* count keyed jobs as JSON lines (keys m0, m1, ...), line bad (1-based;
- * 0: none) without steps. Caller frees. */
-static char *
-job_lines(int count, int bad)
-{
-    size_t cap = (size_t)count * 160 + 1, len = 0;
-    char *t = malloc(cap);
-
-    ck_assert_ptr_nonnull(t);
-    for (int i = 0; i < count; i++)
-        len += (size_t)snprintf(
-            t + len, cap - len,
-            i + 1 == bad ? "{\"name\":\"n\",\"key\":\"m%d\"}\n"
-                         : "{\"name\":\"n\",\"key\":\"m%d\",\"steps\":[{"
-                           "\"name\":\"s\",\"request\":{\"messages\":[{"
-                           "\"role\":\"user\",\"content\":\"hi\"}]}}]}\n",
-            i);
-    return t;
-}
-
 /* A body of several batches is written batch by batch in one
  * transaction: a bad line near its end, after two batches went in, leaves
  * nothing written; the good body goes in whole, answered in input order,

@@ -198,6 +198,24 @@ run_job_count(const char *db)
     return total;
 }
 
+char *
+job_lines(int count, int bad_line)
+{
+    size_t cap = (size_t)count * 160 + 1, len = 0;
+    char *t = xmalloc(cap);
+
+    for (int i = 0; i < count; i++)
+        len += (size_t)snprintf(
+            t + len, cap - len,
+            i + 1 == bad_line
+                ? "{\"name\":\"n\",\"key\":\"s%d\"}\n"
+                : "{\"name\":\"n\",\"key\":\"s%d\",\"steps\":[{\"name\":"
+                  "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+                  "\"content\":\"hi\"}]}}]}\n",
+            i);
+    return t;
+}
+
 int
 run_sh(const char *cmd, char **out)
 {

@@ -75,6 +75,10 @@ int run_args(struct run_result *res, const char *const *argv);
 /* run_job_count returns how many jobs the database db holds, all states
  * together, from `stepq status --json --db db` (which must exit 0). */
 int run_job_count(const char *db);
+/* job_lines is a bulk input of count keyed one-step jobs as JSON lines
+ * (keys s0, s1, ...); line bad_line (1-based; 0: none) has no steps.
+ * Caller frees. */
+char *job_lines(int count, int bad_line);
 /* run_sh runs cmd with /bin/sh, stderr joined to stdout, and returns its
  * exit code (128 + signal when killed); *out gets the output (caller
  * frees). The tcase timeout bounds it. */
