@@ -243,12 +243,12 @@ gather(FILE *f, const char *name, char **mem, size_t *len, FILE **spool)
         if (fwrite(buf, 1, got, *spool) != got)
             break;
     } while ((got = fread(buf, 1, cap, f)) > 0);
-    err = errno;
-    free(buf);
+    free(buf); /* keeps errno */
     if (ferror(f)) {
         cli_error("enqueue: %s: cannot read", name);
     } else if (ferror(*spool) || fflush(*spool) != 0 ||
                fseek(*spool, 0, SEEK_SET) != 0) {
+        err = errno; /* of the write, flush or seek that failed */
         cli_error("enqueue: %s: cannot write the spool file: %s; nothing was "
                   "enqueued",
                   name, strerror(err ? err : EIO));
