@@ -79,11 +79,12 @@ static const struct q__column tier_cols[] = {
     {"config_hash", T},   {"req_tat", R},         {"tok_tat", R},
     {"pace", R},          {"pace_down_at", I},    {"pace_up_at", I},
     {"learned_rpm", I},   {"learned_tpm", I},     {"doubt", I},
+    {"usage", T},
 };
 
 static const struct q__column send_cols[] = {
-    {"id", I},    {"tier", T},       {"at", I},      {"tokens", I},
-    {"probe", I}, {"expires_at", I}, {"done_at", I},
+    {"id", I},     {"tier", T},  {"at", I},
+    {"tokens", I}, {"probe", I}, {"expires_at", I},
 };
 
 static const struct q__column sched_cols[] = {

@@ -186,10 +186,10 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
 }
 
 int
-q_tier_load(q_db *db, const char *tier, int64_t now,
-            const struct q_tier_window *w, struct q_tier_state *out)
+q_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
+            struct q_tier_state *out)
 {
-    return db->ops->tier_load(db, tier, now, w, out);
+    return db->ops->tier_load(db, tier, now, inflight, out);
 }
 
 int
@@ -214,16 +214,9 @@ q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
 }
 
 int
-q_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                 int64_t *old_tokens)
+q_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens)
 {
-    return db->ops->tier_send_done(db, id, tokens, done_at, old_tokens);
-}
-
-int
-q_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
-{
-    return db->ops->tier_send_drop(db, id, old_tokens);
+    return db->ops->tier_send_end(db, id, old_tokens);
 }
 
 int

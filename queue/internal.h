@@ -101,17 +101,15 @@ struct q__ops {
                           const struct q_attempt_result *r);
     int (*attempts_list)(q_db *db, int64_t job_id, int step,
                          struct q_attempt **out, size_t *n);
-    int (*tier_load)(q_db *db, const char *tier, int64_t now,
-                     const struct q_tier_window *w, struct q_tier_state *out);
+    int (*tier_load)(q_db *db, const char *tier, int64_t now, bool inflight,
+                     struct q_tier_state *out);
     int (*tier_store)(q_db *db, const char *tier,
                       const struct q_tier_state *st);
     int (*tier_event_add)(q_db *db, const char *tier, int64_t at,
                           const char *event);
     int (*tier_send_add)(q_db *db, const char *tier, int64_t at, int64_t tokens,
                          bool probe, int64_t expires_at, int64_t *id);
-    int (*tier_send_done)(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                          int64_t *old_tokens);
-    int (*tier_send_drop)(q_db *db, int64_t id, int64_t *old_tokens);
+    int (*tier_send_end)(q_db *db, int64_t id, int64_t *old_tokens);
     int (*tier_prune)(q_db *db, const char *tier, int64_t before);
     int (*park_add)(q_db *db, const struct q_park_new *p, int64_t *id);
     int (*park_get)(q_db *db, int64_t id, struct q_park_item *out);
@@ -212,6 +210,16 @@ struct q__enqueue_row q__enqueue_row(const struct q_job_new *j,
 /* q__body_keep is how many bytes of body (len bytes) the ledger keeps when
  * it keeps at most max: cut back to a UTF-8 character boundary. */
 size_t q__body_keep(const char *body, size_t len, int64_t max);
+
+/* A tier's usage as stored (one text column of its row): "LAST" (epoch
+ * seconds) then, for each second behind LAST with sends counted,
+ * " BACK:REQUESTS:TOKENS" (BACK 0-59); "" for none. q__usage_format writes
+ * it into buf (size bytes; Q__USAGE_TEXT holds any usage). q__usage_parse
+ * reads text (NULL: none) into *u; text it cannot read gives an empty
+ * usage (the counts only estimate and display; the buckets pace). */
+#define Q__USAGE_TEXT 1600
+void q__usage_format(const struct q_tier_usage *u, char *buf, size_t size);
+void q__usage_parse(const char *text, struct q_tier_usage *u);
 
 /* Releasing the elements of result arrays: q__array_free calls clean on
  * each of the n elements (elem bytes each) of v, then frees v; NULL is a

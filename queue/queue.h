@@ -346,8 +346,20 @@ enum q_breaker { Q_BREAKER_CLOSED = 0, Q_BREAKER_OPEN, Q_BREAKER_HALF_OPEN };
 /* q_breaker_name gives "closed", "open" or "half_open". */
 const char *q_breaker_name(enum q_breaker b);
 
-/* A tier's stored state plus what its send log says at a moment. A tier
- * with no row yet reads as all zero (breaker closed, nothing used), except
+/* A tier's sends of the last minute, per second: slot s % Q_TIER_USAGE_SLOTS
+ * holds second s (epoch seconds) while s is within the slots behind
+ * last_s. Kept in the tier's row (the worker counts a send into it when
+ * it admits it, and corrects it when the answer comes), so counting a
+ * window reads no send log. */
+#define Q_TIER_USAGE_SLOTS 60
+struct q_tier_usage {
+    int64_t last_s; /* the newest second counted, 0: none */
+    uint32_t requests[Q_TIER_USAGE_SLOTS];
+    uint32_t tokens[Q_TIER_USAGE_SLOTS];
+};
+
+/* A tier's stored state plus its sends in flight at a moment. A tier with
+ * no row yet reads as all zero (breaker closed, nothing used), except
  * pace 1 and doubt true: nothing is known of it yet. */
 struct q_tier_state {
     enum q_breaker breaker;
@@ -370,57 +382,43 @@ struct q_tier_state {
     int64_t learned_rpm;  /* limit headers: requests per minute, 0 unknown */
     int64_t learned_tpm;  /* limit headers: tokens per minute, 0 unknown */
     bool doubt;           /* one request at a time until one succeeds */
-    /* From the send log, for the window ending at the load time: */
+    struct q_tier_usage usage; /* sends per second, stored with the row */
+    /* Not stored: counted by the loader above the store (worker/tier.c)
+     * from usage for the last minute, 0 when not asked for. */
     int64_t window_requests; /* sends in the window */
     int64_t window_tokens;   /* their tokens */
-    int64_t window_oldest;   /* the oldest send in the window, or 0 */
-    int64_t in_flight;       /* sends not done and not expired */
-    bool probe_in_flight;    /* a half-open probe is out */
+    /* From the send log at the load time: */
+    int64_t in_flight;    /* sends not ended and not expired */
+    bool probe_in_flight; /* a half-open probe is out */
 };
 
-/* What q_tier_load counts from the send log (the costly part). */
-struct q_tier_window {
-    int64_t window_ms; /* the request/token window */
-    int64_t requests;  /* count sends in it up to this many (the rpm limit:
-                          window_oldest is then the rpm-th newest, the one
-                          whose expiry frees a slot); 0: don't count;
-                          -1: count all */
-    bool tokens;       /* sum their tokens */
-    bool inflight;     /* count sends in flight (always done while the
-                          breaker is not closed or the tier is in doubt:
-                          the one request out matters) */
-};
-
-/* q_tier_load reads the state of tier at now: the stored fields, sends in
- * flight, and the window counts w asks for (w NULL: none). */
+/* q_tier_load reads the state of tier at now: the stored fields and, when
+ * inflight is true (and always while the breaker is not closed, the tier
+ * is in doubt or a quota wall has just ended, when the one request out
+ * matters), the sends in flight; otherwise in_flight and probe_in_flight
+ * are 0. */
 STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier, int64_t now,
-                                 const struct q_tier_window *w,
-                                 struct q_tier_state *out);
-/* q_tier_store writes the stored fields of st (not the window counts).
+                                 bool inflight, struct q_tier_state *out);
+/* q_tier_store writes the stored fields of st (not the counts).
  * Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_store(q_db *db, const char *tier,
                                   const struct q_tier_state *st);
-/* q_tier_send_add logs an admitted send; *id (known at once) identifies
- * it for q_tier_send_done(). Deferred in a transaction. */
+/* q_tier_send_add logs an admitted send as in flight until expires_at;
+ * *id (known at once) identifies it for q_tier_send_end(). Deferred in a
+ * transaction. The log holds only sends in flight: what a tier used is
+ * counted in its row (struct q_tier_usage). */
 STEPQ_MUST_CHECK int q_tier_send_add(q_db *db, const char *tier, int64_t at,
                                      int64_t tokens, bool probe,
                                      int64_t expires_at, int64_t *id);
-/* q_tier_send_done marks a send answered and corrects its tokens to
- * tokens (< 0: keeps what was charged). *old_tokens (may be NULL) gets what was
- * charged before. -ENOENT for an unknown id, -EALREADY if it was already done.
- * Deferred in a transaction when old_tokens is NULL.
- */
-STEPQ_MUST_CHECK int q_tier_send_done(q_db *db, int64_t id, int64_t tokens,
-                                      int64_t done_at, int64_t *old_tokens);
-/* q_tier_send_drop removes send id from the log (the endpoint did not count
- * it); *old_tokens (may be NULL) gets what it was charged. -ENOENT for an
- * unknown id. */
-STEPQ_MUST_CHECK int q_tier_send_drop(q_db *db, int64_t id,
-                                      int64_t *old_tokens);
-/* q_tier_prune deletes a tier's sends that are done (or expired) and older
- * than before. Deferred in a transaction, where a backend may run it as
- * late as the commit, after writes asked for later: a send it may delete
- * must not be answered or dropped later in the same transaction. */
+/* q_tier_send_end removes send id from the log: it was answered, or never
+ * left. *old_tokens (may be NULL) gets what it was charged. -ENOENT for
+ * an unknown id (never logged, ended before, or pruned after it expired).
+ * Deferred in a transaction when old_tokens is NULL, where an unknown id
+ * is logged, not returned. */
+STEPQ_MUST_CHECK int q_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
+/* q_tier_prune deletes a tier's sends that expired before before (those
+ * of workers that died with them in flight; expired, they no longer
+ * count). Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
 /* q_tier_event_add records that event ("breaker_open") happened to tier
  * at at (ms), for the morning report. Deferred in a transaction, as

@@ -63,8 +63,8 @@ park(q_db *db, int64_t id, const char *reason)
     return pid;
 }
 
-/* tiers stores one tier's state (fractional buckets) and three sends,
- * one of them done. */
+/* tiers stores one tier's state (fractional buckets, a minute's usage)
+ * and three sends, one of them ended: two left in flight. */
 static void
 tiers(q_db *db)
 {
@@ -84,7 +84,10 @@ tiers(q_db *db)
                               .pace_up_at = T0 + 8,
                               .learned_rpm = 60,
                               .learned_tpm = 90000,
-                              .doubt = true};
+                              .doubt = true,
+                              .usage = {.last_s = T0 / 1000,
+                                        .requests = {[0] = 4, [59] = 1},
+                                        .tokens = {[0] = 4096, [7] = 3}}};
     int64_t a = 0, b = 0;
 
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
@@ -92,7 +95,7 @@ tiers(q_db *db)
                      0);
     ck_assert_int_eq(
         q_tier_send_add(db, "free", T0 + 1, 50, true, T0 + 9000, &b), 0);
-    ck_assert_int_eq(q_tier_send_done(db, a, 80, T0 + 2, NULL), 0);
+    ck_assert_int_eq(q_tier_send_end(db, a, NULL), 0);
     ck_assert_int_eq(
         q_tier_send_add(db, "paid", T0 + 3, 9, false, T0 + 9000, &a), 0);
     ck_assert_int_eq(q_tier_event_add(db, "free", T0 + 5, "breaker_open"), 0);
@@ -292,12 +295,10 @@ same_park(q_db *x, q_db *y)
 static void
 same_tier(q_db *x, q_db *y, const char *tier)
 {
-    struct q_tier_window w = {
-        .window_ms = 60000, .requests = -1, .tokens = true, .inflight = true};
     struct q_tier_state a, b;
 
-    ck_assert_int_eq(q_tier_load(x, tier, T0 + 10, &w, &a), 0);
-    ck_assert_int_eq(q_tier_load(y, tier, T0 + 10, &w, &b), 0);
+    ck_assert_int_eq(q_tier_load(x, tier, T0 + 10, true, &a), 0);
+    ck_assert_int_eq(q_tier_load(y, tier, T0 + 10, true, &b), 0);
     ck_assert_int_eq(a.breaker, b.breaker);
     ck_assert_int_eq(a.failures, b.failures);
     ck_assert_int_eq(a.open_until, b.open_until);
@@ -315,9 +316,7 @@ same_tier(q_db *x, q_db *y, const char *tier)
     ck_assert_int_eq(a.learned_rpm, b.learned_rpm);
     ck_assert_int_eq(a.learned_tpm, b.learned_tpm);
     ck_assert_int_eq(a.doubt, b.doubt);
-    ck_assert_int_eq(a.window_requests, b.window_requests);
-    ck_assert_int_eq(a.window_tokens, b.window_tokens);
-    ck_assert_int_eq(a.window_oldest, b.window_oldest);
+    ck_assert_mem_eq(&a.usage, &b.usage, sizeof(a.usage));
     ck_assert_int_eq(a.in_flight, b.in_flight);
     ck_assert_int_eq(a.probe_in_flight, b.probe_in_flight);
 }

@@ -260,7 +260,7 @@ START_TEST(test_tier_state_round_trip)
     q_db *db = qfix_open(NULL);
     struct q_tier_state st, got;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
     ck_assert(st.pace == 1.0 && st.doubt); /* nothing known yet */
     ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
     st.breaker = Q_BREAKER_OPEN;
@@ -272,7 +272,7 @@ START_TEST(test_tier_state_round_trip)
     st.learned_rpm = 60;
     st.doubt = false;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &got), 0);
     ck_assert_int_eq(got.breaker, Q_BREAKER_OPEN);
     ck_assert_int_eq(got.failures, 5);
     ck_assert_int_eq(got.open_until, T0 + 30000);
@@ -284,16 +284,16 @@ START_TEST(test_tier_state_round_trip)
 END_TEST
 
 /* Tier state stored inside a transaction is what the transaction reads
- * next, whether the read needs the send log's counts or not; a rolled
+ * next, whether the read counts the sends in flight or not; a rolled
  * back level (however deep) puts back what its parent had stored, and
  * the commit keeps the last store, also of a transaction that stored
  * and read nothing else. A prune asked for inside it is seen too. */
 static int
-failures_in(q_db *db, const struct q_tier_window *w)
+failures_in(q_db *db, bool inflight)
 {
     struct q_tier_state st;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, w, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, inflight, &st), 0);
     return st.failures;
 }
 
@@ -302,7 +302,7 @@ store_failures(q_db *db, int failures)
 {
     struct q_tier_state st;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, NULL, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, false, &st), 0);
     st.failures = failures;
     st.doubt = false;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
@@ -311,8 +311,6 @@ store_failures(q_db *db, int failures)
 START_TEST(test_tier_state_in_a_transaction)
 {
     q_db *db = qfix_open(NULL);
-    struct q_tier_window none = {.window_ms = 60000};
-    struct q_tier_window all = {.window_ms = 60000, .requests = -1};
     struct q_tier_state st;
     int64_t sid;
 
@@ -322,13 +320,15 @@ START_TEST(test_tier_state_in_a_transaction)
     store_failures(db, 1);
     ck_assert_int_eq(q_tx_begin(db), 0);
     store_failures(db, 2);
-    ck_assert_int_eq(failures_in(db, &none), 2);
+    ck_assert_int_eq(failures_in(db, false), 2);
     q_tx_rollback(db);
-    ck_assert_int_eq(failures_in(db, &none), 1);
-    ck_assert_int_eq(failures_in(db, &all), 1);
+    ck_assert_int_eq(failures_in(db, false), 1);
+    ck_assert_int_eq(failures_in(db, true), 1);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1, true, &st), 0);
+    ck_assert_int_eq(st.in_flight, 1);
     ck_assert_int_eq(q_tier_prune(db, "free", T0 + 10), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, &all, &st), 0);
-    ck_assert_int_eq(st.window_requests, 0); /* the prune is seen */
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1, true, &st), 0);
+    ck_assert_int_eq(st.in_flight, 0); /* the prune is seen */
     /* Levels deeper than any a backend keeps state for (the SQLite
      * backend notes 32 levels' undo, then writes through). */
     for (int i = 0; i < 40; i++) {
@@ -337,61 +337,87 @@ START_TEST(test_tier_state_in_a_transaction)
     }
     for (int i = 39; i >= 0; i--) {
         if (i == 2)
-            ck_assert_int_eq(failures_in(db, &none), 12);
+            ck_assert_int_eq(failures_in(db, false), 12);
         if (i >= 2)
             q_tx_rollback(db);
         else
             ck_assert_int_eq(q_tx_commit(db), 0);
     }
     ck_assert_int_eq(q_tx_commit(db), 0);
-    ck_assert_int_eq(failures_in(db, &all), 11);
+    ck_assert_int_eq(failures_in(db, true), 11);
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, NULL, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, false, &st), 0);
     st.failures = 42;
     ck_assert_int_eq(q_tx_begin(db), 0);
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0); /* only a store */
     ck_assert_int_eq(q_tx_commit(db), 0);
-    ck_assert_int_eq(failures_in(db, &none), 42);
+    ck_assert_int_eq(failures_in(db, false), 42);
     ck_assert_int_eq(q_tx_begin(db), 0);
     store_failures(db, 99);
     q_tx_rollback(db);
-    ck_assert_int_eq(failures_in(db, NULL), 42);
+    ck_assert_int_eq(failures_in(db, true), 42);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
-START_TEST(test_send_log_counts_window_and_flight)
+/* The log holds the sends in flight: each counts until it ends or
+ * expires, a probe shows, ending one gives back its charge once, and a
+ * prune takes the expired sends of one tier only. */
+START_TEST(test_send_log_counts_flight)
 {
     q_db *db = qfix_open(NULL);
-    struct q_tier_window w = {
-        .window_ms = 60000, .requests = -1, .tokens = true, .inflight = true};
     struct q_tier_state st;
-    int64_t a, b, c, old = -1;
+    int64_t a, b, c, d, old = -1;
 
     ck_assert_int_eq(q_tier_send_add(db, "free", T0, 100, false, T0 + 9000, &a),
                      0);
     ck_assert_int_eq(
         q_tier_send_add(db, "free", T0 + 1, 50, true, T0 + 9000, &b), 0);
-    ck_assert_int_eq(q_tier_send_add(db, "other", T0, 7, false, T0 + 9000, &c),
-                     0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 2, &w, &st), 0);
-    ck_assert_int_eq(st.window_requests, 2);
-    ck_assert_int_eq(st.window_tokens, 150);
+    ck_assert_int_eq(q_tier_send_add(db, "other", T0, 7, false, T0 + 3, &c), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 2, true, &st), 0);
     ck_assert_int_eq(st.in_flight, 2);
     ck_assert(st.probe_in_flight);
-    ck_assert_int_eq(q_tier_send_done(db, a, 40, T0 + 3, &old), 0);
+    ck_assert_int_eq(q_tier_send_end(db, a, &old), 0);
     ck_assert_int_eq(old, 100);
-    ck_assert_int_eq(q_tier_send_done(db, a, 40, T0 + 3, NULL), -EALREADY);
-    ck_assert_int_eq(q_tier_send_drop(db, b, &old), 0);
-    ck_assert_int_eq(old, 50);
-    ck_assert_int_eq(q_tier_send_drop(db, b, NULL), -ENOENT);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, &w, &st), 0);
-    ck_assert_int_eq(st.window_requests, 1);
-    ck_assert_int_eq(st.window_tokens, 40); /* corrected */
+    ck_assert_int_eq(q_tier_send_end(db, a, &old), -ENOENT);
+    ck_assert_int_eq(q_tier_send_end(db, b, NULL), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, true, &st), 0);
     ck_assert_int_eq(st.in_flight, 0);
-    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 10), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, &w, &st), 0);
-    ck_assert_int_eq(st.window_requests, 0);
+    ck_assert(!st.probe_in_flight);
+    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 1, false, T0 + 5, &d), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, true, &st), 0);
+    ck_assert_int_eq(st.in_flight, 1);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 5, true, &st), 0);
+    ck_assert_int_eq(st.in_flight, 0); /* expired */
+    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 6), 0);
+    ck_assert_int_eq(q_tier_send_end(db, d, NULL), -ENOENT);
+    ck_assert_int_eq(q_tier_send_end(db, c, &old), 0); /* not free's */
+    ck_assert_int_eq(old, 7);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A tier's usage is stored with its row and read back as it was: every
+ * second of the minute, the counts at their limits, and none at all. */
+START_TEST(test_tier_usage_round_trip)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_tier_state st, got;
+
+    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &st), 0);
+    ck_assert_int_eq(st.usage.last_s, 0);
+    st.usage.last_s = T0 / 1000;
+    for (int i = 0; i < Q_TIER_USAGE_SLOTS; i++) {
+        st.usage.requests[i] = (uint32_t)i * 1000u + 1u;
+        st.usage.tokens[i] = UINT32_MAX - (uint32_t)i;
+    }
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &got), 0);
+    ck_assert_mem_eq(&got.usage, &st.usage, sizeof(st.usage));
+    memset(&st.usage, 0, sizeof(st.usage));
+    ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &got), 0);
+    ck_assert_mem_eq(&got.usage, &st.usage, sizeof(st.usage));
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -571,7 +597,8 @@ test_suite(void)
     suite_add_tcase(s, ledger);
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);
-    tcase_add_test(tiers, test_send_log_counts_window_and_flight);
+    tcase_add_test(tiers, test_send_log_counts_flight);
+    tcase_add_test(tiers, test_tier_usage_round_trip);
     tcase_add_test(tiers, test_tier_state_in_a_transaction);
     suite_add_tcase(s, tiers);
     tcase_add_checked_fixture(park, qfix_setup, qfix_teardown);

@@ -86,8 +86,8 @@ START_TEST(test_open_creates_schema)
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
                  " 'jobs_leased', 'jobs_key', 'park_state', 'park_job',"
-                 " 'tier_sends_at', 'tier_sends_open')",
-                 "7");
+                 " 'tier_sends_open')",
+                 "6");
     ck_assert_int_eq(q__pg_close(db), 0);
 }
 END_TEST
@@ -131,6 +131,16 @@ START_TEST(test_concurrent_inits_make_one_schema)
 }
 END_TEST
 
+/* What turns the send log of a current store back into version 5's: a
+ * done_at column with the indexes it had, and no usage in the tiers. */
+#define V5_SENDS                                                               \
+    "DROP INDEX tier_sends_open;"                                              \
+    " ALTER TABLE tier_sends ADD COLUMN done_at bigint;"                       \
+    " CREATE INDEX tier_sends_at ON tier_sends (tier, at);"                    \
+    " CREATE INDEX tier_sends_open ON tier_sends"                              \
+    " (tier, expires_at) WHERE done_at IS NULL;"                               \
+    " ALTER TABLE tiers DROP COLUMN usage;"
+
 /* A store at version 3 (made here by taking version 4's table away) waits
  * for init, which adds the schedules table and keeps the jobs. */
 START_TEST(test_migrates_v3_adding_schedules)
@@ -142,6 +152,7 @@ START_TEST(test_migrates_v3_adding_schedules)
 
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
+                                 V5_SENDS
                                  "DROP TABLE schedules; DROP TABLE tier_events;"
                                  " UPDATE stepq_schema SET version = 3",
                                  NULL),
@@ -172,6 +183,7 @@ START_TEST(test_migrates_v4_adding_tier_events)
     (void)add_job(db, "old");
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
+                                 V5_SENDS
                                  "DROP TABLE tier_events;"
                                  " UPDATE stepq_schema SET version = 4",
                                  NULL),
@@ -179,13 +191,46 @@ START_TEST(test_migrates_v4_adding_tier_events)
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
     db = open_pg(true);
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
-    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(v, q_schema_version());
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
     ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(t[0].breaker_opened, 1);
     q_report_tiers_free(t, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 5 (the send log of answered sends put back) waits
+ * for init, which keeps only the sends in flight and the tier's row. */
+START_TEST(test_migrates_v5_keeping_sends_in_flight)
+{
+    q_db *db = open_pg(true);
+    struct q_tier_state st;
+    int v = 0;
+
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(
+        pgfix_query(loc,
+                    V5_SENDS
+                    " INSERT INTO tiers (name, failures) VALUES ('free', 3);"
+                    " INSERT INTO tier_sends (tier, at, tokens, expires_at,"
+                    " done_at) VALUES ('free', 1700000000000, 10,"
+                    " 1700000060000, 1700000000500), ('free', 1700000000100,"
+                    " 20, 1700000060000, NULL);"
+                    " UPDATE stepq_schema SET version = 5",
+                    NULL),
+        0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    pgfix_expect(loc, "SELECT count(*) FROM tier_sends", "1");
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1000, true, &st), 0);
+    ck_assert_int_eq(st.failures, 3);
+    ck_assert_int_eq(st.in_flight, 1);
+    ck_assert_int_eq(st.usage.last_s, 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -277,7 +322,7 @@ store_failures(q_db *db, int failures)
     struct q_tier_state st;
 
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
     st.failures = failures;
     st.doubt = false;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
@@ -287,7 +332,6 @@ store_failures(q_db *db, int failures)
 START_TEST(test_next_transaction_reads_its_tiers_ahead)
 {
     q_db *a = open_pg(true), *b = open_pg(false);
-    struct q_tier_window none = {.window_ms = 60000};
     struct q_tier_state st;
     struct q_job *got = NULL;
     size_t n = 0;
@@ -300,7 +344,7 @@ START_TEST(test_next_transaction_reads_its_tiers_ahead)
     ck_assert_int_eq(q_claim(a, "wa", T0, 60000, 1, &got, &n), 0);
     q_jobs_free(got, n);
     seq = q__pg(a)->seq;
-    ck_assert_int_eq(q_tier_load(a, "free", T0, &none, &st), 0);
+    ck_assert_int_eq(q_tier_load(a, "free", T0, false, &st), 0);
     ck_assert_uint_eq(q__pg(a)->seq, seq); /* nothing sent */
     ck_assert_int_eq(st.failures, 7);
     ck_assert_int_eq(q_tx_commit(a), 0);
@@ -546,6 +590,7 @@ test_suite(void)
     tcase_add_test(schema, test_concurrent_inits_make_one_schema);
     tcase_add_test(schema, test_migrates_v3_adding_schedules);
     tcase_add_test(schema, test_migrates_v4_adding_tier_events);
+    tcase_add_test(schema, test_migrates_v5_keeping_sends_in_flight);
     suite_add_tcase(s, schema);
 
     tcase_add_checked_fixture(work, setup, NULL);

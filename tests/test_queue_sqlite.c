@@ -82,7 +82,7 @@ START_TEST(test_migrates_older_version_keeping_jobs)
 
     db = open_db();
     struct q_tier_state st;
-    ck_assert_int_eq(q_tier_load(db, "free", T0, NULL, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
     ck_assert_int_eq(st.breaker, Q_BREAKER_OPEN); /* kept */
     ck_assert_int_eq(st.failures, 3);
     ck_assert_int_eq(st.exhausted_until, 5);
@@ -147,7 +147,7 @@ START_TEST(test_migrates_v4_adding_tier_events)
 
     db = open_db();
     ck_assert_int_eq(q_db_version(db, &v), 0);
-    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(v, q_schema_version());
     ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
     ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
     ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
@@ -155,6 +155,69 @@ START_TEST(test_migrates_v4_adding_tier_events)
     ck_assert_str_eq(t[0].tier, "free");
     ck_assert_int_eq(t[0].breaker_opened, 1);
     q_report_tiers_free(t, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 5 -> 6 keeps only the sends in flight: an answered one goes,
+ * one in flight still counts, and the tier's row keeps its state with an
+ * empty usage. */
+START_TEST(test_migrates_v5_keeping_sends_in_flight)
+{
+    struct q_tier_state st;
+    q_db *db = NULL;
+    int v = 0;
+
+    ck_assert_int_eq(q__open_version(path, 5, &db), 0);
+    ck_assert_int_eq(
+        q__exec_simple(q__sqlite(db),
+                       "INSERT INTO tiers (name, failures) VALUES ('free', 3);"
+                       "INSERT INTO tier_sends (tier, at, tokens, expires_at,"
+                       " done_at) VALUES ('free', 1800000000000, 10,"
+                       " 1800000060000, 1800000000500),"
+                       " ('free', 1800000000100, 20, 1800000060000, NULL)"),
+        0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1000, true, &st), 0);
+    ck_assert_int_eq(st.failures, 3);
+    ck_assert_int_eq(st.in_flight, 1);
+    ck_assert_int_eq(st.usage.last_s, 0);
+    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 60001), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1000, true, &st), 0);
+    ck_assert_int_eq(st.in_flight, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A usage column the backend cannot read (written by hand, or by a later
+ * stepq) reads as nothing counted, and the rest of the row as stored. */
+START_TEST(test_unreadable_usage_reads_as_none)
+{
+    const char *bad[] = {"x",
+                         "1800000000 60:1:1",
+                         "1800000000 1:1",
+                         "1800000000 0:1:4294967296",
+                         "1800000000 0:1:1 ",
+                         "5 9:1:1"};
+    struct q_tier_state st;
+    q_db *db = open_db();
+    char sql[160];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT OR REPLACE INTO tiers (name, failures, usage)"
+                 " VALUES ('free', 4, '%s')",
+                 bad[i]);
+        ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
+        ck_assert_int_eq(q_tier_load(db, "free", T0, false, &st), 0);
+        ck_assert_int_eq(st.failures, 4);
+        ck_assert_msg(st.usage.last_s == 0 && st.usage.requests[0] == 0,
+                      "usage \"%s\" was read", bad[i]);
+    }
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -307,6 +370,8 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);
+    tcase_add_test(files, test_migrates_v5_keeping_sends_in_flight);
+    tcase_add_test(files, test_unreadable_usage_reads_as_none);
     tcase_add_test(files, test_open_twice_changes_nothing);
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);

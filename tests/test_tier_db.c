@@ -174,7 +174,7 @@ START_TEST(test_worker_start_puts_tier_in_doubt)
 
     trust(&t, T0);
     ck_assert(!state(&t, T0).doubt);
-    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    ck_assert_int_eq(tier_sync_config(db, &t, T0), 0);
     ck_assert(state(&t, T0).doubt);
     ck_assert_int_gt(admit(&t, T0 + 1, 1, NULL), 0);
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
@@ -213,7 +213,7 @@ auth_wall(const struct config_tier *t)
     tier_outcome_init(&o);
     o.exhausted_until = INT64_MAX / 2;
     o.exhausted_reason = "auth";
-    ck_assert_int_eq(tier_sync_config(db, t), 0);
+    ck_assert_int_eq(tier_sync_config(db, t, T0), 0);
     settle_with(t, admit(t, T0, 1, NULL), T0, &o);
 }
 
@@ -223,10 +223,10 @@ START_TEST(test_auth_wall_lifted_by_config_change)
     struct tier_verdict v;
 
     auth_wall(&t);
-    ck_assert_int_eq(tier_sync_config(db, &t), 0); /* same config */
+    ck_assert_int_eq(tier_sync_config(db, &t, T0), 0); /* same config */
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
     t.api_key_env = "NEW_KEY";
-    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    ck_assert_int_eq(tier_sync_config(db, &t, T0), 0);
     ck_assert_int_gt(admit(&t, T0 + 2, 1, &v), 0);
 }
 END_TEST
@@ -252,7 +252,7 @@ START_TEST(test_auth_wall_lifted_by_auth_headers_or_query)
         t.query = &pair;
         t.nquery = 1;
     }
-    ck_assert_int_eq(tier_sync_config(db, &t), 0);
+    ck_assert_int_eq(tier_sync_config(db, &t, T0), 0);
     ck_assert_msg(admit(&t, T0 + 2, 1, &v) > 0, "%s: still walled",
                   changes[_i]);
 }
@@ -273,7 +273,7 @@ START_TEST(test_allowance_charged_and_corrected)
     ck_assert_int_eq(state(&t, T0).allowance_used, 100);
     settle_with(&t, id, T0 + 1, &o);
     ck_assert_int_eq(state(&t, T0 + 1).allowance_used, 300);
-    ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o, NULL), -EALREADY);
+    ck_assert_int_eq(tier_settle(db, &t, id, T0 + 1, &o, NULL), -ENOENT);
     id = admit(&t, T0 + 2, 450, NULL); /* 750 of 800 */
     ck_assert_int_gt(id, 0);
     ck_assert_int_eq(admit(&t, T0 + 3, 100, &v), -1);
@@ -285,12 +285,13 @@ START_TEST(test_inflight_cap_and_crashed_sends_expire)
 {
     struct config_tier t = free_tier();
     struct tier_verdict v;
-    int64_t a;
+    int64_t a, crashed;
 
     t.max_inflight = 2;
     trust(&t, T0 - 1);
     a = admit(&t, T0, 1, NULL);
-    ck_assert_int_gt(admit(&t, T0, 1, NULL), 0); /* never settled: "crash" */
+    crashed = admit(&t, T0, 1, NULL); /* never settled: "crash" */
+    ck_assert_int_gt(crashed, 0);
     ck_assert_int_eq(admit(&t, T0 + 1, 1, &v), -1);
     ck_assert_str_eq(v.reason, "max_inflight");
     settle(&t, a, T0 + 2, TIER_RESULT_OK);
@@ -298,6 +299,45 @@ START_TEST(test_inflight_cap_and_crashed_sends_expire)
     ck_assert_int_eq(admit(&t, T0 + 4, 1, &v), -1);
     /* timeout 10 s + 30 s margin: the unsettled sends stop counting */
     ck_assert_int_gt(admit(&t, T0 + 40001, 1, NULL), 0);
+    /* A worker starting clears the expired ones away; the live one stays. */
+    ck_assert_int_eq(tier_sync_config(db, &t, T0 + 40002), 0);
+    ck_assert_int_eq(q_tier_send_end(db, crashed, NULL), -ENOENT);
+    ck_assert_int_eq(state(&t, T0 + 40002).in_flight, 2); /* T0+3, T0+40001 */
+}
+END_TEST
+
+/* `stepq tiers` counts the last minute's sends and their tokens: an
+ * answer's reported tokens replace the estimate, a send refused for its
+ * rate is not counted, and a send falls out a minute after it left. */
+START_TEST(test_usage_counts_the_last_minute)
+{
+    struct config_tier t = free_tier();
+    struct tier_outcome o;
+    int64_t a, b;
+
+    trust(&t, T0 - 60000); /* a minute before: out of the counts */
+    tier_outcome_init(&o);
+    o.result = TIER_RESULT_OK;
+    a = admit(&t, T0, 100, NULL);
+    b = admit(&t, T0 + 500, 50, NULL);
+    ck_assert_int_eq(state(&t, T0 + 600).window_requests, 2);
+    ck_assert_int_eq(state(&t, T0 + 600).window_tokens, 150);
+    o.tokens = 30;
+    o.charged = 100;
+    o.sent_at = T0;
+    settle_with(&t, a, T0 + 30000, &o);
+    (void)admit(&t, T0 + 30000, 7, NULL);
+    ck_assert_int_eq(state(&t, T0 + 30001).window_requests, 3);
+    ck_assert_int_eq(state(&t, T0 + 30001).window_tokens, 87);
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    o.sent_at = T0 + 500;
+    settle_with(&t, b, T0 + 30002, &o);
+    ck_assert_int_eq(state(&t, T0 + 30003).window_requests, 2);
+    ck_assert_int_eq(state(&t, T0 + 30003).window_tokens, 37);
+    ck_assert_int_eq(state(&t, T0 + 60000).window_requests, 1);
+    ck_assert_int_eq(state(&t, T0 + 60000).window_tokens, 7);
+    ck_assert_int_eq(state(&t, T0 + 90000).window_requests, 0);
 }
 END_TEST
 
@@ -575,6 +615,7 @@ test_suite(void)
                         0, 3);
     tcase_add_test(state, test_allowance_charged_and_corrected);
     tcase_add_test(state, test_inflight_cap_and_crashed_sends_expire);
+    tcase_add_test(state, test_usage_counts_the_last_minute);
     tcase_add_test(state, test_doubt_admits_one_at_a_time);
     tcase_add_test(state, test_worker_start_puts_tier_in_doubt);
     tcase_add_test(state, test_throttle_cools_down_whole_tier);

@@ -8,7 +8,8 @@
  * each kept as one number in the tier's row (GCRA's theoretical arrival
  * time), shared by every process on the database. Admission is one row
  * read and one row write per send, plus the send log that tells what is
- * in flight.
+ * in flight; what a tier used in the last minute is counted per second in
+ * its row (struct q_tier_usage), not read from a log of every send.
  */
 #include "worker/tier.h"
 
@@ -24,9 +25,6 @@
 /* Hint for "wait until one in flight finishes" (the worker also wakes its
  * waiting runs when an answer settles). */
 #define INFLIGHT_RETRY_MS 250
-/* Sends are kept in the log this long: `stepq tiers` counts the last
- * minute, and a peer whose clock lags ours must still see them. */
-#define SEND_LOG_MS (2 * 60000)
 /* Resets past a day are not believed. */
 #define RESET_MAX_MS        (24 * 3600 * 1000)
 #define THROTTLE_DEFAULT_MS 1000
@@ -149,15 +147,14 @@ static int
 load(q_db *db, const struct config_tier *t, int64_t now, bool full,
      struct q_tier_state *st)
 {
-    /* Admission needs no window counts (the buckets are in the row), and
-     * what is in flight only under a cap (the queue counts it anyway in
-     * doubt and while the breaker is not closed). */
-    struct q_tier_window win = {.window_ms = 60000,
-                                .requests = full ? -1 : 0,
-                                .tokens = full,
-                                .inflight = full || t->max_inflight > 0};
-    int rc = q_tier_load(db, t->name, now, &win, st);
+    /* Admission needs what is in flight only under a cap (the queue
+     * counts it anyway in doubt and while the breaker is not closed), and
+     * no window counts: the buckets are in the row. */
+    int rc = q_tier_load(db, t->name, now, full || t->max_inflight > 0, st);
 
+    if (rc == 0 && full)
+        tier__usage_sum(&st->usage, now, 60000, &st->window_requests,
+                        &st->window_tokens);
     if (rc == 0 && t->allowance_tokens > 0 &&
         st->allowance_since < allowance_start(t, now)) {
         st->allowance_used = 0;
@@ -181,11 +178,6 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     tier_evaluate(t, &st, now, est_tokens, continuing, v);
     if (!v->admitted)
         return 0;
-    /* Sends older than the log keeps are past every window and expiry the
-     * load counts, so pruning waits for a send that adds one: a tier
-     * refusing a crowd of waiting runs writes nothing. */
-    if ((rc = q_tier_prune(db, t->name, now - SEND_LOG_MS)) != 0)
-        return rc;
     if (v->probe)
         st.breaker = Q_BREAKER_HALF_OPEN;
     if (in_doubt(&st, now)) {
@@ -198,6 +190,7 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     if (tier__token_bucket(t, &st, est_tokens, &b))
         st.tok_tat = tier__bucket_take(st.tok_tat, &b, now);
     st.allowance_used += est_tokens;
+    tier__usage_add(&st.usage, now, 1, est_tokens);
     if ((rc = q_tier_send_add(db, t->name, now, est_tokens, v->probe, expires,
                               send_id)) != 0)
         return rc;
@@ -284,7 +277,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
               int64_t now, const struct tier_outcome *o, bool *reopened)
 {
     struct q_tier_state st;
-    int64_t old = 0;
+    int64_t old = 0, sent = o->sent_at >= 0 ? o->sent_at : now;
     bool held, was_open;
     int rc;
 
@@ -293,30 +286,34 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     held = st.doubt || st.breaker == Q_BREAKER_HALF_OPEN;
     was_open = st.breaker == Q_BREAKER_OPEN;
     if (o->paced_down && tier_rate_rpm(t, &st) <= 0) {
-        struct q_tier_window win = {.window_ms = 10000, .requests = -1};
-        struct q_tier_state seen;
-        if ((rc = q_tier_load(db, t->name, now, &win, &seen)) != 0)
-            return rc;
-        st.window_requests = seen.window_requests;
+        int64_t tokens;
+        tier__usage_sum(&st.usage, now, 10000, &st.window_requests, &tokens);
     }
-    /* A send the endpoint refused for its rate (or that never left) used
-     * none of the allowance: it leaves the log. */
-    /* With the charge known, the send's answer need not be read back (a
-     * remote store then sends it with the turn's next statement). */
-    if (o->uncounted)
-        rc = q_tier_send_drop(db, send_id, &old);
-    else if (o->charged >= 0)
-        rc = q_tier_send_done(db, send_id, o->tokens, now, NULL);
-    else
-        rc = q_tier_send_done(db, send_id, o->tokens, now, &old);
-    if (!o->uncounted && o->charged >= 0)
+    /* The send leaves the log of sends in flight. With the charge known,
+     * its answer need not be read back (a remote store then sends it with
+     * the turn's next statement), and a send pruned meanwhile (its worker
+     * lost the store for longer than its expiry) is no error. */
+    if (o->charged >= 0) {
         old = o->charged;
+        rc = q_tier_send_end(db, send_id, NULL);
+        if (rc == -ENOENT)
+            rc = 0;
+    } else {
+        rc = q_tier_send_end(db, send_id, &old);
+    }
     if (rc != 0)
         return rc;
-    if (o->uncounted)
+    /* A send the endpoint refused for its rate (or that never left) used
+     * none of the allowance, and is not counted as used; otherwise the
+     * reported tokens replace the estimate. Both in the second it was
+     * admitted in, while that is still counted. */
+    if (o->uncounted) {
         st.allowance_used -= old;
-    else if (o->tokens >= 0)
+        tier__usage_add(&st.usage, sent, -1, -old);
+    } else if (o->tokens >= 0) {
         st.allowance_used += o->tokens - old;
+        tier__usage_add(&st.usage, sent, 0, o->tokens - old);
+    }
     if (st.allowance_used < 0)
         st.allowance_used = 0;
     apply_breaker(t, &st, o->result, now);
@@ -429,13 +426,16 @@ config_hash(const struct config_tier *t, char out[65])
 }
 
 static int
-sync_locked(q_db *db, const struct config_tier *t)
+sync_locked(q_db *db, const struct config_tier *t, int64_t now)
 {
     struct q_tier_state st;
     char hash[65];
     int rc;
 
-    if ((rc = q_tier_load(db, t->name, 0, NULL, &st)) != 0)
+    /* Sends of workers that died with them in flight stopped counting
+     * when they expired; a worker starting clears them away. */
+    if ((rc = q_tier_prune(db, t->name, now)) != 0 ||
+        (rc = q_tier_load(db, t->name, now, false, &st)) != 0)
         return rc;
     config_hash(t, hash);
     st.doubt = true;
@@ -449,13 +449,13 @@ sync_locked(q_db *db, const struct config_tier *t)
 }
 
 int
-tier_sync_config(q_db *db, const struct config_tier *t)
+tier_sync_config(q_db *db, const struct config_tier *t, int64_t now)
 {
     int rc = q_tx_begin(db);
 
     if (rc != 0)
         return rc;
-    rc = sync_locked(db, t);
+    rc = sync_locked(db, t, now);
     if (rc != 0) {
         q_tx_rollback(db);
         return rc;

@@ -110,8 +110,11 @@ int64_t tier_wall_until(const struct config_tier *t, int64_t now);
 
 /* tier_sync_config lifts an "auth" wall when the tier's config changed
  * since it was set (docs/reference.md: the tier is off until the config
- * changes), remembers the config, and puts the tier in doubt: a worker starting
- * does not know what happened while none ran. */
-STEPQ_MUST_CHECK int tier_sync_config(q_db *db, const struct config_tier *t);
+ * changes), remembers the config, puts the tier in doubt (a worker
+ * starting does not know what happened while none ran), and deletes the
+ * sends in flight that expired before now (of workers that died). One
+ * transaction; a failure changes nothing. */
+STEPQ_MUST_CHECK int tier_sync_config(q_db *db, const struct config_tier *t,
+                                      int64_t now);
 
 #endif

@@ -52,4 +52,16 @@ void tier__pace_up(struct q_tier_state *st, int64_t now);
 /* tier__learn_limits keeps the limits o's headers said, when believable. */
 void tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o);
 
+/* tier__usage_add counts requests and tokens (negative: a correction)
+ * into u, in the second of at (ms). A second newer than u's newest moves
+ * the window on (the seconds it passes start empty); one already past
+ * the window is not counted. Counts stay within [0, UINT32_MAX]. */
+void tier__usage_add(struct q_tier_usage *u, int64_t at, int64_t requests,
+                     int64_t tokens);
+
+/* tier__usage_sum gives the requests and tokens u counted in the last
+ * window_ms (whole seconds, at most Q_TIER_USAGE_SLOTS) up to now (ms). */
+void tier__usage_sum(const struct q_tier_usage *u, int64_t now,
+                     int64_t window_ms, int64_t *requests, int64_t *tokens);
+
 #endif

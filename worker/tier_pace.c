@@ -197,3 +197,64 @@ tier_limits_from_headers(const struct policy_header *h, size_t n, int64_t *rpm,
             *tpm = v;
     }
 }
+
+/* ---- what a tier used, per second ---------------------------------- */
+
+static uint32_t
+count_plus(uint32_t have, int64_t add)
+{
+    int64_t v = (int64_t)have + add;
+
+    if (v < 0)
+        return 0;
+    return v > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+void
+tier__usage_add(struct q_tier_usage *u, int64_t at, int64_t requests,
+                int64_t tokens)
+{
+    int64_t s = at / 1000;
+    size_t i;
+
+    if (s <= 0)
+        return;
+    if (s > u->last_s) {
+        /* The seconds between the newest counted and s start empty. */
+        int64_t from = u->last_s > 0 && s - u->last_s < Q_TIER_USAGE_SLOTS
+                           ? u->last_s + 1
+                           : s - Q_TIER_USAGE_SLOTS + 1;
+        for (int64_t k = from; k <= s; k++) {
+            i = (size_t)(k % Q_TIER_USAGE_SLOTS);
+            u->requests[i] = u->tokens[i] = 0;
+        }
+        u->last_s = s;
+    } else if (s <= u->last_s - Q_TIER_USAGE_SLOTS) {
+        return; /* past the window: no longer counted */
+    }
+    i = (size_t)(s % Q_TIER_USAGE_SLOTS);
+    u->requests[i] = count_plus(u->requests[i], requests);
+    u->tokens[i] = count_plus(u->tokens[i], tokens);
+}
+
+void
+tier__usage_sum(const struct q_tier_usage *u, int64_t now, int64_t window_ms,
+                int64_t *requests, int64_t *tokens)
+{
+    int64_t now_s = now / 1000, span = window_ms / 1000;
+    int64_t from, to = now_s < u->last_s ? now_s : u->last_s;
+
+    if (span > Q_TIER_USAGE_SLOTS)
+        span = Q_TIER_USAGE_SLOTS;
+    from = now_s - span + 1;
+    if (from < u->last_s - Q_TIER_USAGE_SLOTS + 1)
+        from = u->last_s - Q_TIER_USAGE_SLOTS + 1;
+    if (from < 1)
+        from = 1;
+    *requests = *tokens = 0;
+    for (int64_t s = from; s <= to; s++) {
+        size_t i = (size_t)(s % Q_TIER_USAGE_SLOTS);
+        *requests += u->requests[i];
+        *tokens += u->tokens[i];
+    }
+}

@@ -147,7 +147,8 @@ setup(struct worker *w, const struct worker_opts *o)
     if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
-        if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i])) != 0)
+        if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i], worker__now(w))) !=
+            0)
             return rc;
     }
     if (uv_loop_init(&w->loop) != 0)

@@ -377,16 +377,14 @@ int q__pg_attempt_finish(q_db *db, int64_t id,
                          const struct q_attempt_result *r);
 int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
                         struct q_attempt **out, size_t *n);
-int q__pg_tier_load(q_db *db, const char *tier, int64_t now,
-                    const struct q_tier_window *w, struct q_tier_state *out);
+int q__pg_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
+                    struct q_tier_state *out);
 int q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st);
 int q__pg_tier_event_add(q_db *db, const char *tier, int64_t at,
                          const char *event);
 int q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
                         bool probe, int64_t expires_at, int64_t *id);
-int q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                         int64_t *old_tokens);
-int q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens);
+int q__pg_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
 int q__pg_tier_prune(q_db *db, const char *tier, int64_t before);
 int q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
 int q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out);

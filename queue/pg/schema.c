@@ -183,6 +183,15 @@ static const struct migration migrations[] = {
      "  at bigint NOT NULL,"
      "  event text NOT NULL);"
      "CREATE INDEX tier_events_at ON tier_events (at);"},
+    {5, 6,
+     /* Only sends in flight are logged, and a tier's usage is counted per
+      * second in its row (SQLite's version 6). */
+     "DELETE FROM tier_sends WHERE done_at IS NOT NULL;"
+     "DROP INDEX tier_sends_at;"
+     "DROP INDEX tier_sends_open;"
+     "ALTER TABLE tier_sends DROP COLUMN done_at;"
+     "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at);"
+     "ALTER TABLE tiers ADD COLUMN usage text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -12,37 +12,26 @@
 
 #include "common/xalloc.h"
 
-/* The stored row (absent: the defaults of a tier never used) and the send
- * log's counts, in one statement. Each count is cheap or skipped:
- *  - the request window reads at most $4 rows, newest first, on
- *    tier_sends (tier, at); LIMIT 0 ($4 = 0: not asked) reads none, and
- *    LIMIT NULL ($4 = -1 from the caller) counts the whole window;
- *  - the token sum runs only when $5 asks for it;
- *  - sends in flight are read from the partial index of open sends only
- *    when $6 asks, the breaker is not closed, the tier is in doubt, or a
- *    quota wall just ended (which puts it in doubt): then the one request
- *    out matters.
- * The conditions are quals with no column of tier_sends in them, so the
- * planner makes them a one-time filter in front of the scan. */
+/* The stored row (absent: the defaults of a tier never used) and the
+ * sends in flight, in one statement. They are read from the log's index
+ * only when $3 asks, the breaker is not closed, the tier is in doubt, or
+ * a quota wall just ended (which puts it in doubt): then the one request
+ * out matters. The conditions are quals with no column of tier_sends in
+ * them, so the planner makes them a one-time filter in front of the
+ * scan. */
 static const struct q__pg_sql tier_load_sql = {
     "q_tiers_load",
     "SELECT t.breaker, t.failures, t.open_until, t.exhausted_until,"
     " t.exhausted_reason, t.limited_until, t.allowance_used,"
     " t.allowance_since, t.config_hash, t.req_tat, t.tok_tat, t.pace,"
     " t.pace_down_at, t.pace_up_at, t.learned_rpm, t.learned_tpm, t.doubt,"
-    " (t.name IS NOT NULL)::int, w.n, w.oldest, k.tokens, f.n, f.probe"
+    " (t.name IS NOT NULL)::int, t.usage, f.n, f.probe"
     " FROM (SELECT $1::text AS name) q"
     " LEFT JOIN tiers t ON t.name = q.name"
-    " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(min(x.at), 0)"
-    "   AS oldest FROM (SELECT s.at FROM tier_sends s WHERE s.tier = q.name"
-    "   AND s.at > $3::bigint ORDER BY s.at DESC LIMIT $4::bigint) x) w"
-    " CROSS JOIN LATERAL (SELECT coalesce(sum(s.tokens), 0)::bigint"
-    "   AS tokens FROM tier_sends s WHERE $5::boolean AND s.tier = q.name"
-    "   AND s.at > $3::bigint) k"
     " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(max(s.probe), 0)"
     "   AS probe FROM tier_sends s WHERE s.tier = q.name"
-    "   AND s.done_at IS NULL AND s.expires_at > $2::bigint"
-    "   AND ($6::boolean OR coalesce(t.breaker, 'closed') <> 'closed'"
+    "   AND s.expires_at > $2::bigint"
+    "   AND ($3::boolean OR coalesce(t.breaker, 'closed') <> 'closed'"
     "   OR coalesce(t.doubt, 1) <> 0"
     "   OR (t.exhausted_until > 0 AND t.exhausted_until <= $2::bigint))) f"};
 
@@ -62,11 +51,12 @@ static const struct q__pg_sql tier_store_sql = {
     "INSERT INTO tiers (name, breaker, failures, open_until,"
     " exhausted_until, exhausted_reason, limited_until, allowance_used,"
     " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"
-    " pace_up_at, learned_rpm, learned_tpm, doubt)"
+    " pace_up_at, learned_rpm, learned_tpm, doubt, usage)"
     " VALUES ($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,"
     " $6::text, $7::bigint, $8::bigint, $9::bigint, $10::text,"
     " $11::double precision, $12::double precision, $13::double precision,"
-    " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint)"
+    " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint,"
+    " $19::text)"
     " ON CONFLICT (name) DO UPDATE SET"
     " breaker = excluded.breaker, failures = excluded.failures,"
     " open_until = excluded.open_until,"
@@ -79,7 +69,8 @@ static const struct q__pg_sql tier_store_sql = {
     " tok_tat = excluded.tok_tat, pace = excluded.pace,"
     " pace_down_at = excluded.pace_down_at,"
     " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
-    " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt"};
+    " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
+    " usage = excluded.usage"};
 
 /* A send's id comes from the table's own sequence, taken ahead
  * (q__pg_take_id), so that logging a send is a write nobody waits for. */
@@ -89,25 +80,14 @@ static const struct q__pg_sql send_add_sql = {
     " VALUES ($1::bigint, $2::text, $3::bigint, $4::bigint, $5::bigint,"
     " $6::bigint)"};
 
-/* The row as it was (locked, so a racing answer waits and then finds it
- * done) and the answer, in one statement; no row: an unknown id. */
-static const struct q__pg_sql send_done_sql = {
-    "q_tiers_send_done",
-    "WITH old AS (SELECT id, tokens, done_at FROM tier_sends"
-    "   WHERE id = $1::bigint FOR UPDATE),"
-    " upd AS (UPDATE tier_sends s SET done_at = $3::bigint,"
-    "   tokens = CASE WHEN $2::bigint < 0 THEN s.tokens ELSE $2::bigint END"
-    "   FROM old WHERE s.id = old.id AND old.done_at IS NULL RETURNING s.id)"
-    " SELECT old.tokens, (SELECT count(*) FROM upd) FROM old"};
-
-static const struct q__pg_sql send_drop_sql = {
-    "q_tiers_send_drop",
+/* An answered send leaves the log; its charge comes back when asked. */
+static const struct q__pg_sql send_end_sql = {
+    "q_tiers_send_end",
     "DELETE FROM tier_sends WHERE id = $1::bigint RETURNING tokens"};
 
 static const struct q__pg_sql prune_sql = {
-    "q_tiers_prune",
-    "DELETE FROM tier_sends WHERE tier = $1::text AND at < $2::bigint"
-    " AND (done_at IS NOT NULL OR expires_at < $2::bigint)"};
+    "q_tiers_prune", "DELETE FROM tier_sends WHERE tier = $1::text"
+                     " AND expires_at < $2::bigint"};
 
 static void
 copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
@@ -118,7 +98,7 @@ copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
 
 /* Reads the row of tier_load_sql into the q_tier_state at elem: the
  * stored fields (a tier with no row keeps the defaults of one never
- * used: pace 1, in doubt) and the send log's counts. */
+ * used: pace 1, in doubt) and the sends in flight. */
 static void
 read_tier(const PGresult *res, int r, void *elem)
 {
@@ -148,29 +128,22 @@ read_tier(const PGresult *res, int r, void *elem)
         st->learned_rpm = q__pg_int(res, r, 14);
         st->learned_tpm = q__pg_int(res, r, 15);
         st->doubt = q__pg_int(res, r, 16) != 0;
+        q__usage_parse(q__pg_null(res, r, 18) ? NULL : PQgetvalue(res, r, 18),
+                       &st->usage);
     }
-    st->window_requests = q__pg_int(res, r, 18);
-    st->window_oldest = q__pg_int(res, r, 19);
-    st->window_tokens = q__pg_int(res, r, 20);
-    st->in_flight = q__pg_int(res, r, 21);
-    st->probe_in_flight = q__pg_int(res, r, 22) != 0;
+    st->in_flight = q__pg_int(res, r, 19);
+    st->probe_in_flight = q__pg_int(res, r, 20) != 0;
 }
 
-/* tier_load_sql's parameters for a load of tier at now counting what w
- * asks for (NULL: the sends in flight only). */
+/* tier_load_sql's parameters for a load of tier at now, counting the
+ * sends in flight when inflight asks. */
 static void
 load_params(struct q__pg_params *p, const char *tier, int64_t now,
-            const struct q_tier_window *w)
+            bool inflight)
 {
     q__pg_p_text(p, tier);
     q__pg_p_int(p, now);
-    q__pg_p_int(p, w != NULL ? now - w->window_ms : now);
-    if (w != NULL && w->requests < 0)
-        q__pg_p_text(p, NULL); /* LIMIT NULL: the whole window */
-    else
-        q__pg_p_int(p, w != NULL ? w->requests : 0);
-    q__pg_p_bool(p, w != NULL && w->tokens);
-    q__pg_p_bool(p, w == NULL || w->inflight);
+    q__pg_p_bool(p, inflight);
 }
 
 /* ---- tier rows kept for the open transaction ---------------------- */
@@ -209,33 +182,34 @@ keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st,
     return row;
 }
 
-/* A load that needs only the row: no window counts asked for, and none
- * of the states in which tier_load_sql counts the sends in flight anyway
- * (so they are 0, as the statement would say). The row is the one read
+/* A load that needs only the row: the sends in flight not asked for, and
+ * none of the states in which tier_load_sql counts them anyway (so they
+ * are 0, as the statement would say). The row is the one read
  * or stored earlier in this transaction: under the store's write lock
  * (pipe.c) no other process writes it before the commit. */
 static bool
-row_kept(struct q__pg *pg, const char *tier, int64_t now,
-         const struct q_tier_window *w, struct q_tier_state *out)
+row_kept(struct q__pg *pg, const char *tier, int64_t now, bool inflight,
+         struct q_tier_state *out)
 {
     const struct q__pg_tier_row *row;
 
-    if (pg->tx_depth == 0 || w == NULL || w->requests != 0 || w->tokens ||
-        w->inflight || (row = row_of(pg, tier)) == NULL)
+    if (pg->tx_depth == 0 || inflight || (row = row_of(pg, tier)) == NULL)
         return false;
     if (row->st.breaker != Q_BREAKER_CLOSED || row->st.doubt ||
         (row->st.exhausted_until > 0 && row->st.exhausted_until <= now))
         return false;
     *out = row->st;
-    out->window_requests = out->window_oldest = out->window_tokens = 0;
+    out->window_requests = out->window_tokens = 0;
     out->in_flight = 0;
     out->probe_in_flight = false;
     return true;
 }
 
+/* p's values point into usage (Q__USAGE_TEXT bytes), which must live
+ * until p is handed on (a deferred write copies them). */
 static void
 store_params(struct q__pg_params *p, const char *tier,
-             const struct q_tier_state *st)
+             const struct q_tier_state *st, char *usage)
 {
     q__pg_p_text(p, tier);
     q__pg_p_text(p, q_breaker_name(st->breaker));
@@ -255,6 +229,8 @@ store_params(struct q__pg_params *p, const char *tier,
     q__pg_p_int(p, st->learned_rpm);
     q__pg_p_int(p, st->learned_tpm);
     q__pg_p_int(p, st->doubt);
+    q__usage_format(&st->usage, usage, Q__USAGE_TEXT);
+    q__pg_p_text(p, usage[0] ? usage : NULL);
 }
 
 static int
@@ -277,13 +253,14 @@ q__pg_tiers_write(struct q__pg *pg)
     for (int i = 0; rc == 0 && i < pg->tiers.n; i++) {
         struct q__pg_tier_row *row = &pg->tiers.rows[i];
         struct q__pg_params p = {0};
+        char usage[Q__USAGE_TEXT];
         int64_t before = row->prune_before;
         bool dirty = row->dirty;
 
         row->dirty = false;
         row->prune_before = 0;
         if (dirty) {
-            store_params(&p, row->name, &row->st);
+            store_params(&p, row->name, &row->st, usage);
             rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
         }
         if (rc == 0 && before != 0)
@@ -364,10 +341,6 @@ bool
 q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
                      const struct q__pg_params *next)
 {
-    /* The row only: no window, nothing counted that a kept row is used
-     * without (row_kept). */
-    static const struct q_tier_window row_only = {0};
-
     for (int i = 0; i < pg->nrecent; i++) {
         struct q__pg_params p = {0};
 
@@ -375,7 +348,9 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
         if (sql == &tier_load_sql && next != NULL && next->v[0] != NULL &&
             strcmp(next->v[0], pg->recent[i]) == 0)
             continue;
-        load_params(&p, pg->recent[i], 0, &row_only);
+        /* The row only, without what a kept row is used without
+         * (row_kept). */
+        load_params(&p, pg->recent[i], 0, false);
         if (!q__pg_queue(pg, &tier_load_sql, &p, prefetched, pg, pg->recent[i],
                          "reading tier state ahead"))
             return false;
@@ -384,17 +359,17 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_tier_load(q_db *db, const char *tier, int64_t now,
-                const struct q_tier_window *w, struct q_tier_state *out)
+q__pg_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
+                struct q_tier_state *out)
 {
     struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
     struct q_tier_state st;
     int rc;
 
-    if (row_kept(pg, tier, now, w, out))
+    if (row_kept(pg, tier, now, inflight, out))
         return 0;
-    load_params(&p, tier, now, w);
+    load_params(&p, tier, now, inflight);
     rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
     if (rc == 0) {
@@ -408,11 +383,12 @@ int
 q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 {
     struct q__pg_params p = {0};
+    char usage[Q__USAGE_TEXT];
 
     /* Kept: written by the transaction's next round trip. */
     if (keep_row(q__pg(db), tier, st, true) != NULL)
         return 0;
-    store_params(&p, tier, st);
+    store_params(&p, tier, st, usage);
     return q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
 }
 
@@ -451,60 +427,37 @@ q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
     return rc;
 }
 
-/* send_done_sql's answer: what was charged (into *old_tokens, may be
- * NULL), sends answered; -ENOENT for no such send, -EALREADY for one
- * answered before. */
+/* send_end_sql's answer: what was charged (into *old_tokens, may be
+ * NULL); -ENOENT for no such send. */
 static int
-answered(const PGresult *res, void *old_tokens, void *unused)
+ended(const PGresult *res, void *old_tokens, void *unused)
 {
-    int64_t got[2] = {0, 0};
+    int64_t got = 0;
 
     (void)unused;
     if (PQntuples(res) == 0)
         return -ENOENT;
-    q__pg_read_ints(res, 0, got);
-    if (got[1] == 0)
-        return -EALREADY;
+    q__pg_read_ints(res, 0, &got);
     if (old_tokens != NULL)
-        *(int64_t *)old_tokens = got[0];
+        *(int64_t *)old_tokens = got;
     return 0;
 }
 
 /* With old_tokens NULL, nothing waits for the result inside a
  * transaction: it rides in the next round trip (queue.h). */
 int
-q__pg_tier_send_done(q_db *db, int64_t id, int64_t tokens, int64_t done_at,
-                     int64_t *old_tokens)
+q__pg_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens)
 {
     struct q__pg_params p = {0};
 
     q__pg_p_int(&p, id);
-    q__pg_p_int(&p, tokens);
-    q__pg_p_int(&p, done_at);
-    return q__pg_write(q__pg(db), &send_done_sql, &p, old_tokens == NULL,
-                       answered, old_tokens, NULL, id, "finishing tier send");
-}
-
-int
-q__pg_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens)
-{
-    struct q__pg_params p = {0};
-    int64_t got;
-    int rc;
-
-    q__pg_p_int(&p, id);
-    rc = q__pg_select_one(q__pg(db), &send_drop_sql, &p, sizeof(got),
-                          q__pg_read_ints, &got, "dropping a tier send");
-    if (rc == 0 && old_tokens != NULL)
-        *old_tokens = got;
-    return rc;
+    return q__pg_write(q__pg(db), &send_end_sql, &p, old_tokens == NULL, ended,
+                       old_tokens, NULL, id, "ending a tier send");
 }
 
 /* Inside a transaction a prune of a kept tier waits for the row's write
- * (the latest one asked for deletes what the earlier ones would have),
- * so it may run after writes asked for later (queue.h): what it deletes
- * is outside every window a load counts, and the worker answers no send
- * that old. */
+ * (the latest one asked for deletes what the earlier ones would have):
+ * what it deletes had expired, so no load counts it. */
 int
 q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
 {

@@ -49,14 +49,11 @@ enum q__stmt_id {
     ST_ATTEMPTS_STEP,
     ST_HELD,
     ST_TIER_GET,
-    ST_TIER_WINDOW,
-    ST_TIER_TOKENS,
     ST_TIER_INFLIGHT,
     ST_TIER_PUT,
     ST_TIER_SEND_ADD,
     ST_TIER_SEND_GET,
-    ST_TIER_SEND_DONE,
-    ST_TIER_SEND_DROP,
+    ST_TIER_SEND_END,
     ST_TIER_PRUNE,
     ST_TIER_EVENT_ADD,
     ST_PARK_ADD,
@@ -166,8 +163,7 @@ int q__sqlite_attempt_finish(q_db *db, int64_t id,
                              const struct q_attempt_result *r);
 int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
                             struct q_attempt **out, size_t *n);
-int q__sqlite_tier_load(q_db *db, const char *tier, int64_t now,
-                        const struct q_tier_window *w,
+int q__sqlite_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
                         struct q_tier_state *out);
 int q__sqlite_tier_store(q_db *db, const char *tier,
                          const struct q_tier_state *st);
@@ -176,9 +172,7 @@ int q__sqlite_tier_event_add(q_db *db, const char *tier, int64_t at,
 int q__sqlite_tier_send_add(q_db *db, const char *tier, int64_t at,
                             int64_t tokens, bool probe, int64_t expires_at,
                             int64_t *id);
-int q__sqlite_tier_send_done(q_db *db, int64_t id, int64_t tokens,
-                             int64_t done_at, int64_t *old_tokens);
-int q__sqlite_tier_send_drop(q_db *db, int64_t id, int64_t *old_tokens);
+int q__sqlite_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
 int q__sqlite_tier_prune(q_db *db, const char *tier, int64_t before);
 int q__sqlite_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
 int q__sqlite_park_get(q_db *db, int64_t id, struct q_park_item *out);

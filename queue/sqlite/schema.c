@@ -155,6 +155,18 @@ static const char *const migrations[] = {
     "  at INTEGER NOT NULL,"
     "  event TEXT NOT NULL);"
     "CREATE INDEX tier_events_at ON tier_events (at);",
+    /* 5 -> 6: the send log holds only sends in flight (an answered send
+     * is deleted, not marked done), and what a tier used in the last
+     * minute is counted per second in its row (usage, queue/usage.c), so
+     * that a send is one row inserted and deleted, not a row inserted,
+     * updated and pruned two minutes later. Answered sends go; so do the
+     * index of the windows and the column that marked them done. */
+    "DELETE FROM tier_sends WHERE done_at IS NOT NULL;"
+    "DROP INDEX tier_sends_at;"
+    "DROP INDEX tier_sends_open;"
+    "ALTER TABLE tier_sends DROP COLUMN done_at;"
+    "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at);"
+    "ALTER TABLE tiers ADD COLUMN usage TEXT;",
 };
 
 int

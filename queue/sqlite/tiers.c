@@ -1,5 +1,6 @@
 /* tiers.c: SQLite storage of the tier state every worker shares: the
- * tiers row (breaker, walls, pacing) and the send log (tier_sends). */
+ * tiers row (breaker, walls, pacing, usage) and the log of sends in
+ * flight (tier_sends). */
 #include "queue/sqlite/internal.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ row_keep(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
         r->undo_level = 0;
     }
     r->st = *st;
-    r->st.window_requests = r->st.window_tokens = r->st.window_oldest = 0;
+    r->st.window_requests = r->st.window_tokens = 0;
     r->st.in_flight = 0;
     r->st.probe_in_flight = false;
     return r;
@@ -67,6 +68,7 @@ static int
 row_write(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
 {
     sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
+    char usage[Q__USAGE_TEXT];
 
     if (s == NULL)
         return -EIO;
@@ -88,6 +90,8 @@ row_write(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
     sqlite3_bind_int64(s, 16, st->learned_rpm);
     sqlite3_bind_int64(s, 17, st->learned_tpm);
     sqlite3_bind_int(s, 18, st->doubt);
+    q__usage_format(&st->usage, usage, sizeof(usage));
+    q__bind_text(s, 19, usage[0] ? usage : NULL);
     return q__run_done(db, s, "writing tier state");
 }
 
@@ -208,6 +212,7 @@ row_read(struct q__sqlite *db, const char *tier, struct q_tier_state *out)
         st.learned_rpm = sqlite3_column_int64(s, 14);
         st.learned_tpm = sqlite3_column_int64(s, 15);
         st.doubt = sqlite3_column_int(s, 16) != 0;
+        q__usage_parse((const char *)sqlite3_column_text(s, 17), &st.usage);
     } else if (rc != SQLITE_DONE) {
         return q__db_err(db, "reading tier state");
     }
@@ -218,8 +223,8 @@ row_read(struct q__sqlite *db, const char *tier, struct q_tier_state *out)
 }
 
 int
-q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
-                    const struct q_tier_window *w, struct q_tier_state *out)
+q__sqlite_tier_load(q_db *base, const char *tier, int64_t now, bool inflight,
+                    struct q_tier_state *out)
 {
     struct q__sqlite *db = q__sqlite(base);
     struct q_tier_state st;
@@ -228,32 +233,10 @@ q__sqlite_tier_load(q_db *base, const char *tier, int64_t now,
 
     if ((rc = row_read(db, tier, &st)) != 0)
         return rc;
-    if (w != NULL && w->requests != 0) {
-        if ((s = q__stmt(db, ST_TIER_WINDOW)) == NULL)
-            return -EIO;
-        q__bind_text(s, 1, tier);
-        sqlite3_bind_int64(s, 2, now - w->window_ms);
-        sqlite3_bind_int64(s, 3, w->requests);
-        if (sqlite3_step(s) != SQLITE_ROW)
-            return q__db_err(db, "reading a tier's window");
-        st.window_requests = sqlite3_column_int64(s, 0);
-        st.window_oldest = sqlite3_column_int64(s, 1);
-        sqlite3_reset(s);
-    }
-    if (w != NULL && w->tokens) {
-        if ((s = q__stmt(db, ST_TIER_TOKENS)) == NULL)
-            return -EIO;
-        q__bind_text(s, 1, tier);
-        sqlite3_bind_int64(s, 2, now - w->window_ms);
-        if (sqlite3_step(s) != SQLITE_ROW)
-            return q__db_err(db, "reading a tier's tokens");
-        st.window_tokens = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-    }
     /* While the breaker is not closed, or the tier is in doubt (or a wall
      * just ended, which puts it there), what is in flight decides. */
-    if (w == NULL || w->inflight || st.breaker != Q_BREAKER_CLOSED ||
-        st.doubt || (st.exhausted_until > 0 && st.exhausted_until <= now)) {
+    if (inflight || st.breaker != Q_BREAKER_CLOSED || st.doubt ||
+        (st.exhausted_until > 0 && st.exhausted_until <= now)) {
         if ((s = q__stmt(db, ST_TIER_INFLIGHT)) == NULL)
             return -EIO;
         q__bind_text(s, 1, tier);
@@ -332,68 +315,33 @@ q__sqlite_tier_send_add(q_db *base, const char *tier, int64_t at,
     return 0;
 }
 
-/* Reads send id: what it was charged, and whether it is done. */
-static int
-send_get(struct q__sqlite *db, int64_t id, int64_t *tokens, bool *done)
+int
+q__sqlite_tier_send_end(q_db *base, int64_t id, int64_t *old_tokens)
 {
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_GET);
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    if ((rc = q__step_row(db, s, "reading a tier send")) != 0)
-        return rc;
-    *tokens = sqlite3_column_int64(s, 0);
-    *done = sqlite3_column_type(s, 1) != SQLITE_NULL;
-    sqlite3_reset(s);
-    return 0;
-}
-
-/* Answers (drop false: done with tokens at done_at) or drops send id;
- * *old_tokens (may be NULL) gets what it was charged. */
-static int
-send_end(struct q__sqlite *db, int64_t id, bool drop, int64_t tokens,
-         int64_t done_at, int64_t *old_tokens)
-{
+    struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s;
-    int64_t old;
-    bool done;
+    int64_t old = 0;
     int rc;
 
-    if ((rc = send_get(db, id, &old, &done)) != 0)
-        return rc;
-    if (done && !drop)
-        return -EALREADY;
-    if ((s = q__stmt(db, drop ? ST_TIER_SEND_DROP : ST_TIER_SEND_DONE)) == NULL)
+    if (old_tokens != NULL) {
+        if ((s = q__stmt(db, ST_TIER_SEND_GET)) == NULL)
+            return -EIO;
+        sqlite3_bind_int64(s, 1, id);
+        if ((rc = q__step_row(db, s, "reading a tier send")) != 0)
+            return rc;
+        old = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+    }
+    if ((s = q__stmt(db, ST_TIER_SEND_END)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
-    if (!drop) {
-        sqlite3_bind_int64(s, 2, tokens);
-        sqlite3_bind_int64(s, 3, done_at);
-    }
-    rc = q__run_done(db, s,
-                     drop ? "dropping a tier send" : "finishing a tier send");
-    if (rc == 0 && old_tokens != NULL)
+    if ((rc = q__run_done(db, s, "ending a tier send")) != 0)
+        return rc;
+    if (sqlite3_changes(db->h) == 0)
+        return -ENOENT;
+    if (old_tokens != NULL)
         *old_tokens = old;
-    return rc;
-}
-
-int
-q__sqlite_tier_send_done(q_db *base, int64_t id, int64_t tokens,
-                         int64_t done_at, int64_t *old_tokens)
-{
-    struct q__sqlite *db = q__sqlite(base);
-
-    return send_end(db, id, false, tokens, done_at, old_tokens);
-}
-
-int
-q__sqlite_tier_send_drop(q_db *base, int64_t id, int64_t *old_tokens)
-{
-    struct q__sqlite *db = q__sqlite(base);
-
-    return send_end(db, id, true, 0, 0, old_tokens);
+    return 0;
 }
 
 int
@@ -406,5 +354,5 @@ q__sqlite_tier_prune(q_db *base, const char *tier, int64_t before)
         return -EIO;
     q__bind_text(s, 1, tier);
     sqlite3_bind_int64(s, 2, before);
-    return q__run_done(db, s, "pruning tier sends");
+    return q__run_done(db, s, "pruning expired tier sends");
 }
