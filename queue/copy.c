@@ -79,12 +79,7 @@ static const struct q__column tier_cols[] = {
     {"config_hash", T},   {"req_tat", R},         {"tok_tat", R},
     {"pace", R},          {"pace_down_at", I},    {"pace_up_at", I},
     {"learned_rpm", I},   {"learned_tpm", I},     {"doubt", I},
-    {"usage", T},
-};
-
-static const struct q__column send_cols[] = {
-    {"id", I},     {"tier", T},  {"at", I},
-    {"tokens", I}, {"probe", I}, {"expires_at", I},
+    {"usage", T},         {"flight", T},
 };
 
 static const struct q__column sched_cols[] = {
@@ -115,7 +110,6 @@ static const struct q__table tables[] = {
     TABLE("attempts", "id", attempt_cols, true),
     TABLE("park", "id", park_cols, true),
     TABLE("tiers", "name", tier_cols, false),
-    TABLE("tier_sends", "id", send_cols, true),
     TABLE("schedules", "name", sched_cols, false),
     TABLE("tier_events", "id", event_cols, true),
 };
@@ -326,9 +320,8 @@ out_from:
                                          .attempts = n[2],
                                          .park = n[3],
                                          .tiers = n[4],
-                                         .tier_sends = n[5],
-                                         .schedules = n[6],
-                                         .tier_events = n[7]};
+                                         .schedules = n[5],
+                                         .tier_events = n[6]};
     }
     return rc;
 }

@@ -186,10 +186,9 @@ q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
 }
 
 int
-q_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
-            struct q_tier_state *out)
+q_tier_load(q_db *db, const char *tier, struct q_tier_state *out)
 {
-    return db->ops->tier_load(db, tier, now, inflight, out);
+    return db->ops->tier_load(db, tier, out);
 }
 
 int
@@ -204,25 +203,6 @@ q_tier_event_add(q_db *db, const char *tier, int64_t at, const char *event)
     if (tier == NULL || tier[0] == '\0' || event == NULL || event[0] == '\0')
         return -EINVAL;
     return db->ops->tier_event_add(db, tier, at, event);
-}
-
-int
-q_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
-                bool probe, int64_t expires_at, int64_t *id)
-{
-    return db->ops->tier_send_add(db, tier, at, tokens, probe, expires_at, id);
-}
-
-int
-q_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens)
-{
-    return db->ops->tier_send_end(db, id, old_tokens);
-}
-
-int
-q_tier_prune(q_db *db, const char *tier, int64_t before)
-{
-    return db->ops->tier_prune(db, tier, before);
 }
 
 int

@@ -101,16 +101,11 @@ struct q__ops {
                           const struct q_attempt_result *r);
     int (*attempts_list)(q_db *db, int64_t job_id, int step,
                          struct q_attempt **out, size_t *n);
-    int (*tier_load)(q_db *db, const char *tier, int64_t now, bool inflight,
-                     struct q_tier_state *out);
+    int (*tier_load)(q_db *db, const char *tier, struct q_tier_state *out);
     int (*tier_store)(q_db *db, const char *tier,
                       const struct q_tier_state *st);
     int (*tier_event_add)(q_db *db, const char *tier, int64_t at,
                           const char *event);
-    int (*tier_send_add)(q_db *db, const char *tier, int64_t at, int64_t tokens,
-                         bool probe, int64_t expires_at, int64_t *id);
-    int (*tier_send_end)(q_db *db, int64_t id, int64_t *old_tokens);
-    int (*tier_prune)(q_db *db, const char *tier, int64_t before);
     int (*park_add)(q_db *db, const struct q_park_new *p, int64_t *id);
     int (*park_get)(q_db *db, int64_t id, struct q_park_item *out);
     int (*park_list)(q_db *db, const struct q_park_filter *f,
@@ -220,6 +215,15 @@ size_t q__body_keep(const char *body, size_t len, int64_t max);
 #define Q__USAGE_TEXT 1600
 void q__usage_format(const struct q_tier_usage *u, char *buf, size_t size);
 void q__usage_parse(const char *text, struct q_tier_usage *u);
+
+/* A tier's sends in flight as stored (another text column): "PROBE" (ms)
+ * then " STEP:COUNT" per second, STEP the seconds after the previous one
+ * (the first: after 0); "" for none. q__flight_format and q__flight_parse
+ * as above (Q__FLIGHT_TEXT holds any flight); text that is not a flight
+ * reads as none in flight (sends then count again as they are made). */
+#define Q__FLIGHT_TEXT (32 + 32 * Q_TIER_FLIGHT_MAX)
+void q__flight_format(const struct q_tier_flight *f, char *buf, size_t size);
+void q__flight_parse(const char *text, struct q_tier_flight *f);
 
 /* Releasing the elements of result arrays: q__array_free calls clean on
  * each of the n elements (elem bytes each) of v, then frees v; NULL is a

@@ -358,8 +358,23 @@ struct q_tier_usage {
     uint32_t tokens[Q_TIER_USAGE_SLOTS];
 };
 
-/* A tier's stored state plus its sends in flight at a moment. A tier with
- * no row yet reads as all zero (breaker closed, nothing used), except
+/* A tier's sends not answered yet, by the second they stop counting:
+ * count[i] sends expire in second at[i] (epoch seconds, ascending, each
+ * count > 0), and a half-open probe is out until probe_until (ms, 0:
+ * none). A send whose worker died stops counting when it expires. Kept in
+ * the tier's row, so that admitting and answering a send write the row
+ * (once per transaction) and no log of sends. A full list counts a send
+ * in a later second: longer, never shorter. */
+#define Q_TIER_FLIGHT_MAX 96
+struct q_tier_flight {
+    int n;
+    int64_t probe_until;
+    int64_t at[Q_TIER_FLIGHT_MAX];
+    uint32_t count[Q_TIER_FLIGHT_MAX];
+};
+
+/* A tier's stored state, and what is derived from it at a moment. A tier
+ * with no row yet reads as all zero (breaker closed, nothing used), except
  * pace 1 and doubt true: nothing is known of it yet. */
 struct q_tier_state {
     enum q_breaker breaker;
@@ -382,44 +397,24 @@ struct q_tier_state {
     int64_t learned_rpm;  /* limit headers: requests per minute, 0 unknown */
     int64_t learned_tpm;  /* limit headers: tokens per minute, 0 unknown */
     bool doubt;           /* one request at a time until one succeeds */
-    struct q_tier_usage usage; /* sends per second, stored with the row */
-    /* Not stored: counted by the loader above the store (worker/tier.c)
-     * from usage for the last minute, 0 when not asked for. */
-    int64_t window_requests; /* sends in the window */
+    struct q_tier_usage usage;   /* sends and tokens per second */
+    struct q_tier_flight flight; /* sends in flight */
+    /* Not stored: derived from usage and flight by the loader above the
+     * store (worker/tier.c), 0 when not asked for. */
+    int64_t window_requests; /* sends in the last minute */
     int64_t window_tokens;   /* their tokens */
-    /* From the send log at the load time: */
-    int64_t in_flight;    /* sends not ended and not expired */
-    bool probe_in_flight; /* a half-open probe is out */
+    int64_t in_flight;       /* sends not answered and not expired */
+    bool probe_in_flight;    /* a half-open probe is out */
 };
 
-/* q_tier_load reads the state of tier at now: the stored fields and, when
- * inflight is true (and always while the breaker is not closed, the tier
- * is in doubt or a quota wall has just ended, when the one request out
- * matters), the sends in flight; otherwise in_flight and probe_in_flight
- * are 0. */
-STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier, int64_t now,
-                                 bool inflight, struct q_tier_state *out);
-/* q_tier_store writes the stored fields of st (not the counts).
+/* q_tier_load reads tier's stored state (the derived fields 0). Inside a
+ * transaction it is the row as the transaction last stored it. */
+STEPQ_MUST_CHECK int q_tier_load(q_db *db, const char *tier,
+                                 struct q_tier_state *out);
+/* q_tier_store writes the stored fields of st (not the derived ones).
  * Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_tier_store(q_db *db, const char *tier,
                                   const struct q_tier_state *st);
-/* q_tier_send_add logs an admitted send as in flight until expires_at;
- * *id (known at once) identifies it for q_tier_send_end(). Deferred in a
- * transaction. The log holds only sends in flight: what a tier used is
- * counted in its row (struct q_tier_usage). */
-STEPQ_MUST_CHECK int q_tier_send_add(q_db *db, const char *tier, int64_t at,
-                                     int64_t tokens, bool probe,
-                                     int64_t expires_at, int64_t *id);
-/* q_tier_send_end removes send id from the log: it was answered, or never
- * left. *old_tokens (may be NULL) gets what it was charged. -ENOENT for
- * an unknown id (never logged, ended before, or pruned after it expired).
- * Deferred in a transaction when old_tokens is NULL, where an unknown id
- * is logged, not returned. */
-STEPQ_MUST_CHECK int q_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
-/* q_tier_prune deletes a tier's sends that expired before before (those
- * of workers that died with them in flight; expired, they no longer
- * count). Deferred in a transaction. */
-STEPQ_MUST_CHECK int q_tier_prune(q_db *db, const char *tier, int64_t before);
 /* q_tier_event_add records that event ("breaker_open") happened to tier
  * at at (ms), for the morning report. Deferred in a transaction, as
  * q_tier_store is. -EINVAL for a NULL or empty tier or event. */
@@ -774,12 +769,11 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 
 /* What q_copy copied, by table. */
 struct q_copy_counts {
-    int64_t jobs, steps, attempts, park, tiers, tier_sends, schedules,
-        tier_events;
+    int64_t jobs, steps, attempts, park, tiers, schedules, tier_events;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its send log and events) and schedule state of from into to, ids kept, in one
+ * its events) and schedule state of from into to, ids kept, in one
  * transaction of to. Unless force, to must hold no row of any of them
  * (-EEXIST: nothing copied); with force, what to holds is replaced.
  * counts may be NULL. Returns 0, -EEXIST, or the errors of either store

@@ -1,36 +1,34 @@
-/* usage.c: the stored text of a tier's usage (struct q_tier_usage), one
- * column of the tier's row in every backend, so that `stepq copy` moves
- * it as it moves any text. */
+/* tier_text.c: the stored text of what a tier used and has in flight
+ * (struct q_tier_usage, struct q_tier_flight), two text columns of the
+ * tier's row in every backend, so that `stepq copy` moves them as it
+ * moves any text. */
 #include "queue/internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void
-q__usage_format(const struct q_tier_usage *u, char *buf, size_t size)
+/* Appends printf-style text at *len of buf (size bytes); false when it
+ * does not fit (the Q__*_TEXT sizes hold any value: not reached). */
+static bool put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool
+put(char *buf, size_t size, size_t *len, const char *fmt, ...)
 {
-    size_t len;
+    va_list ap;
     int n;
 
-    buf[0] = '\0';
-    if (u->last_s <= 0)
-        return;
-    n = snprintf(buf, size, "%" PRId64, u->last_s);
-    len = n > 0 && (size_t)n < size ? (size_t)n : size;
-    for (int64_t back = 0; back < Q_TIER_USAGE_SLOTS && back < u->last_s;
-         back++) {
-        size_t i = (size_t)((u->last_s - back) % Q_TIER_USAGE_SLOTS);
-        if (u->requests[i] == 0 && u->tokens[i] == 0)
-            continue;
-        n = snprintf(buf + len, size - len, " %" PRId64 ":%" PRIu32 ":%" PRIu32,
-                     back, u->requests[i], u->tokens[i]);
-        if (n < 0 || (size_t)n >= size - len)
-            return; /* Q__USAGE_TEXT holds any usage: not reached */
-        len += (size_t)n;
-    }
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size - *len)
+        return false;
+    *len += (size_t)n;
+    return true;
 }
 
 /* Reads a decimal number in [0, max] at *p, moving *p past it. */
@@ -51,48 +49,113 @@ number(const char **p, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* Reads one " BACK:REQUESTS:TOKENS" of a usage whose newest second is
- * last, at *p, into u; false (and *p anywhere) when it is not one. */
+/* Reads " A:B" at *p: A in [0, amax], B in [0, bmax]. */
 static bool
-entry(const char **p, uint64_t last, struct q_tier_usage *u)
+pair(const char **p, uint64_t amax, uint64_t *a, uint64_t bmax, uint64_t *b)
 {
-    uint64_t back, req, tok;
-    size_t i;
-
     if (**p != ' ')
         return false;
     (*p)++;
-    if (!number(p, Q_TIER_USAGE_SLOTS - 1, &back) || back >= last || **p != ':')
+    if (!number(p, amax, a) || **p != ':')
         return false;
     (*p)++;
-    if (!number(p, UINT32_MAX, &req) || **p != ':')
-        return false;
-    (*p)++;
-    if (!number(p, UINT32_MAX, &tok))
-        return false;
-    i = (size_t)((last - back) % Q_TIER_USAGE_SLOTS);
-    u->requests[i] = (uint32_t)req;
-    u->tokens[i] = (uint32_t)tok;
-    return true;
+    return number(p, bmax, b);
+}
+
+/* ---- usage ----------------------------------------------------------- */
+
+void
+q__usage_format(const struct q_tier_usage *u, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (u->last_s <= 0 || !put(buf, size, &len, "%" PRId64, u->last_s))
+        return;
+    for (int64_t back = 0; back < Q_TIER_USAGE_SLOTS && back < u->last_s;
+         back++) {
+        size_t i = (size_t)((u->last_s - back) % Q_TIER_USAGE_SLOTS);
+        if (u->requests[i] == 0 && u->tokens[i] == 0)
+            continue;
+        if (!put(buf, size, &len, " %" PRId64 ":%" PRIu32 ":%" PRIu32, back,
+                 u->requests[i], u->tokens[i]))
+            return;
+    }
 }
 
 void
 q__usage_parse(const char *text, struct q_tier_usage *u)
 {
     const char *p = text;
-    uint64_t last;
+    uint64_t last, back, req, tok;
 
     memset(u, 0, sizeof(*u));
     if (p == NULL || *p == '\0')
         return;
-    if (!number(&p, INT64_MAX, &last)) {
+    if (!number(&p, INT64_MAX, &last))
         return;
-    }
     u->last_s = (int64_t)last;
     while (*p != '\0') {
-        if (!entry(&p, last, u)) {
+        size_t i;
+        if (!pair(&p, Q_TIER_USAGE_SLOTS - 1, &back, UINT32_MAX, &req) ||
+            back >= last || *p != ':') {
             memset(u, 0, sizeof(*u)); /* not ours: nothing is known */
             return;
         }
+        p++;
+        if (!number(&p, UINT32_MAX, &tok)) {
+            memset(u, 0, sizeof(*u));
+            return;
+        }
+        i = (size_t)((last - back) % Q_TIER_USAGE_SLOTS);
+        u->requests[i] = (uint32_t)req;
+        u->tokens[i] = (uint32_t)tok;
+    }
+}
+
+/* ---- flight ---------------------------------------------------------- */
+
+void
+q__flight_format(const struct q_tier_flight *f, char *buf, size_t size)
+{
+    size_t len = 0;
+    int64_t prev = 0;
+
+    buf[0] = '\0';
+    if (f->n == 0 && f->probe_until == 0)
+        return;
+    if (!put(buf, size, &len, "%" PRId64, f->probe_until))
+        return;
+    for (int i = 0; i < f->n; i++) {
+        if (!put(buf, size, &len, " %" PRId64 ":%" PRIu32, f->at[i] - prev,
+                 f->count[i]))
+            return;
+        prev = f->at[i];
+    }
+}
+
+void
+q__flight_parse(const char *text, struct q_tier_flight *f)
+{
+    const char *p = text;
+    uint64_t probe, d, c;
+    int64_t at = 0;
+
+    memset(f, 0, sizeof(*f));
+    if (p == NULL || *p == '\0')
+        return;
+    if (!number(&p, INT64_MAX, &probe))
+        return;
+    f->probe_until = (int64_t)probe;
+    while (*p != '\0') {
+        if (f->n == Q_TIER_FLIGHT_MAX ||
+            !pair(&p, (uint64_t)(INT64_MAX / 1000 - at), &d, UINT32_MAX, &c) ||
+            d == 0 || c == 0) {
+            memset(f, 0, sizeof(*f)); /* not ours: nothing is known */
+            return;
+        }
+        at += (int64_t)d;
+        f->at[f->n] = at;
+        f->count[f->n++] = (uint32_t)c;
     }
 }

@@ -71,7 +71,6 @@ START_TEST(test_copies_every_row)
     ck_assert_int_eq(c.attempts, 2);
     ck_assert_int_eq(c.park, 2);
     ck_assert_int_eq(c.tiers, 1);
-    ck_assert_int_eq(c.tier_sends, 2);
     ck_assert_int_eq(c.schedules, 2);
     ck_assert_int_eq(c.tier_events, 2);
     copyfix_assert_same(a, b);
@@ -91,8 +90,6 @@ START_TEST(test_ids_continue_after_the_copied)
     ck_assert_int_eq(qfix_add(b, "next", NULL, 0, T0), 7);
     ck_assert_int_eq(q_park_add(b, &p, &id), 0);
     ck_assert_int_eq(id, 3);
-    ck_assert_int_eq(q_tier_send_add(b, "free", T0, 1, false, T0, &id), 0);
-    ck_assert_int_eq(id, 4);
     ck_assert_int_eq(q_close(b), 0);
     ck_assert_int_eq(q_close(a), 0);
 }
@@ -102,7 +99,7 @@ START_TEST(test_refuses_a_target_with_rows)
 {
     q_db *a = open_at(loc_a), *b = open_at(loc_b), *c = open_at(loc_c);
     struct q_copy_counts n = {.jobs = -1};
-    int64_t sid = 0;
+    struct q_tier_state st;
 
     copyfix_fill(a);
     qfix_add(b, "mine", NULL, 0, T0);
@@ -110,7 +107,8 @@ START_TEST(test_refuses_a_target_with_rows)
     ck_assert_int_eq(n.jobs, -1); /* untouched */
     ck_assert_int_eq(qfix_count(b, Q_JOB_QUEUED), 1);
     /* A tier alone makes a store not empty too. */
-    ck_assert_int_eq(q_tier_send_add(c, "t", T0, 1, false, T0, &sid), 0);
+    ck_assert_int_eq(q_tier_load(c, "t", &st), 0);
+    ck_assert_int_eq(q_tier_store(c, "t", &st), 0);
     ck_assert_int_eq(q_copy(a, c, false, NULL), -EEXIST);
     ck_assert_int_eq(q_copy(a, a, true, NULL), -EINVAL);
     ck_assert_int_eq(q_close(c), 0);
@@ -140,13 +138,13 @@ END_TEST
 START_TEST(test_force_replaces_the_target)
 {
     q_db *a = open_at(loc_a), *b = open_at(loc_b);
-
-    int64_t sid = 0;
+    struct q_tier_state st;
 
     copyfix_fill(a);
     copyfix_fill(b);
     qfix_add(b, "extra", NULL, 0, T0);
-    ck_assert_int_eq(q_tier_send_add(b, "x", T0, 1, false, T0, &sid), 0);
+    ck_assert_int_eq(q_tier_load(b, "x", &st), 0);
+    ck_assert_int_eq(q_tier_store(b, "x", &st), 0);
     ck_assert_int_eq(q_copy(a, b, true, NULL), 0);
     copyfix_assert_same(a, b);
     ck_assert_int_eq(q_close(b), 0);
@@ -274,9 +272,8 @@ assert_copied(const cJSON *c)
     static const struct {
         const char *name;
         int n;
-    } want[] = {{"jobs", 6},      {"steps", 4},      {"attempts", 2},
-                {"park", 2},      {"tiers", 1},      {"tier_sends", 2},
-                {"schedules", 2}, {"tier_events", 2}};
+    } want[] = {{"jobs", 6},  {"steps", 4},     {"attempts", 2},   {"park", 2},
+                {"tiers", 1}, {"schedules", 2}, {"tier_events", 2}};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(want); i++) {
         const cJSON *v = cJSON_GetObjectItem(c, want[i].name);

@@ -347,7 +347,7 @@ START_TEST(test_levels_undo_and_keep_what_they_should)
     struct q_step *steps = NULL;
     size_t n = 0;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     ck_assert_int_eq(q_tx_begin(db), 0);
     ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &jobs, &n), 0);
     q_jobs_free(jobs, n);
@@ -358,7 +358,7 @@ START_TEST(test_levels_undo_and_keep_what_they_should)
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
     q_tx_rollback(db);
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_int_eq(got.failures, 0); /* the store was undone */
     ck_assert_int_eq(q_tx_commit(db), 0);
     ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, "t", "kept", 1),
@@ -369,7 +369,7 @@ START_TEST(test_levels_undo_and_keep_what_they_should)
     ck_assert_int_eq(steps[0].index, 1);
     ck_assert_str_eq(steps[0].output, "kept");
     q_steps_free(steps, n);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_int_eq(got.failures, 0);
     ck_assert_int_eq(q_close(db), 0);
 }

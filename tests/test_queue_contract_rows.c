@@ -260,7 +260,7 @@ START_TEST(test_tier_state_round_trip)
     q_db *db = qfix_open(NULL);
     struct q_tier_state st, got;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     ck_assert(st.pace == 1.0 && st.doubt); /* nothing known yet */
     ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
     st.breaker = Q_BREAKER_OPEN;
@@ -272,7 +272,7 @@ START_TEST(test_tier_state_round_trip)
     st.learned_rpm = 60;
     st.doubt = false;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_int_eq(got.breaker, Q_BREAKER_OPEN);
     ck_assert_int_eq(got.failures, 5);
     ck_assert_int_eq(got.open_until, T0 + 30000);
@@ -284,16 +284,15 @@ START_TEST(test_tier_state_round_trip)
 END_TEST
 
 /* Tier state stored inside a transaction is what the transaction reads
- * next, whether the read counts the sends in flight or not; a rolled
- * back level (however deep) puts back what its parent had stored, and
- * the commit keeps the last store, also of a transaction that stored
- * and read nothing else. A prune asked for inside it is seen too. */
+ * next; a rolled back level (however deep) puts back what its parent had
+ * stored, and the commit keeps the last store, also of a transaction that
+ * stored and read nothing else. */
 static int
-failures_in(q_db *db, bool inflight)
+failures_in(q_db *db)
 {
     struct q_tier_state st;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, inflight, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     return st.failures;
 }
 
@@ -302,7 +301,7 @@ store_failures(q_db *db, int failures)
 {
     struct q_tier_state st;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, false, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     st.failures = failures;
     st.doubt = false;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
@@ -312,23 +311,14 @@ START_TEST(test_tier_state_in_a_transaction)
 {
     q_db *db = qfix_open(NULL);
     struct q_tier_state st;
-    int64_t sid;
 
-    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 1, false, T0 + 5, &sid),
-                     0);
     ck_assert_int_eq(q_tx_begin(db), 0);
     store_failures(db, 1);
     ck_assert_int_eq(q_tx_begin(db), 0);
     store_failures(db, 2);
-    ck_assert_int_eq(failures_in(db, false), 2);
+    ck_assert_int_eq(failures_in(db), 2);
     q_tx_rollback(db);
-    ck_assert_int_eq(failures_in(db, false), 1);
-    ck_assert_int_eq(failures_in(db, true), 1);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 1);
-    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 10), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 0); /* the prune is seen */
+    ck_assert_int_eq(failures_in(db), 1);
     /* Levels deeper than any a backend keeps state for (the SQLite
      * backend notes 32 levels' undo, then writes through). */
     for (int i = 0; i < 40; i++) {
@@ -337,87 +327,76 @@ START_TEST(test_tier_state_in_a_transaction)
     }
     for (int i = 39; i >= 0; i--) {
         if (i == 2)
-            ck_assert_int_eq(failures_in(db, false), 12);
+            ck_assert_int_eq(failures_in(db), 12);
         if (i >= 2)
             q_tx_rollback(db);
         else
             ck_assert_int_eq(q_tx_commit(db), 0);
     }
     ck_assert_int_eq(q_tx_commit(db), 0);
-    ck_assert_int_eq(failures_in(db, true), 11);
+    ck_assert_int_eq(failures_in(db), 11);
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 10, false, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     st.failures = 42;
     ck_assert_int_eq(q_tx_begin(db), 0);
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0); /* only a store */
     ck_assert_int_eq(q_tx_commit(db), 0);
-    ck_assert_int_eq(failures_in(db, false), 42);
+    ck_assert_int_eq(failures_in(db), 42);
     ck_assert_int_eq(q_tx_begin(db), 0);
     store_failures(db, 99);
     q_tx_rollback(db);
-    ck_assert_int_eq(failures_in(db, true), 42);
+    ck_assert_int_eq(failures_in(db), 42);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
-/* The log holds the sends in flight: each counts until it ends or
- * expires, a probe shows, ending one gives back its charge once, and a
- * prune takes the expired sends of one tier only. */
-START_TEST(test_send_log_counts_flight)
+/* A tier never stored reads as one never used: nothing counted, nothing
+ * in flight, pace 1 and in doubt. */
+START_TEST(test_tier_never_stored_reads_as_unused)
 {
     q_db *db = qfix_open(NULL);
     struct q_tier_state st;
-    int64_t a, b, c, d, old = -1;
 
-    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 100, false, T0 + 9000, &a),
-                     0);
-    ck_assert_int_eq(
-        q_tier_send_add(db, "free", T0 + 1, 50, true, T0 + 9000, &b), 0);
-    ck_assert_int_eq(q_tier_send_add(db, "other", T0, 7, false, T0 + 3, &c), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 2, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 2);
-    ck_assert(st.probe_in_flight);
-    ck_assert_int_eq(q_tier_send_end(db, a, &old), 0);
-    ck_assert_int_eq(old, 100);
-    ck_assert_int_eq(q_tier_send_end(db, a, &old), -ENOENT);
-    ck_assert_int_eq(q_tier_send_end(db, b, NULL), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 0);
-    ck_assert(!st.probe_in_flight);
-    ck_assert_int_eq(q_tier_send_add(db, "free", T0, 1, false, T0 + 5, &d), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 4, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 1);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 5, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 0); /* expired */
-    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 6), 0);
-    ck_assert_int_eq(q_tier_send_end(db, d, NULL), -ENOENT);
-    ck_assert_int_eq(q_tier_send_end(db, c, &old), 0); /* not free's */
-    ck_assert_int_eq(old, 7);
+    ck_assert_int_eq(q_tier_load(db, "new", &st), 0);
+    ck_assert_int_eq(st.breaker, Q_BREAKER_CLOSED);
+    ck_assert(st.pace == 1.0 && st.doubt);
+    ck_assert_int_eq(st.usage.last_s, 0);
+    ck_assert_int_eq(st.flight.n, 0);
+    ck_assert_int_eq(st.flight.probe_until, 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
-/* A tier's usage is stored with its row and read back as it was: every
- * second of the minute, the counts at their limits, and none at all. */
-START_TEST(test_tier_usage_round_trip)
+/* What a tier used and has in flight is stored with its row and read back
+ * as it was: every second of the minute, counts at their limits, a full
+ * flight with a probe out, and none at all. */
+START_TEST(test_tier_usage_and_flight_round_trip)
 {
     q_db *db = qfix_open(NULL);
     struct q_tier_state st, got;
 
-    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &st), 0);
-    ck_assert_int_eq(st.usage.last_s, 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     st.usage.last_s = T0 / 1000;
     for (int i = 0; i < Q_TIER_USAGE_SLOTS; i++) {
         st.usage.requests[i] = (uint32_t)i * 1000u + 1u;
         st.usage.tokens[i] = UINT32_MAX - (uint32_t)i;
     }
+    st.flight.probe_until = T0 + 40000;
+    st.flight.n = Q_TIER_FLIGHT_MAX;
+    for (int i = 0; i < Q_TIER_FLIGHT_MAX; i++) {
+        st.flight.at[i] = T0 / 1000 + 7 * i + 1;
+        st.flight.count[i] = i == 0 ? UINT32_MAX : (uint32_t)i;
+    }
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_mem_eq(&got.usage, &st.usage, sizeof(st.usage));
+    qfix_same_flight(&got.flight, &st.flight);
     memset(&st.usage, 0, sizeof(st.usage));
+    memset(&st.flight, 0, sizeof(st.flight));
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0, false, &got), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_mem_eq(&got.usage, &st.usage, sizeof(st.usage));
+    qfix_same_flight(&got.flight, &st.flight);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -597,8 +576,8 @@ test_suite(void)
     suite_add_tcase(s, ledger);
     tcase_add_checked_fixture(tiers, qfix_setup, qfix_teardown);
     tcase_add_test(tiers, test_tier_state_round_trip);
-    tcase_add_test(tiers, test_send_log_counts_flight);
-    tcase_add_test(tiers, test_tier_usage_round_trip);
+    tcase_add_test(tiers, test_tier_never_stored_reads_as_unused);
+    tcase_add_test(tiers, test_tier_usage_and_flight_round_trip);
     tcase_add_test(tiers, test_tier_state_in_a_transaction);
     suite_add_tcase(s, tiers);
     tcase_add_checked_fixture(park, qfix_setup, qfix_teardown);

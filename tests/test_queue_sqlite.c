@@ -82,7 +82,7 @@ START_TEST(test_migrates_older_version_keeping_jobs)
 
     db = open_db();
     struct q_tier_state st;
-    ck_assert_int_eq(q_tier_load(db, "free", T0, true, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     ck_assert_int_eq(st.breaker, Q_BREAKER_OPEN); /* kept */
     ck_assert_int_eq(st.failures, 3);
     ck_assert_int_eq(st.exhausted_until, 5);
@@ -159,12 +159,13 @@ START_TEST(test_migrates_v4_adding_tier_events)
 }
 END_TEST
 
-/* Version 5 -> 6 keeps only the sends in flight: an answered one goes,
- * one in flight still counts, and the tier's row keeps its state with an
- * empty usage. */
-START_TEST(test_migrates_v5_keeping_sends_in_flight)
+/* Versions 5 -> 6 -> 7 take the send log away (a tier's usage and
+ * sends in flight are counted in its row): the tier's row keeps its
+ * state, with nothing counted. */
+START_TEST(test_migrates_v5_dropping_the_send_log)
 {
     struct q_tier_state st;
+    sqlite3_stmt *s;
     q_db *db = NULL;
     int v = 0;
 
@@ -182,42 +183,71 @@ START_TEST(test_migrates_v5_keeping_sends_in_flight)
     db = open_db();
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1000, true, &st), 0);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
     ck_assert_int_eq(st.failures, 3);
-    ck_assert_int_eq(st.in_flight, 1);
     ck_assert_int_eq(st.usage.last_s, 0);
-    ck_assert_int_eq(q_tier_prune(db, "free", T0 + 60001), 0);
-    ck_assert_int_eq(q_tier_load(db, "free", T0 + 1000, true, &st), 0);
-    ck_assert_int_eq(st.in_flight, 0);
+    ck_assert_int_eq(st.flight.n, 0);
+    ck_assert_int_eq(sqlite3_prepare_v2(q__sqlite(db)->h,
+                                        "SELECT count(*) FROM sqlite_master"
+                                        " WHERE name LIKE 'tier_sends%'",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(s, 0), 0); /* table and indexes */
+    sqlite3_finalize(s);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
-/* A usage column the backend cannot read (written by hand, or by a later
- * stepq) reads as nothing counted, and the rest of the row as stored. */
-START_TEST(test_unreadable_usage_reads_as_none)
+/* A usage or flight column the backend cannot read (written by hand, or
+ * by a later stepq) reads as nothing counted, and the rest of the row as
+ * stored. */
+static void
+store_raw(q_db *db, const char *column, const char *value)
 {
-    const char *bad[] = {"x",
-                         "1800000000 60:1:1",
-                         "1800000000 1:1",
-                         "1800000000 0:1:4294967296",
-                         "1800000000 0:1:1 ",
-                         "5 9:1:1"};
+    char *sql = xmalloc(strlen(value) + 128);
+
+    sprintf(sql,
+            "INSERT OR REPLACE INTO tiers (name, failures, %s)"
+            " VALUES ('free', 4, '%s')",
+            column, value);
+    ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
+    free(sql);
+}
+
+START_TEST(test_unreadable_usage_or_flight_reads_as_none)
+{
+    const char *usage[] = {"x",
+                           "1800000000 60:1:1",
+                           "1800000000 1:1",
+                           "1800000000 0:1:4294967296",
+                           "1800000000 0:1:1 ",
+                           "5 9:1:1"};
+    const char *flight[] = {"x",         "-1",      "0 0:1",  "0 5:0",
+                            "0 5:1 0:2", "0 5:1:2", "0 5:1 ", "0 5"};
     struct q_tier_state st;
     q_db *db = open_db();
-    char sql[160];
+    char many[64 * (Q_TIER_FLIGHT_MAX + 2)] = "0";
 
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(sql, sizeof(sql),
-                 "INSERT OR REPLACE INTO tiers (name, failures, usage)"
-                 " VALUES ('free', 4, '%s')",
-                 bad[i]);
-        ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
-        ck_assert_int_eq(q_tier_load(db, "free", T0, false, &st), 0);
+    for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
+        store_raw(db, "usage", usage[i]);
+        ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
         ck_assert_int_eq(st.failures, 4);
         ck_assert_msg(st.usage.last_s == 0 && st.usage.requests[0] == 0,
-                      "usage \"%s\" was read", bad[i]);
+                      "usage \"%s\" was read", usage[i]);
     }
+    for (size_t i = 0; i < sizeof(flight) / sizeof(flight[0]); i++) {
+        store_raw(db, "flight", flight[i]);
+        ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
+        ck_assert_int_eq(st.failures, 4);
+        ck_assert_msg(st.flight.n == 0 && st.flight.probe_until == 0,
+                      "flight \"%s\" was read", flight[i]);
+    }
+    for (int i = 0; i <= Q_TIER_FLIGHT_MAX; i++) /* one too many */
+        strcat(many, " 1:1");
+    store_raw(db, "flight", many);
+    ck_assert_int_eq(q_tier_load(db, "free", &st), 0);
+    ck_assert_int_eq(st.flight.n, 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -370,8 +400,8 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);
-    tcase_add_test(files, test_migrates_v5_keeping_sends_in_flight);
-    tcase_add_test(files, test_unreadable_usage_reads_as_none);
+    tcase_add_test(files, test_migrates_v5_dropping_the_send_log);
+    tcase_add_test(files, test_unreadable_usage_or_flight_reads_as_none);
     tcase_add_test(files, test_open_twice_changes_nothing);
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);

@@ -8,6 +8,7 @@
 
 #include "tests/test_tier_support.h"
 #include "worker/tier.h"
+#include "worker/tier_internal.h"
 
 /* ---- the pure rule -------------------------------------------------- */
 
@@ -145,15 +146,98 @@ START_TEST(test_wall_without_reset)
 }
 END_TEST
 
+/* ---- what a tier has in flight, and used ------------------------------ */
+
+/* Sends count until they end or expire (to the second, never shorter),
+ * the probe apart from the count of sends. */
+START_TEST(test_flight_counts_until_end_or_expiry)
+{
+    struct q_tier_flight f = {0};
+
+    tier__flight_add(&f, T0 + 10000, false, T0);
+    tier__flight_add(&f, T0 + 10000, false, T0);
+    tier__flight_add(&f, T0 + 20500, true, T0);
+    ck_assert_int_eq(tier__flight_count(&f, T0), 3);
+    ck_assert_int_eq(f.n, 2);
+    ck_assert_int_eq(f.probe_until, T0 + 20500);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 9999), 3);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 10000), 1);
+    tier__flight_end(&f, T0 + 10000, false, T0 + 1);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 1), 2);
+    tier__flight_end(&f, T0 + 20500, true, T0 + 2);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 2), 1);
+    ck_assert_int_eq(f.probe_until, 0);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 10999), 0); /* expired */
+    /* Answered after it expired: another send in flight stays counted. */
+    tier__flight_add(&f, T0 + 30000, false, T0 + 11000);
+    tier__flight_end(&f, T0 + 10000, false, T0 + 11000);
+    ck_assert_int_eq(tier__flight_count(&f, T0 + 11000), 1);
+    ck_assert_int_eq(f.n, 1);
+}
+END_TEST
+
+/* A full flight counts a send in a later second: every send counts at
+ * least as long as its own expiry, and ending them all, in any order,
+ * empties it. */
+START_TEST(test_full_flight_counts_longer_never_shorter)
+{
+    enum { SENDS = Q_TIER_FLIGHT_MAX + 40 };
+    struct q_tier_flight f = {0};
+
+    for (int i = 0; i < SENDS; i++)
+        tier__flight_add(&f, T0 + 1000 * (i + 1), false, T0);
+    ck_assert_int_eq(f.n, Q_TIER_FLIGHT_MAX);
+    for (int i = 0; i < SENDS; i++)
+        ck_assert_int_ge(tier__flight_count(&f, T0 + 1000 * i), SENDS - i);
+    for (int i = 0; i < SENDS; i += 2)
+        tier__flight_end(&f, T0 + 1000 * (i + 1), false, T0);
+    for (int i = 1; i < SENDS; i += 2)
+        tier__flight_end(&f, T0 + 1000 * (i + 1), false, T0);
+    ck_assert_int_eq(tier__flight_count(&f, T0), 0);
+    ck_assert_int_eq(f.n, 0);
+}
+END_TEST
+
+/* Usage counts each second of the last minute; a correction lands in the
+ * second of its send while that is still counted. */
+START_TEST(test_usage_counts_a_minute_by_second)
+{
+    struct q_tier_usage u = {0};
+    int64_t req, tok;
+
+    tier__usage_add(&u, T0, 1, 100);
+    tier__usage_add(&u, T0 + 999, 1, 10);
+    tier__usage_add(&u, T0 + 59000, 1, 1);
+    tier__usage_add(&u, T0, 0, -60); /* the first send's answer */
+    tier__usage_sum(&u, T0 + 59000, 60000, &req, &tok);
+    ck_assert_int_eq(req, 3);
+    ck_assert_int_eq(tok, 51);
+    tier__usage_sum(&u, T0 + 59000, 10000, &req, &tok);
+    ck_assert_int_eq(req, 1);
+    tier__usage_sum(&u, T0 + 60000, 60000, &req, &tok);
+    ck_assert_int_eq(req, 1);               /* T0's second is out */
+    tier__usage_add(&u, T0, 0, 5);          /* too late to count */
+    tier__usage_add(&u, T0 + 200000, 1, 7); /* the minute moved on */
+    tier__usage_sum(&u, T0 + 200000, 60000, &req, &tok);
+    ck_assert_int_eq(req, 1);
+    ck_assert_int_eq(tok, 7);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("tier_rule");
     TCase *rule = tcase_create("rule");
+    TCase *use = tcase_create("use");
 
     tcase_add_loop_test(rule, test_evaluate_table, 0,
                         (int)(sizeof(eval_cases) / sizeof(eval_cases[0])));
     tcase_add_test(rule, test_wall_without_reset);
     suite_add_tcase(s, rule);
+    tcase_add_test(use, test_flight_counts_until_end_or_expiry);
+    tcase_add_test(use, test_full_flight_counts_longer_never_shorter);
+    tcase_add_test(use, test_usage_counts_a_minute_by_second);
+    suite_add_tcase(s, use);
     return s;
 }

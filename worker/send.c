@@ -353,7 +353,7 @@ worker__switch_tier(struct run *r)
     worker__attempt(r);
 }
 
-/* A request admitted but never sent leaves the tier's log, and its
+/* A request admitted but never sent is no longer in flight, and its
  * allowance is refunded. */
 static void
 settle_unsent(struct run *r, int64_t now)
@@ -362,6 +362,8 @@ settle_unsent(struct run *r, int64_t now)
 
     tier_outcome_init(&o);
     o.uncounted = true;
+    o.charged = r->send_est;
+    o.sent_at = r->sent_at;
     if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
         log_warn("cannot settle an unsent request");
     r->send_id = 0;

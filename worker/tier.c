@@ -7,9 +7,9 @@
  * so a tier is paced, not windowed: a request bucket and a token bucket,
  * each kept as one number in the tier's row (GCRA's theoretical arrival
  * time), shared by every process on the database. Admission is one row
- * read and one row write per send, plus the send log that tells what is
- * in flight; what a tier used in the last minute is counted per second in
- * its row (struct q_tier_usage), not read from a log of every send.
+ * read and one row write per send: what is in flight (struct
+ * q_tier_flight) and what the last minute used (struct q_tier_usage) are
+ * counted in the row too, not read from a log of sends.
  */
 #include "worker/tier.h"
 
@@ -147,20 +147,30 @@ static int
 load(q_db *db, const struct config_tier *t, int64_t now, bool full,
      struct q_tier_state *st)
 {
-    /* Admission needs what is in flight only under a cap (the queue
-     * counts it anyway in doubt and while the breaker is not closed), and
-     * no window counts: the buckets are in the row. */
-    int rc = q_tier_load(db, t->name, now, full || t->max_inflight > 0, st);
+    int rc = q_tier_load(db, t->name, st);
 
-    if (rc == 0 && full)
+    if (rc != 0)
+        return rc;
+    st->in_flight = tier__flight_count(&st->flight, now);
+    st->probe_in_flight = st->flight.probe_until > now;
+    /* Admission needs no window counts: the buckets are in the row. */
+    if (full)
         tier__usage_sum(&st->usage, now, 60000, &st->window_requests,
                         &st->window_tokens);
-    if (rc == 0 && t->allowance_tokens > 0 &&
+    if (t->allowance_tokens > 0 &&
         st->allowance_since < allowance_start(t, now)) {
         st->allowance_used = 0;
         st->allowance_since = allowance_start(t, now);
     }
-    return rc;
+    return 0;
+}
+
+/* A send is known to tier_settle by when it expires and whether it is
+ * the probe: all the flight needs to take it out again. */
+static int64_t
+send_handle(int64_t expires, bool probe)
+{
+    return expires * 2 + (probe ? 1 : 0);
 }
 
 static int
@@ -191,10 +201,10 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
         st.tok_tat = tier__bucket_take(st.tok_tat, &b, now);
     st.allowance_used += est_tokens;
     tier__usage_add(&st.usage, now, 1, est_tokens);
-    if ((rc = q_tier_send_add(db, t->name, now, est_tokens, v->probe, expires,
-                              send_id)) != 0)
-        return rc;
-    return q_tier_store(db, t->name, &st);
+    tier__flight_add(&st.flight, expires, v->probe, now);
+    if ((rc = q_tier_store(db, t->name, &st)) == 0)
+        *send_id = send_handle(expires, v->probe);
+    return rc;
 }
 
 int
@@ -277,7 +287,8 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
               int64_t now, const struct tier_outcome *o, bool *reopened)
 {
     struct q_tier_state st;
-    int64_t old = 0, sent = o->sent_at >= 0 ? o->sent_at : now;
+    int64_t old = o->charged > 0 ? o->charged : 0;
+    int64_t sent = o->sent_at >= 0 ? o->sent_at : now;
     bool held, was_open;
     int rc;
 
@@ -289,20 +300,9 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         int64_t tokens;
         tier__usage_sum(&st.usage, now, 10000, &st.window_requests, &tokens);
     }
-    /* The send leaves the log of sends in flight. With the charge known,
-     * its answer need not be read back (a remote store then sends it with
-     * the turn's next statement), and a send pruned meanwhile (its worker
-     * lost the store for longer than its expiry) is no error. */
-    if (o->charged >= 0) {
-        old = o->charged;
-        rc = q_tier_send_end(db, send_id, NULL);
-        if (rc == -ENOENT)
-            rc = 0;
-    } else {
-        rc = q_tier_send_end(db, send_id, &old);
-    }
-    if (rc != 0)
-        return rc;
+    /* The send is no longer in flight (one that expired meanwhile, its
+     * worker having lost the store for that long, is gone already). */
+    tier__flight_end(&st.flight, send_id / 2, send_id % 2 != 0, now);
     /* A send the endpoint refused for its rate (or that never left) used
      * none of the allowance, and is not counted as used; otherwise the
      * reported tokens replace the estimate. Both in the second it was
@@ -432,11 +432,11 @@ sync_locked(q_db *db, const struct config_tier *t, int64_t now)
     char hash[65];
     int rc;
 
+    if ((rc = q_tier_load(db, t->name, &st)) != 0)
+        return rc;
     /* Sends of workers that died with them in flight stopped counting
      * when they expired; a worker starting clears them away. */
-    if ((rc = q_tier_prune(db, t->name, now)) != 0 ||
-        (rc = q_tier_load(db, t->name, now, false, &st)) != 0)
-        return rc;
+    tier__flight_prune(&st.flight, now);
     config_hash(t, hash);
     st.doubt = true;
     if (strcmp(hash, st.config_hash) != 0 &&

@@ -44,9 +44,10 @@ void tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
                    struct tier_verdict *out);
 
 /* tier_admit evaluates and, when admitted, takes the request from the
- * tier's buckets, logs the send and charges est_tokens, all in one
- * transaction (a savepoint inside the caller's). *send_id identifies the
- * send for tier_settle(). Returns 0 (look at v->admitted) or -EIO/-EAGAIN. */
+ * tier's buckets, counts it in flight and charges est_tokens, all in one
+ * transaction (a savepoint inside the caller's). *send_id (> 0) is the
+ * send's handle for tier_settle(): when it expires and whether it is the
+ * probe. Returns 0 (look at v->admitted) or -EIO/-EAGAIN. */
 STEPQ_MUST_CHECK int tier_admit(q_db *db, const struct config_tier *t,
                                 int64_t now, int64_t est_tokens,
                                 bool continuing, struct tier_verdict *v,
@@ -64,8 +65,8 @@ enum tier_result {
 struct tier_outcome {
     enum tier_result result;
     int64_t tokens;  /* usage reported; < 0: keep the estimate */
-    int64_t charged; /* what the send was charged when admitted; < 0: not
-                        known (read from the send log) */
+    int64_t charged; /* what tier_admit charged the send (its est_tokens),
+                        which tokens and uncounted correct; < 0: 0 */
     int64_t exhausted_until;      /* > 0: a quota wall until then */
     const char *exhausted_reason; /* borrowed; e.g. "daily_cap" */
     bool uncounted;      /* refused for its rate: refund the allowance */
@@ -87,12 +88,13 @@ void tier_outcome_init(struct tier_outcome *o);
 void tier_limits_from_headers(const struct policy_header *h, size_t n,
                               int64_t *rpm, int64_t *tpm);
 
-/* tier_settle records the answer to send send_id: the send is done, its
- * tokens corrected, the breaker, doubt, pace, cooldown, limits and walls
- * updated. *reopened (may be NULL) tells whether requests refused for
- * what was in flight may now go (a doubt or probe ended, or the tier has
- * an in-flight cap). -ENOENT/-EALREADY for an unknown or already settled
- * send. */
+/* tier_settle records the answer to send send_id (settled once): the
+ * send is no longer in flight, its tokens corrected, the breaker, doubt,
+ * pace, cooldown, limits and walls updated, in one transaction (a
+ * savepoint inside the caller's). *reopened (may be NULL) tells whether
+ * requests refused for what was in flight may now go (a doubt or probe
+ * ended, or the tier has an in-flight cap). Returns 0 or the store's
+ * error (nothing changed). */
 STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
                                  const struct tier_outcome *o, bool *reopened);
@@ -111,7 +113,7 @@ int64_t tier_wall_until(const struct config_tier *t, int64_t now);
 /* tier_sync_config lifts an "auth" wall when the tier's config changed
  * since it was set (docs/reference.md: the tier is off until the config
  * changes), remembers the config, puts the tier in doubt (a worker
- * starting does not know what happened while none ran), and deletes the
+ * starting does not know what happened while none ran), and forgets the
  * sends in flight that expired before now (of workers that died). One
  * transaction; a failure changes nothing. */
 STEPQ_MUST_CHECK int tier_sync_config(q_db *db, const struct config_tier *t,

@@ -52,6 +52,7 @@ void tier__pace_up(struct q_tier_state *st, int64_t now);
 /* tier__learn_limits keeps the limits o's headers said, when believable. */
 void tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o);
 
+/* What a tier used and has in flight (tier_use.c). */
 /* tier__usage_add counts requests and tokens (negative: a correction)
  * into u, in the second of at (ms). A second newer than u's newest moves
  * the window on (the seconds it passes start empty); one already past
@@ -63,5 +64,19 @@ void tier__usage_add(struct q_tier_usage *u, int64_t at, int64_t requests,
  * window_ms (whole seconds, at most Q_TIER_USAGE_SLOTS) up to now (ms). */
 void tier__usage_sum(const struct q_tier_usage *u, int64_t now,
                      int64_t window_ms, int64_t *requests, int64_t *tokens);
+
+/* tier__flight_add counts a send in flight until expires_at (ms), and
+ * as the half-open probe when probe; tier__flight_end takes it out again
+ * (one that expired is gone already). Both drop what expired by now. */
+void tier__flight_add(struct q_tier_flight *f, int64_t expires_at, bool probe,
+                      int64_t now);
+void tier__flight_end(struct q_tier_flight *f, int64_t expires_at, bool probe,
+                      int64_t now);
+
+/* tier__flight_prune drops what expired by now. */
+void tier__flight_prune(struct q_tier_flight *f, int64_t now);
+
+/* tier__flight_count is how many sends of f are in flight at now. */
+int64_t tier__flight_count(const struct q_tier_flight *f, int64_t now);
 
 #endif

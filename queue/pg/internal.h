@@ -86,9 +86,8 @@ struct q__pg_ids {
 
 struct q__pg_tier_row {
     char name[64];
-    struct q_tier_state st; /* the row's fields; window counts unused */
+    struct q_tier_state st; /* the row's fields; the derived ones unused */
     bool dirty;             /* stored, not written yet (q__pg_tiers_write) */
-    int64_t prune_before;   /* a prune of the send log not sent yet, or 0 */
 };
 
 /* The tier rows of the open transaction, as the server will have them
@@ -136,9 +135,9 @@ struct q__pg {
     struct q__pg_tier_cache *saved; /* owned, Q__PG_MAX_LEVELS of them (or
                                        NULL): each savepoint level's tiers
                                        as they were when it began */
-    /* Ids taken from the sequences of tier_sends and attempts, not used
-     * yet (q__pg_take_id). */
-    struct q__pg_ids send_ids, attempt_ids;
+    /* Ids taken from the sequence of attempts, not used yet
+     * (q__pg_take_id). */
+    struct q__pg_ids attempt_ids;
     PGconn *listen;   /* the LISTEN connection of q_wake_fd, or NULL */
     bool listen_lost; /* lost while polled: closed by the next wake_fd */
     char *schema;     /* owned: the schema whose notifications count */
@@ -257,11 +256,10 @@ int q__pg_tx_leave(struct q__pg *db, int rc);
 
 /* Tier rows of the open transaction (tiers.c). A store inside a
  * transaction only changes the kept row; the rows stored since the last
- * write, and the send-log prunes asked for, are queued as deferred writes
- * by q__pg_tiers_write, which every round trip of the transaction runs
- * first (so a statement that reads them sees them) and its commit at the
- * latest: a turn admitting and settling many sends on one tier writes
- * its row once per round trip, not twice per send.
+ * write are queued as deferred writes by q__pg_tiers_write, which every round
+ * trip of the transaction runs first (so a statement that reads them sees them)
+ * and its commit at the latest: a turn admitting and settling many sends on one
+ * tier writes its row once per round trip, not twice per send.
  *  - q__pg_tiers_write queues them (0, or q__pg_defer's error);
  *  - q__pg_tiers_dirty: whether anything is waiting to be written;
  *  - q__pg_tiers_mark keeps the rows as they are for savepoint level
@@ -377,15 +375,10 @@ int q__pg_attempt_finish(q_db *db, int64_t id,
                          const struct q_attempt_result *r);
 int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
                         struct q_attempt **out, size_t *n);
-int q__pg_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
-                    struct q_tier_state *out);
+int q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
 int q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st);
 int q__pg_tier_event_add(q_db *db, const char *tier, int64_t at,
                          const char *event);
-int q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
-                        bool probe, int64_t expires_at, int64_t *id);
-int q__pg_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
-int q__pg_tier_prune(q_db *db, const char *tier, int64_t before);
 int q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
 int q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out);
 int q__pg_park_list(q_db *db, const struct q_park_filter *f,

@@ -192,6 +192,11 @@ static const struct migration migrations[] = {
      "ALTER TABLE tier_sends DROP COLUMN done_at;"
      "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at);"
      "ALTER TABLE tiers ADD COLUMN usage text;"},
+    {6, 7,
+     /* A tier's sends in flight are counted in its row, and the send log
+      * goes (SQLite's version 7). */
+     "DROP TABLE tier_sends;"
+     "ALTER TABLE tiers ADD COLUMN flight text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

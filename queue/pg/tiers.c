@@ -1,9 +1,9 @@
 /* tiers.c: PostgreSQL storage of the tier state every worker shares: the
- * tiers row (breaker, walls, pacing) and the send log (tier_sends). Each
- * call is one statement; the meaning is the SQLite backend's
+ * tiers row (breaker, walls, pacing, usage, sends in flight). Each call is
+ * one statement; the meaning is the SQLite backend's
  * (queue/sqlite/tiers.c). Inside a transaction a row read or stored is
- * kept (not read again), and stores and prunes of a kept row wait to be
- * written together by the transaction's next round trip (pipe.c). */
+ * kept (not read again), and the stores of a kept row wait to be written
+ * together by the transaction's next round trip (pipe.c). */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
@@ -12,31 +12,17 @@
 
 #include "common/xalloc.h"
 
-/* The stored row (absent: the defaults of a tier never used) and the
- * sends in flight, in one statement. They are read from the log's index
- * only when $3 asks, the breaker is not closed, the tier is in doubt, or
- * a quota wall just ended (which puts it in doubt): then the one request
- * out matters. The conditions are quals with no column of tier_sends in
- * them, so the planner makes them a one-time filter in front of the
- * scan. */
+/* The stored row, or none: the defaults of a tier never used. */
 static const struct q__pg_sql tier_load_sql = {
     "q_tiers_load",
-    "SELECT t.breaker, t.failures, t.open_until, t.exhausted_until,"
-    " t.exhausted_reason, t.limited_until, t.allowance_used,"
-    " t.allowance_since, t.config_hash, t.req_tat, t.tok_tat, t.pace,"
-    " t.pace_down_at, t.pace_up_at, t.learned_rpm, t.learned_tpm, t.doubt,"
-    " (t.name IS NOT NULL)::int, t.usage, f.n, f.probe"
-    " FROM (SELECT $1::text AS name) q"
-    " LEFT JOIN tiers t ON t.name = q.name"
-    " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(max(s.probe), 0)"
-    "   AS probe FROM tier_sends s WHERE s.tier = q.name"
-    "   AND s.expires_at > $2::bigint"
-    "   AND ($3::boolean OR coalesce(t.breaker, 'closed') <> 'closed'"
-    "   OR coalesce(t.doubt, 1) <> 0"
-    "   OR (t.exhausted_until > 0 AND t.exhausted_until <= $2::bigint))) f"};
+    "SELECT breaker, failures, open_until, exhausted_until,"
+    " exhausted_reason, limited_until, allowance_used, allowance_since,"
+    " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"
+    " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"
+    " WHERE name = $1::text"};
 
 /* A load inside a transaction is the read of a read-modify-write (the
- * worker's admission: load, decide, log the send, store). The store's
+ * worker's admission: load, decide, count the send, store). The store's
  * write lock that every transaction takes first (store.c) makes it
  * atomic across hosts, as SQLite's write transaction does: another host
  * admitting waits for our commit, and this statement's snapshot is taken
@@ -51,12 +37,12 @@ static const struct q__pg_sql tier_store_sql = {
     "INSERT INTO tiers (name, breaker, failures, open_until,"
     " exhausted_until, exhausted_reason, limited_until, allowance_used,"
     " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"
-    " pace_up_at, learned_rpm, learned_tpm, doubt, usage)"
+    " pace_up_at, learned_rpm, learned_tpm, doubt, usage, flight)"
     " VALUES ($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,"
     " $6::text, $7::bigint, $8::bigint, $9::bigint, $10::text,"
     " $11::double precision, $12::double precision, $13::double precision,"
     " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint,"
-    " $19::text)"
+    " $19::text, $20::text)"
     " ON CONFLICT (name) DO UPDATE SET"
     " breaker = excluded.breaker, failures = excluded.failures,"
     " open_until = excluded.open_until,"
@@ -70,24 +56,7 @@ static const struct q__pg_sql tier_store_sql = {
     " pace_down_at = excluded.pace_down_at,"
     " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
     " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
-    " usage = excluded.usage"};
-
-/* A send's id comes from the table's own sequence, taken ahead
- * (q__pg_take_id), so that logging a send is a write nobody waits for. */
-static const struct q__pg_sql send_add_sql = {
-    "q_tiers_send_add",
-    "INSERT INTO tier_sends (id, tier, at, tokens, probe, expires_at)"
-    " VALUES ($1::bigint, $2::text, $3::bigint, $4::bigint, $5::bigint,"
-    " $6::bigint)"};
-
-/* An answered send leaves the log; its charge comes back when asked. */
-static const struct q__pg_sql send_end_sql = {
-    "q_tiers_send_end",
-    "DELETE FROM tier_sends WHERE id = $1::bigint RETURNING tokens"};
-
-static const struct q__pg_sql prune_sql = {
-    "q_tiers_prune", "DELETE FROM tier_sends WHERE tier = $1::text"
-                     " AND expires_at < $2::bigint"};
+    " usage = excluded.usage, flight = excluded.flight"};
 
 static void
 copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
@@ -96,54 +65,47 @@ copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
              q__pg_null(res, r, c) ? "" : PQgetvalue(res, r, c));
 }
 
-/* Reads the row of tier_load_sql into the q_tier_state at elem: the
- * stored fields (a tier with no row keeps the defaults of one never
- * used: pace 1, in doubt) and the sends in flight. */
+/* Reads row r of tier_load_sql into the q_tier_state at elem. */
 static void
 read_tier(const PGresult *res, int r, void *elem)
 {
     struct q_tier_state *st = elem;
     const char *b = PQgetvalue(res, r, 0);
 
-    st->pace = 1.0;
-    st->doubt = true;
-    if (q__pg_int(res, r, 17) != 0) {
-        for (int i = 0; i < 3; i++) {
-            if (strcmp(b, q_breaker_name((enum q_breaker)i)) == 0)
-                st->breaker = (enum q_breaker)i;
-        }
-        st->failures = (int)q__pg_int(res, r, 1);
-        st->open_until = q__pg_int(res, r, 2);
-        st->exhausted_until = q__pg_int(res, r, 3);
-        copy_col(res, r, 4, st->exhausted_reason, sizeof(st->exhausted_reason));
-        st->limited_until = q__pg_int(res, r, 5);
-        st->allowance_used = q__pg_int(res, r, 6);
-        st->allowance_since = q__pg_int(res, r, 7);
-        copy_col(res, r, 8, st->config_hash, sizeof(st->config_hash));
-        st->req_tat = q__pg_real(res, r, 9);
-        st->tok_tat = q__pg_real(res, r, 10);
-        st->pace = q__pg_real(res, r, 11);
-        st->pace_down_at = q__pg_int(res, r, 12);
-        st->pace_up_at = q__pg_int(res, r, 13);
-        st->learned_rpm = q__pg_int(res, r, 14);
-        st->learned_tpm = q__pg_int(res, r, 15);
-        st->doubt = q__pg_int(res, r, 16) != 0;
-        q__usage_parse(q__pg_null(res, r, 18) ? NULL : PQgetvalue(res, r, 18),
-                       &st->usage);
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(b, q_breaker_name((enum q_breaker)i)) == 0)
+            st->breaker = (enum q_breaker)i;
     }
-    st->in_flight = q__pg_int(res, r, 19);
-    st->probe_in_flight = q__pg_int(res, r, 20) != 0;
+    st->failures = (int)q__pg_int(res, r, 1);
+    st->open_until = q__pg_int(res, r, 2);
+    st->exhausted_until = q__pg_int(res, r, 3);
+    copy_col(res, r, 4, st->exhausted_reason, sizeof(st->exhausted_reason));
+    st->limited_until = q__pg_int(res, r, 5);
+    st->allowance_used = q__pg_int(res, r, 6);
+    st->allowance_since = q__pg_int(res, r, 7);
+    copy_col(res, r, 8, st->config_hash, sizeof(st->config_hash));
+    st->req_tat = q__pg_real(res, r, 9);
+    st->tok_tat = q__pg_real(res, r, 10);
+    st->pace = q__pg_real(res, r, 11);
+    st->pace_down_at = q__pg_int(res, r, 12);
+    st->pace_up_at = q__pg_int(res, r, 13);
+    st->learned_rpm = q__pg_int(res, r, 14);
+    st->learned_tpm = q__pg_int(res, r, 15);
+    st->doubt = q__pg_int(res, r, 16) != 0;
+    q__usage_parse(q__pg_null(res, r, 17) ? NULL : PQgetvalue(res, r, 17),
+                   &st->usage);
+    q__flight_parse(q__pg_null(res, r, 18) ? NULL : PQgetvalue(res, r, 18),
+                    &st->flight);
 }
 
-/* tier_load_sql's parameters for a load of tier at now, counting the
- * sends in flight when inflight asks. */
+/* A tier with no row: the defaults of one never used (pace 1, in
+ * doubt). */
 static void
-load_params(struct q__pg_params *p, const char *tier, int64_t now,
-            bool inflight)
+tier_defaults(struct q_tier_state *st)
 {
-    q__pg_p_text(p, tier);
-    q__pg_p_int(p, now);
-    q__pg_p_bool(p, inflight);
+    memset(st, 0, sizeof(*st));
+    st->pace = 1.0;
+    st->doubt = true;
 }
 
 /* ---- tier rows kept for the open transaction ---------------------- */
@@ -182,34 +144,29 @@ keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st,
     return row;
 }
 
-/* A load that needs only the row: the sends in flight not asked for, and
- * none of the states in which tier_load_sql counts them anyway (so they
- * are 0, as the statement would say). The row is the one read
- * or stored earlier in this transaction: under the store's write lock
- * (pipe.c) no other process writes it before the commit. */
+/* The row of tier read or stored earlier in this transaction: under the
+ * store's write lock (pipe.c) no other process writes it before the
+ * commit. */
 static bool
-row_kept(struct q__pg *pg, const char *tier, int64_t now, bool inflight,
-         struct q_tier_state *out)
+row_kept(struct q__pg *pg, const char *tier, struct q_tier_state *out)
 {
     const struct q__pg_tier_row *row;
 
-    if (pg->tx_depth == 0 || inflight || (row = row_of(pg, tier)) == NULL)
-        return false;
-    if (row->st.breaker != Q_BREAKER_CLOSED || row->st.doubt ||
-        (row->st.exhausted_until > 0 && row->st.exhausted_until <= now))
+    if (pg->tx_depth == 0 || (row = row_of(pg, tier)) == NULL)
         return false;
     *out = row->st;
-    out->window_requests = out->window_tokens = 0;
-    out->in_flight = 0;
-    out->probe_in_flight = false;
     return true;
 }
 
-/* p's values point into usage (Q__USAGE_TEXT bytes), which must live
- * until p is handed on (a deferred write copies them). */
+/* Texts a store's parameters point into, which must live until the
+ * parameters are handed on (a deferred write copies them). */
+struct tier_texts {
+    char usage[Q__USAGE_TEXT], flight[Q__FLIGHT_TEXT];
+};
+
 static void
 store_params(struct q__pg_params *p, const char *tier,
-             const struct q_tier_state *st, char *usage)
+             const struct q_tier_state *st, struct tier_texts *tx)
 {
     q__pg_p_text(p, tier);
     q__pg_p_text(p, q_breaker_name(st->breaker));
@@ -229,18 +186,10 @@ store_params(struct q__pg_params *p, const char *tier,
     q__pg_p_int(p, st->learned_rpm);
     q__pg_p_int(p, st->learned_tpm);
     q__pg_p_int(p, st->doubt);
-    q__usage_format(&st->usage, usage, Q__USAGE_TEXT);
-    q__pg_p_text(p, usage[0] ? usage : NULL);
-}
-
-static int
-prune_now(struct q__pg *pg, const char *tier, int64_t before)
-{
-    struct q__pg_params p = {0};
-
-    q__pg_p_text(&p, tier);
-    q__pg_p_int(&p, before);
-    return q__pg_defer(pg, &prune_sql, &p, "pruning tier sends");
+    q__usage_format(&st->usage, tx->usage, sizeof(tx->usage));
+    q__pg_p_text(p, tx->usage[0] ? tx->usage : NULL);
+    q__flight_format(&st->flight, tx->flight, sizeof(tx->flight));
+    q__pg_p_text(p, tx->flight[0] ? tx->flight : NULL);
 }
 
 /* A row's writes are marked done before they wait: a full wait list
@@ -253,18 +202,13 @@ q__pg_tiers_write(struct q__pg *pg)
     for (int i = 0; rc == 0 && i < pg->tiers.n; i++) {
         struct q__pg_tier_row *row = &pg->tiers.rows[i];
         struct q__pg_params p = {0};
-        char usage[Q__USAGE_TEXT];
-        int64_t before = row->prune_before;
-        bool dirty = row->dirty;
+        struct tier_texts tx;
 
+        if (!row->dirty)
+            continue;
         row->dirty = false;
-        row->prune_before = 0;
-        if (dirty) {
-            store_params(&p, row->name, &row->st, usage);
-            rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
-        }
-        if (rc == 0 && before != 0)
-            rc = prune_now(pg, row->name, before);
+        store_params(&p, row->name, &row->st, &tx);
+        rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
     }
     return rc;
 }
@@ -273,7 +217,7 @@ bool
 q__pg_tiers_dirty(const struct q__pg *pg)
 {
     for (int i = 0; i < pg->tiers.n; i++) {
-        if (pg->tiers.rows[i].dirty || pg->tiers.rows[i].prune_before != 0)
+        if (pg->tiers.rows[i].dirty)
             return true;
     }
     return false;
@@ -328,10 +272,12 @@ static int
 prefetched(const PGresult *res, void *db, void *name)
 {
     struct q__pg *pg = db;
-    struct q_tier_state st = {0};
+    struct q_tier_state st;
 
-    if (PQntuples(res) == 1 && row_of(pg, name) == NULL) {
-        read_tier(res, 0, &st);
+    if (row_of(pg, name) == NULL) {
+        tier_defaults(&st);
+        if (PQntuples(res) == 1)
+            read_tier(res, 0, &st);
         (void)keep_row(pg, name, &st, false);
     }
     return 0;
@@ -348,9 +294,7 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
         if (sql == &tier_load_sql && next != NULL && next->v[0] != NULL &&
             strcmp(next->v[0], pg->recent[i]) == 0)
             continue;
-        /* The row only, without what a kept row is used without
-         * (row_kept). */
-        load_params(&p, pg->recent[i], 0, false);
+        q__pg_p_text(&p, pg->recent[i]);
         if (!q__pg_queue(pg, &tier_load_sql, &p, prefetched, pg, pg->recent[i],
                          "reading tier state ahead"))
             return false;
@@ -359,36 +303,40 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
-                struct q_tier_state *out)
+q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out)
 {
     struct q__pg *pg = q__pg(db);
     struct q__pg_params p = {0};
     struct q_tier_state st;
     int rc;
 
-    if (row_kept(pg, tier, now, inflight, out))
+    if (row_kept(pg, tier, out))
         return 0;
-    load_params(&p, tier, now, inflight);
+    tier_defaults(&st);
+    q__pg_p_text(&p, tier);
     rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
+    if (rc == -ENOENT) {
+        tier_defaults(&st);
+        rc = 0;
+    }
     if (rc == 0) {
         (void)keep_row(pg, tier, &st, false);
         *out = st;
     }
-    return rc == -ENOENT ? -EIO : rc; /* the query always gives a row */
+    return rc;
 }
 
 int
 q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
 {
     struct q__pg_params p = {0};
-    char usage[Q__USAGE_TEXT];
+    struct tier_texts tx;
 
     /* Kept: written by the transaction's next round trip. */
     if (keep_row(q__pg(db), tier, st, true) != NULL)
         return 0;
-    store_params(&p, tier, st, usage);
+    store_params(&p, tier, st, &tx);
     return q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
 }
 
@@ -403,70 +351,4 @@ q__pg_tier_event_add(q_db *db, const char *tier, int64_t at, const char *event)
     q__pg_p_text(&p, event);
     return q__pg_defer(q__pg(db), &tier_event_sql, &p,
                        "recording a tier event");
-}
-
-int
-q__pg_tier_send_add(q_db *db, const char *tier, int64_t at, int64_t tokens,
-                    bool probe, int64_t expires_at, int64_t *id)
-{
-    struct q__pg *pg = q__pg(db);
-    struct q__pg_params p = {0};
-    int64_t got = 0;
-    int rc;
-
-    if ((rc = q__pg_take_id(pg, "tier_sends", &pg->send_ids, &got)) != 0)
-        return rc;
-    q__pg_p_int(&p, got);
-    q__pg_p_text(&p, tier);
-    q__pg_p_int(&p, at);
-    q__pg_p_int(&p, tokens);
-    q__pg_p_int(&p, probe);
-    q__pg_p_int(&p, expires_at);
-    if ((rc = q__pg_defer(pg, &send_add_sql, &p, "logging a tier send")) == 0)
-        *id = got;
-    return rc;
-}
-
-/* send_end_sql's answer: what was charged (into *old_tokens, may be
- * NULL); -ENOENT for no such send. */
-static int
-ended(const PGresult *res, void *old_tokens, void *unused)
-{
-    int64_t got = 0;
-
-    (void)unused;
-    if (PQntuples(res) == 0)
-        return -ENOENT;
-    q__pg_read_ints(res, 0, &got);
-    if (old_tokens != NULL)
-        *(int64_t *)old_tokens = got;
-    return 0;
-}
-
-/* With old_tokens NULL, nothing waits for the result inside a
- * transaction: it rides in the next round trip (queue.h). */
-int
-q__pg_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens)
-{
-    struct q__pg_params p = {0};
-
-    q__pg_p_int(&p, id);
-    return q__pg_write(q__pg(db), &send_end_sql, &p, old_tokens == NULL, ended,
-                       old_tokens, NULL, id, "ending a tier send");
-}
-
-/* Inside a transaction a prune of a kept tier waits for the row's write
- * (the latest one asked for deletes what the earlier ones would have):
- * what it deletes had expired, so no load counts it. */
-int
-q__pg_tier_prune(q_db *db, const char *tier, int64_t before)
-{
-    struct q__pg *pg = q__pg(db);
-    struct q__pg_tier_row *row = pg->tx_depth > 0 ? row_of(pg, tier) : NULL;
-
-    if (row == NULL)
-        return prune_now(pg, tier, before);
-    if (before > row->prune_before)
-        row->prune_before = before;
-    return 0;
 }

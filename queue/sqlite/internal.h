@@ -49,12 +49,7 @@ enum q__stmt_id {
     ST_ATTEMPTS_STEP,
     ST_HELD,
     ST_TIER_GET,
-    ST_TIER_INFLIGHT,
     ST_TIER_PUT,
-    ST_TIER_SEND_ADD,
-    ST_TIER_SEND_GET,
-    ST_TIER_SEND_END,
-    ST_TIER_PRUNE,
     ST_TIER_EVENT_ADD,
     ST_PARK_ADD,
     ST_NEXT_DUE,
@@ -81,7 +76,7 @@ enum q__stmt_id {
 #define Q__TIER_ROWS 8
 struct q__tier_row {
     char name[104];         /* tier names are at most 100 bytes (config) */
-    struct q_tier_state st; /* the row's fields; the send log's are 0 */
+    struct q_tier_state st; /* the row's fields; the derived ones are 0 */
     bool dirty;             /* st is not written yet: it is at the commit */
     int undo_level; /* the deepest level holding its undo entry; 0: none */
 };
@@ -163,17 +158,11 @@ int q__sqlite_attempt_finish(q_db *db, int64_t id,
                              const struct q_attempt_result *r);
 int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
                             struct q_attempt **out, size_t *n);
-int q__sqlite_tier_load(q_db *db, const char *tier, int64_t now, bool inflight,
-                        struct q_tier_state *out);
+int q__sqlite_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
 int q__sqlite_tier_store(q_db *db, const char *tier,
                          const struct q_tier_state *st);
 int q__sqlite_tier_event_add(q_db *db, const char *tier, int64_t at,
                              const char *event);
-int q__sqlite_tier_send_add(q_db *db, const char *tier, int64_t at,
-                            int64_t tokens, bool probe, int64_t expires_at,
-                            int64_t *id);
-int q__sqlite_tier_send_end(q_db *db, int64_t id, int64_t *old_tokens);
-int q__sqlite_tier_prune(q_db *db, const char *tier, int64_t before);
 int q__sqlite_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
 int q__sqlite_park_get(q_db *db, int64_t id, struct q_park_item *out);
 int q__sqlite_park_list(q_db *db, const struct q_park_filter *f,

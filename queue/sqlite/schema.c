@@ -167,6 +167,13 @@ static const char *const migrations[] = {
     "ALTER TABLE tier_sends DROP COLUMN done_at;"
     "CREATE INDEX tier_sends_open ON tier_sends (tier, expires_at);"
     "ALTER TABLE tiers ADD COLUMN usage TEXT;",
+    /* 6 -> 7: a tier's sends in flight are counted in its row too (flight,
+     * queue/tier_text.c: by the second they expire), so that a send
+     * writes no row of its own, and the send log goes. The sends it still
+     * held were those of workers stopped for the upgrade: they would have
+     * expired within their timeout. */
+    "DROP TABLE tier_sends;"
+    "ALTER TABLE tiers ADD COLUMN flight TEXT;",
 };
 
 int

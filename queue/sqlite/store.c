@@ -127,17 +127,16 @@ static const char *const sql_text[ST_COUNT] = {
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
         " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"
-        " learned_rpm, learned_tpm, doubt, usage FROM tiers WHERE name = ?1",
-    [ST_TIER_INFLIGHT] =
-        "SELECT count(*), coalesce(max(probe), 0) FROM tier_sends"
-        " INDEXED BY tier_sends_open WHERE tier = ?1 AND expires_at > ?2",
+        " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"
+        " WHERE name = ?1",
     [ST_TIER_PUT] =
         "INSERT INTO tiers (name, breaker, failures, open_until,"
         " exhausted_until, exhausted_reason, limited_until, allowance_used,"
         " allowance_since, config_hash, req_tat, tok_tat, pace,"
-        " pace_down_at, pace_up_at, learned_rpm, learned_tpm, doubt, usage)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-        " ?14, ?15, ?16, ?17, ?18, ?19) ON CONFLICT (name) DO UPDATE SET"
+        " pace_down_at, pace_up_at, learned_rpm, learned_tpm, doubt, usage,"
+        " flight) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+        " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) ON CONFLICT (name) DO UPDATE "
+        "SET"
         " breaker = excluded.breaker, failures = excluded.failures,"
         " open_until = excluded.open_until,"
         " exhausted_until = excluded.exhausted_until,"
@@ -151,10 +150,7 @@ static const char *const sql_text[ST_COUNT] = {
         " pace_up_at = excluded.pace_up_at,"
         " learned_rpm = excluded.learned_rpm,"
         " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
-        " usage = excluded.usage",
-    [ST_TIER_SEND_ADD] = "INSERT INTO tier_sends (tier, at, tokens, probe,"
-                         " expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    [ST_TIER_SEND_GET] = "SELECT tokens FROM tier_sends WHERE id = ?1",
+        " usage = excluded.usage, flight = excluded.flight",
     /* A running job is due when its lease would expire: if its holder
      * died, that is when another worker takes it over. */
     [ST_NEXT_DUE] = "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs"
@@ -193,9 +189,6 @@ static const char *const sql_text[ST_COUNT] = {
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    [ST_TIER_SEND_END] = "DELETE FROM tier_sends WHERE id = ?1",
-    [ST_TIER_PRUNE] =
-        "DELETE FROM tier_sends WHERE tier = ?1 AND expires_at < ?2",
     [ST_TIER_EVENT_ADD] =
         "INSERT INTO tier_events (tier, at, event) VALUES (?1, ?2, ?3)",
     [ST_SCHED_GET] = "SELECT name, paused, since, done_until, last_slot,"

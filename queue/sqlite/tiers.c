@@ -1,6 +1,5 @@
 /* tiers.c: SQLite storage of the tier state every worker shares: the
- * tiers row (breaker, walls, pacing, usage) and the log of sends in
- * flight (tier_sends). */
+ * tiers row (breaker, walls, pacing, usage, sends in flight). */
 #include "queue/sqlite/internal.h"
 
 #include <errno.h>
@@ -68,7 +67,7 @@ static int
 row_write(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
 {
     sqlite3_stmt *s = q__stmt(db, ST_TIER_PUT);
-    char usage[Q__USAGE_TEXT];
+    char usage[Q__USAGE_TEXT], flight[Q__FLIGHT_TEXT];
 
     if (s == NULL)
         return -EIO;
@@ -92,6 +91,8 @@ row_write(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
     sqlite3_bind_int(s, 18, st->doubt);
     q__usage_format(&st->usage, usage, sizeof(usage));
     q__bind_text(s, 19, usage[0] ? usage : NULL);
+    q__flight_format(&st->flight, flight, sizeof(flight));
+    q__bind_text(s, 20, flight[0] ? flight : NULL);
     return q__run_done(db, s, "writing tier state");
 }
 
@@ -213,6 +214,7 @@ row_read(struct q__sqlite *db, const char *tier, struct q_tier_state *out)
         st.learned_tpm = sqlite3_column_int64(s, 15);
         st.doubt = sqlite3_column_int(s, 16) != 0;
         q__usage_parse((const char *)sqlite3_column_text(s, 17), &st.usage);
+        q__flight_parse((const char *)sqlite3_column_text(s, 18), &st.flight);
     } else if (rc != SQLITE_DONE) {
         return q__db_err(db, "reading tier state");
     }
@@ -223,32 +225,9 @@ row_read(struct q__sqlite *db, const char *tier, struct q_tier_state *out)
 }
 
 int
-q__sqlite_tier_load(q_db *base, const char *tier, int64_t now, bool inflight,
-                    struct q_tier_state *out)
+q__sqlite_tier_load(q_db *base, const char *tier, struct q_tier_state *out)
 {
-    struct q__sqlite *db = q__sqlite(base);
-    struct q_tier_state st;
-    sqlite3_stmt *s;
-    int rc;
-
-    if ((rc = row_read(db, tier, &st)) != 0)
-        return rc;
-    /* While the breaker is not closed, or the tier is in doubt (or a wall
-     * just ended, which puts it there), what is in flight decides. */
-    if (inflight || st.breaker != Q_BREAKER_CLOSED || st.doubt ||
-        (st.exhausted_until > 0 && st.exhausted_until <= now)) {
-        if ((s = q__stmt(db, ST_TIER_INFLIGHT)) == NULL)
-            return -EIO;
-        q__bind_text(s, 1, tier);
-        sqlite3_bind_int64(s, 2, now);
-        if (sqlite3_step(s) != SQLITE_ROW)
-            return q__db_err(db, "reading a tier's sends in flight");
-        st.in_flight = sqlite3_column_int64(s, 0);
-        st.probe_in_flight = sqlite3_column_int(s, 1) != 0;
-        sqlite3_reset(s);
-    }
-    *out = st;
-    return 0;
+    return row_read(q__sqlite(base), tier, out);
 }
 
 int
@@ -291,68 +270,4 @@ q__sqlite_tier_event_add(q_db *base, const char *tier, int64_t at,
     sqlite3_bind_int64(s, 2, at);
     q__bind_text(s, 3, event);
     return q__run_done(db, s, "recording a tier event");
-}
-
-int
-q__sqlite_tier_send_add(q_db *base, const char *tier, int64_t at,
-                        int64_t tokens, bool probe, int64_t expires_at,
-                        int64_t *id)
-{
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_SEND_ADD);
-    int rc;
-
-    if (s == NULL)
-        return -EIO;
-    q__bind_text(s, 1, tier);
-    sqlite3_bind_int64(s, 2, at);
-    sqlite3_bind_int64(s, 3, tokens);
-    sqlite3_bind_int(s, 4, probe);
-    sqlite3_bind_int64(s, 5, expires_at);
-    if ((rc = q__run_done(db, s, "logging a tier send")) != 0)
-        return rc;
-    *id = sqlite3_last_insert_rowid(db->h);
-    return 0;
-}
-
-int
-q__sqlite_tier_send_end(q_db *base, int64_t id, int64_t *old_tokens)
-{
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s;
-    int64_t old = 0;
-    int rc;
-
-    if (old_tokens != NULL) {
-        if ((s = q__stmt(db, ST_TIER_SEND_GET)) == NULL)
-            return -EIO;
-        sqlite3_bind_int64(s, 1, id);
-        if ((rc = q__step_row(db, s, "reading a tier send")) != 0)
-            return rc;
-        old = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-    }
-    if ((s = q__stmt(db, ST_TIER_SEND_END)) == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, id);
-    if ((rc = q__run_done(db, s, "ending a tier send")) != 0)
-        return rc;
-    if (sqlite3_changes(db->h) == 0)
-        return -ENOENT;
-    if (old_tokens != NULL)
-        *old_tokens = old;
-    return 0;
-}
-
-int
-q__sqlite_tier_prune(q_db *base, const char *tier, int64_t before)
-{
-    struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_TIER_PRUNE);
-
-    if (s == NULL)
-        return -EIO;
-    q__bind_text(s, 1, tier);
-    sqlite3_bind_int64(s, 2, before);
-    return q__run_done(db, s, "pruning expired tier sends");
 }

@@ -109,3 +109,14 @@ qfix_wait_children(const pid_t *pids, int n)
                       "child %d failed (status %d)", i, st);
     }
 }
+
+void
+qfix_same_flight(const struct q_tier_flight *a, const struct q_tier_flight *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    ck_assert_int_eq(a->probe_until, b->probe_until);
+    for (int i = 0; i < a->n; i++) {
+        ck_assert_int_eq(a->at[i], b->at[i]);
+        ck_assert_uint_eq(a->count[i], b->count[i]);
+    }
+}

@@ -51,4 +51,8 @@ void qfix_claim_one(q_db *db, int64_t id, const char *worker, int64_t now,
 /* qfix_wait_children waits for n children, asserting each exited 0. */
 void qfix_wait_children(const pid_t *pids, int n);
 
+/* qfix_same_flight asserts that two tiers' flights hold the same sends. */
+void qfix_same_flight(const struct q_tier_flight *a,
+                      const struct q_tier_flight *b);
+
 #endif
