@@ -194,9 +194,20 @@ static const struct migration migrations[] = {
      "ALTER TABLE tiers ADD COLUMN usage text;"},
     {6, 7,
      /* A tier's sends in flight are counted in its row, and the send log
-      * goes (SQLite's version 7). */
+      * goes (SQLite's version 7). And room on each page of jobs, steps
+      * and attempts for the new versions of its rows: each is written
+      * again soon after it is inserted (a job claimed and finished, a
+      * step charged and settled, an attempt's result). On the same page a
+      * new version is one page's record in the WAL, not two, and where no
+      * indexed column changed it touches no index (a HOT update; jobs'
+      * updates change indexed columns). At 10,000 steps, concurrency
+      * 256: attempts 6% -> 40% of updates HOT, steps 53% -> 61%, WAL
+      * 3,424 -> 2,960 bytes a step (steps and attempts alone: 3,244). */
      "DROP TABLE tier_sends;"
-     "ALTER TABLE tiers ADD COLUMN flight text;"},
+     "ALTER TABLE tiers ADD COLUMN flight text;"
+     "ALTER TABLE jobs SET (fillfactor = 70);"
+     "ALTER TABLE steps SET (fillfactor = 70);"
+     "ALTER TABLE attempts SET (fillfactor = 70);"},
 };
 
 /* The lock that serializes migrations of one schema (held until the
