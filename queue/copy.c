@@ -8,7 +8,6 @@
 #include "queue/queue.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,23 +117,6 @@ static const struct q__table tables[] = {
 
 /* ---- the SQL every backend runs on a described table ------------------- */
 
-/* add appends printf-style text at *len of buf (size bytes); false when it
- * does not fit. */
-static bool
-add(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= size - *len)
-        return false;
-    *len += (size_t)n;
-    return true;
-}
-
 /* add_cols appends t's column names, comma-separated. */
 static bool
 add_cols(const struct q__table *t, char *buf, size_t size, size_t *len)
@@ -142,7 +124,7 @@ add_cols(const struct q__table *t, char *buf, size_t size, size_t *len)
     bool ok = true;
 
     for (size_t i = 0; ok && i < t->ncols; i++)
-        ok = add(buf, size, len, "%s%s", i ? ", " : "", t->cols[i].name);
+        ok = q__append(buf, size, len, "%s%s", i ? ", " : "", t->cols[i].name);
     return ok;
 }
 
@@ -163,11 +145,11 @@ add_after(const struct q__table *t, char mark, char *buf, size_t size,
           size_t *len)
 {
     size_t n = q__copy_nkeys(t);
-    bool ok = add(buf, size, len, " WHERE (%s) > (", t->order_by);
+    bool ok = q__append(buf, size, len, " WHERE (%s) > (", t->order_by);
 
     for (size_t i = 0; ok && i < n; i++)
-        ok = add(buf, size, len, "%s%c%zu", i ? ", " : "", mark, i + 1);
-    return ok && add(buf, size, len, ")");
+        ok = q__append(buf, size, len, "%s%c%zu", i ? ", " : "", mark, i + 1);
+    return ok && q__append(buf, size, len, ")");
 }
 
 int
@@ -181,30 +163,33 @@ q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark, char *buf,
      * value is a parameter. */
     switch (k) {
     case Q__COPY_COUNT:
-        ok = ok && add(buf, size, &len, "SELECT count(*) FROM %s", t->name);
+        ok = ok &&
+             q__append(buf, size, &len, "SELECT count(*) FROM %s", t->name);
         break;
     case Q__COPY_CLEAR:
-        ok = ok && add(buf, size, &len, "DELETE FROM %s", t->name);
+        ok = ok && q__append(buf, size, &len, "DELETE FROM %s", t->name);
         break;
     case Q__COPY_SELECT:
     case Q__COPY_FIRST:
     case Q__COPY_NEXT:
-        ok = ok && add(buf, size, &len, "SELECT ") &&
+        ok = ok && q__append(buf, size, &len, "SELECT ") &&
              add_cols(t, buf, size, &len) &&
-             add(buf, size, &len, " FROM %s", t->name);
+             q__append(buf, size, &len, " FROM %s", t->name);
         if (k == Q__COPY_NEXT)
             ok = ok && add_after(t, mark, buf, size, &len);
-        ok = ok && add(buf, size, &len, " ORDER BY %s", t->order_by);
+        ok = ok && q__append(buf, size, &len, " ORDER BY %s", t->order_by);
         if (k != Q__COPY_SELECT)
-            ok = ok && add(buf, size, &len, " LIMIT %c%zu", mark,
-                           k == Q__COPY_FIRST ? 1 : q__copy_nkeys(t) + 1);
+            ok = ok && q__append(buf, size, &len, " LIMIT %c%zu", mark,
+                                 k == Q__COPY_FIRST ? 1 : q__copy_nkeys(t) + 1);
         break;
     case Q__COPY_INSERT:
-        ok = ok && add(buf, size, &len, "INSERT INTO %s (", t->name) &&
-             add_cols(t, buf, size, &len) && add(buf, size, &len, ") VALUES (");
+        ok = ok && q__append(buf, size, &len, "INSERT INTO %s (", t->name) &&
+             add_cols(t, buf, size, &len) &&
+             q__append(buf, size, &len, ") VALUES (");
         for (size_t i = 0; ok && i < t->ncols; i++)
-            ok = add(buf, size, &len, "%s%c%zu", i ? ", " : "", mark, i + 1);
-        ok = ok && add(buf, size, &len, ")");
+            ok = q__append(buf, size, &len, "%s%c%zu", i ? ", " : "", mark,
+                           i + 1);
+        ok = ok && q__append(buf, size, &len, ")");
         break;
     default:
         ok = false;

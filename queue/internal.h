@@ -202,6 +202,11 @@ struct q__enqueue_row q__enqueue_row(const struct q_job_new *j,
                                      const struct q_enqueue_opts *o,
                                      int64_t now);
 
+/* q__append appends printf-style text at *len of buf (size bytes); false
+ * when it does not fit (buf and *len then as they were up to *len). */
+bool q__append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* q__body_keep is how many bytes of body (len bytes) the ledger keeps when
  * it keeps at most max: cut back to a UTF-8 character boundary. */
 size_t q__body_keep(const char *body, size_t len, int64_t max);

@@ -8,7 +8,9 @@
 #include "queue/queue.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,6 +326,21 @@ q__enqueue_row(const struct q_job_new *j, const struct q_enqueue_opts *o,
     if (r.run_at <= 0)
         r.run_at = now;
     return r;
+}
+
+bool
+q__append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size - *len)
+        return false;
+    *len += (size_t)n;
+    return true;
 }
 
 size_t

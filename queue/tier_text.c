@@ -6,30 +6,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Appends printf-style text at *len of buf (size bytes); false when it
- * does not fit (the Q__*_TEXT sizes hold any value: not reached). */
-static bool put(char *buf, size_t size, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool
-put(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= size - *len)
-        return false;
-    *len += (size_t)n;
-    return true;
-}
 
 /* Reads a decimal number in [0, max] at *p, moving *p past it. */
 static bool
@@ -70,15 +48,15 @@ q__usage_format(const struct q_tier_usage *u, char *buf, size_t size)
     size_t len = 0;
 
     buf[0] = '\0';
-    if (u->last_s <= 0 || !put(buf, size, &len, "%" PRId64, u->last_s))
+    if (u->last_s <= 0 || !q__append(buf, size, &len, "%" PRId64, u->last_s))
         return;
     for (int64_t back = 0; back < Q_TIER_USAGE_SLOTS && back < u->last_s;
          back++) {
         size_t i = (size_t)((u->last_s - back) % Q_TIER_USAGE_SLOTS);
         if (u->requests[i] == 0 && u->tokens[i] == 0)
             continue;
-        if (!put(buf, size, &len, " %" PRId64 ":%" PRIu32 ":%" PRIu32, back,
-                 u->requests[i], u->tokens[i]))
+        if (!q__append(buf, size, &len, " %" PRId64 ":%" PRIu32 ":%" PRIu32,
+                       back, u->requests[i], u->tokens[i]))
             return;
     }
 }
@@ -124,11 +102,11 @@ q__flight_format(const struct q_tier_flight *f, char *buf, size_t size)
     buf[0] = '\0';
     if (f->n == 0 && f->probe_until == 0)
         return;
-    if (!put(buf, size, &len, "%" PRId64, f->probe_until))
+    if (!q__append(buf, size, &len, "%" PRId64, f->probe_until))
         return;
     for (int i = 0; i < f->n; i++) {
-        if (!put(buf, size, &len, " %" PRId64 ":%" PRIu32, f->at[i] - prev,
-                 f->count[i]))
+        if (!q__append(buf, size, &len, " %" PRId64 ":%" PRIu32,
+                       f->at[i] - prev, f->count[i]))
             return;
         prev = f->at[i];
     }
