@@ -121,6 +121,12 @@ def main():
                  "GET /ui/app.js", "POST /", "DELETE /v1/jobs/0",
                  "GET /v1/jobs/0012/", "GET /v1/park/99999999999999999999"):
         put(out, "serve_route", line.encode())
+    # tier_text: the first byte's low bit is "flight" (else usage)
+    for flight, text in ((0, "1800000000 0:3:4096 7:1:12 59:2:900"),
+                         (0, ""), (0, "1800000000"),
+                         (1, "0 1800000040:2 1:5 30:1"),
+                         (1, "1800000009000 1800000010:1"), (1, "0")):
+        put(out, "tier_text", bytes([flight]) + text.encode())
 
 
 main()
