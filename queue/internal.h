@@ -202,6 +202,11 @@ struct q__enqueue_row q__enqueue_row(const struct q_job_new *j,
                                      const struct q_enqueue_opts *o,
                                      int64_t now);
 
+/* q__tier_underive zeroes what q_tier_load does not read from the store
+ * (window_*, in_flight, probe_in_flight): a backend keeping a stored state
+ * for its transaction keeps it so, whatever the caller stored. */
+void q__tier_underive(struct q_tier_state *st);
+
 /* q__append appends printf-style text at *len of buf (size bytes); false
  * when it does not fit (buf and *len then as they were up to *len). */
 bool q__append(char *buf, size_t size, size_t *len, const char *fmt, ...)

@@ -328,6 +328,14 @@ q__enqueue_row(const struct q_job_new *j, const struct q_enqueue_opts *o,
     return r;
 }
 
+void
+q__tier_underive(struct q_tier_state *st)
+{
+    st->window_requests = st->window_tokens = 0;
+    st->in_flight = 0;
+    st->probe_in_flight = false;
+}
+
 bool
 q__append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 {

@@ -75,14 +75,10 @@ q__usage_parse(const char *text, struct q_tier_usage *u)
     u->last_s = (int64_t)last;
     while (*p != '\0') {
         size_t i;
+        /* " BACK:REQUESTS" then ":TOKENS" */
         if (!pair(&p, Q_TIER_USAGE_SLOTS - 1, &back, UINT32_MAX, &req) ||
-            back >= last || *p != ':') {
+            back >= last || *p++ != ':' || !number(&p, UINT32_MAX, &tok)) {
             memset(u, 0, sizeof(*u)); /* not ours: nothing is known */
-            return;
-        }
-        p++;
-        if (!number(&p, UINT32_MAX, &tok)) {
-            memset(u, 0, sizeof(*u));
             return;
         }
         i = (size_t)((last - back) % Q_TIER_USAGE_SLOTS);

@@ -151,6 +151,23 @@ END_TEST
     " (tier, expires_at) WHERE done_at IS NULL;"                               \
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"
 
+/* Closes db, turns its store back into an older one with sql (which sets
+ * the version), and checks that the store then waits for init, which
+ * migrates it to the current version. Returns the store opened by init. */
+static q_db *
+reopen_migrated(q_db *db, const char *sql)
+{
+    int v = 0;
+
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pgfix_query(loc, sql, NULL), 0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    return db;
+}
+
 /* A store at version 3 (made here by taking version 4's table away) waits
  * for init, which adds the schedules table and keeps the jobs. */
 START_TEST(test_migrates_v3_adding_schedules)
@@ -158,19 +175,10 @@ START_TEST(test_migrates_v3_adding_schedules)
     q_db *db = open_pg(true);
     int64_t id = add_job(db, "old");
     struct q_sched sc = {0};
-    int v = 0;
 
-    ck_assert_int_eq(q_close(db), 0);
-    ck_assert_int_eq(pgfix_query(loc,
-                                 V5_SENDS
-                                 "DROP TABLE schedules; DROP TABLE tier_events;"
-                                 " UPDATE stepq_schema SET version = 3",
-                                 NULL),
-                     0);
-    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
-    db = open_pg(true);
-    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
-    ck_assert_int_eq(v, q_schema_version());
+    db = reopen_migrated(db, V5_SENDS "DROP TABLE schedules;"
+                                      " DROP TABLE tier_events;"
+                                      " UPDATE stepq_schema SET version = 3");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), -ENOENT);
     ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
@@ -188,20 +196,10 @@ START_TEST(test_migrates_v4_adding_tier_events)
     q_db *db = open_pg(true);
     struct q_report_tier *t = NULL;
     size_t n = 9;
-    int v = 0;
 
     (void)add_job(db, "old");
-    ck_assert_int_eq(q_close(db), 0);
-    ck_assert_int_eq(pgfix_query(loc,
-                                 V5_SENDS
-                                 "DROP TABLE tier_events;"
-                                 " UPDATE stepq_schema SET version = 4",
-                                 NULL),
-                     0);
-    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
-    db = open_pg(true);
-    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
-    ck_assert_int_eq(v, q_schema_version());
+    db = reopen_migrated(db, V5_SENDS "DROP TABLE tier_events;"
+                                      " UPDATE stepq_schema SET version = 4");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
     ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
@@ -218,24 +216,14 @@ START_TEST(test_migrates_v5_dropping_the_send_log)
 {
     q_db *db = open_pg(true);
     struct q_tier_state st;
-    int v = 0;
 
-    ck_assert_int_eq(q_close(db), 0);
-    ck_assert_int_eq(
-        pgfix_query(loc,
-                    V5_SENDS
-                    " INSERT INTO tiers (name, failures) VALUES ('free', 3);"
-                    " INSERT INTO tier_sends (tier, at, tokens, expires_at,"
-                    " done_at) VALUES ('free', 1700000000000, 10,"
-                    " 1700000060000, 1700000000500), ('free', 1700000000100,"
-                    " 20, 1700000060000, NULL);"
-                    " UPDATE stepq_schema SET version = 5",
-                    NULL),
-        0);
-    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
-    db = open_pg(true);
-    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
-    ck_assert_int_eq(v, q_schema_version());
+    db = reopen_migrated(
+        db, V5_SENDS " INSERT INTO tiers (name, failures) VALUES ('free', 3);"
+                     " INSERT INTO tier_sends (tier, at, tokens, expires_at,"
+                     " done_at) VALUES ('free', 1700000000000, 10,"
+                     " 1700000060000, 1700000000500), ('free',"
+                     " 1700000000100, 20, 1700000060000, NULL);"
+                     " UPDATE stepq_schema SET version = 5");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_tables WHERE schemaname ="
                  " current_schema() AND tablename = 'tier_sends'",

@@ -166,11 +166,24 @@ load(q_db *db, const struct config_tier *t, int64_t now, bool full,
 }
 
 /* A send is known to tier_settle by when it expires and whether it is
- * the probe: all the flight needs to take it out again. */
+ * the probe: all the flight needs to take it out again. send_handle makes
+ * the handle, send_expires and send_is_probe read it back. */
 static int64_t
 send_handle(int64_t expires, bool probe)
 {
     return expires * 2 + (probe ? 1 : 0);
+}
+
+static int64_t
+send_expires(int64_t handle)
+{
+    return handle / 2;
+}
+
+static bool
+send_is_probe(int64_t handle)
+{
+    return handle % 2 != 0;
 }
 
 static int
@@ -302,7 +315,8 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     }
     /* The send is no longer in flight (one that expired meanwhile, its
      * worker having lost the store for that long, is gone already). */
-    tier__flight_end(&st.flight, send_id / 2, send_id % 2 != 0, now);
+    tier__flight_end(&st.flight, send_expires(send_id), send_is_probe(send_id),
+                     now);
     /* A send the endpoint refused for its rate (or that never left) used
      * none of the allowance, and is not counted as used; otherwise the
      * reported tokens replace the estimate. Both in the second it was

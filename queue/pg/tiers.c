@@ -139,6 +139,7 @@ keep_row(struct q__pg *pg, const char *tier, const struct q_tier_state *st,
     }
     if (row != NULL) {
         row->st = *st;
+        q__tier_underive(&row->st);
         row->dirty = dirty;
     }
     return row;

@@ -57,9 +57,7 @@ row_keep(struct q__sqlite *db, const char *tier, const struct q_tier_state *st)
         r->undo_level = 0;
     }
     r->st = *st;
-    r->st.window_requests = r->st.window_tokens = 0;
-    r->st.in_flight = 0;
-    r->st.probe_in_flight = false;
+    q__tier_underive(&r->st);
     return r;
 }
 
