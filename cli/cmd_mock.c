@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "common/file.h"
+#include "common/xalloc.h"
 #include "mock/mock.h"
 
 #define MAX_SCRIPT (16u << 20)
@@ -150,6 +151,7 @@ cmd_mock(struct cli_env *env, int argc, char **argv)
     /* A client that goes away mid-answer must not kill the mock. */
     signal(SIGPIPE, SIG_IGN);
     opts.script = text;
+    xalloc_keep_freed();
     rc = serve(&opts);
     free(text);
     return rc;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/xalloc.h"
 #include "queue/queue.h"
 #include "serve/serve.h"
 
@@ -135,6 +136,7 @@ cmd_serve(struct cli_env *env, int argc, char **argv)
     if (o.token == NULL)
         fprintf(stderr, "stepq: serve: no token asked (--no-auth): any "
                         "program on this host can use the API\n");
+    xalloc_keep_freed();
     rc = serve_run(&o, err, sizeof(err));
     q_close(db);
     if (rc != 0) {

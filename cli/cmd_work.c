@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/xalloc.h"
 #include "queue/queue.h"
 #include "worker/worker.h"
 
@@ -81,6 +82,7 @@ cmd_work(struct cli_env *env, int argc, char **argv)
     wo.drain = drain;
     wo.worker_id = id;
     wo.progress = isatty(2);
+    xalloc_keep_freed();
     rc = worker_run(&wo);
     if (rc == -EINVAL) {
         cli_error("work: the config is not valid (see above)");

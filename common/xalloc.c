@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 static void
 oom(size_t n)
@@ -76,4 +79,19 @@ xbuf_put(struct xbuf *b, const char *s, size_t n)
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
+}
+
+void
+xalloc_keep_freed(void)
+{
+#if defined(__GLIBC__)
+    /* Setting any of these turns off glibc's own adjustment of the mmap
+     * threshold, so it is set too: blocks up to 4 MiB (the default cap on
+     * an answer) come from the heap and are reused, not mapped and
+     * unmapped each time. mallopt only fails on a bad parameter, and a
+     * failure leaves the default, which is correct, only slower. */
+    (void)mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    (void)mallopt(M_TOP_PAD, 16 << 20);
+#endif
 }
