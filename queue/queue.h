@@ -262,7 +262,8 @@ STEPQ_MUST_CHECK int q_steps_get(q_db *db, int64_t job_id, struct q_step **out,
 /* q_steps_free frees n steps and the array. */
 void q_steps_free(struct q_step *steps, size_t n);
 /* q_step_set records a step's state, tier (NULL: keep), output (NULL:
- * keep) and adds tokens. Deferred in a transaction. */
+ * keep) and adds add_tokens (which may be negative: the count stays at 0
+ * or above). Deferred in a transaction. */
 STEPQ_MUST_CHECK int q_step_set(q_db *db, int64_t job_id, int index,
                                 enum q_step_state state, const char *tier,
                                 const char *output, int64_t add_tokens);
@@ -292,6 +293,11 @@ struct q_attempt_result {
     const char *body; /* raw body, or NULL */
     size_t body_len;
     int64_t finished_at;
+    /* true: the step's token count is left as q_attempt_begin charged it,
+     * because the caller adds tokens - est_tokens itself with the
+     * q_step_set it makes in the same transaction (one write of the step's
+     * row instead of two). */
+    bool caller_corrects;
 };
 
 /* q_attempt_begin records an attempt before it is sent, numbering it after
@@ -307,8 +313,9 @@ struct q_attempt_result {
 STEPQ_MUST_CHECK int q_attempt_begin(q_db *db, const struct q_attempt_start *a,
                                      int64_t *id, int *attempt);
 /* q_attempt_finish stores the result of attempt id; the step's token count
- * is corrected from the estimate to r->tokens. -ENOENT unknown id,
- * -EALREADY if it already has a result. Deferred in a transaction. */
+ * is corrected from the estimate to r->tokens (unless r->caller_corrects).
+ * -ENOENT unknown id, -EALREADY if it already has a result. Deferred in a
+ * transaction. */
 STEPQ_MUST_CHECK int q_attempt_finish(q_db *db, int64_t id,
                                       const struct q_attempt_result *r);
 

@@ -56,7 +56,7 @@ START_TEST(test_attempts_recorded_before_and_after)
     struct q_attempt_result r = {
         429, "hard_quota", "daily_cap", "switch_tier_replay",
         0,   41,           0,           "daily quota exceeded",
-        20,  T0 + 41};
+        20,  T0 + 41,      false};
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), 0);
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), -EALREADY);
     s.tier = "local";
@@ -122,6 +122,42 @@ START_TEST(test_step_rows_set_and_read)
     ck_assert_str_eq(st[0].tier, "local"); /* NULL keeps */
     ck_assert_str_eq(st[0].output, "out");
     ck_assert_int_eq(st[0].tokens, 10); /* added */
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, NULL, NULL, -99),
+                     0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_int_eq(st[0].tokens, 0); /* never below 0 */
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A caller that corrects the estimate itself (with the commit's step
+ * write) finds the charge untouched by the attempt's result. */
+START_TEST(test_caller_corrects_the_estimate)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
+    struct q_attempt_result r = {.status = 200,
+                                 .outcome = "ok",
+                                 .tokens = 30,
+                                 .finished_at = T0 + 1,
+                                 .caller_corrects = true};
+    struct q_step *st = NULL;
+    size_t n = 0;
+    int num;
+
+    qfix_claim_one(db, id, "w", T0, 60000);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_int_eq(st[0].tokens, 100); /* still the estimate */
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, NULL, "o", -70),
+                     0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_int_eq(st[0].tokens, 30);
     q_steps_free(st, n);
     ck_assert_int_eq(q_close(db), 0);
 }
@@ -568,6 +604,7 @@ test_suite(void)
     tcase_add_test(ledger, test_attempts_recorded_before_and_after);
     tcase_add_test(ledger, test_kept_body_cut_on_a_character);
     tcase_add_test(ledger, test_step_rows_set_and_read);
+    tcase_add_test(ledger, test_caller_corrects_the_estimate);
     tcase_add_test(ledger, test_claim_brings_the_step_rows);
     tcase_add_test(ledger, test_writes_in_a_transaction_are_kept_together);
     tcase_add_test(ledger, test_attempt_recorded_in_a_transaction);

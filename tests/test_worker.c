@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/xalloc.h"
+#include "queue/queue.h"
 #include "tests/support/e2e.h"
 
 /* Checks member k of tier free (the first) in `tiers --json`. */
@@ -53,6 +54,24 @@ free_breaker_openings(void)
     return n;
 }
 
+/* The tokens the answer to the only attempt of job reported. */
+static int64_t
+reported_tokens(int64_t job)
+{
+    q_db *db = NULL;
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+    int64_t t;
+
+    ck_assert_int_eq(q_open_existing(e2e_db, NULL, &db), 0);
+    ck_assert_int_eq(q_attempts_list(db, job, -1, &a, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    t = a[0].tokens;
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+    return t;
+}
+
 /* ---- one test per decision ------------------------------------------ */
 
 START_TEST(test_commit)
@@ -70,6 +89,11 @@ START_TEST(test_commit)
     ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"), "commit");
     ck_assert_ptr_nonnull(
         strstr(e2e_str(e2e_step_of(job, 0), "output"), "summary"));
+    /* Counted as reported, not as estimated before the send. */
+    ck_assert_int_gt(reported_tokens(1), 0);
+    ck_assert_int_eq(
+        cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint,
+        reported_tokens(1));
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 1);
     req = cJSON_GetArrayItem(log, 0);

@@ -188,14 +188,17 @@ worker__step_context(struct run *r, int64_t now, bool wrote,
     ps->seed = next_rand(r->w);
 }
 
+/* Commits the step's output, adding add_tokens to its count (the
+ * correction of its last attempt's estimate, when worker__answer left it to
+ * this write). */
 static void
-commit_step(struct run *r, const char *output)
+commit_step(struct run *r, const char *output, int64_t add_tokens)
 {
     struct worker *w = r->w;
     const struct config_tier *t = cur_tier(r);
 
     if (q_step_set(w->db, r->job.id, r->step, Q_STEP_SUCCEEDED,
-                   t ? t->name : NULL, output, 0) != 0) {
+                   t ? t->name : NULL, output, add_tokens) != 0) {
         worker__give_back(r, worker__now(r->w) + 1000);
         return;
     }
@@ -207,13 +210,14 @@ commit_step(struct run *r, const char *output)
 
 static void
 act(struct run *r, const struct policy_decision *d,
-    const struct policy_class *c, struct http_response *res, const char *output)
+    const struct policy_class *c, struct http_response *res, const char *output,
+    int64_t add_tokens)
 {
     char *err;
 
     switch (d->action) {
     case POLICY_COMMIT:
-        commit_step(r, output);
+        commit_step(r, output, add_tokens);
         return;
     case POLICY_BACKOFF_RETRY:
         if (c->outcome == POLICY_SOFT_THROTTLE) {
@@ -361,6 +365,9 @@ worker__answer(struct run *r)
         .body = c.outcome == POLICY_OK ? NULL : res->body,
         .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
         .finished_at = now,
+        /* A commit writes the step's row anyway: the estimate's correction
+         * rides in that write instead of one of its own. */
+        .caller_corrects = d.action == POLICY_COMMIT && r->attempt_est >= 0,
     };
     if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
@@ -386,7 +393,8 @@ worker__answer(struct run *r)
         output = ans.content ? ans.content : res->body;
     else
         output = res->body;
-    act(r, &d, &c, res, output);
+    act(r, &d, &c, res, output,
+        ar.caller_corrects ? tokens - r->attempt_est : 0);
     http_chat_answer_cleanup(&ans);
     free(hdrs);
 }

@@ -129,8 +129,9 @@ struct run {
     http_call *call;
     int64_t attempt_id;
     int attempt_no;
-    int64_t send_id;  /* tier send, 0 for http steps */
-    int64_t send_est; /* the tokens the send was charged when admitted */
+    int64_t attempt_est; /* the tokens its record charged, or -1: unknown */
+    int64_t send_id;     /* tier send, 0 for http steps */
+    int64_t send_est;    /* the tokens the send was charged when admitted */
     int64_t input_tokens;
     char sha[65];
     char *body;                  /* owned: the request body as sent */

@@ -333,6 +333,7 @@ answer_again(struct run *r, const struct q_attempt *a)
 
     r->attempt_id = a->id;
     r->attempt_no = a->attempt;
+    r->attempt_est = -1; /* not kept: the store corrects the step */
     r->send_id = h->send_id;
     r->send_est = h->send_est;
     r->sent_at = h->sent_at;
@@ -484,6 +485,7 @@ worker__run_start(struct worker *w, struct q_job *job)
     char err[512];
 
     r->w = w;
+    r->attempt_est = -1;
     r->fresh = true; /* dropped if the claim's turn does not commit */
     r->job = *job;
     memset(job, 0, sizeof(*job));

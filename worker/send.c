@@ -316,6 +316,7 @@ worker__attempt(struct run *r)
     /* Recorded before it is sent: a crash from here on leaves an attempt
      * without result, which the next holder treats as in doubt. */
     rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
+    r->attempt_est = est;
     if (rc != 0) {
         http_request_cleanup(&req);
         worker__unrecorded(r, rc);

@@ -24,7 +24,7 @@ static const struct q__pg_sql step_set_sql = {
     " $6::bigint) ON CONFLICT (job_id, idx) DO UPDATE"
     " SET state = excluded.state, tier = coalesce(excluded.tier, steps.tier),"
     " output = coalesce(excluded.output, steps.output),"
-    " tokens = steps.tokens + excluded.tokens"};
+    " tokens = greatest(0, steps.tokens + excluded.tokens)"};
 
 /* The lease check, the numbering, the ledger row and the step's charge in
  * one statement. The job row is locked while it runs, so a cancel or a
@@ -55,19 +55,27 @@ static const struct q__pg_sql attempt_begin_sql = {
  * what tells -ENOENT from -EALREADY, in one statement: the UPDATE that
  * finds finished_at NULL is the one that counts (a second finish racing
  * it waits for the row, then finds it finished). */
+#define FINISH_SET                                                             \
+    "UPDATE attempts SET finished_at = $2::bigint, status = $3::bigint,"       \
+    " outcome = $4::text, reason = $5::text, decision = $6::text,"             \
+    " delay_ms = $7::bigint, latency_ms = $8::bigint, tokens = $9::bigint,"    \
+    " body = $10::text WHERE id = $1::bigint AND finished_at IS NULL"
+#define FINISH_CORRECT                                                         \
+    " cor AS (UPDATE steps s"                                                  \
+    " SET tokens = greatest(0, s.tokens + fin.tokens - fin.est_tokens)"        \
+    " FROM fin WHERE s.job_id = fin.job_id AND s.idx = fin.step)"
+#define FINISH_COUNT                                                           \
+    " SELECT (SELECT count(*) FROM fin),"                                      \
+    " EXISTS (SELECT 1 FROM attempts WHERE id = $1::bigint)::int"
 static const struct q__pg_sql attempt_finish_sql = {
     "q_ledger_attempt_finish",
-    "WITH fin AS (UPDATE attempts SET finished_at = $2::bigint,"
-    "   status = $3::bigint, outcome = $4::text, reason = $5::text,"
-    "   decision = $6::text, delay_ms = $7::bigint, latency_ms = $8::bigint,"
-    "   tokens = $9::bigint, body = $10::text"
-    "   WHERE id = $1::bigint AND finished_at IS NULL"
-    "   RETURNING job_id, step, est_tokens, tokens),"
-    " cor AS (UPDATE steps s"
-    "   SET tokens = greatest(0, s.tokens + fin.tokens - fin.est_tokens)"
-    "   FROM fin WHERE s.job_id = fin.job_id AND s.idx = fin.step)"
-    " SELECT (SELECT count(*) FROM fin),"
-    " EXISTS (SELECT 1 FROM attempts WHERE id = $1::bigint)::int"};
+    "WITH fin AS (" FINISH_SET
+    " RETURNING job_id, step, est_tokens, tokens)," FINISH_CORRECT
+        FINISH_COUNT};
+/* The same without the step's correction (caller_corrects). */
+static const struct q__pg_sql attempt_finish_only_sql = {
+    "q_ledger_attempt_finish_only",
+    "WITH fin AS (" FINISH_SET " RETURNING 1)" FINISH_COUNT};
 
 static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
@@ -233,8 +241,9 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->latency_ms);
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
-    rc = q__pg_write(pg, &attempt_finish_sql, &p, true, finished, NULL, NULL,
-                     id, "finishing attempt");
+    rc = q__pg_write(
+        pg, r->caller_corrects ? &attempt_finish_only_sql : &attempt_finish_sql,
+        &p, true, finished, NULL, NULL, id, "finishing attempt");
     free(body);
     return rc;
 }

@@ -17,7 +17,7 @@ prepare(struct q__sqlite *db, const struct q__table *t, enum q__copy_stmt k)
     char sql[SQL_MAX];
     sqlite3_stmt *s = NULL;
 
-    if (q__copy_sql(t, k, '?', sql, sizeof(sql)) != 0)
+    if (q__copy_sql(t, k, '?', sql, sizeof(sql)) != 0 || q__tx_sync(db) != 0)
         return NULL;
     if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK) {
         q__db_err(db, "preparing a copy statement");

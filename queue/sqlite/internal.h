@@ -96,6 +96,12 @@ struct q__sqlite {
     sqlite3 *h;
     sqlite3_stmt *stmts[ST_COUNT]; /* prepared lazily, finalized in close */
     int tx_depth; /* 0: none, 1: BEGIN IMMEDIATE, more: savepoints */
+    /* The levels SQLite has: the BEGIN, and the savepoints opened so far.
+     * A savepoint is opened only before the first statement run at or
+     * inside its level (q__tx_sync): a level that ran none (a worker's
+     * admission or settle, whose tier rows are kept here) costs no
+     * SAVEPOINT and no RELEASE. */
+    int tx_sent;
     /* The open transaction holds the write lock, so the tiers rows it read
      * or wrote change only through it: they are kept here and read again
      * only after its end, and a row stored is written once, before the
@@ -215,8 +221,14 @@ int q__open_version(const char *path, int target, q_db **out);
 const char *q__store_sql(enum q__stmt_id id);
 
 /* stmt returns the cached statement id, reset and with bindings cleared,
- * or NULL after logging when it cannot be prepared. */
+ * the levels of the transaction opened first (q__tx_sync), or NULL after
+ * logging when a level cannot be opened or the statement prepared. */
 sqlite3_stmt *q__stmt(struct q__sqlite *db, enum q__stmt_id id);
+/* q__tx_sync opens the savepoints of the levels entered since the last
+ * statement: every statement runs inside its level's savepoint, so that
+ * rolling the level back undoes it. Call it before running a statement
+ * not got from q__stmt. -EIO/-EAGAIN when one cannot be opened. */
+STEPQ_MUST_CHECK int q__tx_sync(struct q__sqlite *db);
 /* db_err logs the SQLite error of the connection with what was being done
  * and returns -EIO (or -EAGAIN when the database stayed locked). */
 int q__db_err(struct q__sqlite *db, const char *what);

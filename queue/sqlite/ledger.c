@@ -169,7 +169,8 @@ attempt_finish_locked(struct q__sqlite *db, int64_t id,
     keep = q__body_keep(r->body, r->body_len, db->keep_body_bytes);
     if (r->body != NULL)
         sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
-    if ((rc = q__run_done(db, s, "finishing an attempt")) != 0)
+    if ((rc = q__run_done(db, s, "finishing an attempt")) != 0 ||
+        r->caller_corrects)
         return rc;
     if ((s = q__stmt(db, ST_STEP_CORRECT)) == NULL)
         return -EIO;
@@ -184,9 +185,14 @@ q__sqlite_attempt_finish(q_db *base, int64_t id,
                          const struct q_attempt_result *r)
 {
     struct q__sqlite *db = q__sqlite(base);
-    int rc = q__tx_enter(db);
+    int rc;
 
-    if (rc != 0)
+    /* Left to the caller, the correction is not made here, and the one
+     * write left needs no level of its own: a statement that fails undoes
+     * itself. */
+    if (r->caller_corrects)
+        return attempt_finish_locked(db, id, r);
+    if ((rc = q__tx_enter(db)) != 0)
         return rc;
     return q__tx_leave(db, attempt_finish_locked(db, id, r));
 }

@@ -91,7 +91,7 @@ static const char *const sql_text[ST_COUNT] = {
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_id, idx) DO UPDATE"
         " SET state = excluded.state, tier = coalesce(excluded.tier, tier),"
         " output = coalesce(excluded.output, output),"
-        " tokens = tokens + excluded.tokens",
+        " tokens = max(0, tokens + excluded.tokens)",
     [ST_ATTEMPT_NEXT] = "SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
                         " WHERE job_id = ?1 AND step = ?2",
     [ST_ATTEMPT_INSERT] =
@@ -271,7 +271,10 @@ int
 q__exec_simple(struct q__sqlite *db, const char *sql)
 {
     char *msg = NULL;
+    int rc;
 
+    if ((rc = q__tx_sync(db)) != 0)
+        return rc;
     if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) != SQLITE_OK) {
         log_error("%s: %s", db->path, msg ? msg : sqlite3_errmsg(db->h));
         sqlite3_free(msg);
@@ -280,8 +283,10 @@ q__exec_simple(struct q__sqlite *db, const char *sql)
     return 0;
 }
 
-sqlite3_stmt *
-q__stmt(struct q__sqlite *db, enum q__stmt_id id)
+/* The cached statement id, reset, with no level opened first: for the
+ * statements that open and close levels themselves. */
+static sqlite3_stmt *
+cached(struct q__sqlite *db, enum q__stmt_id id)
 {
     sqlite3_stmt *s = db->stmts[id];
 
@@ -300,30 +305,48 @@ q__stmt(struct q__sqlite *db, enum q__stmt_id id)
     return s;
 }
 
-/* Runs a cached statement that returns no rows; -EIO/-EAGAIN on error. */
+/* Runs a level statement (BEGIN, SAVEPOINT, ...); -EIO/-EAGAIN on error. */
 static int
 step_done(struct q__sqlite *db, enum q__stmt_id id, const char *what)
 {
-    return q__run_done(db, q__stmt(db, id), what);
+    return q__run_done(db, cached(db, id), what);
+}
+
+int
+q__tx_sync(struct q__sqlite *db)
+{
+    int rc;
+
+    while (db->tx_sent < db->tx_depth) {
+        if ((rc = step_done(db, ST_SAVEPOINT, "opening a savepoint")) != 0)
+            return rc;
+        db->tx_sent++;
+    }
+    return 0;
+}
+
+sqlite3_stmt *
+q__stmt(struct q__sqlite *db, enum q__stmt_id id)
+{
+    return q__tx_sync(db) == 0 ? cached(db, id) : NULL;
 }
 
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
- * the caller's group commit goes on. */
+ * the caller's group commit goes on. The BEGIN runs at once (it takes the
+ * write lock up front); a SAVEPOINT waits for a statement (q__tx_sync). */
 int
 q__tx_enter(struct q__sqlite *db)
 {
     int rc;
 
     if (db->tx_depth > 0) {
-        if ((rc = step_done(db, ST_SAVEPOINT, "opening a savepoint")) != 0)
-            return rc;
         db->tx_depth++;
         return 0;
     }
     if ((rc = step_done(db, ST_BEGIN, "starting a transaction")) != 0)
         return rc;
-    db->tx_depth = 1;
+    db->tx_depth = db->tx_sent = 1;
     return 0;
 }
 
@@ -336,11 +359,15 @@ q__tx_leave(struct q__sqlite *db, int rc)
         return rc ? rc : -EINVAL;
     if (--db->tx_depth > 0) {
         q__tier_rows_level_end(db, db->tx_depth + 1, rc != 0);
+        if (db->tx_sent <= db->tx_depth)
+            return rc; /* no statement ran in it: nothing to undo or keep */
+        db->tx_sent = db->tx_depth;
         if (rc != 0)
             step_done(db, ST_ROLLBACK_TO, "rolling back a savepoint");
         err = step_done(db, ST_RELEASE, "releasing a savepoint");
         return rc ? rc : err;
     }
+    db->tx_sent = 0;
     if (rc == 0)
         rc = q__tier_rows_flush(db); /* an error was logged */
     q__tier_rows_forget(db);
