@@ -211,17 +211,20 @@ int
 policy__body_2xx(const struct policy_input *in, const struct policy__text *t,
                  struct policy_class *out)
 {
-    cJSON *root = NULL;
+    cJSON *own = NULL;
+    const cJSON *root = NULL;
     int inner = -1;
 
     if (in->body_len > 0 && in->body_len <= POLICY__RULE_BYTES)
-        root = cJSON_ParseWithLength(in->body, in->body_len);
+        root = in->json != NULL
+                   ? in->json
+                   : (own = cJSON_ParseWithLength(in->body, in->body_len));
     if (root != NULL)
         inner = error_status(root);
     else if (strncmp(t->s, "{\"error\"", 8) == 0)
         inner = 0; /* a truncated error object */
     if (inner < 0)
         success(in, root, t, out);
-    cJSON_Delete(root);
+    cJSON_Delete(own);
     return inner;
 }

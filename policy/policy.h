@@ -31,6 +31,8 @@
 #include "common/config.h"
 #include "common/defs.h"
 
+struct cJSON; /* <cjson/cJSON.h>: a body the caller parsed */
+
 /* Outcomes of classify, in the reference's order; names are snake_case as
  * printed. */
 enum policy_outcome {
@@ -109,8 +111,11 @@ struct policy_input {
     enum policy_transport transport;     /* NONE when a response arrived */
     const struct policy_header *headers; /* borrowed array of nheaders */
     size_t nheaders;
-    const char *body;          /* borrowed bytes, NOT NUL-terminated; any */
-    size_t body_len;           /* content, size or encoding */
+    const char *body; /* borrowed bytes, NOT NUL-terminated; any */
+    size_t body_len;  /* content, size or encoding */
+    /* Borrowed: body already parsed as JSON by the caller (exactly those
+     * bytes), or NULL: classify parses it when it needs to. */
+    const struct cJSON *json;
     const char *finish_reason; /* borrowed; NULL: read from the body */
     enum policy_parsed parsed; /* the output met expect_json */
     bool http_step;            /* kind "http": a 2xx needs no completion */

@@ -311,6 +311,7 @@ worker__answer(struct run *r)
     struct attempt_log line;
     int64_t now = worker__now(r->w), tokens = 0;
     const char *output = NULL;
+    cJSON *root = NULL;
     bool parsed_chat = false;
     int ti = r->cur_tier;
 
@@ -330,9 +331,12 @@ worker__answer(struct run *r)
     in.parsed = POLICY_PARSED_DERIVE;
     in.http_step = s->kind == SPEC_STEP_HTTP;
     in.now_ms = now;
+    /* Parsed once, read here and by classify. */
     if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
-        res->status >= 200 && res->status < 300 &&
-        http_chat_parse(res->body, res->body_len, &ans) == 0) {
+        res->status >= 200 && res->status < 300 && res->body != NULL)
+        root = cJSON_ParseWithLength(res->body, res->body_len);
+    in.json = root;
+    if (http_chat_read(root, &ans) == 0) {
         parsed_chat = true;
         if (s->expect_json != NULL)
             in.parsed = worker__has_keys(ans.content,
@@ -396,5 +400,6 @@ worker__answer(struct run *r)
     act(r, &d, &c, res, output,
         ar.caller_corrects ? tokens - r->attempt_est : 0);
     http_chat_answer_cleanup(&ans);
+    cJSON_Delete(root);
     free(hdrs);
 }

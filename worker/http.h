@@ -281,6 +281,10 @@ struct http_chat_answer {
  * has no content. */
 STEPQ_MUST_CHECK int http_chat_parse(const char *body, size_t len,
                                      struct http_chat_answer *out);
+/* http_chat_read is http_chat_parse on a body already parsed (root,
+ * borrowed; NULL reads as not an object). */
+STEPQ_MUST_CHECK int http_chat_read(const cJSON *root,
+                                    struct http_chat_answer *out);
 
 /* http_chat_answer_cleanup frees what a owns and zeroes it (counts -1).
  * NULL is a no-op. */

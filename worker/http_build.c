@@ -293,21 +293,31 @@ count(const cJSON *obj, const char *key)
 int
 http_chat_parse(const char *body, size_t len, struct http_chat_answer *out)
 {
-    const cJSON *choices, *c0, *msg, *v, *usage;
-    struct http_chat_answer a = {NULL, false, NULL, -1, -1, -1};
     cJSON *root;
+    int rc;
 
     if (body == NULL)
         return -EINVAL;
     root = cJSON_ParseWithLength(body, len);
+    rc = http_chat_read(root, out);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int
+http_chat_read(const cJSON *root, struct http_chat_answer *out)
+{
+    const cJSON *choices, *c0, *msg, *v, *usage;
+    struct http_chat_answer a = {NULL, false, NULL, -1, -1, -1};
+
     if (!cJSON_IsObject(root))
-        goto bad;
+        return -EINVAL;
     choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
     c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     msg = cJSON_IsObject(c0) ? cJSON_GetObjectItemCaseSensitive(c0, "message")
                              : NULL;
     if (!cJSON_IsObject(msg))
-        goto bad;
+        return -EINVAL;
     v = cJSON_GetObjectItemCaseSensitive(msg, "content");
     if (cJSON_IsString(v))
         a.content = xstrdup(v->valuestring);
@@ -324,12 +334,8 @@ http_chat_parse(const char *body, size_t len, struct http_chat_answer *out)
         a.completion_tokens = count(usage, "completion_tokens");
         a.total_tokens = count(usage, "total_tokens");
     }
-    cJSON_Delete(root);
     *out = a;
     return 0;
-bad:
-    cJSON_Delete(root);
-    return -EINVAL;
 }
 
 void
