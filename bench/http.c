@@ -14,6 +14,11 @@
  *  2. in flight: --inflight requests sent at once to a mock that answers
  *     after --latency-ms: peak RSS above the idle client per in-flight
  *     request, client CPU per request, and the wall time of the batch.
+ *     Measured twice: the first wave, which opens a connection for every
+ *     request (socket, handshake, first touch of each transfer's memory),
+ *     and the next wave of the same size over the connections the first
+ *     one left open, as a worker running that many at once sees after its
+ *     first turn.
  *
  * The file-descriptor limit is raised to its hard limit first (each request
  * in flight holds a socket, and the mock child inherits the limit).
@@ -167,8 +172,26 @@ on_closed(void *arg)
     (void)arg;
 }
 
+/* wave sends total requests, parallel at a time, and runs the loop until
+ * every one is answered. */
+static void
+wave(struct run *r, long total, long parallel)
+{
+    r->total = total;
+    r->parallel = parallel;
+    r->sent = r->done = 0;
+    for (; r->sent < parallel && r->sent < total; r->sent++) {
+        if (http_send(r->c, &r->req, on_done, r, NULL) != 0)
+            abort();
+    }
+    while (r->done < total)
+        uv_run(&r->loop, UV_RUN_ONCE);
+}
+
+/* run_child measures one wave; with warm, a wave of the same size runs
+ * first, unmeasured, so the measured one reuses its connections. */
 static struct result
-run_child(int port, long total, long parallel)
+run_child(int port, long total, long parallel, bool warm)
 {
     /* As the worker sets it: its concurrency, here the requests at once. */
     struct http_client_opts o = {.max_idle_connections = parallel};
@@ -187,17 +210,12 @@ run_child(int port, long total, long parallel)
                           sizeof(err)) != 0)
         abort();
     cJSON_Delete(req);
-    r.total = total;
-    r.parallel = parallel;
     rss0 = rss_kb();
+    if (warm)
+        wave(&r, total, parallel);
     t0 = (double)clock_mono_ms() / 1e3;
     c0 = cpu_s();
-    for (; r.sent < parallel && r.sent < total; r.sent++) {
-        if (http_send(r.c, &r.req, on_done, &r, NULL) != 0)
-            abort();
-    }
-    while (r.done < total)
-        uv_run(&r.loop, UV_RUN_ONCE);
+    wave(&r, total, parallel);
     res.wall_s = (double)clock_mono_ms() / 1e3 - t0;
     res.cpu_us = (cpu_s() - c0) * 1e6 / (double)total;
     res.rps = (double)total / res.wall_s;
@@ -214,7 +232,8 @@ run_child(int port, long total, long parallel)
 
 /* run_once runs one measurement in a fresh child against a fresh mock. */
 static int
-run_once(const char *script, long total, long parallel, struct result *out)
+run_once(const char *script, long total, long parallel, bool warm,
+         struct result *out)
 {
     struct mockp m;
     int p[2], st = 0;
@@ -224,7 +243,7 @@ run_once(const char *script, long total, long parallel, struct result *out)
         return -1;
     pid = fork();
     if (pid == 0) {
-        struct result r = run_child(m.port, total, parallel);
+        struct result r = run_child(m.port, total, parallel, warm);
         if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
             _exit(1);
         _exit(0);
@@ -254,14 +273,14 @@ median(double *v, int n)
 
 static void
 measure(const char *label, const char *script, int runs, long total,
-        long parallel, bool memory)
+        long parallel, bool memory, bool warm)
 {
     double rps[32], cpu[32], rss[32], wall[32];
     long failed = 0;
 
     for (int i = 0; i < runs; i++) {
         struct result r;
-        if (run_once(script, total, parallel, &r) != 0) {
+        if (run_once(script, total, parallel, warm, &r) != 0) {
             fprintf(stderr, "bench_http: run failed\n");
             exit(1);
         }
@@ -334,11 +353,14 @@ main(int argc, char **argv)
            sysconf(_SC_NPROCESSORS_ONLN));
 
     snprintf(label, sizeof(label), "zero latency, %ld at a time", parallel);
-    measure(label, "{}", runs, requests, parallel, false);
-    measure("zero latency, 1 at a time", "{}", runs, requests / 4, 1, false);
+    measure(label, "{}", runs, requests, parallel, false, false);
+    measure("zero latency, 1 at a time", "{}", runs, requests / 4, 1, false,
+            false);
     snprintf(script, sizeof(script), "{\"latency_ms\": %ld}", latency);
     snprintf(label, sizeof(label), "%ld in flight, %ld ms latency", inflight,
              latency);
-    measure(label, script, runs, inflight, inflight, true);
+    measure(label, script, runs, inflight, inflight, true, false);
+    snprintf(label, sizeof(label), "%ld in flight, kept connections", inflight);
+    measure(label, script, runs, inflight, inflight, true, true);
     return 0;
 }
