@@ -1,9 +1,14 @@
 /* main.c: global options and dispatch to the cmd_<name>.c commands. */
 #include "cli/cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef STEPQ_MIMALLOC
+#include <mimalloc.h>
+#endif
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -94,6 +99,27 @@ take_global(int *argc, char **argv, struct cli_env *env, int *verbose)
     return 0;
 }
 
+/* print_allocator names the allocator that serves malloc in this process:
+ * mimalloc when the build links it and a block from calloc lies in its
+ * heap, else the C library's. It asks the heap, not the build, so a link
+ * that lost the override (or a preloaded allocator) shows as "other". */
+static void
+print_allocator(void)
+{
+#ifdef STEPQ_MIMALLOC
+    void *p = calloc(1, 64);
+    bool ours = p != NULL && mi_is_in_heap_region(p);
+    int v = mi_version();
+
+    free(p);
+    printf(ours ? "allocator: mimalloc %d.%d.%d\n"
+                : "allocator: other (mimalloc %d.%d.%d linked, not in use)\n",
+           v / 100, v / 10 % 10, v % 10);
+#else
+    printf("allocator: libc\n");
+#endif
+}
+
 int
 main(int argc, char **argv)
 {
@@ -114,6 +140,7 @@ main(int argc, char **argv)
         return rc == CLI_HELP ? CLI_OK : rc;
     if (strcmp(argv[1], "--version") == 0) {
         printf("stepq %s\n", STEPQ_VERSION);
+        print_allocator();
         return CLI_OK;
     }
     rc = cli_dispatch(&env, commands, STEPQ_ARRAY_LEN(commands), argc, argv);

@@ -28,8 +28,10 @@ char *xstrndup(const char *s, size_t n);
  * worker with hundreds of requests in flight then shrinks and regrows its
  * heap every loop turn: a system call and fresh zeroed pages each time
  * (about 15% of the worker's CPU per step at concurrency 256). Best
- * effort: a C library without these settings is left as it is. Call it
- * once, before the process starts its work. */
+ * effort: a C library without these settings is left as it is, and so is
+ * a program whose malloc is not the C library's (the stepq program built
+ * with mimalloc, cmake/allocator.cmake). Call it once, before the process
+ * starts its work. */
 void xalloc_keep_freed(void);
 
 /* A growing byte buffer: p holds len bytes and a NUL after them (p is

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 command -v valgrind >/dev/null || apt-get install -y -qq valgrind >/dev/null
 build=build/valgrind
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+# memcheck replaces the C library's malloc, so the build keeps it.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DSTEPQ_MIMALLOC=OFF >/dev/null
 cmake --build "$build" -j2 >/dev/null
 wrap=$PWD/$build/stepq-under-valgrind
 cat > "$wrap" <<WRAP

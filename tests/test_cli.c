@@ -423,6 +423,25 @@ START_TEST(test_help_on_every_command)
 }
 END_TEST
 
+/* The build's allocator serves the program's malloc: mimalloc when the
+ * build links it (the Debug and release builds), the C library's under the
+ * sanitizers. */
+START_TEST(test_version_names_the_allocator_in_use)
+{
+#ifdef STEPQ_EXPECT_MIMALLOC
+    const char *want = "\nallocator: mimalloc ";
+#else
+    const char *want = "\nallocator: libc\n";
+#endif
+    struct run_result r;
+
+    ck_assert_int_eq(RUN_ARGS(&r, "--version"), 0);
+    ck_assert_msg(strncmp(r.out, "stepq ", 6) == 0, "out: %s", r.out);
+    ck_assert_msg(strstr(r.out, want) != NULL, "out: %s", r.out);
+    run_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_db_and_config_resolution)
 {
     struct run_result r;
@@ -568,6 +587,7 @@ test_suite(void)
     tcase_add_test(out, test_jobs_list_and_filters);
     tcase_add_test(out, test_exit_codes);
     tcase_add_test(out, test_help_on_every_command);
+    tcase_add_test(out, test_version_names_the_allocator_in_use);
     tcase_add_test(out, test_c_example_enqueues_through_libstepq);
     tcase_add_test(out, test_tiers_json_shape);
     suite_add_tcase(s, out);
