@@ -163,6 +163,34 @@ START_TEST(test_caller_corrects_the_estimate)
 }
 END_TEST
 
+/* With the caller correcting, a second result and an unknown attempt are
+ * refused as without, and a worker that does not hold the job records
+ * nothing. */
+START_TEST(test_caller_corrects_refusals)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0), aid, other = 0;
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
+    struct q_attempt_start x = {id, 0, "x", "free", "abc", 100, T0};
+    struct q_attempt_result r = {
+        .status = 200, .outcome = "ok", .caller_corrects = true};
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+    int num;
+
+    qfix_claim_one(db, id, "w", T0, 60000);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_attempt_begin(db, &x, &other, &num), -EBUSY);
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), -EALREADY);
+    ck_assert_int_eq(q_attempt_finish(db, aid + 99, &r), -ENOENT);
+    ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
+    ck_assert_uint_eq(n, 1); /* x's attempt was not recorded */
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A claimed job comes with its step rows, as q_steps_get reads them
  * (text that needs escaping on the way included). */
 START_TEST(test_claim_brings_the_step_rows)
@@ -605,6 +633,7 @@ test_suite(void)
     tcase_add_test(ledger, test_kept_body_cut_on_a_character);
     tcase_add_test(ledger, test_step_rows_set_and_read);
     tcase_add_test(ledger, test_caller_corrects_the_estimate);
+    tcase_add_test(ledger, test_caller_corrects_refusals);
     tcase_add_test(ledger, test_claim_brings_the_step_rows);
     tcase_add_test(ledger, test_writes_in_a_transaction_are_kept_together);
     tcase_add_test(ledger, test_attempt_recorded_in_a_transaction);

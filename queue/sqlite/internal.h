@@ -47,7 +47,6 @@ enum q__stmt_id {
     ST_STEP_CORRECT,
     ST_ATTEMPTS_JOB,
     ST_ATTEMPTS_STEP,
-    ST_HELD,
     ST_TIER_GET,
     ST_TIER_PUT,
     ST_TIER_EVENT_ADD,

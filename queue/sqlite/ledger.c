@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 
 static void
@@ -64,24 +65,17 @@ q__sqlite_step_set(q_db *base, int64_t job_id, int index,
 
 /* ---- attempts -------------------------------------------------------- */
 
+/* The attempt's row is inserted only while the job is held by a->worker
+ * (the INSERT's own WHERE EXISTS), so a lease lost to another worker
+ * writes nothing and is -EBUSY, with no statement of its own to ask. */
 static int
 attempt_begin_locked(struct q__sqlite *db, const struct q_attempt_start *a,
                      int64_t *id, int *attempt)
 {
-    sqlite3_stmt *s = q__stmt(db, ST_HELD);
+    sqlite3_stmt *s = q__stmt(db, ST_ATTEMPT_NEXT);
     int num, rc;
 
     if (s == NULL)
-        return -EIO;
-    sqlite3_bind_int64(s, 1, a->job_id);
-    q__bind_text(s, 2, a->worker);
-    rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (rc == SQLITE_DONE)
-        return -EBUSY;
-    if (rc != SQLITE_ROW)
-        return q__db_err(db, "recording an attempt");
-    if ((s = q__stmt(db, ST_ATTEMPT_NEXT)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, a->job_id);
     sqlite3_bind_int(s, 2, a->step);
@@ -101,6 +95,8 @@ attempt_begin_locked(struct q__sqlite *db, const struct q_attempt_start *a,
     sqlite3_bind_int64(s, 8, a->started_at);
     if ((rc = q__run_done(db, s, "recording an attempt")) != 0)
         return rc;
+    if (sqlite3_changes(db->h) == 0)
+        return -EBUSY;
     *id = sqlite3_last_insert_rowid(db->h);
     if ((s = q__stmt(db, ST_STEP_CHARGE)) == NULL)
         return -EIO;
@@ -134,27 +130,43 @@ q__sqlite_attempt_begin(q_db *base, const struct q_attempt_start *a,
     return rc;
 }
 
+/* Reads attempt id's step and estimate: -ENOENT when there is no such
+ * attempt, -EALREADY when it is finished. */
 static int
-attempt_finish_locked(struct q__sqlite *db, int64_t id,
-                      const struct q_attempt_result *r)
+attempt_open(struct q__sqlite *db, int64_t id, int64_t *job_id, int *step,
+             int64_t *est)
 {
     sqlite3_stmt *s = q__stmt(db, ST_ATTEMPT_GET);
-    int64_t job_id, est;
-    size_t keep;
-    int step, rc;
+    int rc;
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
     if ((rc = q__step_row(db, s, "finishing an attempt")) != 0)
         return rc;
-    job_id = sqlite3_column_int64(s, 0);
-    step = sqlite3_column_int(s, 1);
-    est = sqlite3_column_int64(s, 2);
-    rc = sqlite3_column_type(s, 3) != SQLITE_NULL;
+    *job_id = sqlite3_column_int64(s, 0);
+    *step = sqlite3_column_int(s, 1);
+    *est = sqlite3_column_int64(s, 2);
+    rc = sqlite3_column_type(s, 3) != SQLITE_NULL ? -EALREADY : 0;
     sqlite3_reset(s);
-    if (rc)
-        return -EALREADY;
+    return rc;
+}
+
+/* A caller that corrects the step itself needs nothing of the row, so the
+ * UPDATE (only of an unfinished attempt) runs first, and the row is read
+ * only when it changed nothing, to tell -ENOENT from -EALREADY. */
+static int
+attempt_finish_locked(struct q__sqlite *db, int64_t id,
+                      const struct q_attempt_result *r)
+{
+    sqlite3_stmt *s;
+    int64_t job_id = 0, est = 0;
+    size_t keep;
+    int step = 0, rc;
+
+    if (!r->caller_corrects &&
+        (rc = attempt_open(db, id, &job_id, &step, &est)) != 0)
+        return rc;
     if ((s = q__stmt(db, ST_ATTEMPT_FINISH)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, id);
@@ -169,9 +181,19 @@ attempt_finish_locked(struct q__sqlite *db, int64_t id,
     keep = q__body_keep(r->body, r->body_len, db->keep_body_bytes);
     if (r->body != NULL)
         sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
-    if ((rc = q__run_done(db, s, "finishing an attempt")) != 0 ||
-        r->caller_corrects)
+    if ((rc = q__run_done(db, s, "finishing an attempt")) != 0)
         return rc;
+    if (r->caller_corrects) {
+        if (sqlite3_changes(db->h) == 1)
+            return 0;
+        if ((rc = attempt_open(db, id, &job_id, &step, &est)) == 0) {
+            /* open, yet the UPDATE of open attempts missed it */
+            log_error("%s: attempt %lld: its result was not stored", db->path,
+                      (long long)id);
+            rc = -EIO;
+        }
+        return rc;
+    }
     if ((s = q__stmt(db, ST_STEP_CORRECT)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);

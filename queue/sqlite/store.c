@@ -97,7 +97,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ATTEMPT_INSERT] =
         "INSERT INTO attempts (job_id, step, attempt, tier, worker,"
         " request_sha256, est_tokens, started_at)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1"
+        " FROM jobs WHERE id = ?1 AND state = 1 AND lease_owner = ?5)",
     [ST_STEP_CHARGE] =
         "INSERT INTO steps (job_id, idx, state, tier, attempts, tokens)"
         " VALUES (?1, ?2, 1, ?3, 1, ?4) ON CONFLICT (job_id, idx) DO UPDATE"
@@ -121,8 +122,6 @@ static const char *const sql_text[ST_COUNT] = {
         " finished_at, status, outcome, reason, decision, delay_ms,"
         " latency_ms, tokens, body FROM attempts WHERE job_id = ?1"
         " AND step = ?2 ORDER BY attempt",
-    [ST_HELD] = "SELECT 1 FROM jobs WHERE id = ?1 AND state = 1"
-                " AND lease_owner = ?2",
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
