@@ -84,7 +84,6 @@ has_word(const struct policy__text *t, const char *w)
 
 struct learned {
     int64_t explicit_ms; /* the wait asked for in a header, or -1 */
-    int64_t text_ms;     /* the wait asked for in an error text, or -1 */
     int64_t req_reset_ms, tok_reset_ms, any_reset_ms; /* from now; -1 */
     int64_t rem_req, rem_tok;                         /* -1 */
 };
@@ -168,14 +167,14 @@ learn_header(const struct policy_header *h, int64_t now, struct learned *l,
     }
 }
 
+/* learn reads the headers; a wait written in the body is looked for only
+ * once the body is known to be an error (policy_classify). */
 static void
-learn(const struct policy_input *in, const struct policy__text *t,
-      struct learned *l)
+learn(const struct policy_input *in, struct learned *l)
 {
-    int64_t ra_ms = -1, ra = -1, body = -1;
+    int64_t ra_ms = -1, ra = -1;
 
     *l = (struct learned){.explicit_ms = -1,
-                          .text_ms = -1,
                           .req_reset_ms = -1,
                           .tok_reset_ms = -1,
                           .any_reset_ms = -1,
@@ -183,8 +182,6 @@ learn(const struct policy_input *in, const struct policy__text *t,
                           .rem_tok = -1};
     for (size_t i = 0; i < in->nheaders && in->headers != NULL; i++)
         learn_header(&in->headers[i], in->now_ms, l, &ra_ms, &ra);
-    if (policy__text_wait(t->s, &body) == 0)
-        l->text_ms = body;
     /* The endpoint's own wait, most precise first. */
     l->explicit_ms = ra_ms >= 0 ? ra_ms : ra;
 }
@@ -474,6 +471,7 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
     struct policy_config dflt;
     struct policy__text t;
     struct learned l;
+    int64_t text_ms = -1;
     int rule = -1;
     bool error_body = true;
 
@@ -485,7 +483,7 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         (struct policy_class){POLICY_UNKNOWN, NULL, -1, -1, -1, -1, -1, -1, -1};
     text_init(&t, in->body != NULL ? in->body : "",
               in->body != NULL ? in->body_len : 0, SCAN_BYTES);
-    learn(in, &t, &l);
+    learn(in, &l);
     out->remaining_requests = l.rem_req;
     out->remaining_tokens = l.rem_tok;
     if (l.req_reset_ms >= 0)
@@ -500,9 +498,10 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         error_body = by_default(in, &t, out);
     }
     /* A wait written in an error message counts; one in a completion's
-     * content is the model talking. */
-    if (l.explicit_ms < 0 && error_body)
-        l.explicit_ms = l.text_ms;
+     * content is the model talking (and the text is not searched). */
+    if (l.explicit_ms < 0 && error_body &&
+        policy__text_wait(t.s, &text_ms) == 0)
+        l.explicit_ms = text_ms;
     out->wait_ms = l.explicit_ms;
     if (out->outcome == POLICY_SOFT_THROTTLE ||
         out->outcome == POLICY_HARD_QUOTA)
