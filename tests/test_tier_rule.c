@@ -146,6 +146,30 @@ START_TEST(test_wall_without_reset)
 }
 END_TEST
 
+/* A bucket of one spaces sends 5% wider, at most 50 ms: room for a send
+ * that reaches the endpoint later after its admission than the one
+ * before it did (the attempt's commit comes between the two). */
+START_TEST(test_bucket_of_one_spaced_wider)
+{
+    struct config_tier t = free_tier();
+    struct q_tier_state st = {0};
+    struct tier__bucket b;
+    double tat;
+
+    t.rpm = 60;
+    t.burst = 1;
+    ck_assert(tier__request_bucket(&t, &st, &b));
+    tat = tier__bucket_take(0, &b, T0);
+    ck_assert_int_eq(tier__bucket_ready_at(tat, &b, T0 + 10), T0 + 1050);
+    t.rpm = 6000; /* 10 ms apart: 5% of it */
+    ck_assert(tier__request_bucket(&t, &st, &b));
+    ck_assert_double_eq_tol(b.cost_ms, 10.5, 1e-9);
+    t.rpm = 6; /* 10 s apart: the 50 ms bound */
+    ck_assert(tier__request_bucket(&t, &st, &b));
+    ck_assert_double_eq_tol(b.cost_ms, 10050, 1e-9);
+}
+END_TEST
+
 /* ---- what a tier has in flight, and used ------------------------------ */
 
 /* Sends count until they end or expire (to the second, never shorter),
@@ -234,6 +258,7 @@ test_suite(void)
     tcase_add_loop_test(rule, test_evaluate_table, 0,
                         (int)(sizeof(eval_cases) / sizeof(eval_cases[0])));
     tcase_add_test(rule, test_wall_without_reset);
+    tcase_add_test(rule, test_bucket_of_one_spaced_wider);
     suite_add_tcase(s, rule);
     tcase_add_test(use, test_flight_counts_until_end_or_expiry);
     tcase_add_test(use, test_full_flight_counts_longer_never_shorter);
