@@ -416,12 +416,35 @@ tick_turn(struct worker *w, int64_t now)
     return true;
 }
 
+/* Whether the tick has anything to write: a heartbeat, a run whose wait
+ * is over, a claim, the wake channel's retry, stopping or a drain's end
+ * (each as tick_body tests it). A tick with none of these opens no
+ * transaction: at concurrency 1 the tick each finish asks for found the
+ * slot taken by the answer's own turn and committed an empty one, a
+ * BEGIN IMMEDIATE and a COMMIT (and the store's write lock) a step. */
+static bool
+tick_writes(const struct worker *w, int64_t now)
+{
+    if (w->down || w->stopping || now >= w->next_heartbeat ||
+        (w->drain && live(w) == 0) ||
+        (live(w) < w->concurrency && now >= w->next_claim) ||
+        (!w->wake_on && w->wake_retry_at > 0 &&
+         clock_mono_ms() >= w->wake_retry_at))
+        return true;
+    for (const struct run *r = w->runs; r != NULL; r = r->next) {
+        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
+            r->wake_at <= now)
+            return true;
+    }
+    return false;
+}
+
 static void
 tick_body(struct worker *w, int64_t now, int64_t next)
 {
     int64_t at;
 
-    if (!tick_turn(w, now))
+    if (tick_writes(w, now) && !tick_turn(w, now))
         return;
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
