@@ -208,6 +208,13 @@ live(const struct worker *w)
     return n;
 }
 
+/* Whether the tick claims: a slot is free and the next claim is due. */
+static bool
+claim_due(const struct worker *w, int64_t now)
+{
+    return live(w) < w->concurrency && now >= w->next_claim;
+}
+
 static void
 claim(struct worker *w, int64_t now)
 {
@@ -315,6 +322,20 @@ by_wait(const void *a, const void *b)
     return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
 }
 
+/* Whether r waits (no request out, a wake time set), and whether that
+ * wait is over (or the worker is stopping, which ends every wait). */
+static bool
+run_waits(const struct run *r)
+{
+    return !r->finished && r->call == NULL && r->wake_at != 0;
+}
+
+static bool
+run_due(const struct worker *w, const struct run *r, int64_t now)
+{
+    return run_waits(r) && (r->wake_at <= now || w->stopping);
+}
+
 /* Attempts the runs whose wait is over, in the order tiers should take
  * them; returns the earliest wake time left (at most next). */
 static int64_t
@@ -324,11 +345,9 @@ wake_due(struct worker *w, int64_t now, int64_t next)
     size_t n = 0;
 
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->finished || r->call != NULL || r->wake_at == 0)
-            continue;
-        if (r->wake_at <= now || w->stopping)
+        if (run_due(w, r, now))
             due[n++] = r;
-        else if (r->wake_at < next)
+        else if (run_waits(r) && r->wake_at < next)
             next = r->wake_at;
     }
     qsort(due, n, sizeof(*due), by_wait);
@@ -426,14 +445,12 @@ static bool
 tick_writes(const struct worker *w, int64_t now)
 {
     if (w->down || w->stopping || now >= w->next_heartbeat ||
-        (w->drain && live(w) == 0) ||
-        (live(w) < w->concurrency && now >= w->next_claim) ||
+        (w->drain && live(w) == 0) || claim_due(w, now) ||
         (!w->wake_on && w->wake_retry_at > 0 &&
          clock_mono_ms() >= w->wake_retry_at))
         return true;
     for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
-            r->wake_at <= now)
+        if (run_due(w, r, now))
             return true;
     }
     return false;
@@ -465,7 +482,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         uv_timer_start(&w->tick, on_tick, 20, 0);
         return;
     }
-    if (live(w) < w->concurrency && now >= w->next_claim) {
+    if (claim_due(w, now)) {
         claim(w, now);
         worker__sweep(w);
     }
@@ -486,8 +503,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         next = w->next_heartbeat;
     /* Runs told to wait during this tick (their kick was only marked). */
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (!r->finished && r->call == NULL && r->wake_at > 0 &&
-            r->wake_at < next)
+        if (run_waits(r) && r->wake_at < next)
             next = r->wake_at;
     }
     /* The wake channel is asked for again on its own backoff. */
