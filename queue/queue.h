@@ -167,7 +167,9 @@ struct q_job {
     char *error; /* NULL unless failed */
     /* q_claim only (has_steps true): the job's step rows as q_steps_get
      * gives them in the claim's transaction, so that starting a claimed
-     * job needs no read of its own. */
+     * job needs no read of its own. A backend may leave them out (false)
+     * for a job whose lease expired: the caller reads them with
+     * q_steps_get. */
     bool has_steps;
     struct q_step *steps; /* owned; NULL when there are none */
     size_t nsteps;
@@ -192,8 +194,8 @@ STEPQ_MUST_CHECK int q_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
 /* q_claim leases up to max due jobs to worker until now + lease_ms, in one
  * transaction: highest priority first, then run_at, then id. Jobs whose
  * lease expired are due again. Each job comes with its step rows
- * (has_steps). Returns 0 with *n >= 1, or -ENOENT when nothing is due.
- * Caller owns *out (q_jobs_free). */
+ * (has_steps), except perhaps one whose lease expired. Returns 0 with *n >= 1,
+ * or -ENOENT when nothing is due. Caller owns *out (q_jobs_free). */
 STEPQ_MUST_CHECK int q_claim(q_db *db, const char *worker, int64_t now,
                              int64_t lease_ms, size_t max, struct q_job **out,
                              size_t *n);

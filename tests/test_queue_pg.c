@@ -261,6 +261,102 @@ START_TEST(test_claim_skips_locked_rows)
 }
 END_TEST
 
+/* A job's progress committing while its lease has expired keeps a
+ * reclaim off the job: the store's write lock is let go before the
+ * COMMIT (here by hand, with the transaction still open), and every write
+ * of progress locks the job's row until its commit. Once it is done, the
+ * reclaimed job comes without step rows, which its new holder reads
+ * afresh and finds the commit's progress in. */
+static void
+let_go_before_commit(q_db *db)
+{
+    const char *const unlock[] = {"SELECT pg_advisory_unlock_all()"};
+
+    ck_assert_int_eq(
+        q__pg_round_trip(q__pg(db), unlock, 1, NULL, NULL, NULL, "test"), 0);
+    ck_assert_int_eq(q__pg(db)->tx_depth, 1); /* still open */
+}
+
+static void
+reclaim_after(q_db *a, q_db *b, int64_t job, const char *output)
+{
+    struct q_job *got = NULL;
+    struct q_step *st = NULL;
+    size_t n = 0;
+
+    let_go_before_commit(a);
+    ck_assert_int_eq(q_claim(b, "wb", T0 + 5000, 60000, 10, &got, &n), -ENOENT);
+    ck_assert_int_eq(q_tx_commit(a), 0);
+    ck_assert_int_eq(q_claim(b, "wb", T0 + 5000, 60000, 10, &got, &n), 0);
+    ck_assert_int_eq(got[0].id, job);
+    ck_assert(!got[0].has_steps);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_steps_get(b, job, &st, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(st[0].attempts, 1);
+    ck_assert_str_eq(st[0].output, output);
+    q_steps_free(st, n);
+}
+
+START_TEST(test_progress_committing_keeps_a_reclaim_off)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int64_t job = add_job(a, "slow"), id = 0;
+    struct q_attempt_start st = {.job_id = job,
+                                 .worker = "wa",
+                                 .request_sha256 = "00",
+                                 .started_at = T0};
+    struct q_attempt_result res = {.status = 200,
+                                   .outcome = "ok",
+                                   .decision = "commit",
+                                   .finished_at = T0};
+    struct q_job *got = NULL;
+    size_t n = 0;
+    int no = 0;
+
+    /* a's lease ends at T0 + 1000; b claims at T0 + 5000. */
+    ck_assert_int_eq(q_claim(a, "wa", T0, 1000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_attempt_begin(a, &st, &id, &no), 0);
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_attempt_finish(a, id, &res), 0);
+    ck_assert_int_eq(q_step_set(a, job, 0, Q_STEP_SUCCEEDED, NULL, "o", 0), 0);
+    reclaim_after(a, b, job, "o");
+    ck_assert_int_eq(q_close(a), 0);
+    ck_assert_int_eq(q_close(b), 0);
+}
+END_TEST
+
+/* The same for the attempt's result alone (a turn that settles an answer
+ * and waits before its next send writes no other row of the job). */
+START_TEST(test_attempt_result_committing_keeps_a_reclaim_off)
+{
+    q_db *a = open_pg(true), *b = open_pg(false);
+    int64_t job = add_job(a, "slow"), id = 0;
+    struct q_attempt_start st = {.job_id = job,
+                                 .worker = "wa",
+                                 .request_sha256 = "00",
+                                 .started_at = T0};
+    struct q_attempt_result res = {.status = 503,
+                                   .outcome = "server_error",
+                                   .decision = "backoff_retry",
+                                   .finished_at = T0};
+    struct q_job *got = NULL;
+    size_t n = 0;
+    int no = 0;
+
+    ck_assert_int_eq(q_claim(a, "wa", T0, 1000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_step_set(a, job, 0, Q_STEP_RUNNING, NULL, "x", 0), 0);
+    ck_assert_int_eq(q_attempt_begin(a, &st, &id, &no), 0);
+    ck_assert_int_eq(q_tx_begin(a), 0);
+    ck_assert_int_eq(q_attempt_finish(a, id, &res), 0);
+    reclaim_after(a, b, job, "x");
+    ck_assert_int_eq(q_close(a), 0);
+    ck_assert_int_eq(q_close(b), 0);
+}
+END_TEST
+
 /* A turn's writes that nobody waits for are held (another session sees
  * nothing, not even the BEGIN's lock) until the commit's round trip
  * carries them; a level of only held writes goes to the server as no
@@ -599,6 +695,8 @@ test_suite(void)
     tcase_add_test(work, test_claim_skips_locked_rows);
     tcase_add_test(work, test_text_that_is_not_utf8_is_scrubbed);
     tcase_add_test(work, test_writes_ride_with_the_commit);
+    tcase_add_test(work, test_progress_committing_keeps_a_reclaim_off);
+    tcase_add_test(work, test_attempt_result_committing_keeps_a_reclaim_off);
     tcase_add_test(work, test_failed_deferred_write_fails_the_commit);
     tcase_add_test(work, test_next_transaction_reads_its_tiers_ahead);
     tcase_add_test(work, test_enqueue_wakes_the_listener);

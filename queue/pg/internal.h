@@ -181,6 +181,15 @@ int q__pg_error(struct q__pg *db, const PGresult *r, const char *what);
  * reset after its backoff when no transaction is on it, else -EIO. */
 int q__pg_usable(struct q__pg *db);
 
+/* What lets the store's write lock (pipe.c) go: at a commit, just before
+ * the COMMIT in the same round trip; after a rollback, just after it.
+ * Every session-level advisory lock the session holds goes, the store's
+ * lock taken twice too (a send that failed after a BEGIN sends it
+ * again), and the key is not computed anew (a search_path that changed
+ * since the lock would name another key). The session holds no other:
+ * the schema's lock is a transaction's (schema.c). */
+#define Q__PG_STORE_UNLOCK "SELECT pg_advisory_unlock_all()"
+
 /* q__pg_round_trip queues the pending levels, the plain texts and sql
  * (may be NULL) after whatever was deferred, syncs, and reads every
  * result. Errors and *res as q__pg_run. */

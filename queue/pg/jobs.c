@@ -133,10 +133,17 @@ q__pg_counts(q_db *d, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 
 /* Due queued jobs and jobs whose lease expired (SQLite reclaims those
  * first; the order is the same), each side walking its partial index and
- * skipping rows another claim holds, then the best max of both. Each
+ * skipping rows another claim holds, then the best max of both. A queued
  * job's step rows come along as one JSON array (the columns of
- * ledger.c's steps read, in its order), so that a claimed job starts
- * without a round trip of its own. */
+ * ledger.c's steps read, in its order), so that it starts without a
+ * round trip of its own: whatever made it queued wrote its row in the
+ * same transaction, so a snapshot that sees it queued sees that
+ * transaction's progress too. A job whose lease expired comes without
+ * them (NULL, and a 1 in the last column): its holder may still be
+ * alive, and the statement's snapshot may predate a commit of its
+ * progress that ended just before this claim locked the row (the
+ * store's write lock is let go before the COMMIT: pipe.c); the worker
+ * reads them in a statement of its own, after the lock. */
 static const struct q__pg_sql claim_sql = {
     "q_jobs_claim",
     "WITH q AS (SELECT id, priority, run_at FROM jobs WHERE state = 0"
@@ -145,16 +152,17 @@ static const struct q__pg_sql claim_sql = {
     " e AS (SELECT id, priority, run_at FROM jobs WHERE state = 1"
     " AND lease_until < $1 ORDER BY priority DESC, run_at, id LIMIT $2"
     " FOR UPDATE SKIP LOCKED),"
-    " pick AS (SELECT id FROM (SELECT * FROM q UNION ALL SELECT * FROM e) u"
-    " ORDER BY priority DESC, run_at, id LIMIT $2)"
+    " pick AS (SELECT id, re FROM (SELECT *, 0 AS re FROM q UNION ALL"
+    " SELECT *, 1 FROM e) u ORDER BY priority DESC, run_at, id LIMIT $2)"
     " UPDATE jobs j SET state = 1, lease_owner = $3, lease_until = $4,"
     " claims = claims + 1, updated_at = $1 FROM pick WHERE j.id = pick.id"
     " RETURNING j.id, j.name, j.key, j.state, j.priority, j.run_at,"
     " j.deadline_at, j.created_at, j.updated_at, j.lease_owner,"
     " j.lease_until, j.claims, j.spec, j.error,"
-    " (SELECT json_agg(json_build_array(s.idx, s.state, s.tier, s.attempts,"
-    "   s.tokens, s.output, s.reset_after, s.pin_tier) ORDER BY s.idx)"
-    "   FROM steps s WHERE s.job_id = j.id)"};
+    " CASE WHEN pick.re = 0 THEN (SELECT json_agg(json_build_array(s.idx,"
+    "   s.state, s.tier, s.attempts, s.tokens, s.output, s.reset_after,"
+    "   s.pin_tier) ORDER BY s.idx) FROM steps s WHERE s.job_id = j.id)"
+    " END, pick.re"};
 
 /* Item i of a step's JSON array as the step read would give it: a number
  * (0 when it is not one), a string (NULL when it is not one: SQL NULL). */
@@ -183,6 +191,8 @@ read_claimed(const PGresult *r, int i, void *job)
     size_t n = 0;
 
     q__pg_read_job(r, i, j);
+    if (q__pg_int(r, i, 15) != 0)
+        return; /* reclaimed: the worker reads the steps after the lock */
     if (!q__pg_null(r, i, 14) &&
         (rows = cJSON_Parse(PQgetvalue(r, i, 14))) == NULL)
         return; /* not read: the worker reads the steps itself */

@@ -17,11 +17,22 @@ static const struct q__pg_sql steps_get_sql = {
     "SELECT idx, state, tier, attempts, tokens, output, reset_after, pin_tier"
     " FROM steps WHERE job_id = $1::bigint ORDER BY idx"};
 
+/* Every write of a job's progress (this, attempt_begin_sql and
+ * attempt_finish_sql) locks the job's row first, and holds it to the
+ * commit: the store's write lock is let go before the COMMIT (pipe.c),
+ * and a claim of an expired lease must not take the job while a commit
+ * of its progress is still on its way (it skips the locked row, or locks
+ * it once the commit is done and then reads the progress afresh:
+ * claim_sql, jobs.c). Here the lock is taken by a condition that always
+ * holds (a CTE runs only when it is used), and a job that is gone still
+ * fails the insert on its foreign key, as on SQLite. */
 static const struct q__pg_sql step_set_sql = {
     "q_ledger_step_set",
-    "INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
-    " VALUES ($1::bigint, $2::bigint, $3::bigint, $4::text, $5::text,"
-    " $6::bigint) ON CONFLICT (job_id, idx) DO UPDATE"
+    "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint FOR UPDATE)"
+    " INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
+    " SELECT $1::bigint, $2::bigint, $3::bigint, $4::text, $5::text,"
+    " $6::bigint WHERE (SELECT count(*) FROM held) >= 0"
+    " ON CONFLICT (job_id, idx) DO UPDATE"
     " SET state = excluded.state, tier = coalesce(excluded.tier, steps.tier),"
     " output = coalesce(excluded.output, steps.output),"
     " tokens = greatest(0, steps.tokens + excluded.tokens)"};
@@ -55,11 +66,15 @@ static const struct q__pg_sql attempt_begin_sql = {
  * what tells -ENOENT from -EALREADY, in one statement: the UPDATE that
  * finds finished_at NULL is the one that counts (a second finish racing
  * it waits for the row, then finds it finished). */
+#define FINISH_HELD                                                            \
+    "held AS (SELECT id FROM jobs WHERE id ="                                  \
+    " (SELECT job_id FROM attempts WHERE id = $1::bigint) FOR UPDATE),"
 #define FINISH_SET                                                             \
     "UPDATE attempts SET finished_at = $2::bigint, status = $3::bigint,"       \
     " outcome = $4::text, reason = $5::text, decision = $6::text,"             \
     " delay_ms = $7::bigint, latency_ms = $8::bigint, tokens = $9::bigint,"    \
-    " body = $10::text WHERE id = $1::bigint AND finished_at IS NULL"
+    " body = $10::text WHERE id = $1::bigint AND finished_at IS NULL"          \
+    " AND EXISTS (SELECT 1 FROM held)"
 #define FINISH_CORRECT                                                         \
     " cor AS (UPDATE steps s"                                                  \
     " SET tokens = greatest(0, s.tokens + fin.tokens - fin.est_tokens)"        \
@@ -69,13 +84,13 @@ static const struct q__pg_sql attempt_begin_sql = {
     " EXISTS (SELECT 1 FROM attempts WHERE id = $1::bigint)::int"
 static const struct q__pg_sql attempt_finish_sql = {
     "q_ledger_attempt_finish",
-    "WITH fin AS (" FINISH_SET
+    "WITH " FINISH_HELD " fin AS (" FINISH_SET
     " RETURNING job_id, step, est_tokens, tokens)," FINISH_CORRECT
         FINISH_COUNT};
 /* The same without the step's correction (caller_corrects). */
 static const struct q__pg_sql attempt_finish_only_sql = {
     "q_ledger_attempt_finish_only",
-    "WITH fin AS (" FINISH_SET " RETURNING 1)" FINISH_COUNT};
+    "WITH " FINISH_HELD " fin AS (" FINISH_SET " RETURNING 1)" FINISH_COUNT};
 
 static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
@@ -126,7 +141,8 @@ q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
     q__pg_p_text(&p, tier);
     q__pg_p_text(&p, output);
     q__pg_p_int(&p, add_tokens);
-    /* An upsert: it cannot find nothing, so nothing waits for it. */
+    /* An upsert: it finds nothing only when the job is gone, so nothing
+     * waits for it. */
     return q__pg_defer(q__pg(db), &step_set_sql, &p, "updating a step");
 }
 

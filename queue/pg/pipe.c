@@ -48,16 +48,33 @@ struct q__pg_pending {
 };
 
 /* The store's write lock, taken by every transaction in the round trip of
- * its BEGIN and held to its end: write transactions on one store (a
- * worker's turn, a park resolution, a copy) run one at a time, as
- * SQLite's BEGIN IMMEDIATE makes them. Without it, a turn admitting on a
- * tier (read, decide, write back) could decide on state another host was
- * changing, and turns that lock rows in different orders (a job, a tier,
- * a send) deadlocked: 4 hosts hit one in seconds. Single statements
- * outside a transaction (enqueue from other programs, reads) do not take
- * it. */
+ * its BEGIN: write transactions on one store (a worker's turn, a park
+ * resolution, a copy) run their statements one at a time, as SQLite's
+ * BEGIN IMMEDIATE makes them. Without it, turns that lock rows in
+ * different orders (a job, a tier, a send) deadlocked: 4 hosts hit one
+ * in seconds. Single statements outside a transaction (enqueue from
+ * other programs, reads) do not take it.
+ *
+ * It is a session lock, let go in the COMMIT's own round trip just
+ * before the COMMIT (Q__PG_STORE_UNLOCK, store.c): the next host's
+ * statements run while this commit waits for its WAL flush, and their
+ * commits share that flush (4 processes claiming one job at a time took
+ * turns at about one fsync each). This stays free of deadlocks: a
+ * transaction takes row locks only while it holds the store lock, and
+ * one that let it go takes none, so no two wait for each other.
+ *
+ * What a committing transaction wrote is not visible yet to the next,
+ * so every read that decides a write locks what it reads, and every
+ * write locks what such a read locks: a tier's row is read FOR UPDATE
+ * (tiers.c); each write of a job's progress locks the job's row
+ * (ledger.c), so a claim of an expired lease skips a job whose progress
+ * is still committing; and the claim of an expired lease reads the
+ * job's steps only after its lock (jobs.c), as its snapshot may predate
+ * a commit that ended just before. A job another transaction made
+ * queued, parked, finished or cancelled had its row written in that
+ * transaction: a claim re-checks the newest version it locks. */
 static const char store_lock_text[] =
-    "SELECT pg_advisory_xact_lock(hashtext('stepq:store:' ||"
+    "SELECT pg_advisory_lock(hashtext('stepq:store:' ||"
     " coalesce(current_schema(), '')))";
 /* The same, prepared at its first use (it is planned once a session, not
  * once a transaction). */

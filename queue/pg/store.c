@@ -197,18 +197,19 @@ q__pg_tx_enter(struct q__pg *db)
 static int
 finish(struct q__pg *db, int rc)
 {
-    static const char *const commit[] = {"COMMIT"}, *const rollback[] = {
-                                                        "ROLLBACK"};
+    static const char *const commit[] = {Q__PG_STORE_UNLOCK, "COMMIT"};
+    /* ROLLBACK does not let a session lock go: the unlock follows it. */
+    static const char *const rollback[] = {"ROLLBACK", Q__PG_STORE_UNLOCK};
     PGresult *r = NULL;
     int err;
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
     if (rc != 0) {
-        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
+        (void)q__pg_round_trip(db, rollback, 2, NULL, NULL, NULL,
                                "rolling back");
         return rc;
     }
-    err = q__pg_round_trip(db, commit, 1, NULL, NULL, &r, "committing");
+    err = q__pg_round_trip(db, commit, 2, NULL, NULL, &r, "committing");
     /* COMMIT of a transaction an earlier error aborted rolls back. */
     if (err == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
         log_error("%s: committing: an earlier statement failed; rolled back",
@@ -216,9 +217,15 @@ finish(struct q__pg *db, int rc)
         err = db->tx_rc != 0 ? db->tx_rc : -EIO;
     }
     PQclear(r);
+    /* A commit that failed before its unlock (an earlier statement's
+     * error skips the rest) left the transaction open and the lock held:
+     * the rollback ends both. One that failed in the COMMIT itself ran the
+     * unlock and ended the transaction, and one whose BEGIN never left
+     * took neither: there is nothing to end, and a round trip would open
+     * a transaction anew (q__pg_round_trip sends the levels not sent). */
     if (err != 0 && !db->broken &&
         PQtransactionStatus(db->conn) != PQTRANS_IDLE)
-        (void)q__pg_round_trip(db, rollback, 1, NULL, NULL, NULL,
+        (void)q__pg_round_trip(db, rollback, 2, NULL, NULL, NULL,
                                "rolling back");
     return err;
 }

@@ -13,20 +13,29 @@
 #include "common/xalloc.h"
 
 /* The stored row, or none: the defaults of a tier never used. */
-static const struct q__pg_sql tier_load_sql = {
-    "q_tiers_load",
-    "SELECT breaker, failures, open_until, exhausted_until,"
-    " exhausted_reason, limited_until, allowance_used, allowance_since,"
-    " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"
-    " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"
-    " WHERE name = $1::text"};
+#define TIER_LOAD_TEXT                                                         \
+    "SELECT breaker, failures, open_until, exhausted_until,"                   \
+    " exhausted_reason, limited_until, allowance_used, allowance_since,"       \
+    " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"          \
+    " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"               \
+    " WHERE name = $1::text"
+static const struct q__pg_sql tier_load_sql = {"q_tiers_load", TIER_LOAD_TEXT};
 
 /* A load inside a transaction is the read of a read-modify-write (the
- * worker's admission: load, decide, count the send, store). The store's
- * write lock that every transaction takes first (store.c) makes it
- * atomic across hosts, as SQLite's write transaction does: another host
- * admitting waits for our commit, and this statement's snapshot is taken
- * after the lock was granted, so it sees that commit. */
+ * worker's admission: load, decide, count the send, store), so it locks
+ * the row. The store's write lock (pipe.c) is let go just before a
+ * commit, so another host's transaction may run while ours still
+ * commits: its FOR UPDATE waits for our commit, then reads what we
+ * wrote (READ COMMITTED reads the newest version of a row it waited
+ * for). A tier with no row yet gets one first (tier_row_sql), so that
+ * there is a row to lock: two hosts using a new tier at once would
+ * otherwise both start from the defaults. */
+static const struct q__pg_sql tier_lock_sql = {"q_tiers_lock",
+                                               TIER_LOAD_TEXT " FOR UPDATE"};
+static const struct q__pg_sql tier_row_sql = {
+    "q_tiers_row",
+    "INSERT INTO tiers (name) VALUES ($1::text) ON CONFLICT DO NOTHING"};
+
 /* $1 tier, $2 at, $3 event: deferred as the state it goes with. */
 static const struct q__pg_sql tier_event_sql = {
     "q_tier_event_add", "INSERT INTO tier_events (tier, at, event)"
@@ -275,10 +284,10 @@ prefetched(const PGresult *res, void *db, void *name)
     struct q__pg *pg = db;
     struct q_tier_state st;
 
-    if (row_of(pg, name) == NULL) {
+    /* No row yet: left to q__pg_tier_load, which makes one to lock. */
+    if (row_of(pg, name) == NULL && PQntuples(res) == 1) {
         tier_defaults(&st);
-        if (PQntuples(res) == 1)
-            read_tier(res, 0, &st);
+        read_tier(res, 0, &st);
         (void)keep_row(pg, name, &st, false);
     }
     return 0;
@@ -292,11 +301,11 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
         struct q__pg_params p = {0};
 
         /* The round trip's own statement reads this one (and keeps it). */
-        if (sql == &tier_load_sql && next != NULL && next->v[0] != NULL &&
+        if (sql == &tier_lock_sql && next != NULL && next->v[0] != NULL &&
             strcmp(next->v[0], pg->recent[i]) == 0)
             continue;
         q__pg_p_text(&p, pg->recent[i]);
-        if (!q__pg_queue(pg, &tier_load_sql, &p, prefetched, pg, pg->recent[i],
+        if (!q__pg_queue(pg, &tier_lock_sql, &p, prefetched, pg, pg->recent[i],
                          "reading tier state ahead"))
             return false;
     }
@@ -307,6 +316,7 @@ int
 q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out)
 {
     struct q__pg *pg = q__pg(db);
+    const struct q__pg_sql *sql;
     struct q__pg_params p = {0};
     struct q_tier_state st;
     int rc;
@@ -315,8 +325,13 @@ q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out)
         return 0;
     tier_defaults(&st);
     q__pg_p_text(&p, tier);
-    rc = q__pg_select_one(pg, &tier_load_sql, &p, sizeof(st), read_tier, &st,
+    sql = pg->tx_depth > 0 ? &tier_lock_sql : &tier_load_sql;
+    rc = q__pg_select_one(pg, sql, &p, sizeof(st), read_tier, &st,
                           "reading tier state");
+    if (rc == -ENOENT && sql == &tier_lock_sql &&
+        (rc = q__pg_run(pg, &tier_row_sql, &p, NULL, "adding a tier row")) == 0)
+        rc = q__pg_select_one(pg, sql, &p, sizeof(st), read_tier, &st,
+                              "reading tier state");
     if (rc == -ENOENT) {
         tier_defaults(&st);
         rc = 0;
