@@ -4,6 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
+        [--workers N]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -18,7 +19,10 @@ then gets `--db LOCATION`, and the location is never printed):
   3. enqueue N one-step chat jobs in bulk (JSON lines through
      `stepq enqueue FILE`; not timed);
   4. time `stepq work --drain --concurrency C` from start to exit (attempt
-     log on stderr to work.log, as a user would redirect it);
+     log on stderr to work.log, as a user would redirect it); with
+     --workers N, N such processes at once (worker ids w0 ... w(N-1), each
+     at concurrency C, logs work0.log ...: hosts sharing one store), until
+     the last one exits;
   5. check that all N jobs succeeded and the mock saw exactly N requests.
 
 Reported, the median of the runs for each C:
@@ -27,9 +31,10 @@ Reported, the median of the runs for each C:
     mock's log (excludes start-up, the last answers' commit and the drain's
     final idle check);
   - tail: wall time minus the first-to-last span (start-up plus drain end);
-  - worker CPU per step (user + system of `stepq work`, from wait4);
-  - the worker's peak RSS (VmHWM, read every 20 ms while it runs), and
-    that divided by the
+  - worker CPU per step (user + system of `stepq work`, from wait4; of all
+    of them with --workers);
+  - the worker's peak RSS (VmHWM, read every 20 ms while it runs; the
+    largest one's with --workers), and that divided by the
     concurrency (RSS per step in flight, start-up included).
 
 Build first: cmake --preset release && cmake --build --preset release
@@ -61,32 +66,44 @@ def read_log(folder):
     return read_jsonl(os.path.join(folder, "mock.log"))
 
 
-def timed_work(binary, folder, conc, dbargs):
-    """Runs `stepq work --drain`; returns (wall s, cpu s, peak RSS KiB)."""
-    with open(os.path.join(folder, "work.log"), "wb") as err:
-        t0 = time.monotonic()
-        p = subprocess.Popen(
+def timed_work(binary, folder, conc, dbargs, workers=1):
+    """Runs `workers` processes of `stepq work --drain` at once (worker ids
+    w0, w1, ...: hosts on one store); returns (wall s until the last one
+    exits, cpu s of all of them, the largest peak RSS KiB)."""
+    errs, procs = [], []
+    t0 = time.monotonic()
+    for i in range(workers):
+        errs.append(open(os.path.join(folder, "work%s.log" % (
+            "" if workers == 1 else str(i))), "wb"))
+        procs.append(subprocess.Popen(
             [binary] + dbargs + ["work", "--drain", "--concurrency",
-                                 str(conc)],
+                                 str(conc)]
+            + (["--worker-id", "w%d" % i] if workers > 1 else []),
             cwd=folder,
             stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-        # wait4's ru_maxrss is no use here: a child made with vfork starts
-        # with this Python process's high-water mark. VmHWM belongs to the
-        # program's own memory, so it is read while it runs.
-        hwm = 0
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid != 0:
-                break
-            hwm = max(hwm, vm_hwm_kib(p.pid))
-            time.sleep(0.02)
-        wall = time.monotonic() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        die("stepq work exited %d (see %s/work.log)" % (p.returncode, folder))
-    return wall, ru.ru_utime + ru.ru_stime, hwm
+            stderr=errs[-1],
+        ))
+    # wait4's ru_maxrss is no use here: a child made with vfork starts with
+    # this Python process's high-water mark. VmHWM belongs to the program's
+    # own memory, so it is read while it runs.
+    hwm, cpu, left = 0, 0.0, {p.pid: p for p in procs}
+    while left:
+        for pid in list(left):
+            got, status, ru = os.wait4(pid, os.WNOHANG)
+            if got == 0:
+                hwm = max(hwm, vm_hwm_kib(pid))
+                continue
+            cpu += ru.ru_utime + ru.ru_stime
+            code = os.waitstatus_to_exitcode(status)
+            del left[pid]
+            if code != 0:
+                die("stepq work exited %d (see %s/work*.log)"
+                    % (code, folder))
+        time.sleep(0.02)
+    wall = time.monotonic() - t0
+    for e in errs:
+        e.close()
+    return wall, cpu, hwm
 
 
 def vm_hwm_kib(pid):
@@ -101,7 +118,8 @@ def vm_hwm_kib(pid):
     return 0
 
 
-def one_run(binary, base, conc, njobs, keep, server=None, latency=0):
+def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
+            workers=1):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
     or a fresh schema on server); returns the figures of the table."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
@@ -128,7 +146,7 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0):
             f.write((JOB + "\n") * njobs)
         run_stepq(binary, folder, dbargs + ["init"])
         run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
-        wall, cpu, rss = timed_work(binary, folder, conc, dbargs)
+        wall, cpu, rss = timed_work(binary, folder, conc, dbargs, workers)
         stop_mock(mock)
         mock = None
         st = json.loads(run_stepq(binary, folder,
@@ -179,6 +197,8 @@ def main():
     ap.add_argument("--db", default="sqlite",
                     help="sqlite (a file per run) or a PostgreSQL location "
                     "(a fresh schema per run)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="stepq work processes at once, each at C")
     ap.add_argument("--latency", type=int, default=0,
                     help="ms the mock waits before every answer")
     a = ap.parse_args()
@@ -189,15 +209,17 @@ def main():
             "cmake --build --preset release)" % binary)
     concs = [int(c) for c in a.concurrency.split(",")]
     jobs = parse_jobs(a.jobs)
-    if a.runs < 1 or any(c < 1 for c in concs) or a.latency < 0:
+    if (a.runs < 1 or any(c < 1 for c in concs) or a.latency < 0
+            or a.workers < 1):
         die("bad numbers")
 
     print("stepq: %s" % binary)
     print("machine: nproc %d, %s, %.1f GiB RAM, load %.2f %.2f %.2f"
           % ((os.cpu_count(), cpu_model(), mem_gib()) + os.getloadavg()))
     print("one-step chat jobs, `stepq mock` at %d ms latency, "
-          "median of %d runs each, store: %s"
-          % (a.latency, a.runs, "PostgreSQL" if server else "SQLite"))
+          "median of %d runs each, store: %s, %d worker process%s"
+          % (a.latency, a.runs, "PostgreSQL" if server else "SQLite",
+             a.workers, "" if a.workers == 1 else "es at C each"))
     print("%-11s %7s %12s %12s %8s %8s %12s %8s %10s"
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
              "tail s", "wall s", "CPU us/step", "RSS MiB", "KiB/flight"))
@@ -205,7 +227,8 @@ def main():
     for c in concs:
         n = jobs.get(c, max(jobs.values()))
         ticks = cpu_ticks()
-        rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency)
+        rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency,
+                      a.workers)
               for _ in range(a.runs)]
         steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
