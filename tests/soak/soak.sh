@@ -2,6 +2,7 @@
 # tests/soak/soak.sh: crash soak (issue 8). Run on demand:
 #   bash tests/soak/soak.sh [--jobs N] [--kills K] [--seed S] [--bin STEPQ]
 #                           [--dir DIR] [--db LOCATION] [--inject-duplicate]
+#                           [--pause]
 # Enqueues N jobs (default 2000) mixing replayable chat steps and
 # side-effecting http steps with and without idempotency keys, against
 # `stepq mock` answering with random 429s, 5xx, storms, delays and
@@ -13,8 +14,14 @@
 # URL runs the soak on PostgreSQL and checks the invariants with psql.
 # --inject-duplicate sends one no-key side-effecting request a second time
 # behind the worker's back, to show the checker catches it (exit 1).
+# --pause: a second worker runs all along, and each worker to be killed is
+# first stopped (SIGSTOP) for 3-4 s, longer than its 2 s lease, and let go
+# on (SIGCONT) for up to 0.5 s: a host that stalls (a paused VM, a lost
+# network) while the other reclaims its jobs, then wakes up with its
+# requests and writes still in hand.
 set -euo pipefail
 jobs=2000 kills=50 seed=$$ bin=${STEPQ_BIN:-} dir="" inject=0 db=soak.db
+pause=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --jobs) jobs=$2; shift 2 ;;
@@ -24,6 +31,7 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;;
     --db) db=$2; shift 2 ;;
     --inject-duplicate) inject=1; shift ;;
+    --pause) pause=1; shift ;;
     *) echo "soak: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -46,9 +54,10 @@ mkdir -p "$dir"
 cd "$dir"
 RANDOM=$seed
 t0=$(date +%s)
-mock_pid="" worker_pid=""
+mock_pid="" worker_pid="" steady_pid=""
 cleanup() {
     [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null || true
+    [ -n "$steady_pid" ] && kill -9 "$steady_pid" 2>/dev/null || true
     [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null || true
     wait 2>/dev/null || true
 }
@@ -117,7 +126,11 @@ paths() {
 # Kill loop: each worker runs until the mock has seen at least one more
 # request (so it is mid-work), then for a random 0-999 ms, then SIGKILL.
 logged() { if [ -f mock.log ]; then wc -l <mock.log; else echo 0; fi; }
-survived=0
+survived=0 paused=0
+if [ $pause -eq 1 ]; then
+    "$bin" --db "$db" work --worker-id soak-steady 2>>work.log &
+    steady_pid=$!
+fi
 for ((k = 1; k <= kills; k++)); do
     before=$(logged)
     "$bin" --db "$db" work --worker-id "soak-$k" 2>>work.log &
@@ -128,12 +141,23 @@ for ((k = 1; k <= kills; k++)); do
         sleep 0.02
     done
     sleep "0.$(printf '%03d' $((RANDOM % 1000)))"
+    if [ $pause -eq 1 ] && kill -STOP $worker_pid 2>/dev/null; then
+        sleep "3.$(printf '%03d' $((RANDOM % 1000)))"
+        kill -CONT $worker_pid 2>/dev/null || true
+        sleep "0.$(printf '%03d' $((RANDOM % 500)))"
+        paused=$((paused + 1))
+    fi
     if kill -9 $worker_pid 2>/dev/null; then
         survived=$((survived + 1))
     fi
     wait $worker_pid 2>/dev/null || true
     worker_pid=""
 done
+if [ -n "$steady_pid" ]; then
+    kill -9 "$steady_pid" 2>/dev/null || true
+    wait "$steady_pid" 2>/dev/null || true
+    steady_pid=""
+fi
 kill_s=$(($(date +%s) - t0))
 
 # Drain: leases of the killed workers expire (lease_s 2), then everything
@@ -260,6 +284,7 @@ ic=$(q "$integrity")
 report integrity_check "$([ "$ic" = ok ] && echo held || echo VIOLATED)" "$ic"
 nreq=$(wc -l <mock.log)
 natt=$(q "SELECT count(*) FROM attempts")
+[ $pause -eq 0 ] || echo "soak: $paused workers paused past their lease beside a steady one"
 echo "soak: $jobs jobs, $survived of $kills kills delivered and recovered from, $nreq requests," \
     "$natt attempts, $parked_doubt parked in_doubt, kills ${kill_s}s," \
     "total $(($(date +%s) - t0))s, dir $dir"
