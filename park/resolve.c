@@ -84,8 +84,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                  d->note ? ": " : "", d->note ? d->note : "");
         if ((rc = q_job_fail_parked(db, it->job_id, error, d->now)) != 0)
             return rc;
-        return q_step_set(db, it->job_id, it->step, Q_STEP_FAILED, NULL, NULL,
-                          0);
+        return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
+                          NULL, 0);
     }
     /* -EALREADY here: the job was cancelled, or is not parked any more. */
     if ((rc = q_job_requeue_parked(db, it->job_id, d->now)) != 0)

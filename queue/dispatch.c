@@ -158,10 +158,11 @@ q_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
 }
 
 int
-q_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
-           const char *tier, const char *output, int64_t add_tokens)
+q_step_set(q_db *db, int64_t job_id, const char *worker, int index,
+           enum q_step_state state, const char *tier, const char *output,
+           int64_t add_tokens)
 {
-    return db->ops->step_set(db, job_id, index, state, tier, output,
+    return db->ops->step_set(db, job_id, worker, index, state, tier, output,
                              add_tokens);
 }
 

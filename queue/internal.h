@@ -92,7 +92,7 @@ struct q__ops {
     int (*next_due)(q_db *db, int64_t now, int64_t *at);
     int (*reclaim)(q_db *db, int64_t now, int64_t *n);
     int (*steps_get)(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
-    int (*step_set)(q_db *db, int64_t job_id, int index,
+    int (*step_set)(q_db *db, int64_t job_id, const char *worker, int index,
                     enum q_step_state state, const char *tier,
                     const char *output, int64_t add_tokens);
     int (*attempt_begin)(q_db *db, const struct q_attempt_start *a, int64_t *id,

@@ -265,10 +265,14 @@ STEPQ_MUST_CHECK int q_steps_get(q_db *db, int64_t job_id, struct q_step **out,
 void q_steps_free(struct q_step *steps, size_t n);
 /* q_step_set records a step's state, tier (NULL: keep), output (NULL:
  * keep) and adds add_tokens (which may be negative: the count stays at 0
- * or above). Deferred in a transaction. */
-STEPQ_MUST_CHECK int q_step_set(q_db *db, int64_t job_id, int index,
-                                enum q_step_state state, const char *tier,
-                                const char *output, int64_t add_tokens);
+ * or above), for worker, who must hold the job's lease: a worker that
+ * lost it (it expired and another worker claimed the job) changes
+ * nothing, -EBUSY. worker NULL: no lease is checked (a parked job's
+ * resolution). Deferred in a transaction (the top of this file). */
+STEPQ_MUST_CHECK int q_step_set(q_db *db, int64_t job_id, const char *worker,
+                                int index, enum q_step_state state,
+                                const char *tier, const char *output,
+                                int64_t add_tokens);
 
 /* ---- attempts ledger ------------------------------------------------- */
 

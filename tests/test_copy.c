@@ -223,8 +223,8 @@ fill_many(q_db *db, int n)
     ck_assert_int_eq(q_enqueue(db, jobs, (size_t)n, NULL, T0, res), 0);
     ck_assert_int_eq(q_tx_begin(db), 0);
     for (int i = 0; i < n / 4 * 2; i++)
-        ck_assert_int_eq(q_step_set(db, res[i / 2].id, i % 2, Q_STEP_SUCCEEDED,
-                                    "free", keys[i], i),
+        ck_assert_int_eq(q_step_set(db, res[i / 2].id, NULL, i % 2,
+                                    Q_STEP_SUCCEEDED, "free", keys[i], i),
                          0);
     ck_assert_int_eq(q_tx_commit(db), 0);
     free(keys);

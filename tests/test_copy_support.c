@@ -128,8 +128,9 @@ copyfix_fill(q_db *db)
     qfix_claim_one(db, id[5], "w", T0, 60000);
     attempts(db, id[5]); /* stays running, leased to w */
     qfix_claim_one(db, id[4], "w", T0, 60000);
-    ck_assert_int_eq(
-        q_step_set(db, id[4], 0, Q_STEP_SUCCEEDED, "free", "summary", 321), 0);
+    ck_assert_int_eq(q_step_set(db, id[4], NULL, 0, Q_STEP_SUCCEEDED, "free",
+                                "summary", 321),
+                     0);
     ck_assert_int_eq(q_complete(db, id[4], "w", T0 + 2), 0);
     qfix_claim_one(db, id[3], "w", T0, 60000);
     ck_assert_int_eq(q_fail(db, id[3], "w", "HTTP 400: bad", T0 + 3), 0);

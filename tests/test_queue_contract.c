@@ -352,8 +352,8 @@ START_TEST(test_levels_undo_and_keep_what_they_should)
     ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &jobs, &n), 0);
     q_jobs_free(jobs, n);
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "gone", 1),
-                     0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, "t", "gone", 1), 0);
     st.failures = 9;
     ck_assert_int_eq(q_tier_store(db, "free", &st), 0);
     q_tx_rollback(db);
@@ -361,8 +361,8 @@ START_TEST(test_levels_undo_and_keep_what_they_should)
     ck_assert_int_eq(q_tier_load(db, "free", &got), 0);
     ck_assert_int_eq(got.failures, 0); /* the store was undone */
     ck_assert_int_eq(q_tx_commit(db), 0);
-    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, "t", "kept", 1),
-                     0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 1, Q_STEP_SUCCEEDED, "t", "kept", 1), 0);
     ck_assert_int_eq(q_tx_commit(db), 0);
     ck_assert_int_eq(q_steps_get(db, id, &steps, &n), 0);
     ck_assert_uint_eq(n, 1);

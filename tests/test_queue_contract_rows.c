@@ -113,9 +113,10 @@ START_TEST(test_step_rows_set_and_read)
 
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_uint_eq(n, 0); /* no row yet: every step pending */
-    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, "local", "out", 7),
-                     0);
-    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, NULL, NULL, 3), 0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 1, Q_STEP_SUCCEEDED, "local", "out", 7), 0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 1, Q_STEP_SUCCEEDED, NULL, NULL, 3), 0);
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(st[0].index, 1);
@@ -123,8 +124,8 @@ START_TEST(test_step_rows_set_and_read)
     ck_assert_str_eq(st[0].output, "out");
     ck_assert_int_eq(st[0].tokens, 10); /* added */
     q_steps_free(st, n);
-    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_SUCCEEDED, NULL, NULL, -99),
-                     0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 1, Q_STEP_SUCCEEDED, NULL, NULL, -99), 0);
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_int_eq(st[0].tokens, 0); /* never below 0 */
     q_steps_free(st, n);
@@ -134,6 +135,46 @@ END_TEST
 
 /* A caller that corrects the estimate itself (with the commit's step
  * write) finds the charge untouched by the attempt's result. */
+/* A worker whose lease expired and was taken by another writes nothing of
+ * the job's steps, in a transaction or not (a stalled host that wakes up
+ * with an answer in hand); the holder and a resolution (no worker) do. */
+START_TEST(test_step_written_only_by_the_holder)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_job *got = NULL;
+    struct q_step *st = NULL;
+    size_t n = 0;
+    int rc;
+
+    ck_assert_int_eq(q_claim(db, "wa", T0, 1000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_step_set(db, id, "wa", 0, Q_STEP_RUNNING, NULL, "a", 1),
+                     0);
+    ck_assert_int_eq(q_claim(db, "wb", T0 + 5000, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(
+        q_step_set(db, id, "wa", 0, Q_STEP_SUCCEEDED, NULL, "late", 1), -EBUSY);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    rc = q_step_set(db, id, "wa", 0, Q_STEP_SUCCEEDED, NULL, "late", 1);
+    ck_assert(rc == 0 || rc == -EBUSY); /* deferred: 0 till it is read */
+    ck_assert_int_eq(q_step_set(db, id, "wb", 1, Q_STEP_PENDING, NULL, "b", 1),
+                     0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_step_set(db, id, NULL, 2, Q_STEP_FAILED, NULL, "c", 1),
+                     0);
+    ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(st[0].state, Q_STEP_RUNNING);
+    ck_assert_str_eq(st[0].output, "a");
+    ck_assert_int_eq(st[0].tokens, 1);
+    ck_assert_str_eq(st[1].output, "b");
+    ck_assert_str_eq(st[2].output, "c");
+    q_steps_free(st, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_caller_corrects_the_estimate)
 {
     q_db *db = qfix_open(NULL);
@@ -154,8 +195,8 @@ START_TEST(test_caller_corrects_the_estimate)
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_int_eq(st[0].tokens, 100); /* still the estimate */
     q_steps_free(st, n);
-    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, NULL, "o", -70),
-                     0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, NULL, "o", -70), 0);
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_int_eq(st[0].tokens, 30);
     q_steps_free(st, n);
@@ -203,8 +244,10 @@ START_TEST(test_claim_brings_the_step_rows)
     struct q_step *st = NULL;
     size_t n = 0, ns = 0;
 
-    ck_assert_int_eq(q_step_set(db, a, 0, Q_STEP_SUCCEEDED, "free", out, 9), 0);
-    ck_assert_int_eq(q_step_set(db, a, 2, Q_STEP_FAILED, NULL, NULL, 0), 0);
+    ck_assert_int_eq(
+        q_step_set(db, a, NULL, 0, Q_STEP_SUCCEEDED, "free", out, 9), 0);
+    ck_assert_int_eq(q_step_set(db, a, NULL, 2, Q_STEP_FAILED, NULL, NULL, 0),
+                     0);
     ck_assert_int_eq(q_claim(db, "w", T0, 1000, 2, &got, &n), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(got[0].id, a);
@@ -239,12 +282,12 @@ START_TEST(test_writes_in_a_transaction_are_kept_together)
     int rc;
 
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "free", "x", 4),
-                     0);
+    ck_assert_int_eq(
+        q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, "free", "x", 4), 0);
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_uint_eq(n, 1); /* seen before the commit */
     q_steps_free(st, n);
-    rc = q_step_set(db, id + 1000, 0, Q_STEP_SUCCEEDED, NULL, "y", 0);
+    rc = q_step_set(db, id + 1000, NULL, 0, Q_STEP_SUCCEEDED, NULL, "y", 0);
     if (rc == 0)
         rc = q_tx_commit(db); /* the failure surfaces here */
     else
@@ -268,10 +311,11 @@ START_TEST(test_inner_rollback_undoes_its_failed_write)
     int rc;
 
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, "t", "o", 1),
+                     0);
     ck_assert_int_eq(q_tx_begin(db), 0);
     /* no such job: refused at once, or found when the level ends */
-    rc = q_step_set(db, id + 99, 0, Q_STEP_FAILED, NULL, NULL, 0);
+    rc = q_step_set(db, id + 99, NULL, 0, Q_STEP_FAILED, NULL, NULL, 0);
     (void)rc;
     q_tx_rollback(db);
     ck_assert_int_eq(q_tx_commit(db), 0);
@@ -632,6 +676,7 @@ test_suite(void)
     tcase_add_test(ledger, test_attempts_recorded_before_and_after);
     tcase_add_test(ledger, test_kept_body_cut_on_a_character);
     tcase_add_test(ledger, test_step_rows_set_and_read);
+    tcase_add_test(ledger, test_step_written_only_by_the_holder);
     tcase_add_test(ledger, test_caller_corrects_the_estimate);
     tcase_add_test(ledger, test_caller_corrects_refusals);
     tcase_add_test(ledger, test_claim_brings_the_step_rows);

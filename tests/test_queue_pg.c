@@ -321,13 +321,14 @@ finish_slowly(q_db *a, int64_t job, int status)
 
     ck_assert_int_eq(q_claim(a, "wa", T0, 1000, 1, &got, &n), 0);
     q_jobs_free(got, n);
-    ck_assert_int_eq(q_step_set(a, job, 0, Q_STEP_RUNNING, NULL, "x", 0), 0);
+    ck_assert_int_eq(q_step_set(a, job, NULL, 0, Q_STEP_RUNNING, NULL, "x", 0),
+                     0);
     ck_assert_int_eq(q_attempt_begin(a, &st, &id, &no), 0);
     ck_assert_int_eq(q_tx_begin(a), 0);
     ck_assert_int_eq(q_attempt_finish(a, id, &res), 0);
     if (status == 200)
-        ck_assert_int_eq(q_step_set(a, job, 0, Q_STEP_SUCCEEDED, NULL, "o", 0),
-                         0);
+        ck_assert_int_eq(
+            q_step_set(a, job, NULL, 0, Q_STEP_SUCCEEDED, NULL, "o", 0), 0);
 }
 
 /* Row 0: a success (the attempt's result and the step's output); row 1:
@@ -368,14 +369,17 @@ START_TEST(test_writes_ride_with_the_commit)
     ck_assert_int_eq(q_claim(b, "wb", T0, 60000, 1, &got, &n), 0);
     q_jobs_free(got, n);
     ck_assert_int_eq(q_tx_begin(a), 0);
-    ck_assert_int_eq(q_step_set(a, mine, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(
+        q_step_set(a, mine, NULL, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
     ck_assert_int_eq(q_complete(a, mine, "wa", T0 + 1), 0);
     ck_assert_int_eq(q_complete(a, theirs, "wa", T0 + 1), 0); /* logged */
     ck_assert_int_eq(q_tx_begin(a), 0);
-    ck_assert_int_eq(q_step_set(a, mine, 1, Q_STEP_SUCCEEDED, "t", "p", 1), 0);
+    ck_assert_int_eq(
+        q_step_set(a, mine, NULL, 1, Q_STEP_SUCCEEDED, "t", "p", 1), 0);
     ck_assert_int_eq(q_tx_commit(a), 0); /* kept: the parent's now */
     ck_assert_int_eq(q_tx_begin(a), 0);
-    ck_assert_int_eq(q_step_set(a, mine, 2, Q_STEP_SUCCEEDED, "t", "q", 1), 0);
+    ck_assert_int_eq(
+        q_step_set(a, mine, NULL, 2, Q_STEP_SUCCEEDED, "t", "q", 1), 0);
     q_tx_rollback(a); /* dropped */
     ck_assert_uint_eq(q__pg(a)->npending, 4);
     ck_assert_int_eq(q__pg(a)->tx_sent, 0);
@@ -454,10 +458,12 @@ START_TEST(test_failed_deferred_write_fails_the_commit)
     size_t n = 0;
 
     ck_assert_int_eq(q_tx_begin(db), 0);
-    ck_assert_int_eq(q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "o", 1), 0);
+    ck_assert_int_eq(q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, "t", "o", 1),
+                     0);
     ck_assert_int_eq(q_tx_begin(db), 0);
     /* no such job: fails when read */
-    ck_assert_int_eq(q_step_set(db, id + 99, 0, Q_STEP_FAILED, 0, 0, 0), 0);
+    ck_assert_int_eq(q_step_set(db, id + 99, NULL, 0, Q_STEP_FAILED, 0, 0, 0),
+                     0);
     ck_assert_int_eq(q_tx_commit(db), 0); /* released */
     ck_assert_int_eq(q_tx_begin(db), 0);
     ck_assert_int_ne(q_steps_get(db, id, &st, &n), 0); /* reads it */
@@ -481,8 +487,10 @@ START_TEST(test_text_that_is_not_utf8_is_scrubbed)
 
     ck_assert_int_eq(q_tx_begin(db), 0);
     ck_assert_int_eq(
-        q_step_set(db, id, 0, Q_STEP_SUCCEEDED, "t", "ok\xff\xfe!", 0), 0);
-    ck_assert_int_eq(q_step_set(db, id, 1, Q_STEP_RUNNING, NULL, NULL, 0), 0);
+        q_step_set(db, id, NULL, 0, Q_STEP_SUCCEEDED, "t", "ok\xff\xfe!", 0),
+        0);
+    ck_assert_int_eq(q_step_set(db, id, NULL, 1, Q_STEP_RUNNING, NULL, NULL, 0),
+                     0);
     ck_assert_int_eq(q_tx_commit(db), 0);
     ck_assert_int_eq(q_steps_get(db, id, &st, &n), 0);
     ck_assert_uint_eq(n, 2);

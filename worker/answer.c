@@ -197,7 +197,7 @@ commit_step(struct run *r, const char *output, int64_t add_tokens)
     struct worker *w = r->w;
     const struct config_tier *t = cur_tier(r);
 
-    if (q_step_set(w->db, r->job.id, r->step, Q_STEP_SUCCEEDED,
+    if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SUCCEEDED,
                    t ? t->name : NULL, output, add_tokens) != 0) {
         worker__give_back(r, worker__now(r->w) + 1000);
         return;

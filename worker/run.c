@@ -57,8 +57,8 @@ worker__give_back(struct run *r, int64_t run_at)
     int64_t now = worker__now(w);
 
     if (!r->lost && r->step < (int)r->spec->nsteps) {
-        if (q_step_set(w->db, r->job.id, r->step, Q_STEP_PENDING, NULL, NULL,
-                       0) != 0)
+        if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_PENDING, NULL,
+                       NULL, 0) != 0)
             log_warn("job %lld: cannot reset step state", (long long)r->job.id);
     }
     if (!r->lost && q_release(w->db, r->job.id, w->id, run_at, now) != 0)
@@ -75,7 +75,8 @@ worker__fail_job(struct run *r, const char *error)
     int rc;
 
     if (r->step < (int)r->spec->nsteps &&
-        q_step_set(w->db, r->job.id, r->step, Q_STEP_FAILED, NULL, NULL, 0))
+        q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_FAILED, NULL, NULL,
+                   0))
         log_warn("job %lld: cannot mark step failed", (long long)r->job.id);
     rc = q_fail(w->db, r->job.id, w->id, error, now);
     if (rc != 0)

@@ -376,8 +376,9 @@ int q__pg_cancel(q_db *db, int64_t id, int64_t now);
 int q__pg_next_due(q_db *db, int64_t now, int64_t *at);
 int q__pg_reclaim(q_db *db, int64_t now, int64_t *n);
 int q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
-int q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
-                   const char *tier, const char *output, int64_t add_tokens);
+int q__pg_step_set(q_db *db, int64_t job_id, const char *worker, int index,
+                   enum q_step_state state, const char *tier,
+                   const char *output, int64_t add_tokens);
 int q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                         int *attempt);
 int q__pg_attempt_finish(q_db *db, int64_t id,

@@ -23,15 +23,19 @@ static const struct q__pg_sql steps_get_sql = {
  * and a claim of an expired lease must not take the job while a commit
  * of its progress is still on its way (it skips the locked row, or locks
  * it once the commit is done and then reads the progress afresh:
- * claim_sql, jobs.c). Here the lock is taken by a condition that always
- * holds (a CTE runs only when it is used), and a job that is gone still
- * fails the insert on its foreign key, as on SQLite. */
+ * claim_sql, jobs.c). Here the row is written only while $7 holds the
+ * job (as attempt_begin_sql checks it), unless $7 is NULL (a parked
+ * job's resolution, which writes the job's row too); the lock is taken by
+ * the condition (a CTE runs only when it is used), and a job that is gone
+ * still fails the insert on its foreign key, as on SQLite. */
 static const struct q__pg_sql step_set_sql = {
     "q_ledger_step_set",
-    "WITH held AS (SELECT id FROM jobs WHERE id = $1::bigint FOR UPDATE)"
+    "WITH held AS (SELECT state = 1 AND lease_owner = $7::text AS mine"
+    " FROM jobs WHERE id = $1::bigint FOR UPDATE)"
     " INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
     " SELECT $1::bigint, $2::bigint, $3::bigint, $4::text, $5::text,"
-    " $6::bigint WHERE (SELECT count(*) FROM held) >= 0"
+    " $6::bigint WHERE (SELECT count(*) FROM held) >= 0 AND ($7::text IS NULL"
+    " OR (SELECT bool_or(mine) FROM held))"
     " ON CONFLICT (job_id, idx) DO UPDATE"
     " SET state = excluded.state, tier = coalesce(excluded.tier, steps.tier),"
     " output = coalesce(excluded.output, steps.output),"
@@ -129,9 +133,20 @@ q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
     return rc;
 }
 
+/* step_set_sql's answer: nothing written when the worker lost its lease
+ * (a job that is gone fails the statement instead). */
+static int
+step_written(const PGresult *res, void *unused0, void *unused1)
+{
+    (void)unused0;
+    (void)unused1;
+    return q__pg_affected(res) == 0 ? -EBUSY : 0;
+}
+
 int
-q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
-               const char *tier, const char *output, int64_t add_tokens)
+q__pg_step_set(q_db *db, int64_t job_id, const char *worker, int index,
+               enum q_step_state state, const char *tier, const char *output,
+               int64_t add_tokens)
 {
     struct q__pg_params p = {0};
 
@@ -141,9 +156,9 @@ q__pg_step_set(q_db *db, int64_t job_id, int index, enum q_step_state state,
     q__pg_p_text(&p, tier);
     q__pg_p_text(&p, output);
     q__pg_p_int(&p, add_tokens);
-    /* An upsert: it finds nothing only when the job is gone, so nothing
-     * waits for it. */
-    return q__pg_defer(q__pg(db), &step_set_sql, &p, "updating a step");
+    q__pg_p_text(&p, worker);
+    return q__pg_write(q__pg(db), &step_set_sql, &p, true, step_written, NULL,
+                       NULL, job_id, "updating a step");
 }
 
 /* ---- attempts -------------------------------------------------------- */

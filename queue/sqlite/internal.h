@@ -154,7 +154,7 @@ int q__sqlite_next_due(q_db *db, int64_t now, int64_t *at);
 int q__sqlite_reclaim(q_db *db, int64_t now, int64_t *n);
 int q__sqlite_steps_get(q_db *db, int64_t job_id, struct q_step **out,
                         size_t *n);
-int q__sqlite_step_set(q_db *db, int64_t job_id, int index,
+int q__sqlite_step_set(q_db *db, int64_t job_id, const char *worker, int index,
                        enum q_step_state state, const char *tier,
                        const char *output, int64_t add_tokens);
 int q__sqlite_attempt_begin(q_db *db, const struct q_attempt_start *a,

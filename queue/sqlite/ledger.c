@@ -45,12 +45,13 @@ q__sqlite_steps_get(q_db *base, int64_t job_id, struct q_step **out, size_t *n)
 }
 
 int
-q__sqlite_step_set(q_db *base, int64_t job_id, int index,
+q__sqlite_step_set(q_db *base, int64_t job_id, const char *worker, int index,
                    enum q_step_state state, const char *tier,
                    const char *output, int64_t add_tokens)
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_STEP_SET);
+    int rc;
 
     if (s == NULL)
         return -EIO;
@@ -60,7 +61,12 @@ q__sqlite_step_set(q_db *base, int64_t job_id, int index,
     q__bind_text(s, 4, tier);
     q__bind_text(s, 5, output);
     sqlite3_bind_int64(s, 6, add_tokens);
-    return q__run_done(db, s, "updating a step");
+    q__bind_text(s, 7, worker);
+    if ((rc = q__run_done(db, s, "updating a step")) != 0)
+        return rc;
+    /* The row is written only while worker holds the job (the INSERT's
+     * own WHERE): a worker that lost its lease writes nothing. */
+    return sqlite3_changes(db->h) == 0 ? -EBUSY : 0;
 }
 
 /* ---- attempts -------------------------------------------------------- */

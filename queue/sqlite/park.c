@@ -33,8 +33,8 @@ park_add_locked(struct q__sqlite *db, const struct q_park_new *p, int64_t *id)
     if ((rc = q__run_done(db, s, "parking a step")) != 0)
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);
-    return q__sqlite_step_set(&db->base, p->job_id, p->step, Q_STEP_PARKED,
-                              p->tier, NULL, 0);
+    return q__sqlite_step_set(&db->base, p->job_id, NULL, p->step,
+                              Q_STEP_PARKED, p->tier, NULL, 0);
 }
 
 int

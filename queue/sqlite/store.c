@@ -88,7 +88,9 @@ static const char *const sql_text[ST_COUNT] = {
                      " ORDER BY idx",
     [ST_STEP_SET] =
         "INSERT INTO steps (job_id, idx, state, tier, output, tokens)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job_id, idx) DO UPDATE"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ?7 IS NULL OR EXISTS (SELECT 1"
+        " FROM jobs WHERE id = ?1 AND state = 1 AND lease_owner = ?7)"
+        " ON CONFLICT (job_id, idx) DO UPDATE"
         " SET state = excluded.state, tier = coalesce(excluded.tier, tier),"
         " output = coalesce(excluded.output, output),"
         " tokens = max(0, tokens + excluded.tokens)",
