@@ -309,6 +309,9 @@ double q__pg_real(const PGresult *res, int r, int c);
 char *q__pg_text(const PGresult *res, int r, int c); /* caller frees */
 /* q__pg_affected is the number of rows the statement changed. */
 int64_t q__pg_affected(const PGresult *res);
+/* q__pg_held answers a write that only the job's lease holder may make
+ * (a q__pg_answer_fn): -EBUSY when it changed no row, else 0. */
+int q__pg_held(const PGresult *res, void *unused0, void *unused1);
 
 /* A row reader: fills the element at elem from row r of res. */
 typedef void (*q__pg_read_fn)(const PGresult *res, int r, void *elem);

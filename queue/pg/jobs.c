@@ -284,15 +284,6 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
     return 0;
 }
 
-/* The answer of an UPDATE of a held job: -EBUSY when no row matched. */
-static int
-held(const PGresult *res, void *unused0, void *unused1)
-{
-    (void)unused0;
-    (void)unused1;
-    return q__pg_affected(res) == 0 ? -EBUSY : 0;
-}
-
 /* Runs an UPDATE of held job id (defer: may ride in the transaction's
  * next round trip, queue.h). */
 static int
@@ -300,7 +291,7 @@ held_update(struct q__pg *db, const struct q__pg_sql *sql,
             const struct q__pg_params *p, bool defer, int64_t id,
             const char *what)
 {
-    return q__pg_write(db, sql, p, defer, held, NULL, NULL, id, what);
+    return q__pg_write(db, sql, p, defer, q__pg_held, NULL, NULL, id, what);
 }
 
 int

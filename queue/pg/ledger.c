@@ -133,16 +133,6 @@ q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n)
     return rc;
 }
 
-/* step_set_sql's answer: nothing written when the worker lost its lease
- * (a job that is gone fails the statement instead). */
-static int
-step_written(const PGresult *res, void *unused0, void *unused1)
-{
-    (void)unused0;
-    (void)unused1;
-    return q__pg_affected(res) == 0 ? -EBUSY : 0;
-}
-
 int
 q__pg_step_set(q_db *db, int64_t job_id, const char *worker, int index,
                enum q_step_state state, const char *tier, const char *output,
@@ -157,7 +147,9 @@ q__pg_step_set(q_db *db, int64_t job_id, const char *worker, int index,
     q__pg_p_text(&p, output);
     q__pg_p_int(&p, add_tokens);
     q__pg_p_text(&p, worker);
-    return q__pg_write(q__pg(db), &step_set_sql, &p, true, step_written, NULL,
+    /* No row changed: the worker lost its lease (a job that is gone
+     * fails the statement instead). */
+    return q__pg_write(q__pg(db), &step_set_sql, &p, true, q__pg_held, NULL,
                        NULL, job_id, "updating a step");
 }
 

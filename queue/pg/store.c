@@ -200,7 +200,6 @@ finish(struct q__pg *db, int rc)
     static const char *const commit[] = {Q__PG_STORE_UNLOCK, "COMMIT"};
     /* ROLLBACK does not let a session lock go: the unlock follows it. */
     static const char *const rollback[] = {"ROLLBACK", Q__PG_STORE_UNLOCK};
-    PGresult *r = NULL;
     int err;
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
@@ -209,14 +208,11 @@ finish(struct q__pg *db, int rc)
                                "rolling back");
         return rc;
     }
-    err = q__pg_round_trip(db, commit, 2, NULL, NULL, &r, "committing");
-    /* COMMIT of a transaction an earlier error aborted rolls back. */
-    if (err == 0 && strcmp(PQcmdStatus(r), "ROLLBACK") == 0) {
-        log_error("%s: committing: an earlier statement failed; rolled back",
-                  db->where);
-        err = db->tx_rc != 0 ? db->tx_rc : -EIO;
-    }
-    PQclear(r);
+    /* A transaction an earlier round trip's error aborted does not get
+     * here (q__pg_tx_leave rolls it back); one whose commit round trip
+     * fails stops at its first failure, which is err, and its COMMIT is
+     * not run. */
+    err = q__pg_round_trip(db, commit, 2, NULL, NULL, NULL, "committing");
     /* A commit that failed before its unlock (an earlier statement's
      * error skips the rest) left the transaction open and the lock held:
      * the rollback ends both. One that failed in the COMMIT itself ran the

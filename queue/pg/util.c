@@ -96,6 +96,14 @@ q__pg_affected(const PGresult *res)
     return t[0] != '\0' ? strtoll(t, NULL, 10) : 0;
 }
 
+int
+q__pg_held(const PGresult *res, void *unused0, void *unused1)
+{
+    (void)unused0;
+    (void)unused1;
+    return q__pg_affected(res) == 0 ? -EBUSY : 0;
+}
+
 void
 q__pg_rows(const PGresult *res, size_t elem, q__pg_read_fn read, void **out,
            size_t *n)
