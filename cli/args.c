@@ -3,10 +3,12 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -184,9 +186,16 @@ int
 cli_db_path(struct cli_env *env, const char **out)
 {
     const struct config *cfg;
-    const char *p = env->db_opt;
+    const char *p = env->db_opt, *named = env->config_opt;
     int rc;
 
+    /* A config named by --config or $STEPQ_CONFIG is read even when the
+     * database is named too: a mistyped path or a bad file is exit 2 for
+     * every command, not only for those that use the config. */
+    if (named == NULL)
+        named = getenv("STEPQ_CONFIG");
+    if (named != NULL && named[0] != '\0' && (rc = cli_config(env, &cfg)) != 0)
+        return rc;
     if (p == NULL || p[0] == '\0')
         p = getenv("STEPQ_DB");
     if (p == NULL || p[0] == '\0') {
@@ -267,6 +276,18 @@ cli_open_failed(const char *location, int rc)
         break;
     }
     return CLI_RUNTIME;
+}
+
+const char *
+cli_login_name(void)
+{
+    const char *u = getenv("USER");
+    struct passwd *pw;
+
+    if (u != NULL && u[0] != '\0')
+        return u;
+    pw = getpwuid(getuid());
+    return pw != NULL ? pw->pw_name : "unknown";
 }
 
 int64_t

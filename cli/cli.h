@@ -46,6 +46,10 @@ struct cli_opt {
 int cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
                    const char **pos, int maxpos, int *npos, const char *usage);
 
+/* cli_login_name is who runs the command ($USER, else the login name of
+ * the user id, else "unknown"): the default of --by. Borrowed. */
+const char *cli_login_name(void);
+
 /* cli_config loads the config once (docs/reference.md: --config, $STEPQ_CONFIG,
  * ./stepq.json; a missing default file means built-in defaults). On error
  * prints it and returns CLI_USAGE (bad file) or CLI_RUNTIME; 0 on success

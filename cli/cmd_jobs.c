@@ -8,19 +8,23 @@
 
 #include <cjson/cJSON.h>
 
+#include "park/park.h"
 #include "queue/queue.h"
 #include "view/view.h"
 
 static const char usage[] =
     "usage: stepq jobs list [--state S] [--json]\n"
     "       stepq jobs show ID [--json]\n"
-    "       stepq jobs cancel ID\n"
+    "       stepq jobs cancel ID [--by NAME] [--json]\n"
     "\n"
     "list    every job, oldest first; --state queued|running|succeeded|\n"
     "        failed|parked|cancelled keeps one state\n"
     "show    one job with its steps and the history of every attempt\n"
     "cancel  stop a queued, running or parked job (exit 4 if it already\n"
-    "        ended, 3 if there is no such job)\n";
+    "        ended, 3 if there is no such job); a parked job's open park\n"
+    "        items are closed with resolution \"cancel\", by NAME (default:\n"
+    "        your login name); --json prints "
+    "{\"id\":N,\"state\":\"cancelled\"}\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
@@ -156,12 +160,15 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 static int
 jobs_cancel(struct cli_env *env, int argc, char **argv)
 {
-    const char *pos[1];
+    const char *pos[1], *by = NULL;
+    bool json = false;
+    struct cli_opt opts[] = {
+        {"by", &by, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
     long long id = 0;
     q_db *db = NULL;
     int npos = 0, rc;
 
-    if ((rc = cli_parse_args(argc, argv, NULL, pos, 1, &npos, usage)) != 0)
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
         return rc;
     if (npos != 1) {
         cli_error("jobs cancel: which job? (stepq jobs cancel ID)");
@@ -171,11 +178,14 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = q_cancel(db, id, cli_now(db));
+    rc = park_cancel_job(db, id, by ? by : cli_login_name(), cli_now(db));
     q_close(db);
     switch (rc) {
     case 0:
-        printf("cancelled job %lld\n", id);
+        if (json)
+            printf("{\"id\":%lld,\"state\":\"cancelled\"}\n", id);
+        else
+            printf("cancelled job %lld\n", id);
         return CLI_OK;
     case -ENOENT:
         cli_error("jobs cancel: no job %lld", id);

@@ -2,11 +2,9 @@
 #include "cli/cli.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -26,9 +24,10 @@ static const char usage[] =
     "       stepq park show ID [--json]\n"
     "       stepq park resolve ID (--retry [--tier NAME] | --skip |\n"
     "                              --done [--output FILE|-] | --fail)\n"
-    "                             [--by NAME] [--note TEXT]\n"
+    "                             [--by NAME] [--note TEXT] [--json]\n"
     "       stepq park resolve --all-matching [--reason R] [--tier T]\n"
     "                             [--job ID] (--retry | --skip | --fail)\n"
+    "                             [--by NAME] [--note TEXT] [--json]\n"
     "\n"
     "list     open items (--all: resolved ones too), then counts per reason\n"
     "         and tier\n"
@@ -38,7 +37,9 @@ static const char usage[] =
     "         tier); --skip goes on without it; --done records your output\n"
     "         (later steps' templates see it) and goes on; --fail fails the\n"
     "         job. --by defaults to your login name. An item already resolved\n"
-    "         exits 4; an unknown id exits 3.\n";
+    "         exits 4; an unknown id exits 3. --json prints\n"
+    "         {\"id\":N,\"resolution\":R}, or with --all-matching\n"
+    "         {\"resolved\":N,\"resolution\":R} (N: the items resolved).\n";
 
 static void
 age_text(int64_t since, int64_t now, char *buf, size_t len)
@@ -258,18 +259,6 @@ show_cmd(struct cli_env *env, int argc, char **argv)
     return CLI_OK;
 }
 
-static const char *
-login_name(void)
-{
-    const char *u = getenv("USER");
-    struct passwd *pw;
-
-    if (u != NULL && u[0] != '\0')
-        return u;
-    pw = getpwuid(getuid());
-    return pw != NULL ? pw->pw_name : "unknown";
-}
-
 /* Exactly one of the resolutions, as the CLI flags give it. */
 static int
 pick_resolution(bool retry, bool skip, bool done, bool fail, enum park_how *out)
@@ -332,6 +321,7 @@ static int
 resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool retry = false, skip = false, done = false, fail = false, all = false;
+    bool json = false;
     const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
     const char *reason = NULL, *job = NULL;
     struct cli_opt opts[] = {{"retry", NULL, &retry},
@@ -345,6 +335,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
                              {"all-matching", NULL, &all},
                              {"reason", &reason, NULL},
                              {"job", &job, NULL},
+                             {"json", NULL, &json},
                              {NULL, NULL, NULL}};
     struct park_decision d = {0};
     struct q_park_filter f = {0};
@@ -375,7 +366,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     f.tier = all ? tier : NULL;
     d.tier = all ? NULL : tier;
     d.output = output != NULL ? "" : NULL; /* the rules first, then read */
-    d.by = by ? by : login_name();
+    d.by = by ? by : cli_login_name();
     d.note = note;
     if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
         return rc;
@@ -394,7 +385,11 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     free(text);
     switch (rc) {
     case 0:
-        if (all)
+        if (json)
+            printf("{\"%s\":%lld,\"resolution\":\"%s\"}\n",
+                   all ? "resolved" : "id", all ? (long long)n : id,
+                   park_how_name(d.how));
+        else if (all)
             printf("resolved %lld item(s): %s\n", (long long)n,
                    park_how_name(d.how));
         else

@@ -101,6 +101,12 @@ STEPQ_MUST_CHECK int park_decision_check(const struct park_decision *d,
  * d should have passed park_decision_check. */
 STEPQ_MUST_CHECK int park_resolve(q_db *db, int64_t id,
                                   const struct park_decision *d);
+/* park_cancel_job cancels job job_id (q_cancel) and closes its open park
+ * items with resolution "cancel", by (may be NULL) and a note, in one
+ * transaction. Returns 0, -ENOENT for an unknown job, -EALREADY when the
+ * job has already ended, or a storage error; nothing changes on failure. */
+STEPQ_MUST_CHECK int park_cancel_job(q_db *db, int64_t job_id, const char *by,
+                                     int64_t now);
 /* park_resolve_matching resolves every open item f matches (f->all is
  * ignored) in one transaction, all or none, and sets *n to how many it
  * resolved. Items of a job that an earlier item of the same call already

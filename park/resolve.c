@@ -157,6 +157,32 @@ park_resolve(q_db *db, int64_t id, const struct park_decision *d)
 }
 
 int
+park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
+{
+    const struct q_park_close close = {
+        .resolution = "cancel",
+        .by = by,
+        .note = "the job was cancelled",
+        .now = now,
+    };
+    const struct q_park_filter f = {.job_id = job_id};
+    struct q_park_item *items = NULL;
+    size_t count = 0;
+    int rc = q_tx_begin(db);
+
+    if (rc != 0)
+        return rc;
+    /* A parked job's open items close with it: left open, they would be
+     * listed and counted for ever, and no resolution could act on them. */
+    if ((rc = q_cancel(db, job_id, now)) == 0)
+        rc = q_park_list(db, &f, &items, &count);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        rc = q_park_close(db, items[i].id, &close);
+    q_park_items_free(items, count);
+    return finish(db, rc);
+}
+
+int
 park_resolve_matching(q_db *db, const struct q_park_filter *f,
                       const struct park_decision *d, int64_t *n)
 {

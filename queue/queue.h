@@ -469,7 +469,7 @@ struct q_park_item {
     char *tier;
     int64_t parked_at;
     bool open;
-    char *resolution; /* "retry", "skip", "done", "fail" */
+    char *resolution; /* "retry", "skip", "done", "fail", "cancel" */
     char *resolved_by;
     int64_t resolved_at;
     char *note;
@@ -497,7 +497,7 @@ STEPQ_MUST_CHECK int q_park_list(q_db *db, const struct q_park_filter *f,
 
 /* What closing an item records. Strings are borrowed. */
 struct q_park_close {
-    const char *resolution; /* "retry", "skip", "done", "fail" */
+    const char *resolution; /* "retry", "skip", "done", "fail", "cancel" */
     const char *by;
     const char *note; /* may be NULL */
     int64_t now;

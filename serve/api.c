@@ -192,7 +192,8 @@ jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 static enum MHD_Result
 jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 {
-    int rc = q_cancel(o->db, id, store_now(o));
+    /* Its open park items close with it (resolution "cancel"). */
+    int rc = park_cancel_job(o->db, id, NULL, store_now(o));
     cJSON *out;
 
     if (rc == -ENOENT)

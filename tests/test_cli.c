@@ -370,19 +370,29 @@ END_TEST
  * set, what its stderr must name. */
 static const struct exit_step {
     const char *input;
-    const char *argv[6];
+    const char *argv[7];
     int want;
     const char *err;
 } exit_steps[] = {
     {GOOD_JOB("a"), {"enqueue", "--db", FIXTURE_DB}, 0, NULL},
     {NULL, {"jobs", "show", "42", "--db", FIXTURE_DB}, 3, "no job 42"},
     {NULL, {"jobs", "show", "x1", "--db", FIXTURE_DB}, 2, NULL},
-    {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 0, NULL},
+    {NULL, {"jobs", "cancel", "1", "--json", "--db", FIXTURE_DB}, 0, NULL},
     {NULL, {"jobs", "cancel", "1", "--db", FIXTURE_DB}, 4, NULL},
     {NULL, {"jobs", "cancel", "9", "--db", FIXTURE_DB}, 3, NULL},
     {NULL, {"frobnicate"}, 2, NULL},
     {NULL, {"status", "--bogus"}, 2, "--bogus"},
     {NULL, {"status", "--db"}, 2, NULL},
+    /* A config named but missing or bad is exit 2 even where the command
+     * would not read it. */
+    {NULL,
+     {"status", "--config", "no-such.json", "--db", FIXTURE_DB},
+     2,
+     "no-such.json"},
+    {NULL,
+     {"jobs", "list", "--config", FIXTURE_DB, "--db", FIXTURE_DB},
+     2,
+     NULL},
 };
 
 START_TEST(test_exit_codes)

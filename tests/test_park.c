@@ -293,6 +293,31 @@ START_TEST(test_ten_racing_resolves_one_wins)
 }
 END_TEST
 
+START_TEST(test_cancel_closes_the_park_item)
+{
+    struct run_result r;
+    cJSON *st, *arr;
+
+    park_one();
+    ck_assert_int_eq(STEPQ(&r, "jobs", "cancel", "1", "--by", "al", "--json"),
+                     0);
+    ck_assert_str_eq(r.out, "{\"id\":1,\"state\":\"cancelled\"}\n");
+    run_result_free(&r);
+    st = e2e_status();
+    ck_assert_int_eq(cJSON_GetObjectItem(st, "park_open")->valueint, 0);
+    cJSON_Delete(st);
+    ck_assert_int_eq(STEPQ(&r, "park", "list", "--all", "--json"), 0);
+    arr = cJSON_Parse(r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(cJSON_GetArraySize(arr), 1);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "state"), "resolved");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolution"),
+                     "cancel");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolved_by"), "al");
+    cJSON_Delete(arr);
+}
+END_TEST
+
 START_TEST(test_resolve_all_matching)
 {
     struct run_result r;
@@ -311,9 +336,9 @@ START_TEST(test_resolve_all_matching)
     ck_assert_str_eq(r.out, "resolved 0 item(s): skip\n");
     run_result_free(&r);
     ck_assert_int_eq(STEPQ(&r, "park", "resolve", "--all-matching", "--reason",
-                           "hard_quota", "--retry"),
+                           "hard_quota", "--retry", "--json"),
                      0);
-    ck_assert_str_eq(r.out, "resolved 3 item(s): retry\n");
+    ck_assert_str_eq(r.out, "{\"resolved\":3,\"resolution\":\"retry\"}\n");
     run_result_free(&r);
     free(e2e_drain());
     st = e2e_status();
@@ -365,6 +390,7 @@ test_suite(void)
     tcase_add_test(tc, test_fail_fails_job);
     tcase_add_test(tc, test_bad_input_changes_nothing);
     tcase_add_test(tc, test_ten_racing_resolves_one_wins);
+    tcase_add_test(tc, test_cancel_closes_the_park_item);
     tcase_add_test(tc, test_resolve_all_matching);
     tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
     suite_add_tcase(s, tc);

@@ -216,6 +216,31 @@ START_TEST(test_resolution_of_a_cancelled_job_changes_nothing)
 }
 END_TEST
 
+START_TEST(test_cancel_closes_the_jobs_open_items)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t item = parked_job(db, "a"), other = parked_job(db, "b");
+    struct park_decision d = {.how = PARK_SKIP, .by = "bo", .now = T0 + 9};
+    struct q_park_item it;
+
+    ck_assert_int_eq(park_cancel_job(db, 1, "al", T0 + 1), 0);
+    ck_assert_int_eq(qfix_state(db, 1), Q_JOB_CANCELLED);
+    ck_assert_int_eq(q_park_get(db, item, &it), 0);
+    ck_assert(!it.open);
+    ck_assert_str_eq(it.resolution, "cancel");
+    ck_assert_str_eq(it.resolved_by, "al");
+    q_park_item_cleanup(&it);
+    ck_assert_int_eq(park_resolve(db, item, &d), -EALREADY);
+    ck_assert_int_eq(park_cancel_job(db, 1, "al", T0 + 2), -EALREADY);
+    ck_assert_int_eq(park_cancel_job(db, 99, "al", T0 + 2), -ENOENT);
+    /* The other job's item is left as it was. */
+    ck_assert_int_eq(q_park_get(db, other, &it), 0);
+    ck_assert(it.open);
+    q_park_item_cleanup(&it);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_matching_resolves_what_the_filter_takes)
 {
     q_db *db = qfix_open(NULL);
@@ -252,6 +277,7 @@ test_suite(void)
     tcase_add_test(resolve, test_retry_counts_afresh_on_the_pinned_tier);
     tcase_add_test(resolve, test_done_records_output_and_fail_names_who);
     tcase_add_test(resolve, test_resolution_of_a_cancelled_job_changes_nothing);
+    tcase_add_test(resolve, test_cancel_closes_the_jobs_open_items);
     tcase_add_test(resolve, test_matching_resolves_what_the_filter_takes);
     suite_add_tcase(s, resolve);
     return s;
