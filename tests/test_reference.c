@@ -300,7 +300,7 @@ static const struct command_case command_cases[] = {
     /* every reference command is in help */
     {false, 14, NULL, NULL, ""},
     /* the check catches a command missing from the reference */
-    {true, 0, "stepq jobs cancel ID\n", NULL, "jobs cancel"},
+    {true, 0, "stepq jobs cancel ID", NULL, "jobs cancel"},
     /* the check catches a command missing from help */
     {false, 0, NULL, "  demo ", "demo"},
 };
