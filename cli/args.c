@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
 
@@ -143,6 +144,18 @@ cli_parse_id(const char *s, long long *out)
     return 0;
 }
 
+/* Compiles cfg's classify rules once, to refuse a bad one with its path
+ * ("classify[0].body: ...") whatever the command. */
+static int
+rules_check(const struct config *cfg, char *err, size_t len)
+{
+    policy_rules *rules = NULL;
+    int rc = policy_rules_new(cfg->rules, cfg->nrules, &rules, err, len);
+
+    policy_rules_free(rules);
+    return rc;
+}
+
 int
 cli_config(struct cli_env *env, const struct config **out)
 {
@@ -170,9 +183,11 @@ cli_config(struct cli_env *env, const struct config **out)
         cli_error("config %s", err);
         return rc == -EINVAL || rc == -ENOENT ? CLI_USAGE : CLI_RUNTIME;
     }
-    /* Schedules' expressions and zones, as every other field, for every
-     * command; their jobs where they are fired or run (work, schedules). */
-    if (sched_check(env->cfg, false, err, sizeof(err)) != 0) {
+    /* Schedules' expressions and zones, and the classify rules' regular
+     * expressions and outcomes, as every other field, for every command;
+     * schedules' jobs where they are fired or run (work, schedules). */
+    if (sched_check(env->cfg, false, err, sizeof(err)) != 0 ||
+        rules_check(env->cfg, err, sizeof(err)) != 0) {
         cli_error("config %s: %s", path, err);
         config_free(env->cfg);
         env->cfg = NULL;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,16 @@ digits(const char **p, int n, int *out)
     return 0;
 }
 
+static int
+days_in_month(int y, int mo)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30,
+                                 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+    return mo == 2 && leap ? 29 : days[mo - 1];
+}
+
 int
 clock_parse_utc(const char *s, int64_t *out)
 {
@@ -86,7 +97,7 @@ clock_parse_utc(const char *s, int64_t *out)
             p++;
             n++;
         }
-        if (n == 0)
+        if (n == 0 || n > 9) /* at most nanoseconds */
             return -EINVAL;
     }
     if (*p == 'Z' || *p == 'z') {
@@ -100,8 +111,12 @@ clock_parse_utc(const char *s, int64_t *out)
     } else {
         return -EINVAL;
     }
-    if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
-        mi > 59 || sec > 60 || oh > 23 || om > 59)
+    /* A day the month has (not 2026-02-30, which mktime-style arithmetic
+     * would move to March), a leap second only at 23:59:60, and no time
+     * before the epoch. */
+    if (*p != '\0' || y < 1970 || mo < 1 || mo > 12 || d < 1 ||
+        d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60 ||
+        (sec == 60 && (h != 23 || mi != 59)) || oh > 23 || om > 59)
         return -EINVAL;
     *out = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec -
             offset_s) *

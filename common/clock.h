@@ -18,7 +18,9 @@ int64_t clock_mono_ms(void);
 char *clock_format_utc(int64_t ms, char *buf, size_t len);
 /* clock_parse_utc parses RFC 3339 ("2026-11-30T03:40:00Z",
  * "2026-11-30T03:40:00.5+01:00") into ms since the epoch. Returns 0, or
- * -EINVAL for anything else; *out is untouched on failure. */
+ * -EINVAL for anything else (a day the month lacks, a year before 1970, a
+ * second 60 other than at 23:59, more than 9 digits of fraction); *out
+ * is untouched on failure. */
 int clock_parse_utc(const char *s, int64_t *out);
 
 /* clock_parse_since reads "since" as a report takes it: a span back from

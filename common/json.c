@@ -225,6 +225,57 @@ json_utf8_scrub(char *buf, size_t len)
     }
 }
 
+/* Whether text[at..] is the escape of a NUL character ("\u0000"; hex
+ * digits in either case, and zero has only one). */
+static bool
+nul_escape(const char *text, size_t n, size_t at)
+{
+    return at + 6 <= n && memcmp(text + at, "\\u0000", 6) == 0;
+}
+
+int
+json_text_check(const char *text, size_t n, char *err, size_t len)
+{
+    bool in_string = false;
+    int depth = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+
+        if (c == '\0')
+            return json_fail(err, len, "",
+                             "not valid JSON: a NUL byte at byte %zu", i);
+        if (in_string) {
+            if (c == '"') {
+                in_string = false;
+            } else if (c == '\\') {
+                if (nul_escape(text, n, i))
+                    return json_fail(err, len, "",
+                                     "a NUL character (\\u0000) in a "
+                                     "string at byte %zu (not allowed)",
+                                     i);
+                i++; /* the escaped character */
+            } else if (c < 0x20) {
+                return json_fail(err, len, "",
+                                 "not valid JSON: a control character "
+                                 "(0x%02x) inside a string at byte %zu",
+                                 c, i);
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > CJSON_NESTING_LIMIT)
+                return json_fail(err, len, "",
+                                 "not valid JSON: nested deeper than %d "
+                                 "levels at byte %zu",
+                                 CJSON_NESTING_LIMIT, i);
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
 char *
 json_print(const cJSON *item)
 {

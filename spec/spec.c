@@ -87,14 +87,14 @@ static int
 parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
 {
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    cJSON *root = NULL;
+    int rc = json_text_check(text, len, err, errlen);
 
-    if (root == NULL) {
+    if (rc != 0)
+        return rc;
+    if ((root = cJSON_ParseWithLengthOpts(text, len, &end, false)) == NULL) {
         size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        return json_fail(err, errlen, "",
-                         "not valid JSON (near byte %zu; at most %d levels "
-                         "of nesting)",
-                         at, CJSON_NESTING_LIMIT);
+        return json_fail(err, errlen, "", "not valid JSON (near byte %zu)", at);
     }
     /* Trailing bytes after the value other than white space are refused. */
     if (end != NULL) {

@@ -208,10 +208,8 @@ scan_value(const char *buf, size_t start, size_t len, struct scan *sc,
 static int
 not_json(struct spec_stream *s, size_t at, char *err, size_t errlen)
 {
-    return json_fail(err, errlen, "",
-                     "not valid JSON (near byte %zu; at most %d levels of "
-                     "nesting)",
-                     s->pos + at, CJSON_NESTING_LIMIT);
+    return json_fail(err, errlen, "", "not valid JSON (near byte %zu)",
+                     s->pos + at);
 }
 
 static int

@@ -56,6 +56,27 @@ static const struct bad_input bad_inputs[] = {
      "job 1: steps[0].request: missing"},
     {"one bad job in lines", GOOD_JOB("k1") "\n{\"name\":\"n\"}\n",
      "line 2: steps: missing"},
+    /* C strings end at a NUL: "k\u0000x" would be stored as the key "k",
+     * a duplicate of another job's, and a field name "side_effects\u0000"
+     * would read as side_effects. */
+    {"escaped NUL in a key", "[" GOOD_JOB("k") "," GOOD_JOB("k\\u0000x") "]",
+     "job 1: a NUL character (\\u0000) in a string at byte 20"},
+    {"escaped NUL in a field name",
+     "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"side_effects\\u0000\":"
+     "false,\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}",
+     "a NUL character"},
+    {"raw control byte in a string",
+     "{\"name\":\"n\x01\",\"steps\":[" CHAT_STEP("a") "]}",
+     "a control character (0x01) inside a string at byte 10"},
+    {"a day february lacks",
+     "{\"name\":\"n\",\"run_at\":\"2026-02-30T00:00:00Z\",\"steps\":"
+     "[" CHAT_STEP("a") "]}",
+     "run_at"},
+    {"a year before the epoch",
+     "{\"name\":\"n\",\"run_at\":\"0000-01-01T00:00:00Z\",\"steps\":"
+     "[" CHAT_STEP("a") "]}",
+     "run_at"},
+    {"truncated", "{\"name\":\"n\",", "not valid JSON (near byte 11)"},
 };
 
 START_TEST(test_bad_job_exit_2_nothing_written)
@@ -477,11 +498,18 @@ START_TEST(test_db_and_config_resolution)
     ck_assert_int_eq(stat("stepq.db", &st), 0);
     /* a bad config names the problem and exits 2 */
     free(tmpdir_write(fixture_dir, "bad.json", "{\"tiers\":[{\"name\":\"f\"}]}",
-                      25));
+                      24));
     ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "bad.json"), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "tiers[0].base_url: missing"));
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "nope.json"), 2);
+    run_result_free(&r);
+    /* so does a classify rule that does not compile, for every command */
+    free(tmpdir_write(
+        fixture_dir, "rule.json",
+        "{\"classify\":[{\"body\":\"(\",\"outcome\":\"refused\"}]}", 47));
+    ck_assert_int_eq(RUN(&r, NULL, "status", "--config", "rule.json"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "classify[0].body"));
     run_result_free(&r);
 }
 END_TEST
