@@ -112,6 +112,18 @@ until(int64_t at, int64_t now)
     return d > POLICY_MAX_WAIT_MS ? POLICY_MAX_WAIT_MS : d;
 }
 
+/* believed tells whether a wait or reset a header names (ms from now) is
+ * one to act on. The parsers already refuse negative, NaN and garbage
+ * values and saturate overflowing ones at POLICY_MAX_WAIT_MS; anything past
+ * POLICY_HEADER_WAIT_MAX_MS (a retry-after of 99999999999, a date in 2099)
+ * is a header bug, not a wall, so it counts as absent and the body and
+ * status decide. */
+static bool
+believed(int64_t ms)
+{
+    return ms >= 0 && ms <= POLICY_HEADER_WAIT_MAX_MS;
+}
+
 static void
 learn_header(const struct policy_header *h, int64_t now, struct learned *l,
              int64_t *ra_ms, int64_t *ra)
@@ -122,16 +134,16 @@ learn_header(const struct policy_header *h, int64_t now, struct learned *l,
     if (val == NULL)
         return;
     if (policy__header_is(h, "retry-after-ms")) {
-        if (policy__parse_ms(val, &v) == 0)
+        if (policy__parse_ms(val, &v) == 0 && believed(v))
             *ra_ms = v;
     } else if (policy__header_is(h, "retry-after")) {
-        if (policy_parse_retry_after(val, now, &v) == 0)
+        if (policy_parse_retry_after(val, now, &v) == 0 && believed(v))
             *ra = v;
     } else if (policy__header_is(h, "x-ratelimit-reset-requests")) {
-        if (policy_parse_duration(val, &v) == 0)
+        if (policy_parse_duration(val, &v) == 0 && believed(v))
             keep_max(&l->req_reset_ms, v);
     } else if (policy__header_is(h, "x-ratelimit-reset-tokens")) {
-        if (policy_parse_duration(val, &v) == 0)
+        if (policy_parse_duration(val, &v) == 0 && believed(v))
             keep_max(&l->tok_reset_ms, v);
     } else if (policy__header_is(h, "x-ratelimit-remaining-requests") ||
                policy__header_is(h, "anthropic-ratelimit-requests-remaining")) {
@@ -146,23 +158,25 @@ learn_header(const struct policy_header *h, int64_t now, struct learned *l,
         if (policy_parse_count(val, &v) == 0)
             keep_min(&l->rem_tok, v);
     } else if (policy__header_is(h, "anthropic-ratelimit-requests-reset")) {
-        if (policy__parse_rfc3339(val, &v) == 0)
+        if (policy__parse_rfc3339(val, &v) == 0 && believed(until(v, now)))
             keep_max(&l->req_reset_ms, until(v, now));
     } else if (policy__header_is(h, "anthropic-ratelimit-tokens-reset") ||
                policy__header_is(h, "anthropic-ratelimit-input-tokens-reset") ||
                policy__header_is(h,
                                  "anthropic-ratelimit-output-tokens-reset")) {
-        if (policy__parse_rfc3339(val, &v) == 0)
+        if (policy__parse_rfc3339(val, &v) == 0 && believed(until(v, now)))
             keep_max(&l->tok_reset_ms, until(v, now));
     } else if (policy__header_is(h, "x-ratelimit-reset")) {
         /* Unsuffixed, providers disagree: epoch ms, epoch s or seconds. */
         if (policy_parse_count(val, &v) == 0) {
             if (v >= 100000000000LL)
-                keep_max(&l->any_reset_ms, until(v, now));
+                v = until(v, now);
             else if (v >= 1000000000LL)
-                keep_max(&l->any_reset_ms, until(v * 1000, now));
+                v = until(v * 1000, now);
             else
-                keep_max(&l->any_reset_ms, v * 1000);
+                v *= 1000;
+            if (believed(v))
+                keep_max(&l->any_reset_ms, v);
         }
     }
 }

@@ -244,6 +244,14 @@ STEPQ_MUST_CHECK int policy_breaker_from_name(const char *name,
  * clamped to POLICY_MAX_WAIT_MS. */
 #define POLICY_MAX_WAIT_MS ((int64_t)400 * 24 * 3600 * 1000)
 
+/* POLICY_HEADER_WAIT_MAX_MS bounds what a header may ask for: a wait
+ * (retry-after in seconds or as an HTTP date, retry-after-ms) or a reset
+ * (x-ratelimit-reset*, anthropic-ratelimit-*-reset) more than a day away is
+ * bogus (docs/reference.md, "Learning from headers") and is ignored as if
+ * the header were absent; exactly a day is still believed. The one
+ * definition of the bound: the worker's tier state should use it too. */
+#define POLICY_HEADER_WAIT_MAX_MS ((int64_t)24 * 3600 * 1000)
+
 /* policy_parse_duration: Go-style "6m0s", "1.5s", "20ms", "1h2m", "0". */
 STEPQ_MUST_CHECK int policy_parse_duration(const char *s, int64_t *ms);
 /* policy_parse_http_date: IMF-fixdate, RFC 850 or asctime -> ms since the

@@ -147,6 +147,36 @@ static const struct crow crows[] = {
     HDR("malformed wait headers are ignored", 429,
         H("retry-after", "-5", "x-ratelimit-reset-tokens", "soon"), "",
         POLICY_SOFT_THROTTLE, "rate_limit", W(-1, -1)),
+    /* A header wait or reset more than a day away is bogus and ignored:
+     * the body and status decide. A day exactly is still believed. */
+    HDR("retry-after 99999999999 is ignored", 429,
+        H("retry-after", "99999999999"), "rate limit", POLICY_SOFT_THROTTLE,
+        "rate_limit", W(-1, -1)),
+    HDR("retry-after a day and a second is ignored", 429,
+        H("retry-after", "86401"), "", POLICY_SOFT_THROTTLE, "rate_limit",
+        W(-1, -1)),
+    HDR("retry-after HTTP date 70 years ahead is ignored", 429,
+        H("retry-after", "Fri, 30 Nov 2096 03:40:00 GMT"), "",
+        POLICY_SOFT_THROTTLE, "rate_limit", W(-1, -1)),
+    HDR("huge retry-after-ms is ignored", 429,
+        H("retry-after-ms", "99999999999999999"), "", POLICY_SOFT_THROTTLE,
+        "rate_limit", W(-1, -1)),
+    HDR("ignored retry-after-ms leaves retry-after", 429,
+        H("retry-after-ms", "99999999999999999", "retry-after", "3"), "",
+        POLICY_SOFT_THROTTLE, "rate_limit", W(3000, 3000)),
+    HDR("ignored retry-after leaves a daily cap by its words", 429,
+        H("retry-after", "99999999999"), "tokens per day (TPD)",
+        POLICY_HARD_QUOTA, "daily_cap", W(-1, -1)),
+    HDR("retry-after of exactly a day is a wall", 429,
+        H("retry-after", "86400"), "rate limit", POLICY_HARD_QUOTA, "long_wait",
+        W(86400000, 86400000)),
+    HDR("retry-after-ms of exactly a day is a wall", 429,
+        H("retry-after-ms", "86400000"), "", POLICY_HARD_QUOTA, "long_wait",
+        W(86400000, 86400000)),
+    HDR("exhausted window reset past a day is ignored", 429,
+        H("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests",
+          "9999h"),
+        "", POLICY_SOFT_THROTTLE, "rate_limit", W(-1, -1)),
     ERR("try again in N seconds", 429,
         "Rate limit is exceeded. Try again in 2 seconds.", POLICY_SOFT_THROTTLE,
         "rate_limit", W(2000, 2000)),
@@ -317,6 +347,10 @@ START_TEST(test_default_rule)
     if (r->wait_min != NOCHECK)
         ck_assert_msg(c.wait_ms >= r->wait_min && c.wait_ms <= r->wait_max,
                       "%s: wait %lld", r->name, (long long)c.wait_ms);
+    /* A wall lifts at now + wait, and not by itself without one. */
+    if (c.outcome == POLICY_HARD_QUOTA && strcmp(c.reason, "auth") != 0)
+        ck_assert_msg(c.reset_at_ms == (c.wait_ms >= 0 ? NOW + c.wait_ms : -1),
+                      "%s: reset_at %lld", r->name, (long long)c.reset_at_ms);
     ck_assert_int_eq(c.rule, -1);
 }
 END_TEST

@@ -25,8 +25,8 @@
 /* Hint for "wait until one in flight finishes" (the worker also wakes its
  * waiting runs when an answer settles). */
 #define INFLIGHT_RETRY_MS 250
-/* Resets past a day are not believed. */
-#define RESET_MAX_MS        (24 * 3600 * 1000)
+/* Resets past a day are not believed (the bound every header has). */
+#define RESET_MAX_MS        POLICY_HEADER_WAIT_MAX_MS
 #define THROTTLE_DEFAULT_MS 1000
 
 void
