@@ -51,18 +51,6 @@ pairs_free(struct config_pair *p, size_t n)
     free(p);
 }
 
-/* env_name_ok: what follows "env:" must name a variable (letters, digits
- * and '_', not starting with a digit), so that a typo such as "env: KEY"
- * is refused when the config is read rather than when a job runs. */
-static bool
-env_name_ok(const char *s)
-{
-    if (*s == '\0' || (*s >= '0' && *s <= '9'))
-        return false;
-    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                     "0123456789_") == strlen(s);
-}
-
 static int
 check_value(const char *v, const char *path, char *err, size_t len)
 {
@@ -71,7 +59,7 @@ check_value(const char *v, const char *path, char *err, size_t len)
                          "must not hold CR, LF or other control characters");
     if (strlen(v) > MAX_VALUE)
         return json_fail(err, len, path, "longer than %d bytes", MAX_VALUE);
-    if (strncmp(v, "env:", 4) == 0 && !env_name_ok(v + 4))
+    if (strncmp(v, "env:", 4) == 0 && !httptext_is_env_name(v + 4))
         return json_fail(err, len, path,
                          "env: must be followed by a variable name");
     return 0;
@@ -81,15 +69,13 @@ check_value(const char *v, const char *path, char *err, size_t len)
 static const char *
 reserved_header(const char *name)
 {
-    static const char *const names[] = {"Content-Type", "Idempotency-Key",
-                                        "Content-Length", "Transfer-Encoding",
-                                        "Connection"};
+    static const char *const names[] = {"Content-Type", "Idempotency-Key"};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
         if (strcasecmp(name, names[i]) == 0)
             return names[i];
     }
-    return NULL;
+    return httptext_framing_header(name);
 }
 
 /* parse_pairs reads the object member key ("headers" or "query") of o into

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/defs.h"
 #include "common/xalloc.h"
 
 bool
@@ -64,4 +65,26 @@ httptext_query_escape(struct xbuf *b, const char *s)
             xbuf_put(b, esc, 3);
         }
     }
+}
+
+const char *
+httptext_framing_header(const char *name)
+{
+    static const char *const names[] = {"Content-Length", "Transfer-Encoding",
+                                        "Connection"};
+
+    for (size_t i = 0; name != NULL && i < STEPQ_ARRAY_LEN(names); i++) {
+        if (strcasecmp(name, names[i]) == 0)
+            return names[i];
+    }
+    return NULL;
+}
+
+bool
+httptext_is_env_name(const char *s)
+{
+    if (*s == '\0' || (*s >= '0' && *s <= '9'))
+        return false;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_") == strlen(s);
 }

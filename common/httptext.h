@@ -21,6 +21,17 @@ bool httptext_is_token(const char *s);
  * but tab (so no CR, LF or NUL can split a header). */
 bool httptext_is_field_value(const char *s);
 
+/* httptext_framing_header returns the canonical spelling of name when it
+ * is a header curl writes from the body it sends (Content-Length,
+ * Transfer-Encoding, Connection, any case), which neither a tier nor a
+ * job may set; else NULL. */
+const char *httptext_framing_header(const char *name);
+
+/* httptext_is_env_name reports whether s (what follows "env:" in a header
+ * value) names an environment variable: letters, digits and '_', not
+ * empty and not starting with a digit. */
+bool httptext_is_env_name(const char *s);
+
 /* httptext_is_credential_name reports whether the first n bytes of name
  * (a header or query parameter name) say it may carry a credential: it
  * holds "key", "auth", "token", "secret", "password", "sig" or "cookie" in

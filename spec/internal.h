@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "spec/spec.h"
 
 /* spec__validate checks j->root against every rule of docs/reference.md
@@ -11,5 +13,17 @@
  * -EINVAL with the JSON path of the first problem in err. */
 int spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                    size_t len);
+
+/* spec__check_http_url checks an http step's url (path: the step's
+ * "http" object): http or https, a host and port templates cannot change,
+ * no byte that would split the request line; templates only in the path
+ * and query. spec__check_http_headers checks its headers object: HTTP
+ * tokens, one of each in any case, no framing header, field values, an
+ * "env:" value naming a variable. Both return 0, or -EINVAL with the
+ * JSON path of the problem in err. */
+int spec__check_http_url(const char *url, const char *path, char *err,
+                         size_t len);
+int spec__check_http_headers(const cJSON *headers, const char *path, char *err,
+                             size_t len);
 
 #endif

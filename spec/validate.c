@@ -309,24 +309,12 @@ check_http(const cJSON *h, const char *path, char *err, size_t len)
     if (!ok)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "method"),
                          "must be GET, POST, PUT, PATCH or DELETE");
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return json_fail(err, len, json_path_key(p, sizeof(p), path, "url"),
-                         "must start with http:// or https://");
+    if ((rc = spec__check_http_url(url, path, err, len)) != 0)
+        return rc;
     headers = cJSON_GetObjectItemCaseSensitive(h, "headers");
-    if (headers != NULL) {
-        json_path_key(p, sizeof(p), path, "headers");
-        if (!cJSON_IsObject(headers))
-            return json_fail(err, len, p, "must be an object");
-        for (const cJSON *c = headers->child; c != NULL; c = c->next) {
-            char q[PATH_LEN];
-            json_path_key(q, sizeof(q), p, c->string);
-            if (!cJSON_IsString(c))
-                return json_fail(err, len, q, "must be a string");
-            if (c->string[0] == '\0' || strpbrk(c->string, ":\r\n ") ||
-                strpbrk(c->valuestring, "\r\n"))
-                return json_fail(err, len, q, "not a valid header");
-        }
-    }
+    if (headers != NULL &&
+        (rc = spec__check_http_headers(headers, path, err, len)) != 0)
+        return rc;
     return 0;
 }
 

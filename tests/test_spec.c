@@ -13,6 +13,13 @@
     "{\"name\":\"" name "\",\"request\":{\"messages\":[{\"role\":\"user\","    \
     "\"content\":\"hi\"}]}}"
 #define JOB(steps) "{\"name\":\"j\",\"steps\":[" steps "]}"
+/* An http step named p with this url (JSON text) and more members of
+ * "http" (rest: "" or ",\"headers\":{...}"). */
+#define HTTP(url, rest)                                                        \
+    "{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"                     \
+    "\"" url "\"" rest "}}"
+#define HEADERS(h) ",\"headers\":{" h "}"
+#define LOCAL      "http://127.0.0.1:9/c"
 
 struct bad_case {
     const char *name;
@@ -90,7 +97,80 @@ static const struct bad_case bad[] = {
     {"http header injection",
      JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"http://"
          "127.0.0.1/\",\"headers\":{\"X-A\":\"a\\r\\nB: c\"}}}"),
-     "not a valid header"},
+     "steps[0].http.headers.X-A: must not hold CR, LF or other control "
+     "characters"},
+    /* Framing headers: curl writes them from the body; a second copy from
+     * the job made the request malformed. */
+    {"http header Content-Length",
+     JOB(HTTP(LOCAL, HEADERS("\"Content-Length\":\"5\""))),
+     "steps[0].http.headers.Content-Length: Content-Length is set by stepq"},
+    {"http header Transfer-Encoding in any case",
+     JOB(CHAT("a") "," CHAT("b") "," HTTP(
+         LOCAL, HEADERS("\"X-A\":\"1\",\"transfer-encoding\":"
+                        "\"chunked\""))),
+     "steps[2].http.headers.transfer-encoding: Transfer-Encoding is set by "
+     "stepq"},
+    {"http header Connection",
+     JOB(HTTP(LOCAL, HEADERS("\"Connection\":\"close\""))),
+     "steps[0].http.headers.Connection: Connection is set by stepq"},
+    {"http header name not a token",
+     JOB(HTTP(LOCAL, HEADERS("\"X(A)\":\"1\""))),
+     "steps[0].http.headers.X(A): not a valid header name"},
+    {"http header value control character",
+     JOB(HTTP(LOCAL, HEADERS("\"X-A\":\"a\\u0001b\""))),
+     "steps[0].http.headers.X-A: must not hold CR, LF or other control"},
+    {"http header same name in another case",
+     JOB(HTTP(LOCAL, HEADERS("\"X-A\":\"1\",\"x-a\":\"2\""))),
+     "steps[0].http.headers.x-a: same header as X-A"},
+    {"http header env: without a name",
+     JOB(HTTP(LOCAL, HEADERS("\"Authorization\":\"env:\""))),
+     "steps[0].http.headers.Authorization: env: must be followed by a "
+     "variable name"},
+    {"http header env: with a bad name",
+     JOB(HTTP(LOCAL, HEADERS("\"Authorization\":\"env: KEY\""))),
+     "steps[0].http.headers.Authorization: env: must be followed by a "
+     "variable name"},
+    /* URLs: what curl would send as it is, or refuse, only at send time. */
+    {"http url CR LF", JOB(HTTP("http://127.0.0.1/a\\r\\nX: y", "")),
+     "steps[0].http.url: must not hold spaces, control characters or '#'"},
+    {"http url LF", JOB(HTTP("http://127.0.0.1/a\\nb", "")),
+     "steps[0].http.url: must not hold spaces"},
+    {"http url space", JOB(HTTP("http://127.0.0.1/a b", "")),
+     "steps[0].http.url: must not hold spaces"},
+    {"http url fragment", JOB(HTTP("http://127.0.0.1/a#b", "")),
+     "steps[0].http.url: must not hold spaces, control characters or '#'"},
+    {"http url angle bracket", JOB(HTTP("http://127.0.0.1/<a>", "")),
+     "steps[0].http.url: '<' must be percent-encoded (%3C)"},
+    {"http url non-ASCII", JOB(HTTP("http://127.0.0.1/caf\xc3\xa9", "")),
+     "steps[0].http.url: byte 0xC3 must be percent-encoded (%C3)"},
+    {"http url bad escape", JOB(HTTP("http://127.0.0.1/a%zz", "")),
+     "steps[0].http.url: '%' must start an escape such as %20"},
+    {"http url no host", JOB(HTTP("http:///x", "")),
+     "steps[0].http.url: needs a host"},
+    {"http url only a port", JOB(HTTP("https://:8080/x", "")),
+     "steps[0].http.url: needs a host"},
+    {"http url only userinfo", JOB(HTTP("http://user@/x", "")),
+     "steps[0].http.url: needs a host"},
+    {"http url port too large", JOB(HTTP("http://127.0.0.1:99999/x", "")),
+     "steps[0].http.url: port must be 1 to 65535"},
+    {"http url port zero", JOB(HTTP("http://127.0.0.1:0/x", "")),
+     "steps[0].http.url: port must be 1 to 65535"},
+    {"http url port not a number", JOB(HTTP("http://127.0.0.1:http/x", "")),
+     "steps[0].http.url: port must be 1 to 65535"},
+    {"http url port empty", JOB(HTTP("http://127.0.0.1:/x", "")),
+     "steps[0].http.url: port must be 1 to 65535"},
+    {"http url bad IPv6", JOB(HTTP("http://[::1/x", "")),
+     "steps[0].http.url: bad IPv6 address in the host"},
+    {"http url template in host",
+     JOB(CHAT("a") "," HTTP("http://{{steps.a.output}}/x", "")),
+     "steps[1].http.url: a template may fill the path or the query, not the "
+     "host or port"},
+    {"http url template in port",
+     JOB(CHAT("a") "," HTTP("http://127.0.0.1:{{steps.a.output}}/x", "")),
+     "steps[1].http.url: a template may fill the path or the query"},
+    {"http url space after a template",
+     JOB(CHAT("a") "," HTTP("http://127.0.0.1/{{steps.a.output}} x", "")),
+     "steps[1].http.url: must not hold spaces"},
     {"http unknown field",
      JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":\"http://"
          "127.0.0.1/\",\"verb\":\"POST\"}}"),
@@ -185,6 +265,34 @@ START_TEST(test_refuses_bad_job)
     ck_assert_ptr_null(spec);
     ck_assert_msg(strstr(err, c->want) != NULL, "%s: got \"%s\", want \"%s\"",
                   c->name, err, c->want);
+}
+END_TEST
+
+/* http steps that must still pass: templates where the worker fills them
+ * (path, query, header values), and the URLs and headers curl sends. */
+static const char *const good_http[] = {
+    JOB(CHAT("a") "," HTTP("http://127.0.0.1:9/c/{{steps.a.output}}", "")),
+    JOB(CHAT("a") "," HTTP("https://h.example/c?q={{steps.a.output}}&n=1", "")),
+    JOB(CHAT("my step") "," HTTP("http://h/{{steps.my step.output}}", "")),
+    JOB(CHAT("a") "," HTTP(LOCAL,
+                           HEADERS("\"X-Prev\":\"{{steps.a.output}}\""))),
+    JOB(HTTP("http://[::1]:65535/a%20b?x=1;y=(2)", "")),
+    JOB(HTTP("https://user:pw@h.example:1/~a/b-c_d.e", "")),
+    JOB(HTTP(LOCAL, HEADERS("\"Authorization\":\"env:COMMENTS_TOKEN\","
+                            "\"Content-Type\":\"text/csv\","
+                            "\"Idempotency-Key\":\"k\",\"Host\":\"h\""))),
+};
+
+START_TEST(test_accepts_http_step)
+{
+    const char *json = good_http[_i];
+    struct spec_job *s = NULL;
+    char err[512] = "";
+
+    ck_assert_msg(spec_parse(json, strlen(json), NULL, &s, err, sizeof(err)) ==
+                      0,
+                  "row %d: %s", _i, err);
+    spec_job_free(s);
 }
 END_TEST
 
@@ -343,6 +451,8 @@ test_suite(void)
 
     tcase_add_loop_test(tc, test_refuses_bad_job, 0,
                         (int)(sizeof(bad) / sizeof(bad[0])));
+    tcase_add_loop_test(tc, test_accepts_http_step, 0,
+                        (int)(sizeof(good_http) / sizeof(good_http[0])));
     tcase_add_test(tc, test_defaults_follow_kind);
     tcase_add_test(tc, test_budget_fields_read);
     tcase_add_test(tc, test_unknown_tier_refused_when_config_names_tiers);
