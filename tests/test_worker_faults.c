@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "park/internal.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
@@ -248,6 +249,77 @@ START_TEST(test_backlog_churn_keeps_write_lock_free)
 }
 END_TEST
 
+/* ---- what an answer's text becomes ---------------------------------- */
+
+/* A 200 whose content is not one plain string of text: the step's output
+ * is the text, or nothing is committed (schema_invalid). */
+static const struct answer_case {
+    const char *name;
+    const char *file;   /* script in tests/data/e2e, or NULL: script */
+    const char *script; /* inline: bytes a file should not hold */
+    const char *outcome, *reason;
+    const char *output; /* the step's output; NULL: none (the job failed) */
+} answer_cases[] = {
+    {"parts: the text parts joined", "free-content-parts.json", NULL, "ok",
+     NULL, "Hello, world"},
+    {"parts: an escaped backslash before u0000 is no NUL",
+     "free-content-parts-escapes.json", NULL, "ok", NULL, "C:\\u0000 ok"},
+    {"parts: none of type text", "free-content-parts-no-text.json", NULL,
+     "schema_invalid", "invalid_output", NULL},
+    {"content: not UTF-8", NULL,
+     "{\"routes\":[{\"path\":\"/free\",\"loop\":true,\"answers\":[{\"body\":"
+     "\"{\\\"choices\\\":[{\\\"message\\\":{\\\"role\\\":\\\"assistant\\\","
+     "\\\"content\\\":\\\"caf\xff\xfe!\\\"},\\\"finish_reason\\\":"
+     "\\\"stop\\\"}]}\"}]}]}",
+     "schema_invalid", "invalid_output", NULL},
+    {"content: an escaped NUL", "free-content-nul.json", NULL, "schema_invalid",
+     "invalid_output", NULL},
+    {"parts: an escaped NUL in a text part", "free-content-parts-nul.json",
+     NULL, "schema_invalid", "invalid_output", NULL},
+};
+
+/* `jobs show ID --json`, which must be UTF-8 whatever the endpoint sent,
+ * parsed (cJSON_Delete it). */
+static cJSON *
+show_utf8(int id)
+{
+    struct run_result r;
+    char ids[16];
+    cJSON *o;
+
+    snprintf(ids, sizeof(ids), "%d", id);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", ids, "--json"), 0);
+    ck_assert_msg(json_utf8_valid(r.out, strlen(r.out)), "not UTF-8: %s",
+                  r.out);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    run_result_free(&r);
+    return o;
+}
+
+START_TEST(test_answer_text_becomes_the_output)
+{
+    const struct answer_case *k = &answer_cases[_i];
+    const char *out;
+    cJSON *job;
+
+    if (k->file != NULL)
+        e2e_start_file(k->file, "");
+    else
+        e2e_start(k->script, "");
+    e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
+    free(e2e_drain());
+    job = show_utf8(1);
+    e2e_expect_attempt(job, 0, k->outcome, k->reason, NULL);
+    out = e2e_str(e2e_step_of(job, 0), "output");
+    ck_assert_msg(k->output ? out != NULL && strcmp(out, k->output) == 0
+                            : out == NULL,
+                  "%s: output %s", k->name, out ? out : "(none)");
+    ck_assert_str_eq(e2e_str(job, "state"), k->output ? "succeeded" : "failed");
+    cJSON_Delete(job);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -264,6 +336,13 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 200);
     tcase_add_test(tc, test_backlog_churn_keeps_write_lock_free);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("answers");
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_answer_text_becomes_the_output, 0,
+                        (int)(sizeof(answer_cases) / sizeof(answer_cases[0])));
     suite_add_tcase(s, tc);
     return s;
 }

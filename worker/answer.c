@@ -295,6 +295,116 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
     worker__answer(r);
 }
 
+/* ---- the answer's text ------------------------------------------------ */
+
+/* A chat answer's text is choices[0].message.content: a string, or an
+ * array of parts, which OpenAI-compatible servers and Anthropic's
+ * compatibility layer send ([{"type": "text", "text": "..."}]); then the
+ * text is that of its parts of type "text", joined, and parts of other
+ * types (images, refusals, reasoning) are no text. */
+struct chat_text {
+    const char *text; /* the string or joined; NULL: no text at all */
+    char *joined;     /* owned: the parts' text joined, or NULL */
+    bool parts;       /* the content is an array of parts */
+    bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
+};
+
+/* The text of a part of type "text", or NULL. Borrowed from part. */
+static const char *
+part_text(const cJSON *part)
+{
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+    const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+
+    if (!cJSON_IsObject(part) || !cJSON_IsString(ty) ||
+        strcmp(ty->valuestring, "text") != 0 || !cJSON_IsString(tx))
+        return NULL;
+    return tx->valuestring;
+}
+
+/* The text parts of content (an array) joined, or NULL when it has none.
+ * Caller owns the result; free with free(). Its size is bounded by the
+ * body's, which the HTTP client capped. */
+static char *
+join_parts(const cJSON *content)
+{
+    const cJSON *part;
+    size_t n = 0, k = 0;
+    bool any = false;
+    char *out;
+
+    cJSON_ArrayForEach(part, content)
+    {
+        const char *t = part_text(part);
+        if (t != NULL) {
+            n += strlen(t);
+            any = true;
+        }
+    }
+    if (!any)
+        return NULL;
+    out = xmalloc(n + 1);
+    cJSON_ArrayForEach(part, content)
+    {
+        const char *t = part_text(part);
+        if (t != NULL) {
+            memcpy(out + k, t, strlen(t));
+            k += strlen(t);
+        }
+    }
+    out[k] = '\0';
+    return out;
+}
+
+/* cJSON decodes an escaped NUL ("\u0000") into its C string, which ends
+ * there: the text after it would be lost without a word. An answer whose
+ * strings hold one (or a raw control character) anywhere is not taken as
+ * text: a NUL elsewhere than in the content costs a schema_invalid, which
+ * no provider has been seen to send. */
+static bool
+nul_cut(const char *body, size_t len)
+{
+    char err[128];
+
+    return json_text_check(body, len, err, sizeof(err)) != 0;
+}
+
+/* Reads the text of a chat answer: ans (http_chat_read of root) and body,
+ * the bytes root was parsed from. Text that is not UTF-8, or that a NUL
+ * would cut, is marked bad: it must not become the step's output (nor
+ * must the body, the output of an answer without text). Free t with
+ * text_cleanup. */
+static void
+read_text(const cJSON *root, const struct http_chat_answer *ans,
+          const char *body, size_t len, struct chat_text *t)
+{
+    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(choices, 0), "message");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+
+    memset(t, 0, sizeof(*t));
+    if (cJSON_IsArray(content)) {
+        t->parts = true;
+        t->joined = join_parts(content);
+        t->text = t->joined;
+    } else {
+        t->text = ans->content;
+    }
+    if (t->text != NULL)
+        t->bad =
+            !json_utf8_valid(t->text, strlen(t->text)) || nul_cut(body, len);
+    else /* the output is the body (a tool call) */
+        t->bad = !json_utf8_valid(body, len);
+}
+
+static void
+text_cleanup(struct chat_text *t)
+{
+    free(t->joined);
+    memset(t, 0, sizeof(*t));
+}
+
 void
 worker__answer(struct run *r)
 {
@@ -303,6 +413,7 @@ worker__answer(struct run *r)
     struct http_response *res = &r->held->res;
     struct policy_header *hdrs = NULL;
     struct http_chat_answer ans = {0};
+    struct chat_text txt = {0};
     struct policy_input in;
     struct policy_class c, dc;
     struct policy_step ps;
@@ -311,6 +422,7 @@ worker__answer(struct run *r)
     struct attempt_log line;
     int64_t now = worker__now(r->w), tokens = 0;
     const char *output = NULL;
+    char *kept = NULL; /* owned: the body as recorded, when not UTF-8 */
     cJSON *root = NULL;
     bool parsed_chat = false;
     int ti = r->cur_tier;
@@ -338,12 +450,18 @@ worker__answer(struct run *r)
     in.json = root;
     if (http_chat_read(root, &ans) == 0) {
         parsed_chat = true;
-        if (s->expect_json != NULL)
-            in.parsed = worker__has_keys(ans.content,
-                                         ans.content ? strlen(ans.content) : 0,
-                                         s->expect_json)
-                            ? POLICY_PARSED_YES
-                            : POLICY_PARSED_NO;
+        read_text(root, &ans, res->body, res->body_len, &txt);
+        /* Text that is not UTF-8 or that a NUL cuts, and parts without a
+         * text part or a tool call (empty content, SPEC), are an output
+         * that does not parse as text: schema_invalid, never committed. */
+        if (txt.bad || (txt.parts && txt.text == NULL && !ans.has_tool_calls))
+            in.parsed = POLICY_PARSED_NO;
+        else if (s->expect_json != NULL)
+            in.parsed =
+                worker__has_keys(txt.text, txt.text ? strlen(txt.text) : 0,
+                                 s->expect_json)
+                    ? POLICY_PARSED_YES
+                    : POLICY_PARSED_NO;
     }
     policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
     if (s->kind == SPEC_STEP_CHAT) {
@@ -358,6 +476,15 @@ worker__answer(struct run *r)
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
         d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 
+    if (c.outcome != POLICY_OK && !json_utf8_valid(res->body, res->body_len)) {
+        /* The attempt's record is shown as JSON (jobs show --json), which
+         * must stay UTF-8: bad bytes are kept as '?', as the error text
+         * and the log line keep them. */
+        kept = xmalloc(res->body_len + 1);
+        memcpy(kept, res->body, res->body_len);
+        kept[res->body_len] = '\0';
+        json_utf8_scrub(kept, res->body_len);
+    }
     ar = (struct q_attempt_result){
         .status = res->status,
         .outcome = policy_outcome_name(c.outcome),
@@ -366,7 +493,9 @@ worker__answer(struct run *r)
         .delay_ms = d.wait_ms,
         .latency_ms = res->latency_ms,
         .tokens = tokens,
-        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body = c.outcome == POLICY_OK ? NULL
+                : kept                 ? kept
+                                       : res->body,
         .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
         .finished_at = now,
         /* A commit writes the step's row anyway: the estimate's correction
@@ -394,12 +523,14 @@ worker__answer(struct run *r)
     };
     log_attempt(&line);
     if (s->kind == SPEC_STEP_CHAT)
-        output = ans.content ? ans.content : res->body;
+        output = txt.text ? txt.text : res->body;
     else
         output = res->body;
     act(r, &d, &c, res, output,
         ar.caller_corrects ? tokens - r->attempt_est : 0);
+    text_cleanup(&txt);
     http_chat_answer_cleanup(&ans);
     cJSON_Delete(root);
+    free(kept);
     free(hdrs);
 }
