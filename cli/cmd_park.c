@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "policy/policy.h"
 #include "queue/queue.h"
 #include "view/view.h"
 
@@ -126,6 +127,22 @@ parse_job_filter(const char *job, int64_t *out)
     return 0;
 }
 
+/* A --reason filter must be one a park item can have (an outcome, or
+ * in_doubt): a misspelt one would match nothing without a word. */
+static int
+check_reason_filter(const char *reason)
+{
+    enum policy_outcome o;
+
+    if (reason == NULL || strcmp(reason, "in_doubt") == 0 ||
+        policy_outcome_from_name(reason, &o) == 0)
+        return 0;
+    cli_error("park: --reason %s: not a reason a park item has (in_doubt, "
+              "or an outcome such as hard_quota or server_error)",
+              reason);
+    return CLI_USAGE;
+}
+
 static int
 list_cmd(struct cli_env *env, int argc, char **argv)
 {
@@ -142,7 +159,8 @@ list_cmd(struct cli_env *env, int argc, char **argv)
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, NULL, 0, &npos, usage)) != 0 ||
-        (rc = parse_job_filter(job, &f.job_id)) != 0)
+        (rc = parse_job_filter(job, &f.job_id)) != 0 ||
+        (rc = check_reason_filter(reason)) != 0)
         return rc;
     f.all = all;
     f.reason = reason;
@@ -358,7 +376,8 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
         return CLI_USAGE;
     }
     if ((!all && (rc = cli_parse_id(pos[0], &id)) != 0) ||
-        (rc = parse_job_filter(job, &f.job_id)) != 0)
+        (rc = parse_job_filter(job, &f.job_id)) != 0 ||
+        (rc = check_reason_filter(reason)) != 0)
         return rc;
     /* With --all-matching, --tier picks the items (a filter); with one
      * item it is the tier to retry on. */

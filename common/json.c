@@ -129,7 +129,7 @@ json_get_number(const cJSON *obj, const char *key, double min, double max,
                          "must be a number");
     if (v->valuedouble < min || v->valuedouble > max)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, key),
-                         "must be between %g and %g", min, max);
+                         "must be between %.15g and %.15g", min, max);
     *out = v->valuedouble;
     return 0;
 }

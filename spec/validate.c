@@ -246,6 +246,20 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
 
     if ((rc = check_string_array(a, path, "tiers", true, err, len)) != 0)
         return rc;
+    /* A tier twice would be tried twice: a switch there replays the step
+     * on the tier that just refused it. */
+    for (const cJSON *c = a->child; c != NULL; c = c->next, i++) {
+        for (const cJSON *o = a->child; o != c; o = o->next) {
+            if (strcmp(o->valuestring, c->valuestring) == 0)
+                return json_fail(
+                    err, len,
+                    json_path_index(q, sizeof(q),
+                                    json_path_key(p, sizeof(p), path, "tiers"),
+                                    i),
+                    "tier %s named twice", c->valuestring);
+        }
+    }
+    i = 0;
     if (opts == NULL || opts->tiers == NULL)
         return 0;
     for (const cJSON *c = a->child; c != NULL; c = c->next, i++) {

@@ -76,6 +76,10 @@ static const struct bad_input bad_inputs[] = {
      "{\"name\":\"n\",\"run_at\":\"0000-01-01T00:00:00Z\",\"steps\":"
      "[" CHAT_STEP("a") "]}",
      "run_at"},
+    {"a tier named twice",
+     "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"tiers\":[\"x\",\"x\"],"
+     "\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}",
+     "steps[0].tiers[1]: tier x named twice"},
     {"truncated", "{\"name\":\"n\",", "not valid JSON (near byte 11)"},
 };
 
@@ -404,6 +408,15 @@ static const struct exit_step {
     {NULL, {"frobnicate"}, 2, NULL},
     {NULL, {"status", "--bogus"}, 2, "--bogus"},
     {NULL, {"status", "--db"}, 2, NULL},
+    /* a misspelt reason filter is refused, not an empty match */
+    {NULL,
+     {"park", "list", "--reason", "hardquota", "--db", FIXTURE_DB},
+     2,
+     "--reason hardquota"},
+    {NULL,
+     {"park", "list", "--reason", "in_doubt", "--db", FIXTURE_DB},
+     0,
+     NULL},
     /* A config named but missing or bad is exit 2 even where the command
      * would not read it. */
     {NULL,

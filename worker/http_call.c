@@ -284,6 +284,13 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     else if (call->oom)
         snprintf(res->error_text, sizeof(res->error_text),
                  "out of memory for the response body");
+    else if (rc == CURLE_OUT_OF_MEMORY && !call->errbuf[0])
+        /* libcurl 7.88 says "Out of memory" when an answer's header
+         * passes its 100 KB limit (a buffer's cap, not the heap: ours
+         * aborts on OOM, CONVENTIONS 4). */
+        snprintf(res->error_text, sizeof(res->error_text),
+                 "the answer's headers are larger than libcurl accepts "
+                 "(100 KB)");
     else if (rc != CURLE_OK)
         snprintf(res->error_text, sizeof(res->error_text), "%s",
                  call->errbuf[0] ? call->errbuf : curl_easy_strerror(rc));

@@ -48,6 +48,29 @@ candidates(const struct run *r, int *idx)
     return n;
 }
 
+/* Writes into why the step's tiers that this worker's config lacks
+ * ("tiers not in this worker's config: ghost"), or nothing when it names
+ * none (a job enqueued under another config). */
+static void
+unknown_tiers(const struct run *r, char *why, size_t len)
+{
+    const struct spec_step *s = cur_spec(r);
+    size_t used = 0;
+
+    why[0] = '\0';
+    for (const cJSON *c = s->tiers ? s->tiers->child : NULL; c != NULL;
+         c = c->next) {
+        int k;
+        if (worker__tier_index(r->w, c->valuestring) >= 0 || used >= len)
+            continue;
+        k = snprintf(why + used, len - used, "%s%s",
+                     used ? ", " : "tiers not in this worker's config: ",
+                     c->valuestring);
+        if (k > 0)
+            used += (size_t)k;
+    }
+}
+
 /* Admits the request on the first candidate tier that takes it. Returns
  * the tier index, or -1 with *retry_at (INT64_MAX: no tier left) and a
  * description of why in why. */
@@ -267,6 +290,8 @@ worker__attempt(struct run *r)
                 return;
             }
             cJSON_Delete(body);
+            if (why[0] == '\0')
+                unknown_tiers(r, why, sizeof(why));
             snprintf(err, sizeof(err),
                      "step %s: no tier admits before the "
                      "deadline (%s)",
