@@ -320,6 +320,34 @@ START_TEST(test_answer_text_becomes_the_output)
 }
 END_TEST
 
+/* An http step's output is its body: bytes that are not UTF-8 (and NULs,
+ * which the mock cannot send) are kept as '?', so that jobs show --json
+ * stays UTF-8 and a template reading the output reads all of it. */
+START_TEST(test_http_output_is_text)
+{
+    char job[512];
+    const char *out;
+    cJSON *o;
+
+    e2e_start("{\"routes\":[{\"path\":\"/hook\",\"loop\":true,\"answers\":"
+              "[{\"status\":200,\"body\":\"ok \xff\xfe end\"}]}]}",
+              "");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"h\",\"steps\":[{\"name\":\"a\",\"kind\":\"http\","
+             "\"idempotency_key\":\"k1\",\"http\":{\"url\":"
+             "\"http://127.0.0.1:%d/hook\",\"body\":{}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    o = show_utf8(1);
+    out = e2e_str(e2e_step_of(o, 0), "output");
+    ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
+    ck_assert_msg(out != NULL && strcmp(out, "ok ?? end") == 0, "output %s",
+                  out ? out : "(none)");
+    cJSON_Delete(o);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -343,6 +371,7 @@ test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_answer_text_becomes_the_output, 0,
                         (int)(sizeof(answer_cases) / sizeof(answer_cases[0])));
+    tcase_add_test(tc, test_http_output_is_text);
     suite_add_tcase(s, tc);
     return s;
 }

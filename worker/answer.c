@@ -398,6 +398,28 @@ read_text(const cJSON *root, const struct http_chat_answer *ans,
         t->bad = !json_utf8_valid(body, len);
 }
 
+/* body as text a JSON view and a C string can hold: NULL when it is
+ * (UTF-8 without NUL), else an owned copy with bad bytes and NULs as '?'.
+ * Free with free(). */
+static char *
+as_text(const char *body, size_t len)
+{
+    char *t;
+
+    if (body == NULL ||
+        (json_utf8_valid(body, len) && memchr(body, '\0', len) == NULL))
+        return NULL;
+    t = xmalloc(len + 1);
+    memcpy(t, body, len);
+    t[len] = '\0';
+    json_utf8_scrub(t, len);
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\0')
+            t[i] = '?';
+    }
+    return t;
+}
+
 static void
 text_cleanup(struct chat_text *t)
 {
@@ -422,7 +444,7 @@ worker__answer(struct run *r)
     struct attempt_log line;
     int64_t now = worker__now(r->w), tokens = 0;
     const char *output = NULL;
-    char *kept = NULL; /* owned: the body as recorded, when not UTF-8 */
+    char *kept = NULL; /* owned: the body as text, when it is not */
     cJSON *root = NULL;
     bool parsed_chat = false;
     int ti = r->cur_tier;
@@ -476,15 +498,11 @@ worker__answer(struct run *r)
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
         d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 
-    if (c.outcome != POLICY_OK && !json_utf8_valid(res->body, res->body_len)) {
-        /* The attempt's record is shown as JSON (jobs show --json), which
-         * must stay UTF-8: bad bytes are kept as '?', as the error text
-         * and the log line keep them. */
-        kept = xmalloc(res->body_len + 1);
-        memcpy(kept, res->body, res->body_len);
-        kept[res->body_len] = '\0';
-        json_utf8_scrub(kept, res->body_len);
-    }
+    /* A failed attempt's body and an http step's output are shown as JSON
+     * text (jobs show --json) and read as C strings: bad bytes and NULs are
+     * kept as '?'. */
+    if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
+        kept = as_text(res->body, res->body_len);
     ar = (struct q_attempt_result){
         .status = res->status,
         .outcome = policy_outcome_name(c.outcome),
@@ -518,14 +536,16 @@ worker__answer(struct run *r)
         .latency_ms = res->latency_ms,
         .error =
             res->error != HTTP_ERR_NONE ? http_error_name(res->error) : NULL,
-        .body = c.outcome == POLICY_OK ? NULL : res->body,
+        .body = c.outcome == POLICY_OK ? NULL
+                : kept                 ? kept
+                                       : res->body,
         .body_len = res->body_len,
     };
     log_attempt(&line);
     if (s->kind == SPEC_STEP_CHAT)
         output = txt.text ? txt.text : res->body;
     else
-        output = res->body;
+        output = kept ? kept : res->body;
     act(r, &d, &c, res, output,
         ar.caller_corrects ? tokens - r->attempt_est : 0);
     text_cleanup(&txt);
