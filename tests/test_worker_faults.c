@@ -22,7 +22,6 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/file.h"
-#include "common/json.h"
 #include "park/internal.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
@@ -278,25 +277,6 @@ static const struct answer_case {
      NULL, "schema_invalid", "invalid_output", NULL},
 };
 
-/* `jobs show ID --json`, which must be UTF-8 whatever the endpoint sent,
- * parsed (cJSON_Delete it). */
-static cJSON *
-show_utf8(int id)
-{
-    struct run_result r;
-    char ids[16];
-    cJSON *o;
-
-    snprintf(ids, sizeof(ids), "%d", id);
-    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", ids, "--json"), 0);
-    ck_assert_msg(json_utf8_valid(r.out, strlen(r.out)), "not UTF-8: %s",
-                  r.out);
-    o = cJSON_Parse(r.out);
-    ck_assert_ptr_nonnull(o);
-    run_result_free(&r);
-    return o;
-}
-
 START_TEST(test_answer_text_becomes_the_output)
 {
     const struct answer_case *k = &answer_cases[_i];
@@ -309,7 +289,7 @@ START_TEST(test_answer_text_becomes_the_output)
         e2e_start(k->script, "");
     e2e_enqueue(E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
     free(e2e_drain());
-    job = show_utf8(1);
+    job = e2e_show(1);
     e2e_expect_attempt(job, 0, k->outcome, k->reason, NULL);
     out = e2e_str(e2e_step_of(job, 0), "output");
     ck_assert_msg(k->output ? out != NULL && strcmp(out, k->output) == 0
@@ -339,7 +319,7 @@ START_TEST(test_http_output_is_text)
              e2e_mock.port);
     e2e_enqueue(job);
     free(e2e_drain());
-    o = show_utf8(1);
+    o = e2e_show(1);
     out = e2e_str(e2e_step_of(o, 0), "output");
     ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
     ck_assert_msg(out != NULL && strcmp(out, "ok ?? end") == 0, "output %s",

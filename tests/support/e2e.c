@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/xalloc.h"
 #include "tests/support/pgfix.h"
 #include "tests/support/support.h"
@@ -153,6 +154,9 @@ e2e_show(int id)
 
     snprintf(ids, sizeof(ids), "%d", id);
     ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", ids, "--json"), 0);
+    /* JSON is UTF-8 whatever an endpoint sent. */
+    ck_assert_msg(json_utf8_valid(r.out, strlen(r.out)), "not UTF-8: %s",
+                  r.out);
     o = cJSON_Parse(r.out);
     ck_assert_ptr_nonnull(o);
     run_result_free(&r);

@@ -59,7 +59,8 @@ char *e2e_drain(void);
  * (e2e_start_file, no extra config), enqueues job, drains the queue and
  * returns job 1 shown (cJSON_Delete it). */
 cJSON *e2e_run_job(const char *script, const char *job);
-/* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it). */
+/* e2e_show returns `jobs show ID --json` parsed (cJSON_Delete it); the
+ * output must be UTF-8. */
 cJSON *e2e_show(int id);
 /* e2e_str returns the string member k of o, or NULL. Borrowed. */
 const char *e2e_str(const cJSON *o, const char *k);
