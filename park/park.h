@@ -84,8 +84,9 @@ struct park_decision {
  * done and a tier are per item (bulk: a decision for every item a filter
  * matches allows neither); the tier must be one of cfg's (cfg NULL: not
  * checked); the output must be UTF-8 text without NUL bytes; by must not
- * be empty. Returns 0, or -EINVAL with the reason in err (len bytes,
- * terminated; "output goes with done"). */
+ * be empty or blank, and by and note must be UTF-8 without control
+ * characters (a note may hold newlines and tabs). Returns 0, or -EINVAL with
+ * the reason in err (len bytes, terminated; "output goes with done"). */
 STEPQ_MUST_CHECK int park_decision_check(const struct park_decision *d,
                                          bool bulk, const struct config *cfg,
                                          char *err, size_t len);

@@ -40,14 +40,33 @@ refuse(char *err, size_t len, const char *why)
     return -EINVAL;
 }
 
+/* Whether s is UTF-8 text an operator's terminal shows as it is: no
+ * control character but, where lines is set, newline and tab. */
+static bool
+plain_text(const char *s, bool lines)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if ((*p < 0x20 || *p == 0x7f) && !(lines && (*p == '\n' || *p == '\t')))
+            return false;
+    }
+    return json_utf8_valid(s, strlen(s));
+}
+
 int
 park_decision_check(const struct park_decision *d, bool bulk,
                     const struct config *cfg, char *err, size_t len)
 {
     if ((unsigned)d->how > PARK_FAIL)
         return refuse(err, len, "unknown resolution");
-    if (d->by == NULL || d->by[0] == '\0')
+    if (d->by == NULL || d->by[strspn(d->by, " \t")] == '\0')
         return refuse(err, len, "say who resolves it (by)");
+    if (!plain_text(d->by, false))
+        return refuse(err, len,
+                      "by must be UTF-8 text without control characters");
+    if (d->note != NULL && !plain_text(d->note, true))
+        return refuse(err, len,
+                      "the note must be UTF-8 text without control "
+                      "characters (newlines and tabs are fine)");
     if (bulk && d->how == PARK_DONE)
         return refuse(err, len, "done is per item (its output is the step's)");
     if (d->output != NULL && d->how != PARK_DONE)

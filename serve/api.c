@@ -19,9 +19,11 @@
 #define JOBS_PAGE     100
 #define JOBS_PAGE_MAX 1000
 
-/* Queues text (consumed, whatever happens) as a JSON answer. */
+/* Queues text (consumed, whatever happens) as a JSON answer, with an
+ * Allow header when allow is not NULL (a 405). */
 static enum MHD_Result
-reply_text(struct MHD_Connection *c, unsigned status, char *text, size_t len)
+reply_text_allow(struct MHD_Connection *c, unsigned status, char *text,
+                 size_t len, const char *allow)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
@@ -34,9 +36,17 @@ reply_text(struct MHD_Connection *c, unsigned status, char *text, size_t len)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (allow != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     ok = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+static enum MHD_Result
+reply_text(struct MHD_Connection *c, unsigned status, char *text, size_t len)
+{
+    return reply_text_allow(c, status, text, len, NULL);
 }
 
 enum MHD_Result
@@ -50,20 +60,47 @@ serve_reply_json(struct MHD_Connection *c, unsigned status, cJSON *body)
     return reply_text(c, status, text, strlen(text));
 }
 
+/* Queues the error body {"error": {"code", "message"}}, with an Allow
+ * header when allow is not NULL. */
+static enum MHD_Result
+reply_error(struct MHD_Connection *c, unsigned status, const char *code,
+            const char *msg, const char *allow)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    char *text;
+
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (text == NULL)
+        return MHD_NO;
+    return reply_text_allow(c, status, text, strlen(text), allow);
+}
+
 enum MHD_Result
 serve_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
                   const char *fmt, ...)
 {
-    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     char msg[1024];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    cJSON_AddStringToObject(e, "code", code);
-    cJSON_AddStringToObject(e, "message", msg);
-    return serve_reply_json(c, status, o);
+    return reply_error(c, status, code, msg, NULL);
+}
+
+/* 405, with the methods the path has in its Allow header (RFC 9110). */
+static enum MHD_Result
+not_allowed(struct MHD_Connection *c, const char *method, const char *url)
+{
+    char msg[512], allow[32];
+
+    snprintf(msg, sizeof(msg), "%s is not allowed on %s", method, url);
+    serve_allowed(url, allow, sizeof(allow));
+    return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
+                       msg, allow);
 }
 
 /* A storage error: 503 when the store is away (try again), else 500. */
@@ -377,9 +414,7 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
                                  "no such path: %s", url);
     if (rc != 0)
-        return serve_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-                                 "method_not_allowed",
-                                 "%s is not allowed on %s", method, url);
+        return not_allowed(c, method, url);
     switch (r) {
     case R_PAGE:
         return serve_reply_asset(c, page);

@@ -43,6 +43,10 @@ struct serve_asset;
 int serve_match(const char *method, const char *url, enum serve_route_id *r,
                 int64_t *id, const struct serve_asset **page);
 
+/* serve_allowed writes the methods url has routes for into buf (len
+ * bytes): "GET, HEAD", "POST" or both, for a 405's Allow header. */
+void serve_allowed(const char *url, char *buf, size_t len);
+
 /* serve_whole reads text of n bytes as a whole number of at most 18
  * digits (an id, a page size), or returns -1 if it is not one. */
 int64_t serve_whole(const char *s, size_t n);

@@ -3,6 +3,7 @@
 #include "serve/internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A route: a method and a path of fixed words, where "#" stands for an id. */
@@ -91,4 +92,20 @@ serve_match(const char *method, const char *url, enum serve_route_id *r,
         }
     }
     return path_known ? -EPERM : -ENOENT;
+}
+
+void
+serve_allowed(const char *url, char *buf, size_t len)
+{
+    bool get = serve_asset_find(url) != NULL, post = false;
+    int64_t n = 0;
+
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (fits(routes[i].path, url, &n)) {
+            get = get || strcmp(routes[i].method, "GET") == 0;
+            post = post || strcmp(routes[i].method, "POST") == 0;
+        }
+    }
+    snprintf(buf, len, "%s%s%s", get ? "GET, HEAD" : "",
+             get && post ? ", " : "", post ? "POST" : "");
 }

@@ -44,6 +44,12 @@ static const struct check_row {
      false,
      "not UTF-8 text"},
     {{.how = PARK_SKIP, .by = ""}, false, "who"},
+    {{.how = PARK_SKIP, .by = "  "}, false, "who"},
+    {{.how = PARK_SKIP, .by = "q\xff"}, false, "by must be UTF-8 text"},
+    {{.how = PARK_SKIP, .by = "ops\x1b[2J"}, false, "control characters"},
+    {{.how = PARK_SKIP, .by = "bo", .note = "l1\nl2\tok"}, false, NULL},
+    {{.how = PARK_SKIP, .by = "bo", .note = "l1\r\a"}, false, "the note"},
+    {{.how = PARK_SKIP, .by = "bo", .note = "\xed\xa0\x80"}, false, "the note"},
     {{.how = PARK_FAIL, .by = "bo"}, true, NULL},
 };
 

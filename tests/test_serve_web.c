@@ -207,6 +207,15 @@ START_TEST(test_page_files_and_their_limits)
     reply_free(&r);
     req(s.port, "POST", "/", AUTH, "", &r);
     ck_assert_int_eq(r.status, 405);
+    ck_assert_pstr_eq(hdr(&r, "Allow"), "GET, HEAD");
+    reply_free(&r);
+    req(s.port, "PUT", "/v1/jobs", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert_pstr_eq(hdr(&r, "Allow"), "GET, HEAD, POST");
+    reply_free(&r);
+    req(s.port, "GET", "/v1/park/resolve", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert_pstr_eq(hdr(&r, "Allow"), "POST");
     reply_free(&r);
     req(s.port, "POST", "/v1/park/resolve",
         AUTH "Origin: https://127.0.0.1\r\n",
