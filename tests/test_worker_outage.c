@@ -75,6 +75,24 @@ commit_fails_while_down(q_db *db)
     return q_tx_commit(db);
 }
 
+/* Fails the first to_fail commits that would record an answer: the
+ * answers were acted on (and logged) in a turn that is lost, so they are
+ * kept and acted on again once a commit holds. */
+static int
+commit_fails_on_answers(q_db *db)
+{
+    int64_t answered = 0;
+
+    (void)ledger_size(db, &answered);
+    if (answered != seen && faults < to_fail) {
+        faults++;
+        q_tx_rollback(db);
+        return -EIO;
+    }
+    seen = answered;
+    return q_tx_commit(db);
+}
+
 static pid_t other; /* a second worker, running while the store is away */
 static bool other_done;
 
@@ -192,6 +210,20 @@ START_TEST(test_answers_kept_until_the_store_is_back)
 }
 END_TEST
 
+/* Answers acted on in turns that do not commit are acted on again when
+ * one does: each attempt still has one line in the log. */
+START_TEST(test_answer_lost_with_its_turn_is_logged_once)
+{
+    e2e_start(SLOW_COMMENTS, "");
+    enqueue_posts_n(NJOBS);
+    to_fail = 2;
+    run_worker(commit_fails_on_answers);
+    ck_assert_int_eq(faults, 2);
+    expect_each_sent_once();
+    ck_assert_int_eq(log_lines("\"decision\":\"commit\""), NJOBS);
+}
+END_TEST
+
 /* A job taken over while the store was away (its lease ran out, and a
  * second worker settled the answered attempt as in doubt: parked) is left
  * to its new holder: the answer kept is not written over its decision,
@@ -227,6 +259,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_answers_kept_until_the_store_is_back);
+    tcase_add_test(tc, test_answer_lost_with_its_turn_is_logged_once);
     tcase_add_test(tc, test_job_taken_over_meanwhile_is_left_alone);
     suite_add_tcase(s, tc);
     return s;

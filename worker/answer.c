@@ -541,7 +541,10 @@ worker__answer(struct run *r)
                                        : res->body,
         .body_len = res->body_len,
     };
-    log_attempt(&line);
+    if (r->logged_attempt != r->attempt_id) {
+        log_attempt(&line);
+        r->logged_attempt = r->attempt_id;
+    }
     if (s->kind == SPEC_STEP_CHAT)
         output = txt.text ? txt.text : res->body;
     else

@@ -128,6 +128,9 @@ struct run {
     /* The attempt in flight. */
     http_call *call;
     int64_t attempt_id;
+    int64_t logged_attempt; /* the attempt whose line was written: an
+                               answer kept while the store was away is
+                               acted on again, but logged once */
     int attempt_no;
     int64_t attempt_est; /* the tokens its record charged, or -1: unknown */
     int64_t send_id;     /* tier send, 0 for http steps */
