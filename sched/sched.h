@@ -83,8 +83,9 @@ STEPQ_MUST_CHECK int sched_civil_of(const char *tz, int64_t t,
 
 /* sched_due lists the slots of c in zone tz that fire at now (seconds),
  * given that every slot up to from was dealt with: by catch_up, the
- * latest one (latest), the latest max, oldest first (all), or those at
- * most SCHED_LATE_S old, oldest first, at most max (none). *n is how
+ * latest one (latest), the latest max, oldest first (all), or the latest
+ * one if it is at most SCHED_LATE_S old (none: never more than latest
+ * fires). *n is how
  * many are in slots (room for max); *done is the latest slot at or before
  * now, fired or passed (from when none came): what the stored progress
  * may move to. Returns 0, or -EINVAL when tz is not a zone. */

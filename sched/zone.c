@@ -212,7 +212,7 @@ sched_due(const struct sched_cron *c, const char *tz,
           int64_t *slots, size_t max, size_t *n, int64_t *done)
 {
     struct saved_tz s;
-    size_t got = 0, keep = catch_up == CONFIG_CATCH_UP_LATEST ? 1 : max;
+    size_t got = 0, keep = catch_up == CONFIG_CATCH_UP_ALL ? max : 1;
     int64_t at = from, slot;
 
     if (keep > max)

@@ -176,6 +176,34 @@ START_TEST(test_tz_restored)
 }
 END_TEST
 
+/* Seven minutes without a worker, an every-minute schedule: all fires
+ * the seven missed slots, latest the last one, and none the last one too
+ * (it is under 5 minutes late): never more than latest. */
+START_TEST(test_catch_up_after_a_short_outage)
+{
+    static const struct {
+        enum config_catch_up how;
+        size_t want;
+    } rows[] = {{CONFIG_CATCH_UP_ALL, 7},
+                {CONFIG_CATCH_UP_LATEST, 1},
+                {CONFIG_CATCH_UP_NONE, 1}};
+    struct sched_cron cron;
+    int64_t slots[16], done, from = 1796083200; /* 2026-12-01T00:00:00Z */
+    int64_t now = from + 7 * 60 + 10;
+    char err[64];
+
+    ck_assert_int_eq(sched_cron_parse("* * * * *", &cron, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        size_t n = 99;
+        ck_assert_int_eq(sched_due(&cron, "UTC", rows[i].how, from, now, slots,
+                                   16, &n, &done),
+                         0);
+        ck_assert_msg(n == rows[i].want, "row %zu: %zu slots", i, n);
+        ck_assert_int_eq(slots[n - 1], now - 10);
+    }
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -188,6 +216,7 @@ test_suite(void)
                         sizeof(bad_cases) / sizeof(bad_cases[0]));
     tcase_add_test(tc, test_zones);
     tcase_add_test(tc, test_tz_restored);
+    tcase_add_test(tc, test_catch_up_after_a_short_outage);
     suite_add_tcase(s, tc);
     return s;
 }
