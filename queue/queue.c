@@ -7,6 +7,7 @@
  */
 #include "queue/queue.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -158,7 +159,49 @@ keyword_value_end(const char *v)
     return quoted && *v == '\'' ? v + 1 : v;
 }
 
-/* Keyword form: "key = value" pairs; password's value becomes ***. Text
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Whether a key (the n bytes at k, up to its '=') may hold a secret once
+ * its %XX escapes are decoded, as libpq decodes them ("%70assword=" is a
+ * password too): "password" and any key that, in any case, holds "pass",
+ * "pwd", "secret" or "token". libpq refuses the misspelt ones
+ * ("PASSWORD=", "passwd=") and the error names the location: its value
+ * must not be shown either. */
+static bool
+key_is_secret(const char *k, size_t n)
+{
+    static const char *const words[] = {"pass", "pwd", "secret", "token"};
+    char key[64];
+    size_t got = 0;
+
+    for (size_t i = 0; i < n && got < sizeof(key) - 1; i++) {
+        char c = k[i];
+        if (c == '%' && i + 2 < n && hex_digit(k[i + 1]) >= 0 &&
+            hex_digit(k[i + 2]) >= 0) {
+            c = (char)(hex_digit(k[i + 1]) * 16 + hex_digit(k[i + 2]));
+            i += 2;
+        }
+        key[got++] = (char)tolower((unsigned char)c);
+    }
+    key[got] = '\0';
+    for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+        if (strstr(key, words[w]) != NULL)
+            return true;
+    }
+    return n >= sizeof(key) - 1; /* too long to read: masked */
+}
+
+/* Keyword form: "key = value" pairs; a secret's value becomes ***. Text
  * that does not parse is copied as it is (libpq refuses it anyway). */
 static void
 redact_keywords(struct out *o, const char *p)
@@ -180,46 +223,13 @@ redact_keywords(struct out *o, const char *p)
         for (q++; blank(*q);)
             q++;
         e = keyword_value_end(q);
-        if (p - k == 8 && strncmp(k, "password", 8) == 0)
-            put(o, "password=***", 12);
-        else
+        if (key_is_secret(k, (size_t)(p - k))) {
+            put(o, k, (size_t)(p - k));
+            put(o, "=***", 4);
+        } else
             put(o, k, (size_t)(e - k));
         p = e;
     }
-}
-
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Whether the query parameter's key (the n bytes at k, up to its '=') is
- * "password" once its %XX escapes are decoded, as libpq decodes them
- * ("%70assword=" is a password too). */
-static bool
-key_is_password(const char *k, size_t n)
-{
-    static const char want[] = "password";
-    size_t got = 0;
-
-    for (size_t i = 0; i < n; i++, got++) {
-        char c = k[i];
-        if (c == '%' && i + 2 < n && hex_digit(k[i + 1]) >= 0 &&
-            hex_digit(k[i + 2]) >= 0) {
-            c = (char)(hex_digit(k[i + 1]) * 16 + hex_digit(k[i + 2]));
-            i += 2;
-        }
-        if (got >= sizeof(want) - 1 || c != want[got])
-            return false;
-    }
-    return got == sizeof(want) - 1;
 }
 
 /* URI: the password of "scheme://user:password@host" and the value of a
@@ -250,7 +260,7 @@ redact_uri(struct out *o, const char *loc)
     for (p = c + 1; *p != '\0';) {
         size_t n = strcspn(p, "&"), k = strcspn(p, "=&");
 
-        if (p[k] == '=' && key_is_password(p, k)) {
+        if (p[k] == '=' && key_is_secret(p, k)) {
             put(o, p, k + 1);
             put(o, "***", 3);
         } else {

@@ -422,7 +422,11 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     /* libpq's parse error may quote the location: say only that it is
      * not one. */
     if ((parsed = PQconninfoParse(conninfo, &err)) == NULL) {
-        log_error("%s: not a PostgreSQL location", where);
+        /* libpq's message may quote part of a value (a bad %XX escape in
+         * a password): only where the problem lies is said. */
+        log_error("%s: libpq cannot read this location (a parameter it "
+                  "does not know, or a bad %%XX escape or quote)",
+                  where);
         PQfreemem(err);
         return -EINVAL;
     }
