@@ -128,6 +128,76 @@ arg(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* ---- query parameters ------------------------------------------------ */
+
+/* The query parameters each route reads; any other, one given twice, or
+ * a value holding a NUL (%00) is refused (400), as a misspelt field of a
+ * body is: "?job=1" must not pass for "every item". */
+static const char *const *
+params_of(enum serve_route_id r)
+{
+    static const char *const none[] = {NULL};
+    static const char *const jobs[] = {"state", "limit", "after", NULL};
+    static const char *const park[] = {"state", "job_id", "reason", "tier",
+                                       NULL};
+    static const char *const report[] = {"since", NULL};
+
+    return r == R_JOBS_LIST   ? jobs
+           : r == R_PARK_LIST ? park
+           : r == R_REPORT    ? report
+                              : none;
+}
+
+struct query_check {
+    const char *const *allowed;
+    const char *seen[8];
+    int nseen;
+    char problem[160];
+};
+
+static enum MHD_Result
+query_param(void *cls, enum MHD_ValueKind kind, const char *key,
+            size_t key_size, const char *value, size_t value_size)
+{
+    struct query_check *q = cls;
+    bool known = false;
+
+    (void)kind;
+    for (const char *const *a = q->allowed; *a != NULL && !known; a++)
+        known = strcmp(*a, key) == 0;
+    if (!known || strlen(key) != key_size) {
+        snprintf(q->problem, sizeof(q->problem),
+                 "unknown query parameter %.64s", key);
+        return MHD_NO;
+    }
+    if (value != NULL && strlen(value) != value_size) {
+        snprintf(q->problem, sizeof(q->problem),
+                 "query parameter %.64s holds a NUL", key);
+        return MHD_NO;
+    }
+    for (int i = 0; i < q->nseen; i++) {
+        if (strcmp(q->seen[i], key) == 0) {
+            snprintf(q->problem, sizeof(q->problem),
+                     "query parameter %.64s given twice", key);
+            return MHD_NO;
+        }
+    }
+    if (q->nseen < 8)
+        q->seen[q->nseen++] = key;
+    return MHD_YES;
+}
+
+/* NULL when c's query suits route r, else what is wrong (in q). */
+static const char *
+query_problem(struct MHD_Connection *c, enum serve_route_id r,
+              struct query_check *q)
+{
+    memset(q, 0, sizeof(*q));
+    q->allowed = params_of(r);
+    (void)MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_param, q);
+    return q->problem[0] ? q->problem : NULL;
+}
+
 /* ---- jobs ------------------------------------------------------------ */
 
 /* The body is validated and written as stepq enqueue reads its input:
@@ -408,6 +478,7 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
     enum serve_route_id r;
     int64_t id = 0;
     const struct serve_asset *page = NULL;
+    struct query_check q;
     int rc = serve_match(method, url, &r, &id, &page);
 
     if (rc == -ENOENT)
@@ -415,6 +486,9 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
                                  "no such path: %s", url);
     if (rc != 0)
         return not_allowed(c, method, url);
+    if (r != R_PAGE && query_problem(c, r, &q) != NULL)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 q.problem);
     switch (r) {
     case R_PAGE:
         return serve_reply_asset(c, page);

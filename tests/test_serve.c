@@ -346,6 +346,23 @@ START_TEST(test_token_origin_and_size)
     o = serve_call(&s, "DELETE", "/v1/jobs", NULL, &st);
     ck_assert_int_eq(st, 405);
     cJSON_Delete(o);
+    /* a misspelt, doubled or NUL-holding query parameter is refused */
+    o = serve_call(&s, "GET", "/v1/park?job=1", NULL, &st);
+    ck_assert_int_eq(st, 400);
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message")
+                   ->valuestring,
+               "unknown query parameter job"));
+    cJSON_Delete(o);
+    o = serve_call(&s, "GET", "/v1/jobs?limit=1&limit=2", NULL, &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
+    o = serve_call(&s, "GET", "/v1/park?state=open%00x", NULL, &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
+    o = serve_call(&s, "GET", "/v1/jobs?limit=5", NULL, &st);
+    ck_assert_int_eq(st, 200);
+    cJSON_Delete(o);
     o = serve_call(&s, "GET", "/healthz", NULL, &st);
     ck_assert_int_eq(st, 200);
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(o, "ok")));
