@@ -82,27 +82,30 @@ form(int i, const struct demo_tally *t, char *buf, size_t len)
     double s = (double)t->elapsed_ms / 1000.0;
     long long done = t->jobs[Q_JOB_SUCCEEDED], run = t->jobs[Q_JOB_RUNNING];
     long long park = t->jobs[Q_JOB_PARKED], fail = t->jobs[Q_JOB_FAILED];
+    long long wait = t->jobs[Q_JOB_QUEUED]; /* behind a backoff or a wall */
     long long fr = t->free_requests, br = t->backup_requests;
     long long hr = t->http_requests, thr = t->throttles, sw = t->switches;
 
     switch (i) {
     case 0:
         return snprintf(buf, len,
-                        "[%5.1fs] jobs %lld done, %lld running, %lld parked, "
-                        "%lld failed | requests free %lld, backup %lld, posts "
-                        "%lld | throttles absorbed %lld | tier switches %lld",
-                        s, done, run, park, fail, fr, br, hr, thr, sw);
+                        "[%5.1fs] jobs %lld done, %lld running, %lld waiting, "
+                        "%lld parked, %lld failed | requests free %lld, backup "
+                        "%lld, posts %lld | throttles absorbed %lld | tier "
+                        "switches %lld",
+                        s, done, run, wait, park, fail, fr, br, hr, thr, sw);
     case 1:
         return snprintf(buf, len,
-                        "[%5.1fs] done %lld, running %lld, parked %lld, "
-                        "failed %lld | free %lld, backup %lld, posts %lld | "
-                        "throttles %lld, switches %lld",
-                        s, done, run, park, fail, fr, br, hr, thr, sw);
+                        "[%5.1fs] done %lld, running %lld, waiting %lld, "
+                        "parked %lld, failed %lld | free %lld, backup %lld, "
+                        "posts %lld | throttles %lld, switches %lld",
+                        s, done, run, wait, park, fail, fr, br, hr, thr, sw);
     default:
         return snprintf(buf, len,
-                        "[%4.1fs] done %lld run %lld park %lld fail %lld | "
-                        "free %lld backup %lld post %lld | thr %lld sw %lld",
-                        s, done, run, park, fail, fr, br, hr, thr, sw);
+                        "[%4.1fs] done %lld run %lld wait %lld park %lld fail "
+                        "%lld | free %lld backup %lld post %lld | thr %lld sw "
+                        "%lld",
+                        s, done, run, wait, park, fail, fr, br, hr, thr, sw);
     }
 }
 
@@ -218,12 +221,19 @@ print_mocks(const demo *d)
         const struct demo_endpoint *e = demo_endpoint_get(d, i);
         struct mock_stats s;
 
+        uint64_t counted, other;
+
         demo_mock_stats(d, i, &s);
+        /* The rest are the script's own errors (a post's daily limit, a
+         * failed post): counted so that the columns add up. */
+        counted = s.ok + s.rate_limited + s.quota + s.storm;
+        other = s.requests > counted ? s.requests - counted : 0;
         printf("  %-8s %llu requests: %llu ok, %llu rate-limited, %llu over "
-               "quota, %llu in a storm\n",
+               "quota, %llu in a storm, %llu other errors\n",
                e->name, (unsigned long long)s.requests,
                (unsigned long long)s.ok, (unsigned long long)s.rate_limited,
-               (unsigned long long)s.quota, (unsigned long long)s.storm);
+               (unsigned long long)s.quota, (unsigned long long)s.storm,
+               (unsigned long long)other);
     }
 }
 
@@ -341,12 +351,15 @@ print_parked(q_db *db, const char *path)
                "      send the post again (run a worker with a reachable "
                "endpoint after it)\n",
                self, path, (long long)first);
-        printf("  %s --db %s park resolve %lld --skip\n"
-               "      finish the job without the post\n",
-               self, path, (long long)first);
-        printf("  %s --db %s park resolve %lld --done --output -\n"
-               "      you posted it by hand: record the output and finish\n",
-               self, path, (long long)first);
+        printf(
+            "  %s --db %s park resolve %lld --skip\n"
+            "      go on without the post (the next worker finishes the job)\n",
+            self, path, (long long)first);
+        printf(
+            "  %s --db %s park resolve %lld --done --output -\n"
+            "      you posted it by hand: record the output (the next worker\n"
+            "      finishes the job)\n",
+            self, path, (long long)first);
     }
     q_park_briefs_free(p, n);
     return (int64_t)n;
