@@ -16,7 +16,7 @@ static const char usage[] =
     "usage: stepq serve [--listen HOST:PORT] [--token-env NAME] [--no-auth]\n"
     "                   [--max-body BYTES] [--timeout S]\n"
     "\n"
-    "Serves the HTTP API (docs/reference.md, \"stepq serve\") over the\n"
+    "Serves the HTTP API (docs/reference.md, \"serve\") over the\n"
     "database until SIGINT or SIGTERM. Prints \"listening HOST:PORT\" once\n"
     "bound (--listen 127.0.0.1:0 picks a free port).\n"
     "\n"

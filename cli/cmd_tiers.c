@@ -33,10 +33,11 @@ static const char usage[] =
     "auth_failed, wrong_path, rate_limited, timeout, unreachable, error or\n"
     "not_sent, with the status and classify's outcome. It reads neither the\n"
     "database nor the tiers' shared state, and is not paced. Exit 1 when a\n"
-    "tier is not reachable. --dry-run prints each request instead (method,\n"
-    "URL, headers with the key and env: values masked, body) and sends\n"
-    "nothing. --request FILE sends that chat request object instead of the\n"
-    "default one message with max_tokens 16. Keys are never printed.\n";
+    "tier is not reachable. --dry-run (alone, it implies --check) prints\n"
+    "each request instead (method, URL, headers with the key and env:\n"
+    "values masked, body) and sends nothing. --request FILE sends that\n"
+    "chat request object instead of the default one message with\n"
+    "max_tokens 16. Keys are never printed.\n";
 
 static long long
 num_of(const cJSON *o, const char *name)

@@ -19,8 +19,11 @@ static const char usage[] =
     "stderr. SIGINT/SIGTERM: stop claiming, let requests in flight finish\n"
     "for up to --grace seconds (default 10), give the rest back, exit 0.\n"
     "\n"
+    "  --concurrency N jobs at once, 1 to 100,000 (default: the config's)\n"
     "  --drain         exit 0 when no job runs and none is due in 60 s\n"
-    "  --worker-id ID  the lease owner name (default HOST:PID)\n";
+    "  --worker-id ID  the lease owner name (default HOST:PID)\n"
+    "  --grace S       seconds in-flight requests may finish after a\n"
+    "                  signal, 1 to 86,400 (default 10)\n";
 
 static int
 parse_positive(const char *what, const char *s, long max, long *out)
