@@ -50,6 +50,9 @@ def enqueue(jobs, stepq=None):
 
 
 def main(argv):
+    if any(a in ("-h", "--help") for a in argv[1:]):
+        print(__doc__.strip())
+        return 0
     prompts = argv[1:] or ["Summarize today's merged pull requests."]
     try:
         results = enqueue([job_for(p) for p in prompts])
