@@ -244,9 +244,15 @@ migrate_from(struct q__pg *db, int have)
     return q__pg_run(db, &set_version_sql, &p, NULL, "setting the version");
 }
 
+/* 1 when the session's search_path names no schema that exists: there
+ * is nowhere to create the tables. */
+static const struct q__pg_sql no_schema_sql = {
+    "q_schema_none", "SELECT (current_schema() IS NULL)::int"};
+
 int
 q__pg_migrate(struct q__pg *db)
 {
+    PGresult *r = NULL;
     int have = 0, rc;
 
     /* The common case, a schema already current, takes no lock. */
@@ -254,6 +260,17 @@ q__pg_migrate(struct q__pg *db)
         return rc;
     if (have == q_schema_version())
         return 0;
+    if ((rc = q__pg_run(db, &no_schema_sql, NULL, &r, "reading the schema")) !=
+        0)
+        return rc;
+    if (PQntuples(r) == 1 && q__pg_int(r, 0, 0) == 1) {
+        PQclear(r);
+        log_error("%s: the search_path names no schema that exists; create "
+                  "it first (CREATE SCHEMA name) or name another",
+                  db->where);
+        return -EIO;
+    }
+    PQclear(r);
     if ((rc = q__pg_tx_enter(db)) != 0)
         return rc;
     /* Read the version again under the lock: whoever waited for it finds
