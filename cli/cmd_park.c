@@ -121,8 +121,10 @@ parse_job_filter(const char *job, int64_t *out)
 
     if (job == NULL)
         return 0;
-    if ((rc = cli_parse_id(job, &id)) != 0)
+    if ((rc = cli_parse_id(job, &id)) != 0) {
+        cli_error("park: --job takes a job id");
         return rc;
+    }
     *out = id;
     return 0;
 }
