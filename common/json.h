@@ -51,14 +51,13 @@ STEPQ_MUST_CHECK int json_get_number(const cJSON *obj, const char *key,
 /* json_utf8_valid reports whether buf[0..len) is well-formed UTF-8 (no
  * overlongs, surrogates or code points above U+10FFFF). */
 bool json_utf8_valid(const char *buf, size_t len);
-/* json_text_check refuses JSON text that C strings cannot carry or that
- * cJSON would refuse for its depth, before it is parsed: a NUL byte
- * anywhere, a control byte (below 0x20) inside a string, an escaped NUL
- * (\u0000) inside a string (cJSON would decode it and every C string
- * made from the value would end there: "k\u0000x" would read as "k"),
- * or arrays and objects nested deeper than cJSON's limit. Returns 0, or
- * -EINVAL with the problem and its byte offset in err (len bytes). It
- * does not check the rest of the grammar: the parser does. */
+/* json_text_check refuses JSON text that C strings cannot carry, before
+ * it is parsed: a NUL byte, a raw control character (below 0x20 but tab,
+ * newline and carriage return), or an escaped NUL (\u0000; cJSON would
+ * decode it and every C string made from the value would end there:
+ * "k\u0000x" would read as "k"). Returns 0, or -EINVAL with the problem
+ * and its byte offset in err (len bytes). The grammar, nesting included,
+ * is the parser's to check. */
 STEPQ_MUST_CHECK int json_text_check(const char *text, size_t n, char *err,
                                      size_t len);
 /* json_utf8_scrub replaces every byte that does not start a well-formed

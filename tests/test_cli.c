@@ -60,14 +60,14 @@ static const struct bad_input bad_inputs[] = {
      * a duplicate of another job's, and a field name "side_effects\u0000"
      * would read as side_effects. */
     {"escaped NUL in a key", "[" GOOD_JOB("k") "," GOOD_JOB("k\\u0000x") "]",
-     "job 1: a NUL character (\\u0000) in a string at byte 20"},
+     "job 1: a NUL character (\\u0000) at byte 20"},
     {"escaped NUL in a field name",
      "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"side_effects\\u0000\":"
      "false,\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}",
      "a NUL character"},
     {"raw control byte in a string",
      "{\"name\":\"n\x01\",\"steps\":[" CHAT_STEP("a") "]}",
-     "a control character (0x01) inside a string at byte 10"},
+     "a control character (0x01) at byte 10"},
     {"a day february lacks",
      "{\"name\":\"n\",\"run_at\":\"2026-02-30T00:00:00Z\",\"steps\":"
      "[" CHAT_STEP("a") "]}",
