@@ -193,6 +193,10 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
     case -EALREADY:
         cli_error("jobs cancel: job %lld has already ended", id);
         return CLI_CONFLICT;
+    case -EINVAL:
+        cli_error("jobs cancel: --by must be a name: UTF-8 text without "
+                  "control characters");
+        return CLI_USAGE;
     default:
         cli_error("jobs cancel: cannot write to the database");
         return CLI_RUNTIME;

@@ -104,8 +104,10 @@ STEPQ_MUST_CHECK int park_resolve(q_db *db, int64_t id,
                                   const struct park_decision *d);
 /* park_cancel_job cancels job job_id (q_cancel) and closes its open park
  * items with resolution "cancel", by (may be NULL) and a note, in one
- * transaction. Returns 0, -ENOENT for an unknown job, -EALREADY when the
- * job has already ended, or a storage error; nothing changes on failure. */
+ * transaction. Returns 0, -EINVAL when by is blank or not UTF-8 text
+ * without control characters, -ENOENT for an unknown job, -EALREADY when
+ * the job has already ended, or a storage error; nothing changes on
+ * failure. */
 STEPQ_MUST_CHECK int park_cancel_job(q_db *db, int64_t job_id, const char *by,
                                      int64_t now);
 /* park_resolve_matching resolves every open item f matches (f->all is

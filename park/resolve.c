@@ -187,9 +187,11 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
     const struct q_park_filter f = {.job_id = job_id};
     struct q_park_item *items = NULL;
     size_t count = 0;
-    int rc = q_tx_begin(db);
+    int rc;
 
-    if (rc != 0)
+    if (by != NULL && (by[strspn(by, " \t")] == '\0' || !plain_text(by, false)))
+        return -EINVAL;
+    if ((rc = q_tx_begin(db)) != 0)
         return rc;
     /* A parked job's open items close with it: left open, they would be
      * listed and counted for ever, and no resolution could act on them. */

@@ -229,6 +229,8 @@ START_TEST(test_cancel_closes_the_jobs_open_items)
     struct park_decision d = {.how = PARK_SKIP, .by = "bo", .now = T0 + 9};
     struct q_park_item it;
 
+    ck_assert_int_eq(park_cancel_job(db, 1, "al\x1b[2J", T0 + 1), -EINVAL);
+    ck_assert_int_eq(qfix_state(db, 1), Q_JOB_PARKED);
     ck_assert_int_eq(park_cancel_job(db, 1, "al", T0 + 1), 0);
     ck_assert_int_eq(qfix_state(db, 1), Q_JOB_CANCELLED);
     ck_assert_int_eq(q_park_get(db, item, &it), 0);
