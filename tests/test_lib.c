@@ -97,6 +97,39 @@ START_TEST(test_many_ids_in_order_and_deduplicated)
 }
 END_TEST
 
+/* Two handles on one store, as two threads or processes would hold: a
+ * duplicate on one, a job from the other, then the first writes again and
+ * sees the other's job (its read of the existing key left no snapshot
+ * behind to make every later write fail at once with -EAGAIN). */
+START_TEST(test_handle_writes_after_a_duplicate)
+{
+    static const char job[] = "{\"name\":\"n\",\"steps\":[{\"name\":\"a\","
+                              "\"request\":{\"messages\":[{\"role\":"
+                              "\"user\"}]}}]}";
+    stepq *a = open_fresh(), *b = NULL;
+    char err[256] = "", state[32];
+    int64_t id = 0;
+    bool dup = false;
+
+    ck_assert_int_eq(stepq_open(loc, &b, err, sizeof(err)), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(
+            stepq_enqueue(a, job, "d", &id, &dup, err, sizeof(err)), 0);
+    ck_assert(dup);
+    ck_assert_int_eq(stepq_enqueue(b, job, "e", &id, &dup, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(stepq_job_state(a, id, state, sizeof(state)), 0);
+    ck_assert_str_eq(state, "queued");
+    ck_assert_msg(stepq_enqueue(a, job, "f", &id, &dup, err, sizeof(err)) == 0,
+                  "%s", err);
+    ck_assert(!dup);
+    stepq_close(b);
+    stepq_close(a);
+    ck_assert_int_eq(run_job_count(loc), 3);
+    free(loc);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -107,6 +140,7 @@ test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_many_bad_job_late_writes_nothing);
     tcase_add_test(tc, test_many_ids_in_order_and_deduplicated);
+    tcase_add_test(tc, test_handle_writes_after_a_duplicate);
     suite_add_tcase(s, tc);
     return s;
 }

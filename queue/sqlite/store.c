@@ -332,6 +332,22 @@ q__stmt(struct q__sqlite *db, enum q__stmt_id id)
     return q__tx_sync(db) == 0 ? cached(db, id) : NULL;
 }
 
+/* Resets every cached statement still in the middle of its rows (a read
+ * that took the one row it wanted). Such a statement keeps its read
+ * transaction open past the COMMIT: the next BEGIN IMMEDIATE then fails at
+ * once with a stale snapshot (SQLITE_BUSY_SNAPSHOT) once another
+ * connection has written, and no checkpoint can pass it. A long-lived
+ * handle (libstepq, serve, a worker) would stay stuck on it; statements
+ * are otherwise reset only at their next use. */
+static void
+reset_busy(struct q__sqlite *db)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (db->stmts[i] != NULL && sqlite3_stmt_busy(db->stmts[i]))
+            sqlite3_reset(db->stmts[i]);
+    }
+}
+
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
  * the caller's group commit goes on. The BEGIN runs at once (it takes the
@@ -345,6 +361,7 @@ q__tx_enter(struct q__sqlite *db)
         db->tx_depth++;
         return 0;
     }
+    reset_busy(db); /* a read outside a transaction may have been left */
     if ((rc = step_done(db, ST_BEGIN, "starting a transaction")) != 0)
         return rc;
     db->tx_depth = db->tx_sent = 1;
@@ -374,11 +391,13 @@ q__tx_leave(struct q__sqlite *db, int rc)
     q__tier_rows_forget(db);
     if (rc != 0) {
         step_done(db, ST_ROLLBACK, "rolling back");
+        reset_busy(db);
         return rc;
     }
     if ((err = step_done(db, ST_COMMIT, "committing")) != 0 &&
         !sqlite3_get_autocommit(db->h))
         step_done(db, ST_ROLLBACK, "rolling back");
+    reset_busy(db);
     return err;
 }
 
