@@ -134,9 +134,10 @@ cmd_mock(struct cli_env *env, int argc, char **argv)
         rc = file_read_all(script_path, MAX_SCRIPT, &text, &len);
         if (rc != 0) {
             cli_error("mock: script %s: %s", script_path,
-                      rc == -ENOENT  ? "no such file"
-                      : rc == -E2BIG ? "larger than 16 MiB"
-                                     : strerror(-rc));
+                      rc == -ENOENT   ? "no such file"
+                      : rc == -E2BIG  ? "larger than 16 MiB"
+                      : rc == -EISDIR ? "a folder, not a script"
+                                      : strerror(-rc));
             return rc == -EIO ? CLI_RUNTIME : CLI_USAGE;
         }
     }

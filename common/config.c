@@ -393,6 +393,10 @@ config_load(const char *path, struct config **out, char *err, size_t errlen)
                  CONFIG_MAX_BYTES);
         return -EINVAL;
     }
+    if (rc == -EISDIR) {
+        snprintf(err, errlen, "%s: a folder, not a config file", path);
+        return -EINVAL;
+    }
     if (rc != 0) {
         snprintf(err, errlen, "%s: %s", path,
                  rc == -ENOENT ? "no such file" : "cannot read");

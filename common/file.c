@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -20,12 +21,19 @@ file_read_all(const char *path, size_t max, char **out, size_t *len)
     if (strcmp(path, "-") == 0) {
         f = stdin;
     } else {
+        struct stat sb;
+
         f = fopen(path, "rb");
         if (f == NULL) {
             if (errno == ENOENT || errno == ENOTDIR)
                 return -ENOENT;
             log_error("cannot open %s: %s", path, strerror(errno));
             return -EIO;
+        }
+        /* A folder opens, then fails to read: name it for what it is. */
+        if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return -EISDIR;
         }
     }
     for (;;) {

@@ -378,6 +378,9 @@ mock_script_parse(const char *text, struct mock_script **out, char *err,
 
     if (text == NULL)
         text = "{}";
+    /* A NUL in a string would cut a path, a body or a header short. */
+    if ((rc = json_text_check(text, strlen(text), err, len)) != 0)
+        goto fail;
     root = cJSON_ParseWithOpts(text, &end, true);
     if (root == NULL) {
         rc = parse_error(text, end, err, len);

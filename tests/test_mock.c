@@ -228,6 +228,8 @@ static const struct {
      "routes[0].unauthorized.fault: must be one of"},
     {"{\"seed\": 1,\n \"rpm\": }", "not valid JSON (line 2"},
     {"[]", "must be an object"},
+    /* a NUL would cut the path short: "/a\u0000b" served "/a" */
+    {"{\"routes\": [{\"path\": \"/a\\u0000b\"}]}", "a NUL character"},
 };
 
 START_TEST(test_bad_script_exits_2_naming_path)
@@ -258,6 +260,13 @@ START_TEST(test_missing_script_exits_2)
     ck_assert(strstr(res.err, "no such file") != NULL);
     run_result_free(&res);
     free(sp);
+    /* a folder: one line saying so, exit 2 */
+    argv[2] = mockproc_dir;
+    run_stepq(argv, NULL, &res);
+    ck_assert_int_eq(res.status, 2);
+    ck_assert_msg(strstr(res.err, "a folder, not a script") != NULL, "%s",
+                  res.err);
+    run_result_free(&res);
 }
 END_TEST
 
