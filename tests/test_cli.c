@@ -427,6 +427,10 @@ static const struct exit_step {
      {"jobs", "list", "--config", FIXTURE_DB, "--db", FIXTURE_DB},
      2,
      NULL},
+    {NULL,
+     {"status", "--config", "/", "--db", FIXTURE_DB},
+     2,
+     "a folder, not a config file"},
 };
 
 START_TEST(test_exit_codes)
