@@ -49,14 +49,10 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
                 struct q_enqueue_opts *o)
 {
     if (key != NULL) {
-        if (key[0] == '\0') {
-            cli_error("enqueue: --key must not be empty");
-            return CLI_USAGE;
-        }
-        if (spec_key_reserved(key)) {
-            cli_error(
-                "enqueue: --key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
-                " are the schedules' own");
+        char err[128];
+
+        if (spec_key_check(key, err, sizeof(err)) != 0) {
+            cli_error("enqueue: --%s", err);
             return CLI_USAGE;
         }
         o->key = key;

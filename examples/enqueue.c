@@ -4,8 +4,8 @@
  *   stepq --db stepq.db init      # once: only init creates the database
  *   ./enqueue stepq.db examples/nightly-changelog.json
  *
- * Or with libstepq.a linked in (then only SQLite and cJSON are needed at
- * run time):
+ * Or with libstepq.a linked in (then SQLite, cJSON and libpq are needed
+ * at run time):
  *   cc enqueue.c $(pkg-config --cflags stepq) -o enqueue \
  *       "$(pkg-config --variable=libdir stepq)/libstepq.a" \
  *       $(pkg-config --libs sqlite3 libcjson libpq) -lm

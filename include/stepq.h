@@ -7,21 +7,29 @@
  *     rc = stepq_enqueue(q, job_json, NULL, &id, &dup, err, sizeof(err));
  *     stepq_close(q);
  *
- * Link with `pkg-config --libs stepq` (shared) or `pkg-config --static
- * --libs stepq` with libstepq.a (static). Either way the library defines
- * no global symbol but the stepq_* functions below: a program may have its
- * own xmalloc, log_write or anything else without clashing with ours.
+ * Link with `pkg-config --libs stepq` (shared). For libstepq.a (static),
+ * `pkg-config --static --libs stepq` also asks for libpq's own static
+ * dependencies, which Debian does not package: link `libstepq.a -lpq
+ * -lsqlite3 -lcjson -lm` instead (examples/enqueue.c). Either way the
+ * library needs libpq, PostgreSQL being one of the stores it opens, and
+ * defines no global symbol but the stepq_* functions below: a program may
+ * have its own xmalloc, log_write or anything else without clashing with
+ * ours.
  *
  * Errors. Every function that can fail returns 0 or a negative errno and
  * leaves its out-parameters untouched on failure. The codes, and what the
  * caller can do about them:
  *   -EINVAL   bad arguments, or a job that is not valid; err holds the
  *             JSON path of the first problem, as `stepq enqueue` prints it.
- *             stepq_open: a location it cannot open (neither a file path
- *             nor sqlite:PATH).
+ *             A step's tiers are not checked against any config here (the
+ *             library reads none): a worker whose config lacks them fails
+ *             the step, naming them. stepq_open: a location it cannot open
+ *             (a file path, sqlite:PATH, or a PostgreSQL URL or keyword
+ *             string "host=... dbname=...", as `stepq --db` takes).
  *   -ENOENT   stepq_open: no stepq database at the path (no file, an empty
- *             file, or not a stepq database); create it with `stepq init`.
- *             Nothing was created. stepq_job_state: no such job.
+ *             file, or a database without stepq's tables); create it with
+ *             `stepq init`. Nothing was created. A file that is not a
+ *             database at all is -EIO. stepq_job_state: no such job.
  *   -ESTALE   stepq_open: the database is from an older stepq; run `stepq
  *             init` (with this version) to migrate it. Nothing is migrated
  *             behind the back of workers still running the older version.
@@ -35,7 +43,10 @@
  *
  * Out of memory aborts the process (as the stepq CLI does): the calls
  * never return a half-done result for lack of memory. A handle is for one
- * thread at a time; open one per thread or process.
+ * thread at a time; open one per thread or process, and open it again in
+ * a child after fork() (a database connection must not cross a fork).
+ * err may be NULL only when errlen is 0. Errors other than invalid input
+ * are also logged on standard error, one line each.
  */
 #ifndef STEPQ_STEPQ_H
 #define STEPQ_STEPQ_H
@@ -69,8 +80,9 @@ STEPQ_API int stepq_open(const char *path, stepq **out, char *err,
  * reference's "Job file") and adds it. key, if not NULL, overrides the job's
  * dedupe key. When a job with that key exists, *id is the existing job's and
  * *duplicate is true (id and duplicate may be NULL). Returns 0, -EINVAL
- * (q or job_json NULL, an empty key, or a job that is not valid), -EAGAIN
- * or -EIO; err says why. */
+ * (q or job_json NULL, a key that is empty, a schedule's ("schedule:..."),
+ * not UTF-8 or holding control characters, or a job that is not valid),
+ * -EAGAIN or -EIO; err says why. */
 STEPQ_API int stepq_enqueue(stepq *q, const char *job_json, const char *key,
                             int64_t *id, bool *duplicate, char *err,
                             size_t errlen);

@@ -91,16 +91,8 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
         snprintf(err, errlen, "stepq_enqueue: handle and job are required");
         return -EINVAL;
     }
-    if (key != NULL && key[0] == '\0') {
-        snprintf(err, errlen, "key: must not be empty");
-        return -EINVAL;
-    }
-    if (spec_key_reserved(key)) {
-        snprintf(err, errlen,
-                 "key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
-                 " are the schedules' own");
-        return -EINVAL;
-    }
+    if (key != NULL && (rc = spec_key_check(key, err, errlen)) != 0)
+        return rc;
     rc = spec_parse(job_json, strlen(job_json), NULL, &spec, err, errlen);
     if (rc != 0)
         return rc;

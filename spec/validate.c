@@ -548,3 +548,22 @@ spec_key_reserved(const char *key)
     return key != NULL && strncmp(key, SPEC_SCHEDULE_KEY_PREFIX,
                                   strlen(SPEC_SCHEDULE_KEY_PREFIX)) == 0;
 }
+
+int
+spec_key_check(const char *key, char *err, size_t len)
+{
+    if (key[0] == '\0')
+        return json_fail(err, len, "", "key: must not be empty");
+    if (spec_key_reserved(key))
+        return json_fail(err, len, "",
+                         "key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
+                         " are the schedules' own");
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            return json_fail(err, len, "",
+                             "key: must not hold control characters");
+    }
+    if (!json_utf8_valid(key, strlen(key)))
+        return json_fail(err, len, "", "key: not valid UTF-8");
+    return 0;
+}

@@ -431,6 +431,16 @@ static const struct exit_step {
      {"status", "--config", "/", "--db", FIXTURE_DB},
      2,
      "a folder, not a config file"},
+    /* a key given apart from the job follows a job file's rules */
+    {GOOD_JOB("z"),
+     {"enqueue", "--key", "k\x01", "--db", FIXTURE_DB},
+     2,
+     "--key: must not hold control characters"},
+    {GOOD_JOB("z"),
+     {"enqueue", "--key", "k\xff", "--db", FIXTURE_DB},
+     2,
+     "--key: not valid UTF-8"},
+    {NULL, {"jobs", "show", "2", "--db", FIXTURE_DB}, 3, NULL},
 };
 
 START_TEST(test_exit_codes)

@@ -123,6 +123,10 @@ START_TEST(test_handle_writes_after_a_duplicate)
     ck_assert_msg(stepq_enqueue(a, job, "f", &id, &dup, err, sizeof(err)) == 0,
                   "%s", err);
     ck_assert(!dup);
+    /* a key given apart from the job follows a job file's rules */
+    ck_assert_int_eq(
+        stepq_enqueue(a, job, "k\xff", &id, &dup, err, sizeof(err)), -EINVAL);
+    ck_assert_str_eq(err, "key: not valid UTF-8");
     stepq_close(b);
     stepq_close(a);
     ck_assert_int_eq(run_job_count(loc), 3);
