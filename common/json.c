@@ -225,6 +225,16 @@ json_utf8_scrub(char *buf, size_t len)
     }
 }
 
+bool
+json_plain_text(const char *s, bool lines)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if ((*p < 0x20 || *p == 0x7f) && !(lines && (*p == '\n' || *p == '\t')))
+            return false;
+    }
+    return json_utf8_valid(s, strlen(s));
+}
+
 /* The bytes json_text_check stops at: 1, a control character JSON text
  * never holds raw (all below 0x20 but tab, newline and carriage return,
  * NUL included); 2, a backslash, which may start the escape of a NUL. */

@@ -51,6 +51,10 @@ STEPQ_MUST_CHECK int json_get_number(const cJSON *obj, const char *key,
 /* json_utf8_valid reports whether buf[0..len) is well-formed UTF-8 (no
  * overlongs, surrogates or code points above U+10FFFF). */
 bool json_utf8_valid(const char *buf, size_t len);
+/* json_plain_text reports whether s is UTF-8 text a terminal shows as it
+ * is: no control character (below 0x20, or 0x7f) but, where lines is set,
+ * newline and tab. Names and notes people type (by, note, a key). */
+bool json_plain_text(const char *s, bool lines);
 /* json_text_check refuses JSON text that C strings cannot carry, before
  * it is parsed: a NUL byte, a raw control character (below 0x20 but tab,
  * newline and carriage return), or an escaped NUL (\u0000; cJSON would

@@ -40,18 +40,6 @@ refuse(char *err, size_t len, const char *why)
     return -EINVAL;
 }
 
-/* Whether s is UTF-8 text an operator's terminal shows as it is: no
- * control character but, where lines is set, newline and tab. */
-static bool
-plain_text(const char *s, bool lines)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        if ((*p < 0x20 || *p == 0x7f) && !(lines && (*p == '\n' || *p == '\t')))
-            return false;
-    }
-    return json_utf8_valid(s, strlen(s));
-}
-
 int
 park_decision_check(const struct park_decision *d, bool bulk,
                     const struct config *cfg, char *err, size_t len)
@@ -60,10 +48,10 @@ park_decision_check(const struct park_decision *d, bool bulk,
         return refuse(err, len, "unknown resolution");
     if (d->by == NULL || d->by[strspn(d->by, " \t")] == '\0')
         return refuse(err, len, "say who resolves it (by)");
-    if (!plain_text(d->by, false))
+    if (!json_plain_text(d->by, false))
         return refuse(err, len,
                       "by must be UTF-8 text without control characters");
-    if (d->note != NULL && !plain_text(d->note, true))
+    if (d->note != NULL && !json_plain_text(d->note, true))
         return refuse(err, len,
                       "the note must be UTF-8 text without control "
                       "characters (newlines and tabs are fine)");
@@ -189,7 +177,8 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
     size_t count = 0;
     int rc;
 
-    if (by != NULL && (by[strspn(by, " \t")] == '\0' || !plain_text(by, false)))
+    if (by != NULL &&
+        (by[strspn(by, " \t")] == '\0' || !json_plain_text(by, false)))
         return -EINVAL;
     if ((rc = q_tx_begin(db)) != 0)
         return rc;

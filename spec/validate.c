@@ -558,12 +558,9 @@ spec_key_check(const char *key, char *err, size_t len)
         return json_fail(err, len, "",
                          "key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
                          " are the schedules' own");
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            return json_fail(err, len, "",
-                             "key: must not hold control characters");
-    }
     if (!json_utf8_valid(key, strlen(key)))
         return json_fail(err, len, "", "key: not valid UTF-8");
+    if (!json_plain_text(key, false))
+        return json_fail(err, len, "", "key: must not hold control characters");
     return 0;
 }
