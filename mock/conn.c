@@ -13,6 +13,12 @@
 
 #include "common/xalloc.h"
 
+/* How many answers, and how many bytes not yet taken by the client, one
+ * connection may hold before it stops reading requests. No HTTP client we
+ * know pipelines more than a few; curl does not pipeline at all. */
+#define MOCK_CONN_MAX_QUEUED 64
+#define MOCK_CONN_MAX_WRITE  (1u << 20)
+
 struct wreq {
     uv_write_t req;
     char *buf; /* owned; NULL for static data */
@@ -28,6 +34,7 @@ conn_unref(struct conn *c)
     if (--c->refs > 0)
         return;
     mock__request_reset(c);
+    free(c->rest);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -82,6 +89,7 @@ mock__conn_close(struct conn *c)
         resp_free(r);
     }
     c->head = c->tail = NULL;
+    c->nqueued = 0;
 }
 
 static void
@@ -95,6 +103,28 @@ on_write(uv_write_t *req, int status)
     /* A cancelled write means the connection is already closing. */
     if (status < 0 && status != UV_ECANCELED)
         mock__conn_close(c);
+    else if (status == 0)
+        mock__conn_resume(c);
+}
+
+bool
+mock__conn_is_full(const struct conn *c)
+{
+    return c->nqueued >= MOCK_CONN_MAX_QUEUED ||
+           c->tcp.write_queue_size >= MOCK_CONN_MAX_WRITE;
+}
+
+/* pop_head takes the answer at the head of c's queue off it. */
+static struct resp *
+pop_head(struct conn *c)
+{
+    struct resp *r = c->head;
+
+    c->head = r->next;
+    if (c->head == NULL)
+        c->tail = NULL;
+    c->nqueued--;
+    return r;
 }
 
 void
@@ -155,10 +185,7 @@ on_drip(uv_timer_t *t)
         return;
     }
     uv_timer_stop(t);
-    c->head = r->next;
-    if (c->head == NULL)
-        c->tail = NULL;
-    resp_free(r);
+    resp_free(pop_head(c));
     mock__conn_flush(c);
 }
 
@@ -191,9 +218,7 @@ mock__conn_flush(struct conn *c)
             start_drip(c, r); /* stays at the head until all is sent */
             return;
         }
-        c->head = r->next;
-        if (c->head == NULL)
-            c->tail = NULL;
+        pop_head(c);
         if (r->fault == MOCK_FAULT_CLOSE) {
             resp_free(r);
             mock__conn_close(c);
@@ -277,6 +302,7 @@ mock__conn_enqueue(struct conn *c, struct mock_reply *rep, bool close_after)
     else
         c->head = r;
     c->tail = r;
+    c->nqueued++;
     if (r->fault == MOCK_FAULT_HANG)
         return;
     if (rep->delay_ms <= 0) {

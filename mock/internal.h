@@ -300,6 +300,16 @@ struct conn {
     bool done;    /* no more requests are read */
     bool eof;     /* the client finished sending */
     struct resp *head, *tail;
+    size_t nqueued; /* replies in head..tail */
+
+    /* Backpressure: a client that pipelines requests and never reads its
+     * answers would make us hold every answer. Past MOCK_CONN_MAX_QUEUED
+     * replies or MOCK_CONN_MAX_WRITE bytes not yet written, the parser is
+     * paused and reading stops; the bytes read but not parsed wait here
+     * (at most one read) until the client has taken its answers. */
+    bool read_paused;
+    char *rest; /* owned */
+    size_t rest_len;
 
     /* The request being parsed; reset in on_message_begin. */
     char *url;
@@ -354,6 +364,15 @@ void mock__conn_flush(struct conn *c);
  * and sends it after its delay; close_after ends c once it is written. */
 void mock__conn_enqueue(struct conn *c, struct mock_reply *rep,
                         bool close_after);
+
+/* mock__conn_is_full says whether c holds as many unsent answers as it may:
+ * then no further request of c is read until some are written. */
+bool mock__conn_is_full(const struct conn *c);
+/* mock__conn_resume parses what c held back and starts reading again, once
+ * c is no longer full; a no-op otherwise (request.c). */
+void mock__conn_resume(struct conn *c);
+/* mock__conn_read_start starts reading c; a failure closes c (mock.c). */
+void mock__conn_read_start(struct conn *c);
 
 /* mock__request_reset frees the request being parsed on c (request.c). */
 void mock__request_reset(struct conn *c);

@@ -79,6 +79,13 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     mock__conn_parse(c, buf->base, (size_t)nread);
 }
 
+void
+mock__conn_read_start(struct conn *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
+        mock__conn_close(c);
+}
+
 static void
 on_connection(uv_stream_t *server, int status)
 {
@@ -105,8 +112,7 @@ on_connection(uv_stream_t *server, int status)
     }
     m->stats.connections++;
     uv_tcp_nodelay(&c->tcp, 1);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0)
-        mock__conn_close(c);
+    mock__conn_read_start(c);
 }
 
 /* listen_socket binds and listens before anything touches the loop, so a

@@ -364,7 +364,7 @@ on_message_complete(http_parser *p)
     struct conn *c = p->data;
 
     handle_request(c);
-    if (c->done)
+    if (c->done || mock__conn_is_full(c))
         http_parser_pause(p, 1);
     return 0;
 }
@@ -379,12 +379,50 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
+/* hold keeps the bytes after a paused request until c has room again, and
+ * stops reading. data may point into the held bytes of an earlier pause:
+ * the copy is made before the caller frees those. */
+static void
+hold(struct conn *c, const char *data, size_t len)
+{
+    c->rest = len > 0 ? xmalloc(len) : NULL;
+    if (len > 0)
+        memcpy(c->rest, data, len);
+    c->rest_len = len;
+    c->read_paused = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
 void
 mock__conn_parse(struct conn *c, const char *data, size_t len)
 {
-    http_parser_execute(&c->parser, &settings, data, len);
+    size_t n = http_parser_execute(&c->parser, &settings, data, len);
+
     if (c->closing || c->done)
         return;
+    if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+        hold(c, data + n, len - n);
+        return;
+    }
     if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || c->parser.upgrade)
         bad_request(c);
+}
+
+void
+mock__conn_resume(struct conn *c)
+{
+    char *rest = c->rest;
+    size_t len = c->rest_len;
+
+    if (!c->read_paused || c->closing || c->done || mock__conn_is_full(c))
+        return;
+    c->read_paused = false;
+    c->rest = NULL;
+    c->rest_len = 0;
+    http_parser_pause(&c->parser, 0);
+    if (len > 0)
+        mock__conn_parse(c, rest, len);
+    free(rest);
+    if (!c->read_paused && !c->closing && !c->done && !c->eof)
+        mock__conn_read_start(c);
 }

@@ -11,8 +11,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <http_parser.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/xalloc.h"
 #include "mock/mock.h"
@@ -118,6 +121,112 @@ START_TEST(test_keep_alive_serves_two_requests)
     ck_assert_str_ne(hdr(&a, "x-request-id"), hdr(&b, "x-request-id"));
     reply_free(&a);
     reply_free(&b);
+}
+END_TEST
+
+/* log_lines counts the requests the mock has logged so far. */
+static int
+log_lines(void)
+{
+    char *path = tmpdir_join(mockproc_dir, "log.jsonl");
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+
+    ck_assert_ptr_nonnull(f);
+    while ((ch = getc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    free(path);
+    return n;
+}
+
+/* count_answers counts the status lines in buf; the default chat answer
+ * never holds that text in its body. */
+static size_t
+count_answers(const char *buf, size_t len)
+{
+    static const char status[] = "HTTP/1.1 200 OK\r\n";
+    size_t n = 0, k = sizeof(status) - 1;
+
+    for (size_t i = 0; i + k <= len; i++)
+        n += memcmp(buf + i, status, k) == 0;
+    return n;
+}
+
+/* send_some sends what the socket takes now; false once it takes nothing. */
+static bool
+send_some(int fd, const char *all, size_t total, size_t *sent)
+{
+    ssize_t w = send(fd, all + *sent, total - *sent, MSG_NOSIGNAL);
+
+    if (w < 0)
+        ck_assert_msg(errno == EAGAIN, "send: %s", strerror(errno));
+    if (w > 0)
+        *sent += (size_t)w;
+    return w > 0;
+}
+
+/* A client that pipelines requests and reads no answer: the mock stops
+ * reading once its answers back up (it answers only what the sockets and
+ * a few dozen queued answers hold), so its memory stays flat; once the
+ * client reads, every request is answered, in order. Without the stop it
+ * parsed all of them and held every answer: 400 MB after five seconds. */
+START_TEST(test_pipelined_flood_is_held_back_then_answered)
+{
+    enum { N = 60000 };
+    int port = mockproc_fixture_start("{}");
+    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    char one[512], *all, *in = xmalloc(1 << 16);
+    size_t one_len, total, sent = 0, got = 0, keep, answers = 0;
+    int64_t stall_until = clock_mono_ms() + 1000;
+
+    /* A small receive buffer of our own: the answers back up at once. */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    one_len = (size_t)snprintf(one, sizeof(one),
+                               "POST " CHAT " HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: %zu\r\n\r\n%s",
+                               strlen(CHAT_BODY), CHAT_BODY);
+    total = one_len * N;
+    all = xmalloc(total);
+    for (int i = 0; i < N; i++)
+        memcpy(all + (size_t)i * one_len, one, one_len);
+    /* Send, reading nothing, until nothing more is taken for a second. */
+    while (sent < total && clock_mono_ms() < stall_until) {
+        if (send_some(fd, all, total, &sent))
+            stall_until = clock_mono_ms() + 1000;
+        else
+            poll(&(struct pollfd){.fd = fd, .events = POLLOUT}, 1, 50);
+    }
+    ck_assert_msg(log_lines() < N / 2, "%d of %d answered unread", log_lines(),
+                  N);
+    /* Now read: the rest goes out as answers come back, every one a 200. */
+    while (answers < N) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+        p.events |= sent < total ? POLLOUT : 0;
+        ck_assert_int_gt(poll(&p, 1, 5000), 0);
+        if ((p.revents & POLLOUT) != 0)
+            send_some(fd, all, total, &sent);
+        r = recv(fd, in + got, (1 << 16) - got, 0);
+        ck_assert_msg(r > 0 || (r < 0 && errno == EAGAIN), "recv: %zd", r);
+        got += r > 0 ? (size_t)r : 0;
+        answers += count_answers(in, got);
+        /* Keep a tail too short to hold a whole status line, which may
+         * hold the start of the next one. */
+        keep = got < 16 ? got : 16;
+        memmove(in, in + got - keep, keep);
+        got = keep;
+    }
+    ck_assert_int_eq(answers, N);
+    close(fd);
+    free(all);
+    free(in);
 }
 END_TEST
 
@@ -437,6 +546,7 @@ test_suite(void)
                         (int)(sizeof(chat_paths) / sizeof(chat_paths[0])));
     tcase_add_test(chat_tc, test_chat_configured_content_and_max_tokens);
     tcase_add_test(chat_tc, test_keep_alive_serves_two_requests);
+    tcase_add_test(chat_tc, test_pipelined_flood_is_held_back_then_answered);
     tcase_add_test(gen, test_generic_records_idempotency_key);
     tcase_add_test(gen, test_generic_replays_known_key);
     tcase_add_test(gen, test_log_lines_are_json);
