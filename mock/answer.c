@@ -144,9 +144,15 @@ finish_head(struct mock_engine *e, struct build *b, bool keep_alive,
     out->body = b->body;
     out->body_len = strlen(b->body);
     fprintf(f, "HTTP/1.1 %d %s\r\n", b->status, mock__status_text(b->status));
-    if (!scripted_has(a, "content-type"))
-        fputs("Content-Type: application/json\r\n", f);
-    fprintf(f, "Content-Length: %zu\r\n", out->body_len);
+    if (b->status == 204 || b->status == 304) {
+        /* No body and no length (RFC 9110, 6.4.1): a client reads none. */
+        out->body[0] = '\0';
+        out->body_len = 0;
+    } else {
+        if (!scripted_has(a, "content-type"))
+            fputs("Content-Type: application/json\r\n", f);
+        fprintf(f, "Content-Length: %zu\r\n", out->body_len);
+    }
     fprintf(f, "Connection: %s\r\n", keep_alive ? "keep-alive" : "close");
     if (!scripted_has(a, "x-request-id"))
         fprintf(f, "X-Request-Id: mock-%06" PRIu64 "\r\n", e->seq);
@@ -270,6 +276,38 @@ limit_admit(struct mock_engine *e, struct mock_route *r, const cJSON *req,
                             prompt + mock__request_max_tokens(req), res);
 }
 
+/* chat_request_ok checks a chat request's body the way OpenAI does before
+ * anything else: a JSON object with a non-empty "messages" array. On a
+ * refusal it writes OpenAI's message into msg and its code into *code. */
+static bool
+chat_request_ok(const cJSON *req, char *msg, size_t len, const char **code)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "messages");
+
+    if (!cJSON_IsObject(req)) {
+        snprintf(msg, len,
+                 "We could not parse the JSON body of your request. (HINT: "
+                 "This likely means you aren't using your HTTP library "
+                 "correctly. The OpenAI API expects a JSON payload, but what "
+                 "was sent was not valid JSON.)");
+        *code = NULL;
+        return false;
+    }
+    if (m == NULL) {
+        snprintf(msg, len, "Missing required parameter: 'messages'.");
+        *code = "missing_required_parameter";
+        return false;
+    }
+    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0) {
+        snprintf(msg, len,
+                 "Invalid 'messages': expected an array with minimum length "
+                 "1.");
+        *code = cJSON_IsArray(m) ? "empty_array" : "invalid_type";
+        return false;
+    }
+    return true;
+}
+
 void
 mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
                    int64_t now, bool keep_alive, struct mock_reply *out)
@@ -280,7 +318,8 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     bool chat = is_chat(rq), replayed = false;
     int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
     struct mock_limit_result lim = {.admitted = true};
-    char msg[256];
+    char msg[400];
+    const char *code = NULL;
     int refused;
 
     memset(out, 0, sizeof(*out));
@@ -314,6 +353,11 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         b.status = 404;
         b.body = mock__error_body(msg, "invalid_request_error", "not_found");
         out->kind = "not_found";
+    } else if (chat &&
+               !chat_request_ok(out->request_json, msg, sizeof(msg), &code)) {
+        b.status = 400;
+        b.body = mock__error_body(msg, "invalid_request_error", code);
+        out->kind = "invalid_request";
     } else if (storm_active(r, now)) {
         b.status = r->storm_status;
         b.body = mock__status_error_body(b.status);

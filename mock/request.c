@@ -400,11 +400,20 @@ mock__conn_parse(struct conn *c, const char *data, size_t len)
 
     if (c->closing || c->done)
         return;
+    if (c->parser.upgrade) {
+        /* The request was answered as a plain one (a server may ignore
+         * Upgrade); what follows it is not HTTP/1.1, so read no more and
+         * close once the answers are out, as after the client's EOF. */
+        c->done = c->eof = true;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        mock__conn_flush(c);
+        return;
+    }
     if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
         hold(c, data + n, len - n);
         return;
     }
-    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || c->parser.upgrade)
+    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK)
         bad_request(c);
 }
 

@@ -161,6 +161,30 @@ parse_fault(const cJSON *obj, const char *path, enum mock_fault *out, char *err,
                      s);
 }
 
+/* answer_fits refuses fields an answer could not carry out: a body for a
+ * status that has none, and padding of a body the mock does not make. */
+static int
+answer_fits(const struct mock_answer *a, const char *path, char *err,
+            size_t len)
+{
+    char p[256];
+    bool bodiless = a->status == 204 || a->status == 304;
+    bool made = a->body == NULL && (a->status == 0 || a->status < 300);
+
+    if (bodiless && (a->body != NULL || a->content != NULL))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path,
+                                       a->body != NULL ? "body" : "content"),
+                         "a %d answer has no body", a->status);
+    if (a->oversize > 0 && (bodiless || !made))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "oversize_bytes"),
+                         "pads the body the mock makes for a 2xx answer, "
+                         "not a \"body\" given or a %d",
+                         a->body != NULL ? 200 : a->status);
+    return 0;
+}
+
 static int
 parse_answer(const cJSON *obj, const char *path, struct mock_answer *a,
              char *err, size_t len)
@@ -191,7 +215,7 @@ parse_answer(const cJSON *obj, const char *path, struct mock_answer *a,
                            len)) != 0)
         return rc;
     a->status = (int)status;
-    return 0;
+    return answer_fits(a, path, err, len);
 }
 
 static int

@@ -87,7 +87,9 @@ START_TEST(test_chat_configured_content_and_max_tokens)
     int port = mockproc_fixture_start("content_fixed.json");
     struct reply r;
     cJSON *j;
-    const char *small = "{\"messages\":[],\"max_tokens\":2}";
+    const char *small =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+        "\"max_tokens\":2}";
 
     chat(port, CHAT, &r);
     j = body_json(&r);
@@ -292,7 +294,8 @@ START_TEST(test_log_lines_are_json)
     const int want[] = {200, 200, 404};
 
     for (int i = 0; i < 3; i++) {
-        req(port, i == 1 ? "PUT" : "POST", paths[i], NULL, "{}", &r);
+        req(port, i == 1 ? "PUT" : "POST", paths[i], NULL,
+            i == 0 ? CHAT_BODY : "{}", &r);
         ck_assert_int_eq(r.status, want[i]);
         reply_free(&r);
     }
@@ -339,6 +342,13 @@ static const struct {
     {"[]", "must be an object"},
     /* a NUL would cut the path short: "/a\u0000b" served "/a" */
     {"{\"routes\": [{\"path\": \"/a\\u0000b\"}]}", "a NUL character"},
+    /* fields the mock could not carry out */
+    {"{\"answers\": [{\"status\": 204, \"body\": {\"a\": 1}}]}",
+     "answers[0].body: a 204 answer has no body"},
+    {"{\"answers\": [{\"oversize_bytes\": 100, \"body\": \"x\"}]}",
+     "answers[0].oversize_bytes: pads the body the mock makes"},
+    {"{\"answers\": [{\"oversize_bytes\": 100, \"status\": 500}]}",
+     "answers[0].oversize_bytes: pads the body the mock makes"},
 };
 
 START_TEST(test_bad_script_exits_2_naming_path)

@@ -64,6 +64,57 @@ START_TEST(test_scripted_status_headers_body)
 }
 END_TEST
 
+/* A chat request OpenAI would refuse before anything else: 400 with its
+ * error object, never a completion. */
+static const struct {
+    const char *body, *code;
+} refused_chats[] = {
+    {"{\"model\": \"m\", \"messages\": [", NULL},
+    {"{\"model\": \"m\"}", "missing_required_parameter"},
+    {"{\"model\": \"m\", \"messages\": []}", "empty_array"},
+    {"[1]", NULL},
+};
+
+START_TEST(test_chat_request_refused_like_openai)
+{
+    int port = mockproc_fixture_start("{}");
+    struct reply r;
+    cJSON *j;
+
+    req(port, "POST", CHAT, NULL, refused_chats[_i].body, &r);
+    ck_assert_int_eq(r.status, 400);
+    j = body_json(&r);
+    ck_assert_str_eq(jstr(j, "error.type"), "invalid_request_error");
+    if (refused_chats[_i].code != NULL)
+        ck_assert_str_eq(jstr(j, "error.code"), refused_chats[_i].code);
+    else
+        ck_assert(cJSON_IsNull(jget(j, "error.code")));
+    cJSON_Delete(j);
+    reply_free(&r);
+}
+END_TEST
+
+/* 204 and 304 carry no body and no length; the connection stays usable. */
+START_TEST(test_bodiless_status_sends_no_body)
+{
+    int port = mockproc_fixture_start(
+        "{\"answers\": [{\"status\": 204}, {\"status\": 304}]}");
+    int fd = cl_connect(port);
+    struct reply r;
+
+    for (int i = 0; i < 3; i++) {
+        cl_send(fd, "POST", CHAT, NULL, CHAT_BODY);
+        cl_recv(fd, 5000, &r);
+        ck_assert(r.complete);
+        ck_assert_int_eq(r.status, i == 0 ? 204 : i == 1 ? 304 : 200);
+        ck_assert_int_eq(r.body_len > 0, i == 2);
+        ck_assert_int_eq(hdr(&r, "content-length") != NULL, i == 2);
+        reply_free(&r);
+    }
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_rpm_limit_answers_429_retry_after)
 {
     int port = mockproc_fixture_start("rpm_2.json");
@@ -276,6 +327,30 @@ START_TEST(test_close_without_answer)
 }
 END_TEST
 
+/* A request asking to switch protocols is answered as a plain one, once;
+ * the bytes after it are not HTTP/1.1, so the mock closes after the answer
+ * (it used to answer them with a second, 400, answer). */
+START_TEST(test_upgrade_answered_once_then_closed)
+{
+    static const char h2[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    int port = mockproc_fixture_start("{}");
+    int fd = cl_connect(port);
+    struct reply r;
+
+    cl_send(fd, "POST", CHAT, "Connection: Upgrade\r\nUpgrade: h2c\r\n",
+            CHAT_BODY);
+    ck_assert_int_eq(write(fd, h2, sizeof(h2) - 1), (int)sizeof(h2) - 1);
+    cl_recv(fd, 5000, &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_free(&r);
+    cl_recv(fd, 5000, &r);
+    ck_assert(r.eof);
+    ck_assert_int_eq((int)r.received, 0);
+    reply_free(&r);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_oversize_body_has_exact_size)
 {
     int port = mockproc_fixture_start("oversize_300000_big_5000.json");
@@ -324,6 +399,10 @@ test_suite(void)
 
     tcase_add_test(seq, test_sequence_advances_per_path);
     tcase_add_test(seq, test_scripted_status_headers_body);
+    tcase_add_loop_test(
+        seq, test_chat_request_refused_like_openai, 0,
+        (int)(sizeof(refused_chats) / sizeof(refused_chats[0])));
+    tcase_add_test(seq, test_bodiless_status_sends_no_body);
     tcase_add_test(limits, test_rpm_limit_answers_429_retry_after);
     tcase_add_test(limits, test_rpm_window_slides);
     tcase_add_test(limits, test_allowance_then_insufficient_quota);
@@ -336,6 +415,7 @@ test_suite(void)
     tcase_add_test(wire, test_hang_never_answers);
     tcase_add_test(wire, test_close_mid_body_is_a_short_read);
     tcase_add_test(wire, test_close_without_answer);
+    tcase_add_test(wire, test_upgrade_answered_once_then_closed);
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         tcase_add_checked_fixture(all[i], mockproc_setup, mockproc_teardown);
         tcase_set_timeout(all[i], 20);
