@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -407,6 +408,13 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "idempotency_key"),
                          "must not be empty");
+    /* It is sent as a header: no control characters. */
+    if (s->idempotency_key != NULL &&
+        !httptext_is_field_value(s->idempotency_key))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "idempotency_key"),
+                         "must be printable text (it is sent as the "
+                         "Idempotency-Key header)");
     s->max_attempts = (int)attempts;
     s->token_budget = budget;
     s->max_total_tokens = total;

@@ -231,6 +231,11 @@ static const struct bad_case bad[] = {
      JOB("{\"name\":\"a\",\"idempotency_key\":\"\",\"request\":{\"messages\":"
          "[{\"role\":\"user\"}]}}"),
      "steps[0].idempotency_key: must not be empty"},
+    {"idempotency_key with a newline",
+     JOB("{\"name\":\"a\",\"idempotency_key\":\"a\\nb\",\"request\":{"
+         "\"messages\":"
+         "[{\"role\":\"user\"}]}}"),
+     "steps[0].idempotency_key: must be printable text"},
     {"run_at not a time",
      "{\"name\":\"j\",\"run_at\":\"tomorrow\",\"steps\":[" CHAT("a") "]}",
      "run_at: must be an RFC 3339 time"},

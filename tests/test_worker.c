@@ -258,6 +258,31 @@ START_TEST(test_fail_loud_keeps_body)
 }
 END_TEST
 
+/* A chat step's idempotency_key goes out as Idempotency-Key on every
+ * attempt: decide replays such a step with side effects instead of
+ * parking it, so the endpoint must be able to dedupe the replay. */
+START_TEST(test_chat_step_sends_its_idempotency_key)
+{
+    cJSON *job, *log;
+
+    e2e_start("{\"answers\":[{\"status\":500}]}", "");
+    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"side_effects\":"
+                "true,\"idempotency_key\":\"ck-1\",\"request\":{\"messages\":"
+                "[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "decision"), "backoff_retry");
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 2);
+    for (int i = 0; i < 2; i++)
+        ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, i), "idempotency_key"),
+                         "ck-1");
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
 START_TEST(test_templating_and_idempotency_key)
 {
     char jobtext[1024];
@@ -488,6 +513,7 @@ test_suite(void)
     tcase_add_test(dec, test_park_side_effect_on_wall);
     tcase_add_test(dec, test_fail_loud_keeps_body);
     tcase_add_test(dec, test_templating_and_idempotency_key);
+    tcase_add_test(dec, test_chat_step_sends_its_idempotency_key);
     tcase_add_test(dec, test_daily_cap_short_delay_is_a_wall);
     suite_add_tcase(s, dec);
 

@@ -306,6 +306,12 @@ worker__attempt(struct run *r)
         const struct config_tier *t = &w->cfg->tiers[ti];
         rc = http_tier_request(body, t, timeout_ms(s, t), &req, err,
                                sizeof(err));
+        /* The key goes out with a chat step too: it is what makes a
+         * replay of a step with side effects safe (decide counts on it). */
+        if (rc == 0 && s->idempotency_key != NULL &&
+            (rc = http_request_add_header(&req, "Idempotency-Key",
+                                          s->idempotency_key)) != 0)
+            snprintf(err, sizeof(err), "idempotency_key: not a header value");
     } else {
         r->send_id = 0;
         r->cur_tier = -1;
