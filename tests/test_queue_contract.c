@@ -179,6 +179,38 @@ START_TEST(test_cancel_states)
 }
 END_TEST
 
+/* A job cancelled with a step running and its request in flight keeps no
+ * step running and no attempt in flight: the step is pending again, the
+ * attempt ended with outcome unknown, reason cancelled. */
+START_TEST(test_cancel_ends_the_running_step)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = qfix_add(db, "a", NULL, 0, T0), aid = 0;
+    struct q_attempt_start st = {
+        .job_id = a, .worker = "w", .request_sha256 = "x", .started_at = T0};
+    struct q_attempt *at = NULL;
+    struct q_step *steps = NULL;
+    size_t n = 0;
+    int num = 0;
+
+    qfix_claim_one(db, a, "w", T0, 1000);
+    ck_assert_int_eq(q_step_set(db, a, "w", 0, Q_STEP_RUNNING, NULL, NULL, 0),
+                     0);
+    ck_assert_int_eq(q_attempt_begin(db, &st, &aid, &num), 0);
+    ck_assert_int_eq(q_cancel(db, a, T0 + 5), 0);
+    ck_assert_int_eq(q_steps_get(db, a, &steps, &n), 0);
+    ck_assert_int_eq(steps[0].state, Q_STEP_PENDING);
+    q_steps_free(steps, n);
+    ck_assert_int_eq(q_attempts_list(db, a, -1, &at, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(at[0].finished_at, T0 + 5);
+    ck_assert_str_eq(at[0].outcome, "unknown");
+    ck_assert_str_eq(at[0].reason, "cancelled");
+    q_attempts_free(at, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_jobs_list_pages)
 {
     q_db *db = qfix_open(NULL);
@@ -547,6 +579,7 @@ test_suite(void)
     tcase_add_test(jobs, test_lease_ops_need_the_holder);
     tcase_add_test(jobs, test_expired_lease_is_claimed_again);
     tcase_add_test(jobs, test_cancel_states);
+    tcase_add_test(jobs, test_cancel_ends_the_running_step);
     tcase_add_test(jobs, test_group_commit_rolls_back_whole);
     tcase_add_test(jobs, test_inner_failure_keeps_outer_work);
     tcase_add_test(jobs, test_levels_undo_and_keep_what_they_should);

@@ -230,7 +230,13 @@ static const struct q__pg_sql cancel_sql = {
     "q_jobs_cancel",
     "WITH c AS (UPDATE jobs SET state = 5, lease_owner = NULL,"
     " lease_until = NULL, updated_at = $2 WHERE id = $1"
-    " AND state IN (0, 1, 4) RETURNING id)"
+    " AND state IN (0, 1, 4) RETURNING id),"
+    /* No step left running, no attempt in flight (queue/sqlite). */
+    " s AS (UPDATE steps SET state = 0 WHERE job_id IN (SELECT id FROM c)"
+    " AND state = 1),"
+    " a AS (UPDATE attempts SET finished_at = $2, outcome = 'unknown',"
+    " reason = 'cancelled' WHERE job_id IN (SELECT id FROM c)"
+    " AND finished_at IS NULL)"
     " SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM jobs"
     " WHERE id = $1)"};
 /* A running job is due when its lease would expire: if its holder died,

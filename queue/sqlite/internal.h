@@ -36,6 +36,8 @@ enum q__stmt_id {
     ST_SET_STATE_HELD,
     ST_FAIL_HELD,
     ST_CANCEL,
+    ST_CANCEL_STEPS,
+    ST_CANCEL_ATTEMPTS,
     ST_JOB_STATE,
     ST_STEPS_GET,
     ST_STEP_SET,

@@ -495,8 +495,19 @@ cancel_locked(struct q__sqlite *db, int64_t id, int64_t now)
     sqlite3_bind_int64(s, 2, now);
     if ((rc = q__run_done(db, s, "cancelling a job")) != 0)
         return rc;
-    if (sqlite3_changes(db->h) > 0)
+    if (sqlite3_changes(db->h) > 0) {
+        for (int i = 0; i < 2; i++) {
+            s = q__stmt(db, i == 0 ? ST_CANCEL_STEPS : ST_CANCEL_ATTEMPTS);
+            if (s == NULL)
+                return -EIO;
+            sqlite3_bind_int64(s, 1, id);
+            if (i == 1)
+                sqlite3_bind_int64(s, 2, now);
+            if ((rc = q__run_done(db, s, "cancelling a job's steps")) != 0)
+                return rc;
+        }
         return 0;
+    }
     /* Nothing changed: tell "no such job" from "already ended". */
     if ((s = q__stmt(db, ST_JOB_STATE)) == NULL)
         return -EIO;

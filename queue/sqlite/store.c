@@ -82,6 +82,13 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_CANCEL] = "UPDATE jobs SET state = 5, lease_owner = NULL,"
                   " lease_until = NULL, updated_at = ?2"
                   " WHERE id = ?1 AND state IN (0, 1, 4)",
+    /* A cancelled job keeps no step running and no attempt in flight: a
+     * worker that held it drops its answer. */
+    [ST_CANCEL_STEPS] = "UPDATE steps SET state = 0"
+                        " WHERE job_id = ?1 AND state = 1",
+    [ST_CANCEL_ATTEMPTS] = "UPDATE attempts SET finished_at = ?2,"
+                           " outcome = 'unknown', reason = 'cancelled'"
+                           " WHERE job_id = ?1 AND finished_at IS NULL",
     [ST_JOB_STATE] = "SELECT state FROM jobs WHERE id = ?1",
     [ST_STEPS_GET] = "SELECT idx, state, tier, attempts, tokens, output,"
                      " reset_after, pin_tier FROM steps WHERE job_id = ?1"
