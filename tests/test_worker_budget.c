@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "tests/support/e2e.h"
 
 /* A step of about 2,770 input tokens asking for 200 output tokens, planned
@@ -81,6 +82,44 @@ START_TEST(test_max_total_tokens_stops_the_send)
     ck_assert_int_eq(cJSON_GetArraySize(log), 1);
     cJSON_Delete(log);
     cJSON_Delete(job);
+}
+END_TEST
+
+/* Past its deadline a job sends nothing more: one due two hours ago with
+ * a minute to run fails at once; one whose first step outlasts the
+ * deadline does not send its second. */
+START_TEST(test_deadline_passed_sends_nothing_more)
+{
+    char text[512], at[40];
+    cJSON *job, *log;
+
+    e2e_start("{\"latency_ms\":1500}", "");
+    clock_format_utc(clock_now_ms() - 7200 * 1000, at, sizeof(at));
+    snprintf(text, sizeof(text),
+             "{\"name\":\"late\",\"run_at\":\"%s\",\"deadline_s\":60,"
+             "\"steps\":[{\"name\":\"a\",\"request\":{\"messages\":[{"
+             "\"role\":\"user\",\"content\":\"x\"}]}}]}",
+             at);
+    e2e_enqueue(text);
+    e2e_enqueue("{\"name\":\"slow\",\"deadline_s\":1,\"steps\":[{\"name\":"
+                "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+                "\"content\":\"x\"}]}},{\"name\":\"b\",\"request\":{"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}}]}");
+    free(e2e_drain());
+    for (int id = 1; id <= 2; id++) {
+        job = e2e_show(id);
+        ck_assert_str_eq(e2e_str(job, "state"), "failed");
+        ck_assert_msg(strstr(e2e_str(job, "error"), "deadline_passed") != NULL,
+                      "%s", e2e_str(job, "error"));
+        ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "state"),
+                         id == 1 ? "failed" : "succeeded");
+        if (id == 2)
+            ck_assert_str_eq(e2e_str(e2e_step_of(job, 1), "state"), "failed");
+        cJSON_Delete(job);
+    }
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 1); /* job 2's first step */
+    cJSON_Delete(log);
 }
 END_TEST
 
@@ -154,6 +193,7 @@ test_suite(void)
     tcase_add_test(tc, test_degraded_request_sent_past_token_budget);
     tcase_add_test(tc, test_max_total_tokens_stops_the_send);
     tcase_add_test(tc, test_step_timeout_bounds_an_attempt);
+    tcase_add_test(tc, test_deadline_passed_sends_nothing_more);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);
     return s;

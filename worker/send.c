@@ -272,6 +272,16 @@ worker__attempt(struct run *r)
         worker__give_back(r, now);
         return;
     }
+    /* Past its deadline a job gives up before it sends anything more. */
+    if (now >= r->job.deadline_at) {
+        char at[40];
+        snprintf(err, sizeof(err),
+                 "step %s: deadline_passed: the job's deadline was %s; "
+                 "nothing sent",
+                 s->name, clock_format_utc(r->job.deadline_at, at, sizeof(at)));
+        worker__fail_job(r, err);
+        return;
+    }
     if (s->kind == SPEC_STEP_CHAT) {
         body = take_chat_body(r, &est);
         if (over_max_total(r, est, err, sizeof(err))) {

@@ -46,12 +46,15 @@ static const struct q__pg_sql park_close_sql = {
     " SELECT (SELECT count(*) FROM upd),"
     " EXISTS (SELECT 1 FROM park WHERE id = $1::bigint)::int"};
 
-/* A parked job goes on: queued and due at $4 (a retry), or failed with
+/* A parked job goes on: queued and due at $4 (a retry; its deadline keeps
+ * its span from there), or failed with
  * error $3; only a job still parked moves (else -EALREADY). */
 static const struct q__pg_sql leave_parked_sql = {
     "q_park_leave_parked",
     "UPDATE jobs SET state = $2::bigint,"
     " error = CASE WHEN $2::bigint = 3 THEN $3::text ELSE error END,"
+    " deadline_at = coalesce($4::bigint + (deadline_at - run_at),"
+    " deadline_at),"
     " run_at = coalesce($4::bigint, run_at), updated_at = $5::bigint"
     " WHERE id = $1::bigint AND state = 4 RETURNING id"};
 
