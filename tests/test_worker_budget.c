@@ -123,6 +123,33 @@ START_TEST(test_deadline_passed_sends_nothing_more)
 }
 END_TEST
 
+/* An error answer was not billed: a 503's 8 KB HTML page adds nothing to
+ * the step's tokens (it counted 2,000 and spent max_total_tokens). */
+START_TEST(test_error_answer_costs_no_tokens)
+{
+    char script[9000];
+    cJSON *job;
+    int tokens;
+
+    snprintf(script, sizeof(script),
+             "{\"answers\":[{\"status\":503,\"body\":\"<html>%0*d</html>\"}]}",
+             8000, 0);
+    e2e_start(script, "");
+    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\","
+                "\"max_total_tokens\":1000,\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_int_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItem(e2e_step_of(job, 0), "history")),
+        2);
+    tokens = cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint;
+    ck_assert_msg(tokens > 0 && tokens < 100, "tokens %d", tokens);
+    cJSON_Delete(job);
+}
+END_TEST
+
 /* A step's timeout_s bounds one attempt, for chat steps (below the tier's
  * 5 s) and for http steps (which had a fixed 60 s). */
 START_TEST(test_step_timeout_bounds_an_attempt)
@@ -194,6 +221,7 @@ test_suite(void)
     tcase_add_test(tc, test_max_total_tokens_stops_the_send);
     tcase_add_test(tc, test_step_timeout_bounds_an_attempt);
     tcase_add_test(tc, test_deadline_passed_sends_nothing_more);
+    tcase_add_test(tc, test_error_answer_costs_no_tokens);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);
     return s;

@@ -427,6 +427,24 @@ text_cleanup(struct chat_text *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* spent_tokens is what an answer cost: the usage it reports, else an
+ * estimate. An error answer (a status outside 2xx) was not billed and
+ * completed nothing: 0, or its HTML page would count as output. A
+ * transport error may have been billed for the prompt: the request's
+ * estimate. A 2xx without usage: request and answer, bytes / 4. */
+static int64_t
+spent_tokens(const struct run *r, const struct http_response *res,
+             int64_t reported)
+{
+    if (reported >= 0)
+        return reported;
+    if (res->error != HTTP_ERR_NONE)
+        return (int64_t)r->body_len / 4;
+    if (res->status < 200 || res->status > 299)
+        return 0;
+    return (int64_t)(r->body_len + res->body_len) / 4;
+}
+
 void
 worker__answer(struct run *r)
 {
@@ -486,11 +504,8 @@ worker__answer(struct run *r)
                     : POLICY_PARSED_NO;
     }
     policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
-    if (s->kind == SPEC_STEP_CHAT) {
-        tokens = parsed_chat && ans.total_tokens >= 0
-                     ? ans.total_tokens
-                     : (int64_t)(r->body_len + res->body_len) / 4;
-    }
+    if (s->kind == SPEC_STEP_CHAT)
+        tokens = spent_tokens(r, res, parsed_chat ? ans.total_tokens : -1);
     dc = c;
     settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &in, now, &dc);
     worker__step_context(r, now, policy_write_may_have_happened(&in), &ps);
