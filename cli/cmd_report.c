@@ -100,11 +100,12 @@ print_failures_and_slowest(const cJSON *r)
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(r, "failures"))
     {
         const cJSON *x = cJSON_GetObjectItem(f, "example");
-        printf("  %6.0f %s (%s), e.g. job %.0f step %.0f attempt %.0f: "
+        printf("  %6.0f %s (%s), e.g. job %.0f step %s attempt %.0f: "
                "%.100s\n",
                num(f, "count"), cli_json_text(f, "outcome"),
-               cli_json_text(f, "reason"), num(x, "job_id"), num(x, "step"),
-               num(x, "attempt"), cli_json_text(x, "body"));
+               cli_json_text(f, "reason"), num(x, "job_id"),
+               cli_json_text(x, "step"), num(x, "attempt"),
+               cli_json_text(x, "body"));
     }
     printf("slowest jobs:\n");
     cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "slowest"))

@@ -134,6 +134,9 @@ START_TEST(test_report_equals_the_ledger)
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(rep, "failures"))
     {
         const char *body = e2e_str(cJSON_GetObjectItem(f, "example"), "body");
+        /* the step by its name, as park items and the log give it */
+        ck_assert(cJSON_IsString(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(f, "example"), "step")));
         if (strcmp(e2e_str(f, "outcome"), "soft_throttle") == 0)
             throttle =
                 num(f, "count") == 2 && body && strstr(body, "rate limited");

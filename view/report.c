@@ -190,6 +190,28 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
     return 0;
 }
 
+/* add_step_name adds "step": the name of step idx of job job_id, as park
+ * items and the worker's log name it (null if the job cannot be read). */
+static void
+add_step_name(q_db *db, cJSON *o, int64_t job_id, int idx)
+{
+    struct q_job job;
+    cJSON *spec = NULL;
+    const cJSON *step;
+
+    if (q_job_get(db, job_id, &job) != 0) {
+        cJSON_AddNullToObject(o, "step");
+        return;
+    }
+    if (job.spec != NULL)
+        spec = cJSON_Parse(job.spec);
+    step = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "steps"), idx);
+    json_add_string(o, "step",
+                    cJSON_GetStringValue(cJSON_GetObjectItem(step, "name")));
+    cJSON_Delete(spec);
+    q_job_cleanup(&job);
+}
+
 static int
 add_failures(q_db *db, int64_t since, cJSON *o)
 {
@@ -209,7 +231,7 @@ add_failures(q_db *db, int64_t since, cJSON *o)
         cJSON_AddNumberToObject(e, "count", (double)f[i].count);
         x = cJSON_AddObjectToObject(e, "example");
         cJSON_AddNumberToObject(x, "job_id", (double)f[i].job_id);
-        cJSON_AddNumberToObject(x, "step", f[i].step);
+        add_step_name(db, x, f[i].job_id, f[i].step);
         cJSON_AddNumberToObject(x, "attempt", f[i].attempt);
         json_add_string(x, "tier", f[i].tier);
         if (f[i].status > 0)

@@ -276,7 +276,8 @@
     for (const f of r.failures)
       parts.push(el('div', {class: 'failure', 'data-outcome': f.outcome},
         el('b', {}, f.count + ' × ' + f.outcome + (f.reason ? ' (' + f.reason +
-           ')' : '')), ' e.g. job #' + f.example.job_id + ', attempt ' +
+           ')' : '')), ' e.g. job #' + f.example.job_id +
+        (f.example.step ? ', step ' + f.example.step : '') + ', attempt ' +
         f.example.attempt + (f.example.tier ? ' on ' + f.example.tier : ''),
         f.example.body ? el('pre', {}, f.example.body) : null));
     if (!r.failures.length) parts.push(el('p', {class: 'muted'}, 'None.'));
