@@ -380,6 +380,32 @@ START_TEST(test_sigterm_with_100_in_flight)
 }
 END_TEST
 
+/* A request cut short by a worker's stop (its --grace ran out) is
+ * recorded as such and retried by the next worker without counting
+ * against max_attempts: a step with one attempt still succeeds. */
+START_TEST(test_stop_mid_request_costs_no_attempt)
+{
+    cJSON *job;
+    pid_t w;
+
+    e2e_start("{\"answers\":[{\"fault\":\"hang\"}]}", "");
+    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"max_attempts\":"
+                "1,\"tiers\":[\"free\"],\"request\":{\"messages\":[{\"role\":"
+                "\"user\",\"content\":"
+                "\"x\"}]}}]}");
+    w = e2e_spawn_worker("--grace=1");
+    e2e_wait_for_requests(1, 20000);
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    e2e_expect_attempt(job, 0, "unknown", "worker_stopped", "backoff_retry");
+    e2e_expect_attempt(job, 1, "ok", NULL, "commit");
+    cJSON_Delete(job);
+}
+END_TEST
+
 /* Two workers on one database send every step once. Their leases are
  * long enough for a slow build: with leases of 1 s, a worker kept waiting
  * for the other's write lock under ASan lost its leases, and the other
@@ -522,6 +548,7 @@ test_suite(void)
     tcase_add_test(crash, test_kill_during_side_effect_parks_in_doubt);
     tcase_add_test(crash, test_kill_during_replayable_step_retries);
     tcase_add_test(crash, test_sigterm_with_100_in_flight);
+    tcase_add_test(crash, test_stop_mid_request_costs_no_attempt);
     tcase_add_test(crash, test_two_workers_send_each_step_once);
     tcase_add_test(crash, test_breaker_end_to_end);
     tcase_add_test(crash, test_bucket_shared_by_two_workers);

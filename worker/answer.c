@@ -260,6 +260,47 @@ act(struct run *r, const struct policy_decision *d,
     }
 }
 
+/* stopped_mid_request records the attempt this worker cut short when it
+ * stopped (its --grace ran out), for a step that may be sent again: its
+ * outcome is unknown, reason worker_stopped, and the next holder retries
+ * it without counting it against max_attempts (derive_context), as
+ * Sidekiq does not count a job its shutdown pushed back. The request's
+ * estimate stays charged: the endpoint may have spent it. A step that may
+ * not be replayed keeps the attempt open: the next holder parks it. */
+static void
+stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
+{
+    const struct spec_step *s = cur_spec(r);
+    struct q_attempt_result ar = {.outcome = "unknown",
+                                  .reason = WORKER_STOPPED,
+                                  .decision = "backoff_retry",
+                                  .latency_ms = res->latency_ms,
+                                  .tokens =
+                                      r->attempt_est > 0 ? r->attempt_est : 0,
+                                  .finished_at = now};
+    struct attempt_log line = {.job = r->job.id,
+                               .step = s->name,
+                               .attempt = r->attempt_no,
+                               .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+                               .outcome = ar.outcome,
+                               .reason = ar.reason,
+                               .decision = ar.decision,
+                               .latency_ms = res->latency_ms,
+                               .error = http_error_name(res->error)};
+
+    if (r->attempt_id <= 0 || !(s->replayable || s->idempotency_key != NULL))
+        return;
+    if (q_attempt_finish(r->w->db, r->attempt_id, &ar) != 0) {
+        log_warn("job %lld: cannot record the attempt cut short",
+                 (long long)r->job.id);
+        return;
+    }
+    if (r->logged_attempt != r->attempt_id) {
+        log_attempt(&line);
+        r->logged_attempt = r->attempt_id;
+    }
+}
+
 void
 worker__on_done(http_call *call, struct http_response *res, void *arg)
 {
@@ -282,8 +323,10 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
         }
         if (r->lost)
             worker__finish(r, "lease lost");
-        else
+        else {
+            stopped_mid_request(r, res, now);
             worker__give_back(r, now);
+        }
         return;
     }
     /* Kept until the turn that writes it has committed. */

@@ -25,6 +25,10 @@
 /* An error text keeps at most this much of a response body. */
 #define ERROR_BODY_MAX 2000
 
+/* The reason of an attempt a worker cut short when it stopped: the next
+ * holder retries it without counting it (answer.c, run.c). */
+#define WORKER_STOPPED "worker_stopped"
+
 struct run;
 
 struct worker {

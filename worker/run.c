@@ -161,7 +161,8 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
         /* Counted per tier, so a detour to another tier (one refused
          * admission for a while) does not restart a tier's count. */
         if (!(strcmp(d, "backoff_retry") == 0 &&
-              strcmp(o, "soft_throttle") == 0))
+              strcmp(o, "soft_throttle") == 0) &&
+            !(a[i].reason != NULL && strcmp(a[i].reason, WORKER_STOPPED) == 0))
             (*sends_on(r, ti))++;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
