@@ -328,6 +328,36 @@ START_TEST(test_http_output_is_text)
 }
 END_TEST
 
+/* An output templated into an http step's url is percent-encoded: it is
+ * one query value, not "&b=c" adding a parameter (nor a space making the
+ * URL unusable, nor a slash changing the path). */
+START_TEST(test_url_template_is_encoded)
+{
+    char job[768];
+    cJSON *o, *log;
+
+    e2e_start("{\"content\":\"a&b=c two/w\"}", "");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"u\",\"steps\":[{\"name\":\"a\",\"request\":{"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}},"
+             "{\"name\":\"p\",\"kind\":\"http\",\"idempotency_key\":\"k\","
+             "\"http\":{\"method\":\"GET\",\"url\":\"http://127.0.0.1:%d/"
+             "hook/{{steps.a.output}}?q={{steps.a.output}}&page=1\"}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    o = e2e_show(1);
+    ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
+    log = e2e_mock_log();
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 1), "path"),
+                     "/hook/a%26b%3Dc%20two%2Fw");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(log, 1), "query"),
+                     "q=a%26b%3Dc%20two%2Fw&page=1");
+    cJSON_Delete(log);
+    cJSON_Delete(o);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -352,6 +382,7 @@ test_suite(void)
     tcase_add_loop_test(tc, test_answer_text_becomes_the_output, 0,
                         (int)(sizeof(answer_cases) / sizeof(answer_cases[0])));
     tcase_add_test(tc, test_http_output_is_text);
+    tcase_add_test(tc, test_url_template_is_encoded);
     suite_add_tcase(s, tc);
     return s;
 }

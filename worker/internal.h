@@ -342,6 +342,11 @@ void worker__step_context(struct run *r, int64_t now, bool wrote,
  * owns the copy (cJSON_Delete). */
 cJSON *worker__expand(const cJSON *item, const char *const *names,
                       const char *const *outputs, size_t n);
+/* worker__expand_http is worker__expand for an http step's "http" object:
+ * outputs going into its url are percent-encoded (all but RFC 3986's
+ * unreserved bytes), so they land as text, never as URL structure. */
+cJSON *worker__expand_http(const cJSON *http, const char *const *names,
+                           const char *const *outputs, size_t n);
 
 /* worker__degrade applies a step's "degrade" settings to a chat request
  * object in place: max_tokens (and max_completion_tokens) lowered,

@@ -325,8 +325,9 @@ worker__attempt(struct run *r)
     } else {
         r->send_id = 0;
         r->cur_tier = -1;
-        body = worker__expand(s->http, r->names,
-                              (const char *const *)r->outputs, r->spec->nsteps);
+        body = worker__expand_http(s->http, r->names,
+                                   (const char *const *)r->outputs,
+                                   r->spec->nsteps);
         rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),
                                &req, err, sizeof(err));
         r->input_tokens = 0;

@@ -13,10 +13,46 @@
 static const char open_tag[] = "{{steps.";
 static const char close_tag[] = ".output}}";
 
-/* Replaces the templates in s; returns a new string (caller frees). */
+/* is_unreserved: a byte a URL carries as itself (RFC 3986, 2.3). */
+static bool
+is_unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+           c == '~';
+}
+
+/* put_value appends value to out[len..], percent-encoding every byte but
+ * the unreserved ones when encode is set; returns the new length. */
+static size_t
+put_value(char **out, size_t *cap, size_t len, const char *value, bool encode)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t vlen = strlen(value), need = len + (encode ? 3 * vlen : vlen) + 1;
+
+    if (need > *cap) {
+        *cap = need * 2;
+        *out = xrealloc(*out, *cap);
+    }
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (!encode || is_unreserved(c)) {
+            (*out)[len++] = (char)c;
+            continue;
+        }
+        (*out)[len++] = '%';
+        (*out)[len++] = hex[c >> 4];
+        (*out)[len++] = hex[c & 15];
+    }
+    return len;
+}
+
+/* Replaces the templates in s; returns a new string (caller frees). With
+ * encode, each output is percent-encoded: it lands in a URL as one path
+ * segment's or query value's text, never as its structure. */
 static char *
 expand_string(const char *s, const char *const *names,
-              const char *const *outputs, size_t n)
+              const char *const *outputs, size_t n, bool encode)
 {
     size_t cap = strlen(s) + 1, len = 0;
     char *out = xmalloc(cap);
@@ -25,7 +61,7 @@ expand_string(const char *s, const char *const *names,
     for (;;) {
         const char *tag = strstr(p, open_tag);
         const char *name, *end, *value = "";
-        size_t piece, vlen;
+        size_t piece;
 
         piece = tag ? (size_t)(tag - p) : strlen(p);
         if (len + piece + 1 > cap) {
@@ -55,13 +91,7 @@ expand_string(const char *s, const char *const *names,
                 break;
             }
         }
-        vlen = strlen(value);
-        if (len + vlen + 1 > cap) {
-            cap = (len + vlen + 1) * 2;
-            out = xrealloc(out, cap);
-        }
-        memcpy(out + len, value, vlen);
-        len += vlen;
+        len = put_value(&out, &cap, len, value, encode);
         p = end + sizeof(close_tag) - 1;
     }
     out[len] = '\0';
@@ -76,7 +106,7 @@ expand_node(cJSON *node, const char *const *names, const char *const *outputs,
 {
     if (cJSON_IsString(node) && node->valuestring != NULL &&
         strstr(node->valuestring, open_tag) != NULL) {
-        char *v = expand_string(node->valuestring, names, outputs, n);
+        char *v = expand_string(node->valuestring, names, outputs, n, false);
         cJSON_free(node->valuestring);
         node->valuestring = v;
         return;
@@ -85,15 +115,42 @@ expand_node(cJSON *node, const char *const *names, const char *const *outputs,
         expand_node(c, names, outputs, n);
 }
 
-cJSON *
-worker__expand(const cJSON *item, const char *const *names,
-               const char *const *outputs, size_t n)
+/* Copies item whole; out of memory aborts (CONVENTIONS 4). */
+static cJSON *
+copy_of(const cJSON *item)
 {
     cJSON *copy = cJSON_Duplicate(item, true);
 
     if (copy == NULL) {
         fprintf(stderr, "stepq: out of memory copying a request\n");
         abort();
+    }
+    return copy;
+}
+
+cJSON *
+worker__expand(const cJSON *item, const char *const *names,
+               const char *const *outputs, size_t n)
+{
+    cJSON *copy = copy_of(item);
+
+    expand_node(copy, names, outputs, n);
+    return copy;
+}
+
+cJSON *
+worker__expand_http(const cJSON *http, const char *const *names,
+                    const char *const *outputs, size_t n)
+{
+    cJSON *copy = copy_of(http), *url;
+
+    /* The url first, its outputs percent-encoded; what they bring in then
+     * holds no template for the pass over the rest. */
+    url = cJSON_GetObjectItemCaseSensitive(copy, "url");
+    if (cJSON_IsString(url) && strstr(url->valuestring, open_tag) != NULL) {
+        char *v = expand_string(url->valuestring, names, outputs, n, true);
+        cJSON_free(url->valuestring);
+        url->valuestring = v;
     }
     expand_node(copy, names, outputs, n);
     return copy;
