@@ -62,6 +62,49 @@ START_TEST(test_degraded_request_sent_past_token_budget)
 }
 END_TEST
 
+/* Degrading keeps the request valid: a tool result stays with the
+ * assistant message that called for it, drop_tools takes
+ * parallel_tool_calls too, and a degrade max_tokens above the request's
+ * does not raise it. */
+START_TEST(test_degrade_keeps_tool_pairs_and_lowers_only)
+{
+    char big[400], job[2048];
+    static const char *const want[] = {"system", "assistant", "tool", "user"};
+    cJSON *log, *b1, *msgs;
+
+    memset(big, 'x', 399);
+    big[399] = '\0';
+    e2e_start("{\"answers\":[{\"fault\":\"truncate\"}]}", "");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"t\",\"steps\":[{\"name\":\"a\",\"token_budget\":100,"
+             "\"tiers\":[\"free\"],\"degrade\":{\"max_tokens\":5000,"
+             "\"drop_tools\":true,\"keep_last_messages\":2},\"request\":{"
+             "\"max_tokens\":50,\"parallel_tool_calls\":true,\"tools\":[{"
+             "\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+             "\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
+             "{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\","
+             "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+             "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}"
+             "]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"r\"},"
+             "{\"role\":\"user\",\"content\":\"go\"}]}}]}",
+             big);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 2);
+    b1 = e2e_sent_body(log, 1);
+    msgs = cJSON_GetObjectItem(b1, "messages");
+    ck_assert_int_eq(cJSON_GetArraySize(msgs), 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(msgs, i), "role"), want[i]);
+    ck_assert_ptr_null(cJSON_GetObjectItem(b1, "tools"));
+    ck_assert_ptr_null(cJSON_GetObjectItem(b1, "parallel_tool_calls"));
+    ck_assert_int_eq(cJSON_GetObjectItem(b1, "max_tokens")->valueint, 50);
+    cJSON_Delete(b1);
+    cJSON_Delete(log);
+}
+END_TEST
+
 /* max_total_tokens caps the step's spend: the degraded request would pass
  * 5000 tokens, so it is not sent and the job fails with budget_spent. */
 START_TEST(test_max_total_tokens_stops_the_send)
@@ -222,6 +265,7 @@ test_suite(void)
     tcase_add_test(tc, test_step_timeout_bounds_an_attempt);
     tcase_add_test(tc, test_deadline_passed_sends_nothing_more);
     tcase_add_test(tc, test_error_answer_costs_no_tokens);
+    tcase_add_test(tc, test_degrade_keeps_tool_pairs_and_lowers_only);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);
     return s;

@@ -156,6 +156,15 @@ worker__expand_http(const cJSON *http, const char *const *names,
     return copy;
 }
 
+/* is_role: whether message m has role role. */
+static bool
+is_role(const cJSON *m, const char *role)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+
+    return cJSON_IsString(r) && strcmp(r->valuestring, role) == 0;
+}
+
 void
 worker__degrade(cJSON *request, const cJSON *degrade)
 {
@@ -171,11 +180,13 @@ worker__degrade(cJSON *request, const cJSON *degrade)
         bool set = false;
         for (size_t i = 0; i < 2; i++) {
             cJSON *f = cJSON_GetObjectItemCaseSensitive(request, fields[i]);
-            if (f != NULL) {
+            if (f == NULL)
+                continue;
+            set = true;
+            /* Degrading lowers a limit; it never raises one. */
+            if (!cJSON_IsNumber(f) || f->valuedouble > mt->valuedouble)
                 cJSON_ReplaceItemInObjectCaseSensitive(
                     request, fields[i], cJSON_CreateNumber(mt->valuedouble));
-                set = true;
-            }
         }
         if (!set)
             cJSON_AddNumberToObject(request, "max_tokens", mt->valuedouble);
@@ -185,21 +196,22 @@ worker__degrade(cJSON *request, const cJSON *degrade)
         cJSON_DeleteItemFromObjectCaseSensitive(request, "tool_choice");
         cJSON_DeleteItemFromObjectCaseSensitive(request, "functions");
         cJSON_DeleteItemFromObjectCaseSensitive(request, "function_call");
+        /* Refused without tools by OpenAI-compatible servers. */
+        cJSON_DeleteItemFromObjectCaseSensitive(request, "parallel_tool_calls");
     }
     if (cJSON_IsNumber(keep) && cJSON_IsArray(msgs)) {
-        int total = cJSON_GetArraySize(msgs), lead = 0;
-        int want = (int)keep->valuedouble;
+        int total = cJSON_GetArraySize(msgs), lead = 0, start;
         /* Leading system messages carry the instructions: keep them. */
-        for (cJSON *m = msgs->child; m != NULL; m = m->next, lead++) {
-            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-            if (!cJSON_IsString(role) ||
-                strcmp(role->valuestring, "system") != 0)
-                break;
-        }
-        while (total - lead > want) {
+        while (lead < total &&
+               is_role(cJSON_GetArrayItem(msgs, lead), "system"))
+            lead++;
+        start = total - (int)keep->valuedouble;
+        /* A tool result stays with the assistant message that called for
+         * it: a "tool" message without its tool_calls is refused. */
+        while (start > lead && is_role(cJSON_GetArrayItem(msgs, start), "tool"))
+            start--;
+        for (int i = lead; i < start; i++)
             cJSON_DeleteItemFromArray(msgs, lead);
-            total--;
-        }
     }
 }
 
