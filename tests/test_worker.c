@@ -458,6 +458,33 @@ START_TEST(test_breaker_end_to_end)
 }
 END_TEST
 
+/* Past its cooldown an open breaker shows as half_open (its probe may go
+ * out), not open with no time to wait for. */
+START_TEST(test_breaker_past_cooldown_shows_half_open)
+{
+    int64_t end = clock_mono_ms() + 5000;
+    const char *b = NULL;
+    cJSON *tiers = NULL;
+
+    e2e_start_file("free-storm-503-two-requests.json", "");
+    e2e_config(
+        1,
+        "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
+    free(e2e_drain());
+    do {
+        cJSON_Delete(tiers);
+        poll(NULL, 0, 50);
+        tiers = e2e_tiers();
+        b = e2e_str(cJSON_GetArrayItem(tiers, 0), "breaker");
+    } while (strcmp(b, "open") == 0 && clock_mono_ms() < end);
+    ck_assert_str_eq(b, "half_open");
+    ck_assert(cJSON_IsNull(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(tiers, 0), "open_until")));
+    cJSON_Delete(tiers);
+}
+END_TEST
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -540,6 +567,7 @@ test_suite(void)
     tcase_add_test(dec, test_fail_loud_keeps_body);
     tcase_add_test(dec, test_templating_and_idempotency_key);
     tcase_add_test(dec, test_chat_step_sends_its_idempotency_key);
+    tcase_add_test(dec, test_breaker_past_cooldown_shows_half_open);
     tcase_add_test(dec, test_daily_cap_short_delay_is_a_wall);
     suite_add_tcase(s, dec);
 

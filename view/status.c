@@ -46,7 +46,13 @@ tier_json(const struct config_tier *t, const struct q_tier_state *st,
     cJSON *o = cJSON_CreateObject();
 
     cJSON_AddStringToObject(o, "name", t->name);
-    cJSON_AddStringToObject(o, "breaker", q_breaker_name(st->breaker));
+    /* Open past its cooldown, a breaker lets its probe through: it is
+     * half open, whether or not a request has come to be that probe. */
+    cJSON_AddStringToObject(
+        o, "breaker",
+        q_breaker_name(st->breaker == Q_BREAKER_OPEN && st->open_until <= now
+                           ? Q_BREAKER_HALF_OPEN
+                           : st->breaker));
     json_add_time(
         o, "open_until",
         in_force(st->breaker == Q_BREAKER_OPEN ? st->open_until : 0, now));
