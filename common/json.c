@@ -322,9 +322,12 @@ json_add_string(cJSON *o, const char *name, const char *v)
 void
 json_add_time(cJSON *o, const char *name, int64_t ms)
 {
+    /* 9999-12-31T23:59:59.999Z: past it RFC 3339 has no form (a wall
+     * "until the config changes" is stored as a time that far away). */
+    static const int64_t last_ms = INT64_C(253402300799999);
     char buf[32];
 
-    if (ms != 0)
+    if (ms != 0 && ms <= last_ms)
         cJSON_AddStringToObject(o, name,
                                 clock_format_utc(ms, buf, sizeof(buf)));
     else

@@ -219,6 +219,27 @@ START_TEST(test_storm_one_at_a_time_then_breaker)
 }
 END_TEST
 
+/* An auth wall lasts until the config changes: it has no end to print,
+ * so exhausted_until is null, with reason auth (it printed the year
+ * 73071226, which no RFC 3339 reader takes). */
+START_TEST(test_auth_wall_has_no_end_time)
+{
+    cJSON *t;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"loop\":true,"
+              "\"answers\":[{\"status\":401}]}]}",
+              "");
+    config("");
+    e2e_enqueue(E2E_CHAT_JOB("", ""));
+    free(e2e_drain());
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
+    t = tier_json("free");
+    ck_assert_str_eq(e2e_str(t, "exhausted_reason"), "auth");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(t, "exhausted_until")));
+    cJSON_Delete(t);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -243,6 +264,7 @@ test_suite(void)
     tcase_set_timeout(trouble, 60);
     tcase_add_test(trouble, test_one_request_into_a_wall);
     tcase_add_test(trouble, test_storm_one_at_a_time_then_breaker);
+    tcase_add_test(trouble, test_auth_wall_has_no_end_time);
     suite_add_tcase(s, trouble);
     return s;
 }
