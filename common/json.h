@@ -74,8 +74,9 @@ char *json_print(const cJSON *item);
 void json_add_string(cJSON *o, const char *name, const char *v);
 /* json_add_time adds name to object o: ms since the epoch as an RFC 3339 UTC
  * string ("2026-11-30T03:40:00Z"), or null when ms is 0, the store's "not
- * set", or past 9999 (no RFC 3339 form: a wall without end). The one rule for every time stepq prints as JSON. o is borrowed; the
- * new member belongs to o. */
+ * set", or past 9999 (no RFC 3339 form: a wall without end). The one rule for
+ * every time stepq prints as JSON. o is borrowed; the new member belongs to o.
+ */
 void json_add_time(cJSON *o, const char *name, int64_t ms);
 
 #endif
