@@ -240,6 +240,30 @@ START_TEST(test_auth_wall_has_no_end_time)
 }
 END_TEST
 
+/* A worker killed with a request in flight: once its job's lease ends
+ * and another worker settles that attempt in doubt, the request no longer
+ * holds the tier (max_inflight 1 here). It held it for every worker until
+ * it would have timed out, timeout_s + 30 s: 10.5 minutes at 600 s. */
+START_TEST(test_dead_workers_request_leaves_the_tier)
+{
+    cJSON *t;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"answers\":[{\"fault\":"
+              "\"hang\"}]}]}",
+              "");
+    e2e_config(1, "\"timeout_s\": 600, \"max_inflight\": 1");
+    e2e_enqueue("{\"name\":\"a\",\"steps\":[{\"name\":\"s\",\"tiers\":"
+                "[\"free\"],\"request\":{\"messages\":[{\"role\":\"user\","
+                "\"content\":\"x\"}]}}]}");
+    e2e_kill_mid_request_then_drain();
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2);
+    t = tier_json("free");
+    ck_assert_int_eq(cJSON_GetObjectItem(t, "in_flight")->valueint, 0);
+    cJSON_Delete(t);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -265,6 +289,7 @@ test_suite(void)
     tcase_add_test(trouble, test_one_request_into_a_wall);
     tcase_add_test(trouble, test_storm_one_at_a_time_then_breaker);
     tcase_add_test(trouble, test_auth_wall_has_no_end_time);
+    tcase_add_test(trouble, test_dead_workers_request_leaves_the_tier);
     suite_add_tcase(s, trouble);
     return s;
 }

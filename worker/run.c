@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "worker/tier.h"
 
 /* A wait up to this long keeps the job's slot; a longer one gives the job
  * back to the queue with a later run_at. */
@@ -233,6 +234,13 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     if (q_attempt_finish(w->db, last->id, &res) != 0)
         log_warn("job %lld: cannot settle in-doubt attempt",
                  (long long)r->job.id);
+    /* Its send no longer holds the tier for every worker until it would
+     * have timed out. */
+    int ti = worker__tier_index(w, last->tier);
+    if (ti >= 0 &&
+        tier_forget_send(w->db, &w->cfg->tiers[ti], last->started_at, now) != 0)
+        log_warn("job %lld: cannot take the lost request off tier %s",
+                 (long long)r->job.id, last->tier);
     log_attempt(&line);
     snprintf(r->sha, sizeof(r->sha), "%s",
              last->request_sha256 ? last->request_sha256 : "");

@@ -386,6 +386,30 @@ tier_settle(q_db *db, const struct config_tier *t, int64_t send_id, int64_t now,
 }
 
 int
+tier_forget_send(q_db *db, const struct config_tier *t, int64_t sent_at,
+                 int64_t now)
+{
+    struct q_tier_state st;
+    int64_t expires =
+        sent_at + (int64_t)(t->timeout_s * 1000) + EXPIRY_MARGIN_MS;
+    int rc = q_tx_begin(db);
+
+    if (rc != 0)
+        return rc;
+    if ((rc = load(db, t, now, false, &st)) == 0) {
+        /* admit_locked set a probe's end to its exact expiry. */
+        tier__flight_end(&st.flight, expires, st.flight.probe_until == expires,
+                         now);
+        rc = q_tier_store(db, t->name, &st);
+    }
+    if (rc != 0) {
+        q_tx_rollback(db);
+        return rc;
+    }
+    return q_tx_commit(db);
+}
+
+int
 tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
               struct q_tier_state *out)
 {

@@ -99,6 +99,17 @@ STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
                                  const struct tier_outcome *o, bool *reopened);
 
+/* tier_forget_send takes out of t's flight the send of an attempt whose
+ * worker died with it in flight: admitted at sent_at (the attempt's
+ * started_at), it would count until its expiry, timeout_s + 30 s later,
+ * and hold the tier (in doubt, one request at a time) for every worker
+ * meanwhile. Called when the attempt is settled in doubt, after its job's
+ * lease ended. A send already expired is not taken out twice. Returns 0
+ * or the store's error (nothing changed); a savepoint in the caller's
+ * transaction. */
+STEPQ_MUST_CHECK int tier_forget_send(q_db *db, const struct config_tier *t,
+                                      int64_t sent_at, int64_t now);
+
 /* tier_snapshot reads the tier's state at now. full: count the last
  * minute's sends and tokens (for `stepq tiers`); else only what admission
  * needs. */
