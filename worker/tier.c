@@ -281,17 +281,21 @@ keep_later(int64_t *slot, int64_t v)
  * also said its limit, the reset of one request's share comes sooner (a
  * token bucket refills continuously): the wait is the smaller of the two,
  * counted from when the request left, which is when the endpoint counted
- * it. Resets past a day are not believed. */
+ * it, plus the guard of a bucket of one (5% of the share, at most 50 ms:
+ * tier_pace.c), since the next request may take less time to arrive than
+ * this one did (it came 8 ms early, and a 429 taught a slower pace).
+ * Resets past a day are not believed. */
 static int64_t
 remaining_wait_until(int64_t remaining, int64_t reset_at, int64_t limit,
                      int64_t sent_at, int64_t now)
 {
     int64_t until = reset_at, from = sent_at > 0 ? sent_at : now;
+    int64_t share = limit > 0 ? 60000 / limit : 0;
 
     if (remaining != 0 || reset_at <= now || reset_at - now > RESET_MAX_MS)
         return 0;
-    if (limit > 0 && from + 60000 / limit < until)
-        until = from + 60000 / limit;
+    if (limit > 0 && from + share < until)
+        until = from + share + (share / 20 < 50 ? share / 20 : 50);
     return until;
 }
 
