@@ -57,6 +57,12 @@ int park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
 int park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
                   const char *json);
 
+/* park_hooks_kill kills (SIGKILL, with what they started) the hooks still
+ * running on loop, whose handles then close as after any exit: a worker
+ * that stops calls it when its grace runs out. Every process handle on
+ * loop must be a hook's (park_hook_run). */
+void park_hooks_kill(uv_loop_t *loop);
+
 /* ---- resolution: what an operator's decision does --------------------- */
 
 /* The four resolutions of a park item. */

@@ -46,7 +46,7 @@ struct hook {
     char *json;
     char *cmd;
     int open_handles;
-    bool killed;
+    const char *killed; /* why it was killed, or NULL */
 };
 
 static void
@@ -66,8 +66,8 @@ on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     struct hook *k = p->data;
 
-    if (k->killed)
-        log_warn("on_park hook killed after its time limit: %s", k->cmd);
+    if (k->killed != NULL)
+        log_warn("on_park hook killed %s: %s", k->killed, k->cmd);
     else if (status != 0 || sig != 0)
         log_warn("on_park hook exited with status %lld (signal %d): %s",
                  (long long)status, sig, k->cmd);
@@ -80,15 +80,33 @@ on_exit_cb(uv_process_t *p, int64_t status, int sig)
 }
 
 static void
-on_timeout(uv_timer_t *t)
+kill_hook(struct hook *k, const char *why)
 {
-    struct hook *k = t->data;
-
-    k->killed = true;
+    k->killed = why;
     /* The hook runs in its own process group: kill what it started too
      * (a shell's children would otherwise keep our stderr open). */
     if (uv_kill(-k->proc.pid, SIGKILL) != 0)
         uv_process_kill(&k->proc, SIGKILL);
+}
+
+static void
+on_timeout(uv_timer_t *t)
+{
+    kill_hook(t->data, "after its time limit");
+}
+
+static void
+kill_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (h->type == UV_PROCESS && !uv_is_closing(h))
+        kill_hook(h->data, "as the worker stopped");
+}
+
+void
+park_hooks_kill(uv_loop_t *loop)
+{
+    uv_walk(loop, kill_walk_cb, NULL);
 }
 
 static void

@@ -4,6 +4,8 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +376,32 @@ START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
 }
 END_TEST
 
+/* A stopping worker gives a running hook its --grace, then kills it: the
+ * hook's own limit (here two minutes, up to an hour) no longer holds the
+ * worker past a service manager's stop timeout. */
+START_TEST(test_stop_kills_hook_after_grace)
+{
+    int64_t t0;
+    pid_t w;
+
+    e2e_start_file("comments-daily-wall-once.json",
+                   "\"on_park\": \"cat > hook.json; sleep 60\","
+                   " \"on_park_timeout_s\": 120");
+    enqueue_post_then_chat();
+    w = e2e_spawn_worker("--grace=1");
+    t0 = clock_mono_ms() + 20000;
+    while (access("hook.json", F_OK) != 0) {
+        ck_assert_msg(clock_mono_ms() < t0, "the hook never started");
+        poll(NULL, 0, 20);
+    }
+    t0 = clock_mono_ms();
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    ck_assert_msg(clock_mono_ms() - t0 < 30000, "stopped after %lld ms",
+                  (long long)(clock_mono_ms() - t0));
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -393,6 +421,7 @@ test_suite(void)
     tcase_add_test(tc, test_cancel_closes_the_park_item);
     tcase_add_test(tc, test_resolve_all_matching);
     tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
+    tcase_add_test(tc, test_stop_kills_hook_after_grace);
     suite_add_tcase(s, tc);
     return s;
 }

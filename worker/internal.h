@@ -34,6 +34,8 @@ struct run;
 struct worker {
     uv_loop_t loop;
     uv_timer_t tick;
+    uv_timer_t hooks_stop; /* kills hooks when the grace ends */
+    bool hooks_stop_on;
     uv_timer_t sched; /* fires the config's schedules (schedules.c) */
     uv_signal_t sigint;
     uv_signal_t sigterm;

@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "park/park.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
@@ -53,6 +54,16 @@ worker__now(const struct worker *w)
     return clock_now_ms() + q_clock_offset(w->db);
 }
 
+static void
+on_hooks_stop(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+
+    park_hooks_kill(&w->loop);
+    w->hooks_stop_on = false;
+    uv_close((uv_handle_t *)t, on_handle_closed);
+}
+
 bool
 worker__shutdown(struct worker *w, bool force)
 {
@@ -75,6 +86,18 @@ worker__shutdown(struct worker *w, bool force)
     uv_close((uv_handle_t *)&w->sigterm, on_handle_closed);
     http_client_close(w->http, on_http_closed, NULL);
     w->http = NULL;
+    /* A signal's grace bounds the hooks still running too (an on_park
+     * hook may have an hour): past it they are killed. The timer does not
+     * keep the loop running by itself (worker_run closes it). */
+    if (w->stop_deadline > 0) {
+        int64_t left = w->stop_deadline - worker__now(w);
+        uv_timer_init(&w->loop, &w->hooks_stop);
+        w->hooks_stop.data = w;
+        w->hooks_stop_on = true;
+        uv_timer_start(&w->hooks_stop, on_hooks_stop,
+                       (uint64_t)(left > 0 ? left : 0), 0);
+        uv_unref((uv_handle_t *)&w->hooks_stop);
+    }
     return true;
 }
 
@@ -190,6 +213,10 @@ worker_run(const struct worker_opts *opts)
         log_info("worker %s: concurrency %d", w->id, w->concurrency);
         worker__kick(w);
         uv_run(&w->loop, UV_RUN_DEFAULT);
+        if (w->hooks_stop_on) { /* the hooks ended before the grace */
+            uv_close((uv_handle_t *)&w->hooks_stop, on_handle_closed);
+            uv_run(&w->loop, UV_RUN_DEFAULT);
+        }
         worker__sweep(w);
         if (uv_loop_close(&w->loop) != 0)
             log_warn("worker: handles left open at exit");
