@@ -210,6 +210,43 @@ START_TEST(test_report_tells_missed_nights)
 }
 END_TEST
 
+/* A schedule first seen a moment after a slot's second began fires
+ * nothing from before that moment, and the report counts no such slot as
+ * missed: first seen at 00:00:00.1, a midnight schedule missed only the
+ * midnights after. */
+START_TEST(test_report_counts_no_slot_before_first_seen)
+{
+    int64_t now = clock_now_ms(), day0;
+    time_t t = (time_t)((now - 3 * 86400000LL) / 1000);
+    char at[64], since[32];
+    struct tm tm;
+    cJSON *rep = NULL;
+    const cJSON *s = NULL;
+    pid_t w;
+
+    gmtime_r(&t, &tm);
+    strftime(at, sizeof(at), "@%Y-%m-%d 00:00:00", &tm);
+    strftime(since, sizeof(since), "%Y-%m-%dT00:00:00Z", &tm);
+    ck_assert_int_eq(clock_parse_utc(since, &day0), 0);
+    e2e_start("{}", "\"schedules\": [{\"name\": \"midnight\", \"cron\": \"0 0 "
+                    "* * *\", \"job\": " CHAT("free") "}]");
+    w = e2e_spawn_faked(at, false, (const char *[]){"--worker-id", "w", NULL});
+    for (int64_t until = clock_mono_ms() + 20000; clock_mono_ms() < until;) {
+        cJSON_Delete(rep);
+        rep = report(since);
+        s = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "schedules"), 0);
+        if (num(s, "missed") + num(s, "ran") > 0) /* seen */
+            break;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    ck_assert_int_eq(num(s, "ran"), 0);
+    ck_assert_int_eq(num(s, "missed"), (int)((now - day0) / 86400000));
+    cJSON_Delete(rep);
+}
+END_TEST
+
 /* on_report: two workers, one report a slot (every minute here), each
  * the JSON report of the last day on the hook's input. */
 START_TEST(test_on_report_once_a_slot)
@@ -261,6 +298,7 @@ test_suite(void)
     tcase_add_test(tc, test_report_equals_the_ledger);
     tcase_add_test(tc, test_bad_since_refused);
     tcase_add_test(tc, test_report_tells_missed_nights);
+    tcase_add_test(tc, test_report_counts_no_slot_before_first_seen);
     tcase_add_test(tc, test_on_report_once_a_slot);
     suite_add_tcase(s, tc);
     return s;

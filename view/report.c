@@ -104,8 +104,10 @@ add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         slots = cJSON_CreateArray();
         if (sched_cron_parse(s->cron, &cron, err, sizeof(err)) != 0)
             seen = false; /* refused at start: not reached */
-        /* The walk starts just before from, so that a slot at from counts. */
-        for (int64_t at = from / 1000 - 1;
+        /* The walk starts just before the first whole second at or after
+         * from: a slot at from counts, one earlier in from's second does
+         * not (a schedule first seen at 00:00:00.026 fires no 00:00). */
+        for (int64_t at = (from + 999) / 1000 - 1;
              seen && sched_next(&cron, s->tz, at, &slot) == 0 &&
              slot * 1000 <= now;
              at = slot) {
