@@ -202,6 +202,9 @@ START_TEST(test_oversize_is_too_large_then_client_works)
     ck_assert_int_eq(r.error, HTTP_ERR_TOO_LARGE);
     ck_assert_str_eq(http_error_name(r.error), "too_large");
     ck_assert_uint_le(r.body_len, 65536);
+    /* Said in our words, with the size: refused on its Content-Length. */
+    ck_assert_msg(strstr(r.error_text, "response of 300000 bytes") != NULL,
+                  "%s", r.error_text);
     result_free(&r);
     chat(&e, "/v1", 5000, &r);
     ck_assert_int_eq(r.error, HTTP_ERR_NONE);

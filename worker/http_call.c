@@ -281,6 +281,14 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     if (call->too_large)
         snprintf(res->error_text, sizeof(res->error_text),
                  "response larger than %zu bytes", c->max_response);
+    else if (rc == CURLE_FILESIZE_EXCEEDED)
+        /* Refused on its Content-Length, before any of the body came:
+         * there is none to keep (libcurl says "Maximum file size
+         * exceeded"). */
+        snprintf(res->error_text, sizeof(res->error_text),
+                 "response of %lld bytes (its Content-Length) is larger "
+                 "than %zu bytes; none of it was read",
+                 (long long)call->content_length, c->max_response);
     else if (call->oom)
         snprintf(res->error_text, sizeof(res->error_text),
                  "out of memory for the response body");
