@@ -362,6 +362,11 @@ START_TEST(test_throttle_cools_down_whole_tier)
     ck_assert_str_eq(v.reason, "cooldown");
     ck_assert_int_eq(v.retry_at, T0 + 1000);
     ck_assert_int_gt(admit(&t, T0 + 1000, 1, NULL), 0);
+    /* The bucket (10 at 600 rpm) did not fill during the stop: the runs
+     * that waited go out one share (100 ms) apart, not as a burst. */
+    ck_assert_int_eq(admit(&t, T0 + 1000, 1, &v), -1);
+    ck_assert_int_eq(v.retry_at, T0 + 1100);
+    ck_assert_int_gt(admit(&t, T0 + 1100, 1, NULL), 0);
 }
 END_TEST
 

@@ -299,6 +299,23 @@ remaining_wait_until(int64_t remaining, int64_t reset_at, int64_t limit,
     return until;
 }
 
+/* The request bucket holds nothing at until: it did not fill while the
+ * tier was stopped, so the runs waiting for it go out one a share apart
+ * when it opens, in order, not as one burst of the bucket's size. */
+static void
+empty_bucket_until(const struct config_tier *t, struct q_tier_state *st,
+                   int64_t until)
+{
+    struct tier__bucket b;
+    double tat;
+
+    if (!tier__request_bucket(t, st, &b))
+        return;
+    tat = (double)until + b.cap_ms - b.cost_ms;
+    if (st->req_tat < tat)
+        st->req_tat = tat;
+}
+
 static int
 settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
               int64_t now, const struct tier_outcome *o, bool *reopened)
@@ -355,6 +372,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
                    now + (wait < RESET_MAX_MS ? wait : RESET_MAX_MS));
         if (o->paced_down)
             tier__pace_down(t, &st, st.window_requests, now);
+        empty_bucket_until(t, &st, st.limited_until);
     } else if (o->result == TIER_RESULT_OK) {
         tier__pace_up(&st, now);
     }
