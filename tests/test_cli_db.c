@@ -260,6 +260,35 @@ START_TEST(test_raw_errno_exits_1_help_exits_0)
 }
 END_TEST
 
+/* A database file this user may not write, or one in a folder it may not
+ * write, is refused naming why: SQLite's WAL mode writes both, even to
+ * read. Root is not stopped by modes: then the command runs as nobody
+ * (setpriv). */
+static const char *const unwritable[][2] = {
+    {"chmod 400 ro/q.db", "ro/q.db: cannot open it for writing"},
+    {"chmod 555 ro", "ro/q.db: its folder ro is not writable"},
+};
+
+START_TEST(test_unwritable_database_says_why)
+{
+    const char *bin = stepq_bin();
+    bool root = geteuid() == 0;
+    char cmd[4096], *out = NULL;
+
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && chmod 711 . && mkdir ro && '%s' --db ro/q.db init"
+             " >/dev/null && %s %s; %s '%s' --db ro/q.db status; rc=$?;"
+             " chmod 755 ro; chmod 600 ro/q.db; exit $rc",
+             fixture_dir, bin, root ? "chown -R 65534:65534 ro &&" : "",
+             unwritable[_i][0],
+             root ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : "",
+             bin);
+    ck_assert_int_eq(run_sh(cmd, &out), 1);
+    ck_assert_msg(strstr(out, unwritable[_i][1]) != NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -277,6 +306,8 @@ test_suite(void)
                         (int)(sizeof(db_commands) / sizeof(db_commands[0])));
     tcase_add_test(nodb, test_older_database_waits_for_init_newer_refused);
     tcase_add_test(nodb, test_libstepq_open_needs_init);
+    tcase_add_loop_test(nodb, test_unwritable_database_says_why, 0,
+                        STEPQ_ARRAY_LEN(unwritable));
     suite_add_tcase(s, nodb);
 
     tcase_set_timeout(exits, 10);

@@ -274,4 +274,11 @@ void q__sqlite_read_job(sqlite3_stmt *s, void *job);
 int q__row_by_id(struct q__sqlite *db, enum q__stmt_id st, int64_t id,
                  q__read_fn read, void *out, size_t size, const char *what);
 
+/* q__file_create creates path mode 0600 if it is not there and checks
+ * that it and its folder may be written; q__file_open_existing checks the
+ * same of a file that must exist (-ENOENT when there is none). -EIO,
+ * logged with the reason, otherwise (files.c). */
+int q__file_create(const char *path);
+int q__file_open_existing(const char *path);
+
 #endif

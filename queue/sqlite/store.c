@@ -438,41 +438,6 @@ q__sqlite_tx_rollback(q_db *base)
         q__tx_leave(db, -ECANCELED);
 }
 
-/* Create the file with mode 0600 before SQLite opens it: SQLite would use
- * 0644 (umask permitting) and the queue holds prompts and outputs. The
- * -wal and -shm files SQLite makes take the main file's permissions. */
-static int
-create_private(const char *path)
-{
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-
-    if (fd < 0) {
-        log_error("%s: cannot create: %s", path, strerror(errno));
-        return -EIO;
-    }
-    close(fd);
-    return 0;
-}
-
-/* open_existing_file checks, without creating anything, that path is a
- * file this process may read and write (what create_private checks for
- * `stepq init`): -ENOENT when there is none, -EIO naming the problem
- * (a read-only file, a folder) otherwise. */
-static int
-open_existing_file(const char *path)
-{
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return -ENOENT;
-        log_error("%s: cannot open: %s", path, strerror(errno));
-        return -EIO;
-    }
-    close(fd);
-    return 0;
-}
-
 /* check_existing is the open path of every command but `stepq init`: the
  * file must already hold a stepq database at this build's version. It
  * runs before any pragma because "PRAGMA journal_mode = WAL" writes to an
@@ -500,10 +465,10 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
     if (opts == NULL)
         opts = &defaults;
     if (create) {
-        if (!memory && (rc = create_private(path)) != 0)
+        if (!memory && (rc = q__file_create(path)) != 0)
             return rc;
         flags |= SQLITE_OPEN_CREATE;
-    } else if (!memory && (rc = open_existing_file(path)) != 0) {
+    } else if (!memory && (rc = q__file_open_existing(path)) != 0) {
         return rc;
     }
     db = xcalloc(1, sizeof(*db));
