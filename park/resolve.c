@@ -74,6 +74,26 @@ park_decision_check(const struct park_decision *d, bool bulk,
     return 0;
 }
 
+/* fresh_deadline is when a job an operator lets go on at now must be done
+ * by: its deadline_s (the job file's, else the default) from now, since
+ * the job is due again now. The job's text was validated at enqueue. */
+static int64_t
+fresh_deadline(q_db *db, int64_t job_id, int64_t now)
+{
+    int64_t span = Q_DEADLINE_S_DEFAULT;
+    struct q_job job;
+
+    if (q_job_get(db, job_id, &job) == 0) {
+        cJSON *o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "deadline_s");
+        if (cJSON_IsNumber(d) && d->valuedouble >= 1)
+            span = (int64_t)d->valuedouble;
+        cJSON_Delete(o);
+        q_job_cleanup(&job);
+    }
+    return now + span * 1000;
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -95,7 +115,9 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                           NULL, 0);
     }
     /* -EALREADY here: the job was cancelled, or is not parked any more. */
-    if ((rc = q_job_requeue_parked(db, it->job_id, d->now)) != 0)
+    if ((rc = q_job_requeue_parked(db, it->job_id, d->now,
+                                   fresh_deadline(db, it->job_id, d->now))) !=
+        0)
         return rc;
     if (d->how == PARK_SKIP) {
         reset.state = Q_STEP_SKIPPED;

@@ -111,7 +111,8 @@ struct q__ops {
     int (*park_list)(q_db *db, const struct q_park_filter *f,
                      struct q_park_item **out, size_t *n);
     int (*park_close)(q_db *db, int64_t id, const struct q_park_close *c);
-    int (*job_requeue_parked)(q_db *db, int64_t job_id, int64_t now);
+    int (*job_requeue_parked)(q_db *db, int64_t job_id, int64_t now,
+                              int64_t deadline_at);
     int (*job_fail_parked)(q_db *db, int64_t job_id, const char *error,
                            int64_t now);
     int (*step_reset)(q_db *db, int64_t job_id, int index,

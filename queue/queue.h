@@ -142,6 +142,9 @@ struct q_job_new {
     const char *text;   /* the job as JSON text, stored as given */
 };
 
+/* A job file's deadline_s when it gives none. */
+#define Q_DEADLINE_S_DEFAULT 3600
+
 /* q_enqueue writes n jobs in one transaction (all or none) at time now.
  * A job whose key exists gets the existing id and duplicate set. opts may
  * be NULL; res has n entries. */
@@ -510,10 +513,12 @@ struct q_park_close {
  * unknown id, -EALREADY when it is already resolved. */
 STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
                                   const struct q_park_close *c);
-/* q_job_requeue_parked makes parked job job_id queued and due at now.
- * -EALREADY when the job is not parked (cancelled, or already going on). */
-STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id,
-                                          int64_t now);
+/* q_job_requeue_parked makes parked job job_id queued, due at now, with
+ * its deadline at deadline_at (an operator's go-ahead gives it its whole
+ * deadline_s again). -EALREADY when the job is not parked (cancelled, or
+ * already going on). */
+STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
+                                          int64_t deadline_at);
 /* q_job_fail_parked fails parked job job_id with error (copied).
  * -EALREADY when the job is not parked. */
 STEPQ_MUST_CHECK int q_job_fail_parked(q_db *db, int64_t job_id,

@@ -43,7 +43,7 @@ from_json(cJSON *job, char *text, const struct spec_opts *opts,
 
     j->root = job;
     j->text = text;
-    j->deadline_s = 3600;
+    j->deadline_s = Q_DEADLINE_S_DEFAULT;
     rc = spec__validate(j, opts, err, errlen);
     if (rc != 0) {
         spec_job_free(j);

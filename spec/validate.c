@@ -472,7 +472,7 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
 {
     const cJSON *root = j->root, *steps, *it;
     const char *run_at = NULL;
-    double deadline = 3600;
+    double deadline = Q_DEADLINE_S_DEFAULT;
     char p[PATH_LEN];
     unsigned m = 0;
     size_t i;

@@ -402,6 +402,42 @@ START_TEST(test_stop_kills_hook_after_grace)
 }
 END_TEST
 
+/* An operator's go-ahead gives the job its whole deadline_s again, from
+ * the resolve. The job was given back once (its worker stopped), which
+ * moved its run_at: the deadline is not taken from the run_at it has. */
+START_TEST(test_retry_gives_the_whole_deadline)
+{
+    struct run_result r;
+    char job[512];
+    int64_t t1, deadline = 0;
+    cJSON *o;
+    pid_t w;
+
+    e2e_start("{\"answers\":[{\"fault\":\"hang\"}]}", "");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"p\",\"deadline_s\":7200,\"steps\":[{\"name\":"
+             "\"post\",\"kind\":\"http\",\"http\":{\"url\":"
+             "\"http://127.0.0.1:%d/hook\",\"body\":{}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    w = e2e_spawn_worker("--grace=3");
+    e2e_wait_for_requests(1, 20000);
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    free(e2e_drain()); /* the attempt left open: parked in doubt */
+    t1 = clock_now_ms();
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--retry"), 0);
+    run_result_free(&r);
+    o = e2e_show(1);
+    ck_assert_int_eq(clock_parse_utc(e2e_str(o, "deadline_at"), &deadline), 0);
+    ck_assert_msg(deadline >= t1 + 7199000, "deadline %lld s after",
+                  (long long)((deadline - t1) / 1000));
+    cJSON_Delete(o);
+    free(e2e_drain());
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -422,6 +458,7 @@ test_suite(void)
     tcase_add_test(tc, test_resolve_all_matching);
     tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
     tcase_add_test(tc, test_stop_kills_hook_after_grace);
+    tcase_add_test(tc, test_retry_gives_the_whole_deadline);
     suite_add_tcase(s, tc);
     return s;
 }

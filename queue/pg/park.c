@@ -46,15 +46,13 @@ static const struct q__pg_sql park_close_sql = {
     " SELECT (SELECT count(*) FROM upd),"
     " EXISTS (SELECT 1 FROM park WHERE id = $1::bigint)::int"};
 
-/* A parked job goes on: queued and due at $4 (a retry; its deadline keeps
- * its span from there), or failed with
- * error $3; only a job still parked moves (else -EALREADY). */
+/* A parked job goes on: queued, due at $4 with its deadline at $6, or
+ * failed with error $3; only a job still parked moves (else -EALREADY). */
 static const struct q__pg_sql leave_parked_sql = {
     "q_park_leave_parked",
     "UPDATE jobs SET state = $2::bigint,"
     " error = CASE WHEN $2::bigint = 3 THEN $3::text ELSE error END,"
-    " deadline_at = coalesce($4::bigint + (deadline_at - run_at),"
-    " deadline_at),"
+    " deadline_at = coalesce($6::bigint, deadline_at),"
     " run_at = coalesce($4::bigint, run_at), updated_at = $5::bigint"
     " WHERE id = $1::bigint AND state = 4 RETURNING id"};
 
@@ -164,11 +162,12 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     return rc;
 }
 
-/* Moves parked job job_id to state (queued: due at now; failed: with
- * error). */
+/* Moves parked job job_id to state (queued: due at now, its deadline at
+ * deadline_at; failed: with error). */
 static int
 leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
-             const char *error, int64_t now, const char *what)
+             const char *error, int64_t now, int64_t deadline_at,
+             const char *what)
 {
     struct q__pg_params p = {0};
     int rc;
@@ -181,22 +180,27 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
     else
         q__pg_p_text(&p, NULL); /* run_at kept */
     q__pg_p_int(&p, now);
+    if (state == Q_JOB_QUEUED)
+        q__pg_p_int(&p, deadline_at);
+    else
+        q__pg_p_text(&p, NULL); /* deadline kept */
     rc =
         q__pg_select_one(q__pg(db), &leave_parked_sql, &p, 0, NULL, NULL, what);
     return rc == -ENOENT ? -EALREADY : rc; /* not parked */
 }
 
 int
-q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now)
+q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
+                         int64_t deadline_at)
 {
-    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now,
+    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, deadline_at,
                         "re-queueing a parked job");
 }
 
 int
 q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
 {
-    return leave_parked(db, job_id, Q_JOB_FAILED, error, now,
+    return leave_parked(db, job_id, Q_JOB_FAILED, error, now, 0,
                         "failing a parked job");
 }
 

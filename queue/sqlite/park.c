@@ -148,7 +148,8 @@ q__sqlite_park_close(q_db *base, int64_t id, const struct q_park_close *c)
 }
 
 int
-q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now)
+q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
+                             int64_t deadline_at)
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_REQUEUE);
@@ -157,6 +158,7 @@ q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
     sqlite3_bind_int64(s, 2, now);
+    sqlite3_bind_int64(s, 3, deadline_at);
     return update_one(db, s, "re-queueing a parked job");
 }
 

@@ -189,11 +189,9 @@ static const char *const sql_text[ST_COUNT] = {
         " output = coalesce(excluded.output, output),"
         " reset_after = max(reset_after, excluded.reset_after),"
         " pin_tier = excluded.pin_tier",
-    /* An operator's go-ahead starts the job's deadline afresh: it keeps
-     * its span (deadline_s) from the new run_at. */
     [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?2,"
-                       " deadline_at = ?2 + (deadline_at - run_at),"
-                       " updated_at = ?2 WHERE id = ?1 AND state = 4",
+                       " deadline_at = ?3, updated_at = ?2"
+                       " WHERE id = ?1 AND state = 4",
     [ST_JOB_FAIL_PARKED] = "UPDATE jobs SET state = 3, error = ?2,"
                            " updated_at = ?3 WHERE id = ?1 AND state = 4",
     [ST_PARK_ADD] =
