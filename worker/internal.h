@@ -26,8 +26,11 @@
 #define ERROR_BODY_MAX 2000
 
 /* The reason of an attempt a worker cut short when it stopped: the next
- * holder retries it without counting it (answer.c, run.c). */
-#define WORKER_STOPPED "worker_stopped"
+ * holder retries it without counting it, the first WORKER_STOPS_FREE
+ * times a step (done.c, run.c), so that a worker stopped every time
+ * (a short --grace on a timer) cannot send a step without end. */
+#define WORKER_STOPPED    "worker_stopped"
+#define WORKER_STOPS_FREE 3
 
 struct run;
 

@@ -143,6 +143,7 @@ static void
 derive_context(struct run *r, const struct q_attempt *a, size_t n)
 {
     struct worker *w = r->w;
+    int stops = 0;
 
     r->cur_tier = -1;
     r->wait_tier = -1;
@@ -161,9 +162,12 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
         r->cur_tier = ti;
         /* Counted per tier, so a detour to another tier (one refused
          * admission for a while) does not restart a tier's count. */
+        bool stop_free = a[i].reason != NULL &&
+                         strcmp(a[i].reason, WORKER_STOPPED) == 0 &&
+                         ++stops <= WORKER_STOPS_FREE;
         if (!(strcmp(d, "backoff_retry") == 0 &&
               strcmp(o, "soft_throttle") == 0) &&
-            !(a[i].reason != NULL && strcmp(a[i].reason, WORKER_STOPPED) == 0))
+            !stop_free)
             (*sends_on(r, ti))++;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
