@@ -30,6 +30,18 @@ expect_free_tier(const char *k, const char *want)
     cJSON_Delete(tiers);
 }
 
+/* Checks in_flight of tier free in `tiers --json`. */
+static void
+expect_free_in_flight(int want)
+{
+    cJSON *tiers = e2e_tiers();
+    const cJSON *n =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(tiers, 0), "in_flight");
+
+    ck_assert_int_eq(cJSON_GetNumberValue(n), want);
+    cJSON_Delete(tiers);
+}
+
 /* free_breaker_openings reads tier free's breaker_openings from
  * `stepq report --json` (the last day); -1 when free is not listed. */
 static int
@@ -404,7 +416,11 @@ START_TEST(test_stop_mid_request_costs_no_attempt)
     e2e_wait_for_requests(1, 20000);
     kill(w, SIGTERM);
     ck_assert_int_eq(e2e_wait_exit(w), 0);
+    /* An attempt left open leaves its send on the tier for the next
+     * holder to take off when it settles the attempt, once. */
+    expect_free_in_flight(_i == 0 ? 0 : 1);
     free(e2e_drain());
+    expect_free_in_flight(0);
     job = e2e_show(1);
     if (_i == 0) {
         ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
