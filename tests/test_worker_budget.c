@@ -62,6 +62,28 @@ START_TEST(test_degraded_request_sent_past_token_budget)
 }
 END_TEST
 
+/* A transport error may have been billed for all it asked: the attempt
+ * keeps its estimate (with max_tokens 1000), as an attempt in doubt does;
+ * it was cut back to the prompt's bytes / 4. */
+START_TEST(test_timed_out_attempt_keeps_its_estimate)
+{
+    cJSON *job;
+    int tokens;
+
+    e2e_start("{\"answers\":[{\"fault\":\"hang\"}]}", "");
+    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"timeout_s\":1,"
+                "\"tiers\":[\"free\"],\"request\":{\"max_tokens\":1000,"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    e2e_expect_attempt(job, 0, "timeout", NULL, "backoff_retry");
+    tokens = cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint;
+    ck_assert_msg(tokens >= 1000, "tokens %d", tokens);
+    cJSON_Delete(job);
+}
+END_TEST
+
 /* Degrading keeps the request valid: a tool result stays with the
  * assistant message that called for it, drop_tools takes
  * parallel_tool_calls too, and a degrade max_tokens above the request's
@@ -136,7 +158,7 @@ START_TEST(test_deadline_passed_sends_nothing_more)
     char text[512], at[40];
     cJSON *job, *log;
 
-    e2e_start("{\"latency_ms\":1500}", "");
+    e2e_start("{\"latency_ms\":4000}", "");
     clock_format_utc(clock_now_ms() - 7200 * 1000, at, sizeof(at));
     snprintf(text, sizeof(text),
              "{\"name\":\"late\",\"run_at\":\"%s\",\"deadline_s\":60,"
@@ -144,7 +166,7 @@ START_TEST(test_deadline_passed_sends_nothing_more)
              "\"role\":\"user\",\"content\":\"x\"}]}}]}",
              at);
     e2e_enqueue(text);
-    e2e_enqueue("{\"name\":\"slow\",\"deadline_s\":1,\"steps\":[{\"name\":"
+    e2e_enqueue("{\"name\":\"slow\",\"deadline_s\":3,\"steps\":[{\"name\":"
                 "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
                 "\"content\":\"x\"}]}},{\"name\":\"b\",\"request\":{"
                 "\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}}]}");
@@ -266,6 +288,7 @@ test_suite(void)
     tcase_add_test(tc, test_deadline_passed_sends_nothing_more);
     tcase_add_test(tc, test_error_answer_costs_no_tokens);
     tcase_add_test(tc, test_degrade_keeps_tool_pairs_and_lowers_only);
+    tcase_add_test(tc, test_timed_out_attempt_keeps_its_estimate);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);
     return s;

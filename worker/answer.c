@@ -395,8 +395,9 @@ text_cleanup(struct chat_text *t)
 /* spent_tokens is what an answer cost: the usage it reports, else an
  * estimate. An error answer (a status outside 2xx) was not billed and
  * completed nothing: 0, or its HTML page would count as output. A
- * transport error may have been billed for the prompt: the request's
- * estimate. A 2xx without usage: request and answer, bytes / 4. */
+ * transport error may have been billed for all it asked for (a timeout
+ * while generating): the attempt's estimate stays, as it does for an
+ * attempt in doubt. A 2xx without usage: request and answer, bytes / 4. */
 static int64_t
 spent_tokens(const struct run *r, const struct http_response *res,
              int64_t reported)
@@ -404,7 +405,7 @@ spent_tokens(const struct run *r, const struct http_response *res,
     if (reported >= 0)
         return reported;
     if (res->error != HTTP_ERR_NONE)
-        return (int64_t)r->body_len / 4;
+        return r->attempt_est > 0 ? r->attempt_est : 0;
     if (res->status < 200 || res->status > 299)
         return 0;
     return (int64_t)(r->body_len + res->body_len) / 4;

@@ -281,7 +281,7 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     if (call->too_large)
         snprintf(res->error_text, sizeof(res->error_text),
                  "response larger than %zu bytes", c->max_response);
-    else if (rc == CURLE_FILESIZE_EXCEEDED)
+    else if (rc == CURLE_FILESIZE_EXCEEDED && call->content_length >= 0)
         /* Refused on its Content-Length, before any of the body came:
          * there is none to keep (libcurl says "Maximum file size
          * exceeded"). */

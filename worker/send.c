@@ -320,8 +320,10 @@ worker__attempt(struct run *r)
          * replay of a step with side effects safe (decide counts on it). */
         if (rc == 0 && s->idempotency_key != NULL &&
             (rc = http_request_add_header(&req, "Idempotency-Key",
-                                          s->idempotency_key)) != 0)
+                                          s->idempotency_key)) != 0) {
+            http_request_cleanup(&req); /* a job from before the check */
             snprintf(err, sizeof(err), "idempotency_key: not a header value");
+        }
     } else {
         r->send_id = 0;
         r->cur_tier = -1;
