@@ -74,24 +74,29 @@ park_decision_check(const struct park_decision *d, bool bulk,
     return 0;
 }
 
-/* fresh_deadline is when a job an operator lets go on at now must be done
- * by: its deadline_s (the job file's, else the default) from now, since
- * the job is due again now. The job's text was validated at enqueue. */
-static int64_t
-fresh_deadline(q_db *db, int64_t job_id, int64_t now)
+/* fresh_deadline sets *at to when a job an operator lets go on at now
+ * must be done by: its deadline_s (the job file's, else the default) from
+ * now, since the job is due again now. The job's text was validated at
+ * enqueue. Returns 0 or the error of reading the job. */
+static int
+fresh_deadline(q_db *db, int64_t job_id, int64_t now, int64_t *at)
 {
     int64_t span = Q_DEADLINE_S_DEFAULT;
     struct q_job job;
+    cJSON *o;
+    const cJSON *d;
+    int rc = q_job_get(db, job_id, &job);
 
-    if (q_job_get(db, job_id, &job) == 0) {
-        cJSON *o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "deadline_s");
-        if (cJSON_IsNumber(d) && d->valuedouble >= 1)
-            span = (int64_t)d->valuedouble;
-        cJSON_Delete(o);
-        q_job_cleanup(&job);
-    }
-    return now + span * 1000;
+    if (rc != 0)
+        return rc;
+    o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
+    d = cJSON_GetObjectItemCaseSensitive(o, "deadline_s");
+    if (cJSON_IsNumber(d) && d->valuedouble >= 1)
+        span = (int64_t)d->valuedouble;
+    cJSON_Delete(o);
+    q_job_cleanup(&job);
+    *at = now + span * 1000;
+    return 0;
 }
 
 /* The job and step part of a resolution; the item is already closed.
@@ -102,6 +107,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
 {
     struct q_step_reset reset = {.state = Q_STEP_PENDING};
     char error[512];
+    int64_t deadline;
     int rc;
 
     if (d->how == PARK_FAIL) {
@@ -115,9 +121,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                           NULL, 0);
     }
     /* -EALREADY here: the job was cancelled, or is not parked any more. */
-    if ((rc = q_job_requeue_parked(db, it->job_id, d->now,
-                                   fresh_deadline(db, it->job_id, d->now))) !=
-        0)
+    if ((rc = fresh_deadline(db, it->job_id, d->now, &deadline)) != 0 ||
+        (rc = q_job_requeue_parked(db, it->job_id, d->now, deadline)) != 0)
         return rc;
     if (d->how == PARK_SKIP) {
         reset.state = Q_STEP_SKIPPED;

@@ -158,7 +158,7 @@ START_TEST(test_deadline_passed_sends_nothing_more)
     char text[512], at[40];
     cJSON *job, *log;
 
-    e2e_start("{\"latency_ms\":4000}", "");
+    e2e_start("{\"latency_ms\":8000}", "");
     clock_format_utc(clock_now_ms() - 7200 * 1000, at, sizeof(at));
     snprintf(text, sizeof(text),
              "{\"name\":\"late\",\"run_at\":\"%s\",\"deadline_s\":60,"
@@ -166,10 +166,13 @@ START_TEST(test_deadline_passed_sends_nothing_more)
              "\"role\":\"user\",\"content\":\"x\"}]}}]}",
              at);
     e2e_enqueue(text);
-    e2e_enqueue("{\"name\":\"slow\",\"deadline_s\":3,\"steps\":[{\"name\":"
-                "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
-                "\"content\":\"x\"}]}},{\"name\":\"b\",\"request\":{"
-                "\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}}]}");
+    /* 6 s to send the first step (a loaded machine's start-up fits), whose
+     * answer takes 8 (its own timeout_s over the tier's 5). */
+    e2e_enqueue(
+        "{\"name\":\"slow\",\"deadline_s\":6,\"steps\":[{\"name\":"
+        "\"a\",\"timeout_s\":20,\"request\":{\"messages\":[{\"role\":\"user\","
+        "\"content\":\"x\"}]}},{\"name\":\"b\",\"request\":{"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}}]}");
     free(e2e_drain());
     for (int id = 1; id <= 2; id++) {
         job = e2e_show(id);

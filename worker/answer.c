@@ -395,17 +395,24 @@ text_cleanup(struct chat_text *t)
 /* spent_tokens is what an answer cost: the usage it reports, else an
  * estimate. An error answer (a status outside 2xx) was not billed and
  * completed nothing: 0, or its HTML page would count as output. A
- * transport error may have been billed for all it asked for (a timeout
- * while generating): the attempt's estimate stays, as it does for an
- * attempt in doubt. A 2xx without usage: request and answer, bytes / 4. */
+ * transport error after the request went out (a timeout while
+ * generating, a reset, an answer too large) may have been billed for all
+ * it asked for: the estimate the send was charged stays, as it does for
+ * an attempt in doubt (send_est: it survives a store outage, where
+ * attempt_est does not). One that never reached the endpoint (refused,
+ * TLS, ...) cost nothing. A 2xx without usage: request and answer,
+ * bytes / 4. */
 static int64_t
 spent_tokens(const struct run *r, const struct http_response *res,
              int64_t reported)
 {
     if (reported >= 0)
         return reported;
+    if (res->error == HTTP_ERR_TIMEOUT || res->error == HTTP_ERR_RESET ||
+        res->error == HTTP_ERR_TOO_LARGE)
+        return r->send_est > 0 ? r->send_est : 0;
     if (res->error != HTTP_ERR_NONE)
-        return r->attempt_est > 0 ? r->attempt_est : 0;
+        return 0;
     if (res->status < 200 || res->status > 299)
         return 0;
     return (int64_t)(r->body_len + res->body_len) / 4;

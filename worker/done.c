@@ -61,24 +61,22 @@ stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
  * is this worker's to end. An attempt left open is settled in doubt by
  * the job's next holder, which then takes the send off the tier
  * (tier_forget_send): ending it here too would take out another worker's
- * send. So it is ours when the attempt was closed (closed: by
- * stopped_mid_request; or by a cancel, for a lost job that was
- * cancelled), or never recorded. */
+ * send. So it is ours when the attempt was closed by us (closed), or by a
+ * cancel of the job while we held it (no claim since ours: a later
+ * holder may already have settled it in doubt), or never recorded. */
 static bool
 settles_its_send(struct run *r, bool closed)
 {
     struct q_job job;
-    bool cancelled;
+    bool ours;
 
     if (closed || r->attempt_id <= 0)
         return true;
-    if (!r->lost)
-        return false; /* given back with the attempt open */
     if (q_job_get(r->w->db, r->job.id, &job) != 0)
         return false; /* store away: it cannot be written now anyway */
-    cancelled = job.state == Q_JOB_CANCELLED;
+    ours = job.state == Q_JOB_CANCELLED && job.claims == r->job.claims;
     q_job_cleanup(&job);
-    return cancelled;
+    return ours;
 }
 
 void
