@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "tests/support/e2e.h"
+#include "tests/support/mockproc.h"
 
 /* A step of about 2,770 input tokens asking for 200 output tokens, planned
  * to fit token_budget 4000, its answer truncated; extra is spliced into the
@@ -80,6 +81,28 @@ START_TEST(test_timed_out_attempt_keeps_its_estimate)
     e2e_expect_attempt(job, 0, "timeout", NULL, "backoff_retry");
     tokens = cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint;
     ck_assert_msg(tokens >= 1000, "tokens %d", tokens);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* A request that never reached the endpoint (the connection refused: the
+ * mock is gone) cost nothing: the step keeps no tokens of it, where the
+ * estimate with max_tokens 1000 was charged for good. */
+START_TEST(test_refused_attempt_costs_nothing)
+{
+    cJSON *job;
+    int tokens;
+
+    e2e_start("{}", "");
+    ck_assert_int_eq(mockproc_stop(&e2e_mock), 0);
+    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"max_attempts\":"
+                "1,\"tiers\":[\"free\"],\"request\":{\"max_tokens\":1000,"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    tokens = cJSON_GetObjectItem(e2e_step_of(job, 0), "tokens")->valueint;
+    ck_assert_msg(tokens == 0, "tokens %d", tokens);
     cJSON_Delete(job);
 }
 END_TEST
@@ -292,6 +315,7 @@ test_suite(void)
     tcase_add_test(tc, test_error_answer_costs_no_tokens);
     tcase_add_test(tc, test_degrade_keeps_tool_pairs_and_lowers_only);
     tcase_add_test(tc, test_timed_out_attempt_keeps_its_estimate);
+    tcase_add_test(tc, test_refused_attempt_costs_nothing);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);
     return s;
