@@ -56,6 +56,12 @@ reason_is(const struct policy_class *c, const char *r)
     return c->reason != NULL && strcmp(c->reason, r) == 0;
 }
 
+bool
+policy_may_resend(bool replayable, bool side_effects, bool keyed)
+{
+    return (replayable || keyed) && !(side_effects && !keyed);
+}
+
 void
 policy_decide(const struct policy_class *c, const struct policy_step *s,
               const struct policy_config *cfg, struct policy_decision *out)

@@ -208,6 +208,12 @@ void policy_decide(const struct policy_class *c, const struct policy_step *s,
                    const struct policy_config *cfg,
                    struct policy_decision *out);
 
+/* policy_may_resend tells whether a step whose last request may have
+ * reached the endpoint may be sent again without a human: it is
+ * replayable or has an idempotency key, and it is not a write without a
+ * key (decide's in-doubt row). Never fails. */
+bool policy_may_resend(bool replayable, bool side_effects, bool keyed);
+
 /* policy_write_may_have_happened tells whether the endpoint may have acted
  * on the request (a 2xx, a 5xx, a timeout, a connection lost after
  * sending), for policy_step.write_may_have_happened. */

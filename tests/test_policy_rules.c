@@ -65,6 +65,25 @@ END_TEST
 
 /* ---- user rules ---- */
 
+/* Who may be sent again after a request that may have reached the
+ * endpoint: replayable or keyed, never a write without a key. */
+static const struct {
+    bool replayable, side_effects, keyed, want;
+} resend_rows[] = {
+    {true, false, false, true}, {false, false, false, false},
+    {true, true, false, false}, {true, true, true, true},
+    {false, true, true, true},  {false, true, false, false},
+};
+
+START_TEST(test_may_resend)
+{
+    ck_assert_int_eq(policy_may_resend(resend_rows[_i].replayable,
+                                       resend_rows[_i].side_effects,
+                                       resend_rows[_i].keyed),
+                     resend_rows[_i].want);
+}
+END_TEST
+
 START_TEST(test_user_rule_overrides_default)
 {
     struct config_rule r[] = {
@@ -237,6 +256,7 @@ test_suite(void)
     tcase_add_loop_test(tc, test_action_names_round_trip, 0,
                         POLICY_ACTION_COUNT);
     tcase_add_test(tc, test_names_as_spec_prints);
+    tcase_add_loop_test(tc, test_may_resend, 0, STEPQ_ARRAY_LEN(resend_rows));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("user_rules");

@@ -27,8 +27,7 @@ stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
                                   .reason = WORKER_STOPPED,
                                   .decision = "backoff_retry",
                                   .latency_ms = res->latency_ms,
-                                  .tokens =
-                                      r->attempt_est > 0 ? r->attempt_est : 0,
+                                  .tokens = r->send_est > 0 ? r->send_est : 0,
                                   .finished_at = now};
     struct attempt_log line = {.job = r->job.id,
                                .step = s->name,
@@ -40,10 +39,8 @@ stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
                                .latency_ms = res->latency_ms,
                                .error = http_error_name(res->error)};
 
-    bool keyed = s->idempotency_key != NULL;
-
-    if (r->attempt_id <= 0 || !(s->replayable || keyed) ||
-        (s->side_effects && !keyed))
+    if (r->attempt_id <= 0 || !policy_may_resend(s->replayable, s->side_effects,
+                                                 s->idempotency_key != NULL))
         return false;
     if (q_attempt_finish(r->w->db, r->attempt_id, &ar) != 0) {
         log_warn("job %lld: cannot record the attempt cut short",
