@@ -70,6 +70,12 @@ q_tx_rollback(q_db *db)
 }
 
 int
+q_tx_durable(q_db *db)
+{
+    return db->ops->tx_durable != NULL ? db->ops->tx_durable(db) : 0;
+}
+
+int
 q_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
           const struct q_enqueue_opts *opts, int64_t now,
           struct q_enqueue_result *res)

@@ -99,6 +99,17 @@ STEPQ_MUST_CHECK int q_tx_commit(q_db *db);
 /* q_tx_rollback abandons the innermost level (the whole transaction at
  * the outermost). */
 void q_tx_rollback(q_db *db);
+/* q_tx_durable asks that the open transaction be on disk, where a power
+ * loss or a crash of the machine cannot undo it, by the time its
+ * q_tx_commit returns 0; outside a transaction, what is committed so far,
+ * before this returns. For a transaction that records a request which
+ * must not be sent twice. A store whose every commit already is does
+ * nothing (PostgreSQL, which stepq's sessions commit synchronously;
+ * SQLite opened durable); otherwise SQLite flushes its write-ahead log
+ * after the COMMIT. -EIO: the disk refused the flush (logged); the commit
+ * may have happened, but it is not known to be on disk, so nothing it
+ * recorded may be sent. */
+STEPQ_MUST_CHECK int q_tx_durable(q_db *db);
 
 /* ---- jobs ------------------------------------------------------------ */
 

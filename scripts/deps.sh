@@ -15,7 +15,7 @@ SUDO=""
 pkgs=(build-essential cmake pkg-config git
       libuv1-dev libcurl4-openssl-dev libsqlite3-dev libcjson-dev check
       libsubunit-dev libhttp-parser-dev libssl-dev clang-format sqlite3
-      libpq-dev postgresql-15 postgresql-client-15 faketime
+      libpq-dev postgresql-15 postgresql-client-15 faketime strace
       libmicrohttpd-dev libmimalloc-dev prometheus)
 if [ $browser -eq 1 ]; then
     pkgs+=(chromium)

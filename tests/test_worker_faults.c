@@ -4,8 +4,10 @@
  * purpose: a loop turn whose commit fails, a park whose savepoint cannot
  * be opened. What is checked is what a user sees afterwards through the
  * real binary: the job, its history, the park table, the hook's view.
- * The last case runs the real `stepq work` beside a second process that
- * takes the database's write lock: loop turns stay short. */
+ * The "turns" case runs the real `stepq work` beside a second process that
+ * takes the database's write lock: loop turns stay short. The "disk" case
+ * runs it under strace, to see its write-ahead log flushed before a post
+ * leaves (strace comes from scripts/deps.sh). */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
@@ -358,6 +360,70 @@ START_TEST(test_url_template_is_encoded)
 }
 END_TEST
 
+/* The first line of trace (strace's) from from on that flushes a
+ * write-ahead log ("-wal>" names the file, with -y), or NULL. */
+static const char *
+wal_flush_after(const char *from)
+{
+    for (const char *l = from; l != NULL && *l != '\0';) {
+        const char *end = strchr(l, '\n');
+        size_t n = end ? (size_t)(end - l) : strlen(l);
+        char line[512];
+
+        snprintf(line, sizeof(line), "%.*s", (int)n, l);
+        if (strstr(line, "sync(") != NULL && strstr(line, "-wal>") != NULL)
+            return l;
+        l = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* A request that may not be sent twice leaves only once its attempt's
+ * record is on disk: between the commit and the send the worker flushes
+ * SQLite's write-ahead log, which synchronous=NORMAL leaves to the next
+ * checkpoint, so a power loss cannot undo the record of a post the
+ * endpoint may have made. Seen in the worker's own system calls (strace):
+ * after the chat step's request (SQLite flushes a new log's header
+ * itself, before), the log is flushed before the post leaves. */
+START_TEST(test_unrepeatable_send_waits_for_the_disk)
+{
+    static const char *const wrap[] = {
+        "strace", "-f",
+        "-qq",    "-y",
+        "-s",     "24",
+        "-o",     "trace.txt",
+        "-e",     "trace=fdatasync,fsync,sendto,sendmsg,write,writev",
+        NULL};
+    static const char *const args[] = {"--drain", NULL};
+    char job[768], *trace = NULL;
+    const char *chat, *post, *flush;
+    size_t len;
+
+    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
+              "[{\"status\":201,\"body\":\"ok\"}]}]}",
+              "");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"p\",\"steps\":[{\"name\":\"a\",\"request\":{"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}},"
+             "{\"name\":\"post\",\"kind\":\"http\",\"http\":{\"method\":"
+             "\"POST\",\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"
+             "{\"text\":\"{{steps.a.output}}\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    ck_assert_int_eq(e2e_wait_exit(e2e_spawn_under(wrap, args)), 0);
+    ck_assert_int_eq(file_read_all("trace.txt", 64 << 20, &trace, &len), 0);
+    chat = strstr(trace, "\"POST /free");
+    post = strstr(trace, "\"POST /comments");
+    ck_assert_msg(chat != NULL && post != NULL && chat < post, "%s", trace);
+    flush = wal_flush_after(chat);
+    ck_assert_msg(flush != NULL && flush < post,
+                  "no flush of the log between the chat and the post:\n%s",
+                  trace);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 1);
+    free(trace);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -383,6 +449,12 @@ test_suite(void)
                         (int)(sizeof(answer_cases) / sizeof(answer_cases[0])));
     tcase_add_test(tc, test_http_output_is_text);
     tcase_add_test(tc, test_url_template_is_encoded);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("disk");
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_unrepeatable_send_waits_for_the_disk);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -113,6 +113,11 @@ struct q__sqlite {
     size_t ntier_rows;
     struct q__tier_undo *tier_undo; /* owned; one entry per row and level */
     size_t ntier_undo, tier_undo_cap;
+    /* synchronous=FULL: every COMMIT flushes the write-ahead log. */
+    bool full_sync;
+    /* q_tx_durable asked for the open transaction: its COMMIT is followed
+     * by a flush of the write-ahead log (synchronous=NORMAL does not). */
+    bool tx_durable;
     int64_t keep_body_bytes;
     char *path;
 };
@@ -133,6 +138,7 @@ int q__sqlite_db_version(q_db *db, int *out);
 int q__sqlite_tx_begin(q_db *db);
 int q__sqlite_tx_commit(q_db *db);
 void q__sqlite_tx_rollback(q_db *db);
+int q__sqlite_tx_durable(q_db *db);
 int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                       const struct q_enqueue_opts *opts, int64_t now,
                       struct q_enqueue_result *res);

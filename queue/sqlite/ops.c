@@ -10,6 +10,7 @@ const struct q__ops q__sqlite_ops = {
     .tx_begin = q__sqlite_tx_begin,
     .tx_commit = q__sqlite_tx_commit,
     .tx_rollback = q__sqlite_tx_rollback,
+    .tx_durable = q__sqlite_tx_durable,
     .enqueue = q__sqlite_enqueue,
     .job_get = q__sqlite_job_get,
     .jobs_list = q__sqlite_jobs_list,

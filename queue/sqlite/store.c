@@ -356,6 +356,42 @@ reset_busy(struct q__sqlite *db)
     }
 }
 
+/* wal_sync flushes the write-ahead log to disk (fdatasync, through
+ * SQLite's own file object for it), so that every transaction committed in
+ * it so far survives a power loss. With synchronous=NORMAL a COMMIT only
+ * writes the log; SQLite flushes it at checkpoints. A file without a log
+ * (":memory:") has nothing to flush. */
+static int
+wal_sync(struct q__sqlite *db)
+{
+    sqlite3_file *f = NULL;
+    int rc =
+        sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
+
+    if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
+        return 0;
+    if ((rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL)) != SQLITE_OK) {
+        log_error("%s: cannot flush the write-ahead log to disk: %s",
+                  db->path ? db->path : "database", sqlite3_errstr(rc));
+        return -EIO;
+    }
+    return 0;
+}
+
+int
+q__sqlite_tx_durable(q_db *base)
+{
+    struct q__sqlite *db = q__sqlite(base);
+
+    if (db->full_sync)
+        return 0;
+    if (db->tx_depth > 0) {
+        db->tx_durable = true;
+        return 0;
+    }
+    return wal_sync(db);
+}
+
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
  * the caller's group commit goes on. The BEGIN runs at once (it takes the
@@ -398,6 +434,7 @@ q__tx_leave(struct q__sqlite *db, int rc)
         rc = q__tier_rows_flush(db); /* an error was logged */
     q__tier_rows_forget(db);
     if (rc != 0) {
+        db->tx_durable = false;
         step_done(db, ST_ROLLBACK, "rolling back");
         reset_busy(db);
         return rc;
@@ -406,6 +443,9 @@ q__tx_leave(struct q__sqlite *db, int rc)
         !sqlite3_get_autocommit(db->h))
         step_done(db, ST_ROLLBACK, "rolling back");
     reset_busy(db);
+    if (err == 0 && db->tx_durable)
+        err = wal_sync(db);
+    db->tx_durable = false;
     return err;
 }
 
@@ -474,6 +514,7 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
     db->base.clock_offset_ms = 0;
     db->path = xstrdup(path);
     db->keep_body_bytes = opts->keep_body_bytes;
+    db->full_sync = opts->durable;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         rc = db->h ? q__db_err(db, "opening") : -EIO;
         goto fail;
