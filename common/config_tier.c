@@ -235,6 +235,11 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
     if (name[0] == '\0')
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must not be empty");
+    /* Stores index tier names (PostgreSQL's index takes about 2,700
+     * bytes a row): a longer name would be refused there alone, by work. */
+    if (strlen(name) > 200)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "longer than 200 bytes");
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "base_url"),

@@ -68,10 +68,15 @@ struct spec_opts {
 
 /* spec_key_reserved tells whether key is one only a schedule gives. */
 bool spec_key_reserved(const char *key);
+/* The longest key, in bytes. Every store indexes keys for dedupe, and
+ * PostgreSQL's index takes at most about 2,700 bytes a row: a longer key
+ * would be refused there alone, with a storage error. */
+#define SPEC_KEY_MAX_BYTES 1024
+
 /* spec_key_check applies a job file's rules for a key to a key given
- * apart from the job (stepq enqueue --key, libstepq): not empty, not a
- * schedule's, UTF-8 without control characters. Returns 0, or -EINVAL with
- * "key: ..." in err (len bytes). */
+ * apart from the job (stepq enqueue --key, libstepq): not empty, at most
+ * SPEC_KEY_MAX_BYTES, not a schedule's, UTF-8 without control characters.
+ * Returns 0, or -EINVAL with "key: ..." in err (len bytes). */
 STEPQ_MUST_CHECK int spec_key_check(const char *key, char *err, size_t len);
 
 /* Largest accepted job, as JSON text. */

@@ -17,7 +17,10 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN 256
+#define PATH_LEN     256
+#define STR_(x)      #x
+#define STR(x)       STR_(x)
+#define KEY_TOO_LONG "key: longer than " STR(SPEC_KEY_MAX_BYTES) " bytes"
 
 static const char *const job_keys[] = {
     "name", "key", "priority", "run_at", "deadline_s", "steps", NULL};
@@ -497,6 +500,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         return json_fail(err, len, "name", "must not be empty");
     if (j->key != NULL && j->key[0] == '\0')
         return json_fail(err, len, "key", "must not be empty");
+    if (j->key != NULL && strlen(j->key) > SPEC_KEY_MAX_BYTES)
+        return json_fail(err, len, "", KEY_TOO_LONG);
     if (spec_key_reserved(j->key))
         return json_fail(err, len, "key",
                          "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
@@ -562,6 +567,8 @@ spec_key_check(const char *key, char *err, size_t len)
 {
     if (key[0] == '\0')
         return json_fail(err, len, "", "key: must not be empty");
+    if (strlen(key) > SPEC_KEY_MAX_BYTES)
+        return json_fail(err, len, "", KEY_TOO_LONG);
     if (spec_key_reserved(key))
         return json_fail(err, len, "",
                          "key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX

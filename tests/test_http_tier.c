@@ -112,6 +112,29 @@ START_TEST(test_bad_tier_fields_refused_with_path)
 }
 END_TEST
 
+/* A tier's name is at most 200 bytes: every store indexes it. */
+START_TEST(test_tier_name_length_bounded)
+{
+    char name[202], text[512], err[256];
+    struct config *cfg = NULL;
+
+    for (int extra = 0; extra < 2; extra++) {
+        memset(name, 't', sizeof(name));
+        name[200 + extra] = '\0';
+        snprintf(text, sizeof(text),
+                 "{\"tiers\":[{\"name\":\"%s\",\"base_url\":\"http://h/v1\","
+                 "\"model\":\"m\"}]}",
+                 name);
+        ck_assert_int_eq(
+            config_parse(text, strlen(text), NULL, &cfg, err, sizeof(err)),
+            extra ? -EINVAL : 0);
+        config_free(cfg);
+        cfg = NULL;
+    }
+    ck_assert_str_eq(err, "tiers[0].name: longer than 200 bytes");
+}
+END_TEST
+
 START_TEST(test_tier_fields_parsed)
 {
     struct config *cfg = NULL;
@@ -276,6 +299,7 @@ test_suite(void)
     tcase_add_loop_test(conf, test_bad_tier_fields_refused_with_path, 0,
                         (int)(sizeof(bad_configs) / sizeof(bad_configs[0])));
     tcase_add_test(conf, test_tier_fields_parsed);
+    tcase_add_test(conf, test_tier_name_length_bounded);
     tcase_add_test(build, test_request_carries_headers_query_and_key_header);
     tcase_add_test(build, test_url_keeps_base_query_and_masks_env_values);
     tcase_add_test(build, test_unset_env_fails_naming_the_variable);

@@ -134,6 +134,45 @@ START_TEST(test_handle_writes_after_a_duplicate)
 }
 END_TEST
 
+/* The longest key a job may have (1,024 bytes) is stored and deduplicated
+ * on every store, even one that does not compress (PostgreSQL's index
+ * takes about 2,700 bytes a row); a longer one is bad input, on every
+ * store alike. */
+START_TEST(test_longest_key_deduplicated)
+{
+    static const char job[] = "{\"name\":\"n\",\"steps\":[{\"name\":\"a\","
+                              "\"request\":{\"messages\":[{\"role\":"
+                              "\"user\"}]}}]}";
+    char key[1026], err[256] = "";
+    stepq *q = open_fresh();
+    uint32_t x = 12345;
+    int64_t id = 0;
+    bool dup = true;
+
+    for (size_t i = 0; i < sizeof(key) - 1; i++) {
+        x = x * 1103515245u + 12345u; /* letters and digits at random */
+        key[i] =
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                [(x >> 16) % 62];
+    }
+    key[1024] = '\0';
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(stepq_enqueue(q, job, key, &id, &dup, err, sizeof(err)) ==
+                          0,
+                      "%s", err);
+        ck_assert(dup == (i == 1));
+        ck_assert_int_eq(id, 1);
+    }
+    key[1024] = 'z';
+    ck_assert_int_eq(stepq_enqueue(q, job, key, &id, &dup, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_str_eq(err, "key: longer than 1024 bytes");
+    stepq_close(q);
+    ck_assert_int_eq(run_job_count(loc), 1);
+    free(loc);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -145,6 +184,7 @@ test_suite(void)
     tcase_add_test(tc, test_many_bad_job_late_writes_nothing);
     tcase_add_test(tc, test_many_ids_in_order_and_deduplicated);
     tcase_add_test(tc, test_handle_writes_after_a_duplicate);
+    tcase_add_test(tc, test_longest_key_deduplicated);
     suite_add_tcase(s, tc);
     return s;
 }

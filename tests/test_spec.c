@@ -387,6 +387,33 @@ START_TEST(test_huge_job_refused)
 }
 END_TEST
 
+/* A key is at most SPEC_KEY_MAX_BYTES, in a job file and given apart
+ * (--key, libstepq) alike: every store can index it. */
+START_TEST(test_key_length_bounded)
+{
+    char key[SPEC_KEY_MAX_BYTES + 2], job[SPEC_KEY_MAX_BYTES + 256], err[256];
+    struct spec_job *s = NULL;
+
+    for (int extra = 0; extra < 2; extra++) {
+        memset(key, 'k', sizeof(key));
+        key[SPEC_KEY_MAX_BYTES + extra] = '\0';
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"j\",\"key\":\"%s\",\"steps\":"
+                 "[" CHAT("a") "]}",
+                 key);
+        ck_assert_int_eq(
+            spec_parse(job, strlen(job), NULL, &s, err, sizeof(err)),
+            extra ? -EINVAL : 0);
+        ck_assert_int_eq(spec_key_check(key, err, sizeof(err)),
+                         extra ? -EINVAL : 0);
+        if (extra)
+            ck_assert_str_eq(err, "key: longer than 1024 bytes");
+        spec_job_free(s);
+        s = NULL;
+    }
+}
+END_TEST
+
 START_TEST(test_deep_nesting_refused)
 {
     size_t depth = 100000;
@@ -462,6 +489,7 @@ test_suite(void)
     tcase_add_test(tc, test_budget_fields_read);
     tcase_add_test(tc, test_unknown_tier_refused_when_config_names_tiers);
     tcase_add_test(tc, test_huge_job_refused);
+    tcase_add_test(tc, test_key_length_bounded);
     tcase_add_test(tc, test_deep_nesting_refused);
     tcase_add_test(tc, test_many_names_the_bad_job);
     tcase_add_test(tc, test_many_accepts_array_and_lines);
