@@ -164,6 +164,7 @@ START_TEST(test_longest_key_deduplicated)
         ck_assert_int_eq(id, 1);
     }
     key[1024] = 'z';
+    key[1025] = '\0';
     ck_assert_int_eq(stepq_enqueue(q, job, key, &id, &dup, err, sizeof(err)),
                      -EINVAL);
     ck_assert_str_eq(err, "key: longer than 1024 bytes");
