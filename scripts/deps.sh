@@ -12,7 +12,7 @@ browser=0
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 [ "${1:-}" = "--browser" ] && browser=1
-pkgs=(build-essential cmake pkg-config git
+pkgs=(build-essential cmake pkg-config git python3
       libuv1-dev libcurl4-openssl-dev libsqlite3-dev libcjson-dev check
       libsubunit-dev libhttp-parser-dev libssl-dev clang-format sqlite3
       libpq-dev postgresql-15 postgresql-client-15 faketime strace
