@@ -159,7 +159,7 @@ int
 demo__enqueue_batch(demo *d, char *err, size_t len)
 {
     const char *tiers[] = {"free", "backup"};
-    struct spec_opts vo = {tiers, 2};
+    struct spec_opts vo = {.tiers = tiers, .ntiers = 2};
     struct spec_job **specs = NULL;
     struct q_enqueue_result *res = NULL;
     struct q_job_new *rows = NULL;

@@ -52,7 +52,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const tiers[] = {"free", "local"};
-    struct spec_opts opts = {tiers, 2};
+    struct spec_opts opts = {.tiers = tiers, .ntiers = 2};
     const struct spec_opts *o = NULL;
     struct spec_job **specs = NULL;
     struct spec_job *one = NULL;

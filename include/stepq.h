@@ -80,8 +80,9 @@ STEPQ_API int stepq_open(const char *path, stepq **out, char *err,
  * reference's "Job file") and adds it. key, if not NULL, overrides the job's
  * dedupe key. When a job with that key exists, *id is the existing job's and
  * *duplicate is true (id and duplicate may be NULL). Returns 0, -EINVAL
- * (q or job_json NULL, a key that is empty, a schedule's ("schedule:..."),
- * not UTF-8 or holding control characters, or a job that is not valid),
+ * (q or job_json NULL, a key that is empty, longer than 1,024 bytes, a
+ * schedule's ("schedule:..."), not UTF-8 or holding control characters, or
+ * a job that is not valid),
  * -EAGAIN or -EIO; err says why. */
 STEPQ_API int stepq_enqueue(stepq *q, const char *job_json, const char *key,
                             int64_t *id, bool *duplicate, char *err,

@@ -108,7 +108,8 @@ void q_tx_rollback(q_db *db);
  * SQLite opened durable); otherwise SQLite flushes its write-ahead log
  * after the COMMIT. -EIO: the disk refused the flush (logged); the commit
  * may have happened, but it is not known to be on disk, so nothing it
- * recorded may be sent. */
+ * recorded may be sent. After one such failure every later durable
+ * commit fails too, until the store is opened again. */
 STEPQ_MUST_CHECK int q_tx_durable(q_db *db);
 
 /* ---- jobs ------------------------------------------------------------ */

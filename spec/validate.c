@@ -500,7 +500,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         return json_fail(err, len, "name", "must not be empty");
     if (j->key != NULL && j->key[0] == '\0')
         return json_fail(err, len, "key", "must not be empty");
-    if (j->key != NULL && strlen(j->key) > SPEC_KEY_MAX_BYTES)
+    if (j->key != NULL && !(opts != NULL && opts->stored) &&
+        strlen(j->key) > SPEC_KEY_MAX_BYTES)
         return json_fail(err, len, "", KEY_TOO_LONG);
     if (spec_key_reserved(j->key))
         return json_fail(err, len, "key",

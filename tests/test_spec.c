@@ -352,7 +352,7 @@ END_TEST
 START_TEST(test_unknown_tier_refused_when_config_names_tiers)
 {
     const char *names[] = {"free", "local"};
-    struct spec_opts o = {names, 2};
+    struct spec_opts o = {.tiers = names, .ntiers = 2};
     const char *json =
         JOB("{\"name\":\"a\",\"tiers\":[\"local\",\"paid\"],\"request\":{"
             "\"messages\":[{\"role\":\"user\"}]}}");

@@ -360,48 +360,76 @@ START_TEST(test_url_template_is_encoded)
 }
 END_TEST
 
-/* The first line of trace (strace's) from from on that flushes a
- * write-ahead log ("-wal>" names the file, with -y), or NULL. */
-static const char *
-wal_flush_after(const char *from)
+/* A job stored before keys were bounded (an older stepq took a key of
+ * any length on SQLite) still runs: the bound is an enqueue rule, not one
+ * applied again to what the store holds. */
+START_TEST(test_stored_job_with_a_long_key_runs)
 {
-    for (const char *l = from; l != NULL && *l != '\0';) {
-        const char *end = strchr(l, '\n');
-        size_t n = end ? (size_t)(end - l) : strlen(l);
+    static const char sql[] =
+        "UPDATE jobs SET key = printf('%.2000c', 'k'),"
+        " spec = replace(spec, '\"key\":\"k\"',"
+        " '\"key\":\"' || printf('%.2000c', 'k') || '\"')";
+    sqlite3 *h = NULL;
+    cJSON *job;
+
+    e2e_start("{}", "");
+    e2e_enqueue("{\"name\":\"j\",\"key\":\"k\",\"steps\":[{\"name\":\"a\","
+                "\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}");
+    ck_assert_int_eq(sqlite3_open("stepq.db", &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_changes(h), 1);
+    ck_assert_int_eq(sqlite3_close(h), SQLITE_OK);
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_uint_eq(strlen(e2e_str(job, "key")), 2000);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* Whether the last write to a write-ahead log that strace's trace shows
+ * before end (a place in trace) is followed, still before end, by a flush
+ * of it ("-wal>" names the file, with -y). */
+static bool
+log_flushed_before(const char *trace, const char *end)
+{
+    const char *wrote = NULL, *flushed = NULL;
+
+    for (const char *l = trace; l != NULL && l < end;) {
+        const char *nl = strchr(l, '\n');
         char line[512];
 
-        snprintf(line, sizeof(line), "%.*s", (int)n, l);
-        if (strstr(line, "sync(") != NULL && strstr(line, "-wal>") != NULL)
-            return l;
-        l = end ? end + 1 : NULL;
+        snprintf(line, sizeof(line), "%.*s",
+                 (int)(nl ? (size_t)(nl - l) : strlen(l)), l);
+        if (strstr(line, "-wal>") != NULL && strstr(line, "pwrite") != NULL)
+            wrote = l;
+        else if (strstr(line, "-wal>") != NULL && strstr(line, "sync(") != NULL)
+            flushed = l;
+        l = nl ? nl + 1 : NULL;
     }
-    return NULL;
+    return wrote != NULL && flushed != NULL && flushed > wrote;
 }
 
-/* A request that may not be sent twice leaves only once its attempt's
- * record is on disk: between the commit and the send the worker flushes
- * SQLite's write-ahead log, which synchronous=NORMAL leaves to the next
- * checkpoint, so a power loss cannot undo the record of a post the
- * endpoint may have made. Seen in the worker's own system calls (strace):
- * after the chat step's request (SQLite flushes a new log's header
- * itself, before), the log is flushed before the post leaves. */
-START_TEST(test_unrepeatable_send_waits_for_the_disk)
+/* The worker runs a chat step, then a post with side effects and no key,
+ * under strace (LeakSanitizer, which stops the world with ptrace, off:
+ * every other test looks for the worker's leaks); its trace is returned
+ * (free it). */
+static char *
+trace_chat_then_post(void)
 {
     static const char *const wrap[] = {
         "strace", "-f",
         "-qq",    "-y",
         "-s",     "24",
         "-o",     "trace.txt",
-        "-e",     "trace=fdatasync,fsync,sendto,sendmsg,write,writev",
+        "-e",     "trace=fdatasync,fsync,pwrite64,sendto,sendmsg,write,writev",
         NULL};
     static const char *const args[] = {"--drain", NULL};
-    char job[768], asan[512], *trace = NULL;
-    const char *chat, *post, *flush;
+    const char *asan = getenv("ASAN_OPTIONS");
+    char job[768], opts[512], *trace = NULL, *log = NULL;
     size_t len;
+    int rc;
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
-              "[{\"status\":201,\"body\":\"ok\"}]}]}",
-              "");
     snprintf(job, sizeof(job),
              "{\"name\":\"p\",\"steps\":[{\"name\":\"a\",\"request\":{"
              "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}},"
@@ -410,20 +438,39 @@ START_TEST(test_unrepeatable_send_waits_for_the_disk)
              "{\"text\":\"{{steps.a.output}}\"}}}]}",
              e2e_mock.port);
     e2e_enqueue(job);
-    /* LeakSanitizer stops the world with ptrace, which strace holds; the
-     * worker's leaks are looked for by every other test. */
-    snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0",
-             getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "",
-             getenv("ASAN_OPTIONS") ? ":" : "");
-    ck_assert_int_eq(setenv("ASAN_OPTIONS", asan, 1), 0);
-    ck_assert_int_eq(e2e_wait_exit(e2e_spawn_under(wrap, args)), 0);
+    snprintf(opts, sizeof(opts), "%s%sdetect_leaks=0", asan ? asan : "",
+             asan ? ":" : "");
+    ck_assert_int_eq(setenv("ASAN_OPTIONS", opts, 1), 0);
+    rc = e2e_wait_exit(e2e_spawn_under(wrap, args));
+    if (rc != 0 && file_read_all("work.log", 1 << 20, &log, &len) == 0)
+        ck_abort_msg("strace or the worker exited %d (ptrace allowed?):\n%s",
+                     rc, log);
+    ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(file_read_all("trace.txt", 64 << 20, &trace, &len), 0);
+    return trace;
+}
+
+/* A request that may not be sent twice leaves only once its attempt's
+ * record is on disk: after the COMMIT that wrote the record, and before
+ * the send, the worker flushes SQLite's write-ahead log, which
+ * synchronous=NORMAL leaves to the next checkpoint, so a power loss cannot
+ * undo the record of a post the endpoint may have made. Seen in the
+ * worker's own system calls: the log's last write before the post is
+ * flushed before the post leaves. */
+START_TEST(test_unrepeatable_send_waits_for_the_disk)
+{
+    char *trace;
+    const char *chat, *post;
+
+    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
+              "[{\"status\":201,\"body\":\"ok\"}]}]}",
+              "");
+    trace = trace_chat_then_post();
     chat = strstr(trace, "\"POST /free");
     post = strstr(trace, "\"POST /comments");
     ck_assert_msg(chat != NULL && post != NULL && chat < post, "%s", trace);
-    flush = wal_flush_after(chat);
-    ck_assert_msg(flush != NULL && flush < post,
-                  "no flush of the log between the chat and the post:\n%s",
+    ck_assert_msg(log_flushed_before(trace, post),
+                  "the log's last write before the post was not flushed:\n%s",
                   trace);
     ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 1);
     free(trace);
@@ -455,6 +502,7 @@ test_suite(void)
                         (int)(sizeof(answer_cases) / sizeof(answer_cases[0])));
     tcase_add_test(tc, test_http_output_is_text);
     tcase_add_test(tc, test_url_template_is_encoded);
+    tcase_add_test(tc, test_stored_job_with_a_long_key_runs);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("disk");

@@ -15,7 +15,8 @@ add_step_facts(cJSON *o, const struct q_job *job, int step)
     struct spec_job *spec = NULL;
     char err[256];
 
-    if (spec_parse(job->spec, strlen(job->spec), NULL, &spec, err,
+    if (spec_parse(job->spec, strlen(job->spec),
+                   &(struct spec_opts){.stored = true}, &spec, err,
                    sizeof(err)) != 0 ||
         step < 0 || (size_t)step >= spec->nsteps) {
         spec_job_free(spec);

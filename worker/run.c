@@ -510,7 +510,8 @@ worker__run_start(struct worker *w, struct q_job *job)
     r->next = w->runs;
     w->runs = r;
     w->nruns++;
-    if (spec_parse(r->job.spec, strlen(r->job.spec), NULL, &r->spec, err,
+    if (spec_parse(r->job.spec, strlen(r->job.spec),
+                   &(struct spec_opts){.stored = true}, &r->spec, err,
                    sizeof(err)) != 0) {
         char msg[700];
         snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);

@@ -361,12 +361,12 @@ worker__attempt(struct run *r)
      * without result, which the next holder treats as in doubt. */
     rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
     r->attempt_est = est;
-    /* A request that may not be sent twice waits for its record to be on
-     * disk, not only written: after a power loss that undid the record,
-     * the next worker would find no attempt and send it again. Others may
-     * be sent again, so their records need not wait for the disk. */
-    if (rc == 0 && !policy_may_resend(s->replayable, s->side_effects,
-                                      s->idempotency_key != NULL))
+    /* A write without a key (decide's in-doubt row: never sent twice
+     * without a human) waits for its record to be on disk, not only
+     * written: after a power loss that undid the record, the next worker
+     * would find no attempt and send it again. Any other step may be sent
+     * again, so its record need not wait for the disk. */
+    if (rc == 0 && s->side_effects && s->idempotency_key == NULL)
         rc = q_tx_durable(w->db);
     if (rc != 0) {
         http_request_cleanup(&req);

@@ -118,6 +118,7 @@ struct q__sqlite {
     /* q_tx_durable asked for the open transaction: its COMMIT is followed
      * by a flush of the write-ahead log (synchronous=NORMAL does not). */
     bool tx_durable;
+    bool sync_failed; /* a flush failed: none is trusted again (wal_sync) */
     int64_t keep_body_bytes;
     char *path;
 };

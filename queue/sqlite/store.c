@@ -359,8 +359,13 @@ reset_busy(struct q__sqlite *db)
 /* wal_sync flushes the write-ahead log to disk (fdatasync, through
  * SQLite's own file object for it), so that every transaction committed in
  * it so far survives a power loss. With synchronous=NORMAL a COMMIT only
- * writes the log; SQLite flushes it at checkpoints. A file without a log
- * (":memory:") has nothing to flush. */
+ * writes the log; SQLite flushes it at checkpoints. (synchronous=FULL
+ * also pads a commit to a sector on a file system that does not promise
+ * power-safe overwrites; Debian's SQLite assumes they are.) A file without
+ * a log (":memory:") has nothing to flush. A flush that failed is not
+ * tried again: Linux may drop the pages it could not write and report the
+ * next flush a success (PostgreSQL stops for this reason), so every later
+ * one fails until the store is opened again. */
 static int
 wal_sync(struct q__sqlite *db)
 {
@@ -368,11 +373,15 @@ wal_sync(struct q__sqlite *db)
     int rc =
         sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
 
+    if (db->sync_failed)
+        return -EIO;
     if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
         return 0;
     if ((rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL)) != SQLITE_OK) {
-        log_error("%s: cannot flush the write-ahead log to disk: %s",
+        log_error("%s: cannot flush the write-ahead log to disk: %s; no "
+                  "later flush is trusted until the database is opened again",
                   db->path ? db->path : "database", sqlite3_errstr(rc));
+        db->sync_failed = true;
         return -EIO;
     }
     return 0;
