@@ -186,6 +186,10 @@ sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
                      fields[i].what);
             return -EINVAL;
         }
+        if (i == 0)
+            c.any_minute = *p == '*';
+        if (i == 1)
+            c.any_hour = *p == '*';
         if (i == 2)
             c.any_day = *p == '*';
         if (i == 4)

@@ -1,10 +1,13 @@
 /* sched.h: sched/ owns schedules: five-field cron expressions (parse,
  * match), time zones from the system's tz database, the slots an
  * expression names in a zone (with daylight saving time handled as cron
- * users expect: a slot in an hour that is skipped runs once, at the jump;
- * a slot in an hour that repeats runs once, the first time round), and
- * firing them: each slot's job enqueued once across every worker, the
- * progress kept in the store (queue/'s q_sched_*).
+ * (cronie, Vixie cron) handles it: a job at fixed times whose slot falls
+ * in an hour that is skipped runs once, at the jump, and one whose slot
+ * falls in an hour that repeats runs once, the first time round; a job
+ * with '*' in its minute or hour field follows the clock: nothing in a
+ * skipped hour, both rounds of a repeated one), and firing them: each
+ * slot's job enqueued once across every worker, the progress kept in the
+ * store (queue/'s q_sched_*).
  *
  * Times of the arithmetic are unix seconds (UTC); those that meet the
  * store are ms, as everywhere in queue/. The zone functions read the tz
@@ -38,6 +41,10 @@ struct sched_cron {
     uint16_t months;           /* bit m: month m (1-12) */
     uint8_t weekdays;          /* bit w: weekday w (0-6, Sunday 0) */
     bool any_day, any_weekday; /* the field began with '*' */
+    /* The minute or hour field began with '*' ("*\/15", "0 * * * *",
+     * @hourly): the schedule follows the clock through daylight saving
+     * changes rather than keeping its slots (see sched_next). */
+    bool any_minute, any_hour;
 };
 
 /* A wall-clock time in some zone: what a cron expression is matched to. */
@@ -72,7 +79,10 @@ void sched_zone_pin(void);
 
 /* sched_next finds the first slot of c in zone tz strictly after the
  * instant after: 0 with *slot set, -ENOENT when there is none in the
- * next forty years, -EINVAL when tz is not a zone. */
+ * next forty years, -EINVAL when tz is not a zone. A wall-clock time that
+ * the zone shows twice is a slot once (the first time) for a job at fixed
+ * times, twice for one with c->any_minute or c->any_hour; one it never
+ * shows is a slot at the jump, or none for such a job. */
 STEPQ_MUST_CHECK int sched_next(const struct sched_cron *c, const char *tz,
                                 int64_t after, int64_t *slot);
 

@@ -103,22 +103,28 @@ offset_at(int64_t t)
     return tm.tm_gmtoff;
 }
 
-/* The instant of wall-clock time local (as seconds counted like UTC's):
- * the first one when the clock shows it twice (an hour that repeats),
- * and the jump when it never shows it (an hour that is skipped). One
- * change of offset within a day either side is assumed, as every zone
- * of the tz database has. */
-static int64_t
-instant_of(int64_t local)
+/* The instants of wall-clock time local (as seconds counted like UTC's):
+ * *first and *second, the same one unless the clock shows it twice (an
+ * hour that repeats). When the clock never shows it (an hour that is
+ * skipped), both are the jump and it returns false. One change of offset
+ * within a day either side is assumed, as every zone of the tz database
+ * has. */
+static bool
+instants_of(int64_t local, int64_t *first, int64_t *second)
 {
     int64_t o1 = offset_at(local - 86400), o2 = offset_at(local + 86400);
     int64_t t1 = local - o1, t2 = local - o2, lo, hi;
     bool v1 = offset_at(t1) == o1, v2 = offset_at(t2) == o2;
 
-    if (v1 && v2)
-        return t1 < t2 ? t1 : t2;
-    if (v1 || v2)
-        return v1 ? t1 : t2;
+    if (v1 && v2) {
+        *first = t1 < t2 ? t1 : t2;
+        *second = t1 < t2 ? t2 : t1;
+        return true;
+    }
+    if (v1 || v2) {
+        *first = *second = v1 ? t1 : t2;
+        return true;
+    }
     /* Skipped: the change of offset lies between the two; find it. */
     lo = t1 < t2 ? t1 : t2;
     hi = t1 < t2 ? t2 : t1;
@@ -130,7 +136,8 @@ instant_of(int64_t local)
         else
             hi = mid;
     }
-    return hi;
+    *first = *second = hi;
+    return false;
 }
 
 static int64_t
@@ -167,29 +174,51 @@ sched_civil_of(const char *tz, int64_t t, struct sched_civil *out)
     return 0;
 }
 
+/* The longest a zone's clock goes back (Antarctica/Troll: 2 hours). */
+#define FALL_BACK_MAX_S (3 * 3600)
+
 /* The first slot of c strictly after `after`, with TZ already the zone. */
 static int
 next_here(const struct sched_cron *c, int64_t after, int64_t *slot)
 {
+    bool follows = c->any_minute || c->any_hour, shown;
+    int64_t best = INT64_MAX, first, second;
     struct sched_civil t;
     int rc;
 
-    /* Wall-clock minutes in order give instants that never go back (the
-     * first of a repeated hour, the jump for a skipped one), so the first
-     * match whose instant is after `after` is the next slot. The search
-     * starts at the wall-clock minute of `after`; in a repeated hour's
-     * second round, minutes of the first come out earlier and are passed. */
-    civil_at(after, &t);
+    /* Wall-clock minutes in order give first instants that never go back
+     * (the first of a repeated hour, the jump for a skipped one), so the
+     * first match whose instant is after `after` is the next slot of a
+     * job at fixed times. A job that follows the clock also has the
+     * second instants of a repeated hour, which come after the first
+     * instants of later minutes: the walk goes on while those are not
+     * past the best found, and starts a repeated hour's length early
+     * when the clock goes back soon after `after` (a second round whose
+     * minutes are earlier on the clock than `after`'s). */
+    civil_at(follows && offset_at(after + FALL_BACK_MAX_S) < offset_at(after)
+                 ? after - FALL_BACK_MAX_S
+                 : after,
+             &t);
     for (;;) {
         if ((rc = sched__civil_next(c, &t)) != 0)
-            return rc;
-        int64_t at = instant_of(local_seconds(&t));
-        if (at > after) {
-            *slot = at;
-            return 0;
+            break;
+        shown = instants_of(local_seconds(&t), &first, &second);
+        if (first >= best)
+            break;
+        if (shown || !follows) {
+            if (first > after)
+                best = first;
+            if (follows && second > after && second < best)
+                best = second;
         }
+        if (best != INT64_MAX && !follows)
+            break;
         sched__civil_step(&t);
     }
+    if (best == INT64_MAX)
+        return rc != 0 ? rc : -ENOENT;
+    *slot = best;
+    return 0;
 }
 
 int

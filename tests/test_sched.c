@@ -1,9 +1,11 @@
 /* test_sched.c: cron expressions and their slots, as a table: names,
  * ranges, steps and lists, cron's either-day rule, leap days, and the
- * daylight saving changes of Europe/Berlin and America/New_York (a slot
- * in a skipped hour runs once at the jump, one in a repeated hour once,
- * the first time round). Expected instants were worked out with Python's
- * zoneinfo, not with this code. */
+ * daylight saving changes of Europe/Berlin and America/New_York (as
+ * cron: a job at fixed times whose slot is in a skipped hour runs once at
+ * the jump, one in a repeated hour once, the first time round; a job
+ * with '*' in its minute or hour follows the clock: nothing in a skipped
+ * hour, both rounds of a repeated one). Expected instants were worked
+ * out with Python's zoneinfo, not with this code. */
 #include "tests/support/support.h"
 
 #include <errno.h>
@@ -30,7 +32,11 @@ static const struct next_case {
     {"30 2 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z",
      "2027-03-29T00:30:00Z"}, /* once: next the day after */
     {"*/15 2 * * *", "Europe/Berlin", "2027-03-28T01:00:00Z",
-     "2027-03-29T00:00:00Z"}, /* four skipped slots ran once, together */
+     "2027-03-29T00:00:00Z"},
+    {"*/15 2 * * *", "Europe/Berlin", "2027-03-27T12:00:00Z",
+     "2027-03-29T00:00:00Z"}, /* '*' follows the clock: no 02:xx that day */
+    {"30 * * * *", "Europe/Berlin", "2027-03-28T00:30:00Z",
+     "2027-03-28T01:30:00Z"}, /* 03:30 CEST: the skipped 02:30 is none */
     {"0 3 * * *", "Europe/Berlin", "2027-03-27T12:00:00Z",
      "2027-03-28T01:00:00Z"},
     /* Berlin, 2026-10-25: 03:00 CEST goes back to 02:00 CET (01:00Z) */
@@ -41,7 +47,15 @@ static const struct next_case {
     {"30 2 * * *", "Europe/Berlin", "2026-10-25T01:10:00Z",
      "2026-10-26T01:30:00Z"}, /* from inside the second round */
     {"0 * * * *", "Europe/Berlin", "2026-10-25T00:00:00Z",
-     "2026-10-25T02:00:00Z"}, /* hourly: 02:00 once, then 03:00 CET */
+     "2026-10-25T01:00:00Z"}, /* hourly: 02:00 CEST, then 02:00 CET */
+    {"0 * * * *", "Europe/Berlin", "2026-10-25T01:00:00Z",
+     "2026-10-25T02:00:00Z"}, /* then 03:00 CET */
+    {"*/15 * * * *", "Europe/Berlin", "2026-10-25T00:45:00Z",
+     "2026-10-25T01:00:00Z"}, /* no gap: the second round runs too */
+    {"* * * * *", "Europe/Berlin", "2026-10-25T00:59:00Z",
+     "2026-10-25T01:00:00Z"},
+    {"* 2 * * *", "Europe/Berlin", "2026-10-25T00:59:30Z",
+     "2026-10-25T01:00:00Z"}, /* a fixed hour, '*' minutes: both rounds */
     /* New York, 2027-03-14: 02:00 EST jumps to 03:00 EDT (07:00Z) */
     {"30 2 * * *", "America/New_York", "2027-03-13T12:00:00Z",
      "2027-03-14T07:00:00Z"},
@@ -53,7 +67,7 @@ static const struct next_case {
     {"30 1 * * *", "America/New_York", "2026-11-01T05:30:00Z",
      "2026-11-02T06:30:00Z"},
     {"0 * * * *", "America/New_York", "2026-11-01T05:00:00Z",
-     "2026-11-01T07:00:00Z"}, /* 01:00 EST (06:00Z) is the repeat */
+     "2026-11-01T06:00:00Z"}, /* 01:00 EST, the repeat, runs too */
     /* leap days, either-day rule, names, ranges, steps, macros */
     {"0 12 29 2 *", "UTC", "2026-03-01T00:00:00Z", "2028-02-29T12:00:00Z"},
     {"0 0 29 2 *", "UTC", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},
@@ -204,6 +218,42 @@ START_TEST(test_catch_up_after_a_short_outage)
 }
 END_TEST
 
+/* The slots of whole daylight saving days in Berlin (23 and 25 hours
+ * long), walked one after the other: hourly 23 and 25 (cron: '*' in the
+ * hour follows the clock), every 15 minutes 92 and 100, a daily 02:30
+ * once on each. */
+START_TEST(test_slots_in_a_dst_day)
+{
+    static const struct {
+        const char *expr, *day_start; /* 00:00 local of the day, in UTC */
+        int hours, want;
+    } rows[] = {{"0 * * * *", "2027-03-27T23:00:00Z", 23, 23},
+                {"0 * * * *", "2026-10-24T22:00:00Z", 25, 25},
+                {"*/15 * * * *", "2027-03-27T23:00:00Z", 23, 92},
+                {"*/15 * * * *", "2026-10-24T22:00:00Z", 25, 100},
+                {"30 2 * * *", "2027-03-27T23:00:00Z", 23, 1},
+                {"30 2 * * *", "2026-10-24T22:00:00Z", 25, 1}};
+    struct sched_cron cron;
+    int64_t start, at, slot;
+    char err[64];
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        int n = 0;
+        ck_assert_int_eq(
+            sched_cron_parse(rows[i].expr, &cron, err, sizeof(err)), 0);
+        ck_assert_int_eq(clock_parse_utc(rows[i].day_start, &start), 0);
+        start /= 1000;
+        for (at = start - 1;
+             sched_next(&cron, "Europe/Berlin", at, &slot) == 0 &&
+             slot < start + rows[i].hours * 3600;
+             at = slot)
+            n++;
+        ck_assert_msg(n == rows[i].want, "%s from %s: %d slots", rows[i].expr,
+                      rows[i].day_start, n);
+    }
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -217,6 +267,7 @@ test_suite(void)
     tcase_add_test(tc, test_zones);
     tcase_add_test(tc, test_tz_restored);
     tcase_add_test(tc, test_catch_up_after_a_short_outage);
+    tcase_add_test(tc, test_slots_in_a_dst_day);
     suite_add_tcase(s, tc);
     return s;
 }
