@@ -50,12 +50,13 @@ int park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
 
 /* park_hook_run starts `/bin/sh -c cmd` on loop with json (borrowed,
  * copied) on its standard input, as the on_park hook runs (and the
- * on_report one), and returns at once: the hook is killed (SIGKILL) when
- * it runs longer than timeout_ms, its exit status is logged, and its
- * handles are freed when it ends. Returns 0, or a negative errno when it
- * cannot be started (logged). */
-int park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
-                  const char *json);
+ * on_report one: name, a static string, says which in the log), and
+ * returns at once: the hook is killed (SIGKILL) when it runs longer than
+ * timeout_ms, its exit status is logged, and its handles are freed when
+ * it ends. Returns 0, or a negative errno when it cannot be started
+ * (logged). */
+int park_hook_run(uv_loop_t *loop, const char *name, const char *cmd,
+                  int64_t timeout_ms, const char *json);
 
 /* park_hooks_kill kills (SIGKILL, with what they started) the hooks still
  * running on loop, whose handles then close as after any exit: a worker

@@ -45,6 +45,7 @@ struct hook {
     uv_write_t wr;
     char *json;
     char *cmd;
+    const char *name; /* "on_park" or "on_report": static */
     int open_handles;
     const char *killed; /* why it was killed, or NULL */
 };
@@ -67,12 +68,12 @@ on_exit_cb(uv_process_t *p, int64_t status, int sig)
     struct hook *k = p->data;
 
     if (k->killed != NULL)
-        log_warn("on_park hook killed %s: %s", k->killed, k->cmd);
+        log_warn("%s hook killed %s: %s", k->name, k->killed, k->cmd);
     else if (status != 0 || sig != 0)
-        log_warn("on_park hook exited with status %lld (signal %d): %s",
+        log_warn("%s hook exited with status %lld (signal %d): %s", k->name,
                  (long long)status, sig, k->cmd);
     else
-        log_info("on_park hook ran: %s", k->cmd);
+        log_info("%s hook ran: %s", k->name, k->cmd);
     uv_close((uv_handle_t *)&k->proc, on_closed);
     uv_close((uv_handle_t *)&k->timer, on_closed);
     if (!uv_is_closing((uv_handle_t *)&k->in))
@@ -122,8 +123,8 @@ on_written(uv_write_t *w, int status)
 }
 
 int
-park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
-              const char *json)
+park_hook_run(uv_loop_t *loop, const char *name, const char *cmd,
+              int64_t timeout_ms, const char *json)
 {
     struct hook *k = xcalloc(1, sizeof(*k));
     uv_process_options_t o;
@@ -134,6 +135,7 @@ park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
 
     k->json = xstrdup(json);
     k->cmd = xstrdup(cmd);
+    k->name = name;
     uv_pipe_init(loop, &k->in, 0);
     k->in.data = k;
     k->open_handles = 1;
@@ -157,7 +159,7 @@ park_hook_run(uv_loop_t *loop, const char *cmd, int64_t timeout_ms,
     k->proc.data = k;
     rc = uv_spawn(loop, &k->proc, &o);
     if (rc != 0) {
-        log_error("on_park hook cannot start: %s: %s", cmd, uv_strerror(rc));
+        log_error("%s hook cannot start: %s: %s", name, cmd, uv_strerror(rc));
         /* uv_spawn failed: the process handle must still be closed. */
         k->open_handles++;
         uv_close((uv_handle_t *)&k->proc, on_closed);
@@ -195,7 +197,7 @@ park_notify(uv_loop_t *loop, q_db *db, const char *cmd, int64_t timeout_ms,
     q_park_item_cleanup(&it);
     json = json_print(o);
     cJSON_Delete(o);
-    rc = park_hook_run(loop, cmd, timeout_ms, json);
+    rc = park_hook_run(loop, "on_park", cmd, timeout_ms, json);
     if (rc != 0)
         log_warn("park item %lld: on_park hook did not start", (long long)id);
     free(json);

@@ -247,11 +247,24 @@ START_TEST(test_report_counts_no_slot_before_first_seen)
 }
 END_TEST
 
+/* span_ms is a report's until minus its since, in ms. */
+static int64_t
+span_ms(const cJSON *r)
+{
+    int64_t since = 0, until = 0;
+
+    ck_assert_int_eq(clock_parse_utc(e2e_str(r, "since"), &since), 0);
+    ck_assert_int_eq(clock_parse_utc(e2e_str(r, "until"), &until), 0);
+    return until - since;
+}
+
 /* on_report: two workers, one report a slot (every minute here), each
- * the JSON report of the last day on the hook's input. */
+ * the JSON report on the hook's input: the first of the day before its
+ * slot, each later one from the slot of the one before to its own, so
+ * that every moment is in exactly one report. */
 START_TEST(test_on_report_once_a_slot)
 {
-    char *text = NULL, *line, *save = NULL, minutes[16][17];
+    char *text = NULL, *line, *save = NULL, minutes[16][17], until[64] = "";
     size_t len = 0;
     int n = 0;
     pid_t a, b;
@@ -278,6 +291,11 @@ START_TEST(test_on_report_once_a_slot)
         snprintf(minutes[n], sizeof(minutes[n]), "%.16s", e2e_str(r, "until"));
         for (int i = 0; i < n; i++) /* one report a slot, of all workers */
             ck_assert_str_ne(minutes[i], minutes[n]);
+        if (n > 0) /* from where the one before ended */
+            ck_assert_str_eq(e2e_str(r, "since"), until);
+        else
+            ck_assert_int_eq(span_ms(r), 24 * 3600 * 1000LL);
+        snprintf(until, sizeof(until), "%s", e2e_str(r, "until"));
         n++;
         cJSON_Delete(r);
     }

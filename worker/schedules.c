@@ -17,20 +17,24 @@
 #define SCHED_AGAIN_MS 20
 /* The stored progress of on_report: no schedule may have this name. */
 #define REPORT_STATE "@report"
-/* What the report covers: the day before its slot. */
+/* What the first report covers: the day before its slot. */
 #define REPORT_SPAN_MS (24 * 3600 * 1000LL)
 
 /* The on_report hook at its due slot: claimed by one worker of all
- * (q_sched_claim), which pipes the report of the last day to it as the
- * on_park hook runs. A slot missed while no worker ran is sent once, late
- * (catch_up latest); one before the hook was first seen, never. */
+ * (q_sched_claim), which pipes the report to it as the on_park hook runs.
+ * A report covers the time from the slot of the one before it to its own
+ * slot, so that every moment is in exactly one report: a day of 23 or 25
+ * hours across a daylight saving change, the whole outage after slots
+ * missed while no worker ran (sent once, late: catch_up latest). The
+ * first covers the day before its slot; a slot before the hook was first
+ * seen is never sent. */
 static void
 fire_report(struct worker *w, int64_t now)
 {
     const struct config_report_hook *h = w->cfg->on_report;
     struct q_sched st = {0};
     struct sched_cron cron;
-    int64_t slot = 0, done = 0, from;
+    int64_t slot = 0, done = 0, from, prev;
     size_t n = 0;
     char err[256], *json;
     cJSON *r = NULL;
@@ -44,6 +48,7 @@ fire_report(struct worker *w, int64_t now)
     if (rc != 0)
         return;
     from = st.done_until > st.since ? st.done_until : st.since;
+    prev = st.done_until > st.since ? st.done_until : 0; /* the last sent */
     q_sched_cleanup(&st);
     if (sched_cron_parse(h->cron, &cron, err, sizeof(err)) != 0 ||
         sched_due(&cron, h->tz, CONFIG_CATCH_UP_LATEST, from / 1000, now / 1000,
@@ -52,13 +57,15 @@ fire_report(struct worker *w, int64_t now)
         return;
     if (q_sched_claim(w->db, REPORT_STATE, slot * 1000, now) != 0)
         return; /* another worker sends this one (or the store failed) */
-    if ((rc = view_report(w->db, w->cfg, now - REPORT_SPAN_MS, now, &r)) != 0) {
+    if ((rc = view_report(w->db, w->cfg,
+                          prev > 0 ? prev : slot * 1000 - REPORT_SPAN_MS,
+                          slot * 1000, &r)) != 0) {
         log_warn("on_report: the report could not be read (%d)", rc);
         return;
     }
     json = json_print(r);
     cJSON_Delete(r);
-    if (park_hook_run(&w->loop, h->command,
+    if (park_hook_run(&w->loop, "on_report", h->command,
                       (int64_t)(w->cfg->on_park_timeout_s * 1000), json) == 0)
         log_info("on_report: the report went to the hook");
     free(json);
