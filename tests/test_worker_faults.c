@@ -387,6 +387,26 @@ START_TEST(test_stored_job_with_a_long_key_runs)
 }
 END_TEST
 
+/* A disk that fills under a running worker, then gets 1 MiB back: the
+ * worker folds its write-ahead log into the database before it tries
+ * again, and from then on keeps the log small, so it finishes every job.
+ * Before, each retry grew the log into the room freed, and the worker
+ * failed to commit for good (tests/data/full-disk.sh, in a mount
+ * namespace of its own: as root, or as a user through a user namespace). */
+START_TEST(test_worker_recovers_from_a_full_disk)
+{
+    char *script = source_path("tests/data/full-disk.sh"), cmd[2048], *out;
+
+    e2e_start("{}", "");
+    snprintf(cmd, sizeof(cmd), "cd '%s' && unshare %s sh '%s' '%s'", e2e_dir,
+             geteuid() == 0 ? "-m" : "-rm", script, stepq_bin());
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "\"succeeded\":5000") != NULL, "%s", out);
+    free(out);
+    free(script);
+}
+END_TEST
+
 /* Whether the last write to a write-ahead log that strace's trace shows
  * before end (a place in trace) is followed, still before end, by a flush
  * of it ("-wal>" names the file, with -y). */
@@ -507,8 +527,9 @@ test_suite(void)
 
     tc = tcase_create("disk");
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, 150);
     tcase_add_test(tc, test_unrepeatable_send_waits_for_the_disk);
+    tcase_add_test(tc, test_worker_recovers_from_a_full_disk);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -119,6 +119,7 @@ struct q__sqlite {
      * by a flush of the write-ahead log (synchronous=NORMAL does not). */
     bool tx_durable;
     bool sync_failed; /* a flush failed: none is trusted again (wal_sync) */
+    bool wal_full;    /* a commit failed on a full disk: fold the log */
     int64_t keep_body_bytes;
     char *path;
 };
@@ -140,6 +141,16 @@ int q__sqlite_tx_begin(q_db *db);
 int q__sqlite_tx_commit(q_db *db);
 void q__sqlite_tx_rollback(q_db *db);
 int q__sqlite_tx_durable(q_db *db);
+
+/* The write-ahead log (wal.c). q__wal_sync flushes it to disk: 0, or -EIO
+ * (logged; and every later call, until the store is opened again).
+ * q__disk_full tells whether db's last error was a full disk;
+ * q__wal_fold tries to copy the log into the database after such an
+ * error, and clears db->wal_full once it did (logged), so that the next
+ * transaction writes the log from its start. */
+int q__wal_sync(struct q__sqlite *db);
+bool q__disk_full(struct q__sqlite *db);
+void q__wal_fold(struct q__sqlite *db);
 int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                       const struct q_enqueue_opts *opts, int64_t now,
                       struct q_enqueue_result *res);

@@ -268,9 +268,18 @@ q__store_sql(enum q__stmt_id id)
 int
 q__db_err(struct q__sqlite *db, const char *what)
 {
-    int code = sqlite3_errcode(db->h);
+    int code = sqlite3_errcode(db->h), sys = sqlite3_system_errno(db->h);
 
-    log_error("%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
+    /* SQLite says "disk I/O error" for a disk that is full when a file
+     * cannot grow (the -shm or -wal at open): the system's reason says
+     * which. */
+    if ((code == SQLITE_IOERR || code == SQLITE_FULL ||
+         code == SQLITE_CANTOPEN) &&
+        sys != 0)
+        log_error("%s: %s: %s (%s)", db->path, what, sqlite3_errmsg(db->h),
+                  strerror(sys));
+    else
+        log_error("%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
         return -EAGAIN; /* the busy timeout ran out: worth a retry */
     return -EIO;
@@ -356,51 +365,6 @@ reset_busy(struct q__sqlite *db)
     }
 }
 
-/* wal_sync flushes the write-ahead log to disk (fdatasync, through
- * SQLite's own file object for it), so that every transaction committed in
- * it so far survives a power loss. With synchronous=NORMAL a COMMIT only
- * writes the log; SQLite flushes it at checkpoints. (synchronous=FULL
- * also pads a commit to a sector on a file system that does not promise
- * power-safe overwrites; Debian's SQLite assumes they are.) A file without
- * a log (":memory:") has nothing to flush. A flush that failed is not
- * tried again: Linux may drop the pages it could not write and report the
- * next flush a success (PostgreSQL stops for this reason), so every later
- * one fails until the store is opened again. */
-static int
-wal_sync(struct q__sqlite *db)
-{
-    sqlite3_file *f = NULL;
-    int rc =
-        sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
-
-    if (db->sync_failed)
-        return -EIO;
-    if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
-        return 0;
-    if ((rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL)) != SQLITE_OK) {
-        log_error("%s: cannot flush the write-ahead log to disk: %s; no "
-                  "later flush is trusted until the database is opened again",
-                  db->path ? db->path : "database", sqlite3_errstr(rc));
-        db->sync_failed = true;
-        return -EIO;
-    }
-    return 0;
-}
-
-int
-q__sqlite_tx_durable(q_db *base)
-{
-    struct q__sqlite *db = q__sqlite(base);
-
-    if (db->full_sync)
-        return 0;
-    if (db->tx_depth > 0) {
-        db->tx_durable = true;
-        return 0;
-    }
-    return wal_sync(db);
-}
-
 /* Levels: the outermost is a BEGIN IMMEDIATE transaction, every inner one
  * a SAVEPOINT, so an inner level that fails undoes only its own work and
  * the caller's group commit goes on. The BEGIN runs at once (it takes the
@@ -415,6 +379,8 @@ q__tx_enter(struct q__sqlite *db)
         return 0;
     }
     reset_busy(db); /* a read outside a transaction may have been left */
+    if (db->wal_full)
+        q__wal_fold(db);
     if ((rc = step_done(db, ST_BEGIN, "starting a transaction")) != 0)
         return rc;
     db->tx_depth = db->tx_sent = 1;
@@ -448,12 +414,14 @@ q__tx_leave(struct q__sqlite *db, int rc)
         reset_busy(db);
         return rc;
     }
-    if ((err = step_done(db, ST_COMMIT, "committing")) != 0 &&
-        !sqlite3_get_autocommit(db->h))
-        step_done(db, ST_ROLLBACK, "rolling back");
+    if ((err = step_done(db, ST_COMMIT, "committing")) != 0) {
+        db->wal_full = db->wal_full || q__disk_full(db);
+        if (!sqlite3_get_autocommit(db->h))
+            step_done(db, ST_ROLLBACK, "rolling back");
+    }
     reset_busy(db);
     if (err == 0 && db->tx_durable)
-        err = wal_sync(db);
+        err = q__wal_sync(db);
     db->tx_durable = false;
     return err;
 }
