@@ -272,6 +272,36 @@ schema_text(q_db *db)
     return out;
 }
 
+/* A database file removed, or replaced (as a restore from a backup
+ * would), under a process that has it open: that process writes nothing
+ * more to it, and its counts (status, serve's /healthz) fail, instead of
+ * enqueues that nobody will ever see or a -wal that would corrupt the
+ * restored copy. */
+START_TEST(test_file_moved_under_an_open_store)
+{
+    for (int i = 0; i < 2; i++) {
+        q_db *db = open_db();
+        struct q_job_new j = qfix_job("b", NULL, 0);
+        struct q_enqueue_result r;
+        int64_t counts[Q_JOB_NSTATES], open = 0;
+        char cmd[4096], *out = NULL;
+
+        ck_assert_int_gt(qfix_add(db, "a", NULL, 0, T0), 0);
+        if (i == 0) /* removed */
+            snprintf(cmd, sizeof(cmd), "rm -f '%s'", path);
+        else /* replaced by a copy, as a restore would */
+            snprintf(cmd, sizeof(cmd), "cp '%s' '%s.new' && mv '%s.new' '%s'",
+                     path, path, path, path);
+        ck_assert_int_eq(run_sh(cmd, &out), 0);
+        free(out);
+        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), -EIO);
+        ck_assert_int_eq(q_counts(db, counts, &open), -EIO);
+        ck_assert_int_eq(q_close(db), 0);
+        remove(path);
+    }
+}
+END_TEST
+
 START_TEST(test_open_twice_changes_nothing)
 {
     q_db *db = open_db();
@@ -403,6 +433,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_v5_dropping_the_send_log);
     tcase_add_test(files, test_unreadable_usage_or_flight_reads_as_none);
     tcase_add_test(files, test_open_twice_changes_nothing);
+    tcase_add_test(files, test_file_moved_under_an_open_store);
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);
     tcase_add_test(files, test_open_existing_creates_nothing);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -103,4 +104,40 @@ q__file_open_existing(const char *path)
     }
     close(fd);
     return folder_writable(path);
+}
+
+void
+q__file_note(struct q__sqlite *db)
+{
+    struct stat st;
+
+    if (db->path != NULL && strcmp(db->path, ":memory:") != 0 &&
+        stat(db->path, &st) == 0) {
+        db->file_dev = (unsigned long long)st.st_dev;
+        db->file_ino = (unsigned long long)st.st_ino;
+    }
+}
+
+/* A file removed or replaced under a process that has it open is not the
+ * store any more: writes would go to a file nobody else sees, or, with
+ * the old -wal left beside a restored copy, corrupt that copy. */
+bool
+q__file_moved(struct q__sqlite *db)
+{
+    struct stat st;
+
+    if (db->file_ino == 0)
+        return false;
+    if (stat(db->path, &st) == 0 &&
+        (unsigned long long)st.st_dev == db->file_dev &&
+        (unsigned long long)st.st_ino == db->file_ino)
+        return false;
+    if (!db->moved)
+        log_error("%s: the file was removed or replaced since this process "
+                  "opened it: nothing more is written to it (stop every stepq "
+                  "process before moving, restoring or removing a database; "
+                  "stepq copy makes a copy of a queue in use)",
+                  db->path);
+    db->moved = true;
+    return true;
 }

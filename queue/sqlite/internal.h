@@ -120,6 +120,10 @@ struct q__sqlite {
     bool tx_durable;
     bool sync_failed; /* a flush failed: none is trusted again (wal_sync) */
     bool wal_full;    /* a commit failed on a full disk: fold the log */
+    /* The file db->path named when it was opened (q__file_note); 0: in
+     * memory. moved: it was found removed or replaced (logged once). */
+    unsigned long long file_dev, file_ino;
+    bool moved;
     int64_t keep_body_bytes;
     char *path;
 };
@@ -299,5 +303,11 @@ int q__row_by_id(struct q__sqlite *db, enum q__stmt_id st, int64_t id,
  * logged with the reason, otherwise (files.c). */
 int q__file_create(const char *path);
 int q__file_open_existing(const char *path);
+/* q__file_note records which file db->path names now (after the open);
+ * q__file_moved tells whether the path names another file since, or none
+ * (removed or replaced under this process: logged once). A store in
+ * memory is never moved. */
+void q__file_note(struct q__sqlite *db);
+bool q__file_moved(struct q__sqlite *db);
 
 #endif

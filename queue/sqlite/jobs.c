@@ -252,7 +252,9 @@ q__sqlite_counts(q_db *base, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
     sqlite3_stmt *s = q__stmt(db, ST_COUNTS);
     int rc;
 
-    if (s == NULL)
+    /* The counts are what `status` and serve's /healthz read: a file
+     * removed or replaced under this process is not the store any more. */
+    if (s == NULL || q__file_moved(db))
         return -EIO;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         int st = sqlite3_column_int(s, 0);

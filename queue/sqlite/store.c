@@ -379,6 +379,8 @@ q__tx_enter(struct q__sqlite *db)
         return 0;
     }
     reset_busy(db); /* a read outside a transaction may have been left */
+    if (q__file_moved(db))
+        return -EIO;
     if (db->wal_full)
         q__wal_fold(db);
     if ((rc = step_done(db, ST_BEGIN, "starting a transaction")) != 0)
@@ -499,6 +501,7 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
     sqlite3_extended_result_codes(db->h, 0);
     sqlite3_busy_timeout(db->h,
                          opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000);
+    q__file_note(db);
     if (!create && (rc = check_existing(db)) != 0)
         goto fail;
     /* temp_store = MEMORY also keeps the statement journals of the
