@@ -86,6 +86,15 @@ void sched_zone_pin(void);
 STEPQ_MUST_CHECK int sched_next(const struct sched_cron *c, const char *tz,
                                 int64_t after, int64_t *slot);
 
+/* sched_next_n is sched_next max times over, in one use of the zone
+ * (which is read afresh at each call): the slots after `after`, in order,
+ * into slots, stopping early at the first after until. *n is how many.
+ * Returns 0 (also when fewer than max came), or -EINVAL when tz is not a
+ * zone. */
+STEPQ_MUST_CHECK int sched_next_n(const struct sched_cron *c, const char *tz,
+                                  int64_t after, int64_t until, int64_t *slots,
+                                  size_t max, size_t *n);
+
 /* sched_civil_of gives the wall-clock time of instant t in zone tz
  * (seconds dropped). Returns 0, or -EINVAL when tz is not a zone. */
 STEPQ_MUST_CHECK int sched_civil_of(const char *tz, int64_t t,

@@ -236,6 +236,23 @@ sched_next(const struct sched_cron *c, const char *tz, int64_t after,
 }
 
 int
+sched_next_n(const struct sched_cron *c, const char *tz, int64_t after,
+             int64_t until, int64_t *slots, size_t max, size_t *n)
+{
+    struct saved_tz s;
+    size_t got = 0;
+
+    if (zone_begin(tz, &s) != 0)
+        return -EINVAL;
+    while (got < max && next_here(c, after, &slots[got]) == 0 &&
+           slots[got] <= until)
+        after = slots[got++];
+    zone_end(&s);
+    *n = got;
+    return 0;
+}
+
+int
 sched_due(const struct sched_cron *c, const char *tz,
           enum config_catch_up catch_up, int64_t from, int64_t now,
           int64_t *slots, size_t max, size_t *n, int64_t *done)

@@ -72,6 +72,33 @@ add_slot(q_db *db, const struct config_schedule *s, int64_t slot_ms,
     return 0;
 }
 
+/* The slots of s after `after` (seconds) up to now (ms), each with its
+ * job's state, into slots (the latest REPORT_SLOTS_MAX) and tally (all):
+ * found in batches, so that a long span does not read the zone once a
+ * slot. */
+static int
+walk_slots(q_db *db, const struct config_schedule *s,
+           const struct sched_cron *cron, int64_t after, int64_t now,
+           cJSON *slots, int64_t tally[3])
+{
+    int64_t batch[256];
+    size_t n = 0;
+    int rc;
+
+    do {
+        if (sched_next_n(cron, s->tz, after, now / 1000, batch, 256, &n) != 0)
+            return 0; /* not a zone: refused at start, not reached */
+        for (size_t i = 0; i < n; i++) {
+            if ((rc = add_slot(db, s, batch[i] * 1000, slots, tally)) != 0)
+                return rc;
+            if (cJSON_GetArraySize(slots) > REPORT_SLOTS_MAX)
+                cJSON_DeleteItemFromArray(slots, 0);
+        }
+        after = n > 0 ? batch[n - 1] : after;
+    } while (n == 256);
+    return 0;
+}
+
 /* Each schedule's slots in [since, now], from when it was first seen:
  * the latest REPORT_SLOTS_MAX listed, all counted. */
 static int
@@ -84,7 +111,7 @@ add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         const struct config_schedule *s = &cfg->schedules[i];
         struct sched_cron cron;
         struct q_sched st = {0};
-        int64_t from = since, slot, tally[3] = {0}; /* ran, missed, failed */
+        int64_t from = since, tally[3] = {0}; /* ran, missed, failed */
         char err[256];
         int rc = q_sched_get(db, s->name, &st);
         cJSON *e, *slots;
@@ -107,16 +134,10 @@ add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         /* The walk starts just before the first whole second at or after
          * from: a slot at from counts, one earlier in from's second does
          * not (a schedule first seen at 00:00:00.026 fires no 00:00). */
-        for (int64_t at = (from + 999) / 1000 - 1;
-             seen && sched_next(&cron, s->tz, at, &slot) == 0 &&
-             slot * 1000 <= now;
-             at = slot) {
-            if ((rc = add_slot(db, s, slot * 1000, slots, tally)) != 0) {
-                cJSON_Delete(slots);
-                return rc;
-            }
-            if (cJSON_GetArraySize(slots) > REPORT_SLOTS_MAX)
-                cJSON_DeleteItemFromArray(slots, 0);
+        if (seen && (rc = walk_slots(db, s, &cron, (from + 999) / 1000 - 1, now,
+                                     slots, tally)) != 0) {
+            cJSON_Delete(slots);
+            return rc;
         }
         cJSON_AddNumberToObject(e, "ran", (double)(tally[0] + tally[2]));
         cJSON_AddNumberToObject(e, "missed", (double)tally[1]);
