@@ -273,10 +273,10 @@ schema_text(q_db *db)
 }
 
 /* A database file removed, or replaced (as a restore from a backup
- * would), under a process that has it open: that process writes nothing
- * more to it, and its counts (status, serve's /healthz) fail, instead of
- * enqueues that nobody will ever see or a -wal that would corrupt the
- * restored copy. */
+ * would), under a process that has it open: its counts (status, serve's
+ * /healthz) fail, and from then on it writes nothing more to it, instead
+ * of enqueues that nobody will ever see or a -wal that would corrupt the
+ * restored copy (a write transaction checks the file itself every 64). */
 START_TEST(test_file_moved_under_an_open_store)
 {
     for (int i = 0; i < 2; i++) {
@@ -294,8 +294,10 @@ START_TEST(test_file_moved_under_an_open_store)
                      path, path, path, path);
         ck_assert_int_eq(run_sh(cmd, &out), 0);
         free(out);
-        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), -EIO);
         ck_assert_int_eq(q_counts(db, counts, &open), -EIO);
+        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), -EIO);
+        for (int k = 0; k < 64; k++) /* and it stays so */
+            ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), -EIO);
         ck_assert_int_eq(q_close(db), 0);
         remove(path);
     }

@@ -126,6 +126,8 @@ q__file_moved(struct q__sqlite *db)
 {
     struct stat st;
 
+    if (db->moved)
+        return true;
     if (db->file_ino == 0)
         return false;
     if (stat(db->path, &st) == 0 &&

@@ -124,6 +124,7 @@ struct q__sqlite {
      * memory. moved: it was found removed or replaced (logged once). */
     unsigned long long file_dev, file_ino;
     bool moved;
+    unsigned tx_count; /* transactions begun: every 64th checks the file */
     int64_t keep_body_bytes;
     char *path;
 };
