@@ -109,7 +109,8 @@ void q_tx_rollback(q_db *db);
  * after the COMMIT. -EIO: the disk refused the flush (logged); the commit
  * may have happened, but it is not known to be on disk, so nothing it
  * recorded may be sent. After one such failure every later durable
- * commit fails too, until the store is opened again. */
+ * commit fails too, until the store is opened again, and q_tx_durable
+ * itself returns -EIO at once (the transaction goes on). */
 STEPQ_MUST_CHECK int q_tx_durable(q_db *db);
 
 /* ---- jobs ------------------------------------------------------------ */

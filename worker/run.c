@@ -257,8 +257,10 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
         return;
     case POLICY_PARK_FOR_HUMAN:
         worker__park(r, "in_doubt",
-                     "in doubt: the worker stopped while this request was in "
-                     "flight; the endpoint may or may not have acted on it");
+                     "in doubt: this request was recorded but no answer was "
+                     "(its worker stopped, lost its database, or could not "
+                     "flush the record to disk); the endpoint may or may not "
+                     "have acted on it");
         return;
     default:
         snprintf(err, sizeof(err),

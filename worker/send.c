@@ -20,6 +20,7 @@
 #define HTTP_STEP_TIMEOUT_MS 60000
 
 static void settle_unsent(struct run *r, int64_t now);
+static void not_durable(struct run *r, int64_t now);
 
 /* ---- choosing a tier ----------------------------------------------- */
 
@@ -366,8 +367,12 @@ worker__attempt(struct run *r)
      * written: after a power loss that undid the record, the next worker
      * would find no attempt and send it again. Any other step may be sent
      * again, so its record need not wait for the disk. */
-    if (rc == 0 && s->side_effects && s->idempotency_key == NULL)
-        rc = q_tx_durable(w->db);
+    if (rc == 0 && s->side_effects && s->idempotency_key == NULL &&
+        q_tx_durable(w->db) != 0) {
+        http_request_cleanup(&req);
+        not_durable(r, now);
+        return;
+    }
     if (rc != 0) {
         http_request_cleanup(&req);
         worker__unrecorded(r, rc);
@@ -379,6 +384,31 @@ worker__attempt(struct run *r)
     r->pending = req;
     r->has_pending = true;
     worker__poll_no_block(w);
+}
+
+/* The store cannot put the record of r's attempt on disk (its flush
+ * failed before, and it trusts none since): the request is not sent. It
+ * would be safe only until a power loss undid the record, so the step is
+ * parked with its attempt closed as not sent; a retry after a restart of
+ * the worker on a sound disk sends it. */
+static void
+not_durable(struct run *r, int64_t now)
+{
+    struct q_attempt_result res = {.outcome = "unknown",
+                                   .reason = "not_sent",
+                                   .decision = "park_for_human",
+                                   .finished_at = now};
+
+    if (r->send_id > 0)
+        settle_unsent(r, now);
+    if (r->attempt_id > 0 && q_attempt_finish(r->w->db, r->attempt_id, &res))
+        log_warn("job %lld: cannot close an attempt not sent",
+                 (long long)r->job.id);
+    worker__park(r, "in_doubt",
+                 "not sent: the database cannot flush its records to disk "
+                 "(see the worker's log), and a request that must not be "
+                 "sent twice is sent only once its record would survive a "
+                 "power loss; fix the disk, restart the worker, then retry");
 }
 
 void

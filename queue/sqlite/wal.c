@@ -63,11 +63,11 @@ int
 q__wal_sync(struct q__sqlite *db)
 {
     sqlite3_file *f = NULL;
-    int rc =
-        sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
+    int rc;
 
     if (db->sync_failed)
         return -EIO;
+    rc = sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
     if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
         return 0;
     if ((rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL)) != SQLITE_OK) {
@@ -87,6 +87,9 @@ q__sqlite_tx_durable(q_db *base)
 
     if (db->full_sync)
         return 0;
+    /* Known already: the caller need not commit to find out. */
+    if (db->sync_failed)
+        return -EIO;
     if (db->tx_depth > 0) {
         db->tx_durable = true;
         return 0;

@@ -1,0 +1,163 @@
+/* test_worker_flush.c: a disk that refuses to flush SQLite's write-ahead
+ * log under a worker that sends posts without a key (decide's in-doubt
+ * row: never sent twice without a human). The worker runs inside the
+ * test's process (worker_run, as `stepq work --drain` runs it) against the
+ * real `stepq mock`, over a SQLite file whose log's flush fails once: a
+ * VFS of the test's own wraps the default one and fails one xSync of the
+ * log, as an fdatasync that returned EIO would. It is armed by the first
+ * turn's commit (the worker's seam), so that it is the worker's flush
+ * after that commit that fails, not one SQLite makes of a fresh log while
+ * the worker opens the store. No post may leave; each is parked, with an
+ * error that says what happened to it. */
+#include "tests/support/support.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "queue/queue.h"
+#include "tests/support/e2e.h"
+#include "worker/internal.h"
+#include "worker/worker.h"
+
+#define POST_JOB                                                               \
+    "{\"name\":\"p%d\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","       \
+    "\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d/comments\","  \
+    "\"body\":{\"text\":\"hi\"}}}]}"
+
+static sqlite3_vfs *real_vfs;
+static sqlite3_vfs failing_vfs;
+static const sqlite3_io_methods *real_wal_methods;
+static sqlite3_io_methods failing_wal_methods;
+static int syncs_to_fail; /* the next this many flushes of a log fail */
+static int syncs_failed;
+
+static int
+wal_sync(sqlite3_file *f, int flags)
+{
+    if (syncs_to_fail > 0) {
+        syncs_to_fail--;
+        syncs_failed++;
+        return SQLITE_IOERR_FSYNC;
+    }
+    return real_wal_methods->xSync(f, flags);
+}
+
+/* The first turn's commit arms the failure (see the top). */
+static int
+arm_then_commit(q_db *db)
+{
+    static bool armed;
+
+    if (!armed) {
+        armed = true;
+        syncs_to_fail = 1;
+    }
+    return q_tx_commit(db);
+}
+
+/* Opens as the default VFS does; a write-ahead log gets its methods with
+ * wal_sync for xSync (the file object is the real one's). */
+static int
+failing_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags,
+             int *out)
+{
+    int rc = real_vfs->xOpen(real_vfs, name, f, flags, out);
+
+    (void)vfs;
+    if (rc == SQLITE_OK && (flags & SQLITE_OPEN_WAL) && f->pMethods != NULL) {
+        real_wal_methods = f->pMethods;
+        failing_wal_methods = *f->pMethods;
+        failing_wal_methods.xSync = wal_sync;
+        f->pMethods = &failing_wal_methods;
+    }
+    return rc;
+}
+
+/* Makes the wrapper this process's default VFS (every store it opens). */
+static void
+use_failing_vfs(void)
+{
+    real_vfs = sqlite3_vfs_find(NULL);
+    ck_assert_ptr_nonnull(real_vfs);
+    failing_vfs = *real_vfs;
+    failing_vfs.zName = "stepq-test-failing-sync";
+    failing_vfs.pNext = NULL;
+    failing_vfs.xOpen = failing_open;
+    ck_assert_int_eq(sqlite3_vfs_register(&failing_vfs, 1), SQLITE_OK);
+}
+
+static void
+run_worker(void)
+{
+    struct config *cfg = NULL;
+    struct worker_opts o = {.db_path = "stepq.db",
+                            .drain = true,
+                            .worker_id = "flush",
+                            .concurrency = 1};
+    char err[512];
+
+    ck_assert_msg(config_load("stepq.json", &cfg, err, sizeof(err)) == 0, "%s",
+                  err);
+    o.cfg = cfg;
+    ck_assert_int_eq(worker_run(&o), 0);
+    config_free(cfg);
+}
+
+/* The first post's record is committed but its flush fails: the worker
+ * counts the turn lost and does not send it; the job comes back in doubt
+ * and is parked saying so. No flush is trusted after that one, so the
+ * second post is not sent either: it is parked at once, and its error
+ * says why (the disk, not a stopped worker). */
+START_TEST(test_posts_wait_for_a_flush_that_fails)
+{
+    struct q_park_filter f = {0};
+    struct q_park_item *items = NULL;
+    size_t n = 0;
+    int not_sent = 0, in_doubt = 0;
+    char job[512];
+    q_db *db = NULL;
+
+    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
+              "[{\"status\":201,\"body\":\"ok\"}]}]}",
+              "");
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job), POST_JOB, i, e2e_mock.port);
+        e2e_enqueue(job);
+    }
+    use_failing_vfs();
+    worker__turn_commit = arm_then_commit;
+    run_worker();
+    ck_assert_int_eq(syncs_failed, 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
+    ck_assert_int_eq(q_open_existing("stepq.db", NULL, &db), 0);
+    ck_assert_int_eq(q_park_list(db, &f, &items, &n), 0);
+    ck_assert_int_eq((int)n, 2);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(items[i].reason, "in_doubt");
+        not_sent += strstr(items[i].error, "not sent: the database cannot "
+                                           "flush its records") != NULL;
+        in_doubt += strstr(items[i].error, "in doubt: this request was "
+                                           "recorded") != NULL;
+    }
+    ck_assert_int_eq(not_sent, 1);
+    ck_assert_int_eq(in_doubt, 1);
+    q_park_items_free(items, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("worker_flush");
+    TCase *tc = tcase_create("flush");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_posts_wait_for_a_flush_that_fails);
+    suite_add_tcase(s, tc);
+    return s;
+}
