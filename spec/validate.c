@@ -44,6 +44,29 @@ static const char *const http_keys[] = {"method", "url", "headers", "body",
 static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
                                            "keep_last_messages", NULL};
 
+/* The rules of a job's key, one list for a job file's and for
+ * spec_key_check's (--key, libstepq, serve). stored: the key of a job an
+ * older stepq stored, which may be longer than today's bound. text: the
+ * key came as bytes, not as a JSON string (which cJSON has checked for
+ * UTF-8; control characters in it stay allowed, as they always were). */
+static int
+key_rules(const char *key, bool stored, bool text, char *err, size_t len)
+{
+    if (key[0] == '\0')
+        return json_fail(err, len, "key", "must not be empty");
+    if (!stored && strlen(key) > SPEC_KEY_MAX_BYTES)
+        return json_fail(err, len, "", KEY_TOO_LONG);
+    if (spec_key_reserved(key))
+        return json_fail(err, len, "key",
+                         "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
+                         " are the schedules' own");
+    if (text && !json_utf8_valid(key, strlen(key)))
+        return json_fail(err, len, "key", "not valid UTF-8");
+    if (text && !json_plain_text(key, false))
+        return json_fail(err, len, "key", "must not hold control characters");
+    return 0;
+}
+
 /* Bits of job_keys and step_keys, in their order: what members() found. */
 enum { J_NAME, J_KEY, J_PRIORITY, J_RUN_AT, J_DEADLINE, J_STEPS };
 enum {
@@ -498,15 +521,9 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         return rc;
     if (j->name[0] == '\0')
         return json_fail(err, len, "name", "must not be empty");
-    if (j->key != NULL && j->key[0] == '\0')
-        return json_fail(err, len, "key", "must not be empty");
-    if (j->key != NULL && !(opts != NULL && opts->stored) &&
-        strlen(j->key) > SPEC_KEY_MAX_BYTES)
-        return json_fail(err, len, "", KEY_TOO_LONG);
-    if (spec_key_reserved(j->key))
-        return json_fail(err, len, "key",
-                         "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
-                         " are the schedules' own");
+    if (j->key != NULL && (rc = key_rules(j->key, opts != NULL && opts->stored,
+                                          false, err, len)) != 0)
+        return rc;
     if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
         return json_fail(err, len, "run_at",
                          "must be an RFC 3339 time such as "
@@ -566,17 +583,5 @@ spec_key_reserved(const char *key)
 int
 spec_key_check(const char *key, char *err, size_t len)
 {
-    if (key[0] == '\0')
-        return json_fail(err, len, "", "key: must not be empty");
-    if (strlen(key) > SPEC_KEY_MAX_BYTES)
-        return json_fail(err, len, "", KEY_TOO_LONG);
-    if (spec_key_reserved(key))
-        return json_fail(err, len, "",
-                         "key: keys starting with " SPEC_SCHEDULE_KEY_PREFIX
-                         " are the schedules' own");
-    if (!json_utf8_valid(key, strlen(key)))
-        return json_fail(err, len, "", "key: not valid UTF-8");
-    if (!json_plain_text(key, false))
-        return json_fail(err, len, "", "key: must not hold control characters");
-    return 0;
+    return key_rules(key, false, true, err, len);
 }
