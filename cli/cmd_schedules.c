@@ -30,6 +30,42 @@ static const char usage[] =
     "                paused are not caught up)\n"
     "  run NAME      enqueue its job now, once, as a slot of this second\n";
 
+#define NCOLS 7
+
+static const char *const heads[NCOLS] = {
+    "SCHEDULE", "CRON", "ZONE", "PAUSED", "NEXT SLOT", "LAST SLOT", "LAST JOB"};
+
+/* The cells of schedule s in the table: borrowed from s, but for the last
+ * job's, which is written to job (len bytes). */
+static void
+cells(const cJSON *s, const char *cell[NCOLS], char *job, size_t len)
+{
+    const cJSON *j = cJSON_GetObjectItem(s, "last_job");
+
+    snprintf(job, len, "-");
+    if (cJSON_IsObject(j))
+        snprintf(job, len, "%lld %s",
+                 (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
+                 cli_json_text(j, "state"));
+    cell[0] = cli_json_text(s, "name");
+    cell[1] = cli_json_text(s, "cron");
+    cell[2] = cli_json_text(s, "tz");
+    cell[3] = cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? "yes" : "no";
+    cell[4] = cli_json_text(s, "next_slot");
+    cell[5] = cli_json_text(s, "last_slot");
+    cell[6] = job;
+}
+
+/* One line of the table, each cell but the last padded to its column's
+ * width. */
+static void
+print_row(const char *const cell[NCOLS], const int width[NCOLS])
+{
+    for (int i = 0; i < NCOLS - 1; i++)
+        printf("%-*s ", width[i], cell[i]);
+    printf("%s\n", cell[NCOLS - 1]);
+}
+
 static int
 list(struct cli_env *env, int argc, char **argv)
 {
@@ -38,6 +74,9 @@ list(struct cli_env *env, int argc, char **argv)
     const struct config *cfg = NULL;
     cJSON *arr = NULL;
     const cJSON *s;
+    const char *cell[NCOLS];
+    char job[64];
+    int width[NCOLS];
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -55,22 +94,22 @@ list(struct cli_env *env, int argc, char **argv)
         cli_print_json(arr);
         return CLI_OK;
     }
-    printf("%-16s %-16s %-18s %-7s %-21s %-21s %s\n", "SCHEDULE", "CRON",
-           "ZONE", "PAUSED", "NEXT SLOT", "LAST SLOT", "LAST JOB");
+    /* The columns are as wide as their widest cell: a zone such as
+     * America/Argentina/Buenos_Aires does not fit a fixed width. */
+    for (int i = 0; i < NCOLS; i++)
+        width[i] = (int)strlen(heads[i]);
     cJSON_ArrayForEach(s, arr)
     {
-        const cJSON *j = cJSON_GetObjectItem(s, "last_job");
-        char job[64] = "-";
-        if (cJSON_IsObject(j))
-            snprintf(
-                job, sizeof(job), "%lld %s",
-                (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
-                cli_json_text(j, "state"));
-        printf(
-            "%-16s %-16s %-18s %-7s %-21s %-21s %s\n", cli_json_text(s, "name"),
-            cli_json_text(s, "cron"), cli_json_text(s, "tz"),
-            cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? "yes" : "no",
-            cli_json_text(s, "next_slot"), cli_json_text(s, "last_slot"), job);
+        cells(s, cell, job, sizeof(job));
+        for (int i = 0; i < NCOLS; i++)
+            if ((int)strlen(cell[i]) > width[i])
+                width[i] = (int)strlen(cell[i]);
+    }
+    print_row(heads, width);
+    cJSON_ArrayForEach(s, arr)
+    {
+        cells(s, cell, job, sizeof(job));
+        print_row(cell, width);
     }
     if (cJSON_GetArraySize(arr) == 0)
         printf("(the config has no schedules)\n");

@@ -102,8 +102,9 @@ element(const struct field *f, const char **p, uint64_t *bits, char *err,
     if (rc == 0 && a > b)
         rc = -ERANGE;
     if (rc != 0) {
-        snprintf(err, len, "%s: %.*s is not %s", f->what,
-                 (int)strcspn(*p, ", "), *p,
+        /* Quoted, so that an empty element ("1,,2") shows as ''. */
+        snprintf(err, len, "%s: '%.*s' is not %s", f->what,
+                 (int)strcspn(*p, ", \t"), *p,
                  rc == -ERANGE ? "in range" : "a value, range or step");
         return -EINVAL;
     }
@@ -157,6 +158,22 @@ can_match(const struct sched_cron *c)
     return false;
 }
 
+/* The number of fields of expr: runs of characters other than spaces
+ * and tabs. */
+static int
+count_fields(const char *p)
+{
+    int n = 0;
+
+    for (;;) {
+        p += strspn(p, " \t");
+        if (*p == '\0')
+            return n;
+        n++;
+        p += strcspn(p, " \t");
+    }
+}
+
 int
 sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
                  size_t len)
@@ -164,6 +181,7 @@ sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
     struct sched_cron c = {0};
     const char *p = expr;
     uint64_t bits[5];
+    int nfields;
 
     while (*p == ' ' || *p == '\t')
         p++;
@@ -176,16 +194,21 @@ sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
             break;
         }
     }
+    /* The count comes first: read field by field, the six fields of
+     * Quartz or Spring (seconds first) would be refused for a value out
+     * of range in the wrong field, or for a sixth field only after five
+     * were read with the wrong meaning. */
+    if ((nfields = count_fields(p)) != 5) {
+        snprintf(err, len,
+                 "expected 5 fields (minute hour day-of-month month "
+                 "day-of-week) or @daily..., got %d%s",
+                 nfields,
+                 nfields == 6 ? " (a seconds field is not supported)" : "");
+        return -EINVAL;
+    }
     for (int i = 0; i < 5; i++) {
         while (*p == ' ' || *p == '\t')
             p++;
-        if (*p == '\0') {
-            snprintf(err, len,
-                     "%s: missing (five fields: minute hour "
-                     "day-of-month month day-of-week, or @daily...)",
-                     fields[i].what);
-            return -EINVAL;
-        }
         if (i == 0)
             c.any_minute = *p == '*';
         if (i == 1)
@@ -196,12 +219,6 @@ sched_cron_parse(const char *expr, struct sched_cron *out, char *err,
             c.any_weekday = *p == '*';
         if (field(&fields[i], &p, &bits[i], err, len) != 0)
             return -EINVAL;
-    }
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p != '\0') {
-        snprintf(err, len, "more than five fields");
-        return -EINVAL;
     }
     c.minutes = bits[0];
     c.hours = (uint32_t)bits[1];

@@ -59,7 +59,8 @@ struct sched_civil {
  * both day fields are restricted, a day matching either runs; when one
  * begins with '*' ("*\/2"), a day must match both (cron's rule). Returns 0 with
  * *out set, or -EINVAL with the reason in err (len bytes), e.g. an expression
- * that can never match (30 February). */
+ * that can never match (30 February) or one of six fields (a seconds field,
+ * as in Quartz, is not supported). */
 STEPQ_MUST_CHECK int sched_cron_parse(const char *expr, struct sched_cron *out,
                                       char *err, size_t len);
 

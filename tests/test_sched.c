@@ -123,17 +123,17 @@ static const struct bad_case {
     {"* * 0 * *", "day of month"},
     {"* * * 13 *", "month"},
     {"* * * * 8", "day of week"},
-    {"* * * *", "day of week: missing"},
-    {"* * * * * *", "more than five"},
+    {"* * * *", "got 4"},
+    {"* * * * * *", "got 6"},
     {"*/0 * * * *", "minute"},
     {"5-1 * * * *", "minute"},
     {"JAN * * * *", "minute"},
     {"* * * FOO *", "month"},
     {"1,,2 * * * *", "minute"},
-    {"@often", "minute"},
+    {"@often", "got 1"},
     {"0 0 30 2 *", "no month"},
     {"0 0 31 4,6,9,11 *", "no month"},
-    {"", "minute: missing"},
+    {"", "got 0"},
     {"1-2-3 * * * *", "minute"},
     {"*/61 * * * *", "a step of 61"},
     {"99999999999 * * * *", "minute"},
@@ -148,6 +148,41 @@ START_TEST(test_bad_expression_refused)
     ck_assert_int_eq(sched_cron_parse(c->expr, &cron, err, sizeof(err)),
                      -EINVAL);
     ck_assert_msg(strstr(err, c->says) != NULL, "%s: %s", c->expr, err);
+}
+END_TEST
+
+/* The whole message, where its wording is the point: a count of fields
+ * that is not five says so (and a sixth, Quartz's or Spring's seconds,
+ * is named), and the element refused is quoted, so an empty one shows. */
+#define FIVE                                                                   \
+    "expected 5 fields (minute hour day-of-month month day-of-week) or "       \
+    "@daily..., got "
+static const struct bad_case said_cases[] = {
+    {"0 0 3 * * *", FIVE "6 (a seconds field is not supported)"},
+    {"0 15 10 ? * MON-FRI", FIVE "6 (a seconds field is not supported)"},
+    {"0 0 0 1 JAN *", FIVE "6 (a seconds field is not supported)"},
+    {"0 0 *", FIVE "3"},
+    {"* * * *", FIVE "4"},
+    {"0 0 3 * * * 2027", FIVE "7"},
+    {"", FIVE "0"},
+    {" \t ", FIVE "0"},
+    {"1,,2 * * * *", "minute: '' is not a value, range or step"},
+    {"1, * * * *", "minute: '' is not a value, range or step"},
+    {"* * ,5 * *", "day of month: '' is not a value, range or step"},
+    {"* * * * MON,", "day of week: '' is not a value, range or step"},
+    {"5/\t* * * *", "minute: '5/' is not a value, range or step"},
+    {"60 * * * *", "minute: '60' is not in range"},
+};
+
+START_TEST(test_bad_expression_says)
+{
+    const struct bad_case *c = &said_cases[_i];
+    struct sched_cron cron;
+    char err[256] = "";
+
+    ck_assert_int_eq(sched_cron_parse(c->expr, &cron, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_str_eq(err, c->says);
 }
 END_TEST
 
@@ -264,6 +299,8 @@ test_suite(void)
                         sizeof(next_cases) / sizeof(next_cases[0]));
     tcase_add_loop_test(tc, test_bad_expression_refused, 0,
                         sizeof(bad_cases) / sizeof(bad_cases[0]));
+    tcase_add_loop_test(tc, test_bad_expression_says, 0,
+                        sizeof(said_cases) / sizeof(said_cases[0]));
     tcase_add_test(tc, test_zones);
     tcase_add_test(tc, test_tz_restored);
     tcase_add_test(tc, test_catch_up_after_a_short_outage);

@@ -3,7 +3,8 @@
  * across a midnight fires each slot once; two workers on one database
  * fire each slot once; a worker down for three nights catches up as each
  * schedule says; a paused schedule fires nothing; bad schedules are
- * refused with their JSON path. SQLite only: the store's clock is the
+ * refused with their JSON path; the table of `stepq schedules` keeps its
+ * columns lined up. SQLite only: the store's clock is the
  * worker's here, and a PostgreSQL server's cannot be faked. */
 #define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
@@ -322,12 +323,55 @@ START_TEST(test_bad_schedule_refused)
 }
 END_TEST
 
+/* The table's columns start where their headings do, whatever the width
+ * of a cell: a zone and a name longer than any fixed column. Each row's
+ * cells as printed ("20": a next slot of this century). */
+static const char *const headings[7] = {
+    "SCHEDULE", "CRON", "ZONE", "PAUSED", "NEXT SLOT", "LAST SLOT", "LAST JOB"};
+static const char *const table[2][7] = {
+    {"nightly", "0 3 * * *", "America/Argentina/Buenos_Aires", "no", "20", "-",
+     "-"},
+    {"a-much-longer-schedule-name", "*/15 9-17 * * MON-FRI", "UTC", "no", "20",
+     "-", "-"},
+};
+
+START_TEST(test_table_columns_align)
+{
+    struct run_result r;
+    char cfg[2048];
+    const char *line;
+
+    snprintf(
+        cfg, sizeof(cfg), "{\"schedules\": [%s, %s]}",
+        SCHEDULE("nightly", "0 3 * * *",
+                 ", \"tz\": \"America/Argentina/Buenos_Aires\""),
+        SCHEDULE("a-much-longer-schedule-name", "*/15 9-17 * * MON-FRI", ""));
+    e2e_init();
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN_ARGS(&r, "schedules"), 0);
+    line = r.out;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_nonnull(line = strchr(line, '\n'));
+        line++;
+        for (int c = 0; c < 7; c++) {
+            size_t at = (size_t)(strstr(r.out, headings[c]) - r.out);
+            ck_assert_msg(
+                (at == 0 || line[at - 1] == ' ') &&
+                    strncmp(line + at, table[i][c], strlen(table[i][c])) == 0,
+                "row %d, %s at %zu:\n%s", i, headings[c], at, r.out);
+        }
+    }
+    run_result_free(&r);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("schedules");
     TCase *tc = tcase_create("fire");
     TCase *bad = tcase_create("bad");
+    TCase *list = tcase_create("list");
 
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
@@ -341,5 +385,8 @@ test_suite(void)
     tcase_add_loop_test(bad, test_bad_schedule_refused, 0,
                         sizeof(bads) / sizeof(bads[0]));
     suite_add_tcase(s, bad);
+    tcase_add_checked_fixture(list, e2e_setup, e2e_teardown);
+    tcase_add_test(list, test_table_columns_align);
+    suite_add_tcase(s, list);
     return s;
 }
