@@ -112,6 +112,26 @@ void cli_print_json(struct cJSON *item);
  * or missing: a table cell. Borrowed from o. */
 const char *cli_json_text(const struct cJSON *o, const char *name);
 
+/* A text table: each column as wide as its widest cell (table.c). heads
+ * (ncols names) and align (ncols characters, 'l' or 'r') are borrowed
+ * and must outlive it; the cells are copied. */
+struct cli_table {
+    int ncols;
+    const char *const *heads;
+    const char *align;
+    char **cells; /* owned: nrows rows of ncols copies */
+    size_t nrows, cap;
+};
+/* cli_table_init starts an empty table t of ncols columns. */
+void cli_table_init(struct cli_table *t, int ncols, const char *const *heads,
+                    const char *align);
+/* cli_table_add appends a row of ncols cells (copied; NULL shows "-"). */
+void cli_table_add(struct cli_table *t, const char *const *cells);
+/* cli_table_print prints the heads and the rows on stdout. */
+void cli_table_print(const struct cli_table *t);
+/* cli_table_cleanup frees the cells; t may be initialised again. */
+void cli_table_cleanup(struct cli_table *t);
+
 /* A subcommand: "jobs list" is {"list", jobs_list}. */
 struct cli_sub {
     const char *name;

@@ -33,7 +33,10 @@ jobs_list(struct cli_env *env, int argc, char **argv)
     bool json = false;
     struct cli_opt opts[] = {
         {"state", &state, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
+    static const char *const heads[] = {"ID", "STATE", "CREATED", "NAME",
+                                        "KEY"};
     enum q_job_state st = Q_JOB_QUEUED;
+    struct cli_table t;
     const cJSON *j;
     cJSON *arr = NULL;
     q_db *db = NULL;
@@ -59,18 +62,19 @@ jobs_list(struct cli_env *env, int argc, char **argv)
         cli_print_json(arr);
         return CLI_OK;
     }
-    printf("%-8s %-10s %-20s %-28s %s\n", "ID", "STATE", "CREATED", "NAME",
-           "KEY");
+    cli_table_init(&t, 5, heads, "lllll");
     cJSON_ArrayForEach(j, arr)
     {
-        const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(j, "key"));
-        printf("%-8lld %-10s %-20s %-28s %s\n",
-               (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")),
-               cJSON_GetStringValue(cJSON_GetObjectItem(j, "state")),
-               cJSON_GetStringValue(cJSON_GetObjectItem(j, "created_at")),
-               cJSON_GetStringValue(cJSON_GetObjectItem(j, "name")),
-               key ? key : "-");
+        char id[32];
+        const char *cells[5] = {
+            id, cli_json_text(j, "state"), cli_json_text(j, "created_at"),
+            cli_json_text(j, "name"), cli_json_text(j, "key")};
+        snprintf(id, sizeof(id), "%lld",
+                 (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "id")));
+        cli_table_add(&t, cells);
     }
+    cli_table_print(&t);
+    cli_table_cleanup(&t);
     cJSON_Delete(arr);
     return CLI_OK;
 }

@@ -179,18 +179,29 @@ list_cmd(struct cli_env *env, int argc, char **argv)
     if (json) {
         cli_print_json(view_park_list(items, n));
     } else {
-        printf("%-6s %-6s %-8s %-9s %-20s %-14s %-10s %s\n", "ID", "AGE",
-               "STATE", "JOB", "STEP", "REASON", "TIER", "ERROR");
+        static const char *const heads[] = {"ID",   "AGE",    "STATE", "JOB",
+                                            "STEP", "REASON", "TIER",  "ERROR"};
+        struct cli_table t;
+        cli_table_init(&t, 8, heads, "llllllll");
         for (size_t i = 0; i < n; i++) {
-            char age[16], err[48];
+            char id[32], jobid[32], age[16], err[48];
+            const char *cells[8] = {id,
+                                    age,
+                                    items[i].open ? "open"
+                                                  : items[i].resolution,
+                                    jobid,
+                                    items[i].step_name,
+                                    items[i].reason,
+                                    items[i].tier,
+                                    err};
+            snprintf(id, sizeof(id), "%lld", (long long)items[i].id);
+            snprintf(jobid, sizeof(jobid), "%lld", (long long)items[i].job_id);
             age_text(items[i].parked_at, now, age, sizeof(age));
             short_error(items[i].error, err, sizeof(err));
-            printf("%-6lld %-6s %-8s %-9lld %-20s %-14s %-10s %s\n",
-                   (long long)items[i].id, age,
-                   items[i].open ? "open" : items[i].resolution,
-                   (long long)items[i].job_id, items[i].step_name,
-                   items[i].reason, items[i].tier ? items[i].tier : "-", err);
+            cli_table_add(&t, cells);
         }
+        cli_table_print(&t);
+        cli_table_cleanup(&t);
         print_tallies(items, n);
     }
     q_park_items_free(items, n);

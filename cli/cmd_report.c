@@ -65,7 +65,14 @@ print_jobs_and_schedules(const cJSON *r)
 static void
 print_park_and_tiers(const cJSON *r)
 {
+    static const char *const heads[] = {
+        "TIER",  "REQUESTS", "TOKENS",   "OK",    "THROTTLES",
+        "WALLS", "5XX",      "TIMEOUTS", "OTHER", "BREAKER"};
+    static const char *const counted[] = {
+        "requests",      "tokens",   "ok",    "throttles",       "walls",
+        "server_errors", "timeouts", "other", "breaker_openings"};
     const cJSON *park = cJSON_GetObjectItem(r, "park"), *p, *t;
+    struct cli_table tab;
 
     printf("park items waiting: %.0f\n", num(park, "waiting"));
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(park, "oldest"))
@@ -77,18 +84,19 @@ print_park_and_tiers(const cJSON *r)
                cli_json_text(p, "reason"), cli_json_text(p, "tier"), age / 3600,
                age / 60 % 60, cli_json_text(p, "error"));
     }
-    printf("%-12s %9s %11s %7s %9s %6s %6s %8s %6s %8s\n", "TIER", "REQUESTS",
-           "TOKENS", "OK", "THROTTLES", "WALLS", "5XX", "TIMEOUTS", "OTHER",
-           "BREAKER");
+    cli_table_init(&tab, 10, heads, "lrrrrrrrrr");
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "tiers"))
     {
-        printf("%-12s %9.0f %11.0f %7.0f %9.0f %6.0f %6.0f %8.0f %6.0f "
-               "%8.0f\n",
-               cli_json_text(t, "tier"), num(t, "requests"), num(t, "tokens"),
-               num(t, "ok"), num(t, "throttles"), num(t, "walls"),
-               num(t, "server_errors"), num(t, "timeouts"), num(t, "other"),
-               num(t, "breaker_openings"));
+        char n[9][32];
+        const char *cells[10] = {cli_json_text(t, "tier")};
+        for (int i = 0; i < 9; i++) {
+            snprintf(n[i], sizeof(n[i]), "%.0f", num(t, counted[i]));
+            cells[i + 1] = n[i];
+        }
+        cli_table_add(&tab, cells);
     }
+    cli_table_print(&tab);
+    cli_table_cleanup(&tab);
 }
 
 static void

@@ -56,16 +56,6 @@ cells(const cJSON *s, const char *cell[NCOLS], char *job, size_t len)
     cell[6] = job;
 }
 
-/* One line of the table, each cell but the last padded to its column's
- * width. */
-static void
-print_row(const char *const cell[NCOLS], const int width[NCOLS])
-{
-    for (int i = 0; i < NCOLS - 1; i++)
-        printf("%-*s ", width[i], cell[i]);
-    printf("%s\n", cell[NCOLS - 1]);
-}
-
 static int
 list(struct cli_env *env, int argc, char **argv)
 {
@@ -76,7 +66,7 @@ list(struct cli_env *env, int argc, char **argv)
     const cJSON *s;
     const char *cell[NCOLS];
     char job[64];
-    int width[NCOLS];
+    struct cli_table t;
     q_db *db = NULL;
     int npos = 0, rc;
 
@@ -96,21 +86,14 @@ list(struct cli_env *env, int argc, char **argv)
     }
     /* The columns are as wide as their widest cell: a zone such as
      * America/Argentina/Buenos_Aires does not fit a fixed width. */
-    for (int i = 0; i < NCOLS; i++)
-        width[i] = (int)strlen(heads[i]);
+    cli_table_init(&t, NCOLS, heads, "lllllll");
     cJSON_ArrayForEach(s, arr)
     {
         cells(s, cell, job, sizeof(job));
-        for (int i = 0; i < NCOLS; i++)
-            if ((int)strlen(cell[i]) > width[i])
-                width[i] = (int)strlen(cell[i]);
+        cli_table_add(&t, cell);
     }
-    print_row(heads, width);
-    cJSON_ArrayForEach(s, arr)
-    {
-        cells(s, cell, job, sizeof(job));
-        print_row(cell, width);
-    }
+    cli_table_print(&t);
+    cli_table_cleanup(&t);
     if (cJSON_GetArraySize(arr) == 0)
         printf("(the config has no schedules)\n");
     cJSON_Delete(arr);

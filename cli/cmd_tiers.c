@@ -48,7 +48,11 @@ num_of(const cJSON *o, const char *name)
 static int
 show_state(struct cli_env *env, const struct config *cfg, bool json)
 {
+    static const char *const heads[] = {
+        "TIER",     "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON",
+        "PACE RPM", "RPM",     "TPM",        "ALLOWANCE",       "IN FLIGHT"};
     const char *failed = "?";
+    struct cli_table tab;
     const cJSON *t;
     cJSON *arr = NULL;
     q_db *db = NULL;
@@ -66,21 +70,30 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
         cli_print_json(arr);
         return CLI_OK;
     }
-    printf("%-12s %-10s %-21s %-21s %-10s %8s %6s %9s %12s %9s\n", "TIER",
-           "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON", "PACE RPM",
-           "RPM", "TPM", "ALLOWANCE", "IN FLIGHT");
+    cli_table_init(&tab, 10, heads, "lllllrrrrr");
     cJSON_ArrayForEach(t, arr)
     {
-        printf("%-12s %-10s %-21s %-21s %-10s %8.1f %6lld %9lld %12lld "
-               "%9lld\n",
-               cli_json_text(t, "name"), cli_json_text(t, "breaker"),
-               cli_json_text(t, "open_until"),
-               cli_json_text(t, "exhausted_until"),
-               cli_json_text(t, "exhausted_reason"),
-               cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm")),
-               num_of(t, "rpm_used"), num_of(t, "tpm_used"),
-               num_of(t, "allowance_used"), num_of(t, "in_flight"));
+        char n[5][32];
+        const char *cells[10] = {cli_json_text(t, "name"),
+                                 cli_json_text(t, "breaker"),
+                                 cli_json_text(t, "open_until"),
+                                 cli_json_text(t, "exhausted_until"),
+                                 cli_json_text(t, "exhausted_reason"),
+                                 n[0],
+                                 n[1],
+                                 n[2],
+                                 n[3],
+                                 n[4]};
+        snprintf(n[0], sizeof(n[0]), "%.1f",
+                 cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm")));
+        snprintf(n[1], sizeof(n[1]), "%lld", num_of(t, "rpm_used"));
+        snprintf(n[2], sizeof(n[2]), "%lld", num_of(t, "tpm_used"));
+        snprintf(n[3], sizeof(n[3]), "%lld", num_of(t, "allowance_used"));
+        snprintf(n[4], sizeof(n[4]), "%lld", num_of(t, "in_flight"));
+        cli_table_add(&tab, cells);
     }
+    cli_table_print(&tab);
+    cli_table_cleanup(&tab);
     cJSON_Delete(arr);
     return CLI_OK;
 }

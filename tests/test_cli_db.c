@@ -2,8 +2,9 @@
  * other command, and libstepq, given a path with no stepq database says
  * so (exit 1) and leaves nothing behind; an older schema waits for `stepq
  * init`, a newer one is refused. Also the dispatcher's exit codes: help
- * is 0 and a raw -errno that escaped a command is 1, never success. Real
- * processes, each test in its own temporary directory. */
+ * is 0 and a raw -errno that escaped a command is 1, never success; and
+ * the text tables line up whatever their cells hold. Real processes, each
+ * test in its own temporary directory. */
 #include "tests/support/support.h"
 
 #include <dirent.h>
@@ -289,12 +290,83 @@ START_TEST(test_unwritable_database_says_why)
 }
 END_TEST
 
+/* ---- tables ------------------------------------------------------------ */
+
+/* Checks that every row of the table printed in out lines up with its
+ * headings: a left-aligned cell starts where its heading does, a
+ * right-aligned one ends where its heading ends. */
+static void
+check_columns(const char *out, const char *const *heads, const char *align,
+              int n)
+{
+    const char *nl = strchr(out, '\n'), *line, *from = out;
+    size_t at[16], end[16];
+
+    ck_assert_ptr_nonnull(nl);
+    for (int c = 0; c < n; c++) {
+        const char *h = strstr(from, heads[c]);
+        ck_assert_msg(h != NULL && h < nl, "no heading %s:\n%s", heads[c], out);
+        at[c] = (size_t)(h - out);
+        end[c] = at[c] + strlen(heads[c]);
+        from = h + strlen(heads[c]);
+    }
+    for (line = nl + 1; *line != '\0'; line = strchr(line, '\n') + 1) {
+        for (int c = 0; c < n; c++) {
+            bool ok = align[c] == 'r'
+                          ? line[end[c] - 1] != ' ' &&
+                                (line[end[c]] == ' ' || line[end[c]] == '\n')
+                          : line[at[c]] != ' ' &&
+                                (at[c] == 0 || line[at[c] - 1] == ' ');
+            ck_assert_msg(ok, "%s out of line:\n%s", heads[c], out);
+        }
+    }
+}
+
+/* Columns as wide as their widest cell: a job name and a tier name longer
+ * than any fixed width keep the rest of their rows in line. */
+START_TEST(test_tables_line_up)
+{
+    static const char *const jobs[] = {"ID", "STATE", "CREATED", "NAME", "KEY"};
+    static const char *const tiers[] = {
+        "TIER",     "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON",
+        "PACE RPM", "RPM",     "TPM",        "ALLOWANCE",       "IN FLIGHT"};
+    static const char cfg[] =
+        "{\"tiers\": [{\"name\": \"a-free-tier-with-a-rather-long-name\","
+        " \"base_url\": \"http://127.0.0.1:9/v1\", \"model\": \"m\","
+        " \"rpm\": 60}, {\"name\": \"local\", \"base_url\":"
+        " \"http://127.0.0.1:9/v1\", \"model\": \"m\"}]}";
+    struct run_result r;
+
+    free(tmpdir_write(".", "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, NULL, "init"), 0);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        RUN(&r,
+            "{\"name\":\"a-job-name-longer-than-any-column-was\",\"steps\":"
+            "[{\"name\":\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+            "\"content\":\"hi\"}]}}]}\n"
+            "{\"name\":\"n\",\"key\":\"k\",\"steps\":[{\"name\":\"a\","
+            "\"request\":{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+            "}}]}",
+            "enqueue", "-"),
+        0);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "list"), 0);
+    check_columns(r.out, jobs, "lllll", 5);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "tiers"), 0);
+    check_columns(r.out, tiers, "lllllrrrrr", 10);
+    run_result_free(&r);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("cli_db");
     TCase *nodb = tcase_create("database");
     TCase *exits = tcase_create("exit codes");
+    TCase *tables = tcase_create("tables");
 
     tcase_add_checked_fixture(nodb, fixture_setup, fixture_teardown);
     tcase_set_timeout(nodb, 60);
@@ -309,6 +381,11 @@ test_suite(void)
     tcase_add_loop_test(nodb, test_unwritable_database_says_why, 0,
                         STEPQ_ARRAY_LEN(unwritable));
     suite_add_tcase(s, nodb);
+
+    tcase_add_checked_fixture(tables, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tables, 30);
+    tcase_add_test(tables, test_tables_line_up);
+    suite_add_tcase(s, tables);
 
     tcase_set_timeout(exits, 10);
     tcase_add_test(exits, test_raw_errno_exits_1_help_exits_0);
