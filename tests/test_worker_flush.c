@@ -11,6 +11,7 @@
  * error that says what happened to it. */
 #include "tests/support/support.h"
 
+#include <cjson/cJSON.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,41 @@ START_TEST(test_posts_wait_for_a_flush_that_fails)
 }
 END_TEST
 
+/* What the not-sent item's error tells the operator works: once the disk
+ * flushes again and a worker opens the store anew, a retry of each item
+ * sends each post once. */
+START_TEST(test_posts_retried_after_the_disk_is_back)
+{
+    struct run_result r;
+    char job[512];
+
+    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
+              "[{\"status\":201,\"body\":\"ok\"}]}]}",
+              "");
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job), POST_JOB, i, e2e_mock.port);
+        e2e_enqueue(job);
+    }
+    use_failing_vfs();
+    worker__turn_commit = arm_then_commit;
+    run_worker();
+    ck_assert_int_eq(syncs_failed, 1);
+    worker__turn_commit = q_tx_commit;
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", "--all-matching",
+                              "--reason", "in_doubt", "--retry"),
+                     0);
+    run_result_free(&r);
+    run_worker();
+    ck_assert_int_eq(syncs_failed, 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 2);
+    for (int id = 1; id <= 2; id++) {
+        cJSON *shown = e2e_show(id);
+        ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+        cJSON_Delete(shown);
+    }
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -158,6 +194,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_posts_wait_for_a_flush_that_fails);
+    tcase_add_test(tc, test_posts_retried_after_the_disk_is_back);
     suite_add_tcase(s, tc);
     return s;
 }
