@@ -90,6 +90,12 @@ struct http_request {
     char *body; /* owned; NULL: no body. body_len bytes, may hold NULs */
     size_t body_len;
     int64_t timeout_ms; /* whole request; 0: HTTP_DEFAULT_TIMEOUT_MS */
+    /* owned: values the request carries that are secrets (the builders
+     * add them; http_request_add_secret): each is replaced by "***" in
+     * the answer's body, headers and error text before the callback sees
+     * them */
+    char **secrets;
+    size_t nsecrets;
 };
 
 /* What came back. Every pointer is owned by the struct (and so by the
@@ -191,6 +197,11 @@ STEPQ_MUST_CHECK int http_request_set(struct http_request *r,
 STEPQ_MUST_CHECK int http_request_add_header(struct http_request *r,
                                              const char *name,
                                              const char *value);
+
+/* http_request_add_secret remembers a copy of value as a secret of r, to
+ * be scrubbed from its answer (http_request.secrets). NULL and values of
+ * fewer than 4 bytes are ignored. */
+void http_request_add_secret(struct http_request *r, const char *value);
 
 /* http_request_set_body copies len bytes of body (replacing any). */
 void http_request_set_body(struct http_request *r, const char *body,

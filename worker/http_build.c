@@ -90,6 +90,7 @@ http_request_cleanup(struct http_request *r)
     }
     free(r->headers);
     free(r->body);
+    http__secrets_free(r->secrets, r->nsecrets);
     memset(r, 0, sizeof(*r));
 }
 
@@ -246,6 +247,9 @@ http_step_request(const cJSON *http, const char *idempotency_key,
             http_request_cleanup(&r);
             return rc;
         }
+        if (strncmp(h->valuestring, "env:", 4) == 0 ||
+            httptext_is_credential_name(h->string, strlen(h->string)))
+            http_request_add_secret(&r, v);
     }
     if (body != NULL) {
         const char *ctype = "application/json";

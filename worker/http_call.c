@@ -261,6 +261,9 @@ deliver(struct http_call *call)
     if (call->res.body == NULL)
         call->res.body = xcalloc(1, 1);
     call->res.latency_ms = clock_mono_ms() - call->start_ms;
+    http__scrub(&call->res, call->secrets, call->nsecrets);
+    http__secrets_free(call->secrets, call->nsecrets);
+    call->secrets = NULL;
     call->delivering = true;
     call->cb(call, &call->res, call->arg);
     response_cleanup(&call->res);
@@ -533,6 +536,7 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         free(call);
         return -EIO;
     }
+    http__secrets_copy(req, &call->secrets, &call->nsecrets);
     if (out != NULL)
         *out = call;
     return 0;

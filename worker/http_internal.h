@@ -51,6 +51,8 @@ struct http_call {
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
     size_t body_len;
+    char **secrets; /* owned copies of the request's (http__scrub) */
+    size_t nsecrets;
     http_done_cb cb;
     void *arg;
     struct http_response res; /* built while the answer arrives */
@@ -92,6 +94,13 @@ void http__wipe(void *p, size_t n);
 
 /* http__free_secret wipes and frees s; NULL is a no-op (http_build.c). */
 void http__free_secret(char *s);
+/* http__secrets_copy gives a call its own copies of r's secrets (*out,
+ * *n; free with http__secrets_free, which wipes them; NULL is a no-op). */
+void http__secrets_copy(const struct http_request *r, char ***out, size_t *n);
+void http__secrets_free(char **v, size_t n);
+/* http__scrub replaces each of the n secrets by "***" in res's body, header
+ * values and error text (http_secret.c). */
+void http__scrub(struct http_response *res, char *const *secrets, size_t n);
 /* http__is_http_url: an http:// or https:// URL without blanks or
  * control characters (http_build.c). */
 bool http__is_http_url(const char *s);

@@ -150,6 +150,33 @@ add_headers(struct http_request *r, const struct config_tier *t, char *err,
     return 0;
 }
 
+/* The secrets of pairs (headers or query): env: values, and the values of
+ * names that carry a credential. */
+static void
+add_pair_secrets(struct http_request *r, const struct config_pair *pairs,
+                 size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = pairs[i].value;
+        if (strncmp(v, "env:", 4) == 0)
+            http_request_add_secret(r, getenv(v + 4));
+        else if (httptext_is_credential_name(pairs[i].name,
+                                             strlen(pairs[i].name)))
+            http_request_add_secret(r, v);
+    }
+}
+
+/* add_secrets remembers what of t's request is secret (the key, and what
+ * add_pair_secrets finds), to be scrubbed from its answer. */
+static void
+add_secrets(struct http_request *r, const struct config_tier *t)
+{
+    if (t->api_key_env != NULL)
+        http_request_add_secret(r, getenv(t->api_key_env));
+    add_pair_secrets(r, t->headers, t->nheaders);
+    add_pair_secrets(r, t->query, t->nquery);
+}
+
 int
 http_tier_request(const cJSON *request, const struct config_tier *t,
                   int64_t timeout_ms, struct http_request *out, char *err,
@@ -199,6 +226,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
         http_request_cleanup(&r);
         return rc;
     }
+    add_secrets(&r, t);
     r.timeout_ms = timeout_ms;
     *out = r;
     return 0;

@@ -43,8 +43,6 @@ struct probe {
     bool built, done;
     char error[512];          /* why it was not sent, or the transport error */
     struct http_response res; /* body and headers moved out of the answer */
-    char **secrets;           /* owned: what the request carried */
-    size_t nsecrets;
 };
 
 /* mask shows a long key by its first three and last four characters
@@ -98,69 +96,15 @@ shown(const struct config_tier *t, const struct http_header *h)
     return xstrdup(h->value);
 }
 
-static void
-wipe(char *s)
-{
-    volatile char *v = s;
-
-    while (*v != '\0')
-        *v++ = '\0';
-}
-
-static void
-add_secret(struct probe *p, const char *s)
-{
-    if (s == NULL || strlen(s) < 4)
-        return;
-    p->secrets = xrealloc(p->secrets, (p->nsecrets + 1) * sizeof(char *));
-    p->secrets[p->nsecrets++] = xstrdup(s);
-}
-
-/* collect_secrets (with collect_pairs for the headers and the query)
- * remembers every value the request carries that came from the
- * environment or names a credential, to scrub them from what the endpoint
- * answers (an error that echoes the key must not print it). */
-static void
-collect_pairs(struct probe *p, const struct config_pair *pairs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *v = pairs[i].value;
-        if (strncmp(v, "env:", 4) == 0)
-            add_secret(p, getenv(v + 4));
-        else if (httptext_is_credential_name(pairs[i].name,
-                                             strlen(pairs[i].name)))
-            add_secret(p, v);
-    }
-}
-
-static void
-collect_secrets(struct probe *p)
-{
-    const struct config_tier *t = p->t;
-
-    if (t->api_key_env != NULL)
-        add_secret(p, getenv(t->api_key_env));
-    collect_pairs(p, t->headers, t->nheaders);
-    collect_pairs(p, t->query, t->nquery);
-}
-
-/* excerpt returns the start of text with every secret replaced by "***"
- * and bytes that are not UTF-8 replaced. Caller frees. */
+/* excerpt returns the start of text with bytes that are not UTF-8
+ * replaced (the client has replaced every secret the request carried by
+ * "***" already: http_request.secrets). Caller frees. */
 static char *
-excerpt(const struct probe *p, const char *text, size_t len)
+excerpt(const char *text, size_t len)
 {
     size_t n = len < EXCERPT ? len : EXCERPT;
-    char *s = xstrndup(text, len), *hit;
+    char *s = xstrndup(text, len);
 
-    /* The whole body is scrubbed before it is cut, so that a secret cut
-     * by the excerpt's end is removed too. */
-    for (size_t i = 0; i < p->nsecrets; i++) {
-        size_t k = strlen(p->secrets[i]);
-        while ((hit = strstr(s, p->secrets[i])) != NULL) {
-            memcpy(hit, "***", 3);
-            memmove(hit + 3, hit + k, strlen(hit + k) + 1);
-        }
-    }
     if (strlen(s) > n)
         s[n] = '\0';
     json_utf8_scrub(s, strlen(s));
@@ -177,11 +121,6 @@ probe_cleanup(struct probe *p)
         free(p->res.headers[i].value);
     }
     free(p->res.headers);
-    for (size_t i = 0; i < p->nsecrets; i++) {
-        wipe(p->secrets[i]);
-        free(p->secrets[i]);
-    }
-    free(p->secrets);
 }
 
 /* note says what an operator should know before reading the result: the
@@ -211,7 +150,6 @@ build(struct probe *p, const cJSON *request)
                           sizeof(p->error)) != 0)
         return false;
     p->built = true;
-    collect_secrets(p);
     return true;
 }
 
@@ -359,12 +297,12 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
     if (strcmp(result, "reachable") == 0) {
         cJSON_AddNullToObject(o, "error");
     } else if (p->res.error != HTTP_ERR_NONE) {
-        ex = excerpt(p, p->res.error_text, strlen(p->res.error_text));
+        ex = excerpt(p->res.error_text, strlen(p->res.error_text));
         cJSON_AddStringToObject(o, "error",
                                 ex[0] ? ex : http_error_name(p->res.error));
         free(ex);
     } else {
-        ex = excerpt(p, p->res.body ? p->res.body : "", p->res.body_len);
+        ex = excerpt(p->res.body ? p->res.body : "", p->res.body_len);
         cJSON_AddStringToObject(o, "error", ex);
         free(ex);
     }
