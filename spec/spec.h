@@ -61,8 +61,9 @@ struct spec_opts {
     const char *const *tiers; /* known tier names (NULL: not checked) */
     size_t ntiers;
     /* true: the job was stored by an enqueue, maybe of an older stepq;
-     * rules added since for what a store takes (the key's length) are
-     * not applied again, so that a job queued before them still runs. */
+     * rules added since for what a store takes (the key's length and
+     * characters) are not applied again, so that a job queued before them
+     * still runs. */
     bool stored;
 };
 

@@ -46,11 +46,10 @@ static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
 
 /* The rules of a job's key, one list for a job file's and for
  * spec_key_check's (--key, libstepq, serve). stored: the key of a job an
- * older stepq stored, which may be longer than today's bound. text: the
- * key came as bytes, not as a JSON string (which cJSON has checked for
- * UTF-8; control characters in it stay allowed, as they always were). */
+ * older stepq stored, which may break today's bounds (its length, its
+ * characters) and must still run. */
 static int
-key_rules(const char *key, bool stored, bool text, char *err, size_t len)
+key_rules(const char *key, bool stored, char *err, size_t len)
 {
     if (key[0] == '\0')
         return json_fail(err, len, "key", "must not be empty");
@@ -60,9 +59,9 @@ key_rules(const char *key, bool stored, bool text, char *err, size_t len)
         return json_fail(err, len, "key",
                          "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
                          " are the schedules' own");
-    if (text && !json_utf8_valid(key, strlen(key)))
+    if (!stored && !json_utf8_valid(key, strlen(key)))
         return json_fail(err, len, "key", "not valid UTF-8");
-    if (text && !json_plain_text(key, false))
+    if (!stored && !json_plain_text(key, false))
         return json_fail(err, len, "key", "must not hold control characters");
     return 0;
 }
@@ -521,8 +520,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         return rc;
     if (j->name[0] == '\0')
         return json_fail(err, len, "name", "must not be empty");
-    if (j->key != NULL && (rc = key_rules(j->key, opts != NULL && opts->stored,
-                                          false, err, len)) != 0)
+    if (j->key != NULL &&
+        (rc = key_rules(j->key, opts != NULL && opts->stored, err, len)) != 0)
         return rc;
     if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
         return json_fail(err, len, "run_at",
@@ -583,5 +582,5 @@ spec_key_reserved(const char *key)
 int
 spec_key_check(const char *key, char *err, size_t len)
 {
-    return key_rules(key, false, true, err, len);
+    return key_rules(key, false, err, len);
 }

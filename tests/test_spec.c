@@ -247,6 +247,12 @@ static const struct bad_case bad[] = {
      "priority: must be a whole number"},
     {"key empty", "{\"name\":\"j\",\"key\":\"\",\"steps\":[" CHAT("a") "]}",
      "key: must not be empty"},
+    {"key control character",
+     "{\"name\":\"j\",\"key\":\"a\\u0001b\",\"steps\":[" CHAT("a") "]}",
+     "key: must not hold control characters"},
+    {"key newline",
+     "{\"name\":\"j\",\"key\":\"a\\nb\",\"steps\":[" CHAT("a") "]}",
+     "key: must not hold control characters"},
     {"duplicate field",
      "{\"name\":\"j\",\"name\":\"k\",\"steps\":[" CHAT("a") "]}",
      "name: duplicate field"},
@@ -414,6 +420,23 @@ START_TEST(test_key_length_bounded)
 }
 END_TEST
 
+/* A job stored by an older stepq, whose key breaks today's rules (its
+ * length, a control character), still reads: it must still run. */
+START_TEST(test_stored_key_still_reads)
+{
+    static const char job[] = "{\"name\":\"j\",\"key\":\"a\\u0001b\","
+                              "\"steps\":[" CHAT("a") "]}";
+    struct spec_opts opts = {.stored = true};
+    struct spec_job *s = NULL;
+    char err[256];
+
+    ck_assert_int_eq(spec_parse(job, strlen(job), &opts, &s, err, sizeof(err)),
+                     0);
+    ck_assert_str_eq(s->key, "a\001b");
+    spec_job_free(s);
+}
+END_TEST
+
 START_TEST(test_deep_nesting_refused)
 {
     size_t depth = 100000;
@@ -490,6 +513,7 @@ test_suite(void)
     tcase_add_test(tc, test_unknown_tier_refused_when_config_names_tiers);
     tcase_add_test(tc, test_huge_job_refused);
     tcase_add_test(tc, test_key_length_bounded);
+    tcase_add_test(tc, test_stored_key_still_reads);
     tcase_add_test(tc, test_deep_nesting_refused);
     tcase_add_test(tc, test_many_names_the_bad_job);
     tcase_add_test(tc, test_many_accepts_array_and_lines);
