@@ -1,6 +1,7 @@
 /* main.c: global options and dispatch to the cmd_<name>.c commands. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,21 @@ print_allocator(void)
 #endif
 }
 
+/* Output that could not be written (a full disk, /dev/full, an I/O
+ * error) fails the command, whatever it did: a script must not take a
+ * lost job id or a lost listing for success. A reader that went away
+ * ends stepq with SIGPIPE first, as it ends other tools. */
+static int
+output_written(int rc)
+{
+    int err = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
+
+    if (err == 0)
+        return rc;
+    cli_error("cannot write the output: %s", strerror(err));
+    return rc == CLI_OK ? CLI_RUNTIME : rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -137,13 +153,13 @@ main(int argc, char **argv)
     level += verbose;
     log_set_level(level > LOG_LEVEL_DEBUG ? LOG_LEVEL_DEBUG : level);
     if ((rc = cli_usage_asked(argc, argv, usage)) != 0)
-        return rc == CLI_HELP ? CLI_OK : rc;
+        return output_written(rc == CLI_HELP ? CLI_OK : rc);
     if (strcmp(argv[1], "--version") == 0) {
         printf("stepq %s\n", STEPQ_VERSION);
         print_allocator();
-        return CLI_OK;
+        return output_written(CLI_OK);
     }
     rc = cli_dispatch(&env, commands, STEPQ_ARRAY_LEN(commands), argc, argv);
     config_free(env.cfg);
-    return rc;
+    return output_written(rc);
 }

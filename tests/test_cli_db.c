@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "include/stepq.h"
 
@@ -290,6 +292,36 @@ START_TEST(test_unwritable_database_says_why)
 }
 END_TEST
 
+/* Output that cannot be written fails the command (exit 1, saying so),
+ * even when the command did its work: an enqueue whose id is lost must
+ * not look like success to a script. */
+START_TEST(test_lost_output_exits_1)
+{
+    static const char *const cmds[] = {"status --json", "jobs list --json",
+                                       "enqueue --json < job.json", "--help"};
+    const char *bin = getenv("STEPQ_BIN");
+    char cmd[1024], *err = NULL;
+    size_t len = 0;
+    struct run_result r;
+
+    ck_assert_ptr_nonnull(bin);
+    ck_assert_int_eq(RUN(&r, NULL, "--db", "q.db", "init"), 0);
+    run_result_free(&r);
+    free(tmpdir_write(".", "job.json", GOOD_JOB("k"), strlen(GOOD_JOB("k"))));
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(cmds); i++) {
+        snprintf(cmd, sizeof(cmd), "'%s' --db q.db %s > /dev/full 2> err.txt",
+                 bin, cmds[i]);
+        int status = system(cmd);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+                      "%s: status %d", cmds[i], status);
+        ck_assert_int_eq(file_read_all("err.txt", 1 << 16, &err, &len), 0);
+        ck_assert_msg(strstr(err, "cannot write the output") != NULL, "%s: %s",
+                      cmds[i], err);
+        free(err);
+    }
+}
+END_TEST
+
 /* ---- tables ------------------------------------------------------------ */
 
 /* Checks that every row of the table printed in out lines up with its
@@ -366,7 +398,7 @@ test_suite(void)
     Suite *s = suite_create("cli_db");
     TCase *nodb = tcase_create("database");
     TCase *exits = tcase_create("exit codes");
-    TCase *tables = tcase_create("tables");
+    TCase *tables = tcase_create("output");
 
     tcase_add_checked_fixture(nodb, fixture_setup, fixture_teardown);
     tcase_set_timeout(nodb, 60);
@@ -385,6 +417,7 @@ test_suite(void)
     tcase_add_checked_fixture(tables, fixture_setup, fixture_teardown);
     tcase_set_timeout(tables, 30);
     tcase_add_test(tables, test_tables_line_up);
+    tcase_add_test(tables, test_lost_output_exits_1);
     suite_add_tcase(s, tables);
 
     tcase_set_timeout(exits, 10);
