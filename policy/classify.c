@@ -514,7 +514,8 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
     /* A wait written in an error message counts; one in a completion's
      * content is the model talking (and the text is not searched). */
     if (l.explicit_ms < 0 && error_body &&
-        policy__text_wait(t.s, &text_ms) == 0)
+        policy__text_wait(t.s, &text_ms) == 0 &&
+        text_ms <= POLICY_TEXT_WAIT_MAX_MS)
         l.explicit_ms = text_ms;
     out->wait_ms = l.explicit_ms;
     if (out->outcome == POLICY_SOFT_THROTTLE ||

@@ -258,6 +258,12 @@ STEPQ_MUST_CHECK int policy_breaker_from_name(const char *name,
  * definition of the bound: the worker's tier state should use it too. */
 #define POLICY_HEADER_WAIT_MAX_MS ((int64_t)24 * 3600 * 1000)
 
+/* POLICY_TEXT_WAIT_MAX_MS bounds a wait an error's text asks for ("try
+ * again in 99999999999s", a retryDelay of thousands of years): past it the
+ * text is bogus and counts as naming no wait. Longer than a header's bound,
+ * as a text may name a monthly quota's reset; no quota waits longer. */
+#define POLICY_TEXT_WAIT_MAX_MS ((int64_t)31 * 24 * 3600 * 1000)
+
 /* policy_parse_duration: Go-style "6m0s", "1.5s", "20ms", "1h2m", "0". */
 STEPQ_MUST_CHECK int policy_parse_duration(const char *s, int64_t *ms);
 /* policy_parse_http_date: IMF-fixdate, RFC 850 or asctime -> ms since the

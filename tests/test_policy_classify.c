@@ -183,6 +183,19 @@ static const struct crow crows[] = {
     ERR("retry after 86400 seconds is a wall", 429,
         "token rate limit. Please retry after 86400 seconds.",
         POLICY_HARD_QUOTA, "long_wait", W(86400000, 86400000)),
+    /* A text may name a month's wait (a monthly quota), never more: past
+     * 31 days the text is bogus and names no wait. */
+    ERR("try again in 30 days is a wall", 429,
+        "Rate limit reached. Please try again in 720h.", POLICY_HARD_QUOTA,
+        "long_wait", W(2592000000, 2592000000)),
+    ERR("try again in 99999999999999999999999s is ignored", 429,
+        "Rate limit reached. Please try again in 99999999999999999999999s.",
+        POLICY_SOFT_THROTTLE, "rate_limit", W(-1, -1)),
+    ERR("a retryDelay of millennia is ignored", 429,
+        "{\"error\":{\"status\":\"RESOURCE_EXHAUSTED\",\"details\":"
+        "[{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\","
+        "\"retryDelay\":\"99999999999999s\"}]}}",
+        POLICY_SOFT_THROTTLE, "rate_limit", W(-1, -1)),
     /* Auth. */
     ERR("401", 401, "{}", POLICY_HARD_QUOTA, "auth", ANYW),
     ERR("403", 403, "", POLICY_HARD_QUOTA, "auth", ANYW),
