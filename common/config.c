@@ -355,18 +355,13 @@ config_parse(const char *text, size_t len, const char *dir, struct config **out,
 {
     cJSON *root = NULL;
     struct config *c = NULL;
-    const char *end = NULL;
     int rc;
 
     if (!json_utf8_valid(text, len))
         return json_fail(err, errlen, "", "config is not valid UTF-8");
-    if ((rc = json_text_check(text, len, err, errlen)) != 0)
+    if ((rc = json_parse_whole(text, len, "config is ", &root, err, errlen)) !=
+        0)
         return rc;
-    root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (root == NULL)
-        return json_fail(
-            err, errlen, "", "config is not valid JSON (near byte %zu)",
-            end != NULL && end >= text ? (size_t)(end - text) : (size_t)0);
     c = config_new_default();
     rc = parse_root(root, dir, c, err, errlen);
     cJSON_Delete(root);

@@ -197,7 +197,7 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
-    const char *window = NULL, *auth = NULL;
+    const char *window = NULL, *auth = NULL, *rest, *why;
     int64_t inflight = 0, failures = 5;
     const cJSON *b;
     char p[256];
@@ -249,6 +249,11 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "base_url"),
                          "must not hold spaces, control characters or '#'");
+    rest = url + (url[4] == 's' ? 8 : 7);
+    if ((why = httptext_authority_problem(rest, rest + strcspn(rest, "/?"))) !=
+        NULL)
+        return json_fail(
+            err, len, json_path_key(p, sizeof(p), path, "base_url"), "%s", why);
     if (env != NULL && env[0] == '\0')
         env = NULL; /* as before: "" names no variable */
     if (window != NULL && window_seconds(window, &t->allowance_window_s))

@@ -1,6 +1,7 @@
 /* httptext.c: HTTP token and field-value checks, query escaping. */
 #include "common/httptext.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -87,4 +88,45 @@ httptext_is_env_name(const char *s)
         return false;
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                      "0123456789_") == strlen(s);
+}
+
+const char *
+httptext_authority_problem(const char *rest, const char *end)
+{
+    const char *host = rest, *s;
+    size_t n;
+
+    for (s = rest; s < end; s++) {
+        if (*s == '@')
+            host = s + 1; /* a userinfo ends at its last '@' */
+    }
+    if (host < end && *host == '[') {
+        s = memchr(host, ']', (size_t)(end - host));
+        if (s == NULL || s == host + 1 ||
+            strspn(host + 1, "0123456789abcdefABCDEF:.") !=
+                (size_t)(s - host - 1))
+            return "bad IPv6 address in the host";
+        s++;
+    } else {
+        s = host;
+        while (s < end && *s != ':')
+            s++;
+        if (memchr(host, '[', (size_t)(s - host)) != NULL ||
+            memchr(host, ']', (size_t)(s - host)) != NULL)
+            return "'[' or ']' in the host";
+    }
+    if (s == host)
+        return "needs a host (http://HOST/...)";
+    if (s < end && *s != ':')
+        return "unexpected text after the host";
+    if (s < end) {
+        long port = 0;
+        s++;
+        n = (size_t)(end - s);
+        if (n > 0 && n <= 5 && strspn(s, "0123456789") >= n)
+            port = strtol(s, NULL, 10);
+        if (port < 1 || port > 65535)
+            return "port must be 1 to 65535";
+    }
+    return NULL;
 }

@@ -38,6 +38,13 @@ bool httptext_is_env_name(const char *s);
  * any case. Such values are masked wherever stepq shows what it sent. */
 bool httptext_is_credential_name(const char *name, size_t n);
 
+/* httptext_authority_problem checks the authority of an http(s) URL: the
+ * bytes from rest (just after "://") to end (the path or the query). It
+ * returns NULL when it names a host, and a port of 1 to 65535 if any
+ * (RFC 3986: an optional userinfo, a name, IPv4 or [IPv6] host), else what
+ * is wrong with it (a static string). */
+const char *httptext_authority_problem(const char *rest, const char *end);
+
 /* httptext_query_escape appends s to b percent-encoded as a query
  * component: unreserved characters (RFC 3986: letters, digits, "-._~") as
  * they are, every other byte as %XX. Aborts on OOM. */

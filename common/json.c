@@ -333,3 +333,35 @@ json_add_time(cJSON *o, const char *name, int64_t ms)
     else
         cJSON_AddNullToObject(o, name);
 }
+
+int
+json_parse_whole(const char *text, size_t len, const char *what, cJSON **out,
+                 char *err, size_t errlen)
+{
+    const char *end = NULL;
+    cJSON *root = NULL;
+    int rc = json_text_check(text, len, err, errlen);
+
+    if (rc != 0)
+        return rc;
+    if ((root = cJSON_ParseWithLengthOpts(text, len, &end, false)) == NULL) {
+        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        return json_fail(err, errlen, "", "%snot valid JSON (near byte %zu)",
+                         what, at);
+    }
+    /* Trailing bytes after the value other than white space are refused:
+     * "{...} {...}" must not pass as its first half. */
+    if (end != NULL) {
+        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
+               *end != '\0')
+            end++;
+        if ((size_t)(end - text) < len) {
+            cJSON_Delete(root);
+            return json_fail(err, errlen, "",
+                             "%snot valid JSON (extra text at byte %zu)", what,
+                             (size_t)(end - text));
+        }
+    }
+    *out = root;
+    return 0;
+}

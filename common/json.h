@@ -55,6 +55,14 @@ bool json_utf8_valid(const char *buf, size_t len);
  * is: no control character (below 0x20, or 0x7f) but, where lines is set,
  * newline and tab. Names and notes people type (by, note, a key). */
 bool json_plain_text(const char *s, bool lines);
+/* json_parse_whole parses len bytes of text (UTF-8, checked by
+ * json_text_check first) as one JSON value with nothing but white space
+ * after it. Returns 0 with *out (caller cJSON_Deletes it), or -EINVAL with
+ * err saying "<what>not valid JSON (near byte N)" or "... (extra text at
+ * byte N)"; what is "" or a subject such as "config is ". */
+STEPQ_MUST_CHECK int json_parse_whole(const char *text, size_t len,
+                                      const char *what, cJSON **out, char *err,
+                                      size_t errlen);
 /* json_text_check refuses JSON text that C strings cannot carry, before
  * it is parsed: a NUL byte, a raw control character (below 0x20 but tab,
  * newline and carriage return), or an escaped NUL (\u0000; cJSON would

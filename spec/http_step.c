@@ -62,8 +62,7 @@ url_byte(unsigned char ch)
 int
 spec__check_http_url(const char *url, const char *path, char *err, size_t len)
 {
-    const char *rest, *end, *host, *s, *t;
-    size_t n;
+    const char *rest, *end, *s, *t, *why;
     char p[PATH_LEN];
 
     json_path_key(p, sizeof(p), path, "url");
@@ -104,37 +103,8 @@ spec__check_http_url(const char *url, const char *path, char *err, size_t len)
                              "a template may fill the path or the query, "
                              "not the host or port");
     }
-    host = rest;
-    for (s = rest; s < end; s++) {
-        if (*s == '@')
-            host = s + 1;
-    }
-    if (*host == '[') {
-        s = memchr(host, ']', (size_t)(end - host));
-        if (s == NULL || s == host + 1 ||
-            strspn(host + 1, "0123456789abcdefABCDEF:.") !=
-                (size_t)(s - host - 1))
-            return json_fail(err, len, p, "bad IPv6 address in the host");
-        s++;
-    } else {
-        s = host + strcspn(host, ":/?");
-        if (memchr(host, '[', (size_t)(s - host)) != NULL ||
-            memchr(host, ']', (size_t)(s - host)) != NULL)
-            return json_fail(err, len, p, "'[' or ']' in the host");
-    }
-    if (s == host)
-        return json_fail(err, len, p, "needs a host (http://HOST/...)");
-    if (s < end && *s != ':')
-        return json_fail(err, len, p, "unexpected text after the host");
-    if (s < end) {
-        long port = 0;
-        s++;
-        n = (size_t)(end - s);
-        if (n > 0 && n <= 5 && strspn(s, "0123456789") >= n)
-            port = strtol(s, NULL, 10);
-        if (port < 1 || port > 65535)
-            return json_fail(err, len, p, "port must be 1 to 65535");
-    }
+    if ((why = httptext_authority_problem(rest, end)) != NULL)
+        return json_fail(err, len, p, "%s", why);
     return 0;
 }
 

@@ -86,30 +86,7 @@ utf8_valid(const char *text, size_t len)
 static int
 parse_text(const char *text, size_t len, cJSON **out, char *err, size_t errlen)
 {
-    const char *end = NULL;
-    cJSON *root = NULL;
-    int rc = json_text_check(text, len, err, errlen);
-
-    if (rc != 0)
-        return rc;
-    if ((root = cJSON_ParseWithLengthOpts(text, len, &end, false)) == NULL) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
-        return json_fail(err, errlen, "", "not valid JSON (near byte %zu)", at);
-    }
-    /* Trailing bytes after the value other than white space are refused. */
-    if (end != NULL) {
-        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
-               *end != '\0')
-            end++;
-        if ((size_t)(end - text) < len) {
-            cJSON_Delete(root);
-            return json_fail(err, errlen, "",
-                             "not valid JSON (extra text at byte %zu)",
-                             (size_t)(end - text));
-        }
-    }
-    *out = root;
-    return 0;
+    return json_parse_whole(text, len, "", out, err, errlen);
 }
 
 int

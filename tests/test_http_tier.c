@@ -88,6 +88,16 @@ static const struct bad bad_configs[] = {
     {",\"query\":\"a=b\"", "tiers[0].query: must be an object"},
     {",\"haeders\":{}", "tiers[0].haeders: unknown field"},
     {",\"base_url\":\"https://h/v1#frag\"", "tiers[0].base_url: must not hold"},
+    {",\"base_url\":\"http://127.0.0.1:70000/v1\"",
+     "tiers[0].base_url: port must be 1 to 65535"},
+    {",\"base_url\":\"http://127.0.0.1:0/v1\"",
+     "tiers[0].base_url: port must be 1 to 65535"},
+    {",\"base_url\":\"http:///v1\"",
+     "tiers[0].base_url: needs a host (http://HOST/...)"},
+    {",\"base_url\":\"http://[::1/v1\"",
+     "tiers[0].base_url: bad IPv6 address in the host"},
+    {",\"base_url\":\"https://user@:8080\"",
+     "tiers[0].base_url: needs a host (http://HOST/...)"},
 };
 
 START_TEST(test_bad_tier_fields_refused_with_path)

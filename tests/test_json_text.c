@@ -1,8 +1,10 @@
 /* test_json_text.c: json_text_check (common/json.c), the check every job
  * and config passes before it is parsed: a NUL byte, a raw control
  * character or an escaped NUL is refused at its offset, wherever it falls
- * in the eight-byte words the check reads, and nothing else is. */
+ * in the eight-byte words the check reads, and nothing else is; and
+ * json_parse_whole, which takes one value and nothing after it. */
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +64,36 @@ START_TEST(test_reads_only_n_bytes)
 }
 END_TEST
 
+/* A job file and a config are one JSON value and white space: text after
+ * the value is refused where it starts, not read as a second document. */
+static const struct whole_case {
+    const char *text, *want; /* want NULL: parsed */
+} wholes[] = {
+    {"{\"a\":1}", NULL},
+    {" {\"a\":1}\r\n\t ", NULL},
+    {"{\"a\":1} x", "config is not valid JSON (extra text at byte 8)"},
+    {"{\"a\":1}{\"b\":2}", "config is not valid JSON (extra text at byte 7)"},
+    {"{\"a\":", "config is not valid JSON (near byte 4)"},
+};
+
+START_TEST(test_whole_value_only)
+{
+    const struct whole_case *c = &wholes[_i];
+    cJSON *root = NULL;
+    char err[160] = "";
+    int rc = json_parse_whole(c->text, strlen(c->text), "config is ", &root,
+                              err, sizeof(err));
+
+    if (c->want == NULL) {
+        ck_assert_msg(rc == 0 && root != NULL, "%s: %s", c->text, err);
+    } else {
+        ck_assert_int_eq(rc, -EINVAL);
+        ck_assert_str_eq(err, c->want);
+    }
+    cJSON_Delete(root);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -71,6 +103,8 @@ test_suite(void)
     tcase_add_loop_test(tc, test_refused_where_it_is, 0,
                         (int)(sizeof(cases) / sizeof(cases[0])));
     tcase_add_test(tc, test_reads_only_n_bytes);
+    tcase_add_loop_test(tc, test_whole_value_only, 0,
+                        (int)(sizeof(wholes) / sizeof(wholes[0])));
     suite_add_tcase(s, tc);
     return s;
 }
