@@ -427,10 +427,12 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     if (out->fault == MOCK_FAULT_HANG || out->fault == MOCK_FAULT_CLOSE ||
         out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
         out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
-        out->fault == MOCK_FAULT_HUGE_HEADERS)
+        out->fault == MOCK_FAULT_HUGE_HEADERS ||
+        out->fault == MOCK_FAULT_BAD_STATUS)
         e->stats->faults++;
     if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
-        b.status >= 200 && b.status <= 299) {
+        out->fault != MOCK_FAULT_BAD_STATUS && b.status >= 200 &&
+        b.status <= 299) {
         e->stats->ok++;
         if (tokens > 0) {
             r->tokens_used += tokens;

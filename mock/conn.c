@@ -227,7 +227,8 @@ mock__conn_flush(struct conn *c)
         mock__conn_write(c, r->buf, NULL, r->len);
         r->buf = NULL;
         stop = r->fault == MOCK_FAULT_CLOSE_MID_BODY ||
-               r->fault == MOCK_FAULT_BAD_CHUNKED || r->close_after;
+               r->fault == MOCK_FAULT_BAD_CHUNKED ||
+               r->fault == MOCK_FAULT_BAD_STATUS || r->close_after;
         resp_free(r);
         if (c->closing)
             return;
@@ -274,6 +275,12 @@ mock__conn_enqueue(struct conn *c, struct mock_reply *rep, bool close_after)
         r->buf = xmalloc(r->len);
         memcpy(r->buf, head, sizeof(head) - 1);
         memcpy(r->buf + sizeof(head) - 1, rep->body, body);
+    } else if (r->fault == MOCK_FAULT_BAD_STATUS) {
+        /* Not HTTP: a status that is not a number, then the close. */
+        static const char head[] = "HTTP/1.1 abc\r\n\r\n";
+        r->len = sizeof(head) - 1;
+        r->buf = xmalloc(r->len);
+        memcpy(r->buf, head, r->len);
     } else if (r->fault == MOCK_FAULT_HUGE_HEADERS) {
         /* The status line, then a 1 MiB header, then the real ones. */
         static const char pad[] = "X-Pad: ";

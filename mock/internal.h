@@ -32,6 +32,7 @@ enum mock_fault {
     MOCK_FAULT_DRIP,         /* the body one byte a second */
     MOCK_FAULT_BAD_CHUNKED,  /* "Transfer-Encoding: chunked" with garbage */
     MOCK_FAULT_HUGE_HEADERS, /* a 1 MiB header before the others */
+    MOCK_FAULT_BAD_STATUS,   /* a status line no client can read */
 };
 
 /* mock_fault_name returns "hang", ... or NULL for MOCK_FAULT_NONE. */

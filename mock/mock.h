@@ -78,7 +78,8 @@
  *                      does not parse), "empty" (empty content), "drip"
  *                      (the body one byte a second), "bad_chunked" (a chunk
  *                      size that is not hex), "huge_headers" (a 1 MiB
- *                      header first)
+ *                      header first), "bad_status" (a status line that
+ *                      is not HTTP's, then close)
  *   oversize_bytes     pad the body to exactly this many bytes
  *   count              use this answer N times in a row (default 1)
  *

@@ -46,6 +46,7 @@ static const char *const fault_names[] = {
     [MOCK_FAULT_EMPTY] = "empty",
     [MOCK_FAULT_DRIP] = "drip",
     [MOCK_FAULT_BAD_CHUNKED] = "bad_chunked",
+    [MOCK_FAULT_BAD_STATUS] = "bad_status",
     [MOCK_FAULT_HUGE_HEADERS] = "huge_headers",
 };
 
@@ -156,8 +157,8 @@ parse_fault(const cJSON *obj, const char *path, enum mock_fault *out, char *err,
     }
     return json_fail(err, len, json_path_key(p, sizeof(p), path, "fault"),
                      "must be one of hang, close, close_mid_body, truncate, "
-                     "invalid_json, empty, drip, bad_chunked, huge_headers "
-                     "(got \"%s\")",
+                     "invalid_json, empty, drip, bad_chunked, huge_headers, "
+                     "bad_status (got \"%s\")",
                      s);
 }
 

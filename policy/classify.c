@@ -430,6 +430,11 @@ by_transport(enum policy_transport tr, struct policy_class *out)
     case POLICY_TRANSPORT_TLS:
         policy__set(out, POLICY_SERVER_ERROR, "tls");
         break;
+    case POLICY_TRANSPORT_BAD_RESPONSE:
+        /* A server that answers garbage is broken as one that answers 5xx
+         * is: retried, counted by the breaker. */
+        policy__set(out, POLICY_SERVER_ERROR, "bad_response");
+        break;
     case POLICY_TRANSPORT_TOO_LARGE:
         /* The answer ran past max_response_bytes and was cut off. */
         policy__set(out, POLICY_TRUNCATED, "response_too_large");

@@ -165,6 +165,7 @@ policy_write_may_have_happened(const struct policy_input *in)
     case POLICY_TRANSPORT_TIMEOUT:
     case POLICY_TRANSPORT_RESET:
     case POLICY_TRANSPORT_TOO_LARGE:
+    case POLICY_TRANSPORT_BAD_RESPONSE:
         return true;
     default:
         return false;

@@ -67,6 +67,9 @@ enum policy_transport {
     POLICY_TRANSPORT_RESET,     /* connection reset or lost ("reset") */
     POLICY_TRANSPORT_TLS,       /* TLS handshake or certificate ("tls") */
     POLICY_TRANSPORT_TOO_LARGE, /* answer above max_response_bytes */
+    /* an answer that is not HTTP ("bad_response"): the server got the
+     * request and said something no client can read */
+    POLICY_TRANSPORT_BAD_RESPONSE,
     POLICY_TRANSPORT_COUNT
 };
 

@@ -244,6 +244,22 @@ START_TEST(test_close_mid_body_is_reset)
 }
 END_TEST
 
+/* An answer that is not HTTP is not a lost connection: the server got
+ * the request and said something no client can read. */
+START_TEST(test_bad_status_line_is_bad_response)
+{
+    struct env e;
+    struct result r;
+
+    env_start(&e, "fault_bad_status.json", NULL, NULL);
+    chat(&e, "/v1", 5000, &r);
+    ck_assert_int_eq(r.error, HTTP_ERR_BAD_RESPONSE);
+    ck_assert_str_eq(http_error_name(r.error), "bad_response");
+    result_free(&r);
+    env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_close_without_answer_is_reset)
 {
     struct env e;
@@ -457,6 +473,7 @@ test_suite(void)
     tcase_add_test(transport, test_answer_at_the_cap_passes);
     tcase_add_test(transport, test_close_mid_body_is_reset);
     tcase_add_test(transport, test_close_without_answer_is_reset);
+    tcase_add_test(transport, test_bad_status_line_is_bad_response);
     tcase_add_test(transport, test_connection_refused);
     tcase_add_test(transport, test_https_to_plain_http_is_tls_error);
     tcase_add_test(transport, test_header_caps_drop_extra_headers);

@@ -257,6 +257,8 @@ static const struct crow crows[] = {
         ANYW),
     NET("transport too large", POLICY_TRANSPORT_TOO_LARGE, POLICY_TRUNCATED,
         "response_too_large", ANYW),
+    NET("transport bad response", POLICY_TRANSPORT_BAD_RESPONSE,
+        POLICY_SERVER_ERROR, "bad_response", ANYW),
     NET("transport out of range", POLICY_TRANSPORT_COUNT, POLICY_UNKNOWN,
         "transport", ANYW),
     /* 2xx. */

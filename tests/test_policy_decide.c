@@ -313,6 +313,7 @@ START_TEST(test_write_may_have_happened)
         {0, POLICY_TRANSPORT_TIMEOUT, true},
         {0, POLICY_TRANSPORT_RESET, true},
         {0, POLICY_TRANSPORT_TOO_LARGE, true},
+        {0, POLICY_TRANSPORT_BAD_RESPONSE, true},
         {0, POLICY_TRANSPORT_REFUSED, false},
         {0, POLICY_TRANSPORT_TLS, false},
     };

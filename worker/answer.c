@@ -72,6 +72,8 @@ worker__transport_of(enum http_error e)
         return POLICY_TRANSPORT_TOO_LARGE;
     case HTTP_ERR_TLS:
         return POLICY_TRANSPORT_TLS;
+    case HTTP_ERR_BAD_RESPONSE:
+        return POLICY_TRANSPORT_BAD_RESPONSE;
     default:
         return POLICY_TRANSPORT_RESET;
     }

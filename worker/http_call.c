@@ -158,6 +158,14 @@ map_error(const struct http_call *call, CURLcode rc)
         return HTTP_ERR_REFUSED;
     case CURLE_FILESIZE_EXCEEDED:
         return HTTP_ERR_TOO_LARGE;
+    /* curl says "Unsupported HTTP version in response" (or response
+     * code) with this one: the URL's scheme was checked before the send. */
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return HTTP_ERR_BAD_RESPONSE;
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
@@ -322,8 +330,8 @@ const char *
 http_error_name(enum http_error e)
 {
     static const char *const names[HTTP_ERR_COUNT] = {
-        "none",      "timeout", "refused", "reset",
-        "too_large", "tls",     "other",   "cancelled"};
+        "none", "timeout",      "refused", "reset",    "too_large",
+        "tls",  "bad_response", "other",   "cancelled"};
 
     if ((unsigned)e >= HTTP_ERR_COUNT)
         return "other";
