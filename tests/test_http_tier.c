@@ -225,6 +225,44 @@ START_TEST(test_url_keeps_base_query_and_masks_env_values)
 }
 END_TEST
 
+/* What base_url itself carries of a credential (a userinfo's password, a
+ * token as userinfo, a credential-named parameter of its own query) is
+ * shown as "***", as the query's are; sent as written. */
+START_TEST(test_url_masks_credentials_in_base_url)
+{
+    static const struct {
+        const char *base, *shown, *sent;
+    } rows[] = {
+        {"http://u:pw1234@h:8080/v1?key=k9876&x=1",
+         "http://u:***@h:8080/v1/chat/completions?key=***&x=1",
+         "http://u:pw1234@h:8080/v1/chat/completions?key=k9876&x=1"},
+        {"https://tok123@h/v1", "https://***@h/v1/chat/completions",
+         "https://tok123@h/v1/chat/completions"},
+        {"http://h/v1?api_key=zz99&token=&a=b",
+         "http://h/v1/chat/completions?api_key=***&token=&a=b",
+         "http://h/v1/chat/completions?api_key=zz99&token=&a=b"},
+    };
+    char text[512], *url = NULL, err[256];
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct config *cfg = NULL;
+        const struct config_tier *t;
+        snprintf(text, sizeof(text),
+                 "{\"tiers\":[{\"name\":\"g\",\"model\":\"m\","
+                 "\"base_url\":\"%s\"}]}",
+                 rows[i].base);
+        t = tier(text, &cfg);
+        ck_assert_int_eq(http_tier_url(t, false, &url, err, sizeof(err)), 0);
+        ck_assert_str_eq(url, rows[i].shown);
+        free(url);
+        ck_assert_int_eq(http_tier_url(t, true, &url, err, sizeof(err)), 0);
+        ck_assert_str_eq(url, rows[i].sent);
+        free(url);
+        config_free(cfg);
+    }
+}
+END_TEST
+
 START_TEST(test_unset_env_fails_naming_the_variable)
 {
     struct config *cfg = NULL;
@@ -312,6 +350,7 @@ test_suite(void)
     tcase_add_test(conf, test_tier_name_length_bounded);
     tcase_add_test(build, test_request_carries_headers_query_and_key_header);
     tcase_add_test(build, test_url_keeps_base_query_and_masks_env_values);
+    tcase_add_test(build, test_url_masks_credentials_in_base_url);
     tcase_add_test(build, test_unset_env_fails_naming_the_variable);
     tcase_add_test(build, test_control_characters_in_env_values_refused);
     tcase_add_test(build, test_auth_none_sends_no_key);

@@ -32,13 +32,82 @@ what(char *buf, size_t len, const struct config_tier *t, const char *field,
     return buf;
 }
 
+/* The parts of base_url that carry a credential, as the query's
+ * credential-named values do: a userinfo's password (or a userinfo that is
+ * a token alone), and the values of credential-named parameters of its own
+ * query. Each is called with its span in base. */
+typedef void (*cred_fn)(const char *at, size_t n, void *arg);
+
+static void
+base_credentials(const char *base, cred_fn fn, void *arg)
+{
+    const char *rest = strstr(base, "://"), *end, *at = NULL, *q;
+
+    if (rest == NULL)
+        return;
+    rest += 3;
+    end = rest + strcspn(rest, "/?");
+    for (const char *s = rest; s < end; s++) {
+        if (*s == '@')
+            at = s;
+    }
+    if (at != NULL) {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        const char *from = colon != NULL ? colon + 1 : rest;
+        if (at > from)
+            fn(from, (size_t)(at - from), arg);
+    }
+    if ((q = strchr(base, '?')) == NULL)
+        return;
+    for (q++; *q != '\0';) {
+        size_t n = strcspn(q, "&"), k = strcspn(q, "=&");
+        if (k < n && httptext_is_credential_name(q, k) && n > k + 1)
+            fn(q + k + 1, n - k - 1, arg);
+        q += n + (q[n] == '&');
+    }
+}
+
+/* Which bytes of base hide a credential (base_credentials). */
+struct mask {
+    const char *base;
+    bool *hide; /* owned: a flag per byte of base */
+};
+
+static void
+mark(const char *at, size_t n, void *arg)
+{
+    struct mask *m = arg;
+
+    memset(m->hide + (at - m->base), 1, n);
+}
+
+/* Appends n bytes of base from 0, each credential replaced by "***". */
+static void
+put_masked(struct xbuf *url, const char *base, size_t n)
+{
+    struct mask m = {base, xcalloc(strlen(base) + 1, sizeof(bool))};
+
+    base_credentials(base, mark, &m);
+    for (size_t i = 0; i < n;) {
+        if (!m.hide[i]) {
+            xbuf_put(url, base + i, 1);
+            i++;
+            continue;
+        }
+        xbuf_put(url, "***", 3);
+        while (i < n && m.hide[i])
+            i++;
+    }
+    free(m.hide);
+}
+
 int
 http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
               size_t errlen)
 {
     const char *base = t->base_url, *q;
     size_t plen;
-    struct xbuf url = {0};
+    struct xbuf url = {0}, shown = {0};
     char w[300];
     bool has_query;
 
@@ -47,6 +116,12 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
                           what(w, sizeof(w), t,
                                "base_url: must be an http:// or https:// URL",
                                NULL));
+    /* What is shown of the URL (reveal false) hides what base_url itself
+     * carries of a credential, as it hides the query's. */
+    if (!reveal) {
+        put_masked(&shown, base, strlen(base));
+        base = shown.p;
+    }
     q = strchr(base, '?');
     plen = q != NULL ? (size_t)(q - base) : strlen(base);
     while (plen > 0 && base[plen - 1] == '/')
@@ -56,6 +131,7 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     has_query = q != NULL;
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
+    free(shown.p);
     for (size_t i = 0; i < t->nquery; i++) {
         const struct config_pair *p = &t->query[i];
         const char *v = p->value;
@@ -168,9 +244,20 @@ add_pair_secrets(struct http_request *r, const struct config_pair *pairs,
 
 /* add_secrets remembers what of t's request is secret (the key, and what
  * add_pair_secrets finds), to be scrubbed from its answer. */
+/* Remembers a credential of base_url (base_credentials) as a secret. */
+static void
+base_secret(const char *at, size_t n, void *arg)
+{
+    char *v = xstrndup(at, n);
+
+    http_request_add_secret(arg, v);
+    http__free_secret(v);
+}
+
 static void
 add_secrets(struct http_request *r, const struct config_tier *t)
 {
+    base_credentials(t->base_url, base_secret, r);
     if (t->api_key_env != NULL)
         http_request_add_secret(r, getenv(t->api_key_env));
     add_pair_secrets(r, t->headers, t->nheaders);
