@@ -334,34 +334,54 @@ json_add_time(cJSON *o, const char *name, int64_t ms)
         cJSON_AddNullToObject(o, name);
 }
 
+/* The offset of the first byte after the value that ends at end (cJSON's
+ * parse end) that is not white space; len when there is none. */
+static size_t
+after_value(const char *text, size_t len, const char *end)
+{
+    size_t at = (size_t)(end - text);
+
+    while (at < len && strchr(" \t\r\n", text[at]) != NULL && text[at] != '\0')
+        at++;
+    return at;
+}
+
 int
 json_parse_whole(const char *text, size_t len, const char *what, cJSON **out,
                  char *err, size_t errlen)
 {
     const char *end = NULL;
     cJSON *root = NULL;
+    size_t at;
     int rc = json_text_check(text, len, err, errlen);
 
     if (rc != 0)
         return rc;
     if ((root = cJSON_ParseWithLengthOpts(text, len, &end, false)) == NULL) {
-        size_t at = end && end >= text ? (size_t)(end - text) : 0;
+        at = end && end >= text ? (size_t)(end - text) : 0;
         return json_fail(err, errlen, "", "%snot valid JSON (near byte %zu)",
                          what, at);
     }
     /* Trailing bytes after the value other than white space are refused:
      * "{...} {...}" must not pass as its first half. */
-    if (end != NULL) {
-        while ((size_t)(end - text) < len && strchr(" \t\r\n", *end) != NULL &&
-               *end != '\0')
-            end++;
-        if ((size_t)(end - text) < len) {
-            cJSON_Delete(root);
-            return json_fail(err, errlen, "",
-                             "%snot valid JSON (extra text at byte %zu)", what,
-                             (size_t)(end - text));
-        }
+    if (end != NULL && (at = after_value(text, len, end)) < len) {
+        cJSON_Delete(root);
+        return json_fail(err, errlen, "",
+                         "%snot valid JSON (extra text at byte %zu)", what, at);
     }
     *out = root;
     return 0;
+}
+
+cJSON *
+json_parse_exact(const char *text, size_t len)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+
+    if (root != NULL && end != NULL && after_value(text, len, end) < len) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
 }

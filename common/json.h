@@ -63,6 +63,10 @@ bool json_plain_text(const char *s, bool lines);
 STEPQ_MUST_CHECK int json_parse_whole(const char *text, size_t len,
                                       const char *what, cJSON **out, char *err,
                                       size_t errlen);
+/* json_parse_exact parses len bytes of text as one JSON value with
+ * nothing but white space after it; NULL when they are not one (an answer
+ * of "{...}garbage" is not JSON). Caller cJSON_Deletes the result. */
+cJSON *json_parse_exact(const char *text, size_t len);
 /* json_text_check refuses JSON text that C strings cannot carry, before
  * it is parsed: a NUL byte, a raw control character (below 0x20 but tab,
  * newline and carriage return), or an escaped NUL (\u0000; cJSON would

@@ -208,6 +208,11 @@ static const struct {
     {"{\"choices\": [{\"message\": {\"content\": \"a\"", -EINVAL, false, false,
      -1},
     {"<html>502 Bad Gateway</html>", -EINVAL, false, false, -1},
+    /* A completion with text after it is not JSON (RFC 8259): not read. */
+    {"{\"choices\": [{\"message\": {\"content\": \"a\"}}]}garbage", -EINVAL,
+     false, false, -1},
+    {"{\"choices\": [{\"message\": {\"content\": \"a\"}}]} \r\n", 0, true,
+     false, -1},
     {"{\"error\": {\"type\": \"insufficient_quota\"}}", -EINVAL, false, false,
      -1},
     {"{\"choices\": [{\"message\": {}}]}", 0, false, false, -1},

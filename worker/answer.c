@@ -461,7 +461,7 @@ worker__answer(struct run *r)
     /* Parsed once, read here and by classify. */
     if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
         res->status >= 200 && res->status < 300 && res->body != NULL)
-        root = cJSON_ParseWithLength(res->body, res->body_len);
+        root = json_parse_exact(res->body, res->body_len);
     in.json = root;
     if (http_chat_read(root, &ans) == 0) {
         parsed_chat = true;

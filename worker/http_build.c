@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/httptext.h"
+#include "common/json.h"
 #include "common/xalloc.h"
 #include "worker/http_internal.h"
 
@@ -302,7 +303,7 @@ http_chat_parse(const char *body, size_t len, struct http_chat_answer *out)
 
     if (body == NULL)
         return -EINVAL;
-    root = cJSON_ParseWithLength(body, len);
+    root = json_parse_exact(body, len);
     rc = http_chat_read(root, out);
     cJSON_Delete(root);
     return rc;
