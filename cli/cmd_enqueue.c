@@ -269,10 +269,20 @@ read_input(const char *file, spec_stream *st, struct sink *k)
     size_t got, len = 0;
     int rc = 0;
 
+    /* A path that names no readable file is bad input (exit 2), as
+     * park resolve --output says of its file. */
     if (f == NULL) {
-        cli_error("enqueue: %s: %s", name,
-                  errno == ENOENT ? "no such file" : "cannot read");
-        return errno == ENOENT ? CLI_USAGE : CLI_RUNTIME;
+        int e = errno;
+        cli_error("enqueue: %s: %s%s%s", name,
+                  e == ENOENT ? "no such file" : "cannot read (",
+                  e == ENOENT ? "" : strerror(e), e == ENOENT ? "" : ")");
+        return CLI_USAGE;
+    }
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        cli_error("enqueue: %s: a folder, not a job file", name);
+        if (f != stdin)
+            fclose(f);
+        return CLI_USAGE;
     }
     in = f;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {

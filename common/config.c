@@ -392,10 +392,15 @@ config_load(const char *path, struct config **out, char *err, size_t errlen)
         snprintf(err, errlen, "%s: a folder, not a config file", path);
         return -EINVAL;
     }
-    if (rc != 0) {
-        snprintf(err, errlen, "%s: %s", path,
-                 rc == -ENOENT ? "no such file" : "cannot read");
+    if (rc == -ENOENT) {
+        snprintf(err, errlen, "%s: no such file", path);
         return rc;
+    }
+    /* A config that is there but cannot be read is a bad config (exit 2),
+     * not a runtime error. */
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: cannot read (%s)", path, strerror(-rc));
+        return -EINVAL;
     }
     dir = xstrdup(path);
     slash = strrchr(dir, '/');

@@ -235,6 +235,14 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
     if (name[0] == '\0')
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must not be empty");
+    /* Names are printed in tables and logs: no control character (an
+     * escape sequence would reach the terminal), not blank. */
+    if (!json_plain_text(name, false) || strspn(name, " ") == strlen(name))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must be printable text, not blank");
+    if (model[0] == '\0' || !httptext_is_field_value(model))
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "model"),
+                         "must be a name without control characters");
     /* Stores index tier names (PostgreSQL's index takes about 2,700
      * bytes a row): a longer name would be refused there alone, by work. */
     if (strlen(name) > 200)
@@ -256,6 +264,11 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
             err, len, json_path_key(p, sizeof(p), path, "base_url"), "%s", why);
     if (env != NULL && env[0] == '\0')
         env = NULL; /* as before: "" names no variable */
+    if (env != NULL && !httptext_is_env_name(env))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "api_key_env"),
+                         "must name an environment variable (letters, digits "
+                         "and _, not starting with a digit)");
     if (window != NULL && window_seconds(window, &t->allowance_window_s))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "allowance_window"),

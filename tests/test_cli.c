@@ -325,6 +325,9 @@ START_TEST(test_enqueue_flags_override_and_validate)
         RUN(&r, NULL, "enqueue", "missing.json", "--db", FIXTURE_DB), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "missing.json: no such file"));
     run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "enqueue", ".", "--db", FIXTURE_DB), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, ".: a folder, not a job file"));
+    run_result_free(&r);
     ck_assert_int_eq(run_job_count(FIXTURE_DB), 1);
 }
 END_TEST

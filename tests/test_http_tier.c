@@ -88,6 +88,10 @@ static const struct bad bad_configs[] = {
     {",\"query\":\"a=b\"", "tiers[0].query: must be an object"},
     {",\"haeders\":{}", "tiers[0].haeders: unknown field"},
     {",\"base_url\":\"https://h/v1#frag\"", "tiers[0].base_url: must not hold"},
+    {",\"api_key_env\":\"A B\"",
+     "tiers[0].api_key_env: must name an environment variable"},
+    {",\"api_key_env\":\"9K\"",
+     "tiers[0].api_key_env: must name an environment variable"},
     {",\"base_url\":\"http://127.0.0.1:70000/v1\"",
      "tiers[0].base_url: port must be 1 to 65535"},
     {",\"base_url\":\"http://127.0.0.1:0/v1\"",
@@ -99,6 +103,34 @@ static const struct bad bad_configs[] = {
     {",\"base_url\":\"https://user@:8080\"",
      "tiers[0].base_url: needs a host (http://HOST/...)"},
 };
+
+/* A tier's name is printed in tables and logs, its model sent in every
+ * request: both are refused blank or with control characters. */
+static const struct bad bad_names[] = {
+    {"{\"tiers\":[{\"name\":\"a\\u001b[31m\",\"model\":\"m\","
+     "\"base_url\":\"http://h/v1\"}]}",
+     "tiers[0].name: must be printable text, not blank"},
+    {"{\"tiers\":[{\"name\":\"  \",\"model\":\"m\","
+     "\"base_url\":\"http://h/v1\"}]}",
+     "tiers[0].name: must be printable text, not blank"},
+    {"{\"tiers\":[{\"name\":\"t\",\"model\":\"\","
+     "\"base_url\":\"http://h/v1\"}]}",
+     "tiers[0].model: must be a name without control characters"},
+};
+
+START_TEST(test_bad_tier_names_refused)
+{
+    char err[512];
+    struct config *cfg = NULL;
+
+    ck_assert_int_eq(config_parse(bad_names[_i].extra,
+                                  strlen(bad_names[_i].extra), NULL, &cfg, err,
+                                  sizeof(err)),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, bad_names[_i].want) != NULL,
+                  "want \"%s\", got \"%s\"", bad_names[_i].want, err);
+}
+END_TEST
 
 START_TEST(test_bad_tier_fields_refused_with_path)
 {
@@ -346,6 +378,8 @@ test_suite(void)
 
     tcase_add_loop_test(conf, test_bad_tier_fields_refused_with_path, 0,
                         (int)(sizeof(bad_configs) / sizeof(bad_configs[0])));
+    tcase_add_loop_test(conf, test_bad_tier_names_refused, 0,
+                        (int)(sizeof(bad_names) / sizeof(bad_names[0])));
     tcase_add_test(conf, test_tier_fields_parsed);
     tcase_add_test(conf, test_tier_name_length_bounded);
     tcase_add_test(build, test_request_carries_headers_query_and_key_header);
