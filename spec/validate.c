@@ -146,6 +146,17 @@ check_templates_in(const char *s, const char *path, const struct spec_job *job,
     static const char close_tag[] = ".output}}";
     const char *p = s;
 
+    /* "{{ steps.a.output }}" (as other template languages allow) would be
+     * sent as it is written: it is refused, as a misspelt field is. */
+    for (p = strstr(s, "{{"); p != NULL; p = strstr(p + 2, "{{")) {
+        const char *q = p + 2 + strspn(p + 2, " \t");
+        if (q != p + 2 && strncmp(q, "steps.", 6) == 0)
+            return json_fail(err, len, path,
+                             "bad template near \"%.40s\": write "
+                             "{{steps.NAME.output}}, without spaces",
+                             p);
+    }
+    p = s;
     while ((p = strstr(p, open_tag)) != NULL) {
         const char *name = p + sizeof(open_tag) - 1;
         const char *end = strstr(name, close_tag);
@@ -220,7 +231,7 @@ check_templates(const cJSON *item, const struct seg *at,
     int rc, i = 0;
 
     if (cJSON_IsString(item) && item->valuestring != NULL) {
-        if (strstr(item->valuestring, "{{steps.") == NULL)
+        if (strstr(item->valuestring, "{{") == NULL)
             return 0;
         format_path(at, p, sizeof(p));
         return check_templates_in(item->valuestring, p, job, self, err, len);

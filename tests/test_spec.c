@@ -81,6 +81,11 @@ static const struct bad_case bad[] = {
      JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"{{steps.a}}\"}]}}"),
      "bad template"},
+    {"template with spaces",
+     JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
+                   "\"user\",\"content\":\"{{ steps.a.output }}\"}]}}"),
+     "steps[1].request.messages[0].content: bad template near \"{{ "
+     "steps.a.output }}\": write {{steps.NAME.output}}, without spaces"},
     {"http without http", JOB("{\"name\":\"p\",\"kind\":\"http\"}"),
      "steps[0].http: missing"},
     {"http bad method",
