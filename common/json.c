@@ -385,3 +385,32 @@ json_parse_exact(const char *text, size_t len)
     }
     return root;
 }
+
+static int
+by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+const char *
+json_first_duplicate(const cJSON *o)
+{
+    const char **names, *twice = NULL;
+    size_t n = 0, i = 0;
+    const cJSON *c;
+
+    for (c = o->child; c != NULL; c = c->next)
+        n++;
+    if (n < 2)
+        return NULL;
+    names = xcalloc(n, sizeof(*names));
+    for (c = o->child; c != NULL; c = c->next)
+        names[i++] = c->string != NULL ? c->string : "";
+    qsort(names, n, sizeof(*names), by_name);
+    for (i = 1; i < n && twice == NULL; i++) {
+        if (strcmp(names[i - 1], names[i]) == 0)
+            twice = names[i];
+    }
+    free(names);
+    return twice;
+}

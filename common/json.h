@@ -63,6 +63,10 @@ bool json_plain_text(const char *s, bool lines);
 STEPQ_MUST_CHECK int json_parse_whole(const char *text, size_t len,
                                       const char *what, cJSON **out, char *err,
                                       size_t errlen);
+/* json_first_duplicate returns a member name that object o holds more than
+ * once (borrowed from o), or NULL. Sorts a copy of the names: O(n log n)
+ * for an object of many members. */
+const char *json_first_duplicate(const cJSON *o);
 /* json_parse_exact parses len bytes of text as one JSON value with
  * nothing but white space after it; NULL when they are not one (an answer
  * of "{...}garbage" is not JSON). Caller cJSON_Deletes the result. */

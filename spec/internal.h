@@ -14,6 +14,22 @@
 int spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                    size_t len);
 
+/* One level of a JSON path, kept on the stack while walking; the text
+ * "steps[0].request.messages[1].content" is only formatted on error. */
+struct spec_seg {
+    const struct spec_seg *up;
+    const char *key; /* member name, or NULL for an array index */
+    int index;
+};
+
+/* spec__check_sent checks item (a step's request or http, at path at) as
+ * it will be sent, for step self of job (whose step names are all read):
+ * templates name earlier steps and are written as such, and no object
+ * holds a member twice. Returns 0, or -EINVAL with the path in err. */
+int spec__check_sent(const cJSON *item, const struct spec_seg *at,
+                     const struct spec_job *job, size_t self, char *err,
+                     size_t len);
+
 /* spec__check_http_url checks an http step's url (path: the step's
  * "http" object): http or https, a host and port templates cannot change,
  * no byte that would split the request line; templates only in the path

@@ -81,6 +81,14 @@ static const struct bad_case bad[] = {
      JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"{{steps.a}}\"}]}}"),
      "bad template"},
+    {"duplicate field in request",
+     JOB("{\"name\":\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
+         "\"content\":\"x\"}],\"messages\":[]}}"),
+     "steps[0].request: messages: duplicate field"},
+    {"duplicate field deep in an http body",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
+         "\"http://h/x\",\"body\":{\"a\":[{\"k\":1,\"k\":2}]}}}"),
+     "steps[0].http.body.a[0]: k: duplicate field"},
     {"template with spaces",
      JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"{{ steps.a.output }}\"}]}}"),
