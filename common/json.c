@@ -403,6 +403,18 @@ json_first_duplicate(const cJSON *o)
         n++;
     if (n < 2)
         return NULL;
+    /* Most objects of a request are small ({"role", "content"}): compared
+     * pairwise, without an allocation. */
+    if (n <= 8) {
+        for (c = o->child; c != NULL; c = c->next) {
+            for (const cJSON *d = c->next; d != NULL; d = d->next) {
+                if (c->string != NULL && d->string != NULL &&
+                    strcmp(c->string, d->string) == 0)
+                    return d->string;
+            }
+        }
+        return NULL;
+    }
     names = xcalloc(n, sizeof(*names));
     for (c = o->child; c != NULL; c = c->next)
         names[i++] = c->string != NULL ? c->string : "";

@@ -64,8 +64,8 @@ STEPQ_MUST_CHECK int json_parse_whole(const char *text, size_t len,
                                       const char *what, cJSON **out, char *err,
                                       size_t errlen);
 /* json_first_duplicate returns a member name that object o holds more than
- * once (borrowed from o), or NULL. Sorts a copy of the names: O(n log n)
- * for an object of many members. */
+ * once (borrowed from o), or NULL. A large object's names are sorted (a
+ * copy): O(n log n). */
 const char *json_first_duplicate(const cJSON *o);
 /* json_parse_exact parses len bytes of text as one JSON value with
  * nothing but white space after it; NULL when they are not one (an answer

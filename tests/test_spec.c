@@ -89,6 +89,11 @@ static const struct bad_case bad[] = {
      JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
          "\"http://h/x\",\"body\":{\"a\":[{\"k\":1,\"k\":2}]}}}"),
      "steps[0].http.body.a[0]: k: duplicate field"},
+    {"duplicate field in a large object",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
+         "\"http://h/x\",\"body\":{\"a\":1,\"b\":2,\"c\":3,\"d\":4,"
+         "\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"c\":10}}}"),
+     "steps[0].http.body: c: duplicate field"},
     {"template with spaces",
      JOB(CHAT("a") ",{\"name\":\"b\",\"request\":{\"messages\":[{\"role\":"
                    "\"user\",\"content\":\"{{ steps.a.output }}\"}]}}"),
