@@ -107,19 +107,12 @@ run_worker(void)
     config_free(cfg);
 }
 
-/* The first post's record is committed but its flush fails: the worker
- * counts the turn lost and does not send it; the job comes back in doubt
- * and is parked saying so. No flush is trusted after that one, so the
- * second post is not sent either: it is parked at once, and its error
- * says why (the disk, not a stopped worker). */
-START_TEST(test_posts_wait_for_a_flush_that_fails)
+/* Enqueues two posts to a mock that takes them, and runs the worker with
+ * one flush of the log failing after its first turn's commit. */
+static void
+two_posts_one_failed_flush(void)
 {
-    struct q_park_filter f = {0};
-    struct q_park_item *items = NULL;
-    size_t n = 0;
-    int not_sent = 0, in_doubt = 0;
     char job[512];
-    q_db *db = NULL;
 
     e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
               "[{\"status\":201,\"body\":\"ok\"}]}]}",
@@ -132,6 +125,22 @@ START_TEST(test_posts_wait_for_a_flush_that_fails)
     worker__turn_commit = arm_then_commit;
     run_worker();
     ck_assert_int_eq(syncs_failed, 1);
+}
+
+/* The first post's record is committed but its flush fails: the worker
+ * counts the turn lost and does not send it; the job comes back in doubt
+ * and is parked saying so. No flush is trusted after that one, so the
+ * second post is not sent either: it is parked at once, and its error
+ * says why (the disk, not a stopped worker). */
+START_TEST(test_posts_wait_for_a_flush_that_fails)
+{
+    struct q_park_filter f = {0};
+    struct q_park_item *items = NULL;
+    size_t n = 0;
+    int not_sent = 0, in_doubt = 0;
+    q_db *db = NULL;
+
+    two_posts_one_failed_flush();
     ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
     ck_assert_int_eq(q_open_existing("stepq.db", NULL, &db), 0);
     ck_assert_int_eq(q_park_list(db, &f, &items, &n), 0);
@@ -156,19 +165,8 @@ END_TEST
 START_TEST(test_posts_retried_after_the_disk_is_back)
 {
     struct run_result r;
-    char job[512];
 
-    e2e_start("{\"routes\":[{\"path\":\"/comments\",\"loop\":true,\"answers\":"
-              "[{\"status\":201,\"body\":\"ok\"}]}]}",
-              "");
-    for (int i = 0; i < 2; i++) {
-        snprintf(job, sizeof(job), POST_JOB, i, e2e_mock.port);
-        e2e_enqueue(job);
-    }
-    use_failing_vfs();
-    worker__turn_commit = arm_then_commit;
-    run_worker();
-    ck_assert_int_eq(syncs_failed, 1);
+    two_posts_one_failed_flush();
     worker__turn_commit = q_tx_commit;
     ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", "--all-matching",
                               "--reason", "in_doubt", "--retry"),
