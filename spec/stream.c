@@ -380,6 +380,16 @@ run(struct spec_stream *s, bool eof, char *err, size_t errlen)
     while (rc == 0 && more) {
         switch (s->mode) {
         case M_START:
+            /* A UTF-8 byte order mark (some editors write one) starts no
+             * text: skipped, as cJSON skips it in a config. */
+            if (s->pos == 0 && s->off == 0) {
+                if (s->len < 3 && !eof) {
+                    more = false;
+                    break;
+                }
+                if (s->len >= 3 && memcmp(s->buf, "\xEF\xBB\xBF", 3) == 0)
+                    s->off = 3;
+            }
             while (s->off < s->len && blank(s->buf[s->off]))
                 s->line += s->buf[s->off++] == '\n';
             more = s->off < s->len;

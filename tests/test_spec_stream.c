@@ -63,8 +63,11 @@ static const char *const inputs[] = {
     "[" JOB("a") ",\n  " JOB("b") " , " JOB("c") "]\n",
     JOB("a") "\n\n" JOB("b") "\r\n" JOB("c"),
     "\n  {\n \"name\": \"a\",\n \"steps\": [" CHAT("s") "]\n}\n",
+    /* A UTF-8 byte order mark first (some editors write one) is skipped. */
+    "\xEF\xBB\xBF" JOB("a"),
+    "\xEF\xBB\xBF[" JOB("a") "," JOB("b") "," JOB("c") "]",
 };
-static const size_t counts[] = {3, 3, 1};
+static const size_t counts[] = {3, 3, 1, 1, 3};
 static const size_t pieces[] = {1, 2, 7, 64, 100000};
 
 START_TEST(test_pieces_of_any_size_give_the_same_jobs)
