@@ -231,6 +231,21 @@ START_TEST(test_auth_wall_lifted_by_config_change)
 }
 END_TEST
 
+/* stepq tiers shows the tier as the next worker will find it: a config
+ * changed since an auth wall shows no wall, before any worker ran; the
+ * same config still shows it. */
+START_TEST(test_auth_wall_shown_lifted_before_a_worker_runs)
+{
+    struct config_tier t = free_tier();
+
+    auth_wall(&t);
+    ck_assert_str_eq(state(&t, T0 + 1).exhausted_reason, "auth");
+    t.api_key_env = "NEW_KEY";
+    ck_assert_str_eq(state(&t, T0 + 2).exhausted_reason, "");
+    ck_assert_int_eq(state(&t, T0 + 2).exhausted_until, 0);
+}
+END_TEST
+
 /* Where the key goes and what else is sent are part of the config too: a
  * fixed auth, header or query lifts the wall as a new key does. */
 START_TEST(test_auth_wall_lifted_by_auth_headers_or_query)
@@ -621,6 +636,7 @@ test_suite(void)
     tcase_add_test(state, test_neutral_answers_do_not_trip_breaker);
     tcase_add_test(state, test_quota_wall_blocks_until_reset);
     tcase_add_test(state, test_auth_wall_lifted_by_config_change);
+    tcase_add_test(state, test_auth_wall_shown_lifted_before_a_worker_runs);
     tcase_add_loop_test(state, test_auth_wall_lifted_by_auth_headers_or_query,
                         0, 3);
     tcase_add_test(state, test_allowance_charged_and_corrected);

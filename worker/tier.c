@@ -431,16 +431,29 @@ tier_forget_send(q_db *db, const struct config_tier *t, int64_t sent_at,
     return q_tx_commit(db);
 }
 
+static void config_hash(const struct config_tier *t, char out[65]);
+
 int
 tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
               struct q_tier_state *out)
 {
     struct q_tier_state st;
+    char hash[65];
     int rc = load(db, t, now, full, &st);
 
-    if (rc == 0)
-        *out = st;
-    return rc;
+    if (rc != 0)
+        return rc;
+    /* Shown as the next worker will find it (sync_locked): a config
+     * changed since an auth wall lifts the wall. */
+    if (full && strcmp(st.exhausted_reason, "auth") == 0) {
+        config_hash(t, hash);
+        if (strcmp(hash, st.config_hash) != 0) {
+            st.exhausted_until = 0;
+            st.exhausted_reason[0] = '\0';
+        }
+    }
+    *out = st;
+    return 0;
 }
 
 static void

@@ -111,8 +111,9 @@ STEPQ_MUST_CHECK int tier_forget_send(q_db *db, const struct config_tier *t,
                                       int64_t sent_at, int64_t now);
 
 /* tier_snapshot reads the tier's state at now. full: count the last
- * minute's sends and tokens (for `stepq tiers`); else only what admission
- * needs. */
+ * minute's sends and tokens, and show an auth wall that t's config (changed
+ * since) lifts as lifted, as the next worker will find it (for `stepq
+ * tiers`); else only what admission needs. */
 STEPQ_MUST_CHECK int tier_snapshot(q_db *db, const struct config_tier *t,
                                    int64_t now, bool full,
                                    struct q_tier_state *out);
