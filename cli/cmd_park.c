@@ -435,6 +435,11 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
                   "job is no longer parked)",
                   id);
         return CLI_CONFLICT;
+    case -EINVAL:
+        cli_error("park resolve: --tier: park item %lld is an http step's, "
+                  "which has no tiers",
+                  id);
+        return CLI_USAGE;
     default:
         cli_error("park resolve: cannot write to the database");
         return CLI_RUNTIME;

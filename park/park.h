@@ -105,7 +105,8 @@ STEPQ_MUST_CHECK int park_decision_check(const struct park_decision *d,
  * fail fails the job naming the item and who failed it. Returns 0,
  * -ENOENT for an unknown id, -EALREADY when the item is already resolved
  * or its job is no longer parked (exactly one of two racing resolutions
- * wins), or a storage error (-EAGAIN, -EIO). Nothing changes on failure.
+ * wins), -EINVAL for a retry on d->tier of an http step (which has no
+ * tiers), or a storage error (-EAGAIN, -EIO). Nothing changes on failure.
  * d should have passed park_decision_check. */
 STEPQ_MUST_CHECK int park_resolve(q_db *db, int64_t id,
                                   const struct park_decision *d);

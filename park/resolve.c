@@ -99,6 +99,28 @@ fresh_deadline(q_db *db, int64_t job_id, int64_t now, int64_t *at)
     return 0;
 }
 
+/* Whether step of job_id is an http step (which has no tiers), as the
+ * stored job says. Returns 0 with *http set, or the error of reading it. */
+static int
+step_is_http(q_db *db, int64_t job_id, int step, bool *http)
+{
+    struct q_job job;
+    cJSON *o;
+    const cJSON *k;
+    int rc = q_job_get(db, job_id, &job);
+
+    if (rc != 0)
+        return rc;
+    o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
+    k = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "steps"), step),
+        "kind");
+    *http = cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
+    cJSON_Delete(o);
+    q_job_cleanup(&job);
+    return 0;
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -130,6 +152,12 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         reset.state = Q_STEP_SUCCEEDED;
         reset.output = d->output ? d->output : "";
     } else {
+        /* A tier to retry on means nothing to an http step: refused, and
+         * the caller's rollback undoes the item's close. */
+        bool http = false;
+        if (d->tier != NULL &&
+            ((rc = step_is_http(db, it->job_id, it->step, &http)) != 0 || http))
+            return rc != 0 ? rc : -EINVAL;
         /* A retry starts a fresh count of attempts after the ones so far. */
         reset.reset_after = attempts;
         reset.pin_tier = d->tier;

@@ -402,6 +402,11 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
                                  "park item %lld is already resolved (or its "
                                  "job is no longer parked)",
                                  (long long)id);
+    if (rc == -EINVAL)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "tier: park item %lld is an http step's, "
+                                 "which has no tiers",
+                                 (long long)id);
     if (rc != 0)
         return storage_error(c, rc, "resolve the park item");
     out = cJSON_CreateObject();

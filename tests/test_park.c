@@ -239,6 +239,10 @@ START_TEST(test_bad_input_changes_nothing)
     ck_assert_ptr_nonnull(strstr(r.err, "no tier named paid"));
     run_result_free(&r);
     ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "1", "--retry", "--tier", "local"), 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "an http step's, which has no tiers"));
+    run_result_free(&r);
+    ck_assert_int_eq(
         STEPQ(&r, "park", "resolve", "1", "--done", "--output", "missing.txt"),
         2);
     ck_assert_ptr_nonnull(strstr(r.err, "missing.txt: no such file"));
