@@ -74,51 +74,46 @@ park_decision_check(const struct park_decision *d, bool bulk,
     return 0;
 }
 
-/* fresh_deadline sets *at to when a job an operator lets go on at now
- * must be done by: its deadline_s (the job file's, else the default) from
- * now, since the job is due again now. The job's text was validated at
- * enqueue. Returns 0 or the error of reading the job. */
+/* read_spec parses the stored job job_id's text (validated at enqueue)
+ * into *out (NULL when it has none; caller cJSON_Deletes it). Returns 0
+ * or the error of reading the job. */
 static int
-fresh_deadline(q_db *db, int64_t job_id, int64_t now, int64_t *at)
+read_spec(q_db *db, int64_t job_id, cJSON **out)
 {
-    int64_t span = Q_DEADLINE_S_DEFAULT;
     struct q_job job;
-    cJSON *o;
-    const cJSON *d;
     int rc = q_job_get(db, job_id, &job);
 
     if (rc != 0)
         return rc;
-    o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
-    d = cJSON_GetObjectItemCaseSensitive(o, "deadline_s");
-    if (cJSON_IsNumber(d) && d->valuedouble >= 1)
-        span = (int64_t)d->valuedouble;
-    cJSON_Delete(o);
+    *out = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
     q_job_cleanup(&job);
-    *at = now + span * 1000;
     return 0;
 }
 
-/* Whether step of job_id is an http step (which has no tiers), as the
- * stored job says. Returns 0 with *http set, or the error of reading it. */
-static int
-step_is_http(q_db *db, int64_t job_id, int step, bool *http)
+/* fresh_deadline is when a job an operator lets go on at now must be done
+ * by: its deadline_s (spec's, else the default) from now, since the job is
+ * due again now. */
+static int64_t
+fresh_deadline(const cJSON *spec, int64_t now)
 {
-    struct q_job job;
-    cJSON *o;
-    const cJSON *k;
-    int rc = q_job_get(db, job_id, &job);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "deadline_s");
+    int64_t span = Q_DEADLINE_S_DEFAULT;
 
-    if (rc != 0)
-        return rc;
-    o = job.spec != NULL ? cJSON_Parse(job.spec) : NULL;
-    k = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "steps"), step),
+    if (cJSON_IsNumber(d) && d->valuedouble >= 1)
+        span = (int64_t)d->valuedouble;
+    return now + span * 1000;
+}
+
+/* Whether step of spec is an http step (which has no tiers). */
+static bool
+is_http_step(const cJSON *spec, int step)
+{
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "steps"),
+                           step),
         "kind");
-    *http = cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
-    cJSON_Delete(o);
-    q_job_cleanup(&job);
-    return 0;
+
+    return cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
 }
 
 /* The job and step part of a resolution; the item is already closed.
@@ -130,6 +125,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     struct q_step_reset reset = {.state = Q_STEP_PENDING};
     char error[512];
     int64_t deadline;
+    cJSON *spec = NULL;
+    bool http;
     int rc;
 
     if (d->how == PARK_FAIL) {
@@ -142,9 +139,17 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
     }
+    if ((rc = read_spec(db, it->job_id, &spec)) != 0)
+        return rc;
+    deadline = fresh_deadline(spec, d->now);
+    http = is_http_step(spec, it->step);
+    cJSON_Delete(spec);
+    /* A tier to retry on means nothing to an http step: refused (the
+     * caller's rollback undoes the item's close). */
+    if (d->how == PARK_RETRY && d->tier != NULL && http)
+        return -EINVAL;
     /* -EALREADY here: the job was cancelled, or is not parked any more. */
-    if ((rc = fresh_deadline(db, it->job_id, d->now, &deadline)) != 0 ||
-        (rc = q_job_requeue_parked(db, it->job_id, d->now, deadline)) != 0)
+    if ((rc = q_job_requeue_parked(db, it->job_id, d->now, deadline)) != 0)
         return rc;
     if (d->how == PARK_SKIP) {
         reset.state = Q_STEP_SKIPPED;
@@ -152,12 +157,6 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         reset.state = Q_STEP_SUCCEEDED;
         reset.output = d->output ? d->output : "";
     } else {
-        /* A tier to retry on means nothing to an http step: refused, and
-         * the caller's rollback undoes the item's close. */
-        bool http = false;
-        if (d->tier != NULL &&
-            ((rc = step_is_http(db, it->job_id, it->step, &http)) != 0 || http))
-            return rc != 0 ? rc : -EINVAL;
         /* A retry starts a fresh count of attempts after the ones so far. */
         reset.reset_after = attempts;
         reset.pin_tier = d->tier;
