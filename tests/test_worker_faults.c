@@ -22,13 +22,12 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/config.h"
 #include "common/file.h"
 #include "park/internal.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
+#include "tests/support/inproc.h"
 #include "worker/internal.h"
-#include "worker/worker.h"
 
 /* A side-effecting http step without key that meets a daily wall: parked. */
 #define POST_JOB                                                               \
@@ -45,22 +44,6 @@
     " 2>&1; echo \\\"$id $?\\\" >> hooks.txt\""
 
 static int faults; /* how many times a seam failed on purpose */
-
-/* Runs the worker in this process until the queue drains. */
-static void
-run_worker(void)
-{
-    struct config *cfg = NULL;
-    struct worker_opts o = {
-        .db_path = "stepq.db", .drain = true, .worker_id = "faults"};
-    char err[512];
-
-    ck_assert_msg(config_load("stepq.json", &cfg, err, sizeof(err)) == 0, "%s",
-                  err);
-    o.cfg = cfg;
-    ck_assert_int_eq(worker_run(&o), 0);
-    config_free(cfg);
-}
 
 static void
 enqueue_post(void)
@@ -103,7 +86,7 @@ START_TEST(test_failed_commit_runs_no_hook)
     e2e_start_file(WALL, HOOK_SHOWS_ITEM);
     enqueue_post();
     worker__turn_commit = commit_fails_once_parked;
-    run_worker();
+    inproc_drain("faults", 0);
     ck_assert_int_eq(faults, 1);
     ck_assert_int_eq(file_read_all("hooks.txt", 1 << 20, &text, &len), 0);
     for (char *l = strtok(text, "\n"); l != NULL; l = strtok(NULL, "\n")) {
@@ -137,7 +120,7 @@ START_TEST(test_park_savepoint_failure_keeps_the_turn)
     e2e_start_file(WALL, "");
     enqueue_post();
     park__tx_begin = park_begin_fails_once;
-    run_worker();
+    inproc_drain("faults", 0);
     ck_assert_int_ge(faults, 2);
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "parked");

@@ -17,11 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/config.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
+#include "tests/support/inproc.h"
 #include "worker/internal.h"
-#include "worker/worker.h"
 
 #define POST_JOB                                                               \
     "{\"name\":\"p%d\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","       \
@@ -90,23 +89,6 @@ use_failing_vfs(void)
     ck_assert_int_eq(sqlite3_vfs_register(&failing_vfs, 1), SQLITE_OK);
 }
 
-static void
-run_worker(void)
-{
-    struct config *cfg = NULL;
-    struct worker_opts o = {.db_path = "stepq.db",
-                            .drain = true,
-                            .worker_id = "flush",
-                            .concurrency = 1};
-    char err[512];
-
-    ck_assert_msg(config_load("stepq.json", &cfg, err, sizeof(err)) == 0, "%s",
-                  err);
-    o.cfg = cfg;
-    ck_assert_int_eq(worker_run(&o), 0);
-    config_free(cfg);
-}
-
 /* Enqueues two posts to a mock that takes them, and runs the worker with
  * one flush of the log failing after its first turn's commit. */
 static void
@@ -123,7 +105,7 @@ two_posts_one_failed_flush(void)
     }
     use_failing_vfs();
     worker__turn_commit = arm_then_commit;
-    run_worker();
+    inproc_drain("flush", 1);
     ck_assert_int_eq(syncs_failed, 1);
 }
 
@@ -172,7 +154,7 @@ START_TEST(test_posts_retried_after_the_disk_is_back)
                               "--reason", "in_doubt", "--retry"),
                      0);
     run_result_free(&r);
-    run_worker();
+    inproc_drain("flush", 1);
     ck_assert_int_eq(syncs_failed, 1);
     ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 2);
     for (int id = 1; id <= 2; id++) {
