@@ -433,6 +433,19 @@ tier_forget_send(q_db *db, const struct config_tier *t, int64_t sent_at,
 
 static void config_hash(const struct config_tier *t, char out[65]);
 
+/* A config whose hash differs from the one stored with the tier's state
+ * has changed since: it lifts an auth wall (the key, or where it goes, is
+ * new). */
+static void
+lift_auth_wall(struct q_tier_state *st, const char hash[65])
+{
+    if (strcmp(hash, st->config_hash) != 0 &&
+        strcmp(st->exhausted_reason, "auth") == 0) {
+        st->exhausted_until = 0;
+        st->exhausted_reason[0] = '\0';
+    }
+}
+
 int
 tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
               struct q_tier_state *out)
@@ -443,14 +456,10 @@ tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
 
     if (rc != 0)
         return rc;
-    /* Shown as the next worker will find it (sync_locked): a config
-     * changed since an auth wall lifts the wall. */
+    /* Shown as the next worker will find it (sync_locked). */
     if (full && strcmp(st.exhausted_reason, "auth") == 0) {
         config_hash(t, hash);
-        if (strcmp(hash, st.config_hash) != 0) {
-            st.exhausted_until = 0;
-            st.exhausted_reason[0] = '\0';
-        }
+        lift_auth_wall(&st, hash);
     }
     *out = st;
     return 0;
@@ -512,11 +521,7 @@ sync_locked(q_db *db, const struct config_tier *t, int64_t now)
     tier__flight_prune(&st.flight, now);
     config_hash(t, hash);
     st.doubt = true;
-    if (strcmp(hash, st.config_hash) != 0 &&
-        strcmp(st.exhausted_reason, "auth") == 0) {
-        st.exhausted_until = 0;
-        st.exhausted_reason[0] = '\0';
-    }
+    lift_auth_wall(&st, hash);
     memcpy(st.config_hash, hash, sizeof(hash));
     return q_tier_store(db, t->name, &st);
 }
