@@ -1,6 +1,7 @@
 /* httptext.c: HTTP token and field-value checks, query escaping. */
 #include "common/httptext.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -35,18 +36,66 @@ httptext_is_field_value(const char *s)
     return true;
 }
 
+/* Segments that carry a credential wherever they stand in a name. */
+static const char *const cred_words[] = {
+    "authorization", "auth",        "token",       "secret",    "password",
+    "passwd",        "apikey",      "signature",   "sig",       "cookie",
+    "credential",    "credentials", "accesstoken", "privatekey"};
+
+/* Segments before "key" that make it a credential ("x-api-key"), where
+ * "idempotency-key" or "cache-key" are not. */
+static const char *const key_words[] = {
+    "api",    "access",  "secret", "private", "subscription", "auth",
+    "client", "account", "master", "virtual", "session",      "signing"};
+
+static bool
+word_in(const char *seg, size_t n, const char *const *words, size_t nwords)
+{
+    for (size_t i = 0; i < nwords; i++) {
+        if (strlen(words[i]) == n && strncasecmp(seg, words[i], n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The length of the segment at name (n bytes): up to a byte that is not a
+ * letter or digit, or to an upper-case letter after a lower-case one
+ * ("apiKey" is "api" and "Key"). */
+static size_t
+segment_len(const char *name, size_t n)
+{
+    size_t k = 0;
+
+    while (k < n && isalnum((unsigned char)name[k])) {
+        if (k > 0 && isupper((unsigned char)name[k]) &&
+            islower((unsigned char)name[k - 1]))
+            break;
+        k++;
+    }
+    return k;
+}
+
 bool
 httptext_is_credential_name(const char *name, size_t n)
 {
-    static const char *const words[] = {"key",      "auth", "token", "secret",
-                                        "password", "sig",  "cookie"};
+    const char *prev = NULL;
+    size_t prevn = 0;
 
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-        size_t w = strlen(words[i]);
-        for (size_t k = 0; k + w <= n; k++) {
-            if (strncasecmp(name + k, words[i], w) == 0)
-                return true;
+    for (size_t i = 0; i < n;) {
+        size_t k = segment_len(name + i, n - i);
+        if (k == 0) {
+            i++;
+            continue;
         }
+        if (word_in(name + i, k, cred_words, STEPQ_ARRAY_LEN(cred_words)))
+            return true;
+        if (k == 3 && strncasecmp(name + i, "key", 3) == 0 &&
+            ((prev == NULL && i + k == n) ||
+             word_in(prev, prevn, key_words, STEPQ_ARRAY_LEN(key_words))))
+            return true;
+        prev = name + i;
+        prevn = k;
+        i += k;
     }
     return false;
 }

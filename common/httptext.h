@@ -33,9 +33,18 @@ const char *httptext_framing_header(const char *name);
 bool httptext_is_env_name(const char *s);
 
 /* httptext_is_credential_name reports whether the first n bytes of name
- * (a header or query parameter name) say it may carry a credential: it
- * holds "key", "auth", "token", "secret", "password", "sig" or "cookie" in
- * any case. Such values are masked wherever stepq shows what it sent. */
+ * (a header or query parameter name) name a credential by their whole
+ * segments (split at every byte that is not a letter or digit, and where
+ * an upper-case letter follows a lower-case one): a segment
+ * "authorization", "auth", "token", "secret", "password", "passwd",
+ * "apikey", "signature", "sig", "cookie", "credential(s)", "accesstoken"
+ * or "privatekey", in any case; "key" alone; or "key" after "api",
+ * "access", "secret", "private", "subscription", "auth", "client",
+ * "account", "master", "virtual", "session" or "signing". So
+ * "x-api-key", "x-portkey-api-key", "apiKey" and "access_token" are, and
+ * "x-portkey-provider", "monkey", "keyword" and "idempotency-key" are not.
+ * Such values are masked wherever stepq shows what it sent, and in what
+ * comes back. */
 bool httptext_is_credential_name(const char *name, size_t n);
 
 /* httptext_authority_problem checks the authority of an http(s) URL: the
