@@ -50,6 +50,7 @@ static const struct q__column attempt_cols[] = {
     {"latency_ms", I},
     {"tokens", I},
     {"body", T},
+    {"masked", I},
 };
 
 static const struct q__column park_cols[] = {

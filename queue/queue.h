@@ -315,6 +315,9 @@ struct q_attempt_result {
     const char *body; /* raw body, or NULL */
     size_t body_len;
     int64_t finished_at;
+    /* the answer held a secret of the request, kept as "***" (the output
+     * committed from it too) */
+    bool masked;
     /* true: the step's token count is left as q_attempt_begin charged it,
      * because the caller adds tokens - est_tokens itself with the
      * q_step_set it makes in the same transaction (one write of the step's
@@ -359,6 +362,7 @@ struct q_attempt {
     int64_t latency_ms;
     int64_t tokens;
     char *body;
+    bool masked; /* a secret in the answer was kept as "***" */
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,

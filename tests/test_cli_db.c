@@ -161,7 +161,8 @@ sqlite(const char *db, const char *sql)
 /* Turns a fresh database into one of schema version 1. */
 #define V2_TO_V1                                                               \
     "DROP TABLE park; DROP TABLE tiers; DROP TABLE schedules; "                \
-    "DROP TABLE tier_events; PRAGMA user_version = 1;"
+    "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \
+    "PRAGMA user_version = 1;"
 
 /* A database of schema version 1 (before the park and tier tables) is
  * refused, untouched, by everything but init, which migrates it; one

@@ -30,7 +30,8 @@ attempts(q_db *db, int64_t id)
                                  .tokens = 7,
                                  .body =
                                      "{\"error\":\"slow d\xc3\xa9j\xc3\xa0\"}",
-                                 .finished_at = T0 + 13};
+                                 .finished_at = T0 + 13,
+                                 .masked = true};
     int64_t aid = 0;
     int num = 0;
 
@@ -203,6 +204,7 @@ same_attempt(const struct q_attempt *a, const struct q_attempt *b)
     ck_assert_int_eq(a->delay_ms, b->delay_ms);
     ck_assert_int_eq(a->latency_ms, b->latency_ms);
     ck_assert_int_eq(a->tokens, b->tokens);
+    ck_assert_int_eq(a->masked, b->masked);
     SAME_STR(a, b, tier);
     SAME_STR(a, b, request_sha256);
     SAME_STR(a, b, outcome);

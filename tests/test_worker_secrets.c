@@ -115,6 +115,78 @@ START_TEST(test_echoed_secrets_stay_out)
 }
 END_TEST
 
+/* A one-step chat job to tier free saying content, its output checked for
+ * the key "summary". */
+#define ASK_JOB(content)                                                       \
+    "{\"name\":\"a\",\"steps\":[{\"name\":\"ask\",\"tiers\":[\"free\"],"       \
+    "\"expect_json\":[\"summary\"],\"request\":{\"messages\":[{\"role\":"      \
+    "\"user\",\"content\":\"" content "\"}]}}]}"
+
+/* Job id succeeded; returns its first step's output (owned) and whether
+ * its last attempt says it was masked. */
+static char *
+succeeded_output(int id, bool *masked)
+{
+    cJSON *shown = e2e_show(id);
+    const cJSON *st = e2e_step_of(shown, 0);
+    const cJSON *hist = cJSON_GetObjectItemCaseSensitive(st, "history");
+    const cJSON *last = cJSON_GetArrayItem(hist, cJSON_GetArraySize(hist) - 1);
+    char *out;
+
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    ck_assert_ptr_nonnull(e2e_str(st, "output"));
+    out = strdup(e2e_str(st, "output"));
+    *masked = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(last, "masked"));
+    cJSON_Delete(shown);
+    return out;
+}
+
+/* Through a gateway's headers (Portkey's names hold "key", and their
+ * values are common words), the answer is kept as it came: the provider's
+ * name and "false" stay in the output, which stays JSON. */
+START_TEST(test_answer_kept_as_it_came)
+{
+    char *out;
+    bool masked = true;
+
+    e2e_start("{}", "");
+    e2e_config(1, "\"api_key_env\": \"FREE_KEY\", \"headers\": "
+                  "{\"x-portkey-provider\": \"openai\","
+                  " \"x-portkey-retry\": \"false\"}");
+    e2e_enqueue(ASK_JOB("tell me about openai and whether false is true"));
+    free(e2e_drain());
+    out = succeeded_output(1, &masked);
+    ck_assert_str_eq(out, "{\"summary\":\"mock reply to: tell me about "
+                          "openai and whether false is true\"}");
+    ck_assert(!masked);
+    free(out);
+}
+END_TEST
+
+/* A key the endpoint echoed into the completion is kept as "***", and the
+ * attempt says so; the output's check read the answer as it came, so a
+ * key that stood where masking leaves no JSON still passes. */
+START_TEST(test_secret_in_a_completion_masked)
+{
+    char *out, *log;
+    bool masked = false;
+
+    setenv("FREE_KEY", "98765432", 1);
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"content\":"
+              "\"{\\\"summary\\\": \\\"your key\\\", \\\"n\\\": 98765432}\"}]}",
+              "");
+    e2e_enqueue(ASK_JOB("hi"));
+    log = e2e_drain();
+    expect_file_clean("stepq.db");
+    ck_assert_ptr_null(strstr(log, "98765432"));
+    free(log);
+    out = succeeded_output(1, &masked);
+    ck_assert_str_eq(out, "{\"summary\": \"your key\", \"n\": ***}");
+    ck_assert(masked);
+    free(out);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -124,6 +196,8 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_echoed_secrets_stay_out);
+    tcase_add_test(tc, test_answer_kept_as_it_came);
+    tcase_add_test(tc, test_secret_in_a_completion_masked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -437,7 +437,12 @@ worker__answer(struct run *r)
     struct attempt_log line;
     int64_t now = worker__now(r->w), tokens = 0;
     const char *output = NULL;
-    char *kept = NULL; /* owned: the body as text, when it is not */
+    char *kept = NULL;   /* owned: the body as text, when it is not */
+    char *masked = NULL; /* owned: the output with its secrets masked */
+    /* What the endpoint sent: the checks of what it is (a completion whose
+     * output parses) read it as it came, whatever masking changed. */
+    const char *seen = res->raw ? res->raw : res->body;
+    size_t seen_len = res->raw ? res->raw_len : res->body_len;
     cJSON *root = NULL;
     bool parsed_chat = false;
     int ti = r->cur_tier;
@@ -453,19 +458,19 @@ worker__answer(struct run *r)
     in.transport = worker__transport_of(res->error);
     in.headers = hdrs;
     in.nheaders = res->nheaders;
-    in.body = res->body;
-    in.body_len = res->body_len;
+    in.body = seen;
+    in.body_len = seen_len;
     in.parsed = POLICY_PARSED_DERIVE;
     in.http_step = s->kind == SPEC_STEP_HTTP;
     in.now_ms = now;
     /* Parsed once, read here and by classify. */
     if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
-        res->status >= 200 && res->status < 300 && res->body != NULL)
-        root = json_parse_exact(res->body, res->body_len);
+        res->status >= 200 && res->status < 300 && seen != NULL)
+        root = json_parse_exact(seen, seen_len);
     in.json = root;
     if (http_chat_read(root, &ans) == 0) {
         parsed_chat = true;
-        read_text(root, &ans, res->body, res->body_len, &txt);
+        read_text(root, &ans, seen, seen_len, &txt);
         /* Text that is not UTF-8 or that a NUL cuts, and parts without a
          * text part or a tool call (empty content, SPEC), are an output
          * that does not parse as text: schema_invalid, never committed. */
@@ -506,6 +511,7 @@ worker__answer(struct run *r)
                                        : res->body,
         .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
         .finished_at = now,
+        .masked = res->raw != NULL,
         /* A commit writes the step's row anyway: the estimate's correction
          * rides in that write instead of one of its own. */
         .caller_corrects = d.action == POLICY_COMMIT && r->attempt_est >= 0,
@@ -535,7 +541,11 @@ worker__answer(struct run *r)
         log_attempt(&line);
         r->logged_attempt = r->attempt_id;
     }
-    if (s->kind == SPEC_STEP_CHAT)
+    /* What is kept is masked: an endpoint that echoed a secret into the
+     * completion gets it back as "***" (the attempt says so). */
+    if (s->kind == SPEC_STEP_CHAT && txt.text != NULL && res->raw != NULL)
+        output = masked = http_response_mask(res, txt.text);
+    else if (s->kind == SPEC_STEP_CHAT)
         output = txt.text ? txt.text : res->body;
     else
         output = kept ? kept : res->body;
@@ -545,5 +555,6 @@ worker__answer(struct run *r)
     http_chat_answer_cleanup(&ans);
     cJSON_Delete(root);
     free(kept);
+    free(masked);
     free(hdrs);
 }

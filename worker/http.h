@@ -95,7 +95,7 @@ struct http_request {
     /* owned: values the request carries that are secrets (the builders
      * add them; http_request_add_secret): each is replaced by "***" in
      * the answer's body, headers and error text before the callback sees
-     * them */
+     * them; the body as it came stays in the response's raw */
     char **secrets;
     size_t nsecrets;
 };
@@ -117,7 +117,28 @@ struct http_response {
     size_t body_len;
     int64_t latency_ms;   /* from http_send to completion */
     long new_connections; /* connections opened for it (0: reused one) */
+    /* owned: the body as it came, when masking a secret changed it (else
+     * NULL; raw_len bytes, NUL-terminated). For checks only (is it a
+     * completion, does its output parse): what is kept of it goes
+     * through http_response_mask first. */
+    char *raw;
+    size_t raw_len;
+    char **secrets; /* owned: what was masked in body (with raw only) */
+    size_t nsecrets;
 };
+
+/* http_response_mask returns an owned copy of text (NUL-terminated) with
+ * every secret that res's body had masked replaced by "***": what a
+ * caller keeps of res->raw. Caller frees with free(). */
+char *http_response_mask(const struct http_response *res, const char *text);
+
+/* http_response_move gives dst what src owns (body, headers, raw and
+ * secrets) with src's other fields, and leaves src owning nothing. */
+void http_response_move(struct http_response *dst, struct http_response *src);
+
+/* http_response_cleanup frees what res owns (raw and secrets wiped) and
+ * zeroes it. NULL is a no-op. */
+void http_response_cleanup(struct http_response *res);
 
 /* Called once per request, on the loop thread. call is valid until this
  * callback returns. The callback may send new requests, cancel others or

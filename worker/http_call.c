@@ -34,11 +34,17 @@ headers_free(struct http_header *h, size_t n)
     free(h);
 }
 
-static void
-response_cleanup(struct http_response *res)
+void
+http_response_cleanup(struct http_response *res)
 {
+    if (res == NULL)
+        return;
     headers_free(res->headers, res->nheaders);
     free(res->body);
+    if (res->raw != NULL)
+        http__wipe(res->raw, res->raw_len);
+    free(res->raw);
+    http__secrets_free(res->secrets, res->nsecrets);
     memset(res, 0, sizeof(*res));
 }
 
@@ -269,12 +275,12 @@ deliver(struct http_call *call)
     if (call->res.body == NULL)
         call->res.body = xcalloc(1, 1);
     call->res.latency_ms = clock_mono_ms() - call->start_ms;
-    http__scrub(&call->res, call->secrets, call->nsecrets);
+    http__scrub(&call->res, &call->secrets, &call->nsecrets);
     http__secrets_free(call->secrets, call->nsecrets);
     call->secrets = NULL;
     call->delivering = true;
     call->cb(call, &call->res, call->arg);
-    response_cleanup(&call->res);
+    http_response_cleanup(&call->res);
     free(call);
 }
 

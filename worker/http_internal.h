@@ -98,9 +98,11 @@ void http__free_secret(char *s);
  * *n; free with http__secrets_free, which wipes them; NULL is a no-op). */
 void http__secrets_copy(const struct http_request *r, char ***out, size_t *n);
 void http__secrets_free(char **v, size_t n);
-/* http__scrub replaces each of the n secrets by "***" in res's body, header
- * values and error text (http_secret.c). */
-void http__scrub(struct http_response *res, char *const *secrets, size_t n);
+/* http__scrub replaces each of the *n secrets by "***" in res's header
+ * values and error text, and in a copy of its body when the body holds
+ * one: the body as it came is then res->raw, and the secrets move from
+ * *secrets to res->secrets (*secrets NULL, *n 0) (http_secret.c). */
+void http__scrub(struct http_response *res, char ***secrets, size_t *n);
 /* http__is_http_url: an http:// or https:// URL without blanks or
  * control characters (http_build.c). */
 bool http__is_http_url(const char *s);

@@ -104,7 +104,7 @@ struct tier_no {
  * turn is lost (the store went away), the run is entered again from the
  * store and the answer is acted on once more. */
 struct held {
-    struct http_response res; /* owned: body and headers moved out */
+    struct http_response res; /* owned: moved out (http_response_move) */
     int64_t attempt_id;       /* the attempt it answers */
     int64_t send_id, send_est;
     int64_t sent_at;

@@ -115,12 +115,7 @@ static void
 probe_cleanup(struct probe *p)
 {
     http_request_cleanup(&p->req);
-    free(p->res.body);
-    for (size_t i = 0; i < p->res.nheaders; i++) {
-        free(p->res.headers[i].name);
-        free(p->res.headers[i].value);
-    }
-    free(p->res.headers);
+    http_response_cleanup(&p->res);
 }
 
 /* note says what an operator should know before reading the result: the
@@ -206,11 +201,8 @@ on_done(http_call *call, struct http_response *res, void *arg)
     struct probe *p = arg;
 
     (void)call;
-    p->res = *res;
     /* Moved out: the client frees what is left in *res. */
-    res->body = NULL;
-    res->headers = NULL;
-    res->nheaders = 0;
+    http_response_move(&p->res, res);
     p->done = true;
 }
 
@@ -274,13 +266,14 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
     in.transport = worker__transport_of(p->res.error);
     in.headers = hdrs;
     in.nheaders = p->res.nheaders;
-    in.body = p->res.body;
-    in.body_len = p->res.body_len;
+    /* Judged on the answer as it came; only the excerpt shown is masked. */
+    in.body = p->res.raw ? p->res.raw : p->res.body;
+    in.body_len = p->res.raw ? p->res.raw_len : p->res.body_len;
     in.parsed = POLICY_PARSED_DERIVE;
     in.now_ms = clock_now_ms();
     if (p->res.error == HTTP_ERR_NONE && p->res.status >= 200 &&
         p->res.status < 300 &&
-        http_chat_parse(p->res.body, p->res.body_len, &ans) == 0) {
+        http_chat_parse(in.body, in.body_len, &ans) == 0) {
         chat = true;
         http_chat_answer_cleanup(&ans);
     }

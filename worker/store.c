@@ -132,12 +132,7 @@ worker__held_free(struct held *h)
 {
     if (h == NULL)
         return;
-    free(h->res.body);
-    for (size_t i = 0; i < h->res.nheaders; i++) {
-        free(h->res.headers[i].name);
-        free(h->res.headers[i].value);
-    }
-    free(h->res.headers);
+    http_response_cleanup(&h->res);
     free(h->body);
     free(h);
 }
@@ -147,10 +142,7 @@ worker__hold(struct run *r, struct http_response *res)
 {
     struct held *h = xcalloc(1, sizeof(*h));
 
-    h->res = *res;
-    res->body = NULL;
-    res->headers = NULL;
-    res->nheaders = 0;
+    http_response_move(&h->res, res);
     h->attempt_id = r->attempt_id;
     h->send_id = r->send_id;
     h->send_est = r->send_est;

@@ -77,7 +77,8 @@ static const struct q__pg_sql attempt_begin_sql = {
     "UPDATE attempts SET finished_at = $2::bigint, status = $3::bigint,"       \
     " outcome = $4::text, reason = $5::text, decision = $6::text,"             \
     " delay_ms = $7::bigint, latency_ms = $8::bigint, tokens = $9::bigint,"    \
-    " body = $10::text WHERE id = $1::bigint AND finished_at IS NULL"          \
+    " body = $10::text, masked = $11::bigint"                                  \
+    " WHERE id = $1::bigint AND finished_at IS NULL"                           \
     " AND EXISTS (SELECT 1 FROM held)"
 #define FINISH_CORRECT                                                         \
     " cor AS (UPDATE steps s"                                                  \
@@ -100,7 +101,7 @@ static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
     "SELECT id, step, attempt, tier, request_sha256, started_at,"
     " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
-    " tokens, body FROM attempts WHERE job_id = $1::bigint"
+    " tokens, body, masked FROM attempts WHERE job_id = $1::bigint"
     " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"};
 
 static void
@@ -264,6 +265,7 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->latency_ms);
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
+    q__pg_p_int(&p, r->masked);
     rc = q__pg_write(
         pg, r->caller_corrects ? &attempt_finish_only_sql : &attempt_finish_sql,
         &p, true, finished, NULL, NULL, id, "finishing attempt");
@@ -291,6 +293,7 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->latency_ms = q__pg_int(res, r, 12);
     a->tokens = q__pg_int(res, r, 13);
     a->body = q__pg_text(res, r, 14);
+    a->masked = q__pg_int(res, r, 15) != 0;
 }
 
 int

@@ -208,6 +208,10 @@ static const struct migration migrations[] = {
      "ALTER TABLE jobs SET (fillfactor = 70);"
      "ALTER TABLE steps SET (fillfactor = 70);"
      "ALTER TABLE attempts SET (fillfactor = 70);"},
+    {7, 8,
+     /* An attempt whose answer held a secret of its request says so
+      * (SQLite's version 8). */
+     "ALTER TABLE attempts ADD COLUMN masked bigint NOT NULL DEFAULT 0;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -187,6 +187,7 @@ attempt_finish_locked(struct q__sqlite *db, int64_t id,
     keep = q__body_keep(r->body, r->body_len, db->keep_body_bytes);
     if (r->body != NULL)
         sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
+    sqlite3_bind_int(s, 11, r->masked);
     if ((rc = q__run_done(db, s, "finishing an attempt")) != 0)
         return rc;
     if (r->caller_corrects) {
@@ -245,6 +246,7 @@ read_attempt(sqlite3_stmt *s, void *elem)
     a->latency_ms = sqlite3_column_int64(s, 12);
     a->tokens = sqlite3_column_int64(s, 13);
     a->body = q__col_text(s, 14);
+    a->masked = sqlite3_column_int(s, 15) != 0;
 }
 
 int

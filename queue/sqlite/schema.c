@@ -174,6 +174,9 @@ static const char *const migrations[] = {
      * expired within their timeout. */
     "DROP TABLE tier_sends;"
     "ALTER TABLE tiers ADD COLUMN flight TEXT;",
+    /* 7 -> 8: an attempt whose answer held a secret of its request (kept
+     * as "***", and so its output) says so. */
+    "ALTER TABLE attempts ADD COLUMN masked INTEGER NOT NULL DEFAULT 0;",
 };
 
 int
