@@ -113,10 +113,15 @@ print_job_text(const cJSON *o)
             char status[16] = "-";
             if (cJSON_IsNumber(st))
                 snprintf(status, sizeof(status), "%d", st->valueint);
-            printf("    #%d status %s outcome %s decision %s\n",
+            const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
+            const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
+            printf("    #%d tier %s status %s outcome %s decision %s\n",
                    cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
-                   status, cJSON_IsString(oc) ? oc->valuestring : "(no result)",
+                   cJSON_IsString(ht) ? ht->valuestring : "-", status,
+                   cJSON_IsString(oc) ? oc->valuestring : "(no result)",
                    cJSON_IsString(de) ? de->valuestring : "-");
+            if (cJSON_IsString(ro))
+                printf("       not first choice: %s\n", ro->valuestring);
         }
     }
 }

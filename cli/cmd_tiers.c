@@ -49,8 +49,9 @@ static int
 show_state(struct cli_env *env, const struct config *cfg, bool json)
 {
     static const char *const heads[] = {
-        "TIER",     "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON",
-        "PACE RPM", "RPM",     "TPM",        "ALLOWANCE",       "IN FLIGHT"};
+        "TIER",      "BREAKER",   "OPEN UNTIL", "EXHAUSTED UNTIL",
+        "REASON",    "PACE RPM",  "RPM",        "TPM",
+        "ALLOWANCE", "IN FLIGHT", "STEPS"};
     const char *failed = "?";
     struct cli_table tab;
     const cJSON *t;
@@ -70,11 +71,11 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
         cli_print_json(arr);
         return CLI_OK;
     }
-    cli_table_init(&tab, 10, heads, "lllllrrrrr");
+    cli_table_init(&tab, 11, heads, "lllllrrrrrl");
     cJSON_ArrayForEach(t, arr)
     {
-        char n[5][32];
-        const char *cells[10] = {cli_json_text(t, "name"),
+        char n[5][32], steps[64];
+        const char *cells[11] = {cli_json_text(t, "name"),
                                  cli_json_text(t, "breaker"),
                                  cli_json_text(t, "open_until"),
                                  cli_json_text(t, "exhausted_until"),
@@ -83,13 +84,20 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
                                  n[1],
                                  n[2],
                                  n[3],
-                                 n[4]};
+                                 n[4],
+                                 steps};
         snprintf(n[0], sizeof(n[0]), "%.1f",
                  cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm")));
         snprintf(n[1], sizeof(n[1]), "%lld", num_of(t, "rpm_used"));
         snprintf(n[2], sizeof(n[2]), "%lld", num_of(t, "tpm_used"));
         snprintf(n[3], sizeof(n[3]), "%lld", num_of(t, "allowance_used"));
         snprintf(n[4], sizeof(n[4]), "%lld", num_of(t, "in_flight"));
+        /* what a step that prefers the tier does now, and why */
+        if (cJSON_IsString(cJSON_GetObjectItem(t, "refused_by")))
+            snprintf(steps, sizeof(steps), "%s (%s)", cli_json_text(t, "steps"),
+                     cli_json_text(t, "refused_by"));
+        else
+            snprintf(steps, sizeof(steps), "%s", cli_json_text(t, "steps"));
         cli_table_add(&tab, cells);
     }
     cli_table_print(&tab);

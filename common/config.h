@@ -62,7 +62,14 @@ struct config_tier {
     int max_inflight;           /* 0 = unlimited */
     double timeout_s;           /* per request; default 60 */
     struct config_breaker breaker;
+    /* How long a step waits for this tier while it is only paced, before
+     * it goes to a later tier of its list: CONFIG_SPILL_DEADLINE (the
+     * default) as long as the step's slack allows, 0 at once, else this
+     * many ms. */
+    int64_t spill_after_ms;
 };
+
+#define CONFIG_SPILL_DEADLINE (-1)
 
 /* One user classify rule: every given condition must match. */
 struct config_rule {

@@ -137,6 +137,34 @@ parse_pairs(const cJSON *o, const char *path, const char *key,
 }
 
 /* parse_auth reads "auth" with api_key_env (env, may be NULL). */
+/* spill: "deadline" (the default: wait for a paced tier while the step's
+ * slack allows), "now" (the next tier at once), or a number of seconds
+ * to wait at most. */
+static int
+parse_spill(const cJSON *o, const char *path, struct config_tier *t, char *err,
+            size_t len)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "spill");
+    char p[256];
+
+    t->spill_after_ms = CONFIG_SPILL_DEADLINE;
+    if (v == NULL ||
+        (cJSON_IsString(v) && strcmp(v->valuestring, "deadline") == 0))
+        return 0;
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "now") == 0) {
+        t->spill_after_ms = 0;
+        return 0;
+    }
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+        v->valuedouble <= 31 * 86400.0) {
+        t->spill_after_ms = (int64_t)(v->valuedouble * 1000);
+        return 0;
+    }
+    return json_fail(err, len, json_path_key(p, sizeof(p), path, "spill"),
+                     "must be \"deadline\", \"now\" or a number of seconds "
+                     "(0 to 2678400)");
+}
+
 static int
 parse_auth(const char *auth, const char *env, const char *path,
            struct config_tier *t, char *err, size_t len)
@@ -194,6 +222,7 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                                        "breaker",
                                        "window_s",
                                        "burst",
+                                       "spill",
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
@@ -283,7 +312,8 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                                   &t->breaker.cooldown_s, err, len)))
             return rc;
     }
-    if ((rc = parse_auth(auth, env, path, t, err, len)) != 0)
+    if ((rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
+        (rc = parse_spill(o, path, t, err, len)) != 0)
         return rc;
     t->auth_header = t->auth == CONFIG_AUTH_HEADER ? xstrdup(auth + 7) : NULL;
     t->api_key_env = xstrdup(env);

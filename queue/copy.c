@@ -51,6 +51,7 @@ static const struct q__column attempt_cols[] = {
     {"tokens", I},
     {"body", T},
     {"masked", I},
+    {"route", T},
 };
 
 static const struct q__column park_cols[] = {

@@ -440,6 +440,7 @@ q__attempt_clean(void *e)
     free(a->reason);
     free(a->decision);
     free(a->body);
+    free(a->route);
 }
 
 void

@@ -301,6 +301,9 @@ struct q_attempt_start {
     const char *request_sha256; /* hex */
     int64_t est_tokens;         /* charged to the step before sending */
     int64_t started_at;
+    /* why this tier and not an earlier one of the step's list (a wall,
+     * a wait that would pass the deadline, ...); NULL: the first choice */
+    const char *route;
 };
 
 /* What came back. Strings are borrowed; body is capped when stored. */
@@ -363,6 +366,7 @@ struct q_attempt {
     int64_t tokens;
     char *body;
     bool masked; /* a secret in the answer was kept as "***" */
+    char *route; /* q_attempt_start's; NULL: the first choice */
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,

@@ -162,6 +162,7 @@ sqlite(const char *db, const char *sql)
 #define V2_TO_V1                                                               \
     "DROP TABLE park; DROP TABLE tiers; DROP TABLE schedules; "                \
     "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \
+    "ALTER TABLE attempts DROP COLUMN route; "                                 \
     "PRAGMA user_version = 1;"
 
 /* A database of schema version 1 (before the park and tier tables) is
@@ -361,8 +362,9 @@ START_TEST(test_tables_line_up)
 {
     static const char *const jobs[] = {"ID", "STATE", "CREATED", "NAME", "KEY"};
     static const char *const tiers[] = {
-        "TIER",     "BREAKER", "OPEN UNTIL", "EXHAUSTED UNTIL", "REASON",
-        "PACE RPM", "RPM",     "TPM",        "ALLOWANCE",       "IN FLIGHT"};
+        "TIER",      "BREAKER",   "OPEN UNTIL", "EXHAUSTED UNTIL",
+        "REASON",    "PACE RPM",  "RPM",        "TPM",
+        "ALLOWANCE", "IN FLIGHT", "STEPS"};
     static const char cfg[] =
         "{\"tiers\": [{\"name\": \"a-free-tier-with-a-rather-long-name\","
         " \"base_url\": \"http://127.0.0.1:9/v1\", \"model\": \"m\","
@@ -388,7 +390,7 @@ START_TEST(test_tables_line_up)
     check_columns(r.out, jobs, "lllll", 5);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "tiers"), 0);
-    check_columns(r.out, tiers, "lllllrrrrr", 10);
+    check_columns(r.out, tiers, "lllllrrrrrl", 11);
     run_result_free(&r);
 }
 END_TEST

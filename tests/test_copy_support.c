@@ -20,7 +20,8 @@ attempts(q_db *db, int64_t id)
                                 .tier = "free",
                                 .request_sha256 = "ab12",
                                 .est_tokens = 40,
-                                .started_at = T0 + 1};
+                                .started_at = T0 + 1,
+                                .route = "local: rpm (spill: now)"};
     struct q_attempt_result r = {.status = 429,
                                  .outcome = "rate_limited",
                                  .reason = "rpm",
@@ -211,6 +212,7 @@ same_attempt(const struct q_attempt *a, const struct q_attempt *b)
     SAME_STR(a, b, reason);
     SAME_STR(a, b, decision);
     SAME_STR(a, b, body);
+    SAME_STR(a, b, route);
 }
 
 static void

@@ -50,6 +50,9 @@ struct bad {
 };
 
 static const struct bad bad_configs[] = {
+    {",\"spill\":\"later\"", "tiers[0].spill: must be \"deadline\", \"now\""},
+    {",\"spill\":-1", "tiers[0].spill: must be"},
+    {",\"spill\":true", "tiers[0].spill: must be"},
     {",\"headers\":{\"X-Title\":7}",
      "tiers[0].headers.X-Title: must be a string"},
     {",\"headers\":[]", "tiers[0].headers: must be an object"},
@@ -197,6 +200,17 @@ START_TEST(test_tier_fields_parsed)
     t = tier(TIER(""), &cfg);
     ck_assert_ptr_null(config_tier_key_header(t));
     ck_assert_int_eq(t->auth, CONFIG_AUTH_DEFAULT);
+    ck_assert_int_eq(t->spill_after_ms, CONFIG_SPILL_DEADLINE);
+    config_free(cfg);
+    /* spill: at once, after N seconds, or (the default) by the deadline */
+    t = tier(TIER(",\"spill\":\"now\""), &cfg);
+    ck_assert_int_eq(t->spill_after_ms, 0);
+    config_free(cfg);
+    t = tier(TIER(",\"spill\":2.5"), &cfg);
+    ck_assert_int_eq(t->spill_after_ms, 2500);
+    config_free(cfg);
+    t = tier(TIER(",\"spill\":\"deadline\""), &cfg);
+    ck_assert_int_eq(t->spill_after_ms, CONFIG_SPILL_DEADLINE);
     config_free(cfg);
 }
 END_TEST

@@ -47,7 +47,7 @@ START_TEST(test_attempts_recorded_before_and_after)
 
     db = qfix_open(&o);
     id = qfix_add(db, "a", NULL, 0, T0);
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), -EBUSY);
     ck_assert_int_eq(q_claim(db, "w", T0, 1000, 1, &got, &n), 0);
     q_jobs_free(got, n);
@@ -60,14 +60,17 @@ START_TEST(test_attempts_recorded_before_and_after)
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), 0);
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), -EALREADY);
     s.tier = "local";
+    s.route = "free: exhausted";
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid2, &num), 0);
     ck_assert_int_eq(num, 2);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &na), 0);
     ck_assert_uint_eq(na, 2);
     ck_assert_str_eq(a[0].body, "daily qu"); /* capped at 8 bytes */
     ck_assert_str_eq(a[0].outcome, "hard_quota");
-    ck_assert(a[0].masked);                /* the answer held a secret */
-    ck_assert(!a[1].masked);               /* no answer yet */
+    ck_assert(a[0].masked);         /* the answer held a secret */
+    ck_assert(!a[1].masked);        /* no answer yet */
+    ck_assert_ptr_null(a[0].route); /* the first choice */
+    ck_assert_str_eq(a[1].route, "free: exhausted");
     ck_assert_int_eq(a[1].finished_at, 0); /* no result yet: in flight */
     ck_assert_int_eq(q_steps_get(db, id, &st, &ns), 0);
     ck_assert_int_eq(st[0].attempts, 2);
@@ -84,8 +87,11 @@ START_TEST(test_kept_body_cut_on_a_character)
     struct q_open_opts o = {.keep_body_bytes = 3};
     q_db *db = qfix_open(&o);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
-    struct q_attempt_start s = {
-        .job_id = id, .worker = "w", .request_sha256 = "x", .started_at = T0};
+    struct q_attempt_start s = {.job_id = id,
+                                .worker = "w",
+                                .request_sha256 = "x",
+                                .started_at = T0,
+                                NULL};
     struct q_attempt_result r = {.status = 500,
                                  .outcome = "server_error",
                                  .body = "ab\xc3\xa9z",
@@ -181,7 +187,7 @@ START_TEST(test_caller_corrects_the_estimate)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
     struct q_attempt_result r = {.status = 200,
                                  .outcome = "ok",
                                  .tokens = 30,
@@ -213,8 +219,8 @@ START_TEST(test_caller_corrects_refusals)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid, other = 0;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0};
-    struct q_attempt_start x = {id, 0, "x", "free", "abc", 100, T0};
+    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start x = {id, 0, "x", "free", "abc", 100, T0, NULL};
     struct q_attempt_result r = {
         .status = 200, .outcome = "ok", .caller_corrects = true};
     struct q_attempt *a = NULL;
@@ -337,8 +343,8 @@ START_TEST(test_attempt_recorded_in_a_transaction)
     q_db *db = qfix_open(NULL);
     int64_t a = qfix_add(db, "a", NULL, 1, T0);
     int64_t b = qfix_add(db, "b", NULL, 0, T0), ida = -1, idb = -1;
-    struct q_attempt_start sa = {a, 0, "w", "free", "abc", 10, T0};
-    struct q_attempt_start sb = {b, 0, "w", "free", "abc", 10, T0};
+    struct q_attempt_start sa = {a, 0, "w", "free", "abc", 10, T0, NULL};
+    struct q_attempt_start sb = {b, 0, "w", "free", "abc", 10, T0, NULL};
     struct q_job *got = NULL;
     struct q_attempt *at = NULL;
     size_t n = 0, na = 0;
@@ -632,7 +638,8 @@ START_TEST(test_reports_count_the_ledger_and_park)
                                 .worker = "w",
                                 .tier = "free",
                                 .request_sha256 = "x",
-                                .started_at = T0};
+                                .started_at = T0,
+                                NULL};
     struct q_attempt_group *g = NULL;
     struct q_park_brief *pb = NULL;
     size_t ng = 0, np = 0;

@@ -150,7 +150,7 @@ END_TEST
     " CREATE INDEX tier_sends_open ON tier_sends"                              \
     " (tier, expires_at) WHERE done_at IS NULL;"                               \
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"                \
-    " ALTER TABLE attempts DROP COLUMN masked;"
+    " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"
 
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
@@ -252,7 +252,7 @@ START_TEST(test_migrates_v7_adding_masked)
              " request_sha256, est_tokens, started_at, finished_at, status,"
              " outcome, body) VALUES (%lld, 0, 1, 'free', 'w', 'ab', 5, 1, 2,"
              " 401, 'auth_error', 'provided: ***');"
-             " ALTER TABLE attempts DROP COLUMN masked;"
+             " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"
              " UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);

@@ -67,6 +67,7 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
         cJSON_AddNumberToObject(o, "latency_ms", (double)a[i].latency_ms);
         json_add_string(o, "body", ok ? NULL : a[i].body);
         cJSON_AddBoolToObject(o, "masked", a[i].masked);
+        json_add_string(o, "route", a[i].route);
         json_add_string(o, "request_sha256", a[i].request_sha256);
         json_add_time(o, "started_at", a[i].started_at);
         json_add_time(o, "finished_at", a[i].finished_at);

@@ -39,6 +39,32 @@ round1(double v)
     return (double)(int64_t)(v * 10 + 0.5) / 10;
 }
 
+/* What a step that prefers the tier does now: "admits" (it is sent),
+ * "waits" (the tier is only paced, and its spill lets steps wait) or
+ * "passes" (walled, failing, or spill "now": the next tier of the step's
+ * list), with the refusal's reason; and the spill setting. */
+static void
+add_preference(cJSON *o, const struct config_tier *t,
+               const struct q_tier_state *st, int64_t now)
+{
+    struct tier_verdict v;
+    const char *steps = "admits";
+
+    tier_evaluate(t, st, now, 0, false, &v);
+    if (!v.admitted)
+        steps = tier_reason_is_pace(v.reason) && t->spill_after_ms != 0
+                    ? "waits"
+                    : "passes";
+    cJSON_AddStringToObject(o, "steps", steps);
+    json_add_string(o, "refused_by", v.admitted ? NULL : v.reason);
+    if (t->spill_after_ms == CONFIG_SPILL_DEADLINE)
+        cJSON_AddStringToObject(o, "spill", "deadline");
+    else if (t->spill_after_ms == 0)
+        cJSON_AddStringToObject(o, "spill", "now");
+    else
+        cJSON_AddNumberToObject(o, "spill", (double)t->spill_after_ms / 1000);
+}
+
 static cJSON *
 tier_json(const struct config_tier *t, const struct q_tier_state *st,
           int64_t now)
@@ -68,6 +94,7 @@ tier_json(const struct config_tier *t, const struct q_tier_state *st,
     cJSON_AddNumberToObject(o, "tpm_used", (double)st->window_tokens);
     cJSON_AddNumberToObject(o, "allowance_used", (double)st->allowance_used);
     cJSON_AddNumberToObject(o, "in_flight", (double)st->in_flight);
+    add_preference(o, t, st, now);
     return o;
 }
 

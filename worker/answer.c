@@ -448,6 +448,10 @@ worker__answer(struct run *r)
     int ti = r->cur_tier;
 
     r->last_latency = res->latency_ms;
+    if (ti >= 0 && res->status > 0) {
+        int64_t *lat = &w->latency_ms[ti];
+        *lat = *lat > 0 ? (*lat * 7 + res->latency_ms) / 8 : res->latency_ms;
+    }
     hdrs = xcalloc(res->nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < res->nheaders; i++) {
         hdrs[i].name = res->headers[i].name;

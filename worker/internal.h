@@ -87,8 +87,12 @@ struct worker {
      * the database again. */
     uint64_t pass;
     struct tier_no *refused; /* one per config tier */
-    int64_t *hooks;          /* owned: park items parked this turn, told to the
-                                on_park hook once the turn has committed */
+    /* one per config tier: the latency of its recent answers (a moving
+     * average, ms), 0 before the first: what the rest of a job is expected
+     * to take when a step weighs waiting for a preferred tier */
+    int64_t *latency_ms;
+    int64_t *hooks; /* owned: park items parked this turn, told to the
+                       on_park hook once the turn has committed */
     size_t nhooks, caphooks;
     uint64_t rng;
     int failed; /* a fatal error: stop */
@@ -152,7 +156,10 @@ struct run {
     size_t body_len;
     int64_t wake_at;     /* > 0: waiting until then */
     int64_t admit_since; /* > 0: waiting for a tier since then (FIFO) */
-    int64_t sent_at;     /* when the attempt in flight was admitted */
+    /* why the tier chosen last was chosen over the step's earlier ones
+     * ("" when it is the first that admits), kept in the attempt */
+    char route[256];
+    int64_t sent_at; /* when the attempt in flight was admitted */
     struct {
         cJSON *body; /* owned: the chat body built while waiting, or NULL */
         int step;

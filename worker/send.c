@@ -72,9 +72,72 @@ unknown_tiers(const struct run *r, char *why, size_t len)
     }
 }
 
-/* Admits the request on the first candidate tier that takes it. Returns
- * the tier index, or -1 with *retry_at (INT64_MAX: no tier left) and a
- * description of why in why. */
+/* What the rest of the job is expected to take from now: one attempt of
+ * this step and of each step after it, at the latency this worker has
+ * seen of its tiers (the slowest), at least 1 s an attempt. */
+static int64_t
+rest_ms(const struct run *r)
+{
+    const struct worker *w = r->w;
+    int64_t per = 1000;
+
+    for (size_t i = 0; i < w->cfg->ntiers; i++) {
+        if (w->latency_ms[i] > per)
+            per = w->latency_ms[i];
+    }
+    return per * (int64_t)(r->spec->nsteps - r->step);
+}
+
+/* Whether the step waits for tier t, which paces it until v->retry_at,
+ * rather than going on to a later tier: as long as the wait leaves the
+ * rest of the job its time before the deadline, and within the tier's
+ * spill setting. When not, why says why (for the attempt's route). */
+static bool
+waits_for(const struct run *r, const struct config_tier *t,
+          const struct tier_verdict *v, int64_t now, char *why, size_t len)
+{
+    int64_t wait = v->retry_at - now;
+    int64_t slack = r->job.deadline_at - now - rest_ms(r);
+    int64_t waited = r->admit_since > 0 ? now - r->admit_since : 0;
+
+    if (t->spill_after_ms == 0) {
+        snprintf(why, len, "%s: %s (spill: now)", t->name, v->reason);
+        return false;
+    }
+    if (wait > slack) {
+        snprintf(why, len,
+                 "%s: %s (a wait of %.1f s would miss the deadline: %.1f s "
+                 "left, the rest of the job needs about %.1f s)",
+                 t->name, v->reason, (double)wait / 1000,
+                 (double)(r->job.deadline_at - now) / 1000,
+                 (double)rest_ms(r) / 1000);
+        return false;
+    }
+    if (t->spill_after_ms > 0 && waited + wait > t->spill_after_ms) {
+        snprintf(why, len, "%s: %s (waited %.1f s; spill after %.1f s)",
+                 t->name, v->reason, (double)waited / 1000,
+                 (double)t->spill_after_ms / 1000);
+        return false;
+    }
+    return true;
+}
+
+/* Appends "; text" (or text) to the route. */
+static void
+route_add(struct run *r, const char *text)
+{
+    size_t used = strlen(r->route);
+
+    if (used + 3 < sizeof(r->route))
+        snprintf(r->route + used, sizeof(r->route) - used, "%s%s",
+                 used ? "; " : "", text);
+}
+
+/* Admits the request on the first candidate tier that takes it, in the
+ * order of preference: an earlier tier that is only paced is waited for
+ * (waits_for) instead of going on to a later one. Returns the tier index,
+ * or -1 with *retry_at (INT64_MAX: no tier left) and a description of why
+ * in why. r->route says what the chosen tier was preferred over. */
 static int
 choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
             char *why, size_t whylen)
@@ -83,16 +146,22 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
     int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
     size_t n = candidates(r, idx), used = 0;
     int chosen = -1;
+    bool waiting = false;
 
     *retry_at = INT64_MAX;
     why[0] = '\0';
-    for (size_t i = 0; i < n && chosen < 0; i++) {
+    r->route[0] = '\0';
+    for (size_t i = 0; i < n && chosen < 0 && !waiting; i++) {
         const struct config_tier *t = &w->cfg->tiers[idx[i]];
         struct tier_verdict v;
         int64_t send = 0;
         struct tier_no *no = &w->refused[idx[i]];
-        if (r->switched[idx[i]])
+        if (r->switched[idx[i]]) {
+            char text[160];
+            snprintf(text, sizeof(text), "%s: left after its answer", t->name);
+            route_add(r, text);
             continue;
+        }
         if (no->pass == w->pass) {
             v = (struct tier_verdict){.admitted = false,
                                       .probe = false,
@@ -120,6 +189,21 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
                              used ? "; " : "", t->name, v.reason);
             if (k > 0)
                 used += (size_t)k;
+        }
+        if (tier_reason_is_pace(v.reason) && n > 1) {
+            char spill[256];
+            if (waits_for(r, t, &v, now, spill, sizeof(spill))) {
+                /* Preferred and only paced: this tier's retry_at, not
+                 * the earliest of the ones after it. */
+                *retry_at = v.retry_at;
+                waiting = true;
+            } else {
+                route_add(r, spill);
+            }
+        } else {
+            char text[160];
+            snprintf(text, sizeof(text), "%s: %s", t->name, v.reason);
+            route_add(r, text);
         }
     }
     free(idx);
@@ -357,6 +441,7 @@ worker__attempt(struct run *r)
         .request_sha256 = r->sha,
         .est_tokens = est,
         .started_at = now,
+        .route = ti >= 0 && r->route[0] != '\0' ? r->route : NULL,
     };
     /* Recorded before it is sent: a crash from here on leaves an attempt
      * without result, which the next holder treats as in doubt. */

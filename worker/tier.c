@@ -141,6 +141,19 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
     out->retry_at = now;
 }
 
+bool
+tier_reason_is_pace(const char *reason)
+{
+    static const char *const paced[] = {"rpm", "tpm", "cooldown",
+                                        "max_inflight", "in_doubt"};
+
+    for (size_t i = 0; reason != NULL && i < STEPQ_ARRAY_LEN(paced); i++) {
+        if (strcmp(reason, paced[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Loads a tier's state inside the caller's transaction, with the
  * allowance rolled over when its window ended. */
 static int

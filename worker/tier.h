@@ -43,6 +43,14 @@ void tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
                    int64_t now, int64_t est_tokens, bool continuing,
                    struct tier_verdict *out);
 
+/* tier_reason_is_pace reports whether a refusal's reason (a verdict's)
+ * only paces the tier: its bucket refills ("rpm", "tpm"), its cooldown
+ * ends ("cooldown"), its in-flight cap frees ("max_inflight"), its one
+ * request in doubt comes back ("in_doubt"). A step waits for such a tier
+ * when it prefers it; a wall ("exhausted", "allowance") or a failing tier
+ * ("breaker_open", "half_open_probe") it passes over. */
+bool tier_reason_is_pace(const char *reason);
+
 /* tier_admit evaluates and, when admitted, takes the request from the
  * tier's buckets, counts it in flight and charges est_tokens, all in one
  * transaction (a savepoint inside the caller's). *send_id (> 0) is the

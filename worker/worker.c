@@ -167,6 +167,7 @@ setup(struct worker *w, const struct worker_opts *o)
     policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
+    w->latency_ms = xcalloc(o->cfg->ntiers + 1, sizeof(*w->latency_ms));
     if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
@@ -226,6 +227,7 @@ worker_run(const struct worker_opts *opts)
     policy_rules_free(w->rules);
     free(w->streaks);
     free(w->refused);
+    free(w->latency_ms);
     free(w->hooks);
     free(w);
     return rc;

@@ -53,10 +53,11 @@ static const struct q__pg_sql attempt_begin_sql = {
     " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
     "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
     " ins AS (INSERT INTO attempts (id, job_id, step, attempt, tier, worker,"
-    "   request_sha256, est_tokens, started_at)"
+    "   request_sha256, est_tokens, started_at, route)"
     "   SELECT coalesce($8::bigint,"
     "   nextval(pg_get_serial_sequence('attempts', 'id'))), $1::bigint,"
-    "   $2::bigint, n, $3::text, $5::text, $6::text, $4::bigint, $7::bigint"
+    "   $2::bigint, n, $3::text, $5::text, $6::text, $4::bigint, $7::bigint,"
+    "   $9::text"
     "   FROM num RETURNING id, attempt),"
     " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
     "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
@@ -101,7 +102,7 @@ static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
     "SELECT id, step, attempt, tier, request_sha256, started_at,"
     " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
-    " tokens, body, masked FROM attempts WHERE job_id = $1::bigint"
+    " tokens, body, masked, route FROM attempts WHERE job_id = $1::bigint"
     " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"};
 
 static void
@@ -205,6 +206,7 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
     } else {
         q__pg_p_text(&p, NULL); /* the sequence's next id */
     }
+    q__pg_p_text(&p, a->route);
     return q__pg_write(pg, &attempt_begin_sql, &p, defer, begun, id, attempt,
                        a->job_id, "recording an attempt for job");
 }
@@ -294,6 +296,7 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->tokens = q__pg_int(res, r, 13);
     a->body = q__pg_text(res, r, 14);
     a->masked = q__pg_int(res, r, 15) != 0;
+    a->route = q__pg_text(res, r, 16);
 }
 
 int

@@ -212,6 +212,9 @@ static const struct migration migrations[] = {
      /* An attempt whose answer held a secret of its request says so
       * (SQLite's version 8). */
      "ALTER TABLE attempts ADD COLUMN masked bigint NOT NULL DEFAULT 0;"},
+    {8, 9,
+     /* Why an attempt went to its tier (SQLite's version 9). */
+     "ALTER TABLE attempts ADD COLUMN route text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -99,6 +99,7 @@ attempt_begin_locked(struct q__sqlite *db, const struct q_attempt_start *a,
     q__bind_text(s, 6, a->request_sha256);
     sqlite3_bind_int64(s, 7, a->est_tokens);
     sqlite3_bind_int64(s, 8, a->started_at);
+    q__bind_text(s, 9, a->route);
     if ((rc = q__run_done(db, s, "recording an attempt")) != 0)
         return rc;
     if (sqlite3_changes(db->h) == 0)
@@ -247,6 +248,7 @@ read_attempt(sqlite3_stmt *s, void *elem)
     a->tokens = sqlite3_column_int64(s, 13);
     a->body = q__col_text(s, 14);
     a->masked = sqlite3_column_int(s, 15) != 0;
+    a->route = q__col_text(s, 16);
 }
 
 int

@@ -177,6 +177,9 @@ static const char *const migrations[] = {
     /* 7 -> 8: an attempt whose answer held a secret of its request (kept
      * as "***", and so its output) says so. */
     "ALTER TABLE attempts ADD COLUMN masked INTEGER NOT NULL DEFAULT 0;",
+    /* 8 -> 9: why an attempt went to its tier and not to an earlier one
+     * of the step's list (NULL: the first choice). */
+    "ALTER TABLE attempts ADD COLUMN route TEXT;",
 };
 
 int

@@ -105,8 +105,8 @@ static const char *const sql_text[ST_COUNT] = {
                         " WHERE job_id = ?1 AND step = ?2",
     [ST_ATTEMPT_INSERT] =
         "INSERT INTO attempts (job_id, step, attempt, tier, worker,"
-        " request_sha256, est_tokens, started_at)"
-        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1"
+        " request_sha256, est_tokens, started_at, route)"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS (SELECT 1"
         " FROM jobs WHERE id = ?1 AND state = 1 AND lease_owner = ?5)",
     [ST_STEP_CHARGE] =
         "INSERT INTO steps (job_id, idx, state, tier, attempts, tokens)"
@@ -125,12 +125,14 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ATTEMPTS_JOB] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked FROM attempts WHERE job_id = ?1"
+        " latency_ms, tokens, body, masked, route FROM attempts"
+        " WHERE job_id = ?1"
         " ORDER BY step, attempt",
     [ST_ATTEMPTS_STEP] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked FROM attempts WHERE job_id = ?1"
+        " latency_ms, tokens, body, masked, route FROM attempts"
+        " WHERE job_id = ?1"
         " AND step = ?2 ORDER BY attempt",
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
