@@ -232,6 +232,36 @@ START_TEST(test_spill_after_seconds)
 }
 END_TEST
 
+/* A run waiting for the free tier holds no slot: with two slots and six
+ * jobs in line for a free tier of one a second, two jobs bound to the
+ * paid tier alone (enqueued last) are sent at once, not after the line. */
+START_TEST(test_waiting_runs_hold_no_slot)
+{
+    struct run_result r;
+    double free_at[6], local_at[2];
+    cJSON *log;
+
+    start_bucket(60);
+    config_free(60, "");
+    enqueue(6, 600);
+    e2e_enqueue(
+        "{\"name\":\"p1\",\"steps\":[{\"name\":\"a\",\"tiers\":"
+        "[\"local\"],\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}"
+        "\n{\"name\":\"p2\",\"steps\":[{\"name\":\"a\",\"tiers\":"
+        "[\"local\"],\"request\":{\"messages\":[{\"role\":\"user\"}]}}]}");
+    ck_assert_int_eq(RUN(&r, NULL, "work", "--drain", "--concurrency", "2"), 0);
+    run_result_free(&r);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_arrivals(log, "/free", free_at, 6, NULL), 6);
+    ck_assert_int_eq(e2e_arrivals(log, "/local", local_at, 2, NULL), 2);
+    cJSON_Delete(log);
+    ck_assert_msg(local_at[1] < free_at[1],
+                  "the paid jobs waited behind the free line: %.0f ms vs "
+                  "the second free send at %.0f ms",
+                  local_at[1] - free_at[0], free_at[1] - free_at[0]);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -245,6 +275,7 @@ test_suite(void)
     tcase_add_test(tc, test_spills_past_a_wall);
     tcase_add_test(tc, test_spill_now_passes_a_paced_tier);
     tcase_add_test(tc, test_spill_after_seconds);
+    tcase_add_test(tc, test_waiting_runs_hold_no_slot);
     suite_add_tcase(s, tc);
     return s;
 }

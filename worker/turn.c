@@ -208,11 +208,33 @@ live(const struct worker *w)
     return n;
 }
 
+/* The jobs a claim may take now. A run that waits for a paced tier it
+ * prefers holds no slot (it sends nothing until the tier admits it), so
+ * jobs bound elsewhere still run beside a line of runs waiting for a free
+ * tier; the runs in memory stay bounded at WAITING_RUNS_MAX times the
+ * concurrency. */
+#define WAITING_RUNS_MAX 4
+static int
+free_slots(const struct worker *w)
+{
+    int busy = 0, held = 0, a, b;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->finished)
+            continue;
+        held++;
+        busy += !(r->admit_since > 0 && r->call == NULL && r->wake_at != 0);
+    }
+    a = w->concurrency - busy;
+    b = w->concurrency * WAITING_RUNS_MAX - held;
+    return a < b ? a : b;
+}
+
 /* Whether the tick claims: a slot is free and the next claim is due. */
 static bool
 claim_due(const struct worker *w, int64_t now)
 {
-    return live(w) < w->concurrency && now >= w->next_claim;
+    return free_slots(w) > 0 && now >= w->next_claim;
 }
 
 static void
@@ -220,7 +242,7 @@ claim(struct worker *w, int64_t now)
 {
     struct q_job *jobs = NULL;
     size_t n = 0;
-    int slots = w->concurrency - live(w), rc;
+    int slots = free_slots(w), rc;
 
     if (slots <= 0)
         return;
@@ -258,14 +280,14 @@ void
 worker__turn_claim(struct worker *w)
 {
     int64_t now;
-    int free_slots;
+    int slots;
 
     if (!w->tx_open || w->turn_claimed || w->in_tick || w->stopping ||
         w->closing || w->down)
         return;
     now = worker__now(w);
-    free_slots = w->concurrency - live(w);
-    if (free_slots > 0 && free_slots <= TURN_CLAIM_MAX && now >= w->next_claim)
+    slots = free_slots(w);
+    if (slots > 0 && slots <= TURN_CLAIM_MAX && now >= w->next_claim)
         claim(w, now);
 }
 
@@ -497,7 +519,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             return;
         }
     }
-    if (live(w) < w->concurrency && w->next_claim < next)
+    if (free_slots(w) > 0 && w->next_claim < next)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
