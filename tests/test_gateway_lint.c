@@ -67,6 +67,12 @@ static const struct lrow rows[] = {
      "\\\"forward_headers\\\": [\\\"idempotency-key\\\"]}\"",
      0,
      {0}},
+    {"the header's list overrides the config's",
+     PK_URL,
+     FWD "\"x-trace\", \"x-portkey-config\": \"{\\\"forward_headers\\\": "
+         "[\\\"idempotency-key\\\"]}\"",
+     1,
+     {KEYW}},
     {"inline config retries, no forward",
      PK_URL,
      "\"x-portkey-config\": \"{\\\"retry\\\": {\\\"attempts\\\": 3}}\"",

@@ -176,7 +176,9 @@ portkey(const struct config_tier *t, cJSON *warnings)
     if (cfg != NULL && !is_env(cfg))
         inline_cfg = cJSON_Parse(cfg); /* a saved config id is not JSON */
     if (cJSON_IsObject(inline_cfg)) {
-        forwarded = forwarded || config_forwards(inline_cfg);
+        /* The header, when sent, is the whole list: the gateway reads the
+         * config's forward_headers only without it. */
+        forwarded = fwd != NULL ? forwarded : config_forwards(inline_cfg);
         tries = config_retries(inline_cfg);
     }
     if (!forwarded && !is_env(fwd) && !is_env(cfg)) {
