@@ -7,7 +7,8 @@
  *
  * What a user of the recipe relies on: the answer is stored as the model
  * gave it (provider names and `false` in it too); a 429 with Retry-After
- * is classified as on the direct path; an idempotency key reaches the
+ * and rate-limit headers, then a 503, are classified as on the direct
+ * path; an idempotency key reaches the
  * provider when forwarded, and does not when not (what tiers --check
  * warns of); and the gateway's own failures are the gateway's: a saved
  * config id fails loud at once, and a 429 the gateway retried itself
@@ -26,10 +27,15 @@
 #define GW_MODULE "tests/gateway/node_modules/@portkey-ai/gateway/package.json"
 #define PROMPT    "tell me about openai and whether false is true"
 #define R429      "{\"status\": 429, \"headers\": {\"Retry-After\": \"1\"}}"
+/* A throttle with its rate-limit headers, then an overload, then 200. */
+#define SEQ                                                                    \
+    "{\"status\": 429, \"headers\": {\"Retry-After\": \"1\", "                 \
+    "\"x-ratelimit-remaining-requests\": \"0\", "                              \
+    "\"x-ratelimit-reset-requests\": \"1s\"}}, {\"status\": 503}"
 #define SCRIPT                                                                 \
     "{\"routes\": [{\"path\": \"/ok\"},"                                       \
-    " {\"path\": \"/gw429\", \"answers\": [" R429 "]},"                        \
-    " {\"path\": \"/direct429\", \"answers\": [" R429 "]},"                    \
+    " {\"path\": \"/gw429\", \"answers\": [" SEQ "]},"                         \
+    " {\"path\": \"/direct429\", \"answers\": [" SEQ "]},"                     \
     " {\"path\": \"/always429\", \"loop\": true, \"answers\": [" R429 "]}]}"
 #define JOB                                                                    \
     "{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"tiers\":[\"%s\"],%s"         \
@@ -172,7 +178,7 @@ START_TEST(test_throttle_as_on_the_direct_path)
     cJSON *gj = run(1, "gw429", ""), *dj = run(2, "direct429", "");
     const char *fields[] = {"status", "outcome", "reason", "decision"};
 
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < 3; a++) {
         const cJSON *g = e2e_hist(gj, 0, a), *d = e2e_hist(dj, 0, a);
         ck_assert_msg(g != NULL && d != NULL, "attempt %d", a);
         for (size_t i = 0; i < 4; i++) {
@@ -189,7 +195,8 @@ START_TEST(test_throttle_as_on_the_direct_path)
     e2e_expect_attempt(gj, 0, "soft_throttle", "rate_limit", "backoff_retry");
     ck_assert_int_ge(
         cJSON_GetObjectItem(e2e_hist(gj, 0, 0), "delay_ms")->valueint, 1000);
-    e2e_expect_attempt(gj, 1, "ok", NULL, "commit");
+    e2e_expect_attempt(gj, 1, "server_error", "overloaded", "backoff_retry");
+    e2e_expect_attempt(gj, 2, "ok", NULL, "commit");
     cJSON_Delete(gj);
     cJSON_Delete(dj);
 }
