@@ -35,9 +35,10 @@ static const char usage[] =
     "database nor the tiers' shared state, and is not paced. Exit 1 when a\n"
     "tier is not reachable. --dry-run (alone, it implies --check) prints\n"
     "each request instead (method, URL, headers with the key and env:\n"
-    "values masked, body) and sends nothing. --request FILE sends that\n"
-    "chat request object instead of the default one message with\n"
-    "max_tokens 16. Keys are never printed.\n";
+    "values masked, body) and sends nothing. Both warn of a tier whose\n"
+    "gateway drops Idempotency-Key or retries by itself. --request FILE\n"
+    "sends that chat request object instead of the default one message\n"
+    "with max_tokens 16. Keys are never printed.\n";
 
 static long long
 num_of(const cJSON *o, const char *name)
@@ -117,6 +118,10 @@ print_dry_run(const cJSON *arr)
         printf("# tier %s\n", cli_json_text(t, "tier"));
         if (cJSON_IsString(cJSON_GetObjectItem(t, "note")))
             printf("# note: %s\n", cli_json_text(t, "note"));
+        cJSON_ArrayForEach(h, cJSON_GetObjectItem(t, "warnings"))
+        {
+            printf("# warning: %s\n", cJSON_GetStringValue(h));
+        }
         if (cJSON_IsString(cJSON_GetObjectItem(t, "error"))) {
             printf("# not sent: %s\n\n", cli_json_text(t, "error"));
             continue;
@@ -147,7 +152,7 @@ num_text(const cJSON *o, const char *name, char *buf, size_t len)
 static void
 print_check(const cJSON *arr)
 {
-    const cJSON *t;
+    const cJSON *t, *w;
     char st[32], lat[32];
     int n = 0, good = 0;
 
@@ -163,6 +168,10 @@ print_check(const cJSON *arr)
         printf("    %s\n", cli_json_text(t, "url"));
         if (cJSON_IsString(cJSON_GetObjectItem(t, "note")))
             printf("    note: %s\n", cli_json_text(t, "note"));
+        cJSON_ArrayForEach(w, cJSON_GetObjectItem(t, "warnings"))
+        {
+            printf("    warning: %s\n", cJSON_GetStringValue(w));
+        }
         if (cJSON_IsString(cJSON_GetObjectItem(t, "error")))
             printf("    %s\n", cli_json_text(t, "error"));
         n++;

@@ -458,7 +458,7 @@ by_default(const struct policy_input *in, const struct policy__text *t,
         if (status < 0)
             return false;
     }
-    if (!by_words(t, out))
+    if (!by_words(t, out) && !policy__gateway(in, status, t, out))
         by_status(status, t, out);
     return true;
 }

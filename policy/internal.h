@@ -2,7 +2,8 @@
  * unit tests). Nothing of worker/ is included here or in policy/.
  *
  * Who defines what: parse.c the parsers and text readers, rules.c
- * policy__rules_match, bodies.c policy__body_2xx, classify.c policy__set.
+ * policy__rules_match, bodies.c policy__body_2xx, gateway.c policy__gateway,
+ * classify.c policy__set.
  */
 #ifndef STEPQ_POLICY_INTERNAL_H
 #define STEPQ_POLICY_INTERNAL_H
@@ -64,6 +65,16 @@ int policy__rules_match(const policy_rules *rules,
  * names none) and leaves out untouched; otherwise it classifies the success
  * into out and returns -1. */
 int policy__body_2xx(const struct policy_input *in,
+                     const struct policy__text *t, struct policy_class *out);
+
+/* policy__gateway reads an error answer (not a 2xx) for the shapes a
+ * gateway gives of its own failures (gateway.c): a 400 {"status":
+ * "failure"} is gateway_config, the gateway's exception wrapped in
+ * {"html-message"} on a 5xx is gateway_error, an HTML page wrapped so is
+ * html_error. Sets out and returns true on a match; otherwise returns
+ * false and leaves out untouched. status is the answer's (or that of the
+ * error object a 2xx carried); t is the body's text (classify's). */
+bool policy__gateway(const struct policy_input *in, int status,
                      const struct policy__text *t, struct policy_class *out);
 
 #endif

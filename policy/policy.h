@@ -6,8 +6,9 @@
  *
  * Files: names.c (enum <-> name), rules.c (config numbers, user rules:
  * compile, match), classify.c (status, headers, body -> outcome, reason,
- * waits), bodies.c (2xx bodies), decide.c (the decide table), parse.c
- * (header and text parsers). policy/internal.h is shared by them only.
+ * waits), bodies.c (2xx bodies), gateway.c (a gateway's own failures),
+ * decide.c (the decide table), parse.c (header and text parsers).
+ * policy/internal.h is shared by them only.
  *
  * The module is pure: no I/O, no clock reads, no logging, no hidden state,
  * and nothing of worker/. Time (now_ms), jitter seed, configuration and the

@@ -5,7 +5,9 @@
 # chromium and Node.js (18 or later: Debian 12's own is 18), and
 # playwright-core (npm ci in tests/browser/, pinned by its
 # package-lock.json to a version that runs on Node.js 18; no browser is
-# downloaded).
+# downloaded), and the open-source Portkey gateway that tests/test_gateway.c
+# runs (npm ci in tests/gateway/, @portkey-ai/gateway pinned by its
+# package-lock.json; tried on Node.js 20).
 set -eu
 cd "$(dirname "$0")/.."
 browser=0
@@ -53,5 +55,11 @@ if [ $browser -eq 1 ]; then
     if [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; then
         echo "deps: npm ci in tests/browser (playwright-core)" >&2
         (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+    lock=tests/gateway/package-lock.json
+    installed=tests/gateway/node_modules/.package-lock.json
+    if [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; then
+        echo "deps: npm ci in tests/gateway (@portkey-ai/gateway)" >&2
+        (cd tests/gateway && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     fi
 fi

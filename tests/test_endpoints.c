@@ -100,8 +100,19 @@ static const struct recipe recipes[] = {
     {"portkey",
      "/v1/chat/completions",
      {"PORTKEY_API_KEY=" KEY("pk")},
-     "{\"x-portkey-api-key\": \"" KEY("pk") "\", \"x-portkey-config\": "
-                                            "\"pc-nightly-0a1b2c\"}",
+     "{\"x-portkey-api-key\": \"" KEY(
+         "pk") "\", \"x-portkey-config\": "
+               "\"pc-nightly-0a1b2c\", \"x-portkey-forward-headers\": "
+               "\"idempotency-key\"}",
+     NULL},
+    {"portkey-local",
+     "/v1/chat/completions",
+     {"OPENAI_API_KEY=" KEY("pl")},
+     "{\"Authorization\": \"Bearer " KEY(
+         "pl") "\", \"x-portkey-provider\": "
+               "\"openai\", \"x-portkey-custom-host\": "
+               "\"https://api.openai.com/v1\", "
+               "\"x-portkey-forward-headers\": \"idempotency-key\"}",
      NULL},
     {"cloudflare",
      "/v1/ACCOUNT_ID/GATEWAY_ID/openai/chat/completions",
@@ -254,6 +265,25 @@ expect(const char *name, const char *drift, const cJSON *tier, int code,
     run_result_free(&res);
 }
 
+/* no_warnings asserts that tiers --check has no warning for a recipe as
+ * written (a gateway's recipe forwards Idempotency-Key, asks no retry). */
+static void
+no_warnings(const char *name, const cJSON *tier)
+{
+    struct run_result res;
+    char *unused = NULL;
+    cJSON *j, *w;
+
+    check(tier, "--dry-run", "tier", &unused, &res);
+    j = cJSON_Parse(res.out);
+    w = cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "warnings");
+    ck_assert_msg(cJSON_IsArray(w) && cJSON_GetArraySize(w) == 0,
+                  "%s: warnings: %s", name, res.out);
+    cJSON_Delete(j);
+    free(unused);
+    run_result_free(&res);
+}
+
 START_TEST(test_recipe_reaches_its_endpoint)
 {
     const struct recipe *r = &recipes[_i];
@@ -265,6 +295,7 @@ START_TEST(test_recipe_reaches_its_endpoint)
     port = start_route(r);
     to_mock(tier, port);
     expect(r->name, "as written", tier, 0, "reachable");
+    no_warnings(r->name, tier);
     cJSON_Delete(tier);
     free(page);
 }

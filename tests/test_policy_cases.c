@@ -39,7 +39,8 @@ count_cases(const char *path)
 }
 
 static const char *const tables[] = {"tests/cases/seed-cases.json",
-                                     "tests/cases/provider-errors.json"};
+                                     "tests/cases/provider-errors.json",
+                                     "tests/cases/gateway-errors.json"};
 
 START_TEST(test_cli_table_passes)
 {
@@ -258,7 +259,8 @@ test_suite(void)
 
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_cli_table_passes, 0, 2);
+    tcase_add_loop_test(tc, test_cli_table_passes, 0,
+                        (int)(sizeof(tables) / sizeof(tables[0])));
     tcase_add_test(tc, test_cli_failing_case);
     tcase_add_loop_test(tc, test_cli_bad_input_exits_2, 0,
                         (int)(sizeof(badfiles) / sizeof(badfiles[0])));

@@ -1,8 +1,9 @@
 /* test_tiers_check.c: `stepq tiers --check` and `--dry-run` against the
  * mock (a peer that hangs, an answer that echoes the key, an env: variable
- * that is unset, bad flags and bad tiers), and a tier's headers, query and
- * auth header through the real worker: the job succeeds on a route that
- * demands them, and fails loud, sending nothing, when a variable is unset.
+ * that is unset, a tier behind a gateway warned of, bad flags and bad
+ * tiers), and a tier's headers, query and auth header through the real
+ * worker: the job succeeds on a route that demands them, and fails loud,
+ * sending nothing, when a variable is unset.
  */
 #include "tests/support/support.h"
 
@@ -185,6 +186,30 @@ START_TEST(test_check_and_dry_run_text)
 }
 END_TEST
 
+/* A tier behind Portkey that does not forward Idempotency-Key is warned of
+ * in both outputs, and the warning does not change the exit code. */
+START_TEST(test_check_warns_of_a_gateway)
+{
+    char *cfg = config("pk", "/echo/v1",
+                       ", \"api_key_env\": \"AZ_KEY\", \"headers\": "
+                       "{\"x-portkey-provider\": \"openai\"}");
+    struct run_result res;
+
+    ck_assert_int_eq(RUN(&res, NULL, "--config", cfg, "tiers", "--check"), 0);
+    ck_assert_ptr_nonnull(strstr(res.out, "1 of 1 tiers reachable"));
+    ck_assert_msg(strstr(res.out, "\n    warning: tier pk: Portkey drops "
+                                  "Idempotency-Key") != NULL,
+                  "%s", res.out);
+    run_result_free(&res);
+    ck_assert_int_eq(RUN(&res, NULL, "--config", cfg, "tiers", "--dry-run"), 0);
+    ck_assert_msg(strstr(res.out, "\n# warning: tier pk: ") != NULL, "%s",
+                  res.out);
+    ck_assert_ptr_nonnull(strstr(res.out, "x-portkey-forward-headers"));
+    run_result_free(&res);
+    free(cfg);
+}
+END_TEST
+
 struct bad_use {
     const char *extra; /* tier fields */
     const char *args[4];
@@ -313,6 +338,7 @@ test_suite(void)
     tcase_add_test(check, test_check_scrubs_a_key_the_answer_echoes);
     tcase_add_test(check, test_unset_variable_is_not_sent);
     tcase_add_test(check, test_check_and_dry_run_text);
+    tcase_add_test(check, test_check_warns_of_a_gateway);
     tcase_add_loop_test(check, test_bad_use_exit_codes, 0,
                         (int)(sizeof(bad_uses) / sizeof(bad_uses[0])));
     suite_add_tcase(s, check);

@@ -134,6 +134,13 @@ note(const struct config_tier *t, char *buf, size_t len)
     return buf;
 }
 
+/* add_warnings adds the tier's "warnings" (worker_gateway_warnings). */
+static void
+add_warnings(cJSON *o, const struct config_tier *t)
+{
+    worker_gateway_warnings(t, cJSON_AddArrayToObject(o, "warnings"));
+}
+
 /* build fills p's request; false (with p->error) when it cannot be built,
  * e.g. an env: variable is unset: then nothing is sent. */
 static bool
@@ -189,6 +196,7 @@ dry_one(const struct config_tier *t, const cJSON *request, bool *ok)
         cJSON_AddNullToObject(o, "error");
     }
     json_add_string(o, "note", note(t, nb, sizeof(nb)));
+    add_warnings(o, t);
     probe_cleanup(&p);
     return o;
 }
@@ -256,6 +264,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         cJSON_AddNullToObject(o, "latency_ms");
         cJSON_AddStringToObject(o, "error", p->error);
         json_add_string(o, "note", note(p->t, nb, sizeof(nb)));
+        add_warnings(o, p->t);
         return o;
     }
     hdrs = xcalloc(p->res.nheaders + 1, sizeof(*hdrs));
@@ -302,6 +311,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         free(ex);
     }
     json_add_string(o, "note", note(p->t, nb, sizeof(nb)));
+    add_warnings(o, p->t);
     return o;
 }
 

@@ -49,11 +49,12 @@ struct worker_probe_opts {
  * on a loop of its own, each bounded by its tier's timeout_s, outside
  * admission and the database. *out gets an array, one object per tier in
  * config order: a dry run's {"tier", "method", "url", "headers", "body",
- * "error", "note"} with the key and env: values masked; a check's {"tier",
- * "url", "result", "status", "outcome", "reason", "latency_ms", "error",
- * "note"}, result one of reachable, auth_failed, wrong_path, rate_limited,
- * timeout, unreachable, error, not_sent (a request that cannot be built:
- * an env: variable unset). No value of a secret is in *out. *all_ok is
+ * "error", "note", "warnings"} with the key and env: values masked; a
+ * check's {"tier", "url", "result", "status", "outcome", "reason",
+ * "latency_ms", "error", "note", "warnings"} (worker_gateway_warnings),
+ * result one of reachable, auth_failed, wrong_path, rate_limited, timeout,
+ * unreachable, error, not_sent (a request that cannot be built: an env:
+ * variable unset). No value of a secret is in *out. *all_ok is
  * true when every request could be built and (checked) was reachable.
  * Returns 0 (caller owns *out: cJSON_Delete); -ENOENT when opts->tier is
  * not a tier of cfg; -EINVAL when cfg has no tier or a classify rule does
@@ -61,5 +62,15 @@ struct worker_probe_opts {
 STEPQ_MUST_CHECK int worker_probe(const struct config *cfg,
                                   const struct worker_probe_opts *opts,
                                   struct cJSON **out, bool *all_ok);
+
+/* worker_gateway_warnings adds to warnings (a JSON array) one string for
+ * each way tier t, going through a gateway stepq knows (Portkey, the
+ * LiteLLM proxy, Cloudflare AI Gateway; by its headers or host), undoes
+ * what stepq relies on: an Idempotency-Key the gateway does not pass on,
+ * and retries the gateway makes itself. Each names the tier, the header and
+ * what to do. Reads the config only (an env: value is not read, nor
+ * judged). Never fails (aborts on OOM); warnings is borrowed. */
+void worker_gateway_warnings(const struct config_tier *t,
+                             struct cJSON *warnings);
 
 #endif

@@ -54,14 +54,44 @@ read_line(int fd, char *buf, size_t cap, int timeout_ms)
 }
 
 void
+mockproc_spawn(struct mockproc *mp, const char *const *argv, int timeout_ms)
+{
+    char line[256];
+    int out[2], port = 0;
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(out), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    mp->pid = pid;
+    mp->out_fd = out[0];
+    if (read_line(out[0], line, sizeof(line), timeout_ms) < 0 ||
+        sscanf(line, "listening 127.0.0.1:%d", &port) != 1 || port <= 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(out[0]);
+        mp->pid = 0;
+        mp->out_fd = -1;
+        ck_abort_msg("%s did not print its listening line in %d ms", argv[0],
+                     timeout_ms);
+    }
+    mp->port = port;
+}
+
+void
 mockproc_start(struct mockproc *mp, const char *const *args)
 {
     const char *bin = stepq_bin();
     const char **argv;
     size_t n = 0;
-    char line[256];
-    int out[2], port = 0;
-    pid_t pid;
 
     while (args != NULL && args[n] != NULL)
         n++;
@@ -72,30 +102,8 @@ mockproc_start(struct mockproc *mp, const char *const *args)
     argv[3] = "0";
     for (size_t i = 0; i < n; i++)
         argv[4 + i] = args[i];
-    ck_assert_int_eq(pipe(out), 0);
-    pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        close(out[1]);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
+    mockproc_spawn(mp, argv, 5000);
     free(argv);
-    close(out[1]);
-    mp->pid = pid;
-    mp->out_fd = out[0];
-    if (read_line(out[0], line, sizeof(line), 5000) < 0 ||
-        sscanf(line, "listening 127.0.0.1:%d", &port) != 1 || port <= 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(out[0]);
-        mp->pid = 0;
-        mp->out_fd = -1;
-        ck_abort_msg("stepq mock did not print its listening line in 5 s");
-    }
-    mp->port = port;
 }
 
 int

@@ -26,6 +26,14 @@ struct mockproc {
  * NULL). Fails the test when it exits or stays silent for 5 s. */
 void mockproc_start(struct mockproc *mp, const char *const *args);
 
+/* mockproc_spawn runs argv (argv[0] looked up in PATH) as a child whose
+ * stdout says "listening 127.0.0.1:PORT" once it is bound, as the mock
+ * does (tests/gateway/start.mjs makes the Portkey gateway say it too), and
+ * reads that line within timeout_ms; mockproc_stop stops it. Fails the
+ * test when the child exits or stays silent. argv is borrowed. */
+void mockproc_spawn(struct mockproc *mp, const char *const *argv,
+                    int timeout_ms);
+
 /* mockproc_stop sends SIGTERM, waits up to 10 s for the exit and returns
  * the exit code (128 + signal when killed). A stopped or never started
  * mockproc returns -1. */
