@@ -247,14 +247,22 @@ fill(struct mock_batch *b, const struct mock_bfile *f)
     }
 }
 
+/* lines_of counts the lines of f that are not empty. */
 static size_t
 lines_of(const struct mock_bfile *f)
 {
     size_t n = 0;
+    bool empty = true;
 
-    for (size_t i = 0; i < f->len; i++)
-        n += f->data[i] == '\n';
-    return n + 1;
+    for (size_t i = 0; i < f->len; i++) {
+        if (f->data[i] == '\n') {
+            n += !empty;
+            empty = true;
+        } else if (f->data[i] != '\r') {
+            empty = false;
+        }
+    }
+    return n + !empty;
 }
 
 static void
