@@ -162,7 +162,7 @@ create(struct mock_bctx *x)
 
     mock__batch_log(x, "anthropic", "create");
     if (!cJSON_IsObject(x->json)) {
-        fail(x, 400, "The request body is not valid JSON.");
+        fail(x, 400, "The request body must be a JSON object.");
         return;
     }
     if (!cJSON_IsArray(reqs) || n == 0) {
