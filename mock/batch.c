@@ -152,6 +152,38 @@ mock__batch_fate(const struct mock_batch_conf *c, const char *custom_id,
     return MOCK_BFATE_OK;
 }
 
+struct dup_key {
+    const char *id;
+    size_t i;
+};
+
+static int
+dup_cmp(const void *a, const void *b)
+{
+    const struct dup_key *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+bool *
+mock__batch_dups(const char *const *ids, size_t n)
+{
+    struct dup_key *k = xcalloc(n ? n : 1, sizeof(*k));
+    bool *dup = xcalloc(n ? n : 1, sizeof(*dup));
+    size_t m = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] != NULL)
+            k[m++] = (struct dup_key){ids[i], i};
+    }
+    qsort(k, m, sizeof(*k), dup_cmp);
+    for (size_t i = 1; i < m; i++)
+        dup[k[i].i] = strcmp(k[i].id, k[i - 1].id) == 0;
+    free(k);
+    return dup;
+}
+
 /* ---- the timeline -------------------------------------------------------- */
 
 static int64_t

@@ -110,12 +110,11 @@ custom_id_ok(const char *s)
     return true;
 }
 
-/* request_problem checks requests[i] (and that its custom_id is not one of
- * the i before it) the way the API does; NULL when it is fine, else the
+/* request_problem checks requests[i] the way the API does (dup: its
+ * custom_id is one of an earlier request); NULL when it is fine, else the
  * message, written into msg. */
 static const char *
-request_problem(const cJSON *reqs, int i, const cJSON *rq, char *msg,
-                size_t len)
+request_problem(int i, const cJSON *rq, bool dup, char *msg, size_t len)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(rq, "custom_id");
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(rq, "params");
@@ -138,12 +137,8 @@ request_problem(const cJSON *reqs, int i, const cJSON *rq, char *msg,
                "1)";
     else if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
         what = "params.messages: Field required (at least one message)";
-    for (int j = 0; what == NULL && j < i; j++) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetArrayItem(reqs, j), "custom_id");
-        if (strcmp(o->valuestring, id->valuestring) == 0)
-            what = "custom_id: must be unique within the batch";
-    }
+    if (what == NULL && dup)
+        what = "custom_id: must be unique within the batch";
     if (what == NULL)
         return NULL;
     snprintf(msg, len, "requests.%d.%s", i, what);
@@ -156,6 +151,8 @@ create(struct mock_bctx *x)
     struct mock_bstore *s = mock__bstore(x->e);
     const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(x->json, "requests");
     struct mock_batch *b;
+    const char **ids, *bad = NULL;
+    bool *dup;
     size_t bytes = x->rq->body_len;
     char msg[300];
     int n = cJSON_IsArray(reqs) ? cJSON_GetArraySize(reqs) : 0, i = 0;
@@ -179,11 +176,21 @@ create(struct mock_bctx *x)
         fail(x, 400, msg);
         return;
     }
+    ids = xcalloc((size_t)n, sizeof(*ids));
     for (const cJSON *it = reqs->child; it != NULL; it = it->next, i++) {
-        if (request_problem(reqs, i, it, msg, sizeof(msg)) != NULL) {
-            fail(x, 400, msg);
-            return;
-        }
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "custom_id");
+        ids[i] = cJSON_IsString(id) ? id->valuestring : NULL;
+    }
+    dup = mock__batch_dups(ids, (size_t)n);
+    i = 0;
+    for (const cJSON *it = reqs->child; it != NULL && bad == NULL;
+         it = it->next, i++)
+        bad = request_problem(i, it, dup[i], msg, sizeof(msg));
+    free(ids);
+    free(dup);
+    if (bad != NULL) {
+        fail(x, 400, msg);
+        return;
     }
     if (x->r->batch.fail_validation) {
         fail(x, 400,

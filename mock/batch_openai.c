@@ -154,9 +154,10 @@ add_error(cJSON *data, const char *code, const char *msg, const char *param,
     cJSON_AddItemToArray(data, e);
 }
 
-/* check_line validates one input line; on a problem it is listed in data. */
+/* check_line validates one input line (dup: its custom_id was used on an
+ * earlier line); a problem is listed in data. */
 static void
-check_line(const cJSON *o, const struct mock_batch *b, size_t nitems, int line,
+check_line(const cJSON *o, const struct mock_batch *b, bool dup, int line,
            cJSON *data)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "custom_id");
@@ -164,73 +165,101 @@ check_line(const cJSON *o, const struct mock_batch *b, size_t nitems, int line,
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "url");
     const cJSON *body = cJSON_GetObjectItemCaseSensitive(o, "body");
 
-    if (!cJSON_IsString(id) || id->valuestring[0] == '\0') {
+    if (!cJSON_IsString(id) || id->valuestring[0] == '\0')
         add_error(data, "missing_required_parameter",
                   "Missing required parameter: 'custom_id'.", "custom_id",
                   line);
-        return;
-    }
-    for (size_t i = 0; i < nitems; i++) {
-        if (strcmp(b->items[i].custom_id, id->valuestring) == 0) {
-            add_error(data, "duplicate_custom_id",
-                      "The custom_id for this request is a duplicate "
-                      "of another request. The custom_id parameter "
-                      "must be unique for each request in a batch.",
-                      "custom_id", line);
-            return;
-        }
-    }
-    if (!cJSON_IsString(m) || strcmp(m->valuestring, "POST") != 0) {
+    else if (dup)
+        add_error(data, "duplicate_custom_id",
+                  "The custom_id for this request is a duplicate of another "
+                  "request. The custom_id parameter must be unique for each "
+                  "request in a batch.",
+                  "custom_id", line);
+    else if (!cJSON_IsString(m) || strcmp(m->valuestring, "POST") != 0)
         add_error(data, "invalid_method", "The method must be 'POST'.",
                   "method", line);
-        return;
-    }
-    if (!cJSON_IsString(u) || strcmp(u->valuestring, b->endpoint) != 0) {
+    else if (!cJSON_IsString(u) || strcmp(u->valuestring, b->endpoint) != 0)
         add_error(data, "mismatched_endpoint",
-                  "The URL provided for this request does not match "
-                  "the batch endpoint.",
+                  "The URL provided for this request does not match the "
+                  "batch endpoint.",
                   "url", line);
-        return;
-    }
-    if (!cJSON_IsObject(body)) {
+    else if (!cJSON_IsObject(body))
         add_error(data, "missing_required_parameter",
                   "Missing required parameter: 'body'.", "body", line);
-        return;
-    }
 }
 
-/* fill reads the input file's lines into b's items; problems go to
- * b->errors (the batch then fails validation). */
-static void
-fill(struct mock_batch *b, const struct mock_bfile *f)
+/* next_line parses the next non-empty line of [*p, end) (its 1-based
+ * number in *line) and moves *p past it; NULL at the end. The upload
+ * checked that every non-empty line is a JSON object. Caller deletes. */
+static cJSON *
+next_line(const char **p, const char *end, int *line)
 {
-    cJSON *data = cJSON_CreateArray();
-    const char *p = f->data, *end = f->data + f->len;
+    while (*p < end) {
+        const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+        size_t n = (size_t)((nl ? nl : end) - *p);
+        const char *at = *p;
+        cJSON *o;
+        (*line)++;
+        *p = nl ? nl + 1 : end;
+        if (n > 0 && at[n - 1] == '\r')
+            n--;
+        if (n > 0 && (o = json_parse_exact(at, n)) != NULL)
+            return o;
+    }
+    return NULL;
+}
+
+/* dups marks the lines (in order, n at most) whose custom_id an earlier
+ * line has; sorted, so a large file costs n log n, not n squared. Caller
+ * frees. */
+static bool *
+dups(const struct mock_bfile *f, size_t n)
+{
+    char **ids = xcalloc(n ? n : 1, sizeof(*ids));
+    const char *p = f->data;
+    bool *dup;
+    size_t k = 0;
+    int line = 0;
+    cJSON *o;
+
+    while (k < n && (o = next_line(&p, f->data + f->len, &line)) != NULL) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "custom_id");
+        ids[k++] = cJSON_IsString(id) ? xstrdup(id->valuestring) : NULL;
+        cJSON_Delete(o);
+    }
+    dup = mock__batch_dups((const char *const *)ids, k);
+    for (size_t i = 0; i < k; i++)
+        free(ids[i]);
+    free(ids);
+    return dup;
+}
+
+/* fill reads the input file's lines into b's items (room for n); problems
+ * go to b->errors (the batch then fails validation). */
+static void
+fill(struct mock_batch *b, const struct mock_bfile *f, size_t n)
+{
+    cJSON *data = cJSON_CreateArray(), *o;
+    const char *p = f->data;
+    bool *dup = dups(f, n);
+    size_t k = 0;
     int line = 0;
 
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = (size_t)((nl ? nl : end) - p);
-        cJSON *o;
-        line++;
-        if (n > 0 && p[n - 1] == '\r')
-            n--;
-        if (n > 0 && (o = json_parse_exact(p, n)) != NULL) {
-            int before = cJSON_GetArraySize(data);
-            check_line(o, b, b->nitems, line, data);
-            if (cJSON_GetArraySize(data) == before) {
-                struct mock_bitem *it = &b->items[b->nitems++];
-                const cJSON *id = cJSON_GetObjectItem(o, "custom_id");
-                it->custom_id = xstrdup(id->valuestring);
-                it->body = json_print(cJSON_GetObjectItem(o, "body"));
-                it->fate = mock__batch_fate(&b->route->batch, it->custom_id,
-                                            b->nitems);
-                b->bytes += strlen(it->body) + strlen(it->custom_id);
-            }
-            cJSON_Delete(o);
+    while (k < n && (o = next_line(&p, f->data + f->len, &line)) != NULL) {
+        int before = cJSON_GetArraySize(data);
+        check_line(o, b, dup[k++], line, data);
+        if (cJSON_GetArraySize(data) == before) {
+            struct mock_bitem *it = &b->items[b->nitems++];
+            it->custom_id =
+                xstrdup(cJSON_GetObjectItem(o, "custom_id")->valuestring);
+            it->body = json_print(cJSON_GetObjectItem(o, "body"));
+            it->fate =
+                mock__batch_fate(&b->route->batch, it->custom_id, b->nitems);
+            b->bytes += strlen(it->body) + strlen(it->custom_id);
         }
-        p = nl ? nl + 1 : end;
+        cJSON_Delete(o);
     }
+    free(dup);
     if (b->route->batch.fail_validation)
         add_error(data, "invalid_request",
                   "The batch failed validation (the mock's script says so).",
@@ -357,7 +386,7 @@ create(struct mock_bctx *x)
     b->endpoint = xstrdup(ep->valuestring);
     if (cJSON_IsObject(md))
         b->metadata = cJSON_Duplicate(md, 1);
-    fill(b, f);
+    fill(b, f, lines_of(f));
     s->bytes += b->bytes;
     mock__batch_reply(x, 200, batch_json(x, b));
 }

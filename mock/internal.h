@@ -450,6 +450,9 @@ int64_t mock__batch_item_done(const struct mock_batch *b, size_t i);
 /* mock__batch_fate decides item custom_id's fate (1-based index). */
 enum mock_bfate mock__batch_fate(const struct mock_batch_conf *c,
                                  const char *custom_id, size_t index);
+/* mock__batch_dups marks, for n custom_ids (NULL: none), each one that an
+ * earlier one repeats, sorting a copy (n log n). Caller frees. */
+bool *mock__batch_dups(const char *const *ids, size_t n);
 /* mock__batch_chat returns the chat completion item i of b gets (usage as
  * the chat endpoint computes it, id and created fixed by the item), parsed.
  * Caller deletes. */

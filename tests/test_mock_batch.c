@@ -102,9 +102,9 @@ END_TEST
 
 START_TEST(test_openai_validating_finalizing_in_order)
 {
-    int port = mockproc_fixture_start("{\"batch\": {\"validate_ms\": 300, "
-                                      "\"delay_ms\": 300, "
-                                      "\"finalize_ms\": 300}}");
+    int port = mockproc_fixture_start("{\"batch\": {\"validate_ms\": 500, "
+                                      "\"delay_ms\": 500, "
+                                      "\"finalize_ms\": 500}}");
     cJSON *b = bc_openai_batch(port, 2, "v", NULL), *done;
     char seen[256] = "";
 

@@ -54,7 +54,7 @@ result_type(const cJSON *lines, const char *id)
 
 START_TEST(test_anthropic_create_poll_results)
 {
-    int port = mockproc_fixture_start("{\"batch\": {\"delay_ms\": 200}}");
+    int port = mockproc_fixture_start("{\"batch\": {\"delay_ms\": 1000}}");
     cJSON *b =
         bc_call(port, "POST", ANT,
                 "{\"requests\":[" ITEM("a", 100) "," ITEM("b", 5) "]}", 200);
@@ -177,7 +177,7 @@ END_TEST
 START_TEST(test_anthropic_cancel_not_honored_lets_items_finish)
 {
     int port = mockproc_fixture_start(
-        "{\"batch\": {\"delay_ms\": 300, \"honor_cancel\": false}}");
+        "{\"batch\": {\"delay_ms\": 1500, \"honor_cancel\": false}}");
     cJSON *b = bc_call(port, "POST", ANT, THREE, 200), *c, *d;
 
     c = bc_call(port, "POST", at(b, "/cancel"), "", 200);
