@@ -214,6 +214,10 @@ create(struct mock_bctx *x)
     }
     b->bytes = bytes;
     s->bytes += bytes;
+    /* A create is answered with the batch as it stands just before it
+     * starts, as the providers do ("validating", "in_progress"), however
+     * short the script's timeline: the next request sees it move on. */
+    x->now = b->created - 1;
     mock__batch_reply(x, 200, batch_json(x, b));
 }
 

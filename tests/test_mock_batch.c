@@ -65,7 +65,7 @@ START_TEST(test_openai_upload_create_poll_results)
     cJSON *b = bc_openai_batch(port, 3, "q", "{\"run\":\"r1\"}"), *done, *out;
     char seen[256] = "";
 
-    ck_assert_str_eq(jstr(b, "status"), "in_progress");
+    ck_assert_str_eq(jstr(b, "status"), "validating");
     ck_assert_int_eq(jnum(b, "request_counts.total"), 3);
     ck_assert(cJSON_IsNull(jget(b, "output_file_id")));
     done = bc_poll(port, batch_path(jstr(b, "id")), "status", "completed", seen,
@@ -312,18 +312,21 @@ START_TEST(test_openai_lines_that_do_not_fit_fail_validation)
         "completions\",\"body\":{}}\n{\"custom_id\":\"a\",\"method\":\"POST\","
         "\"url\":\"/v1/chat/completions\",\"body\":{}}\n{\"custom_id\":\"b\","
         "\"method\":\"POST\",\"url\":\"/v1/embeddings\",\"body\":{}}\n";
-    cJSON *f = bc_upload(port, "in.jsonl", "batch", lines, &status), *b;
+    cJSON *f = bc_upload(port, "in.jsonl", "batch", lines, &status), *c, *b;
     char body[256];
 
     snprintf(body, sizeof(body), CREATE_FMT, jstr(f, "id"));
-    b = bc_call(port, "POST", "/v1/batches", body, 200);
-    ck_assert_str_eq(jstr(b, "status"), "failed");
+    c = bc_call(port, "POST", "/v1/batches", body, 200);
+    ck_assert_str_eq(jstr(c, "status"), "validating");
+    ck_assert(cJSON_IsNull(jget(c, "errors")));
+    b = bc_poll(port, batch_path(jstr(c, "id")), "status", "failed", NULL, 0);
     ck_assert_int_eq(cJSON_GetArraySize(jget(b, "errors.data")), 2);
     ck_assert_str_eq(
         jstr(cJSON_GetArrayItem(jget(b, "errors.data"), 0), "code"),
         "duplicate_custom_id");
     ck_assert_int_eq(
         jnum(cJSON_GetArrayItem(jget(b, "errors.data"), 1), "line"), 3);
+    cJSON_Delete(c);
     cJSON_Delete(b);
     cJSON_Delete(f);
 }
