@@ -374,11 +374,9 @@ struct mock_bfile {
     char id[48];
     const struct mock_route *route; /* borrowed */
     char *filename, *purpose;       /* owned */
-    char *data;                     /* owned: input files only */
+    char *data;                     /* owned: as uploaded, NUL added */
     size_t len;
-    int64_t created;          /* loop ms */
-    struct mock_batch *batch; /* output and error files: borrowed */
-    bool errors;              /* the batch's error file, not its output */
+    int64_t created; /* loop ms */
 };
 
 struct mock_bstore {

@@ -148,7 +148,7 @@ struct mock_stats {
     uint64_t tokens;       /* tokens served by chat answers */
     uint64_t connections;  /* connections accepted */
     uint64_t bad_requests; /* requests that did not parse (answered 400) */
-    uint64_t batch;        /* requests to the batch and files endpoints */
+    uint64_t batch;        /* batch and files endpoints (in generic too) */
 };
 
 /* Called once the mock is fully closed and freed. */
