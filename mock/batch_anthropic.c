@@ -38,6 +38,8 @@ add_wall(cJSON *o, const struct mock_bctx *x, const char *name, bool set,
         cJSON_AddNullToObject(o, name);
 }
 
+/* batch_json is Anthropic's message_batch for b at x->now; it also notes
+ * the batch in x's log member. */
 static cJSON *
 batch_json(struct mock_bctx *x, const struct mock_batch *b)
 {
@@ -145,6 +147,8 @@ request_problem(int i, const cJSON *rq, bool dup, char *msg, size_t len)
     return msg;
 }
 
+/* create answers POST /v1/messages/batches: every request is checked
+ * before anything is kept, and one problem refuses the whole batch. */
 static void
 create(struct mock_bctx *x)
 {
@@ -296,6 +300,7 @@ result_line(struct mock_bctx *x, const struct mock_batch *b, size_t i,
     return o;
 }
 
+/* results serves an ended batch's JSONL, one line an item, in order. */
 static void
 results(struct mock_bctx *x, const struct mock_batch *b)
 {

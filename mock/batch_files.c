@@ -26,6 +26,8 @@ fail(struct mock_bctx *x, int status, const char *msg, const char *code)
 
 /* ---- files --------------------------------------------------------------- */
 
+/* find returns the first needle[0..m) in hay[0..n), or NULL (memmem is
+ * not POSIX). */
 static const char *
 find(const char *hay, size_t n, const char *needle, size_t m)
 {
@@ -132,8 +134,6 @@ jsonl_bad(const char *data, size_t len)
     const char *p = data, *end = data + len;
     int line = 0;
 
-    if (memchr(data, '\0', len) != NULL || !json_utf8_valid(data, len))
-        return 1;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = (size_t)((nl ? nl : end) - p);
@@ -142,8 +142,7 @@ jsonl_bad(const char *data, size_t len)
         if (n > 0 && p[n - 1] == '\r')
             n--;
         if (n > 0) {
-            o = json_parse_exact(p, n);
-            bool ok = cJSON_IsObject(o);
+            bool ok = cJSON_IsObject(o = json_parse_exact(p, n));
             cJSON_Delete(o);
             if (!ok)
                 return line;
@@ -153,6 +152,7 @@ jsonl_bad(const char *data, size_t len)
     return 0;
 }
 
+/* file_json is OpenAI's file object. */
 static cJSON *
 file_json(const struct mock_bctx *x, const char *id, size_t bytes,
           int64_t created, const char *filename, const char *purpose)
@@ -196,6 +196,15 @@ upload(struct mock_bctx *x)
              "missing_required_parameter");
         return;
     }
+    /* Files are kept and served as text: the replies are C strings. */
+    if (memchr(u.data, '\0', u.len) != NULL ||
+        !json_utf8_valid(u.data, u.len) ||
+        !json_utf8_valid(u.purpose, strlen(u.purpose)) ||
+        !json_utf8_valid(u.filename, strlen(u.filename))) {
+        fail(x, 400, "The mock takes UTF-8 text files without NUL bytes.",
+             "invalid_file_format");
+        return;
+    }
     if (strcmp(u.purpose, "batch") == 0) {
         size_t fl = strlen(u.filename);
         if (fl < 6 || strcmp(u.filename + fl - 6, ".jsonl") != 0) {
@@ -208,10 +217,8 @@ upload(struct mock_bctx *x)
                      "Invalid file format for Batch API: line %d is not a "
                      "JSON object.",
                      bad);
-            {
-                fail(x, 400, msg, "invalid_file_format");
-                return;
-            }
+            fail(x, 400, msg, "invalid_file_format");
+            return;
         }
     }
     if (s->nfiles >= MOCK_BSTORE_MAX_FILES ||
@@ -362,10 +369,8 @@ file_get(struct mock_bctx *x, bool want_content)
     cJSON_AddStringToObject(x->log, "id", x->id);
     if (f == NULL && (b = output_batch(x, x->id, &errors)) == NULL) {
         snprintf(msg, sizeof(msg), "No such File object: %.200s", x->id);
-        {
-            fail(x, 404, msg, NULL);
-            return;
-        }
+        fail(x, 404, msg, NULL);
+        return;
     }
     if (f != NULL && want_content) {
         x->status = 200;

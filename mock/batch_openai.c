@@ -40,6 +40,7 @@ add_time(cJSON *o, const struct mock_bctx *x, const char *name, bool set,
         cJSON_AddNullToObject(o, name);
 }
 
+/* status_of is the batch status OpenAI shows for st. */
 static const char *
 status_of(const struct mock_batch *b, const struct mock_bstate *st)
 {
@@ -58,6 +59,8 @@ status_of(const struct mock_batch *b, const struct mock_bstate *st)
     return st->n[MOCK_BOUT_EXPIRED] > 0 ? "expired" : "completed";
 }
 
+/* batch_json is OpenAI's batch object for b at x->now; it also notes the
+ * batch in x's log member. */
 static cJSON *
 batch_json(struct mock_bctx *x, const struct mock_batch *b)
 {
@@ -294,6 +297,8 @@ lines_of(const struct mock_bfile *f)
     return n + !empty;
 }
 
+/* create answers POST /v1/batches: the request's own problems and the caps
+ * are 4xx answers; the input lines are checked by fill. */
 static void
 create(struct mock_bctx *x)
 {
@@ -320,20 +325,16 @@ create(struct mock_bctx *x)
     if (missing != NULL) {
         snprintf(msg, sizeof(msg), "Missing required parameter: '%s'.",
                  missing);
-        {
-            fail(x, 400, msg, "missing_required_parameter");
-            return;
-        }
+        fail(x, 400, msg, "missing_required_parameter");
+        return;
     }
     if (strcmp(ep->valuestring, "/v1/chat/completions") != 0) {
         snprintf(msg, sizeof(msg),
                  "Invalid value: '%.200s'. Supported values are: "
                  "'/v1/chat/completions'.",
                  ep->valuestring);
-        {
-            fail(x, 400, msg, "invalid_value");
-            return;
-        }
+        fail(x, 400, msg, "invalid_value");
+        return;
     }
     if (strcmp(cw->valuestring, "24h") != 0) {
         fail(x, 400,
@@ -352,10 +353,8 @@ create(struct mock_bctx *x)
     if ((f = mock__bfile_find(x, fid->valuestring)) == NULL) {
         snprintf(msg, sizeof(msg), "No such File object: %.200s",
                  fid->valuestring);
-        {
-            fail(x, 404, msg, NULL);
-            return;
-        }
+        fail(x, 404, msg, NULL);
+        return;
     }
     if (strcmp(f->purpose, "batch") != 0) {
         fail(x, 400,
@@ -369,10 +368,8 @@ create(struct mock_bctx *x)
                  "The input file has more requests than this endpoint takes "
                  "in one batch (%" PRId64 ").",
                  x->r->batch.max_items);
-        {
-            fail(x, 400, msg, "batch_too_large");
-            return;
-        }
+        fail(x, 400, msg, "batch_too_large");
+        return;
     }
     if (s->nbatches >= MOCK_BSTORE_MAX_BATCHES ||
         s->bytes + f->len > MOCK_BSTORE_MAX_BYTES) {
@@ -410,6 +407,7 @@ batch_or_404(struct mock_bctx *x)
     return b;
 }
 
+/* list answers GET /v1/batches: newest first, after the "after" cursor. */
 static void
 list(struct mock_bctx *x)
 {
@@ -425,11 +423,9 @@ list(struct mock_bctx *x)
     if (limit < 1 || limit > 100) {
         cJSON_Delete(o);
         cJSON_Delete(data);
-        {
-            fail(x, 400, "Invalid 'limit': must be between 1 and 100.",
-                 "invalid_value");
-            return;
-        }
+        fail(x, 400, "Invalid 'limit': must be between 1 and 100.",
+             "invalid_value");
+        return;
     }
     if (mock__query_value(x->rq->query, "after", buf, sizeof(buf)))
         after = buf;
@@ -462,6 +458,7 @@ list(struct mock_bctx *x)
     mock__batch_reply(x, 200, o);
 }
 
+/* cancel takes a cancel of a live batch (an ended one is a 400). */
 static void
 cancel(struct mock_bctx *x, struct mock_batch *b)
 {
@@ -472,10 +469,8 @@ cancel(struct mock_bctx *x, struct mock_batch *b)
     if (st.phase == MOCK_BPHASE_ENDED || st.phase == MOCK_BPHASE_FAILED) {
         snprintf(msg, sizeof(msg), "Cannot cancel a batch with status '%s'.",
                  status_of(b, &st));
-        {
-            fail(x, 400, msg, NULL);
-            return;
-        }
+        fail(x, 400, msg, NULL);
+        return;
     }
     if (b->cancel_at < 0)
         b->cancel_at = x->now;

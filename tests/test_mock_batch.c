@@ -301,6 +301,9 @@ START_TEST(test_openai_bad_uploads_are_refused)
     ck_assert_int_eq(status, 400);
     ck_assert_str_eq(jstr(e, "error.code"), "missing_required_parameter");
     cJSON_Delete(e);
+    e = bc_upload(port, "notes.txt", "assistants", "caf\xe9\n", &status);
+    ck_assert_int_eq(status, 400); /* not UTF-8: the mock keeps text */
+    cJSON_Delete(e);
 }
 END_TEST
 
