@@ -30,6 +30,7 @@ struct build {
     struct mock_extra extra[12];
     int nextra;
     const struct mock_answer *answer; /* scripted headers; may be NULL */
+    const char *ctype;                /* static; NULL: application/json */
 };
 
 static uint64_t
@@ -150,7 +151,8 @@ finish_head(struct mock_engine *e, struct build *b, bool keep_alive,
         out->body_len = 0;
     } else {
         if (!scripted_has(a, "content-type"))
-            fputs("Content-Type: application/json\r\n", f);
+            fprintf(f, "Content-Type: %s\r\n",
+                    b->ctype ? b->ctype : "application/json");
         fprintf(f, "Content-Length: %zu\r\n", out->body_len);
     }
     fprintf(f, "Connection: %s\r\n", keep_alive ? "keep-alive" : "close");
@@ -202,8 +204,8 @@ decode(const char *s, size_t n, char *buf, size_t len)
 
 /* query_value finds parameter name in the raw query q (names and values
  * percent-decoded) and writes its value into buf. False when absent. */
-static bool
-query_value(const char *q, const char *name, char *buf, size_t len)
+bool
+mock__query_value(const char *q, const char *name, char *buf, size_t len)
 {
     char key[256];
 
@@ -253,8 +255,8 @@ unmet(const struct mock_route *r, const struct mock_request *rq, char *why,
     }
     for (size_t i = 0; i < r->nreq_query; i++) {
         const struct mock_header *q = &r->req_query[i];
-        if (!query_value(rq->query ? rq->query : "", q->name, val,
-                         sizeof(val)) ||
+        if (!mock__query_value(rq->query ? rq->query : "", q->name, val,
+                               sizeof(val)) ||
             strcmp(val, q->value) != 0) {
             snprintf(why, len,
                      "Resource not found: the query parameter %s is "
@@ -363,6 +365,12 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         b.body = mock__status_error_body(b.status);
         out->kind = "storm";
         e->stats->storm++;
+    } else if (!chat && mock__batch_answer(e, r, rq, now, out, &b.status,
+                                           &b.body, &b.ctype)) {
+        /* The batch APIs: past the gateway (key, path, storm), before the
+         * limits and the sequence, which are the chat endpoint's. */
+        out->kind = "batch";
+        e->stats->batch++;
     } else if (r->limit.shape != MOCK_SHAPE_NONE &&
                !limit_admit(e, r, out->request_json, prompt, now, &lim)) {
         b.status = 429;
@@ -477,6 +485,8 @@ mock_engine_cleanup(struct mock_engine *e)
         free(i);
     }
     e->idem = NULL;
+    mock__bstore_free(e->batches);
+    e->batches = NULL;
     mock_script_free(e->script);
     e->script = NULL;
 }
@@ -487,6 +497,7 @@ mock_reply_cleanup(struct mock_reply *r)
     free(r->head);
     free(r->body);
     cJSON_Delete(r->request_json);
+    cJSON_Delete(r->batch_log);
     r->head = r->body = NULL;
-    r->request_json = NULL;
+    r->request_json = r->batch_log = NULL;
 }

@@ -2,14 +2,18 @@
  *
  * mock/ owns that endpoint and nothing else: the HTTP/1.1 server on a libuv
  * loop (mock.c, conn.c, request.c), the script and its validation
- * (script.c), the provider-shaped rate limiters (limit.c), and the answers
- * and their bodies (answer.c, body.c). This is its one public header;
- * mock/internal.h is private to the folder.
+ * (script.c), the provider-shaped rate limiters (limit.c), the answers
+ * and their bodies (answer.c, body.c), and the batch APIs (batch.c,
+ * batch_files.c, batch_openai.c, batch_anthropic.c). This is its one public
+ * header; mock/internal.h is private to the folder.
  *
  * A small HTTP/1.1 server (keep-alive, pipelining, requests parsed with
  * libhttp-parser) that runs on a caller's libuv loop. POST .../chat/completions
- * under any base path answers in the OpenAI chat-completions shape; every
- * other method and path is the generic endpoint for http steps, which answers
+ * under any base path answers in the OpenAI chat-completions shape;
+ * .../v1/files and .../v1/batches are OpenAI's Files and Batch APIs and
+ * .../v1/messages/batches Anthropic's Message Batches, kept in memory and
+ * run on the loop's clock (docs/mock.md, "Batches"); every other method and
+ * path is the generic endpoint for http steps, which answers
  * 200 with a small JSON body and remembers Idempotency-Key (a repeated key
  * replays the first answer with "Idempotent-Replayed: true"). A JSON script
  * makes it fail on cue. Every request is logged as one JSON line.
@@ -63,6 +67,12 @@
  *                      there with that value (percent-decoded), else 404
  *   unauthorized       the answer (fields as below, status 401 by default)
  *                      to a request that lacks a required header
+ *   batch              {"delay_ms", "validate_ms", "finalize_ms",
+ *                       "cancel_ms", "expire_ms", "error_every",
+ *                       "error_ids", "error_status", "expire_every",
+ *                       "expire_ids", "fail_validation", "honor_cancel",
+ *                       "max_batches", "max_items"}: how the route's
+ *                      batches run (batch.c, docs/mock.md)
  *
  * Answer fields (one element of "answers"):
  *   status             HTTP status (default 200)
@@ -84,9 +94,9 @@
  *   count              use this answer N times in a row (default 1)
  *
  * Order for each request: route match, required headers and query,
- * storm, rpm or limit, allowance, context, then the sequence, then the
- * defaults. Limits are checked before the sequence, like a gateway in
- * front of a model. See docs/mock.md.
+ * storm, a batch endpoint's answer, rpm or limit, allowance, context, then the
+ * sequence, then the defaults. Limits are checked before the sequence, like a
+ * gateway in front of a model. See docs/mock.md.
  *
  * Log line (one JSON object per request, written when the answer is decided):
  *   {"seq", "ts_ms", "t_ms", "method", "path", "route", "kind", "status",
@@ -95,7 +105,8 @@
  *    credential as "***"), "headers" (content-type, user-agent, accept,
  *    and x-* except names with key, auth, token, secret, sig, password or
  *    cookie), "body_bytes", "body" (JSON value when it parses, else a
- *    string)}
+ *    string), "batch" (batch endpoints: {"api", "op", "id", "status",
+ *    "items"})}
  *
  * The caller must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)), as with any
  * libuv program that writes to sockets.
@@ -137,6 +148,7 @@ struct mock_stats {
     uint64_t tokens;       /* tokens served by chat answers */
     uint64_t connections;  /* connections accepted */
     uint64_t bad_requests; /* requests that did not parse (answered 400) */
+    uint64_t batch;        /* batch and files endpoints (in generic too) */
 };
 
 /* Called once the mock is fully closed and freed. */

@@ -108,6 +108,8 @@ log_request(struct mock *m, struct conn *c, const struct mock_request *rq,
     cJSON_AddItemToObject(o, "headers",
                           c->headers ? c->headers : cJSON_CreateObject());
     c->headers = NULL;
+    if (rep->batch_log != NULL)
+        cJSON_AddItemToObject(o, "batch", cJSON_Duplicate(rep->batch_log, 1));
     cJSON_AddNumberToObject(o, "body_bytes", (double)rq->body_len);
     if (rep->request_json != NULL)
         cJSON_AddItemToObject(o, "body", cJSON_Duplicate(rep->request_json, 1));

@@ -18,7 +18,7 @@
     "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
         "context_tokens", "storm", "answers", "loop", "limit",                 \
-        "require_headers", "require_query", "exact", "unauthorized"
+        "require_headers", "require_query", "exact", "unauthorized", "batch"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
@@ -307,6 +307,7 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
 
     r->completion_tokens = -1;
     r->storm_start = -1;
+    mock__batch_conf_init(&r->batch);
     if ((rc = json_check_object(obj, path, keys, err, len)) != 0)
         return rc;
     if (keys == route_keys) {
@@ -351,7 +352,8 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
                           &r->req_headers, &r->nreq_headers, err, len)) != 0 ||
         (rc = parse_pairs(obj, "require_query", path, false, false,
                           &r->req_query, &r->nreq_query, err, len)) != 0 ||
-        (rc = parse_unauthorized(obj, path, r, err, len)) != 0)
+        (rc = parse_unauthorized(obj, path, r, err, len)) != 0 ||
+        (rc = mock__batch_conf_parse(obj, path, &r->batch, err, len)) != 0)
         return rc;
     if (r->exact && keys != route_keys)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "exact"),
@@ -489,6 +491,7 @@ mock_script_free(struct mock_script *s)
         free(r->content);
         free(r->finish_reason);
         mock_limit_cleanup(&r->limit);
+        mock__batch_conf_cleanup(&r->batch);
     }
     free(s->routes);
     free(s);
