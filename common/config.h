@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/defs.h"
+#include "common/price.h"
 
 struct config_breaker {
     int failures;      /* consecutive failures that open it; default 5 */
@@ -62,6 +63,7 @@ struct config_tier {
     int max_inflight;           /* 0 = unlimited */
     double timeout_s;           /* per request; default 60 */
     struct config_breaker breaker;
+    struct price price; /* "price"; price.set false: none declared */
 };
 
 /* One user classify rule: every given condition must match. */
