@@ -51,6 +51,8 @@ static const struct q__column attempt_cols[] = {
     {"tokens", I},
     {"body", T},
     {"masked", I},
+    {"cost_nusd", I},
+    {"cost_estimated", I},
 };
 
 static const struct q__column park_cols[] = {

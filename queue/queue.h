@@ -323,6 +323,13 @@ struct q_attempt_result {
      * q_step_set it makes in the same transaction (one write of the step's
      * row instead of two). */
     bool caller_corrects;
+    /* the tier has a price (docs/reference.md "Prices"): cost_nusd is what
+     * the attempt cost in nano-dollars (>= 0), estimated (not from a
+     * usage the answer reported) when cost_estimated. Not priced: the
+     * ledger's cost is NULL. */
+    bool priced;
+    bool cost_estimated;
+    int64_t cost_nusd;
 };
 
 /* q_attempt_begin records an attempt before it is sent, numbering it after
@@ -363,6 +370,9 @@ struct q_attempt {
     int64_t tokens;
     char *body;
     bool masked; /* a secret in the answer was kept as "***" */
+    bool priced; /* the ledger holds a cost (NULL: not priced, 0 cost) */
+    bool cost_estimated; /* not from a usage the answer reported */
+    int64_t cost_nusd;   /* nano-dollars; 0 when not priced */
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,

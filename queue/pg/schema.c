@@ -212,6 +212,12 @@ static const struct migration migrations[] = {
      /* An attempt whose answer held a secret of its request says so
       * (SQLite's version 8). */
      "ALTER TABLE attempts ADD COLUMN masked bigint NOT NULL DEFAULT 0;"},
+    {8, 9,
+     /* What an attempt cost in nano-dollars, NULL when its tier declared
+      * no price, and whether that is an estimate (SQLite's version 9). */
+     "ALTER TABLE attempts ADD COLUMN cost_nusd bigint;"
+     "ALTER TABLE attempts ADD COLUMN cost_estimated bigint NOT NULL"
+     " DEFAULT 0;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

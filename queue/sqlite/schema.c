@@ -177,6 +177,12 @@ static const char *const migrations[] = {
     /* 7 -> 8: an attempt whose answer held a secret of its request (kept
      * as "***", and so its output) says so. */
     "ALTER TABLE attempts ADD COLUMN masked INTEGER NOT NULL DEFAULT 0;",
+    /* 8 -> 9: what an attempt cost, in nano-dollars (an integer: sums are
+     * exact), NULL when its tier declared no price; cost_estimated: from
+     * an estimate, not from a usage the answer reported. */
+    "ALTER TABLE attempts ADD COLUMN cost_nusd INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN cost_estimated INTEGER NOT NULL"
+    " DEFAULT 0;",
 };
 
 int
