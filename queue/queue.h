@@ -674,6 +674,9 @@ struct q_report_tier {
     int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid, refused,
         server_error, timeout, unknown, in_flight;
     int64_t breaker_opened;
+    /* priced: how many of them have a cost (their tier has a price);
+     * cost_nusd: what those cost, in nano-dollars */
+    int64_t priced, cost_nusd;
 };
 
 /* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
@@ -700,6 +703,23 @@ STEPQ_MUST_CHECK int q_report_failures(q_db *db, int64_t since, size_t limit,
                                        struct q_report_failure **out,
                                        size_t *n);
 void q_report_failures_free(struct q_report_failure *f, size_t n);
+
+/* One job whose attempts started at or after since have a cost: the
+ * tokens and the cost (nano-dollars) of those attempts. Strings owned;
+ * key NULL when the job has none. */
+struct q_report_job {
+    int64_t id;
+    char *name;
+    char *key;
+    int64_t tokens, cost_nusd;
+};
+
+/* q_report_costliest lists such jobs, the most costly first (then by id),
+ * at most limit (0: all). Caller owns *out; free with
+ * q_report_jobs_free(). */
+STEPQ_MUST_CHECK int q_report_costliest(q_db *db, int64_t since, size_t limit,
+                                        struct q_report_job **out, size_t *n);
+void q_report_jobs_free(struct q_report_job *j, size_t n);
 
 /* q_report_slowest lists the jobs that ended (succeeded, failed or
  * cancelled) at or after since, the longest from created_at to

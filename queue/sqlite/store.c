@@ -253,6 +253,8 @@ static const char *const sql_text[ST_COUNT] = {
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
         " error FROM jobs WHERE state IN (2, 3, 5) AND updated_at >= ?1"
         " ORDER BY updated_at - created_at DESC, id LIMIT ?2",
+    [ST_REPORT_COSTLIEST] =
+        Q__REPORT_COSTLIEST_SELECT("?1") " ORDER BY c.co DESC, j.id LIMIT ?2",
     /* Served by the unique index jobs_key (key = ?1 implies NOT NULL). */
     [ST_JOB_GET_BY_KEY] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
