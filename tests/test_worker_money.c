@@ -3,19 +3,24 @@
  * price: each provider's usage shape costed exactly, an error answer
  * costing 0, an answer without usage costing its estimate, and the same
  * money in `jobs show`, `report` and `/metrics` (checked by promtool).
- * Runs on SQLite and (test_worker_money_pg) PostgreSQL. */
+ * Runs on SQLite and (test_worker_money_pg) PostgreSQL; a schedule's cost
+ * in the report, on SQLite only. */
 #define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/clock.h"
 #include "common/price.h"
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
+#include "tests/support/pgfix.h"
 #include "tests/support/servefix.h"
 
 /* $1, $2, $0.50 and $1.25 per million: 1,000, 2,000, 500 and 1,250
@@ -176,6 +181,78 @@ START_TEST(test_metrics_cost_passes_promtool)
 }
 END_TEST
 
+/* Gives tier free of stepq.json the price above, keeping the rest (the
+ * schedules e2e_start put there). */
+static void
+price_free(void)
+{
+    char *path = tmpdir_join(e2e_dir, "stepq.json"), *text, buf[8192];
+    FILE *f = fopen(path, "r");
+    size_t n;
+    cJSON *cfg, *tier, *price;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cfg = cJSON_Parse(buf);
+    tier = cJSON_GetArrayItem(cJSON_GetObjectItem(cfg, "tiers"), 0);
+    ck_assert_str_eq(e2e_str(tier, "name"), "free");
+    price = cJSON_Parse("{" PRICE "}");
+    cJSON_AddItemToObject(tier, "price",
+                          cJSON_DetachItemFromObject(price, "price"));
+    cJSON_Delete(price);
+    cJSON_DeleteItemFromObject(tier, "api_key_env");
+    text = cJSON_PrintUnformatted(cfg);
+    free(tmpdir_write(e2e_dir, "stepq.json", text, strlen(text)));
+    free(text);
+    free(path);
+    cJSON_Delete(cfg);
+}
+
+/* A schedule's night on a libfaketime clock: its slot's job (the 429,
+ * then the OpenAI answer) costs OPENAI_NUSD, and the report says so for
+ * the schedule, for the slot and for the job. */
+START_TEST(test_report_costs_a_schedule)
+{
+    int64_t first = clock_now_ms() - 86400000LL;
+    time_t t = (time_t)(first / 1000);
+    char at[64], since[32];
+    struct run_result r;
+    struct tm tm;
+    cJSON *rep;
+    const cJSON *s;
+    pid_t w;
+
+    gmtime_r(&t, &tm);
+    strftime(at, sizeof(at), "@%Y-%m-%d 03:39:58", &tm);
+    strftime(since, sizeof(since), "%Y-%m-%dT00:00:00Z", &tm);
+    e2e_start_file("free-usage-shapes.json",
+                   "\"schedules\": [{\"name\": \"nightly\", \"cron\": "
+                   "\"40 3 * * *\", \"job\": {\"name\": \"n\", \"steps\": "
+                   "[" STEP("a") "]}}]");
+    price_free();
+    w = e2e_spawn_faked(at, false, (const char *[]){"--worker-id", "w", NULL});
+    for (int64_t until = clock_mono_ms() + 20000;
+         clock_mono_ms() < until && e2e_count(NULL, "succeeded") < 1;)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    ck_assert_int_eq(RUN_ARGS(&r, "report", "--since", since, "--json"), 0);
+    rep = cJSON_Parse(r.out);
+    run_result_free(&r);
+    s = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "schedules"), 0);
+    ck_assert_int_eq(nusd_of(s), OPENAI_NUSD);
+    ck_assert_int_eq(
+        nusd_of(cJSON_GetArrayItem(cJSON_GetObjectItem(s, "slots"), 0)),
+        OPENAI_NUSD);
+    ck_assert_int_eq(
+        nusd_of(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "costliest"), 0)),
+        OPENAI_NUSD);
+    cJSON_Delete(rep);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -187,6 +264,16 @@ test_suite(void)
     tcase_add_test(tc, test_jobs_show_costs_each_usage_shape);
     tcase_add_test(tc, test_report_costs_by_tier_and_job);
     tcase_add_test(tc, test_metrics_cost_passes_promtool);
+    suite_add_tcase(s, tc);
+    /* The schedule's night runs on libfaketime's clock, which a
+     * PostgreSQL store does not follow (its times are the server's): on
+     * SQLite only, as test_report's nights. */
+    if (pgfix_backend_is_pg())
+        return s;
+    tc = tcase_create("schedule");
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_report_costs_a_schedule);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -113,7 +113,8 @@ add_slot(q_db *db, const struct costs *costs, const struct config_schedule *s,
     if (rc == 0) {
         cJSON_AddNumberToObject(o, "job_id", (double)job.id);
         cJSON_AddStringToObject(o, "state", q_job_state_name(job.state));
-        add_cost(o, job_cost(costs, job.id, &nusd), nusd);
+        bool priced = job_cost(costs, job.id, &nusd);
+        add_cost(o, priced, nusd);
         tally[job.state == Q_JOB_FAILED ? 2 : 0]++;
         q_job_cleanup(&job);
     } else if (rc == -ENOENT) {
