@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/price.h"
 #include "park/park.h"
 #include "queue/queue.h"
 #include "view/view.h"
@@ -79,12 +80,32 @@ jobs_list(struct cli_env *env, int argc, char **argv)
     return CLI_OK;
 }
 
+/* " cost $X" for a member cost_usd of o that is a number, else "" (not
+ * priced); "~" marks an estimate. */
+static const char *
+cost_text(const cJSON *o, char *buf, size_t len)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost_usd");
+    char money[40];
+
+    if (!cJSON_IsNumber(c))
+        return "";
+    snprintf(
+        buf, len, " cost %s%s",
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "cost_estimated"))
+            ? "~"
+            : "",
+        price_format(price_from_usd(c->valuedouble), money, sizeof(money)));
+    return buf;
+}
+
 static void
 print_job_text(const cJSON *o)
 {
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"), *s;
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(o, "key");
+    char cost[64];
 
     printf("job %d  %s  %s\n",
            cJSON_GetObjectItemCaseSensitive(o, "id")->valueint,
@@ -97,14 +118,19 @@ print_job_text(const cJSON *o)
            cJSON_GetObjectItemCaseSensitive(o, "deadline_at")->valuestring);
     if (cJSON_IsString(err))
         printf("  error    %s\n", err->valuestring);
+    if (cost_text(o, cost, sizeof(cost))[0] != '\0')
+        printf("  cost     %s\n", cost + strlen(" cost "));
     cJSON_ArrayForEach(s, steps)
     {
         const cJSON *h, *tier = cJSON_GetObjectItemCaseSensitive(s, "tier");
-        printf("  step %-20s %-10s tier %-10s attempts %d\n",
-               cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring,
-               cJSON_GetObjectItemCaseSensitive(s, "state")->valuestring,
-               cJSON_IsString(tier) ? tier->valuestring : "-",
-               cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint);
+        printf(
+            "  step %-20s %-10s tier %-10s attempts %d tokens %.0f%s\n",
+            cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring,
+            cJSON_GetObjectItemCaseSensitive(s, "state")->valuestring,
+            cJSON_IsString(tier) ? tier->valuestring : "-",
+            cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint,
+            cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
+            cost_text(s, cost, sizeof(cost)));
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
         {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
@@ -115,11 +141,12 @@ print_job_text(const cJSON *o)
                 snprintf(status, sizeof(status), "%d", st->valueint);
             const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
             const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
-            printf("    #%d tier %s status %s outcome %s decision %s\n",
+            printf("    #%d tier %s status %s outcome %s decision %s%s\n",
                    cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
                    cJSON_IsString(ht) ? ht->valuestring : "-", status,
                    cJSON_IsString(oc) ? oc->valuestring : "(no result)",
-                   cJSON_IsString(de) ? de->valuestring : "-");
+                   cJSON_IsString(de) ? de->valuestring : "-",
+                   cost_text(h, cost, sizeof(cost)));
             if (cJSON_IsString(ro))
                 printf("       not first choice: %s\n", ro->valuestring);
         }

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/price.h"
 #include "queue/queue.h"
 #include "view/view.h"
 
@@ -20,8 +21,9 @@ static const char usage[] =
     "database, so every worker's night is in it: jobs created by state,\n"
     "each schedule's slots (ran, missed, failed), park items waiting with\n"
     "their age, each tier's requests, tokens, throttles, walls, server\n"
-    "errors and timeouts, the top reasons of failure with an example body\n"
-    "each, and the slowest jobs.\n"
+    "errors, timeouts and cost, the top reasons of failure with an example\n"
+    "body each, the costliest jobs and the slowest jobs. Money is in USD,\n"
+    "from each tier's \"price\" in the config.\n"
     "\n"
     "  --since SPAN|TIME  a span back from now (90m, 24h, 7d, 3600s) or an\n"
     "                     RFC 3339 time (2026-11-30T00:00:00Z)\n"
@@ -33,9 +35,23 @@ num(const cJSON *o, const char *name)
     return cJSON_GetNumberValue(cJSON_GetObjectItem(o, name));
 }
 
+/* The member cost_usd of o as dollars ("$0.00042"), or "-" when it is
+ * null (nothing priced). */
+static const char *
+money(const cJSON *o, char *buf, size_t len)
+{
+    const cJSON *c = cJSON_GetObjectItem(o, "cost_usd");
+
+    if (!cJSON_IsNumber(c))
+        return "-";
+    return price_format(price_from_usd(c->valuedouble), buf, len);
+}
+
 static void
 print_jobs_and_schedules(const cJSON *r)
 {
+    char cost[40];
+
     const cJSON *jobs = cJSON_GetObjectItem(r, "jobs"), *it, *s;
 
     printf("jobs created: %.0f", num(jobs, "created"));
@@ -50,9 +66,9 @@ print_jobs_and_schedules(const cJSON *r)
         const cJSON *slots = cJSON_GetObjectItem(s, "slots");
         const cJSON *last =
             cJSON_GetArrayItem(slots, cJSON_GetArraySize(slots) - 1);
-        printf("schedule %-16s ran %.0f, missed %.0f, failed %.0f%s",
+        printf("schedule %-16s ran %.0f, missed %.0f, failed %.0f, cost %s%s",
                cli_json_text(s, "name"), num(s, "ran"), num(s, "missed"),
-               num(s, "failed"),
+               num(s, "failed"), money(s, cost, sizeof(cost)),
                cJSON_IsTrue(cJSON_GetObjectItem(s, "paused")) ? " (paused)"
                                                               : "");
         if (last != NULL)
@@ -66,8 +82,8 @@ static void
 print_park_and_tiers(const cJSON *r)
 {
     static const char *const heads[] = {
-        "TIER",  "REQUESTS", "TOKENS",   "OK",    "THROTTLES",
-        "WALLS", "5XX",      "TIMEOUTS", "OTHER", "BREAKER"};
+        "TIER", "REQUESTS", "TOKENS", "OK",      "THROTTLES", "WALLS",
+        "5XX",  "TIMEOUTS", "OTHER",  "BREAKER", "COST"};
     static const char *const counted[] = {
         "requests",      "tokens",   "ok",    "throttles",       "walls",
         "server_errors", "timeouts", "other", "breaker_openings"};
@@ -84,15 +100,16 @@ print_park_and_tiers(const cJSON *r)
                cli_json_text(p, "reason"), cli_json_text(p, "tier"), age / 3600,
                age / 60 % 60, cli_json_text(p, "error"));
     }
-    cli_table_init(&tab, 10, heads, "lrrrrrrrrr");
+    cli_table_init(&tab, 11, heads, "lrrrrrrrrrr");
     cJSON_ArrayForEach(t, cJSON_GetObjectItem(r, "tiers"))
     {
-        char n[9][32];
-        const char *cells[10] = {cli_json_text(t, "tier")};
+        char n[9][32], cost[40];
+        const char *cells[11] = {cli_json_text(t, "tier")};
         for (int i = 0; i < 9; i++) {
             snprintf(n[i], sizeof(n[i]), "%.0f", num(t, counted[i]));
             cells[i + 1] = n[i];
         }
+        cells[10] = money(t, cost, sizeof(cost));
         cli_table_add(&tab, cells);
     }
     cli_table_print(&tab);
@@ -103,6 +120,7 @@ static void
 print_failures_and_slowest(const cJSON *r)
 {
     const cJSON *f, *j;
+    char cost[40];
 
     printf("failures:\n");
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(r, "failures"))
@@ -114,6 +132,13 @@ print_failures_and_slowest(const cJSON *r)
                cli_json_text(f, "reason"), num(x, "job_id"),
                cli_json_text(x, "step"), num(x, "attempt"),
                cli_json_text(x, "body"));
+    }
+    printf("cost: %s\ncostliest jobs:\n", money(r, cost, sizeof(cost)));
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "costliest"))
+    {
+        printf("  job %.0f %s: %s for %.0f tokens\n", num(j, "id"),
+               cli_json_text(j, "name"), money(j, cost, sizeof(cost)),
+               num(j, "tokens"));
     }
     printf("slowest jobs:\n");
     cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "slowest"))

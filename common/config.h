@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/defs.h"
+#include "common/price.h"
 
 struct config_breaker {
     int failures;      /* consecutive failures that open it; default 5 */
@@ -67,6 +68,7 @@ struct config_tier {
      * default) as long as the step's slack allows, 0 at once, else this
      * many ms. */
     int64_t spill_after_ms;
+    struct price price; /* "price"; price.set false: none declared */
 };
 
 #define CONFIG_SPILL_DEADLINE (-1)

@@ -201,6 +201,44 @@ parse_auth(const char *auth, const char *env, const char *path,
     return 0;
 }
 
+/* parse_price reads "price" (absent: none). Every member is optional and
+ * 0 by default but for the cache prices, which are the input price unless
+ * given: a provider that bills no cache differently needs neither. */
+static int
+parse_price(const cJSON *o, const char *path, struct price *out, char *err,
+            size_t len)
+{
+    static const char *const keys[] = {
+        "input_per_mtok",       "output_per_mtok", "cached_input_per_mtok",
+        "cache_write_per_mtok", "per_request",     NULL};
+    const cJSON *po = cJSON_GetObjectItemCaseSensitive(o, "price");
+    double v[5] = {0, 0, -1, -1, 0};
+    char p[256];
+    int rc;
+
+    if (po == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, "price");
+    if (!cJSON_IsObject(po))
+        return json_fail(err, len, p, "must be an object of prices in USD");
+    if ((rc = json_check_object(po, p, keys, err, len)) != 0)
+        return rc;
+    for (int i = 0; keys[i] != NULL; i++) {
+        if ((rc = json_get_number(po, keys[i], 0, PRICE_MAX_USD, p, &v[i], err,
+                                  len)) != 0)
+            return rc;
+    }
+    *out = (struct price){
+        .set = true,
+        .input = price_from_usd(v[0]),
+        .output = price_from_usd(v[1]),
+        .cache_read = price_from_usd(v[2] >= 0 ? v[2] : v[0]),
+        .cache_write = price_from_usd(v[3] >= 0 ? v[3] : v[0]),
+        .per_request = price_from_usd(v[4]),
+    };
+    return 0;
+}
+
 int
 config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                    char *err, size_t len)
@@ -223,6 +261,7 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                                        "window_s",
                                        "burst",
                                        "spill",
+                                       "price",
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
@@ -313,7 +352,8 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
             return rc;
     }
     if ((rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
-        (rc = parse_spill(o, path, t, err, len)) != 0)
+        (rc = parse_spill(o, path, t, err, len)) != 0 ||
+        (rc = parse_price(o, path, &t->price, err, len)) != 0)
         return rc;
     t->auth_header = t->auth == CONFIG_AUTH_HEADER ? xstrdup(auth + 7) : NULL;
     t->api_key_env = xstrdup(env);

@@ -52,6 +52,8 @@ static const struct q__column attempt_cols[] = {
     {"body", T},
     {"masked", I},
     {"route", T},
+    {"cost_nusd", I},
+    {"cost_estimated", I},
 };
 
 static const struct q__column park_cols[] = {

@@ -343,6 +343,13 @@ q_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
 }
 
 int
+q_report_costliest(q_db *db, int64_t since, size_t limit,
+                   struct q_report_job **out, size_t *n)
+{
+    return db->ops->report_costliest(db, since, limit, out, n);
+}
+
+int
 q_job_by_key(q_db *db, const char *key, struct q_job *out)
 {
     return db->ops->job_by_key(db, key, out);

@@ -137,6 +137,8 @@ struct q__ops {
                            struct q_report_failure **out, size_t *n);
     int (*report_slowest)(q_db *db, int64_t since, size_t limit,
                           struct q_job **out, size_t *n);
+    int (*report_costliest)(q_db *db, int64_t since, size_t limit,
+                            struct q_report_job **out, size_t *n);
     int (*job_by_key)(q_db *db, const char *key, struct q_job *out);
     /* Many hosts; NULL entries mean "not needed here": clock_sync then
      * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */
@@ -253,6 +255,7 @@ void q__worker_clean(void *e);
 void q__sched_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
+void q__report_job_clean(void *e);
 
 /* The reports of q_stats_latency and q_stats_workers, the same text on
  * every backend (each adds its ORDER BY): latency buckets as in
@@ -285,7 +288,8 @@ void q__brief_clean(void *e);
  * columns. */
 #define Q__REPORT_TIERS_SELECT(p1)                                             \
     "SELECT tier, sum(n), sum(tok), sum(ok), sum(st), sum(hq), sum(tr),"       \
-    " sum(si), sum(rf), sum(se), sum(tm), sum(un), sum(fl), sum(bo) FROM ("    \
+    " sum(si), sum(rf), sum(se), sum(tm), sum(un), sum(fl), sum(bo),"          \
+    " sum(pc), sum(co) FROM ("                                                 \
     "SELECT tier, count(*) AS n,"                                              \
     " coalesce(sum(coalesce(tokens, est_tokens)), 0) AS tok,"                  \
     " count(CASE WHEN outcome = 'ok' THEN 1 END) AS ok,"                       \
@@ -297,9 +301,11 @@ void q__brief_clean(void *e);
     " count(CASE WHEN outcome = 'server_error' THEN 1 END) AS se,"             \
     " count(CASE WHEN outcome = 'timeout' THEN 1 END) AS tm,"                  \
     " count(CASE WHEN outcome = 'unknown' THEN 1 END) AS un,"                  \
-    " count(CASE WHEN outcome IS NULL THEN 1 END) AS fl, 0 AS bo"              \
+    " count(CASE WHEN outcome IS NULL THEN 1 END) AS fl, 0 AS bo,"             \
+    " count(cost_nusd) AS pc, coalesce(sum(cost_nusd), 0) AS co"               \
     " FROM attempts WHERE started_at >= " p1 " GROUP BY tier"                  \
-    " UNION ALL SELECT tier, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, count(*)"     \
+    " UNION ALL SELECT tier, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, count(*), 0," \
+    " 0"                                                                       \
     " FROM tier_events WHERE event = 'breaker_open' AND at >= " p1             \
     " GROUP BY tier) AS r GROUP BY tier"
 #define Q__REPORT_FAILURES_SELECT(p1)                                          \
@@ -308,5 +314,13 @@ void q__brief_clean(void *e);
     " count(*) AS n, max(id) AS last FROM attempts WHERE started_at >= " p1    \
     " AND outcome IS NOT NULL AND outcome <> 'ok' GROUP BY outcome, reason)"   \
     " AS f JOIN attempts AS a ON a.id = f.last"
+/* The jobs with a cost since p1, for q_report_costliest (ordered and
+ * limited by the backend). */
+#define Q__REPORT_COSTLIEST_SELECT(p1)                                         \
+    "SELECT j.id, j.name, j.key, c.tok, c.co FROM (SELECT job_id,"             \
+    " coalesce(sum(coalesce(tokens, est_tokens)), 0) AS tok,"                  \
+    " sum(cost_nusd) AS co FROM attempts WHERE started_at >= " p1              \
+    " GROUP BY job_id HAVING count(cost_nusd) > 0) AS c"                       \
+    " JOIN jobs AS j ON j.id = c.job_id"
 
 #endif

@@ -582,6 +582,21 @@ q__report_failure_clean(void *e)
 }
 
 void
+q__report_job_clean(void *e)
+{
+    struct q_report_job *j = e;
+
+    free(j->name);
+    free(j->key);
+}
+
+void
+q_report_jobs_free(struct q_report_job *j, size_t n)
+{
+    q__array_free(j, n, sizeof(*j), q__report_job_clean);
+}
+
+void
 q_report_failures_free(struct q_report_failure *f, size_t n)
 {
     q__array_free(f, n, sizeof(*f), q__report_failure_clean);

@@ -326,6 +326,13 @@ struct q_attempt_result {
      * q_step_set it makes in the same transaction (one write of the step's
      * row instead of two). */
     bool caller_corrects;
+    /* the tier has a price (docs/reference.md "Prices"): cost_nusd is what
+     * the attempt cost in nano-dollars (>= 0), estimated (not from a
+     * usage the answer reported) when cost_estimated. Not priced: the
+     * ledger's cost is NULL. */
+    bool priced;
+    bool cost_estimated;
+    int64_t cost_nusd;
 };
 
 /* q_attempt_begin records an attempt before it is sent, numbering it after
@@ -367,6 +374,9 @@ struct q_attempt {
     char *body;
     bool masked; /* a secret in the answer was kept as "***" */
     char *route; /* q_attempt_start's; NULL: the first choice */
+    bool priced; /* the ledger holds a cost (NULL: not priced, 0 cost) */
+    bool cost_estimated; /* not from a usage the answer reported */
+    int64_t cost_nusd;   /* nano-dollars; 0 when not priced */
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,
@@ -668,6 +678,9 @@ struct q_report_tier {
     int64_t ok, soft_throttle, hard_quota, truncated, schema_invalid, refused,
         server_error, timeout, unknown, in_flight;
     int64_t breaker_opened;
+    /* priced: how many of them have a cost (their tier has a price);
+     * cost_nusd: what those cost, in nano-dollars */
+    int64_t priced, cost_nusd;
 };
 
 /* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
@@ -694,6 +707,23 @@ STEPQ_MUST_CHECK int q_report_failures(q_db *db, int64_t since, size_t limit,
                                        struct q_report_failure **out,
                                        size_t *n);
 void q_report_failures_free(struct q_report_failure *f, size_t n);
+
+/* One job whose attempts started at or after since have a cost: the
+ * tokens and the cost (nano-dollars) of those attempts. Strings owned;
+ * key NULL when the job has none. */
+struct q_report_job {
+    int64_t id;
+    char *name;
+    char *key;
+    int64_t tokens, cost_nusd;
+};
+
+/* q_report_costliest lists such jobs, the most costly first (then by id),
+ * at most limit (0: all). Caller owns *out; free with
+ * q_report_jobs_free(). */
+STEPQ_MUST_CHECK int q_report_costliest(q_db *db, int64_t since, size_t limit,
+                                        struct q_report_job **out, size_t *n);
+void q_report_jobs_free(struct q_report_job *j, size_t n);
 
 /* q_report_slowest lists the jobs that ended (succeeded, failed or
  * cancelled) at or after since, the longest from created_at to

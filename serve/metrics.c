@@ -1,7 +1,8 @@
 /* metrics.c: GET /metrics, the store's numbers in Prometheus' text
  * exposition format (version 0.0.4), every name stepq_*: jobs by state,
  * open park items by reason, attempts by tier, outcome and decision,
- * request latency per tier, each tier's shared state, the oldest due job
+ * request latency per tier, tokens and cost (USD) per tier, each tier's
+ * shared state, the oldest due job
  * and the workers holding leases. Read from the store on every scrape:
  * what every worker on every host did, not one process's counters. */
 #include "serve/internal.h"
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/price.h"
 #include "common/xalloc.h"
 #include "worker/tier.h"
 
@@ -124,6 +126,41 @@ attempts(const struct serve_opts *o, FILE *f)
         fprintf(f, "\"} %lld\n", (long long)sum);
     }
     q_attempt_groups_free(g, n);
+    return 0;
+}
+
+/* Tokens and money by tier, over the whole ledger (the report's sums from
+ * the start of time). Money is printed from integer nano-dollars, exact. */
+static int
+money(const struct serve_opts *o, FILE *f)
+{
+    struct q_report_tier *t = NULL;
+    size_t n = 0;
+    int rc = q_report_tiers(o->db, 0, &t, &n);
+
+    if (rc != 0)
+        return rc;
+    head(f, "stepq_tokens_total", "counter",
+         "Tokens the attempts in the ledger used, by tier (empty: an http "
+         "step): as reported, else estimated.");
+    for (size_t i = 0; i < n; i++) {
+        fputs("stepq_tokens_total{tier=\"", f);
+        label(f, t[i].tier);
+        fprintf(f, "\"} %lld\n", (long long)t[i].tokens);
+    }
+    head(f, "stepq_cost_usd_total", "counter",
+         "What the attempts in the ledger cost in USD, by tier, at the "
+         "tier's price; tiers whose attempts have no price are not listed.");
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].priced == 0)
+            continue;
+        fputs("stepq_cost_usd_total{tier=\"", f);
+        label(f, t[i].tier);
+        fprintf(f, "\"} %lld.%09lld\n",
+                (long long)(t[i].cost_nusd / PRICE_NUSD_PER_USD),
+                (long long)(t[i].cost_nusd % PRICE_NUSD_PER_USD));
+    }
+    q_report_tiers_free(t, n);
     return 0;
 }
 
@@ -326,6 +363,7 @@ serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
         return MHD_NO;
     rc = jobs_and_park(o, f);
     rc = rc ? rc : attempts(o, f);
+    rc = rc ? rc : money(o, f);
     rc = rc ? rc : latency(o, f);
     rc = rc ? rc : tiers(o, f, now);
     rc = rc ? rc : queue_and_workers(o, f, now);

@@ -32,7 +32,10 @@ attempts(q_db *db, int64_t id)
                                  .body =
                                      "{\"error\":\"slow d\xc3\xa9j\xc3\xa0\"}",
                                  .finished_at = T0 + 13,
-                                 .masked = true};
+                                 .masked = true,
+                                 .priced = true,
+                                 .cost_estimated = true,
+                                 .cost_nusd = 1234567};
     int64_t aid = 0;
     int num = 0;
 
@@ -206,6 +209,9 @@ same_attempt(const struct q_attempt *a, const struct q_attempt *b)
     ck_assert_int_eq(a->latency_ms, b->latency_ms);
     ck_assert_int_eq(a->tokens, b->tokens);
     ck_assert_int_eq(a->masked, b->masked);
+    ck_assert_int_eq(a->priced, b->priced);
+    ck_assert_int_eq(a->cost_estimated, b->cost_estimated);
+    ck_assert_int_eq(a->cost_nusd, b->cost_nusd);
     SAME_STR(a, b, tier);
     SAME_STR(a, b, request_sha256);
     SAME_STR(a, b, outcome);

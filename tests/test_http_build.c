@@ -240,7 +240,8 @@ static const struct {
 
 START_TEST(test_chat_parse_hostile)
 {
-    struct http_chat_answer a = {(char *)"untouched", false, NULL, 9, 9, 9};
+    struct http_chat_answer a = {(char *)"untouched", false, NULL, 9, 9, 9,
+                                 PRICE_USAGE_NONE};
     const char *b = hostile[_i].body;
     char *copy = xmalloc(strlen(b) + 1);
 

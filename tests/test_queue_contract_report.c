@@ -3,7 +3,8 @@
  * tier (tokens, outcomes, in flight, breaker openings; a NULL tier last,
  * names bytewise),
  * failures by outcome and reason with the latest attempt as the example,
- * the slowest jobs that ended, and a job read by its key. The data is made
+ * the slowest jobs that ended, the jobs that cost most, and a job read by
+ * its key. The data is made
  * through the contract only, at times before and after since, so every
  * backend must pass it (tests/support/qfix.h says where the store is). */
 #include "tests/support/support.h"
@@ -71,6 +72,26 @@ attempt(q_db *db, int64_t id, const char *tier, int64_t at, int status,
     int64_t aid = begin(db, id, 0, tier, 100, at);
 
     finish(db, aid, status, outcome, reason, tokens, NULL);
+    return aid;
+}
+
+/* priced records a finished attempt of job id on tier at at that cost
+ * nusd nano-dollars; returns its ledger id. */
+static int64_t
+priced(q_db *db, int64_t id, const char *tier, int64_t at, int64_t tokens,
+       int64_t nusd)
+{
+    int64_t aid = begin(db, id, 0, tier, 100, at);
+    struct q_attempt_result r = {.status = 200,
+                                 .outcome = "ok",
+                                 .decision = "commit",
+                                 .tokens = tokens,
+                                 .finished_at = at + 1,
+                                 .priced = true,
+                                 .cost_estimated = nusd % 2 == 1,
+                                 .cost_nusd = nusd};
+
+    ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
     return aid;
 }
 
@@ -173,6 +194,70 @@ START_TEST(test_tiers_since_by_name_null_last)
     ck_assert_int_eq(t[3].server_error, 1);
     ck_assert_int_eq(t[3].tokens, 0);
     q_report_tiers_free(t, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A tier's cost is the sum of its priced attempts since (exact, in
+ * nano-dollars); attempts without a price count as requests only. */
+START_TEST(test_tiers_sum_costs_of_priced_attempts)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = job(db, "a", BEFORE);
+    struct q_report_tier *t = NULL;
+    size_t n = 0;
+
+    priced(db, id, "paid", BEFORE, 5, 1000000000); /* before since */
+    priced(db, id, "paid", SINCE, 10, 150);
+    priced(db, id, "paid", SINCE + 1, 20, INT64_C(3000000000001));
+    priced(db, id, "free", SINCE, 30, 0);
+    attempt(db, id, "paid", SINCE, 200, "ok", NULL, 7); /* no price */
+    ck_assert_int_eq(q_report_tiers(db, SINCE, &t, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(t[0].tier, "free");
+    ck_assert_int_eq(t[0].priced, 1);
+    ck_assert_int_eq(t[0].cost_nusd, 0);
+    ck_assert_str_eq(t[1].tier, "paid");
+    ck_assert_int_eq(t[1].requests, 3);
+    ck_assert_int_eq(t[1].priced, 2);
+    ck_assert_int_eq(t[1].cost_nusd, INT64_C(3000000000151));
+    q_report_tiers_free(t, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* The jobs with a cost since, the most costly first, then by id; jobs
+ * without a priced attempt are not listed. */
+START_TEST(test_costliest_jobs_by_cost)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t a = job(db, "a", BEFORE), b = job(db, "b", BEFORE),
+            c = job(db, "c", BEFORE), d = job(db, "d", BEFORE);
+    struct q_report_job *j = NULL;
+    size_t n = 0;
+
+    priced(db, a, "paid", SINCE, 10, 300);
+    attempt(db, a, "free", SINCE, 200, "ok", NULL, 5);
+    priced(db, b, "paid", SINCE, 10, 100);
+    priced(db, b, "paid", SINCE + 1, 10, 400);
+    priced(db, c, "paid", SINCE, 1, 300);
+    priced(db, d, "paid", BEFORE, 1, 9999); /* before since */
+    attempt(db, d, "free", SINCE, 200, "ok", NULL, 5);
+    ck_assert_int_eq(q_report_costliest(db, SINCE, 0, &j, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(j[0].id, b);
+    ck_assert_str_eq(j[0].name, "b");
+    ck_assert_int_eq(j[0].cost_nusd, 500);
+    ck_assert_int_eq(j[0].tokens, 20);
+    ck_assert_int_eq(j[1].id, a); /* 300, then by id */
+    ck_assert_int_eq(j[1].tokens, 15);
+    ck_assert_ptr_null(j[1].key);
+    ck_assert_int_eq(j[2].id, c);
+    q_report_jobs_free(j, n);
+    ck_assert_int_eq(q_report_costliest(db, SINCE, 1, &j, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(j[0].id, b);
+    q_report_jobs_free(j, n);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -454,6 +539,8 @@ test_suite(void)
     tcase_add_test(attempts, test_failure_example_is_the_latest_attempt);
     tcase_add_test(attempts, test_failures_limit_keeps_the_largest);
     tcase_add_test(attempts, test_nothing_since_is_empty);
+    tcase_add_test(attempts, test_tiers_sum_costs_of_priced_attempts);
+    tcase_add_test(attempts, test_costliest_jobs_by_cost);
     suite_add_tcase(s, attempts);
     return s;
 }

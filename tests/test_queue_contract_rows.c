@@ -54,9 +54,10 @@ START_TEST(test_attempts_recorded_before_and_after)
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), 0);
     ck_assert_int_eq(num, 1);
     struct q_attempt_result r = {
-        429, "hard_quota", "daily_cap", "switch_tier_replay",
-        0,   41,           0,           "daily quota exceeded",
-        20,  T0 + 41,      true,        false};
+        429,  "hard_quota", "daily_cap", "switch_tier_replay",
+        0,    41,           0,           "daily quota exceeded",
+        20,   T0 + 41,      true,        false,
+        true, false,        4200}; /* priced: 4,200 nano-dollars */
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), 0);
     ck_assert_int_eq(q_attempt_finish(db, aid1, &r), -EALREADY);
     s.tier = "local";
@@ -71,6 +72,9 @@ START_TEST(test_attempts_recorded_before_and_after)
     ck_assert(!a[1].masked);        /* no answer yet */
     ck_assert_ptr_null(a[0].route); /* the first choice */
     ck_assert_str_eq(a[1].route, "free: exhausted");
+    ck_assert(a[0].priced && !a[0].cost_estimated);
+    ck_assert_int_eq(a[0].cost_nusd, 4200);
+    ck_assert(!a[1].priced);               /* no result, no cost */
     ck_assert_int_eq(a[1].finished_at, 0); /* no result yet: in flight */
     ck_assert_int_eq(q_steps_get(db, id, &st, &ns), 0);
     ck_assert_int_eq(st[0].attempts, 2);

@@ -150,7 +150,8 @@ END_TEST
     " CREATE INDEX tier_sends_open ON tier_sends"                              \
     " (tier, expires_at) WHERE done_at IS NULL;"                               \
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"                \
-    " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"
+    " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"             \
+    " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
 
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
@@ -252,7 +253,8 @@ START_TEST(test_migrates_v7_adding_masked)
              " request_sha256, est_tokens, started_at, finished_at, status,"
              " outcome, body) VALUES (%lld, 0, 1, 'free', 'w', 'ab', 5, 1, 2,"
              " 401, 'auth_error', 'provided: ***');"
-             " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"
+             " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route,"
+             " DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
              " UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);
@@ -260,6 +262,37 @@ START_TEST(test_migrates_v7_adding_masked)
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(a[0].body, "provided: ***");
     ck_assert(!a[0].masked);
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 9 (no cost columns) waits for init, which adds them:
+ * the ledger's rows keep what they held and have no price (cost NULL). */
+START_TEST(test_migrates_v9_adding_cost)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "old");
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+    char sql[512];
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO attempts (job_id, step, attempt, tier, worker,"
+             " request_sha256, est_tokens, started_at, finished_at, status,"
+             " outcome, tokens, masked, route) VALUES (%lld, 0, 1, 'paid',"
+             " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
+             " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
+             " cost_estimated; UPDATE stepq_schema SET version = 9",
+             (long long)id);
+    db = reopen_migrated(db, sql);
+    ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(a[0].tokens, 42);
+    ck_assert(a[0].masked);
+    ck_assert_str_eq(a[0].route, "free: exhausted");
+    ck_assert(!a[0].priced && !a[0].cost_estimated);
+    ck_assert_int_eq(a[0].cost_nusd, 0);
     q_attempts_free(a, n);
     ck_assert_int_eq(q_close(db), 0);
 }
@@ -718,6 +751,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v4_adding_tier_events);
     tcase_add_test(schema, test_migrates_v5_dropping_the_send_log);
     tcase_add_test(schema, test_migrates_v7_adding_masked);
+    tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 
     tcase_add_checked_fixture(work, setup, NULL);

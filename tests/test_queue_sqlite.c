@@ -232,6 +232,41 @@ START_TEST(test_migrates_v7_adding_masked)
 }
 END_TEST
 
+/* Version 9 -> 10 adds attempts.cost_nusd and cost_estimated: an attempt
+ * of a version 9 file keeps its row (its route too) and has no price
+ * (cost NULL). */
+START_TEST(test_migrates_v9_adding_cost)
+{
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+    q_db *db = NULL;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 9, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(
+        q__exec_simple(q__sqlite(db),
+                       "INSERT INTO attempts (job_id, step, attempt, tier,"
+                       " worker, request_sha256, est_tokens, started_at,"
+                       " finished_at, status, outcome, tokens, masked, route)"
+                       " VALUES (1, 0, 1, 'paid', 'w', 'ab', 5, 1, 2, 200,"
+                       " 'ok', 42, 1, 'free: exhausted')"),
+        0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(a[0].tokens, 42);
+    ck_assert(a[0].masked);
+    ck_assert_str_eq(a[0].route, "free: exhausted");
+    ck_assert(!a[0].priced && !a[0].cost_estimated);
+    ck_assert_int_eq(a[0].cost_nusd, 0);
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A usage or flight column the backend cannot read (written by hand, or
  * by a later stepq) reads as nothing counted, and the rest of the row as
  * stored. */
@@ -464,6 +499,7 @@ test_suite(void)
     tcase_add_test(files, test_new_file_is_private_and_wal);
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
+    tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);
     tcase_add_test(files, test_migrates_v5_dropping_the_send_log);

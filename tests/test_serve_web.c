@@ -32,6 +32,33 @@
     "\"side_effects\":true,\"replayable\":false,\"request\":{\"messages\":"    \
     "[{\"role\":\"user\",\"content\":\"Announce the release\"}]}}]}"
 
+/* Gives tier local of the e2e config a price ($1 and $2 per million in
+ * and out), so that the report and the job show money. */
+static void
+price_local(void)
+{
+    char *path = tmpdir_join(e2e_dir, "stepq.json"), *text, buf[8192];
+    FILE *f = fopen(path, "r");
+    size_t n;
+    cJSON *cfg, *local;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cfg = cJSON_Parse(buf);
+    local = cJSON_GetArrayItem(cJSON_GetObjectItem(cfg, "tiers"), 1);
+    ck_assert_str_eq(e2e_str(local, "name"), "local");
+    cJSON_AddItemToObject(
+        local, "price",
+        cJSON_Parse("{\"input_per_mtok\": 1, \"output_per_mtok\": 2}"));
+    text = cJSON_PrintUnformatted(cfg);
+    free(tmpdir_write(e2e_dir, "stepq.json", text, strlen(text)));
+    free(text);
+    free(path);
+    cJSON_Delete(cfg);
+}
+
 /* The ids of the park items, by what parked them. */
 static int post_item[2], announce_item, announce_job;
 
@@ -45,6 +72,7 @@ web_setup(void)
 
     e2e_setup();
     e2e_start_file("web-review.json", "");
+    price_local();
     snprintf(job, sizeof(job), POST_JOB, e2e_mock.port);
     e2e_enqueue(job);
     e2e_enqueue(job);

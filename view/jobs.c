@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/price.h"
 #include "park/park.h"
 #include "spec/spec.h"
 
@@ -39,6 +40,33 @@ view_jobs(q_db *db, int state, int64_t after, size_t limit, cJSON **out)
     return 0;
 }
 
+/* "cost_usd": nusd in dollars, or null when nothing was priced. */
+static void
+add_cost(cJSON *o, bool priced, int64_t nusd)
+{
+    if (priced)
+        cJSON_AddNumberToObject(o, "cost_usd", price_usd(nusd));
+    else
+        cJSON_AddNullToObject(o, "cost_usd");
+}
+
+/* Sums the cost of the attempts of step (< 0: all): *priced when any of
+ * them had a price. */
+static int64_t
+cost_sum(const struct q_attempt *a, size_t n, int step, bool *priced)
+{
+    int64_t sum = 0;
+
+    *priced = false;
+    for (size_t i = 0; i < n; i++) {
+        if ((step < 0 || a[i].step == step) && a[i].priced) {
+            *priced = true;
+            sum += a[i].cost_nusd;
+        }
+    }
+    return sum;
+}
+
 /* Builds the "history" array of one step from the job's attempts. */
 static cJSON *
 history_json(const struct q_attempt *a, size_t n, int step, int *count)
@@ -68,6 +96,12 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
         json_add_string(o, "body", ok ? NULL : a[i].body);
         cJSON_AddBoolToObject(o, "masked", a[i].masked);
         json_add_string(o, "route", a[i].route);
+        if (a[i].finished_at != 0)
+            cJSON_AddNumberToObject(o, "tokens", (double)a[i].tokens);
+        else
+            cJSON_AddNullToObject(o, "tokens");
+        add_cost(o, a[i].priced, a[i].cost_nusd);
+        cJSON_AddBoolToObject(o, "cost_estimated", a[i].cost_estimated);
         json_add_string(o, "request_sha256", a[i].request_sha256);
         json_add_time(o, "started_at", a[i].started_at);
         json_add_time(o, "finished_at", a[i].finished_at);
@@ -110,6 +144,8 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
 {
     cJSON *o = cJSON_CreateObject(), *arr, *spec, *sp;
     int idx = 0;
+    int64_t sum;
+    bool priced;
 
     cJSON_AddNumberToObject(o, "id", (double)j->id);
     cJSON_AddStringToObject(o, "name", j->name);
@@ -122,6 +158,8 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     json_add_time(o, "deadline_at", j->deadline_at);
     json_add_string(o, "error", j->error);
     add_schedule(o, j->key);
+    sum = cost_sum(att, natt, -1, &priced);
+    add_cost(o, priced, sum);
     arr = cJSON_AddArrayToObject(o, "steps");
     spec = cJSON_Parse(j->spec);
     sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
@@ -143,6 +181,8 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
         cJSON *hist = history_json(att, natt, idx, &count);
         cJSON_AddNumberToObject(so, "attempts", count);
         cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
+        sum = cost_sum(att, natt, idx, &priced);
+        add_cost(so, priced, sum);
         json_add_string(so, "output", row ? row->output : NULL);
         cJSON_AddItemToObject(so, "history", hist);
         cJSON_AddItemToArray(arr, so);

@@ -2,7 +2,8 @@
  * store alone (so every worker's night is in it): jobs by state, each
  * schedule's slots and whether they ran, park items waiting, what each
  * tier did, the top reasons of failure with an example each, and the
- * slowest jobs. */
+ * slowest jobs; and what it cost: each tier, each schedule and slot, and
+ * the costliest jobs (money is summed in nano-dollars, shown in dollars). */
 #include "view/view.h"
 
 #include <errno.h>
@@ -11,7 +12,9 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/price.h"
 #include "sched/sched.h"
+#include "spec/spec.h"
 
 /* How much of each list the report holds. */
 #define REPORT_SLOTS_MAX    100
@@ -19,6 +22,56 @@
 #define REPORT_FAILURES_MAX 10
 #define REPORT_SLOWEST_MAX  5
 #define REPORT_BODY_MAX     2000
+#define REPORT_COSTLIEST    5
+
+/* The jobs with a cost since the report's start, most costly first. */
+struct costs {
+    struct q_report_job *j;
+    size_t n;
+};
+
+/* "cost_usd": nusd in dollars, or null when nothing was priced. */
+static void
+add_cost(cJSON *o, bool priced, int64_t nusd)
+{
+    if (priced)
+        cJSON_AddNumberToObject(o, "cost_usd", price_usd(nusd));
+    else
+        cJSON_AddNullToObject(o, "cost_usd");
+}
+
+/* The cost of job id since the start: false when it has none. */
+static bool
+job_cost(const struct costs *c, int64_t id, int64_t *nusd)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->j[i].id == id) {
+            *nusd = c->j[i].cost_nusd;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* What the jobs of schedule name (their keys "schedule:NAME:SLOT") cost
+ * since the start; *priced when any had a cost. */
+static int64_t
+schedule_cost(const struct costs *c, const char *name, bool *priced)
+{
+    size_t plen = strlen(SPEC_SCHEDULE_KEY_PREFIX), nlen = strlen(name);
+    int64_t sum = 0;
+
+    *priced = false;
+    for (size_t i = 0; i < c->n; i++) {
+        const char *k = c->j[i].key;
+        if (k != NULL && strncmp(k, SPEC_SCHEDULE_KEY_PREFIX, plen) == 0 &&
+            strncmp(k + plen, name, nlen) == 0 && k[plen + nlen] == ':') {
+            *priced = true;
+            sum += c->j[i].cost_nusd;
+        }
+    }
+    return sum;
+}
 
 static int
 add_jobs(q_db *db, int64_t since, cJSON *o)
@@ -43,9 +96,11 @@ add_jobs(q_db *db, int64_t since, cJSON *o)
 /* One slot of a schedule: its job (by the slot's key) and that job's
  * state, or missed. */
 static int
-add_slot(q_db *db, const struct config_schedule *s, int64_t slot_ms,
-         cJSON *slots, int64_t tally[3])
+add_slot(q_db *db, const struct costs *costs, const struct config_schedule *s,
+         int64_t slot_ms, cJSON *slots, int64_t tally[3])
 {
+    int64_t nusd = 0;
+
     struct q_job job = {0};
     char key[256], at[32];
     cJSON *o = cJSON_CreateObject();
@@ -58,11 +113,14 @@ add_slot(q_db *db, const struct config_schedule *s, int64_t slot_ms,
     if (rc == 0) {
         cJSON_AddNumberToObject(o, "job_id", (double)job.id);
         cJSON_AddStringToObject(o, "state", q_job_state_name(job.state));
+        bool priced = job_cost(costs, job.id, &nusd);
+        add_cost(o, priced, nusd);
         tally[job.state == Q_JOB_FAILED ? 2 : 0]++;
         q_job_cleanup(&job);
     } else if (rc == -ENOENT) {
         cJSON_AddNullToObject(o, "job_id");
         cJSON_AddStringToObject(o, "state", "missed");
+        cJSON_AddNullToObject(o, "cost_usd");
         tally[1]++;
     } else {
         cJSON_Delete(o);
@@ -77,7 +135,7 @@ add_slot(q_db *db, const struct config_schedule *s, int64_t slot_ms,
  * found in batches, so that a long span does not read the zone once a
  * slot. */
 static int
-walk_slots(q_db *db, const struct config_schedule *s,
+walk_slots(q_db *db, const struct costs *costs, const struct config_schedule *s,
            const struct sched_cron *cron, int64_t after, int64_t now,
            cJSON *slots, int64_t tally[3])
 {
@@ -89,7 +147,8 @@ walk_slots(q_db *db, const struct config_schedule *s,
         if (sched_next_n(cron, s->tz, after, now / 1000, batch, 256, &n) != 0)
             return 0; /* not a zone: refused at start, not reached */
         for (size_t i = 0; i < n; i++) {
-            if ((rc = add_slot(db, s, batch[i] * 1000, slots, tally)) != 0)
+            if ((rc = add_slot(db, costs, s, batch[i] * 1000, slots, tally)) !=
+                0)
                 return rc;
             if (cJSON_GetArraySize(slots) > REPORT_SLOTS_MAX)
                 cJSON_DeleteItemFromArray(slots, 0);
@@ -102,8 +161,8 @@ walk_slots(q_db *db, const struct config_schedule *s,
 /* Each schedule's slots in [since, now], from when it was first seen:
  * the latest REPORT_SLOTS_MAX listed, all counted. */
 static int
-add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
-              cJSON *o)
+add_schedules(q_db *db, const struct config *cfg, const struct costs *costs,
+              int64_t since, int64_t now, cJSON *o)
 {
     cJSON *arr = cJSON_AddArrayToObject(o, "schedules");
 
@@ -112,6 +171,7 @@ add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         struct sched_cron cron;
         struct q_sched st = {0};
         int64_t from = since, tally[3] = {0}; /* ran, missed, failed */
+        bool priced;
         char err[256];
         int rc = q_sched_get(db, s->name, &st);
         cJSON *e, *slots;
@@ -134,14 +194,17 @@ add_schedules(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         /* The walk starts just before the first whole second at or after
          * from: a slot at from counts, one earlier in from's second does
          * not (a schedule first seen at 00:00:00.026 fires no 00:00). */
-        if (seen && (rc = walk_slots(db, s, &cron, (from + 999) / 1000 - 1, now,
-                                     slots, tally)) != 0) {
+        if (seen &&
+            (rc = walk_slots(db, costs, s, &cron, (from + 999) / 1000 - 1, now,
+                             slots, tally)) != 0) {
             cJSON_Delete(slots);
             return rc;
         }
         cJSON_AddNumberToObject(e, "ran", (double)(tally[0] + tally[2]));
         cJSON_AddNumberToObject(e, "missed", (double)tally[1]);
         cJSON_AddNumberToObject(e, "failed", (double)tally[2]);
+        int64_t sum = schedule_cost(costs, s->name, &priced);
+        add_cost(e, priced, sum);
         cJSON_AddItemToObject(e, "slots", slots);
     }
     return 0;
@@ -185,6 +248,8 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
 {
     struct q_report_tier *t = NULL;
     size_t n = 0;
+    int64_t total = 0;
+    bool priced = false;
     cJSON *arr;
     int rc = q_report_tiers(db, since, &t, &n);
 
@@ -207,8 +272,12 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
         cJSON_AddNumberToObject(e, "in_flight", (double)t[i].in_flight);
         cJSON_AddNumberToObject(e, "breaker_openings",
                                 (double)t[i].breaker_opened);
+        add_cost(e, t[i].priced > 0, t[i].cost_nusd);
         cJSON_AddItemToArray(arr, e);
+        priced = priced || t[i].priced > 0;
+        total += t[i].cost_nusd;
     }
+    add_cost(o, priced, total);
     q_report_tiers_free(t, n);
     return 0;
 }
@@ -294,24 +363,44 @@ add_slowest(q_db *db, int64_t since, cJSON *o)
     return 0;
 }
 
+static void
+add_costliest(const struct costs *c, cJSON *o)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "costliest");
+
+    for (size_t i = 0; i < c->n && i < REPORT_COSTLIEST; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", (double)c->j[i].id);
+        cJSON_AddStringToObject(e, "name", c->j[i].name);
+        cJSON_AddNumberToObject(e, "tokens", (double)c->j[i].tokens);
+        add_cost(e, true, c->j[i].cost_nusd);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
 int
 view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
             cJSON **out)
 {
     cJSON *o = cJSON_CreateObject();
+    struct costs costs = {NULL, 0};
     int rc;
 
     json_add_time(o, "since", since);
     json_add_time(o, "until", now);
-    if ((rc = add_jobs(db, since, o)) != 0 ||
-        (rc = add_schedules(db, cfg, since, now, o)) != 0 ||
+    if ((rc = q_report_costliest(db, since, 0, &costs.j, &costs.n)) != 0 ||
+        (rc = add_jobs(db, since, o)) != 0 ||
+        (rc = add_schedules(db, cfg, &costs, since, now, o)) != 0 ||
         (rc = add_park(db, now, o)) != 0 ||
         (rc = add_tiers(db, since, o)) != 0 ||
         (rc = add_failures(db, since, o)) != 0 ||
         (rc = add_slowest(db, since, o)) != 0) {
+        q_report_jobs_free(costs.j, costs.n);
         cJSON_Delete(o);
         return rc;
     }
+    add_costliest(&costs, o);
+    q_report_jobs_free(costs.j, costs.n);
     *out = o;
     return 0;
 }

@@ -445,6 +445,7 @@ worker__answer(struct run *r)
     size_t seen_len = res->raw ? res->raw_len : res->body_len;
     cJSON *root = NULL;
     bool parsed_chat = false;
+    const struct price_usage no_usage = PRICE_USAGE_NONE;
     int ti = r->cur_tier;
 
     r->last_latency = res->latency_ms;
@@ -520,6 +521,10 @@ worker__answer(struct run *r)
          * rides in that write instead of one of its own. */
         .caller_corrects = d.action == POLICY_COMMIT && r->attempt_est >= 0,
     };
+    if (s->kind == SPEC_STEP_CHAT)
+        worker__cost_answer(
+            cur_tier(r), res, parsed_chat ? &ans.usage : &no_usage,
+            (int64_t)r->body_len, r->input_tokens, r->send_est, &ar);
     if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
                  (long long)r->job.id);

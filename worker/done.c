@@ -42,6 +42,8 @@ stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
     if (r->attempt_id <= 0 || !policy_may_resend(s->replayable, s->side_effects,
                                                  s->idempotency_key != NULL))
         return false;
+    if (s->kind == SPEC_STEP_CHAT)
+        worker__cost_worst(cur_tier(r), r->input_tokens, ar.tokens, &ar);
     if (q_attempt_finish(r->w->db, r->attempt_id, &ar) != 0) {
         log_warn("job %lld: cannot record the attempt cut short",
                  (long long)r->job.id);

@@ -34,6 +34,7 @@
 
 #include "common/config.h"
 #include "common/defs.h"
+#include "common/price.h"
 
 #define HTTP_DEFAULT_MAX_RESPONSE (4 * 1024 * 1024)
 #define HTTP_DEFAULT_MAX_HEADERS  64
@@ -304,8 +305,28 @@ struct http_chat_answer {
     char *finish_reason;   /* choices[0].finish_reason when a string */
     int64_t prompt_tokens; /* usage.*; -1 when absent or not a count */
     int64_t completion_tokens;
-    int64_t total_tokens;
+    int64_t total_tokens;     /* usage.total_tokens, else input + output */
+    struct price_usage usage; /* http_usage_read's, with the cached parts */
 };
+
+/* http_usage_read reads the usage an answer (root, borrowed; NULL or not
+ * an object: none) reports, in any of the shapes providers use, into *out
+ * (PRICE_USAGE_NONE when it reports none, parts not said -1):
+ *  - OpenAI chat: usage.prompt_tokens (cached included), completion_tokens
+ *    (reasoning included), prompt_tokens_details.cached_tokens; DeepSeek's
+ *    usage.prompt_cache_hit_tokens when there are no details;
+ *  - OpenAI responses: usage.input_tokens (cached included), output_tokens,
+ *    input_tokens_details.cached_tokens;
+ *  - Anthropic: usage.input_tokens (cache excluded), output_tokens,
+ *    cache_read_input_tokens, cache_creation_input_tokens: input is their
+ *    sum;
+ *  - Gemini: usageMetadata.promptTokenCount (cached included) plus
+ *    toolUsePromptTokenCount, candidatesTokenCount plus thoughtsTokenCount
+ *    (billed as output), cachedContentTokenCount.
+ * A usage object with input_tokens and a cache_*_input_tokens member is
+ * Anthropic's; one with input_tokens and neither is read as OpenAI's
+ * responses (the same numbers when nothing was cached). */
+void http_usage_read(const cJSON *root, struct price_usage *out);
 
 /* http_chat_parse reads a chat completion body (len bytes, need not be
  * NUL-terminated, any content). Returns 0 when it is a JSON object with

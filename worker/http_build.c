@@ -295,6 +295,70 @@ count(const cJSON *obj, const char *key)
     return (int64_t)d;
 }
 
+/* sum is a + b, or -1 when a is not said (b not said counts 0). */
+static int64_t
+sum(int64_t a, int64_t b)
+{
+    return a < 0 ? -1 : a + (b > 0 ? b : 0);
+}
+
+static void
+usage_gemini(const cJSON *m, struct price_usage *u)
+{
+    u->input =
+        sum(count(m, "promptTokenCount"), count(m, "toolUsePromptTokenCount"));
+    u->output =
+        sum(count(m, "candidatesTokenCount"), count(m, "thoughtsTokenCount"));
+    u->cache_read = count(m, "cachedContentTokenCount");
+}
+
+/* Anthropic's input_tokens leaves out what was read from or written to
+ * the cache; OpenAI's input_tokens and prompt_tokens hold it. */
+static void
+usage_openai_or_anthropic(const cJSON *o, struct price_usage *u)
+{
+    const cJSON *det;
+    int64_t read = count(o, "cache_read_input_tokens"),
+            write = count(o, "cache_creation_input_tokens");
+
+    if (cJSON_HasObjectItem(o, "prompt_tokens")) {
+        u->input = count(o, "prompt_tokens");
+        u->output = count(o, "completion_tokens");
+        det = cJSON_GetObjectItemCaseSensitive(o, "prompt_tokens_details");
+        u->cache_read = cJSON_IsObject(det)
+                            ? count(det, "cached_tokens")
+                            : count(o, "prompt_cache_hit_tokens");
+    } else if (read >= 0 || write >= 0) {
+        u->input = sum(sum(count(o, "input_tokens"), read), write);
+        u->output = count(o, "output_tokens");
+        u->cache_read = read;
+        u->cache_write = write;
+    } else {
+        u->input = count(o, "input_tokens");
+        u->output = count(o, "output_tokens");
+        det = cJSON_GetObjectItemCaseSensitive(o, "input_tokens_details");
+        u->cache_read = count(det, "cached_tokens");
+    }
+}
+
+void
+http_usage_read(const cJSON *root, struct price_usage *out)
+{
+    const cJSON *o;
+
+    *out = PRICE_USAGE_NONE;
+    if (!cJSON_IsObject(root))
+        return;
+    o = cJSON_GetObjectItemCaseSensitive(root, "usage");
+    if (cJSON_IsObject(o)) {
+        usage_openai_or_anthropic(o, out);
+        return;
+    }
+    o = cJSON_GetObjectItemCaseSensitive(root, "usageMetadata");
+    if (cJSON_IsObject(o))
+        usage_gemini(o, out);
+}
+
 int
 http_chat_parse(const char *body, size_t len, struct http_chat_answer *out)
 {
@@ -313,7 +377,8 @@ int
 http_chat_read(const cJSON *root, struct http_chat_answer *out)
 {
     const cJSON *choices, *c0, *msg, *v, *usage;
-    struct http_chat_answer a = {NULL, false, NULL, -1, -1, -1};
+    struct http_chat_answer a = {NULL, false,           NULL, -1, -1,
+                                 -1,   PRICE_USAGE_NONE};
 
     if (!cJSON_IsObject(root))
         return -EINVAL;
@@ -339,6 +404,9 @@ http_chat_read(const cJSON *root, struct http_chat_answer *out)
         a.completion_tokens = count(usage, "completion_tokens");
         a.total_tokens = count(usage, "total_tokens");
     }
+    http_usage_read(root, &a.usage);
+    if (a.total_tokens < 0 && price_usage_is_complete(&a.usage))
+        a.total_tokens = a.usage.input + a.usage.output;
     *out = a;
     return 0;
 }
@@ -352,4 +420,5 @@ http_chat_answer_cleanup(struct http_chat_answer *a)
     free(a->finish_reason);
     memset(a, 0, sizeof(*a));
     a->prompt_tokens = a->completion_tokens = a->total_tokens = -1;
+    a->usage = PRICE_USAGE_NONE;
 }

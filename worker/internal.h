@@ -321,6 +321,24 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
+/* worker__cost_answer sets ar's cost (priced, cost_nusd, cost_estimated)
+ * for res, an answer from tier t (NULL: an http step, no cost): from u,
+ * the usage it reported, when complete; else the worst case of the send
+ * (send_input tokens in, send_est in all) when it was cut short after
+ * going out; else 0 when it was not billed (an error answer, or never
+ * reached the endpoint); else request (req_bytes) and answer bytes / 4,
+ * estimated. A tier without a price leaves ar unpriced (cost.c). */
+void worker__cost_answer(const struct config_tier *t,
+                         const struct http_response *res,
+                         const struct price_usage *u, int64_t req_bytes,
+                         int64_t send_input, int64_t send_est,
+                         struct q_attempt_result *ar);
+/* worker__cost_worst sets ar's cost to the worst case of a send of input
+ * tokens in, est in all (input plus max_tokens), estimated: what an
+ * attempt that may have been billed without saying for what costs. */
+void worker__cost_worst(const struct config_tier *t, int64_t input, int64_t est,
+                        struct q_attempt_result *ar);
+
 /* worker__estimate_tokens estimates the tokens req spends (input plus
  * max_tokens); *input gets the input part. */
 int64_t worker__estimate_tokens(const cJSON *req, int64_t *input);

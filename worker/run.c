@@ -227,6 +227,9 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
         int64_t in = 0;
         res.tokens = worker__estimate_tokens(body, &in);
         cJSON_Delete(body);
+        worker__cost_worst(last->tier ? config_find_tier(w->cfg, last->tier)
+                                      : NULL,
+                           in, res.tokens, &res);
     }
     if (replay) {
         r->input_tokens = 0;

@@ -78,7 +78,8 @@ static const struct q__pg_sql attempt_begin_sql = {
     "UPDATE attempts SET finished_at = $2::bigint, status = $3::bigint,"       \
     " outcome = $4::text, reason = $5::text, decision = $6::text,"             \
     " delay_ms = $7::bigint, latency_ms = $8::bigint, tokens = $9::bigint,"    \
-    " body = $10::text, masked = $11::bigint"                                  \
+    " body = $10::text, masked = $11::bigint, cost_nusd = $12::bigint,"        \
+    " cost_estimated = $13::bigint"                                            \
     " WHERE id = $1::bigint AND finished_at IS NULL"                           \
     " AND EXISTS (SELECT 1 FROM held)"
 #define FINISH_CORRECT                                                         \
@@ -102,7 +103,8 @@ static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
     "SELECT id, step, attempt, tier, request_sha256, started_at,"
     " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
-    " tokens, body, masked, route FROM attempts WHERE job_id = $1::bigint"
+    " tokens, body, masked, route, cost_nusd, cost_estimated FROM attempts"
+    " WHERE job_id = $1::bigint"
     " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"};
 
 static void
@@ -268,6 +270,11 @@ q__pg_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
     q__pg_p_int(&p, r->tokens);
     q__pg_p_text(&p, body);
     q__pg_p_int(&p, r->masked);
+    if (r->priced)
+        q__pg_p_int(&p, r->cost_nusd);
+    else
+        q__pg_p_text(&p, NULL);
+    q__pg_p_int(&p, r->priced && r->cost_estimated);
     rc = q__pg_write(
         pg, r->caller_corrects ? &attempt_finish_only_sql : &attempt_finish_sql,
         &p, true, finished, NULL, NULL, id, "finishing attempt");
@@ -297,6 +304,9 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->body = q__pg_text(res, r, 14);
     a->masked = q__pg_int(res, r, 15) != 0;
     a->route = q__pg_text(res, r, 16);
+    a->priced = !q__pg_null(res, r, 17);
+    a->cost_nusd = q__pg_int(res, r, 17);
+    a->cost_estimated = q__pg_int(res, r, 18) != 0;
 }
 
 int

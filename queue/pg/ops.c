@@ -50,6 +50,7 @@ const struct q__ops q__pg_ops = {
     .report_tiers = q__pg_report_tiers,
     .report_failures = q__pg_report_failures,
     .report_slowest = q__pg_report_slowest,
+    .report_costliest = q__pg_report_costliest,
     .job_by_key = q__pg_job_by_key,
     .clock_sync = q__pg_clock_sync,
     .wake_fd = q__pg_wake_fd,

@@ -32,6 +32,12 @@ static const struct q__pg_sql slowest_sql = {
     " WHERE state IN (2, 3, 5) AND updated_at >= $1::bigint"
     " ORDER BY updated_at - created_at DESC, id LIMIT $2::bigint"};
 
+/* $2 as above. */
+static const struct q__pg_sql costliest_sql = {
+    "q_report_costliest",
+    Q__REPORT_COSTLIEST_SELECT("$1::bigint") " ORDER BY c.co DESC, j.id"
+                                             " LIMIT $2::bigint"};
+
 /* Served by the unique index jobs_key (key = $1 implies NOT NULL). */
 static const struct q__pg_sql by_key_sql = {
     "q_report_job_by_key",
@@ -95,7 +101,7 @@ read_tier(const PGresult *res, int r, void *elem)
                     &t->soft_throttle,  &t->hard_quota, &t->truncated,
                     &t->schema_invalid, &t->refused,    &t->server_error,
                     &t->timeout,        &t->unknown,    &t->in_flight,
-                    &t->breaker_opened};
+                    &t->breaker_opened, &t->priced,     &t->cost_nusd};
 
     t->tier = q__pg_text(res, r, 0);
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
@@ -143,6 +149,27 @@ q__pg_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
     return since_select(db, &slowest_sql, since, true, limit,
                         sizeof(struct q_job), q__pg_read_job, (void **)out, n,
                         "reporting the slowest jobs");
+}
+
+static void
+read_job_cost(const PGresult *res, int r, void *elem)
+{
+    struct q_report_job *j = elem;
+
+    j->id = q__pg_int(res, r, 0);
+    j->name = q__pg_text(res, r, 1);
+    j->key = q__pg_text(res, r, 2);
+    j->tokens = q__pg_int(res, r, 3);
+    j->cost_nusd = q__pg_int(res, r, 4);
+}
+
+int
+q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
+                       struct q_report_job **out, size_t *n)
+{
+    return since_select(db, &costliest_sql, since, true, limit,
+                        sizeof(struct q_report_job), read_job_cost,
+                        (void **)out, n, "reporting the costliest jobs");
 }
 
 int

@@ -215,6 +215,12 @@ static const struct migration migrations[] = {
     {8, 9,
      /* Why an attempt went to its tier (SQLite's version 9). */
      "ALTER TABLE attempts ADD COLUMN route text;"},
+    {9, 10,
+     /* What an attempt cost in nano-dollars, NULL when its tier declared
+      * no price, and whether that is an estimate (SQLite's version 10). */
+     "ALTER TABLE attempts ADD COLUMN cost_nusd bigint;"
+     "ALTER TABLE attempts ADD COLUMN cost_estimated bigint NOT NULL"
+     " DEFAULT 0;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -189,6 +189,11 @@ attempt_finish_locked(struct q__sqlite *db, int64_t id,
     if (r->body != NULL)
         sqlite3_bind_text(s, 10, r->body, (int)keep, SQLITE_STATIC);
     sqlite3_bind_int(s, 11, r->masked);
+    if (r->priced)
+        sqlite3_bind_int64(s, 12, r->cost_nusd);
+    else
+        sqlite3_bind_null(s, 12);
+    sqlite3_bind_int(s, 13, r->priced && r->cost_estimated);
     if ((rc = q__run_done(db, s, "finishing an attempt")) != 0)
         return rc;
     if (r->caller_corrects) {
@@ -249,6 +254,9 @@ read_attempt(sqlite3_stmt *s, void *elem)
     a->body = q__col_text(s, 14);
     a->masked = sqlite3_column_int(s, 15) != 0;
     a->route = q__col_text(s, 16);
+    a->priced = sqlite3_column_type(s, 17) != SQLITE_NULL;
+    a->cost_nusd = sqlite3_column_int64(s, 17);
+    a->cost_estimated = sqlite3_column_int(s, 18) != 0;
 }
 
 int

@@ -71,7 +71,7 @@ read_tier(sqlite3_stmt *s, void *elem)
                     &t->soft_throttle,  &t->hard_quota, &t->truncated,
                     &t->schema_invalid, &t->refused,    &t->server_error,
                     &t->timeout,        &t->unknown,    &t->in_flight,
-                    &t->breaker_opened};
+                    &t->breaker_opened, &t->priced,     &t->cost_nusd};
 
     t->tier = q__col_text(s, 0);
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
@@ -121,6 +121,28 @@ q__sqlite_report_slowest(q_db *base, int64_t since, size_t limit,
     return since_rows(base, ST_REPORT_SLOWEST, since, limit,
                       sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
                       (void **)out, n, "reporting the slowest jobs");
+}
+
+static void
+read_job_cost(sqlite3_stmt *s, void *elem)
+{
+    struct q_report_job *j = elem;
+
+    j->id = sqlite3_column_int64(s, 0);
+    j->name = q__col_text(s, 1);
+    j->key = q__col_text(s, 2);
+    j->tokens = sqlite3_column_int64(s, 3);
+    j->cost_nusd = sqlite3_column_int64(s, 4);
+}
+
+int
+q__sqlite_report_costliest(q_db *base, int64_t since, size_t limit,
+                           struct q_report_job **out, size_t *n)
+{
+    return since_rows(base, ST_REPORT_COSTLIEST, since, limit,
+                      sizeof(struct q_report_job), read_job_cost,
+                      q__report_job_clean, (void **)out, n,
+                      "reporting the costliest jobs");
 }
 
 int

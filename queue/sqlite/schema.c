@@ -180,6 +180,12 @@ static const char *const migrations[] = {
     /* 8 -> 9: why an attempt went to its tier and not to an earlier one
      * of the step's list (NULL: the first choice). */
     "ALTER TABLE attempts ADD COLUMN route TEXT;",
+    /* 9 -> 10: what an attempt cost, in nano-dollars (an integer: sums are
+     * exact), NULL when its tier declared no price; cost_estimated: from
+     * an estimate, not from a usage the answer reported. */
+    "ALTER TABLE attempts ADD COLUMN cost_nusd INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN cost_estimated INTEGER NOT NULL"
+    " DEFAULT 0;",
 };
 
 int

@@ -116,8 +116,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ATTEMPT_FINISH] =
         "UPDATE attempts SET finished_at = ?2, status = ?3, outcome = ?4,"
         " reason = ?5, decision = ?6, delay_ms = ?7, latency_ms = ?8,"
-        " tokens = ?9, body = ?10, masked = ?11"
-        " WHERE id = ?1 AND finished_at IS NULL",
+        " tokens = ?9, body = ?10, masked = ?11, cost_nusd = ?12,"
+        " cost_estimated = ?13 WHERE id = ?1 AND finished_at IS NULL",
     [ST_ATTEMPT_GET] = "SELECT job_id, step, est_tokens, finished_at"
                        " FROM attempts WHERE id = ?1",
     [ST_STEP_CORRECT] = "UPDATE steps SET tokens = max(0, tokens + ?3)"
@@ -125,15 +125,13 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ATTEMPTS_JOB] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route FROM attempts"
-        " WHERE job_id = ?1"
-        " ORDER BY step, attempt",
+        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated"
+        " FROM attempts WHERE job_id = ?1 ORDER BY step, attempt",
     [ST_ATTEMPTS_STEP] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route FROM attempts"
-        " WHERE job_id = ?1"
-        " AND step = ?2 ORDER BY attempt",
+        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated"
+        " FROM attempts WHERE job_id = ?1 AND step = ?2 ORDER BY attempt",
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
@@ -255,6 +253,8 @@ static const char *const sql_text[ST_COUNT] = {
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
         " error FROM jobs WHERE state IN (2, 3, 5) AND updated_at >= ?1"
         " ORDER BY updated_at - created_at DESC, id LIMIT ?2",
+    [ST_REPORT_COSTLIEST] =
+        Q__REPORT_COSTLIEST_SELECT("?1") " ORDER BY c.co DESC, j.id LIMIT ?2",
     /* Served by the unique index jobs_key (key = ?1 implies NOT NULL). */
     [ST_JOB_GET_BY_KEY] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"

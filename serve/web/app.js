@@ -238,6 +238,16 @@
         el('tr', {}, ...r.map((c) => el('td', {}, c)))))));
   }
 
+  /* Dollars as the CLI writes them ("$0.00042", "~$0.1" for an estimate),
+   * from cost_usd (null: not priced, ''). Whole nano-dollars, exact. */
+  function money(usd, estimated) {
+    if (usd === null || usd === undefined) return '';
+    const n = Math.round(Math.abs(usd) * 1e9);
+    const frac = String(n % 1e9).padStart(9, '0').replace(/0+$/, '');
+    return (estimated ? '~' : '') + (usd < 0 ? '-' : '') + '$' +
+      Math.floor(n / 1e9) + (frac ? '.' + frac : '');
+  }
+
   function hours(s) {
     return Math.floor(s / 3600) + 'h' +
       String(Math.floor(s / 60) % 60).padStart(2, '0') + 'm';
@@ -254,10 +264,11 @@
       el('p', {'data-report': 'jobs'}, states || 'none'),
       el('h3', {}, 'Schedules'),
       r.schedules.length ? table(['schedule', 'ran', 'missed', 'failed',
-        'last slot'], r.schedules.map((s) => {
+        'cost', 'last slot'], r.schedules.map((s) => {
         const last = s.slots[s.slots.length - 1];
         return [s.name + (s.paused ? ' (paused)' : ''), s.ran, s.missed,
-                s.failed, last ? when(last.slot) + ': ' + last.state : ''];
+                s.failed, money(s.cost_usd),
+                last ? when(last.slot) + ': ' + last.state : ''];
       })) : el('p', {class: 'muted'}, 'The config has no schedules.'),
       el('h3', {'data-report': 'park'}, 'Park items waiting: ' +
          park.waiting),
@@ -266,13 +277,19 @@
         (p.job_name || ''), p.step, p.reason, p.tier || '', hours(p.age_s)]))
         : el('p', {class: 'muted'}, 'None.'),
       el('h3', {}, 'Tiers'),
-      table(['tier', 'requests', 'tokens', 'ok', 'throttles', 'walls', '5xx',
-             'timeouts', 'other', 'breaker opened'],
+      table(['tier', 'requests', 'tokens', 'cost', 'ok', 'throttles',
+             'walls', '5xx', 'timeouts', 'other', 'breaker opened'],
             r.tiers.map((t) => [t.tier || '(http)', t.requests, t.tokens,
-              t.ok, t.throttles, t.walls, t.server_errors, t.timeouts,
-              t.other, t.breaker_openings])),
+              money(t.cost_usd), t.ok, t.throttles, t.walls,
+              t.server_errors, t.timeouts, t.other, t.breaker_openings])),
+      el('h3', {'data-report': 'cost'}, 'Cost: ' +
+         (money(r.cost_usd) || 'no tier has a price')),
+      r.costliest.length ? table(['job', 'tokens', 'cost'],
+        r.costliest.map((j) => ['#' + j.id + ' ' + j.name, j.tokens,
+                                money(j.cost_usd)])) : null,
       el('h3', {}, 'Failures'),
     ];
+    while (parts.includes(null)) parts.splice(parts.indexOf(null), 1);
     for (const f of r.failures)
       parts.push(el('div', {class: 'failure', 'data-outcome': f.outcome},
         el('b', {}, f.count + ' × ' + f.outcome + (f.reason ? ' (' + f.reason +
@@ -324,12 +341,14 @@
       el('td', {}, h.status === null ? '' : h.status),
       el('td', {}, h.outcome), el('td', {}, h.reason || ''),
       el('td', {}, h.decision || ''),
+      el('td', {}, money(h.cost_usd, h.cost_estimated)),
       el('td', {}, when(h.started_at) || (h.latency_ms !== undefined ?
                                           h.latency_ms + ' ms' : '')),
       el('td', {}, h.body ? el('pre', {}, h.body) : '')));
     return el('div', {class: 'scroll'}, el('table', {class: 'history'},
       el('thead', {}, el('tr', {}, ...['#', 'tier', 'status', 'outcome',
-        'reason', 'decision', 'when', 'body'].map((t) => el('th', {}, t)))),
+        'reason', 'decision', 'cost', 'when', 'body'].map((t) =>
+          el('th', {}, t)))),
       el('tbody', {}, ...body)));
   }
 
@@ -367,12 +386,14 @@
     $('detail-title').textContent = 'Job #' + j.id + ' ' + j.name;
     const parts = [facts([['key', j.key], ['state', j.state],
                           ['created', when(j.created_at)],
+                          ['cost', money(j.cost_usd)],
                           ['error', j.error]])];
     for (const s of j.steps || []) {
       parts.push(el('h3', {}, s.name + ': ' + s.state +
                     (s.tier ? ' on ' + s.tier : '') + ', ' + s.attempts +
                     ' attempt' + (s.attempts === 1 ? '' : 's') +
-                    (s.tokens ? ', ' + s.tokens + ' tokens' : '')));
+                    (s.tokens ? ', ' + s.tokens + ' tokens' : '') +
+                    (money(s.cost_usd) ? ', ' + money(s.cost_usd) : '')));
       if (s.output) parts.push(el('pre', {}, s.output));
       if (s.history && s.history.length) parts.push(history(s.history));
     }

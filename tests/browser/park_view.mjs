@@ -180,6 +180,11 @@ async function parkMode(browser) {
                      {hasText: '3 × hard_quota (daily_cap)'}).waitFor(WAIT);
   await page.selectOption('#report-since', '7d');
   await page.locator('#report', {hasText: 'Jobs created: 3'}).waitFor(WAIT);
+  // Money next to tokens: the drafts on the priced tier "local".
+  await page.locator('[data-report="cost"]', {hasText: 'Cost: $0.0'})
+    .waitFor(WAIT);
+  check(await page.locator('#report th', {hasText: 'cost'}).count() >= 2,
+        'the report has no cost columns');
 
   // On a phone: the same page, nothing wider than the screen.
   const phone = await browser.newContext({
