@@ -45,7 +45,11 @@ demo__write_config(demo *d, char *err, size_t len)
     int rc;
 
     /* Short backoffs keep the tour under half a minute; real configs keep
-     * the defaults (base 1 s, cap 20 s). */
+     * the defaults (base 1 s, cap 20 s). So does the free tier's spill
+     * "now": a step the paced free tier cannot take at once goes to the
+     * backup, so the tour meets every outcome in twenty seconds. A real
+     * config keeps the default, where a step waits for the free tier as
+     * long as its deadline allows (`bench/free_first.py`). */
     snprintf(text, sizeof(text),
              "{\n"
              "  \"db\": \"stepq.db\",\n"
@@ -53,7 +57,7 @@ demo__write_config(demo *d, char *err, size_t len)
              "  \"policy\": {\"backoff_base_s\": 0.2, \"backoff_cap_s\": 2},\n"
              "  \"tiers\": [\n"
              "    {\"name\": \"free\", \"base_url\": \"%s\","
-             " \"model\": \"small\", \"timeout_s\": 10},\n"
+             " \"model\": \"small\", \"timeout_s\": 10, \"spill\": \"now\"},\n"
              "    {\"name\": \"backup\", \"base_url\": \"%s\","
              " \"model\": \"large\", \"timeout_s\": 10}\n"
              "  ]\n"

@@ -111,7 +111,11 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
         return;
     }
     if (in_doubt(st, now) && st->in_flight > 0) {
-        say_no(out, "in_doubt", now + INFLIGHT_RETRY_MS);
+        /* One at a time: "failing" after a server error or timeout (a step
+         * that prefers the tier passes it over), "in_doubt" when its state
+         * is only unknown (worker start, a wall just ended: it waits). */
+        say_no(out, st->failures > 0 ? "failing" : "in_doubt",
+               now + INFLIGHT_RETRY_MS);
         return;
     }
     if (tier__request_bucket(t, st, &b) &&
