@@ -282,6 +282,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "on_park_timeout_s",
                                        "schedules",
                                        "on_report",
+                                       "budgets",
                                        NULL};
     const char *db = NULL, *on_park = NULL;
     const cJSON *v, *it;
@@ -343,6 +344,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "on_report")) != NULL &&
         (rc = parse_report_hook(v, c, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "budgets")) != NULL &&
+        (rc = config__parse_budgets(v, c, err, len)))
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
@@ -462,6 +466,7 @@ config_free(struct config *cfg)
         free(cfg->schedules[i].job_text);
     }
     free(cfg->schedules);
+    config__budgets_free(cfg);
     if (cfg->on_report != NULL) {
         free(cfg->on_report->cron);
         free(cfg->on_report->tz);

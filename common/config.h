@@ -126,6 +126,25 @@ struct config_report_hook {
     char *command; /* owned */
 };
 
+/* A budget in money, shared by every worker on the database: what the
+ * sends on its tiers may cost in one window of time, or in one run of a
+ * schedule (docs/reference.md "Budgets"). */
+enum config_budget_per {
+    CONFIG_BUDGET_WINDOW,       /* per window_s, aligned to the Unix epoch */
+    CONFIG_BUDGET_SCHEDULE_RUN, /* per slot of a schedule (its job's key) */
+};
+
+struct config_budget {
+    char *name;         /* owned; unique */
+    int64_t limit_nusd; /* "usd", in nano-dollars */
+    enum config_budget_per per;
+    int64_t window_s; /* CONFIG_BUDGET_WINDOW: 3600, 86400, ... */
+    char *schedule;   /* owned; per schedule run: only this one's; NULL:
+                         every schedule's */
+    char **tiers;     /* owned; the tiers it covers; NULL: every tier */
+    size_t ntiers;
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -139,6 +158,8 @@ struct config {
     size_t nrules;
     struct config_schedule *schedules; /* owned array */
     size_t nschedules;
+    struct config_budget *budgets; /* owned array */
+    size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
 };
 

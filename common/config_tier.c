@@ -21,8 +21,8 @@
 
 #define MAX_VALUE 8192 /* bytes of one header or query value */
 
-static int
-window_seconds(const char *s, int64_t *out)
+int
+config__window_seconds(const char *s, int64_t *out)
 {
     static const struct {
         const char *name;
@@ -337,7 +337,8 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                          json_path_key(p, sizeof(p), path, "api_key_env"),
                          "must name an environment variable (letters, digits "
                          "and _, not starting with a digit)");
-    if (window != NULL && window_seconds(window, &t->allowance_window_s))
+    if (window != NULL &&
+        config__window_seconds(window, &t->allowance_window_s))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "allowance_window"),
                          "must be minute, hour, day, week or month");

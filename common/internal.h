@@ -19,4 +19,18 @@ STEPQ_MUST_CHECK int config__parse_tier(const cJSON *o, const char *path,
 /* config__tier_cleanup frees what t owns (config_tier.c). */
 void config__tier_cleanup(struct config_tier *t);
 
+/* config__window_seconds reads "minute", "hour", "day", "week" or "month"
+ * (30 days) into *out; -EINVAL for anything else (config_tier.c). */
+STEPQ_MUST_CHECK int config__window_seconds(const char *s, int64_t *out);
+
+/* config__parse_budgets validates "budgets" (v, an array) into c's
+ * budgets, after its tiers and schedules, whose names it checks. Returns
+ * 0, or -EINVAL with "PATH: problem" in err; what was parsed is c's to
+ * free either way (config_budget.c). */
+STEPQ_MUST_CHECK int config__parse_budgets(const cJSON *v, struct config *c,
+                                           char *err, size_t len);
+
+/* config__budgets_free frees c's budgets (config_budget.c). */
+void config__budgets_free(struct config *c);
+
 #endif

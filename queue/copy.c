@@ -1,5 +1,5 @@
 /* copy.c: q_copy, copying a whole store into another one (`stepq copy`),
- * neutral to the backend. The eight tables are described here once, column
+ * neutral to the backend. The nine tables are described here once, column
  * for column as queue/sqlite/schema.c makes them (the PostgreSQL schema
  * uses the same names); each backend reads and writes rows of a described
  * table as values (the copy_* entries of struct q__ops). The whole copy is
@@ -97,6 +97,11 @@ static const struct q__column event_cols[] = {
     {"event", T},
 };
 
+static const struct q__column budget_cols[] = {
+    {"name", T},          {"win", T},        {"spent_nusd", I},
+    {"reserved_nusd", I}, {"updated_at", I},
+};
+
 #undef I
 #undef R
 #undef T
@@ -115,6 +120,7 @@ static const struct q__table tables[] = {
     TABLE("tiers", "name", tier_cols, false),
     TABLE("schedules", "name", sched_cols, false),
     TABLE("tier_events", "id", event_cols, true),
+    TABLE("budgets", "name, win", budget_cols, false),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -310,7 +316,8 @@ out_from:
                                          .park = n[3],
                                          .tiers = n[4],
                                          .schedules = n[5],
-                                         .tier_events = n[6]};
+                                         .tier_events = n[6],
+                                         .budgets = n[7]};
     }
     return rc;
 }

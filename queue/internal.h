@@ -130,6 +130,12 @@ struct q__ops {
                       int64_t job_id, int64_t now);
     int (*sched_claim)(q_db *db, const char *name, int64_t slot, int64_t now);
     int (*sched_pause)(q_db *db, const char *name, bool paused, int64_t now);
+    int (*budget_reserve)(q_db *db, const char *name, const char *window,
+                          int64_t limit, int64_t amount, int64_t now);
+    int (*budget_settle)(q_db *db, const char *name, const char *window,
+                         int64_t reserved, int64_t spent, int64_t now);
+    int (*budgets_list)(q_db *db, int64_t since, struct q_budget **out,
+                        size_t *n);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
                         size_t *n);
@@ -253,6 +259,8 @@ void q__group_clean(void *e);
 void q__latency_clean(void *e);
 void q__worker_clean(void *e);
 void q__sched_clean(void *e);
+/* q__budget_clean frees what a struct q_budget owns (budget.c). */
+void q__budget_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);

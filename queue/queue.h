@@ -790,6 +790,42 @@ STEPQ_MUST_CHECK int q_sched_pause(q_db *db, const char *name, bool paused,
 void q_sched_cleanup(struct q_sched *s);
 void q_scheds_free(struct q_sched *s, size_t n);
 
+/* ---- budgets: money shared by every worker ---------------------------- */
+
+/* One window of one budget (a day, a schedule's run: the caller names it),
+ * in nano-dollars: spent is what settled sends cost, reserved the worst
+ * cases of sends still out. */
+struct q_budget {
+    char *name;   /* owned */
+    char *window; /* owned */
+    int64_t spent_nusd;
+    int64_t reserved_nusd;
+    int64_t updated_at;
+};
+
+/* q_budget_reserve adds amount_nusd to the reserved money of budget name's
+ * window when spent + reserved + amount stays within limit_nusd, in one
+ * statement: of workers reserving at once, none passes the limit. Returns
+ * 0; -EDQUOT when it would pass it (nothing changed); -EINVAL for an
+ * empty name or window, a negative amount or limit; or the storage
+ * error. */
+STEPQ_MUST_CHECK int q_budget_reserve(q_db *db, const char *name,
+                                      const char *window, int64_t limit_nusd,
+                                      int64_t amount_nusd, int64_t now);
+/* q_budget_settle takes reserved_nusd off the window's reserved money
+ * (never below 0) and adds spent_nusd to its spent money: a send that was
+ * answered (spent: what it cost) or never went out (spent 0). Returns 0,
+ * -EINVAL as q_budget_reserve, or the storage error. */
+STEPQ_MUST_CHECK int q_budget_settle(q_db *db, const char *name,
+                                     const char *window, int64_t reserved_nusd,
+                                     int64_t spent_nusd, int64_t now);
+/* q_budgets_list reads every window written since (updated_at >= since),
+ * by name then window. Caller owns *out (NULL when *n is 0); free with
+ * q_budgets_free (NULL is a no-op). */
+STEPQ_MUST_CHECK int q_budgets_list(q_db *db, int64_t since,
+                                    struct q_budget **out, size_t *n);
+void q_budgets_free(struct q_budget *b, size_t n);
+
 /* ---- many hosts: the store's clock, and waking idle workers ---------- */
 
 /* q_clock_offset is what to add to this host's clock (ms) to get the
@@ -838,12 +874,12 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 
 /* What q_copy copied, by table. */
 struct q_copy_counts {
-    int64_t jobs, steps, attempts, park, tiers, schedules, tier_events;
+    int64_t jobs, steps, attempts, park, tiers, schedules, tier_events, budgets;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its events) and schedule state of from into to, ids kept, in one
- * transaction of to. Unless force, to must hold no row of any of them
+ * its events), schedule state and budget window of from into to, ids kept, in
+ * one transaction of to. Unless force, to must hold no row of any of them
  * (-EEXIST: nothing copied); with force, what to holds is replaced.
  * counts may be NULL. Returns 0, -EEXIST, or the errors of either store
  * (to unchanged). */

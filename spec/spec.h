@@ -52,6 +52,9 @@ struct spec_job {
     int64_t priority;   /* higher runs first; default 0 */
     int64_t run_at;     /* ms; 0 = at enqueue time */
     int64_t deadline_s; /* default 3600, counted from run_at */
+    /* "max_cost_usd" in nano-dollars: what the job's attempts may cost in
+     * all (docs/reference.md "Budgets"); -1: no cap */
+    int64_t max_cost_nusd;
     size_t nsteps;
     struct spec_step *steps; /* owned array */
 };

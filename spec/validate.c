@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/httptext.h"
 #include "common/json.h"
+#include "common/price.h"
 #include "common/xalloc.h"
 
 #define PATH_LEN     256
@@ -22,8 +23,9 @@
 #define STR(x)       STR_(x)
 #define KEY_TOO_LONG "key: longer than " STR(SPEC_KEY_MAX_BYTES) " bytes"
 
-static const char *const job_keys[] = {
-    "name", "key", "priority", "run_at", "deadline_s", "steps", NULL};
+static const char *const job_keys[] = {"name",         "key",        "priority",
+                                       "run_at",       "deadline_s", "steps",
+                                       "max_cost_usd", NULL};
 static const char *const step_keys[] = {"name",
                                         "kind",
                                         "replayable",
@@ -67,7 +69,7 @@ key_rules(const char *key, bool stored, char *err, size_t len)
 }
 
 /* Bits of job_keys and step_keys, in their order: what members() found. */
-enum { J_NAME, J_KEY, J_PRIORITY, J_RUN_AT, J_DEADLINE, J_STEPS };
+enum { J_NAME, J_KEY, J_PRIORITY, J_RUN_AT, J_DEADLINE, J_STEPS, J_MAX_COST };
 enum {
     S_NAME,
     S_KIND,
@@ -398,7 +400,7 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
 {
     const cJSON *root = j->root, *steps, *it;
     const char *run_at = NULL;
-    double deadline = Q_DEADLINE_S_DEFAULT;
+    double deadline = Q_DEADLINE_S_DEFAULT, max_cost = 0;
     char p[PATH_LEN];
     unsigned m = 0;
     size_t i;
@@ -417,8 +419,12 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                                                    &run_at, err, len))) ||
         (HAS(m, J_DEADLINE) &&
          (rc = json_get_number(root, "deadline_s", 1, 366.0 * 86400, "",
-                               &deadline, err, len))))
+                               &deadline, err, len))) ||
+        (HAS(m, J_MAX_COST) &&
+         (rc = json_get_number(root, "max_cost_usd", 0, 1e6, "", &max_cost, err,
+                               len))))
         return rc;
+    j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
         return json_fail(err, len, "name", "must not be empty");
     if (j->key != NULL &&

@@ -164,7 +164,7 @@ sqlite(const char *db, const char *sql)
     "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \
     "ALTER TABLE attempts DROP COLUMN route; "                                 \
     "ALTER TABLE attempts DROP COLUMN cost_nusd; "                             \
-    "ALTER TABLE attempts DROP COLUMN cost_estimated; "                        \
+    "ALTER TABLE attempts DROP COLUMN cost_estimated; DROP TABLE budgets; "    \
     "PRAGMA user_version = 1;"
 
 /* A database of schema version 1 (before the park and tier tables) is

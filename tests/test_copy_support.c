@@ -115,6 +115,16 @@ schedules(q_db *db, int64_t job)
     ck_assert_int_eq(q_sched_note(db, "nightly", T0 + 90000, 0, 0, T0 + 62000),
                      0);
     ck_assert_int_eq(q_sched_pause(db, "weekly", true, T0 + 63000), 0);
+    /* a budget's day: one send settled, one still reserved */
+    ck_assert_int_eq(q_budget_reserve(db, "paid", "2026-12-06T00:00:00Z",
+                                      1000000, 300, T0 + 64000),
+                     0);
+    ck_assert_int_eq(q_budget_reserve(db, "paid", "2026-12-06T00:00:00Z",
+                                      1000000, 200, T0 + 64000),
+                     0);
+    ck_assert_int_eq(q_budget_settle(db, "paid", "2026-12-06T00:00:00Z", 300,
+                                     120, T0 + 65000),
+                     0);
 }
 
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
@@ -351,6 +361,27 @@ same_scheds(q_db *x, q_db *y)
     return na;
 }
 
+static size_t
+same_budgets(q_db *x, q_db *y)
+{
+    struct q_budget *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+
+    ck_assert_int_eq(q_budgets_list(x, 0, &a, &na), 0);
+    ck_assert_int_eq(q_budgets_list(y, 0, &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        SAME_STR(&a[i], &b[i], name);
+        SAME_STR(&a[i], &b[i], window);
+        ck_assert_int_eq(a[i].spent_nusd, b[i].spent_nusd);
+        ck_assert_int_eq(a[i].reserved_nusd, b[i].reserved_nusd);
+        ck_assert_int_eq(a[i].updated_at, b[i].updated_at);
+    }
+    q_budgets_free(a, na);
+    q_budgets_free(b, nb);
+    return na;
+}
+
 /* same_openings compares the breaker openings each store reports since
  * since, by tier; returns their sum. */
 static int64_t
@@ -383,6 +414,7 @@ copyfix_assert_same(q_db *x, q_db *y)
     same_tier(x, y, "free");
     same_tier(x, y, "paid");
     ck_assert_uint_eq(same_scheds(x, y), 2);
+    ck_assert_uint_eq(same_budgets(x, y), 1);
     ck_assert_int_eq(same_openings(x, y, 0), 2);
     ck_assert_int_eq(same_openings(x, y, T0 + 6), 1);
 }

@@ -76,12 +76,13 @@ START_TEST(test_open_creates_schema)
 
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    pgfix_expect(loc,
-                 "SELECT string_agg(table_name, ',' ORDER BY table_name)"
-                 " FROM information_schema.tables"
-                 " WHERE table_schema = current_schema()",
-                 "attempts,jobs,park,schedules,stepq_schema,steps,tier_events,"
-                 "tiers");
+    pgfix_expect(
+        loc,
+        "SELECT string_agg(table_name, ',' ORDER BY table_name)"
+        " FROM information_schema.tables"
+        " WHERE table_schema = current_schema()",
+        "attempts,budgets,jobs,park,schedules,stepq_schema,steps,tier_events,"
+        "tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -151,7 +152,8 @@ END_TEST
     " (tier, expires_at) WHERE done_at IS NULL;"                               \
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"                \
     " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"             \
-    " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
+    " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
+    " DROP TABLE budgets;"
 
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
@@ -255,7 +257,7 @@ START_TEST(test_migrates_v7_adding_masked)
              " 401, 'auth_error', 'provided: ***');"
              " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route,"
              " DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
-             " UPDATE stepq_schema SET version = 7",
+             " DROP TABLE budgets; UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
@@ -283,7 +285,8 @@ START_TEST(test_migrates_v9_adding_cost)
              " outcome, tokens, masked, route) VALUES (%lld, 0, 1, 'paid',"
              " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
              " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
-             " cost_estimated; UPDATE stepq_schema SET version = 9",
+             " cost_estimated; DROP TABLE budgets;"
+             " UPDATE stepq_schema SET version = 9",
              (long long)id);
     db = reopen_migrated(db, sql);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
@@ -294,6 +297,21 @@ START_TEST(test_migrates_v9_adding_cost)
     ck_assert(!a[0].priced && !a[0].cost_estimated);
     ck_assert_int_eq(a[0].cost_nusd, 0);
     q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 10 (the budgets table taken away) waits for init,
+ * which makes it and keeps the jobs. */
+START_TEST(test_migrates_v10_adding_budgets)
+{
+    q_db *db = open_pg(true);
+
+    (void)add_job(db, "old");
+    db = reopen_migrated(db, "DROP TABLE budgets;"
+                             " UPDATE stepq_schema SET version = 10");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -751,6 +769,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v4_adding_tier_events);
     tcase_add_test(schema, test_migrates_v5_dropping_the_send_log);
     tcase_add_test(schema, test_migrates_v7_adding_masked);
+    tcase_add_test(schema, test_migrates_v10_adding_budgets);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

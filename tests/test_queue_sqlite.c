@@ -267,6 +267,28 @@ START_TEST(test_migrates_v9_adding_cost)
 }
 END_TEST
 
+/* Version 10 -> 11 adds the budgets table: the jobs of a version 10 file
+ * stay, and a budget can then be reserved. */
+START_TEST(test_migrates_v10_adding_budgets)
+{
+    struct q_budget *b = NULL;
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 10, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_budgets_list(db, 0, &b, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A usage or flight column the backend cannot read (written by hand, or
  * by a later stepq) reads as nothing counted, and the rest of the row as
  * stored. */
@@ -499,6 +521,7 @@ test_suite(void)
     tcase_add_test(files, test_new_file_is_private_and_wal);
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
+    tcase_add_test(files, test_migrates_v10_adding_budgets);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

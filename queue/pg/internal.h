@@ -415,6 +415,12 @@ int q__pg_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
                      int64_t job_id, int64_t now);
 int q__pg_sched_claim(q_db *db, const char *name, int64_t slot, int64_t now);
 int q__pg_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
+int q__pg_budget_reserve(q_db *db, const char *name, const char *window,
+                         int64_t limit, int64_t amount, int64_t now);
+int q__pg_budget_settle(q_db *db, const char *name, const char *window,
+                        int64_t reserved, int64_t spent, int64_t now);
+int q__pg_budgets_list(q_db *db, int64_t since, struct q_budget **out,
+                       size_t *n);
 int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
 int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                        size_t *n);

@@ -221,6 +221,12 @@ static const struct migration migrations[] = {
      "ALTER TABLE attempts ADD COLUMN cost_nusd bigint;"
      "ALTER TABLE attempts ADD COLUMN cost_estimated bigint NOT NULL"
      " DEFAULT 0;"},
+    {10, 11,
+     /* Budgets in money (SQLite's version 11). */
+     "CREATE TABLE budgets (name text NOT NULL, win text NOT NULL,"
+     " spent_nusd bigint NOT NULL DEFAULT 0,"
+     " reserved_nusd bigint NOT NULL DEFAULT 0,"
+     " updated_at bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, win));"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

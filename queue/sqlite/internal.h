@@ -71,6 +71,9 @@ enum q__stmt_id {
     ST_REPORT_SLOWEST,
     ST_REPORT_COSTLIEST,
     ST_JOB_GET_BY_KEY,
+    ST_BUDGET_RESERVE,
+    ST_BUDGET_SETTLE,
+    ST_BUDGETS_LIST,
     ST_COUNT
 };
 
@@ -218,6 +221,12 @@ int q__sqlite_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
 int q__sqlite_sched_claim(q_db *db, const char *name, int64_t slot,
                           int64_t now);
 int q__sqlite_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
+int q__sqlite_budget_reserve(q_db *db, const char *name, const char *window,
+                             int64_t limit, int64_t amount, int64_t now);
+int q__sqlite_budget_settle(q_db *db, const char *name, const char *window,
+                            int64_t reserved, int64_t spent, int64_t now);
+int q__sqlite_budgets_list(q_db *db, int64_t since, struct q_budget **out,
+                           size_t *n);
 int q__sqlite_report_jobs(q_db *db, int64_t since,
                           int64_t counts[Q_JOB_NSTATES]);
 int q__sqlite_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,

@@ -186,6 +186,16 @@ static const char *const migrations[] = {
     "ALTER TABLE attempts ADD COLUMN cost_nusd INTEGER;"
     "ALTER TABLE attempts ADD COLUMN cost_estimated INTEGER NOT NULL"
     " DEFAULT 0;",
+    /* 10 -> 11: budgets in money, one row per budget and window (a day, a
+     * schedule's run), shared by every worker: what settled sends cost,
+     * and the worst cases of sends still out. */
+    "CREATE TABLE budgets ("
+    "  name TEXT NOT NULL,"
+    "  win TEXT NOT NULL,"
+    "  spent_nusd INTEGER NOT NULL DEFAULT 0,"
+    "  reserved_nusd INTEGER NOT NULL DEFAULT 0,"
+    "  updated_at INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (name, win)) WITHOUT ROWID;",
 };
 
 int

@@ -223,6 +223,24 @@ static const char *const sql_text[ST_COUNT] = {
      * or its done_until is before slot (the WHERE reads the stored
      * value), so sqlite3_changes() is 1 for the one claimer of a slot
      * and 0 for the others. */
+    /* A new window's row is made only when the amount fits; an existing
+     * one grows only when spent + reserved + amount stays within ?3. */
+    [ST_BUDGET_RESERVE] =
+        "INSERT INTO budgets (name, win, reserved_nusd, updated_at)"
+        " SELECT ?1, ?2, ?4, ?5 WHERE ?4 <= ?3"
+        " ON CONFLICT (name, win) DO UPDATE"
+        " SET reserved_nusd = reserved_nusd + excluded.reserved_nusd,"
+        " updated_at = max(updated_at, excluded.updated_at)"
+        " WHERE spent_nusd + reserved_nusd + excluded.reserved_nusd <= ?3",
+    [ST_BUDGET_SETTLE] =
+        "INSERT INTO budgets (name, win, spent_nusd, updated_at)"
+        " VALUES (?1, ?2, ?4, ?5) ON CONFLICT (name, win) DO UPDATE"
+        " SET reserved_nusd = max(0, reserved_nusd - ?3),"
+        " spent_nusd = spent_nusd + excluded.spent_nusd,"
+        " updated_at = max(updated_at, excluded.updated_at)",
+    [ST_BUDGETS_LIST] =
+        "SELECT name, win, spent_nusd, reserved_nusd, updated_at FROM budgets"
+        " WHERE updated_at >= ?1 ORDER BY name, win",
     [ST_SCHED_CLAIM] =
         "INSERT INTO schedules (name, since, done_until, updated_at)"
         " VALUES (?1, ?3, ?2, ?3) ON CONFLICT (name) DO UPDATE SET"
