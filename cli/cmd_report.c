@@ -147,6 +147,17 @@ print_failures_and_slowest(const cJSON *r)
                cli_json_text(j, "name"), cli_json_text(j, "state"),
                num(j, "seconds"));
     }
+    printf("budgets:\n");
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "budgets"))
+    {
+        const cJSON *usd = cJSON_GetObjectItem(j, "usd");
+        char limit[32] = "(no longer in the config)";
+        if (cJSON_IsNumber(usd))
+            snprintf(limit, sizeof(limit), "of $%.2f", usd->valuedouble);
+        printf("  %s %s: $%.4f spent, $%.4f reserved %s\n",
+               cli_json_text(j, "name"), cli_json_text(j, "window"),
+               num(j, "spent_usd"), num(j, "reserved_usd"), limit);
+    }
 }
 
 int

@@ -193,6 +193,17 @@ const char *config_tier_key_header(const struct config_tier *t);
  * default). Static string. */
 const char *config_auth_name(enum config_auth a);
 
+/* config_budget_window writes the window of time budget b is in at now
+ * into buf (its start, RFC 3339 UTC: "2026-12-06T00:00:00Z" for a day),
+ * and when it ends into *ends_at. For a budget per schedule run, which has
+ * no window of time, it writes nothing and returns false. */
+bool config_budget_window(const struct config_budget *b, int64_t now, char *buf,
+                          size_t len, int64_t *ends_at);
+
+/* config_find_budget returns the budget named name, or NULL. Borrowed. */
+const struct config_budget *config_find_budget(const struct config *cfg,
+                                               const char *name);
+
 /* config_find_schedule returns the schedule named name, or NULL.
  * Borrowed. */
 const struct config_schedule *config_find_schedule(const struct config *cfg,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/price.h"
 #include "common/xalloc.h"
@@ -133,4 +134,28 @@ config__budgets_free(struct config *c)
     free(c->budgets);
     c->budgets = NULL;
     c->nbudgets = 0;
+}
+
+bool
+config_budget_window(const struct config_budget *b, int64_t now, char *buf,
+                     size_t len, int64_t *ends_at)
+{
+    int64_t w = b->window_s * 1000, start;
+
+    if (b->per != CONFIG_BUDGET_WINDOW || w <= 0)
+        return false;
+    start = now - now % w;
+    clock_format_utc(start, buf, len);
+    *ends_at = start + w;
+    return true;
+}
+
+const struct config_budget *
+config_find_budget(const struct config *cfg, const char *name)
+{
+    for (size_t i = 0; cfg != NULL && i < cfg->nbudgets; i++) {
+        if (strcmp(cfg->budgets[i].name, name) == 0)
+            return &cfg->budgets[i];
+    }
+    return NULL;
 }

@@ -164,6 +164,53 @@ money(const struct serve_opts *o, FILE *f)
     return 0;
 }
 
+/* Each budget per window of time, in the window it is in now: its limit
+ * and what is spent and reserved of it. Budgets per schedule run have a
+ * window per run and are in the report instead. */
+static int
+budgets(const struct serve_opts *o, FILE *f, int64_t now)
+{
+    static const char *const names[3] = {"stepq_budget_limit_usd",
+                                         "stepq_budget_spent_usd",
+                                         "stepq_budget_reserved_usd"};
+    static const char *const helps[3] = {
+        "A budget's limit in USD, for its current window.",
+        "What settled sends cost of a budget's current window, in USD.",
+        "The worst cases of sends still out, reserved of a budget's current "
+        "window, in USD."};
+    struct q_budget *b = NULL;
+    size_t n = 0;
+    int64_t v[3];
+    int rc = o->cfg->nbudgets > 0 ? q_budgets_list(o->db, 0, &b, &n) : 0;
+
+    for (int m = 0; rc == 0 && m < 3 && o->cfg->nbudgets > 0; m++) {
+        head(f, names[m], "gauge", helps[m]);
+        for (size_t i = 0; i < o->cfg->nbudgets; i++) {
+            const struct config_budget *cb = &o->cfg->budgets[i];
+            char win[64];
+            int64_t ends = 0;
+            if (!config_budget_window(cb, now, win, sizeof(win), &ends))
+                continue;
+            v[0] = cb->limit_nusd;
+            v[1] = v[2] = 0;
+            for (size_t k = 0; k < n; k++) {
+                if (strcmp(b[k].name, cb->name) == 0 &&
+                    strcmp(b[k].window, win) == 0) {
+                    v[1] = b[k].spent_nusd;
+                    v[2] = b[k].reserved_nusd;
+                }
+            }
+            fprintf(f, "%s{budget=\"", names[m]);
+            label(f, cb->name);
+            fprintf(f, "\"} %lld.%09lld\n",
+                    (long long)(v[m] / PRICE_NUSD_PER_USD),
+                    (long long)(v[m] % PRICE_NUSD_PER_USD));
+        }
+    }
+    q_budgets_free(b, n);
+    return rc;
+}
+
 static int
 latency(const struct serve_opts *o, FILE *f)
 {
@@ -364,6 +411,7 @@ serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
     rc = jobs_and_park(o, f);
     rc = rc ? rc : attempts(o, f);
     rc = rc ? rc : money(o, f);
+    rc = rc ? rc : budgets(o, f, now);
     rc = rc ? rc : latency(o, f);
     rc = rc ? rc : tiers(o, f, now);
     rc = rc ? rc : queue_and_workers(o, f, now);

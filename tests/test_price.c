@@ -265,6 +265,75 @@ static const struct bad bad_prices[] = {
     {",\"price\":0.15", "tiers[0].price: must be an object"},
 };
 
+/* A config with tier t and budgets (the JSON array's members). */
+#define BUDGETS(members)                                                       \
+    "{\"tiers\":[{\"name\":\"t\",\"base_url\":\"https://h.example/v1\","       \
+    "\"model\":\"m\"}],\"budgets\":[" members "]}"
+
+static const struct bad bad_budgets[] = {
+    {BUDGETS("{\"name\":\"b\"}"), "budgets[0].usd: missing"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":-1}"),
+     "budgets[0].usd: must be between 0 and"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"per\":\"fortnight\"}"),
+     "budgets[0].per: must be hour, day, week, month or schedule_run"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"tiers\":[\"paid\"]}"),
+     "budgets[0].tiers[0]: must name a tier of the config"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"tiers\":[]}"),
+     "budgets[0].tiers: must be a non-empty array"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"schedule\":\"n\"}"),
+     "budgets[0].schedule: only with \"per\": \"schedule_run\""},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"per\":\"schedule_run\","
+             "\"schedule\":\"n\"}"),
+     "budgets[0].schedule: must name a schedule of the config"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1},{\"name\":\"b\",\"usd\":2}"),
+     "budgets[1]: duplicate budget name b"},
+    {BUDGETS("{\"name\":\"b\",\"usd\":1,\"cap\":2}"),
+     "budgets[0].cap: unknown field"},
+};
+
+START_TEST(test_config_bad_budget_refused_with_path)
+{
+    char err[512];
+    struct config *cfg = NULL;
+    const char *text = bad_budgets[_i].extra;
+
+    ck_assert_int_eq(
+        config_parse(text, strlen(text), NULL, &cfg, err, sizeof(err)),
+        -EINVAL);
+    ck_assert_msg(strstr(err, bad_budgets[_i].want) != NULL,
+                  "want \"%s\", got \"%s\"", bad_budgets[_i].want, err);
+    ck_assert_ptr_null(cfg);
+}
+END_TEST
+
+/* A budget's window of time starts on the epoch's grid: a day at UTC
+ * midnight; one per schedule run has none. */
+START_TEST(test_config_budget_read_with_its_window)
+{
+    const char *text =
+        BUDGETS("{\"name\":\"d\",\"usd\":2.5,\"tiers\":[\"t\"]},"
+                "{\"name\":\"r\",\"usd\":1,\"per\":\"schedule_run\"}");
+    struct config *cfg = NULL;
+    char err[256], win[64];
+    int64_t ends = 0;
+
+    ck_assert_int_eq(
+        config_parse(text, strlen(text), NULL, &cfg, err, sizeof(err)), 0);
+    ck_assert_uint_eq(cfg->nbudgets, 2);
+    ck_assert_int_eq(cfg->budgets[0].limit_nusd, 2500000000);
+    ck_assert_uint_eq(cfg->budgets[0].ntiers, 1);
+    ck_assert_ptr_null(cfg->budgets[1].tiers); /* every tier */
+    /* 2026-12-06T13:00:00Z */
+    ck_assert(config_budget_window(&cfg->budgets[0], INT64_C(1796562000000),
+                                   win, sizeof(win), &ends));
+    ck_assert_str_eq(win, "2026-12-06T00:00:00Z");
+    ck_assert_int_eq(ends, INT64_C(1796601600000));
+    ck_assert(
+        !config_budget_window(&cfg->budgets[1], 0, win, sizeof(win), &ends));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_config_bad_price_refused_with_path)
 {
     char text[512], err[512];
@@ -299,6 +368,9 @@ test_suite(void)
     tcase_add_test(config, test_config_price_absent_or_free);
     tcase_add_loop_test(config, test_config_bad_price_refused_with_path, 0,
                         (int)STEPQ_ARRAY_LEN(bad_prices));
+    tcase_add_loop_test(config, test_config_bad_budget_refused_with_path, 0,
+                        (int)STEPQ_ARRAY_LEN(bad_budgets));
+    tcase_add_test(config, test_config_budget_read_with_its_window);
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++) {
         tcase_set_timeout(all[i], 20);
         suite_add_tcase(s, all[i]);

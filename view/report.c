@@ -363,6 +363,34 @@ add_slowest(q_db *db, int64_t since, cJSON *o)
     return 0;
 }
 
+/* "budgets": each budget window written since since, with the budget's
+ * limit when the config still has it (null when not). */
+static int
+add_budgets(q_db *db, const struct config *cfg, int64_t since, cJSON *o)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, "budgets");
+    struct q_budget *b = NULL;
+    size_t n = 0;
+    int rc = q_budgets_list(db, since, &b, &n);
+
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct config_budget *cb = config_find_budget(cfg, b[i].name);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", b[i].name);
+        cJSON_AddStringToObject(e, "window", b[i].window);
+        if (cb != NULL)
+            cJSON_AddNumberToObject(e, "usd", price_usd(cb->limit_nusd));
+        else
+            cJSON_AddNullToObject(e, "usd");
+        cJSON_AddNumberToObject(e, "spent_usd", price_usd(b[i].spent_nusd));
+        cJSON_AddNumberToObject(e, "reserved_usd",
+                                price_usd(b[i].reserved_nusd));
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_budgets_free(b, n);
+    return rc;
+}
+
 static void
 add_costliest(const struct costs *c, cJSON *o)
 {
@@ -394,7 +422,8 @@ view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         (rc = add_park(db, now, o)) != 0 ||
         (rc = add_tiers(db, since, o)) != 0 ||
         (rc = add_failures(db, since, o)) != 0 ||
-        (rc = add_slowest(db, since, o)) != 0) {
+        (rc = add_slowest(db, since, o)) != 0 ||
+        (rc = add_budgets(db, cfg, since, o)) != 0) {
         q_report_jobs_free(costs.j, costs.n);
         cJSON_Delete(o);
         return rc;

@@ -525,6 +525,7 @@ worker__answer(struct run *r)
         worker__cost_answer(
             cur_tier(r), res, parsed_chat ? &ans.usage : &no_usage,
             (int64_t)r->body_len, r->input_tokens, r->send_est, &ar);
+    worker__budget_settle(r, ar.priced ? ar.cost_nusd : -1, now);
     if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
                  (long long)r->job.id);

@@ -44,6 +44,7 @@ stopped_mid_request(struct run *r, const struct http_response *res, int64_t now)
         return false;
     if (s->kind == SPEC_STEP_CHAT)
         worker__cost_worst(cur_tier(r), r->input_tokens, ar.tokens, &ar);
+    worker__budget_settle(r, ar.priced ? ar.cost_nusd : -1, worker__now(r->w));
     if (q_attempt_finish(r->w->db, r->attempt_id, &ar) != 0) {
         log_warn("job %lld: cannot record the attempt cut short",
                  (long long)r->job.id);

@@ -118,6 +118,13 @@ struct held {
     char sha[65];
 };
 
+/* A budget the send in flight reserved its worst case on (budget.c). */
+struct budget_hold {
+    int budget;       /* index into the config's budgets */
+    char window[128]; /* the window reserved in */
+    int64_t amount;   /* nano-dollars */
+};
+
 struct run {
     struct worker *w;
     struct run *next;
@@ -159,7 +166,12 @@ struct run {
     /* why the tier chosen last was chosen over the step's earlier ones
      * ("" when it is the first that admits), kept in the attempt */
     char route[256];
-    int64_t sent_at; /* when the attempt in flight was admitted */
+    /* owned: what the send in flight reserved of the budgets, settled by
+     * its answer (worker__budget_settle) */
+    struct budget_hold *holds;
+    size_t nholds;
+    bool budget_refused; /* the last choice of a tier met a budget */
+    int64_t sent_at;     /* when the attempt in flight was admitted */
     struct {
         cJSON *body; /* owned: the chat body built while waiting, or NULL */
         int step;
@@ -321,6 +333,24 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
+/* ---- budgets in money (budget.c) ------------------------------------ */
+
+/* worker__budget_reserve reserves the worst case of a send of input
+ * tokens (est in all, max_tokens included) on tier t for run r: on every
+ * budget of the config that covers the tier and the job, and within the
+ * job's max_cost_usd. Nothing is reserved for a tier without a price.
+ * Returns 0 (r->holds has what was reserved); -EDQUOT when a budget or
+ * the job's cap cannot cover it (nothing reserved; *retry_at the end of
+ * the budget's window, INT64_MAX when none comes before the deadline or
+ * for the job's cap; why says which and how much); or a storage error. */
+int worker__budget_reserve(struct run *r, const struct config_tier *t,
+                           int64_t input, int64_t est, int64_t now,
+                           int64_t *retry_at, char *why, size_t len);
+/* worker__budget_settle settles what r's send reserved: cost_nusd is what
+ * it cost (-1: unknown, the whole reservation counts as spent; 0 for a
+ * send that never went out). */
+void worker__budget_settle(struct run *r, int64_t cost_nusd, int64_t now);
+
 /* worker__cost_answer sets ar's cost (priced, cost_nusd, cost_estimated)
  * for res, an answer from tier t (NULL: an http step, no cost): from u,
  * the usage it reported, when complete; else the worst case of the send

@@ -487,6 +487,7 @@ worker__run_free(struct run *r)
     free((void *)r->names);
     free(r->switched);
     free(r->sends);
+    free(r->holds); /* a send never answered: its reservation stays spent */
     free(r->body);
     cJSON_Delete(r->ready.body);
     worker__held_free(r->held);

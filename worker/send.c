@@ -133,6 +133,33 @@ route_add(struct run *r, const char *text)
                  used ? "; " : "", text);
 }
 
+/* Admits the send on tier ti: its budgets first (worker__budget_reserve),
+ * then the tier (tier_admit); what was reserved goes back when the tier
+ * says no. A budget's no is a verdict with reason "budget" (btext says
+ * which and how much). Returns 0 with *v set, or a storage error (the
+ * tier is skipped). */
+static int
+admit(struct run *r, int ti, int64_t est, int64_t now, struct tier_verdict *v,
+      int64_t *send, char *btext, size_t blen)
+{
+    const struct config_tier *t = &r->w->cfg->tiers[ti];
+    int64_t at = INT64_MAX;
+    int rc = worker__budget_reserve(r, t, r->input_tokens, est, now, &at, btext,
+                                    blen);
+
+    if (rc == -EDQUOT) {
+        *v = (struct tier_verdict){.reason = "budget", .retry_at = at};
+        r->budget_refused = true;
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    rc = tier_admit(r->w->db, t, now, est, *sends_on(r, ti) > 0, v, send);
+    if (rc != 0 || !v->admitted)
+        worker__budget_settle(r, 0, now);
+    return rc;
+}
+
 /* Admits the request on the first candidate tier that takes it, in the
  * order of preference: an earlier tier that is only paced is waited for
  * (waits_for) instead of going on to a later one. Returns the tier index,
@@ -151,11 +178,13 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
     *retry_at = INT64_MAX;
     why[0] = '\0';
     r->route[0] = '\0';
+    r->budget_refused = false;
     for (size_t i = 0; i < n && chosen < 0 && !waiting; i++) {
         const struct config_tier *t = &w->cfg->tiers[idx[i]];
         struct tier_verdict v;
         int64_t send = 0;
         struct tier_no *no = &w->refused[idx[i]];
+        char btext[256] = "";
         if (r->switched[idx[i]]) {
             char text[160];
             snprintf(text, sizeof(text), "%s: left after its answer", t->name);
@@ -167,8 +196,8 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
                                       .probe = false,
                                       .reason = no->reason,
                                       .retry_at = no->retry_at};
-        } else if (tier_admit(w->db, t, now, est, *sends_on(r, idx[i]) > 0, &v,
-                              &send) != 0) {
+        } else if (admit(r, idx[i], est, now, &v, &send, btext,
+                         sizeof(btext)) != 0) {
             continue;
         }
         if (v.admitted) {
@@ -178,8 +207,10 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
             break;
         }
         /* The allowance depends on the step (headroom above degrade_at
-         * for a step already on the tier): not the same no for all. */
-        if (strcmp(v.reason, "allowance") != 0)
+         * for a step already on the tier), a budget on the job and the
+         * send: not the same no for all. */
+        if (strcmp(v.reason, "allowance") != 0 &&
+            strcmp(v.reason, "budget") != 0)
             *no = (struct tier_no){
                 .pass = w->pass, .reason = v.reason, .retry_at = v.retry_at};
         if (v.retry_at < *retry_at)
@@ -200,6 +231,8 @@ choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
             } else {
                 route_add(r, spill);
             }
+        } else if (btext[0] != '\0') {
+            route_add(r, btext);
         } else {
             char text[160];
             snprintf(text, sizeof(text), "%s: %s", t->name, v.reason);
@@ -385,6 +418,17 @@ worker__attempt(struct run *r)
                 return;
             }
             cJSON_Delete(body);
+            /* A budget that cannot cover the send before the deadline is
+             * an operator's call (raise it, then retry): parked, not
+             * failed. */
+            if (r->budget_refused) {
+                snprintf(err, sizeof(err),
+                         "step %s: budget: no tier the budgets can cover "
+                         "before the deadline (%s)",
+                         s->name, r->route);
+                worker__park(r, "budget", err);
+                return;
+            }
             if (why[0] == '\0')
                 unknown_tiers(r, why, sizeof(why));
             snprintf(err, sizeof(err),
@@ -534,4 +578,5 @@ settle_unsent(struct run *r, int64_t now)
     if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
         log_warn("cannot settle an unsent request");
     r->send_id = 0;
+    worker__budget_settle(r, 0, now); /* never sent: nothing spent */
 }
