@@ -21,6 +21,9 @@ C` in W processes on one SQLite file (--combos CxW).
   short   deadline 60 s: the free tier can serve rpm + burst requests
           before the deadline; the least paid share that meets every
           deadline is (jobs - that) / jobs
+  budget  the short case with the paid tier priced at $0.01 a request and
+          a budget (per day, over the paid tier) of half that overflow:
+          spend <= the budget exactly, the rest parked with reason budget
 
 --spill runs each case with the free tier's `spill` set to each value:
 `deadline` (the default since 2026-12-06) and `now` (the first tier that
@@ -43,7 +46,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, die, mem_gib, read_jsonl,  # noqa: E402
                       run_stepq, start_mock, stop_mock)
 
-CASES = {"long": 600, "short": 60}
+CASES = {"long": 600, "short": 60, "budget": 60}
+# The budget case: the short case with the paid tier at $0.01 a request
+# (no token price, so what a send may cost is what it costs) and a budget
+# of half the overflow the least paid share leaves to it.
+PER_REQUEST_USD = 0.01
 
 
 def job(i, deadline_s):
@@ -83,8 +90,16 @@ def run_one(a, case, spill, conc, workers):
                 t["rpm"] = a.rpm
                 t["spill"] = spill
             tiers.append(t)
+        cfg = {"tiers": tiers}
+        budget_usd = None
+        if case == "budget":
+            tiers[1]["price"] = {"per_request": PER_REQUEST_USD}
+            overflow = round(least_paid(a.jobs, a.rpm, deadline_s) * a.jobs)
+            budget_usd = round(overflow // 2 * PER_REQUEST_USD, 2)
+            cfg["budgets"] = [{"name": "paid-daily", "usd": budget_usd,
+                               "per": "day", "tiers": ["paid"]}]
         with open(os.path.join(folder, "stepq.json"), "w") as f:
-            json.dump({"tiers": tiers}, f)
+            json.dump(cfg, f)
         run_stepq(a.bin, folder, ["init"])
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
             for i in range(a.jobs):
@@ -118,6 +133,14 @@ def run_one(a, case, spill, conc, workers):
         elif e.get("status") == 429:
             r429 += 1
     st = json.loads(run_stepq(a.bin, folder, ["status", "--json"]))["jobs"]
+    spent, parked_budget = None, 0
+    if case == "budget":
+        rep = json.loads(run_stepq(a.bin, folder, ["report", "--json"]))
+        spent = sum(b["spent_usd"] + b["reserved_usd"]
+                    for b in rep["budgets"])
+        items = json.loads(run_stepq(a.bin, folder,
+                                     ["park", "list", "--json"]))
+        parked_budget = sum(1 for i in items if i["reason"] == "budget")
     if not a.keep:
         shutil.rmtree(folder, ignore_errors=True)
     least = least_paid(a.jobs, a.rpm, deadline_s)
@@ -126,7 +149,8 @@ def run_one(a, case, spill, conc, workers):
             "free": ok["/free"], "paid": ok["/paid"], "r429": r429,
             "succeeded": st.get("succeeded", 0),
             "missed": st.get("failed", 0), "paid_share": share,
-            "least_share": least,
+            "least_share": least, "budget_usd": budget_usd,
+            "spent_usd": spent, "parked_budget": parked_budget,
             "vs_least": (share / least) if least > 0 else None,
             "wall_s": wall}
 
@@ -147,7 +171,7 @@ def parse_args():
     a.cases = [c for c in a.cases.split(",") if c]
     for c in a.cases:
         if c not in CASES:
-            die("unknown case %s (long, short)" % c)
+            die("unknown case %s (long, short, budget)" % c)
     a.combos = [tuple(int(x) for x in c.split("x"))
                 for c in a.combos.split(",") if c]
     a.spill = [s for s in a.spill.split(",") if s]
@@ -173,6 +197,11 @@ def main():
                           (case, spill, conc, workers, r["free"], r["paid"],
                            r["r429"], r["missed"], r["paid_share"],
                            r["least_share"], r["wall_s"]), flush=True)
+                    if r["budget_usd"] is not None:
+                        print("      budget $%.2f: spent $%.2f, %d parked "
+                              "with reason budget" %
+                              (r["budget_usd"], r["spent_usd"],
+                               r["parked_budget"]), flush=True)
                 med = dict(runs[0])
                 for k in ("free", "paid", "missed", "paid_share", "wall_s",
                           "r429"):
