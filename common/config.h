@@ -62,6 +62,13 @@ struct config_tier {
     int max_inflight;           /* 0 = unlimited */
     double timeout_s;           /* per request; default 60 */
     struct config_breaker breaker;
+    /* TLS of an https:// base_url; owned paths, resolved against the
+     * config's folder and checked readable when it is read. NULL: the
+     * system's CAs, no client certificate. */
+    char *ca_file;     /* PEM bundle trusted instead of the system's */
+    char *ca_path;     /* folder of hashed CA certificates, likewise */
+    char *client_cert; /* PEM client certificate (may hold the key too) */
+    char *client_key;  /* PEM key of client_cert; needs client_cert */
 };
 
 /* One user classify rule: every given condition must match. */
