@@ -4,7 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
-        [--workers N]
+        [--workers N] [--tls]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, cpu_ticks, die, job_text,  # noqa: E402
                       mem_gib, pg_drop, pg_fresh, read_jsonl, run_stepq,
                       start_mock, steal_since, stop_mock)
+from tls import make_certs, start_nginx, stop_nginx  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -119,27 +120,30 @@ def vm_hwm_kib(pid):
 
 
 def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
-            workers=1):
+            workers=1, tls=False):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
-    or a fresh schema on server); returns the figures of the table."""
+    or a fresh schema on server); returns the figures of the table. With
+    tls, through nginx (bench/tls.py), the tier's ca_file a bundle of the
+    system's CAs and the throwaway one."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
-    mock = None
+    mock = ngx = None
     schema = "bench_worker_%d_%s" % (os.getpid(), os.path.basename(folder)
                                      .replace("-", "_").lower())
     dbargs = ["--db", pg_fresh(server, schema)] if server else []
     try:
         mock, port = start_mock(binary, folder,
                                 {"latency_ms": latency} if latency else None)
-        cfg = {
-            "tiers": [
-                {
-                    "name": "mock",
-                    "base_url": "http://127.0.0.1:%d/v1" % port,
-                    "model": "bench-model",
-                    "timeout_s": 60,
-                }
-            ]
+        tier = {
+            "name": "mock",
+            "base_url": "http://127.0.0.1:%d/v1" % port,
+            "model": "bench-model",
+            "timeout_s": 60,
         }
+        if tls:
+            tier["ca_file"] = make_certs(folder)
+            ngx, port = start_nginx(folder, port)
+            tier["base_url"] = "https://127.0.0.1:%d/v1" % port
+        cfg = {"tiers": [tier]}
         with open(os.path.join(folder, "stepq.json"), "w") as f:
             json.dump(cfg, f)
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
@@ -147,6 +151,9 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
         run_stepq(binary, folder, dbargs + ["init"])
         run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
         wall, cpu, rss = timed_work(binary, folder, conc, dbargs, workers)
+        if ngx is not None:
+            stop_nginx(ngx)
+            ngx = None
         stop_mock(mock)
         mock = None
         st = json.loads(run_stepq(binary, folder,
@@ -169,6 +176,8 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
             "rss_mib": rss / 1024.0,
         }
     finally:
+        if ngx is not None:
+            stop_nginx(ngx)
         if mock is not None:
             stop_mock(mock)
         if not keep:
@@ -201,6 +210,9 @@ def main():
                     help="stepq work processes at once, each at C")
     ap.add_argument("--latency", type=int, default=0,
                     help="ms the mock waits before every answer")
+    ap.add_argument("--tls", action="store_true",
+                    help="after each row, the same over TLS (nginx in front "
+                    "of the mock, bench/tls.py)")
     a = ap.parse_args()
     server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
@@ -224,16 +236,18 @@ def main():
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
              "tail s", "wall s", "CPU us/step", "RSS MiB", "KiB/flight"))
     sys.stdout.flush()
-    for c in concs:
+    for c, tls in [(c, t) for c in concs for t in ([False, True]
+                                                  if a.tls else [False])]:
         n = jobs.get(c, max(jobs.values()))
         ticks = cpu_ticks()
         rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency,
-                      a.workers)
+                      a.workers, tls)
               for _ in range(a.runs)]
         steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f %8.1f %10.1f"
-              % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
+        print("%-11s %7d %12.0f %12.0f %8.2f %8.2f %12.1f %8.1f %10.1f"
+              % ("%d%s" % (c, " TLS" if tls else ""), n, med["wall"],
+                 med["mock"], med["tail"], med["wall_s"],
                  med["cpu_us"], med["rss_mib"], med["rss_mib"] * 1024 / c))
         print("            runs, steps/s wall: %s; CPU steal %.1f%%"
               % (" ".join("%.0f" % r["wall"] for r in rs), steal))
