@@ -63,6 +63,10 @@
 
 static const char *bin = STEPQ_BIN_DEFAULT;
 static char tls_dir[64]; /* certificates and nginx files; "" without TLS */
+/* --ca-path: a CA folder beside the bundle, as Debian's libcurl sets by
+ * default; libcurl then caches no CA store (the cost before tiers kept
+ * the folder out: a bundle parse for every new connection) */
+static const char *ca_path;
 
 /* ---- the mock process --------------------------------------------------- */
 
@@ -300,7 +304,7 @@ run_child(int port, long total, long parallel, bool warm)
     if (tls_dir[0]) {
         char ca[128];
         snprintf(ca, sizeof(ca), "%s/bundle.pem", tls_dir);
-        http_request_set_tls(&r.req, ca, NULL, NULL, NULL);
+        http_request_set_tls(&r.req, ca, ca_path, NULL, NULL);
     }
     cJSON_Delete(req);
     rss0 = rss_kb();
@@ -418,7 +422,7 @@ main(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0) {
             puts("usage: bench_http [--runs N] [--requests N] [--parallel N]\n"
                  "                  [--inflight N] [--latency-ms N] [--bin "
-                 "STEPQ] [--tls]");
+                 "STEPQ] [--tls] [--ca-path DIR]");
             return 0;
         }
         if (i + 1 >= argc) {
@@ -437,6 +441,8 @@ main(int argc, char **argv)
             latency = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--bin") == 0)
             bin = argv[i + 1];
+        else if (strcmp(argv[i], "--ca-path") == 0)
+            ca_path = argv[i + 1];
         else {
             fprintf(stderr, "bench_http: unknown option %s\n", argv[i]);
             return 2;
