@@ -4,7 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
-        [--workers N] [--tls]
+        [--workers N] [--tls [--ca-path DIR]]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -120,7 +120,7 @@ def vm_hwm_kib(pid):
 
 
 def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
-            workers=1, tls=False):
+            workers=1, tls=False, ca_path=None):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
     or a fresh schema on server); returns the figures of the table. With
     tls, through nginx (bench/tls.py), the tier's ca_file a bundle of the
@@ -143,6 +143,8 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
             tier["ca_file"] = make_certs(folder)
             ngx, port = start_nginx(folder, port)
             tier["base_url"] = "https://127.0.0.1:%d/v1" % port
+            if ca_path:
+                tier["ca_path"] = ca_path
         cfg = {"tiers": [tier]}
         with open(os.path.join(folder, "stepq.json"), "w") as f:
             json.dump(cfg, f)
@@ -213,6 +215,10 @@ def main():
     ap.add_argument("--tls", action="store_true",
                     help="after each row, the same over TLS (nginx in front "
                     "of the mock, bench/tls.py)")
+    ap.add_argument("--ca-path", default=None,
+                    help="with --tls, the tier's ca_path too (/etc/ssl/certs: "
+                    "Debian libcurl's default, no CA store cache: the cost "
+                    "before)")
     a = ap.parse_args()
     server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
@@ -241,7 +247,7 @@ def main():
         n = jobs.get(c, max(jobs.values()))
         ticks = cpu_ticks()
         rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency,
-                      a.workers, tls)
+                      a.workers, tls, a.ca_path)
               for _ in range(a.runs)]
         steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
