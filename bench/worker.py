@@ -4,7 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
-        [--workers N] [--tls [--ca-path DIR]]
+        [--workers N] [--tls [--ca-path DIR]] [--sdk]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -38,7 +38,14 @@ Reported, the median of the runs for each C:
     concurrency (RSS per step in flight, start-up included).
 
 Build first: cmake --preset release && cmake --build --preset release
-Only the Python standard library is needed.
+With --tls each row is followed by the same over TLS (bench/tls.py). With
+--sdk each row is followed by the official openai SDK (node, npm "openai",
+bench/peers/openai/bench.js; `npm ci` there first) making the same calls
+at the same concurrency against a fresh mock (behind nginx for TLS rows):
+its wall rate, CPU a call (from its first send, start-up left out) and
+peak RSS.
+
+Only the Python standard library is needed (and node for --sdk).
 """
 
 import argparse
@@ -188,6 +195,42 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
                 pg_drop(server, schema)
 
 
+SDK = os.path.join(HERE, "peers", "openai", "bench.js")
+
+
+def sdk_run(binary, base, conc, ncalls, latency=0, tls=False):
+    """The openai SDK (bench/peers/openai) making the jobs' calls at
+    concurrency conc against a fresh mock (behind nginx with tls); returns
+    the figures of the table that it has."""
+    folder = tempfile.mkdtemp(prefix="bench-sdk-", dir=base)
+    mock = ngx = None
+    try:
+        mock, port = start_mock(binary, folder,
+                                {"latency_ms": latency} if latency else None)
+        env = dict(os.environ)
+        url = "http://127.0.0.1:%d/v1" % port
+        if tls:
+            make_certs(folder)
+            ngx, port = start_nginx(folder, port)
+            env["NODE_EXTRA_CA_CERTS"] = os.path.join(folder, "ca.pem")
+            url = "https://127.0.0.1:%d/v1" % port
+        out = subprocess.run(
+            ["node", SDK, "--base-url", url, "--calls", str(ncalls),
+             "--concurrency", str(conc)],
+            env=env, check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        if r["ok"] != ncalls:
+            die("SDK C=%d: %d of %d calls succeeded" % (conc, r["ok"], ncalls))
+        return {"wall": ncalls / r["wall_s"], "wall_s": r["wall_s"],
+                "cpu_us": r["cpu_us"], "rss_mib": r["rss_mib"]}
+    finally:
+        if ngx is not None:
+            stop_nginx(ngx)
+        if mock is not None:
+            stop_mock(mock)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def parse_jobs(spec):
     out = {}
     for part in spec.split(","):
@@ -215,6 +258,9 @@ def main():
     ap.add_argument("--tls", action="store_true",
                     help="after each row, the same over TLS (nginx in front "
                     "of the mock, bench/tls.py)")
+    ap.add_argument("--sdk", action="store_true",
+                    help="after each row, the official openai SDK making the "
+                    "same calls (bench/peers/openai: npm ci there first)")
     ap.add_argument("--ca-path", default=None,
                     help="with --tls, the tier's ca_path too (/etc/ssl/certs: "
                     "Debian libcurl's default, no CA store cache: the cost "
@@ -257,6 +303,16 @@ def main():
                  med["cpu_us"], med["rss_mib"], med["rss_mib"] * 1024 / c))
         print("            runs, steps/s wall: %s; CPU steal %.1f%%"
               % (" ".join("%.0f" % r["wall"] for r in rs), steal))
+        sys.stdout.flush()
+        if not a.sdk:
+            continue
+        rs = [sdk_run(binary, a.dir, c, n, a.latency, tls)
+              for _ in range(a.runs)]
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print("%-11s %7d %12.0f %12s %8s %8.2f %12.1f %8.1f %10.1f"
+              % ("%d%s SDK" % (c, " TLS" if tls else ""), n, med["wall"],
+                 "-", "-", med["wall_s"], med["cpu_us"], med["rss_mib"],
+                 med["rss_mib"] * 1024 / c))
         sys.stdout.flush()
 
 
