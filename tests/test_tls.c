@@ -139,9 +139,10 @@ START_TEST(test_jobs_succeed_over_http1_and_http2_listeners)
      * reused otherwise (at most one more per job slot and tier). */
     ck_assert_msg(conns >= 20 && conns <= 20 + 2 * 16, "%d connections", conns);
     /* Reconnects resume the TLS session the client kept (shared by all
-     * of its calls), except the first of each port. */
-    ck_assert_msg(resumed >= conns / 2, "%d of %d connections resumed", resumed,
-                  conns);
+     * of its calls; each call's own cache would die with it): all but
+     * the first connections, made at once before any session existed. */
+    ck_assert_msg(resumed >= 1 && resumed >= (conns - 32) / 2,
+                  "%d of %d connections resumed", resumed, conns);
 }
 END_TEST
 
