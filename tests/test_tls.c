@@ -235,6 +235,29 @@ START_TEST(test_tiers_check_reaches_through_tls)
 }
 END_TEST
 
+START_TEST(test_dry_run_names_the_tls_files)
+{
+    struct run_result r;
+    cJSON *arr;
+    const cJSON *files;
+
+    config(CA, "", CLIENT);
+    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--dry-run", "--json"), 0);
+    arr = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(arr);
+    ck_assert(
+        cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "tls")));
+    files = cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 2), "tls");
+    ck_assert_ptr_nonnull(strstr(e2e_str(files, "client_key"), "client.key"));
+    ck_assert_ptr_null(cJSON_GetObjectItem(files, "ca_path"));
+    cJSON_Delete(arr);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--dry-run"), 0);
+    ck_assert_msg(strstr(r.out, "# tls client_cert: ") != NULL, "%s", r.out);
+    run_result_free(&r);
+}
+END_TEST
+
 /* A path that is not there is refused when the config is read, naming
  * the field (exit 2). */
 START_TEST(test_config_refuses_unreadable_tls_files)
@@ -281,6 +304,7 @@ test_suite(void)
     tcase_add_test(tc, test_burst_of_new_connections_succeeds);
     tcase_add_test(tc, test_tiers_check_reaches_through_tls);
     tcase_add_test(tc, test_config_refuses_unreadable_tls_files);
+    tcase_add_test(tc, test_dry_run_names_the_tls_files);
     suite_add_tcase(s, tc);
     return s;
 }
