@@ -20,16 +20,26 @@
  *     one left open, as a worker running that many at once sees after its
  *     first turn.
  *
+ * With --tls, every measurement runs again over TLS: Debian's nginx (one
+ * worker process, TLS 1.3, ECDSA P-256 certificates of a throwaway CA made
+ * by scripts/tls-certs.sh) in front of each run's mock, the client trusting
+ * that CA and the system's (a bundle of both, 145 certificates) through the
+ * request's ca_file, as a tier's does. nginx's CPU is
+ * not counted: only the client's, as for the mock.
+ *
  * The file-descriptor limit is raised to its hard limit first (each request
  * in flight holds a socket, and the mock child inherits the limit).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,12 +53,20 @@
 #ifndef STEPQ_BIN_DEFAULT
 #define STEPQ_BIN_DEFAULT "stepq"
 #endif
+#ifndef STEPQ_SRC_DIR
+#define STEPQ_SRC_DIR "."
+#endif
 
 #define REQ_JSON                                                               \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"Summarize the merged "    \
     "pull requests of the night as JSON.\"}],\"max_tokens\":800}"
 
 static const char *bin = STEPQ_BIN_DEFAULT;
+static char tls_dir[64]; /* certificates and nginx files; "" without TLS */
+/* --ca-path: a CA folder beside the bundle, as Debian's libcurl sets by
+ * default; libcurl then caches no CA store (the cost before tiers kept
+ * the folder out: a bundle parse for every new connection) */
+static const char *ca_path;
 
 /* ---- the mock process --------------------------------------------------- */
 
@@ -104,6 +122,79 @@ mock_end(struct mockp *m)
     kill(m->pid, SIGTERM);
     waitpid(m->pid, NULL, 0);
     close(m->out);
+}
+
+/* ---- nginx in front of the mock (--tls) -------------------------------- */
+
+/* nginx_spawn starts nginx proxying 127.0.0.1:upstream over TLS on a port
+ * of its own, bound here (port 0) and handed to nginx through its NGINX
+ * variable: connections made before it is up wait in the backlog. */
+static int
+nginx_spawn(pid_t *pid, int upstream, int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t alen = sizeof(a);
+    char conf[2048], path[128], env[32];
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    FILE *f;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(fd, 8192) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &alen) != 0)
+        return -1;
+    *port = ntohs(a.sin_port);
+    snprintf(
+        conf, sizeof(conf),
+        "%sdaemon off;\nworker_processes 1;\nworker_rlimit_nofile 40000;\n"
+        "pid %s/nginx.pid;\nerror_log %s/nginx-error.log error;\n"
+        "events { worker_connections 16000; }\n"
+        "http {\n  access_log off;\n  client_body_temp_path %s/t-body;\n"
+        "  proxy_temp_path %s/t-proxy;\n  fastcgi_temp_path %s/t-fcgi;\n"
+        "  uwsgi_temp_path %s/t-uwsgi;\n  scgi_temp_path %s/t-scgi;\n"
+        "  keepalive_requests 1000000;\n  ssl_protocols TLSv1.3;\n"
+        "  ssl_certificate %s/server.pem;\n"
+        "  ssl_certificate_key %s/server.key;\n"
+        "  upstream mock { server 127.0.0.1:%d; keepalive 1024; }\n"
+        "  server {\n    listen 127.0.0.1:%d ssl backlog=8192;\n"
+        "    location / { proxy_pass http://mock; proxy_http_version 1.1;\n"
+        "      proxy_set_header Connection \"\"; }\n  }\n}\n",
+        geteuid() == 0 ? "user root;\n" : "", tls_dir, tls_dir, tls_dir,
+        tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, upstream, *port);
+    snprintf(path, sizeof(path), "%s/nginx.conf", tls_dir);
+    if ((f = fopen(path, "w")) == NULL || fputs(conf, f) < 0 || fclose(f) != 0)
+        return -1;
+    snprintf(env, sizeof(env), "%d;", fd);
+    *pid = fork();
+    if (*pid == 0) {
+        char elog[128];
+        snprintf(elog, sizeof(elog), "%s/nginx-error.log", tls_dir);
+        setenv("NGINX", env, 1);
+        execlp("nginx", "nginx", "-p", tls_dir, "-c", path, "-e", elog,
+               (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    return *pid > 0 ? 0 : -1;
+}
+
+/* tls_setup makes the throwaway CA and certificates in a fresh folder. */
+static int
+tls_setup(void)
+{
+    char cmd[512];
+
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/bench-tls-XXXXXX");
+    if (mkdtemp(tls_dir) == NULL)
+        return -1;
+    /* The client trusts bundle.pem: the system's CAs and the throwaway
+     * one, so each parse of it costs what a parse of the system's does. */
+    snprintf(cmd, sizeof(cmd),
+             "sh %s/scripts/tls-certs.sh %s && cat "
+             "/etc/ssl/certs/ca-certificates.crt %s/ca.pem >%s/bundle.pem",
+             STEPQ_SRC_DIR, tls_dir, tls_dir, tls_dir);
+    return system(cmd) == 0 ? 0 : -1;
 }
 
 /* ---- one run, in a child ------------------------------------------------ */
@@ -203,12 +294,18 @@ run_child(int port, long total, long parallel, bool warm)
     long rss0;
     struct rusage ru;
 
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", port);
+    snprintf(base, sizeof(base), "%s://127.0.0.1:%d/v1",
+             tls_dir[0] ? "https" : "http", port);
     uv_loop_init(&r.loop);
     if (http_client_new(&r.loop, &o, &r.c) != 0 ||
         http_chat_request(req, base, "bench-model", NULL, 60000, &r.req, err,
                           sizeof(err)) != 0)
         abort();
+    if (tls_dir[0]) {
+        char ca[128];
+        snprintf(ca, sizeof(ca), "%s/bundle.pem", tls_dir);
+        http_request_set_tls(&r.req, ca, ca_path, NULL, NULL);
+    }
     cJSON_Delete(req);
     rss0 = rss_kb();
     if (warm)
@@ -236,14 +333,17 @@ run_once(const char *script, long total, long parallel, bool warm,
          struct result *out)
 {
     struct mockp m;
-    int p[2], st = 0;
-    pid_t pid;
+    int p[2], st = 0, port;
+    pid_t pid, ngx = 0;
 
     if (mock_spawn(&m, script) != 0 || pipe(p) != 0)
         return -1;
+    port = m.port;
+    if (tls_dir[0] && nginx_spawn(&ngx, m.port, &port) != 0)
+        return -1;
     pid = fork();
     if (pid == 0) {
-        struct result r = run_child(m.port, total, parallel, warm);
+        struct result r = run_child(port, total, parallel, warm);
         if (write(p[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
             _exit(1);
         _exit(0);
@@ -253,6 +353,10 @@ run_once(const char *script, long total, long parallel, bool warm,
         st = -1;
     close(p[0]);
     waitpid(pid, NULL, 0);
+    if (ngx > 0) {
+        kill(ngx, SIGTERM);
+        waitpid(ngx, NULL, 0);
+    }
     mock_end(&m);
     return st;
 }
@@ -290,7 +394,7 @@ measure(const char *label, const char *script, int runs, long total,
         wall[i] = r.wall_s;
         failed += r.failed;
     }
-    printf("%-34s %9.0f req/s  %7.1f us CPU/req", label, median(rps, runs),
+    printf("%-39s %9.0f req/s  %7.1f us CPU/req", label, median(rps, runs),
            median(cpu, runs));
     if (memory)
         printf("  %6.1f KiB/in-flight  %5.2f s wall", median(rss, runs),
@@ -303,16 +407,22 @@ main(int argc, char **argv)
 {
     long requests = 20000, parallel = 64, inflight = 5000, latency = 1000;
     int runs = 5;
+    bool tls = false;
     struct rlimit rl;
     char script[128], label[64];
 
     if (getenv("STEPQ_BIN") != NULL)
         bin = getenv("STEPQ_BIN");
     for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--tls") == 0) {
+            tls = true;
+            i--;
+            continue;
+        }
         if (strcmp(argv[i], "--help") == 0) {
             puts("usage: bench_http [--runs N] [--requests N] [--parallel N]\n"
                  "                  [--inflight N] [--latency-ms N] [--bin "
-                 "STEPQ]");
+                 "STEPQ] [--tls] [--ca-path DIR]");
             return 0;
         }
         if (i + 1 >= argc) {
@@ -331,6 +441,8 @@ main(int argc, char **argv)
             latency = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--bin") == 0)
             bin = argv[i + 1];
+        else if (strcmp(argv[i], "--ca-path") == 0)
+            ca_path = argv[i + 1];
         else {
             fprintf(stderr, "bench_http: unknown option %s\n", argv[i]);
             return 2;
@@ -352,15 +464,25 @@ main(int argc, char **argv)
     printf("stepq mock: %s; fd limit %ld; nproc %ld\n", bin, (long)rl.rlim_cur,
            sysconf(_SC_NPROCESSORS_ONLN));
 
-    snprintf(label, sizeof(label), "zero latency, %ld at a time", parallel);
-    measure(label, "{}", runs, requests, parallel, false, false);
-    measure("zero latency, 1 at a time", "{}", runs, requests / 4, 1, false,
-            false);
-    snprintf(script, sizeof(script), "{\"latency_ms\": %ld}", latency);
-    snprintf(label, sizeof(label), "%ld in flight, %ld ms latency", inflight,
-             latency);
-    measure(label, script, runs, inflight, inflight, true, false);
-    snprintf(label, sizeof(label), "%ld in flight, kept connections", inflight);
-    measure(label, script, runs, inflight, inflight, true, true);
+    for (int pass = 0; pass < (tls ? 2 : 1); pass++) {
+        const char *how = pass ? "TLS, " : "";
+
+        if (pass == 1 && tls_setup() != 0) {
+            fprintf(stderr, "bench_http: cannot make certificates\n");
+            return 1;
+        }
+        snprintf(label, sizeof(label), "%szero latency, %ld at a time", how,
+                 parallel);
+        measure(label, "{}", runs, requests, parallel, false, false);
+        snprintf(label, sizeof(label), "%szero latency, 1 at a time", how);
+        measure(label, "{}", runs, requests / 4, 1, false, false);
+        snprintf(script, sizeof(script), "{\"latency_ms\": %ld}", latency);
+        snprintf(label, sizeof(label), "%s%ld in flight, %ld ms latency", how,
+                 inflight, latency);
+        measure(label, script, runs, inflight, inflight, true, false);
+        snprintf(label, sizeof(label), "%s%ld in flight, kept connections", how,
+                 inflight);
+        measure(label, script, runs, inflight, inflight, true, true);
+    }
     return 0;
 }

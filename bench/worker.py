@@ -4,7 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
-        [--workers N]
+        [--workers N] [--tls [--ca-path DIR]] [--sdk]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -38,7 +38,14 @@ Reported, the median of the runs for each C:
     concurrency (RSS per step in flight, start-up included).
 
 Build first: cmake --preset release && cmake --build --preset release
-Only the Python standard library is needed.
+With --tls each row is followed by the same over TLS (bench/tls.py). With
+--sdk each row is followed by the official openai SDK (node, npm "openai",
+bench/peers/openai/bench.js; `npm ci` there first) making the same calls
+at the same concurrency against a fresh mock (behind nginx for TLS rows):
+its wall rate, CPU a call (from its first send, start-up left out) and
+peak RSS.
+
+Only the Python standard library is needed (and node for --sdk).
 """
 
 import argparse
@@ -55,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, cpu_ticks, die, job_text,  # noqa: E402
                       mem_gib, pg_drop, pg_fresh, read_jsonl, run_stepq,
                       start_mock, steal_since, stop_mock)
+from tls import make_certs, start_nginx, stop_nginx  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -119,27 +127,32 @@ def vm_hwm_kib(pid):
 
 
 def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
-            workers=1):
+            workers=1, tls=False, ca_path=None):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
-    or a fresh schema on server); returns the figures of the table."""
+    or a fresh schema on server); returns the figures of the table. With
+    tls, through nginx (bench/tls.py), the tier's ca_file a bundle of the
+    system's CAs and the throwaway one."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
-    mock = None
+    mock = ngx = None
     schema = "bench_worker_%d_%s" % (os.getpid(), os.path.basename(folder)
                                      .replace("-", "_").lower())
     dbargs = ["--db", pg_fresh(server, schema)] if server else []
     try:
         mock, port = start_mock(binary, folder,
                                 {"latency_ms": latency} if latency else None)
-        cfg = {
-            "tiers": [
-                {
-                    "name": "mock",
-                    "base_url": "http://127.0.0.1:%d/v1" % port,
-                    "model": "bench-model",
-                    "timeout_s": 60,
-                }
-            ]
+        tier = {
+            "name": "mock",
+            "base_url": "http://127.0.0.1:%d/v1" % port,
+            "model": "bench-model",
+            "timeout_s": 60,
         }
+        if tls:
+            tier["ca_file"] = make_certs(folder)
+            ngx, port = start_nginx(folder, port)
+            tier["base_url"] = "https://127.0.0.1:%d/v1" % port
+            if ca_path:
+                tier["ca_path"] = ca_path
+        cfg = {"tiers": [tier]}
         with open(os.path.join(folder, "stepq.json"), "w") as f:
             json.dump(cfg, f)
         with open(os.path.join(folder, "jobs.jsonl"), "w") as f:
@@ -147,6 +160,9 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
         run_stepq(binary, folder, dbargs + ["init"])
         run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
         wall, cpu, rss = timed_work(binary, folder, conc, dbargs, workers)
+        if ngx is not None:
+            stop_nginx(ngx)
+            ngx = None
         stop_mock(mock)
         mock = None
         st = json.loads(run_stepq(binary, folder,
@@ -169,12 +185,50 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
             "rss_mib": rss / 1024.0,
         }
     finally:
+        if ngx is not None:
+            stop_nginx(ngx)
         if mock is not None:
             stop_mock(mock)
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
             if server:
                 pg_drop(server, schema)
+
+
+SDK = os.path.join(HERE, "peers", "openai", "bench.js")
+
+
+def sdk_run(binary, base, conc, ncalls, latency=0, tls=False):
+    """The openai SDK (bench/peers/openai) making the jobs' calls at
+    concurrency conc against a fresh mock (behind nginx with tls); returns
+    the figures of the table that it has."""
+    folder = tempfile.mkdtemp(prefix="bench-sdk-", dir=base)
+    mock = ngx = None
+    try:
+        mock, port = start_mock(binary, folder,
+                                {"latency_ms": latency} if latency else None)
+        env = dict(os.environ)
+        url = "http://127.0.0.1:%d/v1" % port
+        if tls:
+            make_certs(folder)
+            ngx, port = start_nginx(folder, port)
+            env["NODE_EXTRA_CA_CERTS"] = os.path.join(folder, "ca.pem")
+            url = "https://127.0.0.1:%d/v1" % port
+        out = subprocess.run(
+            ["node", SDK, "--base-url", url, "--calls", str(ncalls),
+             "--concurrency", str(conc)],
+            env=env, check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        if r["ok"] != ncalls:
+            die("SDK C=%d: %d of %d calls succeeded" % (conc, r["ok"], ncalls))
+        return {"wall": ncalls / r["wall_s"], "wall_s": r["wall_s"],
+                "cpu_us": r["cpu_us"], "rss_mib": r["rss_mib"]}
+    finally:
+        if ngx is not None:
+            stop_nginx(ngx)
+        if mock is not None:
+            stop_mock(mock)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def parse_jobs(spec):
@@ -201,6 +255,16 @@ def main():
                     help="stepq work processes at once, each at C")
     ap.add_argument("--latency", type=int, default=0,
                     help="ms the mock waits before every answer")
+    ap.add_argument("--tls", action="store_true",
+                    help="after each row, the same over TLS (nginx in front "
+                    "of the mock, bench/tls.py)")
+    ap.add_argument("--sdk", action="store_true",
+                    help="after each row, the official openai SDK making the "
+                    "same calls (bench/peers/openai: npm ci there first)")
+    ap.add_argument("--ca-path", default=None,
+                    help="with --tls, the tier's ca_path too (/etc/ssl/certs: "
+                    "Debian libcurl's default, no CA store cache: the cost "
+                    "before)")
     a = ap.parse_args()
     server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
@@ -224,19 +288,31 @@ def main():
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
              "tail s", "wall s", "CPU us/step", "RSS MiB", "KiB/flight"))
     sys.stdout.flush()
-    for c in concs:
+    for c, tls in [(c, t) for c in concs for t in ([False, True]
+                                                  if a.tls else [False])]:
         n = jobs.get(c, max(jobs.values()))
         ticks = cpu_ticks()
         rs = [one_run(binary, a.dir, c, n, a.keep, server, a.latency,
-                      a.workers)
+                      a.workers, tls, a.ca_path)
               for _ in range(a.runs)]
         steal = steal_since(ticks)
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print("%-11d %7d %12.0f %12.0f %8.2f %8.2f %12.1f %8.1f %10.1f"
-              % (c, n, med["wall"], med["mock"], med["tail"], med["wall_s"],
+        print("%-11s %7d %12.0f %12.0f %8.2f %8.2f %12.1f %8.1f %10.1f"
+              % ("%d%s" % (c, " TLS" if tls else ""), n, med["wall"],
+                 med["mock"], med["tail"], med["wall_s"],
                  med["cpu_us"], med["rss_mib"], med["rss_mib"] * 1024 / c))
         print("            runs, steps/s wall: %s; CPU steal %.1f%%"
               % (" ".join("%.0f" % r["wall"] for r in rs), steal))
+        sys.stdout.flush()
+        if not a.sdk:
+            continue
+        rs = [sdk_run(binary, a.dir, c, n, a.latency, tls)
+              for _ in range(a.runs)]
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print("%-11s %7d %12.0f %12s %8s %8.2f %12.1f %8.1f %10.1f"
+              % ("%d%s SDK" % (c, " TLS" if tls else ""), n, med["wall"],
+                 "-", "-", med["wall_s"], med["cpu_us"], med["rss_mib"],
+                 med["rss_mib"] * 1024 / c))
         sys.stdout.flush()
 
 

@@ -116,6 +116,10 @@ print_dry_run(const cJSON *arr)
     cJSON_ArrayForEach(t, arr)
     {
         printf("# tier %s\n", cli_json_text(t, "tier"));
+        cJSON_ArrayForEach(h, cJSON_GetObjectItem(t, "tls"))
+        {
+            printf("# tls %s: %s\n", h->string, cJSON_GetStringValue(h));
+        }
         if (cJSON_IsString(cJSON_GetObjectItem(t, "note")))
             printf("# note: %s\n", cli_json_text(t, "note"));
         cJSON_ArrayForEach(h, cJSON_GetObjectItem(t, "warnings"))

@@ -131,8 +131,6 @@ parse_rule(const cJSON *o, const char *path, struct config_rule *r, char *err,
     return 0;
 }
 
-static char *resolve_path(const char *dir, const char *rel);
-
 /* One schedule; dir resolves its job file. The name goes into dedupe keys
  * ("schedule:NAME:SLOT"), so it is kept to a plain alphabet. */
 static int
@@ -170,7 +168,7 @@ parse_schedule(const cJSON *o, const char *path, const char *dir,
     if (job == NULL)
         return json_fail(err, len, p, "missing (a job file or a job)");
     if (cJSON_IsString(job) && job->valuestring[0] != '\0')
-        s->job_path = resolve_path(dir, job->valuestring);
+        s->job_path = config__resolve_path(dir, job->valuestring);
     else if (cJSON_IsObject(job))
         s->job_text = json_print(job);
     else
@@ -231,8 +229,8 @@ parse_schedules(const cJSON *v, const char *dir, struct config *c, char *err,
     return 0;
 }
 
-static char *
-resolve_path(const char *dir, const char *rel)
+char *
+config__resolve_path(const char *dir, const char *rel)
 {
     char *p;
     size_t n;
@@ -260,8 +258,8 @@ resolve_db(const char *dir, const char *db)
     if (!location_is_path(db))
         return xstrdup(db);
     if (strncmp(db, scheme, n) != 0)
-        return resolve_path(dir, db);
-    path = resolve_path(dir, db + n);
+        return config__resolve_path(dir, db);
+    path = config__resolve_path(dir, db + n);
     len = n + strlen(path) + 1;
     loc = xmalloc(len);
     snprintf(loc, len, "%s%s", scheme, path);
@@ -313,8 +311,8 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         cJSON_ArrayForEach(it, v)
         {
             json_path_index(p, sizeof(p), "tiers", i);
-            if ((rc =
-                     config__parse_tier(it, p, &c->tiers[c->ntiers], err, len)))
+            if ((rc = config__parse_tier(it, p, dir, &c->tiers[c->ntiers], err,
+                                         len)))
                 return rc;
             c->ntiers++;
             for (int k = 0; k < i; k++) {

@@ -69,6 +69,13 @@ struct config_tier {
      * many ms. */
     int64_t spill_after_ms;
     struct price price; /* "price"; price.set false: none declared */
+    /* TLS of an https:// base_url; owned paths, resolved against the
+     * config's folder and checked readable when it is read. NULL: the
+     * system's CAs, no client certificate. */
+    char *ca_file;     /* PEM bundle trusted instead of the system's */
+    char *ca_path;     /* folder of hashed CA certificates, likewise */
+    char *client_cert; /* PEM client certificate (may hold the key too) */
+    char *client_key;  /* PEM key of client_cert; needs client_cert */
 };
 
 #define CONFIG_SPILL_DEADLINE (-1)

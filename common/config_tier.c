@@ -9,11 +9,15 @@
  */
 #include "common/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/httptext.h"
 #include "common/json.h"
@@ -136,6 +140,82 @@ parse_pairs(const cJSON *o, const char *path, const char *key,
     return 0;
 }
 
+/* tls_path reads the optional string member key of o, a path resolved
+ * against dir, into *out (caller frees): a readable regular file, or a
+ * readable folder when folder is true. Checked now so that a typo is
+ * refused when the config is read, naming the field, not on the first
+ * send; the files are read again by each new connection's TLS setup. */
+static int
+tls_path(const cJSON *o, const char *path, const char *dir, const char *key,
+         bool folder, char **out, char *err, size_t len)
+{
+    const char *v = NULL;
+    char p[256], *full;
+    struct stat st;
+    int rc, fd;
+
+    if ((rc = json_get_string(o, key, false, path, &v, err, len)) != 0)
+        return rc;
+    if (v == NULL)
+        return 0;
+    json_path_key(p, sizeof(p), path, key);
+    if (v[0] == '\0' || !json_plain_text(v, false))
+        return json_fail(err, len, p, "must be a path");
+    full = config__resolve_path(dir, v);
+    if (folder) {
+        DIR *d = opendir(full);
+        rc = d == NULL ? -errno : 0;
+        if (d != NULL)
+            closedir(d);
+    } else {
+        fd = open(full, O_RDONLY | O_CLOEXEC);
+        rc = fd < 0 ? -errno : 0;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)))
+            rc = -EISDIR;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (rc != 0) {
+        json_fail(err, len, p, "cannot read %s: %s", full,
+                  rc == -EISDIR ? "not a file" : strerror(-rc));
+        free(full);
+        return -EINVAL;
+    }
+    *out = full;
+    return 0;
+}
+
+/* parse_tls reads ca_file, ca_path, client_cert and client_key. */
+static int
+parse_tls(const cJSON *o, const char *path, const char *dir,
+          struct config_tier *t, char *err, size_t len)
+{
+    char p[256];
+    int rc;
+
+    if ((rc =
+             tls_path(o, path, dir, "ca_file", false, &t->ca_file, err, len)) ||
+        (rc = tls_path(o, path, dir, "ca_path", true, &t->ca_path, err, len)) ||
+        (rc = tls_path(o, path, dir, "client_cert", false, &t->client_cert, err,
+                       len)) ||
+        (rc = tls_path(o, path, dir, "client_key", false, &t->client_key, err,
+                       len)))
+        return rc;
+    if (t->client_key != NULL && t->client_cert == NULL)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "client_key"),
+                         "needs client_cert");
+    if ((t->ca_file || t->ca_path || t->client_cert) &&
+        strncmp(t->base_url, "https://", 8) != 0)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path,
+                                       t->ca_file   ? "ca_file"
+                                       : t->ca_path ? "ca_path"
+                                                    : "client_cert"),
+                         "only for an https:// base_url");
+    return 0;
+}
+
 /* parse_auth reads "auth" with api_key_env (env, may be NULL). */
 /* spill: "deadline" (the default: wait for a paced tier while the step's
  * slack allows), "now" (the next tier at once), or a number of seconds
@@ -240,8 +320,8 @@ parse_price(const cJSON *o, const char *path, struct price *out, char *err,
 }
 
 int
-config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
-                   char *err, size_t len)
+config__parse_tier(const cJSON *o, const char *path, const char *dir,
+                   struct config_tier *t, char *err, size_t len)
 {
     static const char *const keys[] = {"name",
                                        "base_url",
@@ -262,6 +342,10 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
                                        "burst",
                                        "spill",
                                        "price",
+                                       "ca_file",
+                                       "ca_path",
+                                       "client_cert",
+                                       "client_key",
                                        NULL};
     static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
@@ -370,6 +454,10 @@ config__parse_tier(const cJSON *o, const char *path, struct config_tier *t,
     t->name = xstrdup(name);
     t->base_url = xstrdup(url);
     t->model = xstrdup(model);
+    if ((rc = parse_tls(o, path, dir, t, err, len)) != 0) {
+        config__tier_cleanup(t);
+        return rc;
+    }
     return 0;
 }
 
@@ -407,6 +495,11 @@ config__tier_cleanup(struct config_tier *t)
     free(t->auth_header);
     pairs_free(t->headers, t->nheaders);
     pairs_free(t->query, t->nquery);
+    free(t->ca_file);
+    free(t->ca_path);
+    free(t->client_cert);
+    free(t->client_key);
+    t->ca_file = t->ca_path = t->client_cert = t->client_key = NULL;
     t->name = t->base_url = t->model = t->api_key_env = t->auth_header = NULL;
     t->headers = t->query = NULL;
     t->nheaders = t->nquery = 0;

@@ -1,7 +1,8 @@
 /* test_http_life.c: the HTTP client's life: cancelling a call, closing the
  * client with calls in flight (also from inside a callback), refusing bad
- * requests, 10,000 requests in a row, and requests against the real
- * `stepq mock` process (its request log shows what the client sent).
+ * requests, 10,000 requests in a row, requests against the real `stepq
+ * mock` process (its request log shows what the client sent), and the
+ * queue of calls waiting for a place to connect.
  *
  * Loop tests end with the client and mock closed and uv_loop_close() == 0.
  */
@@ -325,13 +326,126 @@ START_TEST(test_process_http_step_env_and_idempotency_key)
 }
 END_TEST
 
+/* ---- the connect queue (worker/http_admit.c) ---------------------------- */
+
+/* A TCP listener that never answers: a TLS handshake to it hangs in
+ * connect (the kernel accepts into the backlog). Returns the socket. */
+static int
+silent_listener(int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+START_TEST(test_many_calls_pass_two_connecting_at_once)
+{
+    struct http_client_opts o = {.max_connecting = 2,
+                                 .max_idle_connections = 64};
+    struct env e;
+    struct result r[64] = {{0}};
+    struct http_request req;
+    long conns = 0;
+
+    env_start(&e, NULL, NULL, &o);
+    chat_req(&e, "/v1", 60000, &req);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(http_send(e.c, &req, on_done, &r[i], NULL), 0);
+    http_request_cleanup(&req);
+    for (int i = 0; i < 64; i++) {
+        run_until(&e, &r[i].done, 10000);
+        ck_assert_int_eq(r[i].status, 200);
+        conns += r[i].new_connections;
+        result_free(&r[i]);
+    }
+    ck_assert_int_ge(conns, 1);
+    ck_assert_int_le(conns, 64);
+    env_stop(&e);
+}
+END_TEST
+
+/* The second call waits in the queue while the first hangs connecting;
+ * its connect timeout starts when it leaves the queue, so the first one's
+ * wait is not counted against it. */
+START_TEST(test_queued_time_is_not_connect_time)
+{
+    struct http_client_opts o = {.max_connecting = 1,
+                                 .connect_timeout_ms = 300};
+    struct env e;
+    struct result hung = {0}, ok = {0};
+    struct http_request h, req;
+    char url[64];
+    int port, fd = silent_listener(&port);
+
+    env_start(&e, NULL, NULL, &o);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/", port);
+    http_request_init(&h);
+    ck_assert_int_eq(http_request_set(&h, "GET", url), 0);
+    chat_req(&e, "/v1", 60000, &req);
+    ck_assert_int_eq(http_send(e.c, &h, on_done, &hung, NULL), 0);
+    ck_assert_int_eq(http_send(e.c, &req, on_done, &ok, NULL), 0);
+    http_request_cleanup(&h);
+    http_request_cleanup(&req);
+    run_until(&e, &ok.done, 10000);
+    ck_assert(hung.done);
+    ck_assert_int_eq(hung.error, HTTP_ERR_TIMEOUT);
+    ck_assert_int_eq(ok.error, HTTP_ERR_NONE);
+    ck_assert_int_eq(ok.status, 200);
+    ck_assert_int_ge(ok.latency_ms, 300);
+    result_free(&hung);
+    result_free(&ok);
+    env_stop(&e);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_cancel_and_close_with_calls_queued)
+{
+    struct http_client_opts o = {.max_connecting = 1};
+    struct env e;
+    struct result r[3] = {{0}};
+    struct http_request h;
+    http_call *calls[3];
+    char url[64];
+    int port, fd = silent_listener(&port);
+
+    env_start(&e, NULL, NULL, &o);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/", port);
+    http_request_init(&h);
+    ck_assert_int_eq(http_request_set(&h, "GET", url), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(http_send(e.c, &h, on_done, &r[i], &calls[i]), 0);
+    http_request_cleanup(&h);
+    for (int i = 0; i < 5; i++)
+        uv_run(&e.loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(http_cancel(calls[1]), 0); /* queued */
+    ck_assert(r[1].done && !r[0].done && !r[2].done);
+    ck_assert_int_eq(r[1].error, HTTP_ERR_CANCELLED);
+    ck_assert_uint_eq(http_client_inflight(e.c), 2);
+    env_stop(&e); /* cancels the one connecting and the one queued */
+    for (int i = 0; i < 3; i++) {
+        ck_assert(r[i].done);
+        ck_assert_int_eq(r[i].error, HTTP_ERR_CANCELLED);
+        result_free(&r[i]);
+    }
+    close(fd);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
     Suite *s = suite_create("http_life");
     TCase *life = tcase_create("lifecycle"), *many = tcase_create("many");
-    TCase *proc = tcase_create("process");
-    TCase *all[] = {life, many, proc};
+    TCase *proc = tcase_create("process"), *queue = tcase_create("queue");
+    TCase *all[] = {life, many, proc, queue};
 
     tcase_add_test(life, test_cancel_in_flight);
     tcase_add_test(life, test_close_cancels_everything_in_flight);
@@ -340,6 +454,9 @@ test_suite(void)
     tcase_add_test(many, test_ten_thousand_requests);
     tcase_add_test(proc, test_process_chat_with_bearer_and_faults);
     tcase_add_test(proc, test_process_http_step_env_and_idempotency_key);
+    tcase_add_test(queue, test_many_calls_pass_two_connecting_at_once);
+    tcase_add_test(queue, test_queued_time_is_not_connect_time);
+    tcase_add_test(queue, test_cancel_and_close_with_calls_queued);
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++) {
         tcase_add_checked_fixture(all[i], setup, mockproc_teardown);
         tcase_set_timeout(all[i], all[i] == many ? 120 : 20);

@@ -259,6 +259,10 @@ check_multi_info(struct http_shard *sh)
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
         http__finish(c, (struct http_call *)priv, rc);
     }
+    /* Connections made or calls ended in that action free places for
+     * the queued calls. */
+    if (!c->closing)
+        http__admit(c);
     leave(c);
 }
 
@@ -306,7 +310,7 @@ http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
         opts = &defaults;
     if (loop == NULL || out == NULL || opts->max_host_connections < 0 ||
         opts->max_total_connections < 0 || opts->max_idle_connections < 0 ||
-        opts->connect_timeout_ms < 0)
+        opts->connect_timeout_ms < 0 || opts->max_connecting < 0)
         return -EINVAL;
     uv_once(&global_once, global_init);
     if (global_rc != CURLE_OK) {
@@ -324,6 +328,8 @@ http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
                                                  : HTTP_DEFAULT_HEADER_BYTES;
     c->connect_timeout_ms =
         opts->connect_timeout_ms ? opts->connect_timeout_ms : 10000;
+    c->max_connecting = opts->max_connecting > 0 ? (size_t)opts->max_connecting
+                                                 : HTTP_DEFAULT_MAX_CONNECTING;
     c->user_agent = xstrdup(opts->user_agent ? opts->user_agent : "stepq/0.1");
     c->limited =
         opts->max_host_connections > 0 || opts->max_total_connections > 0;
@@ -336,10 +342,26 @@ http_client_new(uv_loop_t *loop, const struct http_client_opts *opts,
     if (c->nshards > HTTP_SHARDS_MAX)
         c->nshards = HTTP_SHARDS_MAX;
     c->shards = xcalloc(c->nshards, sizeof(*c->shards));
+    /* TLS sessions are shared by every call of the client, whatever its
+     * shard: each call has its own easy handle, whose own session cache
+     * would die with it, so without the share no connection would resume
+     * a session (a full handshake each time). Connections are not shared:
+     * the shards exist to keep each connection cache small. */
+    if ((c->share = curl_share_init()) == NULL ||
+        curl_share_setopt(c->share, CURLSHOPT_SHARE,
+                          CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
+        log_error("curl_share_init failed");
+        curl_share_cleanup(c->share);
+        free(c->shards);
+        free(c->user_agent);
+        free(c);
+        return -EIO;
+    }
     for (size_t i = 0; i < c->nshards; i++) {
         if (shard_init(c, &c->shards[i], opts) != 0) {
             while (i-- > 0)
                 curl_multi_cleanup(c->shards[i].multi);
+            curl_share_cleanup(c->share);
             free(c->shards);
             free(c->user_agent);
             free(c);
@@ -371,6 +393,9 @@ finish_close(http_client *c)
         curl_multi_cleanup(c->shards[i].multi);
         c->shards[i].multi = NULL;
     }
+    /* Every easy handle using it is cleaned up (deliver). */
+    curl_share_cleanup(c->share);
+    c->share = NULL;
     while (c->socks != NULL) {
         struct sock *s = c->socks;
         sock_unlink(c, s);
@@ -422,6 +447,8 @@ http_cancel(http_call *call)
         return -EALREADY;
     enter(c);
     http__cancel_one(call);
+    if (!c->closing)
+        http__admit(c);
     leave(c);
     return 0;
 }

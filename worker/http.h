@@ -79,6 +79,12 @@ struct http_client_opts {
                                    libcurl's default (4 per transfer in
                                    flight, shrinking as they finish) */
     long connect_timeout_ms;    /* 0: 10 s (never above the request's) */
+    long max_connecting;        /* requests waiting for a connection
+                                   (TCP connect and TLS handshake, or a
+                                   reused one) at once; the others wait
+                                   in the client's queue, which does not
+                                   count toward connect_timeout_ms (it
+                                   does toward timeout_ms); 0: 128 */
     const char *user_agent;     /* borrowed for the call; NULL: "stepq/0.1" */
 };
 
@@ -99,6 +105,13 @@ struct http_request {
      * them; the body as it came stays in the response's raw */
     char **secrets;
     size_t nsecrets;
+    /* owned; TLS of an https:// URL (http_request_set_tls). NULL: the
+     * system's CA bundle (parsed once per client, not per connection) and
+     * no client certificate */
+    char *ca_file;     /* PEM bundle of the CAs to trust instead */
+    char *ca_path;     /* folder of hashed CA certificates to trust */
+    char *client_cert; /* PEM client certificate (may hold its key) */
+    char *client_key;  /* PEM key of client_cert; NULL: in client_cert */
 };
 
 /* What came back. Every pointer is owned by the struct (and so by the
@@ -226,6 +239,12 @@ STEPQ_MUST_CHECK int http_request_add_header(struct http_request *r,
  * be scrubbed from its answer (http_request.secrets). NULL and values of
  * fewer than 4 bytes are ignored. */
 void http_request_add_secret(struct http_request *r, const char *value);
+
+/* http_request_set_tls copies the TLS settings of a request (each may be
+ * NULL: see struct http_request), replacing any. */
+void http_request_set_tls(struct http_request *r, const char *ca_file,
+                          const char *ca_path, const char *client_cert,
+                          const char *client_key);
 
 /* http_request_set_body copies len bytes of body (replacing any). */
 void http_request_set_body(struct http_request *r, const char *body,

@@ -92,7 +92,26 @@ http_request_cleanup(struct http_request *r)
     free(r->headers);
     free(r->body);
     http__secrets_free(r->secrets, r->nsecrets);
+    free(r->ca_file);
+    free(r->ca_path);
+    free(r->client_cert);
+    free(r->client_key);
     memset(r, 0, sizeof(*r));
+}
+
+void
+http_request_set_tls(struct http_request *r, const char *ca_file,
+                     const char *ca_path, const char *client_cert,
+                     const char *client_key)
+{
+    free(r->ca_file);
+    free(r->ca_path);
+    free(r->client_cert);
+    free(r->client_key);
+    r->ca_file = ca_file != NULL ? xstrdup(ca_file) : NULL;
+    r->ca_path = ca_path != NULL ? xstrdup(ca_path) : NULL;
+    r->client_cert = client_cert != NULL ? xstrdup(client_cert) : NULL;
+    r->client_key = client_key != NULL ? xstrdup(client_key) : NULL;
 }
 
 int

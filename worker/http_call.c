@@ -198,8 +198,8 @@ map_error(const struct http_call *call, CURLcode rc)
     }
 }
 
-static void
-call_unlink(http_client *c, struct http_call *call)
+void
+http__call_unlink(http_client *c, struct http_call *call)
 {
     if (call->prev != NULL)
         call->prev->next = call->next;
@@ -209,7 +209,8 @@ call_unlink(http_client *c, struct http_call *call)
         call->next->prev = call->prev;
     call->prev = call->next = NULL;
     c->inflight--;
-    call->sh->inflight--;
+    if (call->sh != NULL)
+        call->sh->inflight--;
 }
 
 static void
@@ -244,28 +245,12 @@ close_cb(void *arg, curl_socket_t fd)
     return close(fd);
 }
 
-/* The shard for a new request: the one with the fewest in flight (the
- * first of them, so one at a time keeps to one connection). */
-static struct http_shard *
-pick_shard(http_client *c)
-{
-    struct http_shard *best = &c->shards[0];
-
-    for (size_t i = 1; i < c->nshards && best->inflight > 0; i++) {
-        if (c->shards[i].inflight < best->inflight)
-            best = &c->shards[i];
-    }
-    return best;
-}
-
-/* deliver runs the callback of a call already removed from the multi handle
- * and frees it. Called with the client entered. */
-static void
-deliver(struct http_call *call)
+void
+http__deliver(struct http_call *call)
 {
     http_client *c = call->c;
 
-    call_unlink(c, call);
+    http__call_unlink(c, call);
     curl_easy_cleanup(call->easy);
     call->easy = NULL;
     slist_free_wiped(call->hdrs);
@@ -319,17 +304,20 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     else if (rc != CURLE_OK)
         snprintf(res->error_text, sizeof(res->error_text), "%s",
                  call->errbuf[0] ? call->errbuf : curl_easy_strerror(rc));
+    http__settle(c, call);
     curl_multi_remove_handle(call->sh->multi, call->easy);
-    deliver(call);
+    http__deliver(call);
 }
 
 void
 http__cancel_one(struct http_call *call)
 {
-    curl_multi_remove_handle(call->sh->multi, call->easy);
+    if (call->state != HTTP_CALL_QUEUED)
+        curl_multi_remove_handle(call->sh->multi, call->easy);
+    http__settle(call->c, call);
     call->res.error = HTTP_ERR_CANCELLED;
     snprintf(call->res.error_text, sizeof(call->res.error_text), "cancelled");
-    deliver(call);
+    http__deliver(call);
 }
 
 const char *
@@ -453,21 +441,39 @@ set_method(struct http_call *call, const struct http_request *req)
     }
 }
 
+/* set_tls sets the call's CAs and client certificate. Without a CA of
+ * its own, the call keeps libcurl's CA bundle but not its CA folder
+ * (Debian's libcurl sets both): libcurl caches a parsed CA store in the
+ * multi handle only when a bundle alone is used, and without that cache
+ * every new connection parsed the whole bundle on the loop (32-37 ms of
+ * CPU each). A tier's ca_file is cached the same way; a ca_path is read
+ * by OpenSSL a certificate at a time, as the handshake needs them. */
+static void
+set_tls(CURL *e, const struct http_request *req)
+{
+    if (req->ca_file != NULL || req->ca_path != NULL) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+        curl_easy_setopt(e, CURLOPT_CAPATH, req->ca_path);
+    } else {
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
+    if (req->client_cert != NULL) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, req->client_cert);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, req->client_key);
+    }
+}
+
 int
 http_send(http_client *c, const struct http_request *req, http_done_cb cb,
           void *arg, http_call **out)
 {
     struct http_call *call;
-    int64_t timeout;
-    long connect_timeout = c->connect_timeout_ms;
     CURL *e;
-    CURLMcode mrc;
 
     if (c->closing)
         return -ESHUTDOWN;
     if (req == NULL || cb == NULL || !req_valid(req))
         return -EINVAL;
-    timeout = req->timeout_ms > 0 ? req->timeout_ms : HTTP_DEFAULT_TIMEOUT_MS;
     e = curl_easy_init();
     if (e == NULL) {
         log_error("curl_easy_init failed");
@@ -475,11 +481,13 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     }
     call = xcalloc(1, sizeof(*call));
     call->c = c;
-    call->sh = pick_shard(c);
     call->easy = e;
     call->cb = cb;
     call->arg = arg;
     call->content_length = -1;
+    call->state = HTTP_CALL_QUEUED;
+    call->timeout_ms =
+        req->timeout_ms > 0 ? req->timeout_ms : HTTP_DEFAULT_TIMEOUT_MS;
     if (req->body != NULL) {
         call->body = xmalloc(req->body_len + 1);
         memcpy(call->body, req->body, req->body_len);
@@ -495,16 +503,12 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         call->hdrs = slist_add(call->hdrs, "Expect:");
     if (req->body != NULL && !req_has_header(req, "content-type"))
         call->hdrs = slist_add(call->hdrs, "Content-Type:");
-    if (connect_timeout > timeout)
-        connect_timeout = (long)timeout;
 
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)call);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
@@ -514,16 +518,9 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     curl_easy_setopt(e, CURLOPT_HEADERDATA, call);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->hdrs);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cb);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, call->sh);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_cb);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, call->sh);
-    /* When every open connection has a request in flight, none is free
-     * for this one: say so, and curl skips its search of the connection
-     * cache, which walks every connection to the host (at 5,000 in flight
-     * that search was most of the client's time). Not with a connection
-     * limit, where a request may wait for one to be free. */
-    if (!c->limited && call->sh->inflight >= call->sh->open_sockets)
-        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_SHARE, c->share);
+    set_tls(e, req);
     set_method(call, req);
     if (curl_easy_setopt(e, CURLOPT_URL, req->url) != CURLE_OK) {
         curl_easy_cleanup(e);
@@ -539,16 +536,23 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         c->calls->prev = call;
     c->calls = call;
     c->inflight++;
-    call->sh->inflight++;
-    mrc = curl_multi_add_handle(call->sh->multi, e);
-    if (mrc != CURLM_OK) {
-        log_error("curl_multi_add_handle: %s", curl_multi_strerror(mrc));
-        call_unlink(c, call);
-        curl_easy_cleanup(e);
-        slist_free_wiped(call->hdrs);
-        free(call->body);
-        free(call);
-        return -EIO;
+    if (c->qhead == NULL && c->connecting < c->max_connecting) {
+        if (http__admit_one(c, call) != 0) {
+            http__call_unlink(c, call);
+            curl_easy_cleanup(e);
+            slist_free_wiped(call->hdrs);
+            free(call->body);
+            free(call);
+            return -EIO;
+        }
+    } else {
+        /* Behind the others: http__admit sends it when a place is free. */
+        call->qprev = c->qtail;
+        if (c->qtail != NULL)
+            c->qtail->qnext = call;
+        else
+            c->qhead = call;
+        c->qtail = call;
     }
     http__secrets_copy(req, &call->secrets, &call->nsecrets);
     if (out != NULL)

@@ -44,9 +44,23 @@ struct sock {
     struct sock *prev, *next; /* in c->socks while not closing */
 };
 
+/* Where a call is: in the client's queue (no curl multi handle has it
+ * yet), waiting for its connection, or sending on one. */
+enum http_call_state {
+    HTTP_CALL_QUEUED,
+    HTTP_CALL_CONNECTING,
+    HTTP_CALL_CONNECTED,
+};
+
+/* Requests connecting at once when http_client_opts.max_connecting is 0. */
+#define HTTP_DEFAULT_MAX_CONNECTING 128
+
 struct http_call {
     http_client *c;
-    struct http_shard *sh; /* whose multi handle runs it */
+    enum http_call_state state;
+    struct http_call *qprev, *qnext; /* in c's queue while QUEUED */
+    int64_t timeout_ms;              /* the request's, whole */
+    struct http_shard *sh;           /* whose multi handle runs it */
     CURL *easy;
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
@@ -72,8 +86,12 @@ struct http_client {
     struct http_shard *shards; /* owned array of nshards */
     size_t nshards;
     struct sock *socks;      /* sockets being watched */
-    struct http_call *calls; /* requests in flight */
+    struct http_call *calls; /* requests in flight, queued ones too */
     size_t inflight;
+    CURLSH *share;                   /* owned; the TLS session cache */
+    struct http_call *qhead, *qtail; /* QUEUED calls, oldest first */
+    size_t connecting;               /* calls CONNECTING */
+    size_t max_connecting;
     bool limited;        /* a connection limit is set */
     size_t open_handles; /* timers, dues + sockets not yet closed */
     size_t max_response;
@@ -126,6 +144,24 @@ void http__set_body_json(struct http_request *r, const cJSON *item);
  * the user callback runs and call is freed. Called with c entered, never
  * from inside a curl callback (http_call.c). */
 void http__finish(http_client *c, struct http_call *call, CURLcode rc);
+/* http__admit_one puts call (QUEUED, not in the queue) on the least busy
+ * shard's multi handle, CONNECTING. Returns 0, or -EIO when curl refuses
+ * it (logged; call is left as it was) (http_admit.c). */
+int http__admit_one(http_client *c, struct http_call *call);
+/* http__settle takes an ending call out of the queue, or out of the
+ * connecting count (http_admit.c). */
+void http__settle(http_client *c, struct http_call *call);
+/* http__call_unlink takes call out of c's calls (http_call.c). */
+void http__call_unlink(http_client *c, struct http_call *call);
+/* http__deliver runs the callback of a call no multi handle has (removed,
+ * or never added) and frees it. Called with the client entered
+ * (http_call.c). */
+void http__deliver(struct http_call *call);
+/* http__admit moves queued calls onto a shard's multi handle while fewer
+ * than max_connecting are connecting; one that curl refuses is delivered
+ * as HTTP_ERR_OTHER. Called with the client entered, never from inside
+ * a curl callback, not while closing (http_call.c). */
+void http__admit(http_client *c);
 /* http__cancel_one removes call from the multi handle and delivers it as
  * HTTP_ERR_CANCELLED (call is freed). Called with the client entered. */
 void http__cancel_one(struct http_call *call);

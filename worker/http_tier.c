@@ -314,6 +314,8 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
         return rc;
     }
     add_secrets(&r, t);
+    http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
+                         t->client_key);
     r.timeout_ms = timeout_ms;
     *out = r;
     return 0;

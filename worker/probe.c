@@ -169,6 +169,26 @@ add_url(cJSON *o, const struct config_tier *t)
 
 /* ---- the dry run ------------------------------------------------------- */
 
+/* tls_of is the tier's TLS files (paths, not secrets) as an object of the
+ * ones set, or JSON null when none is. */
+static cJSON *
+tls_of(const struct config_tier *t)
+{
+    const char *names[] = {"ca_file", "ca_path", "client_cert", "client_key"};
+    const char *paths[] = {t->ca_file, t->ca_path, t->client_cert,
+                           t->client_key};
+    cJSON *o = NULL;
+
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
+        if (paths[i] == NULL)
+            continue;
+        if (o == NULL)
+            o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, names[i], paths[i]);
+    }
+    return o != NULL ? o : cJSON_CreateNull();
+}
+
 static cJSON *
 dry_one(const struct config_tier *t, const cJSON *request, bool *ok)
 {
@@ -179,6 +199,7 @@ dry_one(const struct config_tier *t, const cJSON *request, bool *ok)
     cJSON_AddStringToObject(o, "tier", t->name);
     cJSON_AddStringToObject(o, "method", "POST");
     add_url(o, t);
+    cJSON_AddItemToObject(o, "tls", tls_of(t));
     if (!build(&p, request)) {
         *ok = false;
         cJSON_AddNullToObject(o, "headers");

@@ -521,6 +521,15 @@ config_hash(const struct config_tier *t, char out[65])
         fnv_part(&h, t->query[i].name);
         fnv_part(&h, t->query[i].value);
     }
+    /* TLS settings too (a client certificate refused is a 401 or 403):
+     * only when set, like auth. */
+    if (t->ca_file || t->ca_path || t->client_cert) {
+        const char *tls[] = {t->ca_file, t->ca_path, t->client_cert,
+                             t->client_key};
+        fnv_part(&h, "tls");
+        for (size_t i = 0; i < STEPQ_ARRAY_LEN(tls); i++)
+            fnv_part(&h, tls[i] ? tls[i] : "");
+    }
     snprintf(out, 65, "%016llx", (unsigned long long)h);
 }
 
