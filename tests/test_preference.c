@@ -262,6 +262,36 @@ START_TEST(test_waiting_runs_hold_no_slot)
 }
 END_TEST
 
+/* Runs in hand may outnumber the concurrency while they wait for a tier,
+ * requests in flight may not: with two slots, eight jobs and answers that
+ * take 300 ms, no three requests are ever out at once. */
+START_TEST(test_concurrency_caps_requests_in_flight)
+{
+    struct run_result r;
+    double at[8];
+    cJSON *log;
+    int most = 0;
+
+    e2e_start("{\"routes\":[{\"path\":\"/free\",\"latency_ms\":300}]}", "");
+    config_free(6000, "");
+    enqueue(8, 600);
+    ck_assert_int_eq(RUN(&r, NULL, "work", "--drain", "--concurrency", "2"), 0);
+    run_result_free(&r);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_arrivals(log, "/free", at, 8, NULL), 8);
+    cJSON_Delete(log);
+    /* A request arrives at at[i] and is answered 300 ms later: count the
+     * arrivals within 290 ms before each one. */
+    for (int i = 0; i < 8; i++) {
+        int out = 0;
+        for (int k = 0; k <= i; k++)
+            out += at[i] - at[k] < 290;
+        most = out > most ? out : most;
+    }
+    ck_assert_msg(most <= 2, "%d requests in flight at once", most);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -276,6 +306,7 @@ test_suite(void)
     tcase_add_test(tc, test_spill_now_passes_a_paced_tier);
     tcase_add_test(tc, test_spill_after_seconds);
     tcase_add_test(tc, test_waiting_runs_hold_no_slot);
+    tcase_add_test(tc, test_concurrency_caps_requests_in_flight);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -88,6 +88,7 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
 
     (void)call;
     r->call = NULL;
+    worker__slot_freed(w, now);
     if (res->error == HTTP_ERR_CANCELLED || r->lost) {
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides

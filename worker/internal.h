@@ -82,6 +82,7 @@ struct worker {
     int64_t retry_at;   /* monotonic ms */
     struct run *runs;
     int nruns;
+    int slot_waiters; /* runs postponed for a slot (worker__slot_freed) */
     /* Admission within one pass over the waiting runs: a tier that said
      * no to one run says no to the runs behind it (FIFO), without asking
      * the database again. */
@@ -171,6 +172,7 @@ struct run {
     struct budget_hold *holds;
     size_t nholds;
     bool budget_refused; /* the last choice of a tier met a budget */
+    bool slot_wait;      /* postponed: every slot was taken (turn.c) */
     int64_t sent_at;     /* when the attempt in flight was admitted */
     struct {
         cJSON *body; /* owned: the chat body built while waiting, or NULL */
@@ -249,6 +251,9 @@ void worker__tick_in(struct worker *w, int64_t ms);
 /* worker__kick asks for a tick soon (see turn.c); does nothing while
  * closing or inside the tick. */
 void worker__kick(struct worker *w);
+/* worker__slot_freed wakes the runs postponed because every slot was
+ * taken: a request ended (turn.c). */
+void worker__slot_freed(struct worker *w, int64_t now);
 /* worker__wake_waiting lets the runs waiting for a tier look again now. */
 void worker__wake_waiting(struct worker *w, int64_t now);
 /* worker__sweep frees the runs that finished and have no call in flight,

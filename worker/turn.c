@@ -214,17 +214,36 @@ live(const struct worker *w)
  * tier; the runs in memory stay bounded at WAITING_RUNS_MAX times the
  * concurrency. */
 #define WAITING_RUNS_MAX 4
+/* A run postponed for a slot looks again after this long at the latest
+ * (an answer that frees a slot wakes it sooner: worker__slot_freed). */
+#define SLOT_WAIT_MS 1000
+
+/* Whether r waits for a paced tier it prefers, holding no slot. */
+static bool
+tier_waiter(const struct run *r)
+{
+    return !r->finished && r->admit_since > 0 && r->call == NULL &&
+           r->wake_at != 0;
+}
+
+/* The runs that hold a slot: not finished, and not waiting for a tier. */
+static int
+busy_runs(const struct worker *w)
+{
+    int busy = 0;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        busy += !r->finished && !tier_waiter(r);
+    return busy;
+}
+
 static int
 free_slots(const struct worker *w)
 {
-    int busy = 0, held = 0, a, b;
+    int busy = busy_runs(w), held = 0, a, b;
 
-    for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->finished)
-            continue;
-        held++;
-        busy += !(r->admit_since > 0 && r->call == NULL && r->wake_at != 0);
-    }
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        held += !r->finished;
     a = w->concurrency - busy;
     b = w->concurrency * WAITING_RUNS_MAX - held;
     return a < b ? a : b;
@@ -365,6 +384,7 @@ wake_due(struct worker *w, int64_t now, int64_t next)
 {
     struct run **due = xcalloc((size_t)w->nruns + 1, sizeof(*due));
     size_t n = 0;
+    int busy;
 
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         if (run_due(w, r, now))
@@ -374,13 +394,47 @@ wake_due(struct worker *w, int64_t now, int64_t next)
     }
     qsort(due, n, sizeof(*due), by_wait);
     w->pass++;
+    busy = busy_runs(w);
     for (size_t i = 0; i < n; i++) {
-        worker__attempt(due[i]);
-        if (due[i]->wake_at > now && due[i]->wake_at < next)
-            next = due[i]->wake_at;
+        struct run *r = due[i];
+        bool waiter = tier_waiter(r);
+        /* A run that waited for a tier holds no slot until it sends: with
+         * every slot taken it waits for one (runs in hand can number more
+         * than the concurrency; requests in flight cannot). */
+        if (waiter && busy >= w->concurrency && !w->stopping) {
+            r->wake_at = now + SLOT_WAIT_MS;
+            r->slot_wait = true;
+            w->slot_waiters++;
+        } else {
+            worker__attempt(r);
+            busy += waiter && !r->finished && !tier_waiter(r);
+        }
+        if (r->wake_at > now && r->wake_at < next)
+            next = r->wake_at;
     }
     free(due);
     return next;
+}
+
+void
+worker__slot_freed(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    if (w->slot_waiters == 0)
+        return;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->slot_wait) {
+            r->slot_wait = false;
+            if (tier_waiter(r)) {
+                r->wake_at = now;
+                any = true;
+            }
+        }
+    }
+    w->slot_waiters = 0;
+    if (any)
+        worker__kick(w);
 }
 
 /* Re-arms the tick from inside its own callback. Never at 0 ms: libuv
