@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/price.h"
 #include "common/xalloc.h"
 
 int
@@ -317,6 +318,15 @@ json_add_string(cJSON *o, const char *name, const char *v)
         cJSON_AddStringToObject(o, name, v);
     else
         cJSON_AddNullToObject(o, name);
+}
+
+void
+json_add_cost(cJSON *o, bool priced, int64_t nusd)
+{
+    if (priced)
+        cJSON_AddNumberToObject(o, "cost_usd", price_usd(nusd));
+    else
+        cJSON_AddNullToObject(o, "cost_usd");
 }
 
 void

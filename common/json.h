@@ -88,6 +88,10 @@ char *json_print(const cJSON *item);
 /* json_add_string adds name to object o: a copy of v, or null when v is
  * NULL. o and v are borrowed; the new member belongs to o. */
 void json_add_string(cJSON *o, const char *name, const char *v);
+/* json_add_cost adds "cost_usd" to object o: nusd nano-dollars in dollars,
+ * or null when priced is false (nothing had a price). */
+void json_add_cost(cJSON *o, bool priced, int64_t nusd);
+
 /* json_add_time adds name to object o: ms since the epoch as an RFC 3339 UTC
  * string ("2026-11-30T03:40:00Z"), or null when ms is 0, the store's "not
  * set", or past 9999 (no RFC 3339 form: a wall without end). The one rule for

@@ -35,23 +35,6 @@ status_of(const cJSON *req)
     return cJSON_IsNumber(s) ? s->valueint : 0;
 }
 
-/* The tier called name in `tiers --json` (cJSON_Delete it). */
-static cJSON *
-tier_json(const char *name)
-{
-    cJSON *arr = e2e_tiers(), *found = NULL;
-    const cJSON *it;
-
-    cJSON_ArrayForEach(it, arr)
-    {
-        if (strcmp(e2e_str(it, "name"), name) == 0)
-            found = cJSON_Duplicate(it, true);
-    }
-    cJSON_Delete(arr);
-    ck_assert_ptr_nonnull(found);
-    return found;
-}
-
 /* The times between arrivals, for a failure message (static buffer). */
 static const char *
 gaps(const double *at, int n)
@@ -170,7 +153,7 @@ START_TEST(test_answers_teach_the_pace)
                   "second request %.0f ms after", at[1] - at[0]);
     ck_assert_msg(c->max_span_ms == 0 || at[n - 1] - at[0] < c->max_span_ms,
                   "%d requests took %.0f ms", n, at[n - 1] - at[0]);
-    t = tier_json("free");
+    t = e2e_tier("free");
     n = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm"));
     ck_assert_msg(c->rpm_lo < 0 || (n >= c->rpm_lo && n <= c->rpm_hi),
                   "rate_rpm %d", n);
@@ -212,7 +195,7 @@ START_TEST(test_storm_one_at_a_time_then_breaker)
         ck_assert_msg(at[i] - at[i - 1] >= 95, "two in flight: %.0f ms apart",
                       at[i] - at[i - 1]);
     cJSON_Delete(log);
-    t = tier_json("free");
+    t = e2e_tier("free");
     if (n == 5)
         ck_assert_str_eq(e2e_str(t, "breaker"), "open");
     cJSON_Delete(t);
@@ -233,7 +216,7 @@ START_TEST(test_auth_wall_has_no_end_time)
     e2e_enqueue(E2E_CHAT_JOB("", ""));
     free(e2e_drain());
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
-    t = tier_json("free");
+    t = e2e_tier("free");
     ck_assert_str_eq(e2e_str(t, "exhausted_reason"), "auth");
     ck_assert(cJSON_IsNull(cJSON_GetObjectItem(t, "exhausted_until")));
     cJSON_Delete(t);
@@ -258,7 +241,7 @@ START_TEST(test_dead_workers_request_leaves_the_tier)
     e2e_kill_mid_request_then_drain();
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
     ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2);
-    t = tier_json("free");
+    t = e2e_tier("free");
     ck_assert_int_eq(cJSON_GetObjectItem(t, "in_flight")->valueint, 0);
     cJSON_Delete(t);
 }

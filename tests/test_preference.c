@@ -82,30 +82,13 @@ expect_served(int id, const char *want, const char *route)
     cJSON_Delete(job);
 }
 
-/* The tier called name in `tiers --json` (cJSON_Delete it). */
-static cJSON *
-tier_json(const char *name)
-{
-    cJSON *arr = e2e_tiers(), *found = NULL;
-    const cJSON *it;
-
-    cJSON_ArrayForEach(it, arr)
-    {
-        if (strcmp(e2e_str(it, "name"), name) == 0)
-            found = cJSON_Duplicate(it, true);
-    }
-    cJSON_Delete(arr);
-    ck_assert_ptr_nonnull(found);
-    return found;
-}
-
 /* `tiers` says what a step that prefers a tier does now (steps NULL: not
  * checked), and why. */
 static void
 expect_tier(const char *name, const char *steps, const char *refused_by,
             const char *spill)
 {
-    cJSON *t = tier_json(name);
+    cJSON *t = e2e_tier(name);
 
     if (steps != NULL)
         ck_assert_str_eq(e2e_str(t, "steps"), steps);

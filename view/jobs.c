@@ -40,16 +40,6 @@ view_jobs(q_db *db, int state, int64_t after, size_t limit, cJSON **out)
     return 0;
 }
 
-/* "cost_usd": nusd in dollars, or null when nothing was priced. */
-static void
-add_cost(cJSON *o, bool priced, int64_t nusd)
-{
-    if (priced)
-        cJSON_AddNumberToObject(o, "cost_usd", price_usd(nusd));
-    else
-        cJSON_AddNullToObject(o, "cost_usd");
-}
-
 /* Sums the cost of the attempts of step (< 0: all): *priced when any of
  * them had a price. */
 static int64_t
@@ -100,7 +90,7 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
             cJSON_AddNumberToObject(o, "tokens", (double)a[i].tokens);
         else
             cJSON_AddNullToObject(o, "tokens");
-        add_cost(o, a[i].priced, a[i].cost_nusd);
+        json_add_cost(o, a[i].priced, a[i].cost_nusd);
         cJSON_AddBoolToObject(o, "cost_estimated", a[i].cost_estimated);
         json_add_string(o, "request_sha256", a[i].request_sha256);
         json_add_time(o, "started_at", a[i].started_at);
@@ -159,7 +149,7 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     json_add_string(o, "error", j->error);
     add_schedule(o, j->key);
     sum = cost_sum(att, natt, -1, &priced);
-    add_cost(o, priced, sum);
+    json_add_cost(o, priced, sum);
     arr = cJSON_AddArrayToObject(o, "steps");
     spec = cJSON_Parse(j->spec);
     sp = cJSON_GetObjectItemCaseSensitive(spec, "steps");
@@ -182,7 +172,7 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
         cJSON_AddNumberToObject(so, "attempts", count);
         cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
         sum = cost_sum(att, natt, idx, &priced);
-        add_cost(so, priced, sum);
+        json_add_cost(so, priced, sum);
         json_add_string(so, "output", row ? row->output : NULL);
         cJSON_AddItemToObject(so, "history", hist);
         cJSON_AddItemToArray(arr, so);

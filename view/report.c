@@ -30,16 +30,6 @@ struct costs {
     size_t n;
 };
 
-/* "cost_usd": nusd in dollars, or null when nothing was priced. */
-static void
-add_cost(cJSON *o, bool priced, int64_t nusd)
-{
-    if (priced)
-        cJSON_AddNumberToObject(o, "cost_usd", price_usd(nusd));
-    else
-        cJSON_AddNullToObject(o, "cost_usd");
-}
-
 /* The cost of job id since the start: false when it has none. */
 static bool
 job_cost(const struct costs *c, int64_t id, int64_t *nusd)
@@ -114,7 +104,7 @@ add_slot(q_db *db, const struct costs *costs, const struct config_schedule *s,
         cJSON_AddNumberToObject(o, "job_id", (double)job.id);
         cJSON_AddStringToObject(o, "state", q_job_state_name(job.state));
         bool priced = job_cost(costs, job.id, &nusd);
-        add_cost(o, priced, nusd);
+        json_add_cost(o, priced, nusd);
         tally[job.state == Q_JOB_FAILED ? 2 : 0]++;
         q_job_cleanup(&job);
     } else if (rc == -ENOENT) {
@@ -204,7 +194,7 @@ add_schedules(q_db *db, const struct config *cfg, const struct costs *costs,
         cJSON_AddNumberToObject(e, "missed", (double)tally[1]);
         cJSON_AddNumberToObject(e, "failed", (double)tally[2]);
         int64_t sum = schedule_cost(costs, s->name, &priced);
-        add_cost(e, priced, sum);
+        json_add_cost(e, priced, sum);
         cJSON_AddItemToObject(e, "slots", slots);
     }
     return 0;
@@ -272,12 +262,12 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
         cJSON_AddNumberToObject(e, "in_flight", (double)t[i].in_flight);
         cJSON_AddNumberToObject(e, "breaker_openings",
                                 (double)t[i].breaker_opened);
-        add_cost(e, t[i].priced > 0, t[i].cost_nusd);
+        json_add_cost(e, t[i].priced > 0, t[i].cost_nusd);
         cJSON_AddItemToArray(arr, e);
         priced = priced || t[i].priced > 0;
         total += t[i].cost_nusd;
     }
-    add_cost(o, priced, total);
+    json_add_cost(o, priced, total);
     q_report_tiers_free(t, n);
     return 0;
 }
@@ -401,7 +391,7 @@ add_costliest(const struct costs *c, cJSON *o)
         cJSON_AddNumberToObject(e, "id", (double)c->j[i].id);
         cJSON_AddStringToObject(e, "name", c->j[i].name);
         cJSON_AddNumberToObject(e, "tokens", (double)c->j[i].tokens);
-        add_cost(e, true, c->j[i].cost_nusd);
+        json_add_cost(e, true, c->j[i].cost_nusd);
         cJSON_AddItemToArray(arr, e);
     }
 }

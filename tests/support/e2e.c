@@ -409,6 +409,22 @@ e2e_tiers(void)
 }
 
 cJSON *
+e2e_tier(const char *name)
+{
+    cJSON *arr = e2e_tiers(), *found = NULL;
+    const cJSON *it;
+
+    cJSON_ArrayForEach(it, arr)
+    {
+        if (strcmp(e2e_str(it, "name"), name) == 0)
+            found = cJSON_Duplicate(it, true);
+    }
+    cJSON_Delete(arr);
+    ck_assert_msg(found != NULL, "no tier %s in tiers --json", name);
+    return found;
+}
+
+cJSON *
 e2e_status(void)
 {
     struct run_result r;

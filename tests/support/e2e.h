@@ -111,6 +111,9 @@ void e2e_wait_for_requests(int n, int64_t timeout_ms);
 int e2e_wait_exit(pid_t pid);
 /* e2e_tiers returns `tiers --json` parsed (cJSON_Delete it). */
 cJSON *e2e_tiers(void);
+/* e2e_tier returns the tier called name of `tiers --json` (cJSON_Delete
+ * it); the test fails when there is none. */
+cJSON *e2e_tier(const char *name);
 /* e2e_status returns `status --json` parsed; e2e_count one state's count
  * in st, or in a fresh e2e_status() when st is NULL. */
 cJSON *e2e_status(void);
