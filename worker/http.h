@@ -68,6 +68,11 @@ struct http_header {
     char *value;
 };
 
+/* Connections one multi handle of the client keeps for reuse, at most: a
+ * client told to keep more idle connections splits them over several
+ * handles, whose pools are apart (http.c). */
+#define HTTP_SHARD_CONNECTIONS 256
+
 /* Client options; zero fields take the defaults. */
 struct http_client_opts {
     size_t max_response_bytes;  /* body cap; 0: 4 MiB */

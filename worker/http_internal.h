@@ -31,9 +31,7 @@ struct http_shard {
     size_t open_sockets; /* sockets its curl opened and has not closed */
 };
 
-/* Connections one shard keeps for reuse, at most. */
-#define HTTP_SHARD_CONNECTIONS 256
-#define HTTP_SHARDS_MAX        64
+#define HTTP_SHARDS_MAX 64
 
 /* One socket curl asked us to watch. The poll handle is embedded and the
  * struct is freed in its close callback (CONVENTIONS §5). */

@@ -119,6 +119,10 @@ struct held {
     char sha[65];
 };
 
+/* The runs a worker keeps in hand, at most, as a multiple of its
+ * concurrency: runs waiting for a paced tier hold no slot (turn.c). */
+#define WORKER_RUNS_IN_HAND 4
+
 /* A budget the send in flight reserved its worst case on (budget.c). */
 struct budget_hold {
     int budget;       /* index into the config's budgets */

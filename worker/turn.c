@@ -211,9 +211,8 @@ live(const struct worker *w)
 /* The jobs a claim may take now. A run that waits for a paced tier it
  * prefers holds no slot (it sends nothing until the tier admits it), so
  * jobs bound elsewhere still run beside a line of runs waiting for a free
- * tier; the runs in memory stay bounded at WAITING_RUNS_MAX times the
+ * tier; the runs in memory stay bounded at WORKER_RUNS_IN_HAND times the
  * concurrency. */
-#define WAITING_RUNS_MAX 4
 /* A run postponed for a slot looks again after this long at the latest
  * (an answer that frees a slot wakes it sooner: worker__slot_freed). */
 #define SLOT_WAIT_MS 1000
@@ -245,7 +244,7 @@ free_slots(const struct worker *w)
     for (const struct run *r = w->runs; r != NULL; r = r->next)
         held += !r->finished;
     a = w->concurrency - busy;
-    b = w->concurrency * WAITING_RUNS_MAX - held;
+    b = w->concurrency * WORKER_RUNS_IN_HAND - held;
     return a < b ? a : b;
 }
 

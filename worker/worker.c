@@ -178,7 +178,17 @@ setup(struct worker *w, const struct worker_opts *o)
     if (uv_loop_init(&w->loop) != 0)
         return -EIO;
     hopts.max_response_bytes = (size_t)o->cfg->worker.max_response_bytes;
-    hopts.max_idle_connections = w->concurrency;
+    /* Open connections kept for the runs in hand, which may be up to
+     * WORKER_RUNS_IN_HAND times the concurrency while some wait for a
+     * tier (to other hosts than those in flight), though not beyond one
+     * multi handle's worth unless the concurrency itself needs more: more
+     * handles would split the connection pool. */
+    hopts.max_idle_connections = w->concurrency * WORKER_RUNS_IN_HAND;
+    if (hopts.max_idle_connections > HTTP_SHARD_CONNECTIONS &&
+        w->concurrency <= HTTP_SHARD_CONNECTIONS)
+        hopts.max_idle_connections = HTTP_SHARD_CONNECTIONS;
+    else if (w->concurrency > HTTP_SHARD_CONNECTIONS)
+        hopts.max_idle_connections = w->concurrency;
     if ((rc = http_client_new(&w->loop, &hopts, &w->http)) != 0) {
         uv_loop_close(&w->loop);
         return rc;
