@@ -24,12 +24,12 @@
 #define PACE_MIN           0.05
 #define PACE_DOWN_EVERY_MS 1000
 #define PACE_UP            0.01
-/* A ceiling learned from 429s alone (no limit declared, none in headers):
- * each 429 measures it again, as the rate the endpoint took, and the pace
- * starts again PACE_LEARNED below it. The pace then climbs past it (up to
- * PACE_PROBE_MAX times it) while the tier uses at least PACE_BUSY of its
- * rate, since the measure is low when the tier had less to send than the
- * endpoint would take. */
+/* Limits learned from 429s alone (no limit declared, none in headers):
+ * a 429 while the tier is busy (sending at PACE_BUSY of its rate or more)
+ * measures the rate the endpoint took, and the pace starts again
+ * PACE_LEARNED below it. The pace climbs past the ceiling (up to
+ * PACE_PROBE_MAX times it) while the tier is busy, since a measure is low
+ * when the tier had less to send than the endpoint would take. */
 #define PACE_LEARNED   0.9
 #define PACE_PROBE_MAX 10.0
 #define PACE_BUSY      0.8
@@ -153,9 +153,6 @@ tier__bucket_take(double tat, const struct tier__bucket *b, int64_t now)
     return (tat > (double)now ? tat : (double)now) + b->cost_ms;
 }
 
-/* Sends the endpoint took that a measure of its rate needs. */
-#define TAKEN_MIN 2
-
 /* What the tier's own sends say the endpoint takes, per minute: the sends
  * it took (those refused were taken out of the count as they were
  * answered, and those still in flight prove nothing yet) over the span
@@ -173,37 +170,62 @@ taken_rpm(const struct q_tier_state *st, int64_t now)
         if (n >= SEEN_MIN)
             break;
     }
-    return n >= TAKEN_MIN ? (double)n * 60000.0 / (double)span : 0;
+    return n >= SEEN_MIN ? (double)n * 60000.0 / (double)span : 0;
+}
+
+/* Whether the tier's sends of the last ten seconds (those the endpoint
+ * took or has not answered) keep up with PACE_BUSY of its rate. */
+static bool
+busy(const struct q_tier_state *st, double rate, int64_t now)
+{
+    int64_t n, span;
+
+    tier__usage_since(&st->usage, now, 10000, &n, &span);
+    return (double)n * 60000.0 / (double)span >= PACE_BUSY * rate;
 }
 
 /* The tier's rate went over what the endpoint takes: lower the pace (once
  * per PACE_DOWN_EVERY_MS, however many answers of one burst say so).
- * When no limit is declared and the answer named none (learn), the rate
- * the endpoint took becomes the ceiling (never above the rate that was
- * refused), and the pace starts PACE_LEARNED below it; with too few sends
- * to tell, only the cooldown acts, or the pace falls as for a known
- * limit. */
+ * When no limit is declared and the answer named none (learn), and the
+ * tier knew no rate or was busy, the 429 measures the limit: the rate
+ * the endpoint took (never above the rate that was refused) becomes the
+ * rate, less PACE_LEARNED, and the ceiling when it is the highest seen.
+ * The ceiling never falls: it is the scale the pace climbs back by (a
+ * hundredth of it a second) and its floor (PACE_MIN of it), so that 429s
+ * that come whatever the rate (an endpoint refusing a share of requests,
+ * or one that takes less while cooling down after each 429) cannot wear
+ * the rate down to nothing; nor does a measure lower the pace by more
+ * than PACE_DOWN (what the endpoint took counts the time the tier cooled
+ * down after its 429s). A 429 while the tier sent less than its rate
+ * (one at a time in doubt, little to send, most sends refused) says
+ * nothing of the limit: the pace falls by PACE_DOWN, as for a known limit.
+ * With too few sends to tell and no rate known, only the cooldown acts. */
 void
 tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
                 bool learn, int64_t now)
 {
-    double rate = tier_rate_rpm(t, st), took;
+    double rate = tier_rate_rpm(t, st), took = 0;
 
     if (now - st->pace_down_at < PACE_DOWN_EVERY_MS)
         return;
-    took = learn ? taken_rpm(st, now) : 0;
+    if (learn && (rate <= 0 || busy(st, rate, now)))
+        took = taken_rpm(st, now);
     if (took > 0) {
+        double down = pace_of(st) * PACE_DOWN;
         if (rate > 0 && took > rate)
             took = rate;
-        st->learned_rpm = took < 1 ? 1 : (int64_t)(took + 0.5);
-        st->pace = PACE_LEARNED;
+        if (took >= (double)st->learned_rpm + 0.5)
+            st->learned_rpm = (int64_t)(took + 0.5);
+        st->pace = PACE_LEARNED * took / (double)st->learned_rpm;
+        if (st->pace < down)
+            st->pace = down;
     } else if (rate > 0) {
         st->pace = pace_within(st) * PACE_DOWN;
-        if (st->pace < PACE_MIN)
-            st->pace = PACE_MIN;
     } else {
         return;
     }
+    if (st->pace < PACE_MIN)
+        st->pace = PACE_MIN;
     st->pace_down_at = now;
     st->pace_up_at = now;
 }
@@ -222,9 +244,7 @@ tier__pace_up(const struct config_tier *t, struct q_tier_state *st, bool learn,
 
     if (learn && per_minute(t, t->rpm) <= 0 && st->learned_rpm > 0 &&
         (rate = tier_rate_rpm(t, st)) > 0) {
-        int64_t n, span;
-        tier__usage_since(&st->usage, now, 10000, &n, &span);
-        if ((double)n * 60000.0 / (double)span >= PACE_BUSY * rate)
+        if (busy(st, rate, now))
             max = PACE_PROBE_MAX;
         else
             max = p > 1 ? p : 1; /* holds what it reached */
