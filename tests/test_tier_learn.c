@@ -91,13 +91,13 @@ admit_all(const struct config_tier *t, int64_t now, int64_t *ids,
     return n;
 }
 
-/* With no rate known, the sends in flight grow by half of what the
- * endpoint took with each round of answers, not all at once; after ten
- * seconds of sending without a 429, or with max_inflight declared, there
- * is no ramp. */
+/* With no rate known, the sends in flight (at least 4) grow by half of
+ * what the endpoint took with each round of answers, not all at once;
+ * after three seconds of sending without a 429, or with max_inflight
+ * declared, there is no ramp. */
 START_TEST(test_ramp_without_a_rate)
 {
-    static const int rounds[] = {1, 1, 2, 3, 4, 6};
+    static const int rounds[] = {1, 4, 4, 5, 8, 12};
     struct config_tier t = free_tier();
     struct tier_verdict v;
     int64_t ids[64];

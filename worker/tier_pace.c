@@ -14,8 +14,11 @@
 
 #include "worker/tier_internal.h"
 
-/* Sends an estimate of a tier's own rate needs before it is believed. */
-#define SEEN_MIN 10
+/* Sends an estimate of a tier's own rate needs before it is believed:
+ * TAKEN_MIN at all, SEEN_MIN in the last ten seconds before the last
+ * minute is asked instead. */
+#define TAKEN_MIN 5
+#define SEEN_MIN  10
 
 /* Adaptive pace: a 429 despite pacing multiplies the pace by PACE_DOWN (at
  * most once per PACE_DOWN_EVERY_MS, so one burst of 429s counts once); each
@@ -170,7 +173,7 @@ taken_rpm(const struct q_tier_state *st, int64_t now)
         if (n >= SEEN_MIN)
             break;
     }
-    return n >= SEEN_MIN ? (double)n * 60000.0 / (double)span : 0;
+    return n >= TAKEN_MIN ? (double)n * 60000.0 / (double)span : 0;
 }
 
 /* Whether the tier's sends of the last ten seconds (those the endpoint
@@ -260,19 +263,20 @@ tier__pace_up(const struct config_tier *t, struct q_tier_state *st, bool learn,
 /* A tier whose rate is not known at all (no rpm or max_inflight declared,
  * none learned) is met with a ramp (TCP's slow start) for its first
  * RAMP_MS of sending: half as many sends in flight as the endpoint took
- * in that time, plus one, so that what it took grows by half with each
- * round of answers and a limit is found by a few 429s (at most about a
- * third of what the endpoint took before it refused), not by a flood of
- * the worker's whole concurrency. Past RAMP_MS without a 429 the tier is
- * taken to have no limit and the ramp ends, so that an endpoint that
- * answers slowly is not held to one send per answer. */
-#define RAMP_MS 10000
+ * in that time, plus one (at least RAMP_FLOOR), so that what it takes
+ * grows by half with each round of answers and a limit is found by a few
+ * 429s (about a third of what the endpoint took before it refused), not
+ * by a flood of the worker's whole concurrency. Past RAMP_MS without a
+ * 429 the tier is taken to have no limit and the ramp ends, so that an
+ * endpoint that answers slowly is not held to a few sends per answer. */
+#define RAMP_MS    3000
+#define RAMP_FLOOR 4
 
 bool
 tier__ramp_full(const struct config_tier *t, const struct q_tier_state *st,
                 int64_t now)
 {
-    int64_t n, span;
+    int64_t n, span, allowed;
 
     if (tier_rate_rpm(t, st) > 0 || t->max_inflight > 0 || st->in_flight <= 0)
         return false;
@@ -281,7 +285,8 @@ tier__ramp_full(const struct config_tier *t, const struct q_tier_state *st,
     tier__usage_since(&st->usage, now, 60000, &n, &span);
     if (span >= RAMP_MS)
         return false;
-    return st->in_flight >= (n - st->in_flight) / 2 + 1;
+    allowed = (n - st->in_flight) / 2 + 1;
+    return st->in_flight >= (allowed > RAMP_FLOOR ? allowed : RAMP_FLOOR);
 }
 
 void
