@@ -217,8 +217,8 @@ tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
         double down = pace_of(st) * PACE_DOWN;
         if (rate > 0 && took > rate)
             took = rate;
-        if (took >= (double)st->learned_rpm + 0.5)
-            st->learned_rpm = (int64_t)(took + 0.5);
+        if (st->learned_rpm < 1 || took >= (double)st->learned_rpm + 0.5)
+            st->learned_rpm = took < 1 ? 1 : (int64_t)(took + 0.5);
         st->pace = PACE_LEARNED * took / (double)st->learned_rpm;
         if (st->pace < down)
             st->pace = down;
