@@ -13,7 +13,8 @@ demand, never in tests. Standard library only.
 Real time, no scaled windows. Two mock routes /a and /b (tiers a and b) at
 600 and 300 requests per minute: combined limit L = 15 requests/s. Every
 case uses the same stepq config shape (tiers a then b, "rpm" as the case
-says, nothing else) and a fresh mock, folder and database:
+says, "spill": "now" so that b serves whatever a does not admit at once,
+nothing else) and a fresh mock, folder and database:
 
   right-bucket   rpm declared right; the mock is a token bucket holding one
                  second's worth (10 and 5), refilled continuously
@@ -24,6 +25,12 @@ says, nothing else) and a fresh mock, folder and database:
   undeclared     no rpm in the config (stepq must learn from headers and
                  429s); token bucket
   high           rpm declared 2x too high (1200 and 600); token bucket
+  undeclared-silent
+                 no rpm in the config and no rate-limit headers (the mock's
+                 headers "none", as many free tiers: Gemini, some OpenRouter
+                 models): a 429 says only its wait, in the error's text
+                 ("Please try again in 120ms."); stepq must learn the rate
+                 from its 429s; token bucket
   wall           tier a a quota wall (every request 429 insufficient_quota),
                  b a token bucket, 200 jobs: counts the requests that
                  reached a
@@ -34,11 +41,12 @@ says, nothing else) and a fresh mock, folder and database:
 
 --combos lists CONCURRENCYxWORKERS: WORKERS `stepq work --drain
 --concurrency CONCURRENCY` processes on one database (each with that
-concurrency). The token-bucket rate cases (right-bucket, undeclared, high)
-run every combo; the others run the first combo only (storm always with one
-worker), which keeps the default matrix near 12 minutes. The baseline runs at the first
-combo's concurrency, on right-bucket, right-fixed, right-sliding, wall and
-storm (undeclared and high would be the same run as right-bucket: it reads
+concurrency). The token-bucket rate cases (right-bucket, undeclared, high,
+undeclared-silent) run every combo; the others run the first combo only
+(storm always with one worker), which keeps the default matrix near 14
+minutes. The baseline runs at the first combo's concurrency, on
+right-bucket, right-fixed, right-sliding, wall and storm (undeclared,
+undeclared-silent and high would be the same run as right-bucket: it reads
 no config). The baseline (bench/baseline.py): threads, on 429 sleep
 Retry-After then resend, after 3 failures the next tier.
 
@@ -106,6 +114,8 @@ CASES = {
                       "window": True},
     "undeclared": {"shape": "token_bucket", "declare": None},
     "high": {"shape": "token_bucket", "declare": 2.0},
+    "undeclared-silent": {"shape": "token_bucket", "declare": None,
+                          "headers": "none"},
     "wall": {"shape": "token_bucket", "declare": 1.0, "special": "wall",
              "jobs": 200},
     "storm": {"shape": "token_bucket", "declare": 1.0, "special": "storm",
@@ -117,6 +127,7 @@ TARGETS = {
     "right-sliding": "goodput >= 0.95, 429/ok <= 0.01",
     "undeclared": "goodput >= 0.85, 429/ok <= 0.05",
     "high": "goodput >= 0.85, 429/ok <= 0.05",
+    "undeclared-silent": "goodput >= 0.85, 429/ok <= 0.05",
     "wall": "requests into the wall: 1",
     "storm": "into the storm <= breaker failures + one probe per cooldown",
 }
@@ -128,6 +139,9 @@ def mock_script(case):
     c = CASES[case]
     routes = [{"path": "/" + n, "limit": {"shape": c["shape"], "rpm": r}}
               for n, r in RPM]
+    if "headers" in c:
+        for rt in routes:
+            rt["limit"]["headers"] = c["headers"]
     if c.get("special") == "wall":
         # Every request meets the wall: no limiter in front of it.
         del routes[0]["limit"]
@@ -141,8 +155,12 @@ def mock_script(case):
 def stepq_config(case, port):
     tiers = []
     for n, r in RPM:
+        # spill "now": a step goes to b whenever a does not admit it now.
+        # This measures how much of both tiers' quota is used; by default
+        # (spill "deadline", since 2026-12-06) a step waits for the tier it
+        # prefers while its deadline allows, and b would serve nothing.
         t = {"name": n, "base_url": "http://127.0.0.1:%d/%s/v1" % (port, n),
-             "model": "bench-model", "timeout_s": 60}
+             "model": "bench-model", "timeout_s": 60, "spill": "now"}
         if CASES[case]["declare"] is not None:
             t["rpm"] = int(r * CASES[case]["declare"])
         tiers.append(t)
@@ -327,7 +345,7 @@ def hits(case, r):
 
 
 def run_line(case, client, conc, workers, r):
-    return ("%-13s %-8s %4dx%d  ok %d/%d  span %.1f s  goodput %s  429/ok %s"
+    return ("%-17s %-8s %4dx%d  ok %d/%d  span %.1f s  goodput %s  429/ok %s"
             "  a %d/%d  b %d/%d  hits %s  wall %.1f s  jobs %s  load %.2f->"
             "%.2f%s" % (case, client, conc, workers, r["ok"], r["jobs"],
                         r["span_s"], fmt(r["goodput"], "%.3f"),
@@ -432,7 +450,7 @@ def main():
                      "median": med, "runs": rs})
     print("", file=out)
     print("median of %d run(s)" % a.runs, file=out)
-    print("%-13s %-8s %6s %8s %7s %7s %7s %10s %10s %6s %7s  %s"
+    print("%-17s %-8s %6s %8s %7s %7s %7s %10s %10s %6s %7s  %s"
           % ("case", "client", "CxW", "ok/jobs", "span s", "goodput",
              "429/ok", "a req/429", "b req/429", "hits", "wall s", "target"),
           file=out)
@@ -440,7 +458,7 @@ def main():
         m = row["median"]
         h = ("%d" % m["a_req"] if row["case"] == "wall" else
              "%d" % m["a_storm"] if row["case"] == "storm" else "-")
-        print("%-13s %-8s %6s %8s %7.1f %7s %7s %10s %10s %6s %7.1f  %s"
+        print("%-17s %-8s %6s %8s %7.1f %7s %7s %10s %10s %6s %7.1f  %s"
               % (row["case"], row["client"],
                  "%dx%d" % (row["concurrency"], row["workers"]),
                  "%d/%d" % (m["ok"], row["jobs"]), m["span_s"],

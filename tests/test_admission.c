@@ -1,8 +1,9 @@
 /* test_admission.c: paced admission end to end, seen from the endpoint.
  * The real worker against the real `stepq mock`: pacing to a bucket, a
  * tier-wide cooldown shared by two processes, remaining-0 and bogus
- * headers, the pace falling after 429s, one request into a wall, and a
- * storm met one request at a time. */
+ * headers, the pace falling after 429s, a limit that no header names
+ * learned from 429s, one request into a wall, and a storm met one request
+ * at a time. */
 #include "tests/support/support.h"
 
 #include <signal.h>
@@ -161,6 +162,31 @@ START_TEST(test_answers_teach_the_pace)
 }
 END_TEST
 
+/* A token bucket of 600 rpm that sends no limit headers (many free
+ * tiers): 80 jobs due at once meet it with a ramp, not all at once, learn
+ * its rate from the 429s, and finish with few of them. */
+START_TEST(test_silent_bucket_learned_from_429s)
+{
+    double at[128];
+    cJSON *log, *t;
+    int n, n429, rpm;
+
+    e2e_start_file("free-bucket-600-rpm-silent.json", "");
+    config("");
+    e2e_enqueue_many(80, "\"tiers\":[\"free\"],");
+    free(e2e_drain());
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 80);
+    log = e2e_mock_log();
+    n = e2e_arrivals(log, "/free", at, 128, &n429);
+    cJSON_Delete(log);
+    ck_assert_msg(n429 <= 8, "%d of %d answered 429", n429, n);
+    t = e2e_tier("free");
+    rpm = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm"));
+    ck_assert_msg(rpm >= 400 && rpm <= 800, "rate_rpm %d", rpm);
+    cJSON_Delete(t);
+}
+END_TEST
+
 /* A quota wall on free, 64 jobs due: exactly one request meets the wall,
  * every job finishes on local. */
 START_TEST(test_one_request_into_a_wall)
@@ -265,6 +291,7 @@ test_suite(void)
     tcase_add_checked_fixture(learn, e2e_setup, e2e_teardown);
     tcase_set_timeout(learn, 60);
     tcase_add_loop_test(learn, test_answers_teach_the_pace, 0, 3);
+    tcase_add_test(learn, test_silent_bucket_learned_from_429s);
     suite_add_tcase(s, learn);
 
     tcase_add_checked_fixture(trouble, e2e_setup, e2e_teardown);

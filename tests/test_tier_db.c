@@ -148,6 +148,8 @@ START_TEST(test_doubt_admits_one_at_a_time)
     struct tier_verdict v;
     int64_t a, c;
 
+    t.rpm = 600; /* a bucket of 10: not a ramp (test_ramp_without_a_rate) */
+
     a = admit(&t, T0, 1, NULL);
     ck_assert_int_gt(a, 0);
     ck_assert_int_eq(admit(&t, T0, 1, &v), -1);
@@ -285,6 +287,7 @@ START_TEST(test_allowance_charged_and_corrected)
     o.tokens = 300;
     o.charged = 100; /* what the admit below charges */
     t.allowance_tokens = 1000;
+    t.rpm = 600; /* not a ramp (test_tier_learn.c) */
     id = admit(&t, T0, 100, NULL);
     ck_assert_int_eq(state(&t, T0).allowance_used, 100);
     settle_with(&t, id, T0 + 1, &o);
@@ -333,6 +336,7 @@ START_TEST(test_usage_counts_the_last_minute)
     struct tier_outcome o;
     int64_t a, b;
 
+    t.rpm = 600;
     trust(&t, T0 - 60000); /* a minute before: out of the counts */
     tier_outcome_init(&o);
     o.result = TIER_RESULT_OK;
@@ -507,8 +511,9 @@ START_TEST(test_pace_falls_and_climbs_back)
 }
 END_TEST
 
-/* With no limit declared or learned, the first 429 makes the rate of the
- * last ten seconds the ceiling, and the pace applies to it. */
+/* With no limit declared or learned, the first 429 makes the rate the
+ * endpoint took (of the last ten seconds, since the tier began sending)
+ * the ceiling, and the pace starts at 0.9 of it. */
 START_TEST(test_pace_without_any_limit)
 {
     struct config_tier t = free_tier();
@@ -529,9 +534,10 @@ START_TEST(test_pace_without_any_limit)
                TIER_RESULT_OK);
     settle_with(&t, admit(&t, T0 + 5000, 1, NULL), T0 + 5000, &thr);
     st = state(&t, T0 + 5001);
-    /* 52 sends in the last 10 s (the refused one too): 312 rpm seen,
-     * paced to 0.7 of it */
-    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 218);
+    /* 51 sends taken (not the refused one) since T0 - 1000: 510 rpm,
+     * paced to 0.9 of it */
+    ck_assert_int_eq((int)st.learned_rpm, 510);
+    ck_assert_int_eq((int)(tier_rate_rpm(&t, &st) + 0.5), 459);
 }
 END_TEST
 

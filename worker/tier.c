@@ -118,6 +118,10 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
                now + INFLIGHT_RETRY_MS);
         return;
     }
+    if (tier__ramp_full(t, st, now)) {
+        say_no(out, "ramp", now + INFLIGHT_RETRY_MS);
+        return;
+    }
     if (tier__request_bucket(t, st, &b) &&
         (at = tier__bucket_ready_at(st->req_tat, &b, now)) > now) {
         say_no(out, "rpm", at);
@@ -148,8 +152,8 @@ tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
 bool
 tier_reason_is_pace(const char *reason)
 {
-    static const char *const paced[] = {"rpm", "tpm", "cooldown",
-                                        "max_inflight", "in_doubt"};
+    static const char *const paced[] = {"rpm",          "tpm",      "cooldown",
+                                        "max_inflight", "in_doubt", "ramp"};
 
     for (size_t i = 0; reason != NULL && i < STEPQ_ARRAY_LEN(paced); i++) {
         if (strcmp(reason, paced[i]) == 0)
@@ -340,6 +344,9 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     struct q_tier_state st;
     int64_t old = o->charged > 0 ? o->charged : 0;
     int64_t sent = o->sent_at >= 0 ? o->sent_at : now;
+    /* With no limit declared and none in the answer's headers, the
+     * tier's rate is learned from its 429s (tier_pace.c). */
+    bool learn = t->rpm <= 0 && o->limit_rpm <= 0;
     bool held, was_open;
     int rc;
 
@@ -347,10 +354,6 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         return rc;
     held = st.doubt || st.breaker == Q_BREAKER_HALF_OPEN;
     was_open = st.breaker == Q_BREAKER_OPEN;
-    if (o->paced_down && tier_rate_rpm(t, &st) <= 0) {
-        int64_t tokens;
-        tier__usage_sum(&st.usage, now, 10000, &st.window_requests, &tokens);
-    }
     /* The send is no longer in flight (one that expired meanwhile, its
      * worker having lost the store for that long, is gone already). */
     tier__flight_end(&st.flight, send_expires(send_id), send_is_probe(send_id),
@@ -388,13 +391,15 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
         keep_later(&st.limited_until,
                    now + (wait < RESET_MAX_MS ? wait : RESET_MAX_MS));
         if (o->paced_down)
-            tier__pace_down(t, &st, st.window_requests, now);
+            tier__pace_down(t, &st, learn, now);
         empty_bucket_until(t, &st, st.limited_until);
     } else if (o->result == TIER_RESULT_OK) {
-        tier__pace_up(&st, now);
+        tier__pace_up(t, &st, learn, now);
     }
+    /* A success also lets a tier's ramp send more (tier_pace.c). */
     *reopened = t->max_inflight > 0 ||
-                (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED);
+                (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED) ||
+                (o->result == TIER_RESULT_OK && tier_rate_rpm(t, &st) <= 0);
     /* An opening (not a failure while already open) is an event the
      * morning report counts; it joins the turn as the state does. */
     if (!was_open && st.breaker == Q_BREAKER_OPEN &&

@@ -19,8 +19,8 @@
 #include "queue/queue.h"
 
 /* What admission says. reason is static: "exhausted", "breaker_open",
- * "half_open_probe", "cooldown", "max_inflight", "in_doubt", "failing", "rpm",
- * "tpm", "allowance". */
+ * "half_open_probe", "cooldown", "max_inflight", "in_doubt", "failing",
+ * "ramp", "rpm", "tpm", "allowance". */
 struct tier_verdict {
     bool admitted;
     bool probe;         /* admitted as the one half-open probe */
@@ -46,7 +46,8 @@ void tier_evaluate(const struct config_tier *t, const struct q_tier_state *st,
 /* tier_reason_is_pace reports whether a refusal's reason (a verdict's)
  * only paces the tier: its bucket refills ("rpm", "tpm"), its cooldown
  * ends ("cooldown"), its in-flight cap frees ("max_inflight"), its one
- * request in doubt comes back ("in_doubt"). A step waits for such a tier
+ * request in doubt comes back ("in_doubt"), its ramp lets one more go
+ * ("ramp"). A step waits for such a tier
  * when it prefers it; a wall ("exhausted", "allowance") or a failing tier
  * ("breaker_open", "half_open_probe", and "failing": one at a time after a
  * server error or timeout) it passes over. */

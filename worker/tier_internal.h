@@ -41,13 +41,23 @@ int64_t tier__bucket_ready_at(double tat, const struct tier__bucket *b,
  * took the request at now. */
 double tier__bucket_take(double tat, const struct tier__bucket *b, int64_t now);
 
-/* tier__pace_down lowers st's pace after a 429 despite pacing (seen: the
- * sends of the last ten seconds, for a tier with no limit known). */
+/* tier__pace_down lowers st's pace after a 429 despite pacing. learn: no
+ * rpm is declared and the answer named no limit: the rate the endpoint
+ * took of st's recent sends (its usage less its flight, both without
+ * the refused send) becomes the ceiling. */
 void tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
-                     int64_t seen, int64_t now);
+                     bool learn, int64_t now);
 
-/* tier__pace_up gives back pace for the time since the last answer. */
-void tier__pace_up(struct q_tier_state *st, int64_t now);
+/* tier__pace_up gives back pace for the time since the last answer; with
+ * learn (as above) past a ceiling learned from 429s while the tier is
+ * busy. */
+void tier__pace_up(const struct config_tier *t, struct q_tier_state *st,
+                   bool learn, int64_t now);
+
+/* tier__ramp_full reports whether a tier with no rate known has as many
+ * sends in flight as its ramp allows now (tier_pace.c). */
+bool tier__ramp_full(const struct config_tier *t, const struct q_tier_state *st,
+                     int64_t now);
 
 /* tier__learn_limits keeps the limits o's headers said, when believable. */
 void tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o);
@@ -64,6 +74,12 @@ void tier__usage_add(struct q_tier_usage *u, int64_t at, int64_t requests,
  * window_ms (whole seconds, at most Q_TIER_USAGE_SLOTS) up to now (ms). */
 void tier__usage_sum(const struct q_tier_usage *u, int64_t now,
                      int64_t window_ms, int64_t *requests, int64_t *tokens);
+
+/* tier__usage_since gives the requests u counted in the last window_ms
+ * (as tier__usage_sum) and the span they were sent in: from the start of
+ * the first second in the window with any to now, at least 1000 ms. */
+void tier__usage_since(const struct q_tier_usage *u, int64_t now,
+                       int64_t window_ms, int64_t *requests, int64_t *span_ms);
 
 /* tier__flight_add counts a send in flight until expires_at (ms), and
  * as the half-open probe when probe; tier__flight_end takes it out again

@@ -69,6 +69,35 @@ tier__usage_sum(const struct q_tier_usage *u, int64_t now, int64_t window_ms,
     }
 }
 
+/* The span is counted from the start of the first second in the window
+ * that has sends: a tier that began sending two seconds ago has a rate of
+ * its sends over two seconds, not ten. */
+void
+tier__usage_since(const struct q_tier_usage *u, int64_t now, int64_t window_ms,
+                  int64_t *requests, int64_t *span_ms)
+{
+    int64_t now_s = now / 1000, span = window_ms / 1000, first = 0;
+    int64_t from, to = now_s < u->last_s ? now_s : u->last_s;
+
+    if (span > Q_TIER_USAGE_SLOTS)
+        span = Q_TIER_USAGE_SLOTS;
+    from = now_s - span + 1;
+    if (from < u->last_s - Q_TIER_USAGE_SLOTS + 1)
+        from = u->last_s - Q_TIER_USAGE_SLOTS + 1;
+    if (from < 1)
+        from = 1;
+    *requests = 0;
+    for (int64_t s = from; s <= to; s++) {
+        uint32_t n = u->requests[(size_t)(s % Q_TIER_USAGE_SLOTS)];
+        if (n > 0 && first == 0)
+            first = s;
+        *requests += n;
+    }
+    *span_ms = first > 0 ? now - first * 1000 : 0;
+    if (*span_ms < 1000)
+        *span_ms = 1000;
+}
+
 /* ---- flight: sends not answered, by the second they expire --------- */
 
 /* The second from which a send that expires at expires_at (ms) no longer
