@@ -10,7 +10,6 @@
  */
 #include "worker/internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +117,10 @@ worker__budget_reserve(struct run *r, const struct config_tier *t,
     const struct config *cfg = r->w->cfg;
     int64_t worst = 0, cap = r->spec->max_cost_nusd, spent;
 
-    assert(r->nholds == 0);
+    /* A send whose answer was never acted on (none is known to leave one)
+     * keeps what it reserved as spent. */
+    if (r->nholds > 0)
+        worker__budget_settle(r, -1, now);
     if (price_worst_case(&t->price, input, est - input, &worst) != 0)
         return 0; /* no price: no cost to hold */
     if (cap >= 0 && ((spent = job_spent(r)) < 0 || spent + worst > cap)) {
