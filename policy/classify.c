@@ -430,6 +430,11 @@ by_transport(enum policy_transport tr, struct policy_class *out)
     case POLICY_TRANSPORT_TLS:
         policy__set(out, POLICY_SERVER_ERROR, "tls");
         break;
+    case POLICY_TRANSPORT_TLS_CERTIFICATE:
+        /* Nothing the endpoint does will change it: a wall until the
+         * tier's config does, as a refused key is. */
+        policy__set(out, POLICY_HARD_QUOTA, "tls_certificate");
+        break;
     case POLICY_TRANSPORT_BAD_RESPONSE:
         /* A server that answers garbage is broken as one that answers 5xx
          * is: retried, counted by the breaker. */
@@ -532,7 +537,7 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         out->wait_ms > cfg->switch_wait_ms)
         policy__set(out, POLICY_HARD_QUOTA, "long_wait");
     if (out->outcome == POLICY_HARD_QUOTA && out->wait_ms >= 0 &&
-        (out->reason == NULL || strcmp(out->reason, "auth") != 0))
+        !policy_reason_is_config_wall(out->reason))
         out->reset_at_ms = in->now_ms + out->wait_ms;
     if (streak != NULL)
         escalate(streak, cfg, in->now_ms, out);

@@ -175,6 +175,13 @@ policy_write_may_have_happened(const struct policy_input *in)
 }
 
 bool
+policy_reason_is_config_wall(const char *reason)
+{
+    return reason != NULL && (strcmp(reason, "auth") == 0 ||
+                              strcmp(reason, "tls_certificate") == 0);
+}
+
+bool
 policy_counts_for_breaker(enum policy_outcome o)
 {
     return o == POLICY_SERVER_ERROR || o == POLICY_TIMEOUT;

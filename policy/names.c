@@ -21,7 +21,8 @@ static const char *const action_names[POLICY_ACTION_COUNT] = {
     "fail_loud"};
 
 static const char *const transport_names[POLICY_TRANSPORT_COUNT] = {
-    "none", "timeout", "refused", "reset", "tls", "too_large", "bad_response"};
+    "none", "timeout",   "refused",      "reset",
+    "tls",  "too_large", "bad_response", "tls_certificate"};
 
 static const char *const breaker_names[POLICY_BREAKER_COUNT] = {
     "closed", "open", "half_open"};

@@ -71,6 +71,9 @@ enum policy_transport {
     /* an answer that is not HTTP ("bad_response"): the server got the
      * request and said something no client can read */
     POLICY_TRANSPORT_BAD_RESPONSE,
+    /* a certificate refused ("tls_certificate"): the endpoint's is not
+     * trusted by the tier's CAs, or the tier's own is bad */
+    POLICY_TRANSPORT_TLS_CERTIFICATE,
     POLICY_TRANSPORT_COUNT
 };
 
@@ -222,6 +225,11 @@ bool policy_may_resend(bool replayable, bool side_effects, bool keyed);
  * on the request (a 2xx, a 5xx, a timeout, a connection lost after
  * sending), for policy_step.write_may_have_happened. */
 bool policy_write_may_have_happened(const struct policy_input *in);
+
+/* policy_reason_is_config_wall reports whether a hard_quota reason is a
+ * wall only a change of the tier's config lifts: "auth" (a key refused)
+ * and "tls_certificate" (a certificate refused). NULL: false. */
+bool policy_reason_is_config_wall(const char *reason);
 
 /* policy_counts_for_breaker: only server_error and timeout count. */
 bool policy_counts_for_breaker(enum policy_outcome o);

@@ -255,6 +255,8 @@ static const struct crow crows[] = {
         ANYW),
     NET("transport tls", POLICY_TRANSPORT_TLS, POLICY_SERVER_ERROR, "tls",
         ANYW),
+    NET("transport tls certificate", POLICY_TRANSPORT_TLS_CERTIFICATE,
+        POLICY_HARD_QUOTA, "tls_certificate", ANYW),
     NET("transport too large", POLICY_TRANSPORT_TOO_LARGE, POLICY_TRUNCATED,
         "response_too_large", ANYW),
     NET("transport bad response", POLICY_TRANSPORT_BAD_RESPONSE,

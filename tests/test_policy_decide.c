@@ -316,6 +316,7 @@ START_TEST(test_write_may_have_happened)
         {0, POLICY_TRANSPORT_BAD_RESPONSE, true},
         {0, POLICY_TRANSPORT_REFUSED, false},
         {0, POLICY_TRANSPORT_TLS, false},
+        {0, POLICY_TRANSPORT_TLS_CERTIFICATE, false},
     };
 
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -328,6 +329,10 @@ START_TEST(test_write_may_have_happened)
     ck_assert(policy_counts_for_breaker(POLICY_TIMEOUT));
     ck_assert(!policy_counts_for_breaker(POLICY_TRUNCATED));
     ck_assert(!policy_counts_for_breaker(POLICY_HARD_QUOTA));
+    ck_assert(policy_reason_is_config_wall("auth"));
+    ck_assert(policy_reason_is_config_wall("tls_certificate"));
+    ck_assert(!policy_reason_is_config_wall("daily_cap"));
+    ck_assert(!policy_reason_is_config_wall(NULL));
 }
 END_TEST
 

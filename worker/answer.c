@@ -72,6 +72,8 @@ worker__transport_of(enum http_error e)
         return POLICY_TRANSPORT_TOO_LARGE;
     case HTTP_ERR_TLS:
         return POLICY_TRANSPORT_TLS;
+    case HTTP_ERR_TLS_CERTIFICATE:
+        return POLICY_TRANSPORT_TLS_CERTIFICATE;
     case HTTP_ERR_BAD_RESPONSE:
         return POLICY_TRANSPORT_BAD_RESPONSE;
     default:
@@ -133,7 +135,7 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
         bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
         bool short_reset =
             c->reset_at_ms > now && c->reset_at_ms < now + HOUR_MS;
-        if (c->reason != NULL && strcmp(c->reason, "auth") == 0)
+        if (policy_reason_is_config_wall(c->reason))
             o.exhausted_until = INT64_MAX / 4; /* until the config changes */
         else if (c->reset_at_ms > now && !(daily && short_reset))
             o.exhausted_until = c->reset_at_ms;

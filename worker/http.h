@@ -47,16 +47,19 @@ typedef struct http_call http_call;
 
 /* Why a request got no (complete) HTTP response. */
 enum http_error {
-    HTTP_ERR_NONE = 0,     /* a whole response arrived (any status) */
-    HTTP_ERR_TIMEOUT,      /* the request's timeout_ms passed */
-    HTTP_ERR_REFUSED,      /* could not connect (refused, unreachable) */
-    HTTP_ERR_RESET,        /* connection reset or closed before the end */
-    HTTP_ERR_TOO_LARGE,    /* the answer is above max_response_bytes */
-    HTTP_ERR_TLS,          /* TLS handshake or certificate failure */
-    HTTP_ERR_BAD_RESPONSE, /* an answer that is not HTTP (a status line,
-                              a header or a length no client can read) */
-    HTTP_ERR_OTHER,        /* anything else: DNS, bad URL */
-    HTTP_ERR_CANCELLED,    /* http_cancel or http_client_close */
+    HTTP_ERR_NONE = 0,        /* a whole response arrived (any status) */
+    HTTP_ERR_TIMEOUT,         /* the request's timeout_ms passed */
+    HTTP_ERR_REFUSED,         /* could not connect (refused, unreachable) */
+    HTTP_ERR_RESET,           /* connection reset or closed before the end */
+    HTTP_ERR_TOO_LARGE,       /* the answer is above max_response_bytes */
+    HTTP_ERR_TLS,             /* TLS handshake or certificate failure */
+    HTTP_ERR_BAD_RESPONSE,    /* an answer that is not HTTP (a status line,
+                                 a header or a length no client can read) */
+    HTTP_ERR_OTHER,           /* anything else: DNS, bad URL */
+    HTTP_ERR_CANCELLED,       /* http_cancel or http_client_close */
+    HTTP_ERR_TLS_CERTIFICATE, /* a certificate refused: the endpoint's (not
+                                 trusted by the tier's CAs) or the tier's
+                                 own (unreadable, wrong key) */
     HTTP_ERR_COUNT
 };
 

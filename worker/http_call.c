@@ -177,18 +177,21 @@ map_error(const struct http_call *call, CURLcode rc)
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
         return HTTP_ERR_RESET;
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
+    /* A certificate refused is the config's to fix (the tier's CAs or
+     * its client certificate), not a storm to retry. */
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        return HTTP_ERR_TLS_CERTIFICATE;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CIPHER:
     case CURLE_SSL_ENGINE_NOTFOUND:
     case CURLE_SSL_ENGINE_SETFAILED:
     case CURLE_SSL_ENGINE_INITFAILED:
     case CURLE_SSL_SHUTDOWN_FAILED:
     case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
     case CURLE_SSL_INVALIDCERTSTATUS:
     case CURLE_SSL_CLIENTCERT:
     case CURLE_USE_SSL_FAILED:
@@ -324,8 +327,8 @@ const char *
 http_error_name(enum http_error e)
 {
     static const char *const names[HTTP_ERR_COUNT] = {
-        "none", "timeout",      "refused", "reset",    "too_large",
-        "tls",  "bad_response", "other",   "cancelled"};
+        "none", "timeout",      "refused", "reset",     "too_large",
+        "tls",  "bad_response", "other",   "cancelled", "tls_certificate"};
 
     if ((unsigned)e >= HTTP_ERR_COUNT)
         return "other";

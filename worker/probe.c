@@ -245,6 +245,8 @@ result_of(const struct probe *p, const struct policy_class *c, bool chat)
         return "timeout";
     if (r->error == HTTP_ERR_BAD_RESPONSE)
         return "error"; /* something answered, not in HTTP */
+    if (r->error == HTTP_ERR_TLS_CERTIFICATE)
+        return "certificate_refused";
     if (r->error != HTTP_ERR_NONE && r->error != HTTP_ERR_TOO_LARGE)
         return "unreachable";
     if (r->status == 401 || r->status == 403 ||

@@ -462,7 +462,7 @@ static void
 lift_auth_wall(struct q_tier_state *st, const char hash[65])
 {
     if (strcmp(hash, st->config_hash) != 0 &&
-        strcmp(st->exhausted_reason, "auth") == 0) {
+        policy_reason_is_config_wall(st->exhausted_reason)) {
         st->exhausted_until = 0;
         st->exhausted_reason[0] = '\0';
     }
@@ -479,7 +479,7 @@ tier_snapshot(q_db *db, const struct config_tier *t, int64_t now, bool full,
     if (rc != 0)
         return rc;
     /* Shown as the next worker will find it (sync_locked). */
-    if (full && strcmp(st.exhausted_reason, "auth") == 0) {
+    if (full && policy_reason_is_config_wall(st.exhausted_reason)) {
         config_hash(t, hash);
         lift_auth_wall(&st, hash);
     }
