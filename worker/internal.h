@@ -255,10 +255,25 @@ void worker__tick_in(struct worker *w, int64_t ms);
 /* worker__kick asks for a tick soon (see turn.c); does nothing while
  * closing or inside the tick. */
 void worker__kick(struct worker *w);
+/* ---- runs that wait (wake.c) ---------------------------------------- */
+
+/* worker__free_slots is how many jobs a claim may take now: the slots
+ * not held (a run waiting for a tier holds none), within the runs a
+ * worker keeps in hand. */
+int worker__free_slots(const struct worker *w);
+/* worker__run_waits: r has no request out and a wake time set;
+ * worker__run_due: and that wait is over (or the worker is stopping). */
+bool worker__run_waits(const struct run *r);
+bool worker__run_due(const struct worker *w, const struct run *r, int64_t now);
+/* worker__wake_due attempts the runs whose wait is over, in the order
+ * tiers should take them (waiting for a tier longest first); returns the
+ * earliest wake time left (at most next). */
+int64_t worker__wake_due(struct worker *w, int64_t now, int64_t next);
 /* worker__slot_freed wakes the runs postponed because every slot was
- * taken: a request ended (turn.c). */
+ * taken: a request ended. */
 void worker__slot_freed(struct worker *w, int64_t now);
-/* worker__wake_waiting lets the runs waiting for a tier look again now. */
+/* worker__wake_waiting lets the runs waiting for a tier look again now
+ * (wake.c). */
 void worker__wake_waiting(struct worker *w, int64_t now);
 /* worker__sweep frees the runs that finished and have no call in flight,
  * once no turn is open (a finish is final when its turn committed). */

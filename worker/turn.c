@@ -208,51 +208,11 @@ live(const struct worker *w)
     return n;
 }
 
-/* The jobs a claim may take now. A run that waits for a paced tier it
- * prefers holds no slot (it sends nothing until the tier admits it), so
- * jobs bound elsewhere still run beside a line of runs waiting for a free
- * tier; the runs in memory stay bounded at WORKER_RUNS_IN_HAND times the
- * concurrency. */
-/* A run postponed for a slot looks again after this long at the latest
- * (an answer that frees a slot wakes it sooner: worker__slot_freed). */
-#define SLOT_WAIT_MS 1000
-
-/* Whether r waits for a paced tier it prefers, holding no slot. */
-static bool
-tier_waiter(const struct run *r)
-{
-    return !r->finished && r->admit_since > 0 && r->call == NULL &&
-           r->wake_at != 0;
-}
-
-/* The runs that hold a slot: not finished, and not waiting for a tier. */
-static int
-busy_runs(const struct worker *w)
-{
-    int busy = 0;
-
-    for (const struct run *r = w->runs; r != NULL; r = r->next)
-        busy += !r->finished && !tier_waiter(r);
-    return busy;
-}
-
-static int
-free_slots(const struct worker *w)
-{
-    int busy = busy_runs(w), held = 0, a, b;
-
-    for (const struct run *r = w->runs; r != NULL; r = r->next)
-        held += !r->finished;
-    a = w->concurrency - busy;
-    b = w->concurrency * WORKER_RUNS_IN_HAND - held;
-    return a < b ? a : b;
-}
-
 /* Whether the tick claims: a slot is free and the next claim is due. */
 static bool
 claim_due(const struct worker *w, int64_t now)
 {
-    return free_slots(w) > 0 && now >= w->next_claim;
+    return worker__free_slots(w) > 0 && now >= w->next_claim;
 }
 
 static void
@@ -260,7 +220,7 @@ claim(struct worker *w, int64_t now)
 {
     struct q_job *jobs = NULL;
     size_t n = 0;
-    int slots = free_slots(w), rc;
+    int slots = worker__free_slots(w), rc;
 
     if (slots <= 0)
         return;
@@ -304,7 +264,7 @@ worker__turn_claim(struct worker *w)
         w->closing || w->down)
         return;
     now = worker__now(w);
-    slots = free_slots(w);
+    slots = worker__free_slots(w);
     if (slots > 0 && slots <= TURN_CLAIM_MAX && now >= w->next_claim)
         claim(w, now);
 }
@@ -326,114 +286,6 @@ heartbeat(struct worker *w, int64_t now)
         }
     }
     w->next_heartbeat = now + w->lease_ms / 3;
-}
-
-/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
- * or freed a place under an in-flight cap. One pass asks each tier once. */
-void
-worker__wake_waiting(struct worker *w, int64_t now)
-{
-    bool any = false;
-
-    w->pass++;
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
-            !r->finished) {
-            r->wake_at = now;
-            any = true;
-        }
-    }
-    if (any)
-        worker__kick(w);
-}
-
-/* Runs waiting for a tier go first, longest waiting first; then the
- * rest (backoffs) by job id. */
-static int
-by_wait(const void *a, const void *b)
-{
-    const struct run *x = *(struct run *const *)a;
-    const struct run *y = *(struct run *const *)b;
-    int64_t wx = x->admit_since > 0 ? x->admit_since : INT64_MAX;
-    int64_t wy = y->admit_since > 0 ? y->admit_since : INT64_MAX;
-
-    if (wx != wy)
-        return wx < wy ? -1 : 1;
-    return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
-}
-
-/* Whether r waits (no request out, a wake time set), and whether that
- * wait is over (or the worker is stopping, which ends every wait). */
-static bool
-run_waits(const struct run *r)
-{
-    return !r->finished && r->call == NULL && r->wake_at != 0;
-}
-
-static bool
-run_due(const struct worker *w, const struct run *r, int64_t now)
-{
-    return run_waits(r) && (r->wake_at <= now || w->stopping);
-}
-
-/* Attempts the runs whose wait is over, in the order tiers should take
- * them; returns the earliest wake time left (at most next). */
-static int64_t
-wake_due(struct worker *w, int64_t now, int64_t next)
-{
-    struct run **due = xcalloc((size_t)w->nruns + 1, sizeof(*due));
-    size_t n = 0;
-    int busy;
-
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (run_due(w, r, now))
-            due[n++] = r;
-        else if (run_waits(r) && r->wake_at < next)
-            next = r->wake_at;
-    }
-    qsort(due, n, sizeof(*due), by_wait);
-    w->pass++;
-    busy = busy_runs(w);
-    for (size_t i = 0; i < n; i++) {
-        struct run *r = due[i];
-        bool waiter = tier_waiter(r);
-        /* A run that waited for a tier holds no slot until it sends: with
-         * every slot taken it waits for one (runs in hand can number more
-         * than the concurrency; requests in flight cannot). */
-        if (waiter && busy >= w->concurrency && !w->stopping) {
-            r->wake_at = now + SLOT_WAIT_MS;
-            r->slot_wait = true;
-            w->slot_waiters++;
-        } else {
-            worker__attempt(r);
-            busy += waiter && !r->finished && !tier_waiter(r);
-        }
-        if (r->wake_at > now && r->wake_at < next)
-            next = r->wake_at;
-    }
-    free(due);
-    return next;
-}
-
-void
-worker__slot_freed(struct worker *w, int64_t now)
-{
-    bool any = false;
-
-    if (w->slot_waiters == 0)
-        return;
-    for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->slot_wait) {
-            r->slot_wait = false;
-            if (tier_waiter(r)) {
-                r->wake_at = now;
-                any = true;
-            }
-        }
-    }
-    w->slot_waiters = 0;
-    if (any)
-        worker__kick(w);
 }
 
 /* Re-arms the tick from inside its own callback. Never at 0 ms: libuv
@@ -525,7 +377,7 @@ tick_writes(const struct worker *w, int64_t now)
          clock_mono_ms() >= w->wake_retry_at))
         return true;
     for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        if (run_due(w, r, now))
+        if (worker__run_due(w, r, now))
             return true;
     }
     return false;
@@ -540,7 +392,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
         return;
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
-    next = wake_due(w, now, next);
+    next = worker__wake_due(w, now, next);
     worker__sweep(w);
     if (w->stopping) {
         if (live(w) == 0) {
@@ -572,13 +424,13 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             return;
         }
     }
-    if (free_slots(w) > 0 && w->next_claim < next)
+    if (worker__free_slots(w) > 0 && w->next_claim < next)
         next = w->next_claim;
     if (w->next_heartbeat < next)
         next = w->next_heartbeat;
     /* Runs told to wait during this tick (their kick was only marked). */
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (run_waits(r) && r->wake_at < next)
+        if (worker__run_waits(r) && r->wake_at < next)
             next = r->wake_at;
     }
     /* The wake channel is asked for again on its own backoff. */

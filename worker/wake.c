@@ -1,0 +1,151 @@
+/* wake.c: runs that wait. A run waiting for a paced tier it prefers
+ * holds no slot, so a claim may take other jobs beside a line of them
+ * (up to WORKER_RUNS_IN_HAND times the concurrency in hand); the runs
+ * whose wait is over are attempted in the order tiers should take them
+ * (FIFO), one pass asking each tier once; and one that waited for a tier
+ * waits for a slot before it sends, so requests in flight stay within the
+ * concurrency. */
+#include "worker/internal.h"
+
+#include <stdlib.h>
+
+#include "common/xalloc.h"
+
+/* A run postponed for a slot looks again after this long at the latest
+ * (an answer that frees a slot wakes it sooner: worker__slot_freed). */
+#define SLOT_WAIT_MS 1000
+
+/* Whether r waits for a paced tier it prefers, holding no slot. */
+static bool
+tier_waiter(const struct run *r)
+{
+    return !r->finished && r->admit_since > 0 && r->call == NULL &&
+           r->wake_at != 0;
+}
+
+/* The runs that hold a slot: not finished, and not waiting for a tier. */
+static int
+busy_runs(const struct worker *w)
+{
+    int busy = 0;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        busy += !r->finished && !tier_waiter(r);
+    return busy;
+}
+
+int
+worker__free_slots(const struct worker *w)
+{
+    int busy = busy_runs(w), held = 0, a, b;
+
+    for (const struct run *r = w->runs; r != NULL; r = r->next)
+        held += !r->finished;
+    a = w->concurrency - busy;
+    b = w->concurrency * WORKER_RUNS_IN_HAND - held;
+    return a < b ? a : b;
+}
+
+/* Runs waiting for a tier look again: an answer ended a doubt or a probe,
+ * or freed a place under an in-flight cap. One pass asks each tier once. */
+void
+worker__wake_waiting(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    w->pass++;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
+            !r->finished) {
+            r->wake_at = now;
+            any = true;
+        }
+    }
+    if (any)
+        worker__kick(w);
+}
+
+/* Runs waiting for a tier go first, longest waiting first; then the
+ * rest (backoffs) by job id. */
+static int
+by_wait(const void *a, const void *b)
+{
+    const struct run *x = *(struct run *const *)a;
+    const struct run *y = *(struct run *const *)b;
+    int64_t wx = x->admit_since > 0 ? x->admit_since : INT64_MAX;
+    int64_t wy = y->admit_since > 0 ? y->admit_since : INT64_MAX;
+
+    if (wx != wy)
+        return wx < wy ? -1 : 1;
+    return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
+}
+
+bool
+worker__run_waits(const struct run *r)
+{
+    return !r->finished && r->call == NULL && r->wake_at != 0;
+}
+
+bool
+worker__run_due(const struct worker *w, const struct run *r, int64_t now)
+{
+    return worker__run_waits(r) && (r->wake_at <= now || w->stopping);
+}
+
+int64_t
+worker__wake_due(struct worker *w, int64_t now, int64_t next)
+{
+    struct run **due = xcalloc((size_t)w->nruns + 1, sizeof(*due));
+    size_t n = 0;
+    int busy;
+
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (worker__run_due(w, r, now))
+            due[n++] = r;
+        else if (worker__run_waits(r) && r->wake_at < next)
+            next = r->wake_at;
+    }
+    qsort(due, n, sizeof(*due), by_wait);
+    w->pass++;
+    busy = busy_runs(w);
+    for (size_t i = 0; i < n; i++) {
+        struct run *r = due[i];
+        bool waiter = tier_waiter(r);
+        /* A run that waited for a tier holds no slot until it sends: with
+         * every slot taken it waits for one (runs in hand can number more
+         * than the concurrency; requests in flight cannot). */
+        if (waiter && busy >= w->concurrency && !w->stopping) {
+            r->wake_at = now + SLOT_WAIT_MS;
+            r->slot_wait = true;
+            w->slot_waiters++;
+        } else {
+            worker__attempt(r);
+            busy += waiter && !r->finished && !tier_waiter(r);
+        }
+        if (r->wake_at > now && r->wake_at < next)
+            next = r->wake_at;
+    }
+    free(due);
+    return next;
+}
+
+void
+worker__slot_freed(struct worker *w, int64_t now)
+{
+    bool any = false;
+
+    if (w->slot_waiters == 0)
+        return;
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->slot_wait) {
+            r->slot_wait = false;
+            if (tier_waiter(r)) {
+                r->wake_at = now;
+                any = true;
+            }
+        }
+    }
+    w->slot_waiters = 0;
+    if (any)
+        worker__kick(w);
+}
