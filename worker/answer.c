@@ -266,136 +266,6 @@ act(struct run *r, const struct policy_decision *d,
 
 /* ---- the answer's text ------------------------------------------------ */
 
-/* A chat answer's text is choices[0].message.content: a string, or an
- * array of parts, which OpenAI-compatible servers and Anthropic's
- * compatibility layer send ([{"type": "text", "text": "..."}]); then the
- * text is that of its parts of type "text", joined, and parts of other
- * types (images, refusals, reasoning) are no text. */
-struct chat_text {
-    const char *text; /* the string or joined; NULL: no text at all */
-    char *joined;     /* owned: the parts' text joined, or NULL */
-    bool parts;       /* the content is an array of parts */
-    bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
-};
-
-/* The text of a part of type "text", or NULL. Borrowed from part. */
-static const char *
-part_text(const cJSON *part)
-{
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
-    const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
-
-    if (!cJSON_IsObject(part) || !cJSON_IsString(ty) ||
-        strcmp(ty->valuestring, "text") != 0 || !cJSON_IsString(tx))
-        return NULL;
-    return tx->valuestring;
-}
-
-/* The text parts of content (an array) joined, or NULL when it has none.
- * Caller owns the result; free with free(). Its size is bounded by the
- * body's, which the HTTP client capped. */
-static char *
-join_parts(const cJSON *content)
-{
-    const cJSON *part;
-    size_t n = 0, k = 0;
-    bool any = false;
-    char *out;
-
-    cJSON_ArrayForEach(part, content)
-    {
-        const char *t = part_text(part);
-        if (t != NULL) {
-            n += strlen(t);
-            any = true;
-        }
-    }
-    if (!any)
-        return NULL;
-    out = xmalloc(n + 1);
-    cJSON_ArrayForEach(part, content)
-    {
-        const char *t = part_text(part);
-        if (t != NULL) {
-            memcpy(out + k, t, strlen(t));
-            k += strlen(t);
-        }
-    }
-    out[k] = '\0';
-    return out;
-}
-
-/* cJSON decodes an escaped NUL ("\u0000") into its C string, which ends
- * there: the text after it would be lost without a word. An answer whose
- * strings hold one (or a raw control character) anywhere is not taken as
- * text: a NUL elsewhere than in the content costs a schema_invalid, which
- * no provider has been seen to send. */
-static bool
-nul_cut(const char *body, size_t len)
-{
-    char err[128];
-
-    return json_text_check(body, len, err, sizeof(err)) != 0;
-}
-
-/* Reads the text of a chat answer: ans (http_chat_read of root) and body,
- * the bytes root was parsed from. Text that is not UTF-8, or that a NUL
- * would cut, is marked bad: it must not become the step's output (nor
- * must the body, the output of an answer without text). Free t with
- * text_cleanup. */
-static void
-read_text(const cJSON *root, const struct http_chat_answer *ans,
-          const char *body, size_t len, struct chat_text *t)
-{
-    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(choices, 0), "message");
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
-
-    memset(t, 0, sizeof(*t));
-    if (cJSON_IsArray(content)) {
-        t->parts = true;
-        t->joined = join_parts(content);
-        t->text = t->joined;
-    } else {
-        t->text = ans->content;
-    }
-    if (t->text != NULL)
-        t->bad =
-            !json_utf8_valid(t->text, strlen(t->text)) || nul_cut(body, len);
-    else /* the output is the body (a tool call) */
-        t->bad = !json_utf8_valid(body, len);
-}
-
-/* body as text a JSON view and a C string can hold: NULL when it is
- * (UTF-8 without NUL), else an owned copy with bad bytes and NULs as '?'.
- * Free with free(). */
-static char *
-as_text(const char *body, size_t len)
-{
-    char *t;
-
-    if (body == NULL ||
-        (json_utf8_valid(body, len) && memchr(body, '\0', len) == NULL))
-        return NULL;
-    t = xmalloc(len + 1);
-    memcpy(t, body, len);
-    t[len] = '\0';
-    json_utf8_scrub(t, len);
-    for (size_t i = 0; i < len; i++) {
-        if (t[i] == '\0')
-            t[i] = '?';
-    }
-    return t;
-}
-
-static void
-text_cleanup(struct chat_text *t)
-{
-    free(t->joined);
-    memset(t, 0, sizeof(*t));
-}
-
 /* spent_tokens is what an answer cost: the usage it reports, else an
  * estimate. An error answer (a status outside 2xx) was not billed and
  * completed nothing: 0, or its HTML page would count as output. A
@@ -422,113 +292,123 @@ spent_tokens(const struct run *r, const struct http_response *res,
     return (int64_t)(r->body_len + res->body_len) / 4;
 }
 
-void
-worker__answer(struct run *r)
-{
-    struct worker *w = r->w;
-    const struct spec_step *s = cur_spec(r);
-    struct http_response *res = &r->held->res;
-    struct policy_header *hdrs = NULL;
-    struct http_chat_answer ans = {0};
-    struct chat_text txt = {0};
+/* What an answer is, read once: the input classify reads (the body as it
+ * came, whatever masking changed), the completion parsed, its text. */
+struct reading {
+    struct policy_header *hdrs; /* owned; borrowing res's headers */
     struct policy_input in;
-    struct policy_class c, dc;
-    struct policy_step ps;
-    struct policy_decision d;
-    struct q_attempt_result ar;
-    struct attempt_log line;
-    int64_t now = worker__now(r->w), tokens = 0;
-    const char *output = NULL;
-    char *kept = NULL;   /* owned: the body as text, when it is not */
-    char *masked = NULL; /* owned: the output with its secrets masked */
-    /* What the endpoint sent: the checks of what it is (a completion whose
-     * output parses) read it as it came, whatever masking changed. */
+    struct http_chat_answer ans;
+    struct chat_text txt;
+    cJSON *root; /* owned */
+    bool chat;   /* read as a chat completion */
+};
+
+static void
+read_answer(const struct run *r, const struct http_response *res, int64_t now,
+            struct reading *rd)
+{
+    const struct spec_step *s = cur_spec(r);
     const char *seen = res->raw ? res->raw : res->body;
     size_t seen_len = res->raw ? res->raw_len : res->body_len;
-    cJSON *root = NULL;
-    bool parsed_chat = false;
-    const struct price_usage no_usage = PRICE_USAGE_NONE;
-    int ti = r->cur_tier;
+    struct policy_input *in = &rd->in;
 
-    r->last_latency = res->latency_ms;
-    if (ti >= 0 && res->status > 0) {
-        int64_t *lat = &w->latency_ms[ti];
-        *lat = *lat > 0 ? (*lat * 7 + res->latency_ms) / 8 : res->latency_ms;
-    }
-    hdrs = xcalloc(res->nheaders + 1, sizeof(*hdrs));
+    memset(rd, 0, sizeof(*rd));
+    rd->hdrs = xcalloc(res->nheaders + 1, sizeof(*rd->hdrs));
     for (size_t i = 0; i < res->nheaders; i++) {
-        hdrs[i].name = res->headers[i].name;
-        hdrs[i].value = res->headers[i].value;
+        rd->hdrs[i].name = res->headers[i].name;
+        rd->hdrs[i].value = res->headers[i].value;
     }
-    memset(&in, 0, sizeof(in));
-    in.status = res->status;
-    in.transport = worker__transport_of(res->error);
-    in.headers = hdrs;
-    in.nheaders = res->nheaders;
-    in.body = seen;
-    in.body_len = seen_len;
-    in.parsed = POLICY_PARSED_DERIVE;
-    in.http_step = s->kind == SPEC_STEP_HTTP;
-    in.now_ms = now;
+    in->status = res->status;
+    in->transport = worker__transport_of(res->error);
+    in->headers = rd->hdrs;
+    in->nheaders = res->nheaders;
+    in->body = seen;
+    in->body_len = seen_len;
+    in->parsed = POLICY_PARSED_DERIVE;
+    in->http_step = s->kind == SPEC_STEP_HTTP;
+    in->now_ms = now;
     /* Parsed once, read here and by classify. */
     if (s->kind == SPEC_STEP_CHAT && res->error == HTTP_ERR_NONE &&
         res->status >= 200 && res->status < 300 && seen != NULL)
-        root = json_parse_exact(seen, seen_len);
-    in.json = root;
-    if (http_chat_read(root, &ans) == 0) {
-        parsed_chat = true;
-        read_text(root, &ans, seen, seen_len, &txt);
-        /* Text that is not UTF-8 or that a NUL cuts, and parts without a
-         * text part or a tool call (empty content, SPEC), are an output
-         * that does not parse as text: schema_invalid, never committed. */
-        if (txt.bad || (txt.parts && txt.text == NULL && !ans.has_tool_calls))
-            in.parsed = POLICY_PARSED_NO;
-        else if (s->expect_json != NULL)
-            in.parsed =
-                worker__has_keys(txt.text, txt.text ? strlen(txt.text) : 0,
-                                 s->expect_json)
-                    ? POLICY_PARSED_YES
-                    : POLICY_PARSED_NO;
-    }
-    policy_classify(&in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
-    if (s->kind == SPEC_STEP_CHAT)
-        tokens = spent_tokens(r, res, parsed_chat ? ans.total_tokens : -1);
-    dc = c;
-    settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &in, now, &dc);
-    worker__step_context(r, now, policy_write_may_have_happened(&in), &ps);
-    policy_decide(&dc, &ps, &w->pcfg, &d);
-    if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
-        d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
+        rd->root = json_parse_exact(seen, seen_len);
+    in->json = rd->root;
+    if (http_chat_read(rd->root, &rd->ans) != 0)
+        return;
+    rd->chat = true;
+    worker__read_text(rd->root, &rd->ans, seen, seen_len, &rd->txt);
+    /* Text that is not UTF-8 or that a NUL cuts, and parts without a text
+     * part or a tool call (empty content, SPEC), are an output that does
+     * not parse as text: schema_invalid, never committed. */
+    if (rd->txt.bad ||
+        (rd->txt.parts && rd->txt.text == NULL && !rd->ans.has_tool_calls))
+        in->parsed = POLICY_PARSED_NO;
+    else if (s->expect_json != NULL)
+        in->parsed = worker__has_keys(rd->txt.text,
+                                      rd->txt.text ? strlen(rd->txt.text) : 0,
+                                      s->expect_json)
+                         ? POLICY_PARSED_YES
+                         : POLICY_PARSED_NO;
+}
 
-    /* A failed attempt's body and an http step's output are shown as JSON
-     * text (jobs show --json) and read as C strings: bad bytes and NULs are
-     * kept as '?'. */
-    if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
-        kept = as_text(res->body, res->body_len);
-    ar = (struct q_attempt_result){
+static void
+reading_cleanup(struct reading *rd)
+{
+    worker__text_cleanup(&rd->txt);
+    http_chat_answer_cleanup(&rd->ans);
+    cJSON_Delete(rd->root);
+    free(rd->hdrs);
+}
+
+/* The latency of the tier's recent answers, a moving average (what a
+ * step weighing a wait for a preferred tier expects the rest to take). */
+static void
+note_latency(struct run *r, const struct http_response *res)
+{
+    int64_t *lat;
+
+    r->last_latency = res->latency_ms;
+    if (r->cur_tier < 0 || res->status <= 0)
+        return;
+    lat = &r->w->latency_ms[r->cur_tier];
+    *lat = *lat > 0 ? (*lat * 7 + res->latency_ms) / 8 : res->latency_ms;
+}
+
+/* Records the attempt's result (*ar) with its cost, settles the budgets
+ * its send reserved, and writes its log line once. kept: the body as
+ * text, when it is not. */
+static void
+record(struct run *r, const struct http_response *res, const struct reading *rd,
+       const struct policy_class *c, const struct policy_decision *d,
+       int64_t tokens, const char *kept, int64_t now,
+       struct q_attempt_result *ar)
+{
+    const struct spec_step *s = cur_spec(r);
+    const struct price_usage no_usage = PRICE_USAGE_NONE;
+    const char *body = c->outcome == POLICY_OK ? NULL : kept ? kept : res->body;
+    struct attempt_log line;
+
+    *ar = (struct q_attempt_result){
         .status = res->status,
-        .outcome = policy_outcome_name(c.outcome),
-        .reason = c.reason,
-        .decision = policy_action_name(d.action),
-        .delay_ms = d.wait_ms,
+        .outcome = policy_outcome_name(c->outcome),
+        .reason = c->reason,
+        .decision = policy_action_name(d->action),
+        .delay_ms = d->wait_ms,
         .latency_ms = res->latency_ms,
         .tokens = tokens,
-        .body = c.outcome == POLICY_OK ? NULL
-                : kept                 ? kept
-                                       : res->body,
-        .body_len = c.outcome == POLICY_OK ? 0 : res->body_len,
+        .body = body,
+        .body_len = c->outcome == POLICY_OK ? 0 : res->body_len,
         .finished_at = now,
         .masked = res->raw != NULL,
         /* A commit writes the step's row anyway: the estimate's correction
          * rides in that write instead of one of its own. */
-        .caller_corrects = d.action == POLICY_COMMIT && r->attempt_est >= 0,
+        .caller_corrects = d->action == POLICY_COMMIT && r->attempt_est >= 0,
     };
     if (s->kind == SPEC_STEP_CHAT)
         worker__cost_answer(
-            cur_tier(r), res, parsed_chat ? &ans.usage : &no_usage,
-            (int64_t)r->body_len, r->input_tokens, r->send_est, &ar);
-    worker__budget_settle(r, ar.priced ? ar.cost_nusd : -1, now);
-    if (q_attempt_finish(w->db, r->attempt_id, &ar) != 0)
+            cur_tier(r), res, rd->chat ? &rd->ans.usage : &no_usage,
+            (int64_t)r->body_len, r->input_tokens, r->send_est, ar);
+    worker__budget_settle(r, ar->priced ? ar->cost_nusd : -1, now);
+    if (q_attempt_finish(r->w->db, r->attempt_id, ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
                  (long long)r->job.id);
     line = (struct attempt_log){
@@ -537,36 +417,69 @@ worker__answer(struct run *r)
         .attempt = r->attempt_no,
         .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
         .status = res->status,
-        .outcome = ar.outcome,
-        .reason = c.reason,
-        .decision = ar.decision,
-        .delay_ms = d.wait_ms,
+        .outcome = ar->outcome,
+        .reason = c->reason,
+        .decision = ar->decision,
+        .delay_ms = d->wait_ms,
         .latency_ms = res->latency_ms,
         .error =
             res->error != HTTP_ERR_NONE ? http_error_name(res->error) : NULL,
-        .body = c.outcome == POLICY_OK ? NULL
-                : kept                 ? kept
-                                       : res->body,
+        .body = body,
         .body_len = res->body_len,
     };
     if (r->logged_attempt != r->attempt_id) {
         log_attempt(&line);
         r->logged_attempt = r->attempt_id;
     }
+}
+
+void
+worker__answer(struct run *r)
+{
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct http_response *res = &r->held->res;
+    struct reading rd;
+    struct policy_class c, dc;
+    struct policy_step ps;
+    struct policy_decision d;
+    struct q_attempt_result ar;
+    int64_t now = worker__now(r->w), tokens = 0;
+    const char *output = NULL;
+    char *kept = NULL;   /* owned: the body as text, when it is not */
+    char *masked = NULL; /* owned: the output with its secrets masked */
+    int ti = r->cur_tier;
+
+    note_latency(r, res);
+    read_answer(r, res, now, &rd);
+    policy_classify(&rd.in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
+    if (s->kind == SPEC_STEP_CHAT)
+        tokens = spent_tokens(r, res, rd.chat ? rd.ans.total_tokens : -1);
+    dc = c;
+    settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &rd.in, now,
+                &dc);
+    worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
+    policy_decide(&dc, &ps, &w->pcfg, &d);
+    if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
+        d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
+
+    /* A failed attempt's body and an http step's output are shown as JSON
+     * text (jobs show --json) and read as C strings: bad bytes and NULs are
+     * kept as '?'. */
+    if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
+        kept = worker__as_text(res->body, res->body_len);
+    record(r, res, &rd, &c, &d, tokens, kept, now, &ar);
     /* What is kept is masked: an endpoint that echoed a secret into the
      * completion gets it back as "***" (the attempt says so). */
-    if (s->kind == SPEC_STEP_CHAT && txt.text != NULL && res->raw != NULL)
-        output = masked = http_response_mask(res, txt.text);
+    if (s->kind == SPEC_STEP_CHAT && rd.txt.text != NULL && res->raw != NULL)
+        output = masked = http_response_mask(res, rd.txt.text);
     else if (s->kind == SPEC_STEP_CHAT)
-        output = txt.text ? txt.text : res->body;
+        output = rd.txt.text ? rd.txt.text : res->body;
     else
         output = kept ? kept : res->body;
     act(r, &d, &c, res, output,
         ar.caller_corrects ? tokens - r->attempt_est : 0);
-    text_cleanup(&txt);
-    http_chat_answer_cleanup(&ans);
-    cJSON_Delete(root);
+    reading_cleanup(&rd);
     free(kept);
     free(masked);
-    free(hdrs);
 }
