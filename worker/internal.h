@@ -419,6 +419,18 @@ void worker__cost_worst(const struct config_tier *t, int64_t input, int64_t est,
 /* worker__estimate_tokens estimates the tokens req spends (input plus
  * max_tokens); *input gets the input part. */
 int64_t worker__estimate_tokens(const cJSON *req, int64_t *input);
+/* worker__choose_tier admits the request (est tokens) on the first of
+ * the step's tiers, in order of preference, that takes it now, waiting
+ * for an earlier one only paced (docs/reference.md "Order is preference").
+ * Returns the tier index; or -1 with *retry_at (INT64_MAX: no tier left)
+ * and why (whylen bytes) describing the refusals. r->route says what the
+ * chosen tier was preferred over; r->budget_refused whether a budget
+ * stood in the way (choose.c). */
+int worker__choose_tier(struct run *r, int64_t est, int64_t now,
+                        int64_t *retry_at, char *why, size_t whylen);
+/* worker__unknown_tiers writes into why the step's tiers that this
+ * worker's config lacks, or nothing (choose.c). */
+void worker__unknown_tiers(const struct run *r, char *why, size_t len);
 /* worker__tiers_left counts the step's other tiers that admit est tokens
  * now or within slack ms. */
 int worker__tiers_left(const struct run *r, int64_t est, int64_t now,

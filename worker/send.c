@@ -1,5 +1,6 @@
-/* send.c: sending an attempt: the tier chosen by admission (candidates in
- * order, FIFO within a pass), the request body built and estimated (kept
+/* send.c: sending an attempt: the tier chosen by admission (choose.c),
+ * or a wait for one, a park or a failure without; the request body built
+ * and estimated (kept
  * while a run waits for a tier), the step's max_total_tokens, and the
  * attempt recorded in the ledger before it is sent; the send itself
  * happens after the turn's commit (turn.c).
@@ -21,251 +22,6 @@
 
 static void settle_unsent(struct run *r, int64_t now);
 static void not_durable(struct run *r, int64_t now);
-
-/* ---- choosing a tier ----------------------------------------------- */
-
-/* Fills idx with the step's candidate tiers in order; returns how many. */
-static size_t
-candidates(const struct run *r, int *idx)
-{
-    const struct spec_step *s = cur_spec(r);
-    const struct config *cfg = r->w->cfg;
-    size_t n = 0;
-
-    if (r->wait_tier >= 0 || r->pin_tier >= 0) {
-        idx[0] = r->wait_tier >= 0 ? r->wait_tier : r->pin_tier;
-        return 1;
-    }
-    if (s->tiers == NULL) {
-        for (size_t i = 0; i < cfg->ntiers; i++)
-            idx[n++] = (int)i;
-        return n;
-    }
-    for (const cJSON *c = s->tiers->child; c != NULL; c = c->next) {
-        int ti = worker__tier_index(r->w, c->valuestring);
-        if (ti >= 0)
-            idx[n++] = ti;
-    }
-    return n;
-}
-
-/* Writes into why the step's tiers that this worker's config lacks
- * ("tiers not in this worker's config: ghost"), or nothing when it names
- * none (a job enqueued under another config). */
-static void
-unknown_tiers(const struct run *r, char *why, size_t len)
-{
-    const struct spec_step *s = cur_spec(r);
-    size_t used = 0;
-
-    why[0] = '\0';
-    for (const cJSON *c = s->tiers ? s->tiers->child : NULL; c != NULL;
-         c = c->next) {
-        int k;
-        if (worker__tier_index(r->w, c->valuestring) >= 0 || used >= len)
-            continue;
-        k = snprintf(why + used, len - used, "%s%s",
-                     used ? ", " : "tiers not in this worker's config: ",
-                     c->valuestring);
-        if (k > 0)
-            used += (size_t)k;
-    }
-}
-
-/* What the rest of the job is expected to take from now: one attempt of
- * this step and of each step after it, at the latency this worker has
- * seen of its tiers (the slowest), at least 1 s an attempt. */
-static int64_t
-rest_ms(const struct run *r)
-{
-    const struct worker *w = r->w;
-    int64_t per = 1000;
-
-    for (size_t i = 0; i < w->cfg->ntiers; i++) {
-        if (w->latency_ms[i] > per)
-            per = w->latency_ms[i];
-    }
-    return per * (int64_t)(r->spec->nsteps - r->step);
-}
-
-/* Whether the step waits for tier t, which paces it until v->retry_at,
- * rather than going on to a later tier: as long as the wait leaves the
- * rest of the job its time before the deadline, and within the tier's
- * spill setting. When not, why says why (for the attempt's route). */
-static bool
-waits_for(const struct run *r, const struct config_tier *t,
-          const struct tier_verdict *v, int64_t now, char *why, size_t len)
-{
-    int64_t wait = v->retry_at - now;
-    int64_t slack = r->job.deadline_at - now - rest_ms(r);
-    int64_t waited = r->admit_since > 0 ? now - r->admit_since : 0;
-
-    if (t->spill_after_ms == 0) {
-        snprintf(why, len, "%s: %s (spill: now)", t->name, v->reason);
-        return false;
-    }
-    if (wait > slack) {
-        snprintf(why, len,
-                 "%s: %s (a wait of %.1f s would miss the deadline: %.1f s "
-                 "left, the rest of the job needs about %.1f s)",
-                 t->name, v->reason, (double)wait / 1000,
-                 (double)(r->job.deadline_at - now) / 1000,
-                 (double)rest_ms(r) / 1000);
-        return false;
-    }
-    if (t->spill_after_ms > 0 && waited + wait > t->spill_after_ms) {
-        snprintf(why, len, "%s: %s (waited %.1f s; spill after %.1f s)",
-                 t->name, v->reason, (double)waited / 1000,
-                 (double)t->spill_after_ms / 1000);
-        return false;
-    }
-    return true;
-}
-
-/* Appends "; text" (or text) to the route. */
-static void
-route_add(struct run *r, const char *text)
-{
-    size_t used = strlen(r->route);
-
-    if (used + 3 < sizeof(r->route))
-        snprintf(r->route + used, sizeof(r->route) - used, "%s%s",
-                 used ? "; " : "", text);
-}
-
-/* Admits the send on tier ti: its budgets first (worker__budget_reserve),
- * then the tier (tier_admit); what was reserved goes back when the tier
- * says no. A budget's no is a verdict with reason "budget" (btext says
- * which and how much). Returns 0 with *v set, or a storage error (the
- * tier is skipped). */
-static int
-admit(struct run *r, int ti, int64_t est, int64_t now, struct tier_verdict *v,
-      int64_t *send, char *btext, size_t blen)
-{
-    const struct config_tier *t = &r->w->cfg->tiers[ti];
-    int64_t at = INT64_MAX;
-    int rc = worker__budget_reserve(r, t, r->input_tokens, est, now, &at, btext,
-                                    blen);
-
-    if (rc == -EDQUOT) {
-        *v = (struct tier_verdict){.reason = "budget", .retry_at = at};
-        r->budget_refused = true;
-        return 0;
-    }
-    if (rc != 0)
-        return rc;
-    rc = tier_admit(r->w->db, t, now, est, *sends_on(r, ti) > 0, v, send);
-    if (rc != 0 || !v->admitted)
-        worker__budget_settle(r, 0, now);
-    return rc;
-}
-
-/* Admits the request on the first candidate tier that takes it, in the
- * order of preference: an earlier tier that is only paced is waited for
- * (waits_for) instead of going on to a later one. Returns the tier index,
- * or -1 with *retry_at (INT64_MAX: no tier left) and a description of why
- * in why. r->route says what the chosen tier was preferred over. */
-static int
-choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
-            char *why, size_t whylen)
-{
-    struct worker *w = r->w;
-    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
-    size_t n = candidates(r, idx), used = 0;
-    int chosen = -1;
-    bool waiting = false;
-
-    *retry_at = INT64_MAX;
-    why[0] = '\0';
-    r->route[0] = '\0';
-    r->budget_refused = false;
-    for (size_t i = 0; i < n && chosen < 0 && !waiting; i++) {
-        const struct config_tier *t = &w->cfg->tiers[idx[i]];
-        struct tier_verdict v;
-        int64_t send = 0;
-        struct tier_no *no = &w->refused[idx[i]];
-        char btext[256] = "";
-        if (r->switched[idx[i]]) {
-            char text[160];
-            snprintf(text, sizeof(text), "%s: left after its answer", t->name);
-            route_add(r, text);
-            continue;
-        }
-        if (no->pass == w->pass) {
-            v = (struct tier_verdict){.admitted = false,
-                                      .probe = false,
-                                      .reason = no->reason,
-                                      .retry_at = no->retry_at};
-        } else if (admit(r, idx[i], est, now, &v, &send, btext,
-                         sizeof(btext)) != 0) {
-            continue;
-        }
-        if (v.admitted) {
-            chosen = idx[i];
-            r->send_id = send;
-            r->send_est = est < 0 ? 0 : est; /* what tier_admit charged */
-            break;
-        }
-        /* The allowance depends on the step (headroom above degrade_at
-         * for a step already on the tier), a budget on the job and the
-         * send: not the same no for all. */
-        if (strcmp(v.reason, "allowance") != 0 &&
-            strcmp(v.reason, "budget") != 0)
-            *no = (struct tier_no){
-                .pass = w->pass, .reason = v.reason, .retry_at = v.retry_at};
-        if (v.retry_at < *retry_at)
-            *retry_at = v.retry_at;
-        if (used < whylen) {
-            int k = snprintf(why + used, whylen - used, "%s%s: %s",
-                             used ? "; " : "", t->name, v.reason);
-            if (k > 0)
-                used += (size_t)k;
-        }
-        if (tier_reason_is_pace(v.reason) && n > 1) {
-            char spill[256];
-            if (waits_for(r, t, &v, now, spill, sizeof(spill))) {
-                /* Preferred and only paced: this tier's retry_at, not
-                 * the earliest of the ones after it. */
-                *retry_at = v.retry_at;
-                waiting = true;
-            } else {
-                route_add(r, spill);
-            }
-        } else if (btext[0] != '\0') {
-            route_add(r, btext);
-        } else {
-            char text[160];
-            snprintf(text, sizeof(text), "%s: %s", t->name, v.reason);
-            route_add(r, text);
-        }
-    }
-    free(idx);
-    return chosen;
-}
-
-/* Other tiers of the step that admit now or within the slack. */
-int
-worker__tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
-{
-    struct worker *w = r->w;
-    int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
-    size_t n = candidates(r, idx);
-    int left = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        struct q_tier_state st;
-        struct tier_verdict v;
-        if (idx[i] == r->cur_tier || r->switched[idx[i]])
-            continue;
-        if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, false, &st) != 0)
-            continue;
-        tier_evaluate(&w->cfg->tiers[idx[i]], &st, now, est, false, &v);
-        if (v.admitted || v.retry_at - now <= slack)
-            left++;
-    }
-    free(idx);
-    return left;
-}
 
 /* ---- the request body: estimates, max_total_tokens ------------------- */
 
@@ -373,17 +129,147 @@ timeout_ms(const struct spec_step *s, const struct config_tier *t)
     return t != NULL ? (int64_t)(t->timeout_s * 1000) : HTTP_STEP_TIMEOUT_MS;
 }
 
+/* No tier admits the send now: the run waits for the earliest that will
+ * before the deadline (keeping the body it built), or parks when only a
+ * budget stands in the way, or fails. */
+static void
+no_tier(struct run *r, cJSON *body, int64_t est, int64_t retry_at, char *why,
+        size_t whylen, int64_t now)
+{
+    const struct spec_step *s = cur_spec(r);
+    char err[1024];
+
+    if (retry_at != INT64_MAX && retry_at - now < r->job.deadline_at - now) {
+        if (r->admit_since == 0)
+            r->admit_since = now;
+        keep_chat_body(r, body, est);
+        worker__wait_then_attempt(r, retry_at - now);
+        return;
+    }
+    cJSON_Delete(body);
+    /* A budget that cannot cover the send before the deadline is an
+     * operator's call (raise it, then retry): parked, not failed. */
+    if (r->budget_refused) {
+        snprintf(err, sizeof(err),
+                 "step %s: budget: no tier the budgets can cover before the "
+                 "deadline (%s)",
+                 s->name, r->route);
+        worker__park(r, "budget", err);
+        return;
+    }
+    if (why[0] == '\0')
+        worker__unknown_tiers(r, why, whylen);
+    snprintf(err, sizeof(err),
+             "step %s: no tier admits before the deadline (%s)", s->name,
+             why[0] ? why : "no tier configured or left");
+    worker__fail_job(r, err);
+}
+
+/* A chat step's request, on the tier admission chose for it. Returns 0
+ * with *req built; 1 when the run went elsewhere (it waits for a tier, or
+ * failed or parked without one, or passed max_total_tokens); or a negative
+ * errno with err saying why the request cannot be built. */
+static int
+chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
+             char *err, size_t len)
+{
+    const struct spec_step *s = cur_spec(r);
+    int64_t retry_at = 0;
+    char why[512];
+    cJSON *body = take_chat_body(r, est);
+    const struct config_tier *t;
+    int ti, rc;
+
+    if (over_max_total(r, *est, err, len)) {
+        cJSON_Delete(body);
+        worker__fail_job(r, err);
+        return 1;
+    }
+    if ((ti = worker__choose_tier(r, *est, now, &retry_at, why, sizeof(why))) <
+        0) {
+        no_tier(r, body, *est, retry_at, why, sizeof(why), now);
+        return 1;
+    }
+    r->cur_tier = ti;
+    r->admit_since = 0;
+    r->wait_tier = -1;
+    r->sent_at = now;
+    t = &r->w->cfg->tiers[ti];
+    rc = http_tier_request(body, t, timeout_ms(s, t), req, err, len);
+    cJSON_Delete(body);
+    /* The key goes out with a chat step too: it is what makes a replay of
+     * a step with side effects safe (decide counts on it). */
+    if (rc == 0 && s->idempotency_key != NULL &&
+        (rc = http_request_add_header(req, "Idempotency-Key",
+                                      s->idempotency_key)) != 0) {
+        http_request_cleanup(req); /* a job from before the check */
+        snprintf(err, len, "idempotency_key: not a header value");
+    }
+    return rc;
+}
+
+/* Records the attempt of req (est tokens charged) before it is sent, and
+ * queues req to go out once the turn that holds the record commits. */
+static void
+record_and_queue(struct run *r, struct http_request *req, int64_t est,
+                 int64_t now)
+{
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct q_attempt_start st;
+    int rc;
+
+    worker__sha256_hex(req->body ? req->body : "", req->body_len, r->sha);
+    free(r->body);
+    r->body = xstrndup(req->body ? req->body : "", req->body_len);
+    r->body_len = req->body_len;
+    st = (struct q_attempt_start){
+        .job_id = r->job.id,
+        .step = r->step,
+        .worker = w->id,
+        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
+        .request_sha256 = r->sha,
+        .est_tokens = est,
+        .started_at = now,
+        .route = cur_tier(r) && r->route[0] != '\0' ? r->route : NULL,
+    };
+    /* Recorded before it is sent: a crash from here on leaves an attempt
+     * without result, which the next holder treats as in doubt. */
+    rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
+    r->attempt_est = est;
+    /* A write without a key (decide's in-doubt row: never sent twice
+     * without a human) waits for its record to be on disk, not only
+     * written: after a power loss that undid the record, the next worker
+     * would find no attempt and send it again. Any other step may be sent
+     * again, so its record need not wait for the disk. */
+    if (rc == 0 && s->side_effects && s->idempotency_key == NULL &&
+        q_tx_durable(w->db) != 0) {
+        http_request_cleanup(req);
+        not_durable(r, now);
+        return;
+    }
+    if (rc != 0) {
+        http_request_cleanup(req);
+        worker__unrecorded(r, rc);
+        return;
+    }
+    (*sends_on(r, r->cur_tier))++;
+    /* Sent once the loop turn's transaction, which holds the attempt's
+     * record, has committed (flush_sends, turn.c). */
+    r->pending = *req;
+    r->has_pending = true;
+    worker__poll_no_block(w);
+}
+
 void
 worker__attempt(struct run *r)
 {
     struct worker *w = r->w;
     const struct spec_step *s = cur_spec(r);
     struct http_request req;
-    struct q_attempt_start st;
-    int64_t now = worker__now(w), est = 0, retry_at = 0;
-    cJSON *body = NULL;
-    char err[1024], why[512];
-    int rc, ti = -1;
+    int64_t now = worker__now(w), est = 0;
+    char err[1024];
+    int rc;
 
     r->wake_at = 0;
     if (w->stopping) {
@@ -401,69 +287,19 @@ worker__attempt(struct run *r)
         return;
     }
     if (s->kind == SPEC_STEP_CHAT) {
-        body = take_chat_body(r, &est);
-        if (over_max_total(r, est, err, sizeof(err))) {
-            cJSON_Delete(body);
-            worker__fail_job(r, err);
+        if ((rc = chat_request(r, now, &est, &req, err, sizeof(err))) > 0)
             return;
-        }
-        ti = choose_tier(r, est, now, &retry_at, why, sizeof(why));
-        if (ti < 0) {
-            int64_t slack = r->job.deadline_at - now;
-            if (retry_at != INT64_MAX && retry_at - now < slack) {
-                if (r->admit_since == 0)
-                    r->admit_since = now;
-                keep_chat_body(r, body, est);
-                worker__wait_then_attempt(r, retry_at - now);
-                return;
-            }
-            cJSON_Delete(body);
-            /* A budget that cannot cover the send before the deadline is
-             * an operator's call (raise it, then retry): parked, not
-             * failed. */
-            if (r->budget_refused) {
-                snprintf(err, sizeof(err),
-                         "step %s: budget: no tier the budgets can cover "
-                         "before the deadline (%s)",
-                         s->name, r->route);
-                worker__park(r, "budget", err);
-                return;
-            }
-            if (why[0] == '\0')
-                unknown_tiers(r, why, sizeof(why));
-            snprintf(err, sizeof(err),
-                     "step %s: no tier admits before the "
-                     "deadline (%s)",
-                     s->name, why[0] ? why : "no tier configured or left");
-            worker__fail_job(r, err);
-            return;
-        }
-        r->cur_tier = ti;
-        r->admit_since = 0;
-        r->wait_tier = -1;
-        r->sent_at = now;
-        const struct config_tier *t = &w->cfg->tiers[ti];
-        rc = http_tier_request(body, t, timeout_ms(s, t), &req, err,
-                               sizeof(err));
-        /* The key goes out with a chat step too: it is what makes a
-         * replay of a step with side effects safe (decide counts on it). */
-        if (rc == 0 && s->idempotency_key != NULL &&
-            (rc = http_request_add_header(&req, "Idempotency-Key",
-                                          s->idempotency_key)) != 0) {
-            http_request_cleanup(&req); /* a job from before the check */
-            snprintf(err, sizeof(err), "idempotency_key: not a header value");
-        }
     } else {
+        cJSON *body = worker__expand_http(s->http, r->names,
+                                          (const char *const *)r->outputs,
+                                          r->spec->nsteps);
         r->send_id = 0;
         r->cur_tier = -1;
-        body = worker__expand_http(s->http, r->names,
-                                   (const char *const *)r->outputs,
-                                   r->spec->nsteps);
         rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),
                                &req, err, sizeof(err));
         r->input_tokens = 0;
+        cJSON_Delete(body);
     }
-    cJSON_Delete(body);
     if (rc != 0) {
         char msg[1200];
         if (r->send_id > 0)
@@ -473,46 +309,7 @@ worker__attempt(struct run *r)
         worker__fail_job(r, msg);
         return;
     }
-    worker__sha256_hex(req.body ? req.body : "", req.body_len, r->sha);
-    free(r->body);
-    r->body = xstrndup(req.body ? req.body : "", req.body_len);
-    r->body_len = req.body_len;
-    st = (struct q_attempt_start){
-        .job_id = r->job.id,
-        .step = r->step,
-        .worker = w->id,
-        .tier = cur_tier(r) ? cur_tier(r)->name : NULL,
-        .request_sha256 = r->sha,
-        .est_tokens = est,
-        .started_at = now,
-        .route = ti >= 0 && r->route[0] != '\0' ? r->route : NULL,
-    };
-    /* Recorded before it is sent: a crash from here on leaves an attempt
-     * without result, which the next holder treats as in doubt. */
-    rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no);
-    r->attempt_est = est;
-    /* A write without a key (decide's in-doubt row: never sent twice
-     * without a human) waits for its record to be on disk, not only
-     * written: after a power loss that undid the record, the next worker
-     * would find no attempt and send it again. Any other step may be sent
-     * again, so its record need not wait for the disk. */
-    if (rc == 0 && s->side_effects && s->idempotency_key == NULL &&
-        q_tx_durable(w->db) != 0) {
-        http_request_cleanup(&req);
-        not_durable(r, now);
-        return;
-    }
-    if (rc != 0) {
-        http_request_cleanup(&req);
-        worker__unrecorded(r, rc);
-        return;
-    }
-    (*sends_on(r, r->cur_tier))++;
-    /* Sent once the loop turn's transaction, which holds the attempt's
-     * record, has committed (flush_sends, turn.c). */
-    r->pending = req;
-    r->has_pending = true;
-    worker__poll_no_block(w);
+    record_and_queue(r, &req, est, now);
 }
 
 /* The store cannot put the record of r's attempt on disk (its flush
