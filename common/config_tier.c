@@ -319,71 +319,15 @@ parse_price(const cJSON *o, const char *path, struct price *out, char *err,
     return 0;
 }
 
-int
-config__parse_tier(const cJSON *o, const char *path, const char *dir,
-                   struct config_tier *t, char *err, size_t len)
+/* The tier's name, model, base_url and api_key_env, checked as text:
+ * what the stores, tables, logs and the HTTP client can take. */
+static int
+check_names(const char *name, const char *model, const char *url,
+            const char *env, const char *path, char *err, size_t len)
 {
-    static const char *const keys[] = {"name",
-                                       "base_url",
-                                       "model",
-                                       "api_key_env",
-                                       "auth",
-                                       "headers",
-                                       "query",
-                                       "rpm",
-                                       "tpm",
-                                       "allowance_tokens",
-                                       "allowance_window",
-                                       "degrade_at",
-                                       "max_inflight",
-                                       "timeout_s",
-                                       "breaker",
-                                       "window_s",
-                                       "burst",
-                                       "spill",
-                                       "price",
-                                       "ca_file",
-                                       "ca_path",
-                                       "client_cert",
-                                       "client_key",
-                                       NULL};
-    static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
-    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
-    const char *window = NULL, *auth = NULL, *rest, *why;
-    int64_t inflight = 0, failures = 5;
-    const cJSON *b;
+    const char *rest, *why;
     char p[256];
-    int rc;
 
-    t->allowance_window_s = 86400;
-    t->degrade_at = 0.8;
-    t->timeout_s = 60;
-    t->window_s = 60;
-    t->breaker.cooldown_s = 30;
-    if ((rc = json_check_object(o, path, keys, err, len)) ||
-        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
-        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
-        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
-        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
-        (rc = json_get_string(o, "auth", false, path, &auth, err, len)) ||
-        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
-        (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
-                           len)) ||
-        (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
-                           &t->allowance_tokens, err, len)) ||
-        (rc = json_get_string(o, "allowance_window", false, path, &window, err,
-                              len)) ||
-        (rc = json_get_number(o, "degrade_at", 0.01, 1, path, &t->degrade_at,
-                              err, len)) ||
-        (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
-                           len)) ||
-        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
-                              err, len)) ||
-        (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
-                              err, len)) ||
-        (rc =
-             json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
-        return rc;
     if (name[0] == '\0')
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must not be empty");
@@ -414,19 +358,26 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
         NULL)
         return json_fail(
             err, len, json_path_key(p, sizeof(p), path, "base_url"), "%s", why);
-    if (env != NULL && env[0] == '\0')
-        env = NULL; /* as before: "" names no variable */
     if (env != NULL && !httptext_is_env_name(env))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "api_key_env"),
                          "must name an environment variable (letters, digits "
                          "and _, not starting with a digit)");
-    if (window != NULL &&
-        config__window_seconds(window, &t->allowance_window_s))
-        return json_fail(err, len,
-                         json_path_key(p, sizeof(p), path, "allowance_window"),
-                         "must be minute, hour, day, week or month");
-    b = cJSON_GetObjectItemCaseSensitive(o, "breaker");
+    return 0;
+}
+
+/* "breaker": {"failures", "cooldown_s"}; 5 and 30 s when absent. */
+static int
+parse_breaker(const cJSON *o, const char *path, struct config_tier *t,
+              char *err, size_t len)
+{
+    static const char *const bkeys[] = {"failures", "cooldown_s", NULL};
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "breaker");
+    int64_t failures = 5;
+    char p[256];
+    int rc;
+
+    t->breaker.cooldown_s = 30;
     if (b != NULL) {
         json_path_key(p, sizeof(p), path, "breaker");
         if ((rc = json_check_object(b, p, bkeys, err, len)) ||
@@ -436,6 +387,83 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                                   &t->breaker.cooldown_s, err, len)))
             return rc;
     }
+    t->breaker.failures = (int)failures;
+    return 0;
+}
+
+int
+config__parse_tier(const cJSON *o, const char *path, const char *dir,
+                   struct config_tier *t, char *err, size_t len)
+{
+    static const char *const keys[] = {"name",
+                                       "base_url",
+                                       "model",
+                                       "api_key_env",
+                                       "auth",
+                                       "headers",
+                                       "query",
+                                       "rpm",
+                                       "tpm",
+                                       "allowance_tokens",
+                                       "allowance_window",
+                                       "degrade_at",
+                                       "max_inflight",
+                                       "timeout_s",
+                                       "breaker",
+                                       "window_s",
+                                       "burst",
+                                       "spill",
+                                       "price",
+                                       "ca_file",
+                                       "ca_path",
+                                       "client_cert",
+                                       "client_key",
+                                       NULL};
+    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
+    const char *window = NULL, *auth = NULL;
+    int64_t inflight = 0;
+    char p[256];
+    int rc;
+
+    t->allowance_window_s = 86400;
+    t->degrade_at = 0.8;
+    t->timeout_s = 60;
+    t->window_s = 60;
+    if ((rc = json_check_object(o, path, keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
+        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
+        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
+        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
+        (rc = json_get_string(o, "auth", false, path, &auth, err, len)) ||
+        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
+        (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
+                           len)) ||
+        (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
+                           &t->allowance_tokens, err, len)) ||
+        (rc = json_get_string(o, "allowance_window", false, path, &window, err,
+                              len)) ||
+        (rc = json_get_number(o, "degrade_at", 0.01, 1, path, &t->degrade_at,
+                              err, len)) ||
+        (rc = json_get_int(o, "max_inflight", 0, 1000000, path, &inflight, err,
+                           len)) ||
+        (rc = json_get_number(o, "timeout_s", 0.001, 86400, path, &t->timeout_s,
+                              err, len)) ||
+        (rc = json_get_number(o, "window_s", 0.01, 86400, path, &t->window_s,
+                              err, len)) ||
+        (rc =
+             json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
+        return rc;
+    if (env != NULL && env[0] == '\0')
+        env = NULL; /* as before: "" names no variable */
+    if ((rc = check_names(name, model, url, env, path, err, len)) != 0)
+        return rc;
+    if (window != NULL &&
+        config__window_seconds(window, &t->allowance_window_s))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "allowance_window"),
+                         "must be minute, hour, day, week or month");
+    if ((rc = parse_breaker(o, path, t, err, len)) != 0)
+        return rc;
     if ((rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
         (rc = parse_spill(o, path, t, err, len)) != 0 ||
         (rc = parse_price(o, path, &t->price, err, len)) != 0)
@@ -449,7 +477,6 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
         config__tier_cleanup(t);
         return rc;
     }
-    t->breaker.failures = (int)failures;
     t->max_inflight = (int)inflight;
     t->name = xstrdup(name);
     t->base_url = xstrdup(url);
