@@ -277,6 +277,44 @@ check_degrade(const cJSON *d, const char *path, char *err, size_t len)
     return 0;
 }
 
+/* A step's body by its kind: a chat step's "request", an http step's
+ * "http", and not the other's. */
+static int
+step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
+          char *err, size_t len)
+{
+    char p[PATH_LEN];
+    int rc;
+
+    if (HAS(m, S_REQUEST))
+        s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
+    if (HAS(m, S_HTTP))
+        s->http = cJSON_GetObjectItemCaseSensitive(o, "http");
+    if (s->kind == SPEC_STEP_CHAT) {
+        if (s->request == NULL)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "request"),
+                             "missing");
+        if ((rc = check_request(s->request, path, err, len)) != 0)
+            return rc;
+        if (s->http != NULL)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "http"),
+                             "only for steps of kind \"http\"");
+    } else {
+        json_path_key(p, sizeof(p), path, "http");
+        if (s->http == NULL)
+            return json_fail(err, len, p, "missing");
+        if ((rc = check_http(s->http, p, err, len)) != 0)
+            return rc;
+        if (s->request != NULL)
+            return json_fail(err, len,
+                             json_path_key(p, sizeof(p), path, "request"),
+                             "only for steps of kind \"chat\"");
+    }
+    return 0;
+}
+
 static int
 parse_step(const cJSON *o, const char *path, struct spec_step *s,
            const struct spec_opts *opts, char *err, size_t len)
@@ -347,32 +385,8 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
     s->token_budget = budget;
     s->max_total_tokens = total;
     s->timeout_s = timeout;
-    if (HAS(m, S_REQUEST))
-        s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
-    if (HAS(m, S_HTTP))
-        s->http = cJSON_GetObjectItemCaseSensitive(o, "http");
-    if (s->kind == SPEC_STEP_CHAT) {
-        if (s->request == NULL)
-            return json_fail(err, len,
-                             json_path_key(p, sizeof(p), path, "request"),
-                             "missing");
-        if ((rc = check_request(s->request, path, err, len)) != 0)
-            return rc;
-        if (s->http != NULL)
-            return json_fail(err, len,
-                             json_path_key(p, sizeof(p), path, "http"),
-                             "only for steps of kind \"http\"");
-    } else {
-        json_path_key(p, sizeof(p), path, "http");
-        if (s->http == NULL)
-            return json_fail(err, len, p, "missing");
-        if ((rc = check_http(s->http, p, err, len)) != 0)
-            return rc;
-        if (s->request != NULL)
-            return json_fail(err, len,
-                             json_path_key(p, sizeof(p), path, "request"),
-                             "only for steps of kind \"chat\"");
-    }
+    if ((rc = step_body(o, m, path, s, err, len)) != 0)
+        return rc;
     if (HAS(m, S_EXPECT_JSON)) {
         s->expect_json = cJSON_GetObjectItemCaseSensitive(o, "expect_json");
         if ((rc = check_string_array(s->expect_json, path, "expect_json", false,
