@@ -310,12 +310,82 @@ chat_request_ok(const cJSON *req, char *msg, size_t len, const char **code)
     return true;
 }
 
+/* The route's sequence: its next scripted answer, else the default one
+ * (a chat completion, or the generic endpoint's answer, an idempotency
+ * key's first answer replayed as Stripe does). Returns whether it was
+ * such a replay. */
+static bool
+sequence(struct mock_engine *e, struct mock_route *r,
+         const struct mock_request *rq, int64_t prompt, struct mock_reply *out,
+         struct build *b, int64_t *tokens)
+{
+    const struct mock_answer *a;
+    bool chat = is_chat(rq), replayed = false;
+
+    a = next_answer(r);
+    b->answer = a;
+    if (a != NULL) {
+        e->stats->scripted++;
+        out->kind = chat ? "chat_scripted" : "generic_scripted";
+        if (a->status != 0)
+            b->status = a->status;
+        if (a->delay_ms > 0)
+            out->delay_ms += a->delay_ms;
+        out->fault = a->fault;
+    }
+    if (a != NULL && a->body != NULL) {
+        b->body = xstrdup(a->body);
+    } else if (b->status < 200 || b->status > 299) {
+        b->body = mock__status_error_body(b->status);
+    } else if (chat) {
+        b->body = mock__chat_body(e, r, a, out->request_json, prompt, tokens);
+    } else if (rq->idempotency_key != NULL && a == NULL &&
+               idem_find(e, rq->idempotency_key) != NULL) {
+        /* Replay the first answer for this key, as Stripe does. */
+        b->body = xstrdup(idem_find(e, rq->idempotency_key)->body);
+        replayed = true;
+        e->stats->replays++;
+    } else {
+        b->body = mock__generic_body(e, rq, a ? a->oversize : 0);
+        if (rq->idempotency_key != NULL && a == NULL) {
+            struct mock_idem *i = xcalloc(1, sizeof(*i));
+            i->key = xstrdup(rq->idempotency_key);
+            i->body = xstrdup(b->body);
+            i->next = e->idem;
+            e->idem = i;
+        }
+    }
+    return replayed;
+}
+
+/* What the engine's statistics count of a reply, and the route's token
+ * allowance the answer used. */
+static void
+count_reply(struct mock_engine *e, struct mock_route *r,
+            const struct mock_reply *out, int status, int64_t tokens)
+{
+    if (out->fault == MOCK_FAULT_HANG || out->fault == MOCK_FAULT_CLOSE ||
+        out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
+        out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
+        out->fault == MOCK_FAULT_HUGE_HEADERS ||
+        out->fault == MOCK_FAULT_BAD_STATUS)
+        e->stats->faults++;
+    if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
+        out->fault != MOCK_FAULT_BAD_STATUS && status >= 200 && status <= 299) {
+        e->stats->ok++;
+        if (tokens > 0) {
+            r->tokens_used += tokens;
+            e->stats->tokens += (uint64_t)tokens;
+        }
+    }
+}
+
 void
 mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
                    int64_t now, bool keep_alive, struct mock_reply *out)
 {
     struct mock_route *r = match(e->script, rq->path);
-    const struct mock_answer *a = NULL;
+    const struct mock_answer *a;
     struct build b = {.status = 200};
     bool chat = is_chat(rq), replayed = false;
     int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
@@ -397,56 +467,9 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
                                   "context_length_exceeded");
         out->kind = "context";
     } else {
-        a = next_answer(r);
-        b.answer = a;
-        if (a != NULL) {
-            e->stats->scripted++;
-            out->kind = chat ? "chat_scripted" : "generic_scripted";
-            if (a->status != 0)
-                b.status = a->status;
-            if (a->delay_ms > 0)
-                out->delay_ms += a->delay_ms;
-            out->fault = a->fault;
-        }
-        if (a != NULL && a->body != NULL) {
-            b.body = xstrdup(a->body);
-        } else if (b.status < 200 || b.status > 299) {
-            b.body = mock__status_error_body(b.status);
-        } else if (chat) {
-            b.body =
-                mock__chat_body(e, r, a, out->request_json, prompt, &tokens);
-        } else if (rq->idempotency_key != NULL && a == NULL &&
-                   idem_find(e, rq->idempotency_key) != NULL) {
-            /* Replay the first answer for this key, as Stripe does. */
-            b.body = xstrdup(idem_find(e, rq->idempotency_key)->body);
-            replayed = true;
-            e->stats->replays++;
-        } else {
-            b.body = mock__generic_body(e, rq, a ? a->oversize : 0);
-            if (rq->idempotency_key != NULL && a == NULL) {
-                struct mock_idem *i = xcalloc(1, sizeof(*i));
-                i->key = xstrdup(rq->idempotency_key);
-                i->body = xstrdup(b.body);
-                i->next = e->idem;
-                e->idem = i;
-            }
-        }
+        replayed = sequence(e, r, rq, prompt, out, &b, &tokens);
     }
-    if (out->fault == MOCK_FAULT_HANG || out->fault == MOCK_FAULT_CLOSE ||
-        out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
-        out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
-        out->fault == MOCK_FAULT_HUGE_HEADERS ||
-        out->fault == MOCK_FAULT_BAD_STATUS)
-        e->stats->faults++;
-    if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
-        out->fault != MOCK_FAULT_BAD_STATUS && b.status >= 200 &&
-        b.status <= 299) {
-        e->stats->ok++;
-        if (tokens > 0) {
-            r->tokens_used += tokens;
-            e->stats->tokens += (uint64_t)tokens;
-        }
-    }
+    count_reply(e, r, out, b.status, tokens);
     if (r->limit.shape != MOCK_SHAPE_NONE && strcmp(out->kind, "storm") != 0)
         b.nextra =
             mock_limit_headers(&r->limit, &lim, now, now + e->wall_offset,
