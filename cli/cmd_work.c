@@ -8,6 +8,7 @@
 
 #include "common/xalloc.h"
 #include "queue/queue.h"
+#include "view/view.h"
 #include "worker/worker.h"
 
 static const char usage[] =
@@ -85,6 +86,7 @@ cmd_work(struct cli_env *env, int argc, char **argv)
     wo.drain = drain;
     wo.worker_id = id;
     wo.progress = isatty(2);
+    wo.report = view_report; /* the on_report hook's report */
     xalloc_keep_freed();
     rc = worker_run(&wo);
     if (rc == -EINVAL) {

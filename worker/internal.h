@@ -18,6 +18,7 @@
 #include "queue/queue.h"
 #include "spec/spec.h"
 #include "worker/http.h"
+#include "worker/worker.h"
 
 /* The store's clock offset (q_clock_sync) is measured again this often. */
 #define WORKER_CLOCK_SYNC_MS 60000
@@ -35,6 +36,7 @@
 struct run;
 
 struct worker {
+    worker_report_fn report; /* on_report's (worker_opts), or NULL */
     uv_loop_t loop;
     uv_timer_t tick;
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */

@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "park/park.h"
 #include "sched/sched.h"
-#include "view/view.h"
 
 #define SCHED_EVERY_MS 1000
 #define SCHED_AGAIN_MS 20
@@ -57,9 +56,9 @@ fire_report(struct worker *w, int64_t now)
         return;
     if (q_sched_claim(w->db, REPORT_STATE, slot * 1000, now) != 0)
         return; /* another worker sends this one (or the store failed) */
-    if ((rc = view_report(w->db, w->cfg,
-                          prev > 0 ? prev : slot * 1000 - REPORT_SPAN_MS,
-                          slot * 1000, &r)) != 0) {
+    if ((rc = w->report(w->db, w->cfg,
+                        prev > 0 ? prev : slot * 1000 - REPORT_SPAN_MS,
+                        slot * 1000, &r)) != 0) {
         log_warn("on_report: the report could not be read (%d)", rc);
         return;
     }
@@ -91,7 +90,7 @@ on_sched(uv_timer_t *t)
     if (rc != 0)
         log_warn("schedules: the store failed (%d): tried again in a second",
                  rc);
-    if (w->cfg->on_report != NULL)
+    if (w->cfg->on_report != NULL && w->report != NULL)
         fire_report(w, worker__now(w));
     if (n > 0)
         worker__kick(w);

@@ -138,6 +138,7 @@ setup(struct worker *w, const struct worker_opts *o)
         o->concurrency > 0 ? o->concurrency : o->cfg->worker.concurrency;
     w->drain = o->drain;
     w->progress = o->progress;
+    w->report = o->report;
     w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
     w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
     w->idle_poll_ms =

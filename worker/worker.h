@@ -17,6 +17,17 @@
 #include "common/config.h"
 #include "common/defs.h"
 
+struct cJSON;
+typedef struct q_db q_db;
+
+/* Builds the morning report for the config's on_report hook: what
+ * happened from since to until, as `report --json` shows it (cli passes
+ * view_report). Returns 0 with *out set (the worker deletes it), or a
+ * negative errno. */
+typedef int (*worker_report_fn)(q_db *db, const struct config *cfg,
+                                int64_t since, int64_t until,
+                                struct cJSON **out);
+
 struct worker_opts {
     const char *db_path;      /* borrowed */
     const struct config *cfg; /* borrowed; tiers, policy, worker numbers */
@@ -26,6 +37,7 @@ struct worker_opts {
     int64_t grace_ms;         /* on SIGINT/SIGTERM: wait this long for
                                  requests in flight; 0: 10 s */
     bool progress;            /* a line per job start and end (terminal) */
+    worker_report_fn report;  /* for on_report; NULL: no report is sent */
 };
 
 /* worker_run opens the database, runs until SIGINT/SIGTERM (or, with
