@@ -433,7 +433,7 @@ struct q_tier_state {
     int64_t allowance_used;    /* tokens in the current allowance window */
     int64_t allowance_since;   /* start of that window */
     char config_hash[65];      /* the tier config it was last used with */
-    /* Pacing (see worker/tier.h): token buckets as GCRA theoretical
+    /* Pacing (see tier/tier.h): token buckets as GCRA theoretical
      * arrival times in ms (fractional), the pace factor in force, and
      * what the endpoint's headers taught. */
     double req_tat;       /* request bucket */
@@ -447,7 +447,7 @@ struct q_tier_state {
     struct q_tier_usage usage;   /* sends and tokens per second */
     struct q_tier_flight flight; /* sends in flight */
     /* Not stored: derived from usage and flight by the loader above the
-     * store (worker/tier.c), 0 when not asked for. */
+     * store (tier/tier.c), 0 when not asked for. */
     int64_t window_requests; /* sends in the last minute */
     int64_t window_tokens;   /* their tokens */
     int64_t in_flight;       /* sends not answered and not expired */
