@@ -522,6 +522,9 @@ struct q_park_filter {
     const char *reason; /* NULL: any */
     const char *tier;   /* NULL: any */
     int64_t job_id;     /* 0: any */
+    /* > 0: only items resolved at or after this time (listing only; all
+     * is then implied). */
+    int64_t resolved_since;
 };
 
 /* q_park_list lists matching items, open ones first, then by id. Caller
@@ -729,6 +732,12 @@ void q_report_jobs_free(struct q_report_job *j, size_t n);
  * cancelled) at or after since, the longest from created_at to
  * updated_at first (then by id), at most limit. Caller owns *out; free
  * with q_jobs_free(). */
+/* q_report_failed lists the jobs that failed at or after since (by when
+ * they ended), with or without attempts (a job whose step could not be
+ * built fails before any), the latest first, at most limit (0: all). spec
+ * is NULL. Caller owns *out (q_jobs_free). */
+STEPQ_MUST_CHECK int q_report_failed(q_db *db, int64_t since, size_t limit,
+                                     struct q_job **out, size_t *n);
 STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
                                       struct q_job **out, size_t *n);
 
