@@ -553,10 +553,13 @@ STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
  * already going on). */
 STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
                                           int64_t deadline_at);
-/* q_job_fail_parked fails parked job job_id with error (copied).
- * -EALREADY when the job is not parked. */
-STEPQ_MUST_CHECK int q_job_fail_parked(q_db *db, int64_t job_id,
-                                       const char *error, int64_t now);
+/* q_job_end_parked ends parked job job_id: Q_JOB_FAILED with error
+ * (copied), or Q_JOB_SUCCEEDED (error NULL) when an operator finished its
+ * last step. -EALREADY when the job is not parked, -EINVAL for another
+ * state. */
+STEPQ_MUST_CHECK int q_job_end_parked(q_db *db, int64_t job_id,
+                                      enum q_job_state state, const char *error,
+                                      int64_t now);
 
 /* How a parked step goes on. Strings are borrowed. */
 struct q_step_reset {

@@ -203,6 +203,58 @@ START_TEST(test_done_output_feeds_later_steps)
 }
 END_TEST
 
+/* Done or skip on a job's last step ends the job at the resolve: it does
+ * not wait as queued for a worker that has nothing left to run. A step
+ * before the last one puts the job back in the queue, as before. */
+START_TEST(test_last_step_resolved_ends_the_job)
+{
+    struct run_result r;
+    char job[512];
+    cJSON *j;
+
+    e2e_start_file("comments-daily-wall-thrice.json", "");
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"only-post\",\"steps\":[{\"name\":\"post\","
+                 "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:"
+                 "%d/comments\",\"body\":{\"t\":%d}}}]}",
+                 e2e_mock.port, i);
+        e2e_enqueue(job);
+    }
+    enqueue_post_then_chat();
+    free(e2e_drain());
+    for (int id = 1; id <= 3; id++) {
+        j = e2e_show(id);
+        ck_assert_msg(strcmp(e2e_str(j, "state"), "parked") == 0,
+                      "job %d is %s", id, e2e_str(j, "state"));
+        cJSON_Delete(j);
+    }
+    for (int id = 1; id <= 3; id++) {
+        char item[16];
+        j = e2e_show(id);
+        snprintf(
+            item, sizeof(item), "%d",
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(j, "park"), 0), "id")));
+        cJSON_Delete(j);
+        ck_assert_int_eq(
+            STEPQ(&r, "park", "resolve", item, id == 1 ? "--done" : "--skip"),
+            0);
+        run_result_free(&r);
+        if (id == 3)
+            break;
+        j = e2e_show(id);
+        ck_assert_str_eq(e2e_str(j, "state"), "succeeded");
+        ck_assert_str_eq(e2e_str(e2e_step_of(j, 0), "state"),
+                         id == 1 ? "succeeded" : "skipped");
+        cJSON_Delete(j);
+    }
+    j = e2e_show(3);
+    ck_assert_str_eq(e2e_str(j, "state"), "queued");
+    cJSON_Delete(j);
+}
+END_TEST
+
 START_TEST(test_fail_fails_job)
 {
     struct run_result r;
@@ -455,6 +507,7 @@ test_suite(void)
     tcase_add_test(tc, test_retry_pinned_to_tier);
     tcase_add_test(tc, test_skip_continues);
     tcase_add_test(tc, test_done_output_feeds_later_steps);
+    tcase_add_test(tc, test_last_step_resolved_ends_the_job);
     tcase_add_test(tc, test_fail_fails_job);
     tcase_add_test(tc, test_bad_input_changes_nothing);
     tcase_add_test(tc, test_ten_racing_resolves_one_wins);

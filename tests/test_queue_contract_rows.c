@@ -606,8 +606,12 @@ START_TEST(test_parked_job_goes_on_once)
     ck_assert_str_eq(st[0].pin_tier, "local");
     q_steps_free(st, n);
     ck_assert_int_eq(qfix_state(db, a), Q_JOB_QUEUED);
-    ck_assert_int_eq(q_job_fail_parked(db, a, "no", T0 + 9), -EALREADY);
-    ck_assert_int_eq(q_job_fail_parked(db, b, "failed by bo", T0 + 9), 0);
+    ck_assert_int_eq(q_job_end_parked(db, a, Q_JOB_FAILED, "no", T0 + 9),
+                     -EALREADY);
+    ck_assert_int_eq(q_job_end_parked(db, b, Q_JOB_QUEUED, NULL, T0 + 9),
+                     -EINVAL);
+    ck_assert_int_eq(
+        q_job_end_parked(db, b, Q_JOB_FAILED, "failed by bo", T0 + 9), 0);
     ck_assert_int_eq(q_job_get(db, b, &j), 0);
     ck_assert_int_eq(j.state, Q_JOB_FAILED);
     ck_assert_str_eq(j.error, "failed by bo");

@@ -201,10 +201,11 @@ q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
 }
 
 int
-q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
+                     const char *error, int64_t now)
 {
-    return leave_parked(db, job_id, Q_JOB_FAILED, error, now, 0,
-                        "failing a parked job");
+    return leave_parked(db, job_id, state, error, now, 0,
+                        "ending a parked job");
 }
 
 int

@@ -195,8 +195,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?2,"
                        " deadline_at = ?3, updated_at = ?2"
                        " WHERE id = ?1 AND state = 4",
-    [ST_JOB_FAIL_PARKED] = "UPDATE jobs SET state = 3, error = ?2,"
-                           " updated_at = ?3 WHERE id = ?1 AND state = 4",
+    [ST_JOB_END_PARKED] = "UPDATE jobs SET state = ?4, error = ?2,"
+                          " updated_at = ?3 WHERE id = ?1 AND state = 4",
     [ST_PARK_ADD] =
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"
