@@ -81,8 +81,8 @@ START_TEST(test_open_creates_schema)
         "SELECT string_agg(table_name, ',' ORDER BY table_name)"
         " FROM information_schema.tables"
         " WHERE table_schema = current_schema()",
-        "attempts,budgets,jobs,park,schedules,stepq_schema,steps,tier_events,"
-        "tiers");
+        "attempts,audit,budgets,jobs,operators,park,schedules,stepq_schema,"
+        "steps,tier_events,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -153,7 +153,7 @@ END_TEST
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"                \
     " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"             \
     " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
-    " DROP TABLE budgets;"
+    " DROP TABLE budgets, operators, audit;"
 
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
@@ -257,7 +257,8 @@ START_TEST(test_migrates_v7_adding_masked)
              " 401, 'auth_error', 'provided: ***');"
              " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route,"
              " DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
-             " DROP TABLE budgets; UPDATE stepq_schema SET version = 7",
+             " DROP TABLE budgets, operators, audit;"
+             " UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
@@ -285,7 +286,7 @@ START_TEST(test_migrates_v9_adding_cost)
              " outcome, tokens, masked, route) VALUES (%lld, 0, 1, 'paid',"
              " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
              " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
-             " cost_estimated; DROP TABLE budgets;"
+             " cost_estimated; DROP TABLE budgets, operators, audit;"
              " UPDATE stepq_schema SET version = 9",
              (long long)id);
     db = reopen_migrated(db, sql);
@@ -308,10 +309,28 @@ START_TEST(test_migrates_v10_adding_budgets)
     q_db *db = open_pg(true);
 
     (void)add_job(db, "old");
-    db = reopen_migrated(db, "DROP TABLE budgets;"
+    db = reopen_migrated(db, "DROP TABLE budgets, operators, audit;"
                              " UPDATE stepq_schema SET version = 10");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 11 (no operators, no audit) waits for init, which
+ * makes both and keeps the jobs. */
+START_TEST(test_migrates_v11_adding_operators)
+{
+    q_db *db = open_pg(true);
+    struct q_audit_new a = {
+        .at = T0, .who = "ann", .action = "x", .source = "cli", .detail = "{}"};
+
+    (void)add_job(db, "old");
+    db = reopen_migrated(db, "DROP TABLE operators, audit;"
+                             " UPDATE stepq_schema SET version = 11");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -770,6 +789,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v5_dropping_the_send_log);
     tcase_add_test(schema, test_migrates_v7_adding_masked);
     tcase_add_test(schema, test_migrates_v10_adding_budgets);
+    tcase_add_test(schema, test_migrates_v11_adding_operators);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

@@ -289,6 +289,27 @@ START_TEST(test_migrates_v10_adding_budgets)
 }
 END_TEST
 
+/* Version 11 -> 12 adds the operators and audit tables: the jobs of a
+ * version 11 file stay, and both can then be written. */
+START_TEST(test_migrates_v11_adding_operators)
+{
+    struct q_audit_new a = {
+        .at = T0, .who = "ann", .action = "x", .source = "cli", .detail = "{}"};
+    q_db *db = NULL;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A usage or flight column the backend cannot read (written by hand, or
  * by a later stepq) reads as nothing counted, and the rest of the row as
  * stored. */
@@ -522,6 +543,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
     tcase_add_test(files, test_migrates_v10_adding_budgets);
+    tcase_add_test(files, test_migrates_v11_adding_operators);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

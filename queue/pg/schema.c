@@ -227,6 +227,16 @@ static const struct migration migrations[] = {
      " spent_nusd bigint NOT NULL DEFAULT 0,"
      " reserved_nusd bigint NOT NULL DEFAULT 0,"
      " updated_at bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, win));"},
+    {11, 12,
+     /* Named operators and the audit trail (SQLite's version 12). */
+     "CREATE TABLE operators (name text PRIMARY KEY, role text NOT NULL,"
+     " token_sha256 text NOT NULL, created_at bigint NOT NULL,"
+     " rotated_at bigint NOT NULL);"
+     "CREATE TABLE audit (" ID ", at bigint NOT NULL, who text NOT NULL,"
+     " action text NOT NULL, job_id bigint, park_id bigint,"
+     " source text NOT NULL, detail text NOT NULL);"
+     "CREATE INDEX audit_at ON audit (at);"
+     "CREATE INDEX audit_job ON audit (job_id) WHERE job_id IS NOT NULL;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the
