@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/xalloc.h"
+#include "park/park.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
 #include "view/view.h"
@@ -357,6 +358,15 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
     if ((rc = read_input(file, st, &k)) != 0)
         goto out;
+    if (k.st.in_tx) {
+        struct park_audit a = {0};
+        cli_audit_by(k.st.db, &a);
+        if ((k.st.store_rc =
+                 park_audit_enqueued(k.st.db, k.st.res, k.st.n, &a)) != 0) {
+            rc = write_failed(&k);
+            goto out;
+        }
+    }
     if (spec_store_end(&k.st, true) != 0) {
         rc = write_failed(&k);
         goto out;

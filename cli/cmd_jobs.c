@@ -151,6 +151,7 @@ print_job_text(const cJSON *o)
                 printf("       not first choice: %s\n", ro->valuestring);
         }
     }
+    cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
 }
 
 static int
@@ -200,6 +201,7 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
     bool json = false;
     struct cli_opt opts[] = {
         {"by", &by, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
+    struct park_audit a = {0};
     long long id = 0;
     q_db *db = NULL;
     int npos = 0, rc;
@@ -214,7 +216,8 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = park_cancel_job(db, id, by ? by : cli_login_name(), cli_now(db));
+    cli_audit_by(db, &a);
+    rc = park_cancel_job_audited(db, id, by ? by : cli_login_name(), &a);
     q_close(db);
     switch (rc) {
     case 0:

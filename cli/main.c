@@ -48,6 +48,7 @@ static const struct cli_command commands[] = {
     {"demo", cmd_demo},           {"park", cmd_park},
     {"copy", cmd_copy},           {"serve", cmd_serve},
     {"schedules", cmd_schedules}, {"report", cmd_report},
+    {"operators", cmd_operators}, {"audit", cmd_audit},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

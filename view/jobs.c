@@ -9,6 +9,7 @@
 #include "common/price.h"
 #include "park/park.h"
 #include "spec/spec.h"
+#include "view/internal.h"
 
 cJSON *
 view_job_row(const struct q_job *j)
@@ -205,6 +206,10 @@ view_job(q_db *db, int64_t id, cJSON **out)
         park = cJSON_AddArrayToObject(*out, "park");
         for (size_t i = 0; i < nparked; i++)
             cJSON_AddItemToArray(park, park_item_json(&parked[i]));
+        if ((rc = view__audit_add(db, *out, id, 0)) != 0) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
     }
     q_park_items_free(parked, nparked);
     q_job_cleanup(&job);

@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "park/park.h"
 #include "spec/spec.h"
+#include "view/internal.h"
 
 /* Adds what the job file says about the step (kind, side effects, key). */
 static void
@@ -78,7 +79,10 @@ view_park_item(q_db *db, int64_t id, cJSON **out)
         add_step_facts(o, &job, it.step);
         json_add_string(o, "request", it.request);
         cJSON_AddItemToObject(o, "history", attempts_json(a, na));
-        *out = o;
+        if ((rc = view__audit_add(db, o, 0, id)) == 0)
+            *out = o;
+        else
+            cJSON_Delete(o);
     }
     q_attempts_free(a, na);
     q_park_item_cleanup(&it);
