@@ -142,10 +142,10 @@ params_of(enum serve_route_id r)
                                        NULL};
     static const char *const report[] = {"since", NULL};
 
-    return r == R_JOBS_LIST   ? jobs
-           : r == R_PARK_LIST ? park
-           : r == R_REPORT    ? report
-                              : none;
+    return r == R_JOBS_LIST                ? jobs
+           : r == R_PARK_LIST              ? park
+           : r == R_REPORT || r == R_AUDIT ? report
+                                           : none;
 }
 
 struct query_check {
@@ -205,8 +205,8 @@ query_problem(struct MHD_Connection *c, enum serve_route_id r,
  * holds the body and one batch, not every parsed job; the answer is
  * written as text, not built as a tree of every result. */
 static enum MHD_Result
-jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
-             const char *body, size_t len)
+jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
+             struct MHD_Connection *c, const char *body, size_t len)
 {
     const char **names = NULL;
     struct spec_opts vopts = {0};
@@ -235,6 +235,11 @@ jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
     many = spec_stream_is_array(st) || k.n > 1;
     spec_stream_free(st);
     free(names);
+    if (rc == 0 && k.in_tx) {
+        struct park_audit a = {0};
+        serve_audit_by(who, k.now, &a);
+        rc = k.store_rc = park_audit_enqueued(o->db, k.res, k.n, &a);
+    }
     if (rc == 0)
         rc = spec_store_end(&k, true);
     if (rc != 0) {
@@ -297,11 +302,17 @@ jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 }
 
 static enum MHD_Result
-jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+jobs_cancel(const struct serve_opts *o, const struct serve_caller *who,
+            struct MHD_Connection *c, int64_t id)
 {
-    /* Its open park items close with it (resolution "cancel"). */
-    int rc = park_cancel_job(o->db, id, NULL, store_now(o));
+    struct park_audit a = {0};
     cJSON *out;
+    int rc;
+
+    /* Its open park items close with it (resolution "cancel"). */
+    serve_audit_by(who, store_now(o), &a);
+    rc = park_cancel_job_audited(
+        o->db, id, who->mode == SERVE_NAMED ? who->op.name : NULL, &a);
 
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
@@ -378,11 +389,16 @@ park_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 }
 
 static enum MHD_Result
-park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
-                 int64_t id, const char *body, size_t len)
+park_resolve_one(const struct serve_opts *o, const struct serve_caller *who,
+                 struct MHD_Connection *c, int64_t id, const char *body,
+                 size_t len)
 {
-    struct park_decision d = {0};
+    /* A named operator's by is its name: a body without one takes it. */
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
     struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     char err[256];
     int rc;
@@ -391,17 +407,19 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
                             sizeof(err)) != 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  err);
+    if (serve_by_refused(who, &d, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
     d.now = store_now(o);
-    rc = park_resolve(o->db, id, &d);
+    serve_audit_by(who, d.now, &a);
+    rc = park_resolve_audited(o->db, id, &d, &a);
     cJSON_Delete(doc);
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
                                  "no park item %lld", (long long)id);
     if (rc == -EALREADY)
-        return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict",
-                                 "park item %lld is already resolved (or its "
-                                 "job is no longer parked)",
-                                 (long long)id);
+        return serve_conflict_resolved(o, c, id);
     if (rc == -EINVAL)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "tier: park item %lld is an http step's, "
@@ -416,11 +434,14 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
 }
 
 static enum MHD_Result
-park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
-                 const char *body, size_t len)
+park_resolve_all(const struct serve_opts *o, const struct serve_caller *who,
+                 struct MHD_Connection *c, const char *body, size_t len)
 {
-    struct park_decision d = {0};
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
     struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     int64_t n = 0;
     char err[256];
@@ -430,8 +451,13 @@ park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
                             sizeof(err)) != 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  err);
+    if (serve_by_refused(who, &d, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
     d.now = store_now(o);
-    rc = park_resolve_matching(o->db, &f, &d, &n);
+    serve_audit_by(who, d.now, &a);
+    rc = park_resolve_matching_audited(o->db, &f, &d, &n, &a);
     cJSON_Delete(doc);
     if (rc != 0)
         return storage_error(c, rc, "resolve the park items");
@@ -477,8 +503,9 @@ status(const struct serve_opts *o, struct MHD_Connection *c, bool health)
 }
 
 enum MHD_Result
-serve_route(const struct serve_opts *o, struct MHD_Connection *c,
-            const char *method, const char *url, const char *body, size_t len)
+serve_route(const struct serve_opts *o, const struct serve_caller *who,
+            struct MHD_Connection *c, const char *method, const char *url,
+            const char *body, size_t len)
 {
     enum serve_route_id r;
     int64_t id = 0;
@@ -494,6 +521,11 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
     if (r != R_PAGE && query_problem(c, r, &q) != NULL)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  q.problem);
+    if (!serve_role_allows(who, r, method))
+        return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "forbidden",
+                                 "operator %s is a %s: %s %s is not allowed",
+                                 who->op.name, park_role_name(who->op.role),
+                                 method, url);
     switch (r) {
     case R_PAGE:
         return serve_reply_asset(c, page);
@@ -506,23 +538,27 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
     case R_JOBS_LIST:
         return jobs_list(o, c);
     case R_JOBS_ADD:
-        return jobs_enqueue(o, c, body, len);
+        return jobs_enqueue(o, who, c, body, len);
     case R_JOB:
         return jobs_show(o, c, id);
     case R_JOB_CANCEL:
-        return jobs_cancel(o, c, id);
+        return jobs_cancel(o, who, c, id);
     case R_PARK_LIST:
         return park_list(o, c);
     case R_PARK_RESOLVE_ALL:
-        return park_resolve_all(o, c, body, len);
+        return park_resolve_all(o, who, c, body, len);
     case R_PARK:
         return park_show(o, c, id);
     case R_PARK_RESOLVE:
-        return park_resolve_one(o, c, id, body, len);
+        return park_resolve_one(o, who, c, id, body, len);
     case R_METRICS:
         return serve_metrics(o, c, store_now(o));
     case R_REPORT:
         return report(o, c);
+    case R_ME:
+        return serve_me(who, c);
+    case R_AUDIT:
+        return serve_audit(o, c, store_now(o));
     }
     return MHD_NO; /* not reached: every route is above */
 }

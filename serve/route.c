@@ -24,6 +24,8 @@ static const struct {
     {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
     {R_METRICS, "GET", "/metrics"},
     {R_REPORT, "GET", "/v1/report"},
+    {R_ME, "GET", "/v1/me"},
+    {R_AUDIT, "GET", "/v1/audit"},
 };
 
 int64_t
