@@ -171,7 +171,7 @@ tell_mode(const struct serve_opts *o, size_t nops, const char *token_env)
                 "setup: it may do everything; add named operators with "
                 "roles with stepq operators add\n",
                 token_env ? token_env : TOKEN_ENV_DEFAULT);
-    else
+    else if (o->no_auth)
         fprintf(stderr, "stepq: serve: no token asked (--no-auth): any "
                         "program on this host can use the API\n");
 }
@@ -227,6 +227,7 @@ cmd_serve(struct cli_env *env, int argc, char **argv)
     o.db = db;
     o.cfg = cfg;
     o.listen = listen;
+    o.no_auth = no_auth;
     o.tls_cert = cert_pem;
     o.tls_key = key_pem;
     tell_mode(&o, nops, token_env);

@@ -133,12 +133,17 @@ identify(const struct serve_opts *o, const char *tok, size_t n,
         return -EACCES;
     who->op.role = PARK_ROLE_ADMIN;
     who->op.name[0] = '\0';
-    if (o->token == NULL) {
+    if (o->no_auth) {
         who->mode = SERVE_OPEN;
         return 0;
     }
+    /* A server started for named operators only, whose last operator
+     * was removed, lets nobody in: not everybody. */
     who->mode = SERVE_SHARED;
-    return tok != NULL && serve_token_equal(tok, n, o->token) ? 0 : -EACCES;
+    return tok != NULL && o->token != NULL &&
+                   serve_token_equal(tok, n, o->token)
+               ? 0
+               : -EACCES;
 }
 
 int

@@ -12,7 +12,7 @@
 /* Who made a request: a named operator, the holder of the shared token
  * (--token-env, no operator in the store) or anyone (--no-auth, no
  * operator), with the role that allows; and the client's address. */
-enum serve_mode { SERVE_NAMED, SERVE_SHARED, SERVE_OPEN };
+enum serve_mode { SERVE_OPEN, SERVE_SHARED, SERVE_NAMED }; /* 0: a page's */
 struct serve_caller {
     enum serve_mode mode;
     struct park_caller op; /* SERVE_NAMED: the name; every mode: the role */

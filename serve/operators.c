@@ -65,7 +65,7 @@ serve_conflict_resolved(const struct serve_opts *o, struct MHD_Connection *c,
 enum MHD_Result
 serve_me(const struct serve_caller *who, struct MHD_Connection *c)
 {
-    static const char *const modes[] = {"operators", "token", "none"};
+    static const char *const modes[] = {"none", "token", "operators"};
     cJSON *o = cJSON_CreateObject();
 
     if (who->mode == SERVE_NAMED)

@@ -30,7 +30,9 @@ struct serve_opts {
     const struct config *cfg; /* borrowed: tiers, for validation and views */
     const char *listen;       /* "HOST:PORT" or "[V6]:PORT"; port 0: any */
     const char *token;        /* the shared bearer token, while the store has
-                                 no named operator; NULL: none asked */
+                                 no named operator; NULL: none */
+    bool no_auth;             /* while it has none, let anyone in (loopback
+                                 only); without it and a token, nobody */
     const char *tls_cert;     /* PEM text of the certificate chain, and */
     const char *tls_key;      /* of its key: HTTPS; NULL: plain HTTP */
     size_t max_body;          /* larger request bodies get 413 */

@@ -327,7 +327,8 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
         (rc = serve_identify(s->o, &s->gate, c, (int64_t)uv_now(&s->loop),
                              &r->who, &retry_s)) != 0)
         return refuse(c, rc, retry_s);
-    if (r->who.mode == SERVE_OPEN && !serve_host_is_local(c))
+    /* A page's request has no caller (SERVE_OPEN): checked as before. */
+    if (s->o->no_auth && r->who.mode == SERVE_OPEN && !serve_host_is_local(c))
         return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
                                  "without a token, only requests for "
                                  "127.0.0.1, localhost or [::1] are served");
