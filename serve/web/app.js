@@ -25,6 +25,7 @@
   let running = null;     /* the refresh under way, if any */
   let again = false;      /* another refresh was asked for meanwhile */
   let posting = false;    /* a resolution is on its way */
+  let me = null;          /* GET /v1/me: who this token is */
   const shown = {};       /* what each part shows now, as JSON text */
 
   /* Whether part must be drawn again: its data changed. Redrawing only
@@ -98,9 +99,11 @@
   function askToken(why) {
     token = '';
     store.removeItem('stepq.token');
+    me = null;
+    applyMe();
     clearTimeout(timer);
     closeDetail();
-    for (const id of ['strip', 'tiers', 'park-groups', 'report'])
+    for (const id of ['strip', 'tiers', 'park-groups', 'report', 'audit'])
       $(id).replaceChildren();
     $('jobs-table').tBodies[0].replaceChildren();
     for (const k of Object.keys(shown)) delete shown[k];
@@ -320,6 +323,45 @@
     if (changed('report', r)) renderReport(r);
   }
 
+  /* ---- who is signed in, and the audit trail ----------------------- */
+
+  /* A named operator's "Who" is its name, not something to type: the
+   * server refuses any other. With the shared token it is typed, and
+   * kept nowhere but the field. */
+  function applyMe() {
+    const named = !!(me && me.name);
+    $('resolve-by').readOnly = named;
+    if (named) $('resolve-by').value = me.name;
+    else if (!me) $('resolve-by').value = '';
+    $('whoami').textContent = named ? me.name + ' (' + me.role + ')'
+      : me && me.mode === 'token' ? 'shared token' : '';
+    if (item) renderItem(item);
+  }
+
+  function isViewer() {
+    return !!(me && me.role === 'viewer');
+  }
+
+  function renderAudit(rows) {
+    const what = (r) => r.park_id ? 'item #' + r.park_id
+      : r.job_id ? 'job #' + r.job_id : '';
+    $('audit').replaceChildren(rows.length
+      ? table(['when', 'who', 'action', 'what', 'from', 'detail'],
+              rows.slice().reverse().map((r) => [
+                when(r.at), r.who, r.action, what(r), r.source,
+                JSON.stringify(r.detail)]))
+      : el('p', {class: 'muted'}, 'No write in this window.'));
+  }
+
+  async function pollAudit() {
+    const since = $('audit-since').value;
+    const rows = await api('GET', '/v1/audit?since=' +
+                           encodeURIComponent(since));
+    if (tab === 'audit' && since === $('audit-since').value &&
+        changed('audit', rows))
+      renderAudit(rows);
+  }
+
   /* ---- detail ------------------------------------------------------ */
 
   function facts(pairs) {
@@ -376,7 +418,8 @@
          '(not kept)'),
       el('h3', {}, 'Attempts'), history(it.history || []));
     const openItem = it.state === 'open';
-    $('resolve').hidden = !openItem;
+    $('resolve').hidden = !openItem || isViewer();
+    $('read-only').hidden = !openItem || !isViewer();
     /* a tier applies to chat steps only */
     $('resolve-tier').parentElement.hidden = it.kind === 'http';
   }
@@ -399,6 +442,7 @@
     }
     $('detail-body').replaceChildren(...parts);
     $('resolve').hidden = true;
+    $('read-only').hidden = true;
   }
 
   /* Shows what is selected as it is now. An answer that comes after the
@@ -501,7 +545,6 @@
     if (note) body.note = note;
     if (p.action === 'retry-tier') body.tier = p.tier;
     if (p.action === 'done') body.output = $('resolve-output').value;
-    window.localStorage.setItem('stepq.by', body.by);
     posting = true;
     $('confirm-yes').disabled = true;
     for (const b of document.querySelectorAll('[data-action]'))
@@ -552,6 +595,10 @@
   async function poll() {
     if (!$('login').hidden) return;
     try {
+      if (!me) {
+        me = await api('GET', '/v1/me');
+        applyMe();
+      }
       const [st, tiers] = await Promise.all([api('GET', '/v1/status'),
                                              api('GET', '/v1/tiers')]);
       if (changed('status', st)) renderStatus(st);
@@ -566,6 +613,8 @@
         const path = jobsPath(), jobs = await api('GET', path);
         if (tab === 'jobs' && path === jobsPath() && changed('jobs', jobs))
           renderJobs(jobs);
+      } else if (tab === 'audit') {
+        await pollAudit();
       } else {
         await pollReport();
       }
@@ -580,7 +629,7 @@
 
   function show(which) {
     tab = which;
-    for (const t of ['park', 'jobs', 'report']) {
+    for (const t of ['park', 'jobs', 'report', 'audit']) {
       $('tab-' + t).setAttribute('aria-selected', String(which === t));
       $(t + '-view').hidden = which !== t;
     }
@@ -589,7 +638,6 @@
   }
 
   function start() {
-    $('resolve-by').value = window.localStorage.getItem('stepq.by') || '';
     $('login').addEventListener('submit', (ev) => {
       ev.preventDefault();
       token = $('token').value.trim();
@@ -603,6 +651,8 @@
     $('tab-park').addEventListener('click', () => show('park'));
     $('tab-jobs').addEventListener('click', () => show('jobs'));
     $('tab-report').addEventListener('click', () => show('report'));
+    $('tab-audit').addEventListener('click', () => show('audit'));
+    $('audit-since').addEventListener('change', refresh);
     $('report-since').addEventListener('change', refresh);
     $('park-all').addEventListener('change', refresh);
     $('jobs-state').addEventListener('change', () => {
