@@ -33,6 +33,8 @@ static const char usage[] =
     "  demo                          self-contained tour against mock tiers\n"
     "  copy FROM TO                  copy a whole queue to another database\n"
     "  serve [--listen HOST:PORT]    the HTTP API over the database\n"
+    "  operators add|list|remove|rotate  who may use serve, as what\n"
+    "  audit [--since 24h]           every write: who, what, from where\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
     "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
