@@ -57,6 +57,12 @@ const char *cli_login_name(void);
 struct park_audit;
 struct q_db;
 void cli_audit_by(const struct q_db *db, struct park_audit *a);
+/* cli_audited ends the transaction (q_tx_begin) of a write to schedule
+ * whose result is rc: with rc 0 it appends the write's audit row (action,
+ * job_id, {"schedule": schedule}, by cli_audit_by) and commits, else it
+ * rolls back. Returns rc, or the audit's or commit's error. */
+int cli_audited(struct q_db *db, int rc, const char *action, int64_t job_id,
+                const char *schedule);
 /* cli_print_audit prints audit rows (view_audit's array; NULL: none) one
  * a line, each after indent; with an indent, under an "audit:" line. */
 struct cJSON;

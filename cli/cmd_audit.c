@@ -33,6 +33,25 @@ cli_audit_by(const struct q_db *db, struct park_audit *a)
     a->now = cli_now(db);
 }
 
+int
+cli_audited(struct q_db *db, int rc, const char *action, int64_t job_id,
+            const char *schedule)
+{
+    struct park_audit a = {.action = action, .job_id = job_id};
+    cJSON *d = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(d, "schedule", schedule);
+    a.detail = d;
+    cli_audit_by(db, &a);
+    if (rc == 0)
+        rc = park_audit(db, &a);
+    cJSON_Delete(d);
+    if (rc == 0)
+        return q_tx_commit(db);
+    q_tx_rollback(db);
+    return rc;
+}
+
 /* One row of the text form: time, who, action, what, where, detail. */
 static void
 print_row(const cJSON *r, const char *indent)
