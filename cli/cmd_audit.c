@@ -43,12 +43,8 @@ cli_audited(struct q_db *db, int rc, const char *action, int64_t job_id,
     cJSON_AddStringToObject(d, "schedule", schedule);
     a.detail = d;
     cli_audit_by(db, &a);
-    if (rc == 0)
-        rc = park_audit(db, &a);
+    rc = park_audited(db, rc, &a);
     cJSON_Delete(d);
-    if (rc == 0)
-        return q_tx_commit(db);
-    q_tx_rollback(db);
     return rc;
 }
 

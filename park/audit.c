@@ -27,10 +27,8 @@ park_audit(q_db *db, const struct park_audit *a)
     return rc;
 }
 
-/* Ends the transaction a write was made in: with rc 0, appends a and
- * commits; else rolls back. Returns rc, or the audit's or commit's error. */
-static int
-finish(q_db *db, int rc, const struct park_audit *a)
+int
+park_audited(q_db *db, int rc, const struct park_audit *a)
 {
     if (rc == 0)
         rc = park_audit(db, a);
@@ -73,7 +71,7 @@ park_resolve_audited(q_db *db, int64_t id, const struct park_decision *d,
         a.job_id = it.job_id;
         if (rc == 0)
             rc = park_resolve(db, id, d);
-        rc = finish(db, rc, &a);
+        rc = park_audited(db, rc, &a);
     }
     q_park_item_cleanup(&it);
     cJSON_Delete(detail);
@@ -103,7 +101,7 @@ park_resolve_matching_audited(q_db *db, const struct q_park_filter *f,
     if ((rc = q_tx_begin(db)) == 0) {
         rc = park_resolve_matching(db, f, d, &got);
         cJSON_AddNumberToObject(detail, "resolved", (double)got);
-        rc = finish(db, rc, &a);
+        rc = park_audited(db, rc, &a);
     }
     if (rc == 0)
         *n = got;
@@ -125,7 +123,7 @@ park_cancel_job_audited(q_db *db, int64_t job_id, const char *by_name,
     a.job_id = job_id;
     a.detail = detail;
     if ((rc = q_tx_begin(db)) == 0)
-        rc = finish(db, park_cancel_job(db, job_id, by_name, a.now), &a);
+        rc = park_audited(db, park_cancel_job(db, job_id, by_name, a.now), &a);
     cJSON_Delete(detail);
     return rc;
 }

@@ -121,18 +121,6 @@ park_operator_find(q_db *db, const char *token, size_t len,
     return rc == 0 ? 0 : -EIO; /* a role this stepq does not know */
 }
 
-/* Writes the change and its audit row in one transaction. */
-static int
-audited(q_db *db, int rc, const struct park_audit *a)
-{
-    if (rc == 0)
-        rc = park_audit(db, a);
-    if (rc == 0)
-        return q_tx_commit(db);
-    q_tx_rollback(db);
-    return rc;
-}
-
 int
 park_operator_add(q_db *db, const char *name, enum park_role role,
                   const struct park_audit *by, char token[PARK_TOKEN_SIZE])
@@ -148,7 +136,7 @@ park_operator_add(q_db *db, const char *name, enum park_role role,
     a.detail = d;
     if ((rc = park_token_new(token)) == 0 && (rc = q_tx_begin(db)) == 0) {
         park_token_hash(token, strlen(token), h);
-        rc = audited(
+        rc = park_audited(
             db, q_operator_add(db, name, park_role_name(role), h, a.now), &a);
     }
     cJSON_Delete(d);
@@ -169,7 +157,7 @@ park_operator_rotate(q_db *db, const char *name, const struct park_audit *by,
     a.detail = d;
     if ((rc = park_token_new(token)) == 0 && (rc = q_tx_begin(db)) == 0) {
         park_token_hash(token, strlen(token), h);
-        rc = audited(db, q_operator_rotate(db, name, h, a.now), &a);
+        rc = park_audited(db, q_operator_rotate(db, name, h, a.now), &a);
     }
     cJSON_Delete(d);
     return rc;
@@ -186,7 +174,7 @@ park_operator_remove(q_db *db, const char *name, const struct park_audit *by)
     a.action = "operator.remove";
     a.detail = d;
     if ((rc = q_tx_begin(db)) == 0)
-        rc = audited(db, q_operator_remove(db, name), &a);
+        rc = park_audited(db, q_operator_remove(db, name), &a);
     cJSON_Delete(d);
     return rc;
 }

@@ -144,22 +144,20 @@ struct park_audit {
 
 /* park_audit appends a to the store's audit trail (q_audit_add). Call it
  * inside the transaction of the write it records, after that write
- * succeeded, so the two are kept or lost together:
- *
- *     if ((rc = q_tx_begin(db)) == 0) {
- *         rc = the_write(db, ...);
- *         if (rc == 0)
- *             rc = park_audit(db, &a);
- *         if (rc == 0)
- *             rc = q_tx_commit(db);
- *         else
- *             q_tx_rollback(db);
- *     }
- *
- * (a write that opens its own transaction, as park_resolve does, nests
- * inside). Returns 0, -EINVAL (an empty who, action or source, a detail
+ * succeeded, so the two are kept or lost together: park_audited does
+ * that. Returns 0, -EINVAL (an empty who, action or source, a detail
  * that is not an object), or the storage error. */
 STEPQ_MUST_CHECK int park_audit(q_db *db, const struct park_audit *a);
+
+/* park_audited ends the transaction of a write, begun with q_tx_begin,
+ * whose result is rc: with rc 0 it appends a (park_audit) and commits,
+ * else it rolls back. Returns rc, or the audit's or the commit's error.
+ * A write that opens its own transaction (park_resolve) nests inside:
+ *
+ *     if ((rc = q_tx_begin(db)) == 0)
+ *         rc = park_audited(db, the_write(db, ...), &a);
+ */
+STEPQ_MUST_CHECK int park_audited(q_db *db, int rc, const struct park_audit *a);
 
 /* The writes of the CLI and the API with their audit rows, each in one
  * transaction (by gives who, source and now; action, ids and detail are

@@ -22,25 +22,6 @@
 
 #define RESOLVE_SKIP "{\"resolution\":\"skip\"}"
 
-/* add_operator makes operator name with role through the CLI and copies
- * its token (printed once) into tok. */
-static void
-add_operator(const char *name, const char *role, char *tok, size_t len)
-{
-    struct run_result r;
-    cJSON *o;
-
-    ck_assert_int_eq(
-        RUN_ARGS(&r, "operators", "add", name, "--role", role, "--json"), 0);
-    o = cJSON_Parse(r.out);
-    ck_assert_ptr_nonnull(o);
-    ck_assert_str_eq(cJSON_GetObjectItem(o, "name")->valuestring, name);
-    snprintf(tok, len, "%s", cJSON_GetObjectItem(o, "token")->valuestring);
-    ck_assert_uint_eq(strlen(tok), 70);
-    cJSON_Delete(o);
-    run_result_free(&r);
-}
-
 /* call sends one request with token tok (NULL: none) and returns its
  * parsed body (NULL unless JSON); *status gets the status. */
 static cJSON *
@@ -78,14 +59,7 @@ expect(const struct server *s, const char *tok, const char *method,
 static void
 park_one(void)
 {
-    char job[1024];
-
-    snprintf(job, sizeof(job),
-             "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","
-             "\"http\":{\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"
-             "{\"t\":\"x\"}}}]}",
-             e2e_mock.port);
-    e2e_enqueue(job);
+    serve_enqueue_post();
     free(e2e_drain());
 }
 
@@ -116,9 +90,9 @@ START_TEST(test_roles_and_by)
     cJSON *o;
 
     park_one();
-    add_operator("vera", "viewer", viewer, sizeof(viewer));
-    add_operator("rita", "resolver", resolver, sizeof(resolver));
-    add_operator("adam", "admin", admin, sizeof(admin));
+    serve_operator_add("vera", "viewer", viewer, sizeof(viewer));
+    serve_operator_add("rita", "resolver", resolver, sizeof(resolver));
+    serve_operator_add("adam", "admin", admin, sizeof(admin));
     /* started with the shared token set: once operators exist it is
      * not accepted, and neither is no token */
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
@@ -186,7 +160,7 @@ START_TEST(test_audit_rows_for_each_write)
 
     park_one(); /* enqueued through the CLI: the first row */
     snprintf(os_user, sizeof(os_user), "%s", getpwuid(getuid())->pw_name);
-    add_operator("adam", "admin", admin, sizeof(admin));
+    serve_operator_add("adam", "admin", admin, sizeof(admin));
     ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
     expect(&s, admin, "POST", "/v1/park/1/resolve",
            "{\"resolution\":\"retry\",\"by\":\"adam\"}", 200, NULL);
@@ -250,8 +224,8 @@ START_TEST(test_two_operators_resolve_at_once)
     int fa, fb;
 
     park_one();
-    add_operator("ana", "resolver", ana, sizeof(ana));
-    add_operator("bob", "resolver", bob, sizeof(bob));
+    serve_operator_add("ana", "resolver", ana, sizeof(ana));
+    serve_operator_add("bob", "resolver", bob, sizeof(bob));
     ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
     fa = cl_connect(s.port);
     fb = cl_connect(s.port);
@@ -289,7 +263,7 @@ START_TEST(test_rotate_and_remove_refuse_at_once)
     struct server s;
     cJSON *o;
 
-    add_operator("ana", "viewer", old, sizeof(old));
+    serve_operator_add("ana", "viewer", old, sizeof(old));
     ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
     expect(&s, old, "GET", "/v1/me", NULL, 200, NULL);
     ck_assert_int_eq(RUN_ARGS(&r, "operators", "rotate", "ana", "--json"), 0);
@@ -322,7 +296,7 @@ START_TEST(test_failed_logins_slowed)
     struct server s;
     long after;
 
-    add_operator("ana", "viewer", tok, sizeof(tok));
+    serve_operator_add("ana", "viewer", tok, sizeof(tok));
     ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
     for (int i = 0; i < 10; i++)
         expect(&s, "stepq_wrong", "GET", "/v1/status", NULL, 401,

@@ -193,30 +193,14 @@ START_TEST(test_operator_resolves_in_the_browser)
 }
 END_TEST
 
-/* operator_token makes operator name with role (the CLI) and copies its
- * token into tok. */
-static void
-operator_token(const char *name, const char *role, char *tok, size_t len)
-{
-    struct run_result r;
-    cJSON *o;
-
-    ck_assert_int_eq(
-        RUN_ARGS(&r, "operators", "add", name, "--role", role, "--json"), 0);
-    o = cJSON_Parse(r.out);
-    snprintf(tok, len, "%s", e2e_str(o, "token"));
-    cJSON_Delete(o);
-    run_result_free(&r);
-}
-
 START_TEST(test_named_operator_logs_in_and_out)
 {
     char rita[80], vera[80], env[512];
     struct server s;
     cJSON *item;
 
-    operator_token("rita", "resolver", rita, sizeof(rita));
-    operator_token("vera", "viewer", vera, sizeof(vera));
+    serve_operator_add("rita", "resolver", rita, sizeof(rita));
+    serve_operator_add("vera", "viewer", vera, sizeof(vera));
     ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
     snprintf(env, sizeof(env),
              "OP_TOKEN=%s VIEWER_TOKEN=%s PARK_ID=%d OPEN_ID=%d", rita, vera,
