@@ -1,6 +1,8 @@
 /* audit.c: the audit trail's one write (park_audit), shared by the CLI
- * and `stepq serve`: every write either makes records who made it, what
- * and from where, as a row of the store's audit table (q_audit_add). */
+ * and `stepq serve`: a row of the store's audit table (q_audit_add) says
+ * who made a write, what and from where, and goes in the transaction of
+ * that write (park_audited); and the writes both front ends make, with
+ * their rows. */
 #include "park/park.h"
 
 #include <errno.h>
