@@ -353,6 +353,14 @@
       : el('p', {class: 'muted'}, 'No write in this window.'));
   }
 
+  /* A job's or item's own rows of the trail, in its detail. */
+  function auditPart(rows) {
+    if (!rows || !rows.length) return [];
+    return [el('h3', {}, 'Audit'),
+            table(['when', 'who', 'action', 'from'],
+                  rows.map((r) => [when(r.at), r.who, r.action, r.source]))];
+  }
+
   async function pollAudit() {
     const since = $('audit-since').value;
     const rows = await api('GET', '/v1/audit?since=' +
@@ -416,7 +424,8 @@
       el('h3', {}, 'Request as sent'),
       el('pre', {class: 'request'}, it.request ? pretty(it.request) :
          '(not kept)'),
-      el('h3', {}, 'Attempts'), history(it.history || []));
+      el('h3', {}, 'Attempts'), history(it.history || []),
+      ...auditPart(it.audit));
     const openItem = it.state === 'open';
     $('resolve').hidden = !openItem || isViewer();
     $('read-only').hidden = !openItem || !isViewer();
@@ -440,6 +449,7 @@
       if (s.output) parts.push(el('pre', {}, s.output));
       if (s.history && s.history.length) parts.push(history(s.history));
     }
+    parts.push(...auditPart(j.audit));
     $('detail-body').replaceChildren(...parts);
     $('resolve').hidden = true;
     $('read-only').hidden = true;

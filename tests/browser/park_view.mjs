@@ -276,6 +276,9 @@ async function operatorsMode(browser) {
   await page.click('#confirm-yes');
   await page.locator('#outcome', {hasText: 'resolved: skip by rita'})
     .waitFor(WAIT);
+  // The item's detail, drawn again, shows its own audit row.
+  await page.locator('#detail-body table', {hasText: 'park.resolve'})
+    .waitFor(WAIT);
 
   // The audit tab shows the resolution, by her, from this address.
   await page.click('#tab-audit');
