@@ -70,6 +70,8 @@ START_TEST(test_list_and_show)
 {
     struct run_result r;
     cJSON *arr, *it, *show;
+    const cJSON *step;
+    char url[128], line[160];
 
     park_one();
     arr = park_list_json(false);
@@ -91,7 +93,37 @@ START_TEST(test_list_and_show)
     ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(show, "idempotency_key")));
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(show, "history")),
                      1);
+    /* where the post goes, without the job file */
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/comments", e2e_mock.port);
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "method"),
+                     "POST");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "url"), url);
     cJSON_Delete(show);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "show", "1"), 0);
+    snprintf(line, sizeof(line), "sends     POST %s\n", url);
+    ck_assert_ptr_nonnull(strstr(r.out, line));
+    run_result_free(&r);
+    /* jobs show: each step's kind, an http step's target, its secrets
+     * masked */
+    e2e_enqueue("{\"name\":\"q\",\"run_at\":\"2999-01-01T00:00:00Z\","
+                "\"steps\":[{\"name\":\"put\",\"kind\":\"http\",\"http\":"
+                "{\"method\":\"PUT\",\"url\":\"https://h.example/x?key="
+                "abcdefgh1234&page=2\"}},{\"name\":\"c\",\"request\":"
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    show = e2e_show(2);
+    step = e2e_step_of(show, 0);
+    ck_assert_str_eq(e2e_str(step, "kind"), "http");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "method"),
+                     "PUT");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "url"),
+                     "https://h.example/x?key=***&page=2");
+    ck_assert_str_eq(e2e_str(e2e_step_of(show, 1), "kind"), "chat");
+    ck_assert_ptr_null(cJSON_GetObjectItem(e2e_step_of(show, 1), "http"));
+    cJSON_Delete(show);
+    ck_assert_int_eq(STEPQ(&r, "jobs", "show", "2"), 0);
+    ck_assert_ptr_null(strstr(r.out, "abcdefgh1234"));
+    ck_assert_ptr_nonnull(strstr(r.out, "PUT https://h.example/x?key=***"));
     run_result_free(&r);
     ck_assert_int_eq(STEPQ(&r, "park", "list"), 0);
     ck_assert_ptr_nonnull(strstr(r.out, "1 open; by reason: hard_quota 1"));
