@@ -547,12 +547,13 @@ struct q_park_close {
  * unknown id, -EALREADY when it is already resolved. */
 STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
                                   const struct q_park_close *c);
-/* q_job_requeue_parked makes parked job job_id queued, due at now, with
- * its deadline at deadline_at (an operator's go-ahead gives it its whole
- * deadline_s again). -EALREADY when the job is not parked (cancelled, or
- * already going on). */
+/* q_job_requeue_parked makes parked job job_id queued at now, due at
+ * run_at (now, or later: an operator's "not before"), with its deadline at
+ * deadline_at (an operator's go-ahead gives it its whole deadline_s
+ * again). -EALREADY when the job is not parked (cancelled, or already
+ * going on). */
 STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
-                                          int64_t deadline_at);
+                                          int64_t run_at, int64_t deadline_at);
 /* q_job_end_parked ends parked job job_id: Q_JOB_FAILED with error
  * (copied), or Q_JOB_SUCCEEDED (error NULL) when an operator finished its
  * last step. -EALREADY when the job is not parked, -EINVAL for another

@@ -225,10 +225,16 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_int_eq(num(jobs, "cancelled"), cancelled);
     ck_assert_int_eq(num(st, "park_open"), park_open);
     /* The batch drained, and the scripted trouble parked the two posts
-     * without an idempotency key that met it. */
+     * without an idempotency key that met it; the posts that came after
+     * the comments API's daily limit (how many depends on timing) were
+     * parked unsent, held by its wall. */
     ck_assert_int_eq(ok + parked + failed, 20);
-    ck_assert_int_eq(parked, 2);
-    ck_assert_int_eq(park_open, 2);
+    ck_assert_int_ge(parked, 2);
+    ck_assert_int_eq(park_open, parked);
+    ck_assert_ptr_nonnull(strstr(r.out, "reason in_doubt"));
+    ck_assert_ptr_nonnull(strstr(r.out, "HTTP 429 hard_quota (daily_cap)"));
+    if (parked > 2)
+        ck_assert_ptr_nonnull(strstr(r.out, "not sent: 127.0.0.1:"));
     ck_assert_ptr_nonnull(strstr(r.out, "park resolve"));
     ck_assert_ptr_nonnull(strstr(r.out, "switch_tier_replay"));
     check_printed_command_runs(r.out);
