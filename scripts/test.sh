@@ -15,6 +15,9 @@ clang-format --dry-run --Werror "${sources[@]}"
 echo "== layers: includes and links against docs/architecture.md's arrows"
 python3 scripts/layers.py
 
+echo "== a SQLite-only build (STEPQ_WITH_PG=OFF)"
+bash scripts/sqlite-only.sh
+
 echo "== Debug build and tests"
 cmake --workflow --preset dev
 echo "== ASan + UBSan build and tests"
