@@ -73,6 +73,8 @@ class Arrows:
                      "check enforces are missing")
         rows = [(n, l.split("#")[0].strip()) for n, l in block]
         rows = [(n, l) for n, l in rows if l]
+        if not rows:
+            sys.exit(f"{DOC}: the ```arrows block is empty")
         self.parse_layers(*rows[0])
         for n, line in rows[1:]:
             self.parse_within(n, line)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting and the
-# arrows between the rooms (scripts/layers.py), then builds
+# arrows between the rooms (scripts/layers.py), builds SQLite-only
+# (scripts/sqlite-only.sh, about 10 s), then builds
 # and runs every test twice: a Debug build with warnings as errors, and the
 # same under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer).
 set -euo pipefail
