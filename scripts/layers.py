@@ -23,6 +23,9 @@ scripts/test.sh runs it before the builds. It reads:
     a link, or a room's headers exposed through a PUBLIC link, that no
     arrow allows: the build (cmake/rooms.cmake) lets a target include only
     what it links, so these are the includes the compiler lets through.
+    It also names the missing link of an allowed include (which would fail
+    to compile), and a room a public header includes but its library links
+    PRIVATE (which would fail to compile in whoever includes the header).
 Outside the check: tests/, bench/ and fuzz/ (white boxes: any header, an
 internal.h too). examples/ has its own rule: it includes only stepq.h, the
 installed API, as a user's program does.
@@ -139,6 +142,7 @@ class Check:
         self.root, self.arrows = root, arrows
         self.problems = []
         self.files = self.includes = 0
+        self.uses = []  # (where, rel, src room, dst room): allowed includes
 
     def problem(self, where, text):
         self.problems.append(f"{where}: {text}")
@@ -189,20 +193,21 @@ class Check:
                              "folder")
             return
         dst = room_of(parts[0])
+        owner = "/".join(parts[:-1])
         if dst in OUTSIDE:
             self.problem(where, f'"{name}": a room includes nothing of '
                          f"{parts[0]}/")
         elif not self.arrows.allows(src, dst):
             self.problem(where, f"{src} -> {dst} is not an arrow of {DOC} "
                          f"({src} may include: {self.arrows.targets(src)})")
-        elif parts[-1] == "internal.h":
-            owner = "/".join(parts[:-1])
-            if not under(rel, owner):
-                pub = f"{parts[0]}/{parts[0]}.h"
-                if not os.path.exists(os.path.join(self.root, pub)):
-                    pub = f"a public header of {parts[0]}/"
-                self.problem(where, f'"{name}" is private to {owner}/: '
-                             f"include {pub}, or move what you need into it")
+        elif parts[-1] == "internal.h" and not under(rel, owner):
+            pub = f"{parts[0]}/{parts[0]}.h"
+            if not os.path.exists(os.path.join(self.root, pub)):
+                pub = f"a public header of {parts[0]}/"
+            self.problem(where, f'"{name}" is private to {owner}/: '
+                         f"include {pub}, or move what you need into it")
+        elif dst != src:
+            self.uses.append((where, rel, src, dst, name))
 
     def sources(self, rooms):
         for folder in rooms:
@@ -245,6 +250,11 @@ class Check:
             for d in public.get(t, []):
                 exposed(d, seen)
 
+        self.arrow_links(deps, exposed)
+        self.linked_uses(deps, exposed)
+
+    def arrow_links(self, deps, exposed):
+        """No link, and nothing a PUBLIC link passes on, against the arrows."""
         for target, ds in deps.items():
             src = target_room(target)
             for dep, _, where in ds:
@@ -260,6 +270,37 @@ class Check:
                         self.problem(where, f"{target} reaches {dst}/'s "
                                      f"headers{via}: {src} -> {dst} is not "
                                      f"an arrow of {DOC}")
+
+    def linked_uses(self, deps, exposed):
+        """Each allowed include of another room has its link: the build
+        finds a room's headers only through one, and a public header's
+        rooms only through a PUBLIC one."""
+        reach, passes = {}, {}  # room -> rooms its target finds, passes on
+        for target, ds in deps.items():
+            room = target_room(target)
+            if target not in (f"stepq_{room}", "stepq", "libstepq"):
+                continue
+            seen, own = set(), set()
+            for dep, _, _ in ds:
+                exposed(dep, seen)
+            exposed(target, own)
+            reach[room] = {target_room(t) for t in seen}
+            passes[room] = {target_room(t) for t in own}
+        for where, rel, src, dst, name in self.uses:
+            cmake = f"{rel.split('/')[0]}/CMakeLists.txt"
+            lib = "stepq_" + dst
+            if src not in reach:
+                continue
+            if dst not in reach[src]:
+                self.problem(where, f'"{name}": {cmake} does not link '
+                             f"{lib}: add it to target_link_libraries "
+                             "(PRIVATE, or PUBLIC if a public header of "
+                             f"{src}/ includes it)")
+            elif (is_public_header(rel) and src != "cli"
+                  and dst not in passes[src]):
+                self.problem(where, f'"{name}" in a public header: {cmake} '
+                             f"links {lib} PUBLIC (whoever includes "
+                             f"{os.path.basename(rel)} needs it)")
 
     def link_lines(self, path, deps):
         text = "\n".join(read_lines(os.path.join(self.root, path)))
@@ -281,6 +322,10 @@ def target_room(target):
         return TARGET_ROOM[target]
     m = re.fullmatch(r"stepq_([a-z]+)", target)
     return m.group(1) if m else None
+
+
+def is_public_header(rel):
+    return rel.endswith(".h") and os.path.basename(rel) != "internal.h"
 
 
 def under(rel, folder):

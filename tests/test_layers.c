@@ -70,6 +70,17 @@ plant(const char *rel, const char *text)
     free(tmpdir_write("tree", rel, text, strlen(text)));
 }
 
+/* edit runs the shell command cmd (sed, echo) on the copy and asserts it
+ * succeeded. */
+static void
+edit(const char *cmd)
+{
+    char *out;
+
+    ck_assert_msg(sh(&out, "%s", cmd) == 0, "%s: %s", cmd, out);
+    free(out);
+}
+
 /* fails_with runs the check on the copy and asserts it fails, naming what. */
 static void
 fails_with(const char *what)
@@ -120,16 +131,13 @@ START_TEST(test_list_is_the_doc)
     char *out;
 
     plant("worker/planted.c", "#include \"view/view.h\"\n");
-    ck_assert_int_eq(sh(&out, "sed -i 's/^sched -> spec$/&\\nworker -> "
-                              "view/' tree/" ARROWS_DOC),
-                     0);
-    free(out);
+    edit("echo 'target_link_libraries(stepq_worker PRIVATE stepq_view)' "
+         ">> tree/worker/CMakeLists.txt");
+    fails_with("worker -> view is not an arrow");
+    edit("sed -i 's/^sched -> spec$/&\\nworker -> view/' tree/" ARROWS_DOC);
     ck_assert_msg(layers("tree", &out) == 0, "%s", out);
     free(out);
-    ck_assert_int_eq(sh(&out, "sed -i 's/^worker -> view$/common -> "
-                              "queue/' tree/" ARROWS_DOC),
-                     0);
-    free(out);
+    edit("sed -i 's/^worker -> view$/common -> queue/' tree/" ARROWS_DOC);
     fails_with("common -> queue crosses layers");
 }
 END_TEST
@@ -175,25 +183,31 @@ END_TEST
 
 START_TEST(test_link_against_arrows)
 {
-    char *out;
-
     /* Directly, and through a PUBLIC link: demo may include worker, but
      * not park, which worker would then pass on. */
-    ck_assert_int_eq(sh(&out, "printf '%s' >> tree/queue/CMakeLists.txt",
-                        "target_link_libraries(stepq_queue PRIVATE "
-                        "stepq_spec)\\n"),
-                     0);
-    free(out);
-    ck_assert_int_eq(sh(&out, "printf '%s' >> tree/worker/CMakeLists.txt",
-                        "target_link_libraries(stepq_worker PUBLIC "
-                        "stepq_park)\\n"),
-                     0);
-    free(out);
+    edit("echo 'target_link_libraries(stepq_queue PRIVATE stepq_spec)' >> "
+         "tree/queue/CMakeLists.txt");
+    edit("echo 'target_link_libraries(stepq_worker PUBLIC stepq_park)' >> "
+         "tree/worker/CMakeLists.txt");
     fails_with("stepq_queue reaches spec/'s headers: queue -> spec is not "
                "an arrow");
     fails_with("stepq_demo reaches park/'s headers (through stepq_worker, "
                "which links stepq_park PUBLIC): demo -> park is not an "
                "arrow");
+}
+END_TEST
+
+/* An allowed include whose room is not linked would fail to compile: the
+ * check says which line of CMake to change before the build does. */
+START_TEST(test_include_needs_its_link)
+{
+    plant("view/planted.c", "#include \"http/http.h\"\n");
+    edit("sed -i 's|^#include \"common/defs.h\"|&\\n#include "
+         "\"tier/tier.h\"|' tree/worker/worker.h");
+    fails_with("view/planted.c:1: \"http/http.h\": view/CMakeLists.txt does "
+               "not link stepq_http: add it to target_link_libraries");
+    fails_with("\"tier/tier.h\" in a public header: worker/CMakeLists.txt "
+               "links stepq_tier PUBLIC");
 }
 END_TEST
 
@@ -280,6 +294,7 @@ test_suite(void)
     tcase_add_test(check, test_include_not_from_root);
     tcase_add_test(check, test_engine_header_outside_its_folder);
     tcase_add_test(check, test_link_against_arrows);
+    tcase_add_test(check, test_include_needs_its_link);
     tcase_add_test(check, test_new_folder_and_examples);
     suite_add_tcase(s, check);
 
