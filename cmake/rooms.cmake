@@ -2,7 +2,8 @@
 # link it, so that an include against the arrows of docs/architecture.md
 # fails to compile.
 #
-# There is no global include path. stepq_room(TARGET FOLDER) makes
+# There is no global include path. stepq_room(TARGET FOLDER), called for
+# every room in the top CMakeLists.txt, makes
 # ${CMAKE_BINARY_DIR}/rooms/FOLDER/FOLDER, a symbolic link to the source
 # folder, and puts ${CMAKE_BINARY_DIR}/rooms/FOLDER on TARGET's include path
 # (PUBLIC for a library, so whatever links it finds its headers; PRIVATE for
