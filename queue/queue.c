@@ -114,8 +114,9 @@ open_location(const char *location, const struct q_open_opts *opts, bool create,
     }
     if (!location_is_path(location)) {
         log_info("%s: no storage backend for this location in this build "
-                 "(it has sqlite:PATH and postgresql://...)",
-                 q_location_redact(location, where, sizeof(where)));
+                 "(it opens %s)",
+                 q_location_redact(location, where, sizeof(where)),
+                 q_location_kinds());
         return -EPROTONOSUPPORT;
     }
     return q__sqlite_open(location, opts, create, 0, out);
