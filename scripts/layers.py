@@ -19,6 +19,8 @@ scripts/test.sh runs it before the builds. It reads:
         past the include path the build gives each room;
       * an engine's header outside the one folder that may use it
         (ENGINES below);
+  - the code of a pure room (PURE: policy), and fails on a call that does
+    I/O, reads the clock or logs;
   - every target_link_libraries of the rooms' CMakeLists.txt, and fails on
     a link, or a room's headers exposed through a PUBLIC link, that no
     arrow allows: the build (cmake/rooms.cmake) lets a target include only
@@ -50,6 +52,12 @@ ENGINES = [
     (re.compile(r"^curl/"), "http", "go through http/http.h"),
     (re.compile(r"^microhttpd\.h$"), "serve", "only serve/ answers HTTP"),
 ]
+# Rooms that are pure (CONVENTIONS §1: policy does no I/O and reads no
+# clock; it never logs): the calls their code may not make.
+PURE = {"policy": re.compile(
+    r"\b(clock_now_ms|clock_mono_ms|time|gettimeofday|clock_gettime|"
+    r"log_\w+|fopen|open|printf|fprintf|puts|fputs|fread|fwrite|read|"
+    r"write|getenv|rand|random|srand|uv_\w+|curl_\w+|q_\w+)\s*\(")}
 # Link targets of the rooms, by room.
 TARGET_ROOM = {"stepq": "cli", "libstepq": "lib", "stepq_facade": "lib"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
@@ -222,6 +230,20 @@ class Check:
                     where = f"{rel}:{n}"
                     self.engine(where, rel, m.group(2))
                     self.room_include(where, rel, m.group(1), m.group(2))
+                if folder in PURE:
+                    self.pure(rel, "\n".join(lines), PURE[folder])
+
+    def pure(self, rel, text, calls):
+        """No call of calls outside comments and strings."""
+        def blank(m):
+            return re.sub(r"[^\n]", " ", m.group(0))
+        code = re.sub(r'/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'
+                      r"'(?:\\.|[^'\\\n])*'", blank, text, flags=re.S)
+        for m in calls.finditer(code):
+            n = code.count("\n", 0, m.start()) + 1
+            self.problem(f"{rel}:{n}", f"{m.group(1)}(): {rel.split('/')[0]} "
+                         "is pure (no I/O, no clock, no logging): take it "
+                         "as an argument, or return it to the caller")
 
     def examples(self):
         for rel in source_files(self.root, "examples"):

@@ -211,6 +211,19 @@ START_TEST(test_include_needs_its_link)
 }
 END_TEST
 
+/* policy is pure: a call that reads the clock, logs or does I/O fails,
+ * one named in a comment or a string does not. */
+START_TEST(test_policy_stays_pure)
+{
+    plant("policy/planted.c", "/* time(NULL) */\n#include <time.h>\n"
+                              "long f(void);\nconst char *g = \"log_info(\";\n"
+                              "long\nf(void)\n{\n    return time(NULL);\n}\n");
+    fails_with("policy/planted.c:8: time(): policy is pure (no I/O, no "
+               "clock, no logging)");
+    fails_with("layers: 1 problem(s)");
+}
+END_TEST
+
 START_TEST(test_new_folder_and_examples)
 {
     plant("examples/planted.c", "#include <stepq.h>\n#include "
@@ -295,6 +308,7 @@ test_suite(void)
     tcase_add_test(check, test_engine_header_outside_its_folder);
     tcase_add_test(check, test_link_against_arrows);
     tcase_add_test(check, test_include_needs_its_link);
+    tcase_add_test(check, test_policy_stays_pure);
     tcase_add_test(check, test_new_folder_and_examples);
     suite_add_tcase(s, check);
 
