@@ -51,6 +51,7 @@ ENGINES = [
     (re.compile(r"^libpq-fe\.h$"), "queue/pg", "go through queue/queue.h"),
     (re.compile(r"^curl/"), "http", "go through http/http.h"),
     (re.compile(r"^microhttpd\.h$"), "serve", "only serve/ answers HTTP"),
+    (re.compile(r"^http_parser\.h$"), "mock", "only mock/ parses requests"),
 ]
 # Rooms that are pure (CONVENTIONS §1: policy does no I/O and reads no
 # clock; it never logs): the calls their code may not make.
