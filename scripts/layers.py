@@ -285,7 +285,7 @@ class Check:
                 exposed(dep, reach)
                 for r in sorted(reach):
                     dst = target_room(r)
-                    if dst is None or dst == src or dst not in self.arrows.layer:
+                    if dst in (None, src) or dst not in self.arrows.layer:
                         continue
                     if not self.arrows.allows(src, dst):
                         via = ("" if r == dep else
