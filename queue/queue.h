@@ -57,7 +57,13 @@ struct q_open_opts {
 
 /* A location names the store: "sqlite:PATH" or a plain PATH is a SQLite
  * file; any other "scheme://..." is a backend this build may not have
- * (-EPROTONOSUPPORT, logged). */
+ * (-EPROTONOSUPPORT, logged), PostgreSQL's included in a build without it
+ * (STEPQ_WITH_PG=OFF). */
+
+/* q_location_kinds names the locations this build opens, for messages:
+ * "a file path, sqlite:PATH or a postgresql:// URL", or "a file path or
+ * sqlite:PATH" without PostgreSQL. Static storage. */
+const char *q_location_kinds(void);
 
 /* q_open opens the store at location, creating it (a SQLite file mode
  * 0600) and migrating its schema if needed: what `stepq init` does (and

@@ -316,6 +316,31 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
 }
 END_TEST
 
+/* The build tree's stepq.pc: a program builds and runs against a build
+ * that is not installed, both libraries and stepq.h found through it. */
+START_TEST(test_build_tree_pkg_config)
+{
+    const char *build = env_or_fail("STEPQ_BUILD_DIR");
+    const char *cc = env_or_fail("STEPQ_CC");
+    const char *cflags = getenv("STEPQ_TEST_CFLAGS");
+    char *src = source_path("examples/enqueue.c");
+    char *job = source_path("examples/nightly-changelog.json"), cmd[8192], *out;
+
+    snprintf(cmd, sizeof(cmd),
+             "export PKG_CONFIG_PATH='%s/lib' && '%s' %s '%s' "
+             "$(pkg-config --cflags --libs stepq) -o enqueue && "
+             "LD_LIBRARY_PATH=\"$(pkg-config --variable=libdir stepq)\" "
+             "./enqueue q.db '%s' && test -f \"$(pkg-config --variable=libdir "
+             "stepq)/libstepq.a\"",
+             build, cc, cflags ? cflags : "", src, job);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(strncmp(out, "1\n", 2) == 0, "%s", out);
+    free(out);
+    free(job);
+    free(src);
+}
+END_TEST
+
 static int
 count_of(const char *s, const char *what)
 {
@@ -402,6 +427,7 @@ test_suite(void)
     tcase_add_checked_fixture(inst, setup_db, fixture_teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
+    tcase_add_test(inst, test_build_tree_pkg_config);
     tcase_add_test(inst, test_installed_library_exports_only_stepq);
     tcase_add_test(inst, test_host_with_own_xmalloc_links_both_ways);
     suite_add_tcase(s, inst);
