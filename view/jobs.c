@@ -181,6 +181,37 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     return o;
 }
 
+/* "retries": each retry of the job, oldest first: when, who, from which
+ * step, and the state and error the job had then. */
+static int
+add_retries(q_db *db, int64_t id, cJSON *o)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps");
+    struct q_retry *r = NULL;
+    size_t n = 0;
+    int rc = q_retries_list(db, id, &r, &n);
+    cJSON *arr;
+
+    if (rc != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(o, "retries");
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(steps, r[i].from), "name");
+        cJSON *e = cJSON_CreateObject();
+        json_add_time(e, "at", r[i].at);
+        cJSON_AddStringToObject(e, "by", r[i].by);
+        json_add_string(e, "from",
+                        cJSON_IsString(name) ? name->valuestring : NULL);
+        cJSON_AddStringToObject(e, "state",
+                                q_job_state_name(r[i].prior_state));
+        json_add_string(e, "error", r[i].prior_error);
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_retries_free(r, n);
+    return 0;
+}
+
 int
 view_job(q_db *db, int64_t id, cJSON **out)
 {
@@ -205,6 +236,10 @@ view_job(q_db *db, int64_t id, cJSON **out)
         park = cJSON_AddArrayToObject(*out, "park");
         for (size_t i = 0; i < nparked; i++)
             cJSON_AddItemToArray(park, park_item_json(&parked[i]));
+        if ((rc = add_retries(db, id, *out)) != 0) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
     }
     q_park_items_free(parked, nparked);
     q_job_cleanup(&job);
