@@ -37,7 +37,7 @@ static const char usage[] =
     "        name). Exit 4 for a job in another state or a sent side\n"
     "        effect, 3 if there is no such job, 2 for a bad --from; --json\n"
     "        prints {\"id\":N,\"state\":\"queued\",\"from\":STEP,"
-    "\"by\":NAME}\n";
+    "\"by\":NAME,\"run_at\":T}\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
@@ -272,6 +272,7 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
                              {"force-side-effects", NULL, &r.force_side_effects},
                              {"json", NULL, &json},
                              {NULL, NULL, NULL}};
+    const struct config *cfg = NULL;
     long long id = 0;
     q_db *db = NULL;
     char err[512];
@@ -283,13 +284,13 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
         cli_error("jobs retry: which job? (stepq jobs retry ID)");
         return CLI_USAGE;
     }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0)
-        return rc;
-    if ((rc = cli_open_db(env, &db)) != 0)
+    if ((rc = cli_parse_id(pos[0], &id)) != 0 ||
+        (rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
     if (r.by == NULL)
         r.by = cli_login_name();
     r.now = cli_now(db);
+    r.lease_ms = (int64_t)(cfg->worker.lease_s * 1000);
     rc = park_retry_job(db, id, &r, &done, err, sizeof(err));
     q_close(db);
     if (rc == -ENOENT || rc == -EALREADY || rc == -EINVAL) {
@@ -300,10 +301,15 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
         cli_error("jobs retry: cannot write to the database");
         return CLI_RUNTIME;
     }
-    if (json)
+    if (json) {
         cli_print_json(park_retried_json(&done, r.by));
-    else
+    } else {
         printf("retried job %lld from step %s\n", id, done.from_name);
+        if (done.run_at > r.now)
+            printf("due in %lld s: it was cancelled less than a lease "
+                   "(worker.lease_s) ago\n",
+                   (long long)((done.run_at - r.now + 999) / 1000));
+    }
     return CLI_OK;
 }
 

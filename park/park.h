@@ -138,6 +138,9 @@ struct park_retry {
                                 sent (succeeded, or without an answer) */
     const char *by;          /* who asks; required */
     int64_t now;
+    int64_t lease_ms; /* the workers' lease (worker.lease_s): a job
+                         cancelled less than this long ago is due only
+                         this long after its cancel; 0: at once */
 };
 
 /* What a retry did. */
@@ -146,6 +149,7 @@ struct park_retried {
     int from;            /* step index */
     char from_name[256]; /* its name, cut to fit */
     enum q_job_state prior;
+    int64_t run_at; /* when it is due */
 };
 
 /* park_retry_job queues job job_id again, in one transaction: a failed or
@@ -154,8 +158,10 @@ struct park_retried {
  * and output (each must have succeeded or been skipped); it and every
  * later step run again, with a fresh count of attempts (the ledger keeps
  * the earlier ones and their cost; max_total_tokens and max_cost_usd
- * still count them). The job gets its whole deadline_s again from
- * r->now. A side-effecting step from r->from on that was sent (it
+ * still count them). The job is due at r->now, or, cancelled less than
+ * r->lease_ms ago, that long after its cancel (a worker that held it
+ * drops it within a lease; it must not find it queued again before),
+ * and gets its whole deadline_s again from then. A side-effecting step from r->from on that was sent (it
  * succeeded, or, without an idempotency key, its last attempt has no
  * known answer) is not sent again unless r->force_side_effects. The
  * retry is recorded with r->by and the time (q_job_retry).
@@ -172,8 +178,8 @@ STEPQ_MUST_CHECK int park_retry_job(q_db *db, int64_t job_id,
                                     size_t len);
 
 /* park_retried_json renders what a retry did as `jobs retry --json`:
- * {"id", "state": "queued", "from", "by"} (by borrowed). Caller owns the
- * result. */
+ * {"id", "state": "queued", "from", "by", "run_at"} (by borrowed).
+ * Caller owns the result. */
 cJSON *park_retried_json(const struct park_retried *r, const char *by);
 
 #endif

@@ -186,9 +186,17 @@ retry_in(q_db *db, const struct job_view *v, const struct park_retry *r,
                              .expect = v->job->state,
                              .by = r->by,
                              .now = r->now,
-                             .deadline_at = park__fresh_deadline(spec, r->now)};
+                             .run_at = r->now};
     int64_t id = 0;
     int rc;
+
+    /* A job cancelled while a worker held it stays in that worker's
+     * memory until its next heartbeat finds the lease gone: queued again
+     * before that, the same worker could claim it beside its old run. */
+    if (v->job->state == Q_JOB_CANCELLED &&
+        v->job->updated_at + r->lease_ms > rn.run_at)
+        rn.run_at = v->job->updated_at + r->lease_ms;
+    rn.deadline_at = park__fresh_deadline(spec, rn.run_at);
 
     if ((rc = check_state(v, r, err, len)) != 0 ||
         (rc = pick_from(v, r->from, &rn.from, err, len)) != 0)
@@ -206,6 +214,7 @@ retry_in(q_db *db, const struct job_view *v, const struct park_retry *r,
     snprintf(out->from_name, sizeof(out->from_name), "%s",
              rn.from < v->nsteps ? step_name(v, rn.from) : "");
     out->prior = v->job->state;
+    out->run_at = rn.run_at;
     return 0;
 }
 
@@ -271,5 +280,6 @@ park_retried_json(const struct park_retried *r, const char *by)
     cJSON_AddStringToObject(o, "state", q_job_state_name(Q_JOB_QUEUED));
     cJSON_AddStringToObject(o, "from", r->from_name);
     cJSON_AddStringToObject(o, "by", by);
+    json_add_time(o, "run_at", r->run_at);
     return o;
 }

@@ -577,13 +577,14 @@ struct q_retry_new {
     enum q_job_state expect; /* the state the job must still be in */
     int from;                /* steps from this index on run again */
     const char *by;          /* who asked */
-    int64_t now;             /* the job is due at now */
+    int64_t now;             /* when it is retried */
+    int64_t run_at;          /* when it is due again (now or later) */
     int64_t deadline_at;     /* its new deadline */
 };
 
 /* q_job_retry queues job r->job_id again, in one level of its own: only
  * while it is in state r->expect (else -EALREADY, and -ENOENT for an
- * unknown id), it becomes queued, due at r->now, with its deadline at
+ * unknown id), it becomes queued, due at r->run_at, with its deadline at
  * r->deadline_at, no error and no lease; each step from index r->from on
  * is pending again without output or pinned tier, its attempts so far
  * no longer counted (reset_after: the step's last attempt number; the

@@ -355,6 +355,7 @@ jobs_retry(const struct serve_opts *o, struct MHD_Connection *c, int64_t id,
 
     if (rc == 0) {
         r.now = store_now(o);
+        r.lease_ms = (int64_t)(o->cfg ? o->cfg->worker.lease_s * 1000 : 0);
         rc = park_retry_job(o->db, id, &r, &done, err, sizeof(err));
     }
     out = rc == 0 ? park_retried_json(&done, r.by) : NULL;

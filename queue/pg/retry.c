@@ -16,7 +16,7 @@ static const struct q__pg_sql retry_sql = {
     " r AS (INSERT INTO job_retries (job_id, from_step, retried_by,"
     "   retried_at, prior_state, prior_error) SELECT id, $3::bigint,"
     "   $4::text, $5::bigint, state, error FROM old RETURNING id),"
-    " j AS (UPDATE jobs SET state = 0, run_at = $5::bigint,"
+    " j AS (UPDATE jobs SET state = 0, run_at = $7::bigint,"
     "   deadline_at = $6::bigint, error = NULL, lease_owner = NULL,"
     "   lease_until = NULL, updated_at = $5::bigint"
     "   WHERE id IN (SELECT id FROM old)),"
@@ -48,6 +48,7 @@ q__pg_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id)
     q__pg_p_text(&p, r->by);
     q__pg_p_int(&p, r->now);
     q__pg_p_int(&p, r->deadline_at);
+    q__pg_p_int(&p, r->run_at);
     rc = q__pg_select_one(q__pg(db), &retry_sql, &p, sizeof(got),
                           q__pg_read_ints, got, "retrying a job");
     if (rc == 0 && got[0] == 0)

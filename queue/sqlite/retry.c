@@ -37,8 +37,9 @@ retry_locked(struct q__sqlite *db, const struct q_retry_new *r, int64_t *id)
     if ((s = q__stmt(db, ST_RETRY_JOB)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, r->job_id);
-    sqlite3_bind_int64(s, 2, r->now);
+    sqlite3_bind_int64(s, 2, r->run_at);
     sqlite3_bind_int64(s, 3, r->deadline_at);
+    sqlite3_bind_int64(s, 4, r->now);
     if ((rc = q__run_done(db, s, "queueing a retried job")) != 0)
         return rc;
     if ((s = q__stmt(db, ST_RETRY_STEPS)) == NULL)

@@ -250,7 +250,7 @@ static const char *const sql_text[ST_COUNT] = {
         " FROM jobs WHERE id = ?1 AND state = ?5",
     [ST_RETRY_JOB] = "UPDATE jobs SET state = 0, run_at = ?2,"
                      " deadline_at = ?3, error = NULL, lease_owner = NULL,"
-                     " lease_until = NULL, updated_at = ?2 WHERE id = ?1",
+                     " lease_until = NULL, updated_at = ?4 WHERE id = ?1",
     [ST_RETRY_STEPS] =
         "UPDATE steps SET state = 0, output = NULL, pin_tier = NULL,"
         " reset_after = max(reset_after, (SELECT coalesce(max(a.attempt), 0)"
