@@ -267,11 +267,12 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
     struct park_retried done;
     const char *pos[1];
     bool json = false;
-    struct cli_opt opts[] = {{"from", &r.from, NULL},
-                             {"by", &r.by, NULL},
-                             {"force-side-effects", NULL, &r.force_side_effects},
-                             {"json", NULL, &json},
-                             {NULL, NULL, NULL}};
+    struct cli_opt opts[] = {
+        {"from", &r.from, NULL},
+        {"by", &r.by, NULL},
+        {"force-side-effects", NULL, &r.force_side_effects},
+        {"json", NULL, &json},
+        {NULL, NULL, NULL}};
     const struct config *cfg = NULL;
     long long id = 0;
     q_db *db = NULL;

@@ -161,12 +161,12 @@ struct park_retried {
  * still count them). The job is due at r->now, or, cancelled less than
  * r->lease_ms ago, that long after its cancel (a worker that held it
  * drops it within a lease; it must not find it queued again before),
- * and gets its whole deadline_s again from then. A side-effecting step from r->from on that was sent (it
- * succeeded, or, without an idempotency key, its last attempt has no
- * known answer) is not sent again unless r->force_side_effects. The
- * retry is recorded with r->by and the time (q_job_retry).
- * Returns 0 with *out set; -ENOENT: no such job; -EALREADY: the job is
- * queued, running or parked, succeeded without r->from, or a
+ * and gets its whole deadline_s again from then. A side-effecting step from
+ * r->from on that was sent (it succeeded, or, without an idempotency key, its
+ * last attempt has no known answer) is not sent again unless
+ * r->force_side_effects. The retry is recorded with r->by and the time
+ * (q_job_retry). Returns 0 with *out set; -ENOENT: no such job; -EALREADY: the
+ * job is queued, running or parked, succeeded without r->from, or a
  * side-effecting step was sent; -EINVAL: r->by blank or not plain text,
  * no step named r->from, or one after a step that has not succeeded; the
  * reason is in err (len bytes) for these three; or a storage error.

@@ -103,8 +103,9 @@ static const struct q__column budget_cols[] = {
 };
 
 static const struct q__column retry_cols[] = {
-    {"id", I},         {"job_id", I},      {"from_step", I},   {"retried_by", T},
-    {"retried_at", I}, {"prior_state", I}, {"prior_error", T},
+    {"id", I},          {"job_id", I},     {"from_step", I},
+    {"retried_by", T},  {"retried_at", I}, {"prior_state", I},
+    {"prior_error", T},
 };
 
 #undef I

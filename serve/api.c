@@ -330,8 +330,8 @@ read_retry(const char *body, size_t len, cJSON **doc, struct park_retry *r,
                                          NULL};
 
     *doc = len == 0 ? cJSON_CreateObject() : NULL;
-    if (*doc == NULL && json_parse_whole(body, len, "the body is ", doc, err,
-                                         errlen) != 0)
+    if (*doc == NULL &&
+        json_parse_whole(body, len, "the body is ", doc, err, errlen) != 0)
         return -EINVAL;
     if (json_check_object(*doc, "", fields, err, errlen) != 0 ||
         json_get_string(*doc, "from", false, "", &r->from, err, errlen) ||

@@ -203,8 +203,7 @@ add_retries(q_db *db, int64_t id, cJSON *o)
         cJSON_AddStringToObject(e, "by", r[i].by);
         json_add_string(e, "from",
                         cJSON_IsString(name) ? name->valuestring : NULL);
-        cJSON_AddStringToObject(e, "state",
-                                q_job_state_name(r[i].prior_state));
+        cJSON_AddStringToObject(e, "state", q_job_state_name(r[i].prior_state));
         json_add_string(e, "error", r[i].prior_error);
         cJSON_AddItemToArray(arr, e);
     }
