@@ -6,6 +6,7 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,62 @@ START_TEST(test_cancelled_and_parked)
 }
 END_TEST
 
+/* A side-effecting step in flight when its job was cancelled has no
+ * known answer: the endpoint may have acted on it, so a retry that would
+ * send it again is refused unless forced. */
+START_TEST(test_cancelled_mid_post_not_resent_blindly)
+{
+    static const char hangs[] =
+        "{\"routes\":[{\"path\":\"/post\",\"answers\":[{\"fault\":"
+        "\"hang\"}]}]}";
+    struct run_result r;
+    pid_t w;
+
+    e2e_start(hangs, "");
+    enqueue_three("post", "");
+    w = e2e_spawn_worker("--grace=1");
+    e2e_wait_for_requests(2, 10000); /* /one, then /post hangs */
+    expect(&r, STEPQ(&r, "jobs", "cancel", "1"), 0, NULL);
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    expect(&r, STEPQ(&r, "jobs", "retry", "1"), 4,
+           "step second has side effects and its last attempt was sent and "
+           "has no known answer");
+    ck_assert_int_eq(nretries(1), 0);
+    expect(&r, STEPQ(&r, "jobs", "retry", "1", "--force-side-effects"), 0,
+           NULL);
+    drain_expect(1, "succeeded");
+    ck_assert_int_eq(e2e_sent_to(NULL, "/one"), 1);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/post"), 2);
+}
+END_TEST
+
+/* A job cancelled less than a lease ago is due a lease after its cancel:
+ * a worker that held it must have found its lease gone first. */
+START_TEST(test_cancelled_job_due_after_a_lease)
+{
+    struct run_result r;
+    int64_t t0, due;
+    cJSON *out;
+
+    e2e_start(fails_at_two, "");
+    e2e_config(30, "");
+    enqueue_three("two", NOFX);
+    t0 = clock_now_ms();
+    expect(&r, STEPQ(&r, "jobs", "cancel", "1"), 0, NULL);
+    ck_assert_int_eq(STEPQ(&r, "jobs", "retry", "1", "--json"), 0);
+    out = cJSON_Parse(r.out);
+    ck_assert_int_eq(clock_parse_utc(e2e_str(out, "run_at"), &due), 0);
+    ck_assert_msg(due >= t0 + 29000 && due <= clock_now_ms() + 30000,
+                  "due %lld ms after the cancel", (long long)(due - t0));
+    cJSON_Delete(out);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "jobs", "show", "1", "--json"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"state\":\"queued\""));
+    run_result_free(&r);
+}
+END_TEST
+
 /* Ten retries of one job at once: one wins, nine exit 4, one retry is
  * recorded. */
 START_TEST(test_racing_retries_one_wins)
@@ -359,6 +416,8 @@ test_suite(void)
     tcase_add_test(tc, test_side_effect_not_resent);
     tcase_add_test(tc, test_wrong_states_and_unknown_ids);
     tcase_add_test(tc, test_cancelled_and_parked);
+    tcase_add_test(tc, test_cancelled_mid_post_not_resent_blindly);
+    tcase_add_test(tc, test_cancelled_job_due_after_a_lease);
     tcase_add_test(tc, test_racing_retries_one_wins);
     tcase_add_test(tc, test_api_same_as_cli);
     suite_add_tcase(s, tc);
