@@ -314,38 +314,11 @@ END_TEST
  * recorded. */
 START_TEST(test_racing_retries_one_wins)
 {
-    pid_t pids[10];
-    int ok = 0, conflict = 0, go[2];
-
     e2e_start(fails_at_two, "");
     enqueue_three("two", NOFX);
     drain_expect(1, "failed");
-    ck_assert_int_eq(pipe(go), 0);
-    for (int i = 0; i < 10; i++) {
-        pids[i] = fork();
-        ck_assert_int_ge(pids[i], 0);
-        if (pids[i] == 0) {
-            char c;
-            close(go[1]);
-            if (read(go[0], &c, 1) != 0)
-                _exit(99);
-            execl(stepq_bin(), stepq_bin(), "--db", e2e_db, "jobs", "retry",
-                  "1", (char *)NULL);
-            _exit(127);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* all start at once */
-    for (int i = 0; i < 10; i++) {
-        int st, code;
-        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
-        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        ck_assert_msg(code == 0 || code == 4, "exit %d", code);
-        ok += code == 0;
-        conflict += code == 4;
-    }
-    ck_assert_int_eq(ok, 1);
-    ck_assert_int_eq(conflict, 9);
+    ck_assert_int_eq(e2e_race(10, (const char *[]){"jobs", "retry", "1", NULL}),
+                     1); /* the nine others exit 4 */
     ck_assert_int_eq(nretries(1), 1);
     drain_expect(1, "succeeded");
     ck_assert_int_eq(e2e_sent_to(NULL, "/two"), 2);
