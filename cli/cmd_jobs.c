@@ -111,9 +111,40 @@ cost_text(const cJSON *o, char *buf, size_t len)
     return buf;
 }
 
+/* One attempt of a shown job's step; the first one after a retry (*after:
+ * the retry of the attempt before) says which and who asked for it. */
+static void
+print_attempt(const cJSON *h, const cJSON *retries, int *after)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(h, "outcome");
+    const cJSON *de = cJSON_GetObjectItemCaseSensitive(h, "decision");
+    const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
+    const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
+    const cJSON *rn = cJSON_GetObjectItemCaseSensitive(h, "retry");
+    char status[16] = "-", cost[64];
+
+    if (cJSON_IsNumber(rn) && rn->valueint != *after) {
+        *after = rn->valueint;
+        printf("    (retry %d, by %s)\n", *after,
+               cli_json_text(cJSON_GetArrayItem(retries, *after - 1), "by"));
+    }
+    if (cJSON_IsNumber(st))
+        snprintf(status, sizeof(status), "%d", st->valueint);
+    printf("    #%d tier %s status %s outcome %s decision %s%s\n",
+           cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
+           cJSON_IsString(ht) ? ht->valuestring : "-", status,
+           cJSON_IsString(oc) ? oc->valuestring : "(no result)",
+           cJSON_IsString(de) ? de->valuestring : "-",
+           cost_text(h, cost, sizeof(cost)));
+    if (cJSON_IsString(ro))
+        printf("       not first choice: %s\n", ro->valuestring);
+}
+
 static void
 print_job_text(const cJSON *o)
 {
+    const cJSON *retries = cJSON_GetObjectItemCaseSensitive(o, "retries");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"), *s;
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(o, "key");
@@ -132,7 +163,7 @@ print_job_text(const cJSON *o)
         printf("  error    %s\n", err->valuestring);
     if (cost_text(o, cost, sizeof(cost))[0] != '\0')
         printf("  cost     %s\n", cost + strlen(" cost "));
-    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(o, "retries"))
+    cJSON_ArrayForEach(s, retries)
     {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "error");
         printf("  retried  %s by %s from step %s (was %s%s%s)\n",
@@ -152,25 +183,9 @@ print_job_text(const cJSON *o)
             cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint,
             cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
             cost_text(s, cost, sizeof(cost)));
+        int after = 0;
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
-        {
-            const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
-            const cJSON *oc = cJSON_GetObjectItemCaseSensitive(h, "outcome");
-            const cJSON *de = cJSON_GetObjectItemCaseSensitive(h, "decision");
-            char status[16] = "-";
-            if (cJSON_IsNumber(st))
-                snprintf(status, sizeof(status), "%d", st->valueint);
-            const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
-            const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
-            printf("    #%d tier %s status %s outcome %s decision %s%s\n",
-                   cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
-                   cJSON_IsString(ht) ? ht->valuestring : "-", status,
-                   cJSON_IsString(oc) ? oc->valuestring : "(no result)",
-                   cJSON_IsString(de) ? de->valuestring : "-",
-                   cost_text(h, cost, sizeof(cost)));
-            if (cJSON_IsString(ro))
-                printf("       not first choice: %s\n", ro->valuestring);
-        }
+            print_attempt(h, retries, &after);
     }
 }
 

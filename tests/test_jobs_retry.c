@@ -130,6 +130,13 @@ START_TEST(test_failed_job_retried_keeps_step_one)
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "output"), one);
     ck_assert_str_eq(e2e_str(e2e_hist(job, 1, 1), "decision"), "commit");
+    /* the attempts name the retry they ran after: none for the first run */
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(e2e_hist(job, 0, 0), "retry")));
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(e2e_hist(job, 1, 0), "retry")));
+    ck_assert_int_eq(
+        cJSON_GetObjectItem(e2e_hist(job, 1, 1), "retry")->valueint, 1);
+    ck_assert_int_eq(
+        cJSON_GetObjectItem(e2e_hist(job, 2, 0), "retry")->valueint, 1);
     rt = cJSON_GetArrayItem(cJSON_GetObjectItem(job, "retries"), 0);
     ck_assert_str_eq(e2e_str(rt, "by"), "ana");
     ck_assert_str_eq(e2e_str(rt, "from"), "second");
@@ -141,7 +148,7 @@ START_TEST(test_failed_job_retried_keeps_step_one)
 END_TEST
 
 /* The text of `jobs show` has the retry: who, from which step, and what
- * the job was before. */
+ * the job was before; and the attempts after it say so. */
 START_TEST(test_retry_shown_in_text)
 {
     struct run_result r;
@@ -150,10 +157,13 @@ START_TEST(test_retry_shown_in_text)
     enqueue_three("two", NOFX);
     drain_expect(1, "failed");
     expect(&r, STEPQ(&r, "jobs", "retry", "1", "--by", "bo"), 0, NULL);
+    drain_expect(1, "succeeded");
     ck_assert_int_eq(STEPQ(&r, "jobs", "show", "1"), 0);
     ck_assert_msg(strstr(r.out, " by bo from step second (was failed: ") !=
                       NULL,
                   "%s", r.out);
+    ck_assert_msg(strstr(r.out, "(retry 1, by bo)\n    #2 ") != NULL, "%s",
+                  r.out);
     run_result_free(&r);
 }
 END_TEST
