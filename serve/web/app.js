@@ -400,6 +400,12 @@
       if (s.output) parts.push(el('pre', {}, s.output));
       if (s.history && s.history.length) parts.push(history(s.history));
     }
+    if (j.retries && j.retries.length) {
+      parts.push(el('h3', {}, 'Retries'));
+      parts.push(el('ul', {class: 'retries'}, ...j.retries.map((r) =>
+        el('li', {}, when(r.at) + ' by ' + r.by + ' from step ' + r.from +
+           ' (was ' + r.state + (r.error ? ': ' + r.error : '') + ')'))));
+    }
     $('detail-body').replaceChildren(...parts);
     $('resolve').hidden = true;
     shownJob = j;

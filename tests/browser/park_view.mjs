@@ -277,8 +277,12 @@ async function retryMode(browser) {
   await page.locator('#outcome',
                      {hasText: `Job #${id} queued again from step send by ana`})
     .waitFor(WAIT);
-  // Queued now: the page offers no retry, and the API refuses a second.
+  // Queued now: the page offers no retry and lists the retry, and the
+  // API refuses a second.
   await page.locator('#retry-job').waitFor({state: 'hidden', ...WAIT});
+  await page.locator('#detail-body .retries',
+                     {hasText: 'by ana from step send (was failed: '})
+    .waitFor(WAIT);
   check((await api('POST', '/v1/jobs/' + id + '/retry', {})).status === 409,
         'a second retry is refused');
   check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
