@@ -588,7 +588,9 @@ struct q_retry_new {
  * r->deadline_at, no error and no lease; each step from index r->from on
  * is pending again without output or pinned tier, its attempts so far
  * no longer counted (reset_after: the step's last attempt number; the
- * ledger keeps them, and the step its tokens); and a retry row records
+ * ledger keeps them, and the step its tokens), and an attempt of theirs
+ * left without result ends at r->now with outcome "unknown", reason
+ * "retried"; and a retry row records
  * who, when, from which step, and the state and error the job had. *id
  * gets the row's id. Steps before r->from are left as they are. */
 STEPQ_MUST_CHECK int q_job_retry(q_db *db, const struct q_retry_new *r,

@@ -294,6 +294,39 @@ START_TEST(test_cancelled_mid_post_not_resent_blindly)
 }
 END_TEST
 
+/* A post parked in doubt (its worker killed mid-request) and then failed
+ * by an operator: a retry refuses to send it blindly; forced, it is sent
+ * again, not parked again. */
+START_TEST(test_in_doubt_post_failed_then_forced)
+{
+    static const char hangs[] =
+        "{\"routes\":[{\"path\":\"/post\",\"answers\":[{\"fault\":"
+        "\"hang\"}]}]}";
+    struct run_result r;
+    cJSON *job;
+    pid_t w;
+
+    e2e_start(hangs, "");
+    enqueue_three("post", "");
+    w = e2e_spawn_worker("--drain");
+    e2e_wait_for_requests(2, 10000); /* /one, then /post hangs */
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+    drain_expect(1, "parked"); /* the post in doubt */
+    expect(&r, STEPQ(&r, "park", "resolve", "1", "--fail"), 0, NULL);
+    expect(&r, STEPQ(&r, "jobs", "retry", "1"), 4, "no known answer");
+    expect(&r, STEPQ(&r, "jobs", "retry", "1", "--force-side-effects"), 0,
+           NULL);
+    drain_expect(1, "succeeded");
+    ck_assert_int_eq(e2e_sent_to(NULL, "/post"), 2);
+    job = e2e_show(1); /* the first attempt, as parking settled it */
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 1, 0), "outcome"), "unknown");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 1, 0), "reason"), "in_doubt");
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 1, 1), "outcome"), "ok");
+    cJSON_Delete(job);
+}
+END_TEST
+
 /* A job cancelled less than a lease ago is due a lease after its cancel:
  * a worker that held it must have found its lease gone first. */
 START_TEST(test_cancelled_job_due_after_a_lease)
@@ -401,6 +434,7 @@ test_suite(void)
     tcase_add_test(tc, test_cancelled_and_parked);
     tcase_add_test(tc, test_cancelled_mid_post_not_resent_blindly);
     tcase_add_test(tc, test_cancelled_job_due_after_a_lease);
+    tcase_add_test(tc, test_in_doubt_post_failed_then_forced);
     tcase_add_test(tc, test_racing_retries_one_wins);
     tcase_add_test(tc, test_api_same_as_cli);
     suite_add_tcase(s, tc);

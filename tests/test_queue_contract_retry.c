@@ -178,6 +178,32 @@ START_TEST(test_retried_job_claimed_when_due)
 }
 END_TEST
 
+/* An attempt a reset step left without result (parked in doubt, then
+ * failed by an operator) ends with the retry: unknown, "retried". */
+START_TEST(test_retry_closes_attempts_left_open)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "j", NULL, 0, T0), aid = 0, rid = 0;
+    struct q_attempt_start s = {id, 0, "w", NULL, "sha", 10, T0, NULL};
+    struct q_retry_new rn = retry_of(id, 0);
+    struct q_attempt *a = NULL;
+    size_t na = 0;
+    int num = 0;
+
+    qfix_claim_one(db, id, "w", T0, 60000);
+    ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    ck_assert_int_eq(q_fail(db, id, "w", "failed by ana", T0 + 10), 0);
+    ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &na), 0);
+    ck_assert_uint_eq(na, 1);
+    ck_assert_int_eq(a[0].finished_at, T0 + 20);
+    ck_assert_str_eq(a[0].outcome, "unknown");
+    ck_assert_str_eq(a[0].reason, "retried");
+    q_attempts_free(a, na);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* Four processes retry one failed job at once: exactly one wins. */
 START_TEST(test_racing_retries_one_wins)
 {
@@ -231,6 +257,7 @@ test_suite(void)
     tcase_add_test(tc, test_retry_recorded_and_listed);
     tcase_add_test(tc, test_retry_refused_in_another_state);
     tcase_add_test(tc, test_retried_job_claimed_when_due);
+    tcase_add_test(tc, test_retry_closes_attempts_left_open);
     tcase_add_test(tc, test_racing_retries_one_wins);
     suite_add_tcase(s, tc);
     return s;

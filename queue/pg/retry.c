@@ -7,8 +7,8 @@
 
 /* The job locked as it is (only in the state the caller saw: a retry
  * that waited for the row finds it moved, EvalPlanQual), then the row,
- * the job and its steps from $3 on. The EXISTS tells an unknown job from
- * one in another state. */
+ * the job, the attempts left without result and the steps from $3 on. The
+ * EXISTS tells an unknown job from one in another state. */
 static const struct q__pg_sql retry_sql = {
     "q_job_retry",
     "WITH old AS (SELECT id, state, error FROM jobs WHERE id = $1::bigint"
@@ -20,6 +20,10 @@ static const struct q__pg_sql retry_sql = {
     "   deadline_at = $6::bigint, error = NULL, lease_owner = NULL,"
     "   lease_until = NULL, updated_at = $5::bigint"
     "   WHERE id IN (SELECT id FROM old)),"
+    " a AS (UPDATE attempts SET finished_at = $5::bigint,"
+    "   outcome = 'unknown', reason = 'retried'"
+    "   WHERE job_id IN (SELECT id FROM old) AND step >= $3::bigint"
+    "   AND finished_at IS NULL),"
     " s AS (UPDATE steps SET state = 0, output = NULL, pin_tier = NULL,"
     "   reset_after = greatest(steps.reset_after, (SELECT"
     "   coalesce(max(a.attempt), 0) FROM attempts a"

@@ -77,6 +77,7 @@ enum q__stmt_id {
     ST_RETRY_ADD, /* a job's retry (retry.c) */
     ST_RETRY_JOB,
     ST_RETRY_STEPS,
+    ST_RETRY_ATTEMPTS,
     ST_RETRIES_LIST,
     ST_COUNT
 };

@@ -42,6 +42,13 @@ retry_locked(struct q__sqlite *db, const struct q_retry_new *r, int64_t *id)
     sqlite3_bind_int64(s, 4, r->now);
     if ((rc = q__run_done(db, s, "queueing a retried job")) != 0)
         return rc;
+    if ((s = q__stmt(db, ST_RETRY_ATTEMPTS)) == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, r->job_id);
+    sqlite3_bind_int(s, 2, r->from);
+    sqlite3_bind_int64(s, 3, r->now);
+    if ((rc = q__run_done(db, s, "closing a retried job's attempts")) != 0)
+        return rc;
     if ((s = q__stmt(db, ST_RETRY_STEPS)) == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, r->job_id);

@@ -256,6 +256,13 @@ static const char *const sql_text[ST_COUNT] = {
         " reset_after = max(reset_after, (SELECT coalesce(max(a.attempt), 0)"
         " FROM attempts a WHERE a.job_id = steps.job_id"
         " AND a.step = steps.idx)) WHERE job_id = ?1 AND idx >= ?2",
+    /* An attempt a reset step left without result (a step parked in
+     * doubt, then failed by an operator) ends now: its step starts
+     * afresh, and the worker must not settle it in doubt again. */
+    [ST_RETRY_ATTEMPTS] = "UPDATE attempts SET finished_at = ?3,"
+                          " outcome = 'unknown', reason = 'retried'"
+                          " WHERE job_id = ?1 AND step >= ?2"
+                          " AND finished_at IS NULL",
     [ST_RETRIES_LIST] =
         "SELECT id, job_id, from_step, retried_by, retried_at, prior_state,"
         " prior_error FROM job_retries WHERE job_id = ?1 ORDER BY id",
