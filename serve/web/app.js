@@ -19,6 +19,7 @@
   let pending = null;     /* the resolution waiting for Confirm */
   let item = null;        /* the park item shown */
   let shownJob = null;    /* the job shown */
+  let retryFor = null;    /* the job the retry form was last set up for */
   let tierNames = [];
   let timer = null;
   let jobsPage = [];
@@ -548,6 +549,9 @@
     const can = ['failed', 'cancelled', 'succeeded'].includes(j.state);
     $('retry-job').hidden = !can;
     if (!can) return;
+    /* "send side effects again" is asked anew for every job */
+    if (retryFor !== j.id) $('retry-force').checked = false;
+    retryFor = j.id;
     let first = steps.findIndex((s) => s.state !== 'succeeded' &&
                                        s.state !== 'skipped');
     const opts = [];
