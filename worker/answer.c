@@ -450,7 +450,9 @@ worker__answer(struct run *r)
     char *masked = NULL; /* owned: the output with its secrets masked */
     int ti = r->cur_tier;
 
-    note_latency(r, res);
+    /* A batch's hours are not the tier's latency (rest_ms, choose.c). */
+    if (!r->from_batch)
+        note_latency(r, res);
     read_answer(r, res, now, &rd);
     policy_classify(&rd.in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
     if (s->kind == SPEC_STEP_CHAT)

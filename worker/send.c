@@ -190,6 +190,12 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
         no_tier(r, body, *est, retry_at, why, sizeof(why), now);
         return 1;
     }
+    if (r->w->cfg->tiers[ti].batch_mode) {
+        /* Built again when its batch is recorded (batch_submit.c). */
+        cJSON_Delete(body);
+        worker__batch_gather(r, ti, now);
+        return 1;
+    }
     r->cur_tier = ti;
     r->admit_since = 0;
     r->wait_tier = -1;

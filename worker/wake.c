@@ -23,6 +23,15 @@ tier_waiter(const struct run *r)
            r->wake_at != 0;
 }
 
+/* Whether r gathers for a batch or waits in one (batch.c): it holds no
+ * slot, and is not counted in the runs in hand either (a batch's items
+ * are bounded by the tier's max_items). */
+static bool
+batch_waiter(const struct run *r)
+{
+    return !r->finished && (r->gathering || r->batch != NULL);
+}
+
 /* The runs that hold a slot: not finished, and not waiting for a tier. */
 static int
 busy_runs(const struct worker *w)
@@ -30,7 +39,7 @@ busy_runs(const struct worker *w)
     int busy = 0;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next)
-        busy += !r->finished && !tier_waiter(r);
+        busy += !r->finished && !tier_waiter(r) && !batch_waiter(r);
     return busy;
 }
 
@@ -40,7 +49,7 @@ worker__free_slots(const struct worker *w)
     int busy = busy_runs(w), held = 0, a, b;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next)
-        held += !r->finished;
+        held += !r->finished && !batch_waiter(r);
     a = w->concurrency - busy;
     b = w->concurrency * WORKER_RUNS_IN_HAND - held;
     return a < b ? a : b;
