@@ -42,7 +42,7 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
     const struct config_tier *t = wb_tier(b);
     cJSON *body = worker__chat_body(r), *item;
     int64_t est, at = 0;
-    char why[256], cid[32], route[160];
+    char why[256], cid[32];
     struct q_attempt_start st;
     int rc;
 
@@ -58,7 +58,6 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
     r->body = json_print(body);
     r->body_len = strlen(r->body);
     worker__sha256_hex(r->body, r->body_len, r->sha);
-    snprintf(route, sizeof(route), "batch %lld", (long long)b->id);
     st = (struct q_attempt_start){.job_id = r->job.id,
                                   .step = r->step,
                                   .worker = w->id,
@@ -66,7 +65,7 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
                                   .request_sha256 = r->sha,
                                   .est_tokens = est,
                                   .started_at = now,
-                                  .route = route};
+                                  .route = r->route[0] ? r->route : NULL};
     if ((rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no)) !=
             0 ||
         (rc = q_batch_item_add(w->db, b->id, r->attempt_id, r->job.id,
