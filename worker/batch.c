@@ -218,8 +218,8 @@ worker__batch_join(struct run *r, const struct q_attempt *a)
 static bool
 call_due(const struct wbatch *b, int64_t now)
 {
-    return b->phase != WB_APPLIED && !b->pending && b->call == NULL &&
-           b->next_at <= now;
+    return b->phase != WB_APPLIED && b->phase != WB_LINK && !b->pending &&
+           b->call == NULL && b->next_at <= now;
 }
 
 /* Whether tier ti's gathering is full or old enough to be sent. */
@@ -299,7 +299,7 @@ admit_call(struct wbatch *b, int64_t now)
 static bool
 idle(const struct wbatch *b)
 {
-    return !b->pending && b->call == NULL && !b->fresh &&
+    return !b->pending && b->call == NULL && !b->fresh && b->phase != WB_LINK &&
            b->phase != WB_UPLOAD && b->phase != WB_CREATE &&
            runs_of(b->w, b->ti, b) == 0;
 }
@@ -367,6 +367,8 @@ worker__batch_flush(struct worker *w, bool committed)
     for (struct wbatch *b = w->batches; b != NULL; b = b->next) {
         if (committed)
             b->fresh = false;
+        if (committed && b->phase == WB_LINK && worker__turn_begin(w))
+            batch__link(b, worker__now(w));
         if (!b->pending)
             continue;
         b->pending = false;

@@ -10,6 +10,7 @@
 /* What a batch in hand does next: each a call to the provider, made when
  * its tier's pace admits it. */
 enum wb_phase {
+    WB_LINK,      /* recorded; its items are linked once the ids are in */
     WB_UPLOAD,    /* OpenAI: POST /files, the JSONL of its items */
     WB_CREATE,    /* POST /batches or /messages/batches */
     WB_TAKE,      /* recorded, not known to be sent: take its lease */
@@ -59,6 +60,10 @@ void batch__custom_id(int64_t attempt_id, char *buf, size_t len);
 /* batch__submit records the gathering of tier ti as a batch: the batch,
  * then each run's attempt and item (batch_submit.c). */
 void batch__submit(struct worker *w, int ti, int64_t now);
+/* batch__link, in a turn after the one that recorded b committed (the
+ * attempts' ids are known then on every store): each run's item
+ * recorded and its request kept for the submission (batch_submit.c). */
+void batch__link(struct wbatch *b, int64_t now);
 /* batch__request builds the call of b's phase into *req. Returns 0, or
  * -EINVAL (logged) (batch_submit.c). */
 int batch__request(struct wbatch *b, struct http_request *req);

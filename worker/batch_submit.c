@@ -40,9 +40,9 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
 {
     struct worker *w = b->w;
     const struct config_tier *t = wb_tier(b);
-    cJSON *body = worker__chat_body(r), *item;
+    cJSON *body = worker__chat_body(r);
     int64_t est, at = 0;
-    char why[256], cid[32];
+    char why[256];
     struct q_attempt_start st;
     int rc;
 
@@ -66,19 +66,14 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
                                   .est_tokens = est,
                                   .started_at = now,
                                   .route = r->route[0] ? r->route : NULL};
+    cJSON_Delete(body);
+    /* A store that defers the record writes its id at the commit: the
+     * item is linked to it then (batch__link). */
     if ((rc = q_attempt_begin(w->db, &st, &r->attempt_id, &r->attempt_no)) !=
-            0 ||
-        (rc = q_batch_item_add(w->db, b->id, r->attempt_id, r->job.id,
-                               r->step)) != 0) {
-        cJSON_Delete(body);
+        0) {
         worker__budget_settle(r, 0, now);
         return rc;
     }
-    batch__custom_id(r->attempt_id, cid, sizeof(cid));
-    item = cJSON_CreateObject();
-    cJSON_AddStringToObject(item, "custom_id", cid);
-    cJSON_AddItemToObject(item, "request", body);
-    cJSON_AddItemToArray(b->bodies, item);
     r->attempt_est = est;
     r->send_id = 0;
     r->send_est = est;
@@ -130,8 +125,8 @@ batch__submit(struct worker *w, int ti, int64_t now)
     b->fresh = true;
     b->created_at = now;
     b->bodies = cJSON_CreateArray();
-    b->phase = t->batch.api == CONFIG_BATCH_OPENAI ? WB_UPLOAD : WB_CREATE;
-    b->next_at = now;
+    b->phase = WB_LINK;
+    b->next_at = WORKER_BATCH_WAKE;
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         if (!r->gathering || r->batch_ti != ti || r->finished)
             continue;
@@ -157,6 +152,45 @@ batch__submit(struct worker *w, int ti, int64_t now)
     if (b->items > 0 && q_tx_durable(w->db) != 0)
         log_warn("tier %s: batch %lld not known to be on disk", t->name,
                  (long long)id);
+}
+
+void
+batch__link(struct wbatch *b, int64_t now)
+{
+    struct worker *w = b->w;
+    char cid[32];
+
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        cJSON *item, *req;
+        int rc;
+        if (r->batch != b || r->finished)
+            continue;
+        if (r->attempt_id <= 0) { /* the lease was lost at the record */
+            worker__batch_leave(r);
+            worker__unrecorded(r, -EBUSY);
+            continue;
+        }
+        rc = q_batch_item_add(w->db, b->id, r->attempt_id, r->job.id, r->step);
+        req = rc == 0 ? cJSON_Parse(r->body) : NULL;
+        if (req == NULL) {
+            /* Not an item: its attempt, never sent, is settled as in
+             * doubt by whoever takes the job next. */
+            worker__batch_leave(r);
+            worker__give_back(r, now + 1000);
+            continue;
+        }
+        batch__custom_id(r->attempt_id, cid, sizeof(cid));
+        item = cJSON_CreateObject();
+        cJSON_AddStringToObject(item, "custom_id", cid);
+        cJSON_AddItemToObject(item, "request", req);
+        cJSON_AddItemToArray(b->bodies, item);
+    }
+    b->phase =
+        wb_tier(b)->batch.api == CONFIG_BATCH_OPENAI ? WB_UPLOAD : WB_CREATE;
+    b->next_at = now;
+    if (cJSON_GetArraySize(b->bodies) == 0)
+        batch__give_back(b, now);
+    worker__kick(w);
 }
 
 /* The OpenAI JSONL upload, or Anthropic's create, of b's items. */
