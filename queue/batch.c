@@ -61,6 +61,33 @@ q_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id)
     return db->ops->batch_of_attempt(db, attempt_id, batch_id);
 }
 
+int
+q_batch_item_settle(q_db *db, int64_t attempt_id, int64_t realtime_nusd)
+{
+    if (attempt_id <= 0 || realtime_nusd < 0)
+        return -EINVAL;
+    return db->ops->batch_item_settle(db, attempt_id, realtime_nusd);
+}
+
+int
+q_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
+                 size_t *n)
+{
+    return db->ops->report_batches(db, since, out, n);
+}
+
+void
+q__report_batch_clean(void *e)
+{
+    free(((struct q_report_batch *)e)->tier);
+}
+
+void
+q_report_batches_free(struct q_report_batch *r, size_t n)
+{
+    q__array_free(r, n, sizeof(*r), q__report_batch_clean);
+}
+
 void
 q__batch_clean(void *e)
 {

@@ -147,6 +147,10 @@ struct q__ops {
     int (*batch_items)(q_db *db, int64_t batch_id, struct q_batch_item **out,
                        size_t *n);
     int (*batch_of_attempt)(q_db *db, int64_t attempt_id, int64_t *batch_id);
+    int (*batch_item_settle)(q_db *db, int64_t attempt_id,
+                             int64_t realtime_nusd);
+    int (*report_batches)(q_db *db, int64_t since, struct q_report_batch **out,
+                          size_t *n);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
                         size_t *n);
@@ -274,6 +278,7 @@ void q__sched_clean(void *e);
 void q__budget_clean(void *e);
 /* q__batch_clean frees what a struct q_batch owns (batch.c). */
 void q__batch_clean(void *e);
+void q__report_batch_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);

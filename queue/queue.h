@@ -963,6 +963,25 @@ STEPQ_MUST_CHECK int q_batch_items(q_db *db, int64_t batch_id,
  * of. Returns 0, -ENOENT when it is none's, or a storage error. */
 STEPQ_MUST_CHECK int q_batch_of_attempt(q_db *db, int64_t attempt_id,
                                         int64_t *batch_id);
+/* q_batch_item_settle keeps what item attempt_id's usage would have cost
+ * at its tier's realtime price (the report's savings). Returns 0, -ENOENT
+ * when the attempt is no batch's item, or a storage error. */
+STEPQ_MUST_CHECK int q_batch_item_settle(q_db *db, int64_t attempt_id,
+                                         int64_t realtime_nusd);
+/* What a tier's batch items that finished since a time cost, against what
+ * the same usage would have cost realtime (items settled with a realtime
+ * cost only). */
+struct q_report_batch {
+    char *tier; /* owned */
+    int64_t items;
+    int64_t cost_nusd;
+    int64_t realtime_nusd;
+};
+/* q_report_batches lists it per tier, by name. Caller owns *out
+ * (q_report_batches_free). Returns 0 or a storage error. */
+STEPQ_MUST_CHECK int q_report_batches(q_db *db, int64_t since,
+                                      struct q_report_batch **out, size_t *n);
+void q_report_batches_free(struct q_report_batch *r, size_t n);
 /* q_batches_free frees what q_batches_open returned. NULL is a no-op. */
 void q_batches_free(struct q_batch *b, size_t n);
 

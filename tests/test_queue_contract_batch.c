@@ -96,6 +96,46 @@ START_TEST(test_item_finished_with_its_attempt)
 }
 END_TEST
 
+/* An item's realtime cost kept, and the report per tier: only settled
+ * items whose attempt finished in the window, with their ledger cost. */
+START_TEST(test_report_of_settled_items)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t j1, j2, a1 = attempt_of(db, "a", &j1),
+                    a2 = attempt_of(db, "b", &j2);
+    int64_t id = 0;
+    struct q_attempt_result r = {.status = 200,
+                                 .outcome = "ok",
+                                 .decision = "commit",
+                                 .finished_at = T0 + 5,
+                                 .priced = true,
+                                 .cost_nusd = 300};
+    struct q_report_batch *rep = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(
+        q_batch_create(db, "cheap", "openai", "k", "w", T0, T0, &id), 0);
+    ck_assert_int_eq(q_batch_item_add(db, id, a1, j1, 0), 0);
+    ck_assert_int_eq(q_batch_item_add(db, id, a2, j2, 0), 0);
+    ck_assert_int_eq(q_attempt_finish(db, a1, &r), 0);
+    ck_assert_int_eq(q_attempt_finish(db, a2, &r), 0);
+    ck_assert_int_eq(q_batch_item_settle(db, a1, 600), 0);
+    ck_assert_int_eq(q_batch_item_settle(db, a2 + 100, 600), -ENOENT);
+    ck_assert_int_eq(q_batch_item_settle(db, a2, -1), -EINVAL);
+    ck_assert_int_eq(q_report_batches(db, T0, &rep, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(rep[0].tier, "cheap");
+    ck_assert_int_eq(rep[0].items, 1); /* a2 has no realtime cost */
+    ck_assert_int_eq(rep[0].cost_nusd, 300);
+    ck_assert_int_eq(rep[0].realtime_nusd, 600);
+    q_report_batches_free(rep, n);
+    ck_assert_int_eq(q_report_batches(db, T0 + 6, &rep, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    q_report_batches_free(rep, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_provider_id_and_state_forward_only)
 {
     q_db *db = qfix_open(NULL);
@@ -216,6 +256,7 @@ test_suite(void)
     tcase_add_test(rows, test_batch_recorded_with_its_items);
     tcase_add_test(rows, test_item_finished_with_its_attempt);
     tcase_add_test(rows, test_provider_id_and_state_forward_only);
+    tcase_add_test(rows, test_report_of_settled_items);
     tcase_add_test(rows, test_held_by_one_worker_until_its_lease_ends);
     tcase_add_test(rows, test_twice_and_bad_arguments_refused);
     tcase_add_test(rows, test_rolled_back_batch_is_gone);

@@ -107,6 +107,40 @@ expect_job(int id, const char *tiers)
                   tiers);
 }
 
+/* report: the batch tier's items, their cost and, at the default
+ * realtime price (twice the batch price), twice that realtime: saved the
+ * cost again, and the tier's cost in the report is the same. */
+static void
+expect_saved(int items)
+{
+    struct run_result r;
+    cJSON *rep, *b;
+    double cost, tier_cost = -1;
+    const cJSON *t;
+
+    ck_assert_int_eq(RUN(&r, NULL, "report", "--json"), 0);
+    rep = cJSON_Parse(r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "batches")),
+                     1);
+    b = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "batches"), 0);
+    ck_assert_str_eq(e2e_str(b, "tier"), "cheap");
+    ck_assert_int_eq(cJSON_GetObjectItem(b, "items")->valueint, items);
+    cost = cJSON_GetObjectItem(b, "cost_usd")->valuedouble;
+    ck_assert(cost > 0);
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(b, "realtime_usd")->valuedouble,
+                            2 * cost, 1e-12);
+    ck_assert_double_eq_tol(cJSON_GetObjectItem(b, "saved_usd")->valuedouble,
+                            cost, 1e-12);
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(rep, "tiers"))
+    {
+        if (e2e_str(t, "tier") && strcmp(e2e_str(t, "tier"), "cheap") == 0)
+            tier_cost = cJSON_GetObjectItem(t, "cost_usd")->valuedouble;
+    }
+    ck_assert_double_eq_tol(tier_cost, cost, 1e-12);
+    cJSON_Delete(rep);
+}
+
 START_TEST(test_openai_batch_applies_each_result)
 {
     cJSON *job;
@@ -135,6 +169,7 @@ START_TEST(test_openai_batch_applies_each_result)
     ck_assert_int_le(nusd, (int64_t)tokens * 2000);
     ck_assert(!cJSON_IsTrue(cJSON_GetObjectItem(h, "cost_estimated")));
     cJSON_Delete(job);
+    expect_saved(3);
 }
 END_TEST
 

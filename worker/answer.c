@@ -407,6 +407,8 @@ record(struct run *r, const struct http_response *res, const struct reading *rd,
         worker__cost_answer(
             cur_tier(r), res, rd->chat ? &rd->ans.usage : &no_usage,
             (int64_t)r->body_len, r->input_tokens, r->send_est, ar);
+    if (r->from_batch)
+        worker__batch_priced(r, rd->chat ? &rd->ans.usage : &no_usage, ar);
     worker__budget_settle(r, ar->priced ? ar->cost_nusd : -1, now);
     if (q_attempt_finish(r->w->db, r->attempt_id, ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",

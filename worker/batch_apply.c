@@ -52,6 +52,22 @@ failed_answer(const char *what, struct http_response *res)
     res->body_len = strlen(body);
 }
 
+void
+worker__batch_priced(struct run *r, const struct price_usage *u,
+                     const struct q_attempt_result *ar)
+{
+    const struct config_tier *t = cur_tier(r);
+    int64_t nusd = 0;
+
+    if (t == NULL || !t->batch_mode || !ar->priced || ar->cost_estimated ||
+        !price_usage_is_complete(u) ||
+        price_cost(&t->realtime_price, u, &nusd) != 0)
+        return;
+    if (q_batch_item_settle(r->w->db, r->attempt_id, nusd) != 0)
+        log_warn("job %lld: cannot keep the realtime price of its batch item",
+                 (long long)r->job.id);
+}
+
 /* Acts on r's item: res as its answer, in the open turn. */
 static void
 answer_item(struct run *r, struct http_response *res, bool ok)

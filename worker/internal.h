@@ -485,6 +485,12 @@ int64_t worker__batch_tick(struct worker *w, int64_t now, int64_t next);
 /* worker__batch_flush sends the batch calls the turn admitted, once it
  * has committed; committed false drops them (batch.c). */
 void worker__batch_flush(struct worker *w, bool committed);
+/* worker__batch_priced keeps, for the report, what the usage u of r's
+ * batch item (costed in ar at the batch price) would have cost at its
+ * tier's realtime price: nothing without a complete usage and a price
+ * (batch_apply.c). */
+void worker__batch_priced(struct run *r, const struct price_usage *u,
+                          const struct q_attempt_result *ar);
 /* worker__batches_free frees every batch in hand (after the loop) (batch.c). */
 void worker__batches_free(struct worker *w);
 

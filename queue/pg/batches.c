@@ -50,6 +50,21 @@ static const struct q__pg_sql of_attempt_sql = {
     "q_batch_of_attempt",
     "SELECT batch_id FROM batch_items WHERE attempt_id = $1::bigint"};
 
+static const struct q__pg_sql settle_sql = {
+    "q_batch_item_settle",
+    "UPDATE batch_items SET realtime_nusd = $2::bigint"
+    " WHERE attempt_id = $1::bigint RETURNING attempt_id"};
+
+/* Bytewise, as SQLite's BINARY orders them. */
+static const struct q__pg_sql report_sql = {
+    "q_report_batches",
+    "SELECT b.tier, count(*), sum(coalesce(a.cost_nusd, 0)),"
+    " sum(i.realtime_nusd) FROM batch_items i"
+    " JOIN batches b ON b.id = i.batch_id"
+    " JOIN attempts a ON a.id = i.attempt_id"
+    " WHERE i.realtime_nusd IS NOT NULL AND a.finished_at >= $1::bigint"
+    " GROUP BY b.tier ORDER BY b.tier COLLATE \"C\""};
+
 /* Runs sql, which returns a row when it did its work: 0 with that row's
  * first column in *id (may be NULL), else none (-ENOENT). */
 static int
@@ -189,4 +204,41 @@ q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id)
     q__pg_p_int(&p, attempt_id);
     return run_one(q__pg(db), &of_attempt_sql, &p, batch_id,
                    "finding an attempt's batch");
+}
+
+int
+q__pg_batch_item_settle(q_db *db, int64_t attempt_id, int64_t realtime_nusd)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_int(&p, attempt_id);
+    q__pg_p_int(&p, realtime_nusd);
+    return run_one(q__pg(db), &settle_sql, &p, NULL, "settling a batch item");
+}
+
+static void
+read_report(const PGresult *res, int r, void *elem)
+{
+    struct q_report_batch *b = elem;
+
+    b->tier = q__pg_text(res, r, 0);
+    b->items = q__pg_int(res, r, 1);
+    b->cost_nusd = q__pg_int(res, r, 2);
+    b->realtime_nusd = q__pg_int(res, r, 3);
+}
+
+int
+q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
+                     size_t *n)
+{
+    struct q__pg_params p = {0};
+    void *v = NULL;
+    int rc;
+
+    q__pg_p_int(&p, since);
+    rc = q__pg_select(q__pg(db), &report_sql, &p, sizeof(struct q_report_batch),
+                      read_report, &v, n, "reporting batches");
+    if (rc == 0)
+        *out = v;
+    return rc;
 }

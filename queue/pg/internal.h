@@ -432,6 +432,10 @@ int q__pg_batches_open(q_db *db, const char *tier, struct q_batch **out,
                        size_t *n);
 int q__pg_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
                       size_t *n);
+int q__pg_batch_item_settle(q_db *db, int64_t attempt_id,
+                            int64_t realtime_nusd);
+int q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
+                         size_t *n);
 int q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
 int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
 int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,

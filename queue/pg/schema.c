@@ -245,7 +245,8 @@ static const struct migration migrations[] = {
      "  attempt_id bigint PRIMARY KEY,"
      "  batch_id bigint NOT NULL REFERENCES batches (id) ON DELETE CASCADE,"
      "  job_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
-     "  step bigint NOT NULL);"
+     "  step bigint NOT NULL,"
+     "  realtime_nusd bigint);"
      "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);"},
 };
 

@@ -168,3 +168,50 @@ q__sqlite_batch_of_attempt(q_db *base, int64_t attempt_id, int64_t *batch_id)
     sqlite3_reset(s);
     return rc;
 }
+
+int
+q__sqlite_batch_item_settle(q_db *base, int64_t attempt_id,
+                            int64_t realtime_nusd)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_BATCH_ITEM_SETTLE);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, attempt_id);
+    sqlite3_bind_int64(s, 2, realtime_nusd);
+    if ((rc = q__run_done(db, s, "settling a batch item")) != 0)
+        return rc;
+    return sqlite3_changes(db->h) > 0 ? 0 : -ENOENT;
+}
+
+static void
+read_report(sqlite3_stmt *s, void *elem)
+{
+    struct q_report_batch *r = elem;
+
+    r->tier = q__col_text(s, 0);
+    r->items = sqlite3_column_int64(s, 1);
+    r->cost_nusd = sqlite3_column_int64(s, 2);
+    r->realtime_nusd = sqlite3_column_int64(s, 3);
+}
+
+int
+q__sqlite_report_batches(q_db *base, int64_t since, struct q_report_batch **out,
+                         size_t *n)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_REPORT_BATCHES);
+    void *v = NULL;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, since);
+    rc = q__rows(db, s, sizeof(struct q_report_batch), read_report,
+                 q__report_batch_clean, &v, n, "reporting batches");
+    if (rc == 0)
+        *out = v;
+    return rc;
+}

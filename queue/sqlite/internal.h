@@ -81,6 +81,8 @@ enum q__stmt_id {
     ST_BATCHES_OPEN,
     ST_BATCH_ITEMS,
     ST_BATCH_OF_ATTEMPT,
+    ST_BATCH_ITEM_SETTLE,
+    ST_REPORT_BATCHES,
     ST_COUNT
 };
 
@@ -245,6 +247,10 @@ int q__sqlite_batches_open(q_db *db, const char *tier, struct q_batch **out,
                            size_t *n);
 int q__sqlite_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
                           size_t *n);
+int q__sqlite_batch_item_settle(q_db *db, int64_t attempt_id,
+                                int64_t realtime_nusd);
+int q__sqlite_report_batches(q_db *db, int64_t since,
+                             struct q_report_batch **out, size_t *n);
 int q__sqlite_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
 int q__sqlite_report_jobs(q_db *db, int64_t since,
                           int64_t counts[Q_JOB_NSTATES]);

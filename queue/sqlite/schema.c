@@ -217,7 +217,8 @@ static const char *const migrations[] = {
     "  attempt_id INTEGER PRIMARY KEY,"
     "  batch_id INTEGER NOT NULL REFERENCES batches (id) ON DELETE CASCADE,"
     "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
-    "  step INTEGER NOT NULL);"
+    "  step INTEGER NOT NULL,"
+    "  realtime_nusd INTEGER);"
     "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);",
 };
 

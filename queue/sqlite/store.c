@@ -262,6 +262,15 @@ static const char *const sql_text[ST_COUNT] = {
         "SELECT i.attempt_id, i.job_id, i.step, a.finished_at IS NOT NULL"
         " FROM batch_items i LEFT JOIN attempts a ON a.id = i.attempt_id"
         " WHERE i.batch_id = ?1 ORDER BY i.attempt_id",
+    [ST_BATCH_ITEM_SETTLE] =
+        "UPDATE batch_items SET realtime_nusd = ?2 WHERE attempt_id = ?1",
+    [ST_REPORT_BATCHES] =
+        "SELECT b.tier, count(*), sum(coalesce(a.cost_nusd, 0)),"
+        " sum(i.realtime_nusd) FROM batch_items i"
+        " JOIN batches b ON b.id = i.batch_id"
+        " JOIN attempts a ON a.id = i.attempt_id"
+        " WHERE i.realtime_nusd IS NOT NULL AND a.finished_at >= ?1"
+        " GROUP BY b.tier ORDER BY b.tier",
     [ST_BATCH_OF_ATTEMPT] =
         "SELECT batch_id FROM batch_items WHERE attempt_id = ?1",
     [ST_BUDGETS_LIST] =
