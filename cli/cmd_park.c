@@ -226,6 +226,11 @@ print_item_text(const cJSON *o)
            cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes" : "no",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
                                                                    : "no");
+    if (cJSON_GetObjectItem(o, "http") != NULL) {
+        const cJSON *t = cJSON_GetObjectItem(o, "http");
+        printf("  sends     %s %s\n", cli_json_text(t, "method"),
+               cli_json_text(t, "url"));
+    }
     printf("  reason    %s after %d attempt(s), tier %s\n",
            cli_json_text(o, "reason"),
            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "attempts")),

@@ -1,7 +1,7 @@
 /* resolve.c: what an operator's decision on a park item does, and which
  * decisions are valid. The CLI (and later the HTTP API) parse their input
  * into a struct park_decision and call these; the storage primitives are
- * the queue's (q_park_close, q_job_requeue_parked, q_job_fail_parked,
+ * the queue's (q_park_close, q_job_requeue_parked, q_job_end_parked,
  * q_step_reset), composed here once for every backend.
  */
 #include "park/park.h"
@@ -126,7 +126,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     char error[512];
     int64_t deadline;
     cJSON *spec = NULL;
-    bool http;
+    bool http, last;
     int rc;
 
     if (d->how == PARK_FAIL) {
@@ -134,7 +134,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                  "step %s: failed by %s at park item %lld%s%s", it->step_name,
                  d->by ? d->by : "an operator", (long long)it->id,
                  d->note ? ": " : "", d->note ? d->note : "");
-        if ((rc = q_job_fail_parked(db, it->job_id, error, d->now)) != 0)
+        if ((rc = q_job_end_parked(db, it->job_id, Q_JOB_FAILED, error,
+                                   d->now)) != 0)
             return rc;
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
@@ -143,13 +144,21 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         return rc;
     deadline = fresh_deadline(spec, d->now);
     http = is_http_step(spec, it->step);
+    last = it->step + 1 ==
+           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "steps"));
     cJSON_Delete(spec);
     /* A tier to retry on means nothing to an http step: refused (the
      * caller's rollback undoes the item's close). */
     if (d->how == PARK_RETRY && d->tier != NULL && http)
         return -EINVAL;
-    /* -EALREADY here: the job was cancelled, or is not parked any more. */
-    if ((rc = q_job_requeue_parked(db, it->job_id, d->now, deadline)) != 0)
+    /* Skip or done on the last step ends the job here: nothing is left for
+     * a worker to run. -EALREADY: the job was cancelled, or is not parked
+     * any more. */
+    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
+        rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
+    else
+        rc = q_job_requeue_parked(db, it->job_id, d->now, deadline);
+    if (rc != 0)
         return rc;
     if (d->how == PARK_SKIP) {
         reset.state = Q_STEP_SKIPPED;

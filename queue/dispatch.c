@@ -244,9 +244,12 @@ q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t deadline_at)
 }
 
 int
-q_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
+                 const char *error, int64_t now)
 {
-    return db->ops->job_fail_parked(db, job_id, error, now);
+    if (state != Q_JOB_FAILED && state != Q_JOB_SUCCEEDED)
+        return -EINVAL;
+    return db->ops->job_end_parked(db, job_id, state, error, now);
 }
 
 int
@@ -333,6 +336,13 @@ q_report_failures(q_db *db, int64_t since, size_t limit,
                   struct q_report_failure **out, size_t *n)
 {
     return db->ops->report_failures(db, since, limit, out, n);
+}
+
+int
+q_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
+                size_t *n)
+{
+    return db->ops->report_failed(db, since, limit, out, n);
 }
 
 int

@@ -70,6 +70,8 @@ START_TEST(test_list_and_show)
 {
     struct run_result r;
     cJSON *arr, *it, *show;
+    const cJSON *step;
+    char url[128], line[160];
 
     park_one();
     arr = park_list_json(false);
@@ -91,7 +93,37 @@ START_TEST(test_list_and_show)
     ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(show, "idempotency_key")));
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(show, "history")),
                      1);
+    /* where the post goes, without the job file */
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/comments", e2e_mock.port);
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "method"),
+                     "POST");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "url"), url);
     cJSON_Delete(show);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "show", "1"), 0);
+    snprintf(line, sizeof(line), "sends     POST %s\n", url);
+    ck_assert_ptr_nonnull(strstr(r.out, line));
+    run_result_free(&r);
+    /* jobs show: each step's kind, an http step's target, its secrets
+     * masked */
+    e2e_enqueue("{\"name\":\"q\",\"run_at\":\"2999-01-01T00:00:00Z\","
+                "\"steps\":[{\"name\":\"put\",\"kind\":\"http\",\"http\":"
+                "{\"method\":\"PUT\",\"url\":\"https://h.example/x?key="
+                "abcdefgh1234&page=2\"}},{\"name\":\"c\",\"request\":"
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    show = e2e_show(2);
+    step = e2e_step_of(show, 0);
+    ck_assert_str_eq(e2e_str(step, "kind"), "http");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "method"),
+                     "PUT");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "url"),
+                     "https://h.example/x?key=***&page=2");
+    ck_assert_str_eq(e2e_str(e2e_step_of(show, 1), "kind"), "chat");
+    ck_assert_ptr_null(cJSON_GetObjectItem(e2e_step_of(show, 1), "http"));
+    cJSON_Delete(show);
+    ck_assert_int_eq(STEPQ(&r, "jobs", "show", "2"), 0);
+    ck_assert_ptr_null(strstr(r.out, "abcdefgh1234"));
+    ck_assert_ptr_nonnull(strstr(r.out, "PUT https://h.example/x?key=***"));
     run_result_free(&r);
     ck_assert_int_eq(STEPQ(&r, "park", "list"), 0);
     ck_assert_ptr_nonnull(strstr(r.out, "1 open; by reason: hard_quota 1"));
@@ -200,6 +232,58 @@ START_TEST(test_done_output_feeds_later_steps)
     cJSON_Delete(body);
     cJSON_Delete(log);
     cJSON_Delete(job);
+}
+END_TEST
+
+/* Done or skip on a job's last step ends the job at the resolve: it does
+ * not wait as queued for a worker that has nothing left to run. A step
+ * before the last one puts the job back in the queue, as before. */
+START_TEST(test_last_step_resolved_ends_the_job)
+{
+    struct run_result r;
+    char job[512];
+    cJSON *j;
+
+    e2e_start_file("comments-daily-wall-thrice.json", "");
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"only-post\",\"steps\":[{\"name\":\"post\","
+                 "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:"
+                 "%d/comments\",\"body\":{\"t\":%d}}}]}",
+                 e2e_mock.port, i);
+        e2e_enqueue(job);
+    }
+    enqueue_post_then_chat();
+    free(e2e_drain());
+    for (int id = 1; id <= 3; id++) {
+        j = e2e_show(id);
+        ck_assert_msg(strcmp(e2e_str(j, "state"), "parked") == 0,
+                      "job %d is %s", id, e2e_str(j, "state"));
+        cJSON_Delete(j);
+    }
+    for (int id = 1; id <= 3; id++) {
+        char item[16];
+        j = e2e_show(id);
+        snprintf(
+            item, sizeof(item), "%d",
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(j, "park"), 0), "id")));
+        cJSON_Delete(j);
+        ck_assert_int_eq(
+            STEPQ(&r, "park", "resolve", item, id == 1 ? "--done" : "--skip"),
+            0);
+        run_result_free(&r);
+        if (id == 3)
+            break;
+        j = e2e_show(id);
+        ck_assert_str_eq(e2e_str(j, "state"), "succeeded");
+        ck_assert_str_eq(e2e_str(e2e_step_of(j, 0), "state"),
+                         id == 1 ? "succeeded" : "skipped");
+        cJSON_Delete(j);
+    }
+    j = e2e_show(3);
+    ck_assert_str_eq(e2e_str(j, "state"), "queued");
+    cJSON_Delete(j);
 }
 END_TEST
 
@@ -455,6 +539,7 @@ test_suite(void)
     tcase_add_test(tc, test_retry_pinned_to_tier);
     tcase_add_test(tc, test_skip_continues);
     tcase_add_test(tc, test_done_output_feeds_later_steps);
+    tcase_add_test(tc, test_last_step_resolved_ends_the_job);
     tcase_add_test(tc, test_fail_fails_job);
     tcase_add_test(tc, test_bad_input_changes_nothing);
     tcase_add_test(tc, test_ten_racing_resolves_one_wins);

@@ -16,7 +16,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* The most batches of one tier a worker keeps in hand at once. */
 #define BATCH_OPEN_MAX 16

@@ -3,7 +3,7 @@
  * (its key, the metadata that finds it again at the provider), then each
  * step's attempt in the ledger and its item, with its budgets reserved
  * like a realtime send's; and the calls of a batch in hand built for its
- * provider (http_batch.c has the bodies). */
+ * provider (http/batch.c has the bodies). */
 #include "worker/batch_internal.h"
 
 #include <errno.h>

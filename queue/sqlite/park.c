@@ -101,6 +101,7 @@ q__sqlite_park_list(q_db *base, const struct q_park_filter *f,
     q__bind_text(s, 2, f->reason);
     q__bind_text(s, 3, f->tier);
     sqlite3_bind_int64(s, 4, f->job_id);
+    sqlite3_bind_int64(s, 5, f->resolved_since > 0 ? f->resolved_since : 0);
     rc = q__rows(db, s, sizeof(struct q_park_item), read_park, q__park_clean,
                  &v, n, "listing park items");
     if (rc == 0)
@@ -163,18 +164,19 @@ q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
 }
 
 int
-q__sqlite_job_fail_parked(q_db *base, int64_t job_id, const char *error,
-                          int64_t now)
+q__sqlite_job_end_parked(q_db *base, int64_t job_id, enum q_job_state state,
+                         const char *error, int64_t now)
 {
     struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_JOB_FAIL_PARKED);
+    sqlite3_stmt *s = q__stmt(db, ST_JOB_END_PARKED);
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
     q__bind_text(s, 2, error);
     sqlite3_bind_int64(s, 3, now);
-    return update_one(db, s, "failing a parked job");
+    sqlite3_bind_int(s, 4, (int)state);
+    return update_one(db, s, "ending a parked job");
 }
 
 int

@@ -1,11 +1,11 @@
-/* http_batch.c: the bodies of the two providers' batch APIs, built and
+/* batch.c: the bodies of the two providers' batch APIs, built and
  * read (docs/reference.md "Batches"): OpenAI's JSONL input file in its
  * multipart upload and the create body with the metadata that names the
  * batch; Anthropic's create body, each chat request turned into its
  * Messages params; a batch object of either read into one status; and
  * the results of either, each item's answer turned into an OpenAI-shaped
  * chat completion so that the worker reads it as a realtime answer. */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <stdio.h>

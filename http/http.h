@@ -22,8 +22,8 @@
  * Secrets: request header values may hold API keys. The client never logs
  * them, and wipes its own copies (and curl's header list) before freeing.
  */
-#ifndef STEPQ_WORKER_HTTP_H
-#define STEPQ_WORKER_HTTP_H
+#ifndef STEPQ_HTTP_HTTP_H
+#define STEPQ_HTTP_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -385,7 +385,7 @@ STEPQ_MUST_CHECK int http_tier_call(const struct config_tier *t,
                                     struct http_request *out, char *err,
                                     size_t errlen);
 
-/* ---- batch APIs (http_batch.c) ------------------------------------------
+/* ---- batch APIs (batch.c) -----------------------------------------------
  * The bodies of OpenAI's Batch API and Anthropic's Message Batches, built
  * and read: the worker's batch tier mode (worker/batch*.c) sends them with
  * http_tier_call. */
