@@ -407,6 +407,8 @@ record(struct run *r, const struct http_response *res, const struct reading *rd,
         worker__cost_answer(
             cur_tier(r), res, rd->chat ? &rd->ans.usage : &no_usage,
             (int64_t)r->body_len, r->input_tokens, r->send_est, ar);
+    else
+        worker__cost_http(worker__http_price_tier(r), res, ar);
     if (r->from_batch)
         worker__batch_priced(r, rd->chat ? &rd->ans.usage : &no_usage, ar);
     worker__budget_settle(r, ar->priced ? ar->cost_nusd : -1, now);

@@ -14,10 +14,10 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "http/http.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
-#include "http/http.h"
 #include "worker/worker.h"
 
 /* The store's clock offset (q_clock_sync) is measured again this often. */
@@ -428,6 +428,17 @@ void worker__cost_answer(const struct config_tier *t,
  * attempt that may have been billed without saying for what costs. */
 void worker__cost_worst(const struct config_tier *t, int64_t input, int64_t est,
                         struct q_attempt_result *ar);
+
+/* worker__http_price_tier is the tier whose price an http step is charged:
+ * the first of its `tiers` with a price, or NULL (cost.c). Borrowed. */
+const struct config_tier *worker__http_price_tier(const struct run *r);
+/* worker__cost_http sets ar's cost for res, the answer to an http step
+ * priced by tier t (NULL: no cost): t's per_request for a 2xx answer, and
+ * as an estimate for one cut short after the request went out; 0 for an
+ * error answer or one that never reached the endpoint (cost.c). */
+void worker__cost_http(const struct config_tier *t,
+                       const struct http_response *res,
+                       struct q_attempt_result *ar);
 
 /* worker__estimate_tokens estimates the tokens req spends (input plus
  * max_tokens); *input gets the input part. */
