@@ -32,7 +32,7 @@
     " \"tiers\": [{\"name\": \"cheap\", \"base_url\": "                        \
     "\"http://127.0.0.1:%d/v1\", \"model\": \"m\", \"mode\": \"batch\","       \
     " \"batch\": {\"api\": \"%s\", \"gather_s\": 0.2, \"poll_s\": 0.1,"        \
-    " \"expect_s\": 60}, \"timeout_s\": 5,"                                    \
+    " \"expect_s\": %d}, \"timeout_s\": 5,"                                    \
     " \"price\": {\"input_per_mtok\": 1, \"output_per_mtok\": 2}},"            \
     " {\"name\": \"rt\", \"base_url\": \"http://127.0.0.1:%d/v1\","            \
     " \"model\": \"m\", \"timeout_s\": 5,"                                     \
@@ -43,18 +43,26 @@
     "\"tiers\":[\"cheap\",\"rt\"]" extra ",\"request\":{\"messages\":[{"       \
     "\"role\":\"user\",\"content\":\"" name "\"}]}}]}\n"
 
-/* Starts the mock on script, writes the config for api, inits the store. */
+/* Starts the mock on script, writes the config for api (a batch is
+ * expected to take expect_s), inits the store. */
 static void
-start(const char *script, const char *api)
+start_expecting(const char *script, const char *api, int expect_s)
 {
     const char *args[] = {"--script", "script.json", "--log", "mock.log", NULL};
     char cfg[2048];
 
     free(tmpdir_write(e2e_dir, "script.json", script, strlen(script)));
     mockproc_start(&e2e_mock, args);
-    snprintf(cfg, sizeof(cfg), CONFIG, e2e_mock.port, api, e2e_mock.port);
+    snprintf(cfg, sizeof(cfg), CONFIG, e2e_mock.port, api, expect_s,
+             e2e_mock.port);
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
     e2e_init();
+}
+
+static void
+start(const char *script, const char *api)
+{
+    start_expecting(script, api, 60);
 }
 
 /* Logged requests of method whose path starts with prefix. */
@@ -368,6 +376,33 @@ START_TEST(test_unfit_steps_never_batched)
 }
 END_TEST
 
+/* A batch that has not ended by a job's deadline: the step's item is
+ * answered as late, and with no time left the job fails; nothing is sent
+ * realtime. */
+START_TEST(test_deadline_passes_in_a_batch)
+{
+    cJSON *job;
+
+    start_expecting("{\"batch\": {\"delay_ms\": 60000}}", "openai", 1);
+    e2e_enqueue("{\"name\":\"j\",\"deadline_s\":3,\"steps\":[{\"name\":"
+                "\"a\",\"tiers\":[\"cheap\",\"rt\"],\"request\":{"
+                "\"messages\":[{\"role\":\"user\",\"content\":\"j\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    ck_assert_ptr_nonnull(strstr(e2e_str(job, "error"), "deadline_passed"));
+    ck_assert_str_eq(e2e_str(e2e_hist(job, 0, 0), "tier"), "cheap");
+    ck_assert_ptr_nonnull(
+        strstr(e2e_str(e2e_hist(job, 0, 0), "body"), "batch_late"));
+    ck_assert_int_eq(
+        cJSON_GetArraySize(cJSON_GetObjectItem(e2e_step_of(job, 0), "history")),
+        1);
+    cJSON_Delete(job);
+    ck_assert_int_eq(sent("POST", "/v1/batches"), 1);
+    ck_assert_int_eq(sent("POST", "/v1/chat/completions"), 0);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -393,6 +428,7 @@ test_suite(void)
     tcase_set_timeout(bad, 60);
     tcase_add_test(bad, test_failed_items_retried_realtime_openai);
     tcase_add_test(bad, test_failed_items_retried_realtime_anthropic);
+    tcase_add_test(bad, test_deadline_passes_in_a_batch);
     suite_add_tcase(s, bad);
     return s;
 }

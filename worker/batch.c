@@ -106,6 +106,18 @@ open_of(const struct worker *w, int ti)
     return n;
 }
 
+int64_t
+worker__batch_room(const struct worker *w)
+{
+    int64_t room = 0;
+
+    for (size_t ti = 0; ti < w->cfg->ntiers; ti++) {
+        if (w->cfg->tiers[ti].batch_mode)
+            room += BATCH_OPEN_MAX * w->cfg->tiers[ti].batch.max_items;
+    }
+    return room;
+}
+
 bool
 worker__batch_takes(const struct run *r, int ti, int64_t slack, char *why,
                     size_t len)
@@ -247,6 +259,10 @@ worker__batch_due(const struct worker *w, int64_t now)
         if (call_due(b, now))
             return true;
     }
+    for (const struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->batch != NULL && !r->finished && now >= r->job.deadline_at)
+            return true;
+    }
     return false;
 }
 
@@ -317,8 +333,24 @@ worker__batch_tick(struct worker *w, int64_t now, int64_t next)
             w->gather_since[ti] + t->batch.gather_ms < next)
             next = w->gather_since[ti] + t->batch.gather_ms;
     }
+    for (struct run *r = w->runs; r != NULL; r = r->next) {
+        if (r->batch == NULL || r->finished || r->lost)
+            continue;
+        if (now >= r->job.deadline_at && w->tx_open)
+            batch__late(r);
+        else if (r->job.deadline_at < next)
+            next = r->job.deadline_at;
+    }
     while (*pp != NULL) {
         struct wbatch *b = *pp;
+        /* While it is being sent, its lease is renewed: no one else looks
+         * it up (WB_TAKE) meanwhile. */
+        if (w->tx_open && (b->phase == WB_UPLOAD || b->phase == WB_CREATE) &&
+            b->renew_at > 0 && now >= b->renew_at) {
+            b->renew_at = now + w->lease_ms / 3;
+            if (batch__set(b, Q_BATCH_SUBMITTING, now) != 0)
+                log_warn("batch %lld: its lease was taken", (long long)b->id);
+        }
         if (idle(b) && !w->tx_open) {
             *pp = b->next;
             wb_free(b);

@@ -133,6 +133,16 @@ batch__apply(struct wbatch *b, int64_t now)
 }
 
 void
+batch__late(struct run *r)
+{
+    struct http_response res = {0};
+
+    failed_answer("batch_late", &res);
+    answer_item(r, &res, false);
+    http_response_cleanup(&res);
+}
+
+void
 batch__give_back(struct wbatch *b, int64_t now)
 {
     struct worker *w = b->w;

@@ -33,6 +33,7 @@ struct wbatch {
     int64_t items;
     enum wb_phase phase;
     int64_t next_at;         /* the next call is due then */
+    int64_t renew_at;        /* its lease is renewed then, while sent */
     bool fresh;              /* recorded in the open turn */
     bool pending;            /* req admitted, sent after the commit */
     struct http_request req; /* owned while pending */
@@ -73,6 +74,10 @@ void batch__on_answer(struct wbatch *b, struct http_response *res, int64_t now);
 /* batch__apply applies b's results to the runs waiting in it, and marks
  * b done once every item's attempt has a result (batch_apply.c). */
 void batch__apply(struct wbatch *b, int64_t now);
+/* batch__late: the deadline of r's job passed while it waited in b: its
+ * item is answered as failed (batch_late) and decide ends the step
+ * (batch_apply.c). */
+void batch__late(struct run *r);
 /* batch__give_back: b was never sent (nor found at the provider): each
  * run waiting in it gets its item back, as not sent (batch_apply.c). */
 void batch__give_back(struct wbatch *b, int64_t now);

@@ -188,6 +188,8 @@ batch__link(struct wbatch *b, int64_t now)
     b->phase =
         wb_tier(b)->batch.api == CONFIG_BATCH_OPENAI ? WB_UPLOAD : WB_CREATE;
     b->next_at = now;
+    b->items = cJSON_GetArraySize(b->bodies); /* as the store counts them */
+    b->renew_at = now + w->lease_ms / 3;
     if (cJSON_GetArraySize(b->bodies) == 0)
         batch__give_back(b, now);
     worker__kick(w);

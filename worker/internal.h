@@ -502,6 +502,9 @@ void worker__batch_flush(struct worker *w, bool committed);
  * (batch_apply.c). */
 void worker__batch_priced(struct run *r, const struct price_usage *u,
                           const struct q_attempt_result *ar);
+/* worker__batch_room is how many runs this worker's batches may hold at
+ * once, all batch tiers together (0: no tier in batch mode) (batch.c). */
+int64_t worker__batch_room(const struct worker *w);
 /* worker__batches_free frees every batch in hand (after the loop) (batch.c). */
 void worker__batches_free(struct worker *w);
 

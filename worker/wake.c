@@ -46,10 +46,17 @@ busy_runs(const struct worker *w)
 int
 worker__free_slots(const struct worker *w)
 {
-    int busy = busy_runs(w), held = 0, a, b;
+    int busy = busy_runs(w), held = 0, batched = 0, a, b;
+    int64_t room = worker__batch_room(w);
 
-    for (const struct run *r = w->runs; r != NULL; r = r->next)
+    for (const struct run *r = w->runs; r != NULL; r = r->next) {
         held += !r->finished && !batch_waiter(r);
+        batched += batch_waiter(r);
+    }
+    /* Every batch this worker may keep is full of runs: it claims no
+     * more until some leave. */
+    if (room > 0 && batched >= room)
+        return 0;
     a = w->concurrency - busy;
     b = w->concurrency * WORKER_RUNS_IN_HAND - held;
     return a < b ? a : b;
