@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, die, mem_gib, run_stepq,  # noqa: E402
-                      start_mock, stop_mock)
+                      start_mock, stop_mock, write_json)
 
 PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60}
 HALF = {k: v / 2 for k, v in PRICE.items()}
@@ -156,12 +156,7 @@ def main():
               (r["mode"], r["api"], r["cost_usd"], r["vs_realtime"],
                r["saved_usd"], r["ok_rows"], r["wall_s"]))
     if a.json:
-        text = json.dumps(rows, indent=1)
-        if a.json == "-":
-            print(text)
-        else:
-            with open(a.json, "w") as f:
-                f.write(text + "\n")
+        write_json(a.json, rows)
 
 
 if __name__ == "__main__":

@@ -273,6 +273,28 @@ add_secrets(struct http_request *r, const struct config_tier *t)
     add_pair_secrets(r, t->query, t->nquery);
 }
 
+/* Adds tier t's headers and key (last: the config refuses a header of the
+ * same name), its secrets, TLS and the timeout to r, and moves r into
+ * *out. Returns 0, or the error of a header or key (r cleaned up). */
+static int
+finish(struct http_request *r, const struct config_tier *t, int64_t timeout_ms,
+       struct http_request *out, char *err, size_t errlen)
+{
+    int rc;
+
+    if ((rc = add_headers(r, t, err, errlen)) != 0 ||
+        (rc = add_key(r, t, err, errlen)) != 0) {
+        http_request_cleanup(r);
+        return rc;
+    }
+    add_secrets(r, t);
+    http_request_set_tls(r, t->ca_file, t->ca_path, t->client_cert,
+                         t->client_key);
+    r->timeout_ms = timeout_ms;
+    *out = *r;
+    return 0;
+}
+
 int
 http_tier_request(const cJSON *request, const struct config_tier *t,
                   int64_t timeout_ms, struct http_request *out, char *err,
@@ -316,18 +338,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
                                       "application/json")) != 0 ||
         (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
         goto fail;
-    /* The key last: the config refuses a header of the same name. */
-    if ((rc = add_headers(&r, t, err, errlen)) != 0 ||
-        (rc = add_key(&r, t, err, errlen)) != 0) {
-        http_request_cleanup(&r);
-        return rc;
-    }
-    add_secrets(&r, t);
-    http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
-                         t->client_key);
-    r.timeout_ms = timeout_ms;
-    *out = r;
-    return 0;
+    return finish(&r, t, timeout_ms, out, err, errlen);
 fail:
     http_request_cleanup(&r);
     return http__fail(err, errlen, rc, "request: cannot be built");
@@ -378,15 +389,5 @@ http_tier_call(const struct config_tier *t, const char *method,
     }
     if (body != NULL)
         http_request_set_body(&r, body, len);
-    if ((rc = add_headers(&r, t, err, errlen)) != 0 ||
-        (rc = add_key(&r, t, err, errlen)) != 0) {
-        http_request_cleanup(&r);
-        return rc;
-    }
-    add_secrets(&r, t);
-    http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
-                         t->client_key);
-    r.timeout_ms = timeout_ms;
-    *out = r;
-    return 0;
+    return finish(&r, t, timeout_ms, out, err, errlen);
 }
