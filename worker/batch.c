@@ -215,6 +215,7 @@ worker__batch_join(struct run *r, const struct q_attempt *a)
     r->attempt_id = a->id;
     r->attempt_no = a->attempt;
     r->attempt_est = -1; /* the store corrects the step */
+    r->body_len = 0;     /* the request is the batch's, not kept here */
     r->send_id = 0;
     r->send_est = 0;
     r->wake_at = WORKER_BATCH_WAKE;

@@ -46,6 +46,7 @@ worker__finish(struct run *r, const char *state)
     if (!r->finished && state != NULL)
         progress(r, state);
     r->finished = true;
+    worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);
 }
 
