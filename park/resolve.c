@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "tier/tier.h"
 
 static const char *const how_names[] = {"retry", "skip", "done", "fail"};
 
@@ -63,6 +64,12 @@ park_decision_check(const struct park_decision *d, bool bulk,
         return refuse(err, len,
                       bulk ? "a tier to retry on is per item"
                            : "tier goes with retry");
+    if (d->not_before != 0 && d->how != PARK_RETRY)
+        return refuse(err, len, "not_before goes with retry");
+    if (d->lift_wall && d->how != PARK_RETRY)
+        return refuse(err, len, "lift_wall goes with retry");
+    if (d->not_before < 0)
+        return refuse(err, len, "not_before must be a time from 1970 on");
     if (d->tier != NULL && cfg != NULL &&
         config_find_tier(cfg, d->tier) == NULL) {
         snprintf(err, len, "no tier named %s in the config", d->tier);
@@ -116,6 +123,22 @@ is_http_step(const cJSON *spec, int step)
     return cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
 }
 
+/* Lifts the wall of the host http step step of spec sends to. */
+static int
+lift_host_wall(q_db *db, const cJSON *spec, int step)
+{
+    const cJSON *s = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(spec, "steps"), step);
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "http"), "url");
+    char key[300];
+
+    if (!cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return 0; /* no host to lift */
+    return tier_host_wall_lift(db, key);
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -124,7 +147,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
 {
     struct q_step_reset reset = {.state = Q_STEP_PENDING};
     char error[512];
-    int64_t deadline;
+    int64_t deadline, run_at = d->now;
     cJSON *spec = NULL;
     bool http, last;
     int rc;
@@ -142,8 +165,15 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     }
     if ((rc = read_spec(db, it->job_id, &spec)) != 0)
         return rc;
-    deadline = fresh_deadline(spec, d->now);
+    if (d->how == PARK_RETRY && d->not_before > d->now)
+        run_at = d->not_before;
+    deadline = fresh_deadline(spec, run_at);
     http = is_http_step(spec, it->step);
+    if (d->how == PARK_RETRY && d->lift_wall && http &&
+        (rc = lift_host_wall(db, spec, it->step)) != 0) {
+        cJSON_Delete(spec);
+        return rc;
+    }
     last = it->step + 1 ==
            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "steps"));
     cJSON_Delete(spec);
@@ -157,7 +187,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
         rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
     else
-        rc = q_job_requeue_parked(db, it->job_id, d->now, deadline);
+        rc = q_job_requeue_parked(db, it->job_id, d->now, run_at, deadline);
     if (rc != 0)
         return rc;
     if (d->how == PARK_SKIP) {

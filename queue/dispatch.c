@@ -238,9 +238,10 @@ q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
 }
 
 int
-q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t deadline_at)
+q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
+                     int64_t deadline_at)
 {
-    return db->ops->job_requeue_parked(db, job_id, now, deadline_at);
+    return db->ops->job_requeue_parked(db, job_id, now, run_at, deadline_at);
 }
 
 int

@@ -139,6 +139,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->drain = o->drain;
     w->progress = o->progress;
     w->report = o->report;
+    w->job = o->job;
     w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
     w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
     w->idle_poll_ms =
@@ -243,6 +244,7 @@ worker_run(const struct worker_opts *opts)
     free(w->gather_since);
     worker__batches_free(w);
     free(w->hooks);
+    free(w->ended);
     free(w);
     return rc;
 }
