@@ -33,7 +33,8 @@ worker__batch_gather(struct run *r, int ti, int64_t now)
 }
 
 /* Records r's item of batch b: its budgets, its attempt, its item. Returns
- * 0, or -EDQUOT when a budget cannot cover it (r goes elsewhere), or a
+ * 0; -E2BIG when it would pass the step's max_total_tokens (the job has
+ * failed); -EDQUOT when a budget cannot cover it (r goes elsewhere); or a
  * storage error (r is given back). */
 static int
 record_item(struct wbatch *b, struct run *r, int64_t now)
@@ -49,6 +50,12 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
     cJSON_DeleteItemFromObjectCaseSensitive(body, "model");
     cJSON_AddStringToObject(body, "model", t->model);
     est = worker__estimate_tokens(body, &r->input_tokens);
+    if (worker__over_max_total(r, est, why, sizeof(why))) {
+        cJSON_Delete(body);
+        worker__batch_leave(r);
+        worker__fail_job(r, why);
+        return -E2BIG;
+    }
     if ((rc = worker__budget_reserve(r, t, r->input_tokens, est, now, &at, why,
                                      sizeof(why))) != 0) {
         cJSON_Delete(body);
@@ -140,7 +147,7 @@ batch__submit(struct worker *w, int ti, int64_t now)
             worker__batch_leave(r);
             r->switched[ti] = true;
             worker__attempt(r);
-        } else if (rc != 0) {
+        } else if (rc != 0 && rc != -E2BIG) {
             worker__batch_leave(r);
             worker__unrecorded(r, rc);
         }

@@ -448,6 +448,10 @@ void worker__cost_http(const struct config_tier *t,
                        const struct http_response *res,
                        struct q_attempt_result *ar);
 
+/* worker__over_max_total: true, with the job's error in err, when sending
+ * est more tokens would pass the step's max_total_tokens or its spend
+ * cannot be read (send.c). */
+bool worker__over_max_total(struct run *r, int64_t est, char *err, size_t len);
 /* worker__estimate_tokens estimates the tokens req spends (input plus
  * max_tokens); *input gets the input part. */
 int64_t worker__estimate_tokens(const cJSON *req, int64_t *input);
