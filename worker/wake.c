@@ -24,8 +24,8 @@ tier_waiter(const struct run *r)
 }
 
 /* Whether r gathers for a batch or waits in one (batch.c): it holds no
- * slot, and is not counted in the runs in hand either (a batch's items
- * are bounded by the tier's max_items). */
+ * slot, and is not counted in the runs in hand either; those are bounded
+ * by what the worker's batches may hold (worker__batch_room). */
 static bool
 batch_waiter(const struct run *r)
 {
