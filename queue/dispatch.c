@@ -347,6 +347,15 @@ q_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
 }
 
 int
+q_report_keyed(q_db *db, const char *prefix, int64_t since, size_t limit,
+               struct q_job **out, size_t *n)
+{
+    if (prefix == NULL || prefix[0] == '\0')
+        return -EINVAL;
+    return db->ops->report_keyed(db, prefix, since, limit, out, n);
+}
+
+int
 q_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
                  size_t *n)
 {

@@ -158,6 +158,8 @@ struct q__ops {
                            struct q_report_failure **out, size_t *n);
     int (*report_failed)(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
+    int (*report_keyed)(q_db *db, const char *prefix, int64_t since,
+                        size_t limit, struct q_job **out, size_t *n);
     int (*report_slowest)(q_db *db, int64_t since, size_t limit,
                           struct q_job **out, size_t *n);
     int (*report_costliest)(q_db *db, int64_t since, size_t limit,

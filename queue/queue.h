@@ -748,6 +748,13 @@ void q_report_jobs_free(struct q_report_job *j, size_t n);
  * is NULL. Caller owns *out (q_jobs_free). */
 STEPQ_MUST_CHECK int q_report_failed(q_db *db, int64_t since, size_t limit,
                                      struct q_job **out, size_t *n);
+/* q_report_keyed lists the jobs created at or after since whose key
+ * begins with prefix (not empty), the oldest first (then by id), at most
+ * limit (0: all); spec is NULL. Caller owns *out (q_jobs_free). -EINVAL
+ * for an empty prefix. */
+STEPQ_MUST_CHECK int q_report_keyed(q_db *db, const char *prefix, int64_t since,
+                                    size_t limit, struct q_job **out,
+                                    size_t *n);
 STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
                                       struct q_job **out, size_t *n);
 

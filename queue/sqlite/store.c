@@ -308,6 +308,13 @@ static const char *const sql_text[ST_COUNT] = {
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
         " error FROM jobs WHERE state = 3 AND updated_at >= ?1"
         " ORDER BY updated_at DESC, id DESC LIMIT ?2",
+    /* A key range (prefix up to prefix with its last byte raised) that the
+     * unique index jobs_key serves. */
+    [ST_REPORT_KEYED] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE key >= ?1 AND key < ?2 AND created_at >= ?3"
+        " ORDER BY created_at, id LIMIT ?4",
     [ST_REPORT_SLOWEST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
