@@ -372,4 +372,91 @@ STEPQ_MUST_CHECK int http_chat_read(const cJSON *root,
  * NULL is a no-op. */
 void http_chat_answer_cleanup(struct http_chat_answer *a);
 
+/* http_tier_call builds a request of tier t (borrowed) to path under its
+ * base_url (one slash between them; t's query appended), with t's headers,
+ * key and TLS as http_tier_request sets them, Accept application/json,
+ * ctype as Content-Type (NULL: none) and len bytes of body (NULL: none).
+ * Returns 0 with *out filled (caller cleans it up; untouched on failure),
+ * or the errors of http_tier_request. */
+STEPQ_MUST_CHECK int http_tier_call(const struct config_tier *t,
+                                    const char *method, const char *path,
+                                    const char *ctype, const char *body,
+                                    size_t len, int64_t timeout_ms,
+                                    struct http_request *out, char *err,
+                                    size_t errlen);
+
+/* ---- batch APIs (batch.c) -----------------------------------------------
+ * The bodies of OpenAI's Batch API and Anthropic's Message Batches, built
+ * and read: the worker's batch tier mode (worker/batch*.c) sends them with
+ * http_tier_call. */
+
+/* One item of a batch: its custom_id and the chat request (an
+ * OpenAI-shaped chat body, its model set), both borrowed. */
+struct http_batch_item {
+    const char *custom_id;
+    const cJSON *request;
+};
+
+/* The metadata member that names a batch at the provider (OpenAI). */
+#define HTTP_BATCH_META_KEY "stepq_batch"
+
+/* http_batch_openai_upload builds the multipart/form-data body of POST
+ * /files (purpose "batch", file "stepq-KEY.jsonl": one JSONL line a
+ * item, to /v1/chat/completions). Caller frees *body (*len bytes) and
+ * *ctype. */
+void http_batch_openai_upload(const struct http_batch_item *items, size_t n,
+                              const char *key, char **body, size_t *len,
+                              char **ctype);
+/* http_batch_openai_create is the body of POST /batches for the uploaded
+ * file_id, completion window "24h", metadata {stepq_batch: key}. Caller
+ * frees. */
+char *http_batch_openai_create(const char *file_id, const char *key);
+/* http_batch_anthropic_create is the body of POST /messages/batches: each
+ * item's chat request as Anthropic's params (model, max_tokens: the
+ * request's or 1024, messages, system: the system messages' text joined,
+ * temperature, top_p, stop as stop_sequences). Caller frees. */
+char *http_batch_anthropic_create(const struct http_batch_item *items,
+                                  size_t n);
+
+/* Where a batch stands, read from a batch object of either API. */
+struct http_batch_status {
+    char *id;             /* owned */
+    bool ended;           /* no item will change any more */
+    bool failed;          /* ended without running (OpenAI: failed) */
+    char *output_file_id; /* owned; OpenAI, or NULL */
+    char *error_file_id;  /* owned; OpenAI, or NULL */
+    char *key;            /* owned; metadata.stepq_batch, or NULL */
+    int64_t created_at;   /* ms since the epoch, or 0 */
+    int64_t total;        /* its items, or -1 */
+};
+/* http_batch_status_read reads a batch object (root, borrowed) of api
+ * (enum config_batch_api) into *out. Returns 0, or -EINVAL when it is no
+ * batch object (no id). Clean with http_batch_status_cleanup. */
+STEPQ_MUST_CHECK int http_batch_status_read(int api, const cJSON *root,
+                                            struct http_batch_status *out);
+void http_batch_status_cleanup(struct http_batch_status *s);
+
+/* What happened to one item. */
+enum http_batch_kind {
+    HTTP_BATCH_SUCCEEDED,
+    HTTP_BATCH_ERRORED,
+    HTTP_BATCH_EXPIRED,
+    HTTP_BATCH_CANCELLED,
+};
+struct http_batch_result {
+    char *custom_id; /* owned */
+    enum http_batch_kind kind;
+    int status; /* SUCCEEDED 200; ERRORED the item's status; else 0 */
+    char *body; /* owned: SUCCEEDED an OpenAI-shaped chat completion (an
+                   Anthropic message turned into one, its usage kept),
+                   ERRORED the error as the provider sent it; else NULL */
+};
+/* http_batch_results_read appends the JSONL results in body (len bytes)
+ * of api to *out (*n of them, *cap allocated); lines that are not a
+ * result are skipped (logged). Free with http_batch_results_free. */
+void http_batch_results_read(int api, const char *body, size_t len,
+                             struct http_batch_result **out, size_t *n,
+                             size_t *cap);
+void http_batch_results_free(struct http_batch_result *r, size_t n);
+
 #endif

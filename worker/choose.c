@@ -181,6 +181,17 @@ worker__choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
             route_add(r, text);
             continue;
         }
+        if (t->batch_mode) {
+            char text[256];
+            if (worker__batch_takes(r, idx[i],
+                                    r->job.deadline_at - now - rest_ms(r), text,
+                                    sizeof(text))) {
+                chosen = idx[i];
+                break;
+            }
+            route_add(r, text);
+            continue;
+        }
         if (no->pass == w->pass) {
             v = (struct tier_verdict){.admitted = false,
                                       .probe = false,
@@ -245,7 +256,8 @@ worker__tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
     for (size_t i = 0; i < n; i++) {
         struct q_tier_state st;
         struct tier_verdict v;
-        if (idx[i] == r->cur_tier || r->switched[idx[i]])
+        if (idx[i] == r->cur_tier || r->switched[idx[i]] ||
+            w->cfg->tiers[idx[i]].batch_mode)
             continue;
         if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, false, &st) != 0)
             continue;
