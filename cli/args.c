@@ -17,6 +17,7 @@
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
+#include "spec/spec.h"
 
 void
 cli_error(const char *fmt, ...)
@@ -187,7 +188,8 @@ cli_config(struct cli_env *env, const struct config **out)
      * expressions and outcomes, as every other field, for every command;
      * schedules' jobs where they are fired or run (work, schedules). */
     if (sched_check(env->cfg, false, err, sizeof(err)) != 0 ||
-        rules_check(env->cfg, err, sizeof(err)) != 0) {
+        rules_check(env->cfg, err, sizeof(err)) != 0 ||
+        spec_tools_check_config(env->cfg, err, sizeof(err)) != 0) {
         cli_error("config %s: %s", path, err);
         config_free(env->cfg);
         env->cfg = NULL;
