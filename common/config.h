@@ -157,7 +157,7 @@ struct config_budget {
  * a definition (spec_tools_check_config) and resolves the names jobs give
  * (docs/reference.md "Tools"). */
 struct config_tool {
-    char *name;       /* owned */
+    char *name;        /* owned */
     struct cJSON *def; /* owned: the definition, a copy */
 };
 

@@ -30,11 +30,11 @@ static const char *const type_names[] = {
     "string", "number", "integer", "boolean", "object", "array", "null", NULL};
 
 static const char *const keywords[] = {
-    "type",        "properties",  "required", "additionalProperties",
-    "enum",        "const",       "items",    "minItems",
-    "maxItems",    "minLength",   "maxLength", "minimum",
-    "maximum",     "nullable",    "anyOf",    "description",
-    "title",       "default",     "examples", "format",
+    "type",     "properties", "required",  "additionalProperties",
+    "enum",     "const",      "items",     "minItems",
+    "maxItems", "minLength",  "maxLength", "minimum",
+    "maximum",  "nullable",   "anyOf",     "description",
+    "title",    "default",    "examples",  "format",
     NULL};
 
 static bool
@@ -139,15 +139,17 @@ check_keyword(const cJSON *k, const char *path, int depth, char *err,
         strcmp(n, "minLength") == 0 || strcmp(n, "maxLength") == 0)
         return check_count(k, path, err, len);
     if (strcmp(n, "minimum") == 0 || strcmp(n, "maximum") == 0)
-        return cJSON_IsNumber(k) ? 0
-                                 : json_fail(err, len, path, "must be a number");
+        return cJSON_IsNumber(k)
+                   ? 0
+                   : json_fail(err, len, path, "must be a number");
     if (strcmp(n, "nullable") == 0)
         return cJSON_IsBool(k) ? 0
                                : json_fail(err, len, path, "must be a boolean");
     if (strcmp(n, "description") == 0 || strcmp(n, "title") == 0 ||
         strcmp(n, "format") == 0)
-        return cJSON_IsString(k) ? 0
-                                 : json_fail(err, len, path, "must be a string");
+        return cJSON_IsString(k)
+                   ? 0
+                   : json_fail(err, len, path, "must be a string");
     return 0; /* const, default, examples: any value */
 }
 
@@ -218,8 +220,7 @@ has_type(const cJSON *v, const char *t)
 
 /* type_ok checks v against the schema's "type" and "nullable". */
 static int
-type_ok(const cJSON *s, const cJSON *v, const char *path, char *err,
-        size_t len)
+type_ok(const cJSON *s, const cJSON *v, const char *path, char *err, size_t len)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type"), *c;
     const cJSON *nullable = cJSON_GetObjectItemCaseSensitive(s, "nullable");
@@ -266,10 +267,10 @@ object_ok(const cJSON *s, const cJSON *v, const char *path, char *err,
                              "missing (required)");
     }
     if (json_first_duplicate(v) != NULL)
-        return json_fail(err, len,
-                         json_path_key(p, sizeof(p), path,
-                                       json_first_duplicate(v)),
-                         "duplicate field");
+        return json_fail(
+            err, len,
+            json_path_key(p, sizeof(p), path, json_first_duplicate(v)),
+            "duplicate field");
     cJSON_ArrayForEach(c, v)
     {
         const cJSON *ps = cJSON_GetObjectItemCaseSensitive(props, c->string);

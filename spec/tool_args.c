@@ -106,9 +106,8 @@ arg_at(const cJSON *args, const char *p, size_t n)
 
 /* ---- needs_approval ------------------------------------------------------ */
 
-static const char *const ops[] = {"equals", "not_equals", "in",  "gt",
-                                  "gte",    "lt",         "lte", "exists",
-                                  NULL};
+static const char *const ops[] = {"equals", "not_equals", "in",     "gt", "gte",
+                                  "lt",     "lte",        "exists", NULL};
 enum { OP_EQ, OP_NE, OP_IN, OP_GT, OP_GE, OP_LT, OP_LE, OP_EXISTS };
 
 /* cond_op returns the index in ops of o's operator member, or -1. */
@@ -165,8 +164,9 @@ check_cond(const cJSON *o, const char *path, const cJSON *params, int depth,
                          "exists; or {\"any\"|\"all\": [...]}");
     json_path_key(p, sizeof(p), path, "arg");
     if (!spec__arg_path_ok(arg->valuestring, strlen(arg->valuestring)))
-        return json_fail(err, len, p, "must be an argument path such as "
-                                      "labels, repo.owner or items[0]");
+        return json_fail(err, len, p,
+                         "must be an argument path such as "
+                         "labels, repo.owner or items[0]");
     if (!spec__arg_known(params, arg->valuestring,
                          strcspn(arg->valuestring, ".[")))
         return json_fail(err, len, p,
@@ -363,8 +363,8 @@ spec_tool_request(const struct spec_tool *t, const cJSON *args, cJSON **http,
     static const struct {
         const char *name;
         enum fill_mode mode;
-    } parts[] = {{"url", FILL_URL}, {"headers", FILL_HEADER},
-                 {"body", FILL_BODY}};
+    } parts[] = {
+        {"url", FILL_URL}, {"headers", FILL_HEADER}, {"body", FILL_BODY}};
     cJSON *h = NULL, *k = NULL;
     int rc;
 
@@ -380,8 +380,8 @@ spec_tool_request(const struct spec_tool *t, const cJSON *args, cJSON **http,
         }
     }
     if (t->idempotency_key != NULL &&
-        (rc = fill(t->idempotency_key, FILL_HEADER, args, "idempotency_key",
-                   &k, err, len)) != 0) {
+        (rc = fill(t->idempotency_key, FILL_HEADER, args, "idempotency_key", &k,
+                   err, len)) != 0) {
         cJSON_Delete(h);
         return rc;
     }

@@ -24,9 +24,8 @@
 #define PATH_LEN 256
 
 static const char *const tool_keys[] = {
-    "name",         "description",     "parameters",     "action",
-    "replayable",   "side_effects",    "idempotency_key", "needs_approval",
-    NULL};
+    "name",         "description",     "parameters",     "action", "replayable",
+    "side_effects", "idempotency_key", "needs_approval", NULL};
 static const char *const action_keys[] = {"http", "ask", NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
                                         NULL};
@@ -401,8 +400,8 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
     if (s->kind != SPEC_STEP_CHAT)
         return json_fail(err, len, p, "only for steps of kind \"chat\"");
     if (cJSON_GetObjectItemCaseSensitive(s->request, "tools") != NULL)
-        return json_fail(err, len, json_path_key(p, sizeof(p), path,
-                                                 "request.tools"),
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "request.tools"),
                          "a step with \"tools\" sends its tools itself");
     s->tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
     if ((rc = build(s->tools, p, shared, shared != NULL, &ts, err, len)) != 0)
