@@ -424,8 +424,9 @@ struct http_tool_call {
     char *args_text; /* the arguments as text, as the model wrote them */
     enum http_call_problem problem;
     bool id_made;     /* id was absent or empty */
-    bool args_object; /* arguments came as an object, not a string (read
-                         as is: Ollama does, some layers do) */
+    bool args_object; /* an OpenAI-shaped answer sent the arguments as an
+                         object, not a string (read as is: some layers
+                         do) */
 };
 
 /* The tool calls of one answer. */

@@ -60,7 +60,8 @@ fnv1a(uint64_t h, const char *s)
 }
 
 /* add_call appends one call: name and id as given (NULL: absent), args
- * the arguments member as it came (NULL: absent). */
+ * the arguments member as it came (NULL: absent). An object is what the
+ * native shapes send; in an OpenAI-shaped answer (c->format) it is noted. */
 static void
 add_call(struct http_tool_calls *c, const char *id, const char *name,
          const cJSON *args)
@@ -84,7 +85,7 @@ add_call(struct http_tool_calls *c, const char *id, const char *name,
     } else {
         t->args = cJSON_Duplicate(args, true);
         t->args_text = json_print(args);
-        t->args_object = true;
+        t->args_object = c->format == HTTP_TOOLS_OPENAI;
     }
     if (id != NULL && id[0] != '\0') {
         t->id = xstrdup(id);
