@@ -341,7 +341,13 @@ fill_value(cJSON *parent, cJSON *item, enum fill_mode mode, const cJSON *args,
             return 0;
         if ((rc = fill(item->valuestring, mode, args, path, &v, err, len)))
             return rc;
-        cJSON_ReplaceItemViaPointer(parent, item, v);
+        /* By name in an object: ReplaceItemViaPointer would drop the
+         * member's name (a job refuses duplicate members, so the name
+         * finds this one). */
+        if (cJSON_IsObject(parent))
+            cJSON_ReplaceItemInObjectCaseSensitive(parent, item->string, v);
+        else
+            cJSON_ReplaceItemViaPointer(parent, item, v);
         return 0;
     }
     for (cJSON *c = item->child, *next; c != NULL; c = next, i++) {
