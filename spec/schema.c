@@ -285,23 +285,36 @@ object_ok(const cJSON *s, const cJSON *v, const char *path, char *err,
     return 0;
 }
 
+/* count_ok checks a count n of what (items, characters) against the
+ * schema's lower and upper bounds (keywords lo and hi of s). */
+static int
+count_ok(const cJSON *s, const char *lo, const char *hi, size_t n,
+         const char *what, const char *path, char *err, size_t len)
+{
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, lo);
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, hi);
+
+    if (mn != NULL && (double)n < mn->valuedouble)
+        return json_fail(err, len, path, "expected at least %.0f %s, got %zu",
+                         mn->valuedouble, what, n);
+    if (mx != NULL && (double)n > mx->valuedouble)
+        return json_fail(err, len, path, "expected at most %.0f %s, got %zu",
+                         mx->valuedouble, what, n);
+    return 0;
+}
+
 static int
 array_ok(const cJSON *s, const cJSON *v, const char *path, char *err,
          size_t len)
 {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
-    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minItems");
-    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
-    int n = cJSON_GetArraySize(v), i = 0, rc;
+    int i = 0, rc;
     const cJSON *c;
     char p[PATH_LEN];
 
-    if (mn != NULL && n < mn->valuedouble)
-        return json_fail(err, len, path, "expected at least %.0f items, got %d",
-                         mn->valuedouble, n);
-    if (mx != NULL && n > mx->valuedouble)
-        return json_fail(err, len, path, "expected at most %.0f items, got %d",
-                         mx->valuedouble, n);
+    if ((rc = count_ok(s, "minItems", "maxItems", (size_t)cJSON_GetArraySize(v),
+                       "items", path, err, len)) != 0)
+        return rc;
     cJSON_ArrayForEach(c, v)
     {
         json_path_index(p, sizeof(p), path, i++);
@@ -326,22 +339,15 @@ static int
 scalar_ok(const cJSON *s, const cJSON *v, const char *path, char *err,
           size_t len)
 {
-    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
-    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
     const cJSON *lo = cJSON_GetObjectItemCaseSensitive(s, "minimum");
     const cJSON *hi = cJSON_GetObjectItemCaseSensitive(s, "maximum");
 
-    if (cJSON_IsString(v)) {
-        size_t n = utf8_chars(v->valuestring);
-        if (mn != NULL && (double)n < mn->valuedouble)
-            return json_fail(err, len, path,
-                             "expected at least %.0f characters, got %zu",
-                             mn->valuedouble, n);
-        if (mx != NULL && (double)n > mx->valuedouble)
-            return json_fail(err, len, path,
-                             "expected at most %.0f characters, got %zu",
-                             mx->valuedouble, n);
-    }
+    int rc;
+
+    if (cJSON_IsString(v) &&
+        (rc = count_ok(s, "minLength", "maxLength", utf8_chars(v->valuestring),
+                       "characters", path, err, len)) != 0)
+        return rc;
     if (cJSON_IsNumber(v)) {
         if (lo != NULL && v->valuedouble < lo->valuedouble)
             return json_fail(err, len, path, "expected a number >= %g, got %g",
