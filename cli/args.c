@@ -184,9 +184,10 @@ cli_config(struct cli_env *env, const struct config **out)
         cli_error("config %s", err);
         return rc == -EINVAL || rc == -ENOENT ? CLI_USAGE : CLI_RUNTIME;
     }
-    /* Schedules' expressions and zones, and the classify rules' regular
-     * expressions and outcomes, as every other field, for every command;
-     * schedules' jobs where they are fired or run (work, schedules). */
+    /* Schedules' expressions and zones, the classify rules' regular
+     * expressions and outcomes, and the shared tools' definitions, as every
+     * other field, for every command; schedules' jobs where they are fired
+     * or run (work, schedules). */
     if (sched_check(env->cfg, false, err, sizeof(err)) != 0 ||
         rules_check(env->cfg, err, sizeof(err)) != 0 ||
         spec_tools_check_config(env->cfg, err, sizeof(err)) != 0) {

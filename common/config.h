@@ -234,6 +234,10 @@ const struct config_schedule *config_find_schedule(const struct config *cfg,
 /* config_catch_up_name is "latest", "none" or "all". */
 const char *config_catch_up_name(enum config_catch_up c);
 
+/* config_is_tool_name tells whether s is a tool's name: 1 to 64
+ * letters, digits, '_' or '-' (what OpenAI and Anthropic accept). */
+bool config_is_tool_name(const char *s);
+
 /* config_find_tool returns the shared tool named name, or NULL.
  * Borrowed. */
 const struct config_tool *config_find_tool(const struct config_tools *tools,

@@ -19,8 +19,8 @@
 /* The longest tool name, as OpenAI and Anthropic accept them. */
 #define NAME_MAX_BYTES 64
 
-static bool
-name_ok(const char *s)
+bool
+config_is_tool_name(const char *s)
 {
     size_t n = strlen(s);
 
@@ -50,7 +50,7 @@ config__parse_tools(const cJSON *v, struct config_tools *out, char *err,
             return json_fail(err, len, p, "must be an object");
         if (name == NULL)
             return json_fail(err, len, q, "missing");
-        if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+        if (!cJSON_IsString(name) || !config_is_tool_name(name->valuestring))
             return json_fail(err, len, q,
                              "must be 1 to 64 letters, digits, '_' or '-'");
         if (config_find_tool(out, name->valuestring) != NULL)

@@ -255,8 +255,7 @@ struct spec_toolset {
     size_t n;
 };
 
-#define SPEC_TOOL_NAME_MAX 64
-#define SPEC_TOOLS_MAX     128 /* tools one step may offer */
+#define SPEC_TOOLS_MAX 128 /* tools one step may offer */
 
 /* spec_tool_parse validates one tool definition o (at JSON path path)
  * into *out (borrowed from o). Returns 0, or -EINVAL with

@@ -30,16 +30,6 @@ static const char *const action_keys[] = {"http", "ask", NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
                                         NULL};
 
-static bool
-name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    return n > 0 && n <= SPEC_TOOL_NAME_MAX &&
-           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                     "0123456789_-") == n;
-}
-
 /* check_args_in checks every "{{args.PATH}}" of s (at path): written
  * without spaces, a path of names and [indexes], its first name a
  * property of params. */
@@ -217,7 +207,7 @@ spec_tool_parse(const cJSON *o, const char *path, struct spec_tool *out,
         (rc = json_get_string(o, "description", false, path, &t.description,
                               err, len)) != 0)
         return rc;
-    if (!name_ok(t.name))
+    if (!config_is_tool_name(t.name))
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must be 1 to 64 letters, digits, '_' or '-'");
     if (t.description == NULL)
@@ -257,7 +247,7 @@ resolve(const cJSON *c, const char *path, const struct config_tools *shared,
 
     if (!cJSON_IsString(c))
         return spec_tool_parse(c, path, t, err, len);
-    if (!name_ok(c->valuestring))
+    if (!config_is_tool_name(c->valuestring))
         return json_fail(err, len, path,
                          "must name a tool of the config (1 to 64 letters, "
                          "digits, '_' or '-') or be a tool object");
