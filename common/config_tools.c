@@ -5,8 +5,8 @@
  * common/ knows what a tool is only as far as its name: an object with a
  * unique "name" of the form a step can name. The rest of a definition is
  * spec/'s to check (spec_tools_check_config, run when a command loads the
- * config, and again when a job names it), so the definition is kept here as
- * a copy of the JSON it was given. */
+ * config; read again when a step that names it runs), so the definition is
+ * kept here as a copy of the JSON it was given. */
 #include "common/internal.h"
 
 #include <errno.h>

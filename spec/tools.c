@@ -234,12 +234,20 @@ spec_tool_parse(const cJSON *o, const char *path, struct spec_tool *out,
     return 0;
 }
 
+/* How far a step's tools are taken: names checked as names (a stored
+ * job, parsed again without the config), names found in the config (at
+ * enqueue: the config's definitions were checked whole when it was
+ * loaded, spec_tools_check_config, and are not again for every job), or
+ * every definition read (spec_toolset_build, when the step runs). */
+enum depth { NAMES, FOUND, READ };
+
 /* resolve takes element c of a step's "tools" (at path): a shared
- * tool's name, looked up in shared when known (NULL: the name is only
- * checked), or an inline definition. *t is filled when there is one. */
+ * tool's name, looked up in shared as far as depth says, or an inline
+ * definition. *t is filled, but for a shared tool's name only unless
+ * depth is READ. */
 static int
 resolve(const cJSON *c, const char *path, const struct config_tools *shared,
-        bool lookup, struct spec_tool *t, char *err, size_t len)
+        enum depth depth, struct spec_tool *t, char *err, size_t len)
 {
     const struct config_tool *ct;
     char p[PATH_LEN];
@@ -251,15 +259,16 @@ resolve(const cJSON *c, const char *path, const struct config_tools *shared,
         return json_fail(err, len, path,
                          "must name a tool of the config (1 to 64 letters, "
                          "digits, '_' or '-') or be a tool object");
-    if (!lookup) {
-        memset(t, 0, sizeof(*t));
-        t->name = c->valuestring;
-        t->shared = true;
+    memset(t, 0, sizeof(*t));
+    t->name = c->valuestring;
+    t->shared = true;
+    if (depth == NAMES)
         return 0;
-    }
     if ((ct = config_find_tool(shared, c->valuestring)) == NULL)
         return json_fail(err, len, path, "no tool named %s in the config",
                          c->valuestring);
+    if (depth == FOUND)
+        return 0;
     snprintf(p, sizeof(p), "%s (config tool %s)", path, ct->name);
     if ((rc = spec_tool_parse(ct->def, p, t, err, len)) != 0)
         return rc;
@@ -267,10 +276,10 @@ resolve(const cJSON *c, const char *path, const struct config_tools *shared,
     return 0;
 }
 
-/* build is spec_toolset_build; lookup false checks names only. */
+/* build is spec_toolset_build, as far as depth says. */
 static int
 build(const cJSON *tools, const char *path, const struct config_tools *shared,
-      bool lookup, struct spec_toolset *out, char *err, size_t len)
+      enum depth depth, struct spec_toolset *out, char *err, size_t len)
 {
     struct spec_toolset ts = {0};
     const cJSON *c;
@@ -287,7 +296,7 @@ build(const cJSON *tools, const char *path, const struct config_tools *shared,
     cJSON_ArrayForEach(c, tools)
     {
         json_path_index(p, sizeof(p), path, (int)ts.n);
-        if ((rc = resolve(c, p, shared, lookup, &ts.tools[ts.n], err, len)))
+        if ((rc = resolve(c, p, shared, depth, &ts.tools[ts.n], err, len)))
             break;
         if (spec_toolset_find(&ts, ts.tools[ts.n].name) != NULL) {
             rc = json_fail(err, len, p, "tool %s offered twice",
@@ -309,7 +318,7 @@ spec_toolset_build(const cJSON *tools, const char *path,
                    const struct config_tools *shared, struct spec_toolset *out,
                    char *err, size_t len)
 {
-    return build(tools, path, shared, true, out, err, len);
+    return build(tools, path, shared, READ, out, err, len);
 }
 
 void
@@ -394,7 +403,8 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
                          json_path_key(p, sizeof(p), path, "request.tools"),
                          "a step with \"tools\" sends its tools itself");
     s->tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
-    if ((rc = build(s->tools, p, shared, shared != NULL, &ts, err, len)) != 0)
+    if ((rc = build(s->tools, p, shared, shared != NULL ? FOUND : NAMES, &ts,
+                    err, len)) != 0)
         return rc;
     spec_toolset_cleanup(&ts);
     return 0;
