@@ -321,6 +321,11 @@ cJSON *mock__tool_calls_for(const struct mock_engine *e,
  * each tool message after such calls. False with OpenAI's message in msg
  * otherwise. */
 bool mock__tool_messages_ok(const cJSON *req, char *msg, size_t len);
+/* mock__anthropic_tool_use turns the tool_calls of msg (a chat answer's
+ * message, borrowed) into Anthropic's tool_use blocks at the end of
+ * content (whose first block, the text, goes when msg has no text). Returns
+ * whether there were calls: the message then stops with "tool_use". */
+bool mock__anthropic_tool_use(const cJSON *msg, cJSON *content);
 
 /* ---- batches (batch.c, batch_files.c, batch_openai.c, batch_anthropic.c) */
 

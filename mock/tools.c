@@ -136,13 +136,39 @@ role_of(const cJSON *m)
     return cJSON_IsString(r) ? r->valuestring : "";
 }
 
-/* has_calls tells whether message m is an assistant turn with calls. */
+/* is_block tells whether b is a content block of type type. */
+static bool
+is_block(const cJSON *b, const char *type)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "type");
+    return cJSON_IsString(t) && strcmp(t->valuestring, type) == 0;
+}
+
+/* block_of returns the first block of type type in m's content (an
+ * Anthropic message's content blocks), or NULL. */
+static const cJSON *
+block_of(const cJSON *m, const char *type)
+{
+    const cJSON *b;
+
+    cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(m, "content"))
+    {
+        if (is_block(b, type))
+            return b;
+    }
+    return NULL;
+}
+
+/* has_calls tells whether message m is an assistant turn with calls:
+ * OpenAI's tool_calls, or Anthropic's tool_use blocks (a Message Batches
+ * item's conversation). */
 static bool
 has_calls(const cJSON *m)
 {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-    return strcmp(role_of(m), "assistant") == 0 && cJSON_IsArray(tc) &&
-           tc->child != NULL;
+    return strcmp(role_of(m), "assistant") == 0 &&
+           ((cJSON_IsArray(tc) && tc->child != NULL) ||
+            block_of(m, "tool_use") != NULL);
 }
 
 /* echo is the final answer of an echoing route: the results received. */
@@ -156,9 +182,19 @@ echo(const cJSON *msgs, int turns)
     res = cJSON_AddArrayToObject(o, "tool_results");
     cJSON_ArrayForEach(m, msgs)
     {
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content"), *b;
         if (strcmp(role_of(m), "tool") == 0)
             cJSON_AddItemToArray(res, cJSON_Duplicate(c, true));
+        if (strcmp(role_of(m), "user") != 0 || !cJSON_IsArray(c))
+            continue;
+        cJSON_ArrayForEach(b, c)
+        {
+            if (is_block(b, "tool_result"))
+                cJSON_AddItemToArray(
+                    res,
+                    cJSON_Duplicate(
+                        cJSON_GetObjectItemCaseSensitive(b, "content"), true));
+        }
     }
     snprintf(text, sizeof(text), "done after %d tool turns, %d results", turns,
              cJSON_GetArraySize(res));
@@ -250,6 +286,52 @@ mock__tool_messages_ok(const cJSON *req, char *msg, size_t len)
             prev = m;
         else if (strcmp(role_of(m), "tool") != 0)
             prev = NULL;
+        i++;
+    }
+    return true;
+}
+
+bool
+mock__anthropic_tool_use(const cJSON *msg, cJSON *content)
+{
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    const cJSON *tc;
+    int i = 0;
+
+    if (!cJSON_IsArray(calls) || calls->child == NULL)
+        return false;
+    /* A text block only where the answer had text beside its calls. */
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "content")))
+        cJSON_DeleteItemFromArray(content, 0);
+    cJSON_ArrayForEach(tc, calls)
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        cJSON *b = cJSON_CreateObject(), *input = NULL;
+        char buf[96];
+        /* Anthropic's input is always an object: arguments that do not
+         * parse as one (a script's malformed call) become {}. */
+        if (cJSON_IsString(args))
+            input =
+                json_parse_exact(args->valuestring, strlen(args->valuestring));
+        else if (cJSON_IsObject(args))
+            input = cJSON_Duplicate(args, true);
+        if (!cJSON_IsObject(input)) {
+            cJSON_Delete(input);
+            input = cJSON_CreateObject();
+        }
+        if (cJSON_IsString(id))
+            snprintf(buf, sizeof(buf), "toolu_%s", id->valuestring);
+        else
+            snprintf(buf, sizeof(buf), "toolu_mock_%d", i);
+        cJSON_AddStringToObject(b, "type", "tool_use");
+        cJSON_AddStringToObject(b, "id", buf);
+        json_add_string(b, "name",
+                        cJSON_IsString(name) ? name->valuestring : "");
+        cJSON_AddItemToObject(b, "input", input);
+        cJSON_AddItemToArray(content, b);
         i++;
     }
     return true;

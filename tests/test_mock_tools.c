@@ -2,8 +2,8 @@
  * (docs/mock.md "Tool calls"): scripted calls, malformed ones as models
  * send them, an agent route answered by the conversation it is sent
  * (tool_turns), the results echoed back, OpenAI's 400 for a call without
- * its tool message, usage in every answer, and what http_toolcalls_read
- * makes of each answer.
+ * its tool message, usage in every answer, Anthropic's tool_use blocks in
+ * its Message Batches, and what http_toolcalls_read makes of each answer.
  */
 #include "tests/support/support.h"
 
@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "http/http.h"
+#include "tests/support/batchcl.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/mockproc.h"
 
@@ -143,6 +144,62 @@ START_TEST(test_malformed_calls)
 }
 END_TEST
 
+/* A route that speaks Anthropic (its Message Batches) answers the same
+ * turns as tool_use blocks, and counts Anthropic's tool_use and
+ * tool_result blocks as the conversation's turns and results. */
+#define ANT_ITEM(id, msgs)                                                     \
+    "{\"custom_id\":\"" id "\",\"params\":{\"model\":\"claude-m\","            \
+    "\"max_tokens\":500,\"messages\":[" msgs "]}}"
+#define ANT_USE                                                                \
+    "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":"      \
+    "\"toolu_1\",\"name\":\"add_label\",\"input\":{}}]}"
+#define ANT_RESULT                                                             \
+    "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","               \
+    "\"tool_use_id\":\"toolu_1\",\"content\":\"labelled\"}]}"
+
+START_TEST(test_anthropic_batch_tool_use)
+{
+    int port = mockproc_fixture_start(
+        "{\"echo_tool_results\": true, \"tool_turns\": [[{\"name\": "
+        "\"add_label\", \"arguments\": {\"label\": \"bug\"}}]]}");
+    cJSON *b = bc_call(port, "POST", "/v1/messages/batches",
+                       "{\"requests\":[" ANT_ITEM("t0", USER) "," ANT_ITEM(
+                           "t1", USER "," ANT_USE "," ANT_RESULT) "]}",
+                       200);
+    char at[160];
+    cJSON *lines, *res;
+    const cJSON *msg;
+    struct http_tool_calls c;
+
+    snprintf(at, sizeof(at), "/v1/messages/batches/%s", jstr(b, "id"));
+    cJSON_Delete(bc_poll(port, at, "processing_status", "ended", NULL, 0));
+    strcat(at, "/results");
+    lines = bc_lines(port, at);
+    msg = jget(bc_find(lines, "t0"), "result.message");
+    ck_assert_str_eq(jstr(msg, "stop_reason"), "tool_use");
+    ck_assert_int_eq(http_toolcalls_read(msg, known, 2, &c), 0);
+    ck_assert_int_eq(c.format, HTTP_TOOLS_ANTHROPIC);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert(c.v[0].problem == HTTP_CALL_OK && !c.v[0].id_made);
+    ck_assert_ptr_nonnull(strstr(c.v[0].id, "toolu_"));
+    ck_assert_str_eq(cJSON_GetObjectItem(c.v[0].args, "label")->valuestring,
+                     "bug");
+    ck_assert_ptr_null(c.text);
+    http_toolcalls_cleanup(&c);
+    msg = jget(bc_find(lines, "t1"), "result.message");
+    ck_assert_str_eq(jstr(msg, "stop_reason"), "end_turn");
+    res =
+        cJSON_Parse(jstr(cJSON_GetArrayItem(jget(msg, "content"), 0), "text"));
+    ck_assert_str_eq(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "tool_results"), 0)
+            ->valuestring,
+        "labelled");
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
+    cJSON_Delete(b);
+}
+END_TEST
+
 static const struct {
     const char *script;
     const char *want;
@@ -190,6 +247,7 @@ test_suite(void)
     tcase_add_test(tc, test_agent_turns_follow_the_conversation);
     tcase_add_test(tc, test_call_without_result_is_400);
     tcase_add_test(tc, test_malformed_calls);
+    tcase_add_test(tc, test_anthropic_batch_tool_use);
     tcase_add_loop_test(tc, test_bad_script_exits_2_naming_path, 0,
                         (int)(sizeof(bad) / sizeof(bad[0])));
     suite_add_tcase(s, tc);
