@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "tests/support/e2e.h"
+#include "tests/support/servefix.h"
 
 #define ADD_LABEL                                                              \
     "{\"name\": \"add_label\", \"description\": \"Label an issue\","           \
@@ -78,6 +79,33 @@ START_TEST(test_bad_config_tool_is_exit_2)
 }
 END_TEST
 
+/* POST /v1/jobs checks tools as enqueue does, against the config the
+ * server read. */
+START_TEST(test_api_checks_tools)
+{
+    const char *args[] = {"--no-auth", NULL};
+    struct server s;
+    cJSON *o;
+    int st;
+
+    e2e_start("{}", CONFIG_TOOLS);
+    ck_assert_int_eq(serve_start(&s, NULL, args), -1);
+    o = serve_call(&s, "POST", "/v1/jobs", JOB_WITH("\"add_labels\""), &st);
+    ck_assert_int_eq(st, 400);
+    ck_assert_str_eq(serve_error_code(o), "invalid_job");
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message")
+                   ->valuestring,
+               "steps[0].tools[0]: no tool named add_labels in the config"));
+    cJSON_Delete(o);
+    o = serve_call(&s, "POST", "/v1/jobs", JOB_WITH("\"add_label\""), &st);
+    ck_assert_int_eq(st, 201);
+    cJSON_Delete(o);
+    serve_stop(&s);
+    ck_assert_int_eq(run_job_count(e2e_db), 1);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -89,6 +117,7 @@ test_suite(void)
     tcase_add_test(tc, test_step_with_tools_fails_before_sending);
     tcase_add_test(tc, test_enqueue_refuses_unknown_tool);
     tcase_add_test(tc, test_bad_config_tool_is_exit_2);
+    tcase_add_test(tc, test_api_checks_tools);
     suite_add_tcase(s, tc);
     return s;
 }
