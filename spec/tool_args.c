@@ -134,9 +134,9 @@ check_cond(const cJSON *o, const char *path, const cJSON *params, int depth,
     char p[PATH_LEN], q[PATH_LEN];
     int op, i = 0, rc;
 
-    if (!cJSON_IsObject(o) || depth > COND_MAX_DEPTH)
+    if (!cJSON_IsObject(o) || depth >= COND_MAX_DEPTH)
         return json_fail(err, len, path,
-                         depth > COND_MAX_DEPTH
+                         depth >= COND_MAX_DEPTH
                              ? "conditions nested too deep"
                              : "must be \"never\", \"always\" or a "
                                "condition object");
