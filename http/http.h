@@ -427,6 +427,9 @@ struct http_tool_call {
     bool args_object; /* an OpenAI-shaped answer sent the arguments as an
                          object, not a string (read as is: some layers
                          do) */
+    char *signature;  /* Gemini's thoughtSignature of the call's part, or
+                         NULL: sent back with the call (Gemini 3 refuses a
+                         turn without it) */
 };
 
 /* The tool calls of one answer. */
@@ -436,6 +439,10 @@ struct http_tool_calls {
     size_t n;
     char *text;   /* owned: text beside the calls, or NULL */
     char *finish; /* owned: finish_reason / stop_reason / finishReason */
+    /* Anthropic's thinking and redacted_thinking blocks, as they came
+     * (owned array, or NULL): with extended thinking the next turn must
+     * send them back before the tool_use blocks. */
+    cJSON *thinking;
     /* The answer says it stopped ("stop", "end_turn", "STOP") yet holds
      * calls: read as calls all the same (Gemini's layer and older OpenAI
      * models do this). */
@@ -474,13 +481,13 @@ struct http_tool_result {
  *    "function", "function": {name, arguments}}]} and one {"role": "tool",
  *    "tool_call_id", "content"} per result (arguments as the model wrote
  *    them when they were text, so the model sees its own call again);
- *  - Anthropic: {"role": "assistant", "content": [text?, {"type":
- *    "tool_use", id, name, input}]} and one user message of {"type":
- *    "tool_result", "tool_use_id", "content", "is_error"} blocks;
- *  - Gemini: {"role": "model", "parts": [{"functionCall": {name, args}}]}
- *    and {"role": "user", "parts": [{"functionResponse": {name,
- *    "response": {"content"} or {"error"}}}]} (ids only where Gemini gave
- *    them).
+ *  - Anthropic: {"role": "assistant", "content": [thinking..., text?,
+ *    {"type": "tool_use", id, name, input}]} and one user message of
+ *    {"type": "tool_result", "tool_use_id", "content", "is_error"} blocks;
+ *  - Gemini: {"role": "model", "parts": [{"functionCall": {name, args},
+ *    "thoughtSignature"?}]} and {"role": "user", "parts":
+ *    [{"functionResponse": {name, "response": {"content"} or {"error"}}}]}
+ *    (ids only where Gemini gave them).
  * A call whose arguments did not parse is sent back with {} as its input
  * where the shape needs an object. Returns 0, or -EINVAL for
  * HTTP_TOOLS_OLLAMA or a result naming no call. */

@@ -157,7 +157,12 @@ anthropic_calls(const cJSON *root, struct http_tool_calls *c)
     cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(root, "content"))
     {
         const char *type = str_of(b, "type");
-        if (type != NULL && strcmp(type, "tool_use") == 0)
+        if (type != NULL && (strcmp(type, "thinking") == 0 ||
+                             strcmp(type, "redacted_thinking") == 0)) {
+            if (c->thinking == NULL)
+                c->thinking = cJSON_CreateArray();
+            cJSON_AddItemToArray(c->thinking, cJSON_Duplicate(b, true));
+        } else if (type != NULL && strcmp(type, "tool_use") == 0)
             add_call(c, str_of(b, "id"), str_of(b, "name"),
                      cJSON_GetObjectItemCaseSensitive(b, "input"));
         else if (type != NULL && strcmp(type, "text") == 0 &&
@@ -177,11 +182,15 @@ gemini_calls(const cJSON *cand, struct http_tool_calls *c)
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(content, "parts"))
     {
         const cJSON *fc = cJSON_GetObjectItemCaseSensitive(p, "functionCall");
-        if (cJSON_IsObject(fc))
+        if (cJSON_IsObject(fc)) {
             add_call(c, str_of(fc, "id"), str_of(fc, "name"),
                      cJSON_GetObjectItemCaseSensitive(fc, "args"));
-        else if (str_of(p, "text") != NULL &&
-                 !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "thought")))
+            if (str_of(p, "thoughtSignature") != NULL)
+                c->v[c->n - 1].signature =
+                    xstrdup(str_of(p, "thoughtSignature"));
+        } else if (str_of(p, "text") != NULL &&
+                   !cJSON_IsTrue(
+                       cJSON_GetObjectItemCaseSensitive(p, "thought")))
             xbuf_put(&text, str_of(p, "text"), strlen(str_of(p, "text")));
     }
     c->text = text.p;
@@ -236,10 +245,12 @@ http_toolcalls_cleanup(struct http_tool_calls *c)
         free(c->v[i].id);
         free(c->v[i].name);
         free(c->v[i].args_text);
+        free(c->v[i].signature);
         cJSON_Delete(c->v[i].args);
     }
     free(c->v);
     free(c->text);
     free(c->finish);
+    cJSON_Delete(c->thinking);
     memset(c, 0, sizeof(*c));
 }

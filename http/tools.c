@@ -182,6 +182,10 @@ anthropic_turn(cJSON *msgs, const struct http_tool_calls *c,
 
     cJSON_AddStringToObject(m, "role", "assistant");
     blocks = cJSON_AddArrayToObject(m, "content");
+    /* Thinking first, as it came: Anthropic checks its signature. */
+    for (const cJSON *t = c->thinking ? c->thinking->child : NULL; t != NULL;
+         t = t->next)
+        cJSON_AddItemToArray(blocks, cJSON_Duplicate(t, true));
     if (c->text != NULL && c->text[0] != '\0') {
         cJSON *b = cJSON_CreateObject();
         cJSON_AddStringToObject(b, "type", "text");
@@ -231,6 +235,8 @@ gemini_turn(cJSON *msgs, const struct http_tool_calls *c,
         cJSON_AddStringToObject(fc, "name", c->v[i].name);
         cJSON_AddItemToObject(fc, "args", args_of(&c->v[i]));
         cJSON_AddItemToObject(p, "functionCall", fc);
+        if (c->v[i].signature != NULL)
+            cJSON_AddStringToObject(p, "thoughtSignature", c->v[i].signature);
         cJSON_AddItemToArray(parts, p);
     }
     cJSON_AddItemToArray(msgs, m);

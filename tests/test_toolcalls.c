@@ -394,6 +394,59 @@ START_TEST(test_turn_with_bad_arguments)
 }
 END_TEST
 
+/* What a thinking model needs back verbatim goes back: Gemini's
+ * thoughtSignature with its call, Anthropic's thinking blocks first. */
+START_TEST(test_turn_keeps_what_thinking_needs)
+{
+    cJSON *g = load("gemini_thought_signature.json");
+    cJSON *a = load("anthropic_thinking.json");
+    cJSON *gm = cJSON_CreateArray(), *am = cJSON_CreateArray();
+    struct http_tool_calls gc, ac;
+    struct http_tool_result r;
+    const cJSON *part, *blocks;
+
+    ck_assert_int_eq(http_toolcalls_read(g, NULL, 0, &gc), 0);
+    r = (struct http_tool_result){&gc.v[0], "labelled", false};
+    ck_assert_int_eq(http_tool_turn_messages(gm, HTTP_TOOLS_GEMINI, &gc, &r, 1),
+                     0);
+    part = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(gm, 0), "parts"), 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(part, "thoughtSignature")->valuestring,
+                     "CiQB0e2Kb3xQm1n9Jp4rT7vWy0aZcE8dFgHiJkLmNoPqRsTuVw==");
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(part, "functionCall"), "id")
+            ->valuestring,
+        "fc_7b2d9e41");
+    part = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(gm, 1), "parts"), 0);
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(part, "functionResponse"), "id")
+            ->valuestring,
+        "fc_7b2d9e41");
+    ck_assert_int_eq(http_toolcalls_read(a, NULL, 0, &ac), 0);
+    r = (struct http_tool_result){&ac.v[0], "labelled", false};
+    ck_assert_int_eq(
+        http_tool_turn_messages(am, HTTP_TOOLS_ANTHROPIC, &ac, &r, 1), 0);
+    blocks = cJSON_GetObjectItem(cJSON_GetArrayItem(am, 0), "content");
+    ck_assert_int_eq(cJSON_GetArraySize(blocks), 3);
+    ck_assert(cJSON_Compare(
+        cJSON_GetArrayItem(blocks, 0),
+        cJSON_GetArrayItem(cJSON_GetObjectItem(a, "content"), 0), true));
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(blocks, 1), "type")->valuestring,
+        "redacted_thinking");
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(blocks, 2), "type")->valuestring,
+        "tool_use");
+    http_toolcalls_cleanup(&gc);
+    http_toolcalls_cleanup(&ac);
+    cJSON_Delete(gm);
+    cJSON_Delete(am);
+    cJSON_Delete(g);
+    cJSON_Delete(a);
+}
+END_TEST
+
 static TCase *
 sent_tcase(void)
 {
@@ -405,6 +458,7 @@ sent_tcase(void)
     tcase_add_test(t, test_turn_anthropic);
     tcase_add_test(t, test_turn_gemini);
     tcase_add_test(t, test_turn_with_bad_arguments);
+    tcase_add_test(t, test_turn_keeps_what_thinking_needs);
     return t;
 }
 
