@@ -131,6 +131,11 @@ print_job_text(const cJSON *o)
             cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint,
             cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
             cost_text(s, cost, sizeof(cost)));
+        if (cJSON_GetObjectItem(s, "http") != NULL) {
+            const cJSON *t = cJSON_GetObjectItem(s, "http");
+            printf("    %s %s\n", cli_json_text(t, "method"),
+                   cli_json_text(t, "url"));
+        }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
         {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");

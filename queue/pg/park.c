@@ -29,10 +29,12 @@ static const struct q__pg_sql park_get_sql = {
 
 static const struct q__pg_sql park_list_sql = {
     "q_park_list", "SELECT " PARK_COLS " FROM park"
-                   " WHERE ($1::boolean OR state = 'open')"
+                   " WHERE ($1::boolean OR $5::bigint > 0 OR state = 'open')"
                    " AND ($2::text IS NULL OR reason = $2::text)"
                    " AND ($3::text IS NULL OR tier = $3::text)"
                    " AND ($4::bigint = 0 OR job_id = $4::bigint)"
+                   " AND ($5::bigint = 0 OR (state = 'resolved'"
+                   " AND resolved_at >= $5::bigint))"
                    " ORDER BY state = 'open' DESC, id"};
 
 /* The UPDATE that decides a race: only one resolve finds it open (a
@@ -134,6 +136,7 @@ q__pg_park_list(q_db *db, const struct q_park_filter *f,
     q__pg_p_text(&p, f->reason);
     q__pg_p_text(&p, f->tier);
     q__pg_p_int(&p, f->job_id);
+    q__pg_p_int(&p, f->resolved_since > 0 ? f->resolved_since : 0);
     rc = q__pg_select(q__pg(db), &park_list_sql, &p, sizeof(struct q_park_item),
                       read_park, &v, n, "listing park items");
     if (rc == 0)
@@ -162,12 +165,12 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     return rc;
 }
 
-/* Moves parked job job_id to state (queued: due at now, its deadline at
- * deadline_at; failed: with error). */
+/* Moves parked job job_id to state at now (queued: due at run_at, its
+ * deadline at deadline_at; failed: with error; succeeded). */
 static int
 leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
-             const char *error, int64_t now, int64_t deadline_at,
-             const char *what)
+             const char *error, int64_t now, int64_t run_at,
+             int64_t deadline_at, const char *what)
 {
     struct q__pg_params p = {0};
     int rc;
@@ -176,7 +179,7 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
     q__pg_p_int(&p, state);
     q__pg_p_text(&p, error);
     if (state == Q_JOB_QUEUED)
-        q__pg_p_int(&p, now);
+        q__pg_p_int(&p, run_at);
     else
         q__pg_p_text(&p, NULL); /* run_at kept */
     q__pg_p_int(&p, now);
@@ -190,18 +193,19 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
 }
 
 int
-q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
+q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
                          int64_t deadline_at)
 {
-    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, deadline_at,
-                        "re-queueing a parked job");
+    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, run_at,
+                        deadline_at, "re-queueing a parked job");
 }
 
 int
-q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
+                     const char *error, int64_t now)
 {
-    return leave_parked(db, job_id, Q_JOB_FAILED, error, now, 0,
-                        "failing a parked job");
+    return leave_parked(db, job_id, state, error, now, 0, 0,
+                        "ending a parked job");
 }
 
 int

@@ -176,8 +176,10 @@ static const char *const sql_text[ST_COUNT] = {
         " id, job_id, step, step_name, reason, attempts, request_sha256,"
         " request, error, tier, parked_at, state, resolution, resolved_by,"
         " resolved_at, note FROM park"
-        " WHERE (?1 OR state = 'open') AND (?2 IS NULL OR reason = ?2)"
+        " WHERE (?1 OR ?5 > 0 OR state = 'open') AND (?2 IS NULL OR reason = "
+        "?2)"
         " AND (?3 IS NULL OR tier = ?3) AND (?4 = 0 OR job_id = ?4)"
+        " AND (?5 = 0 OR (state = 'resolved' AND resolved_at >= ?5))"
         " ORDER BY state = 'open' DESC, id",
     /* The UPDATE that decides a race: only one resolve finds it open. */
     [ST_PARK_CLOSE] = "UPDATE park SET state = 'resolved', resolution = ?2,"
@@ -190,11 +192,11 @@ static const char *const sql_text[ST_COUNT] = {
         " output = coalesce(excluded.output, output),"
         " reset_after = max(reset_after, excluded.reset_after),"
         " pin_tier = excluded.pin_tier",
-    [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?2,"
+    [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?4,"
                        " deadline_at = ?3, updated_at = ?2"
                        " WHERE id = ?1 AND state = 4",
-    [ST_JOB_FAIL_PARKED] = "UPDATE jobs SET state = 3, error = ?2,"
-                           " updated_at = ?3 WHERE id = ?1 AND state = 4",
+    [ST_JOB_END_PARKED] = "UPDATE jobs SET state = ?4, error = ?2,"
+                          " updated_at = ?3 WHERE id = ?1 AND state = 4",
     [ST_PARK_ADD] =
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"
@@ -266,6 +268,18 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_REPORT_FAILURES] =
         Q__REPORT_FAILURES_SELECT("?1") " ORDER BY f.n DESC, f.outcome,"
                                         " f.reason NULLS FIRST LIMIT ?2",
+    [ST_REPORT_FAILED] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE state = 3 AND updated_at >= ?1"
+        " ORDER BY updated_at DESC, id DESC LIMIT ?2",
+    /* A key range (prefix up to prefix with its last byte raised) that the
+     * unique index jobs_key serves. */
+    [ST_REPORT_KEYED] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE key >= ?1 AND key < ?2 AND created_at >= ?3"
+        " ORDER BY created_at, id LIMIT ?4",
     [ST_REPORT_SLOWEST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
