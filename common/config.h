@@ -177,6 +177,20 @@ struct config_budget {
     size_t ntiers;
 };
 
+/* The config's shared tool definitions ("tools", config_tools.c): each
+ * an object with a unique "name", kept as given; spec/ checks the rest of
+ * a definition (spec_tools_check_config) and resolves the names jobs give
+ * (docs/reference.md "Tools"). */
+struct config_tool {
+    char *name;        /* owned */
+    struct cJSON *def; /* owned: the definition, a copy */
+};
+
+struct config_tools {
+    struct config_tool *v; /* owned array of n */
+    size_t n;
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -196,6 +210,7 @@ struct config {
     struct config_budget *budgets; /* owned array */
     size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
+    struct config_tools tools;            /* "tools"; n 0: none */
 };
 
 /* config_new_default returns a config with every default and no tiers.
@@ -246,6 +261,15 @@ const struct config_schedule *config_find_schedule(const struct config *cfg,
 
 /* config_catch_up_name is "latest", "none" or "all". */
 const char *config_catch_up_name(enum config_catch_up c);
+
+/* config_is_tool_name tells whether s is a tool's name: 1 to 64
+ * letters, digits, '_' or '-' (what OpenAI and Anthropic accept). */
+bool config_is_tool_name(const char *s);
+
+/* config_find_tool returns the shared tool named name, or NULL.
+ * Borrowed. */
+const struct config_tool *config_find_tool(const struct config_tools *tools,
+                                           const char *name);
 
 /* config_free releases cfg; NULL is a no-op. */
 void config_free(struct config *cfg);

@@ -50,4 +50,15 @@ STEPQ_MUST_CHECK int config__parse_budgets(const cJSON *v, struct config *c,
 /* config__budgets_free frees c's budgets (config_budget.c). */
 void config__budgets_free(struct config *c);
 
+/* config__parse_tools validates "tools" (v, an array of objects with a
+ * unique "name") into *out, copying each definition. Returns 0, or -EINVAL
+ * with "PATH: problem" in err; what was parsed is out's to free either way
+ * (config_tools.c). */
+STEPQ_MUST_CHECK int config__parse_tools(const cJSON *v,
+                                         struct config_tools *out, char *err,
+                                         size_t len);
+
+/* config__tools_free frees what tools owns and zeroes it (config_tools.c). */
+void config__tools_free(struct config_tools *tools);
+
 #endif

@@ -229,6 +229,7 @@ jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
         vopts.tiers = names;
         vopts.ntiers = o->cfg->ntiers;
     }
+    vopts.tools = &o->cfg->tools;
     st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, spec_store_batch, &k);
     rc = spec_stream_feed(st, body, len, err, sizeof(err));
     if (rc == 0)

@@ -347,6 +347,16 @@ worker__attempt(struct run *r)
         worker__fail_job(r, err);
         return;
     }
+    /* Enqueue accepts "tools" (spec/tools.c); the loop that runs them is
+     * issue 41's. Until it lands such a step fails before it sends. */
+    if (s->tools != NULL) {
+        snprintf(err, sizeof(err),
+                 "step %s: tools_not_supported_yet: this worker does not "
+                 "run tool loops yet; nothing sent",
+                 s->name);
+        worker__fail_job(r, err);
+        return;
+    }
     if (s->kind == SPEC_STEP_CHAT) {
         if ((rc = chat_request(r, now, &est, &req, err, sizeof(err))) > 0)
             return;
