@@ -100,6 +100,7 @@ struct q__ops {
                          int *attempt);
     int (*attempt_finish)(q_db *db, int64_t id,
                           const struct q_attempt_result *r);
+    int (*job_cost)(q_db *db, int64_t job_id, int64_t *nusd);
     int (*attempts_list)(q_db *db, int64_t job_id, int step,
                          struct q_attempt **out, size_t *n);
     int (*tier_load)(q_db *db, const char *tier, struct q_tier_state *out);

@@ -389,6 +389,10 @@ struct q_attempt {
  * in order. Caller owns *out; free with q_attempts_free(). */
 STEPQ_MUST_CHECK int q_attempts_list(q_db *db, int64_t job_id, int step,
                                      struct q_attempt **out, size_t *n);
+/* q_job_cost sums the cost of every priced attempt of job job_id into
+ * *nusd (0 when none has a cost): what the job's max_cost_usd holds,
+ * without loading its ledger. */
+STEPQ_MUST_CHECK int q_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
 /* q_attempts_free frees n attempts and the array. */
 void q_attempts_free(struct q_attempt *a, size_t n);
 

@@ -386,6 +386,7 @@ int q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                         int *attempt);
 int q__pg_attempt_finish(q_db *db, int64_t id,
                          const struct q_attempt_result *r);
+int q__pg_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
 int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
                         struct q_attempt **out, size_t *n);
 int q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out);

@@ -26,6 +26,7 @@ const struct q__ops q__pg_ops = {
     .attempt_begin = q__pg_attempt_begin,
     .attempt_finish = q__pg_attempt_finish,
     .attempts_list = q__pg_attempts_list,
+    .job_cost = q__pg_job_cost,
     .tier_load = q__pg_tier_load,
     .tier_store = q__pg_tier_store,
     .tier_event_add = q__pg_tier_event_add,

@@ -48,6 +48,7 @@ enum q__stmt_id {
     ST_ATTEMPT_GET,
     ST_STEP_CORRECT,
     ST_ATTEMPTS_JOB,
+    ST_JOB_COST,
     ST_ATTEMPTS_STEP,
     ST_TIER_GET,
     ST_TIER_PUT,
@@ -206,6 +207,7 @@ int q__sqlite_attempt_begin(q_db *db, const struct q_attempt_start *a,
                             int64_t *id, int *attempt);
 int q__sqlite_attempt_finish(q_db *db, int64_t id,
                              const struct q_attempt_result *r);
+int q__sqlite_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
 int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
                             struct q_attempt **out, size_t *n);
 int q__sqlite_tier_load(q_db *db, const char *tier, struct q_tier_state *out);

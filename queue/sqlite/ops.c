@@ -29,6 +29,7 @@ const struct q__ops q__sqlite_ops = {
     .attempt_begin = q__sqlite_attempt_begin,
     .attempt_finish = q__sqlite_attempt_finish,
     .attempts_list = q__sqlite_attempts_list,
+    .job_cost = q__sqlite_job_cost,
     .tier_load = q__sqlite_tier_load,
     .tier_store = q__sqlite_tier_store,
     .tier_event_add = q__sqlite_tier_event_add,

@@ -122,6 +122,8 @@ static const char *const sql_text[ST_COUNT] = {
                        " FROM attempts WHERE id = ?1",
     [ST_STEP_CORRECT] = "UPDATE steps SET tokens = max(0, tokens + ?3)"
                         " WHERE job_id = ?1 AND idx = ?2",
+    [ST_JOB_COST] = "SELECT coalesce(sum(cost_nusd), 0) FROM attempts"
+                    " WHERE job_id = ?1",
     [ST_ATTEMPTS_JOB] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
