@@ -131,6 +131,29 @@ park_cancel_job_audited(q_db *db, int64_t job_id, const char *by_name,
 }
 
 int
+park_retry_job_audited(q_db *db, int64_t job_id, const struct park_retry *r,
+                       struct park_retried *out, char *err, size_t len,
+                       const struct park_audit *by)
+{
+    struct park_audit a = *by;
+    cJSON *detail = cJSON_CreateObject();
+    int rc;
+
+    cJSON_AddStringToObject(detail, "by", r->by);
+    if (r->from != NULL)
+        cJSON_AddStringToObject(detail, "from", r->from);
+    if (r->force_side_effects)
+        cJSON_AddBoolToObject(detail, "force_side_effects", true);
+    a.action = "job.retry";
+    a.job_id = job_id;
+    a.detail = detail;
+    if ((rc = q_tx_begin(db)) == 0)
+        rc = park_audited(db, park_retry_job(db, job_id, r, out, err, len), &a);
+    cJSON_Delete(detail);
+    return rc;
+}
+
+int
 park_audit_enqueued(q_db *db, const struct q_enqueue_result *res, size_t n,
                     const struct park_audit *by)
 {

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "park/internal.h"
+#include "tier/tier.h"
 
 static const char *const how_names[] = {"retry", "skip", "done", "fail"};
 
@@ -63,6 +65,12 @@ park_decision_check(const struct park_decision *d, bool bulk,
         return refuse(err, len,
                       bulk ? "a tier to retry on is per item"
                            : "tier goes with retry");
+    if (d->not_before != 0 && d->how != PARK_RETRY)
+        return refuse(err, len, "not_before goes with retry");
+    if (d->lift_wall && d->how != PARK_RETRY)
+        return refuse(err, len, "lift_wall goes with retry");
+    if (d->not_before < 0)
+        return refuse(err, len, "not_before must be a time from 1970 on");
     if (d->tier != NULL && cfg != NULL &&
         config_find_tier(cfg, d->tier) == NULL) {
         snprintf(err, len, "no tier named %s in the config", d->tier);
@@ -74,11 +82,8 @@ park_decision_check(const struct park_decision *d, bool bulk,
     return 0;
 }
 
-/* read_spec parses the stored job job_id's text (validated at enqueue)
- * into *out (NULL when it has none; caller cJSON_Deletes it). Returns 0
- * or the error of reading the job. */
-static int
-read_spec(q_db *db, int64_t job_id, cJSON **out)
+int
+park__read_spec(q_db *db, int64_t job_id, cJSON **out)
 {
     struct q_job job;
     int rc = q_job_get(db, job_id, &job);
@@ -90,11 +95,8 @@ read_spec(q_db *db, int64_t job_id, cJSON **out)
     return 0;
 }
 
-/* fresh_deadline is when a job an operator lets go on at now must be done
- * by: its deadline_s (spec's, else the default) from now, since the job is
- * due again now. */
-static int64_t
-fresh_deadline(const cJSON *spec, int64_t now)
+int64_t
+park__fresh_deadline(const cJSON *spec, int64_t now)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "deadline_s");
     int64_t span = Q_DEADLINE_S_DEFAULT;
@@ -116,6 +118,22 @@ is_http_step(const cJSON *spec, int step)
     return cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
 }
 
+/* Lifts the wall of the host http step step of spec sends to. */
+static int
+lift_host_wall(q_db *db, const cJSON *spec, int step)
+{
+    const cJSON *s = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(spec, "steps"), step);
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "http"), "url");
+    char key[300];
+
+    if (!cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return 0; /* no host to lift */
+    return tier_host_wall_lift(db, key);
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -124,7 +142,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
 {
     struct q_step_reset reset = {.state = Q_STEP_PENDING};
     char error[512];
-    int64_t deadline;
+    int64_t deadline, run_at = d->now;
     cJSON *spec = NULL;
     bool http, last;
     int rc;
@@ -140,10 +158,17 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
     }
-    if ((rc = read_spec(db, it->job_id, &spec)) != 0)
+    if ((rc = park__read_spec(db, it->job_id, &spec)) != 0)
         return rc;
-    deadline = fresh_deadline(spec, d->now);
+    if (d->how == PARK_RETRY && d->not_before > d->now)
+        run_at = d->not_before;
+    deadline = park__fresh_deadline(spec, run_at);
     http = is_http_step(spec, it->step);
+    if (d->how == PARK_RETRY && d->lift_wall && http &&
+        (rc = lift_host_wall(db, spec, it->step)) != 0) {
+        cJSON_Delete(spec);
+        return rc;
+    }
     last = it->step + 1 ==
            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "steps"));
     cJSON_Delete(spec);
@@ -157,7 +182,7 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
         rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
     else
-        rc = q_job_requeue_parked(db, it->job_id, d->now, deadline);
+        rc = q_job_requeue_parked(db, it->job_id, d->now, run_at, deadline);
     if (rc != 0)
         return rc;
     if (d->how == PARK_SKIP) {
@@ -204,10 +229,8 @@ resolve_one(q_db *db, int64_t id, const struct park_decision *d)
     return rc;
 }
 
-/* Ends the transaction q_tx_begin opened: commits when rc is 0, rolls
- * back otherwise. Returns rc or the commit's error. */
-static int
-finish(q_db *db, int rc)
+int
+park__tx_end(q_db *db, int rc)
 {
     if (rc != 0) {
         q_tx_rollback(db);
@@ -223,7 +246,7 @@ park_resolve(q_db *db, int64_t id, const struct park_decision *d)
 
     if (rc != 0)
         return rc;
-    return finish(db, resolve_one(db, id, d));
+    return park__tx_end(db, resolve_one(db, id, d));
 }
 
 int
@@ -252,7 +275,7 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
     for (size_t i = 0; rc == 0 && i < count; i++)
         rc = q_park_close(db, items[i].id, &close);
     q_park_items_free(items, count);
-    return finish(db, rc);
+    return park__tx_end(db, rc);
 }
 
 int
@@ -279,7 +302,7 @@ park_resolve_matching(q_db *db, const struct q_park_filter *f,
             done++;
     }
     q_park_items_free(items, count);
-    rc = finish(db, rc);
+    rc = park__tx_end(db, rc);
     if (rc == 0)
         *n = done;
     return rc;

@@ -102,6 +102,12 @@ static const struct q__column budget_cols[] = {
     {"reserved_nusd", I}, {"updated_at", I},
 };
 
+static const struct q__column retry_cols[] = {
+    {"id", I},          {"job_id", I},     {"from_step", I},
+    {"retried_by", T},  {"retried_at", I}, {"prior_state", I},
+    {"prior_error", T},
+};
+
 static const struct q__column operator_cols[] = {
     {"name", T},       {"role", T},       {"token_sha256", T},
     {"created_at", I}, {"rotated_at", I},
@@ -131,6 +137,7 @@ static const struct q__table tables[] = {
     TABLE("schedules", "name", sched_cols, false),
     TABLE("tier_events", "id", event_cols, true),
     TABLE("budgets", "name, win", budget_cols, false),
+    TABLE("job_retries", "id", retry_cols, true),
     TABLE("operators", "name", operator_cols, false),
     TABLE("audit", "id", audit_cols, true),
 };
@@ -330,8 +337,9 @@ out_from:
                                          .schedules = n[5],
                                          .tier_events = n[6],
                                          .budgets = n[7],
-                                         .operators = n[8],
-                                         .audit = n[9]};
+                                         .retries = n[8],
+                                         .operators = n[9],
+                                         .audit = n[10]};
     }
     return rc;
 }

@@ -186,6 +186,12 @@ q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
 }
 
 int
+q_job_cost(q_db *db, int64_t job_id, int64_t *nusd)
+{
+    return db->ops->job_cost(db, job_id, nusd);
+}
+
+int
 q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
                 size_t *n)
 {
@@ -238,9 +244,10 @@ q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
 }
 
 int
-q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t deadline_at)
+q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
+                     int64_t deadline_at)
 {
-    return db->ops->job_requeue_parked(db, job_id, now, deadline_at);
+    return db->ops->job_requeue_parked(db, job_id, now, run_at, deadline_at);
 }
 
 int
@@ -256,6 +263,18 @@ int
 q_step_reset(q_db *db, int64_t job_id, int index, const struct q_step_reset *r)
 {
     return db->ops->step_reset(db, job_id, index, r);
+}
+
+int
+q_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id)
+{
+    return db->ops->job_retry(db, r, id);
+}
+
+int
+q_retries_list(q_db *db, int64_t job_id, struct q_retry **out, size_t *n)
+{
+    return db->ops->retries_list(db, job_id, out, n);
 }
 
 int
@@ -343,6 +362,15 @@ q_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
                 size_t *n)
 {
     return db->ops->report_failed(db, since, limit, out, n);
+}
+
+int
+q_report_keyed(q_db *db, const char *prefix, int64_t since, size_t limit,
+               struct q_job **out, size_t *n)
+{
+    if (prefix == NULL || prefix[0] == '\0')
+        return -EINVAL;
+    return db->ops->report_keyed(db, prefix, since, limit, out, n);
 }
 
 int

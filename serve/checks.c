@@ -175,8 +175,9 @@ serve_role_allows(const struct serve_caller *who, enum serve_route_id r,
 {
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return true;
-    /* The writes a resolver makes; `jobs retry`'s route belongs here. */
-    if (r == R_PARK_RESOLVE || r == R_PARK_RESOLVE_ALL || r == R_JOB_CANCEL)
+    /* The writes a resolver makes. */
+    if (r == R_PARK_RESOLVE || r == R_PARK_RESOLVE_ALL || r == R_JOB_CANCEL ||
+        r == R_JOB_RETRY)
         return who->op.role >= PARK_ROLE_RESOLVER;
     return who->op.role >= PARK_ROLE_ADMIN;
 }

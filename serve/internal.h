@@ -60,6 +60,7 @@ enum serve_route_id {
     R_PARK_RESOLVE,
     R_METRICS,
     R_REPORT,
+    R_JOB_RETRY,
     R_ME,
     R_AUDIT
 };
@@ -105,13 +106,12 @@ bool serve_role_allows(const struct serve_caller *who, enum serve_route_id r,
 void serve_audit_by(const struct serve_caller *who, int64_t now,
                     struct park_audit *a);
 
-/* serve_by_refused checks the "by" of decision d against who: a named
- * operator's d->by must be its own name (d->by was set to it before the
- * body was read, so a body without one takes it). Returns false, or
- * true after queueing a 403 on c. */
-bool serve_by_refused(const struct serve_caller *who,
-                      const struct park_decision *d, struct MHD_Connection *c,
-                      enum MHD_Result *ret);
+/* serve_by_refused checks the "by" of a resolution or retry against who:
+ * a named operator's must be its own name (by was set to it before the
+ * body was read, so a body without one takes it). Returns false, or true
+ * after queueing a 403 on c (*ret). */
+bool serve_by_refused(const struct serve_caller *who, const char *by,
+                      struct MHD_Connection *c, enum MHD_Result *ret);
 
 /* serve_conflict_resolved answers 409 for park item id that a racing
  * resolution closed first, naming who resolved it and how. */

@@ -28,15 +28,15 @@ serve_audit_by(const struct serve_caller *who, int64_t now,
 }
 
 bool
-serve_by_refused(const struct serve_caller *who, const struct park_decision *d,
+serve_by_refused(const struct serve_caller *who, const char *by,
                  struct MHD_Connection *c, enum MHD_Result *ret)
 {
-    if (who->mode != SERVE_NAMED || strcmp(d->by, who->op.name) == 0)
+    if (who->mode != SERVE_NAMED || strcmp(by, who->op.name) == 0)
         return false;
     *ret = serve_reply_error(c, MHD_HTTP_FORBIDDEN, "by_mismatch",
                              "by is %s, but this token is operator %s's: "
                              "leave by out, or give your own name",
-                             d->by, who->op.name);
+                             by, who->op.name);
     return true;
 }
 

@@ -592,12 +592,16 @@ START_TEST(test_parked_job_goes_on_once)
 
     park_one(db, a, "hard_quota");
     park_one(db, b, "hard_quota");
-    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 5000), 0);
-    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 5000), -EALREADY);
-    /* due now, with the deadline given */
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 700, T0 + 5000),
+                     0);
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 9, T0 + 5000),
+                     -EALREADY);
+    /* due when asked (an operator's "not before"), with the deadline given,
+     * changed now */
     ck_assert_int_eq(q_job_get(db, a, &j), 0);
-    ck_assert_int_eq(j.run_at, T0 + 9);
+    ck_assert_int_eq(j.run_at, T0 + 700);
     ck_assert_int_eq(j.deadline_at, T0 + 5000);
+    ck_assert_int_eq(j.updated_at, T0 + 9);
     q_job_cleanup(&j);
     ck_assert_int_eq(q_step_reset(db, a, 0, &r), 0);
     ck_assert_int_eq(q_steps_get(db, a, &st, &n), 0);

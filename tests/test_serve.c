@@ -200,13 +200,26 @@ START_TEST(test_park_review_over_http)
                    "{\"resolution\":\"skip\",\"by\":\"ana\"}", &st);
     ck_assert_int_eq(st, 404);
     cJSON_Delete(o);
+    /* not_before and lift_wall go with a retry, a time as RFC 3339 */
+    o = serve_call(&s, "POST", "/v1/park/1/resolve",
+                   "{\"resolution\":\"skip\",\"by\":\"ana\","
+                   "\"lift_wall\":true}",
+                   &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
+    o = serve_call(&s, "POST", "/v1/park/1/resolve",
+                   "{\"resolution\":\"retry\",\"by\":\"ana\","
+                   "\"not_before\":\"6h\"}",
+                   &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
     st_json = e2e_status();
     ck_assert_int_eq(cJSON_GetObjectItem(st_json, "park_open")->valueint, 1);
     cJSON_Delete(st_json);
 
     o = serve_call(&s, "POST", "/v1/park/1/resolve",
                    "{\"resolution\":\"retry\",\"by\":\"ana\",\"note\":\"wall "
-                   "over\"}",
+                   "over\",\"lift_wall\":true}",
                    &st);
     ck_assert_int_eq(st, 200);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "resolution")->valuestring,

@@ -156,7 +156,7 @@ START_TEST(test_openapi_matches_the_routes)
             checked++;
         }
     }
-    ck_assert_int_eq(checked, 15);
+    ck_assert_int_eq(checked, 16);
     cJSON_Delete(doc);
     free(text);
     free(path);

@@ -159,6 +159,25 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
         worker__wake_waiting(r->w, now);
 }
 
+/* An http step's host that answered a wall (not one of its config: a
+ * job's own key is its own) is walled for every later send there. */
+static void
+settle_host(struct run *r, const struct policy_class *c, int64_t now)
+{
+    const cJSON *url =
+        cJSON_GetObjectItemCaseSensitive(cur_spec(r)->http, "url");
+    char key[300];
+
+    if (c->outcome != POLICY_HARD_QUOTA ||
+        policy_reason_is_config_wall(c->reason) || !cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return;
+    if (tier_host_wall_set(r->w->db, key, tier_host_wall_until(c, now),
+                           c->reason) != 0)
+        log_warn("job %lld: cannot record the wall of %s", (long long)r->job.id,
+                 key + strlen(TIER_HOST_PREFIX));
+}
+
 /* ---- deciding and acting --------------------------------------------- */
 
 /* The step's context for decide, at now. wrote: the endpoint may have
@@ -407,6 +426,10 @@ record(struct run *r, const struct http_response *res, const struct reading *rd,
         worker__cost_answer(
             cur_tier(r), res, rd->chat ? &rd->ans.usage : &no_usage,
             (int64_t)r->body_len, r->input_tokens, r->send_est, ar);
+    else
+        worker__cost_http(worker__http_price_tier(r), res, ar);
+    if (r->from_batch)
+        worker__batch_priced(r, rd->chat ? &rd->ans.usage : &no_usage, ar);
     worker__budget_settle(r, ar->priced ? ar->cost_nusd : -1, now);
     if (q_attempt_finish(r->w->db, r->attempt_id, ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
@@ -450,7 +473,9 @@ worker__answer(struct run *r)
     char *masked = NULL; /* owned: the output with its secrets masked */
     int ti = r->cur_tier;
 
-    note_latency(r, res);
+    /* A batch's hours are not the tier's latency (rest_ms, choose.c). */
+    if (!r->from_batch)
+        note_latency(r, res);
     read_answer(r, res, now, &rd);
     policy_classify(&rd.in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
     if (s->kind == SPEC_STEP_CHAT)
@@ -458,6 +483,8 @@ worker__answer(struct run *r)
     dc = c;
     settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &rd.in, now,
                 &dc);
+    if (s->kind == SPEC_STEP_HTTP)
+        settle_host(r, &c, now);
     worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)

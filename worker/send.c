@@ -41,13 +41,18 @@ worker__chat_body(const struct run *r)
 int64_t
 worker__estimate_tokens(const cJSON *req, int64_t *input)
 {
+    static const char *const caps[] = {"max_tokens", "max_completion_tokens"};
     char *text = json_print(req);
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
     int64_t in = (int64_t)strlen(text) / 4, out = 0;
 
     free(text);
-    if (cJSON_IsNumber(mt) && mt->valuedouble > 0)
-        out = (int64_t)mt->valuedouble;
+    /* OpenAI's reasoning models take max_completion_tokens instead: the
+     * larger cap is what the answer may cost. */
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(caps); i++) {
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, caps[i]);
+        if (cJSON_IsNumber(mt) && mt->valuedouble > out)
+            out = (int64_t)mt->valuedouble;
+    }
     *input = in;
     return in + out;
 }
@@ -90,8 +95,8 @@ keep_chat_body(struct run *r, cJSON *body, int64_t est)
  * usage when it ends, so it holds across workers and crashes (an attempt
  * in doubt keeps its estimate). True, with the job's error in err, when
  * sending est more tokens would pass the cap or the spend cannot be read. */
-static bool
-over_max_total(struct run *r, int64_t est, char *err, size_t len)
+bool
+worker__over_max_total(struct run *r, int64_t est, char *err, size_t len)
 {
     const struct spec_step *s = cur_spec(r);
     struct q_step *steps = NULL;
@@ -180,7 +185,7 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     const struct config_tier *t;
     int ti, rc;
 
-    if (over_max_total(r, *est, err, len)) {
+    if (worker__over_max_total(r, *est, err, len)) {
         cJSON_Delete(body);
         worker__fail_job(r, err);
         return 1;
@@ -188,6 +193,12 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     if ((ti = worker__choose_tier(r, *est, now, &retry_at, why, sizeof(why))) <
         0) {
         no_tier(r, body, *est, retry_at, why, sizeof(why), now);
+        return 1;
+    }
+    if (r->w->cfg->tiers[ti].batch_mode) {
+        /* Built again when its batch is recorded (batch_submit.c). */
+        cJSON_Delete(body);
+        worker__batch_gather(r, ti, now);
         return 1;
     }
     r->cur_tier = ti;
@@ -206,6 +217,56 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
         snprintf(err, len, "idempotency_key: not a header value");
     }
     return rc;
+}
+
+/* Whether the host of http step s answered a wall that still holds (any
+ * worker's send found it): then req, built, is not sent. A post with side
+ * effects parks with what it would have sent, to be retried after the
+ * wall (the error says when); any other http step waits for the wall's
+ * end when its deadline allows, else fails. Returns true when it did one
+ * of those. */
+static bool
+host_walled(struct run *r, const struct spec_step *s, struct http_request *req,
+            int64_t now)
+{
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(s->http, "url");
+    char key[300], reason[32], at[40], err[600];
+    int64_t until = 0;
+
+    if (!cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return false;
+    if (tier_host_wall(r->w->db, key, now, &until, reason) != 0) {
+        log_warn("job %lld: cannot read the state of %s; sending",
+                 (long long)r->job.id, key + strlen(TIER_HOST_PREFIX));
+        return false;
+    }
+    if (until == 0)
+        return false;
+    clock_format_utc(until, at, sizeof(at));
+    snprintf(err, sizeof(err),
+             "not sent: %s answered a wall (%s) that holds until %s; "
+             "retry after then (park resolve --retry --not-before %s)",
+             key + strlen(TIER_HOST_PREFIX), reason, at, at);
+    if (s->side_effects) {
+        worker__sha256_hex(req->body ? req->body : "", req->body_len, r->sha);
+        free(r->body);
+        r->body = xstrndup(req->body ? req->body : "", req->body_len);
+        r->body_len = req->body_len;
+        http_request_cleanup(req);
+        worker__park(r, "hard_quota", err);
+    } else if (until < r->job.deadline_at) {
+        http_request_cleanup(req);
+        worker__wait_then_attempt(r, until - now);
+    } else {
+        http_request_cleanup(req);
+        snprintf(err, sizeof(err),
+                 "step %s: %s answered a wall (%s) that holds until %s, "
+                 "past the job's deadline; nothing sent",
+                 s->name, key + strlen(TIER_HOST_PREFIX), reason, at);
+        worker__fail_job(r, err);
+    }
+    return true;
 }
 
 /* Records the attempt of req (est tokens charged) before it is sent, and
@@ -286,6 +347,16 @@ worker__attempt(struct run *r)
         worker__fail_job(r, err);
         return;
     }
+    /* Enqueue accepts "tools" (spec/tools.c); the loop that runs them is
+     * issue 41's. Until it lands such a step fails before it sends. */
+    if (s->tools != NULL) {
+        snprintf(err, sizeof(err),
+                 "step %s: tools_not_supported_yet: this worker does not "
+                 "run tool loops yet; nothing sent",
+                 s->name);
+        worker__fail_job(r, err);
+        return;
+    }
     if (s->kind == SPEC_STEP_CHAT) {
         if ((rc = chat_request(r, now, &est, &req, err, sizeof(err))) > 0)
             return;
@@ -300,6 +371,8 @@ worker__attempt(struct run *r)
         r->input_tokens = 0;
         cJSON_Delete(body);
     }
+    if (rc == 0 && s->kind == SPEC_STEP_HTTP && host_walled(r, s, &req, now))
+        return;
     if (rc != 0) {
         char msg[1200];
         if (r->send_id > 0)

@@ -150,7 +150,7 @@ q__sqlite_park_close(q_db *base, int64_t id, const struct q_park_close *c)
 
 int
 q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
-                             int64_t deadline_at)
+                             int64_t run_at, int64_t deadline_at)
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_REQUEUE);
@@ -160,6 +160,7 @@ q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
     sqlite3_bind_int64(s, 1, job_id);
     sqlite3_bind_int64(s, 2, now);
     sqlite3_bind_int64(s, 3, deadline_at);
+    sqlite3_bind_int64(s, 4, run_at);
     return update_one(db, s, "re-queueing a parked job");
 }
 
