@@ -3,10 +3,10 @@
  * CLI. Roles (a viewer cannot resolve, a resolver cannot enqueue), a
  * "by" that is not the token's operator refused, two operators resolving
  * one item at once (one wins, the other is told who), audit rows for
- * each kind of write (the API's and the CLI's), a rotated or removed
- * token refused at once, failed logins answered 429 per address while
- * the server goes on serving, and the shared token's mode. Runs on
- * SQLite and (test_serve_auth_pg) on PostgreSQL. */
+ * each kind of write (the API's and the CLI's, jobs retry too), a
+ * rotated or removed token refused at once, failed logins answered 429 per
+ * address while the server goes on serving, and the shared token's mode. Runs
+ * on SQLite and (test_serve_auth_pg) on PostgreSQL. */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
@@ -111,10 +111,13 @@ START_TEST(test_roles_and_by)
     expect(&s, viewer, "POST", "/v1/park/resolve", RESOLVE_SKIP, 403,
            "forbidden");
     expect(&s, viewer, "POST", "/v1/jobs/1/cancel", "", 403, "forbidden");
+    expect(&s, viewer, "POST", "/v1/jobs/1/retry", "{}", 403, "forbidden");
     /* a resolver enqueues nothing; a by that is not its name is refused */
     expect(&s, resolver, "POST", "/v1/jobs", JOB("r"), 403, "forbidden");
     expect(&s, resolver, "POST", "/v1/park/1/resolve",
            "{\"resolution\":\"skip\",\"by\":\"the-ceo\"}", 403, "by_mismatch");
+    expect(&s, resolver, "POST", "/v1/jobs/1/retry", "{\"by\":\"the-ceo\"}",
+           403, "by_mismatch");
     item_state(state, by, sizeof(state));
     ck_assert_str_eq(state, "open");
     ck_assert_int_eq(run_job_count(e2e_db), 1);
@@ -169,6 +172,9 @@ START_TEST(test_audit_rows_for_each_write)
     expect(&s, admin, "POST", "/v1/park/resolve", RESOLVE_SKIP, 200, NULL);
     ck_assert_int_eq(RUN_ARGS(&r, "jobs", "cancel", "1"), 0);
     run_result_free(&r);
+    expect(&s, admin, "POST", "/v1/jobs/1/retry", "{}", 200, NULL);
+    ck_assert_int_eq(RUN_ARGS(&r, "jobs", "retry", "2"), 0);
+    run_result_free(&r);
     ck_assert_int_eq(RUN_ARGS(&r, "operators", "rotate", "adam"), 0);
     run_result_free(&r);
     ck_assert_int_eq(RUN_ARGS(&r, "operators", "remove", "adam"), 0);
@@ -177,7 +183,7 @@ START_TEST(test_audit_rows_for_each_write)
     ck_assert_int_eq(RUN_ARGS(&r, "audit", "--json"), 0);
     cli = cJSON_Parse(r.out);
     run_result_free(&r);
-    ck_assert_int_eq(cJSON_GetArraySize(cli), 9);
+    ck_assert_int_eq(cJSON_GetArraySize(cli), 11);
     row(cli, 0, "enqueue", os_user, "cli", 1, 0);
     row(cli, 1, "operator.add", os_user, "cli", 0, 0);
     row(cli, 2, "park.resolve", "adam", "127.0.0.1", 1, 1);
@@ -185,8 +191,10 @@ START_TEST(test_audit_rows_for_each_write)
     row(cli, 4, "job.cancel", "adam", "127.0.0.1", 2, 0);
     row(cli, 5, "park.resolve_all", "adam", "127.0.0.1", 0, 0);
     row(cli, 6, "job.cancel", os_user, "cli", 1, 0);
-    row(cli, 7, "operator.rotate", os_user, "cli", 0, 0);
-    row(cli, 8, "operator.remove", os_user, "cli", 0, 0);
+    row(cli, 7, "job.retry", "adam", "127.0.0.1", 1, 0);
+    row(cli, 8, "job.retry", os_user, "cli", 2, 0);
+    row(cli, 9, "operator.rotate", os_user, "cli", 0, 0);
+    row(cli, 10, "operator.remove", os_user, "cli", 0, 0);
     ck_assert_str_eq(
         e2e_str(cJSON_GetObjectItem(cJSON_GetArrayItem(cli, 2), "detail"),
                 "resolution"),
@@ -203,7 +211,7 @@ START_TEST(test_audit_rows_for_each_write)
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, "audit")), 1);
     cJSON_Delete(o);
     o = serve_call(&s, "GET", "/v1/jobs/1", NULL, &st);
-    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, "audit")), 3);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(o, "audit")), 4);
     cJSON_Delete(o);
     expect(&s, TOKEN, "GET", "/v1/audit?since=yesterday", NULL, 400,
            "bad_request");
