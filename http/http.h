@@ -357,7 +357,9 @@ void http_usage_read(const cJSON *root, struct price_usage *out);
 
 /* http_chat_parse reads a chat completion body (len bytes, need not be
  * NUL-terminated, any content). Returns 0 when it is a JSON object with
- * choices[0].message an object, filling *out (caller frees it with
+ * choices[0].message an object, or a native answer (an Anthropic message,
+ * a Gemini candidate or blocked prompt: finish reasons as their OpenAI
+ * twins, text parts joined), filling *out (caller frees it with
  * http_chat_answer_cleanup; absent parts are NULL/false/-1); -EINVAL
  * otherwise, *out untouched. Usage counts are read even when the message
  * has no content. */

@@ -134,6 +134,62 @@ int http__fail(char *err, size_t len, int rc, const char *fmt, ...)
 STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
                                          const char **out, char *err,
                                          size_t errlen);
+/* ---- the native protocols (native.c, anthropic.c, gemini.c) -------- */
+
+/* A message of the job's OpenAI-shaped request, read once for mapping:
+ * role and text borrowed from the request, or owned (joined parts). */
+struct http__msg {
+    const char *role;
+    char *text; /* owned: the content string, or its text parts joined */
+    bool cache; /* the message's "cache": true (Anthropic prompt caching) */
+};
+
+/* http__native_msgs refuses what the request holds that api cannot
+ * carry: a member outside allowed (NULL-terminated), tool calls and tool
+ * messages (tool mapping plugs in at http/tools.c), content parts that are
+ * not text. Fills msgs (owned array, http__msgs_free) with every message.
+ * Returns 0, or -EINVAL with err naming the member ("request.tools: not
+ * mapped to the anthropic api"). */
+STEPQ_MUST_CHECK int http__native_msgs(const cJSON *request, const char *api,
+                                       struct http__msg **msgs, size_t *n,
+                                       char *err, size_t errlen);
+void http__msgs_free(struct http__msg *msgs, size_t n);
+/* http__native_max_tokens is the output cap to send: the request's
+ * max_completion_tokens or max_tokens, else the tier's max_tokens, else
+ * dflt (0: none). */
+int64_t http__native_max_tokens(const cJSON *request,
+                                const struct config_tier *t, int64_t dflt);
+/* http__native_stop returns the request's "stop" as a new array of
+ * strings (a string becomes one), or NULL when it has none. Caller owns. */
+cJSON *http__native_stop(const cJSON *request);
+/* http__native_copy copies member key of request (when there) into body
+ * as name. */
+void http__native_copy(const cJSON *request, const char *key, cJSON *body,
+                       const char *name);
+
+/* http__anthropic_body / http__gemini_body map the job's request (borrowed)
+ * to the protocol's body for tier t; *out is owned by the caller. Return
+ * 0 or -EINVAL with err naming what cannot be mapped. */
+STEPQ_MUST_CHECK int http__anthropic_body(const cJSON *request,
+                                          const struct config_tier *t,
+                                          cJSON **out, char *err,
+                                          size_t errlen);
+STEPQ_MUST_CHECK int http__gemini_body(const cJSON *request,
+                                       const struct config_tier *t, cJSON **out,
+                                       char *err, size_t errlen);
+/* http__gemini_model_ok: a model name that can stand in Gemini's URL
+ * path as is. */
+bool http__gemini_model_ok(const char *model);
+/* http__anthropic_read / http__gemini_read fill *a from an answer of that
+ * protocol (root borrowed), finish reasons as their OpenAI twins; -EINVAL
+ * when root is not of that shape (*a untouched). */
+int http__anthropic_read(const cJSON *root, struct http_chat_answer *a);
+int http__gemini_read(const cJSON *root, struct http_chat_answer *a);
+/* http__finish_twin returns the OpenAI finish reason of a native one
+ * (table: pairs of native, openai; NULL-terminated), or a copy of it as
+ * is. Caller frees. */
+char *http__finish_twin(const char *native, const char *const *table);
+
 /* http__set_body_json serializes item (borrowed) as r's body. */
 void http__set_body_json(struct http_request *r, const cJSON *item);
 

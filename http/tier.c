@@ -18,7 +18,31 @@
 #include "common/xalloc.h"
 #include "http/internal.h"
 
-#define CHAT_PATH "/chat/completions"
+#define CHAT_PATH         "/chat/completions"
+#define ANTHROPIC_PATH    "/messages"
+#define ANTHROPIC_VERSION "2023-06-01"
+
+/* The path of t's chat requests, after base_url's: by its api. */
+static void
+put_path(struct xbuf *url, const struct config_tier *t)
+{
+    switch (t->api) {
+    case CONFIG_API_ANTHROPIC:
+        xbuf_lit(url, ANTHROPIC_PATH);
+        return;
+    case CONFIG_API_GEMINI:
+        /* "models/NAME" and "NAME" name the same model. */
+        xbuf_lit(url, "/models/");
+        xbuf_put(url, t->model + (strncmp(t->model, "models/", 7) == 0 ? 7 : 0),
+                 strlen(t->model) -
+                     (strncmp(t->model, "models/", 7) == 0 ? 7 : 0));
+        xbuf_lit(url, ":generateContent");
+        return;
+    case CONFIG_API_OPENAI:
+        break;
+    }
+    xbuf_lit(url, CHAT_PATH);
+}
 
 /* what writes "tier NAME: FIELD" (just FIELD for an unnamed tier, as
  * http_chat_request builds one) into buf. */
@@ -127,7 +151,7 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     while (plen > 0 && base[plen - 1] == '/')
         plen--;
     xbuf_put(&url, base, plen);
-    xbuf_put(&url, CHAT_PATH, strlen(CHAT_PATH));
+    put_path(&url, t);
     has_query = q != NULL;
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
@@ -191,7 +215,10 @@ add_key(struct http_request *r, const struct config_tier *t, char *err,
             what(w, sizeof(w), t, "api_key_env", NULL), t->api_key_env);
     klen = strlen(key);
     value = xmalloc(klen + sizeof("Bearer "));
-    if (t->auth == CONFIG_AUTH_HEADER) {
+    /* Bearer for "bearer", and for the default auth of an OpenAI tier;
+     * the other apis' own headers take the key alone. */
+    if (t->auth == CONFIG_AUTH_HEADER ||
+        (t->auth == CONFIG_AUTH_DEFAULT && t->api != CONFIG_API_OPENAI)) {
         memcpy(value, key, klen + 1);
     } else {
         memcpy(value, "Bearer ", 7);
@@ -264,32 +291,13 @@ add_secrets(struct http_request *r, const struct config_tier *t)
     add_pair_secrets(r, t->query, t->nquery);
 }
 
-int
-http_tier_request(const cJSON *request, const struct config_tier *t,
-                  int64_t timeout_ms, struct http_request *out, char *err,
-                  size_t errlen)
+/* The OpenAI body: the request as the job wrote it, with the tier's
+ * model and without the native protocols' "cache" flags. */
+static cJSON *
+openai_body(const cJSON *request, const struct config_tier *t)
 {
-    struct http_request r;
-    cJSON *body, *m;
-    char *url = NULL, w[300];
-    int rc;
+    cJSON *body = cJSON_Duplicate(request, true), *m, *msg;
 
-    if (!cJSON_IsObject(request))
-        return http__fail(err, errlen, -EINVAL, "request: must be an object");
-    if (t->model == NULL || *t->model == '\0' ||
-        !httptext_is_field_value(t->model))
-        return http__fail(
-            err, errlen, -EINVAL, "%s",
-            what(w, sizeof(w), t, "model: must be a non-empty name", NULL));
-    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
-        return rc;
-    http_request_init(&r);
-    rc = http_request_set(&r, "POST", url);
-    free(url);
-    if (rc != 0)
-        goto fail;
-
-    body = cJSON_Duplicate(request, true);
     m = cJSON_CreateString(t->model);
     if (body == NULL || m == NULL) {
         fprintf(stderr, "stepq: out of memory\n");
@@ -300,12 +308,91 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
         cJSON_ReplaceItemInObjectCaseSensitive(body, "model", m);
     else
         cJSON_AddItemToObject(body, "model", m);
+    if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(body, "cache")))
+        cJSON_DeleteItemFromObjectCaseSensitive(body, "cache");
+    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))
+    {
+        if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(msg, "cache")))
+            cJSON_DeleteItemFromObjectCaseSensitive(msg, "cache");
+    }
+    return body;
+}
+
+/* tier_body builds the body of t's api from the job's request. */
+static int
+tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
+          char *err, size_t errlen)
+{
+    char w[300];
+    int rc;
+
+    switch (t->api) {
+    case CONFIG_API_ANTHROPIC:
+        rc = http__anthropic_body(request, t, out, err, errlen);
+        break;
+    case CONFIG_API_GEMINI:
+        rc = http__gemini_body(request, t, out, err, errlen);
+        break;
+    case CONFIG_API_OPENAI:
+    default:
+        *out = openai_body(request, t);
+        return 0;
+    }
+    if (rc != 0 && t->name != NULL && *t->name != '\0') {
+        /* Name the tier: the same job maps on another tier's api. */
+        snprintf(w, sizeof(w), "tier %s (api %s): %s", t->name,
+                 config_api_name(t->api), err);
+        snprintf(err, errlen, "%s", w);
+    }
+    return rc;
+}
+
+int
+http_tier_request(const cJSON *request, const struct config_tier *t,
+                  int64_t timeout_ms, struct http_request *out, char *err,
+                  size_t errlen)
+{
+    struct http_request r;
+    cJSON *body = NULL;
+    char *url = NULL, w[300];
+    int rc;
+
+    if (!cJSON_IsObject(request))
+        return http__fail(err, errlen, -EINVAL, "request: must be an object");
+    if (t->model == NULL || *t->model == '\0' ||
+        !httptext_is_field_value(t->model))
+        return http__fail(
+            err, errlen, -EINVAL, "%s",
+            what(w, sizeof(w), t, "model: must be a non-empty name", NULL));
+    if (t->api == CONFIG_API_GEMINI && !http__gemini_model_ok(t->model))
+        return http__fail(err, errlen, -EINVAL, "%s",
+                          what(w, sizeof(w), t,
+                               "model: the gemini api needs letters, digits, "
+                               "'-', '.', '_' or '/' (it goes in the URL)",
+                               NULL));
+    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    rc = http_request_set(&r, "POST", url);
+    free(url);
+    if (rc != 0)
+        goto fail;
+
+    if ((rc = tier_body(request, t, &body, err, errlen)) != 0) {
+        http_request_cleanup(&r);
+        return rc;
+    }
     http__set_body_json(&r, body);
     cJSON_Delete(body);
 
     if ((rc = http_request_add_header(&r, "Content-Type",
                                       "application/json")) != 0 ||
         (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
+        goto fail;
+    /* Before the tier's headers, which may name another version. */
+    if (t->api == CONFIG_API_ANTHROPIC &&
+        (rc = http_request_add_header(&r, "anthropic-version",
+                                      ANTHROPIC_VERSION)) != 0)
         goto fail;
     /* The key last: the config refuses a header of the same name. */
     if ((rc = add_headers(&r, t, err, errlen)) != 0 ||

@@ -161,8 +161,16 @@ struct mock_batch_conf {
     int64_t max_items;    /* items in one batch */
 };
 
+/* Which protocol a route speaks (its "api"). */
+enum mock_api {
+    MOCK_API_OPENAI = 0, /* chat completions, OpenAI's errors */
+    MOCK_API_ANTHROPIC,  /* the Messages API (anthropic.c) */
+    MOCK_API_GEMINI,     /* generateContent (gemini.c) */
+};
+
 struct mock_route {
     char *path;                /* owned; "" for the catch-all route */
+    enum mock_api api;         /* "api"; OpenAI when absent */
     char *model;               /* owned; NULL: "mock-model" */
     char *content;             /* owned; NULL: generated summary */
     char *finish_reason;       /* owned; NULL: "stop" */
@@ -295,6 +303,44 @@ char *mock__generic_body(struct mock_engine *e, const struct mock_request *rq,
 char *mock__limit_body(struct mock_engine *e, struct mock_route *r,
                        const struct mock_limit_result *res, const cJSON *req,
                        int64_t now);
+
+/* ---- the protocols (body.c dispatches; anthropic.c, gemini.c) ------ */
+
+/* mock__is_chat: whether rq is a chat request of route r's api. */
+bool mock__is_chat(const struct mock_route *r, const struct mock_request *rq);
+/* mock__api_request_ok checks a chat request of api as its provider does
+ * first; false with the provider's message in msg and, for OpenAI, its
+ * code in *code. */
+bool mock__api_request_ok(enum mock_api api, const cJSON *req, char *msg,
+                          size_t len, const char **code);
+/* mock__api_error is the error body of status in api's shape (message
+ * NULL: the provider's usual one for the status); type and code are
+ * OpenAI's (code may be NULL). Caller frees. */
+char *mock__api_error(enum mock_api api, int status, const char *message,
+                      const char *type, const char *code);
+/* mock__quota_body is the answer of a route whose allowance_tokens ran
+ * out (Anthropic: a 400 about the credit balance; Gemini: a per-day 429
+ * with a short retryDelay; OpenAI: insufficient_quota); mock__context_body
+ * that of a prompt above context_tokens. Caller frees. */
+char *mock__quota_body(enum mock_api api);
+char *mock__context_body(enum mock_api api, int64_t prompt, int64_t max);
+/* mock__anthropic_* and mock__gemini_*: a protocol's chat request test,
+ * first checks, error body and answer (callers free the bodies). A Gemini
+ * error with quota_id carries QuotaFailure, and RetryInfo when retry_ms is
+ * not negative. */
+bool mock__anthropic_is_chat(const struct mock_request *rq);
+bool mock__anthropic_request_ok(const cJSON *req, char *msg, size_t len);
+char *mock__anthropic_status_error(int status, const char *message);
+char *mock__anthropic_chat(struct mock_engine *e, const char *model,
+                           const char *content, const char *finish,
+                           int64_t prompt, int64_t completion);
+bool mock__gemini_is_chat(const struct mock_request *rq);
+bool mock__gemini_request_ok(const cJSON *req, char *msg, size_t len);
+char *mock__gemini_error(int status, const char *message, const char *quota_id,
+                         int64_t retry_ms);
+char *mock__gemini_chat(struct mock_engine *e, const char *model,
+                        const char *content, const char *finish, int64_t prompt,
+                        int64_t completion);
 
 /* ---- batches (batch.c, batch_files.c, batch_openai.c, batch_anthropic.c) */
 

@@ -18,7 +18,8 @@
     "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
         "context_tokens", "storm", "answers", "loop", "limit",                 \
-        "require_headers", "require_query", "exact", "unauthorized", "batch"
+        "require_headers", "require_query", "exact", "unauthorized", "batch",  \
+        "api"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
@@ -296,6 +297,31 @@ parse_unauthorized(const cJSON *obj, const char *path, struct mock_route *r,
     return 0;
 }
 
+/* "api": "openai" (the default), "anthropic" or "gemini". */
+static int
+parse_api(const cJSON *obj, const char *path, struct mock_route *r, char *err,
+          size_t len)
+{
+    static const char *const names[] = {[MOCK_API_OPENAI] = "openai",
+                                        [MOCK_API_ANTHROPIC] = "anthropic",
+                                        [MOCK_API_GEMINI] = "gemini"};
+    const char *api = NULL;
+    char p[512];
+    int rc;
+
+    if ((rc = json_get_string(obj, "api", false, path, &api, err, len)) != 0 ||
+        api == NULL)
+        return rc;
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
+        if (strcmp(api, names[i]) == 0) {
+            r->api = (enum mock_api)i;
+            return 0;
+        }
+    }
+    return json_fail(err, len, json_path_key(p, sizeof(p), path, "api"),
+                     "must be openai, anthropic or gemini");
+}
+
 static int
 parse_route(const cJSON *obj, const char *path, const char *const *keys,
             struct mock_route *r, char *err, size_t len)
@@ -354,6 +380,8 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
                           &r->req_query, &r->nreq_query, err, len)) != 0 ||
         (rc = parse_unauthorized(obj, path, r, err, len)) != 0 ||
         (rc = mock__batch_conf_parse(obj, path, &r->batch, err, len)) != 0)
+        return rc;
+    if ((rc = parse_api(obj, path, r, err, len)) != 0)
         return rc;
     if (r->exact && keys != route_keys)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "exact"),
