@@ -311,6 +311,21 @@ sequence(struct mock_engine *e, struct mock_route *r,
     return replayed;
 }
 
+/* A chat answer asked for as a stream: its events (stream.c). A body
+ * that is not JSON (already events, say) is sent as scripted. */
+static void
+stream(const struct mock_route *r, struct mock_reply *out, struct build *b)
+{
+    char *sse = mock__sse(r->api, b->body, out->request_json);
+
+    if (sse == NULL)
+        return;
+    free(b->body);
+    b->body = sse;
+    b->ctype = "text/event-stream";
+    out->kind = "chat_stream";
+}
+
 /* What the engine's statistics count of a reply, and the route's token
  * allowance the answer used. */
 static void
@@ -321,7 +336,7 @@ count_reply(struct mock_engine *e, struct mock_route *r,
         out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
         out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
         out->fault == MOCK_FAULT_HUGE_HEADERS ||
-        out->fault == MOCK_FAULT_BAD_STATUS)
+        out->fault == MOCK_FAULT_BAD_STATUS || out->fault == MOCK_FAULT_STALL)
         e->stats->faults++;
     if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
         out->fault != MOCK_FAULT_BAD_STATUS && status >= 200 && status <= 299) {
@@ -415,6 +430,9 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         out->kind = "context";
     } else {
         replayed = sequence(e, r, rq, prompt, out, &b, &tokens);
+        if (chat && b.status >= 200 && b.status <= 299 &&
+            mock__wants_stream(r, rq, out->request_json))
+            stream(r, out, &b);
     }
     count_reply(e, r, out, b.status, tokens);
     if (r->limit.shape != MOCK_SHAPE_NONE && strcmp(out->kind, "storm") != 0)

@@ -20,7 +20,8 @@ mock__gemini_is_chat(const struct mock_request *rq)
     const char *colon = strrchr(rq->path, ':');
 
     return strcmp(rq->method, "POST") == 0 && colon != NULL &&
-           strcmp(colon, ":generateContent") == 0 &&
+           (strcmp(colon, ":generateContent") == 0 ||
+            strcmp(colon, ":streamGenerateContent") == 0) &&
            strstr(rq->path, "/models/") != NULL;
 }
 

@@ -33,6 +33,8 @@ enum mock_fault {
     MOCK_FAULT_BAD_CHUNKED,  /* "Transfer-Encoding: chunked" with garbage */
     MOCK_FAULT_HUGE_HEADERS, /* a 1 MiB header before the others */
     MOCK_FAULT_BAD_STATUS,   /* a status line no client can read */
+    MOCK_FAULT_STALL,        /* the head and half the body, then nothing
+                                (the connection stays open) */
 };
 
 /* mock_fault_name returns "hang", ... or NULL for MOCK_FAULT_NONE. */
@@ -318,6 +320,15 @@ bool mock__api_request_ok(enum mock_api api, const cJSON *req, char *msg,
  * OpenAI's (code may be NULL). Caller frees. */
 char *mock__api_error(enum mock_api api, int status, const char *message,
                       const char *type, const char *code);
+/* mock__wants_stream: whether rq asks for a streamed answer (OpenAI and
+ * Anthropic: "stream": true in req; Gemini: :streamGenerateContent). */
+bool mock__wants_stream(const struct mock_route *r,
+                        const struct mock_request *rq, const cJSON *req);
+/* mock__sse turns the 2xx answer body of route r's api (JSON text, as the
+ * non-streamed answer) into the protocol's server-sent events, the text
+ * in deltas of a few characters; OpenAI's usage chunk only when req asks
+ * for it (stream_options.include_usage). Caller frees (stream.c). */
+char *mock__sse(enum mock_api api, const char *body, const cJSON *req);
 /* mock__quota_body is the answer of a route whose allowance_tokens ran
  * out (Anthropic: a 400 about the credit balance; Gemini: a per-day 429
  * with a short retryDelay; OpenAI: insufficient_quota); mock__context_body
@@ -567,6 +578,7 @@ struct conn {
     bool closing; /* uv_close called on tcp */
     bool done;    /* no more requests are read */
     bool eof;     /* the client finished sending */
+    bool stalled; /* a stall fault was sent: nothing more is */
     struct resp *head, *tail;
     size_t nqueued; /* replies in head..tail */
 

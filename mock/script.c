@@ -49,6 +49,7 @@ static const char *const fault_names[] = {
     [MOCK_FAULT_BAD_CHUNKED] = "bad_chunked",
     [MOCK_FAULT_BAD_STATUS] = "bad_status",
     [MOCK_FAULT_HUGE_HEADERS] = "huge_headers",
+    [MOCK_FAULT_STALL] = "stall",
 };
 
 const char *
