@@ -93,6 +93,11 @@ struct config_tier {
     enum config_api api;
     int64_t max_tokens; /* "max_tokens": sent when the request names none;
                            0: none (anthropic: CONFIG_ANTHROPIC_MAX_TOKENS) */
+    bool stream;        /* "stream": answers come as server-sent events */
+    double first_byte_timeout_s; /* no byte of the answer this long: a
+                                    stall (timeout); 0: timeout_s only */
+    double idle_timeout_s;       /* no byte this long once the answer has
+                                    begun: a stall; 0: timeout_s only */
 };
 
 #define CONFIG_SPILL_DEADLINE (-1)

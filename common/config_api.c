@@ -1,6 +1,6 @@
 /* config_api.c: a tier's protocol ("api") and the fields that go with it
- * ("max_tokens"), kept in one block of the tier (config.h) so that other
- * tier fields merge around them.
+ * ("max_tokens"; "stream" and its stall timeouts), kept in one block of the
+ * tier (config.h) so that other tier fields merge around them.
  */
 #include "common/internal.h"
 
@@ -48,7 +48,12 @@ config__parse_api(const cJSON *o, const char *path, struct config_tier *t,
 
     if ((rc = json_get_string(o, "api", false, path, &api, err, len)) != 0 ||
         (rc = json_get_int(o, "max_tokens", 1, 100000000, path, &t->max_tokens,
-                           err, len)) != 0)
+                           err, len)) != 0 ||
+        (rc = json_get_bool(o, "stream", path, &t->stream, err, len)) != 0 ||
+        (rc = json_get_number(o, "first_byte_timeout_s", 0.1, 86400, path,
+                              &t->first_byte_timeout_s, err, len)) != 0 ||
+        (rc = json_get_number(o, "idle_timeout_s", 0.1, 86400, path,
+                              &t->idle_timeout_s, err, len)) != 0)
         return rc;
     t->api = CONFIG_API_OPENAI;
     if (api == NULL)

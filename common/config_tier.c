@@ -425,6 +425,9 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                                        "client_key",
                                        "api",
                                        "max_tokens",
+                                       "stream",
+                                       "first_byte_timeout_s",
+                                       "idle_timeout_s",
                                        NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
     const char *window = NULL, *auth = NULL;

@@ -21,7 +21,8 @@ STEPQ_MUST_CHECK int config__parse_tier(const cJSON *o, const char *path,
  * absolute or dir is NULL or empty). Caller frees (config.c). */
 char *config__resolve_path(const char *dir, const char *rel);
 
-/* config__parse_api reads the tier o's "api" and "max_tokens" into t
+/* config__parse_api reads the tier o's "api", "max_tokens", "stream",
+ * "first_byte_timeout_s" and "idle_timeout_s" into t
  * (config_api.c). Returns 0, or -EINVAL with "PATH.api: problem" in err. */
 STEPQ_MUST_CHECK int config__parse_api(const cJSON *o, const char *path,
                                        struct config_tier *t, char *err,

@@ -72,9 +72,14 @@ struct http_call {
     size_t header_bytes;      /* bytes of kept response headers */
     int64_t content_length;   /* from the current head; -1 unknown */
     int64_t start_ms;
-    bool too_large;  /* the write callback refused the answer */
-    bool oom;        /* the body buffer could not grow */
-    bool delivering; /* its callback is running */
+    int64_t first_byte_ms; /* the request's stall watch (stream.c) */
+    int64_t idle_ms;
+    int64_t last_byte_ms; /* when the answer last grew; 0: not begun */
+    int64_t seen_bytes;   /* of the answer, at last_byte_ms */
+    bool stalled;         /* the stall watch ended it */
+    bool too_large;       /* the write callback refused the answer */
+    bool oom;             /* the body buffer could not grow */
+    bool delivering;      /* its callback is running */
     char errbuf[CURL_ERROR_SIZE];
     struct http_call *prev, *next; /* in c->calls */
 };
@@ -134,6 +139,10 @@ int http__fail(char *err, size_t len, int rc, const char *fmt, ...)
 STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
                                          const char **out, char *err,
                                          size_t errlen);
+/* http__watch_stall sets call's stall watch from req (its first-byte and
+ * idle timeouts), when req has one (stream.c). */
+void http__watch_stall(struct http_call *call, const struct http_request *req);
+
 /* ---- the native protocols (native.c, anthropic.c, gemini.c) -------- */
 
 /* A message of the job's OpenAI-shaped request, read once for mapping:

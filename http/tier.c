@@ -36,7 +36,10 @@ put_path(struct xbuf *url, const struct config_tier *t)
         xbuf_put(url, t->model + (strncmp(t->model, "models/", 7) == 0 ? 7 : 0),
                  strlen(t->model) -
                      (strncmp(t->model, "models/", 7) == 0 ? 7 : 0));
-        xbuf_lit(url, ":generateContent");
+        if (t->stream)
+            xbuf_lit(url, ":streamGenerateContent");
+        else
+            xbuf_lit(url, ":generateContent");
         return;
     case CONFIG_API_OPENAI:
         break;
@@ -156,6 +159,12 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
     free(shown.p);
+    /* Gemini streams server-sent events only when asked for them. */
+    if (t->api == CONFIG_API_GEMINI && t->stream) {
+        xbuf_put(&url, has_query ? "&" : "?", 1);
+        xbuf_lit(&url, "alt=sse");
+        has_query = true;
+    }
     for (size_t i = 0; i < t->nquery; i++) {
         const struct config_pair *p = &t->query[i];
         const char *v = p->value;
@@ -291,6 +300,22 @@ add_secrets(struct http_request *r, const struct config_tier *t)
     add_pair_secrets(r, t->query, t->nquery);
 }
 
+/* add_stream asks for the answer as events: "stream": true, and with
+ * usage (OpenAI sends it in a last chunk only when asked). */
+static void
+add_stream(cJSON *body, bool usage)
+{
+    cJSON *so;
+
+    cJSON_DeleteItemFromObjectCaseSensitive(body, "stream");
+    cJSON_AddTrueToObject(body, "stream");
+    if (!usage)
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(body, "stream_options");
+    so = cJSON_AddObjectToObject(body, "stream_options");
+    cJSON_AddTrueToObject(so, "include_usage");
+}
+
 /* The OpenAI body: the request as the job wrote it, with the tier's
  * model and without the native protocols' "cache" flags. */
 static cJSON *
@@ -310,6 +335,8 @@ openai_body(const cJSON *request, const struct config_tier *t)
         cJSON_AddItemToObject(body, "model", m);
     if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(body, "cache")))
         cJSON_DeleteItemFromObjectCaseSensitive(body, "cache");
+    if (t->stream)
+        add_stream(body, true);
     cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))
     {
         if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(msg, "cache")))
@@ -329,6 +356,8 @@ tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
     switch (t->api) {
     case CONFIG_API_ANTHROPIC:
         rc = http__anthropic_body(request, t, out, err, errlen);
+        if (rc == 0 && t->stream)
+            add_stream(*out, false);
         break;
     case CONFIG_API_GEMINI:
         rc = http__gemini_body(request, t, out, err, errlen);
@@ -387,7 +416,9 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
 
     if ((rc = http_request_add_header(&r, "Content-Type",
                                       "application/json")) != 0 ||
-        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
+        (rc = http_request_add_header(&r, "Accept",
+                                      t->stream ? "text/event-stream"
+                                                : "application/json")) != 0)
         goto fail;
     /* Before the tier's headers, which may name another version. */
     if (t->api == CONFIG_API_ANTHROPIC &&
@@ -404,6 +435,8 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
     http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
                          t->client_key);
     r.timeout_ms = timeout_ms;
+    r.first_byte_ms = (int64_t)(t->first_byte_timeout_s * 1000);
+    r.idle_ms = (int64_t)(t->idle_timeout_s * 1000);
     *out = r;
     return 0;
 fail:

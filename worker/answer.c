@@ -469,6 +469,8 @@ worker__answer(struct run *r)
     char *masked = NULL; /* owned: the output with its secrets masked */
     int ti = r->cur_tier;
 
+    if (s->kind == SPEC_STEP_CHAT)
+        worker__unstream(cur_tier(r), res);
     note_latency(r, res);
     read_answer(r, res, now, &rd);
     policy_classify(&rd.in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);

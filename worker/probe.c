@@ -27,8 +27,8 @@
 #include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
-#include "policy/policy.h"
 #include "http/http.h"
+#include "policy/policy.h"
 #include "worker/internal.h"
 
 #define PROBE_REQUEST                                                          \
@@ -290,6 +290,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         add_warnings(o, p->t);
         return o;
     }
+    worker__unstream(p->t, &p->res);
     hdrs = xcalloc(p->res.nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < p->res.nheaders; i++)
         hdrs[i] = (struct policy_header){p->res.headers[i].name,
