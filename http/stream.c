@@ -309,7 +309,11 @@ openai_answer(struct acc *a)
     cJSON_AddStringToObject(root, "object", "chat.completion");
     cJSON_AddNumberToObject(ch, "index", 0);
     cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddItemToObject(msg, "content", text_of(a));
+    /* A tool call alone has null content, as unstreamed. */
+    if (a->text.len == 0 && cJSON_GetArraySize(a->extra) > 0)
+        cJSON_AddNullToObject(msg, "content");
+    else
+        cJSON_AddItemToObject(msg, "content", text_of(a));
     if (cJSON_GetArraySize(a->extra) > 0) {
         cJSON_AddItemToObject(msg, "tool_calls", a->extra);
         a->extra = NULL;

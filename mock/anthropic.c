@@ -61,20 +61,10 @@ mock__anthropic_status_error(int status, const char *message)
     return mock__anthropic_error(mock__anthropic_type(status), message);
 }
 
-/* An OpenAI finish reason as its stop_reason; anything else as is. */
-static const char *
-stop_reason(const char *finish)
-{
-    static const char *const twins[] = {
-        "stop",     "end_turn",       "length",  "max_tokens", "tool_calls",
-        "tool_use", "content_filter", "refusal", NULL};
-
-    for (size_t i = 0; twins[i] != NULL; i += 2) {
-        if (strcmp(finish, twins[i]) == 0)
-            return twins[i + 1];
-    }
-    return finish;
-}
+/* OpenAI finish reasons and their twins in this protocol. */
+static const char *const stop_reasons[] = {
+    "stop",     "end_turn",       "length",  "max_tokens", "tool_calls",
+    "tool_use", "content_filter", "refusal", NULL};
 
 char *
 mock__anthropic_chat(struct mock_engine *e, const char *model,
@@ -94,7 +84,8 @@ mock__anthropic_chat(struct mock_engine *e, const char *model,
     cJSON_AddStringToObject(b, "type", "text");
     cJSON_AddStringToObject(b, "text", content);
     cJSON_AddItemToArray(blocks, b);
-    cJSON_AddStringToObject(root, "stop_reason", stop_reason(finish));
+    cJSON_AddStringToObject(root, "stop_reason",
+                            mock__finish_twin(finish, stop_reasons));
     cJSON_AddNullToObject(root, "stop_sequence");
     usage = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(usage, "input_tokens", (double)prompt);

@@ -155,3 +155,13 @@ mock__context_body(enum mock_api api, int64_t prompt, int64_t max)
     return mock__error_body(msg, "invalid_request_error",
                             "context_length_exceeded");
 }
+
+const char *
+mock__finish_twin(const char *finish, const char *const *twins)
+{
+    for (size_t i = 0; twins[i] != NULL; i += 2) {
+        if (strcmp(finish, twins[i]) == 0)
+            return twins[i + 1];
+    }
+    return finish;
+}

@@ -117,20 +117,10 @@ mock__gemini_error(int status, const char *message, const char *quota_id,
     return s;
 }
 
-/* An OpenAI finish reason as its finishReason; anything else as is. */
-static const char *
-finish_reason(const char *finish)
-{
-    static const char *const twins[] = {
-        "stop", "STOP",           "length", "MAX_TOKENS", "tool_calls",
-        "STOP", "content_filter", "SAFETY", NULL};
-
-    for (size_t i = 0; twins[i] != NULL; i += 2) {
-        if (strcmp(finish, twins[i]) == 0)
-            return twins[i + 1];
-    }
-    return finish;
-}
+/* OpenAI finish reasons and their twins in this protocol. */
+static const char *const finish_reasons[] = {
+    "stop", "STOP",           "length", "MAX_TOKENS", "tool_calls",
+    "STOP", "content_filter", "SAFETY", NULL};
 
 char *
 mock__gemini_chat(struct mock_engine *e, const char *model, const char *content,
@@ -146,7 +136,8 @@ mock__gemini_chat(struct mock_engine *e, const char *model, const char *content,
     cJSON_AddStringToObject(p, "text", content);
     cJSON_AddItemToArray(parts, p);
     cJSON_AddStringToObject(ct, "role", "model");
-    cJSON_AddStringToObject(c, "finishReason", finish_reason(finish));
+    cJSON_AddStringToObject(c, "finishReason",
+                            mock__finish_twin(finish, finish_reasons));
     cJSON_AddNumberToObject(c, "index", 0);
     cJSON_AddItemToArray(cands, c);
     um = cJSON_AddObjectToObject(root, "usageMetadata");

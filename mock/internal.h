@@ -329,6 +329,10 @@ bool mock__wants_stream(const struct mock_route *r,
  * in deltas of a few characters; OpenAI's usage chunk only when req asks
  * for it (stream_options.include_usage). Caller frees (stream.c). */
 char *mock__sse(enum mock_api api, const char *body, const cJSON *req);
+/* mock__finish_twin returns the twin of OpenAI finish reason finish in
+ * twins (pairs of OpenAI's and the protocol's, NULL-terminated), or finish
+ * itself. Borrowed. */
+const char *mock__finish_twin(const char *finish, const char *const *twins);
 /* mock__quota_body is the answer of a route whose allowance_tokens ran
  * out (Anthropic: a 400 about the credit balance; Gemini: a per-day 429
  * with a short retryDelay; OpenAI: insufficient_quota); mock__context_body
