@@ -26,16 +26,16 @@
 static void
 put_path(struct xbuf *url, const struct config_tier *t)
 {
+    /* "models/NAME" and "NAME" name the same Gemini model. */
+    size_t skip = strncmp(t->model, "models/", 7) == 0 ? 7 : 0;
+
     switch (t->api) {
     case CONFIG_API_ANTHROPIC:
         xbuf_lit(url, ANTHROPIC_PATH);
         return;
     case CONFIG_API_GEMINI:
-        /* "models/NAME" and "NAME" name the same model. */
         xbuf_lit(url, "/models/");
-        xbuf_put(url, t->model + (strncmp(t->model, "models/", 7) == 0 ? 7 : 0),
-                 strlen(t->model) -
-                     (strncmp(t->model, "models/", 7) == 0 ? 7 : 0));
+        xbuf_put(url, t->model + skip, strlen(t->model) - skip);
         if (t->stream)
             xbuf_lit(url, ":streamGenerateContent");
         else

@@ -26,13 +26,13 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "http/http.h"
 #include "park/park.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
-#include "tier/tier.h"
+#include "http/http.h"
 #include "worker/internal.h"
+#include "tier/tier.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
 
