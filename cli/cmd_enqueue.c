@@ -354,6 +354,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         vopts.tiers = tier_names;
         vopts.ntiers = cfg->ntiers;
     }
+    vopts.tools = &cfg->tools;
     st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
     if ((rc = read_input(file, st, &k)) != 0)
         goto out;

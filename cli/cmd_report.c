@@ -76,6 +76,9 @@ print_jobs_and_schedules(const cJSON *r)
         if (last != NULL)
             printf("; last slot %s: %s", cli_json_text(last, "slot"),
                    cli_json_text(last, "state"));
+        if (cJSON_GetArraySize(cJSON_GetObjectItem(s, "manual_runs")) > 0)
+            printf("; run by hand %d time(s)",
+                   cJSON_GetArraySize(cJSON_GetObjectItem(s, "manual_runs")));
         printf("\n");
     }
 }
@@ -156,6 +159,13 @@ print_failures_and_slowest(const cJSON *r)
         printf("  job %.0f %s: %s in %.1f s\n", num(j, "id"),
                cli_json_text(j, "name"), cli_json_text(j, "state"),
                num(j, "seconds"));
+    }
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "batches"))
+    {
+        printf("batch tier %s: %.0f items, $%.6f against $%.6f realtime: "
+               "saved $%.6f\n",
+               cli_json_text(j, "tier"), num(j, "items"), num(j, "cost_usd"),
+               num(j, "realtime_usd"), num(j, "saved_usd"));
     }
     printf("budgets:\n");
     cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "budgets"))

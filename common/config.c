@@ -278,11 +278,14 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "classify",
                                        "on_park",
                                        "on_park_timeout_s",
+                                       "on_done",
+                                       "on_fail",
                                        "schedules",
                                        "on_report",
                                        "budgets",
+                                       "tools",
                                        NULL};
-    const char *db = NULL, *on_park = NULL;
+    const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v, *it;
     char p[64];
     int rc, i;
@@ -291,6 +294,10 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         (rc = json_get_string(root, "db", false, "", &db, err, len)) ||
         (rc =
              json_get_string(root, "on_park", false, "", &on_park, err, len)) ||
+        (rc =
+             json_get_string(root, "on_done", false, "", &on_done, err, len)) ||
+        (rc =
+             json_get_string(root, "on_fail", false, "", &on_fail, err, len)) ||
         (rc = json_get_number(root, "on_park_timeout_s", 0.1, 3600, "",
                               &c->on_park_timeout_s, err, len)))
         return rc;
@@ -346,8 +353,13 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "budgets")) != NULL &&
         (rc = config__parse_budgets(v, c, err, len)))
         return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) != NULL &&
+        (rc = config__parse_tools(v, &c->tools, err, len)))
+        return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
+    c->on_done = xstrdup(on_done);
+    c->on_fail = xstrdup(on_fail);
     return 0;
 }
 
@@ -465,6 +477,7 @@ config_free(struct config *cfg)
     }
     free(cfg->schedules);
     config__budgets_free(cfg);
+    config__tools_free(&cfg->tools);
     if (cfg->on_report != NULL) {
         free(cfg->on_report->cron);
         free(cfg->on_report->tz);
@@ -488,5 +501,7 @@ config_free(struct config *cfg)
     free(cfg->path);
     free(cfg->db);
     free(cfg->on_park);
+    free(cfg->on_done);
+    free(cfg->on_fail);
     free(cfg);
 }

@@ -103,6 +103,11 @@ def main():
                 (body if isinstance(body, str) else json.dumps(body)).lower())
     for r in requests:
         put(out, "expand", json.dumps(r))
+    # tools: the provider-shaped answers of tests/data/toolcalls
+    for p in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "toolcalls",
+                                           "*.json"))):
+        if os.path.basename(p) != "cases.json":
+            put(out, "tools", load(p))
     # serve_body: the first byte's low bit is "bulk"
     for bulk, body in ((0, {"resolution": "retry", "by": "ana", "tier": "free",
                             "note": "wall over"}),
@@ -115,7 +120,8 @@ def main():
     # serve_route: "METHOD URL", one of each route and some near misses
     for line in ("GET /healthz", "GET /v1/status", "HEAD /v1/tiers",
                  "GET /v1/jobs", "POST /v1/jobs", "GET /v1/jobs/7",
-                 "POST /v1/jobs/7/cancel", "GET /v1/park",
+                 "POST /v1/jobs/7/cancel", "POST /v1/jobs/7/retry",
+                 "GET /v1/park",
                  "POST /v1/park/resolve", "GET /v1/park/3",
                  "POST /v1/park/3/resolve", "GET /metrics", "GET /",
                  "GET /ui/app.js", "POST /", "DELETE /v1/jobs/0",

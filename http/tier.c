@@ -1,6 +1,8 @@
 /* tier.c: the chat completion request of a tier (declared in
  * http/http.h): its URL with the tier's query parameters, its headers,
- * and its key in the header its auth names.
+ * its key in the header its auth names, and its body in the shape of its
+ * api (OpenAI's as the job wrote it; anthropic.c and gemini.c map it),
+ * asked for as a stream when the tier streams.
  *
  * Values "env:NAME" (headers, query) and the key are read from the
  * environment here, when the request is built, and go only into the
@@ -21,31 +23,6 @@
 #define CHAT_PATH         "/chat/completions"
 #define ANTHROPIC_PATH    "/messages"
 #define ANTHROPIC_VERSION "2023-06-01"
-
-/* The path of t's chat requests, after base_url's: by its api. */
-static void
-put_path(struct xbuf *url, const struct config_tier *t)
-{
-    /* "models/NAME" and "NAME" name the same Gemini model. */
-    size_t skip = strncmp(t->model, "models/", 7) == 0 ? 7 : 0;
-
-    switch (t->api) {
-    case CONFIG_API_ANTHROPIC:
-        xbuf_lit(url, ANTHROPIC_PATH);
-        return;
-    case CONFIG_API_GEMINI:
-        xbuf_lit(url, "/models/");
-        xbuf_put(url, t->model + skip, strlen(t->model) - skip);
-        if (t->stream)
-            xbuf_lit(url, ":streamGenerateContent");
-        else
-            xbuf_lit(url, ":generateContent");
-        return;
-    case CONFIG_API_OPENAI:
-        break;
-    }
-    xbuf_lit(url, CHAT_PATH);
-}
 
 /* what writes "tier NAME: FIELD" (just FIELD for an unnamed tier, as
  * http_chat_request builds one) into buf. */
@@ -128,9 +105,11 @@ put_masked(struct xbuf *url, const char *base, size_t n)
     free(m.hide);
 }
 
-int
-http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
-              size_t errlen)
+/* The URL of suffix (a path, "/chat/completions") under t's base_url,
+ * with the query of http_tier_url. */
+static int
+tier_url(const struct config_tier *t, bool reveal, const char *suffix, bool sse,
+         char **out, char *err, size_t errlen)
 {
     const char *base = t->base_url, *q;
     size_t plen;
@@ -154,13 +133,13 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     while (plen > 0 && base[plen - 1] == '/')
         plen--;
     xbuf_put(&url, base, plen);
-    put_path(&url, t);
+    xbuf_put(&url, suffix, strlen(suffix));
     has_query = q != NULL;
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
     free(shown.p);
     /* Gemini streams server-sent events only when asked for them. */
-    if (t->api == CONFIG_API_GEMINI && t->stream) {
+    if (sse) {
         xbuf_put(&url, has_query ? "&" : "?", 1);
         xbuf_lit(&url, "alt=sse");
         has_query = true;
@@ -194,6 +173,46 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     }
     *out = url.p;
     return 0;
+}
+
+/* The path of t's chat requests, after base_url's: by its api. */
+static void
+put_path(struct xbuf *url, const struct config_tier *t)
+{
+    /* "models/NAME" and "NAME" name the same Gemini model. */
+    size_t skip = strncmp(t->model, "models/", 7) == 0 ? 7 : 0;
+
+    switch (t->api) {
+    case CONFIG_API_ANTHROPIC:
+        xbuf_lit(url, ANTHROPIC_PATH);
+        return;
+    case CONFIG_API_GEMINI:
+        xbuf_lit(url, "/models/");
+        xbuf_put(url, t->model + skip, strlen(t->model) - skip);
+        if (t->stream)
+            xbuf_lit(url, ":streamGenerateContent");
+        else
+            xbuf_lit(url, ":generateContent");
+        return;
+    case CONFIG_API_OPENAI:
+        break;
+    }
+    xbuf_lit(url, CHAT_PATH);
+}
+
+int
+http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
+              size_t errlen)
+{
+    struct xbuf path = {0};
+    int rc;
+
+    put_path(&path, t);
+    xbuf_put(&path, "", 1);
+    rc = tier_url(t, reveal, path.p, t->api == CONFIG_API_GEMINI && t->stream,
+                  out, err, errlen);
+    free(path.p);
+    return rc;
 }
 
 /* add_key puts the tier's key into the header its auth names. The default
@@ -298,6 +317,28 @@ add_secrets(struct http_request *r, const struct config_tier *t)
         http_request_add_secret(r, getenv(t->api_key_env));
     add_pair_secrets(r, t->headers, t->nheaders);
     add_pair_secrets(r, t->query, t->nquery);
+}
+
+/* Adds tier t's headers and key (last: the config refuses a header of the
+ * same name), its secrets, TLS and the timeout to r, and moves r into
+ * *out. Returns 0, or the error of a header or key (r cleaned up). */
+static int
+finish(struct http_request *r, const struct config_tier *t, int64_t timeout_ms,
+       struct http_request *out, char *err, size_t errlen)
+{
+    int rc;
+
+    if ((rc = add_headers(r, t, err, errlen)) != 0 ||
+        (rc = add_key(r, t, err, errlen)) != 0) {
+        http_request_cleanup(r);
+        return rc;
+    }
+    add_secrets(r, t);
+    http_request_set_tls(r, t->ca_file, t->ca_path, t->client_cert,
+                         t->client_key);
+    r->timeout_ms = timeout_ms;
+    *out = *r;
+    return 0;
 }
 
 /* add_stream asks for the answer as events: "stream": true, and with
@@ -425,19 +466,11 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
         (rc = http_request_add_header(&r, "anthropic-version",
                                       ANTHROPIC_VERSION)) != 0)
         goto fail;
-    /* The key last: the config refuses a header of the same name. */
-    if ((rc = add_headers(&r, t, err, errlen)) != 0 ||
-        (rc = add_key(&r, t, err, errlen)) != 0) {
-        http_request_cleanup(&r);
+    if ((rc = finish(&r, t, timeout_ms, out, err, errlen)) != 0)
         return rc;
-    }
-    add_secrets(&r, t);
-    http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
-                         t->client_key);
-    r.timeout_ms = timeout_ms;
-    r.first_byte_ms = (int64_t)(t->first_byte_timeout_s * 1000);
-    r.idle_ms = (int64_t)(t->idle_timeout_s * 1000);
-    *out = r;
+    /* The stall watch (stream.c): chat requests only. */
+    out->first_byte_ms = (int64_t)(t->first_byte_timeout_s * 1000);
+    out->idle_ms = (int64_t)(t->idle_timeout_s * 1000);
     return 0;
 fail:
     http_request_cleanup(&r);
@@ -463,4 +496,31 @@ http_chat_request(const cJSON *request, const char *base_url, const char *model,
         return http__fail(err, errlen, -EINVAL,
                           "base_url: must be an http:// or https:// URL");
     return http_tier_request(request, &t, timeout_ms, out, err, errlen);
+}
+
+int
+http_tier_call(const struct config_tier *t, const char *method,
+               const char *path, const char *ctype, const char *body,
+               size_t len, int64_t timeout_ms, struct http_request *out,
+               char *err, size_t errlen)
+{
+    struct http_request r;
+    char *url = NULL;
+    int rc;
+
+    if ((rc = tier_url(t, true, path, false, &url, err, errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    rc = http_request_set(&r, method, url);
+    free(url);
+    if (rc != 0 ||
+        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0 ||
+        (ctype != NULL &&
+         (rc = http_request_add_header(&r, "Content-Type", ctype)) != 0)) {
+        http_request_cleanup(&r);
+        return http__fail(err, errlen, rc, "request: cannot be built");
+    }
+    if (body != NULL)
+        http_request_set_body(&r, body, len);
+    return finish(&r, t, timeout_ms, out, err, errlen);
 }

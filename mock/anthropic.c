@@ -69,7 +69,7 @@ static const char *const stop_reasons[] = {
 char *
 mock__anthropic_chat(struct mock_engine *e, const char *model,
                      const char *content, const char *finish, int64_t prompt,
-                     int64_t completion)
+                     int64_t completion, const cJSON *calls)
 {
     cJSON *root = cJSON_CreateObject(), *blocks, *b = cJSON_CreateObject();
     cJSON *usage;
@@ -84,6 +84,17 @@ mock__anthropic_chat(struct mock_engine *e, const char *model,
     cJSON_AddStringToObject(b, "type", "text");
     cJSON_AddStringToObject(b, "text", content);
     cJSON_AddItemToArray(blocks, b);
+    if (calls != NULL) {
+        /* The calls as tool_use blocks (tools.c), as an OpenAI message
+         * with them would carry. */
+        cJSON *msg = cJSON_CreateObject();
+        if (content[0] != '\0')
+            cJSON_AddStringToObject(msg, "content", content);
+        cJSON_AddItemToObject(msg, "tool_calls", cJSON_Duplicate(calls, 1));
+        if (mock__anthropic_tool_use(msg, blocks))
+            finish = "tool_calls";
+        cJSON_Delete(msg);
+    }
     cJSON_AddStringToObject(root, "stop_reason",
                             mock__finish_twin(finish, stop_reasons));
     cJSON_AddNullToObject(root, "stop_sequence");

@@ -122,9 +122,37 @@ static const char *const finish_reasons[] = {
     "stop", "STOP",           "length", "MAX_TOKENS", "tool_calls",
     "STOP", "content_filter", "SAFETY", NULL};
 
+/* The calls (OpenAI tool_calls) as functionCall parts: args an object
+ * (arguments that do not parse as one become {}). */
+static void
+add_calls(cJSON *parts, const cJSON *calls)
+{
+    const cJSON *tc;
+
+    cJSON_ArrayForEach(tc, calls)
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *p = cJSON_CreateObject(), *fc, *a = NULL;
+        fc = cJSON_AddObjectToObject(p, "functionCall");
+        cJSON_AddItemToObject(
+            fc, "name",
+            cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(fn, "name"), 1));
+        if (cJSON_IsString(args))
+            a = cJSON_Parse(args->valuestring);
+        if (!cJSON_IsObject(a)) {
+            cJSON_Delete(a);
+            a = cJSON_CreateObject();
+        }
+        cJSON_AddItemToObject(fc, "args", a);
+        cJSON_AddItemToArray(parts, p);
+    }
+}
+
 char *
 mock__gemini_chat(struct mock_engine *e, const char *model, const char *content,
-                  const char *finish, int64_t prompt, int64_t completion)
+                  const char *finish, int64_t prompt, int64_t completion,
+                  const cJSON *calls)
 {
     cJSON *root = cJSON_CreateObject(), *cands, *c = cJSON_CreateObject();
     cJSON *ct, *parts, *p = cJSON_CreateObject(), *um;
@@ -134,7 +162,11 @@ mock__gemini_chat(struct mock_engine *e, const char *model, const char *content,
     ct = cJSON_AddObjectToObject(c, "content");
     parts = cJSON_AddArrayToObject(ct, "parts");
     cJSON_AddStringToObject(p, "text", content);
-    cJSON_AddItemToArray(parts, p);
+    if (calls == NULL || content[0] != '\0')
+        cJSON_AddItemToArray(parts, p);
+    else
+        cJSON_Delete(p);
+    add_calls(parts, calls);
     cJSON_AddStringToObject(ct, "role", "model");
     cJSON_AddStringToObject(c, "finishReason",
                             mock__finish_twin(finish, finish_reasons));

@@ -118,6 +118,9 @@ struct q__ops {
                           const char *error, int64_t now);
     int (*step_reset)(q_db *db, int64_t job_id, int index,
                       const struct q_step_reset *r);
+    int (*job_retry)(q_db *db, const struct q_retry_new *r, int64_t *id);
+    int (*retries_list)(q_db *db, int64_t job_id, struct q_retry **out,
+                        size_t *n);
     int (*stats_attempts)(q_db *db, struct q_attempt_group **out, size_t *n);
     int (*stats_latency)(q_db *db, struct q_latency_group **out, size_t *n);
     int (*stats_workers)(q_db *db, struct q_worker_brief **out, size_t *n);
@@ -136,6 +139,21 @@ struct q__ops {
                          int64_t reserved, int64_t spent, int64_t now);
     int (*budgets_list)(q_db *db, int64_t since, struct q_budget **out,
                         size_t *n);
+    int (*batch_create)(q_db *db, const char *tier, const char *api,
+                        const char *key, const char *worker,
+                        int64_t lease_until, int64_t now, int64_t *id);
+    int (*batch_item_add)(q_db *db, int64_t batch_id, int64_t attempt_id,
+                          int64_t job_id, int step);
+    int (*batch_set)(q_db *db, int64_t id, const struct q_batch_set *s);
+    int (*batches_open)(q_db *db, const char *tier, struct q_batch **out,
+                        size_t *n);
+    int (*batch_items)(q_db *db, int64_t batch_id, struct q_batch_item **out,
+                       size_t *n);
+    int (*batch_of_attempt)(q_db *db, int64_t attempt_id, int64_t *batch_id);
+    int (*batch_item_settle)(q_db *db, int64_t attempt_id,
+                             int64_t realtime_nusd);
+    int (*report_batches)(q_db *db, int64_t since, struct q_report_batch **out,
+                          size_t *n);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
                         size_t *n);
@@ -143,6 +161,8 @@ struct q__ops {
                            struct q_report_failure **out, size_t *n);
     int (*report_failed)(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
+    int (*report_keyed)(q_db *db, const char *prefix, int64_t since,
+                        size_t limit, struct q_job **out, size_t *n);
     int (*report_slowest)(q_db *db, int64_t since, size_t limit,
                           struct q_job **out, size_t *n);
     int (*report_costliest)(q_db *db, int64_t since, size_t limit,
@@ -257,12 +277,16 @@ void q__job_clean(void *e);
 void q__step_clean(void *e);
 void q__attempt_clean(void *e);
 void q__park_clean(void *e);
+void q__retry_clean(void *e);
 void q__group_clean(void *e);
 void q__latency_clean(void *e);
 void q__worker_clean(void *e);
 void q__sched_clean(void *e);
 /* q__budget_clean frees what a struct q_budget owns (budget.c). */
 void q__budget_clean(void *e);
+/* q__batch_clean frees what a struct q_batch owns (batch.c). */
+void q__batch_clean(void *e);
+void q__report_batch_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);

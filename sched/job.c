@@ -91,7 +91,8 @@ sched_job(const struct config *cfg, const struct config_schedule *s,
           int64_t slot_ms, struct spec_job **out, char *err, size_t len)
 {
     const char **names = xcalloc(cfg->ntiers + 1, sizeof(*names));
-    struct spec_opts opts = {.tiers = names, .ntiers = cfg->ntiers};
+    struct spec_opts opts = {
+        .tiers = names, .ntiers = cfg->ntiers, .tools = &cfg->tools};
     char *text = NULL, inner[512];
     struct spec_job *job = NULL;
     int rc;

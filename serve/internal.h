@@ -33,7 +33,8 @@ enum serve_route_id {
     R_PARK,
     R_PARK_RESOLVE,
     R_METRICS,
-    R_REPORT
+    R_REPORT,
+    R_JOB_RETRY
 };
 
 struct serve_asset;

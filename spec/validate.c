@@ -40,6 +40,7 @@ static const char *const step_keys[] = {"name",
                                         "expect_json",
                                         "tiers",
                                         "degrade",
+                                        SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
                                         NULL};
@@ -84,7 +85,8 @@ enum {
     S_MAX_ATTEMPTS,
     S_EXPECT_JSON,
     S_TIERS,
-    S_DEGRADE
+    S_DEGRADE,
+    S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
 
@@ -405,7 +407,7 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
                                 err, len)) != 0)
             return rc;
     }
-    return 0;
+    return spec__step_tools(o, m >> S_TOOLS, path, s, opts, err, len);
 }
 
 int

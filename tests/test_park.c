@@ -4,6 +4,7 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -431,39 +432,13 @@ END_TEST
 
 START_TEST(test_ten_racing_resolves_one_wins)
 {
-    pid_t pids[10];
-    int ok = 0, conflict = 0;
     cJSON *arr;
-    int go[2];
 
     park_one();
-    ck_assert_int_eq(pipe(go), 0);
-    for (int i = 0; i < 10; i++) {
-        pids[i] = fork();
-        ck_assert_int_ge(pids[i], 0);
-        if (pids[i] == 0) {
-            char c, by[16];
-            close(go[1]);
-            if (read(go[0], &c, 1) != 0)
-                _exit(99);
-            snprintf(by, sizeof(by), "op%d", i);
-            execl(stepq_bin(), stepq_bin(), "--db", e2e_db, "park", "resolve",
-                  "1", "--skip", "--by", by, (char *)NULL);
-            _exit(127);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* all start at once */
-    for (int i = 0; i < 10; i++) {
-        int st, code;
-        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
-        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        ck_assert_msg(code == 0 || code == 4, "exit %d", code);
-        ok += code == 0;
-        conflict += code == 4;
-    }
-    ck_assert_int_eq(ok, 1);
-    ck_assert_int_eq(conflict, 9);
+    ck_assert_int_eq(
+        e2e_race(10, (const char *[]){"park", "resolve", "1", "--skip", "--by",
+                                      "op", NULL}),
+        1); /* the nine others exit 4 */
     arr = park_list_json(true);
     ck_assert_int_eq(cJSON_GetArraySize(arr), 1);
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolution"), "skip");
@@ -554,6 +529,62 @@ START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
 }
 END_TEST
 
+/* The file of the one hook run whose output file matches pattern, as
+ * JSON (the hooks write "done-PID.json" or "fail-PID.json"). */
+static cJSON *
+one_hook_file(const char *pattern)
+{
+    glob_t g;
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *o;
+
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_uint_eq(g.gl_pathc, 1);
+    ck_assert_int_eq(file_read_all(g.gl_pathv[0], 1 << 20, &text, &len), 0);
+    globfree(&g);
+    o = cJSON_Parse(text);
+    ck_assert_msg(o != NULL, "not JSON: %s", text);
+    free(text);
+    return o;
+}
+
+/* on_done and on_fail tell of each job a worker ended, after its commit,
+ * with the job as `jobs show --json` gives it; a parked job tells
+ * neither. */
+START_TEST(test_done_and_fail_hooks_get_the_job)
+{
+    char job[512];
+    cJSON *o;
+
+    e2e_start_file("comments-daily-wall-once.json",
+                   "\"on_done\": \"cat > done-$$.json\","
+                   " \"on_fail\": \"cat > fail-$$.json\"");
+    enqueue_post_then_chat(); /* parks */
+    e2e_enqueue("{\"name\":\"ok\",\"steps\":[{\"name\":\"s\",\"tiers\":"
+                "[\"local\"],\"request\":{\"messages\":[{\"role\":\"user\","
+                "\"content\":\"hi\"}]}}]}");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"no-env\",\"steps\":[{\"name\":\"post\","
+             "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:%d/"
+             "other\",\"headers\":{\"Authorization\":"
+             "\"env:STEPQ_TEST_NOT_SET\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    o = one_hook_file("done-*.json");
+    ck_assert_str_eq(e2e_str(o, "name"), "ok");
+    ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(o, 0), "state"), "succeeded");
+    cJSON_Delete(o);
+    o = one_hook_file("fail-*.json");
+    ck_assert_str_eq(e2e_str(o, "name"), "no-env");
+    ck_assert_str_eq(e2e_str(o, "state"), "failed");
+    ck_assert_ptr_nonnull(strstr(e2e_str(o, "error"), "STEPQ_TEST_NOT_SET"));
+    cJSON_Delete(o);
+}
+END_TEST
+
 /* A stopping worker gives a running hook its --grace, then kills it: the
  * hook's own limit (here two minutes, up to an hour) no longer holds the
  * worker past a service manager's stop timeout. */
@@ -637,6 +668,7 @@ test_suite(void)
     tcase_add_test(tc, test_cancel_closes_the_park_item);
     tcase_add_test(tc, test_resolve_all_matching);
     tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
+    tcase_add_test(tc, test_done_and_fail_hooks_get_the_job);
     tcase_add_test(tc, test_stop_kills_hook_after_grace);
     tcase_add_test(tc, test_retry_gives_the_whole_deadline);
     suite_add_tcase(s, tc);

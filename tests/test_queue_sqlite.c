@@ -289,6 +289,52 @@ START_TEST(test_migrates_v10_adding_budgets)
 }
 END_TEST
 
+/* Version 11 -> 12 adds job_retries: the jobs of a version 11 file stay,
+ * and a job can then be retried, the retry listed. */
+START_TEST(test_migrates_v11_adding_job_retries)
+{
+    struct q_retry *r = NULL;
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id, rid = 0;
+
+    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_retries_list(db, id, &r, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    struct q_retry_new rn = {.job_id = id, .expect = Q_JOB_QUEUED, .by = "a"};
+    ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 12 -> 13 adds the batches and their items: the jobs of a
+ * version 12 file stay, and a batch can then be recorded. */
+START_TEST(test_migrates_v12_adding_batches)
+{
+    struct q_batch *b = NULL;
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id, bid = 0;
+
+    ck_assert_int_eq(q__open_version(path, 12, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_batches_open(db, "t", &b, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(q_batch_create(db, "t", "openai", "k", "w", T0, T0, &bid),
+                     0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A usage or flight column the backend cannot read (written by hand, or
  * by a later stepq) reads as nothing counted, and the rest of the row as
  * stored. */
@@ -522,6 +568,8 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
     tcase_add_test(files, test_migrates_v10_adding_budgets);
+    tcase_add_test(files, test_migrates_v11_adding_job_retries);
+    tcase_add_test(files, test_migrates_v12_adding_batches);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

@@ -46,6 +46,7 @@ worker__finish(struct run *r, const char *state)
     if (!r->finished && state != NULL)
         progress(r, state);
     r->finished = true;
+    worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);
 }
 
@@ -69,6 +70,18 @@ worker__give_back(struct run *r, int64_t run_at)
 }
 
 void
+worker__ended(struct worker *w, int64_t id, bool failed)
+{
+    if ((failed ? w->cfg->on_fail : w->cfg->on_done) == NULL || w->job == NULL)
+        return;
+    if (w->nended == w->capended) {
+        w->capended = w->capended ? 2 * w->capended : 8;
+        w->ended = xrealloc(w->ended, w->capended * sizeof(*w->ended));
+    }
+    w->ended[w->nended++] = failed ? -id : id;
+}
+
+void
 worker__fail_job(struct run *r, const char *error)
 {
     struct worker *w = r->w;
@@ -82,6 +95,8 @@ worker__fail_job(struct run *r, const char *error)
     rc = q_fail(w->db, r->job.id, w->id, error, now);
     if (rc != 0)
         log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
+    else
+        worker__ended(w, r->job.id, true);
     worker__finish(r, "failed");
 }
 
@@ -171,6 +186,10 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
             (*sends_on(r, ti))++;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
+        /* A batch item that failed: the step goes on on other tiers. */
+        if (ti >= 0 && w->cfg->tiers[ti].batch_mode && a[i].finished_at != 0 &&
+            strcmp(o, "ok") != 0)
+            r->switched[ti] = true;
         if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
             r->switched[ti] = true;
             r->cur_tier = -1;
@@ -378,10 +397,13 @@ enter(struct run *r, bool again, const struct step_rows *rows)
     r->sha[0] = '\0';
     free(r->body);
     r->body = NULL;
+    worker__batch_leave(r);
     if (r->step >= (int)r->spec->nsteps) {
         if (q_complete(w->db, r->job.id, w->id, worker__now(w)) != 0)
             log_warn("job %lld: lease lost before completion",
                      (long long)r->job.id);
+        else
+            worker__ended(w, r->job.id, false);
         worker__finish(r, "succeeded");
         return;
     }
@@ -400,6 +422,13 @@ enter(struct run *r, bool again, const struct step_rows *rows)
     }
     if (n > 0 && a[n - 1].finished_at == 0 && again && r->held != NULL) {
         answer_again(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    /* An item of a batch still open waits for its result (batch.c):
+     * never sent again while its batch may answer it. */
+    if (n > 0 && a[n - 1].finished_at == 0 &&
+        worker__batch_join(r, &a[n - 1])) {
         q_attempts_free(a, n);
         return;
     }
@@ -524,6 +553,8 @@ worker__run_start(struct worker *w, struct q_job *job)
         r->spec = NULL;
         if (q_fail(w->db, r->job.id, w->id, msg, worker__now(w)) != 0)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
+        else
+            worker__ended(w, r->job.id, true);
         r->finished = true;
         return;
     }

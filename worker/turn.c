@@ -74,10 +74,31 @@ worker__turn_begin(struct worker *w)
 static void
 run_hooks(struct worker *w, bool committed)
 {
+    int64_t timeout_ms = (int64_t)(w->cfg->on_park_timeout_s * 1000);
+
     for (size_t i = 0; committed && i < w->nhooks; i++)
-        park_notify(&w->loop, w->db, w->cfg->on_park,
-                    (int64_t)(w->cfg->on_park_timeout_s * 1000), w->hooks[i]);
+        park_notify(&w->loop, w->db, w->cfg->on_park, timeout_ms, w->hooks[i]);
     w->nhooks = 0;
+    /* on_done and on_fail: the job as `jobs show --json` gives it, read
+     * after the commit that ended it */
+    for (size_t i = 0; committed && i < w->nended; i++) {
+        bool failed = w->ended[i] < 0;
+        int64_t id = failed ? -w->ended[i] : w->ended[i];
+        cJSON *job = NULL;
+        char *json;
+        if (w->job(w->db, id, &job) != 0) {
+            log_warn("job %lld: cannot read it for its %s hook", (long long)id,
+                     failed ? "on_fail" : "on_done");
+            continue;
+        }
+        json = cJSON_PrintUnformatted(job);
+        cJSON_Delete(job);
+        (void)park_hook_run(&w->loop, failed ? "on_fail" : "on_done",
+                            failed ? w->cfg->on_fail : w->cfg->on_done,
+                            timeout_ms, json);
+        free(json);
+    }
+    w->nended = 0;
 }
 
 /* Sends what the turn recorded. Runs after the commit. */
@@ -155,6 +176,7 @@ worker__turn_end(struct worker *w)
     uv_idle_stop(&w->idle);
     run_hooks(w, committed);
     flush_sends(w);
+    worker__batch_flush(w, committed);
     worker__sweep(w);
     if (w->tick_after_commit && !w->closing) {
         /* From the check phase, measured from now (the loop's time is
@@ -373,6 +395,7 @@ tick_writes(const struct worker *w, int64_t now)
 {
     if (w->down || w->stopping || now >= w->next_heartbeat ||
         (w->drain && live(w) == 0) || claim_due(w, now) ||
+        worker__batch_due(w, now) ||
         (!w->wake_on && w->wake_retry_at > 0 &&
          clock_mono_ms() >= w->wake_retry_at))
         return true;
@@ -393,6 +416,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
     next = worker__wake_due(w, now, next);
+    next = worker__batch_tick(w, now, next);
     worker__sweep(w);
     if (w->stopping) {
         if (live(w) == 0) {
@@ -417,7 +441,14 @@ tick_body(struct worker *w, int64_t now, int64_t next)
      * the queue known to be empty for this worker. */
     if (w->drain && live(w) == 0 && w->next_claim > now) {
         int rc = q_next_due(w->db, now, &at);
-        if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
+        int64_t slot = worker__sched_next(w, now);
+        /* A schedule's slot within a minute of the drain's start is
+         * waited for too: its job is work of this drain (a later one is
+         * not, or a schedule of every minute would never let it end). */
+        if (w->drain_slots_until == 0)
+            w->drain_slots_until = now + DRAIN_HORIZON_MS;
+        if ((rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) &&
+            (slot == 0 || slot > w->drain_slots_until)) {
             w->stopping = true;
             if (!worker__shutdown(w, false))
                 w->stopping = false; /* not empty after all */

@@ -26,13 +26,13 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "http/http.h"
 #include "park/park.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
-#include "http/http.h"
-#include "worker/internal.h"
 #include "tier/tier.h"
+#include "worker/internal.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
 
@@ -139,6 +139,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->drain = o->drain;
     w->progress = o->progress;
     w->report = o->report;
+    w->job = o->job;
     w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
     w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
     w->idle_poll_ms =
@@ -169,6 +170,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
     w->latency_ms = xcalloc(o->cfg->ntiers + 1, sizeof(*w->latency_ms));
+    w->gather_since = xcalloc(o->cfg->ntiers + 1, sizeof(*w->gather_since));
     if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
@@ -239,7 +241,10 @@ worker_run(const struct worker_opts *opts)
     free(w->streaks);
     free(w->refused);
     free(w->latency_ms);
+    free(w->gather_since);
+    worker__batches_free(w);
     free(w->hooks);
+    free(w->ended);
     free(w);
     return rc;
 }

@@ -403,6 +403,9 @@ int q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
                          const char *error, int64_t now);
 int q__pg_step_reset(q_db *db, int64_t job_id, int index,
                      const struct q_step_reset *r);
+int q__pg_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id);
+int q__pg_retries_list(q_db *db, int64_t job_id, struct q_retry **out,
+                       size_t *n);
 int q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
 int q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
 int q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
@@ -421,6 +424,22 @@ int q__pg_budget_settle(q_db *db, const char *name, const char *window,
                         int64_t reserved, int64_t spent, int64_t now);
 int q__pg_budgets_list(q_db *db, int64_t since, struct q_budget **out,
                        size_t *n);
+/* batches.c */
+int q__pg_batch_create(q_db *db, const char *tier, const char *api,
+                       const char *key, const char *worker, int64_t lease_until,
+                       int64_t now, int64_t *id);
+int q__pg_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
+                         int64_t job_id, int step);
+int q__pg_batch_set(q_db *db, int64_t id, const struct q_batch_set *s);
+int q__pg_batches_open(q_db *db, const char *tier, struct q_batch **out,
+                       size_t *n);
+int q__pg_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
+                      size_t *n);
+int q__pg_batch_item_settle(q_db *db, int64_t attempt_id,
+                            int64_t realtime_nusd);
+int q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
+                         size_t *n);
+int q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
 int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
 int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                        size_t *n);
@@ -430,6 +449,8 @@ int q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
                            struct q_report_job **out, size_t *n);
 int q__pg_report_failed(q_db *db, int64_t since, size_t limit,
                         struct q_job **out, size_t *n);
+int q__pg_report_keyed(q_db *db, const char *prefix, int64_t since,
+                       size_t limit, struct q_job **out, size_t *n);
 int q__pg_report_slowest(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
 int q__pg_job_by_key(q_db *db, const char *key, struct q_job *out);

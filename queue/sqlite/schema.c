@@ -196,6 +196,42 @@ static const char *const migrations[] = {
     "  reserved_nusd INTEGER NOT NULL DEFAULT 0,"
     "  updated_at INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (name, win)) WITHOUT ROWID;",
+    /* 11 -> 12: each retry of a failed, cancelled or done job (`jobs
+     * retry`): who asked, when, from which step, and the state and error
+     * the job had then (the job's row holds only the latest). */
+    "CREATE TABLE job_retries ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  from_step INTEGER NOT NULL,"
+    "  retried_by TEXT NOT NULL,"
+    "  retried_at INTEGER NOT NULL,"
+    "  prior_state INTEGER NOT NULL,"
+    "  prior_error TEXT);"
+    "CREATE INDEX job_retries_job ON job_retries (job_id, id);",
+    /* 12 -> 13: batches of a tier in batch mode, recorded before they
+     * are sent (provider_id NULL until the provider's answer is kept),
+     * and their items: each a ledger attempt (no reference to attempts:
+     * PostgreSQL writes an attempt's row later in the transaction). */
+    "CREATE TABLE batches ("
+    "  id INTEGER PRIMARY KEY,"
+    "  tier TEXT NOT NULL,"
+    "  api TEXT NOT NULL,"
+    "  key TEXT NOT NULL UNIQUE,"
+    "  provider_id TEXT,"
+    "  state INTEGER NOT NULL DEFAULT 0,"
+    "  items INTEGER NOT NULL DEFAULT 0,"
+    "  worker TEXT NOT NULL,"
+    "  lease_until INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL);"
+    "CREATE INDEX batches_open ON batches (tier, id) WHERE state < 3;"
+    "CREATE TABLE batch_items ("
+    "  attempt_id INTEGER PRIMARY KEY,"
+    "  batch_id INTEGER NOT NULL REFERENCES batches (id) ON DELETE CASCADE,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  step INTEGER NOT NULL,"
+    "  realtime_nusd INTEGER);"
+    "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);",
 };
 
 int
