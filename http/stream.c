@@ -83,7 +83,8 @@ struct acc {
     cJSON *usage;         /* owned: the last usage */
     cJSON *extra;         /* owned array: OpenAI tool_calls, Anthropic blocks,
                              Gemini parts other than text */
-    struct xbuf json[64]; /* Anthropic: a tool_use block's partial input */
+    struct xbuf json[64]; /* Anthropic: each block's deltas (text, or a
+                             tool_use block's input as JSON text) */
     bool any;
 };
 
@@ -173,20 +174,14 @@ an_event(struct acc *a, const cJSON *o)
             cJSON_Duplicate(
                 cJSON_GetObjectItemCaseSensitive(o, "content_block"), true));
     } else if (strcmp(ty, "content_block_delta") == 0 && block != NULL) {
+        /* A block's deltas (text, or a tool_use's input as JSON text)
+         * gather in its buffer, set in the block at the end. */
         const cJSON *tx = cJSON_GetObjectItemCaseSensitive(d, "text");
         const cJSON *pj = cJSON_GetObjectItemCaseSensitive(d, "partial_json");
-        const cJSON *old = cJSON_GetObjectItemCaseSensitive(block, "text");
-        if (cJSON_IsString(tx) && cJSON_IsString(old)) {
-            struct xbuf t = {0};
-            xbuf_put(&t, old->valuestring, strlen(old->valuestring));
-            xbuf_put(&t, tx->valuestring, strlen(tx->valuestring));
-            xbuf_put(&t, "", 1);
-            cJSON_ReplaceItemInObjectCaseSensitive(block, "text",
-                                                   cJSON_CreateString(t.p));
-            free(t.p);
-        } else if (cJSON_IsString(pj)) {
-            xbuf_put(&a->json[i], pj->valuestring, strlen(pj->valuestring));
-        }
+        if (!cJSON_IsString(tx))
+            tx = pj;
+        if (cJSON_IsString(tx))
+            xbuf_put(&a->json[i], tx->valuestring, strlen(tx->valuestring));
     } else if (strcmp(ty, "message_delta") == 0) {
         keep(&a->finish, cJSON_GetObjectItemCaseSensitive(d, "stop_reason"));
         u = cJSON_GetObjectItemCaseSensitive(o, "usage");
@@ -338,13 +333,18 @@ anthropic_answer(struct acc *a)
     a->base = NULL;
     cJSON_ArrayForEach(b, a->extra)
     {
+        struct xbuf *t = &a->json[i++];
         cJSON *in;
-        if (a->json[i].len > 0 &&
-            (in = json_parse_exact(a->json[i].p, a->json[i].len)) != NULL) {
+        if (t->len == 0)
+            continue;
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(b, "text"))) {
+            xbuf_put(t, "", 1);
+            cJSON_ReplaceItemInObjectCaseSensitive(b, "text",
+                                                   cJSON_CreateString(t->p));
+        } else if ((in = json_parse_exact(t->p, t->len)) != NULL) {
             cJSON_DeleteItemFromObjectCaseSensitive(b, "input");
             cJSON_AddItemToObject(b, "input", in);
         }
-        i++;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(root, "content");
     cJSON_AddItemToObject(root, "content", a->extra);
