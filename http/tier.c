@@ -376,6 +376,10 @@ openai_body(const cJSON *request, const struct config_tier *t)
         cJSON_AddItemToObject(body, "model", m);
     if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(body, "cache")))
         cJSON_DeleteItemFromObjectCaseSensitive(body, "cache");
+    /* The tier's cap where the job set none. */
+    if (t->max_tokens > 0 && !cJSON_HasObjectItem(body, "max_tokens") &&
+        !cJSON_HasObjectItem(body, "max_completion_tokens"))
+        cJSON_AddNumberToObject(body, "max_tokens", (double)t->max_tokens);
     if (t->stream)
         add_stream(body, true);
     cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))

@@ -161,6 +161,36 @@ START_TEST(test_gemini_request_and_answer)
 }
 END_TEST
 
+/* An OpenAI tier's max_tokens goes where the job set no cap, and a job's
+ * own cap wins; the native "cache" flags are not sent to it. */
+START_TEST(test_openai_tier_max_tokens)
+{
+    cJSON *b0, *b1;
+
+    e2e_start("{\"routes\": [{\"path\": \"/free\"}]}", "");
+    e2e_config(1, "\"max_tokens\": 77");
+    e2e_enqueue(MAPPED_JOB);
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"request\":"
+                "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\","
+                "\"content\":\"hello\"}]}}]}");
+    free(e2e_drain());
+    b0 = sent(0);
+    b1 = sent(1);
+    if (cJSON_GetArraySize(cJSON_GetObjectItem(b0, "messages")) == 1) {
+        cJSON *t = b0; /* sent in the other order */
+        b0 = b1;
+        b1 = t;
+    }
+    ck_assert_int_eq(cJSON_GetObjectItem(b0, "max_tokens")->valueint, 77);
+    ck_assert_ptr_null(cJSON_GetObjectItem(b0, "cache"));
+    ck_assert_ptr_null(cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(b0, "messages"), 3), "cache"));
+    ck_assert_int_eq(cJSON_GetObjectItem(b1, "max_tokens")->valueint, 5);
+    cJSON_Delete(b1);
+    cJSON_Delete(b0);
+}
+END_TEST
+
 /* ---- each shape decided as its OpenAI twin ----------------------------- */
 
 struct twin {
@@ -508,6 +538,7 @@ test_suite(void)
     tcase_add_test(tc, test_anthropic_request_and_answer);
     tcase_add_test(tc, test_gemini_request_and_answer);
     tcase_add_test(tc, test_unmapped_request_fails_loud);
+    tcase_add_test(tc, test_openai_tier_max_tokens);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("twins");
