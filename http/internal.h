@@ -153,12 +153,12 @@ struct http__msg {
     bool cache; /* the message's "cache": true (Anthropic prompt caching) */
 };
 
-/* http__native_msgs refuses what the request holds that api cannot
- * carry: a member outside allowed (NULL-terminated), tool calls and tool
- * messages (tool mapping plugs in at http/tools.c), content parts that are
- * not text. Fills msgs (owned array, http__msgs_free) with every message.
- * Returns 0, or -EINVAL with err naming the member ("request.tools: not
- * mapped to the anthropic api"). */
+/* http__native_msgs refuses what the request holds that api (its name,
+ * for the error) cannot carry: a member the native protocols do not map
+ * (native.c's list), tool calls and tool messages (tool mapping plugs in
+ * here, with http/tools.c), content parts that are not text. Fills msgs (owned
+ * array, http__msgs_free) with every message. Returns 0, or -EINVAL with err
+ * naming the member ("request.tools: not mapped to the anthropic api"). */
 STEPQ_MUST_CHECK int http__native_msgs(const cJSON *request, const char *api,
                                        struct http__msg **msgs, size_t *n,
                                        char *err, size_t errlen);
