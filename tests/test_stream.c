@@ -2,8 +2,8 @@
  * and the real `stepq mock` over loopback, for each protocol: the answer
  * asked for as events and assembled into the one it stands for (output,
  * usage and cost as unstreamed), the providers' documented streams
- * (the .sse files of tests/data/native/) played as scripted bodies, an error event
- * mid-stream classified as the error, a stall caught by idle_timeout_s or
+ * (the .sse files of tests/data/native/) played as scripted bodies, an error
+ * event mid-stream classified as the error, a stall caught by idle_timeout_s or
  * first_byte_timeout_s in about a second (not timeout_s), and a stream cut
  * mid-way read as a reset with its partial text in the ledger, decided as
  * a plain answer cut alike.
