@@ -167,6 +167,14 @@ struct q__ops {
     int (*copy_in)(q_db *db, const struct q__table *t,
                    const struct q__value *vals);
     int (*copy_end)(q_db *db, const struct q__table *t);
+    /* Backup and retention (queue/prune.c). backup writes the whole store
+     * as one consistent SQLite database into path, an empty file made
+     * 0600 (NULL: the store is copied with q_copy instead). prune counts
+     * what p names into *c, at most limit jobs and bodies, and when run,
+     * removes exactly that, inside the caller's transaction. */
+    int (*backup)(q_db *db, const char *path);
+    int (*prune)(q_db *db, const struct q_prune *p, int64_t limit, bool run,
+                 struct q_prune_counts *c);
 };
 
 /* Every backend's struct q__<name> starts with this, so queue.c can reach
@@ -332,5 +340,56 @@ void q__brief_clean(void *e);
     " sum(cost_nusd) AS co FROM attempts WHERE started_at >= " p1              \
     " GROUP BY job_id HAVING count(cost_nusd) > 0) AS c"                       \
     " JOIN jobs AS j ON j.id = c.job_id"
+
+/* q_prune's statements, the same text on every backend, with p1..p4 the
+ * backend's marks for jobs_before, bodies_before, budgets_before and the
+ * limit. Q__PRUNE_COUNT returns the seven counts of struct
+ * q_prune_counts, in its order, of what the four writes after it remove
+ * in the same transaction. A finished job: succeeded (2), failed (3) or
+ * cancelled (5), with no open park item. */
+#define Q__PRUNE_KEEPS(j)                                                      \
+    " NOT EXISTS (SELECT 1 FROM park AS k WHERE k.job_id = " j                 \
+    " AND k.state = 'open')"
+#define Q__PRUNE_JOBS(p1, p4)                                                  \
+    "SELECT id FROM jobs WHERE state IN (2, 3, 5) AND updated_at < " p1        \
+    " AND" Q__PRUNE_KEEPS("jobs.id") " ORDER BY id LIMIT " p4
+#define Q__PRUNE_BODIES(p1, p2, p4)                                            \
+    "SELECT a.id FROM attempts AS a JOIN jobs AS j ON j.id = a.job_id"         \
+    " WHERE a.body IS NOT NULL AND j.state IN (2, 3, 5) AND j.updated_at "     \
+    "< " p2 " AND j.updated_at >= " p1                                         \
+    " AND" Q__PRUNE_KEEPS("j.id") " LIMIT " p4
+#define Q__PRUNE_BUDGETS(p3)                                                   \
+    " FROM budgets WHERE updated_at < " p3 " AND NOT EXISTS (SELECT 1 FROM"    \
+    " jobs AS s WHERE s.key = 'schedule:' || budgets.win"                      \
+    " AND s.state NOT IN (2, 3, 5))"
+#define Q__PRUNE_COUNT(p1, p2, p3, p4)                                                                                                                   \
+    "SELECT (SELECT count(*) FROM (" Q__PRUNE_JOBS(                                                                                                      \
+        p1,                                                                                                                                              \
+        p4) ") AS x),"                                                                                                                                   \
+            " (SELECT count(*) FROM steps WHERE job_id IN (" Q__PRUNE_JOBS(p1, p4) ")), (SELECT count(*) FROM attempts WHERE job_id IN (" Q__PRUNE_JOBS( \
+                p1,                                                                                                                                      \
+                p4) ")), (SELECT count(*) FROM park WHERE job_id IN "                                                                                    \
+                    "(" Q__PRUNE_JOBS(p1,                                                                                                                \
+                                      p4) ")), (SELECT count(*) FROM "                                                                                   \
+                                          "(" Q__PRUNE_BODIES(p1, p2,                                                                                    \
+                                                              p4) ") AS y),"                                                                             \
+                                                                  " (SELECT "                                                                            \
+                                                                  "count(*) "                                                                            \
+                                                                  "FROM "                                                                                \
+                                                                  "tier_"                                                                                \
+                                                                  "events "                                                                              \
+                                                                  "WHERE at "                                                                            \
+                                                                  "< " p1 "),"                                                                           \
+                                                                  " (SELECT "                                                                            \
+                                                                  "count(*"                                                                              \
+                                                                  ")" Q__PRUNE_BUDGETS(                                                                  \
+                                                                      p3) ")"
+#define Q__PRUNE_DELETE_JOBS(p1, p4)                                           \
+    "DELETE FROM jobs WHERE id IN (" Q__PRUNE_JOBS(p1, p4) ")"
+#define Q__PRUNE_DROP_BODIES(p1, p2, p4)                                       \
+    "UPDATE attempts SET body = NULL WHERE id IN (" Q__PRUNE_BODIES(p1, p2,    \
+                                                                    p4) ")"
+#define Q__PRUNE_DELETE_EVENTS(p1)  "DELETE FROM tier_events WHERE at < " p1
+#define Q__PRUNE_DELETE_BUDGETS(p3) "DELETE" Q__PRUNE_BUDGETS(p3)
 
 #endif
