@@ -168,5 +168,7 @@ int cmd_copy(struct cli_env *env, int argc, char **argv);
 int cmd_serve(struct cli_env *env, int argc, char **argv);
 int cmd_schedules(struct cli_env *env, int argc, char **argv);
 int cmd_report(struct cli_env *env, int argc, char **argv);
+int cmd_backup(struct cli_env *env, int argc, char **argv);
+int cmd_prune(struct cli_env *env, int argc, char **argv);
 
 #endif

@@ -152,6 +152,12 @@ struct config_budget {
     size_t ntiers;
 };
 
+/* "retention": how long finished jobs are kept, in days; 0: forever. */
+struct config_retention {
+    int finished_jobs_days;  /* jobs with their steps, attempts, park items */
+    int attempt_bodies_days; /* the kept bodies of their attempts */
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -168,6 +174,7 @@ struct config {
     struct config_budget *budgets; /* owned array */
     size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
+    struct config_retention retention;    /* zeros: keep everything */
 };
 
 /* config_new_default returns a config with every default and no tiers.

@@ -20,8 +20,6 @@
 #include "common/xalloc.h"
 #include "queue/internal.h"
 
-#define DAY_MS (24LL * 3600 * 1000)
-
 /* path + suffix, owned by the caller. */
 static char *
 with_suffix(const char *path, const char *suffix)
@@ -173,20 +171,22 @@ q_prune(q_db *db, const struct q_prune *p, struct q_prune_counts *out)
     return rc;
 }
 
-void
-q_prune_plan(int jobs_days, int bodies_days, int64_t now, struct q_prune *p)
+/* now - age, or 0 (nothing) for no age or a time before the epoch. */
+static int64_t
+before(int64_t age, int64_t now)
 {
-    int64_t jobs = jobs_days > 0 ? now - jobs_days * DAY_MS : 0;
+    return age > 0 && now > age ? now - age : 0;
+}
 
+void
+q_prune_plan(int64_t jobs_ms, int64_t bodies_ms, int64_t now, struct q_prune *p)
+{
     memset(p, 0, sizeof(*p));
-    p->jobs_before = jobs > 0 ? jobs : 0;
-    p->bodies_before = bodies_days > 0 && now > bodies_days * DAY_MS
-                           ? now - bodies_days * DAY_MS
-                           : 0;
+    p->jobs_before = before(jobs_ms, now);
+    p->bodies_before = before(bodies_ms, now);
     /* A window still open keeps counting what was spent in it. */
-    p->budgets_before = p->jobs_before < now - Q_BUDGET_WINDOW_MAX_MS
-                            ? p->jobs_before
-                            : now - Q_BUDGET_WINDOW_MAX_MS;
-    if (p->budgets_before < 0 || jobs_days <= 0)
-        p->budgets_before = 0;
+    if (p->jobs_before > 0)
+        p->budgets_before = before(
+            jobs_ms > Q_BUDGET_WINDOW_MAX_MS ? jobs_ms : Q_BUDGET_WINDOW_MAX_MS,
+            now);
 }

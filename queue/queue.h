@@ -959,11 +959,11 @@ STEPQ_MUST_CHECK int q_prune(q_db *db, const struct q_prune *p,
 /* The longest window of a budget of time (a month: 30 days), plus a day:
  * a budget window written longer ago than this has ended. */
 #define Q_BUDGET_WINDOW_MAX_MS (31LL * 24 * 3600 * 1000)
-/* q_prune_plan fills *p for a retention of jobs_days (finished jobs with
- * their rows) and bodies_days (attempt bodies) at now, 0 days meaning
- * "keep": the budget windows go with the jobs, but not before their
- * longest window has ended. limit and dry_run are left 0. */
-void q_prune_plan(int jobs_days, int bodies_days, int64_t now,
+/* q_prune_plan fills *p for keeping finished jobs with their rows for
+ * jobs_ms and the bodies of their attempts for bodies_ms at now, 0
+ * meaning "keep": the budget windows go with the jobs, but not before
+ * the longest window has ended. limit and dry_run are left 0. */
+void q_prune_plan(int64_t jobs_ms, int64_t bodies_ms, int64_t now,
                   struct q_prune *p);
 
 #endif

@@ -252,16 +252,16 @@ START_TEST(test_the_plan_keeps_budget_windows_a_month)
     struct q_prune p;
     int64_t now = T0 + 100 * DAY;
 
-    q_prune_plan(30, 7, now, &p);
+    q_prune_plan(30 * DAY, 7 * DAY, now, &p);
     ck_assert_int_eq(p.jobs_before, now - 30 * DAY);
     ck_assert_int_eq(p.bodies_before, now - 7 * DAY);
     ck_assert_int_eq(p.budgets_before, now - 31 * DAY);
-    q_prune_plan(2, 0, now, &p);
+    q_prune_plan(2 * DAY, 0 * DAY, now, &p);
     ck_assert_int_eq(p.budgets_before, now - 31 * DAY);
     ck_assert_int_eq(p.bodies_before, 0);
-    q_prune_plan(90, 0, now, &p);
+    q_prune_plan(90 * DAY, 0 * DAY, now, &p);
     ck_assert_int_eq(p.budgets_before, now - 90 * DAY);
-    q_prune_plan(0, 7, now, &p);
+    q_prune_plan(0 * DAY, 7 * DAY, now, &p);
     ck_assert_int_eq(p.jobs_before + p.budgets_before, 0);
 }
 END_TEST

@@ -14,10 +14,10 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "http/http.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
-#include "http/http.h"
 #include "worker/worker.h"
 
 /* The store's clock offset (q_clock_sync) is measured again this often. */
@@ -42,6 +42,7 @@ struct worker {
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
     uv_timer_t sched; /* fires the config's schedules (schedules.c) */
+    bool pruning;     /* this worker prunes, a step a second (retention.c) */
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_idle_t idle;    /* active while a turn is open: poll must not block */
@@ -234,6 +235,9 @@ bool worker__shutdown(struct worker *w, bool force);
 void worker__sched_start(struct worker *w);
 /* worker__sched_close closes the schedules' timer (shutdown). */
 void worker__sched_close(struct worker *w);
+/* worker__retention applies the config's retention at now, from the
+ * schedules' timer (retention.c). */
+void worker__retention(struct worker *w, int64_t now);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 
