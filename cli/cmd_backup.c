@@ -1,17 +1,14 @@
 /* cmd_backup.c: stepq backup DEST — a consistent copy of the database,
  * taken while workers run (q_backup), into a new SQLite file. */
-#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/location.h"
 #include "queue/queue.h"
 
 static const char usage[] =
@@ -27,31 +24,6 @@ static const char usage[] =
     "the workers, copy DEST over the database file, run `stepq init`.\n"
     "--json prints {\"backup\": DEST, \"bytes\": N, \"ms\": N, \"method\": "
     "...}.\n";
-
-/* The file a path location names (without "sqlite:"). */
-static const char *
-file_of(const char *loc)
-{
-    static const char pre[] = "sqlite:";
-
-    return strncmp(loc, pre, sizeof(pre) - 1) == 0 ? loc + sizeof(pre) - 1
-                                                   : loc;
-}
-
-/* True when dest is the database's own file: renaming over it would lose
- * the database under its workers. */
-static bool
-is_the_database(const char *db, const char *dest)
-{
-    char ra[PATH_MAX], rb[PATH_MAX];
-
-    if (!location_is_path(db))
-        return false;
-    if (strcmp(file_of(db), dest) == 0)
-        return true;
-    return realpath(file_of(db), ra) != NULL && realpath(dest, rb) != NULL &&
-           strcmp(ra, rb) == 0;
-}
 
 static void
 print_result(const char *dest, const struct q_backup_info *info, int64_t ms,
@@ -92,7 +64,8 @@ cmd_backup(struct cli_env *env, int argc, char **argv)
     }
     if ((rc = cli_db_path(env, &path)) != 0)
         return rc;
-    if (is_the_database(path, pos[0])) {
+    /* Renaming over the database would lose it under its workers. */
+    if (cli_same_store(path, pos[0])) {
         cli_error("backup: %s is the database itself; give another file",
                   pos[0]);
         return CLI_USAGE;

@@ -916,13 +916,16 @@ struct q_backup_info {
 /* q_backup writes a consistent copy of the whole store, as it was at one
  * moment, to the SQLite file dest while other processes go on using the
  * store: into dest.tmp (created 0600; one left by a backup that was
- * killed is replaced), flushed to disk, then renamed to dest. A SQLite
- * store is copied in one read transaction (VACUUM INTO), which holds up
- * no writer; any other store is copied row by row (q_copy) into a new
- * SQLite file, in one transaction of its own. Unless force, dest must
- * not exist (-EEXIST: nothing written). info may be NULL. Returns 0,
- * -EINVAL (an empty dest), -EEXIST, or -EIO (logged; no dest.tmp is
- * left, dest is untouched). */
+ * killed is replaced), flushed to disk, then renamed to dest; a -wal and
+ * -shm beside dest are removed first. A backend with a snapshot copy of
+ * its own (SQLite) makes it in one read transaction, which holds up no
+ * writer; any other store is copied with q_copy into a new SQLite file,
+ * its source read inside q_copy's transaction (which on PostgreSQL holds
+ * the store's write lock, so workers wait for it). Unless force, dest
+ * must not exist (-EEXIST: nothing written). Not inside a transaction.
+ * info may be NULL. Returns 0, -EINVAL (an empty dest, or a transaction
+ * open), -EEXIST, or -EIO (logged; no dest.tmp is left, dest is
+ * untouched). */
 STEPQ_MUST_CHECK int q_backup(q_db *db, const char *dest, bool force,
                               struct q_backup_info *info);
 
