@@ -157,15 +157,23 @@ def bench_backup(bin_, d, jobs, runs):
         stop.set()
         w.join()
         print("%-14s under writes: %s" % (name, fmt(xs)))
-    # After a prune of half the jobs: the file keeps its size (free
-    # pages); a page copy keeps them, VACUUM INTO leaves them out.
+
+
+def bench_compact(bin_, d, jobs):
+    """After a prune of half the jobs the file keeps its size (free
+    pages): a page copy keeps them, VACUUM INTO leaves them out."""
+    src = os.path.join(d, "src.db")
+    dest = os.path.join(d, "b.db")
+    make_file(bin_, src, jobs, 2)
     subprocess.run([bin_, "--db", src, "prune", "--older-than", "1d"],
                    check=True, stdout=subprocess.DEVNULL)
     print("after pruning half the jobs: file %.1f MB" %
           (os.path.getsize(src) / 1e6))
-    for name, fn in rows[:2]:
-        timed(fn, 1, dest)
-        print("%-14s backup: %.1f MB" % (name, os.path.getsize(dest) / 1e6))
+    for name, fn in (("vacuum_into", lambda: vacuum_into(bin_, src, dest)),
+                     ("api_one_step", lambda: api_backup(src, dest, -1, 0))):
+        x = timed(fn, 1, dest)[0]
+        print("%-14s backup: %.2f s, %.1f MB" %
+              (name, x, os.path.getsize(dest) / 1e6))
 
 
 def bench_prune(bin_, d, jobs, runs):
@@ -173,16 +181,23 @@ def bench_prune(bin_, d, jobs, runs):
     make_file(bin_, tmpl, jobs, 4)
     print("file: %d jobs, %d attempts, %.1f MB" %
           (jobs, 4 * jobs, os.path.getsize(tmpl) / 1e6))
-    xs = []
-    for _ in range(runs):
-        db = os.path.join(d, "prune.db")
-        shutil.copy(tmpl, db)
-        t0 = time.monotonic()
-        subprocess.run([bin_, "--db", db, "prune", "--older-than", "0s"],
-                       check=True, stdout=subprocess.DEVNULL)
-        xs.append(time.monotonic() - t0)
-        os.unlink(db)
-    print("prune --older-than 0s: %s" % fmt(xs))
+    cfg = os.path.join(d, "bodies.json")
+    with open(cfg, "w") as f:
+        f.write('{"retention": {"attempt_bodies_days": 1}}')
+    for what, args in (
+            ("prune --older-than 0s (every job)", ["--older-than", "0s"]),
+            ("prune, attempt_bodies_days 1 (half the bodies)",
+             ["--config", cfg])):
+        xs = []
+        for _ in range(runs):
+            db = os.path.join(d, "prune.db")
+            shutil.copy(tmpl, db)
+            t0 = time.monotonic()
+            subprocess.run([bin_, "--db", db, "prune"] + args, check=True,
+                           stdout=subprocess.DEVNULL)
+            xs.append(time.monotonic() - t0)
+            os.unlink(db)
+        print("%s: %s" % (what, fmt(xs)))
 
 
 def main():
@@ -191,12 +206,14 @@ def main():
     ap.add_argument("--jobs", type=int, default=100000)
     ap.add_argument("--prune-jobs", type=int, default=250000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=["backup", "prune"])
+    ap.add_argument("--only", choices=["backup", "compact", "prune"])
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="stepq-bench-backup-")
     try:
         if a.only in (None, "backup"):
             bench_backup(os.path.abspath(a.bin), d, a.jobs, a.runs)
+        if a.only in (None, "compact"):
+            bench_compact(os.path.abspath(a.bin), d, a.jobs)
         if a.only in (None, "prune"):
             bench_prune(os.path.abspath(a.bin), d, a.prune_jobs, a.runs)
     finally:

@@ -351,39 +351,47 @@ void q__brief_clean(void *e);
     " NOT EXISTS (SELECT 1 FROM park AS k WHERE k.job_id = " j                 \
     " AND k.state = 'open')"
 #define Q__PRUNE_JOBS(p1, p4)                                                  \
-    "SELECT id FROM jobs WHERE state IN (2, 3, 5) AND updated_at < " p1        \
+    "SELECT id FROM jobs WHERE " p1 " > 0 AND state IN (2, 3, 5)"              \
+    " AND updated_at < " p1                                                    \
     " AND" Q__PRUNE_KEEPS("jobs.id") " ORDER BY id LIMIT " p4
+/* Jobs first (CROSS JOIN keeps SQLite's order; PostgreSQL plans it as a
+ * join): a scan of attempts for a body would read every body kept. */
 #define Q__PRUNE_BODIES(p1, p2, p4)                                            \
-    "SELECT a.id FROM attempts AS a JOIN jobs AS j ON j.id = a.job_id"         \
-    " WHERE a.body IS NOT NULL AND j.state IN (2, 3, 5) AND j.updated_at "     \
-    "< " p2 " AND j.updated_at >= " p1                                         \
+    "SELECT a.id FROM jobs AS j CROSS JOIN attempts AS a WHERE " p2 " > 0"     \
+    " AND a.job_id = j.id AND a.body IS NOT NULL AND j.state IN (2, 3, 5)"     \
+    " AND j.updated_at < " p2 " AND j.updated_at >= " p1                       \
     " AND" Q__PRUNE_KEEPS("j.id") " LIMIT " p4
 #define Q__PRUNE_BUDGETS(p3)                                                   \
     " FROM budgets WHERE updated_at < " p3 " AND NOT EXISTS (SELECT 1 FROM"    \
     " jobs AS s WHERE s.key = 'schedule:' || budgets.win"                      \
     " AND s.state NOT IN (2, 3, 5))"
-#define Q__PRUNE_COUNT(p1, p2, p3, p4)                                                                                                                   \
-    "SELECT (SELECT count(*) FROM (" Q__PRUNE_JOBS(                                                                                                      \
-        p1,                                                                                                                                              \
-        p4) ") AS x),"                                                                                                                                   \
-            " (SELECT count(*) FROM steps WHERE job_id IN (" Q__PRUNE_JOBS(p1, p4) ")), (SELECT count(*) FROM attempts WHERE job_id IN (" Q__PRUNE_JOBS( \
-                p1,                                                                                                                                      \
-                p4) ")), (SELECT count(*) FROM park WHERE job_id IN "                                                                                    \
-                    "(" Q__PRUNE_JOBS(p1,                                                                                                                \
-                                      p4) ")), (SELECT count(*) FROM "                                                                                   \
-                                          "(" Q__PRUNE_BODIES(p1, p2,                                                                                    \
-                                                              p4) ") AS y),"                                                                             \
-                                                                  " (SELECT "                                                                            \
-                                                                  "count(*) "                                                                            \
-                                                                  "FROM "                                                                                \
-                                                                  "tier_"                                                                                \
-                                                                  "events "                                                                              \
-                                                                  "WHERE at "                                                                            \
-                                                                  "< " p1 "),"                                                                           \
-                                                                  " (SELECT "                                                                            \
-                                                                  "count(*"                                                                              \
-                                                                  ")" Q__PRUNE_BUDGETS(                                                                  \
-                                                                      p3) ")"
+#define Q__PRUNE_COUNT(p1, p2, p3, p4)                                          \
+    "SELECT (SELECT count(*) FROM (" Q__PRUNE_JOBS(                             \
+        p1,                                                                     \
+        p4) ") AS x),"                                                          \
+            " (SELECT count(*) FROM steps WHERE job_id IN (" Q__PRUNE_JOBS(     \
+                p1,                                                             \
+                p4) ")), (SELECT count(*) FROM attempts WHERE job_id IN "       \
+                    "(" Q__PRUNE_JOBS(p1,                                       \
+                                      p4) ")), (SELECT count(*) FROM park "     \
+                                          "WHERE job_id IN "                    \
+                                          "(" Q__PRUNE_JOBS(                    \
+                                              p1,                               \
+                                              p4) ")), (SELECT count(*) FROM "  \
+                                                  "(" Q__PRUNE_BODIES(          \
+                                                      p1, p2,                   \
+                                                      p4) ") AS y),"            \
+                                                          " (SELECT "           \
+                                                          "count(*) "           \
+                                                          "FROM "               \
+                                                          "tier_"               \
+                                                          "events "             \
+                                                          "WHERE at "           \
+                                                          "< " p1 "),"          \
+                                                          " (SELECT "           \
+                                                          "count(*"             \
+                                                          ")" Q__PRUNE_BUDGETS( \
+                                                              p3) ")"
 #define Q__PRUNE_DELETE_JOBS(p1, p4)                                           \
     "DELETE FROM jobs WHERE id IN (" Q__PRUNE_JOBS(p1, p4) ")"
 #define Q__PRUNE_DROP_BODIES(p1, p2, p4)                                       \
