@@ -139,6 +139,8 @@ cmd_prune(struct cli_env *env, int argc, char **argv)
             goto out;
         }
         add_counts(&sum, &c);
+        if (c.bodies_job > 0)
+            p.bodies_from_job = c.bodies_job;
     } while (!dry && (c.jobs == PRUNE_STEP || c.bodies == PRUNE_STEP));
     print_result(&sum, &p, json);
 out:

@@ -153,7 +153,7 @@ q_prune(q_db *db, const struct q_prune *p, struct q_prune_counts *out)
     int rc;
 
     if (p == NULL || p->jobs_before < 0 || p->bodies_before < 0 ||
-        p->budgets_before < 0 || p->limit < 0)
+        p->budgets_before < 0 || p->limit < 0 || p->bodies_from_job < 0)
         return -EINVAL;
     limit = p->limit > 0 && !p->dry_run ? p->limit : INT64_MAX;
     if (p->dry_run) {

@@ -933,30 +933,37 @@ STEPQ_MUST_CHECK int q_backup(q_db *db, const char *dest, bool force,
  * "finished" are succeeded, failed or cancelled; a job with an open park
  * item is never touched, nor its rows. */
 struct q_prune {
-    int64_t jobs_before;    /* finished jobs last changed before this go,
-                               with their steps, attempts and park items;
-                               so do tier events (breaker openings) */
-    int64_t bodies_before;  /* the kept bodies of attempts of finished jobs
-                               last changed before this are dropped */
-    int64_t budgets_before; /* budget windows last written before this go,
-                               but never one of a schedule run (window
-                               NAME:SLOT) whose job schedule:NAME:SLOT is
-                               not finished */
-    int64_t limit;          /* most jobs, and most bodies, per call; 0: all */
-    bool dry_run;           /* count only: change nothing (limit unused) */
+    int64_t jobs_before;     /* finished jobs last changed before this go,
+                                with their steps, attempts and park items;
+                                so do tier events (breaker openings) */
+    int64_t bodies_before;   /* the kept bodies of attempts of finished jobs
+                                last changed before this are dropped */
+    int64_t budgets_before;  /* budget windows last written before this go,
+                                but never one of a schedule run (window
+                                NAME:SLOT) whose job schedule:NAME:SLOT is
+                                not finished */
+    int64_t bodies_from_job; /* bodies only of jobs with this id or a
+                                larger one: a caller going in steps passes
+                                the last step's bodies_job */
+    int64_t limit;           /* most jobs, and most bodies, per call; 0: all */
+    bool dry_run;            /* count only: change nothing (limit unused) */
 };
 
 /* What q_prune removed, or would remove (dry_run). */
 struct q_prune_counts {
-    int64_t jobs, steps, attempts, park, bodies, tier_events, budgets;
+    int64_t jobs, steps, attempts, park, bodies;
+    int64_t bodies_job; /* the largest id of a job whose bodies went; 0 */
+    int64_t tier_events, budgets;
 };
 
 /* q_prune removes what p names in one write transaction (or, dry_run,
  * only counts it, in none), and fills *out (may be NULL). A caller
- * pruning a big store in steps calls it with a limit until it returns
- * counts with fewer than limit jobs and bodies, so that no transaction
- * holds the store long. Returns 0, -EINVAL (a negative time or limit),
- * or the storage error (nothing removed). */
+ * pruning a big store in steps calls it with a limit, each time with
+ * bodies_from_job the last call's bodies_job, until it returns fewer
+ * than limit jobs and bodies, so that no transaction holds the store
+ * long and no step reads again what the steps before it pruned. Returns 0,
+ * -EINVAL (a negative time or limit), or the storage error (nothing removed).
+ */
 STEPQ_MUST_CHECK int q_prune(q_db *db, const struct q_prune *p,
                              struct q_prune_counts *out);
 /* The longest window of a budget of time (a month: 30 days), plus a day:

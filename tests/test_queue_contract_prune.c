@@ -82,7 +82,7 @@ prune(q_db *db, int64_t jobs, int64_t bodies, int64_t budgets, bool dry)
                         .bodies_before = bodies,
                         .budgets_before = budgets,
                         .dry_run = dry};
-    struct q_prune_counts c = {-1, -1, -1, -1, -1, -1, -1};
+    struct q_prune_counts c = {-1, -1, -1, -1, -1, -1, -1, -1};
 
     ck_assert_int_eq(q_prune(db, &p, &c), 0);
     return c;
@@ -215,6 +215,33 @@ START_TEST(test_a_limit_prunes_in_steps)
 }
 END_TEST
 
+/* Bodies in steps: each step starts at the job the one before ended at,
+ * and every body goes once. */
+START_TEST(test_bodies_go_in_steps_from_the_last_job)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_prune p = {.bodies_before = T0 + DAY, .limit = 2};
+    struct q_prune_counts c;
+    int64_t ids[5], total = 0, steps = 0;
+
+    for (int i = 0; i < 5; i++)
+        ids[i] = job_at(db, NULL, T0 + i, Q_JOB_SUCCEEDED);
+    do {
+        ck_assert_int_eq(q_prune(db, &p, &c), 0);
+        total += c.bodies;
+        if (c.bodies > 0)
+            ck_assert_int_ge(c.bodies_job, p.bodies_from_job);
+        p.bodies_from_job = c.bodies_job > 0 ? c.bodies_job : p.bodies_from_job;
+        ck_assert_int_lt(++steps, 10);
+    } while (c.bodies == p.limit);
+    ck_assert_int_eq(total, 5);
+    ck_assert_int_eq(p.bodies_from_job, ids[4]);
+    for (int i = 0; i < 5; i++)
+        ck_assert_ptr_null(body_of(db, ids[i]));
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 static int64_t
 budget_rows(q_db *db)
 {
@@ -274,6 +301,8 @@ START_TEST(test_bad_arguments)
     ck_assert_int_eq(q_prune(db, &p, NULL), -EINVAL);
     p = (struct q_prune){.limit = -1};
     ck_assert_int_eq(q_prune(db, &p, NULL), -EINVAL);
+    p = (struct q_prune){.bodies_from_job = -1};
+    ck_assert_int_eq(q_prune(db, &p, NULL), -EINVAL);
     ck_assert_int_eq(q_prune(db, NULL, NULL), -EINVAL);
     ck_assert_int_eq(q_close(db), 0);
 }
@@ -293,6 +322,7 @@ test_suite(void)
     tcase_add_test(tc, test_bodies_of_finished_jobs_are_dropped);
     tcase_add_test(tc, test_a_dry_run_counts_and_changes_nothing);
     tcase_add_test(tc, test_a_limit_prunes_in_steps);
+    tcase_add_test(tc, test_bodies_go_in_steps_from_the_last_job);
     tcase_add_test(tc, test_budget_windows_stay_while_they_count);
     tcase_add_test(tc, test_the_plan_keeps_budget_windows_a_month);
     tcase_add_test(tc, test_bad_arguments);

@@ -42,7 +42,9 @@ struct worker {
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
     uv_timer_t sched; /* fires the config's schedules (schedules.c) */
-    bool pruning;     /* this worker prunes, a step a second (retention.c) */
+    /* -1, or this worker prunes, a step a second, and the next step's
+     * bodies_from_job is this (retention.c) */
+    int64_t prune_from;
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_idle_t idle;    /* active while a turn is open: poll must not block */

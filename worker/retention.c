@@ -25,22 +25,26 @@ worker__retention(struct worker *w, int64_t now)
 
     if (r->finished_jobs_days == 0 && r->attempt_bodies_days == 0)
         return;
-    if (!w->pruning) {
+    if (w->prune_from < 0) {
         if (q_sched_claim(w->db, RETENTION_STATE, now / HOUR_MS * HOUR_MS,
                           now) != 0)
             return; /* this hour's is another's (or the store failed) */
-        w->pruning = true;
+        w->prune_from = 0;
     }
     q_prune_plan(r->finished_jobs_days * DAY_MS,
                  r->attempt_bodies_days * DAY_MS, now, &p);
     p.limit = PRUNE_STEP;
+    p.bodies_from_job = w->prune_from;
     if (q_prune(w->db, &p, &c) != 0) {
         log_warn("retention: the store failed: tried again next hour");
-        w->pruning = false;
+        w->prune_from = -1;
         return;
     }
     if (c.jobs > 0 || c.bodies > 0)
         log_info("retention: pruned %lld jobs (%lld attempts), %lld bodies",
                  (long long)c.jobs, (long long)c.attempts, (long long)c.bodies);
-    w->pruning = c.jobs == PRUNE_STEP || c.bodies == PRUNE_STEP;
+    if (c.jobs < PRUNE_STEP && c.bodies < PRUNE_STEP)
+        w->prune_from = -1; /* done until the next hour */
+    else if (c.bodies_job > 0)
+        w->prune_from = c.bodies_job;
 }

@@ -100,6 +100,7 @@ on_sched(uv_timer_t *t)
 void
 worker__sched_start(struct worker *w)
 {
+    w->prune_from = -1; /* not pruning (retention.c) */
     if (w->cfg->nschedules == 0 && w->cfg->on_report == NULL &&
         w->cfg->retention.finished_jobs_days == 0 &&
         w->cfg->retention.attempt_bodies_days == 0)

@@ -22,10 +22,11 @@
 #define P2 "?2"
 #define P3 "?3"
 #define P4 "?4"
+#define P5 "?5"
 
 static const char *const prune_writes[] = {
     Q__PRUNE_DELETE_JOBS(P1, P4),
-    Q__PRUNE_DROP_BODIES(P1, P2, P4),
+    Q__PRUNE_DROP_BODIES(P1, P2, P4, P5),
     Q__PRUNE_DELETE_EVENTS(P1),
     Q__PRUNE_DELETE_BUDGETS(P3),
 };
@@ -66,6 +67,7 @@ prepare(struct q__sqlite *db, const char *sql, const struct q_prune *p,
     sqlite3_bind_int64(s, 2, p->bodies_before);
     sqlite3_bind_int64(s, 3, p->budgets_before);
     sqlite3_bind_int64(s, 4, limit);
+    sqlite3_bind_int64(s, 5, p->bodies_from_job);
     return s;
 }
 
@@ -74,16 +76,16 @@ q__sqlite_prune(q_db *base, const struct q_prune *p, int64_t limit, bool run,
                 struct q_prune_counts *c)
 {
     struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = prepare(db, Q__PRUNE_COUNT(P1, P2, P3, P4), p, limit);
-    int64_t *v[] = {&c->jobs,   &c->steps,       &c->attempts, &c->park,
-                    &c->bodies, &c->tier_events, &c->budgets};
+    sqlite3_stmt *s = prepare(db, Q__PRUNE_COUNT(P1, P2, P3, P4, P5), p, limit);
+    int64_t *v[] = {&c->jobs,   &c->steps,      &c->attempts,    &c->park,
+                    &c->bodies, &c->bodies_job, &c->tier_events, &c->budgets};
     int rc;
 
     if (s == NULL)
         return -EIO;
     if ((rc = q__step_row(db, s, "counting what to prune")) == 0)
-        for (int i = 0; i < 7; i++)
-            *v[i] = sqlite3_column_int64(s, i);
+        for (size_t i = 0; i < STEPQ_ARRAY_LEN(v); i++)
+            *v[i] = sqlite3_column_int64(s, (int)i);
     sqlite3_finalize(s);
     for (size_t i = 0; rc == 0 && run && i < STEPQ_ARRAY_LEN(prune_writes);
          i++) {
