@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # package.sh: builds the Debian package from the release preset and checks
-# it, on demand (about 20 s on 2 cores from a warm release build, 75 s from none, the
-# release build itself included: too slow for the test command, which
-# runs tests/test_units.c instead):
+# it, on demand (about 20 s on 2 cores from a warm release build, 75 s
+# from none, the release build itself included: too slow for the test
+# command, which runs tests/test_units.c instead):
 #   1. cmake --preset release, build, `cpack -G DEB` in build/release;
 #   2. lintian: no error (installs lintian with apt-get when missing);
 #   3. the package's files unpacked into a scratch root: its units verified
