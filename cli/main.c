@@ -32,6 +32,8 @@ static const char usage[] =
     "  mock                          local OpenAI-compatible test endpoint\n"
     "  demo                          self-contained tour against mock tiers\n"
     "  copy FROM TO                  copy a whole queue to another database\n"
+    "  backup DEST                   a consistent copy while workers run\n"
+    "  prune [--older-than 30d]      remove old finished jobs\n"
     "  serve [--listen HOST:PORT]    the HTTP API over the database\n"
     "  operators add|list|remove|rotate  who may use serve, as what\n"
     "  audit [--since 24h]           every write: who, what, from where\n"
@@ -50,6 +52,7 @@ static const struct cli_command commands[] = {
     {"demo", cmd_demo},           {"park", cmd_park},
     {"copy", cmd_copy},           {"serve", cmd_serve},
     {"schedules", cmd_schedules}, {"report", cmd_report},
+    {"backup", cmd_backup},       {"prune", cmd_prune},
     {"operators", cmd_operators}, {"audit", cmd_audit},
 };
 

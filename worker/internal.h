@@ -43,6 +43,9 @@ struct worker {
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
     uv_timer_t sched; /* fires the config's schedules (schedules.c) */
+    /* -1, or this worker prunes, a step a second, and the next step's
+     * bodies_from_job is this (retention.c) */
+    int64_t prune_from;
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_idle_t idle;    /* active while a turn is open: poll must not block */
@@ -257,6 +260,9 @@ void worker__sched_start(struct worker *w);
 int64_t worker__sched_next(struct worker *w, int64_t now);
 /* worker__sched_close closes the schedules' timer (shutdown). */
 void worker__sched_close(struct worker *w);
+/* worker__retention applies the config's retention at now, from the
+ * schedules' timer (retention.c). */
+void worker__retention(struct worker *w, int64_t now);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 
@@ -397,6 +403,10 @@ struct chat_text {
     bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
 };
 
+/* worker__unstream replaces a streamed answer of tier t (server-sent
+ * events, its content type says) by the unstreamed answer it stands for,
+ * whole or as far as it came (stream.c). Anything else is left as is. */
+void worker__unstream(const struct config_tier *t, struct http_response *res);
 /* worker__read_text reads the text of a chat answer: ans (http_chat_read
  * of root) and body, the len bytes root was parsed from. Free t with
  * worker__text_cleanup (chat_text.c). */
