@@ -55,17 +55,6 @@ config(bool h2, const char *fields)
     e2e_init();
 }
 
-static void
-drain(const char *concurrency)
-{
-    struct run_result r;
-
-    ck_assert_msg(
-        RUN(&r, NULL, "work", "--drain", "--concurrency", concurrency) == 0,
-        "work exited %d: %s", r.status, r.err);
-    run_result_free(&r);
-}
-
 /* What nginx's access.log says: requests, distinct connections, and the
  * requests that came over HTTP/2 and over HTTP/1.1. */
 struct wire {
@@ -115,7 +104,7 @@ START_TEST(test_h2_multiplexes_jobs_on_few_connections)
 
     config(true, "");
     e2e_enqueue_many(200, "");
-    drain("64");
+    e2e_drain_at("64");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 200);
     w = wire_seen();
     ck_assert_int_eq(w.requests, 200);
@@ -132,7 +121,7 @@ START_TEST(test_http2_off_pins_http1)
 
     config(true, "\"http2\": \"off\"");
     e2e_enqueue_many(200, "");
-    drain("64");
+    e2e_drain_at("64");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 200);
     w = wire_seen();
     ck_assert_int_eq(w.h1, 200);
@@ -148,7 +137,7 @@ START_TEST(test_auto_falls_back_to_http1)
 
     config(false, "");
     e2e_enqueue_many(100, "");
-    drain("32");
+    e2e_drain_at("32");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 100);
     w = wire_seen();
     ck_assert_int_eq(w.h1, 100);
@@ -165,7 +154,7 @@ START_TEST(test_max_connections_caps_h2)
 
     config(true, "\"max_connections\": 1, \"timeout_s\": 5");
     e2e_enqueue_many(300, "");
-    drain("300");
+    e2e_drain_at("300");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 300);
     w = wire_seen();
     ck_assert_int_eq(w.h2, 300);
@@ -180,7 +169,7 @@ START_TEST(test_max_connections_caps_http1)
 
     config(false, "\"max_connections\": 2");
     e2e_enqueue_many(60, "");
-    drain("32");
+    e2e_drain_at("32");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 60);
     w = wire_seen();
     ck_assert_int_eq(w.h1, 60);
@@ -200,7 +189,7 @@ START_TEST(test_h2_burst_passes_admission)
 
     config(true, "\"timeout_s\": 10");
     e2e_enqueue_many(1000, "");
-    drain("1000");
+    e2e_drain_at("1000");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1000);
     w = wire_seen();
     ck_assert_int_eq(w.h2, 1000);
@@ -219,19 +208,8 @@ START_TEST(test_config_refuses_bad_connection_fields)
         {"\"max_connections\": 0", "tiers[0].max_connections"},
         {"\"max_connections\": 1.5", "tiers[0].max_connections"},
     };
-    struct run_result r;
-    char cfg[512];
-
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        snprintf(cfg, sizeof(cfg),
-                 "{\"tiers\": [{\"name\": \"a\", \"base_url\": "
-                 "\"https://127.0.0.1:1/v1\", \"model\": \"m\", %s}]}",
-                 rows[i].fields);
-        free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-        ck_assert_int_eq(RUN(&r, NULL, "tiers", "--check"), 2);
-        ck_assert_msg(strstr(r.err, rows[i].want) != NULL, "%s", r.err);
-        run_result_free(&r);
-    }
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        e2e_config_refused(rows[i].fields, rows[i].want);
 }
 END_TEST
 
