@@ -96,6 +96,17 @@ wire_seen(void)
     return w;
 }
 
+/* run_jobs enqueues n one-step jobs, drains them with `stepq work` at
+ * concurrency conc, checks that all succeeded and returns what nginx saw. */
+static struct wire
+run_jobs(int n, const char *conc)
+{
+    e2e_enqueue_many(n, "");
+    e2e_drain_at(conc);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), n);
+    return wire_seen();
+}
+
 /* 200 jobs at 64 in flight take streams of one or two connections (one
  * per connection a burst may race to open), all over HTTP/2. */
 START_TEST(test_h2_multiplexes_jobs_on_few_connections)
@@ -103,10 +114,7 @@ START_TEST(test_h2_multiplexes_jobs_on_few_connections)
     struct wire w;
 
     config(true, "");
-    e2e_enqueue_many(200, "");
-    e2e_drain_at("64");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 200);
-    w = wire_seen();
+    w = run_jobs(200, "64");
     ck_assert_int_eq(w.requests, 200);
     ck_assert_int_eq(w.h2, 200);
     ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
@@ -120,10 +128,7 @@ START_TEST(test_http2_off_pins_http1)
     struct wire w;
 
     config(true, "\"http2\": \"off\"");
-    e2e_enqueue_many(200, "");
-    e2e_drain_at("64");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 200);
-    w = wire_seen();
+    w = run_jobs(200, "64");
     ck_assert_int_eq(w.h1, 200);
     ck_assert_msg(w.conns >= 16, "%d connections:%s", w.conns, w.per_conn);
 }
@@ -136,10 +141,7 @@ START_TEST(test_auto_falls_back_to_http1)
     struct wire w;
 
     config(false, "");
-    e2e_enqueue_many(100, "");
-    e2e_drain_at("32");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 100);
-    w = wire_seen();
+    w = run_jobs(100, "32");
     ck_assert_int_eq(w.h1, 100);
 }
 END_TEST
@@ -153,10 +155,7 @@ START_TEST(test_max_connections_caps_h2)
     struct wire w;
 
     config(true, "\"max_connections\": 1, \"timeout_s\": 5");
-    e2e_enqueue_many(300, "");
-    e2e_drain_at("300");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 300);
-    w = wire_seen();
+    w = run_jobs(300, "300");
     ck_assert_int_eq(w.h2, 300);
     ck_assert_int_eq(w.conns, 1);
 }
@@ -168,10 +167,7 @@ START_TEST(test_max_connections_caps_http1)
     struct wire w;
 
     config(false, "\"max_connections\": 2");
-    e2e_enqueue_many(60, "");
-    e2e_drain_at("32");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 60);
-    w = wire_seen();
+    w = run_jobs(60, "32");
     ck_assert_int_eq(w.h1, 60);
     ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
 }
@@ -188,10 +184,7 @@ START_TEST(test_h2_burst_passes_admission)
     struct wire w;
 
     config(true, "\"timeout_s\": 10");
-    e2e_enqueue_many(1000, "");
-    e2e_drain_at("1000");
-    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1000);
-    w = wire_seen();
+    w = run_jobs(1000, "1000");
     ck_assert_int_eq(w.h2, 1000);
     ck_assert_msg(w.conns <= 60, "%d connections:%s", w.conns, w.per_conn);
 }
