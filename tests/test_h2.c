@@ -177,8 +177,9 @@ END_TEST
  * calls waiting for a stream of the connection being made leave the
  * connecting count when their stream goes, so the queue keeps moving and
  * none is failed by a connect timeout of our making. 1,000 calls take 10
- * connections' streams; libcurl 7.88 opens a few more in the burst (up to
- * 36 seen, most carrying one call), against 1,000 over HTTP/1.1. */
+ * connections' streams; libcurl 7.88 opens more in the burst (up to 36
+ * seen, most carrying one call; why is not known), against 1,000 over
+ * HTTP/1.1. */
 START_TEST(test_h2_burst_passes_admission)
 {
     struct wire w;
