@@ -25,7 +25,9 @@
  * by scripts/tls-certs.sh) in front of each run's mock, the client trusting
  * that CA and the system's (a bundle of both, 145 certificates) through the
  * request's ca_file, as a tier's does. nginx's CPU is
- * not counted: only the client's, as for the mock.
+ * not counted: only the client's, as for the mock. --http2 is --tls with
+ * nginx offering HTTP/2 as well (ALPN): the client multiplexes its
+ * requests over a few connections.
  *
  * The file-descriptor limit is raised to its hard limit first (each request
  * in flight holds a socket, and the mock child inherits the limit).
@@ -67,6 +69,7 @@ static char tls_dir[64]; /* certificates and nginx files; "" without TLS */
  * default; libcurl then caches no CA store (the cost before tiers kept
  * the folder out: a bundle parse for every new connection) */
 static const char *ca_path;
+static bool http2; /* --http2: nginx offers HTTP/2 too (the client takes it) */
 
 /* ---- the mock process --------------------------------------------------- */
 
@@ -157,11 +160,12 @@ nginx_spawn(pid_t *pid, int upstream, int *port)
         "  ssl_certificate %s/server.pem;\n"
         "  ssl_certificate_key %s/server.key;\n"
         "  upstream mock { server 127.0.0.1:%d; keepalive 1024; }\n"
-        "  server {\n    listen 127.0.0.1:%d ssl backlog=8192;\n"
+        "  server {\n    listen 127.0.0.1:%d ssl%s backlog=8192;\n"
         "    location / { proxy_pass http://mock; proxy_http_version 1.1;\n"
         "      proxy_set_header Connection \"\"; }\n  }\n}\n",
         geteuid() == 0 ? "user root;\n" : "", tls_dir, tls_dir, tls_dir,
-        tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, upstream, *port);
+        tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, tls_dir, upstream, *port,
+        http2 ? " http2" : "");
     snprintf(path, sizeof(path), "%s/nginx.conf", tls_dir);
     if ((f = fopen(path, "w")) == NULL || fputs(conf, f) < 0 || fclose(f) != 0)
         return -1;
@@ -414,15 +418,16 @@ main(int argc, char **argv)
     if (getenv("STEPQ_BIN") != NULL)
         bin = getenv("STEPQ_BIN");
     for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "--tls") == 0) {
+        if (strcmp(argv[i], "--tls") == 0 || strcmp(argv[i], "--http2") == 0) {
             tls = true;
+            http2 = http2 || argv[i][2] == 'h';
             i--;
             continue;
         }
         if (strcmp(argv[i], "--help") == 0) {
             puts("usage: bench_http [--runs N] [--requests N] [--parallel N]\n"
                  "                  [--inflight N] [--latency-ms N] [--bin "
-                 "STEPQ] [--tls] [--ca-path DIR]");
+                 "STEPQ] [--tls] [--http2] [--ca-path DIR]");
             return 0;
         }
         if (i + 1 >= argc) {

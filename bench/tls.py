@@ -2,14 +2,16 @@
 """bench/tls.py: Debian's nginx terminating TLS in front of `stepq mock`,
 for the benchmarks (the same setup as tests/support/tlsenv.c).
 
-    python3 bench/tls.py DIR UPSTREAM_PORT
+    python3 bench/tls.py DIR UPSTREAM_PORT [--http2]
 
 makes a throwaway CA and certificates in DIR (scripts/tls-certs.sh), plus
 DIR/bundle.pem (the system's CAs and the throwaway one: what a client that
 trusts it system-wide parses), starts nginx (TLS 1.3, HTTP/1.1, one worker
-process) proxying to 127.0.0.1:UPSTREAM_PORT, prints `listening
-127.0.0.1:PORT` and serves until interrupted. bench/worker.py --tls imports
-make_certs and start_nginx from here.
+process; with --http2 also HTTP/2, offered by ALPN) proxying to
+127.0.0.1:UPSTREAM_PORT, prints `listening 127.0.0.1:PORT` and serves until
+interrupted. nginx logs each request's connection and protocol to
+DIR/access.log (buffered; nginx_conns reads it). bench/worker.py --tls
+imports make_certs, start_nginx and nginx_conns from here.
 
 The listening socket is bound here (port 0) and handed to nginx through its
 NGINX variable, as its binary upgrade does: no fixed port, and connections
@@ -33,7 +35,8 @@ pid {d}/nginx.pid;
 error_log {d}/nginx-error.log error;
 events {{ worker_connections 16000; }}
 http {{
-  access_log off;
+  log_format conn '$connection $server_protocol';
+  access_log {d}/access.log conn buffer=256k;
   client_body_temp_path {d}/t-body;
   proxy_temp_path {d}/t-proxy;
   fastcgi_temp_path {d}/t-fcgi;
@@ -45,7 +48,7 @@ http {{
   ssl_certificate_key {d}/server.key;
   upstream mock {{ server 127.0.0.1:{up}; keepalive 1024; }}
   server {{
-    listen 127.0.0.1:{port} ssl backlog=8192;
+    listen 127.0.0.1:{port} ssl{h2} backlog=8192;
     location / {{
       proxy_pass http://mock;
       proxy_http_version 1.1;
@@ -69,9 +72,10 @@ def make_certs(folder):
     return bundle
 
 
-def start_nginx(folder, upstream_port):
+def start_nginx(folder, upstream_port, http2=False):
     """Starts nginx on a fresh port in front of upstream_port, with its
-    files in folder (make_certs first); returns (process, port)."""
+    files in folder (make_certs first), offering HTTP/2 too with http2;
+    returns (process, port)."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0))
@@ -80,7 +84,8 @@ def start_nginx(folder, upstream_port):
     conf = os.path.join(folder, "nginx.conf")
     with open(conf, "w") as f:
         f.write(CONF.format(user="user root;\n" if os.geteuid() == 0 else "",
-                            d=folder, up=upstream_port, port=port))
+                            d=folder, up=upstream_port, port=port,
+                            h2=" http2" if http2 else ""))
     env = dict(os.environ, NGINX="%d;" % s.fileno())
     p = subprocess.Popen(
         ["nginx", "-p", folder, "-c", conf,
@@ -95,12 +100,25 @@ def stop_nginx(p):
     p.wait(timeout=10)
 
 
+def nginx_conns(folder):
+    """Reads folder/access.log of a stopped nginx: (connections, requests,
+    {protocol: requests})."""
+    conns, reqs, protos = set(), 0, {}
+    with open(os.path.join(folder, "access.log")) as f:
+        for line in f:
+            conn, proto = line.split()
+            conns.add(conn)
+            reqs += 1
+            protos[proto] = protos.get(proto, 0) + 1
+    return len(conns), reqs, protos
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--http2"]):
         sys.exit(__doc__.split("\n\n")[1])
     folder = os.path.abspath(sys.argv[1])
     make_certs(folder)
-    p, port = start_nginx(folder, int(sys.argv[2]))
+    p, port = start_nginx(folder, int(sys.argv[2]), len(sys.argv) == 4)
     print("listening 127.0.0.1:%d" % port, flush=True)
     try:
         p.wait()

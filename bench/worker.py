@@ -4,7 +4,7 @@
     python3 bench/worker.py [--runs 5] [--concurrency 1,16,256]
         [--jobs 1:2000,16:20000,256:20000] [--bin build/release/cli/stepq]
         [--dir /tmp] [--keep] [--db sqlite|LOCATION] [--latency MS]
-        [--workers N] [--tls [--ca-path DIR]] [--sdk]
+        [--workers N] [--tls [--ca-path DIR] [--http2]] [--sdk]
 
 Drives the real binary the way a user does. For each concurrency C and each
 of --runs runs, in a fresh temporary folder with a fresh database (a SQLite
@@ -45,6 +45,14 @@ at the same concurrency against a fresh mock (behind nginx for TLS rows):
 its wall rate, CPU a call (from its first send, start-up left out) and
 peak RSS.
 
+With --tls --http2, nginx offers HTTP/2 and HTTP/1.1 and each concurrency
+gives two rows, the tier with "http2": "off" (HTTP/1.1) and with "auto"
+(HTTP/2), plus the SDK's (--sdk; Node's fetch speaks HTTP/1.1 only), run
+side by side: each of the --runs rounds runs stepq over HTTP/1.1, stepq
+over HTTP/2 and the SDK in turn, and the medians are reported with the
+connections each opened (distinct $connection in nginx's access log) and
+the protocol nginx logged for every request.
+
 Only the Python standard library is needed (and node for --sdk).
 """
 
@@ -62,7 +70,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, cpu_ticks, die, job_text,  # noqa: E402
                       mem_gib, pg_drop, pg_fresh, read_jsonl, run_stepq,
                       start_mock, steal_since, stop_mock)
-from tls import make_certs, start_nginx, stop_nginx  # noqa: E402
+from tls import (make_certs, nginx_conns, start_nginx,  # noqa: E402
+                 stop_nginx)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
@@ -127,11 +136,13 @@ def vm_hwm_kib(pid):
 
 
 def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
-            workers=1, tls=False, ca_path=None):
+            workers=1, tls=False, ca_path=None, h2=None):
     """One run at concurrency conc on a fresh store (SQLite in the folder,
     or a fresh schema on server); returns the figures of the table. With
     tls, through nginx (bench/tls.py), the tier's ca_file a bundle of the
-    system's CAs and the throwaway one."""
+    system's CAs and the throwaway one. h2 not None: nginx offers HTTP/2
+    and the tier's "http2" is "auto" (h2 True) or "off"; the figures then
+    have the connections nginx saw."""
     folder = tempfile.mkdtemp(prefix="bench-worker-", dir=base)
     mock = ngx = None
     schema = "bench_worker_%d_%s" % (os.getpid(), os.path.basename(folder)
@@ -148,10 +159,12 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
         }
         if tls:
             tier["ca_file"] = make_certs(folder)
-            ngx, port = start_nginx(folder, port)
+            ngx, port = start_nginx(folder, port, h2 is not None)
             tier["base_url"] = "https://127.0.0.1:%d/v1" % port
             if ca_path:
                 tier["ca_path"] = ca_path
+            if h2 is False:
+                tier["http2"] = "off"
         cfg = {"tiers": [tier]}
         with open(os.path.join(folder, "stepq.json"), "w") as f:
             json.dump(cfg, f)
@@ -160,9 +173,11 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
         run_stepq(binary, folder, dbargs + ["init"])
         run_stepq(binary, folder, dbargs + ["enqueue", "jobs.jsonl"])
         wall, cpu, rss = timed_work(binary, folder, conc, dbargs, workers)
+        conns = None
         if ngx is not None:
             stop_nginx(ngx)
             ngx = None
+            conns = wire_check(folder, njobs, "HTTP/2.0" if h2 else "HTTP/1.1")
         stop_mock(mock)
         mock = None
         st = json.loads(run_stepq(binary, folder,
@@ -183,6 +198,7 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
             "wall_s": wall,
             "cpu_us": cpu * 1e6 / njobs,
             "rss_mib": rss / 1024.0,
+            "conns": conns or 0,
         }
     finally:
         if ngx is not None:
@@ -195,10 +211,20 @@ def one_run(binary, base, conc, njobs, keep, server=None, latency=0,
                 pg_drop(server, schema)
 
 
+def wire_check(folder, n, proto):
+    """The connections in nginx's log; dies unless it logged n requests,
+    all over proto."""
+    conns, reqs, protos = nginx_conns(folder)
+    if reqs != n or protos.get(proto, 0) != n:
+        die("nginx logged %d requests (%s), not %d over %s; folder %s"
+            % (reqs, protos, n, proto, folder))
+    return conns
+
+
 SDK = os.path.join(HERE, "peers", "openai", "bench.js")
 
 
-def sdk_run(binary, base, conc, ncalls, latency=0, tls=False):
+def sdk_run(binary, base, conc, ncalls, latency=0, tls=False, h2=False):
     """The openai SDK (bench/peers/openai) making the jobs' calls at
     concurrency conc against a fresh mock (behind nginx with tls); returns
     the figures of the table that it has."""
@@ -211,7 +237,7 @@ def sdk_run(binary, base, conc, ncalls, latency=0, tls=False):
         url = "http://127.0.0.1:%d/v1" % port
         if tls:
             make_certs(folder)
-            ngx, port = start_nginx(folder, port)
+            ngx, port = start_nginx(folder, port, h2)
             env["NODE_EXTRA_CA_CERTS"] = os.path.join(folder, "ca.pem")
             url = "https://127.0.0.1:%d/v1" % port
         out = subprocess.run(
@@ -221,14 +247,56 @@ def sdk_run(binary, base, conc, ncalls, latency=0, tls=False):
         r = json.loads(out)
         if r["ok"] != ncalls:
             die("SDK C=%d: %d of %d calls succeeded" % (conc, r["ok"], ncalls))
+        conns = 0
+        if ngx is not None:
+            stop_nginx(ngx)
+            ngx = None
+            conns = wire_check(folder, ncalls, "HTTP/1.1")
         return {"wall": ncalls / r["wall_s"], "wall_s": r["wall_s"],
-                "cpu_us": r["cpu_us"], "rss_mib": r["rss_mib"]}
+                "cpu_us": r["cpu_us"], "rss_mib": r["rss_mib"],
+                "conns": conns}
     finally:
         if ngx is not None:
             stop_nginx(ngx)
         if mock is not None:
             stop_mock(mock)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def h2_rows(a, binary, server, concs, jobs):
+    """--tls --http2: per concurrency, rounds of stepq over HTTP/1.1,
+    stepq over HTTP/2 and (--sdk) the SDK, side by side; medians."""
+    print("%-16s %7s %10s %8s %12s %8s %10s %8s"
+          % ("row", "calls", "calls/s", "wall s", "CPU us/call", "RSS MiB",
+             "KiB/flight", "conns"))
+    for c in concs:
+        n = jobs.get(c, max(jobs.values()))
+        names = ["stepq h1", "stepq h2"] + (["SDK (h1)"] if a.sdk else [])
+        got = {k: [] for k in names}
+        ticks, loads = cpu_ticks(), []
+        for _ in range(a.runs):
+            for h2 in (False, True):
+                got[names[h2]].append(one_run(
+                    binary, a.dir, c, n, a.keep, server, a.latency,
+                    a.workers, True, a.ca_path, h2))
+                loads.append(os.getloadavg()[0])
+            if a.sdk:
+                got["SDK (h1)"].append(sdk_run(binary, a.dir, c, n,
+                                               a.latency, True, True))
+                loads.append(os.getloadavg()[0])
+        steal = steal_since(ticks)
+        for k in names:
+            rs = got[k]
+            med = {f: statistics.median(r[f] for r in rs) for f in rs[0]}
+            print("%-16s %7d %10.0f %8.2f %12.1f %8.1f %10.1f %8.0f"
+                  % ("%d %s" % (c, k), n, med["wall"], med["wall_s"],
+                     med["cpu_us"], med["rss_mib"],
+                     med["rss_mib"] * 1024 / c, med["conns"]))
+            print("                 runs, CPU us/call: %s"
+                  % " ".join("%.1f" % r["cpu_us"] for r in rs))
+        print("                 load (1 min) after each run: %s; CPU steal "
+              "%.1f%%" % (" ".join("%.2f" % x for x in loads), steal))
+        sys.stdout.flush()
 
 
 def parse_jobs(spec):
@@ -265,6 +333,9 @@ def main():
                     help="with --tls, the tier's ca_path too (/etc/ssl/certs: "
                     "Debian libcurl's default, no CA store cache: the cost "
                     "before)")
+    ap.add_argument("--http2", action="store_true",
+                    help="with --tls, stepq over HTTP/1.1 and HTTP/2 (and the "
+                    "SDK with --sdk) side by side, a round each run")
     a = ap.parse_args()
     server = None if a.db == "sqlite" else a.db
     binary = os.path.abspath(a.bin)
@@ -284,6 +355,11 @@ def main():
           "median of %d runs each, store: %s, %d worker process%s"
           % (a.latency, a.runs, "PostgreSQL" if server else "SQLite",
              a.workers, "" if a.workers == 1 else "es at C each"))
+    if a.http2:
+        if not a.tls:
+            die("--http2 needs --tls")
+        h2_rows(a, binary, server, concs, jobs)
+        return
     print("%-11s %7s %12s %12s %8s %8s %12s %8s %10s"
           % ("concurrency", "jobs", "steps/s wall", "steps/s mock",
              "tail s", "wall s", "CPU us/step", "RSS MiB", "KiB/flight"))

@@ -113,6 +113,11 @@ struct config_tier {
     char *ca_path;     /* folder of hashed CA certificates, likewise */
     char *client_cert; /* PEM client certificate (may hold the key too) */
     char *client_key;  /* PEM key of client_cert; needs client_cert */
+    /* Connections to base_url's host: "http2": "auto" (false, the
+     * default) offers HTTP/2 to an https:// server (ALPN) and multiplexes
+     * its calls; "off" (true) pins HTTP/1.1. "max_connections": 0 none. */
+    bool http1_only;
+    int max_connections;
     /* The protocol (config_api.c): what the job's OpenAI-shaped request
      * is mapped to, and what its answers are read from. */
     enum config_api api;

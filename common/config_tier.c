@@ -185,7 +185,30 @@ tls_path(const cJSON *o, const char *path, const char *dir, const char *key,
     return 0;
 }
 
-/* parse_tls reads ca_file, ca_path, client_cert and client_key. */
+/* parse_conn reads "http2" ("auto" or "off") and "max_connections". */
+static int
+parse_conn(const cJSON *o, const char *path, struct config_tier *t, char *err,
+           size_t len)
+{
+    const char *h2 = NULL;
+    int64_t maxc = 0;
+    char p[256];
+    int rc;
+
+    if ((rc = json_get_string(o, "http2", false, path, &h2, err, len)) ||
+        (rc = json_get_int(o, "max_connections", 1, 100000, path, &maxc, err,
+                           len)))
+        return rc;
+    if (h2 != NULL && strcmp(h2, "auto") != 0 && strcmp(h2, "off") != 0)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "http2"),
+                         "must be \"auto\" or \"off\"");
+    t->http1_only = h2 != NULL && strcmp(h2, "off") == 0;
+    t->max_connections = (int)maxc;
+    return 0;
+}
+
+/* parse_tls reads ca_file, ca_path, client_cert and client_key, and the
+ * connection fields (parse_conn). */
 static int
 parse_tls(const cJSON *o, const char *path, const char *dir,
           struct config_tier *t, char *err, size_t len)
@@ -199,7 +222,8 @@ parse_tls(const cJSON *o, const char *path, const char *dir,
         (rc = tls_path(o, path, dir, "client_cert", false, &t->client_cert, err,
                        len)) ||
         (rc = tls_path(o, path, dir, "client_key", false, &t->client_key, err,
-                       len)))
+                       len)) ||
+        (rc = parse_conn(o, path, t, err, len)))
         return rc;
     if (t->client_key != NULL && t->client_cert == NULL)
         return json_fail(err, len,
@@ -424,6 +448,8 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                                        "ca_path",
                                        "client_cert",
                                        "client_key",
+                                       "http2",
+                                       "max_connections",
                                        "api",
                                        "max_tokens",
                                        "stream",

@@ -11,18 +11,49 @@
  * when curl says a call's connection is ready (prereq_cb) or a call ends.
  * A call's connect timeout starts when it leaves the queue; its whole
  * timeout counts from http_send.
+ *
+ * HTTP/2: an https:// call that may multiplex goes to the shard its host
+ * hashes to, so the calls of one host share that shard's connections
+ * (spread over the least busy shards, each shard would open its own).
+ * With PIPEWAIT a burst waits for the first connection's handshake and
+ * then takes streams on it; such a call counts as connecting until curl
+ * says its stream may go (prereq_cb), like a call waiting for its own
+ * handshake, and its connect timeout covers that same wait. A call
+ * capped by max_connections waits in our queue, not in curl's pending
+ * list: there the connect timeout would run while it waits for a stream
+ * of a full connection, and a slow answer would time out calls that
+ * never got to the wire.
  */
 #include "http/http.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "http/internal.h"
+
+/* queue_remove takes call out of c's queue. */
+static void
+queue_remove(http_client *c, struct http_call *call)
+{
+    if (call->qprev != NULL)
+        call->qprev->qnext = call->qnext;
+    else
+        c->qhead = call->qnext;
+    if (call->qnext != NULL)
+        call->qnext->qprev = call->qprev;
+    else
+        c->qtail = call->qprev;
+    call->qprev = call->qnext = NULL;
+}
 
 /* http__settle takes call out of the queue or the connecting count, as its
  * state says, when it ends. */
@@ -30,15 +61,7 @@ void
 http__settle(http_client *c, struct http_call *call)
 {
     if (call->state == HTTP_CALL_QUEUED) {
-        if (call->qprev != NULL)
-            call->qprev->qnext = call->qnext;
-        else
-            c->qhead = call->qnext;
-        if (call->qnext != NULL)
-            call->qnext->qprev = call->qprev;
-        else
-            c->qtail = call->qprev;
-        call->qprev = call->qnext = NULL;
+        queue_remove(c, call);
     } else if (call->state == HTTP_CALL_CONNECTING) {
         assert(c->connecting > 0);
         c->connecting--;
@@ -68,13 +91,90 @@ prereq_cb(void *arg, char *conn_primary_ip, char *conn_local_ip,
     return CURL_PREREQFUNC_OK;
 }
 
-/* The shard for a new request: the one with the fewest in flight (the
- * first of them, so one at a time keeps to one connection). */
+/* The length of url's "scheme://host:port" (what a connection serves). */
+static size_t
+origin_len(const char *url)
+{
+    const char *p = strstr(url, "://");
+
+    p = p != NULL ? p + 3 : url;
+    return (size_t)(p - url) + strcspn(p, "/?#");
+}
+
+/* FNV-1a of n bytes, case-folded (hosts are). */
+static uint32_t
+hash_ci(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 'A' && ch <= 'Z')
+            ch = (unsigned char)(ch - 'A' + 'a');
+        h = (h ^ ch) * 16777619u;
+    }
+    return h;
+}
+
+void
+http__route(http_client *c, struct http_call *call,
+            const struct http_request *req)
+{
+    size_t n = origin_len(req->url);
+    struct http_pool *p;
+
+    call->multiplex =
+        !req->http1_only && strncasecmp(req->url, "https://", 8) == 0;
+    call->host_hash = hash_ci(req->url, n);
+    if (req->max_connections <= 0)
+        return;
+    for (p = c->pools; p != NULL; p = p->next) {
+        if (p->cap == req->max_connections && strlen(p->key) == n &&
+            strncasecmp(p->key, req->url, n) == 0)
+            break;
+    }
+    if (p == NULL) {
+        p = xcalloc(1, sizeof(*p));
+        p->key = xstrndup(req->url, n);
+        p->cap = req->max_connections;
+        p->next = c->pools;
+        c->pools = p;
+    }
+    call->pool = p;
+}
+
+void
+http__pools_free(http_client *c)
+{
+    while (c->pools != NULL) {
+        struct http_pool *p = c->pools;
+        c->pools = p->next;
+        free(p->key);
+        free(p);
+    }
+}
+
+bool
+http__pool_full(const struct http_call *call)
+{
+    const struct http_pool *p = call->pool;
+
+    if (p == NULL)
+        return false;
+    return p->wire >=
+           (size_t)p->cap * (p->h2 && call->multiplex ? HTTP_H2_STREAMS : 1);
+}
+
+/* The shard for a new request: its host's when it may multiplex, else
+ * the one with the fewest in flight (the first of them, so one at a time
+ * keeps to one connection). */
 static struct http_shard *
-pick_shard(http_client *c)
+pick_shard(http_client *c, const struct http_call *call)
 {
     struct http_shard *best = &c->shards[0];
 
+    if (call->multiplex)
+        return &c->shards[call->host_hash % c->nshards];
     for (size_t i = 1; i < c->nshards && best->inflight > 0; i++) {
         if (c->shards[i].inflight < best->inflight)
             best = &c->shards[i];
@@ -98,7 +198,7 @@ http__admit_one(http_client *c, struct http_call *call)
         left = 1;
     if (connect_timeout > left)
         connect_timeout = (long)left;
-    call->sh = pick_shard(c);
+    call->sh = pick_shard(c, call);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)left);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, prereq_cb);
@@ -109,11 +209,16 @@ http__admit_one(http_client *c, struct http_call *call)
      * for this one: say so, and curl skips its search of the connection
      * cache, which walks every connection to the host (at 5,000 in flight
      * that search was most of the client's time). Not with a connection
-     * limit, where a request may wait for one to be free. */
-    curl_easy_setopt(
-        e, CURLOPT_FRESH_CONNECT,
-        !c->limited && call->sh->inflight >= call->sh->open_sockets ? 1L : 0L);
+     * limit, where a request may wait for one to be free, nor for one
+     * that may take a stream of a busy HTTP/2 connection. */
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT,
+                     !c->limited && !call->multiplex &&
+                             call->sh->inflight >= call->sh->open_sockets
+                         ? 1L
+                         : 0L);
     call->sh->inflight++;
+    if (call->pool != NULL)
+        call->pool->wire++;
     call->state = HTTP_CALL_CONNECTING;
     c->connecting++;
     mrc = curl_multi_add_handle(call->sh->multi, e);
@@ -121,6 +226,8 @@ http__admit_one(http_client *c, struct http_call *call)
         log_error("curl_multi_add_handle: %s", curl_multi_strerror(mrc));
         c->connecting--;
         call->sh->inflight--;
+        if (call->pool != NULL)
+            call->pool->wire--;
         call->sh = NULL;
         call->state = HTTP_CALL_QUEUED;
         return -EIO;
@@ -131,15 +238,15 @@ http__admit_one(http_client *c, struct http_call *call)
 void
 http__admit(http_client *c)
 {
-    while (c->qhead != NULL && c->connecting < c->max_connecting) {
-        struct http_call *call = c->qhead;
+    struct http_call *call = c->qhead, *next;
 
-        c->qhead = call->qnext;
-        if (c->qhead != NULL)
-            c->qhead->qprev = NULL;
-        else
-            c->qtail = NULL;
-        call->qnext = NULL;
+    /* Oldest first; a call whose pool is full stays, later ones of other
+     * hosts may pass it. */
+    for (; call != NULL && c->connecting < c->max_connecting; call = next) {
+        next = call->qnext;
+        if (http__pool_full(call))
+            continue;
+        queue_remove(c, call);
         if (http__admit_one(c, call) != 0) {
             call->state = HTTP_CALL_CONNECTED; /* out of the queue */
             call->res.error = HTTP_ERR_OTHER;

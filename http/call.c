@@ -104,6 +104,10 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
     struct http_header h;
 
     if (len >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+        /* An answer over HTTP/2 lets its pool put many calls on one
+         * connection (admit.c). */
+        if (call->pool != NULL && len >= 7 && buf[5] == '2' && buf[6] == ' ')
+            call->pool->h2 = true;
         /* A new head (after 100 Continue, say): keep only the last. */
         headers_free(res->headers, res->nheaders);
         res->headers = NULL;
@@ -216,6 +220,8 @@ http__call_unlink(http_client *c, struct http_call *call)
     c->inflight--;
     if (call->sh != NULL)
         call->sh->inflight--;
+    if (call->sh != NULL && call->pool != NULL)
+        call->pool->wire--;
 }
 
 static void
@@ -521,7 +527,14 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    http__route(c, call, req);
+    /* HTTP/2 where an https:// server offers it (ALPN), and then a call
+     * waits for a connection being made to its host rather than opening
+     * one of its own (PIPEWAIT). http:// stays HTTP/1.1 (no h2c). */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     call->multiplex ? (long)CURL_HTTP_VERSION_2TLS
+                                     : (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, call->multiplex ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
     curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
@@ -550,7 +563,8 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         c->calls->prev = call;
     c->calls = call;
     c->inflight++;
-    if (c->qhead == NULL && c->connecting < c->max_connecting) {
+    if (c->qhead == NULL && c->connecting < c->max_connecting &&
+        !http__pool_full(call)) {
         if (http__admit_one(c, call) != 0) {
             http__call_unlink(c, call);
             curl_easy_cleanup(e);

@@ -67,6 +67,7 @@ handle_closed(http_client *c)
         return;
     cb = c->close_cb;
     arg = c->close_arg;
+    http__pools_free(c);
     free(c->shards);
     free(c->user_agent);
     free(c);
@@ -283,6 +284,11 @@ shard_init(http_client *c, struct http_shard *sh,
     curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
     curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+    /* Many calls on one HTTP/2 connection (libcurl's default since
+     * 7.62, said here since the sharding and admit.c rely on it). */
+    curl_multi_setopt(sh->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(sh->multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
+                      (long)HTTP_H2_STREAMS);
     curl_multi_setopt(sh->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
                       opts->max_host_connections);
     curl_multi_setopt(sh->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,

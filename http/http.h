@@ -76,6 +76,10 @@ struct http_header {
  * handles, whose pools are apart (http.c). */
 #define HTTP_SHARD_CONNECTIONS 256
 
+/* Requests one HTTP/2 connection carries at once, at most (curl's
+ * default; the server may allow fewer, nginx allows 128). */
+#define HTTP_H2_STREAMS 100
+
 /* Client options; zero fields take the defaults. */
 struct http_client_opts {
     size_t max_response_bytes;  /* body cap; 0: 4 MiB */
@@ -125,6 +129,16 @@ struct http_request {
     char *ca_path;     /* folder of hashed CA certificates to trust */
     char *client_cert; /* PEM client certificate (may hold its key) */
     char *client_key;  /* PEM key of client_cert; NULL: in client_cert */
+    /* Connections (admit.c). An https:// request is offered HTTP/2 (ALPN)
+     * unless http1_only; an h2 connection carries many requests at once,
+     * and a request waits for the one being made rather than opening
+     * another (PIPEWAIT). max_connections > 0 caps the connections of
+     * the requests with the same host and cap: at most that many of them
+     * are on the wire over HTTP/1.1, that many times HTTP_H2_STREAMS once
+     * an answer came over HTTP/2; the others wait in the client's queue,
+     * where no connect timeout runs. */
+    bool http1_only;
+    long max_connections;
 };
 
 /* What came back. Every pointer is owned by the struct (and so by the

@@ -50,6 +50,18 @@ enum http_call_state {
     HTTP_CALL_CONNECTED,
 };
 
+/* The requests of one host with one max_connections (admit.c): how many
+ * are on a multi handle, and whether an answer came over HTTP/2 (then
+ * HTTP_H2_STREAMS of them share a connection). Owned by the client's
+ * list, freed with it. */
+struct http_pool {
+    char *key; /* owned; "scheme://host:port" of the URL */
+    long cap;  /* max_connections */
+    size_t wire;
+    bool h2;
+    struct http_pool *next;
+};
+
 /* Requests connecting at once when http_client_opts.max_connecting is 0. */
 #define HTTP_DEFAULT_MAX_CONNECTING 128
 
@@ -59,6 +71,9 @@ struct http_call {
     struct http_call *qprev, *qnext; /* in c's queue while QUEUED */
     int64_t timeout_ms;              /* the request's, whole */
     struct http_shard *sh;           /* whose multi handle runs it */
+    struct http_pool *pool;          /* borrowed; NULL: no cap */
+    bool multiplex;                  /* may go over HTTP/2 */
+    uint32_t host_hash;              /* of the URL's scheme, host, port */
     CURL *easy;
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
@@ -95,8 +110,9 @@ struct http_client {
     struct http_call *qhead, *qtail; /* QUEUED calls, oldest first */
     size_t connecting;               /* calls CONNECTING */
     size_t max_connecting;
-    bool limited;        /* a connection limit is set */
-    size_t open_handles; /* timers, dues + sockets not yet closed */
+    bool limited;            /* a connection limit is set */
+    struct http_pool *pools; /* owned list */
+    size_t open_handles;     /* timers, dues + sockets not yet closed */
     size_t max_response;
     size_t max_headers;
     size_t max_header_bytes;
@@ -225,6 +241,17 @@ void http__deliver(struct http_call *call);
  * as HTTP_ERR_OTHER. Called with the client entered, never from inside
  * a curl callback, not while closing (call.c). */
 void http__admit(http_client *c);
+/* http__route sets how call goes, from req: whether it may multiplex
+ * (an https:// URL, not http1_only), its host's hash (its shard when it
+ * may) and its pool when req caps connections (created on first use)
+ * (admit.c). */
+void http__route(http_client *c, struct http_call *call,
+                 const struct http_request *req);
+/* http__pool_full: call's pool has as many calls on the wire as its cap
+ * allows; call then stays queued (admit.c). */
+bool http__pool_full(const struct http_call *call);
+/* http__pools_free frees c's pools (admit.c). */
+void http__pools_free(http_client *c);
 /* http__cancel_one removes call from the multi handle and delivers it as
  * HTTP_ERR_CANCELLED (call is freed). Called with the client entered. */
 void http__cancel_one(struct http_call *call);

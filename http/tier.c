@@ -337,6 +337,8 @@ finish(struct http_request *r, const struct config_tier *t, int64_t timeout_ms,
     http_request_set_tls(r, t->ca_file, t->ca_path, t->client_cert,
                          t->client_key);
     r->timeout_ms = timeout_ms;
+    r->http1_only = t->http1_only;
+    r->max_connections = t->max_connections;
     *out = *r;
     return 0;
 }

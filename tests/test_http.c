@@ -420,6 +420,45 @@ START_TEST(test_bursts_over_several_multi_handles)
 }
 END_TEST
 
+/* A host's max_connections keeps its calls beyond the cap in the client's
+ * queue, one connection serving them in turn, while a call to another
+ * host passes them: three capped calls of 300 ms each and one other, the
+ * other done while the third capped one still waits; two connections. */
+START_TEST(test_capped_host_waits_others_pass)
+{
+    struct env e;
+    struct result r[4] = {0};
+    struct http_request capped, other;
+    struct mock_stats st;
+    char url[256];
+
+    env_start(&e, "{\"answers\":[{\"delay_ms\":300}],\"loop\":true}", NULL,
+              NULL);
+    chat_req(&e, "/v1", 10000, &capped);
+    capped.max_connections = 1;
+    chat_req(&e, "/v1", 10000, &other);
+    snprintf(url, sizeof(url), "http://localhost:%d/v1/chat/completions",
+             e.port);
+    ck_assert_int_eq(http_request_set(&other, "POST", url), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(http_send(e.c, &capped, on_done, &r[i], NULL), 0);
+    ck_assert_int_eq(http_send(e.c, &other, on_done, &r[3], NULL), 0);
+    run_until(&e, &r[3].done, 10000);
+    ck_assert_int_eq(r[3].status, 200);
+    ck_assert(!r[2].done);
+    run_until(&e, &r[2].done, 10000);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(r[i].status, 200);
+        result_free(&r[i]);
+    }
+    mock_get_stats(e.m, &st);
+    ck_assert_int_eq((int)st.connections, 2);
+    http_request_cleanup(&capped);
+    http_request_cleanup(&other);
+    env_stop(&e);
+}
+END_TEST
+
 /* Closing a client with requests in flight on every multi handle cancels
  * each once and closes every handle (env_stop closes it, and checks the
  * loop is empty after). */
@@ -480,6 +519,7 @@ test_suite(void)
     tcase_add_test(transport, test_keep_alive_reuses_connection);
     tcase_add_test(transport, test_bursts_keep_their_connections);
     tcase_add_test(transport, test_bursts_over_several_multi_handles);
+    tcase_add_test(transport, test_capped_host_waits_others_pass);
     tcase_add_test(transport, test_close_with_many_in_flight);
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++) {
         tcase_add_checked_fixture(all[i], setup, mockproc_teardown);

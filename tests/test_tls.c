@@ -72,17 +72,6 @@ config(const char *h1, const char *h2, const char *mtls)
 #define CLIENT                                                                 \
     CA ", \"client_cert\": \"client.pem\", \"client_key\": \"client.key\""
 
-static void
-drain(const char *concurrency)
-{
-    struct run_result r;
-
-    ck_assert_msg(
-        RUN(&r, NULL, "work", "--drain", "--concurrency", concurrency) == 0,
-        "work exited %d: %s", r.status, r.err);
-    run_result_free(&r);
-}
-
 /* Job id shown, as text for messages and checks. */
 static char *
 attempt_text(int id)
@@ -132,7 +121,7 @@ START_TEST(test_jobs_succeed_over_http1_and_http2_listeners)
     config(CA, CA, "");
     e2e_enqueue_many(100, TIER("h1"));
     e2e_enqueue_many(100, TIER("h2"));
-    drain("16");
+    e2e_drain_at("16");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 200);
     nginx_counts(&conns, &resumed, &requests);
     ck_assert_int_eq(requests, 200);
@@ -157,7 +146,7 @@ START_TEST(test_wrong_ca_fails_with_a_certificate_error)
 
     config(OTHER_CA, "", "");
     e2e_enqueue_many(1, TIER("h1"));
-    drain("4"); /* ends: the step is not retried */
+    e2e_drain_at("4"); /* ends: the step is not retried */
     ck_assert_int_eq(e2e_count(NULL, "failed"), 1);
     a = attempt_text(1);
     ck_assert_msg(strstr(a, "\"outcome\":\"hard_quota\"") != NULL &&
@@ -175,7 +164,7 @@ START_TEST(test_wrong_ca_fails_with_a_certificate_error)
     cJSON_Delete(t);
     config(CA, "", ""); /* the right CA: the wall is lifted */
     e2e_enqueue_many(1, TIER("h1"));
-    drain("4");
+    e2e_drain_at("4");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
 }
 END_TEST
@@ -186,7 +175,7 @@ START_TEST(test_system_cas_do_not_trust_a_private_ca)
 
     config("", "", ""); /* verification is on by default */
     e2e_enqueue_many(1, TIER("h1"));
-    drain("4");
+    e2e_drain_at("4");
     ck_assert_int_eq(e2e_count(NULL, "failed"), 1);
     a = attempt_text(1);
     ck_assert_msg(strstr(a, "certificate") != NULL, "%s", a);
@@ -199,7 +188,7 @@ START_TEST(test_client_certificate_is_sent_when_configured)
 {
     config(CA, "", CLIENT);
     e2e_enqueue_many(20, TIER("mtls"));
-    drain("4");
+    e2e_drain_at("4");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 20);
 }
 END_TEST
@@ -210,7 +199,7 @@ START_TEST(test_missing_client_certificate_fails_clearly)
 
     config(CA, "", CA);
     e2e_enqueue_many(1, TIER("mtls"));
-    drain("4");
+    e2e_drain_at("4");
     ck_assert_int_eq(e2e_count(NULL, "failed"), 1);
     a = attempt_text(1);
     ck_assert_msg(strstr(a, "No required SSL certificate") != NULL, "%s", a);
@@ -225,7 +214,7 @@ START_TEST(test_burst_of_new_connections_succeeds)
 {
     config(CA, "", "");
     e2e_enqueue_many(600, TIER("h1"));
-    drain("600");
+    e2e_drain_at("600");
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 600);
 }
 END_TEST
@@ -290,19 +279,8 @@ START_TEST(test_config_refuses_unreadable_tls_files)
         {"\"client_key\": \"client.key\"",
          "tiers[0].client_key: needs client_cert"},
     };
-    struct run_result r;
-    char cfg[512];
-
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        snprintf(cfg, sizeof(cfg),
-                 "{\"tiers\": [{\"name\": \"a\", \"base_url\": "
-                 "\"https://127.0.0.1:1/v1\", \"model\": \"m\", %s}]}",
-                 rows[i].fields);
-        free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-        ck_assert_int_eq(RUN(&r, NULL, "tiers", "--check"), 2);
-        ck_assert_msg(strstr(r.err, rows[i].want) != NULL, "%s", r.err);
-        run_result_free(&r);
-    }
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        e2e_config_refused(rows[i].fields, rows[i].want);
 }
 END_TEST
 

@@ -136,6 +136,33 @@ e2e_drain(void)
     return r.err;
 }
 
+void
+e2e_drain_at(const char *concurrency)
+{
+    struct run_result r;
+
+    ck_assert_msg(
+        RUN(&r, NULL, "work", "--drain", "--concurrency", concurrency) == 0,
+        "work exited %d: %s", r.status, r.err);
+    run_result_free(&r);
+}
+
+void
+e2e_config_refused(const char *fields, const char *want)
+{
+    struct run_result r;
+    char cfg[512];
+
+    snprintf(cfg, sizeof(cfg),
+             "{\"tiers\": [{\"name\": \"a\", \"base_url\": "
+             "\"https://127.0.0.1:1/v1\", \"model\": \"m\", %s}]}",
+             fields);
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(RUN(&r, NULL, "tiers", "--check"), 2);
+    ck_assert_msg(strstr(r.err, want) != NULL, "%s: %s", fields, r.err);
+    run_result_free(&r);
+}
+
 cJSON *
 e2e_run_job(const char *script, const char *job)
 {

@@ -55,6 +55,12 @@ void e2e_enqueue(const char *job);
 void e2e_enqueue_many(int n, const char *tiers);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
 char *e2e_drain(void);
+/* e2e_drain_at runs `stepq work --drain --concurrency C` to exit 0. */
+void e2e_drain_at(const char *concurrency);
+/* e2e_config_refused writes stepq.json with one https:// tier "a" with
+ * fields (JSON members) spliced in and checks that `stepq tiers --check`
+ * exits 2 saying want. */
+void e2e_config_refused(const char *fields, const char *want);
 /* e2e_run_job starts the mock with the script file tests/data/e2e/SCRIPT
  * (e2e_start_file, no extra config), enqueues job, drains the queue and
  * returns job 1 shown (cJSON_Delete it). */

@@ -75,7 +75,7 @@ write_conf(const struct tlsenv *t, const char *dir, int upstream_port,
             "events { worker_connections 4096; }\n"
             "http {\n"
             "  log_format conn '$connection $ssl_session_reused "
-            "$server_port $status';\n"
+            "$server_port $status $server_protocol';\n"
             "  access_log %s/access.log conn;\n"
             "  client_body_temp_path %s/tmp-body;\n"
             "  proxy_temp_path %s/tmp-proxy;\n"

@@ -35,7 +35,8 @@ void tlsenv_certs(const char *dir);
  * client connection is closed after keepalive_requests answers (nginx's
  * keepalive_requests), so tests can make a client reconnect. nginx logs
  * each request to dir/access.log as "CONNECTION SESSION_REUSED PORT
- * STATUS" ($connection, $ssl_session_reused: "r" or "."). Needs
+ * STATUS PROTOCOL" ($connection, $ssl_session_reused: "r" or ".",
+ * $server_protocol: "HTTP/1.1" or "HTTP/2.0"). Needs
  * tlsenv_certs(dir) first. */
 void tlsenv_start(struct tlsenv *t, const char *dir, int upstream_port,
                   int keepalive_requests);

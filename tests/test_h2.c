@@ -1,0 +1,227 @@
+/* test_h2.c: HTTP/2 with real parts. Debian's nginx terminating TLS with
+ * the test's throwaway CA (tests/support/tlsenv.h) in front of the real
+ * `stepq mock`, answering after 100 ms so calls overlap, and the real
+ * `stepq work` running durable one-step jobs through it. nginx logs each
+ * request's connection and protocol: what the worker did on the wire is
+ * read there, not from the worker's own account. */
+#include "tests/support/support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/file.h"
+#include "tests/support/e2e.h"
+#include "tests/support/tlsenv.h"
+
+static struct tlsenv tls;
+
+static void
+setup(void)
+{
+    const char *script = "{\"routes\": [{\"path\": \"/v1\", "
+                         "\"latency_ms\": 100}]}";
+
+    e2e_setup();
+    tlsenv_certs(e2e_dir);
+    mockproc_start_script(&e2e_mock, e2e_dir, script);
+    tlsenv_start(&tls, e2e_dir, e2e_mock.port, 100000);
+}
+
+static void
+teardown(void)
+{
+    tlsenv_stop(&tls);
+    e2e_teardown();
+}
+
+/* Writes stepq.json with tier t on nginx's HTTP/2 listener (h2 = true,
+ * offering h2 and http/1.1) or its HTTP/1.1 one, the test's CA and the
+ * fields (JSON members, may be "") spliced in, and runs `stepq init`. */
+static void
+config(bool h2, const char *fields)
+{
+    char cfg[2048];
+    int n =
+        snprintf(cfg, sizeof(cfg),
+                 "{\"worker\": {\"lease_s\": 30},"
+                 " \"tiers\": [{\"name\": \"t\", \"base_url\": "
+                 "\"https://localhost:%d/v1\", \"model\": \"m\","
+                 " \"ca_file\": \"ca.pem\"%s%s}]}",
+                 h2 ? tls.port_h2 : tls.port_h1, fields[0] ? ", " : "", fields);
+
+    ck_assert_int_lt(n, (int)sizeof(cfg));
+    free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
+    e2e_init();
+}
+
+/* What nginx's access.log says: requests, distinct connections, and the
+ * requests that came over HTTP/2 and over HTTP/1.1. */
+struct wire {
+    int requests, conns, h2, h1;
+    char per_conn[256]; /* requests of each connection, for messages */
+};
+
+static struct wire
+wire_seen(void)
+{
+    char *text = NULL, *line, *save = NULL;
+    size_t len = 0;
+    long seen[4096];
+    int count[4096] = {0};
+    struct wire w = {0};
+    size_t at = 0;
+
+    ck_assert_int_eq(file_read_all("access.log", 1 << 26, &text, &len), 0);
+    for (line = strtok_r(text, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        long conn = strtol(line, NULL, 10);
+        int k = 0;
+
+        w.requests++;
+        w.h2 += strstr(line, " HTTP/2.0") != NULL;
+        w.h1 += strstr(line, " HTTP/1.1") != NULL;
+        while (k < w.conns && seen[k] != conn)
+            k++;
+        if (k == w.conns) {
+            ck_assert_int_lt(w.conns, 4096);
+            seen[w.conns++] = conn;
+        }
+        count[k]++;
+    }
+    free(text);
+    for (int k = 0; k < w.conns && at < sizeof(w.per_conn) - 12; k++)
+        at += (size_t)snprintf(w.per_conn + at, sizeof(w.per_conn) - at, " %d",
+                               count[k]);
+    return w;
+}
+
+/* run_jobs enqueues n one-step jobs, drains them with `stepq work` at
+ * concurrency conc, checks that all succeeded and returns what nginx saw. */
+static struct wire
+run_jobs(int n, const char *conc)
+{
+    e2e_enqueue_many(n, "");
+    e2e_drain_at(conc);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), n);
+    return wire_seen();
+}
+
+/* 200 jobs at 64 in flight take streams of one or two connections (one
+ * per connection a burst may race to open), all over HTTP/2. */
+START_TEST(test_h2_multiplexes_jobs_on_few_connections)
+{
+    struct wire w;
+
+    config(true, "");
+    w = run_jobs(200, "64");
+    ck_assert_int_eq(w.requests, 200);
+    ck_assert_int_eq(w.h2, 200);
+    ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
+}
+END_TEST
+
+/* "http2": "off" pins HTTP/1.1 where the server offers both: one
+ * connection per call in flight again. */
+START_TEST(test_http2_off_pins_http1)
+{
+    struct wire w;
+
+    config(true, "\"http2\": \"off\"");
+    w = run_jobs(200, "64");
+    ck_assert_int_eq(w.h1, 200);
+    ck_assert_msg(w.conns >= 16, "%d connections:%s", w.conns, w.per_conn);
+}
+END_TEST
+
+/* A server that offers only HTTP/1.1 (no h2 in its ALPN) still works
+ * with the default "auto". */
+START_TEST(test_auto_falls_back_to_http1)
+{
+    struct wire w;
+
+    config(false, "");
+    w = run_jobs(100, "32");
+    ck_assert_int_eq(w.h1, 100);
+}
+END_TEST
+
+/* max_connections holds over HTTP/2: 300 calls at once on one connection,
+ * the ones beyond its streams waiting in the client's queue, where no
+ * connect timeout runs (timeout_s covers them: 5 s is plenty for three
+ * rounds of 100 ms). */
+START_TEST(test_max_connections_caps_h2)
+{
+    struct wire w;
+
+    config(true, "\"max_connections\": 1, \"timeout_s\": 5");
+    w = run_jobs(300, "300");
+    ck_assert_int_eq(w.h2, 300);
+    ck_assert_int_eq(w.conns, 1);
+}
+END_TEST
+
+/* And over HTTP/1.1, one call per connection: 2 connections. */
+START_TEST(test_max_connections_caps_http1)
+{
+    struct wire w;
+
+    config(false, "\"max_connections\": 2");
+    w = run_jobs(60, "32");
+    ck_assert_int_eq(w.h1, 60);
+    ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
+}
+END_TEST
+
+/* A burst far above the 128 calls connecting at once (http/admit.c): the
+ * calls waiting for a stream of the connection being made leave the
+ * connecting count when their stream goes, so the queue keeps moving and
+ * none is failed by a connect timeout of our making. 1,000 calls take 10
+ * connections' streams; libcurl 7.88 opens more in the burst (up to 36
+ * seen, most carrying one call; why is not known), against 1,000 over
+ * HTTP/1.1. */
+START_TEST(test_h2_burst_passes_admission)
+{
+    struct wire w;
+
+    config(true, "\"timeout_s\": 10");
+    w = run_jobs(1000, "1000");
+    ck_assert_int_eq(w.h2, 1000);
+    ck_assert_msg(w.conns <= 60, "%d connections:%s", w.conns, w.per_conn);
+}
+END_TEST
+
+/* A bad value is refused when the config is read, naming the field. */
+START_TEST(test_config_refuses_bad_connection_fields)
+{
+    static const struct {
+        const char *fields, *want;
+    } rows[] = {
+        {"\"http2\": \"on\"", "tiers[0].http2: must be \"auto\" or \"off\""},
+        {"\"http2\": false", "tiers[0].http2"},
+        {"\"max_connections\": 0", "tiers[0].max_connections"},
+        {"\"max_connections\": 1.5", "tiers[0].max_connections"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        e2e_config_refused(rows[i].fields, rows[i].want);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("h2");
+    TCase *tc = tcase_create("nginx");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_h2_multiplexes_jobs_on_few_connections);
+    tcase_add_test(tc, test_http2_off_pins_http1);
+    tcase_add_test(tc, test_auto_falls_back_to_http1);
+    tcase_add_test(tc, test_max_connections_caps_h2);
+    tcase_add_test(tc, test_max_connections_caps_http1);
+    tcase_add_test(tc, test_h2_burst_passes_admission);
+    tcase_add_test(tc, test_config_refuses_bad_connection_fields);
+    suite_add_tcase(s, tc);
+    return s;
+}
