@@ -227,6 +227,9 @@ static const struct migration migrations[] = {
      " spent_nusd bigint NOT NULL DEFAULT 0,"
      " reserved_nusd bigint NOT NULL DEFAULT 0,"
      " updated_at bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, win));"},
+    {11, 12,
+     /* A job's input (SQLite's version 12). */
+     "ALTER TABLE jobs ADD COLUMN input text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -196,6 +196,9 @@ static const char *const migrations[] = {
     "  reserved_nusd INTEGER NOT NULL DEFAULT 0,"
     "  updated_at INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (name, win)) WITHOUT ROWID;",
+    /* 11 -> 12: a job's input (docs/reference.md "Job file"), as compact
+     * JSON text apart from the job's own; NULL: none. */
+    "ALTER TABLE jobs ADD COLUMN input TEXT;",
 };
 
 int
