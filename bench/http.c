@@ -48,7 +48,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 #ifndef STEPQ_BIN_DEFAULT
 #define STEPQ_BIN_DEFAULT "stepq"

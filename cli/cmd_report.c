@@ -22,7 +22,9 @@ static const char usage[] =
     "each schedule's slots (ran, missed, failed), park items waiting with\n"
     "their age, each tier's requests, tokens, throttles, walls, server\n"
     "errors, timeouts and cost, the top reasons of failure with an example\n"
-    "body each, the costliest jobs and the slowest jobs. Money is in USD,\n"
+    "body each, every job that failed (with or without attempts), the\n"
+    "costliest jobs, the slowest jobs, and the park items resolved (how,\n"
+    "by whom). Money is in USD,\n"
     "from each tier's \"price\" in the config.\n"
     "\n"
     "  --since SPAN|TIME  a span back from now (90m, 24h, 7d, 3600s) or an\n"
@@ -133,6 +135,14 @@ print_failures_and_slowest(const cJSON *r)
                cli_json_text(x, "step"), num(x, "attempt"),
                cli_json_text(x, "body"));
     }
+    f = cJSON_GetObjectItem(r, "failed_jobs");
+    printf("failed jobs: %.0f\n", num(f, "count"));
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(f, "latest"))
+    {
+        printf("  job %.0f %s at %s: %.100s\n", num(j, "id"),
+               cli_json_text(j, "name"), cli_json_text(j, "ended_at"),
+               cli_json_text(j, "error"));
+    }
     printf("cost: %s\ncostliest jobs:\n", money(r, cost, sizeof(cost)));
     cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "costliest"))
     {
@@ -157,6 +167,15 @@ print_failures_and_slowest(const cJSON *r)
         printf("  %s %s: $%.4f spent, $%.4f reserved %s\n",
                cli_json_text(j, "name"), cli_json_text(j, "window"),
                num(j, "spent_usd"), num(j, "reserved_usd"), limit);
+    }
+    f = cJSON_GetObjectItem(r, "resolutions");
+    printf("resolutions: %.0f\n", num(f, "count"));
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(f, "latest"))
+    {
+        printf("  item %.0f (job %.0f step %s, %s): %s by %s at %s\n",
+               num(j, "id"), num(j, "job_id"), cli_json_text(j, "step"),
+               cli_json_text(j, "reason"), cli_json_text(j, "resolution"),
+               cli_json_text(j, "by"), cli_json_text(j, "at"));
     }
 }
 

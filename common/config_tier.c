@@ -5,7 +5,7 @@
  * Headers and query values are checked here, when the config is read, so
  * that a bad one is refused with its JSON path before any worker starts;
  * an "env:NAME" value is only checked for a well-formed name here, and
- * read from the environment when a request is built (worker/http_build.c).
+ * read from the environment when a request is built (http/build.c).
  */
 #include "common/internal.h"
 

@@ -36,7 +36,7 @@ struct price {
 };
 
 /* What an answer said it used, one shape for every provider
- * (worker/http.h reads OpenAI's, Anthropic's and Gemini's). input counts
+ * (http/http.h reads OpenAI's, Anthropic's and Gemini's). input counts
  * all input, cached included; cache_read and cache_write are parts of
  * it. -1: not said. */
 struct price_usage {

@@ -336,6 +336,13 @@ q_report_failures(q_db *db, int64_t since, size_t limit,
 }
 
 int
+q_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
+                size_t *n)
+{
+    return db->ops->report_failed(db, since, limit, out, n);
+}
+
+int
 q_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
                  size_t *n)
 {

@@ -141,6 +141,8 @@ struct q__ops {
                         size_t *n);
     int (*report_failures)(q_db *db, int64_t since, size_t limit,
                            struct q_report_failure **out, size_t *n);
+    int (*report_failed)(q_db *db, int64_t since, size_t limit,
+                         struct q_job **out, size_t *n);
     int (*report_slowest)(q_db *db, int64_t since, size_t limit,
                           struct q_job **out, size_t *n);
     int (*report_costliest)(q_db *db, int64_t since, size_t limit,

@@ -435,7 +435,7 @@ struct q_tier_state {
     int64_t allowance_used;    /* tokens in the current allowance window */
     int64_t allowance_since;   /* start of that window */
     char config_hash[65];      /* the tier config it was last used with */
-    /* Pacing (see worker/tier.h): token buckets as GCRA theoretical
+    /* Pacing (see tier/tier.h): token buckets as GCRA theoretical
      * arrival times in ms (fractional), the pace factor in force, and
      * what the endpoint's headers taught. */
     double req_tat;       /* request bucket */
@@ -449,7 +449,7 @@ struct q_tier_state {
     struct q_tier_usage usage;   /* sends and tokens per second */
     struct q_tier_flight flight; /* sends in flight */
     /* Not stored: derived from usage and flight by the loader above the
-     * store (worker/tier.c), 0 when not asked for. */
+     * store (tier/tier.c), 0 when not asked for. */
     int64_t window_requests; /* sends in the last minute */
     int64_t window_tokens;   /* their tokens */
     int64_t in_flight;       /* sends not answered and not expired */
@@ -524,6 +524,9 @@ struct q_park_filter {
     const char *reason; /* NULL: any */
     const char *tier;   /* NULL: any */
     int64_t job_id;     /* 0: any */
+    /* > 0: only items resolved at or after this time (listing only; all
+     * is then implied). */
+    int64_t resolved_since;
 };
 
 /* q_park_list lists matching items, open ones first, then by id. Caller
@@ -731,6 +734,12 @@ void q_report_jobs_free(struct q_report_job *j, size_t n);
  * cancelled) at or after since, the longest from created_at to
  * updated_at first (then by id), at most limit. Caller owns *out; free
  * with q_jobs_free(). */
+/* q_report_failed lists the jobs that failed at or after since (by when
+ * they ended), with or without attempts (a job whose step could not be
+ * built fails before any), the latest first, at most limit (0: all). spec
+ * is NULL. Caller owns *out (q_jobs_free). */
+STEPQ_MUST_CHECK int q_report_failed(q_db *db, int64_t since, size_t limit,
+                                     struct q_job **out, size_t *n);
 STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
                                       struct q_job **out, size_t *n);
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh --browser
 
 echo "== clang-format"
-mapfile -t sources < <(find cli common queue spec policy park worker view serve sched mock demo fuzz include lib \
+mapfile -t sources < <(find cli common queue spec policy park tier http worker view serve sched mock demo fuzz include lib \
     tests examples bench -name '*.[ch]' 2>/dev/null | sort)
 clang-format --dry-run --Werror "${sources[@]}"
 

@@ -13,7 +13,7 @@
 
 #include "common/price.h"
 #include "common/xalloc.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* A label value as the format wants it: \, " and newline escaped. */
 static void

@@ -57,7 +57,7 @@ url_byte(unsigned char ch)
  * and cannot change. The byte rules are those the config applies to a
  * tier's base_url (common/config_tier.c), which a space, control
  * character or '#' fails with the same words; the rest follows RFC 3986.
- * worker/http_build.c's http__is_http_url is not reachable from spec/ (the
+ * http/build.c's http__is_http_url is not reachable from spec/ (the
  * arrows run worker -> spec), so the rules are written here once. */
 int
 spec__check_http_url(const char *url, const char *path, char *err, size_t len)

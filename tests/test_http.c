@@ -28,7 +28,7 @@
 #include "mock/mock.h"
 #include "tests/support/httpenv.h"
 #include "tests/support/mockproc.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* test_http_build.c: the chat and http step builders and the chat answer
- * parser of worker/http.h, as plain functions (no loop, no network).
+ * parser of http/http.h, as plain functions (no loop, no network).
  */
 #include "tests/support/support.h"
 
@@ -12,7 +12,7 @@
 
 #include "common/xalloc.h"
 #include "tests/support/httpenv.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 static void
 setup(void)

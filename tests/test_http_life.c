@@ -25,7 +25,7 @@
 #include "mock/mock.h"
 #include "tests/support/httpenv.h"
 #include "tests/support/mockproc.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 
@@ -326,7 +326,7 @@ START_TEST(test_process_http_step_env_and_idempotency_key)
 }
 END_TEST
 
-/* ---- the connect queue (worker/http_admit.c) ---------------------------- */
+/* ---- the connect queue (http/admit.c) ---------------------------- */
 
 /* A TCP listener that never answers: a TLS handshake to it hangs in
  * connect (the kernel accepts into the backlog). Returns the socket. */

@@ -1,5 +1,5 @@
 /* test_http_tier.c: a tier's auth, headers and query (common/config.c and
- * worker/http_tier.c): what the config accepts and refuses, with the JSON
+ * http/tier.c): what the config accepts and refuses, with the JSON
  * path of the problem, and the request a tier builds from it, with every
  * env: value read at build time and never anywhere but its header or
  * query parameter.
@@ -15,7 +15,7 @@
 
 #include "common/config.h"
 #include "common/xalloc.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 #define TIER(extra)                                                            \
     "{\"tiers\":[{\"name\":\"t\",\"base_url\":\"https://h.example/v1\","       \

@@ -1,5 +1,5 @@
 /* test_price.c: what an attempt costs (common/price.c) from the usage each
- * provider's answer reports (worker/http_build.c http_usage_read), and the
+ * provider's answer reports (http/build.c http_usage_read), and the
  * tier's "price" in the config: what it accepts and refuses.
  */
 #include "tests/support/support.h"
@@ -12,7 +12,7 @@
 
 #include "common/config.h"
 #include "common/price.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 #define TIER(extra)                                                            \
     "{\"tiers\":[{\"name\":\"t\",\"base_url\":\"https://h.example/v1\","       \

@@ -448,6 +448,32 @@ START_TEST(test_slowest_ended_since_longest_first)
 }
 END_TEST
 
+/* Failed jobs: only the failed, ended at or after since, latest first. */
+START_TEST(test_failed_jobs_since_latest_first)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_job *j = NULL;
+    size_t n = 0;
+    int64_t v[3], d = job(db, "d", T0);
+
+    ended(db, v);
+    ck_assert_int_eq(q_fail(db, d, "w", "no env FOO", T0 + 4000), 0);
+    ck_assert_int_eq(q_report_failed(db, SINCE, 0, &j, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(j[0].id, d);
+    ck_assert_str_eq(j[0].error, "no env FOO");
+    ck_assert_int_eq(j[0].updated_at, T0 + 4000);
+    ck_assert_int_eq(j[1].id, v[1]);
+    ck_assert_int_eq(j[1].state, Q_JOB_FAILED);
+    q_jobs_free(j, n);
+    ck_assert_int_eq(q_report_failed(db, T0 + 3500, 1, &j, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(j[0].id, d);
+    q_jobs_free(j, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_slowest_rows_read_as_jobs)
 {
     q_db *db = qfix_open(NULL);
@@ -528,6 +554,7 @@ test_suite(void)
     tcase_add_test(jobs, test_jobs_created_since_by_state);
     tcase_add_test(jobs, test_slowest_ended_since_longest_first);
     tcase_add_test(jobs, test_slowest_rows_read_as_jobs);
+    tcase_add_test(jobs, test_failed_jobs_since_latest_first);
     tcase_add_test(jobs, test_job_by_key_reads_as_job_get);
     suite_add_tcase(s, jobs);
 

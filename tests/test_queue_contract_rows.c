@@ -565,6 +565,16 @@ START_TEST(test_park_items_listed_and_closed_once)
     ck_assert_str_eq(it.resolution, "skip");
     ck_assert_str_eq(it.resolved_by, "bo");
     q_park_item_cleanup(&it);
+    /* the resolved since a time (the report's), whatever all says */
+    f = (struct q_park_filter){.resolved_since = T0 + 9};
+    ck_assert_int_eq(q_park_list(db, &f, &v, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(v[0].id, pa);
+    q_park_items_free(v, n);
+    f.resolved_since = T0 + 10;
+    ck_assert_int_eq(q_park_list(db, &f, &v, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    q_park_items_free(v, n);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST

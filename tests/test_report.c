@@ -156,6 +156,63 @@ START_TEST(test_report_equals_the_ledger)
 }
 END_TEST
 
+/* The report names every job that failed, also one that failed before
+ * any attempt (its header's env variable is missing), and every park item
+ * resolved in the window, with who resolved it. */
+START_TEST(test_report_names_every_failure_and_resolution)
+{
+    char job[512];
+    struct run_result r;
+    cJSON *rep;
+    const cJSON *failed, *res, *e;
+    bool env_named = false;
+
+    night();
+    snprintf(job, sizeof(job),
+             "{\"name\": \"no-env\", \"steps\": [{\"name\": \"post\", "
+             "\"kind\": \"http\", \"http\": {\"url\": "
+             "\"http://127.0.0.1:%d/comments\", \"headers\": "
+             "{\"Authorization\": \"env:STEPQ_TEST_NOT_SET\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", "1", "--skip", "--by",
+                              "alice", "--note", "posted by hand"),
+                     0);
+    run_result_free(&r);
+    rep = report("24h");
+    failed = cJSON_GetObjectItem(rep, "failed_jobs");
+    ck_assert_int_eq(num(failed, "count"), 2);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(failed, "latest"))
+    {
+        const char *err = e2e_str(e, "error");
+        if (strcmp(e2e_str(e, "name"), "no-env") == 0)
+            env_named = err != NULL && strstr(err, "STEPQ_TEST_NOT_SET");
+    }
+    ck_assert_msg(env_named, "failed_jobs: %s", cJSON_PrintUnformatted(failed));
+    /* the job that failed before any attempt has no attempt failure */
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(rep, "failures"))
+    {
+        const char *body = e2e_str(cJSON_GetObjectItem(e, "example"), "body");
+        ck_assert(body == NULL || strstr(body, "STEPQ_TEST_NOT_SET") == NULL);
+    }
+    res = cJSON_GetObjectItem(rep, "resolutions");
+    ck_assert_int_eq(num(res, "count"), 1);
+    e = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "latest"), 0);
+    ck_assert_str_eq(e2e_str(e, "by"), "alice");
+    ck_assert_str_eq(e2e_str(e, "resolution"), "skip");
+    ck_assert_str_eq(e2e_str(e, "step"), "post");
+    ck_assert_str_eq(e2e_str(e, "note"), "posted by hand");
+    ck_assert(cJSON_IsString(cJSON_GetObjectItem(e, "at")));
+    cJSON_Delete(rep);
+    /* before the resolve's time: none */
+    rep = report("2999-01-01T00:00:00Z");
+    ck_assert_int_eq(num(cJSON_GetObjectItem(rep, "resolutions"), "count"), 0);
+    ck_assert_int_eq(num(cJSON_GetObjectItem(rep, "failed_jobs"), "count"), 0);
+    cJSON_Delete(rep);
+}
+END_TEST
+
 START_TEST(test_bad_since_refused)
 {
     struct run_result r;
@@ -314,6 +371,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_report_equals_the_ledger);
+    tcase_add_test(tc, test_report_names_every_failure_and_resolution);
     tcase_add_test(tc, test_bad_since_refused);
     tcase_add_test(tc, test_report_tells_missed_nights);
     tcase_add_test(tc, test_report_counts_no_slot_before_first_seen);

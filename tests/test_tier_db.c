@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "tests/test_tier_support.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* ---- with a database ----------------------------------------------- */
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "tests/test_tier_support.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 static char *dir;
 static q_db *db;

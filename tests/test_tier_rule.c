@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "tests/test_tier_support.h"
-#include "worker/tier.h"
-#include "worker/tier_internal.h"
+#include "tier/tier.h"
+#include "tier/internal.h"
 
 /* ---- the pure rule -------------------------------------------------- */
 

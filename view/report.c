@@ -2,8 +2,9 @@
  * store alone (so every worker's night is in it): jobs by state, each
  * schedule's slots and whether they ran, park items waiting, what each
  * tier did, the top reasons of failure with an example each, and the
- * slowest jobs; and what it cost: each tier, each schedule and slot, and
- * the costliest jobs (money is summed in nano-dollars, shown in dollars). */
+ * slowest jobs (the failed jobs and the resolutions in report_ops.c); and what
+ * it cost: each tier, each schedule and slot, and the costliest jobs (money is
+ * summed in nano-dollars, shown in dollars). */
 #include "view/view.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include "common/price.h"
 #include "sched/sched.h"
 #include "spec/spec.h"
+#include "view/internal.h"
 
 /* How much of each list the report holds. */
 #define REPORT_SLOTS_MAX    100
@@ -412,7 +414,9 @@ view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         (rc = add_park(db, now, o)) != 0 ||
         (rc = add_tiers(db, since, o)) != 0 ||
         (rc = add_failures(db, since, o)) != 0 ||
+        (rc = view__report_failed(db, since, o)) != 0 ||
         (rc = add_slowest(db, since, o)) != 0 ||
+        (rc = view__report_resolutions(db, since, o)) != 0 ||
         (rc = add_budgets(db, cfg, since, o)) != 0) {
         q_report_jobs_free(costs.j, costs.n);
         cJSON_Delete(o);

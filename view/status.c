@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "common/json.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 int
 view_status(q_db *db, cJSON **out)

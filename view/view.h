@@ -4,7 +4,7 @@
  * state and the answer to an enqueue. The CLI's --json and `stepq serve`
  * print the same objects because both build them here.
  *
- * Reading goes through queue/ (and the tier snapshot of worker/tier.h);
+ * Reading goes through queue/ (and the tier snapshot of tier/tier.h);
  * nothing here writes or prints.
  */
 #ifndef STEPQ_VIEW_VIEW_H

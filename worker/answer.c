@@ -12,7 +12,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 #define HOUR_MS (3600 * 1000)
 

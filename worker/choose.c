@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* Fills idx with the step's candidate tiers in order; returns how many. */
 static size_t

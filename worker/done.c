@@ -7,7 +7,7 @@
 #include <stdbool.h>
 
 #include "common/log.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* stopped_mid_request records the attempt this worker cut short when it
  * stopped (its --grace ran out), for a step that may be sent again: its

@@ -17,7 +17,7 @@
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
-#include "worker/http.h"
+#include "http/http.h"
 #include "worker/worker.h"
 
 /* The store's clock offset (q_clock_sync) is measured again this often. */

@@ -28,7 +28,7 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 #include "policy/policy.h"
-#include "worker/http.h"
+#include "http/http.h"
 #include "worker/internal.h"
 
 #define PROBE_REQUEST                                                          \

@@ -16,7 +16,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 #define HTTP_STEP_TIMEOUT_MS 60000
 

@@ -30,9 +30,9 @@
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
-#include "worker/http.h"
+#include "http/http.h"
 #include "worker/internal.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
 

@@ -429,6 +429,8 @@ int q__pg_report_failures(q_db *db, int64_t since, size_t limit,
                           struct q_report_failure **out, size_t *n);
 int q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
                            struct q_report_job **out, size_t *n);
+int q__pg_report_failed(q_db *db, int64_t since, size_t limit,
+                        struct q_job **out, size_t *n);
 int q__pg_report_slowest(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
 int q__pg_job_by_key(q_db *db, const char *key, struct q_job *out);

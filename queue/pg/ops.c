@@ -52,6 +52,7 @@ const struct q__ops q__pg_ops = {
     .report_jobs = q__pg_report_jobs,
     .report_tiers = q__pg_report_tiers,
     .report_failures = q__pg_report_failures,
+    .report_failed = q__pg_report_failed,
     .report_slowest = q__pg_report_slowest,
     .report_costliest = q__pg_report_costliest,
     .job_by_key = q__pg_job_by_key,

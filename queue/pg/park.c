@@ -29,10 +29,12 @@ static const struct q__pg_sql park_get_sql = {
 
 static const struct q__pg_sql park_list_sql = {
     "q_park_list", "SELECT " PARK_COLS " FROM park"
-                   " WHERE ($1::boolean OR state = 'open')"
+                   " WHERE ($1::boolean OR $5::bigint > 0 OR state = 'open')"
                    " AND ($2::text IS NULL OR reason = $2::text)"
                    " AND ($3::text IS NULL OR tier = $3::text)"
                    " AND ($4::bigint = 0 OR job_id = $4::bigint)"
+                   " AND ($5::bigint = 0 OR (state = 'resolved'"
+                   " AND resolved_at >= $5::bigint))"
                    " ORDER BY state = 'open' DESC, id"};
 
 /* The UPDATE that decides a race: only one resolve finds it open (a
@@ -134,6 +136,7 @@ q__pg_park_list(q_db *db, const struct q_park_filter *f,
     q__pg_p_text(&p, f->reason);
     q__pg_p_text(&p, f->tier);
     q__pg_p_int(&p, f->job_id);
+    q__pg_p_int(&p, f->resolved_since > 0 ? f->resolved_since : 0);
     rc = q__pg_select(q__pg(db), &park_list_sql, &p, sizeof(struct q_park_item),
                       read_park, &v, n, "listing park items");
     if (rc == 0)

@@ -32,6 +32,11 @@ static const struct q__pg_sql slowest_sql = {
     " WHERE state IN (2, 3, 5) AND updated_at >= $1::bigint"
     " ORDER BY updated_at - created_at DESC, id LIMIT $2::bigint"};
 
+static const struct q__pg_sql failed_sql = {
+    "q_report_failed", "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
+                       " WHERE state = 3 AND updated_at >= $1::bigint"
+                       " ORDER BY updated_at DESC, id DESC LIMIT $2::bigint"};
+
 /* $2 as above. */
 static const struct q__pg_sql costliest_sql = {
     "q_report_costliest",
@@ -140,6 +145,15 @@ q__pg_report_failures(q_db *db, int64_t since, size_t limit,
     return since_select(db, &failures_sql, since, true, limit,
                         sizeof(struct q_report_failure), read_failure,
                         (void **)out, n, "reporting the failures");
+}
+
+int
+q__pg_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
+                    size_t *n)
+{
+    return since_select(db, &failed_sql, since, true, limit,
+                        sizeof(struct q_job), q__pg_read_job, (void **)out, n,
+                        "reporting the failed jobs");
 }
 
 int

@@ -68,6 +68,7 @@ enum q__stmt_id {
     ST_REPORT_JOBS,
     ST_REPORT_TIERS,
     ST_REPORT_FAILURES,
+    ST_REPORT_FAILED,
     ST_REPORT_SLOWEST,
     ST_REPORT_COSTLIEST,
     ST_JOB_GET_BY_KEY,
@@ -235,6 +236,8 @@ int q__sqlite_report_failures(q_db *db, int64_t since, size_t limit,
                               struct q_report_failure **out, size_t *n);
 int q__sqlite_report_costliest(q_db *db, int64_t since, size_t limit,
                                struct q_report_job **out, size_t *n);
+int q__sqlite_report_failed(q_db *db, int64_t since, size_t limit,
+                            struct q_job **out, size_t *n);
 int q__sqlite_report_slowest(q_db *db, int64_t since, size_t limit,
                              struct q_job **out, size_t *n);
 int q__sqlite_job_by_key(q_db *db, const char *key, struct q_job *out);

@@ -55,6 +55,7 @@ const struct q__ops q__sqlite_ops = {
     .report_jobs = q__sqlite_report_jobs,
     .report_tiers = q__sqlite_report_tiers,
     .report_failures = q__sqlite_report_failures,
+    .report_failed = q__sqlite_report_failed,
     .report_slowest = q__sqlite_report_slowest,
     .report_costliest = q__sqlite_report_costliest,
     .job_by_key = q__sqlite_job_by_key,

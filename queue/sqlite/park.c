@@ -101,6 +101,7 @@ q__sqlite_park_list(q_db *base, const struct q_park_filter *f,
     q__bind_text(s, 2, f->reason);
     q__bind_text(s, 3, f->tier);
     sqlite3_bind_int64(s, 4, f->job_id);
+    sqlite3_bind_int64(s, 5, f->resolved_since > 0 ? f->resolved_since : 0);
     rc = q__rows(db, s, sizeof(struct q_park_item), read_park, q__park_clean,
                  &v, n, "listing park items");
     if (rc == 0)

@@ -115,6 +115,15 @@ q__sqlite_report_failures(q_db *base, int64_t since, size_t limit,
 }
 
 int
+q__sqlite_report_failed(q_db *base, int64_t since, size_t limit,
+                        struct q_job **out, size_t *n)
+{
+    return since_rows(base, ST_REPORT_FAILED, since, limit,
+                      sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
+                      (void **)out, n, "reporting the failed jobs");
+}
+
+int
 q__sqlite_report_slowest(q_db *base, int64_t since, size_t limit,
                          struct q_job **out, size_t *n)
 {

@@ -178,8 +178,10 @@ static const char *const sql_text[ST_COUNT] = {
         " id, job_id, step, step_name, reason, attempts, request_sha256,"
         " request, error, tier, parked_at, state, resolution, resolved_by,"
         " resolved_at, note FROM park"
-        " WHERE (?1 OR state = 'open') AND (?2 IS NULL OR reason = ?2)"
+        " WHERE (?1 OR ?5 > 0 OR state = 'open') AND (?2 IS NULL OR reason = "
+        "?2)"
         " AND (?3 IS NULL OR tier = ?3) AND (?4 = 0 OR job_id = ?4)"
+        " AND (?5 = 0 OR (state = 'resolved' AND resolved_at >= ?5))"
         " ORDER BY state = 'open' DESC, id",
     /* The UPDATE that decides a race: only one resolve finds it open. */
     [ST_PARK_CLOSE] = "UPDATE park SET state = 'resolved', resolution = ?2,"
@@ -268,6 +270,11 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_REPORT_FAILURES] =
         Q__REPORT_FAILURES_SELECT("?1") " ORDER BY f.n DESC, f.outcome,"
                                         " f.reason NULLS FIRST LIMIT ?2",
+    [ST_REPORT_FAILED] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE state = 3 AND updated_at >= ?1"
+        " ORDER BY updated_at DESC, id DESC LIMIT ?2",
     [ST_REPORT_SLOWEST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"

@@ -1,5 +1,5 @@
 /* httpenv.h: a libuv loop with an http_client (and an in-process mock) for
- * the suites of worker/http.h (test_http*.c).
+ * the suites of http/http.h (test_http*.c).
  *
  * env_start starts the mock in process on the test's loop (mock_start),
  * env_start_proc talks to the running `stepq mock` of the mockproc fixture.
@@ -18,7 +18,7 @@
 #include <uv.h>
 
 #include "mock/mock.h"
-#include "worker/http.h"
+#include "http/http.h"
 
 #define REQ_JSON                                                               \
     "{\"model\":\"from-job\",\"messages\":[{\"role\":\"user\","                \

@@ -1,11 +1,11 @@
-/* http_internal.h: what the sources of stepq_http share (private to it).
+/* internal.h: what the sources of stepq_http share (private to it).
  *
- * http.c drives curl's multi handle from the libuv loop; http_call.c sets up
- * one easy handle, captures its answer and delivers it; http_build.c builds
+ * http.c drives curl's multi handle from the libuv loop; call.c sets up
+ * one easy handle, captures its answer and delivers it; build.c builds
  * requests. worker/internal.h is the stepq_worker library's, not this one's.
  */
-#ifndef STEPQ_WORKER_HTTP_INTERNAL_H
-#define STEPQ_WORKER_HTTP_INTERNAL_H
+#ifndef STEPQ_HTTP_INTERNAL_H
+#define STEPQ_HTTP_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,7 +14,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "worker/http.h"
+#include "http/http.h"
 
 /* One of the client's curl multi handles, with its own connection cache,
  * timer and sockets. libcurl 7.88 walks every connection of a cache when
@@ -105,10 +105,10 @@ struct http_client {
 };
 
 /* http__wipe clears n bytes that may have held a secret; the volatile
- * store keeps the compiler from dropping it before free() (http_build.c). */
+ * store keeps the compiler from dropping it before free() (build.c). */
 void http__wipe(void *p, size_t n);
 
-/* http__free_secret wipes and frees s; NULL is a no-op (http_build.c). */
+/* http__free_secret wipes and frees s; NULL is a no-op (build.c). */
 void http__free_secret(char *s);
 /* http__secrets_copy gives a call its own copies of r's secrets (*out,
  * *n; free with http__secrets_free, which wipes them; NULL is a no-op). */
@@ -117,20 +117,20 @@ void http__secrets_free(char **v, size_t n);
 /* http__scrub replaces each of the *n secrets by "***" in res's header
  * values and error text, and in a copy of its body when the body holds
  * one: the body as it came is then res->raw, and the secrets move from
- * *secrets to res->secrets (*secrets NULL, *n 0) (http_secret.c). */
+ * *secrets to res->secrets (*secrets NULL, *n 0) (secret.c). */
 void http__scrub(struct http_response *res, char ***secrets, size_t *n);
 /* http__is_http_url: an http:// or https:// URL without blanks or
- * control characters (http_build.c). */
+ * control characters (build.c). */
 bool http__is_http_url(const char *s);
 /* http__fail writes the message into err (len bytes, may be 0) and
- * returns rc (http_build.c). */
+ * returns rc (build.c). */
 int http__fail(char *err, size_t len, int rc, const char *fmt, ...)
     STEPQ_PRINTF(4, 5);
 /* http__resolve_value sets *out to the value to send for a configured
  * one: itself, or for "env:NAME" that variable's value (borrowed from the
  * environment). what names the value in err ("http.headers.X"), which
  * never quotes a value. Returns 0; -ENOENT when the variable is not set;
- * -EINVAL when the value holds control characters (http_build.c). */
+ * -EINVAL when the value holds control characters (build.c). */
 STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
                                          const char **out, char *err,
                                          size_t errlen);
@@ -140,25 +140,25 @@ void http__set_body_json(struct http_request *r, const cJSON *item);
 /* http__finish records how call ended (curl result rc, status, connection
  * count, error text), removes it from its shard's multi handle and delivers it:
  * the user callback runs and call is freed. Called with c entered, never
- * from inside a curl callback (http_call.c). */
+ * from inside a curl callback (call.c). */
 void http__finish(http_client *c, struct http_call *call, CURLcode rc);
 /* http__admit_one puts call (QUEUED, not in the queue) on the least busy
  * shard's multi handle, CONNECTING. Returns 0, or -EIO when curl refuses
- * it (logged; call is left as it was) (http_admit.c). */
+ * it (logged; call is left as it was) (admit.c). */
 int http__admit_one(http_client *c, struct http_call *call);
 /* http__settle takes an ending call out of the queue, or out of the
- * connecting count (http_admit.c). */
+ * connecting count (admit.c). */
 void http__settle(http_client *c, struct http_call *call);
-/* http__call_unlink takes call out of c's calls (http_call.c). */
+/* http__call_unlink takes call out of c's calls (call.c). */
 void http__call_unlink(http_client *c, struct http_call *call);
 /* http__deliver runs the callback of a call no multi handle has (removed,
  * or never added) and frees it. Called with the client entered
- * (http_call.c). */
+ * (call.c). */
 void http__deliver(struct http_call *call);
 /* http__admit moves queued calls onto a shard's multi handle while fewer
  * than max_connecting are connecting; one that curl refuses is delivered
  * as HTTP_ERR_OTHER. Called with the client entered, never from inside
- * a curl callback, not while closing (http_call.c). */
+ * a curl callback, not while closing (call.c). */
 void http__admit(http_client *c);
 /* http__cancel_one removes call from the multi handle and delivers it as
  * HTTP_ERR_CANCELLED (call is freed). Called with the client entered. */

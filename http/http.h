@@ -22,8 +22,8 @@
  * Secrets: request header values may hold API keys. The client never logs
  * them, and wipes its own copies (and curl's header list) before freeing.
  */
-#ifndef STEPQ_WORKER_HTTP_H
-#define STEPQ_WORKER_HTTP_H
+#ifndef STEPQ_HTTP_HTTP_H
+#define STEPQ_HTTP_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>

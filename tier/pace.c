@@ -1,4 +1,4 @@
-/* tier_pace.c: the pace of a tier. The rate in force (the declared limit
+/* pace.c: the pace of a tier. The rate in force (the declared limit
  * or the one the endpoint's headers taught, times the adaptive pace), the
  * request and token buckets admission takes from (GCRA: each is one
  * theoretical arrival time kept in the tier's row), the limits learned from
@@ -6,13 +6,13 @@
  * up with every second without one. All of it is pure; tier.c reads and
  * writes the state around it.
  */
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <strings.h>
 
-#include "worker/tier_internal.h"
+#include "tier/internal.h"
 
 /* Sends an estimate of a tier's own rate needs before it is believed:
  * TAKEN_MIN at all, SEEN_MIN in the last ten seconds before the last

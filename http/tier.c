@@ -1,5 +1,5 @@
-/* http_tier.c: the chat completion request of a tier (declared in
- * worker/http.h): its URL with the tier's query parameters, its headers,
+/* tier.c: the chat completion request of a tier (declared in
+ * http/http.h): its URL with the tier's query parameters, its headers,
  * and its key in the header its auth names.
  *
  * Values "env:NAME" (headers, query) and the key are read from the
@@ -7,7 +7,7 @@
  * request, whose header values http_request_cleanup wipes. Errors name the
  * tier, the field and the variable, never a value.
  */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 
 #include "common/httptext.h"
 #include "common/xalloc.h"
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 #define CHAT_PATH "/chat/completions"
 

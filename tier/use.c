@@ -1,10 +1,10 @@
-/* tier_use.c: what a tier used and has in flight, kept in its row (pure:
+/* use.c: what a tier used and has in flight, kept in its row (pure:
  * no I/O, no clock). Usage counts the sends and tokens of each second of
  * the last minute, for `stepq tiers` and the adaptive pace; the flight
  * counts the sends not answered yet by the second they expire, so a send
  * whose worker died stops counting then, with no log of sends to read or
  * prune. */
-#include "worker/tier_internal.h"
+#include "tier/internal.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* http_admit.c: how many calls of the client connect at once.
+/* admit.c: how many calls of the client connect at once.
  *
  * A burst of new calls (5,000 at once) would otherwise all start their
  * TCP connect and TLS handshake together: each handshake costs the loop
@@ -12,7 +12,7 @@
  * A call's connect timeout starts when it leaves the queue; its whole
  * timeout counts from http_send.
  */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 /* http__settle takes call out of the queue or the connecting count, as its
  * state says, when it ends. */

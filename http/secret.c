@@ -1,4 +1,4 @@
-/* http_secret.c: the values a request carries that must not come back out
+/* secret.c: the values a request carries that must not come back out
  * of stepq. A request remembers the secrets it was built with (the tier's
  * key, env: header and query values, values of credential headers), and
  * the client replaces each of them by "***" in the answer before anyone
@@ -8,7 +8,7 @@
  * came stays beside the masked one (raw), so that what the answer is (a
  * completion, an output that parses) is judged on what the endpoint
  * sent. */
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
  * and record the result in one write transaction, so two processes cannot
  * both take the last slot of a window.
  */
-#ifndef STEPQ_WORKER_TIER_H
-#define STEPQ_WORKER_TIER_H
+#ifndef STEPQ_TIER_TIER_H
+#define STEPQ_TIER_TIER_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* tier.c: admission and tier state in the database: evaluate, admit,
  * settle, snapshot and the config sync. The pace (rates, buckets, learned
- * limits, adaptive pace) is in tier_pace.c.
+ * limits, adaptive pace) is in pace.c.
  *
  * Providers enforce their limits in short slices (OpenAI may hold 60,000
  * RPM to 1,000 a second; Anthropic refills a token bucket continuously),
@@ -11,13 +11,13 @@
  * q_tier_flight) and what the last minute used (struct q_tier_usage) are
  * counted in the row too, not read from a log of sends.
  */
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/tier_internal.h"
+#include "tier/internal.h"
 
 /* A probe or request whose worker died stops counting as in flight after
  * its timeout plus this margin. */
@@ -303,7 +303,7 @@ keep_later(int64_t *slot, int64_t v)
  * token bucket refills continuously): the wait is the smaller of the two,
  * counted from when the request left, which is when the endpoint counted
  * it, plus the guard of a bucket of one (5% of the share, at most 50 ms:
- * tier_pace.c), since the next request may take less time to arrive than
+ * pace.c), since the next request may take less time to arrive than
  * this one did (it came 8 ms early, and a 429 taught a slower pace).
  * Resets past a day are not believed. */
 static int64_t
@@ -345,7 +345,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     int64_t old = o->charged > 0 ? o->charged : 0;
     int64_t sent = o->sent_at >= 0 ? o->sent_at : now;
     /* With no limit declared and none in the answer's headers, the
-     * tier's rate is learned from its 429s (tier_pace.c). */
+     * tier's rate is learned from its 429s (pace.c). */
     bool learn = t->rpm <= 0 && o->limit_rpm <= 0;
     bool held, was_open;
     int rc;
@@ -396,7 +396,7 @@ settle_locked(q_db *db, const struct config_tier *t, int64_t send_id,
     } else if (o->result == TIER_RESULT_OK) {
         tier__pace_up(t, &st, learn, now);
     }
-    /* A success also lets a tier's ramp send more (tier_pace.c). */
+    /* A success also lets a tier's ramp send more (pace.c). */
     *reopened = t->max_inflight > 0 ||
                 (held && !st.doubt && st.breaker == Q_BREAKER_CLOSED) ||
                 (o->result == TIER_RESULT_OK && tier_rate_rpm(t, &st) <= 0);

@@ -1,6 +1,6 @@
 /* http.c: libcurl's multi interface driven by a libuv loop (the glue of
  * the stepq_http client: sockets, the timer, collecting finished transfers,
- * the client's life; one call's setup and capture are in http_call.c).
+ * the client's life; one call's setup and capture are in call.c).
  *
  * curl tells us which sockets to watch (socket_cb) and when to wake it up
  * (timer_cb); we watch them with one uv_poll_t per socket and one uv_timer_t
@@ -10,7 +10,7 @@
  * callbacks run, and it is never inside a curl callback, so callbacks may
  * call back into the client (CONVENTIONS §10).
  */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 static uv_once_t global_once = UV_ONCE_INIT;
 static CURLcode global_rc = CURLE_FAILED_INIT;

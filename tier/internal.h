@@ -1,13 +1,13 @@
-/* tier_internal.h: what tier.c and tier_pace.c (library stepq_tier)
+/* internal.h: what tier.c and pace.c (library stepq_tier)
  * share; nothing else includes it. tier.h is the public header. */
-#ifndef STEPQ_WORKER_TIER_INTERNAL_H
-#define STEPQ_WORKER_TIER_INTERNAL_H
+#ifndef STEPQ_TIER_INTERNAL_H
+#define STEPQ_TIER_INTERNAL_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "queue/queue.h"
-#include "worker/tier.h"
+#include "tier/tier.h"
 
 /* The request bucket: one request costs 60000/rate ms of "theoretical
  * arrival time" (GCRA); the bucket holds burst requests. A send admitted
@@ -55,14 +55,14 @@ void tier__pace_up(const struct config_tier *t, struct q_tier_state *st,
                    bool learn, int64_t now);
 
 /* tier__ramp_full reports whether a tier with no rate known has as many
- * sends in flight as its ramp allows now (tier_pace.c). */
+ * sends in flight as its ramp allows now (pace.c). */
 bool tier__ramp_full(const struct config_tier *t, const struct q_tier_state *st,
                      int64_t now);
 
 /* tier__learn_limits keeps the limits o's headers said, when believable. */
 void tier__learn_limits(struct q_tier_state *st, const struct tier_outcome *o);
 
-/* What a tier used and has in flight (tier_use.c). */
+/* What a tier used and has in flight (use.c). */
 /* tier__usage_add counts requests and tokens (negative: a correction)
  * into u, in the second of at (ms). A second newer than u's newest moves
  * the window on (the seconds it passes start empty); one already past

@@ -1,13 +1,13 @@
-/* http_build.c: requests as owned values, the chat and http step builders,
- * and the chat answer parser (declared in worker/http.h); a tier's chat
- * request is built in http_tier.c.
+/* build.c: requests as owned values, the chat and http step builders,
+ * and the chat answer parser (declared in http/http.h); a tier's chat
+ * request is built in tier.c.
  *
  * None of this touches the network or the loop, so it is tested as plain
  * functions. Secrets (API keys, env: header values) are read from the
  * environment only here, at send time, and live only inside the request's
  * header values, which http_request_cleanup wipes.
  */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,7 +22,7 @@
 #include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 void
 http__wipe(void *p, size_t n)

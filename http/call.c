@@ -1,4 +1,4 @@
-/* http_call.c: one HTTP call of the client (declared in worker/http.h).
+/* call.c: one HTTP call of the client (declared in http/http.h).
  *
  * Setting up the easy handle (method, headers, body, timeouts, caps),
  * capturing the answer in curl's write and header callbacks with the
@@ -6,7 +6,7 @@
  * mapping curl's result to an http_error and running the user callback.
  * The loop glue that drives the transfers is in http.c.
  */
-#include "worker/http.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "worker/http_internal.h"
+#include "http/internal.h"
 
 static void
 headers_free(struct http_header *h, size_t n)
