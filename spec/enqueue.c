@@ -85,8 +85,8 @@ failed(struct spec_enqueue *e, int rc, char *err, size_t errlen)
 {
     if (rc == -E2BIG) {
         snprintf(err, errlen,
-                 "a key given apart from the jobs applies to a single job, "
-                 "the input has more than one");
+                 "--key applies to a single job, the input has more than "
+                 "one");
         return -EINVAL;
     }
     if (e->store_rc != 0)

@@ -139,17 +139,18 @@ spec__tpl_next(const char **pos, const struct spec_job *j,
     for (const char *p = strstr(*pos, "{{"); p != NULL;
          p = strstr(p + 2, "{{")) {
         const char *q = p + 2 + strspn(p + 2, " \t"), *close;
-        size_t ws;
 
         if (!is_namespace(q))
             continue;
         close = strstr(q, "}}");
-        ws = close ? strcspn(q, " \t") : 0;
-        if (q != p + 2 || close == NULL || q + ws < close)
+        /* Spaces around it would be sent as written ("{{ steps.a.output
+         * }}"); a step's name may hold spaces, a path may not. */
+        if (q != p + 2 || close == NULL || close[-1] == ' ' ||
+            close[-1] == '\t')
             return json_fail(err, len, at,
-                             "bad template near \"%.40s\": write it as "
-                             "{{steps.NAME.output}} or {{input.PATH}}, "
-                             "without spaces, closed by }}",
+                             "bad template near \"%.40s\": write "
+                             "{{steps.NAME.output}}, without spaces, closed "
+                             "by }}",
                              p);
         if (q[0] == 's' && q[1] == 'c')
             return not_filled(q, close, opts, at, err, len);

@@ -60,6 +60,27 @@ START_TEST(test_new_file_is_private_and_wal)
 }
 END_TEST
 
+/* A job added to a store of an older version, with that version's
+ * columns (q_enqueue writes today's); its id. */
+static int64_t
+add_old(q_db *db, const char *key)
+{
+    char sql[512];
+    int64_t id = 0;
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
+             " created_at, updated_at, spec) VALUES ('old', %s%s%s, 0, %lld,"
+             " %lld, %lld, %lld, '{}')",
+             key ? "'" : "", key ? key : "NULL", key ? "'" : "",
+             (long long)T0, (long long)T0 + 3600000, (long long)T0,
+             (long long)T0);
+    ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
+    id = sqlite3_last_insert_rowid(q__sqlite(db)->h);
+    ck_assert_int_gt(id, 0);
+    return id;
+}
+
 START_TEST(test_migrates_older_version_keeping_jobs)
 {
     q_db *db = NULL;
@@ -69,7 +90,7 @@ START_TEST(test_migrates_older_version_keeping_jobs)
     ck_assert_int_eq(q__open_version(path, 1, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 1);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
     /* version 2: tier state without pacing */
     ck_assert_int_eq(q__open_version(path, 2, &db), 0);
@@ -112,7 +133,7 @@ START_TEST(test_migrates_v3_adding_schedules)
     ck_assert_int_eq(q__open_version(path, 3, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 3);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -142,7 +163,7 @@ START_TEST(test_migrates_v4_adding_tier_events)
     ck_assert_int_eq(q__open_version(path, 4, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 4);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -209,7 +230,7 @@ START_TEST(test_migrates_v7_adding_masked)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 7, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(id, 1);
     ck_assert_int_eq(
         q__exec_simple(q__sqlite(db),
@@ -243,7 +264,7 @@ START_TEST(test_migrates_v9_adding_cost)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 9, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(
         q__exec_simple(q__sqlite(db),
                        "INSERT INTO attempts (job_id, step, attempt, tier,"
@@ -277,7 +298,7 @@ START_TEST(test_migrates_v10_adding_budgets)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 10, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -285,6 +306,34 @@ START_TEST(test_migrates_v10_adding_budgets)
     ck_assert_int_eq(q_budgets_list(db, 0, &b, &n), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 12 gives jobs an input: a job from before has none, and one
+ * enqueued after keeps its own. */
+START_TEST(test_migrates_v11_adding_input)
+{
+    struct q_job_new j = qfix_job("new", NULL, 0);
+    struct q_enqueue_result r;
+    struct q_job got = {0};
+    q_db *db = NULL;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
+    id = add_old(db, "k-old");
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_job_get(db, id, &got), 0);
+    ck_assert_ptr_null(got.input);
+    ck_assert_str_eq(got.key, "k-old");
+    q_job_cleanup(&got);
+    j.input = "{\"issue\":7}";
+    ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), 0);
+    ck_assert_int_eq(q_job_get(db, r.id, &got), 0);
+    ck_assert_str_eq(got.input, "{\"issue\":7}");
+    q_job_cleanup(&got);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -522,6 +571,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
     tcase_add_test(files, test_migrates_v10_adding_budgets);
+    tcase_add_test(files, test_migrates_v11_adding_input);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);
