@@ -160,6 +160,7 @@ int cli_parse_id(const char *s, long long *out);
 
 int cmd_init(struct cli_env *env, int argc, char **argv);
 int cmd_enqueue(struct cli_env *env, int argc, char **argv);
+int cmd_check(struct cli_env *env, int argc, char **argv);
 int cmd_jobs(struct cli_env *env, int argc, char **argv);
 int cmd_status(struct cli_env *env, int argc, char **argv);
 int cmd_tiers(struct cli_env *env, int argc, char **argv);

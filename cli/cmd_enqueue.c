@@ -354,12 +354,10 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     const char *key = NULL, *run_at = NULL, *prio = NULL, *file = "-";
     const char *input_arg = NULL;
     bool json = false, many = false;
-    struct cli_opt opts[] = {{"key", &key, NULL},
-                             {"run-at", &run_at, NULL},
-                             {"priority", &prio, NULL},
-                             {"input", &input_arg, NULL},
-                             {"json", NULL, &json},
-                             {NULL, NULL, NULL}};
+    struct cli_opt opts[] = {
+        {"key", &key, NULL},       {"run-at", &run_at, NULL},
+        {"priority", &prio, NULL}, {"input", &input_arg, NULL},
+        {"json", NULL, &json},     {NULL, NULL, NULL}};
     struct q_enqueue_opts over = {0};
     struct sink k = {.env = env};
     const struct config *cfg = NULL;
@@ -378,9 +376,11 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         (rc = cli_config(env, &cfg)) != 0)
         goto out;
     /* Tier names are checked only when the config names tiers. */
-    k.e = spec_enqueue_new(&(struct spec_enqueue_opts){
-        .open = open_store, .ctx = &k, .cfg = cfg, .input = input,
-        .over = &over});
+    k.e = spec_enqueue_new(&(struct spec_enqueue_opts){.open = open_store,
+                                                       .ctx = &k,
+                                                       .cfg = cfg,
+                                                       .input = input,
+                                                       .over = &over});
     if ((rc = read_input(file, &k)) != 0)
         goto out;
     res = spec_enqueue_results(k.e, &n, &many);

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/json.h"
 #include "common/price.h"
 #include "park/park.h"
 #include "queue/queue.h"
@@ -99,6 +100,18 @@ cost_text(const cJSON *o, char *buf, size_t len)
     return buf;
 }
 
+/* The job's input, compact, on one line (none: nothing). */
+static void
+print_input(const cJSON *o)
+{
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
+    char *text = in && !cJSON_IsNull(in) ? json_print(in) : NULL;
+
+    if (text != NULL)
+        printf("  input    %s\n", text);
+    free(text);
+}
+
 static void
 print_job_text(const cJSON *o)
 {
@@ -118,6 +131,7 @@ print_job_text(const cJSON *o)
            cJSON_GetObjectItemCaseSensitive(o, "deadline_at")->valuestring);
     if (cJSON_IsString(err))
         printf("  error    %s\n", err->valuestring);
+    print_input(o);
     if (cost_text(o, cost, sizeof(cost))[0] != '\0')
         printf("  cost     %s\n", cost + strlen(" cost "));
     cJSON_ArrayForEach(s, steps)
@@ -131,6 +145,8 @@ print_job_text(const cJSON *o)
             cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint,
             cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
             cost_text(s, cost, sizeof(cost)));
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "reason")))
+            printf("    %s\n", cli_json_text(s, "reason"));
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
         {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");

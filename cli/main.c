@@ -20,6 +20,7 @@ static const char usage[] =
     "commands:\n"
     "  init                          create or migrate the database\n"
     "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
+    "  check [FILE|-]                check jobs before paying: nothing sent\n"
     "  work                          run jobs (--drain: until none is due)\n"
     "  jobs list|show|cancel         inspect and cancel jobs\n"
     "  status                        job counts by state\n"
@@ -48,6 +49,7 @@ static const struct cli_command commands[] = {
     {"demo", cmd_demo},           {"park", cmd_park},
     {"copy", cmd_copy},           {"serve", cmd_serve},
     {"schedules", cmd_schedules}, {"report", cmd_report},
+    {"check", cmd_check},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

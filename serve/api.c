@@ -241,6 +241,28 @@ jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
                       out.len);
 }
 
+/* ---- checking jobs before paying (stepq check) ---------------------- */
+
+/* The body is checked as POST /v1/jobs would take it, and more (spec_check:
+ * tiers, environment variables); nothing is written or sent. 200 with the
+ * report, or 400 invalid_job with the message. */
+static enum MHD_Result
+jobs_check(const struct serve_opts *o, struct MHD_Connection *c,
+           const char *body, size_t len)
+{
+    cJSON *report = NULL;
+    char err[1024];
+
+    if (body == NULL || len == 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job",
+                                 "the body is empty: send a job, an array of "
+                                 "jobs or JSON lines");
+    if (spec_check(body, len, o->cfg, NULL, &report, err, sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
+                                 err);
+    return serve_reply_json(c, MHD_HTTP_OK, report);
+}
+
 static enum MHD_Result
 jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
 {
@@ -495,6 +517,8 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return jobs_list(o, c);
     case R_JOBS_ADD:
         return jobs_enqueue(o, c, body, len);
+    case R_JOBS_CHECK:
+        return jobs_check(o, c, body, len);
     case R_JOB:
         return jobs_show(o, c, id);
     case R_JOB_CANCEL:

@@ -30,7 +30,8 @@ enum serve_route_id {
     R_PARK,
     R_PARK_RESOLVE,
     R_METRICS,
-    R_REPORT
+    R_REPORT,
+    R_JOBS_CHECK
 };
 
 struct serve_asset;

@@ -61,8 +61,8 @@ struct spec_tpl {
  * unknown, later or its own step, {{schedule.*}} outside a schedule,
  * {{env.*}}. Text in braces of no namespace stepq knows ("{{name}}") is
  * not a template: it is sent as written. */
-int spec__tpl_next(const char **pos, const struct spec_job *j,
-                   size_t self, const struct spec_opts *opts, const char *at,
+int spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
+                   const struct spec_opts *opts, const char *at,
                    struct spec_tpl *t, char *err, size_t len);
 
 /* spec__tpl_value is the value t reads from v: 0 with *out (a copy,

@@ -24,8 +24,8 @@ static bool
 is_namespace(const char *q)
 {
     return strncmp(q, steps_ns, 6) == 0 ||
-           (strncmp(q, "input", 5) == 0 && (q[5] == '.' || q[5] == '}' ||
-                                            q[5] == ' ' || q[5] == '\t')) ||
+           (strncmp(q, "input", 5) == 0 &&
+            (q[5] == '.' || q[5] == '}' || q[5] == ' ' || q[5] == '\t')) ||
            strncmp(q, "schedule.", 9) == 0 || strncmp(q, "env.", 4) == 0;
 }
 
@@ -80,8 +80,7 @@ parse_one(const char *q, const char *close, const struct spec_job *j,
         rest = q + 5;
     } else {
         const char *name = q + 6, *end = strstr(name, output_tag);
-        if (end == NULL || end >= close ||
-            (end + 7 != close && end[7] != '.'))
+        if (end == NULL || end >= close || (end + 7 != close && end[7] != '.'))
             return json_fail(err, len, at,
                              "bad template {{%.*s}}: write "
                              "{{steps.NAME.output}} or "
@@ -132,9 +131,9 @@ not_filled(const char *q, const char *close, const struct spec_opts *opts,
 }
 
 int
-spec__tpl_next(const char **pos, const struct spec_job *j,
-               size_t self, const struct spec_opts *opts, const char *at,
-               struct spec_tpl *t, char *err, size_t len)
+spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
+               const struct spec_opts *opts, const char *at, struct spec_tpl *t,
+               char *err, size_t len)
 {
     for (const char *p = strstr(*pos, "{{"); p != NULL;
          p = strstr(p + 2, "{{")) {
@@ -173,8 +172,8 @@ spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
     const char *pos = s;
     char err[8];
 
-    return s[0] == '{' && spec__tpl_next(&pos, j, self, opts, "", t, err,
-                                         sizeof(err)) == 1 &&
+    return s[0] == '{' &&
+           spec__tpl_next(&pos, j, self, opts, "", t, err, sizeof(err)) == 1 &&
            t->at == s && *pos == '\0';
 }
 
@@ -275,8 +274,8 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
         if (v->input == NULL)
             return absent(err, len, "%.*s: the job has no input", tl, t->at);
         if ((node = walk(v->input, t->path, t->pathlen)) == NULL)
-            return absent(err, len, "%.*s: no %.*s in the input", tl, t->at,
-                          n, t->path);
+            return absent(err, len, "%.*s: no %.*s in the input", tl, t->at, n,
+                          t->path);
         *out = dup(node);
         return 0;
     }
@@ -284,8 +283,8 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
         return -EAGAIN;
     if (v->skipped != NULL && v->skipped[t->step])
         return absent(err, len,
-                      "%.*s: step %s was skipped (its \"when\" was false)",
-                      tl, t->at, name);
+                      "%.*s: step %s was skipped (its \"when\" was false)", tl,
+                      t->at, name);
     text = v->outputs[t->step] ? v->outputs[t->step] : "";
     if (t->path == NULL) {
         *out = cJSON_CreateString(text);
@@ -360,18 +359,21 @@ fill_string(cJSON *s, enum how how, const struct spec_job *j, size_t self,
         return 0;
     if (how == AS_JSON && spec__tpl_whole(text, j, self, NULL, &t)) {
         if ((rc = spec__tpl_value(&t, j, v, &val, err, len)) != 0)
-            return rc;
+            return rc == -EAGAIN ? 0 : rc; /* not known yet: as written */
         spec__take(s, val);
         return 0;
     }
-    while ((rc = spec__tpl_next(&pos, j, self, NULL, "", &t, err, len)) ==
-           1) {
+    while ((rc = spec__tpl_next(&pos, j, self, NULL, "", &t, err, len)) == 1) {
         xbuf_put(&b, from, (size_t)(t.at - from));
-        if ((rc = spec__tpl_value(&t, j, v, &val, err, len)) != 0)
+        from = pos;
+        if ((rc = spec__tpl_value(&t, j, v, &val, err, len)) == -EAGAIN) {
+            xbuf_put(&b, t.at, t.len); /* not known yet: as written */
+            continue;
+        }
+        if (rc != 0)
             break;
         put_text(&b, val, how == AS_URL);
         cJSON_Delete(val);
-        from = pos;
     }
     if (rc != 0) {
         free(b.p);

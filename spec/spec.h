@@ -138,8 +138,8 @@ void spec_jobs_free(struct spec_job **specs, size_t n);
  * job (stepq enqueue --input, POST /v1/jobs "input", libstepq) and checks
  * its size (at most SPEC_INPUT_MAX_BYTES as compact JSON). Returns 0 with
  * *out (caller cJSON_Deletes it), or -EINVAL with "input: ..." in err. */
-STEPQ_MUST_CHECK int spec_input_parse(const char *text, size_t len,
-                                      cJSON **out, char *err, size_t errlen);
+STEPQ_MUST_CHECK int spec_input_parse(const char *text, size_t len, cJSON **out,
+                                      char *err, size_t errlen);
 
 /* spec_job_row fills row with what the queue stores of j (borrowed from
  * j: valid while j is). */
@@ -166,9 +166,11 @@ struct spec_vars {
  * that is exactly one template in the request or http "body" keeps the
  * value's JSON type; inside a longer string a value is text (a string as
  * itself, anything else as compact JSON), percent-encoded in the url.
- * Returns 0 with *out (caller cJSON_Deletes it), or -ENOENT with "{{...}}:
- * why" in err when a template cannot be filled (a path missing from an
- * output, an output that is not JSON, a skipped step); *out untouched. */
+ * With v->outputs NULL (before the job runs: stepq check), the templates
+ * of outputs stay as written. Returns 0 with *out (caller cJSON_Deletes
+ * it), or -ENOENT with "{{...}}: why" in err when a template cannot be
+ * filled (a path missing from an output or the input, an output that is
+ * not JSON, a skipped step); *out untouched. */
 STEPQ_MUST_CHECK int spec_step_fill(const struct spec_job *j, size_t i,
                                     const struct spec_vars *v, cJSON **out,
                                     char *err, size_t len);
@@ -187,12 +189,20 @@ void spec_when_holds(const struct spec_job *j, size_t i,
  * Caller cJSON_Deletes the result. */
 cJSON *spec_output_json(const char *text, size_t len);
 
-/* spec_check_env checks that every environment variable an http step's
- * "env:NAME" header names is set. Returns 0, or -ENOENT with
- * "steps[1].http.headers.Authorization: environment variable NAME is not
- * set" in err. */
-STEPQ_MUST_CHECK int spec_check_env(const struct spec_job *j, char *err,
-                                    size_t len);
+/* spec_check validates text (one job, a JSON array of jobs, JSON lines)
+ * as an enqueue with cfg and input would, and more, writing and sending
+ * nothing: every tier a step names must be in cfg (also when cfg names
+ * none), and every environment variable an http step's "env:NAME" header
+ * names must be set. *report (caller cJSON_Deletes it) is
+ * {"ok": true, "jobs": [{"name", "input", "steps": [{"name", "kind",
+ * "when", "sends"}]}]}, "sends" being what the step sends with every
+ * template filled that can be before the job runs (the outputs' stay as
+ * written). Returns 0, -EINVAL (a job that is not valid: the message as
+ * enqueue's), or -ENOENT ("job 2: steps[1].http.headers.Authorization:
+ * environment variable TOKEN is not set"). */
+STEPQ_MUST_CHECK int spec_check(const char *text, size_t len,
+                                const struct config *cfg, const cJSON *input,
+                                cJSON **report, char *err, size_t errlen);
 
 /* ---- streams: bulk input validated as it is read ----------------------
  *

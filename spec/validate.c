@@ -473,8 +473,8 @@ take_input(struct spec_job *j, bool own, const struct spec_opts *opts,
  * sends, its condition, and its idempotency key (which holds none: a
  * schedule's are filled before this). */
 static int
-step_templates(const struct spec_job *j, size_t i,
-               const struct spec_opts *opts, char *err, size_t len)
+step_templates(const struct spec_job *j, size_t i, const struct spec_opts *opts,
+               char *err, size_t len)
 {
     const struct spec_step *s = &j->steps[i];
     struct spec_seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};

@@ -26,11 +26,23 @@
 /* Conditions nest at most this deep. */
 #define WHEN_DEPTH 16
 
-enum op { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN, OP_EXISTS,
-          OP_ALL, OP_ANY, OP_NOT, OP_NONE };
-static const char *const op_names[] = {"eq", "ne",     "lt",  "le",
-                                       "gt", "ge",     "in",  "exists",
-                                       "all", "any",   "not", NULL};
+enum op {
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_LE,
+    OP_GT,
+    OP_GE,
+    OP_IN,
+    OP_EXISTS,
+    OP_ALL,
+    OP_ANY,
+    OP_NOT,
+    OP_NONE
+};
+static const char *const op_names[] = {"eq",  "ne",  "lt",  "le",
+                                       "gt",  "ge",  "in",  "exists",
+                                       "all", "any", "not", NULL};
 
 static enum op
 op_of(const cJSON *c)
@@ -51,8 +63,8 @@ op_of(const cJSON *c)
 /* A value: a string holding a template must be one template whole. */
 static int
 check_value(const cJSON *v, const char *at, const struct spec_job *j,
-            size_t self, const struct spec_opts *opts, bool want_tpl,
-            char *err, size_t len)
+            size_t self, const struct spec_opts *opts, bool want_tpl, char *err,
+            size_t len)
 {
     const char *pos;
     struct spec_tpl t;
@@ -60,8 +72,9 @@ check_value(const cJSON *v, const char *at, const struct spec_job *j,
 
     if (!cJSON_IsString(v)) {
         if (want_tpl)
-            return json_fail(err, len, at, "must be one template, such as "
-                                           "\"{{steps.NAME.output.PATH}}\"");
+            return json_fail(err, len, at,
+                             "must be one template, such as "
+                             "\"{{steps.NAME.output.PATH}}\"");
         return 0;
     }
     pos = v->valuestring;
@@ -73,8 +86,9 @@ check_value(const cJSON *v, const char *at, const struct spec_job *j,
                          "string (\"%.40s\")",
                          v->valuestring);
     if (rc == 0 && want_tpl)
-        return json_fail(err, len, at, "must be one template, such as "
-                                       "\"{{steps.NAME.output.PATH}}\"");
+        return json_fail(err, len, at,
+                         "must be one template, such as "
+                         "\"{{steps.NAME.output.PATH}}\"");
     return 0;
 }
 
@@ -160,8 +174,8 @@ value_of(const cJSON *v, const struct spec_job *j, size_t self,
     cJSON *out = NULL;
     char tmp[256];
 
-    if (!cJSON_IsString(v) || !spec__tpl_whole(v->valuestring, j, self, NULL,
-                                                &t))
+    if (!cJSON_IsString(v) ||
+        !spec__tpl_whole(v->valuestring, j, self, NULL, &t))
         return cJSON_Duplicate(v, true);
     if (spec__tpl_value(&t, j, vars, &out, why ? why : tmp,
                         why ? len : sizeof(tmp)) != 0)
@@ -183,7 +197,10 @@ order(const cJSON *a, const cJSON *b, enum op o)
         c = strcmp(a->valuestring, b->valuestring);
     else
         return false;
-    return o == OP_LT ? c < 0 : o == OP_LE ? c <= 0 : o == OP_GT ? c > 0 : c >= 0;
+    return o == OP_LT   ? c < 0
+           : o == OP_LE ? c <= 0
+           : o == OP_GT ? c > 0
+                        : c >= 0;
 }
 
 static bool

@@ -17,18 +17,18 @@ static const char *const outputs[] = {"OUT-A", NULL};
 static cJSON *
 fill_b(cJSON *req)
 {
-    cJSON *job = cJSON_Parse(
-        "{\"name\":\"f\",\"steps\":[{\"name\":\"a\",\"request\":"
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}},"
-        "{\"name\":\"b\"}]}");
+    cJSON *job =
+        cJSON_Parse("{\"name\":\"f\",\"steps\":[{\"name\":\"a\",\"request\":"
+                    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}},"
+                    "{\"name\":\"b\"}]}");
     struct spec_vars v = {.outputs = outputs};
     struct spec_job *j = NULL;
     cJSON *out = NULL;
     char err[512];
 
-    cJSON_AddItemToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(job, "steps"),
-                                             1),
-                          "request", req);
+    cJSON_AddItemToObject(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(job, "steps"), 1), "request",
+        req);
     ck_assert_msg(spec_from_json(job, NULL, &j, err, sizeof(err)) == 0, "%s",
                   err);
     ck_assert_int_eq(spec_step_fill(j, 1, &v, &out, err, sizeof(err)), 0);

@@ -98,7 +98,8 @@ START_TEST(test_input_stored_with_the_job)
     size_t n = 0;
 
     for (int i = 0; i < N; i++) {
-        snprintf(inputs[i], sizeof(inputs[i]), "{\"i\":%d,\"q\":\"a\\\"b\"}", i);
+        snprintf(inputs[i], sizeof(inputs[i]), "{\"i\":%d,\"q\":\"a\\\"b\"}",
+                 i);
         v[i] = qfix_job("j", NULL, 0);
         v[i].input = i % 7 == 3 ? NULL : inputs[i];
     }

@@ -182,7 +182,8 @@ START_TEST(test_migrates_v3_adding_schedules)
 
     db = reopen_migrated(db, V5_SENDS "DROP TABLE schedules;"
                                       " DROP TABLE tier_events;"
-                                      " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET version = 3");
+                                      " ALTER TABLE jobs DROP COLUMN input; "
+                                      "UPDATE stepq_schema SET version = 3");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), -ENOENT);
     ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
@@ -203,7 +204,8 @@ START_TEST(test_migrates_v4_adding_tier_events)
 
     (void)add_job(db, "old");
     db = reopen_migrated(db, V5_SENDS "DROP TABLE tier_events;"
-                                      " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET version = 4");
+                                      " ALTER TABLE jobs DROP COLUMN input; "
+                                      "UPDATE stepq_schema SET version = 4");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
     ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
@@ -227,7 +229,8 @@ START_TEST(test_migrates_v5_dropping_the_send_log)
                      " done_at) VALUES ('free', 1700000000000, 10,"
                      " 1700000060000, 1700000000500), ('free',"
                      " 1700000000100, 20, 1700000060000, NULL);"
-                     " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET version = 5");
+                     " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema "
+                     "SET version = 5");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_tables WHERE schemaname ="
                  " current_schema() AND tablename = 'tier_sends'",
@@ -287,7 +290,8 @@ START_TEST(test_migrates_v9_adding_cost)
              " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
              " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
              " cost_estimated; DROP TABLE budgets;"
-             " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET version = 9",
+             " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET "
+             "version = 9",
              (long long)id);
     db = reopen_migrated(db, sql);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
@@ -310,7 +314,8 @@ START_TEST(test_migrates_v10_adding_budgets)
 
     (void)add_job(db, "old");
     db = reopen_migrated(db, "DROP TABLE budgets;"
-                             " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET version = 10");
+                             " ALTER TABLE jobs DROP COLUMN input; UPDATE "
+                             "stepq_schema SET version = 10");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
     ck_assert_int_eq(q_close(db), 0);

@@ -72,9 +72,8 @@ add_old(q_db *db, const char *key)
              "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
              " created_at, updated_at, spec) VALUES ('old', %s%s%s, 0, %lld,"
              " %lld, %lld, %lld, '{}')",
-             key ? "'" : "", key ? key : "NULL", key ? "'" : "",
-             (long long)T0, (long long)T0 + 3600000, (long long)T0,
-             (long long)T0);
+             key ? "'" : "", key ? key : "NULL", key ? "'" : "", (long long)T0,
+             (long long)T0 + 3600000, (long long)T0, (long long)T0);
     ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
     id = sqlite3_last_insert_rowid(q__sqlite(db)->h);
     ck_assert_int_gt(id, 0);

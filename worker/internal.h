@@ -14,10 +14,10 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "http/http.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
-#include "http/http.h"
 #include "worker/worker.h"
 
 /* The store's clock offset (q_clock_sync) is measured again this often. */

@@ -515,8 +515,7 @@ parse_stored(struct run *r, char *err, size_t len)
     cJSON *input = NULL;
     int rc;
 
-    if (r->job.input != NULL &&
-        (input = cJSON_Parse(r->job.input)) == NULL) {
+    if (r->job.input != NULL && (input = cJSON_Parse(r->job.input)) == NULL) {
         snprintf(err, len, "its input is not JSON");
         return -EINVAL;
     }

@@ -19,10 +19,12 @@
 /* ---- reading jobs ---------------------------------------------------- */
 
 static const struct q__pg_sql get_sql = {
-    "q_jobs_get", "SELECT " JOB_COLS ", spec, error, input FROM jobs WHERE id = $1"};
+    "q_jobs_get",
+    "SELECT " JOB_COLS ", spec, error, input FROM jobs WHERE id = $1"};
 static const struct q__pg_sql list_sql = {
-    "q_jobs_list", "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs WHERE id > $2"
-                   " ORDER BY id LIMIT $1"};
+    "q_jobs_list",
+    "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs WHERE id > $2"
+    " ORDER BY id LIMIT $1"};
 static const struct q__pg_sql list_state_sql = {
     "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs"
                          " WHERE id > $2 AND state = $3 ORDER BY id LIMIT $1"};

@@ -46,7 +46,8 @@ static const struct q__pg_sql costliest_sql = {
 /* Served by the unique index jobs_key (key = $1 implies NOT NULL). */
 static const struct q__pg_sql by_key_sql = {
     "q_report_job_by_key",
-    "SELECT " Q__PG_JOB_COLS ", spec, error, input FROM jobs WHERE key = $1::text"};
+    "SELECT " Q__PG_JOB_COLS
+    ", spec, error, input FROM jobs WHERE key = $1::text"};
 
 /* The contract's limit 0 is all: LIMIT NULL. */
 static void
