@@ -26,10 +26,12 @@ struct spec_seg {
 /* spec__check_sent checks item (a step's request or http, at path at) as
  * it will be sent, for step self of job (whose step names are all read):
  * templates name earlier steps and are written as such, and no object
- * holds a member twice. Returns 0, or -EINVAL with the path in err. */
+ * holds a member twice; *templated is set when it holds a template.
+ * Returns 0, or -EINVAL with the path in err. */
 int spec__check_sent(const cJSON *item, const struct spec_seg *at,
                      const struct spec_job *job, size_t self,
-                     const struct spec_opts *opts, char *err, size_t len);
+                     const struct spec_opts *opts, bool *templated, char *err,
+                     size_t len);
 
 /* spec__check_http_url checks an http step's url (path: the step's
  * "http" object): http or https, a host and port templates cannot change,

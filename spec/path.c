@@ -151,9 +151,7 @@ spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
                              "{{steps.NAME.output}}, without spaces, closed "
                              "by }}",
                              p);
-        if (q[0] == 's' && q[1] == 'c')
-            return not_filled(q, close, opts, at, err, len);
-        if (q[0] == 'e')
+        if ((q[0] == 's' && q[1] == 'c') || q[0] == 'e')
             return not_filled(q, close, opts, at, err, len);
         if (parse_one(q, close, j, self, at, t, err, len) != 0)
             return -EINVAL;

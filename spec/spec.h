@@ -43,6 +43,7 @@ struct spec_step {
     const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
     const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
     const cJSON *when;           /* the step's condition (when.c), or NULL */
+    bool templated;              /* what it sends holds a template */
 };
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */

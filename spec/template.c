@@ -18,8 +18,8 @@
  * (the worker gives it; view/ reads jobs without it). */
 static int
 check_templates_in(const char *s, const char *path, const struct spec_job *job,
-                   size_t self, const struct spec_opts *opts, char *err,
-                   size_t len)
+                   size_t self, const struct spec_opts *opts, bool *templated,
+                   char *err, size_t len)
 {
     struct spec_vars v = {.input = job->input};
     const char *pos = s;
@@ -30,6 +30,7 @@ check_templates_in(const char *s, const char *path, const struct spec_job *job,
 
     while ((rc = spec__tpl_next(&pos, job, self, opts, path, &t, err, len)) ==
            1) {
+        *templated = true;
         if (!t.input || (opts != NULL && opts->stored))
             continue;
         if (spec__tpl_value(&t, job, &v, &val, why, sizeof(why)) != 0)
@@ -59,7 +60,8 @@ format_path(const struct spec_seg *s, char *buf, size_t len)
 int
 spec__check_sent(const cJSON *item, const struct spec_seg *at,
                  const struct spec_job *job, size_t self,
-                 const struct spec_opts *opts, char *err, size_t len)
+                 const struct spec_opts *opts, bool *templated, char *err,
+                 size_t len)
 {
     char p[PATH_LEN];
     const char *twice;
@@ -69,8 +71,8 @@ spec__check_sent(const cJSON *item, const struct spec_seg *at,
         if (strstr(item->valuestring, "{{") == NULL)
             return 0;
         format_path(at, p, sizeof(p));
-        return check_templates_in(item->valuestring, p, job, self, opts, err,
-                                  len);
+        return check_templates_in(item->valuestring, p, job, self, opts,
+                                  templated, err, len);
     }
     if (!cJSON_IsArray(item) && !cJSON_IsObject(item))
         return 0;
@@ -83,7 +85,8 @@ spec__check_sent(const cJSON *item, const struct spec_seg *at,
     }
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
         struct spec_seg s = {at, cJSON_IsArray(item) ? NULL : c->string, i};
-        if ((rc = spec__check_sent(c, &s, job, self, opts, err, len)) != 0)
+        if ((rc = spec__check_sent(c, &s, job, self, opts, templated, err,
+                                   len)) != 0)
             return rc;
     }
     return 0;

@@ -473,10 +473,10 @@ take_input(struct spec_job *j, bool own, const struct spec_opts *opts,
  * sends, its condition, and its idempotency key (which holds none: a
  * schedule's are filled before this). */
 static int
-step_templates(const struct spec_job *j, size_t i, const struct spec_opts *opts,
+step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
                char *err, size_t len)
 {
-    const struct spec_step *s = &j->steps[i];
+    struct spec_step *s = &j->steps[i];
     struct spec_seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};
     struct spec_seg req = {&step, "request", 0}, http = {&step, "http", 0};
     char p[PATH_LEN], q[PATH_LEN];
@@ -485,10 +485,12 @@ step_templates(const struct spec_job *j, size_t i, const struct spec_opts *opts,
     int rc;
 
     if (s->request != NULL &&
-        (rc = spec__check_sent(s->request, &req, j, i, opts, err, len)) != 0)
+        (rc = spec__check_sent(s->request, &req, j, i, opts, &s->templated, err,
+                               len)) != 0)
         return rc;
     if (s->http != NULL &&
-        (rc = spec__check_sent(s->http, &http, j, i, opts, err, len)) != 0)
+        (rc = spec__check_sent(s->http, &http, j, i, opts, &s->templated, err,
+                               len)) != 0)
         return rc;
     step_path(p, i);
     if (s->when != NULL &&

@@ -590,6 +590,34 @@ START_TEST(test_fill_paths_and_types)
 }
 END_TEST
 
+/* In an http step's url the input's values are percent-encoded text;
+ * in its body a whole template keeps its type. */
+START_TEST(test_fill_http_url_and_body)
+{
+    static const char text[] =
+        "{\"name\":\"t\",\"input\":{\"who\":\"a/b c\",\"ids\":[4,5]},"
+        "\"steps\":[{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
+        "\"http://h/i/{{input.who}}?q={{input.ids}}\",\"body\":{\"ids\":"
+        "\"{{input.ids}}\"}}}]}";
+    struct spec_job *j = NULL;
+    struct spec_vars v = {0};
+    cJSON *out = NULL;
+    char err[256];
+
+    ck_assert_msg(spec_parse(text, strlen(text), NULL, &j, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
+    v.input = j->input;
+    ck_assert_int_eq(spec_step_fill(j, 0, &v, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(out, "url")->valuestring,
+                     "http://h/i/a%2Fb%20c?q=%5B4%2C5%5D");
+    ck_assert(cJSON_IsArray(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(out, "body"), "ids")));
+    cJSON_Delete(out);
+    spec_job_free(j);
+}
+END_TEST
+
 static const struct when_case {
     const char *when;
     bool holds;
@@ -656,6 +684,7 @@ test_suite(void)
     tc = tcase_create("templates");
     tcase_add_loop_test(tc, test_fill_paths_and_types, 0,
                         (int)(sizeof(fills) / sizeof(fills[0])));
+    tcase_add_test(tc, test_fill_http_url_and_body);
     tcase_add_loop_test(tc, test_when_operators, 0,
                         (int)(sizeof(whens) / sizeof(whens[0])));
     suite_add_tcase(s, tc);

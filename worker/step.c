@@ -59,8 +59,10 @@ worker__step_gate(struct run *r)
         worker__step_enter(r);
         return true;
     }
-    if (spec_step_fill(r->spec, (size_t)r->step, &v, &body, why, sizeof(why)) !=
-        0) {
+    /* What fills on entry fills when sent: the outputs it reads do not
+     * change while the step runs. */
+    if (s->templated && spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
+                                       sizeof(why)) != 0) {
         snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
         worker__fail_job(r, msg);
         return true;
