@@ -173,6 +173,34 @@ START_TEST(test_reading_a_skipped_step_fails)
 }
 END_TEST
 
+/* A worker killed after a skip: the next one reads the skip from the
+ * store, so a later step reading the skipped step's output still fails
+ * (and is not sent with an empty output). Consecutive skips go on. */
+START_TEST(test_skip_survives_a_killed_worker)
+{
+    cJSON *shown;
+
+    e2e_start_file("free-delay-3s-once.json", "");
+    e2e_enqueue(
+        "{\"name\":\"k\",\"steps\":["
+        "{\"name\":\"s\",\"when\":{\"exists\":\"{{input.none}}\"},"
+        "\"request\":{\"messages\":[{\"role\":\"user\"}]}},"
+        "{\"name\":\"s2\",\"when\":{\"not\":{\"eq\":[1,1]}},"
+        "\"request\":{\"messages\":[{\"role\":\"user\"}]}}," STEP(
+            "a", "slow", "") "," STEP("after", "{{steps.s.output}}", "") "]}");
+    e2e_kill_mid_request_then_drain();
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(e2e_step_of(shown, 0), "state"), "skipped");
+    ck_assert_str_eq(e2e_str(e2e_step_of(shown, 1), "state"), "skipped");
+    ck_assert_str_eq(e2e_str(e2e_step_of(shown, 2), "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(shown, "error"),
+                     "step after: {{steps.s.output}}: step s was skipped (its "
+                     "\"when\" was false); nothing sent");
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2); /* a, sent again */
+    cJSON_Delete(shown);
+}
+END_TEST
+
 /* ---- input ----------------------------------------------------------- */
 
 #define INPUT_JOB                                                              \
@@ -452,6 +480,7 @@ test_suite(void)
     tcase_add_test(flow, test_missing_path_fails_the_step_nothing_sent);
     tcase_add_test(flow, test_when_false_skips_true_runs);
     tcase_add_test(flow, test_reading_a_skipped_step_fails);
+    tcase_add_test(flow, test_skip_survives_a_killed_worker);
     tcase_add_test(flow, test_input_from_the_cli);
     tcase_add_test(flow, test_input_from_a_file_and_the_job_file);
     tcase_add_test(flow, test_input_from_a_schedule);

@@ -457,13 +457,17 @@ void worker__step_context(struct run *r, int64_t now, bool wrote,
 
 /* ---- step helpers (step.c) ------------------------------------------ */
 
+/* What worker__step_gate made of the step being entered. */
+enum worker_gate {
+    WORKER_GATE_GO,      /* on to be sent */
+    WORKER_GATE_SKIPPED, /* skipped: r->step is the next one, to enter */
+    WORKER_GATE_ENDED    /* the job failed, or was given back */
+};
 /* worker__step_gate is where the current step is entered: a step whose
- * "when" does not hold is skipped (its row keeps why) and the next one is
- * entered; a step whose templates cannot be filled (a path missing from
- * an output) fails the job, naming the template, with nothing sent.
- * Returns true when it dealt with the step (the caller stops), false when
- * the step goes on to be sent. */
-bool worker__step_gate(struct run *r);
+ * "when" does not hold is skipped (its row keeps why); a step whose
+ * templates cannot be filled (a path missing from an output) fails the
+ * job, naming the template, with nothing sent. */
+enum worker_gate worker__step_gate(struct run *r);
 /* worker__fill returns a deep copy of the current step's body (a chat
  * step's request, an http step's http object) with its templates filled
  * from the job's input and the outputs so far (spec_step_fill). Caller

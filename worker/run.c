@@ -386,8 +386,15 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         worker__finish(r, "succeeded");
         return;
     }
-    if (worker__step_gate(r))
+    switch (worker__step_gate(r)) {
+    case WORKER_GATE_SKIPPED:
+        enter(r, again, NULL); /* the next step */
         return;
+    case WORKER_GATE_ENDED:
+        return;
+    case WORKER_GATE_GO:
+        break;
+    }
     if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
         return;

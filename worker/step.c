@@ -38,7 +38,7 @@ worker__fill(const struct run *r)
     return out;
 }
 
-bool
+enum worker_gate
 worker__step_gate(struct run *r)
 {
     struct worker *w = r->w;
@@ -53,11 +53,10 @@ worker__step_gate(struct run *r)
         if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SKIPPED, NULL,
                        why, 0) != 0) {
             worker__give_back(r, worker__now(w) + 1000);
-            return true;
+            return WORKER_GATE_ENDED;
         }
         r->skipped[r->step++] = true;
-        worker__step_enter(r);
-        return true;
+        return WORKER_GATE_SKIPPED;
     }
     /* What fills on entry fills when sent: the outputs it reads do not
      * change while the step runs. */
@@ -65,10 +64,10 @@ worker__step_gate(struct run *r)
                                        sizeof(why)) != 0) {
         snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
         worker__fail_job(r, msg);
-        return true;
+        return WORKER_GATE_ENDED;
     }
     cJSON_Delete(body);
-    return false;
+    return WORKER_GATE_GO;
 }
 
 /* is_role: whether message m has role role. */
