@@ -180,7 +180,11 @@ spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
 static const cJSON *
 walk(const cJSON *v, const char *path, size_t n)
 {
-    const char *p = path, *end = path + n;
+    const char *p = path, *end;
+
+    if (n == 0) /* no path ({{input}}): the value itself, path NULL */
+        return v;
+    end = path + n;
 
     while (v != NULL && p < end) {
         const char *dot = memchr(p, '.', (size_t)(end - p));

@@ -84,6 +84,33 @@ START_TEST(test_expand_many_messages)
 }
 END_TEST
 
+/* fuzz_expand (fuzz/regressions/expand-input-whole.json): {{input}},
+ * a template without a path, walked the input from a NULL path plus 0,
+ * which UBSan reports (the ASan build fails here). */
+START_TEST(test_input_whole_has_no_path)
+{
+    static const char text[] =
+        "{\"name\":\"f\",\"input\":{\"a\":[1]},\"steps\":[{\"name\":"
+        "\"a\",\"request\":{\"messages\":[{\"role\":\"user\"}],\"v\":"
+        "\"{{input}}\",\"w\":\"x{{input}}\"}}]}";
+    struct spec_job *j = NULL;
+    struct spec_vars v = {0};
+    cJSON *out = NULL;
+    char err[256];
+
+    ck_assert_int_eq(spec_parse(text, strlen(text), NULL, &j, err, sizeof(err)),
+                     0);
+    v.input = j->input;
+    ck_assert_int_eq(spec_step_fill(j, 0, &v, &out, err, sizeof(err)), 0);
+    ck_assert(
+        cJSON_IsArray(cJSON_GetObjectItem(cJSON_GetObjectItem(out, "v"), "a")));
+    ck_assert_str_eq(cJSON_GetObjectItem(out, "w")->valuestring,
+                     "x{\"a\":[1]}");
+    cJSON_Delete(out);
+    spec_job_free(j);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -92,6 +119,7 @@ test_suite(void)
 
     tcase_add_test(tc, test_expand_wide_array);
     tcase_add_test(tc, test_expand_many_messages);
+    tcase_add_test(tc, test_input_whole_has_no_path);
     suite_add_tcase(s, tc);
     return s;
 }
