@@ -282,9 +282,8 @@ cli_open_failed(const char *location, int rc)
         break;
     case -EINVAL:
     case -EPROTONOSUPPORT:
-        cli_error("%s: not a database location this stepq can open "
-                  "(a file path, sqlite:PATH or a postgresql:// URL)",
-                  path[0] ? path : "(empty)");
+        cli_error("%s: not a database location this stepq can open (%s)",
+                  path[0] ? path : "(empty)", q_location_kinds());
         return CLI_USAGE;
     default:
         cli_error("cannot open database %s", path);

@@ -147,6 +147,11 @@ print_job_text(const cJSON *o)
             cost_text(s, cost, sizeof(cost)));
         if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "reason")))
             printf("    %s\n", cli_json_text(s, "reason"));
+        if (cJSON_GetObjectItem(s, "http") != NULL) {
+            const cJSON *t = cJSON_GetObjectItem(s, "http");
+            printf("    %s %s\n", cli_json_text(t, "method"),
+                   cli_json_text(t, "url"));
+        }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
         {
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");

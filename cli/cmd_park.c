@@ -23,11 +23,13 @@ static const char usage[] =
     "usage: stepq park list [--all] [--json] [--reason R] [--tier T] [--job "
     "ID]\n"
     "       stepq park show ID [--json]\n"
-    "       stepq park resolve ID (--retry [--tier NAME] | --skip |\n"
+    "       stepq park resolve ID (--retry [--tier NAME] [--not-before T]\n"
+    "                              [--lift-wall] | --skip |\n"
     "                              --done [--output FILE|-] | --fail)\n"
     "                             [--by NAME] [--note TEXT] [--json]\n"
     "       stepq park resolve --all-matching [--reason R] [--tier T]\n"
-    "                             [--job ID] (--retry | --skip | --fail)\n"
+    "                             [--job ID] (--retry [--not-before T]\n"
+    "                             [--lift-wall] | --skip | --fail)\n"
     "                             [--by NAME] [--note TEXT] [--json]\n"
     "\n"
     "list     open items (--all: resolved ones too), then counts per reason\n"
@@ -35,7 +37,10 @@ static const char usage[] =
     "show     everything needed to decide: the job and step, the request as\n"
     "         sent, the raw error, every attempt\n"
     "resolve  --retry sends the step again (fresh attempts, optionally on one\n"
-    "         tier); --skip goes on without it; --done records your output\n"
+    "         tier; --not-before: not before an RFC 3339 time, or a span\n"
+    "         from now such as 6h; --lift-wall: an http step's host's wall\n"
+    "         ended, send now); --skip goes on without it; --done records "
+    "your output\n"
     "         (later steps' templates see it) and goes on; --fail fails the\n"
     "         job. --by defaults to your login name. An item already resolved\n"
     "         exits 4; an unknown id exits 3. --json prints\n"
@@ -226,6 +231,11 @@ print_item_text(const cJSON *o)
            cJSON_IsTrue(cJSON_GetObjectItem(o, "side_effects")) ? "yes" : "no",
            cJSON_IsTrue(cJSON_GetObjectItem(o, "idempotency_key")) ? "yes"
                                                                    : "no");
+    if (cJSON_GetObjectItem(o, "http") != NULL) {
+        const cJSON *t = cJSON_GetObjectItem(o, "http");
+        printf("  sends     %s %s\n", cli_json_text(t, "method"),
+               cli_json_text(t, "url"));
+    }
     printf("  reason    %s after %d attempt(s), tier %s\n",
            cli_json_text(o, "reason"),
            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "attempts")),
@@ -348,14 +358,38 @@ read_output(const char *output, struct park_decision *d, char **text)
     return 0;
 }
 
+/* --not-before: an RFC 3339 time, or a span from now ("6h", "90m"). */
+static int
+parse_not_before(const char *s, bool retry, int64_t now, int64_t *out)
+{
+    int64_t back = 0;
+
+    if (!retry) {
+        cli_error("park resolve: --not-before goes with --retry");
+        return CLI_USAGE;
+    }
+    if (clock_parse_utc(s, out) == 0)
+        return 0;
+    if (clock_parse_since(s, 0, &back) == 0 && back < 0) {
+        *out = now - back;
+        return 0;
+    }
+    cli_error("park resolve: --not-before %s is not an RFC 3339 time or a "
+              "span (6h, 90m, 2d)",
+              s);
+    return CLI_USAGE;
+}
+
 static int
 resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool retry = false, skip = false, done = false, fail = false, all = false;
-    bool json = false;
+    bool json = false, lift = false;
     const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
-    const char *reason = NULL, *job = NULL;
+    const char *reason = NULL, *job = NULL, *not_before = NULL;
     struct cli_opt opts[] = {{"retry", NULL, &retry},
+                             {"not-before", &not_before, NULL},
+                             {"lift-wall", NULL, &lift},
                              {"skip", NULL, &skip},
                              {"done", NULL, &done},
                              {"fail", NULL, &fail},
@@ -400,6 +434,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     d.output = output != NULL ? "" : NULL; /* the rules first, then read */
     d.by = by ? by : cli_login_name();
     d.note = note;
+    d.lift_wall = lift;
     if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
         return rc;
     if (output != NULL && ((rc = read_output(output, &d, &text)) != 0 ||
@@ -412,6 +447,12 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
         return rc;
     }
     d.now = cli_now(db);
+    if (not_before != NULL &&
+        (rc = parse_not_before(not_before, retry, d.now, &d.not_before)) != 0) {
+        q_close(db);
+        free(text);
+        return rc;
+    }
     rc = all ? park_resolve_matching(db, &f, &d, &n) : park_resolve(db, id, &d);
     q_close(db);
     free(text);

@@ -87,6 +87,7 @@ cmd_work(struct cli_env *env, int argc, char **argv)
     wo.worker_id = id;
     wo.progress = isatty(2);
     wo.report = view_report; /* the on_report hook's report */
+    wo.job = view_job;       /* the on_done and on_fail hooks' job */
     xalloc_keep_freed();
     rc = worker_run(&wo);
     if (rc == -EINVAL) {

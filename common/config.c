@@ -278,11 +278,13 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "classify",
                                        "on_park",
                                        "on_park_timeout_s",
+                                       "on_done",
+                                       "on_fail",
                                        "schedules",
                                        "on_report",
                                        "budgets",
                                        NULL};
-    const char *db = NULL, *on_park = NULL;
+    const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v, *it;
     char p[64];
     int rc, i;
@@ -291,6 +293,10 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         (rc = json_get_string(root, "db", false, "", &db, err, len)) ||
         (rc =
              json_get_string(root, "on_park", false, "", &on_park, err, len)) ||
+        (rc =
+             json_get_string(root, "on_done", false, "", &on_done, err, len)) ||
+        (rc =
+             json_get_string(root, "on_fail", false, "", &on_fail, err, len)) ||
         (rc = json_get_number(root, "on_park_timeout_s", 0.1, 3600, "",
                               &c->on_park_timeout_s, err, len)))
         return rc;
@@ -348,6 +354,8 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
+    c->on_done = xstrdup(on_done);
+    c->on_fail = xstrdup(on_fail);
     return 0;
 }
 
@@ -488,5 +496,7 @@ config_free(struct config *cfg)
     free(cfg->path);
     free(cfg->db);
     free(cfg->on_park);
+    free(cfg->on_done);
+    free(cfg->on_fail);
     free(cfg);
 }

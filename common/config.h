@@ -156,6 +156,9 @@ struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
     char *on_park; /* owned; hook command, NULL: none */
+    /* owned; hook commands told of a job a worker ended succeeded or
+     * failed, with its JSON; NULL: none */
+    char *on_done, *on_fail;
     double on_park_timeout_s; /* default 10 */
     struct config_worker worker;
     struct config_policy policy;

@@ -336,6 +336,11 @@ check_names(const char *name, const char *model, const char *url,
     if (!json_plain_text(name, false) || strspn(name, " ") == strlen(name))
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
                          "must be printable text, not blank");
+    /* tier/'s rows of http steps' hosts (TIER_HOST_PREFIX) */
+    if (strncmp(name, "host:", 5) == 0)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "name"),
+                         "must not start with \"host:\" (kept for the walls "
+                         "of http steps' hosts)");
     if (model[0] == '\0' || !httptext_is_field_value(model))
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "model"),
                          "must be a name without control characters");

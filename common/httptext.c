@@ -179,3 +179,53 @@ httptext_authority_problem(const char *rest, const char *end)
     }
     return NULL;
 }
+
+/* Appends the query q (after '?', to its end or '#') with the values of
+ * credential parameters masked. */
+static void
+mask_query(struct xbuf *b, const char *q)
+{
+    while (*q != '\0') {
+        size_t n = strcspn(q, "&#"), name = strcspn(q, "=&#");
+        if (name < n && httptext_is_credential_name(q, name)) {
+            xbuf_put(b, q, name + 1);
+            xbuf_lit(b, "***");
+        } else {
+            xbuf_put(b, q, n);
+        }
+        q += n;
+        if (*q == '#') {
+            xbuf_put(b, q, strlen(q));
+            return;
+        }
+        if (*q == '&')
+            xbuf_put(b, q++, 1);
+    }
+}
+
+char *
+httptext_url_masked(const char *url)
+{
+    struct xbuf b = {0};
+    const char *auth = strstr(url, "://"), *end, *at, *colon, *q;
+
+    if (auth != NULL) {
+        auth += 3;
+        end = auth + strcspn(auth, "/?#");
+        at = memchr(auth, '@', (size_t)(end - auth));
+        colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon != NULL) {
+            xbuf_put(&b, url, (size_t)(colon - url) + 1);
+            xbuf_lit(&b, "***");
+            url = at;
+        }
+    }
+    q = strchr(url, '?');
+    if (q == NULL || (strchr(url, '#') && strchr(url, '#') < q)) {
+        xbuf_put(&b, url, strlen(url));
+    } else {
+        xbuf_put(&b, url, (size_t)(q - url) + 1);
+        mask_query(&b, q + 1);
+    }
+    return b.p != NULL ? b.p : xstrdup("");
+}

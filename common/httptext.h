@@ -47,6 +47,13 @@ bool httptext_is_env_name(const char *s);
  * comes back. */
 bool httptext_is_credential_name(const char *name, size_t n);
 
+/* httptext_url_masked returns a copy of url for showing: the password of
+ * its userinfo ("user:***@") and the value of every query parameter whose
+ * name is a credential (httptext_is_credential_name) replaced by "***".
+ * Templates and the rest are kept as written. Caller frees; aborts on
+ * OOM. */
+char *httptext_url_masked(const char *url);
+
 /* httptext_authority_problem checks the authority of an http(s) URL: the
  * bytes from rest (just after "://") to end (the path or the query). It
  * returns NULL when it names a host, and a port of 1 to 65535 if any

@@ -57,9 +57,8 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     case -EINVAL:
     case -EPROTONOSUPPORT:
         snprintf(err, errlen,
-                 "%s: not a database location this stepq can open (a file "
-                 "path, sqlite:PATH or a postgresql:// URL)",
-                 path);
+                 "%s: not a database location this stepq can open (%s)", path,
+                 q_location_kinds());
         return -EINVAL;
     default:
         snprintf(err, errlen, "cannot open the database at %s", path);

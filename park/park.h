@@ -84,6 +84,12 @@ struct park_decision {
     const char *by;     /* who decided; required */
     const char *note;   /* may be NULL */
     int64_t now;
+    /* retry: the job is not due before this time (ms; 0: at once), and
+     * its deadline_s counts from then */
+    int64_t not_before;
+    /* retry of an http step: its host's wall (see "Walls of http
+     * endpoints") is lifted first, by an operator who knows it ended */
+    bool lift_wall;
 };
 
 /* park_decision_check applies the rules of a valid decision, the same for

@@ -1,7 +1,7 @@
 /* resolve.c: what an operator's decision on a park item does, and which
  * decisions are valid. The CLI (and later the HTTP API) parse their input
  * into a struct park_decision and call these; the storage primitives are
- * the queue's (q_park_close, q_job_requeue_parked, q_job_fail_parked,
+ * the queue's (q_park_close, q_job_requeue_parked, q_job_end_parked,
  * q_step_reset), composed here once for every backend.
  */
 #include "park/park.h"
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "tier/tier.h"
 
 static const char *const how_names[] = {"retry", "skip", "done", "fail"};
 
@@ -63,6 +64,12 @@ park_decision_check(const struct park_decision *d, bool bulk,
         return refuse(err, len,
                       bulk ? "a tier to retry on is per item"
                            : "tier goes with retry");
+    if (d->not_before != 0 && d->how != PARK_RETRY)
+        return refuse(err, len, "not_before goes with retry");
+    if (d->lift_wall && d->how != PARK_RETRY)
+        return refuse(err, len, "lift_wall goes with retry");
+    if (d->not_before < 0)
+        return refuse(err, len, "not_before must be a time from 1970 on");
     if (d->tier != NULL && cfg != NULL &&
         config_find_tier(cfg, d->tier) == NULL) {
         snprintf(err, len, "no tier named %s in the config", d->tier);
@@ -116,6 +123,22 @@ is_http_step(const cJSON *spec, int step)
     return cJSON_IsString(k) && strcmp(k->valuestring, "http") == 0;
 }
 
+/* Lifts the wall of the host http step step of spec sends to. */
+static int
+lift_host_wall(q_db *db, const cJSON *spec, int step)
+{
+    const cJSON *s = cJSON_GetArrayItem(
+        cJSON_GetObjectItemCaseSensitive(spec, "steps"), step);
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(s, "http"), "url");
+    char key[300];
+
+    if (!cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return 0; /* no host to lift */
+    return tier_host_wall_lift(db, key);
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -124,9 +147,9 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
 {
     struct q_step_reset reset = {.state = Q_STEP_PENDING};
     char error[512];
-    int64_t deadline;
+    int64_t deadline, run_at = d->now;
     cJSON *spec = NULL;
-    bool http;
+    bool http, last;
     int rc;
 
     if (d->how == PARK_FAIL) {
@@ -134,22 +157,38 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                  "step %s: failed by %s at park item %lld%s%s", it->step_name,
                  d->by ? d->by : "an operator", (long long)it->id,
                  d->note ? ": " : "", d->note ? d->note : "");
-        if ((rc = q_job_fail_parked(db, it->job_id, error, d->now)) != 0)
+        if ((rc = q_job_end_parked(db, it->job_id, Q_JOB_FAILED, error,
+                                   d->now)) != 0)
             return rc;
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
     }
     if ((rc = read_spec(db, it->job_id, &spec)) != 0)
         return rc;
-    deadline = fresh_deadline(spec, d->now);
+    if (d->how == PARK_RETRY && d->not_before > d->now)
+        run_at = d->not_before;
+    deadline = fresh_deadline(spec, run_at);
     http = is_http_step(spec, it->step);
+    if (d->how == PARK_RETRY && d->lift_wall && http &&
+        (rc = lift_host_wall(db, spec, it->step)) != 0) {
+        cJSON_Delete(spec);
+        return rc;
+    }
+    last = it->step + 1 ==
+           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(spec, "steps"));
     cJSON_Delete(spec);
     /* A tier to retry on means nothing to an http step: refused (the
      * caller's rollback undoes the item's close). */
     if (d->how == PARK_RETRY && d->tier != NULL && http)
         return -EINVAL;
-    /* -EALREADY here: the job was cancelled, or is not parked any more. */
-    if ((rc = q_job_requeue_parked(db, it->job_id, d->now, deadline)) != 0)
+    /* Skip or done on the last step ends the job here: nothing is left for
+     * a worker to run. -EALREADY: the job was cancelled, or is not parked
+     * any more. */
+    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
+        rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
+    else
+        rc = q_job_requeue_parked(db, it->job_id, d->now, run_at, deadline);
+    if (rc != 0)
         return rc;
     if (d->how == PARK_SKIP) {
         reset.state = Q_STEP_SKIPPED;

@@ -238,15 +238,19 @@ q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
 }
 
 int
-q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t deadline_at)
+q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
+                     int64_t deadline_at)
 {
-    return db->ops->job_requeue_parked(db, job_id, now, deadline_at);
+    return db->ops->job_requeue_parked(db, job_id, now, run_at, deadline_at);
 }
 
 int
-q_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
+                 const char *error, int64_t now)
 {
-    return db->ops->job_fail_parked(db, job_id, error, now);
+    if (state != Q_JOB_FAILED && state != Q_JOB_SUCCEEDED)
+        return -EINVAL;
+    return db->ops->job_end_parked(db, job_id, state, error, now);
 }
 
 int

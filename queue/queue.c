@@ -76,6 +76,13 @@ is_pg(const char *location)
            location_is_keywords(location);
 }
 
+const char *
+q_location_kinds(void)
+{
+    return STEPQ_WITH_PG ? "a file path, sqlite:PATH or a postgresql:// URL"
+                         : "a file path or sqlite:PATH";
+}
+
 /* open_location picks the backend: "sqlite:PATH" or a plain PATH is
  * SQLite, a libpq location PostgreSQL; any other "scheme://..." names a
  * backend this build does not have. */
@@ -94,12 +101,22 @@ open_location(const char *location, const struct q_open_opts *opts, bool create,
             return -EINVAL;
         return q__sqlite_open(location, opts, create, 0, out);
     }
-    if (is_pg(location))
+    if (is_pg(location)) {
+#if STEPQ_WITH_PG
         return q__pg_open(location, opts, create, out);
+#else
+        log_error("%s: this stepq was built without PostgreSQL "
+                  "(STEPQ_WITH_PG=OFF): it opens %s",
+                  q_location_redact(location, where, sizeof(where)),
+                  q_location_kinds());
+        return -EPROTONOSUPPORT;
+#endif
+    }
     if (!location_is_path(location)) {
         log_info("%s: no storage backend for this location in this build "
-                 "(it has sqlite:PATH and postgresql://...)",
-                 q_location_redact(location, where, sizeof(where)));
+                 "(it opens %s)",
+                 q_location_redact(location, where, sizeof(where)),
+                 q_location_kinds());
         return -EPROTONOSUPPORT;
     }
     return q__sqlite_open(location, opts, create, 0, out);

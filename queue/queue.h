@@ -57,7 +57,13 @@ struct q_open_opts {
 
 /* A location names the store: "sqlite:PATH" or a plain PATH is a SQLite
  * file; any other "scheme://..." is a backend this build may not have
- * (-EPROTONOSUPPORT, logged). */
+ * (-EPROTONOSUPPORT, logged), PostgreSQL's included in a build without it
+ * (STEPQ_WITH_PG=OFF). */
+
+/* q_location_kinds names the locations this build opens, for messages:
+ * "a file path, sqlite:PATH or a postgresql:// URL", or "a file path or
+ * sqlite:PATH" without PostgreSQL. Static storage. */
+const char *q_location_kinds(void);
 
 /* q_open opens the store at location, creating it (a SQLite file mode
  * 0600) and migrating its schema if needed: what `stepq init` does (and
@@ -549,16 +555,20 @@ struct q_park_close {
  * unknown id, -EALREADY when it is already resolved. */
 STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
                                   const struct q_park_close *c);
-/* q_job_requeue_parked makes parked job job_id queued, due at now, with
- * its deadline at deadline_at (an operator's go-ahead gives it its whole
- * deadline_s again). -EALREADY when the job is not parked (cancelled, or
- * already going on). */
+/* q_job_requeue_parked makes parked job job_id queued at now, due at
+ * run_at (now, or later: an operator's "not before"), with its deadline at
+ * deadline_at (an operator's go-ahead gives it its whole deadline_s
+ * again). -EALREADY when the job is not parked (cancelled, or already
+ * going on). */
 STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
-                                          int64_t deadline_at);
-/* q_job_fail_parked fails parked job job_id with error (copied).
- * -EALREADY when the job is not parked. */
-STEPQ_MUST_CHECK int q_job_fail_parked(q_db *db, int64_t job_id,
-                                       const char *error, int64_t now);
+                                          int64_t run_at, int64_t deadline_at);
+/* q_job_end_parked ends parked job job_id: Q_JOB_FAILED with error
+ * (copied), or Q_JOB_SUCCEEDED (error NULL) when an operator finished its
+ * last step. -EALREADY when the job is not parked, -EINVAL for another
+ * state. */
+STEPQ_MUST_CHECK int q_job_end_parked(q_db *db, int64_t job_id,
+                                      enum q_job_state state, const char *error,
+                                      int64_t now);
 
 /* How a parked step goes on. Strings are borrowed. */
 struct q_step_reset {

@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 
 /* The fields a body may have: one item's, and the bulk form's. */
 static const char *const one_fields[] = {"resolution", "tier", "output",
-                                         "by",         "note", NULL};
-static const char *const bulk_fields[] = {"resolution", "tier",   "by", "note",
-                                          "reason",     "job_id", NULL};
+                                         "by",         "note", "not_before",
+                                         "lift_wall",  NULL};
+static const char *const bulk_fields[] = {"resolution", "tier",      "by",
+                                          "note",       "reason",    "job_id",
+                                          "not_before", "lift_wall", NULL};
 
 static int fail(char *err, size_t len, const char *fmt, ...) STEPQ_PRINTF(3, 4);
 
@@ -33,7 +36,7 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
       cJSON **doc, struct park_decision *d, struct q_park_filter *f, char *err,
       size_t errlen)
 {
-    const char *how = NULL, *tier = NULL;
+    const char *how = NULL, *tier = NULL, *not_before = NULL;
     char why[256];
 
     *doc = NULL;
@@ -58,11 +61,18 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
         json_get_string(*doc, "by", false, "", &d->by, err, errlen) ||
         json_get_string(*doc, "note", false, "", &d->note, err, errlen) ||
         json_get_string(*doc, "reason", false, "", &f->reason, err, errlen) ||
+        json_get_string(*doc, "not_before", false, "", &not_before, err,
+                        errlen) ||
+        json_get_bool(*doc, "lift_wall", "", &d->lift_wall, err, errlen) ||
         json_get_int(*doc, "job_id", 1, INT64_MAX, "", &f->job_id, err, errlen))
         return -EINVAL;
     if (park_how_from_name(how, &d->how) != 0)
         return fail(err, errlen,
                     "resolution must be retry, skip, done or fail");
+    if (not_before != NULL && clock_parse_utc(not_before, &d->not_before) != 0)
+        return fail(err, errlen,
+                    "not_before must be an RFC 3339 time, such as "
+                    "\"2026-11-30T06:00:00Z\"");
     /* In bulk, tier picks the items; for one item it is where to retry. */
     if (bulk)
         f->tier = tier;

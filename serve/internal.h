@@ -13,6 +13,9 @@
 struct serve_req {
     char *body; /* owned; NUL-terminated */
     size_t len, cap;
+    /* Bytes of a body without an announced length read past --max-body
+     * and dropped, so that its end can be answered with a 413. */
+    size_t dropped;
 };
 
 /* The routes of the API, and the web view's files (R_PAGE). */

@@ -327,13 +327,20 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
     if (r == NULL)
         return begin(s, c, method, url, state);
     if (*upload_size > 0) {
-        if (r->len + *upload_size > s->o->max_body) {
-            /* No length was announced (chunked): an answer cannot be
-             * queued in the middle of a body, so the connection is
-             * closed rather than read on for ever. */
-            log_warn("serve: a body over %zu bytes: connection closed",
-                     s->o->max_body);
-            return MHD_NO;
+        if (r->dropped > 0 || r->len + *upload_size > s->o->max_body) {
+            /* No length was announced (chunked), and libmicrohttpd 0.9.75
+             * cannot answer in the middle of a body: the rest is read and
+             * dropped, and its end answered with a 413. Past as much
+             * again, the connection is closed rather than read on. */
+            r->dropped += *upload_size;
+            *upload_size = 0;
+            if (r->dropped > s->o->max_body) {
+                log_warn("serve: a body without a length went on past "
+                         "twice --max-body (%zu bytes): connection closed",
+                         s->o->max_body);
+                return MHD_NO;
+            }
+            return MHD_YES;
         }
         if (r->len + *upload_size + 1 > r->cap) {
             r->cap = (r->len + *upload_size + 1) * 2;
@@ -347,6 +354,10 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
         *upload_size = 0;
         return MHD_YES;
     }
+    if (r->dropped > 0)
+        return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                                 "the body is larger than %zu bytes",
+                                 s->o->max_body);
     return serve_route(s->o, c, method, url, r->body, r->len);
 }
 

@@ -225,10 +225,16 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_int_eq(num(jobs, "cancelled"), cancelled);
     ck_assert_int_eq(num(st, "park_open"), park_open);
     /* The batch drained, and the scripted trouble parked the two posts
-     * without an idempotency key that met it. */
+     * without an idempotency key that met it; the posts that came after
+     * the comments API's daily limit (how many depends on timing) were
+     * parked unsent, held by its wall. */
     ck_assert_int_eq(ok + parked + failed, 20);
-    ck_assert_int_eq(parked, 2);
-    ck_assert_int_eq(park_open, 2);
+    ck_assert_int_ge(parked, 2);
+    ck_assert_int_eq(park_open, parked);
+    ck_assert_ptr_nonnull(strstr(r.out, "reason in_doubt"));
+    ck_assert_ptr_nonnull(strstr(r.out, "HTTP 429 hard_quota (daily_cap)"));
+    if (parked > 2)
+        ck_assert_ptr_nonnull(strstr(r.out, "not sent: 127.0.0.1:"));
     ck_assert_ptr_nonnull(strstr(r.out, "park resolve"));
     ck_assert_ptr_nonnull(strstr(r.out, "switch_tier_replay"));
     check_printed_command_runs(r.out);
@@ -307,6 +313,31 @@ START_TEST(test_install_then_build_c_example_with_pkg_config)
     free(out);
     free(job);
     free(root);
+}
+END_TEST
+
+/* The build tree's stepq.pc: a program builds and runs against a build
+ * that is not installed, both libraries and stepq.h found through it. */
+START_TEST(test_build_tree_pkg_config)
+{
+    const char *build = env_or_fail("STEPQ_BUILD_DIR");
+    const char *cc = env_or_fail("STEPQ_CC");
+    const char *cflags = getenv("STEPQ_TEST_CFLAGS");
+    char *src = source_path("examples/enqueue.c");
+    char *job = source_path("examples/nightly-changelog.json"), cmd[8192], *out;
+
+    snprintf(cmd, sizeof(cmd),
+             "export PKG_CONFIG_PATH='%s/lib' && '%s' %s '%s' "
+             "$(pkg-config --cflags --libs stepq) -o enqueue && "
+             "LD_LIBRARY_PATH=\"$(pkg-config --variable=libdir stepq)\" "
+             "./enqueue q.db '%s' && test -f \"$(pkg-config --variable=libdir "
+             "stepq)/libstepq.a\"",
+             build, cc, cflags ? cflags : "", src, job);
+    ck_assert_msg(run_sh(cmd, &out) == 0, "%s\n%s", cmd, out);
+    ck_assert_msg(strncmp(out, "1\n", 2) == 0, "%s", out);
+    free(out);
+    free(job);
+    free(src);
 }
 END_TEST
 
@@ -396,6 +427,7 @@ test_suite(void)
     tcase_add_checked_fixture(inst, setup_db, fixture_teardown);
     tcase_set_timeout(inst, 120);
     tcase_add_test(inst, test_install_then_build_c_example_with_pkg_config);
+    tcase_add_test(inst, test_build_tree_pkg_config);
     tcase_add_test(inst, test_installed_library_exports_only_stepq);
     tcase_add_test(inst, test_host_with_own_xmalloc_links_both_ways);
     suite_add_tcase(s, inst);

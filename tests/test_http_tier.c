@@ -116,6 +116,10 @@ static const struct bad bad_names[] = {
     {"{\"tiers\":[{\"name\":\"  \",\"model\":\"m\","
      "\"base_url\":\"http://h/v1\"}]}",
      "tiers[0].name: must be printable text, not blank"},
+    {"{\"tiers\":[{\"name\":\"host:h:80\",\"model\":\"m\","
+     "\"base_url\":\"http://h/v1\"}]}",
+     "tiers[0].name: must not start with \"host:\" (kept for the walls of "
+     "http steps' hosts)"},
     {"{\"tiers\":[{\"name\":\"t\",\"model\":\"\","
      "\"base_url\":\"http://h/v1\"}]}",
      "tiers[0].model: must be a name without control characters"},

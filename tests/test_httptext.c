@@ -6,6 +6,7 @@
  * into "***"), and every real credential name must be. */
 #include <check.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/httptext.h"
@@ -82,6 +83,33 @@ START_TEST(test_name_is_its_first_bytes)
 }
 END_TEST
 
+/* A URL shown to an operator keeps everything but its secrets. */
+START_TEST(test_url_masked_for_showing)
+{
+    static const char *const urls[][2] = {
+        {"https://h.example/v1/comments?page=2",
+         "https://h.example/v1/comments?page=2"},
+        {"https://h.example/p?key=abc123456&page=2&access_token=zz#frag",
+         "https://h.example/p?key=***&page=2&access_token=***#frag"},
+        {"http://bo:hunter22@h.example:8080/x?monkey=1",
+         "http://bo:***@h.example:8080/x?monkey=1"},
+        {"http://bo@h.example/x", "http://bo@h.example/x"},
+        {"https://h.example/{{steps.a.output}}?apiKey=",
+         "https://h.example/{{steps.a.output}}?apiKey=***"},
+        {"https://h.example/p#a?key=1", "https://h.example/p#a?key=1"},
+        {"https://h.example/p?key&x=1", "https://h.example/p?key&x=1"},
+        {"", ""},
+    };
+
+    for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+        char *got = httptext_url_masked(urls[i][0]);
+        ck_assert_msg(strcmp(got, urls[i][1]) == 0, "%s: got %s, want %s",
+                      urls[i][0], got, urls[i][1]);
+        free(got);
+    }
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -91,6 +119,7 @@ test_suite(void)
     tcase_add_loop_test(tc, test_credential_names, 0,
                         (int)(sizeof(cases) / sizeof(cases[0])));
     tcase_add_test(tc, test_name_is_its_first_bytes);
+    tcase_add_test(tc, test_url_masked_for_showing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,7 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,6 +71,8 @@ START_TEST(test_list_and_show)
 {
     struct run_result r;
     cJSON *arr, *it, *show;
+    const cJSON *step;
+    char url[128], line[160];
 
     park_one();
     arr = park_list_json(false);
@@ -91,7 +94,37 @@ START_TEST(test_list_and_show)
     ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(show, "idempotency_key")));
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(show, "history")),
                      1);
+    /* where the post goes, without the job file */
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/comments", e2e_mock.port);
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "method"),
+                     "POST");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(show, "http"), "url"), url);
     cJSON_Delete(show);
+    run_result_free(&r);
+    ck_assert_int_eq(STEPQ(&r, "park", "show", "1"), 0);
+    snprintf(line, sizeof(line), "sends     POST %s\n", url);
+    ck_assert_ptr_nonnull(strstr(r.out, line));
+    run_result_free(&r);
+    /* jobs show: each step's kind, an http step's target, its secrets
+     * masked */
+    e2e_enqueue("{\"name\":\"q\",\"run_at\":\"2999-01-01T00:00:00Z\","
+                "\"steps\":[{\"name\":\"put\",\"kind\":\"http\",\"http\":"
+                "{\"method\":\"PUT\",\"url\":\"https://h.example/x?key="
+                "abcdefgh1234&page=2\"}},{\"name\":\"c\",\"request\":"
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    show = e2e_show(2);
+    step = e2e_step_of(show, 0);
+    ck_assert_str_eq(e2e_str(step, "kind"), "http");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "method"),
+                     "PUT");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(step, "http"), "url"),
+                     "https://h.example/x?key=***&page=2");
+    ck_assert_str_eq(e2e_str(e2e_step_of(show, 1), "kind"), "chat");
+    ck_assert_ptr_null(cJSON_GetObjectItem(e2e_step_of(show, 1), "http"));
+    cJSON_Delete(show);
+    ck_assert_int_eq(STEPQ(&r, "jobs", "show", "2"), 0);
+    ck_assert_ptr_null(strstr(r.out, "abcdefgh1234"));
+    ck_assert_ptr_nonnull(strstr(r.out, "PUT https://h.example/x?key=***"));
     run_result_free(&r);
     ck_assert_int_eq(STEPQ(&r, "park", "list"), 0);
     ck_assert_ptr_nonnull(strstr(r.out, "1 open; by reason: hard_quota 1"));
@@ -105,8 +138,8 @@ START_TEST(test_retry_sends_again)
     cJSON *job, *log, *arr;
 
     park_one();
-    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--retry", "--by", "ana",
-                           "--note", "quota reset"),
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "1", "--retry", "--lift-wall",
+                           "--by", "ana", "--note", "quota reset"),
                      0);
     run_result_free(&r);
     free(e2e_drain());
@@ -200,6 +233,146 @@ START_TEST(test_done_output_feeds_later_steps)
     cJSON_Delete(body);
     cJSON_Delete(log);
     cJSON_Delete(job);
+}
+END_TEST
+
+/* Done or skip on a job's last step ends the job at the resolve: it does
+ * not wait as queued for a worker that has nothing left to run. A step
+ * before the last one puts the job back in the queue, as before. */
+START_TEST(test_last_step_resolved_ends_the_job)
+{
+    struct run_result r;
+    char job[512];
+    cJSON *j;
+
+    e2e_start_file("comments-daily-wall-thrice.json", "");
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"only-post\",\"steps\":[{\"name\":\"post\","
+                 "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:"
+                 "%d/comments\",\"body\":{\"t\":%d}}}]}",
+                 e2e_mock.port, i);
+        e2e_enqueue(job);
+    }
+    enqueue_post_then_chat();
+    free(e2e_drain());
+    for (int id = 1; id <= 3; id++) {
+        j = e2e_show(id);
+        ck_assert_msg(strcmp(e2e_str(j, "state"), "parked") == 0,
+                      "job %d is %s", id, e2e_str(j, "state"));
+        cJSON_Delete(j);
+    }
+    for (int id = 1; id <= 3; id++) {
+        char item[16];
+        j = e2e_show(id);
+        snprintf(
+            item, sizeof(item), "%d",
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(j, "park"), 0), "id")));
+        cJSON_Delete(j);
+        ck_assert_int_eq(
+            STEPQ(&r, "park", "resolve", item, id == 1 ? "--done" : "--skip"),
+            0);
+        run_result_free(&r);
+        if (id == 3)
+            break;
+        j = e2e_show(id);
+        ck_assert_str_eq(e2e_str(j, "state"), "succeeded");
+        ck_assert_str_eq(e2e_str(e2e_step_of(j, 0), "state"),
+                         id == 1 ? "succeeded" : "skipped");
+        cJSON_Delete(j);
+    }
+    j = e2e_show(3);
+    ck_assert_str_eq(e2e_str(j, "state"), "queued");
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* A host that answered a wall holds every later send there: the next
+ * posts park unsent (the mock sees one request), a read-only step whose
+ * deadline comes first fails unsent, a retry meanwhile parks again
+ * unsent, and a retry can wait for the wall's end (--not-before). */
+START_TEST(test_host_wall_holds_later_posts)
+{
+    struct run_result r;
+    char job[512];
+    cJSON *j, *log;
+    const cJSON *p;
+
+    e2e_start_file("comments-daily-wall-once.json", "");
+    for (int i = 0; i < 3; i++) {
+        snprintf(job, sizeof(job),
+                 "{\"name\":\"post%d\",\"steps\":[{\"name\":\"post\","
+                 "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:"
+                 "%d/comments\",\"body\":{\"t\":%d}}}]}",
+                 i, e2e_mock.port, i);
+        e2e_enqueue(job);
+        free(e2e_drain()); /* one at a time: the first meets the wall */
+    }
+    snprintf(job, sizeof(job),
+             "{\"name\":\"read\",\"deadline_s\":60,\"steps\":[{\"name\":"
+             "\"get\",\"kind\":\"http\",\"side_effects\":false,\"http\":{"
+             "\"method\":\"GET\",\"url\":\"http://127.0.0.1:%d/comments\"}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
+    cJSON_Delete(log);
+    for (int id = 2; id <= 3; id++) {
+        j = e2e_show(id);
+        ck_assert_str_eq(e2e_str(j, "state"), "parked");
+        p = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "park"), 0);
+        ck_assert_str_eq(e2e_str(p, "reason"), "hard_quota");
+        ck_assert_msg(strstr(e2e_str(p, "error"), "not sent") &&
+                          strstr(e2e_str(p, "error"), "daily_cap") &&
+                          strstr(e2e_str(p, "error"), "holds until"),
+                      "%s", e2e_str(p, "error"));
+        ck_assert_int_eq(cJSON_GetArraySize(
+                             cJSON_GetObjectItem(e2e_step_of(j, 0), "history")),
+                         0);
+        cJSON_Delete(j);
+    }
+    j = e2e_show(4);
+    ck_assert_str_eq(e2e_str(j, "state"), "failed");
+    ck_assert_ptr_nonnull(strstr(e2e_str(j, "error"), "past the job's"));
+    cJSON_Delete(j);
+    /* a retry while the wall holds parks again, unsent */
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "2", "--retry"), 0);
+    run_result_free(&r);
+    free(e2e_drain());
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
+    cJSON_Delete(log);
+    /* not before a time: due then, the deadline counted from it */
+    ck_assert_int_eq(STEPQ(&r, "park", "resolve", "3", "--retry",
+                           "--not-before", "2999-01-01T00:00:00Z"),
+                     0);
+    run_result_free(&r);
+    j = e2e_show(3);
+    ck_assert_str_eq(e2e_str(j, "state"), "queued");
+    ck_assert_str_eq(e2e_str(j, "run_at"), "2999-01-01T00:00:00Z");
+    ck_assert_str_eq(e2e_str(j, "deadline_at"), "2999-01-01T01:00:00Z");
+    cJSON_Delete(j);
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "4", "--skip", "--not-before", "6h"), 2);
+    run_result_free(&r);
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "4", "--retry", "--not-before", "soon"),
+        2);
+    run_result_free(&r);
+    /* an operator who knows the wall ended lifts it: job 2's post (its
+     * item 4, parked again by the retry above) is sent, and done */
+    ck_assert_int_eq(
+        STEPQ(&r, "park", "resolve", "4", "--retry", "--lift-wall"), 0);
+    run_result_free(&r);
+    free(e2e_drain());
+    j = e2e_show(2);
+    ck_assert_str_eq(e2e_str(j, "state"), "succeeded");
+    cJSON_Delete(j);
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 2);
+    cJSON_Delete(log);
 }
 END_TEST
 
@@ -329,10 +502,12 @@ START_TEST(test_resolve_all_matching)
     struct run_result r;
     cJSON *st;
 
-    e2e_start_file("comments-daily-wall-thrice.json", "");
-    for (int i = 0; i < 3; i++)
+    /* one at a time: the first meets the wall, which holds the others */
+    e2e_start_file("comments-daily-wall-once.json", "");
+    for (int i = 0; i < 3; i++) {
         enqueue_post_then_chat();
-    free(e2e_drain());
+        free(e2e_drain());
+    }
     st = e2e_status();
     ck_assert_int_eq(e2e_count(st, "parked"), 3);
     cJSON_Delete(st);
@@ -342,7 +517,7 @@ START_TEST(test_resolve_all_matching)
     ck_assert_str_eq(r.out, "resolved 0 item(s): skip\n");
     run_result_free(&r);
     ck_assert_int_eq(STEPQ(&r, "park", "resolve", "--all-matching", "--reason",
-                           "hard_quota", "--retry", "--json"),
+                           "hard_quota", "--retry", "--lift-wall", "--json"),
                      0);
     ck_assert_str_eq(r.out, "{\"resolved\":3,\"resolution\":\"retry\"}\n");
     run_result_free(&r);
@@ -377,6 +552,62 @@ START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
     ck_assert_str_eq(e2e_str(o, "state"), "open");
     cJSON_Delete(o);
     free(text);
+}
+END_TEST
+
+/* The file of the one hook run whose output file matches pattern, as
+ * JSON (the hooks write "done-PID.json" or "fail-PID.json"). */
+static cJSON *
+one_hook_file(const char *pattern)
+{
+    glob_t g;
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *o;
+
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_uint_eq(g.gl_pathc, 1);
+    ck_assert_int_eq(file_read_all(g.gl_pathv[0], 1 << 20, &text, &len), 0);
+    globfree(&g);
+    o = cJSON_Parse(text);
+    ck_assert_msg(o != NULL, "not JSON: %s", text);
+    free(text);
+    return o;
+}
+
+/* on_done and on_fail tell of each job a worker ended, after its commit,
+ * with the job as `jobs show --json` gives it; a parked job tells
+ * neither. */
+START_TEST(test_done_and_fail_hooks_get_the_job)
+{
+    char job[512];
+    cJSON *o;
+
+    e2e_start_file("comments-daily-wall-once.json",
+                   "\"on_done\": \"cat > done-$$.json\","
+                   " \"on_fail\": \"cat > fail-$$.json\"");
+    enqueue_post_then_chat(); /* parks */
+    e2e_enqueue("{\"name\":\"ok\",\"steps\":[{\"name\":\"s\",\"tiers\":"
+                "[\"local\"],\"request\":{\"messages\":[{\"role\":\"user\","
+                "\"content\":\"hi\"}]}}]}");
+    snprintf(job, sizeof(job),
+             "{\"name\":\"no-env\",\"steps\":[{\"name\":\"post\","
+             "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:%d/"
+             "other\",\"headers\":{\"Authorization\":"
+             "\"env:STEPQ_TEST_NOT_SET\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    o = one_hook_file("done-*.json");
+    ck_assert_str_eq(e2e_str(o, "name"), "ok");
+    ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(o, 0), "state"), "succeeded");
+    cJSON_Delete(o);
+    o = one_hook_file("fail-*.json");
+    ck_assert_str_eq(e2e_str(o, "name"), "no-env");
+    ck_assert_str_eq(e2e_str(o, "state"), "failed");
+    ck_assert_ptr_nonnull(strstr(e2e_str(o, "error"), "STEPQ_TEST_NOT_SET"));
+    cJSON_Delete(o);
 }
 END_TEST
 
@@ -455,12 +686,15 @@ test_suite(void)
     tcase_add_test(tc, test_retry_pinned_to_tier);
     tcase_add_test(tc, test_skip_continues);
     tcase_add_test(tc, test_done_output_feeds_later_steps);
+    tcase_add_test(tc, test_last_step_resolved_ends_the_job);
+    tcase_add_test(tc, test_host_wall_holds_later_posts);
     tcase_add_test(tc, test_fail_fails_job);
     tcase_add_test(tc, test_bad_input_changes_nothing);
     tcase_add_test(tc, test_ten_racing_resolves_one_wins);
     tcase_add_test(tc, test_cancel_closes_the_park_item);
     tcase_add_test(tc, test_resolve_all_matching);
     tcase_add_test(tc, test_hook_gets_json_and_slow_hook_is_killed);
+    tcase_add_test(tc, test_done_and_fail_hooks_get_the_job);
     tcase_add_test(tc, test_stop_kills_hook_after_grace);
     tcase_add_test(tc, test_retry_gives_the_whole_deadline);
     suite_add_tcase(s, tc);

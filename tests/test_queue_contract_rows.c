@@ -592,12 +592,16 @@ START_TEST(test_parked_job_goes_on_once)
 
     park_one(db, a, "hard_quota");
     park_one(db, b, "hard_quota");
-    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 5000), 0);
-    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 5000), -EALREADY);
-    /* due now, with the deadline given */
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 700, T0 + 5000),
+                     0);
+    ck_assert_int_eq(q_job_requeue_parked(db, a, T0 + 9, T0 + 9, T0 + 5000),
+                     -EALREADY);
+    /* due when asked (an operator's "not before"), with the deadline given,
+     * changed now */
     ck_assert_int_eq(q_job_get(db, a, &j), 0);
-    ck_assert_int_eq(j.run_at, T0 + 9);
+    ck_assert_int_eq(j.run_at, T0 + 700);
     ck_assert_int_eq(j.deadline_at, T0 + 5000);
+    ck_assert_int_eq(j.updated_at, T0 + 9);
     q_job_cleanup(&j);
     ck_assert_int_eq(q_step_reset(db, a, 0, &r), 0);
     ck_assert_int_eq(q_steps_get(db, a, &st, &n), 0);
@@ -606,8 +610,12 @@ START_TEST(test_parked_job_goes_on_once)
     ck_assert_str_eq(st[0].pin_tier, "local");
     q_steps_free(st, n);
     ck_assert_int_eq(qfix_state(db, a), Q_JOB_QUEUED);
-    ck_assert_int_eq(q_job_fail_parked(db, a, "no", T0 + 9), -EALREADY);
-    ck_assert_int_eq(q_job_fail_parked(db, b, "failed by bo", T0 + 9), 0);
+    ck_assert_int_eq(q_job_end_parked(db, a, Q_JOB_FAILED, "no", T0 + 9),
+                     -EALREADY);
+    ck_assert_int_eq(q_job_end_parked(db, b, Q_JOB_QUEUED, NULL, T0 + 9),
+                     -EINVAL);
+    ck_assert_int_eq(
+        q_job_end_parked(db, b, Q_JOB_FAILED, "failed by bo", T0 + 9), 0);
     ck_assert_int_eq(q_job_get(db, b, &j), 0);
     ck_assert_int_eq(j.state, Q_JOB_FAILED);
     ck_assert_str_eq(j.error, "failed by bo");

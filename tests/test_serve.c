@@ -206,13 +206,26 @@ START_TEST(test_park_review_over_http)
                    "{\"resolution\":\"skip\",\"by\":\"ana\"}", &st);
     ck_assert_int_eq(st, 404);
     cJSON_Delete(o);
+    /* not_before and lift_wall go with a retry, a time as RFC 3339 */
+    o = serve_call(&s, "POST", "/v1/park/1/resolve",
+                   "{\"resolution\":\"skip\",\"by\":\"ana\","
+                   "\"lift_wall\":true}",
+                   &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
+    o = serve_call(&s, "POST", "/v1/park/1/resolve",
+                   "{\"resolution\":\"retry\",\"by\":\"ana\","
+                   "\"not_before\":\"6h\"}",
+                   &st);
+    ck_assert_int_eq(st, 400);
+    cJSON_Delete(o);
     st_json = e2e_status();
     ck_assert_int_eq(cJSON_GetObjectItem(st_json, "park_open")->valueint, 1);
     cJSON_Delete(st_json);
 
     o = serve_call(&s, "POST", "/v1/park/1/resolve",
                    "{\"resolution\":\"retry\",\"by\":\"ana\",\"note\":\"wall "
-                   "over\"}",
+                   "over\",\"lift_wall\":true}",
                    &st);
     ck_assert_int_eq(st, 200);
     ck_assert_str_eq(cJSON_GetObjectItem(o, "resolution")->valuestring,
@@ -336,9 +349,10 @@ START_TEST(test_token_origin_and_size)
     cJSON_Delete(o);
     free(big);
     ck_assert_int_eq(run_job_count(e2e_db), 0);
-    /* no length announced: a chunked body past the limit closes the
-     * connection (an answer cannot be queued mid-body), nothing written */
-    {
+    /* no length announced: a chunked body past the limit (1,024 bytes) is
+     * read to its end and answered 413, nothing written; one that goes
+     * on past twice the limit has its connection closed */
+    for (int past = 0; past < 2; past++) {
         static const char head[] = "POST /v1/jobs HTTP/1.1\r\nHost: x\r\n" AUTH
                                    "Transfer-Encoding: chunked\r\n\r\n";
         char chunk[600];
@@ -347,11 +361,17 @@ START_TEST(test_token_origin_and_size)
         memcpy(chunk, "200\r\n", 5);
         memcpy(chunk + 5 + 512, "\r\n", 2);
         ck_assert_int_eq(write(fd, head, strlen(head)), (ssize_t)strlen(head));
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < (past ? 8 : 3); i++)
             (void)!write(fd, chunk, 5 + 512 + 2);
+        (void)!write(fd, "0\r\n\r\n", 5);
         cl_recv(fd, 3000, &r);
-        ck_assert(r.eof || r.status == 0);
-        ck_assert_int_ne(r.status, 201);
+        if (past) {
+            ck_assert(r.eof || r.status == 0);
+            ck_assert_int_ne(r.status, 201);
+        } else {
+            ck_assert_int_eq(r.status, 413);
+            ck_assert_ptr_nonnull(strstr(r.body, "too_large"));
+        }
         reply_free(&r);
         close(fd);
     }

@@ -132,6 +132,38 @@ STEPQ_MUST_CHECK int tier_snapshot(q_db *db, const struct config_tier *t,
  * of the tier's allowance window if it has one, else one hour from now. */
 int64_t tier_wall_until(const struct config_tier *t, int64_t now);
 
+/* ---- walls of http endpoints (host.c) ------------------------------- */
+
+/* The state of an http step's host is kept as a tier row named
+ * TIER_HOST_PREFIX "HOST:PORT" (the config refuses tier names with that
+ * prefix): a wall a host answered holds its later sends too. */
+#define TIER_HOST_PREFIX "host:"
+
+/* tier_host_key writes the row name of url's host ("host:h.example:443",
+ * the scheme's port when none is written) into out. -EINVAL when url is
+ * not http(s) with a host, or the name does not fit in len. */
+int tier_host_key(const char *url, char *out, size_t len);
+
+/* tier_host_wall reads the wall of host key at now: *until its end (0:
+ * none, or over) and reason (a copy, at most 31 bytes; "" when none).
+ * Returns 0 or the store's error. */
+STEPQ_MUST_CHECK int tier_host_wall(q_db *db, const char *key, int64_t now,
+                                    int64_t *until, char reason[32]);
+
+/* tier_host_wall_until is when a wall a host answered at now ends: its
+ * reset when it named one (a daily cap's reset within the hour is not
+ * believed), else the end of the UTC day for a daily cap, else an hour. */
+int64_t tier_host_wall_until(const struct policy_class *c, int64_t now);
+
+/* tier_host_wall_set records that host key is walled until until for
+ * reason, in its own transaction level. Returns 0 or the store's error. */
+STEPQ_MUST_CHECK int tier_host_wall_set(q_db *db, const char *key,
+                                        int64_t until, const char *reason);
+
+/* tier_host_wall_lift ends host key's wall now (an operator who knows it
+ * lifted), in its own transaction level. Returns 0 or the store's error. */
+STEPQ_MUST_CHECK int tier_host_wall_lift(q_db *db, const char *key);
+
 /* tier_sync_config lifts an "auth" wall when the tier's config changed
  * since it was set (docs/reference.md: the tier is off until the config
  * changes), remembers the config, puts the tier in doubt (a worker

@@ -13,6 +13,13 @@
  * "resolutions": the park items resolved since since, who resolved them
  * and how. Each returns 0 or the store's error (o then holds no such
  * member). */
+/* view__add_http_target adds "http": {"method", "url"} to o for an http
+ * step's "http" object of its job file (nothing for any other value): the
+ * method (POST when not given) and the url as written, templates kept,
+ * its secrets masked (httptext_url_masked), so an operator sees where a
+ * post went without the job file. */
+void view__add_http_target(cJSON *o, const cJSON *http);
+
 int view__report_failed(q_db *db, int64_t since, cJSON *o);
 int view__report_resolutions(q_db *db, int64_t since, cJSON *o);
 

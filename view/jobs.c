@@ -9,6 +9,7 @@
 #include "common/price.h"
 #include "park/park.h"
 #include "spec/spec.h"
+#include "view/internal.h"
 
 cJSON *
 view_job_row(const struct q_job *j)
@@ -173,8 +174,13 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
             if (steps[k].index == idx)
                 row = &steps[k];
         }
+        const cJSON *http = cJSON_GetObjectItemCaseSensitive(s, "http");
         cJSON_AddStringToObject(so, "name",
                                 cJSON_IsString(name) ? name->valuestring : "?");
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(s, "kind");
+        cJSON_AddStringToObject(
+            so, "kind", cJSON_IsString(kind) ? kind->valuestring : "chat");
+        view__add_http_target(so, http);
         cJSON_AddStringToObject(
             so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
         json_add_string(so, "tier", row ? row->tier : NULL);

@@ -1,12 +1,33 @@
 /* park.c: a park item shown with what an operator needs to decide it. */
 #include "view/view.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/httptext.h"
 #include "common/json.h"
 #include "park/park.h"
 #include "spec/spec.h"
+#include "view/internal.h"
+
+void
+view__add_http_target(cJSON *o, const cJSON *http)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(http, "method"),
+                *u = cJSON_GetObjectItemCaseSensitive(http, "url");
+    cJSON *t;
+    char *url;
+
+    if (!cJSON_IsObject(http) || !cJSON_IsString(u))
+        return;
+    t = cJSON_AddObjectToObject(o, "http");
+    cJSON_AddStringToObject(t, "method",
+                            cJSON_IsString(m) ? m->valuestring : "POST");
+    url = httptext_url_masked(u->valuestring);
+    cJSON_AddStringToObject(t, "url", url);
+    free(url);
+}
 
 /* Adds what the job file says about the step (kind, side effects, key). */
 static void
@@ -28,6 +49,7 @@ add_step_facts(cJSON *o, const struct q_job *job, int step)
     cJSON_AddBoolToObject(o, "side_effects", s->side_effects);
     cJSON_AddBoolToObject(o, "replayable", s->replayable);
     cJSON_AddBoolToObject(o, "idempotency_key", s->idempotency_key != NULL);
+    view__add_http_target(o, s->http);
     spec_job_free(spec);
 }
 

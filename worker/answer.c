@@ -159,6 +159,25 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
         worker__wake_waiting(r->w, now);
 }
 
+/* An http step's host that answered a wall (not one of its config: a
+ * job's own key is its own) is walled for every later send there. */
+static void
+settle_host(struct run *r, const struct policy_class *c, int64_t now)
+{
+    const cJSON *url =
+        cJSON_GetObjectItemCaseSensitive(cur_spec(r)->http, "url");
+    char key[300];
+
+    if (c->outcome != POLICY_HARD_QUOTA ||
+        policy_reason_is_config_wall(c->reason) || !cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return;
+    if (tier_host_wall_set(r->w->db, key, tier_host_wall_until(c, now),
+                           c->reason) != 0)
+        log_warn("job %lld: cannot record the wall of %s", (long long)r->job.id,
+                 key + strlen(TIER_HOST_PREFIX));
+}
+
 /* ---- deciding and acting --------------------------------------------- */
 
 /* The step's context for decide, at now. wrote: the endpoint may have
@@ -458,6 +477,8 @@ worker__answer(struct run *r)
     dc = c;
     settle_tier(r, &c, s->kind == SPEC_STEP_CHAT ? tokens : -1, &rd.in, now,
                 &dc);
+    if (s->kind == SPEC_STEP_HTTP)
+        settle_host(r, &c, now);
     worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)

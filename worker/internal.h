@@ -37,6 +37,7 @@ struct run;
 
 struct worker {
     worker_report_fn report; /* on_report's (worker_opts), or NULL */
+    worker_job_fn job;       /* on_done's and on_fail's, or NULL */
     uv_loop_t loop;
     uv_timer_t tick;
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
@@ -97,6 +98,10 @@ struct worker {
     int64_t *hooks; /* owned: park items parked this turn, told to the
                        on_park hook once the turn has committed */
     size_t nhooks, caphooks;
+    /* owned: jobs the turn ended, told to on_done (id > 0) or on_fail
+     * (-id) once the turn has committed */
+    int64_t *ended;
+    size_t nended, capended;
     uint64_t rng;
     int failed; /* a fatal error: stop */
 };
@@ -330,6 +335,9 @@ void worker__step_enter(struct run *r);
 void worker__finish(struct run *r, const char *state);
 /* worker__give_back gives the job back to the queue, due at run_at. */
 void worker__give_back(struct run *r, int64_t run_at);
+/* worker__ended queues job id, which the turn ended (failed or not), for
+ * the on_done or on_fail hook after the commit (when the config has it). */
+void worker__ended(struct worker *w, int64_t id, bool failed);
 /* worker__fail_job fails the step and the job with error (borrowed). */
 void worker__fail_job(struct run *r, const char *error);
 /* worker__wait_then_attempt attempts again after wait_ms, holding the

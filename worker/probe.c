@@ -27,8 +27,8 @@
 #include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
-#include "policy/policy.h"
 #include "http/http.h"
+#include "policy/policy.h"
 #include "worker/internal.h"
 
 #define PROBE_REQUEST                                                          \

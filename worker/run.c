@@ -70,6 +70,18 @@ worker__give_back(struct run *r, int64_t run_at)
 }
 
 void
+worker__ended(struct worker *w, int64_t id, bool failed)
+{
+    if ((failed ? w->cfg->on_fail : w->cfg->on_done) == NULL || w->job == NULL)
+        return;
+    if (w->nended == w->capended) {
+        w->capended = w->capended ? 2 * w->capended : 8;
+        w->ended = xrealloc(w->ended, w->capended * sizeof(*w->ended));
+    }
+    w->ended[w->nended++] = failed ? -id : id;
+}
+
+void
 worker__fail_job(struct run *r, const char *error)
 {
     struct worker *w = r->w;
@@ -83,6 +95,8 @@ worker__fail_job(struct run *r, const char *error)
     rc = q_fail(w->db, r->job.id, w->id, error, now);
     if (rc != 0)
         log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
+    else
+        worker__ended(w, r->job.id, true);
     worker__finish(r, "failed");
 }
 
@@ -383,6 +397,8 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         if (q_complete(w->db, r->job.id, w->id, worker__now(w)) != 0)
             log_warn("job %lld: lease lost before completion",
                      (long long)r->job.id);
+        else
+            worker__ended(w, r->job.id, false);
         worker__finish(r, "succeeded");
         return;
     }
@@ -556,6 +572,8 @@ worker__run_start(struct worker *w, struct q_job *job)
         r->spec = NULL;
         if (q_fail(w->db, r->job.id, w->id, msg, worker__now(w)) != 0)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
+        else
+            worker__ended(w, r->job.id, true);
         r->finished = true;
         return;
     }

@@ -207,6 +207,56 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     return rc;
 }
 
+/* Whether the host of http step s answered a wall that still holds (any
+ * worker's send found it): then req, built, is not sent. A post with side
+ * effects parks with what it would have sent, to be retried after the
+ * wall (the error says when); any other http step waits for the wall's
+ * end when its deadline allows, else fails. Returns true when it did one
+ * of those. */
+static bool
+host_walled(struct run *r, const struct spec_step *s, struct http_request *req,
+            int64_t now)
+{
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(s->http, "url");
+    char key[300], reason[32], at[40], err[600];
+    int64_t until = 0;
+
+    if (!cJSON_IsString(url) ||
+        tier_host_key(url->valuestring, key, sizeof(key)) != 0)
+        return false;
+    if (tier_host_wall(r->w->db, key, now, &until, reason) != 0) {
+        log_warn("job %lld: cannot read the state of %s; sending",
+                 (long long)r->job.id, key + strlen(TIER_HOST_PREFIX));
+        return false;
+    }
+    if (until == 0)
+        return false;
+    clock_format_utc(until, at, sizeof(at));
+    snprintf(err, sizeof(err),
+             "not sent: %s answered a wall (%s) that holds until %s; "
+             "retry after then (park resolve --retry --not-before %s)",
+             key + strlen(TIER_HOST_PREFIX), reason, at, at);
+    if (s->side_effects) {
+        worker__sha256_hex(req->body ? req->body : "", req->body_len, r->sha);
+        free(r->body);
+        r->body = xstrndup(req->body ? req->body : "", req->body_len);
+        r->body_len = req->body_len;
+        http_request_cleanup(req);
+        worker__park(r, "hard_quota", err);
+    } else if (until < r->job.deadline_at) {
+        http_request_cleanup(req);
+        worker__wait_then_attempt(r, until - now);
+    } else {
+        http_request_cleanup(req);
+        snprintf(err, sizeof(err),
+                 "step %s: %s answered a wall (%s) that holds until %s, "
+                 "past the job's deadline; nothing sent",
+                 s->name, key + strlen(TIER_HOST_PREFIX), reason, at);
+        worker__fail_job(r, err);
+    }
+    return true;
+}
+
 /* Records the attempt of req (est tokens charged) before it is sent, and
  * queues req to go out once the turn that holds the record commits. */
 static void
@@ -297,6 +347,8 @@ worker__attempt(struct run *r)
         r->input_tokens = 0;
         cJSON_Delete(body);
     }
+    if (rc == 0 && s->kind == SPEC_STEP_HTTP && host_walled(r, s, &req, now))
+        return;
     if (rc != 0) {
         char msg[1200];
         if (r->send_id > 0)

@@ -74,10 +74,31 @@ worker__turn_begin(struct worker *w)
 static void
 run_hooks(struct worker *w, bool committed)
 {
+    int64_t timeout_ms = (int64_t)(w->cfg->on_park_timeout_s * 1000);
+
     for (size_t i = 0; committed && i < w->nhooks; i++)
-        park_notify(&w->loop, w->db, w->cfg->on_park,
-                    (int64_t)(w->cfg->on_park_timeout_s * 1000), w->hooks[i]);
+        park_notify(&w->loop, w->db, w->cfg->on_park, timeout_ms, w->hooks[i]);
     w->nhooks = 0;
+    /* on_done and on_fail: the job as `jobs show --json` gives it, read
+     * after the commit that ended it */
+    for (size_t i = 0; committed && i < w->nended; i++) {
+        bool failed = w->ended[i] < 0;
+        int64_t id = failed ? -w->ended[i] : w->ended[i];
+        cJSON *job = NULL;
+        char *json;
+        if (w->job(w->db, id, &job) != 0) {
+            log_warn("job %lld: cannot read it for its %s hook", (long long)id,
+                     failed ? "on_fail" : "on_done");
+            continue;
+        }
+        json = cJSON_PrintUnformatted(job);
+        cJSON_Delete(job);
+        (void)park_hook_run(&w->loop, failed ? "on_fail" : "on_done",
+                            failed ? w->cfg->on_fail : w->cfg->on_done,
+                            timeout_ms, json);
+        free(json);
+    }
+    w->nended = 0;
 }
 
 /* Sends what the turn recorded. Runs after the commit. */

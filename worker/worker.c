@@ -26,13 +26,13 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "http/http.h"
 #include "park/park.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
-#include "http/http.h"
-#include "worker/internal.h"
 #include "tier/tier.h"
+#include "worker/internal.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
 
@@ -139,6 +139,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->drain = o->drain;
     w->progress = o->progress;
     w->report = o->report;
+    w->job = o->job;
     w->grace_ms = o->grace_ms > 0 ? o->grace_ms : 10000;
     w->lease_ms = (int64_t)(o->cfg->worker.lease_s * 1000);
     w->idle_poll_ms =
@@ -240,6 +241,7 @@ worker_run(const struct worker_opts *opts)
     free(w->refused);
     free(w->latency_ms);
     free(w->hooks);
+    free(w->ended);
     free(w);
     return rc;
 }

@@ -28,6 +28,11 @@ typedef int (*worker_report_fn)(q_db *db, const struct config *cfg,
                                 int64_t since, int64_t until,
                                 struct cJSON **out);
 
+/* The JSON of job id as `jobs show --json` gives it, for the on_done and
+ * on_fail hooks (`stepq work` passes view/'s view_job, so the worker never
+ * includes view/). Caller owns *out. Returns 0 or the store's error. */
+typedef int (*worker_job_fn)(q_db *db, int64_t id, struct cJSON **out);
+
 struct worker_opts {
     const char *db_path;      /* borrowed */
     const struct config *cfg; /* borrowed; tiers, policy, worker numbers */
@@ -38,6 +43,7 @@ struct worker_opts {
                                  requests in flight; 0: 10 s */
     bool progress;            /* a line per job start and end (terminal) */
     worker_report_fn report;  /* for on_report; NULL: no report is sent */
+    worker_job_fn job;        /* for on_done, on_fail; NULL: not told */
 };
 
 /* worker_run opens the database, runs until SIGINT/SIGTERM (or, with

@@ -165,12 +165,12 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     return rc;
 }
 
-/* Moves parked job job_id to state (queued: due at now, its deadline at
- * deadline_at; failed: with error). */
+/* Moves parked job job_id to state at now (queued: due at run_at, its
+ * deadline at deadline_at; failed: with error; succeeded). */
 static int
 leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
-             const char *error, int64_t now, int64_t deadline_at,
-             const char *what)
+             const char *error, int64_t now, int64_t run_at,
+             int64_t deadline_at, const char *what)
 {
     struct q__pg_params p = {0};
     int rc;
@@ -179,7 +179,7 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
     q__pg_p_int(&p, state);
     q__pg_p_text(&p, error);
     if (state == Q_JOB_QUEUED)
-        q__pg_p_int(&p, now);
+        q__pg_p_int(&p, run_at);
     else
         q__pg_p_text(&p, NULL); /* run_at kept */
     q__pg_p_int(&p, now);
@@ -193,18 +193,19 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
 }
 
 int
-q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
+q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
                          int64_t deadline_at)
 {
-    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, deadline_at,
-                        "re-queueing a parked job");
+    return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, run_at,
+                        deadline_at, "re-queueing a parked job");
 }
 
 int
-q__pg_job_fail_parked(q_db *db, int64_t job_id, const char *error, int64_t now)
+q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
+                     const char *error, int64_t now)
 {
-    return leave_parked(db, job_id, Q_JOB_FAILED, error, now, 0,
-                        "failing a parked job");
+    return leave_parked(db, job_id, state, error, now, 0, 0,
+                        "ending a parked job");
 }
 
 int

@@ -150,7 +150,7 @@ q__sqlite_park_close(q_db *base, int64_t id, const struct q_park_close *c)
 
 int
 q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
-                             int64_t deadline_at)
+                             int64_t run_at, int64_t deadline_at)
 {
     struct q__sqlite *db = q__sqlite(base);
     sqlite3_stmt *s = q__stmt(db, ST_JOB_REQUEUE);
@@ -160,22 +160,24 @@ q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
     sqlite3_bind_int64(s, 1, job_id);
     sqlite3_bind_int64(s, 2, now);
     sqlite3_bind_int64(s, 3, deadline_at);
+    sqlite3_bind_int64(s, 4, run_at);
     return update_one(db, s, "re-queueing a parked job");
 }
 
 int
-q__sqlite_job_fail_parked(q_db *base, int64_t job_id, const char *error,
-                          int64_t now)
+q__sqlite_job_end_parked(q_db *base, int64_t job_id, enum q_job_state state,
+                         const char *error, int64_t now)
 {
     struct q__sqlite *db = q__sqlite(base);
-    sqlite3_stmt *s = q__stmt(db, ST_JOB_FAIL_PARKED);
+    sqlite3_stmt *s = q__stmt(db, ST_JOB_END_PARKED);
 
     if (s == NULL)
         return -EIO;
     sqlite3_bind_int64(s, 1, job_id);
     q__bind_text(s, 2, error);
     sqlite3_bind_int64(s, 3, now);
-    return update_one(db, s, "failing a parked job");
+    sqlite3_bind_int(s, 4, (int)state);
+    return update_one(db, s, "ending a parked job");
 }
 
 int

@@ -194,11 +194,11 @@ static const char *const sql_text[ST_COUNT] = {
         " output = coalesce(excluded.output, output),"
         " reset_after = max(reset_after, excluded.reset_after),"
         " pin_tier = excluded.pin_tier",
-    [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?2,"
+    [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?4,"
                        " deadline_at = ?3, updated_at = ?2"
                        " WHERE id = ?1 AND state = 4",
-    [ST_JOB_FAIL_PARKED] = "UPDATE jobs SET state = 3, error = ?2,"
-                           " updated_at = ?3 WHERE id = ?1 AND state = 4",
+    [ST_JOB_END_PARKED] = "UPDATE jobs SET state = ?4, error = ?2,"
+                          " updated_at = ?3 WHERE id = ?1 AND state = 4",
     [ST_PARK_ADD] =
         "INSERT INTO park (job_id, step, step_name, reason, attempts,"
         " request_sha256, request, error, tier, parked_at)"
