@@ -92,6 +92,17 @@ START_TEST(test_output_path_flows_into_next_request)
 }
 END_TEST
 
+/* `jobs show 1` (text) holds line. */
+static void
+expect_shown_text(const char *line)
+{
+    struct run_result r;
+
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "1"), 0);
+    ck_assert_msg(strstr(r.out, line) != NULL, "%s", r.out);
+    run_result_free(&r);
+}
+
 /* Runs the queue: job 1 failed with error, after one request (its first
  * step's): nothing of the failed step was sent. */
 static void
@@ -146,6 +157,7 @@ START_TEST(test_when_false_skips_true_runs)
     ck_assert_str_eq(e2e_str(e2e_step_of(shown, 1), "reason"),
                      "when was false: {\"eq\":[\"bug\",\"feature\"]}");
     ck_assert_ptr_null(e2e_str(e2e_step_of(shown, 1), "output"));
+    expect_shown_text("    when was false: {\"eq\":[\"bug\",\"feature\"]}\n");
     ck_assert_str_eq(e2e_str(e2e_step_of(shown, 2), "state"), "succeeded");
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 2);
@@ -242,6 +254,7 @@ START_TEST(test_input_from_the_cli)
                   r.err);
     run_result_free(&r);
     expect_input_sent();
+    expect_shown_text("  input    " ISSUE "\n");
 }
 END_TEST
 
