@@ -35,11 +35,12 @@ struct shown {
 static void
 print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
 {
-    static const char *const names[8] = {"jobs",        "steps",  "attempts",
-                                         "park",        "tiers",  "schedules",
-                                         "tier_events", "budgets"};
-    const int64_t v[8] = {c->jobs,  c->steps,     c->attempts,    c->park,
-                          c->tiers, c->schedules, c->tier_events, c->budgets};
+    static const char *const names[9] = {
+        "jobs",      "steps",       "attempts", "park",       "tiers",
+        "schedules", "tier_events", "budgets",  "job_retries"};
+    const int64_t v[9] = {c->jobs,        c->steps,   c->attempts,
+                          c->park,        c->tiers,   c->schedules,
+                          c->tier_events, c->budgets, c->retries};
 
     if (json) {
         cJSON *root = cJSON_CreateObject();

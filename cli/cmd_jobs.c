@@ -1,4 +1,4 @@
-/* cmd_jobs.c: stepq jobs list|show|cancel. */
+/* cmd_jobs.c: stepq jobs list|show|cancel|retry. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -18,6 +18,8 @@ static const char usage[] =
     "usage: stepq jobs list [--state S] [--json]\n"
     "       stepq jobs show ID [--json]\n"
     "       stepq jobs cancel ID [--by NAME] [--json]\n"
+    "       stepq jobs retry ID [--from STEP] [--force-side-effects] "
+    "[--by NAME] [--json]\n"
     "\n"
     "list    every job, oldest first; --state queued|running|succeeded|\n"
     "        failed|parked|cancelled keeps one state\n"
@@ -26,7 +28,17 @@ static const char usage[] =
     "        ended, 3 if there is no such job); a parked job's open park\n"
     "        items are closed with resolution \"cancel\", by NAME (default:\n"
     "        your login name); --json prints "
-    "{\"id\":N,\"state\":\"cancelled\"}\n";
+    "{\"id\":N,\"state\":\"cancelled\"}\n"
+    "retry   queue a failed or cancelled job again (a succeeded one only\n"
+    "        with --from): steps before STEP (default: the first step not\n"
+    "        done) keep their output, STEP and later ones run again with a\n"
+    "        fresh count of attempts, and the job gets its deadline_s again.\n"
+    "        A side-effecting step that was sent is not sent again without\n"
+    "        --force-side-effects. Recorded with NAME (default: your login\n"
+    "        name). Exit 4 for a job in another state or a sent side\n"
+    "        effect, 3 if there is no such job, 2 for a bad --from; --json\n"
+    "        prints {\"id\":N,\"state\":\"queued\",\"from\":STEP,"
+    "\"by\":NAME,\"run_at\":T}\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
@@ -112,9 +124,40 @@ print_input(const cJSON *o)
     free(text);
 }
 
+/* One attempt of a shown job's step; the first one after a retry (*after:
+ * the retry of the attempt before) says which and who asked for it. */
+static void
+print_attempt(const cJSON *h, const cJSON *retries, int *after)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(h, "outcome");
+    const cJSON *de = cJSON_GetObjectItemCaseSensitive(h, "decision");
+    const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
+    const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
+    const cJSON *rn = cJSON_GetObjectItemCaseSensitive(h, "retry");
+    char status[16] = "-", cost[64];
+
+    if (cJSON_IsNumber(rn) && rn->valueint != *after) {
+        *after = rn->valueint;
+        printf("    (retry %d, by %s)\n", *after,
+               cli_json_text(cJSON_GetArrayItem(retries, *after - 1), "by"));
+    }
+    if (cJSON_IsNumber(st))
+        snprintf(status, sizeof(status), "%d", st->valueint);
+    printf("    #%d tier %s status %s outcome %s decision %s%s\n",
+           cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
+           cJSON_IsString(ht) ? ht->valuestring : "-", status,
+           cJSON_IsString(oc) ? oc->valuestring : "(no result)",
+           cJSON_IsString(de) ? de->valuestring : "-",
+           cost_text(h, cost, sizeof(cost)));
+    if (cJSON_IsString(ro))
+        printf("       not first choice: %s\n", ro->valuestring);
+}
+
 static void
 print_job_text(const cJSON *o)
 {
+    const cJSON *retries = cJSON_GetObjectItemCaseSensitive(o, "retries");
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"), *s;
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(o, "key");
@@ -134,6 +177,15 @@ print_job_text(const cJSON *o)
     print_input(o);
     if (cost_text(o, cost, sizeof(cost))[0] != '\0')
         printf("  cost     %s\n", cost + strlen(" cost "));
+    cJSON_ArrayForEach(s, retries)
+    {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "error");
+        printf("  retried  %s by %s from step %s (was %s%s%s)\n",
+               cli_json_text(s, "at"), cli_json_text(s, "by"),
+               cli_json_text(s, "from"), cli_json_text(s, "state"),
+               cJSON_IsString(e) ? ": " : "",
+               cJSON_IsString(e) ? e->valuestring : "");
+    }
     cJSON_ArrayForEach(s, steps)
     {
         const cJSON *h, *tier = cJSON_GetObjectItemCaseSensitive(s, "tier");
@@ -145,6 +197,7 @@ print_job_text(const cJSON *o)
             cJSON_GetObjectItemCaseSensitive(s, "attempts")->valueint,
             cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
             cost_text(s, cost, sizeof(cost)));
+        int after = 0;
         if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "reason")))
             printf("    %s\n", cli_json_text(s, "reason"));
         if (cJSON_GetObjectItem(s, "http") != NULL) {
@@ -153,24 +206,7 @@ print_job_text(const cJSON *o)
                    cli_json_text(t, "url"));
         }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
-        {
-            const cJSON *st = cJSON_GetObjectItemCaseSensitive(h, "status");
-            const cJSON *oc = cJSON_GetObjectItemCaseSensitive(h, "outcome");
-            const cJSON *de = cJSON_GetObjectItemCaseSensitive(h, "decision");
-            char status[16] = "-";
-            if (cJSON_IsNumber(st))
-                snprintf(status, sizeof(status), "%d", st->valueint);
-            const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
-            const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
-            printf("    #%d tier %s status %s outcome %s decision %s%s\n",
-                   cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
-                   cJSON_IsString(ht) ? ht->valuestring : "-", status,
-                   cJSON_IsString(oc) ? oc->valuestring : "(no result)",
-                   cJSON_IsString(de) ? de->valuestring : "-",
-                   cost_text(h, cost, sizeof(cost)));
-            if (cJSON_IsString(ro))
-                printf("       not first choice: %s\n", ro->valuestring);
-        }
+            print_attempt(h, retries, &after);
     }
 }
 
@@ -260,12 +296,67 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
     }
 }
 
+static int
+jobs_retry(struct cli_env *env, int argc, char **argv)
+{
+    struct park_retry r = {0};
+    struct park_retried done;
+    const char *pos[1];
+    bool json = false;
+    struct cli_opt opts[] = {
+        {"from", &r.from, NULL},
+        {"by", &r.by, NULL},
+        {"force-side-effects", NULL, &r.force_side_effects},
+        {"json", NULL, &json},
+        {NULL, NULL, NULL}};
+    const struct config *cfg = NULL;
+    long long id = 0;
+    q_db *db = NULL;
+    char err[512];
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("jobs retry: which job? (stepq jobs retry ID)");
+        return CLI_USAGE;
+    }
+    if ((rc = cli_parse_id(pos[0], &id)) != 0 ||
+        (rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    if (r.by == NULL)
+        r.by = cli_login_name();
+    r.now = cli_now(db);
+    r.lease_ms = (int64_t)(cfg->worker.lease_s * 1000);
+    rc = park_retry_job(db, id, &r, &done, err, sizeof(err));
+    q_close(db);
+    if (rc == -ENOENT || rc == -EALREADY || rc == -EINVAL) {
+        cli_error("jobs retry: %s", err);
+        return cli_exit_code(rc);
+    }
+    if (rc != 0) {
+        cli_error("jobs retry: cannot write to the database");
+        return CLI_RUNTIME;
+    }
+    if (json) {
+        cli_print_json(park_retried_json(&done, r.by));
+    } else {
+        printf("retried job %lld from step %s\n", id, done.from_name);
+        if (done.run_at > r.now)
+            printf("due in %lld s: it was cancelled less than a lease "
+                   "(worker.lease_s) ago\n",
+                   (long long)((done.run_at - r.now + 999) / 1000));
+    }
+    return CLI_OK;
+}
+
 int
 cmd_jobs(struct cli_env *env, int argc, char **argv)
 {
     static const struct cli_sub subs[] = {{"list", jobs_list},
                                           {"show", jobs_show},
                                           {"cancel", jobs_cancel},
+                                          {"retry", jobs_retry},
                                           {NULL, NULL}};
 
     return cli_subcommand(env, argc, argv, subs, usage);

@@ -380,6 +380,44 @@ parse_not_before(const char *s, bool retry, int64_t now, int64_t *out)
     return CLI_USAGE;
 }
 
+/* Prints what a resolution did, or why it did not, and maps it to the
+ * exit code: rc is park_resolve's (all: park_resolve_matching's, which
+ * resolved n items). */
+static int
+resolved(int rc, bool json, bool all, long long id, int64_t n,
+         enum park_how how)
+{
+    switch (rc) {
+    case 0:
+        if (json)
+            printf("{\"%s\":%lld,\"resolution\":\"%s\"}\n",
+                   all ? "resolved" : "id", all ? (long long)n : id,
+                   park_how_name(how));
+        else if (all)
+            printf("resolved %lld item(s): %s\n", (long long)n,
+                   park_how_name(how));
+        else
+            printf("resolved park item %lld: %s\n", id, park_how_name(how));
+        return CLI_OK;
+    case -ENOENT:
+        cli_error("park resolve: no park item %lld", id);
+        return CLI_NOTFOUND;
+    case -EALREADY:
+        cli_error("park resolve: park item %lld is already resolved (or its "
+                  "job is no longer parked)",
+                  id);
+        return CLI_CONFLICT;
+    case -EINVAL:
+        cli_error("park resolve: --tier: park item %lld is an http step's, "
+                  "which has no tiers",
+                  id);
+        return CLI_USAGE;
+    default:
+        cli_error("park resolve: cannot write to the database");
+        return CLI_RUNTIME;
+    }
+}
+
 static int
 resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
@@ -456,35 +494,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     rc = all ? park_resolve_matching(db, &f, &d, &n) : park_resolve(db, id, &d);
     q_close(db);
     free(text);
-    switch (rc) {
-    case 0:
-        if (json)
-            printf("{\"%s\":%lld,\"resolution\":\"%s\"}\n",
-                   all ? "resolved" : "id", all ? (long long)n : id,
-                   park_how_name(d.how));
-        else if (all)
-            printf("resolved %lld item(s): %s\n", (long long)n,
-                   park_how_name(d.how));
-        else
-            printf("resolved park item %lld: %s\n", id, park_how_name(d.how));
-        return CLI_OK;
-    case -ENOENT:
-        cli_error("park resolve: no park item %lld", id);
-        return CLI_NOTFOUND;
-    case -EALREADY:
-        cli_error("park resolve: park item %lld is already resolved (or its "
-                  "job is no longer parked)",
-                  id);
-        return CLI_CONFLICT;
-    case -EINVAL:
-        cli_error("park resolve: --tier: park item %lld is an http step's, "
-                  "which has no tiers",
-                  id);
-        return CLI_USAGE;
-    default:
-        cli_error("park resolve: cannot write to the database");
-        return CLI_RUNTIME;
-    }
+    return resolved(rc, json, all, id, n, d.how);
 }
 
 int

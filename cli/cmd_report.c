@@ -76,6 +76,9 @@ print_jobs_and_schedules(const cJSON *r)
         if (last != NULL)
             printf("; last slot %s: %s", cli_json_text(last, "slot"),
                    cli_json_text(last, "state"));
+        if (cJSON_GetArraySize(cJSON_GetObjectItem(s, "manual_runs")) > 0)
+            printf("; run by hand %d time(s)",
+                   cJSON_GetArraySize(cJSON_GetObjectItem(s, "manual_runs")));
         printf("\n");
     }
 }

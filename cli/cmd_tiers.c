@@ -52,7 +52,7 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
     static const char *const heads[] = {
         "TIER",      "BREAKER",   "OPEN UNTIL", "EXHAUSTED UNTIL",
         "REASON",    "PACE RPM",  "RPM",        "TPM",
-        "ALLOWANCE", "IN FLIGHT", "STEPS"};
+        "ALLOWANCE", "IN FLIGHT", "STEPS",      "PRICE IN/OUT"};
     const char *failed = "?";
     struct cli_table tab;
     const cJSON *t;
@@ -72,11 +72,12 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
         cli_print_json(arr);
         return CLI_OK;
     }
-    cli_table_init(&tab, 11, heads, "lllllrrrrrl");
+    cli_table_init(&tab, 12, heads, "lllllrrrrrlr");
     cJSON_ArrayForEach(t, arr)
     {
-        char n[5][32], steps[64];
-        const char *cells[11] = {cli_json_text(t, "name"),
+        char n[5][32], steps[64], price[64] = "-";
+        const cJSON *p = cJSON_GetObjectItem(t, "price");
+        const char *cells[12] = {cli_json_text(t, "name"),
                                  cli_json_text(t, "breaker"),
                                  cli_json_text(t, "open_until"),
                                  cli_json_text(t, "exhausted_until"),
@@ -86,13 +87,21 @@ show_state(struct cli_env *env, const struct config *cfg, bool json)
                                  n[2],
                                  n[3],
                                  n[4],
-                                 steps};
+                                 steps,
+                                 price};
         snprintf(n[0], sizeof(n[0]), "%.1f",
                  cJSON_GetNumberValue(cJSON_GetObjectItem(t, "rate_rpm")));
         snprintf(n[1], sizeof(n[1]), "%lld", num_of(t, "rpm_used"));
         snprintf(n[2], sizeof(n[2]), "%lld", num_of(t, "tpm_used"));
         snprintf(n[3], sizeof(n[3]), "%lld", num_of(t, "allowance_used"));
         snprintf(n[4], sizeof(n[4]), "%lld", num_of(t, "in_flight"));
+        /* dollars per million tokens, in and out */
+        if (cJSON_IsObject(p))
+            snprintf(
+                price, sizeof(price), "$%g/$%g",
+                cJSON_GetNumberValue(cJSON_GetObjectItem(p, "input_per_mtok")),
+                cJSON_GetNumberValue(
+                    cJSON_GetObjectItem(p, "output_per_mtok")));
         /* what a step that prefers the tier does now, and why */
         if (cJSON_IsString(cJSON_GetObjectItem(t, "refused_by")))
             snprintf(steps, sizeof(steps), "%s (%s)", cli_json_text(t, "steps"),

@@ -22,7 +22,7 @@ static const char usage[] =
     "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
     "  check [FILE|-]                check jobs before paying: nothing sent\n"
     "  work                          run jobs (--drain: until none is due)\n"
-    "  jobs list|show|cancel         inspect and cancel jobs\n"
+    "  jobs list|show|cancel|retry   inspect, cancel and retry jobs\n"
     "  status                        job counts by state\n"
     "  tiers [--check]               each tier's shared state, or try each\n"
     "  schedules                     the config's schedules and their state\n"

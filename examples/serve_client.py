@@ -94,6 +94,18 @@ class StepqClient:
     def cancel(self, job_id):
         return self._call("POST", "/v1/jobs/%d/cancel" % job_id, b"")
 
+    def retry(self, job_id, from_step=None, by=None,
+              force_side_effects=False):
+        """Queue a failed or cancelled job again (jobs retry)."""
+        body = {}
+        for k, v in (("from", from_step), ("by", by)):
+            if v is not None:
+                body[k] = v
+        if force_side_effects:
+            body["force_side_effects"] = True
+        return self._call("POST", "/v1/jobs/%d/retry" % job_id,
+                          json.dumps(body).encode())
+
     def park(self, state=None, reason=None, tier=None, job_id=None):
         return self._call("GET", "/v1/park",
                           query={"state": state, "reason": reason,

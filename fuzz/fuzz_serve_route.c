@@ -24,6 +24,7 @@ path_of(enum serve_route_id r, int64_t id, char *buf, size_t len)
     static const char *const with_id[] = {
         [R_JOB] = "/v1/jobs/%lld",
         [R_JOB_CANCEL] = "/v1/jobs/%lld/cancel",
+        [R_JOB_RETRY] = "/v1/jobs/%lld/retry",
         [R_PARK] = "/v1/park/%lld",
         [R_PARK_RESOLVE] = "/v1/park/%lld/resolve",
     };

@@ -115,7 +115,8 @@ def main():
     # serve_route: "METHOD URL", one of each route and some near misses
     for line in ("GET /healthz", "GET /v1/status", "HEAD /v1/tiers",
                  "GET /v1/jobs", "POST /v1/jobs", "GET /v1/jobs/7",
-                 "POST /v1/jobs/7/cancel", "GET /v1/park",
+                 "POST /v1/jobs/7/cancel", "POST /v1/jobs/7/retry",
+                 "GET /v1/park",
                  "POST /v1/park/resolve", "GET /v1/park/3",
                  "POST /v1/park/3/resolve", "GET /metrics", "GET /",
                  "GET /ui/app.js", "POST /", "DELETE /v1/jobs/0",

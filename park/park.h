@@ -133,4 +133,59 @@ STEPQ_MUST_CHECK int park_resolve_matching(q_db *db,
                                            const struct park_decision *d,
                                            int64_t *n);
 
+/* ---- retrying a job: a failed, cancelled or done job run again ------- */
+
+/* A retry as the CLI, an HTTP API or a program asks for it. Strings are
+ * borrowed. */
+struct park_retry {
+    const char *from;        /* the step to run again from; NULL: the first
+                                step that did not succeed or get skipped */
+    bool force_side_effects; /* send again a side-effecting step that was
+                                sent (succeeded, or without an answer) */
+    const char *by;          /* who asks; required */
+    int64_t now;
+    int64_t lease_ms; /* the workers' lease (worker.lease_s): a job
+                         cancelled less than this long ago is due only
+                         this long after its cancel; 0: at once */
+};
+
+/* What a retry did. */
+struct park_retried {
+    int64_t job_id;
+    int from;            /* step index */
+    char from_name[256]; /* its name, cut to fit */
+    enum q_job_state prior;
+    int64_t run_at; /* when it is due */
+};
+
+/* park_retry_job queues job job_id again, in one transaction: a failed or
+ * cancelled job from r->from (NULL: its first step not done), a succeeded
+ * one only from a step it names. Steps before that one keep their state
+ * and output (each must have succeeded or been skipped); it and every
+ * later step run again, with a fresh count of attempts (the ledger keeps
+ * the earlier ones and their cost; max_total_tokens and max_cost_usd
+ * still count them). The job is due at r->now, or, cancelled less than
+ * r->lease_ms ago, that long after its cancel (a worker that held it
+ * drops it within a lease; it must not find it queued again before),
+ * and gets its whole deadline_s again from then. A side-effecting step from
+ * r->from on that was sent (it succeeded, or, without an idempotency key, its
+ * last attempt has no known answer) is not sent again unless
+ * r->force_side_effects. The retry is recorded with r->by and the time
+ * (q_job_retry). Returns 0 with *out set; -ENOENT: no such job; -EALREADY: the
+ * job is queued, running or parked, succeeded without r->from, or a
+ * side-effecting step was sent; -EINVAL: r->by blank or not plain text,
+ * no step named r->from, or one after a step that has not succeeded; the
+ * reason is in err (len bytes) for these three; or a storage error.
+ * Nothing changes on failure; of two racing retries exactly one wins
+ * (the other: -EALREADY). */
+STEPQ_MUST_CHECK int park_retry_job(q_db *db, int64_t job_id,
+                                    const struct park_retry *r,
+                                    struct park_retried *out, char *err,
+                                    size_t len);
+
+/* park_retried_json renders what a retry did as `jobs retry --json`:
+ * {"id", "state": "queued", "from", "by", "run_at"} (by borrowed).
+ * Caller owns the result. */
+cJSON *park_retried_json(const struct park_retried *r, const char *by);
+
 #endif

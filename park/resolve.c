@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "park/internal.h"
 #include "tier/tier.h"
 
 static const char *const how_names[] = {"retry", "skip", "done", "fail"};
@@ -81,11 +82,8 @@ park_decision_check(const struct park_decision *d, bool bulk,
     return 0;
 }
 
-/* read_spec parses the stored job job_id's text (validated at enqueue)
- * into *out (NULL when it has none; caller cJSON_Deletes it). Returns 0
- * or the error of reading the job. */
-static int
-read_spec(q_db *db, int64_t job_id, cJSON **out)
+int
+park__read_spec(q_db *db, int64_t job_id, cJSON **out)
 {
     struct q_job job;
     int rc = q_job_get(db, job_id, &job);
@@ -97,11 +95,8 @@ read_spec(q_db *db, int64_t job_id, cJSON **out)
     return 0;
 }
 
-/* fresh_deadline is when a job an operator lets go on at now must be done
- * by: its deadline_s (spec's, else the default) from now, since the job is
- * due again now. */
-static int64_t
-fresh_deadline(const cJSON *spec, int64_t now)
+int64_t
+park__fresh_deadline(const cJSON *spec, int64_t now)
 {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(spec, "deadline_s");
     int64_t span = Q_DEADLINE_S_DEFAULT;
@@ -163,11 +158,11 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
     }
-    if ((rc = read_spec(db, it->job_id, &spec)) != 0)
+    if ((rc = park__read_spec(db, it->job_id, &spec)) != 0)
         return rc;
     if (d->how == PARK_RETRY && d->not_before > d->now)
         run_at = d->not_before;
-    deadline = fresh_deadline(spec, run_at);
+    deadline = park__fresh_deadline(spec, run_at);
     http = is_http_step(spec, it->step);
     if (d->how == PARK_RETRY && d->lift_wall && http &&
         (rc = lift_host_wall(db, spec, it->step)) != 0) {
@@ -234,10 +229,8 @@ resolve_one(q_db *db, int64_t id, const struct park_decision *d)
     return rc;
 }
 
-/* Ends the transaction q_tx_begin opened: commits when rc is 0, rolls
- * back otherwise. Returns rc or the commit's error. */
-static int
-finish(q_db *db, int rc)
+int
+park__tx_end(q_db *db, int rc)
 {
     if (rc != 0) {
         q_tx_rollback(db);
@@ -253,7 +246,7 @@ park_resolve(q_db *db, int64_t id, const struct park_decision *d)
 
     if (rc != 0)
         return rc;
-    return finish(db, resolve_one(db, id, d));
+    return park__tx_end(db, resolve_one(db, id, d));
 }
 
 int
@@ -282,7 +275,7 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
     for (size_t i = 0; rc == 0 && i < count; i++)
         rc = q_park_close(db, items[i].id, &close);
     q_park_items_free(items, count);
-    return finish(db, rc);
+    return park__tx_end(db, rc);
 }
 
 int
@@ -309,7 +302,7 @@ park_resolve_matching(q_db *db, const struct q_park_filter *f,
             done++;
     }
     q_park_items_free(items, count);
-    rc = finish(db, rc);
+    rc = park__tx_end(db, rc);
     if (rc == 0)
         *n = done;
     return rc;

@@ -1,5 +1,5 @@
 /* copy.c: q_copy, copying a whole store into another one (`stepq copy`),
- * neutral to the backend. The nine tables are described here once, column
+ * neutral to the backend. The ten tables are described here once, column
  * for column as queue/sqlite/schema.c makes them (the PostgreSQL schema
  * uses the same names); each backend reads and writes rows of a described
  * table as values (the copy_* entries of struct q__ops). The whole copy is
@@ -102,6 +102,12 @@ static const struct q__column budget_cols[] = {
     {"reserved_nusd", I}, {"updated_at", I},
 };
 
+static const struct q__column retry_cols[] = {
+    {"id", I},          {"job_id", I},     {"from_step", I},
+    {"retried_by", T},  {"retried_at", I}, {"prior_state", I},
+    {"prior_error", T},
+};
+
 #undef I
 #undef R
 #undef T
@@ -121,6 +127,7 @@ static const struct q__table tables[] = {
     TABLE("schedules", "name", sched_cols, false),
     TABLE("tier_events", "id", event_cols, true),
     TABLE("budgets", "name, win", budget_cols, false),
+    TABLE("job_retries", "id", retry_cols, true),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -317,7 +324,8 @@ out_from:
                                          .tiers = n[4],
                                          .schedules = n[5],
                                          .tier_events = n[6],
-                                         .budgets = n[7]};
+                                         .budgets = n[7],
+                                         .retries = n[8]};
     }
     return rc;
 }

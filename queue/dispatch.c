@@ -260,6 +260,18 @@ q_step_reset(q_db *db, int64_t job_id, int index, const struct q_step_reset *r)
 }
 
 int
+q_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id)
+{
+    return db->ops->job_retry(db, r, id);
+}
+
+int
+q_retries_list(q_db *db, int64_t job_id, struct q_retry **out, size_t *n)
+{
+    return db->ops->retries_list(db, job_id, out, n);
+}
+
+int
 q_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
     return db->ops->stats_attempts(db, out, n);
@@ -344,6 +356,15 @@ q_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
                 size_t *n)
 {
     return db->ops->report_failed(db, since, limit, out, n);
+}
+
+int
+q_report_keyed(q_db *db, const char *prefix, int64_t since, size_t limit,
+               struct q_job **out, size_t *n)
+{
+    if (prefix == NULL || prefix[0] == '\0')
+        return -EINVAL;
+    return db->ops->report_keyed(db, prefix, since, limit, out, n);
 }
 
 int

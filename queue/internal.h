@@ -118,6 +118,9 @@ struct q__ops {
                           const char *error, int64_t now);
     int (*step_reset)(q_db *db, int64_t job_id, int index,
                       const struct q_step_reset *r);
+    int (*job_retry)(q_db *db, const struct q_retry_new *r, int64_t *id);
+    int (*retries_list)(q_db *db, int64_t job_id, struct q_retry **out,
+                        size_t *n);
     int (*stats_attempts)(q_db *db, struct q_attempt_group **out, size_t *n);
     int (*stats_latency)(q_db *db, struct q_latency_group **out, size_t *n);
     int (*stats_workers)(q_db *db, struct q_worker_brief **out, size_t *n);
@@ -143,6 +146,8 @@ struct q__ops {
                            struct q_report_failure **out, size_t *n);
     int (*report_failed)(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
+    int (*report_keyed)(q_db *db, const char *prefix, int64_t since,
+                        size_t limit, struct q_job **out, size_t *n);
     int (*report_slowest)(q_db *db, int64_t since, size_t limit,
                           struct q_job **out, size_t *n);
     int (*report_costliest)(q_db *db, int64_t since, size_t limit,
@@ -257,6 +262,7 @@ void q__job_clean(void *e);
 void q__step_clean(void *e);
 void q__attempt_clean(void *e);
 void q__park_clean(void *e);
+void q__retry_clean(void *e);
 void q__group_clean(void *e);
 void q__latency_clean(void *e);
 void q__worker_clean(void *e);

@@ -323,6 +323,21 @@ q_park_items_free(struct q_park_item *items, size_t n)
 }
 
 void
+q__retry_clean(void *e)
+{
+    struct q_retry *r = e;
+
+    free(r->by);
+    free(r->prior_error);
+}
+
+void
+q_retries_free(struct q_retry *r, size_t n)
+{
+    q__array_free(r, n, sizeof(*r), q__retry_clean);
+}
+
+void
 q__group_clean(void *e)
 {
     struct q_attempt_group *g = e;

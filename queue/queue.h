@@ -584,6 +584,51 @@ struct q_step_reset {
 STEPQ_MUST_CHECK int q_step_reset(q_db *db, int64_t job_id, int index,
                                   const struct q_step_reset *r);
 
+/* ---- job retries: a failed, cancelled or done job run again --------- */
+
+/* A retry as asked for. Strings are borrowed. */
+struct q_retry_new {
+    int64_t job_id;
+    enum q_job_state expect; /* the state the job must still be in */
+    int from;                /* steps from this index on run again */
+    const char *by;          /* who asked */
+    int64_t now;             /* when it is retried */
+    int64_t run_at;          /* when it is due again (now or later) */
+    int64_t deadline_at;     /* its new deadline */
+};
+
+/* q_job_retry queues job r->job_id again, in one level of its own: only
+ * while it is in state r->expect (else -EALREADY, and -ENOENT for an
+ * unknown id), it becomes queued, due at r->run_at, with its deadline at
+ * r->deadline_at, no error and no lease; each step from index r->from on
+ * is pending again without output or pinned tier, its attempts so far
+ * no longer counted (reset_after: the step's last attempt number; the
+ * ledger keeps them, and the step its tokens), and an attempt of theirs
+ * left without result ends at r->now with outcome "unknown", reason
+ * "retried"; and a retry row records
+ * who, when, from which step, and the state and error the job had. *id
+ * gets the row's id. Steps before r->from are left as they are. */
+STEPQ_MUST_CHECK int q_job_retry(q_db *db, const struct q_retry_new *r,
+                                 int64_t *id);
+
+/* A retry as recorded. Owned strings; NULL where absent. */
+struct q_retry {
+    int64_t id;
+    int64_t job_id;
+    int from; /* step index */
+    char *by;
+    int64_t at;
+    enum q_job_state prior_state;
+    char *prior_error;
+};
+
+/* q_retries_list loads the retries of job job_id, oldest first. Caller
+ * owns *out; free with q_retries_free(). */
+STEPQ_MUST_CHECK int q_retries_list(q_db *db, int64_t job_id,
+                                    struct q_retry **out, size_t *n);
+/* q_retries_free frees n retries and the array; NULL is a no-op. */
+void q_retries_free(struct q_retry *r, size_t n);
+
 /* ---- reports: read-only summaries ------------------------------------ */
 
 /* These run a few times a second at most (the demo, status views). Each
@@ -750,6 +795,13 @@ void q_report_jobs_free(struct q_report_job *j, size_t n);
  * is NULL. Caller owns *out (q_jobs_free). */
 STEPQ_MUST_CHECK int q_report_failed(q_db *db, int64_t since, size_t limit,
                                      struct q_job **out, size_t *n);
+/* q_report_keyed lists the jobs created at or after since whose key
+ * begins with prefix (not empty), the oldest first (then by id), at most
+ * limit (0: all); spec is NULL. Caller owns *out (q_jobs_free). -EINVAL
+ * for an empty prefix. */
+STEPQ_MUST_CHECK int q_report_keyed(q_db *db, const char *prefix, int64_t since,
+                                    size_t limit, struct q_job **out,
+                                    size_t *n);
 STEPQ_MUST_CHECK int q_report_slowest(q_db *db, int64_t since, size_t limit,
                                       struct q_job **out, size_t *n);
 
@@ -896,14 +948,15 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 /* What q_copy copied, by table. */
 struct q_copy_counts {
     int64_t jobs, steps, attempts, park, tiers, schedules, tier_events, budgets;
+    int64_t retries;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its events), schedule state and budget window of from into to, ids kept, in
- * one transaction of to. Unless force, to must hold no row of any of them
- * (-EEXIST: nothing copied); with force, what to holds is replaced.
- * counts may be NULL. Returns 0, -EEXIST, or the errors of either store
- * (to unchanged). */
+ * its events), schedule state, budget window and job retry of from into
+ * to, ids kept, in one transaction of to. Unless force, to must hold no
+ * row of any of them (-EEXIST: nothing copied); with force, what to holds is
+ * replaced. counts may be NULL. Returns 0, -EEXIST, or the errors of either
+ * store (to unchanged). */
 STEPQ_MUST_CHECK int q_copy(q_db *from, q_db *to, bool force,
                             struct q_copy_counts *counts);
 

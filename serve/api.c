@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "spec/spec.h"
@@ -327,6 +328,60 @@ jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
+/* ---- jobs retry: POST /v1/jobs/ID/retry ------------------------------ */
+
+/* Reads a retry's body ({"from", "by", "force_side_effects"}, each
+ * optional; no body at all is {}) into r, borrowing from *doc. */
+static int
+read_retry(const char *body, size_t len, cJSON **doc, struct park_retry *r,
+           char *err, size_t errlen)
+{
+    static const char *const fields[] = {"from", "by", "force_side_effects",
+                                         NULL};
+
+    *doc = len == 0 ? cJSON_CreateObject() : NULL;
+    if (*doc == NULL &&
+        json_parse_whole(body, len, "the body is ", doc, err, errlen) != 0)
+        return -EINVAL;
+    if (json_check_object(*doc, "", fields, err, errlen) != 0 ||
+        json_get_string(*doc, "from", false, "", &r->from, err, errlen) ||
+        json_get_string(*doc, "by", false, "", &r->by, err, errlen) ||
+        json_get_bool(*doc, "force_side_effects", "", &r->force_side_effects,
+                      err, errlen))
+        return -EINVAL;
+    return 0;
+}
+
+/* As `jobs retry`: who asked is the body's "by", else "api". */
+static enum MHD_Result
+jobs_retry(const struct serve_opts *o, struct MHD_Connection *c, int64_t id,
+           const char *body, size_t len)
+{
+    struct park_retry r = {.by = "api"};
+    struct park_retried done;
+    cJSON *doc = NULL, *out;
+    char err[512];
+    int rc = read_retry(body, len, &doc, &r, err, sizeof(err));
+
+    if (rc == 0) {
+        r.now = store_now(o);
+        r.lease_ms = (int64_t)(o->cfg ? o->cfg->worker.lease_s * 1000 : 0);
+        rc = park_retry_job(o->db, id, &r, &done, err, sizeof(err));
+    }
+    out = rc == 0 ? park_retried_json(&done, r.by) : NULL;
+    cJSON_Delete(doc);
+    if (rc == -EINVAL)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "%s", err);
+    if (rc == -EALREADY)
+        return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict", "%s", err);
+    if (rc != 0)
+        return storage_error(c, rc, "retry the job");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
 /* The morning report, as `stepq report --json --since S` (24h unless
  * given). */
 static enum MHD_Result
@@ -535,6 +590,8 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
         return serve_metrics(o, c, store_now(o));
     case R_REPORT:
         return report(o, c);
+    case R_JOB_RETRY:
+        return jobs_retry(o, c, id, body, len);
     }
     return MHD_NO; /* not reached: every route is above */
 }

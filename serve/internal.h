@@ -34,6 +34,7 @@ enum serve_route_id {
     R_PARK_RESOLVE,
     R_METRICS,
     R_REPORT,
+    R_JOB_RETRY,
     R_JOBS_CHECK
 };
 

@@ -25,6 +25,7 @@ static const struct {
     {R_PARK_RESOLVE, "POST", "/v1/park/#/resolve"},
     {R_METRICS, "GET", "/metrics"},
     {R_REPORT, "GET", "/v1/report"},
+    {R_JOB_RETRY, "POST", "/v1/jobs/#/retry"},
 };
 
 int64_t

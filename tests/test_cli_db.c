@@ -165,7 +165,8 @@ sqlite(const char *db, const char *sql)
     "ALTER TABLE attempts DROP COLUMN route; "                                 \
     "ALTER TABLE attempts DROP COLUMN cost_nusd; "                             \
     "ALTER TABLE attempts DROP COLUMN cost_estimated; DROP TABLE budgets; "    \
-    "ALTER TABLE jobs DROP COLUMN input; PRAGMA user_version = 1;"
+    "DROP TABLE job_retries; ALTER TABLE jobs DROP COLUMN input; "             \
+    "PRAGMA user_version = 1;"
 
 /* A database of schema version 1 (before the park and tier tables) is
  * refused, untouched, by everything but init, which migrates it; one

@@ -127,6 +127,24 @@ schedules(q_db *db, int64_t job)
                      0);
 }
 
+/* retried_and_failed_again retries failed job id (`jobs retry`) and
+ * fails it again: a retry row, the job still failed. */
+static void
+retried_and_failed_again(q_db *db, int64_t id)
+{
+    struct q_retry_new rn = {.job_id = id,
+                             .expect = Q_JOB_FAILED,
+                             .by = "ann",
+                             .now = T0 + 3,
+                             .run_at = T0 + 3,
+                             .deadline_at = T0 + 7200000};
+    int64_t rid = 0;
+
+    ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    qfix_claim_one(db, id, "w", T0 + 3, 60000);
+    ck_assert_int_eq(q_fail(db, id, "w", "HTTP 400: bad again", T0 + 4), 0);
+}
+
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
  * items (open and resolved), tier state and events and schedule state. */
 void
@@ -154,6 +172,7 @@ copyfix_fill(q_db *db)
     ck_assert_int_eq(q_complete(db, id[4], "w", T0 + 2), 0);
     qfix_claim_one(db, id[3], "w", T0, 60000);
     ck_assert_int_eq(q_fail(db, id[3], "w", "HTTP 400: bad", T0 + 3), 0);
+    retried_and_failed_again(db, id[3]);
     park(db, id[2], "in_doubt"); /* stays open */
     ck_assert_int_eq(q_park_close(db, park(db, id[1], "side_effects"), &pc), 0);
     ck_assert_int_eq(q_step_reset(db, id[1], 1, &rs), 0);
@@ -410,6 +429,33 @@ same_openings(q_db *x, q_db *y, int64_t since)
     return sum;
 }
 
+/* same_retries compares the retries of every job; returns how many. */
+static size_t
+same_retries(q_db *x, q_db *y)
+{
+    size_t sum = 0;
+
+    for (int64_t id = 1; id <= 6; id++) {
+        struct q_retry *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        ck_assert_int_eq(q_retries_list(x, id, &a, &na), 0);
+        ck_assert_int_eq(q_retries_list(y, id, &b, &nb), 0);
+        ck_assert_uint_eq(na, nb);
+        for (size_t i = 0; i < na; i++) {
+            ck_assert_int_eq(a[i].id, b[i].id);
+            ck_assert_int_eq(a[i].from, b[i].from);
+            ck_assert_int_eq(a[i].at, b[i].at);
+            ck_assert_int_eq(a[i].prior_state, b[i].prior_state);
+            SAME_STR(&a[i], &b[i], by);
+            SAME_STR(&a[i], &b[i], prior_error);
+        }
+        sum += na;
+        q_retries_free(a, na);
+        q_retries_free(b, nb);
+    }
+    return sum;
+}
+
 /* copyfix_assert_same checks that x and y hold the same rows (and something).
  */
 void
@@ -421,6 +467,7 @@ copyfix_assert_same(q_db *x, q_db *y)
     same_tier(x, y, "paid");
     ck_assert_uint_eq(same_scheds(x, y), 2);
     ck_assert_uint_eq(same_budgets(x, y), 1);
+    ck_assert_uint_eq(same_retries(x, y), 1);
     ck_assert_int_eq(same_openings(x, y, 0), 2);
     ck_assert_int_eq(same_openings(x, y, T0 + 6), 1);
 }

@@ -432,39 +432,13 @@ END_TEST
 
 START_TEST(test_ten_racing_resolves_one_wins)
 {
-    pid_t pids[10];
-    int ok = 0, conflict = 0;
     cJSON *arr;
-    int go[2];
 
     park_one();
-    ck_assert_int_eq(pipe(go), 0);
-    for (int i = 0; i < 10; i++) {
-        pids[i] = fork();
-        ck_assert_int_ge(pids[i], 0);
-        if (pids[i] == 0) {
-            char c, by[16];
-            close(go[1]);
-            if (read(go[0], &c, 1) != 0)
-                _exit(99);
-            snprintf(by, sizeof(by), "op%d", i);
-            execl(stepq_bin(), stepq_bin(), "--db", e2e_db, "park", "resolve",
-                  "1", "--skip", "--by", by, (char *)NULL);
-            _exit(127);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* all start at once */
-    for (int i = 0; i < 10; i++) {
-        int st, code;
-        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
-        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        ck_assert_msg(code == 0 || code == 4, "exit %d", code);
-        ok += code == 0;
-        conflict += code == 4;
-    }
-    ck_assert_int_eq(ok, 1);
-    ck_assert_int_eq(conflict, 9);
+    ck_assert_int_eq(
+        e2e_race(10, (const char *[]){"park", "resolve", "1", "--skip", "--by",
+                                      "op", NULL}),
+        1); /* the nine others exit 4 */
     arr = park_list_json(true);
     ck_assert_int_eq(cJSON_GetArraySize(arr), 1);
     ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "resolution"), "skip");

@@ -474,6 +474,36 @@ START_TEST(test_failed_jobs_since_latest_first)
 }
 END_TEST
 
+/* Jobs by the start of their key: only that prefix (not one that shares
+ * its first bytes), created since, the oldest first. */
+START_TEST(test_keyed_jobs_by_prefix_since)
+{
+    q_db *db = qfix_open(NULL);
+    struct q_job *j = NULL;
+    size_t n = 0;
+    int64_t a1, a2;
+
+    qfix_add(db, "old", "schedule:a:2026-01-01T00:00:00Z", 0, BEFORE);
+    a2 = qfix_add(db, "a2", "schedule:a:2026-01-01T00:02:07Z", 0, T0 + 20);
+    a1 = qfix_add(db, "a1", "schedule:a:2026-01-01T00:01:00Z", 0, T0 + 10);
+    qfix_add(db, "ab", "schedule:ab:2026-01-01T00:01:00Z", 0, T0 + 10);
+    qfix_add(db, "b", "schedule:b:2026-01-01T00:01:00Z", 0, T0 + 10);
+    qfix_add(db, "none", NULL, 0, T0 + 10);
+    ck_assert_int_eq(q_report_keyed(db, "schedule:a:", SINCE, 0, &j, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(j[0].id, a1);
+    ck_assert_str_eq(j[0].key, "schedule:a:2026-01-01T00:01:00Z");
+    ck_assert_int_eq(j[1].id, a2);
+    q_jobs_free(j, n);
+    ck_assert_int_eq(q_report_keyed(db, "schedule:a:", SINCE, 1, &j, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(j[0].id, a1);
+    q_jobs_free(j, n);
+    ck_assert_int_eq(q_report_keyed(db, "", SINCE, 0, &j, &n), -EINVAL);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_slowest_rows_read_as_jobs)
 {
     q_db *db = qfix_open(NULL);
@@ -555,6 +585,7 @@ test_suite(void)
     tcase_add_test(jobs, test_slowest_ended_since_longest_first);
     tcase_add_test(jobs, test_slowest_rows_read_as_jobs);
     tcase_add_test(jobs, test_failed_jobs_since_latest_first);
+    tcase_add_test(jobs, test_keyed_jobs_by_prefix_since);
     tcase_add_test(jobs, test_job_by_key_reads_as_job_get);
     suite_add_tcase(s, jobs);
 

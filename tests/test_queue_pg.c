@@ -81,8 +81,8 @@ START_TEST(test_open_creates_schema)
         "SELECT string_agg(table_name, ',' ORDER BY table_name)"
         " FROM information_schema.tables"
         " WHERE table_schema = current_schema()",
-        "attempts,budgets,jobs,park,schedules,stepq_schema,steps,tier_events,"
-        "tiers");
+        "attempts,budgets,job_retries,jobs,park,schedules,stepq_schema,steps,"
+        "tier_events,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -153,7 +153,7 @@ END_TEST
     " ALTER TABLE tiers DROP COLUMN usage, DROP COLUMN flight;"                \
     " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route;"             \
     " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
-    " DROP TABLE budgets;"
+    " DROP TABLE budgets; DROP TABLE job_retries;"
 
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
@@ -260,7 +260,8 @@ START_TEST(test_migrates_v7_adding_masked)
              " 401, 'auth_error', 'provided: ***');"
              " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route,"
              " DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
-             " DROP TABLE budgets; ALTER TABLE jobs DROP COLUMN input;"
+             " DROP TABLE budgets; DROP TABLE job_retries;"
+             " ALTER TABLE jobs DROP COLUMN input;"
              " UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);
@@ -289,9 +290,9 @@ START_TEST(test_migrates_v9_adding_cost)
              " outcome, tokens, masked, route) VALUES (%lld, 0, 1, 'paid',"
              " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
              " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
-             " cost_estimated; DROP TABLE budgets;"
-             " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema SET "
-             "version = 9",
+             " cost_estimated; DROP TABLE budgets; DROP TABLE job_retries;"
+             " ALTER TABLE jobs DROP COLUMN input;"
+             " UPDATE stepq_schema SET version = 9",
              (long long)id);
     db = reopen_migrated(db, sql);
     ck_assert_int_eq(q_attempts_list(db, id, -1, &a, &n), 0);
@@ -313,25 +314,47 @@ START_TEST(test_migrates_v10_adding_budgets)
     q_db *db = open_pg(true);
 
     (void)add_job(db, "old");
-    db = reopen_migrated(db, "DROP TABLE budgets;"
-                             " ALTER TABLE jobs DROP COLUMN input; UPDATE "
-                             "stepq_schema SET version = 10");
+    db = reopen_migrated(db, "DROP TABLE budgets; DROP TABLE job_retries;"
+                             " ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 10");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
 
-/* A store at version 11 (jobs without input) waits for init, which adds
+/* A store at version 11 (job_retries taken away) waits for init, which
+ * makes it and keeps the jobs; a failed job can then be retried. */
+START_TEST(test_migrates_v11_adding_job_retries)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "old"), rid = 0;
+    struct q_retry_new rn = {.job_id = id, .expect = Q_JOB_QUEUED, .by = "a"};
+    struct q_retry *r = NULL;
+    size_t n = 0;
+
+    db = reopen_migrated(db, "DROP TABLE job_retries;"
+                             " ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 11");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    ck_assert_int_eq(q_retries_list(db, id, &r, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    q_retries_free(r, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 12 (jobs without input) waits for init, which adds
  * the column: the jobs from before have none. */
-START_TEST(test_migrates_v11_adding_input)
+START_TEST(test_migrates_v12_adding_input)
 {
     q_db *db = open_pg(true);
     int64_t id = add_job(db, "old");
     struct q_job got = {0};
 
     db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
-                             " UPDATE stepq_schema SET version = 11");
+                             " UPDATE stepq_schema SET version = 12");
     ck_assert_int_eq(q_job_get(db, id, &got), 0);
     ck_assert_str_eq(got.name, "old");
     ck_assert_ptr_null(got.input);
@@ -794,7 +817,8 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v5_dropping_the_send_log);
     tcase_add_test(schema, test_migrates_v7_adding_masked);
     tcase_add_test(schema, test_migrates_v10_adding_budgets);
-    tcase_add_test(schema, test_migrates_v11_adding_input);
+    tcase_add_test(schema, test_migrates_v11_adding_job_retries);
+    tcase_add_test(schema, test_migrates_v12_adding_input);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

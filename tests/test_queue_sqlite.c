@@ -309,9 +309,32 @@ START_TEST(test_migrates_v10_adding_budgets)
 }
 END_TEST
 
-/* Version 12 gives jobs an input: a job from before has none, and one
+/* Version 11 -> 12 adds job_retries: the jobs of a version 11 file stay,
+ * and a job can then be retried, the retry listed. */
+START_TEST(test_migrates_v11_adding_job_retries)
+{
+    struct q_retry *r = NULL;
+    q_db *db = NULL;
+    size_t n = 9;
+    int64_t id, rid = 0;
+
+    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
+    id = add_old(db, NULL);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_retries_list(db, id, &r, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    struct q_retry_new rn = {.job_id = id, .expect = Q_JOB_QUEUED, .by = "a"};
+    ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 13 gives jobs an input: a job from before has none, and one
  * enqueued after keeps its own. */
-START_TEST(test_migrates_v11_adding_input)
+START_TEST(test_migrates_v12_adding_input)
 {
     struct q_job_new j = qfix_job("new", NULL, 0);
     struct q_enqueue_result r;
@@ -319,7 +342,7 @@ START_TEST(test_migrates_v11_adding_input)
     q_db *db = NULL;
     int64_t id;
 
-    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
+    ck_assert_int_eq(q__open_version(path, 12, &db), 0);
     id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
@@ -570,7 +593,8 @@ test_suite(void)
     tcase_add_test(files, test_migrates_older_version_keeping_jobs);
     tcase_add_test(files, test_migrates_v7_adding_masked);
     tcase_add_test(files, test_migrates_v10_adding_budgets);
-    tcase_add_test(files, test_migrates_v11_adding_input);
+    tcase_add_test(files, test_migrates_v11_adding_job_retries);
+    tcase_add_test(files, test_migrates_v12_adding_input);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

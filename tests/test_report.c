@@ -237,8 +237,9 @@ START_TEST(test_report_tells_missed_nights)
     time_t t = (time_t)(first / 1000);
     char at[64], since[32], slot[32];
     struct tm tm;
-    cJSON *rep;
-    const cJSON *s;
+    struct run_result r;
+    cJSON *rep, *run;
+    const cJSON *s, *m;
     pid_t w;
 
     gmtime_r(&t, &tm);
@@ -254,8 +255,17 @@ START_TEST(test_report_tells_missed_nights)
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     kill(w, SIGTERM);
     ck_assert_int_eq(e2e_wait_exit(w), 0);
+    /* a manual run is reported as one, not as a slot */
+    ck_assert_int_eq(RUN_ARGS(&r, "schedules", "run", "nightly", "--json"), 0);
+    run = cJSON_Parse(r.out);
+    run_result_free(&r);
     rep = report(since);
     s = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "schedules"), 0);
+    m = cJSON_GetObjectItem(s, "manual_runs");
+    ck_assert_int_eq(cJSON_GetArraySize(m), 1);
+    ck_assert_int_eq(num(cJSON_GetArrayItem(m, 0), "job_id"), num(run, "id"));
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(m, 0), "state"), "queued");
+    cJSON_Delete(run);
     ck_assert_int_eq(num(s, "ran"), 1);
     ck_assert_int_eq(num(s, "missed"), (int)((now - first) / 86400000));
     ck_assert_int_eq(num(s, "failed"), 0);

@@ -213,6 +213,31 @@ START_TEST(test_three_nights_down_catch_up_as_asked)
 }
 END_TEST
 
+/* A drain started half a minute before a slot waits for it and runs its
+ * job; with a schedule of every minute too, it still ends: a later slot
+ * is not waited for. */
+START_TEST(test_drain_runs_a_slot_due_within_the_minute)
+{
+    cJSON *n, *m;
+    pid_t w;
+
+    start_two();
+    w = e2e_spawn_faked("@2026-11-30 23:59:30 x10", false,
+                        (const char *[]){"--drain", NULL});
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    n = slots_of("nightly");
+    ck_assert_int_eq(cJSON_GetArraySize(n), 1);
+    ck_assert_str_eq(slot(n, 0), "2026-12-01T00:00:00Z");
+    m = slots_of("minutely");
+    ck_assert_int_le(cJSON_GetArraySize(m), 3);
+    cJSON_Delete(n);
+    cJSON_Delete(m);
+    ck_assert_int_eq(e2e_count(NULL, "queued"), 0);
+    ck_assert_int_eq(e2e_count(NULL, "failed"), 0);
+    ck_assert_int_ge(e2e_count(NULL, "succeeded"), 2);
+}
+END_TEST
+
 START_TEST(test_paused_fires_nothing_and_run_enqueues_now)
 {
     struct run_result r;
@@ -378,6 +403,7 @@ test_suite(void)
     tcase_add_test(tc, test_a_worker_across_midnight_fires_each_slot_once);
     tcase_add_test(tc, test_two_workers_fire_each_slot_once);
     tcase_add_test(tc, test_three_nights_down_catch_up_as_asked);
+    tcase_add_test(tc, test_drain_runs_a_slot_due_within_the_minute);
     tcase_add_test(tc, test_paused_fires_nothing_and_run_enqueues_now);
     tcase_add_test(tc, test_changed_expression_does_not_catch_up);
     suite_add_tcase(s, tc);

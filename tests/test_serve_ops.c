@@ -156,7 +156,7 @@ START_TEST(test_openapi_matches_the_routes)
             checked++;
         }
     }
-    ck_assert_int_eq(checked, 13);
+    ck_assert_int_eq(checked, 14);
     cJSON_Delete(doc);
     free(text);
     free(path);

@@ -211,6 +211,39 @@ START_TEST(test_another_site_cannot_post)
 }
 END_TEST
 
+/* A job that fails before it sends (a header's variable is not set): the
+ * page's Retry queues it again, by the name given. */
+START_TEST(test_operator_retries_a_failed_job)
+{
+    struct server s;
+    char job[512], env[128];
+    cJSON *o;
+    int id = run_job_count(e2e_db) + 1;
+
+    snprintf(job, sizeof(job),
+             "{\"name\":\"nightly-digest\",\"steps\":[{\"name\":\"send\","
+             "\"kind\":\"http\",\"http\":{\"url\":\"http://127.0.0.1:%d/"
+             "digest\",\"headers\":{\"X-Key\":\"env:STEPQ_TEST_UNSET\"},"
+             "\"body\":{}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    o = e2e_show(id);
+    ck_assert_str_eq(e2e_str(o, "state"), "failed");
+    cJSON_Delete(o);
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    snprintf(env, sizeof(env), "STEPQ_TOKEN=" TOKEN " JOB_ID=%d", id);
+    browse(&s, "retry", env);
+    serve_stop(&s);
+    o = e2e_show(id);
+    ck_assert_str_eq(e2e_str(o, "state"), "queued");
+    ck_assert_str_eq(
+        e2e_str(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "retries"), 0), "by"),
+        "ana");
+    cJSON_Delete(o);
+}
+END_TEST
+
 /* The page's files need no token and carry the headers that keep them
  * to themselves; as they need no token they read no body, so a client
  * without one cannot make the server hold --max-body. Behind a proxy
@@ -268,6 +301,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, web_setup, e2e_teardown);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_operator_resolves_in_the_browser);
+    tcase_add_test(tc, test_operator_retries_a_failed_job);
     tcase_add_test(tc, test_another_site_cannot_post);
     tcase_add_test(tc, test_page_files_and_their_limits);
     suite_add_tcase(s, tc);

@@ -64,17 +64,23 @@ START_TEST(test_degraded_request_sent_past_token_budget)
 END_TEST
 
 /* A transport error may have been billed for all it asked: the attempt
- * keeps its estimate (with max_tokens 1000), as an attempt in doubt does;
- * it was cut back to the prompt's bytes / 4. */
+ * keeps its estimate (with max_tokens 1000, or max_completion_tokens as
+ * OpenAI's reasoning models take it), as an attempt in doubt does; it was
+ * cut back to the prompt's bytes / 4. */
 START_TEST(test_timed_out_attempt_keeps_its_estimate)
 {
+    static const char *const caps[] = {"max_tokens", "max_completion_tokens"};
+    char text[512];
     cJSON *job;
     int tokens;
 
     e2e_start("{\"answers\":[{\"fault\":\"hang\"}]}", "");
-    e2e_enqueue("{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"timeout_s\":1,"
-                "\"tiers\":[\"free\"],\"request\":{\"max_tokens\":1000,"
-                "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}");
+    snprintf(text, sizeof(text),
+             "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"timeout_s\":1,"
+             "\"tiers\":[\"free\"],\"request\":{\"%s\":1000,"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}}]}",
+             caps[_i]);
+    e2e_enqueue(text);
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
@@ -314,7 +320,7 @@ test_suite(void)
     tcase_add_test(tc, test_deadline_passed_sends_nothing_more);
     tcase_add_test(tc, test_error_answer_costs_no_tokens);
     tcase_add_test(tc, test_degrade_keeps_tool_pairs_and_lowers_only);
-    tcase_add_test(tc, test_timed_out_attempt_keeps_its_estimate);
+    tcase_add_loop_test(tc, test_timed_out_attempt_keeps_its_estimate, 0, 2);
     tcase_add_test(tc, test_refused_attempt_costs_nothing);
     tcase_add_test(tc, test_in_doubt_attempt_keeps_its_tokens);
     suite_add_tcase(s, tc);

@@ -146,6 +146,36 @@ START_TEST(test_report_costs_by_tier_and_job)
 }
 END_TEST
 
+/* tiers shows each tier's declared price, null for one without. */
+START_TEST(test_tiers_show_the_price)
+{
+    struct run_result r;
+    cJSON *t, *p;
+
+    t = e2e_tier("free");
+    p = cJSON_GetObjectItem(t, "price");
+    ck_assert(cJSON_IsObject(p));
+    ck_assert_double_eq(
+        cJSON_GetNumberValue(cJSON_GetObjectItem(p, "input_per_mtok")), 1);
+    ck_assert_double_eq(
+        cJSON_GetNumberValue(cJSON_GetObjectItem(p, "cached_input_per_mtok")),
+        0.5);
+    ck_assert_double_eq(
+        cJSON_GetNumberValue(cJSON_GetObjectItem(p, "cache_write_per_mtok")),
+        1.25);
+    ck_assert_double_eq(
+        cJSON_GetNumberValue(cJSON_GetObjectItem(p, "per_request")), 0);
+    cJSON_Delete(t);
+    t = e2e_tier("local");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(t, "price")));
+    cJSON_Delete(t);
+    ck_assert_int_eq(RUN(&r, NULL, "tiers"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "PRICE IN/OUT"));
+    ck_assert_ptr_nonnull(strstr(r.out, "$1/$2"));
+    run_result_free(&r);
+}
+END_TEST
+
 /* /metrics: stepq_cost_usd_total of the tier is the same sum, printed
  * exactly, and promtool accepts the text. */
 START_TEST(test_metrics_cost_passes_promtool)
@@ -264,6 +294,7 @@ test_suite(void)
     tcase_add_test(tc, test_jobs_show_costs_each_usage_shape);
     tcase_add_test(tc, test_report_costs_by_tier_and_job);
     tcase_add_test(tc, test_metrics_cost_passes_promtool);
+    tcase_add_test(tc, test_tiers_show_the_price);
     suite_add_tcase(s, tc);
     /* The schedule's night runs on libfaketime's clock, which a
      * PostgreSQL store does not follow (its times are the server's): on

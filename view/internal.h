@@ -21,6 +21,17 @@
 void view__add_http_target(cJSON *o, const cJSON *http);
 
 int view__report_failed(q_db *db, int64_t since, cJSON *o);
+
+struct config_schedule;
+struct sched_cron;
+/* view__report_manual_runs adds "manual_runs" to schedule s's entry e:
+ * the jobs of s created since since (`schedules run`) whose key's second
+ * is no slot of its cron (a run in the very second of a slot is that
+ * slot's job): at most 100, the oldest first, each {"at", "job_id",
+ * "state"}. Returns 0 or the store's error. */
+int view__report_manual_runs(q_db *db, const struct config_schedule *s,
+                             const struct sched_cron *cron, int64_t since,
+                             cJSON *e);
 int view__report_resolutions(q_db *db, int64_t since, cJSON *o);
 
 #endif

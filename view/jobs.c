@@ -58,9 +58,29 @@ cost_sum(const struct q_attempt *a, size_t n, int step, bool *priced)
     return sum;
 }
 
+/* The job's retries (q_retries_list), for the attempts that came after
+ * each. */
+struct retries {
+    const struct q_retry *v;
+    size_t n;
+};
+
+/* Which retry an attempt started at `at` ran after: 1 for the first of
+ * rt, 0 for none (the job's first run). Times are the store's clock. */
+static size_t
+retry_of(const struct retries *rt, int64_t at)
+{
+    size_t k = 0;
+
+    while (k < rt->n && rt->v[k].at <= at)
+        k++;
+    return k;
+}
+
 /* Builds the "history" array of one step from the job's attempts. */
 static cJSON *
-history_json(const struct q_attempt *a, size_t n, int step, int *count)
+history_json(const struct q_attempt *a, size_t n, int step,
+             const struct retries *rt, int *count)
 {
     cJSON *arr = cJSON_CreateArray();
 
@@ -96,6 +116,11 @@ history_json(const struct q_attempt *a, size_t n, int step, int *count)
         json_add_string(o, "request_sha256", a[i].request_sha256);
         json_add_time(o, "started_at", a[i].started_at);
         json_add_time(o, "finished_at", a[i].finished_at);
+        if (retry_of(rt, a[i].started_at) > 0)
+            cJSON_AddNumberToObject(o, "retry",
+                                    (double)retry_of(rt, a[i].started_at));
+        else
+            cJSON_AddNullToObject(o, "retry");
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -140,7 +165,7 @@ add_input(cJSON *o, const char *text)
  * started: they are pending. */
 static cJSON *
 job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
-         const struct q_attempt *att, size_t natt)
+         const struct q_attempt *att, size_t natt, const struct retries *rt)
 {
     cJSON *o = cJSON_CreateObject(), *arr, *spec, *sp;
     int idx = 0;
@@ -184,7 +209,7 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
         cJSON_AddStringToObject(
             so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
         json_add_string(so, "tier", row ? row->tier : NULL);
-        cJSON *hist = history_json(att, natt, idx, &count);
+        cJSON *hist = history_json(att, natt, idx, rt, &count);
         cJSON_AddNumberToObject(so, "attempts", count);
         cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
         sum = cost_sum(att, natt, idx, &priced);
@@ -201,6 +226,29 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     return o;
 }
 
+/* "retries": each retry of the job, oldest first: when, who, from which
+ * step, and the state and error the job had then. */
+static void
+add_retries(cJSON *o, const struct retries *rt)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps");
+    cJSON *arr = cJSON_AddArrayToObject(o, "retries");
+
+    for (size_t i = 0; i < rt->n; i++) {
+        const struct q_retry *r = &rt->v[i];
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(steps, r->from), "name");
+        cJSON *e = cJSON_CreateObject();
+        json_add_time(e, "at", r->at);
+        cJSON_AddStringToObject(e, "by", r->by);
+        json_add_string(e, "from",
+                        cJSON_IsString(name) ? name->valuestring : NULL);
+        cJSON_AddStringToObject(e, "state", q_job_state_name(r->prior_state));
+        json_add_string(e, "error", r->prior_error);
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
 int
 view_job(q_db *db, int64_t id, cJSON **out)
 {
@@ -208,7 +256,8 @@ view_job(q_db *db, int64_t id, cJSON **out)
     struct q_step *steps = NULL;
     struct q_attempt *att = NULL;
     struct q_park_item *parked = NULL;
-    size_t nsteps = 0, natt = 0, nparked = 0;
+    struct q_retry *retries = NULL;
+    size_t nsteps = 0, natt = 0, nparked = 0, nretries = 0;
     int rc = q_job_get(db, id, &job);
 
     if (rc == 0)
@@ -219,13 +268,18 @@ view_job(q_db *db, int64_t id, cJSON **out)
         struct q_park_filter f = {.all = true, .job_id = id};
         rc = q_park_list(db, &f, &parked, &nparked);
     }
+    if (rc == 0)
+        rc = q_retries_list(db, id, &retries, &nretries);
     if (rc == 0) {
+        const struct retries rt = {retries, nretries};
         cJSON *park;
-        *out = job_json(&job, steps, nsteps, att, natt);
+        *out = job_json(&job, steps, nsteps, att, natt, &rt);
         park = cJSON_AddArrayToObject(*out, "park");
         for (size_t i = 0; i < nparked; i++)
             cJSON_AddItemToArray(park, park_item_json(&parked[i]));
+        add_retries(*out, &rt);
     }
+    q_retries_free(retries, nretries);
     q_park_items_free(parked, nparked);
     q_job_cleanup(&job);
     q_steps_free(steps, nsteps);

@@ -198,6 +198,9 @@ add_schedules(q_db *db, const struct config *cfg, const struct costs *costs,
         int64_t sum = schedule_cost(costs, s->name, &priced);
         json_add_cost(e, priced, sum);
         cJSON_AddItemToObject(e, "slots", slots);
+        if ((rc = view__report_manual_runs(db, s, seen ? &cron : NULL, since,
+                                           e)) != 0)
+            return rc;
     }
     return 0;
 }

@@ -6,13 +6,18 @@
 #include "view/internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
+#include "common/clock.h"
+#include "common/config.h"
 #include "common/json.h"
+#include "sched/sched.h"
 
 /* How much of each list the report holds. */
 #define REPORT_FAILED_MAX      20
 #define REPORT_RESOLUTIONS_MAX 50
 #define REPORT_ERROR_MAX       300
+#define REPORT_MANUAL_MAX      100
 
 int
 view__report_failed(q_db *db, int64_t since, cJSON *o)
@@ -71,5 +76,46 @@ view__report_resolutions(q_db *db, int64_t since, cJSON *o)
         cJSON_AddItemToArray(arr, e);
     }
     q_park_items_free(it, n);
+    return 0;
+}
+
+/* Whether the instant t (ms) is a slot of cron in zone tz: a whole
+ * minute that the cron allows there. */
+static bool
+is_slot(const struct sched_cron *cron, const char *tz, int64_t t)
+{
+    struct sched_civil civil;
+
+    return t % 60000 == 0 && sched_civil_of(tz, t / 1000, &civil) == 0 &&
+           sched_cron_matches(cron, &civil);
+}
+
+int
+view__report_manual_runs(q_db *db, const struct config_schedule *s,
+                         const struct sched_cron *cron, int64_t since, cJSON *e)
+{
+    char prefix[300];
+    struct q_job *j = NULL;
+    size_t n = 0, shown = 0;
+    cJSON *arr;
+    int rc;
+
+    snprintf(prefix, sizeof(prefix), "schedule:%s:", s->name);
+    if ((rc = q_report_keyed(db, prefix, since, 0, &j, &n)) != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(e, "manual_runs");
+    for (size_t i = 0; i < n && shown < REPORT_MANUAL_MAX; i++) {
+        int64_t at;
+        if (clock_parse_utc(j[i].key + strlen(prefix), &at) != 0 ||
+            (cron != NULL && is_slot(cron, s->tz, at)))
+            continue;
+        cJSON *r = cJSON_CreateObject();
+        json_add_time(r, "at", at);
+        cJSON_AddNumberToObject(r, "job_id", (double)j[i].id);
+        cJSON_AddStringToObject(r, "state", q_job_state_name(j[i].state));
+        cJSON_AddItemToArray(arr, r);
+        shown++;
+    }
+    q_jobs_free(j, n);
     return 0;
 }

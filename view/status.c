@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "common/json.h"
+#include "common/price.h"
 #include "tier/tier.h"
 
 int
@@ -65,6 +66,30 @@ add_preference(cJSON *o, const struct config_tier *t,
         cJSON_AddNumberToObject(o, "spill", (double)t->spill_after_ms / 1000);
 }
 
+/* "price": the tier's declared price in dollars, as the config writes it,
+ * or null. */
+static void
+add_price(cJSON *o, const struct price *p)
+{
+    cJSON *e;
+
+    if (!p->set) {
+        cJSON_AddNullToObject(o, "price");
+        return;
+    }
+    e = cJSON_AddObjectToObject(o, "price");
+    cJSON_AddNumberToObject(e, "input_per_mtok",
+                            (double)p->input / PRICE_NUSD_PER_USD);
+    cJSON_AddNumberToObject(e, "output_per_mtok",
+                            (double)p->output / PRICE_NUSD_PER_USD);
+    cJSON_AddNumberToObject(e, "cached_input_per_mtok",
+                            (double)p->cache_read / PRICE_NUSD_PER_USD);
+    cJSON_AddNumberToObject(e, "cache_write_per_mtok",
+                            (double)p->cache_write / PRICE_NUSD_PER_USD);
+    cJSON_AddNumberToObject(e, "per_request",
+                            (double)p->per_request / PRICE_NUSD_PER_USD);
+}
+
 static cJSON *
 tier_json(const struct config_tier *t, const struct q_tier_state *st,
           int64_t now)
@@ -95,6 +120,7 @@ tier_json(const struct config_tier *t, const struct q_tier_state *st,
     cJSON_AddNumberToObject(o, "allowance_used", (double)st->allowance_used);
     cJSON_AddNumberToObject(o, "in_flight", (double)st->in_flight);
     add_preference(o, t, st, now);
+    add_price(o, &t->price);
     return o;
 }
 

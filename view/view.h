@@ -31,8 +31,8 @@ cJSON *view_job_row(const struct q_job *j);
 STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after, size_t limit,
                                cJSON **out);
 
-/* view_job loads job id with its steps, attempts and park items and
- * renders `jobs show --json`. Returns 0 with *out set, -ENOENT when there
+/* view_job loads job id with its steps, attempts, park items and retries
+ * and renders `jobs show --json`. Returns 0 with *out set, -ENOENT when there
  * is no such job, or the storage error. */
 STEPQ_MUST_CHECK int view_job(q_db *db, int64_t id, cJSON **out);
 

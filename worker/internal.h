@@ -62,6 +62,9 @@ struct worker {
     char id[128];
     int concurrency;
     bool drain;
+    /* a drain waits for the schedules' slots up to this time (ms, the
+     * store's clock): those within a minute of its start */
+    int64_t drain_slots_until;
     bool stopping;
     bool progress;
     bool closing;
@@ -237,6 +240,10 @@ bool worker__shutdown(struct worker *w, bool force);
 /* worker__sched_start starts firing the config's schedules (checked by
  * setup), now and every second. Nothing when there are none. */
 void worker__sched_start(struct worker *w);
+/* worker__sched_next is the first slot of an unpaused schedule after a
+ * few seconds before now (ms; one that came may not have fired yet), 0
+ * when none: a drain waits for one that is near. */
+int64_t worker__sched_next(struct worker *w, int64_t now);
 /* worker__sched_close closes the schedules' timer (shutdown). */
 void worker__sched_close(struct worker *w);
 

@@ -14,6 +14,8 @@
 
 #define SCHED_EVERY_MS 1000
 #define SCHED_AGAIN_MS 20
+/* How far back worker__sched_next looks for a slot not fired yet. */
+#define SCHED_LAG_S 3
 /* The stored progress of on_report: no schedule may have this name. */
 #define REPORT_STATE "@report"
 /* What the first report covers: the day before its slot. */
@@ -94,6 +96,35 @@ on_sched(uv_timer_t *t)
         fire_report(w, worker__now(w));
     if (n > 0)
         worker__kick(w);
+}
+
+int64_t
+worker__sched_next(struct worker *w, int64_t now)
+{
+    int64_t first = 0;
+
+    for (size_t i = 0; i < w->cfg->nschedules; i++) {
+        const struct config_schedule *s = &w->cfg->schedules[i];
+        struct sched_cron cron;
+        struct q_sched st = {0};
+        int64_t slot = 0;
+        char err[256];
+        bool paused;
+        if (q_sched_get(w->db, s->name, &st) == 0) {
+            paused = st.paused;
+            q_sched_cleanup(&st);
+            if (paused)
+                continue;
+        }
+        /* From a little before now: a slot that came in the last seconds
+         * may not be fired yet (the timer runs each second). */
+        if (sched_cron_parse(s->cron, &cron, err, sizeof(err)) != 0 ||
+            sched_next(&cron, s->tz, now / 1000 - SCHED_LAG_S, &slot) != 0)
+            continue;
+        if (first == 0 || slot * 1000 < first)
+            first = slot * 1000;
+    }
+    return first;
 }
 
 void

@@ -40,13 +40,18 @@ worker__chat_body(const struct run *r)
 int64_t
 worker__estimate_tokens(const cJSON *req, int64_t *input)
 {
+    static const char *const caps[] = {"max_tokens", "max_completion_tokens"};
     char *text = json_print(req);
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
     int64_t in = (int64_t)strlen(text) / 4, out = 0;
 
     free(text);
-    if (cJSON_IsNumber(mt) && mt->valuedouble > 0)
-        out = (int64_t)mt->valuedouble;
+    /* OpenAI's reasoning models take max_completion_tokens instead: the
+     * larger cap is what the answer may cost. */
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(caps); i++) {
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, caps[i]);
+        if (cJSON_IsNumber(mt) && mt->valuedouble > out)
+            out = (int64_t)mt->valuedouble;
+    }
     *input = in;
     return in + out;
 }

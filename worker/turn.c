@@ -438,7 +438,14 @@ tick_body(struct worker *w, int64_t now, int64_t next)
      * the queue known to be empty for this worker. */
     if (w->drain && live(w) == 0 && w->next_claim > now) {
         int rc = q_next_due(w->db, now, &at);
-        if (rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) {
+        int64_t slot = worker__sched_next(w, now);
+        /* A schedule's slot within a minute of the drain's start is
+         * waited for too: its job is work of this drain (a later one is
+         * not, or a schedule of every minute would never let it end). */
+        if (w->drain_slots_until == 0)
+            w->drain_slots_until = now + DRAIN_HORIZON_MS;
+        if ((rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) &&
+            (slot == 0 || slot > w->drain_slots_until)) {
             w->stopping = true;
             if (!worker__shutdown(w, false))
                 w->stopping = false; /* not empty after all */

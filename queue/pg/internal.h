@@ -404,6 +404,9 @@ int q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
                          const char *error, int64_t now);
 int q__pg_step_reset(q_db *db, int64_t job_id, int index,
                      const struct q_step_reset *r);
+int q__pg_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id);
+int q__pg_retries_list(q_db *db, int64_t job_id, struct q_retry **out,
+                       size_t *n);
 int q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
 int q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
 int q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
@@ -431,6 +434,8 @@ int q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
                            struct q_report_job **out, size_t *n);
 int q__pg_report_failed(q_db *db, int64_t since, size_t limit,
                         struct q_job **out, size_t *n);
+int q__pg_report_keyed(q_db *db, const char *prefix, int64_t since,
+                       size_t limit, struct q_job **out, size_t *n);
 int q__pg_report_slowest(q_db *db, int64_t since, size_t limit,
                          struct q_job **out, size_t *n);
 int q__pg_job_by_key(q_db *db, const char *key, struct q_job *out);

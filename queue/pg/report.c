@@ -37,6 +37,14 @@ static const struct q__pg_sql failed_sql = {
                        " WHERE state = 3 AND updated_at >= $1::bigint"
                        " ORDER BY updated_at DESC, id DESC LIMIT $2::bigint"};
 
+/* $1 the prefix (starts_with: no pattern characters to escape), $3 the
+ * limit. */
+static const struct q__pg_sql keyed_sql = {
+    "q_report_keyed",
+    "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
+    " WHERE starts_with(key, $1::text) AND created_at >= $2::bigint"
+    " ORDER BY created_at, id LIMIT $3::bigint"};
+
 /* $2 as above. */
 static const struct q__pg_sql costliest_sql = {
     "q_report_costliest",
@@ -155,6 +163,20 @@ q__pg_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
     return since_select(db, &failed_sql, since, true, limit,
                         sizeof(struct q_job), q__pg_read_job, (void **)out, n,
                         "reporting the failed jobs");
+}
+
+int
+q__pg_report_keyed(q_db *db, const char *prefix, int64_t since, size_t limit,
+                   struct q_job **out, size_t *n)
+{
+    struct q__pg_params p = {0};
+
+    q__pg_p_text(&p, prefix);
+    q__pg_p_int(&p, since);
+    p_limit(&p, limit);
+    return q__pg_select(q__pg(db), &keyed_sql, &p, sizeof(struct q_job),
+                        q__pg_read_job, (void **)out, n,
+                        "reporting jobs by key");
 }
 
 int

@@ -228,7 +228,17 @@ static const struct migration migrations[] = {
      " reserved_nusd bigint NOT NULL DEFAULT 0,"
      " updated_at bigint NOT NULL DEFAULT 0, PRIMARY KEY (name, win));"},
     {11, 12,
-     /* A job's input (SQLite's version 12). */
+     /* Each retry of a job, `jobs retry` (SQLite's version 12). */
+     "CREATE TABLE job_retries (" ID ","
+     "  job_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+     "  from_step bigint NOT NULL,"
+     "  retried_by text NOT NULL,"
+     "  retried_at bigint NOT NULL,"
+     "  prior_state bigint NOT NULL,"
+     "  prior_error text);"
+     "CREATE INDEX job_retries_job ON job_retries (job_id, id);"},
+    {12, 13,
+     /* A job's input (SQLite's version 13). */
      "ALTER TABLE jobs ADD COLUMN input text;"},
 };
 

@@ -69,12 +69,18 @@ enum q__stmt_id {
     ST_REPORT_TIERS,
     ST_REPORT_FAILURES,
     ST_REPORT_FAILED,
+    ST_REPORT_KEYED,
     ST_REPORT_SLOWEST,
     ST_REPORT_COSTLIEST,
     ST_JOB_GET_BY_KEY,
     ST_BUDGET_RESERVE,
     ST_BUDGET_SETTLE,
     ST_BUDGETS_LIST,
+    ST_RETRY_ADD, /* a job's retry (retry.c) */
+    ST_RETRY_JOB,
+    ST_RETRY_STEPS,
+    ST_RETRY_ATTEMPTS,
+    ST_RETRIES_LIST,
     ST_COUNT
 };
 
@@ -209,6 +215,9 @@ int q__sqlite_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
                              const char *error, int64_t now);
 int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,
                          const struct q_step_reset *r);
+int q__sqlite_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id);
+int q__sqlite_retries_list(q_db *db, int64_t job_id, struct q_retry **out,
+                           size_t *n);
 int q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
 int q__sqlite_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
 int q__sqlite_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
@@ -238,6 +247,8 @@ int q__sqlite_report_costliest(q_db *db, int64_t since, size_t limit,
                                struct q_report_job **out, size_t *n);
 int q__sqlite_report_failed(q_db *db, int64_t since, size_t limit,
                             struct q_job **out, size_t *n);
+int q__sqlite_report_keyed(q_db *db, const char *prefix, int64_t since,
+                           size_t limit, struct q_job **out, size_t *n);
 int q__sqlite_report_slowest(q_db *db, int64_t since, size_t limit,
                              struct q_job **out, size_t *n);
 int q__sqlite_job_by_key(q_db *db, const char *key, struct q_job *out);

@@ -7,7 +7,10 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/xalloc.h"
 
 /* SQLite's LIMIT -1 is no limit: the contract's 0. */
 static sqlite3_int64
@@ -121,6 +124,33 @@ q__sqlite_report_failed(q_db *base, int64_t since, size_t limit,
     return since_rows(base, ST_REPORT_FAILED, since, limit,
                       sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
                       (void **)out, n, "reporting the failed jobs");
+}
+
+int
+q__sqlite_report_keyed(q_db *base, const char *prefix, int64_t since,
+                       size_t limit, struct q_job **out, size_t *n)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_REPORT_KEYED);
+    size_t len = strlen(prefix);
+    char *hi;
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    /* Every key with the prefix sorts from the prefix up to the prefix
+     * with its last byte raised (keys are text, compared bytewise). */
+    hi = xstrdup(prefix);
+    hi[len - 1] = (char)((unsigned char)hi[len - 1] + 1);
+    q__bind_text(s, 1, prefix);
+    q__bind_text(s, 2, hi);
+    sqlite3_bind_int64(s, 3, since);
+    sqlite3_bind_int64(s, 4, limit_arg(limit));
+    rc = q__rows(db, s, sizeof(struct q_job), q__sqlite_read_job, q__job_clean,
+                 (void **)out, n, "reporting jobs by key");
+    sqlite3_reset(s);
+    free(hi);
+    return rc;
 }
 
 int

@@ -196,7 +196,19 @@ static const char *const migrations[] = {
     "  reserved_nusd INTEGER NOT NULL DEFAULT 0,"
     "  updated_at INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (name, win)) WITHOUT ROWID;",
-    /* 11 -> 12: a job's input (docs/reference.md "Job file"), as compact
+    /* 11 -> 12: each retry of a failed, cancelled or done job (`jobs
+     * retry`): who asked, when, from which step, and the state and error
+     * the job had then (the job's row holds only the latest). */
+    "CREATE TABLE job_retries ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  from_step INTEGER NOT NULL,"
+    "  retried_by TEXT NOT NULL,"
+    "  retried_at INTEGER NOT NULL,"
+    "  prior_state INTEGER NOT NULL,"
+    "  prior_error TEXT);"
+    "CREATE INDEX job_retries_job ON job_retries (job_id, id);",
+    /* 12 -> 13: a job's input (docs/reference.md "Job file"), as compact
      * JSON text apart from the job's own; NULL: none. */
     "ALTER TABLE jobs ADD COLUMN input TEXT;",
 };

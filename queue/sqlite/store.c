@@ -245,6 +245,31 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_BUDGETS_LIST] =
         "SELECT name, win, spent_nusd, reserved_nusd, updated_at FROM budgets"
         " WHERE updated_at >= ?1 ORDER BY name, win",
+    /* A retry (retry.c): the row first, from the job as it is (its
+     * state still the one the caller saw, or nothing is inserted), then
+     * the job and its steps from ?2 on. */
+    [ST_RETRY_ADD] =
+        "INSERT INTO job_retries (job_id, from_step, retried_by, retried_at,"
+        " prior_state, prior_error) SELECT id, ?2, ?3, ?4, state, error"
+        " FROM jobs WHERE id = ?1 AND state = ?5",
+    [ST_RETRY_JOB] = "UPDATE jobs SET state = 0, run_at = ?2,"
+                     " deadline_at = ?3, error = NULL, lease_owner = NULL,"
+                     " lease_until = NULL, updated_at = ?4 WHERE id = ?1",
+    [ST_RETRY_STEPS] =
+        "UPDATE steps SET state = 0, output = NULL, pin_tier = NULL,"
+        " reset_after = max(reset_after, (SELECT coalesce(max(a.attempt), 0)"
+        " FROM attempts a WHERE a.job_id = steps.job_id"
+        " AND a.step = steps.idx)) WHERE job_id = ?1 AND idx >= ?2",
+    /* An attempt a reset step left without result (a step parked in
+     * doubt, then failed by an operator) ends now: its step starts
+     * afresh, and the worker must not settle it in doubt again. */
+    [ST_RETRY_ATTEMPTS] = "UPDATE attempts SET finished_at = ?3,"
+                          " outcome = 'unknown', reason = 'retried'"
+                          " WHERE job_id = ?1 AND step >= ?2"
+                          " AND finished_at IS NULL",
+    [ST_RETRIES_LIST] =
+        "SELECT id, job_id, from_step, retried_by, retried_at, prior_state,"
+        " prior_error FROM job_retries WHERE job_id = ?1 ORDER BY id",
     [ST_SCHED_CLAIM] =
         "INSERT INTO schedules (name, since, done_until, updated_at)"
         " VALUES (?1, ?3, ?2, ?3) ON CONFLICT (name) DO UPDATE SET"
@@ -275,6 +300,13 @@ static const char *const sql_text[ST_COUNT] = {
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
         " error FROM jobs WHERE state = 3 AND updated_at >= ?1"
         " ORDER BY updated_at DESC, id DESC LIMIT ?2",
+    /* A key range (prefix up to prefix with its last byte raised) that the
+     * unique index jobs_key serves. */
+    [ST_REPORT_KEYED] =
+        "SELECT id, name, key, state, priority, run_at, deadline_at,"
+        " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
+        " error FROM jobs WHERE key >= ?1 AND key < ?2 AND created_at >= ?3"
+        " ORDER BY created_at, id LIMIT ?4",
     [ST_REPORT_SLOWEST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"

@@ -18,6 +18,8 @@
   let selected = null;    /* {kind: 'park' | 'job', id} */
   let pending = null;     /* the resolution waiting for Confirm */
   let item = null;        /* the park item shown */
+  let shownJob = null;    /* the job shown */
+  let retryFor = null;    /* the job the retry form was last set up for */
   let tierNames = [];
   let timer = null;
   let jobsPage = [];
@@ -354,6 +356,8 @@
 
   function renderItem(it) {
     item = it;
+    shownJob = null;
+    $('retry-job').hidden = true;
     $('detail-title').textContent = 'Park item #' + it.id;
     const step = it.step + (it.kind ? ' (' + it.kind + (it.side_effects ?
       ', side effects' : '') + (it.idempotency_key ? ', idempotency key' :
@@ -397,8 +401,16 @@
       if (s.output) parts.push(el('pre', {}, s.output));
       if (s.history && s.history.length) parts.push(history(s.history));
     }
+    if (j.retries && j.retries.length) {
+      parts.push(el('h3', {}, 'Retries'));
+      parts.push(el('ul', {class: 'retries'}, ...j.retries.map((r) =>
+        el('li', {}, when(r.at) + ' by ' + r.by + ' from step ' + r.from +
+           ' (was ' + r.state + (r.error ? ': ' + r.error : '') + ')'))));
+    }
     $('detail-body').replaceChildren(...parts);
     $('resolve').hidden = true;
+    shownJob = j;
+    retryForm(j);
   }
 
   /* Shows what is selected as it is now. An answer that comes after the
@@ -440,6 +452,7 @@
   function closeDetail() {
     selected = null;
     item = null;
+    shownJob = null;
     detailSeq++; /* an answer on its way is for nothing now */
     delete shown.detail;
     cancelConfirm();
@@ -482,6 +495,7 @@
   function cancelConfirm() {
     pending = null;
     $('confirm').hidden = true;
+    $('retry-confirm').hidden = true;
     $('output-row').hidden = true;
   }
 
@@ -520,6 +534,75 @@
       $('confirm-yes').disabled = false;
       for (const b of document.querySelectorAll('[data-action]'))
         b.disabled = false;
+      cancelConfirm();
+    }
+    delete shown.detail;
+    refresh();
+  }
+
+  /* ---- retrying a job (POST /v1/jobs/ID/retry, as `jobs retry`) --- */
+
+  /* A failed or cancelled job runs again from its first step not done,
+   * or an earlier one; a succeeded one from any step. */
+  function retryForm(j) {
+    const steps = j.steps || [];
+    const can = ['failed', 'cancelled', 'succeeded'].includes(j.state);
+    $('retry-job').hidden = !can;
+    if (!can) return;
+    /* "send side effects again" is asked anew for every job */
+    if (retryFor !== j.id) $('retry-force').checked = false;
+    retryFor = j.id;
+    let first = steps.findIndex((s) => s.state !== 'succeeded' &&
+                                       s.state !== 'skipped');
+    const opts = [];
+    if (j.state !== 'succeeded' && first >= 0)
+      opts.push(el('option', {value: '', 'data-step': steps[first].name},
+                   'the first step not done (' + steps[first].name + ')'));
+    if (first < 0) first = steps.length - 1;
+    for (const s of steps.slice(0, first + 1))
+      opts.push(el('option', {value: s.name}, s.name));
+    $('retry-from').replaceChildren(...opts);
+  }
+
+  function askRetry() {
+    if (!shownJob || posting) return;
+    if (!$('retry-by').value.trim()) {
+      outcome(false, 'Say who you are (Who) before retrying.');
+      $('retry-by').focus();
+      return;
+    }
+    const sel = $('retry-from'), from = sel.value;
+    const name = from || sel.selectedOptions[0].dataset.step;
+    pending = {action: 'retry-job', from, force: $('retry-force').checked};
+    detailSeq++;
+    $('retry-confirm-text').textContent = 'Retry job #' + shownJob.id +
+      ' from step ' + name + '? Steps before it keep their output; it and ' +
+      'the later steps run again.' + (pending.force ? ' Side effects ' +
+      'already sent are sent again.' : '');
+    $('retry-confirm').hidden = false;
+    $('outcome').hidden = true;
+    $('retry-yes').focus();
+  }
+
+  async function confirmRetry() {
+    if (!pending || !shownJob) return;
+    const id = shownJob.id, p = pending;
+    const body = {by: $('retry-by').value.trim()};
+    if (p.from) body.from = p.from;
+    if (p.force) body.force_side_effects = true;
+    window.localStorage.setItem('stepq.by', body.by);
+    posting = true;
+    $('retry-yes').disabled = true;
+    try {
+      const r = await api('POST', '/v1/jobs/' + id + '/retry', body);
+      outcome(true, 'Job #' + id + ' queued again from step ' + r.from +
+              ' by ' + r.by + '.');
+    } catch (e) {
+      outcome(false, (e.status === 409 ? 'Not retried: ' : 'Failed: ') +
+              e.message);
+    } finally {
+      posting = false;
+      $('retry-yes').disabled = false;
       cancelConfirm();
     }
     delete shown.detail;
@@ -590,6 +673,7 @@
 
   function start() {
     $('resolve-by').value = window.localStorage.getItem('stepq.by') || '';
+    $('retry-by').value = $('resolve-by').value;
     $('login').addEventListener('submit', (ev) => {
       ev.preventDefault();
       token = $('token').value.trim();
@@ -620,6 +704,10 @@
     $('confirm-yes').addEventListener('click', confirmResolve);
     $('confirm-no').addEventListener('click', cancelConfirm);
     $('resolve').addEventListener('submit', (ev) => ev.preventDefault());
+    $('retry-go').addEventListener('click', askRetry);
+    $('retry-yes').addEventListener('click', confirmRetry);
+    $('retry-no').addEventListener('click', cancelConfirm);
+    $('retry-job').addEventListener('submit', (ev) => ev.preventDefault());
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden) refresh();
     });

@@ -6,6 +6,7 @@
 //   STEPQ_URL=http://127.0.0.1:PORT STEPQ_TOKEN=T PARK_ID=1 RACE_ID=2 \
 //     node park_view.mjs park       # a server with a token
 //   STEPQ_URL=... node park_view.mjs csrf       # a server with --no-auth
+//   STEPQ_URL=... STEPQ_TOKEN=T JOB_ID=4 node park_view.mjs retry
 //
 // Optional: CHROMIUM (default /usr/bin/chromium), SCREENSHOT and
 // SCREENSHOT_PHONE (paths of PNG files to write). Exits 0 when every check
@@ -246,6 +247,53 @@ async function csrfMode(browser) {
         'a server without a token asks for one');
 }
 
+// A failed job's detail offers Retry: who is asked for, Cancel changes
+// nothing, Confirm queues it again (the test then checks the store).
+async function retryMode(browser) {
+  const id = process.env.JOB_ID;
+  const ctx = await browser.newContext({viewport: {width: 1280, height: 860}});
+  const page = await ctx.newPage();
+  const errors = [];
+  watch(page, errors);
+  await login(page, token);
+  await page.click('#tab-jobs');
+  await page.selectOption('#jobs-state', 'failed');
+  await page.locator('#jobs-table tbody tr', {hasText: 'nightly-digest'})
+    .click(WAIT);
+  await page.locator('#detail-title', {hasText: `Job #${id}`}).waitFor(WAIT);
+  await page.locator('#retry-go').waitFor(WAIT);
+  check(await page.locator('#resolve').isHidden(), 'a job offers resolve');
+  check((await page.locator('#retry-from').textContent())
+          .includes('the first step not done (send)'), 'the default step');
+  await page.fill('#retry-by', '');
+  await page.click('#retry-go');
+  await page.locator('#outcome', {hasText: 'Say who you are'}).waitFor(WAIT);
+  await page.fill('#retry-by', 'ana');
+  await page.click('#retry-go');
+  await page.locator('#retry-confirm-text',
+                     {hasText: `Retry job #${id} from step send?`})
+    .waitFor(WAIT);
+  await page.click('#retry-no');
+  check(await page.locator('#retry-confirm').isHidden(),
+        'cancel hides confirm');
+  check((await api('GET', '/v1/jobs/' + id)).json.state === 'failed',
+        'cancel changed the job');
+  await page.click('#retry-go');
+  await page.click('#retry-yes');
+  await page.locator('#outcome',
+                     {hasText: `Job #${id} queued again from step send by ana`})
+    .waitFor(WAIT);
+  // Queued now: the page offers no retry and lists the retry, and the
+  // API refuses a second.
+  await page.locator('#retry-job').waitFor({state: 'hidden', ...WAIT});
+  await page.locator('#detail-body .retries',
+                     {hasText: 'by ana from step send (was failed: '})
+    .waitFor(WAIT);
+  check((await api('POST', '/v1/jobs/' + id + '/retry', {})).status === 409,
+        'a second retry is refused');
+  check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
@@ -254,6 +302,7 @@ const browser = await chromium.launch({
 let rc = 0;
 try {
   if (mode === 'csrf') await csrfMode(browser);
+  else if (mode === 'retry') await retryMode(browser);
   else await parkMode(browser);
   console.log('park_view ' + mode + ': ok');
 } catch (e) {

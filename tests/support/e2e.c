@@ -484,3 +484,36 @@ e2e_enqueue_many(int n, const char *tiers)
     e2e_enqueue(text);
     free(text);
 }
+
+int
+e2e_race(int n, const char *const *argv)
+{
+    pid_t pids[16];
+    int ok = 0, go[2];
+
+    ck_assert_int_le(n, 16);
+    ck_assert_int_eq(pipe(go), 0);
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            const char **args = run_argv(NULL, argv);
+            char c;
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(99);
+            execv(args[0], (char *const *)args);
+            _exit(127);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* all start at once */
+    for (int i = 0; i < n; i++) {
+        int st, code;
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        ck_assert_msg(code == 0 || code == 4, "exit %d", code);
+        ok += code == 0;
+    }
+    return ok;
+}

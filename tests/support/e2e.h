@@ -109,6 +109,10 @@ pid_t e2e_spawn_faked(const char *faketime, bool real_monotonic,
 void e2e_wait_for_requests(int n, int64_t timeout_ms);
 /* e2e_wait_exit waits for pid; its exit code, or 128 + signal. */
 int e2e_wait_exit(pid_t pid);
+/* e2e_race runs n (at most 16) `stepq ARGV...` on e2e_db at once (each
+ * waits for the others to start), waits for them, fails the test unless
+ * each exits 0 or 4, and returns how many exited 0. */
+int e2e_race(int n, const char *const *argv);
 /* e2e_tiers returns `tiers --json` parsed (cJSON_Delete it). */
 cJSON *e2e_tiers(void);
 /* e2e_tier returns the tier called name of `tiers --json` (cJSON_Delete
