@@ -130,6 +130,16 @@ def pg_drop(server, schema):
     psql(server, "DROP SCHEMA IF EXISTS %s CASCADE" % schema)
 
 
+def write_json(dest, rows):
+    """Writes rows as indented JSON to dest: a file, or "-" for stdout."""
+    text = json.dumps(rows, indent=1)
+    if dest == "-":
+        print(text)
+    else:
+        with open(dest, "w") as f:
+            f.write(text + "\n")
+
+
 def read_jsonl(path):
     out = []
     with open(path) as f:

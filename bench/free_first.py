@@ -44,7 +44,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, die, mem_gib, read_jsonl,  # noqa: E402
-                      run_stepq, start_mock, stop_mock)
+                      run_stepq, start_mock, stop_mock, write_json)
 
 CASES = {"long": 600, "short": 60, "budget": 60}
 # The budget case: the short case with the paid tier at $0.01 a request
@@ -220,12 +220,7 @@ def main():
                r["paid_share"], r["least_share"],
                "%.2f" % r["vs_least"] if r["vs_least"] else "-", r["wall_s"]))
     if a.json:
-        text = json.dumps(rows, indent=1)
-        if a.json == "-":
-            print(text)
-        else:
-            with open(a.json, "w") as f:
-                f.write(text + "\n")
+        write_json(a.json, rows)
 
 
 if __name__ == "__main__":

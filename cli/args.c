@@ -17,6 +17,7 @@
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "sched/sched.h"
+#include "spec/spec.h"
 
 void
 cli_error(const char *fmt, ...)
@@ -183,11 +184,13 @@ cli_config(struct cli_env *env, const struct config **out)
         cli_error("config %s", err);
         return rc == -EINVAL || rc == -ENOENT ? CLI_USAGE : CLI_RUNTIME;
     }
-    /* Schedules' expressions and zones, and the classify rules' regular
-     * expressions and outcomes, as every other field, for every command;
-     * schedules' jobs where they are fired or run (work, schedules). */
+    /* Schedules' expressions and zones, the classify rules' regular
+     * expressions and outcomes, and the shared tools' definitions, as every
+     * other field, for every command; schedules' jobs where they are fired
+     * or run (work, schedules). */
     if (sched_check(env->cfg, false, err, sizeof(err)) != 0 ||
-        rules_check(env->cfg, err, sizeof(err)) != 0) {
+        rules_check(env->cfg, err, sizeof(err)) != 0 ||
+        spec_tools_check_config(env->cfg, err, sizeof(err)) != 0) {
         cli_error("config %s: %s", path, err);
         config_free(env->cfg);
         env->cfg = NULL;

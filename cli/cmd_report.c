@@ -160,6 +160,13 @@ print_failures_and_slowest(const cJSON *r)
                cli_json_text(j, "name"), cli_json_text(j, "state"),
                num(j, "seconds"));
     }
+    cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "batches"))
+    {
+        printf("batch tier %s: %.0f items, $%.6f against $%.6f realtime: "
+               "saved $%.6f\n",
+               cli_json_text(j, "tier"), num(j, "items"), num(j, "cost_usd"),
+               num(j, "realtime_usd"), num(j, "saved_usd"));
+    }
     printf("budgets:\n");
     cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "budgets"))
     {

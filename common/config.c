@@ -283,6 +283,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "schedules",
                                        "on_report",
                                        "budgets",
+                                       "tools",
                                        NULL};
     const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v, *it;
@@ -351,6 +352,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "budgets")) != NULL &&
         (rc = config__parse_budgets(v, c, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) != NULL &&
+        (rc = config__parse_tools(v, &c->tools, err, len)))
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
@@ -473,6 +477,7 @@ config_free(struct config *cfg)
     }
     free(cfg->schedules);
     config__budgets_free(cfg);
+    config__tools_free(&cfg->tools);
     if (cfg->on_report != NULL) {
         free(cfg->on_report->cron);
         free(cfg->on_report->tz);

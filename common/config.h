@@ -38,6 +38,26 @@ struct config_pair {
 
 #define CONFIG_MAX_PAIRS 64 /* headers, and query parameters, per tier */
 
+/* A tier in batch mode (docs/reference.md "Batches"): which provider's
+ * batch API it speaks, and how it gathers, submits and polls. */
+enum config_batch_api {
+    CONFIG_BATCH_OPENAI = 0, /* /files + /batches, JSONL, metadata */
+    CONFIG_BATCH_ANTHROPIC,  /* /messages/batches */
+};
+
+struct config_batch {
+    enum config_batch_api api;
+    int64_t max_items; /* items in one batch; default 1000 */
+    int64_t gather_ms; /* a batch is sent this long after its first item
+                          (or when full); default 60 s */
+    int64_t poll_ms;   /* a submitted batch is polled this often; 60 s */
+    int64_t window_ms; /* completion_window ("24h": OpenAI's only one,
+                          Anthropic's fixed one) */
+    int64_t expect_ms; /* what a step expects a batch to take: it goes to
+                          the batch only with this much slack; default
+                          window_ms */
+};
+
 struct config_tier {
     char *name;        /* owned; unique */
     char *base_url;    /* owned; e.g. "http://127.0.0.1:8080/v1" */
@@ -68,7 +88,12 @@ struct config_tier {
      * default) as long as the step's slack allows, 0 at once, else this
      * many ms. */
     int64_t spill_after_ms;
-    struct price price; /* "price"; price.set false: none declared */
+    struct price price;          /* "price"; price.set false: none declared */
+    bool batch_mode;             /* "mode": "batch"; false: "realtime" */
+    struct config_batch batch;   /* batch_mode only */
+    struct price realtime_price; /* batch_mode: what the same usage costs
+                                    realtime, for the report's savings;
+                                    default twice price */
     /* TLS of an https:// base_url; owned paths, resolved against the
      * config's folder and checked readable when it is read. NULL: the
      * system's CAs, no client certificate. */
@@ -152,6 +177,20 @@ struct config_budget {
     size_t ntiers;
 };
 
+/* The config's shared tool definitions ("tools", config_tools.c): each
+ * an object with a unique "name", kept as given; spec/ checks the rest of
+ * a definition (spec_tools_check_config) and resolves the names jobs give
+ * (docs/reference.md "Tools"). */
+struct config_tool {
+    char *name;        /* owned */
+    struct cJSON *def; /* owned: the definition, a copy */
+};
+
+struct config_tools {
+    struct config_tool *v; /* owned array of n */
+    size_t n;
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -171,6 +210,7 @@ struct config {
     struct config_budget *budgets; /* owned array */
     size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
+    struct config_tools tools;            /* "tools"; n 0: none */
 };
 
 /* config_new_default returns a config with every default and no tiers.
@@ -221,6 +261,15 @@ const struct config_schedule *config_find_schedule(const struct config *cfg,
 
 /* config_catch_up_name is "latest", "none" or "all". */
 const char *config_catch_up_name(enum config_catch_up c);
+
+/* config_is_tool_name tells whether s is a tool's name: 1 to 64
+ * letters, digits, '_' or '-' (what OpenAI and Anthropic accept). */
+bool config_is_tool_name(const char *s);
+
+/* config_find_tool returns the shared tool named name, or NULL.
+ * Borrowed. */
+const struct config_tool *config_find_tool(const struct config_tools *tools,
+                                           const char *name);
 
 /* config_free releases cfg; NULL is a no-op. */
 void config_free(struct config *cfg);

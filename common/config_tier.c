@@ -281,24 +281,25 @@ parse_auth(const char *auth, const char *env, const char *path,
     return 0;
 }
 
-/* parse_price reads "price" (absent: none). Every member is optional and
- * 0 by default but for the cache prices, which are the input price unless
- * given: a provider that bills no cache differently needs neither. */
-static int
-parse_price(const cJSON *o, const char *path, struct price *out, char *err,
-            size_t len)
+/* config__parse_price reads "price" (or "realtime_price"; absent: none).
+ * Every member is optional and 0 by default but for the cache prices,
+ * which are the input price unless given: a provider that bills no cache
+ * differently needs neither. */
+int
+config__parse_price(const cJSON *o, const char *path, const char *key,
+                    struct price *out, char *err, size_t len)
 {
     static const char *const keys[] = {
         "input_per_mtok",       "output_per_mtok", "cached_input_per_mtok",
         "cache_write_per_mtok", "per_request",     NULL};
-    const cJSON *po = cJSON_GetObjectItemCaseSensitive(o, "price");
+    const cJSON *po = cJSON_GetObjectItemCaseSensitive(o, key);
     double v[5] = {0, 0, -1, -1, 0};
     char p[256];
     int rc;
 
     if (po == NULL)
         return 0;
-    json_path_key(p, sizeof(p), path, "price");
+    json_path_key(p, sizeof(p), path, key);
     if (!cJSON_IsObject(po))
         return json_fail(err, len, p, "must be an object of prices in USD");
     if ((rc = json_check_object(po, p, keys, err, len)) != 0)
@@ -423,6 +424,9 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                                        "ca_path",
                                        "client_cert",
                                        "client_key",
+                                       "mode",
+                                       "batch",
+                                       "realtime_price",
                                        NULL};
     const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
     const char *window = NULL, *auth = NULL;
@@ -471,7 +475,9 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
         return rc;
     if ((rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
         (rc = parse_spill(o, path, t, err, len)) != 0 ||
-        (rc = parse_price(o, path, &t->price, err, len)) != 0)
+        (rc = config__parse_price(o, path, "price", &t->price, err, len)) !=
+            0 ||
+        (rc = config__parse_batch(o, path, t, err, len)) != 0)
         return rc;
     t->auth_header = t->auth == CONFIG_AUTH_HEADER ? xstrdup(auth + 7) : NULL;
     t->api_key_env = xstrdup(env);

@@ -17,6 +17,18 @@ STEPQ_MUST_CHECK int config__parse_tier(const cJSON *o, const char *path,
                                         const char *dir, struct config_tier *t,
                                         char *err, size_t len);
 
+/* config__parse_batch reads a tier's "mode", "batch" and, in batch mode,
+ * its "realtime_price" into t (after its price). Returns 0, or -EINVAL
+ * with "PATH: problem" in err (config_batch.c). */
+STEPQ_MUST_CHECK int config__parse_batch(const cJSON *o, const char *path,
+                                         struct config_tier *t, char *err,
+                                         size_t len);
+/* config__parse_price reads the price object member key of o (absent:
+ * none, out untouched) into *out. Returns 0, or -EINVAL with "PATH:
+ * problem" in err (config_tier.c). */
+STEPQ_MUST_CHECK int config__parse_price(const cJSON *o, const char *path,
+                                         const char *key, struct price *out,
+                                         char *err, size_t len);
 /* config__resolve_path returns rel resolved against dir (rel itself when
  * absolute or dir is NULL or empty). Caller frees (config.c). */
 char *config__resolve_path(const char *dir, const char *rel);
@@ -37,5 +49,16 @@ STEPQ_MUST_CHECK int config__parse_budgets(const cJSON *v, struct config *c,
 
 /* config__budgets_free frees c's budgets (config_budget.c). */
 void config__budgets_free(struct config *c);
+
+/* config__parse_tools validates "tools" (v, an array of objects with a
+ * unique "name") into *out, copying each definition. Returns 0, or -EINVAL
+ * with "PATH: problem" in err; what was parsed is out's to free either way
+ * (config_tools.c). */
+STEPQ_MUST_CHECK int config__parse_tools(const cJSON *v,
+                                         struct config_tools *out, char *err,
+                                         size_t len);
+
+/* config__tools_free frees what tools owns and zeroes it (config_tools.c). */
+void config__tools_free(struct config_tools *tools);
 
 #endif

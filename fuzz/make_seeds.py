@@ -103,6 +103,11 @@ def main():
                 (body if isinstance(body, str) else json.dumps(body)).lower())
     for r in requests:
         put(out, "expand", json.dumps(r))
+    # tools: the provider-shaped answers of tests/data/toolcalls
+    for p in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "toolcalls",
+                                           "*.json"))):
+        if os.path.basename(p) != "cases.json":
+            put(out, "tools", load(p))
     # serve_body: the first byte's low bit is "bulk"
     for bulk, body in ((0, {"resolution": "retry", "by": "ana", "tier": "free",
                             "note": "wall over"}),

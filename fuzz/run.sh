@@ -6,7 +6,7 @@
 # leak and timeout inputs are written to fuzz/crashes/ (keep each one as a
 # case in tests/test_fuzz_regressions.c). Exit status: libFuzzer's (0 when
 # nothing was found). TARGET: jobspec config classify headers expand
-# serve_body serve_route tier_text.
+# serve_body serve_route tier_text tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 2 ]; then
@@ -18,7 +18,7 @@ secs=$2
 shift 2
 case "$target" in
 jobspec | config | classify | headers | expand | serve_body | serve_route | \
-    tier_text) ;;
+    tier_text | tools) ;;
 *)
     echo "fuzz/run.sh: unknown target $target" >&2
     exit 2

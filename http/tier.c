@@ -101,9 +101,11 @@ put_masked(struct xbuf *url, const char *base, size_t n)
     free(m.hide);
 }
 
-int
-http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
-              size_t errlen)
+/* The URL of suffix (a path, "/chat/completions") under t's base_url,
+ * with the query of http_tier_url. */
+static int
+tier_url(const struct config_tier *t, bool reveal, const char *suffix,
+         char **out, char *err, size_t errlen)
 {
     const char *base = t->base_url, *q;
     size_t plen;
@@ -127,7 +129,7 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     while (plen > 0 && base[plen - 1] == '/')
         plen--;
     xbuf_put(&url, base, plen);
-    xbuf_put(&url, CHAT_PATH, strlen(CHAT_PATH));
+    xbuf_put(&url, suffix, strlen(suffix));
     has_query = q != NULL;
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
@@ -161,6 +163,13 @@ http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
     }
     *out = url.p;
     return 0;
+}
+
+int
+http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
+              size_t errlen)
+{
+    return tier_url(t, reveal, CHAT_PATH, out, err, errlen);
 }
 
 /* add_key puts the tier's key into the header its auth names. The default
@@ -264,6 +273,28 @@ add_secrets(struct http_request *r, const struct config_tier *t)
     add_pair_secrets(r, t->query, t->nquery);
 }
 
+/* Adds tier t's headers and key (last: the config refuses a header of the
+ * same name), its secrets, TLS and the timeout to r, and moves r into
+ * *out. Returns 0, or the error of a header or key (r cleaned up). */
+static int
+finish(struct http_request *r, const struct config_tier *t, int64_t timeout_ms,
+       struct http_request *out, char *err, size_t errlen)
+{
+    int rc;
+
+    if ((rc = add_headers(r, t, err, errlen)) != 0 ||
+        (rc = add_key(r, t, err, errlen)) != 0) {
+        http_request_cleanup(r);
+        return rc;
+    }
+    add_secrets(r, t);
+    http_request_set_tls(r, t->ca_file, t->ca_path, t->client_cert,
+                         t->client_key);
+    r->timeout_ms = timeout_ms;
+    *out = *r;
+    return 0;
+}
+
 int
 http_tier_request(const cJSON *request, const struct config_tier *t,
                   int64_t timeout_ms, struct http_request *out, char *err,
@@ -307,18 +338,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
                                       "application/json")) != 0 ||
         (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
         goto fail;
-    /* The key last: the config refuses a header of the same name. */
-    if ((rc = add_headers(&r, t, err, errlen)) != 0 ||
-        (rc = add_key(&r, t, err, errlen)) != 0) {
-        http_request_cleanup(&r);
-        return rc;
-    }
-    add_secrets(&r, t);
-    http_request_set_tls(&r, t->ca_file, t->ca_path, t->client_cert,
-                         t->client_key);
-    r.timeout_ms = timeout_ms;
-    *out = r;
-    return 0;
+    return finish(&r, t, timeout_ms, out, err, errlen);
 fail:
     http_request_cleanup(&r);
     return http__fail(err, errlen, rc, "request: cannot be built");
@@ -343,4 +363,31 @@ http_chat_request(const cJSON *request, const char *base_url, const char *model,
         return http__fail(err, errlen, -EINVAL,
                           "base_url: must be an http:// or https:// URL");
     return http_tier_request(request, &t, timeout_ms, out, err, errlen);
+}
+
+int
+http_tier_call(const struct config_tier *t, const char *method,
+               const char *path, const char *ctype, const char *body,
+               size_t len, int64_t timeout_ms, struct http_request *out,
+               char *err, size_t errlen)
+{
+    struct http_request r;
+    char *url = NULL;
+    int rc;
+
+    if ((rc = tier_url(t, true, path, &url, err, errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    rc = http_request_set(&r, method, url);
+    free(url);
+    if (rc != 0 ||
+        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0 ||
+        (ctype != NULL &&
+         (rc = http_request_add_header(&r, "Content-Type", ctype)) != 0)) {
+        http_request_cleanup(&r);
+        return http__fail(err, errlen, rc, "request: cannot be built");
+    }
+    if (body != NULL)
+        http_request_set_body(&r, body, len);
+    return finish(&r, t, timeout_ms, out, err, errlen);
 }

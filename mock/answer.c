@@ -307,7 +307,8 @@ chat_request_ok(const cJSON *req, char *msg, size_t len, const char **code)
         *code = cJSON_IsArray(m) ? "empty_array" : "invalid_type";
         return false;
     }
-    return true;
+    *code = NULL;
+    return mock__tool_messages_ok(req, msg, len);
 }
 
 /* The route's sequence: its next scripted answer, else the default one

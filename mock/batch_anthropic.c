@@ -256,7 +256,8 @@ message(struct mock_bctx *x, const struct mock_batch *b, size_t i)
     cJSON_AddItemToArray(content, text);
     cJSON_AddItemToObject(m, "content", content);
     cJSON_AddStringToObject(m, "stop_reason",
-                            cJSON_IsString(fin) &&
+                            mock__anthropic_tool_use(msg, content) ? "tool_use"
+                            : cJSON_IsString(fin) &&
                                     strcmp(fin->valuestring, "length") == 0
                                 ? "max_tokens"
                                 : "end_turn");

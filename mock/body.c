@@ -90,9 +90,13 @@ mock__request_max_tokens(const cJSON *req)
     return 0;
 }
 
+/* print_chat prints a chat completion; calls (may be NULL, borrowed) go
+ * into the message as its tool_calls, with a null content unless there is
+ * some. */
 static char *
 print_chat(struct mock_engine *e, const char *model, const char *content,
-           const char *finish, int64_t prompt, int64_t completion)
+           const char *finish, int64_t prompt, int64_t completion,
+           const cJSON *calls)
 {
     cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray();
     cJSON *choice = cJSON_CreateObject(), *msg = cJSON_CreateObject();
@@ -106,7 +110,12 @@ print_chat(struct mock_engine *e, const char *model, const char *content,
     cJSON_AddStringToObject(root, "model", model);
     cJSON_AddNumberToObject(choice, "index", 0);
     cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddStringToObject(msg, "content", content);
+    if (calls != NULL && content[0] == '\0')
+        cJSON_AddNullToObject(msg, "content");
+    else
+        cJSON_AddStringToObject(msg, "content", content);
+    if (calls != NULL)
+        cJSON_AddItemToObject(msg, "tool_calls", cJSON_Duplicate(calls, 1));
     cJSON_AddItemToObject(choice, "message", msg);
     cJSON_AddNullToObject(choice, "logprobs");
     cJSON_AddStringToObject(choice, "finish_reason", finish);
@@ -138,14 +147,22 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
     char *content = NULL, *body;
     int64_t completion = -1, max_tokens = mock__request_max_tokens(req);
     enum mock_fault fault = a ? a->fault : MOCK_FAULT_NONE;
+    cJSON *calls = mock__tool_calls_for(e, r, a, req, &content);
     size_t clen;
 
-    if (a != NULL && a->content != NULL)
+    if (calls != NULL) {
+        /* A turn of calls: the answer's own text beside them, if any. */
+        content = xstrdup(a != NULL && a->content != NULL ? a->content : "");
+        finish = "tool_calls";
+    } else if (content != NULL) {
+        /* The route echoes the tool results it received. */
+    } else if (a != NULL && a->content != NULL) {
         content = xstrdup(a->content);
-    else if (r->content != NULL)
+    } else if (r->content != NULL) {
         content = xstrdup(r->content);
-    else
+    } else {
         content = default_content(req);
+    }
     if (a != NULL && a->finish_reason != NULL)
         finish = a->finish_reason;
     else if (r->finish_reason != NULL)
@@ -166,8 +183,14 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
         content[0] = '\0';
     }
     clen = strlen(content);
+    if (completion < 0 && calls != NULL) {
+        char *c = json_print(calls);
+        clen += strlen(c);
+        free(c);
+    }
     if (completion < 0)
         completion = clen == 0 ? 0 : (int64_t)(clen + 3) / 4;
+    clen = strlen(content);
     /* A request that caps its output gets what a model would do: the text
      * cut at the cap and finish_reason "length". */
     if (max_tokens > 0 && completion > max_tokens) {
@@ -177,23 +200,24 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
         completion = max_tokens;
         finish = "length";
     }
-    body = print_chat(e, model, content, finish, prompt, completion);
+    body = print_chat(e, model, content, finish, prompt, completion, calls);
     if (a != NULL && a->oversize > 0 && (size_t)a->oversize > strlen(body)) {
         /* 'x' needs no escaping, so each one adds one byte. */
         size_t base, pad;
         char *big;
         free(body);
-        body = print_chat(e, model, "", finish, prompt, completion);
+        body = print_chat(e, model, "", finish, prompt, completion, calls);
         base = strlen(body);
         pad = (size_t)a->oversize - base;
         free(body);
         big = xmalloc(pad + 1);
         memset(big, 'x', pad);
         big[pad] = '\0';
-        body = print_chat(e, model, big, finish, prompt, completion);
+        body = print_chat(e, model, big, finish, prompt, completion, calls);
         free(big);
     }
     free(content);
+    cJSON_Delete(calls);
     *tokens = prompt + completion;
     return body;
 }

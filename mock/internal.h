@@ -55,7 +55,8 @@ struct mock_answer {
     int64_t delay_ms;
     int64_t oversize;
     int64_t completion_tokens;
-    int64_t count; /* >= 1 */
+    int64_t count;     /* >= 1 */
+    cJSON *tool_calls; /* owned: the scripted calls (tools.c), or NULL */
 };
 
 /* Rate limiters (limit.c). */
@@ -186,6 +187,8 @@ struct mock_route {
     size_t nreq_query;
     struct mock_answer *unauthorized; /* owned; NULL: OpenAI's 401 */
     struct mock_batch_conf batch;     /* the batch endpoints' behaviour */
+    cJSON *tool_turns;      /* owned: "tool_turns" (tools.c), or NULL */
+    bool echo_tool_results; /* the final answer lists the results */
 
     /* State, changed by answer.c. */
     uint64_t requests;
@@ -295,6 +298,34 @@ char *mock__generic_body(struct mock_engine *e, const struct mock_request *rq,
 char *mock__limit_body(struct mock_engine *e, struct mock_route *r,
                        const struct mock_limit_result *res, const cJSON *req,
                        int64_t now);
+
+/* ---- tool calls (tools.c) ---------------------------------------------- */
+
+/* mock__tools_parse reads an answer's "tool_calls" (route false) or a
+ * route's "tool_turns" (route true) of obj at path into *calls (a copy,
+ * owned by the caller; untouched when absent). Returns 0 or -EINVAL with
+ * "PATH.tool_calls[i].name: ..." in err. */
+STEPQ_MUST_CHECK int mock__tools_parse(const cJSON *obj, const char *path,
+                                       bool route, cJSON **calls, char *err,
+                                       size_t len);
+/* mock__tool_calls_for returns the tool_calls of the chat answer to req
+ * (borrowed; may be NULL) by answer a (may be NULL) of route r, or NULL
+ * when it has none; *content is then set (owned) when the answer's text
+ * is the tool results the route echoes, else NULL. Caller owns both. */
+cJSON *mock__tool_calls_for(const struct mock_engine *e,
+                            const struct mock_route *r,
+                            const struct mock_answer *a, const cJSON *req,
+                            char **content);
+/* mock__tool_messages_ok checks a chat request's messages as OpenAI does:
+ * each assistant message's tool_calls answered by tool messages after it,
+ * each tool message after such calls. False with OpenAI's message in msg
+ * otherwise. */
+bool mock__tool_messages_ok(const cJSON *req, char *msg, size_t len);
+/* mock__anthropic_tool_use turns the tool_calls of msg (a chat answer's
+ * message, borrowed) into Anthropic's tool_use blocks at the end of
+ * content (whose first block, the text, goes when msg has no text). Returns
+ * whether there were calls: the message then stops with "tool_use". */
+bool mock__anthropic_tool_use(const cJSON *msg, cJSON *content);
 
 /* ---- batches (batch.c, batch_files.c, batch_openai.c, batch_anthropic.c) */
 

@@ -18,23 +18,18 @@
     "model", "content", "finish_reason", "completion_tokens", "latency_ms",    \
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
         "context_tokens", "storm", "answers", "loop", "limit",                 \
-        "require_headers", "require_query", "exact", "unauthorized", "batch"
+        "require_headers", "require_query", "exact", "unauthorized", "batch",  \
+        "tool_turns", "echo_tool_results"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
 static const char *const storm_keys[] = {"status", "requests", "seconds",
                                          "after", NULL};
-static const char *const answer_keys[] = {"status",
-                                          "headers",
-                                          "body",
-                                          "content",
-                                          "finish_reason",
-                                          "delay_ms",
-                                          "fault",
-                                          "oversize_bytes",
-                                          "completion_tokens",
-                                          "count",
-                                          NULL};
+static const char *const answer_keys[] = {
+    "status",  "headers",        "body",
+    "content", "finish_reason",  "delay_ms",
+    "fault",   "oversize_bytes", "completion_tokens",
+    "count",   "tool_calls",     NULL};
 
 static const char *const fault_names[] = {
     [MOCK_FAULT_NONE] = NULL,
@@ -177,6 +172,12 @@ answer_fits(const struct mock_answer *a, const char *path, char *err,
                          json_path_key(p, sizeof(p), path,
                                        a->body != NULL ? "body" : "content"),
                          "a %d answer has no body", a->status);
+    if (a->tool_calls != NULL && !made)
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "tool_calls"),
+                         "go into the chat answer the mock makes, not a "
+                         "\"body\" given or a %d",
+                         a->body != NULL ? 200 : a->status);
     if (a->oversize > 0 && (bodiless || !made))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "oversize_bytes"),
@@ -213,7 +214,8 @@ parse_answer(const cJSON *obj, const char *path, struct mock_answer *a,
         (rc = json_get_int(obj, "completion_tokens", 0, 1000000000, path,
                            &a->completion_tokens, err, len)) != 0 ||
         (rc = json_get_int(obj, "count", 1, 1000000, path, &a->count, err,
-                           len)) != 0)
+                           len)) != 0 ||
+        (rc = mock__tools_parse(obj, path, false, &a->tool_calls, err, len)))
         return rc;
     a->status = (int)status;
     return answer_fits(a, path, err, len);
@@ -353,7 +355,10 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
         (rc = parse_pairs(obj, "require_query", path, false, false,
                           &r->req_query, &r->nreq_query, err, len)) != 0 ||
         (rc = parse_unauthorized(obj, path, r, err, len)) != 0 ||
-        (rc = mock__batch_conf_parse(obj, path, &r->batch, err, len)) != 0)
+        (rc = mock__batch_conf_parse(obj, path, &r->batch, err, len)) != 0 ||
+        (rc = mock__tools_parse(obj, path, true, &r->tool_turns, err, len)) ||
+        (rc = json_get_bool(obj, "echo_tool_results", path,
+                            &r->echo_tool_results, err, len)))
         return rc;
     if (r->exact && keys != route_keys)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "exact"),
@@ -469,6 +474,7 @@ answer_free(struct mock_answer *a)
     free(a->body);
     free(a->content);
     free(a->finish_reason);
+    cJSON_Delete(a->tool_calls);
 }
 
 void
@@ -492,6 +498,7 @@ mock_script_free(struct mock_script *s)
         free(r->finish_reason);
         mock_limit_cleanup(&r->limit);
         mock__batch_conf_cleanup(&r->batch);
+        cJSON_Delete(r->tool_turns);
     }
     free(s->routes);
     free(s);

@@ -186,6 +186,12 @@ q_attempt_finish(q_db *db, int64_t id, const struct q_attempt_result *r)
 }
 
 int
+q_job_cost(q_db *db, int64_t job_id, int64_t *nusd)
+{
+    return db->ops->job_cost(db, job_id, nusd);
+}
+
+int
 q_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
                 size_t *n)
 {

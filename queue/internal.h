@@ -100,6 +100,7 @@ struct q__ops {
                          int *attempt);
     int (*attempt_finish)(q_db *db, int64_t id,
                           const struct q_attempt_result *r);
+    int (*job_cost)(q_db *db, int64_t job_id, int64_t *nusd);
     int (*attempts_list)(q_db *db, int64_t job_id, int step,
                          struct q_attempt **out, size_t *n);
     int (*tier_load)(q_db *db, const char *tier, struct q_tier_state *out);
@@ -139,6 +140,21 @@ struct q__ops {
                          int64_t reserved, int64_t spent, int64_t now);
     int (*budgets_list)(q_db *db, int64_t since, struct q_budget **out,
                         size_t *n);
+    int (*batch_create)(q_db *db, const char *tier, const char *api,
+                        const char *key, const char *worker,
+                        int64_t lease_until, int64_t now, int64_t *id);
+    int (*batch_item_add)(q_db *db, int64_t batch_id, int64_t attempt_id,
+                          int64_t job_id, int step);
+    int (*batch_set)(q_db *db, int64_t id, const struct q_batch_set *s);
+    int (*batches_open)(q_db *db, const char *tier, struct q_batch **out,
+                        size_t *n);
+    int (*batch_items)(q_db *db, int64_t batch_id, struct q_batch_item **out,
+                       size_t *n);
+    int (*batch_of_attempt)(q_db *db, int64_t attempt_id, int64_t *batch_id);
+    int (*batch_item_settle)(q_db *db, int64_t attempt_id,
+                             int64_t realtime_nusd);
+    int (*report_batches)(q_db *db, int64_t since, struct q_report_batch **out,
+                          size_t *n);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
                         size_t *n);
@@ -269,6 +285,9 @@ void q__worker_clean(void *e);
 void q__sched_clean(void *e);
 /* q__budget_clean frees what a struct q_budget owns (budget.c). */
 void q__budget_clean(void *e);
+/* q__batch_clean frees what a struct q_batch owns (batch.c). */
+void q__batch_clean(void *e);
+void q__report_batch_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);

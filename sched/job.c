@@ -91,8 +91,10 @@ sched_job(const struct config *cfg, const struct config_schedule *s,
           int64_t slot_ms, struct spec_job **out, char *err, size_t len)
 {
     const char **names = spec_tier_names(cfg);
-    struct spec_opts opts = {
-        .tiers = names, .ntiers = names ? cfg->ntiers : 0, .schedule = s->name};
+    struct spec_opts opts = {.tiers = names,
+                             .ntiers = names ? cfg->ntiers : 0,
+                             .schedule = s->name,
+                             .tools = &cfg->tools};
     char *text = NULL, inner[512];
     struct spec_job *job = NULL;
     int rc;

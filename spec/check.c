@@ -77,7 +77,8 @@ spec_check(const char *text, size_t len, const struct config *cfg,
     const char **names = spec_tier_names(cfg);
     struct spec_opts o = {.tiers = names ? names : no_tiers,
                           .ntiers = names ? cfg->ntiers : 0,
-                          .input = input};
+                          .input = input,
+                          .tools = cfg != NULL ? &cfg->tools : NULL};
     struct spec_job **jobs = NULL;
     char why[1024];
     size_t n = 0;

@@ -75,6 +75,7 @@ spec_enqueue_new(const struct spec_enqueue_opts *o)
     vopts.ntiers = e->tiers != NULL ? o->cfg->ntiers : 0;
     vopts.input = o->input;
     vopts.schedule = o->schedule;
+    vopts.tools = o->cfg != NULL ? &o->cfg->tools : NULL;
     e->stream = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, e);
     return e;
 }

@@ -92,4 +92,35 @@ int spec__check_when(const cJSON *when, const char *at,
                      const struct spec_job *j, size_t self,
                      const struct spec_opts *opts, char *err, size_t len);
 
+/* ---- tools (tools.c, tool_args.c) ---------------------------------------- */
+
+/* The step fields of tools.c, in this order, in validate.c's step_keys:
+ * "tools" and its loop's bounds. */
+#define SPEC_TOOL_STEP_KEYS                                                    \
+    "tools", "max_turns", "max_tool_calls_per_turn", "tool_parallelism",       \
+        "max_tool_errors"
+
+/* spec__step_tools reads a step's tools and loop bounds (o, the step at
+ * path). has: bit i set when the i-th name of SPEC_TOOL_STEP_KEYS is
+ * there. Tools are resolved against opts->tools when set, else their names
+ * are only checked. Returns 0, or -EINVAL with the path in err. */
+int spec__step_tools(const cJSON *o, unsigned has, const char *path,
+                     struct spec_step *s, const struct spec_opts *opts,
+                     char *err, size_t len);
+
+/* spec__arg_path_ok tells whether the n bytes at p are an argument path:
+ * NAME, then ".NAME" or "[INDEX]" any number of times. */
+bool spec__arg_path_ok(const char *p, size_t n);
+
+/* spec__arg_known tells whether an argument's name (n bytes at name) is
+ * a property params declare, or one they let through
+ * (additionalProperties true or a schema). */
+bool spec__arg_known(const cJSON *params, const char *name, size_t n);
+
+/* spec__parse_approval reads tool object o's "needs_approval" (at path)
+ * into t (its parameters already set): "never", "always" or a condition
+ * whose argument paths name its properties. */
+int spec__parse_approval(const cJSON *o, const char *path, struct spec_tool *t,
+                         char *err, size_t len);
+
 #endif

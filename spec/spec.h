@@ -44,6 +44,12 @@ struct spec_step {
     const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
     const cJSON *when;           /* the step's condition (when.c), or NULL */
     bool templated;              /* what it sends holds a template */
+    /* A chat step's tools (tools.c): "tools" as given, names of the
+     * config's shared tools and inline definitions, or NULL; and the
+     * bounds of its tool loop (defaults 10, 16, 4, 5). */
+    const cJSON *tools;
+    int max_turns, max_tool_calls_per_turn, tool_parallelism;
+    int max_tool_errors;
 };
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */
@@ -82,6 +88,9 @@ struct spec_opts {
     /* The name of the schedule whose job this is (its {{schedule.*}}
      * are filled in, and it may have no key of its own); NULL: none. */
     const char *schedule;
+    /* The config's shared tool definitions, which steps name in "tools"
+     * (NULL: names are not checked here; the worker resolves them). */
+    const struct config_tools *tools;
 };
 
 /* The largest input, as compact JSON text. */
@@ -273,8 +282,8 @@ struct spec_enqueue_opts {
      * enqueue, returned by feed or end as is (the callback reported). */
     int (*open)(void *ctx, q_db **db, int64_t *now);
     void *ctx;
-    const struct config *cfg;          /* tiers checked when it names any;
-                                          NULL: not checked */
+    const struct config *cfg;          /* tiers checked when it names any,
+                                          tools resolved; NULL: not */
     const cJSON *input;                /* every job's input, or NULL */
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
@@ -317,5 +326,104 @@ void spec_enqueue_free(spec_enqueue *e);
  * names none: then steps' tiers are not checked). Caller frees the
  * array; the names are borrowed from cfg. */
 const char **spec_tier_names(const struct config *cfg);
+
+/* ---- tools: what a chat step's model may call (tools.c, schema.c) -----
+ *
+ * A chat step's "tools" names shared definitions of the config ("tools"
+ * there) and holds inline ones (docs/reference.md "Tools"). Each tool is
+ * sent to the model as name, description and parameters (a JSON Schema
+ * object); the worker checks each call's arguments against the schema and
+ * runs its action: an HTTP request templated from the arguments
+ * ("{{args.PATH}}"), or a question to a human. */
+
+enum spec_tool_kind { SPEC_TOOL_HTTP = 0, SPEC_TOOL_ASK = 1 };
+
+/* needs_approval: "never" (default), "always", or a condition on the
+ * arguments (spec_tool_needs_approval). */
+enum spec_approval {
+    SPEC_APPROVAL_NEVER = 0,
+    SPEC_APPROVAL_ALWAYS,
+    SPEC_APPROVAL_IF,
+};
+
+/* One validated tool. Pointers are borrowed from the JSON it was read
+ * from (the step's tree or the config's definition). */
+struct spec_tool {
+    const char *name;        /* ^[a-zA-Z0-9_-]{1,64}$ */
+    const char *description; /* "" when not given */
+    const cJSON *parameters; /* a JSON Schema of "type": "object" */
+    enum spec_tool_kind kind;
+    const cJSON *http;           /* SPEC_TOOL_HTTP: {method,url,headers,body} */
+    const char *ask;             /* SPEC_TOOL_ASK: the question */
+    bool replayable;             /* http: false; ask: true */
+    bool side_effects;           /* http: true; ask: false */
+    const char *idempotency_key; /* template; NULL: none (http only) */
+    enum spec_approval approval;
+    const cJSON *approval_if; /* SPEC_APPROVAL_IF: the condition object */
+    bool shared;              /* a definition of the config's "tools" */
+};
+
+/* A step's tools, resolved. Owns the array only. */
+struct spec_toolset {
+    struct spec_tool *tools;
+    size_t n;
+};
+
+#define SPEC_TOOLS_MAX 128 /* tools one step may offer */
+
+/* spec_tool_parse validates one tool definition o (at JSON path path)
+ * into *out (borrowed from o). Returns 0, or -EINVAL with
+ * "PATH.field: problem" in err. */
+STEPQ_MUST_CHECK int spec_tool_parse(const cJSON *o, const char *path,
+                                     struct spec_tool *out, char *err,
+                                     size_t len);
+/* spec_toolset_build resolves a step's "tools" array (at path): names
+ * are looked up in shared (NULL: the config has none), objects are
+ * parsed; a name twice is refused. Returns 0 with *out filled (free with
+ * spec_toolset_cleanup; borrowed from tools and shared), or -EINVAL with
+ * the path in err (*out then holds nothing). */
+STEPQ_MUST_CHECK int spec_toolset_build(const cJSON *tools, const char *path,
+                                        const struct config_tools *shared,
+                                        struct spec_toolset *out, char *err,
+                                        size_t len);
+/* spec_toolset_cleanup frees the array of ts and zeroes it. */
+void spec_toolset_cleanup(struct spec_toolset *ts);
+/* spec_toolset_find returns the tool named name, or NULL. Borrowed. */
+const struct spec_tool *spec_toolset_find(const struct spec_toolset *ts,
+                                          const char *name);
+/* spec_tools_check_config validates every shared tool of cfg as a tool
+ * definition ("tools[1].parameters: ..."). Returns 0 or -EINVAL. */
+STEPQ_MUST_CHECK int spec_tools_check_config(const struct config *cfg,
+                                             char *err, size_t len);
+/* spec_tool_needs_approval tells whether a call of t with args (the
+ * parsed arguments, borrowed) must be approved before it is sent. */
+bool spec_tool_needs_approval(const struct spec_tool *t, const cJSON *args);
+/* spec_tool_request fills t's http action with args: every
+ * "{{args.PATH}}" is replaced by the value at PATH (a string as it is, any
+ * other value as JSON; in the url percent-encoded; a body string that is a
+ * whole template takes the value with its JSON type), and the
+ * idempotency_key likewise. Other templates ({{steps...}}, {{input...}})
+ * are left as written for the step's own expansion. Returns 0 with *http
+ * (caller cJSON_Deletes it) and *key (NULL when the tool has none; caller
+ * frees), or -EINVAL with err naming the template whose path args lack,
+ * or a header value that would hold a line break. */
+STEPQ_MUST_CHECK int spec_tool_request(const struct spec_tool *t,
+                                       const cJSON *args, cJSON **http,
+                                       char **key, char *err, size_t len);
+
+/* spec_schema_check tells whether schema (at JSON path path) is a JSON
+ * Schema stepq can check: the keywords type (a name or an array of them),
+ * properties, required, additionalProperties, enum, const, items,
+ * minItems, maxItems, minLength, maxLength, minimum, maximum, nullable,
+ * anyOf, and the annotations description, title, default, examples,
+ * format. Returns 0 or -EINVAL with "PATH.keyword: problem". */
+STEPQ_MUST_CHECK int spec_schema_check(const cJSON *schema, const char *path,
+                                       char *err, size_t len);
+/* spec_schema_validate checks value against schema (one that passed
+ * spec_schema_check). Returns 0, or -EINVAL with the path of the first
+ * problem under path ("args.labels[1]: expected string, got number"). */
+STEPQ_MUST_CHECK int spec_schema_validate(const cJSON *schema,
+                                          const cJSON *value, const char *path,
+                                          char *err, size_t len);
 
 #endif

@@ -41,6 +41,7 @@ static const char *const step_keys[] = {"name",
                                         "tiers",
                                         "degrade",
                                         "when",
+                                        SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
                                         NULL};
@@ -95,7 +96,8 @@ enum {
     S_EXPECT_JSON,
     S_TIERS,
     S_DEGRADE,
-    S_WHEN
+    S_WHEN,
+    S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
 
@@ -443,7 +445,7 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
                                 err, len)) != 0)
             return rc;
     }
-    return 0;
+    return spec__step_tools(o, m >> S_TOOLS, path, s, opts, err, len);
 }
 
 /* The job's input: opts' (a copy), else its own field; at most

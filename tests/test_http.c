@@ -25,10 +25,10 @@
 
 #include "common/file.h"
 #include "common/xalloc.h"
+#include "http/http.h"
 #include "mock/mock.h"
 #include "tests/support/httpenv.h"
 #include "tests/support/mockproc.h"
-#include "http/http.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 

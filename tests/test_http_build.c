@@ -11,8 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "common/xalloc.h"
-#include "tests/support/httpenv.h"
 #include "http/http.h"
+#include "tests/support/httpenv.h"
 
 static void
 setup(void)

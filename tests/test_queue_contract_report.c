@@ -258,6 +258,14 @@ START_TEST(test_costliest_jobs_by_cost)
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(j[0].id, b);
     q_report_jobs_free(j, n);
+    /* a job's whole cost, whenever its attempts ran (max_cost_usd) */
+    int64_t nusd = -1;
+    ck_assert_int_eq(q_job_cost(db, b, &nusd), 0);
+    ck_assert_int_eq(nusd, 500);
+    ck_assert_int_eq(q_job_cost(db, d, &nusd), 0);
+    ck_assert_int_eq(nusd, 9999);
+    ck_assert_int_eq(q_job_cost(db, 999, &nusd), 0);
+    ck_assert_int_eq(nusd, 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST

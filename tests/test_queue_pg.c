@@ -81,8 +81,8 @@ START_TEST(test_open_creates_schema)
         "SELECT string_agg(table_name, ',' ORDER BY table_name)"
         " FROM information_schema.tables"
         " WHERE table_schema = current_schema()",
-        "attempts,budgets,job_retries,jobs,park,schedules,stepq_schema,steps,"
-        "tier_events,tiers");
+        "attempts,batch_items,batches,budgets,job_retries,jobs,park,schedules,"
+        "stepq_schema,steps,tier_events,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -164,6 +164,11 @@ reopen_migrated(q_db *db, const char *sql)
     int v = 0;
 
     ck_assert_int_eq(q_close(db), 0);
+    /* Every version these tests go back to came before version 13's
+     * batches. */
+    ck_assert_int_eq(
+        pgfix_query(loc, "DROP TABLE batch_items; DROP TABLE batches;", NULL),
+        0);
     ck_assert_int_eq(pgfix_query(loc, sql, NULL), 0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
     db = open_pg(true);
@@ -345,20 +350,52 @@ START_TEST(test_migrates_v11_adding_job_retries)
 }
 END_TEST
 
-/* A store at version 12 (jobs without input) waits for init, which adds
+/* A store at version 13 (jobs without input) waits for init, which adds
  * the column: the jobs from before have none. */
-START_TEST(test_migrates_v12_adding_input)
+START_TEST(test_migrates_v13_adding_input)
 {
     q_db *db = open_pg(true);
     int64_t id = add_job(db, "old");
     struct q_job got = {0};
 
-    db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
-                             " UPDATE stepq_schema SET version = 12");
+    int v = 0;
+
+    /* Not reopen_migrated: version 13 has the batches it takes away. */
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pgfix_query(loc,
+                                 "ALTER TABLE jobs DROP COLUMN input;"
+                                 " UPDATE stepq_schema SET version = 13",
+                                 NULL),
+                     0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
     ck_assert_int_eq(q_job_get(db, id, &got), 0);
     ck_assert_str_eq(got.name, "old");
     ck_assert_ptr_null(got.input);
     q_job_cleanup(&got);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 12 -> 13 adds the batches and their items: the jobs stay, and
+ * a batch can then be recorded. */
+START_TEST(test_migrates_v12_adding_batches)
+{
+    q_db *db = open_pg(true);
+    int64_t id = 0;
+    struct q_batch *b = NULL;
+    size_t n = 9;
+
+    (void)add_job(db, "old");
+    db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 12");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_batches_open(db, "t", &b, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(q_batch_create(db, "t", "openai", "k", "w", T0, T0, &id),
+                     0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -818,7 +855,8 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v7_adding_masked);
     tcase_add_test(schema, test_migrates_v10_adding_budgets);
     tcase_add_test(schema, test_migrates_v11_adding_job_retries);
-    tcase_add_test(schema, test_migrates_v12_adding_input);
+    tcase_add_test(schema, test_migrates_v12_adding_batches);
+    tcase_add_test(schema, test_migrates_v13_adding_input);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

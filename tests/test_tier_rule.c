@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "tests/test_tier_support.h"
-#include "tier/tier.h"
 #include "tier/internal.h"
+#include "tier/tier.h"
 
 /* ---- the pure rule -------------------------------------------------- */
 

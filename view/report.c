@@ -277,6 +277,35 @@ add_tiers(q_db *db, int64_t since, cJSON *o)
     return 0;
 }
 
+/* add_batches adds "batches": per tier in batch mode, its items that
+ * finished in the window with what they cost, what the same usage would
+ * have cost realtime, and the difference (docs/reference.md "Batches"). */
+static int
+add_batches(q_db *db, int64_t since, cJSON *o)
+{
+    struct q_report_batch *b = NULL;
+    size_t n = 0;
+    cJSON *arr;
+    int rc = q_report_batches(db, since, &b, &n);
+
+    if (rc != 0)
+        return rc;
+    arr = cJSON_AddArrayToObject(o, "batches");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        json_add_string(e, "tier", b[i].tier);
+        cJSON_AddNumberToObject(e, "items", (double)b[i].items);
+        json_add_cost(e, true, b[i].cost_nusd);
+        cJSON_AddNumberToObject(e, "realtime_usd",
+                                price_usd(b[i].realtime_nusd));
+        cJSON_AddNumberToObject(e, "saved_usd",
+                                price_usd(b[i].realtime_nusd - b[i].cost_nusd));
+        cJSON_AddItemToArray(arr, e);
+    }
+    q_report_batches_free(b, n);
+    return 0;
+}
+
 /* add_step_name adds "step": the name of step idx of job job_id, as park
  * items and the worker's log name it (null if the job cannot be read). */
 static void
@@ -416,6 +445,7 @@ view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
         (rc = add_schedules(db, cfg, &costs, since, now, o)) != 0 ||
         (rc = add_park(db, now, o)) != 0 ||
         (rc = add_tiers(db, since, o)) != 0 ||
+        (rc = add_batches(db, since, o)) != 0 ||
         (rc = add_failures(db, since, o)) != 0 ||
         (rc = view__report_failed(db, since, o)) != 0 ||
         (rc = add_slowest(db, since, o)) != 0 ||

@@ -426,6 +426,10 @@ record(struct run *r, const struct http_response *res, const struct reading *rd,
         worker__cost_answer(
             cur_tier(r), res, rd->chat ? &rd->ans.usage : &no_usage,
             (int64_t)r->body_len, r->input_tokens, r->send_est, ar);
+    else
+        worker__cost_http(worker__http_price_tier(r), res, ar);
+    if (r->from_batch)
+        worker__batch_priced(r, rd->chat ? &rd->ans.usage : &no_usage, ar);
     worker__budget_settle(r, ar->priced ? ar->cost_nusd : -1, now);
     if (q_attempt_finish(r->w->db, r->attempt_id, ar) != 0)
         log_warn("job %lld: cannot record the attempt's result",
@@ -469,7 +473,9 @@ worker__answer(struct run *r)
     char *masked = NULL; /* owned: the output with its secrets masked */
     int ti = r->cur_tier;
 
-    note_latency(r, res);
+    /* A batch's hours are not the tier's latency (rest_ms, choose.c). */
+    if (!r->from_batch)
+        note_latency(r, res);
     read_answer(r, res, now, &rd);
     policy_classify(&rd.in, &w->pcfg, ti >= 0 ? &w->streaks[ti] : NULL, &c);
     if (s->kind == SPEC_STEP_CHAT)

@@ -59,16 +59,9 @@ window_of(const struct config_budget *b, const struct run *r, int64_t now,
 static int64_t
 job_spent(struct run *r)
 {
-    struct q_attempt *a = NULL;
-    size_t n = 0;
     int64_t sum = 0;
 
-    if (q_attempts_list(r->w->db, r->job.id, -1, &a, &n) != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        sum += a[i].priced ? a[i].cost_nusd : 0;
-    q_attempts_free(a, n);
-    return sum;
+    return q_job_cost(r->w->db, r->job.id, &sum) == 0 ? sum : -1;
 }
 
 void

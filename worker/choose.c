@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
 
@@ -123,30 +124,50 @@ route_add(struct run *r, const char *text)
                  used ? "; " : "", text);
 }
 
-/* Admits the send on tier ti: its budgets first (worker__budget_reserve),
- * then the tier (tier_admit); what was reserved goes back when the tier
- * says no. A budget's no is a verdict with reason "budget" (btext says
- * which and how much). Returns 0 with *v set, or a storage error (the
- * tier is skipped). */
+/* Gives back what tier t's admission of send took (its bucket, its place
+ * in flight, its allowance): the send will not go. */
+static void
+unadmit(struct run *r, const struct config_tier *t, int64_t send, int64_t est,
+        int64_t now)
+{
+    struct tier_outcome o;
+
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    o.charged = est;
+    o.sent_at = now;
+    if (tier_settle(r->w->db, t, send, now, &o, NULL) != 0)
+        log_warn("job %lld: cannot give back an admission to %s",
+                 (long long)r->job.id, t->name);
+}
+
+/* Admits the send on tier ti: the tier first (tier_admit), then its
+ * budgets (worker__budget_reserve), so that a run waiting for a paced
+ * tier writes no reservation at each look; what the tier gave goes back
+ * when a budget says no. A budget's no is a verdict with reason "budget"
+ * (btext says which and how much). Returns 0 with *v set, or a storage
+ * error (the tier is skipped). */
 static int
 admit(struct run *r, int ti, int64_t est, int64_t now, struct tier_verdict *v,
       int64_t *send, char *btext, size_t blen)
 {
     const struct config_tier *t = &r->w->cfg->tiers[ti];
     int64_t at = INT64_MAX;
-    int rc = worker__budget_reserve(r, t, r->input_tokens, est, now, &at, btext,
-                                    blen);
+    int rc = tier_admit(r->w->db, t, now, est, *sends_on(r, ti) > 0, v, send);
 
+    if (rc != 0 || !v->admitted)
+        return rc;
+    rc = worker__budget_reserve(r, t, r->input_tokens, est, now, &at, btext,
+                                blen);
+    if (rc == 0)
+        return 0;
+    unadmit(r, t, *send, est, now);
+    *send = 0;
     if (rc == -EDQUOT) {
         *v = (struct tier_verdict){.reason = "budget", .retry_at = at};
         r->budget_refused = true;
         return 0;
     }
-    if (rc != 0)
-        return rc;
-    rc = tier_admit(r->w->db, t, now, est, *sends_on(r, ti) > 0, v, send);
-    if (rc != 0 || !v->admitted)
-        worker__budget_settle(r, 0, now);
     return rc;
 }
 
@@ -178,6 +199,17 @@ worker__choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
         if (r->switched[idx[i]]) {
             char text[160];
             snprintf(text, sizeof(text), "%s: left after its answer", t->name);
+            route_add(r, text);
+            continue;
+        }
+        if (t->batch_mode) {
+            char text[256];
+            if (worker__batch_takes(r, idx[i],
+                                    r->job.deadline_at - now - rest_ms(r), text,
+                                    sizeof(text))) {
+                chosen = idx[i];
+                break;
+            }
             route_add(r, text);
             continue;
         }
@@ -245,7 +277,8 @@ worker__tiers_left(const struct run *r, int64_t est, int64_t now, int64_t slack)
     for (size_t i = 0; i < n; i++) {
         struct q_tier_state st;
         struct tier_verdict v;
-        if (idx[i] == r->cur_tier || r->switched[idx[i]])
+        if (idx[i] == r->cur_tier || r->switched[idx[i]] ||
+            w->cfg->tiers[idx[i]].batch_mode)
             continue;
         if (tier_snapshot(w->db, &w->cfg->tiers[idx[i]], now, false, &st) != 0)
             continue;

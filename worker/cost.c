@@ -1,7 +1,8 @@
 /* cost.c: what an attempt cost, for its ledger row (docs/reference.md
  * "Prices"), by the same rules as the tokens it is charged (spent_tokens
  * in answer.c): an answer's usage when it reports one, else an estimate,
- * which the row marks as such.
+ * which the row marks as such; an http step's, per request, at the price
+ * of the first tier of its `tiers` that has one.
  */
 #include "worker/internal.h"
 
@@ -56,4 +57,38 @@ worker__cost_answer(const struct config_tier *t,
         ar->cost_estimated = true;
         ar->cost_nusd = nusd;
     }
+}
+
+const struct config_tier *
+worker__http_price_tier(const struct run *r)
+{
+    const struct spec_step *s = cur_spec(r);
+
+    for (const cJSON *c = s->tiers ? s->tiers->child : NULL; c != NULL;
+         c = c->next) {
+        int ti = worker__tier_index(r->w, c->valuestring);
+        if (ti >= 0 && r->w->cfg->tiers[ti].price.set)
+            return &r->w->cfg->tiers[ti];
+    }
+    return NULL;
+}
+
+void
+worker__cost_http(const struct config_tier *t, const struct http_response *res,
+                  struct q_attempt_result *ar)
+{
+    if (t == NULL || !t->price.set)
+        return;
+    ar->priced = true;
+    /* Cut short after the request went out: it may have been billed. */
+    if (res->error == HTTP_ERR_TIMEOUT || res->error == HTTP_ERR_RESET ||
+        res->error == HTTP_ERR_TOO_LARGE) {
+        ar->cost_estimated = true;
+        ar->cost_nusd = t->price.per_request;
+        return;
+    }
+    /* Never reached the endpoint, or an error answer: not billed. */
+    if (res->error != HTTP_ERR_NONE || res->status < 200 || res->status > 299)
+        return;
+    ar->cost_nusd = t->price.per_request;
 }

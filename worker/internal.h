@@ -98,8 +98,12 @@ struct worker {
      * average, ms), 0 before the first: what the rest of a job is expected
      * to take when a step weighs waiting for a preferred tier */
     int64_t *latency_ms;
-    int64_t *hooks; /* owned: park items parked this turn, told to the
-                       on_park hook once the turn has committed */
+    struct wbatch *batches; /* owned: the batches in hand (batch.c) */
+    int64_t *gather_since;  /* one per config tier: when its gathering
+                               began (0: none) */
+    uint64_t batch_seq;     /* names this worker's batches apart */
+    int64_t *hooks;         /* owned: park items parked this turn, told to the
+                               on_park hook once the turn has committed */
     size_t nhooks, caphooks;
     /* owned: jobs the turn ended, told to on_done (id > 0) or on_fail
      * (-id) once the turn has committed */
@@ -194,11 +198,18 @@ struct run {
         bool degraded;
         int64_t est, input;
     } ready;
-    bool finished;     /* the job left this worker */
-    bool lost;         /* the lease was lost: touch nothing */
-    bool fresh;        /* claimed in the turn not committed yet */
-    bool reload;       /* enter again from the store when it is back */
-    struct held *held; /* owned: the answer being written, or NULL */
+    /* A tier in batch mode (batch.c): the run gathers for batch_ti's
+     * next batch, or waits in batch for its item's result; either way it
+     * holds no slot. */
+    bool gathering;
+    int batch_ti;
+    struct wbatch *batch; /* borrowed from w->batches */
+    bool from_batch;      /* the answer acted on is a batch item's */
+    bool finished;        /* the job left this worker */
+    bool lost;            /* the lease was lost: touch nothing */
+    bool fresh;           /* claimed in the turn not committed yet */
+    bool reload;          /* enter again from the store when it is back */
+    struct held *held;    /* owned: the answer being written, or NULL */
 };
 
 /* The step the run is on. */
@@ -433,6 +444,21 @@ void worker__cost_answer(const struct config_tier *t,
 void worker__cost_worst(const struct config_tier *t, int64_t input, int64_t est,
                         struct q_attempt_result *ar);
 
+/* worker__http_price_tier is the tier whose price an http step is charged:
+ * the first of its `tiers` with a price, or NULL (cost.c). Borrowed. */
+const struct config_tier *worker__http_price_tier(const struct run *r);
+/* worker__cost_http sets ar's cost for res, the answer to an http step
+ * priced by tier t (NULL: no cost): t's per_request for a 2xx answer, and
+ * as an estimate for one cut short after the request went out; 0 for an
+ * error answer or one that never reached the endpoint (cost.c). */
+void worker__cost_http(const struct config_tier *t,
+                       const struct http_response *res,
+                       struct q_attempt_result *ar);
+
+/* worker__over_max_total: true, with the job's error in err, when sending
+ * est more tokens would pass the step's max_total_tokens or its spend
+ * cannot be read (send.c). */
+bool worker__over_max_total(struct run *r, int64_t est, char *err, size_t len);
 /* worker__estimate_tokens estimates the tokens req spends (input plus
  * max_tokens); *input gets the input part. */
 int64_t worker__estimate_tokens(const cJSON *req, int64_t *input);
@@ -452,6 +478,54 @@ void worker__unknown_tiers(const struct run *r, char *why, size_t len);
  * now or within slack ms. */
 int worker__tiers_left(const struct run *r, int64_t est, int64_t now,
                        int64_t slack);
+
+/* ---- a tier in batch mode (batch.c, batch_submit.c, batch_apply.c) -- */
+
+/* Far in the future: the wake time of a run in a batch (it holds no slot
+ * and is woken by its batch, not by the tick). */
+#define WORKER_BATCH_WAKE (INT64_MAX / 4)
+
+/* worker__batch_takes: whether the step of r goes to batch tier ti now
+ * (a replayable chat step without side effects whose slack, the time
+ * left before the deadline less what the rest of the job needs, allows
+ * the batch's expected time, with room in this worker's batches); when
+ * not, why says why (batch.c). */
+bool worker__batch_takes(const struct run *r, int ti, int64_t slack, char *why,
+                         size_t len);
+/* worker__batch_gather puts r in tier ti's gathering: it waits, holding
+ * no slot, for the next batch of that tier (batch_submit.c). */
+void worker__batch_gather(struct run *r, int ti, int64_t now);
+/* worker__batch_leave takes r out of its gathering or its batch (in
+ * memory only; nothing is written). NULL-safe in effect: a run in
+ * neither is left as is (batch.c). */
+void worker__batch_leave(struct run *r);
+/* worker__batch_join: the step's last attempt a has no result; when it is
+ * an item of a batch still open, r waits in that batch (loaded from the
+ * store when this worker does not hold it) and true is returned; else
+ * false, and the caller settles the attempt as in doubt (batch.c). */
+bool worker__batch_join(struct run *r, const struct q_attempt *a);
+/* worker__batch_due: whether a batch tier has a gathering to send or a
+ * batch a call to make at now (the tick then opens a turn) (batch.c). */
+bool worker__batch_due(const struct worker *w, int64_t now);
+/* worker__batch_tick, in the tick's turn: records the gatherings that are
+ * full or old enough as batches, admits the batch calls that are due
+ * through their tier's pace, and frees the batches no run waits on.
+ * Returns the earliest time something is due (at most next) (batch.c). */
+int64_t worker__batch_tick(struct worker *w, int64_t now, int64_t next);
+/* worker__batch_flush sends the batch calls the turn admitted, once it
+ * has committed; committed false drops them (batch.c). */
+void worker__batch_flush(struct worker *w, bool committed);
+/* worker__batch_priced keeps, for the report, what the usage u of r's
+ * batch item (costed in ar at the batch price) would have cost at its
+ * tier's realtime price: nothing without a complete usage and a price
+ * (batch_apply.c). */
+void worker__batch_priced(struct run *r, const struct price_usage *u,
+                          const struct q_attempt_result *ar);
+/* worker__batch_room is how many runs this worker's batches may hold at
+ * once, all batch tiers together (0: no tier in batch mode) (batch.c). */
+int64_t worker__batch_room(const struct worker *w);
+/* worker__batches_free frees every batch in hand (after the loop) (batch.c). */
+void worker__batches_free(struct worker *w);
 
 /* ---- an answer (answer.c) ------------------------------------------- */
 

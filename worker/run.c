@@ -47,6 +47,7 @@ worker__finish(struct run *r, const char *state)
     if (!r->finished && state != NULL)
         progress(r, state);
     r->finished = true;
+    worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);
 }
 
@@ -186,6 +187,10 @@ derive_context(struct run *r, const struct q_attempt *a, size_t n)
             (*sends_on(r, ti))++;
         if (a[i].latency_ms > 0)
             r->last_latency = a[i].latency_ms;
+        /* A batch item that failed: the step goes on on other tiers. */
+        if (ti >= 0 && w->cfg->tiers[ti].batch_mode && a[i].finished_at != 0 &&
+            strcmp(o, "ok") != 0)
+            r->switched[ti] = true;
         if (strcmp(d, "switch_tier_replay") == 0 && ti >= 0) {
             r->switched[ti] = true;
             r->cur_tier = -1;
@@ -393,6 +398,7 @@ enter(struct run *r, bool again, const struct step_rows *rows)
     r->sha[0] = '\0';
     free(r->body);
     r->body = NULL;
+    worker__batch_leave(r);
     if (r->step >= (int)r->spec->nsteps) {
         if (q_complete(w->db, r->job.id, w->id, worker__now(w)) != 0)
             log_warn("job %lld: lease lost before completion",
@@ -426,6 +432,13 @@ enter(struct run *r, bool again, const struct step_rows *rows)
     }
     if (n > 0 && a[n - 1].finished_at == 0 && again && r->held != NULL) {
         answer_again(r, &a[n - 1]);
+        q_attempts_free(a, n);
+        return;
+    }
+    /* An item of a batch still open waits for its result (batch.c):
+     * never sent again while its batch may answer it. */
+    if (n > 0 && a[n - 1].finished_at == 0 &&
+        worker__batch_join(r, &a[n - 1])) {
         q_attempts_free(a, n);
         return;
     }

@@ -94,8 +94,8 @@ keep_chat_body(struct run *r, cJSON *body, int64_t est)
  * usage when it ends, so it holds across workers and crashes (an attempt
  * in doubt keeps its estimate). True, with the job's error in err, when
  * sending est more tokens would pass the cap or the spend cannot be read. */
-static bool
-over_max_total(struct run *r, int64_t est, char *err, size_t len)
+bool
+worker__over_max_total(struct run *r, int64_t est, char *err, size_t len)
 {
     const struct spec_step *s = cur_spec(r);
     struct q_step *steps = NULL;
@@ -184,7 +184,7 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     const struct config_tier *t;
     int ti, rc;
 
-    if (over_max_total(r, *est, err, len)) {
+    if (worker__over_max_total(r, *est, err, len)) {
         cJSON_Delete(body);
         worker__fail_job(r, err);
         return 1;
@@ -192,6 +192,12 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     if ((ti = worker__choose_tier(r, *est, now, &retry_at, why, sizeof(why))) <
         0) {
         no_tier(r, body, *est, retry_at, why, sizeof(why), now);
+        return 1;
+    }
+    if (r->w->cfg->tiers[ti].batch_mode) {
+        /* Built again when its batch is recorded (batch_submit.c). */
+        cJSON_Delete(body);
+        worker__batch_gather(r, ti, now);
         return 1;
     }
     r->cur_tier = ti;
@@ -337,6 +343,16 @@ worker__attempt(struct run *r)
                  "step %s: deadline_passed: the job's deadline was %s; "
                  "nothing sent",
                  s->name, clock_format_utc(r->job.deadline_at, at, sizeof(at)));
+        worker__fail_job(r, err);
+        return;
+    }
+    /* Enqueue accepts "tools" (spec/tools.c); the loop that runs them is
+     * issue 41's. Until it lands such a step fails before it sends. */
+    if (s->tools != NULL) {
+        snprintf(err, sizeof(err),
+                 "step %s: tools_not_supported_yet: this worker does not "
+                 "run tool loops yet; nothing sent",
+                 s->name);
         worker__fail_job(r, err);
         return;
     }

@@ -176,6 +176,7 @@ worker__turn_end(struct worker *w)
     uv_idle_stop(&w->idle);
     run_hooks(w, committed);
     flush_sends(w);
+    worker__batch_flush(w, committed);
     worker__sweep(w);
     if (w->tick_after_commit && !w->closing) {
         /* From the check phase, measured from now (the loop's time is
@@ -394,6 +395,7 @@ tick_writes(const struct worker *w, int64_t now)
 {
     if (w->down || w->stopping || now >= w->next_heartbeat ||
         (w->drain && live(w) == 0) || claim_due(w, now) ||
+        worker__batch_due(w, now) ||
         (!w->wake_on && w->wake_retry_at > 0 &&
          clock_mono_ms() >= w->wake_retry_at))
         return true;
@@ -414,6 +416,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     if (now >= w->next_heartbeat)
         heartbeat(w, now);
     next = worker__wake_due(w, now, next);
+    next = worker__batch_tick(w, now, next);
     worker__sweep(w);
     if (w->stopping) {
         if (live(w) == 0) {

@@ -23,6 +23,15 @@ tier_waiter(const struct run *r)
            r->wake_at != 0;
 }
 
+/* Whether r gathers for a batch or waits in one (batch.c): it holds no
+ * slot, and is not counted in the runs in hand either; those are bounded
+ * by what the worker's batches may hold (worker__batch_room). */
+static bool
+batch_waiter(const struct run *r)
+{
+    return !r->finished && (r->gathering || r->batch != NULL);
+}
+
 /* The runs that hold a slot: not finished, and not waiting for a tier. */
 static int
 busy_runs(const struct worker *w)
@@ -30,17 +39,24 @@ busy_runs(const struct worker *w)
     int busy = 0;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next)
-        busy += !r->finished && !tier_waiter(r);
+        busy += !r->finished && !tier_waiter(r) && !batch_waiter(r);
     return busy;
 }
 
 int
 worker__free_slots(const struct worker *w)
 {
-    int busy = busy_runs(w), held = 0, a, b;
+    int busy = busy_runs(w), held = 0, batched = 0, a, b;
+    int64_t room = worker__batch_room(w);
 
-    for (const struct run *r = w->runs; r != NULL; r = r->next)
-        held += !r->finished;
+    for (const struct run *r = w->runs; r != NULL; r = r->next) {
+        held += !r->finished && !batch_waiter(r);
+        batched += batch_waiter(r);
+    }
+    /* Every batch this worker may keep is full of runs: it claims no
+     * more until some leave. */
+    if (room > 0 && batched >= room)
+        return 0;
     a = w->concurrency - busy;
     b = w->concurrency * WORKER_RUNS_IN_HAND - held;
     return a < b ? a : b;

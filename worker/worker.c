@@ -170,6 +170,7 @@ setup(struct worker *w, const struct worker_opts *o)
     w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
     w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
     w->latency_ms = xcalloc(o->cfg->ntiers + 1, sizeof(*w->latency_ms));
+    w->gather_since = xcalloc(o->cfg->ntiers + 1, sizeof(*w->gather_since));
     if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
         return rc;
     for (size_t i = 0; i < o->cfg->ntiers; i++) {
@@ -240,6 +241,8 @@ worker_run(const struct worker_opts *opts)
     free(w->streaks);
     free(w->refused);
     free(w->latency_ms);
+    free(w->gather_since);
+    worker__batches_free(w);
     free(w->hooks);
     free(w->ended);
     free(w);

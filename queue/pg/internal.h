@@ -387,6 +387,7 @@ int q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
                         int *attempt);
 int q__pg_attempt_finish(q_db *db, int64_t id,
                          const struct q_attempt_result *r);
+int q__pg_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
 int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
                         struct q_attempt **out, size_t *n);
 int q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
@@ -425,6 +426,22 @@ int q__pg_budget_settle(q_db *db, const char *name, const char *window,
                         int64_t reserved, int64_t spent, int64_t now);
 int q__pg_budgets_list(q_db *db, int64_t since, struct q_budget **out,
                        size_t *n);
+/* batches.c */
+int q__pg_batch_create(q_db *db, const char *tier, const char *api,
+                       const char *key, const char *worker, int64_t lease_until,
+                       int64_t now, int64_t *id);
+int q__pg_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
+                         int64_t job_id, int step);
+int q__pg_batch_set(q_db *db, int64_t id, const struct q_batch_set *s);
+int q__pg_batches_open(q_db *db, const char *tier, struct q_batch **out,
+                       size_t *n);
+int q__pg_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
+                      size_t *n);
+int q__pg_batch_item_settle(q_db *db, int64_t attempt_id,
+                            int64_t realtime_nusd);
+int q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
+                         size_t *n);
+int q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
 int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
 int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                        size_t *n);

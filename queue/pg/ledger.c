@@ -309,6 +309,25 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->cost_estimated = q__pg_int(res, r, 18) != 0;
 }
 
+static const struct q__pg_sql job_cost_sql = {
+    "q_ledger_job_cost", "SELECT coalesce(sum(cost_nusd), 0) FROM attempts"
+                         " WHERE job_id = $1::bigint"};
+
+int
+q__pg_job_cost(q_db *db, int64_t job_id, int64_t *nusd)
+{
+    struct q__pg_params p = {0};
+    int64_t v[1] = {0};
+    int rc;
+
+    q__pg_p_int(&p, job_id);
+    rc = q__pg_select_one(q__pg(db), &job_cost_sql, &p, sizeof(v),
+                          q__pg_read_ints, v, "summing a job's cost");
+    if (rc == 0)
+        *nusd = v[0];
+    return rc;
+}
+
 int
 q__pg_attempts_list(q_db *db, int64_t job_id, int step, struct q_attempt **out,
                     size_t *n)

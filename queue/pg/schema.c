@@ -238,7 +238,28 @@ static const struct migration migrations[] = {
      "  prior_error text);"
      "CREATE INDEX job_retries_job ON job_retries (job_id, id);"},
     {12, 13,
-     /* A job's input (SQLite's version 13). */
+     /* Batches and their items (SQLite's version 13). */
+     "CREATE TABLE batches (" ID ","
+     "  tier text NOT NULL,"
+     "  api text NOT NULL,"
+     "  key text NOT NULL UNIQUE,"
+     "  provider_id text,"
+     "  state bigint NOT NULL DEFAULT 0,"
+     "  items bigint NOT NULL DEFAULT 0,"
+     "  worker text NOT NULL,"
+     "  lease_until bigint NOT NULL,"
+     "  created_at bigint NOT NULL,"
+     "  updated_at bigint NOT NULL);"
+     "CREATE INDEX batches_open ON batches (tier, id) WHERE state < 3;"
+     "CREATE TABLE batch_items ("
+     "  attempt_id bigint PRIMARY KEY,"
+     "  batch_id bigint NOT NULL REFERENCES batches (id) ON DELETE CASCADE,"
+     "  job_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+     "  step bigint NOT NULL,"
+     "  realtime_nusd bigint);"
+     "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);"},
+    {13, 14,
+     /* A job's input (SQLite's version 14). */
      "ALTER TABLE jobs ADD COLUMN input text;"},
 };
 

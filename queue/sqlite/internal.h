@@ -48,6 +48,7 @@ enum q__stmt_id {
     ST_ATTEMPT_GET,
     ST_STEP_CORRECT,
     ST_ATTEMPTS_JOB,
+    ST_JOB_COST,
     ST_ATTEMPTS_STEP,
     ST_TIER_GET,
     ST_TIER_PUT,
@@ -81,6 +82,15 @@ enum q__stmt_id {
     ST_RETRY_STEPS,
     ST_RETRY_ATTEMPTS,
     ST_RETRIES_LIST,
+    ST_BATCH_CREATE,
+    ST_BATCH_ITEM_ADD,
+    ST_BATCH_COUNT_ITEM,
+    ST_BATCH_SET,
+    ST_BATCHES_OPEN,
+    ST_BATCH_ITEMS,
+    ST_BATCH_OF_ATTEMPT,
+    ST_BATCH_ITEM_SETTLE,
+    ST_REPORT_BATCHES,
     ST_COUNT
 };
 
@@ -197,6 +207,7 @@ int q__sqlite_attempt_begin(q_db *db, const struct q_attempt_start *a,
                             int64_t *id, int *attempt);
 int q__sqlite_attempt_finish(q_db *db, int64_t id,
                              const struct q_attempt_result *r);
+int q__sqlite_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
 int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
                             struct q_attempt **out, size_t *n);
 int q__sqlite_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
@@ -237,6 +248,22 @@ int q__sqlite_budget_settle(q_db *db, const char *name, const char *window,
                             int64_t reserved, int64_t spent, int64_t now);
 int q__sqlite_budgets_list(q_db *db, int64_t since, struct q_budget **out,
                            size_t *n);
+/* batches.c */
+int q__sqlite_batch_create(q_db *db, const char *tier, const char *api,
+                           const char *key, const char *worker,
+                           int64_t lease_until, int64_t now, int64_t *id);
+int q__sqlite_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
+                             int64_t job_id, int step);
+int q__sqlite_batch_set(q_db *db, int64_t id, const struct q_batch_set *s);
+int q__sqlite_batches_open(q_db *db, const char *tier, struct q_batch **out,
+                           size_t *n);
+int q__sqlite_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
+                          size_t *n);
+int q__sqlite_batch_item_settle(q_db *db, int64_t attempt_id,
+                                int64_t realtime_nusd);
+int q__sqlite_report_batches(q_db *db, int64_t since,
+                             struct q_report_batch **out, size_t *n);
+int q__sqlite_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
 int q__sqlite_report_jobs(q_db *db, int64_t since,
                           int64_t counts[Q_JOB_NSTATES]);
 int q__sqlite_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,

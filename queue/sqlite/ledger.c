@@ -260,6 +260,22 @@ read_attempt(sqlite3_stmt *s, void *elem)
 }
 
 int
+q__sqlite_job_cost(q_db *base, int64_t job_id, int64_t *nusd)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_JOB_COST);
+    int rc;
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    if ((rc = q__step_row(db, s, "summing a job's cost")) == 0)
+        *nusd = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc;
+}
+
+int
 q__sqlite_attempts_list(q_db *base, int64_t job_id, int step,
                         struct q_attempt **out, size_t *n)
 {

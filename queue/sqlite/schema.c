@@ -208,7 +208,31 @@ static const char *const migrations[] = {
     "  prior_state INTEGER NOT NULL,"
     "  prior_error TEXT);"
     "CREATE INDEX job_retries_job ON job_retries (job_id, id);",
-    /* 12 -> 13: a job's input (docs/reference.md "Job file"), as compact
+    /* 12 -> 13: batches of a tier in batch mode, recorded before they
+     * are sent (provider_id NULL until the provider's answer is kept),
+     * and their items: each a ledger attempt (no reference to attempts:
+     * PostgreSQL writes an attempt's row later in the transaction). */
+    "CREATE TABLE batches ("
+    "  id INTEGER PRIMARY KEY,"
+    "  tier TEXT NOT NULL,"
+    "  api TEXT NOT NULL,"
+    "  key TEXT NOT NULL UNIQUE,"
+    "  provider_id TEXT,"
+    "  state INTEGER NOT NULL DEFAULT 0,"
+    "  items INTEGER NOT NULL DEFAULT 0,"
+    "  worker TEXT NOT NULL,"
+    "  lease_until INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL);"
+    "CREATE INDEX batches_open ON batches (tier, id) WHERE state < 3;"
+    "CREATE TABLE batch_items ("
+    "  attempt_id INTEGER PRIMARY KEY,"
+    "  batch_id INTEGER NOT NULL REFERENCES batches (id) ON DELETE CASCADE,"
+    "  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,"
+    "  step INTEGER NOT NULL,"
+    "  realtime_nusd INTEGER);"
+    "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);",
+    /* 13 -> 14: a job's input (docs/reference.md "Job file"), as compact
      * JSON text apart from the job's own; NULL: none. */
     "ALTER TABLE jobs ADD COLUMN input TEXT;",
 };

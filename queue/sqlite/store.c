@@ -124,6 +124,8 @@ static const char *const sql_text[ST_COUNT] = {
                        " FROM attempts WHERE id = ?1",
     [ST_STEP_CORRECT] = "UPDATE steps SET tokens = max(0, tokens + ?3)"
                         " WHERE job_id = ?1 AND idx = ?2",
+    [ST_JOB_COST] = "SELECT coalesce(sum(cost_nusd), 0) FROM attempts"
+                    " WHERE job_id = ?1",
     [ST_ATTEMPTS_JOB] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
@@ -242,6 +244,41 @@ static const char *const sql_text[ST_COUNT] = {
         " SET reserved_nusd = max(0, reserved_nusd - ?3),"
         " spent_nusd = spent_nusd + excluded.spent_nusd,"
         " updated_at = max(updated_at, excluded.updated_at)",
+    [ST_BATCH_CREATE] =
+        "INSERT INTO batches (tier, api, key, worker, lease_until,"
+        " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)"
+        " ON CONFLICT (key) DO NOTHING",
+    [ST_BATCH_ITEM_ADD] =
+        "INSERT INTO batch_items (attempt_id, batch_id, job_id, step)"
+        " SELECT ?2, id, ?3, ?4 FROM batches WHERE id = ?1"
+        " ON CONFLICT (attempt_id) DO NOTHING",
+    [ST_BATCH_COUNT_ITEM] =
+        "UPDATE batches SET items = items + 1 WHERE id = ?1",
+    /* ?1 id, ?2 worker, ?3 lease_until, ?4 state, ?5 provider_id, ?6 now */
+    [ST_BATCH_SET] =
+        "UPDATE batches SET worker = ?2, lease_until = ?3, state = ?4,"
+        " provider_id = coalesce(?5, provider_id),"
+        " updated_at = max(updated_at, ?6)"
+        " WHERE id = ?1 AND state <= ?4 AND (worker = ?2 OR lease_until <= ?6)",
+    [ST_BATCHES_OPEN] =
+        "SELECT id, tier, api, key, provider_id, state, items, worker,"
+        " lease_until, created_at, updated_at FROM batches"
+        " WHERE tier = ?1 AND state < 3 ORDER BY id",
+    [ST_BATCH_ITEMS] =
+        "SELECT i.attempt_id, i.job_id, i.step, a.finished_at IS NOT NULL"
+        " FROM batch_items i LEFT JOIN attempts a ON a.id = i.attempt_id"
+        " WHERE i.batch_id = ?1 ORDER BY i.attempt_id",
+    [ST_BATCH_ITEM_SETTLE] =
+        "UPDATE batch_items SET realtime_nusd = ?2 WHERE attempt_id = ?1",
+    [ST_REPORT_BATCHES] =
+        "SELECT b.tier, count(*), sum(coalesce(a.cost_nusd, 0)),"
+        " sum(i.realtime_nusd) FROM batch_items i"
+        " JOIN batches b ON b.id = i.batch_id"
+        " JOIN attempts a ON a.id = i.attempt_id"
+        " WHERE i.realtime_nusd IS NOT NULL AND a.finished_at >= ?1"
+        " GROUP BY b.tier ORDER BY b.tier",
+    [ST_BATCH_OF_ATTEMPT] =
+        "SELECT batch_id FROM batch_items WHERE attempt_id = ?1",
     [ST_BUDGETS_LIST] =
         "SELECT name, win, spent_nusd, reserved_nusd, updated_at FROM budgets"
         " WHERE updated_at >= ?1 ORDER BY name, win",

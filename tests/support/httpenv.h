@@ -17,8 +17,8 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "mock/mock.h"
 #include "http/http.h"
+#include "mock/mock.h"
 
 #define REQ_JSON                                                               \
     "{\"model\":\"from-job\",\"messages\":[{\"role\":\"user\","                \

@@ -1,0 +1,123 @@
+/* test_tools_e2e.c: a chat step's "tools" through the real binary: the
+ * config's shared tools checked when it is loaded, a job's tools checked
+ * at enqueue (nothing written when one is wrong), and, until the tool
+ * loop lands (issue 41), a worker that fails such a step before it sends
+ * anything, naming why (tools_not_supported_yet).
+ */
+#include "tests/support/support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tests/support/e2e.h"
+#include "tests/support/servefix.h"
+
+#define ADD_LABEL                                                              \
+    "{\"name\": \"add_label\", \"description\": \"Label an issue\","           \
+    " \"parameters\": {\"type\": \"object\", \"properties\": {\"label\":"      \
+    " {\"type\": \"string\"}}, \"required\": [\"label\"]},"                    \
+    " \"action\": {\"http\": {\"url\": \"http://127.0.0.1:9/l/"                \
+    "{{args.label}}\"}}}"
+#define CONFIG_TOOLS "\"tools\": [" ADD_LABEL "]"
+#define ASK                                                                    \
+    "{\"name\": \"ask_owner\", \"parameters\": {\"type\": \"object\"},"        \
+    " \"action\": {\"ask\": \"Close it?\"}, \"needs_approval\": \"never\"}"
+#define JOB_WITH(tools)                                                        \
+    E2E_CHAT_JOB("\"tools\": [" tools "], \"max_turns\": 4,", "")
+
+START_TEST(test_step_with_tools_fails_before_sending)
+{
+    cJSON *job;
+
+    e2e_start("{}", CONFIG_TOOLS);
+    e2e_enqueue(JOB_WITH("\"add_label\", " ASK));
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "failed");
+    ck_assert_msg(strstr(e2e_str(job, "error"),
+                         "step a: tools_not_supported_yet") != NULL,
+                  "%s", e2e_str(job, "error"));
+    /* Nothing was sent: not the model turn, not a tool's request. */
+    ck_assert_int_eq(e2e_sent_to(NULL, "/"), 0);
+    cJSON_Delete(job);
+}
+END_TEST
+
+START_TEST(test_enqueue_refuses_unknown_tool)
+{
+    struct run_result r;
+
+    e2e_start("{}", CONFIG_TOOLS);
+    ck_assert_int_eq(
+        RUN(&r, JOB_WITH("\"add_label\", \"close_issue\""), "enqueue", "-"), 2);
+    ck_assert_msg(strstr(r.err, "steps[0].tools[1]: no tool named "
+                                "close_issue in the config") != NULL,
+                  "%s", r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(e2e_db), 0);
+}
+END_TEST
+
+/* A shared tool the config defines wrong stops every command that reads
+ * the config (enqueue, work, ...), with its path in the config, even for
+ * a job that names no tool. */
+START_TEST(test_bad_config_tool_is_exit_2)
+{
+    struct run_result r;
+
+    e2e_start("{}", "\"tools\": [{\"name\": \"t\", \"parameters\": {\"type\":"
+                    " \"object\"}, \"action\": {\"ask\": \"ok?\"},"
+                    " \"idempotency_key\": \"k\"}]");
+    ck_assert_int_eq(RUN(&r, E2E_CHAT_JOB("", ""), "enqueue", "-"), 2);
+    ck_assert_msg(strstr(r.err, "tools[0].idempotency_key: only for an "
+                                "\"http\" action") != NULL,
+                  "%s", r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(e2e_db), 0);
+}
+END_TEST
+
+/* POST /v1/jobs checks tools as enqueue does, against the config the
+ * server read. */
+START_TEST(test_api_checks_tools)
+{
+    const char *args[] = {"--no-auth", NULL};
+    struct server s;
+    cJSON *o;
+    int st;
+
+    e2e_start("{}", CONFIG_TOOLS);
+    ck_assert_int_eq(serve_start(&s, NULL, args), -1);
+    o = serve_call(&s, "POST", "/v1/jobs", JOB_WITH("\"add_labels\""), &st);
+    ck_assert_int_eq(st, 400);
+    ck_assert_str_eq(serve_error_code(o), "invalid_job");
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message")
+                   ->valuestring,
+               "steps[0].tools[0]: no tool named add_labels in the config"));
+    cJSON_Delete(o);
+    o = serve_call(&s, "POST", "/v1/jobs", JOB_WITH("\"add_label\""), &st);
+    ck_assert_int_eq(st, 201);
+    cJSON_Delete(o);
+    serve_stop(&s);
+    ck_assert_int_eq(run_job_count(e2e_db), 1);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("tools_e2e");
+    TCase *tc = tcase_create("tools");
+
+    tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_step_with_tools_fails_before_sending);
+    tcase_add_test(tc, test_enqueue_refuses_unknown_tool);
+    tcase_add_test(tc, test_bad_config_tool_is_exit_2);
+    tcase_add_test(tc, test_api_checks_tools);
+    suite_add_tcase(s, tc);
+    return s;
+}
