@@ -38,6 +38,18 @@ struct config_pair {
 
 #define CONFIG_MAX_PAIRS 64 /* headers, and query parameters, per tier */
 
+/* Which protocol a tier speaks ("api"). */
+enum config_api {
+    CONFIG_API_OPENAI = 0, /* "openai": POST {base_url}/chat/completions */
+    CONFIG_API_ANTHROPIC,  /* "anthropic": POST {base_url}/messages */
+    CONFIG_API_GEMINI,     /* "gemini": POST {base_url}/models/{model}:
+                              generateContent */
+};
+
+/* A tier's default max_tokens for the Anthropic Messages API, which
+ * requires one, when neither the request nor the tier names one. */
+#define CONFIG_ANTHROPIC_MAX_TOKENS 4096
+
 /* A tier in batch mode (docs/reference.md "Batches"): which provider's
  * batch API it speaks, and how it gathers, submits and polls. */
 enum config_batch_api {
@@ -101,6 +113,16 @@ struct config_tier {
     char *ca_path;     /* folder of hashed CA certificates, likewise */
     char *client_cert; /* PEM client certificate (may hold the key too) */
     char *client_key;  /* PEM key of client_cert; needs client_cert */
+    /* The protocol (config_api.c): what the job's OpenAI-shaped request
+     * is mapped to, and what its answers are read from. */
+    enum config_api api;
+    int64_t max_tokens; /* "max_tokens": sent when the request names none;
+                           0: none (anthropic: CONFIG_ANTHROPIC_MAX_TOKENS) */
+    bool stream;        /* "stream": answers come as server-sent events */
+    double first_byte_timeout_s; /* no byte of the answer this long: a
+                                    stall (timeout); 0: timeout_s only */
+    double idle_timeout_s;       /* no byte this long once the answer has
+                                    begun: a stall; 0: timeout_s only */
 };
 
 #define CONFIG_SPILL_DEADLINE (-1)
@@ -235,9 +257,13 @@ const struct config_tier *config_find_tier(const struct config *cfg,
                                            const char *name);
 
 /* config_tier_key_header returns the header the tier's key goes in
- * ("Authorization" for bearer, the NAME of header:NAME), or NULL when the
- * tier sends no key. Borrowed from t. */
+ * ("Authorization" for bearer, the NAME of header:NAME; with the default
+ * auth, the api's own: Authorization, x-api-key or x-goog-api-key), or
+ * NULL when the tier sends no key. Borrowed from t. */
 const char *config_tier_key_header(const struct config_tier *t);
+
+/* config_api_name returns "openai", "anthropic" or "gemini". Static. */
+const char *config_api_name(enum config_api a);
 
 /* config_auth_name returns "bearer", "header" or "none" ("bearer" for the
  * default). Static string. */

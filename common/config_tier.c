@@ -424,6 +424,11 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                                        "ca_path",
                                        "client_cert",
                                        "client_key",
+                                       "api",
+                                       "max_tokens",
+                                       "stream",
+                                       "first_byte_timeout_s",
+                                       "idle_timeout_s",
                                        "mode",
                                        "batch",
                                        "realtime_price",
@@ -473,7 +478,8 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
                          "must be minute, hour, day, week or month");
     if ((rc = parse_breaker(o, path, t, err, len)) != 0)
         return rc;
-    if ((rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
+    if ((rc = config__parse_api(o, path, t, err, len)) != 0 ||
+        (rc = parse_auth(auth, env, path, t, err, len)) != 0 ||
         (rc = parse_spill(o, path, t, err, len)) != 0 ||
         (rc = config__parse_price(o, path, "price", &t->price, err, len)) !=
             0 ||
@@ -512,7 +518,12 @@ config_tier_key_header(const struct config_tier *t)
     case CONFIG_AUTH_DEFAULT:
         break;
     }
-    return t->api_key_env != NULL ? "Authorization" : NULL;
+    if (t->api_key_env == NULL)
+        return NULL;
+    /* Each protocol's own header for its key. */
+    return t->api == CONFIG_API_ANTHROPIC ? "x-api-key"
+           : t->api == CONFIG_API_GEMINI  ? "x-goog-api-key"
+                                          : "Authorization";
 }
 
 const char *

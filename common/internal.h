@@ -33,6 +33,13 @@ STEPQ_MUST_CHECK int config__parse_price(const cJSON *o, const char *path,
  * absolute or dir is NULL or empty). Caller frees (config.c). */
 char *config__resolve_path(const char *dir, const char *rel);
 
+/* config__parse_api reads the tier o's "api", "max_tokens", "stream",
+ * "first_byte_timeout_s" and "idle_timeout_s" into t
+ * (config_api.c). Returns 0, or -EINVAL with "PATH.api: problem" in err. */
+STEPQ_MUST_CHECK int config__parse_api(const cJSON *o, const char *path,
+                                       struct config_tier *t, char *err,
+                                       size_t len);
+
 /* config__tier_cleanup frees what t owns (config_tier.c). */
 void config__tier_cleanup(struct config_tier *t);
 

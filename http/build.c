@@ -405,8 +405,13 @@ http_chat_read(const cJSON *root, struct http_chat_answer *out)
     c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     msg = cJSON_IsObject(c0) ? cJSON_GetObjectItemCaseSensitive(c0, "message")
                              : NULL;
-    if (!cJSON_IsObject(msg))
+    /* The native answers (anthropic.c, gemini.c) are read into the same
+     * shape, finish reasons as their OpenAI twins. */
+    if (!cJSON_IsObject(msg) && http__anthropic_read(root, &a) != 0 &&
+        http__gemini_read(root, &a) != 0)
         return -EINVAL;
+    if (!cJSON_IsObject(msg))
+        goto usage;
     v = cJSON_GetObjectItemCaseSensitive(msg, "content");
     if (cJSON_IsString(v))
         a.content = xstrdup(v->valuestring);
@@ -417,6 +422,7 @@ http_chat_read(const cJSON *root, struct http_chat_answer *out)
     v = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
     if (cJSON_IsString(v))
         a.finish_reason = xstrdup(v->valuestring);
+usage:
     usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
     if (cJSON_IsObject(usage)) {
         a.prompt_tokens = count(usage, "prompt_tokens");

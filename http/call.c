@@ -155,6 +155,8 @@ map_error(const struct http_call *call, CURLcode rc)
 {
     if (call->too_large)
         return HTTP_ERR_TOO_LARGE;
+    if (call->stalled)
+        return HTTP_ERR_TIMEOUT;
     switch (rc) {
     case CURLE_OK:
         return HTTP_ERR_NONE;
@@ -297,6 +299,14 @@ http__finish(http_client *c, struct http_call *call, CURLcode rc)
     else if (call->oom)
         snprintf(res->error_text, sizeof(res->error_text),
                  "out of memory for the response body");
+    else if (call->stalled && call->last_byte_ms > 0)
+        snprintf(res->error_text, sizeof(res->error_text),
+                 "stalled: no byte for %lld ms (idle_timeout_s)",
+                 (long long)call->idle_ms);
+    else if (call->stalled)
+        snprintf(res->error_text, sizeof(res->error_text),
+                 "stalled: no first byte in %lld ms (first_byte_timeout_s)",
+                 (long long)call->first_byte_ms);
     else if (rc == CURLE_OUT_OF_MEMORY && !call->errbuf[0])
         /* libcurl 7.88 says "Out of memory" when an answer's header
          * passes its 100 KB limit (a buffer's cap, not the heap: ours
@@ -525,6 +535,7 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     curl_easy_setopt(e, CURLOPT_SHARE, c->share);
     set_tls(e, req);
     set_method(call, req);
+    http__watch_stall(call, req);
     if (curl_easy_setopt(e, CURLOPT_URL, req->url) != CURLE_OK) {
         curl_easy_cleanup(e);
         slist_free_wiped(call->hdrs);

@@ -107,6 +107,11 @@ struct http_request {
     char *body; /* owned; NULL: no body. body_len bytes, may hold NULs */
     size_t body_len;
     int64_t timeout_ms; /* whole request; 0: HTTP_DEFAULT_TIMEOUT_MS */
+    /* A stall ends the request as HTTP_ERR_TIMEOUT within about a second
+     * of these (stream.c): no byte of the answer for first_byte_ms after
+     * the send, or none for idle_ms once it has begun. 0: not watched */
+    int64_t first_byte_ms;
+    int64_t idle_ms;
     /* owned: values the request carries that are secrets (the builders
      * add them; http_request_add_secret): each is replaced by "***" in
      * the answer's body, headers and error text before the callback sees
@@ -357,7 +362,9 @@ void http_usage_read(const cJSON *root, struct price_usage *out);
 
 /* http_chat_parse reads a chat completion body (len bytes, need not be
  * NUL-terminated, any content). Returns 0 when it is a JSON object with
- * choices[0].message an object, filling *out (caller frees it with
+ * choices[0].message an object, or a native answer (an Anthropic message,
+ * a Gemini candidate or blocked prompt: finish reasons as their OpenAI
+ * twins, text parts joined), filling *out (caller frees it with
  * http_chat_answer_cleanup; absent parts are NULL/false/-1); -EINVAL
  * otherwise, *out untouched. Usage counts are read even when the message
  * has no content. */
@@ -367,6 +374,17 @@ STEPQ_MUST_CHECK int http_chat_parse(const char *body, size_t len,
  * borrowed; NULL reads as not an object). */
 STEPQ_MUST_CHECK int http_chat_read(const cJSON *root,
                                     struct http_chat_answer *out);
+
+/* http_stream_assemble reads a streamed answer of protocol api (len bytes
+ * of server-sent events: OpenAI chat.completion.chunk lines, Anthropic
+ * message events, Gemini response chunks; a cut stream too, as far as it
+ * came) and writes the answer the protocol would have sent unstreamed
+ * (JSON text: a chat completion, a message, a response) into *out: text
+ * deltas joined, the last finish reason, the usage of the final events;
+ * an error event becomes the error object. Returns 0 with *out owned
+ * (free()), or -EINVAL when body holds no event of the protocol. */
+STEPQ_MUST_CHECK int http_stream_assemble(enum config_api api, const char *body,
+                                          size_t len, char **out);
 
 /* http_chat_answer_cleanup frees what a owns and zeroes it (counts -1).
  * NULL is a no-op. */

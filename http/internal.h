@@ -72,9 +72,14 @@ struct http_call {
     size_t header_bytes;      /* bytes of kept response headers */
     int64_t content_length;   /* from the current head; -1 unknown */
     int64_t start_ms;
-    bool too_large;  /* the write callback refused the answer */
-    bool oom;        /* the body buffer could not grow */
-    bool delivering; /* its callback is running */
+    int64_t first_byte_ms; /* the request's stall watch (stream.c) */
+    int64_t idle_ms;
+    int64_t last_byte_ms; /* when the answer last grew; 0: not begun */
+    int64_t seen_bytes;   /* of the answer, at last_byte_ms */
+    bool stalled;         /* the stall watch ended it */
+    bool too_large;       /* the write callback refused the answer */
+    bool oom;             /* the body buffer could not grow */
+    bool delivering;      /* its callback is running */
     char errbuf[CURL_ERROR_SIZE];
     struct http_call *prev, *next; /* in c->calls */
 };
@@ -134,6 +139,66 @@ int http__fail(char *err, size_t len, int rc, const char *fmt, ...)
 STEPQ_MUST_CHECK int http__resolve_value(const char *what, const char *value,
                                          const char **out, char *err,
                                          size_t errlen);
+/* http__watch_stall sets call's stall watch from req (its first-byte and
+ * idle timeouts), when req has one (stream.c). */
+void http__watch_stall(struct http_call *call, const struct http_request *req);
+
+/* ---- the native protocols (native.c, anthropic.c, gemini.c) -------- */
+
+/* A message of the job's OpenAI-shaped request, read once for mapping:
+ * role and text borrowed from the request, or owned (joined parts). */
+struct http__msg {
+    const char *role;
+    char *text; /* owned: the content string, or its text parts joined */
+    bool cache; /* the message's "cache": true (Anthropic prompt caching) */
+};
+
+/* http__native_msgs refuses what the request holds that api (its name,
+ * for the error) cannot carry: a member the native protocols do not map
+ * (native.c's list), tool calls and tool messages (tool mapping plugs in
+ * here, with http/tools.c), content parts that are not text. Fills msgs (owned
+ * array, http__msgs_free) with every message. Returns 0, or -EINVAL with err
+ * naming the member ("request.tools: not mapped to the anthropic api"). */
+STEPQ_MUST_CHECK int http__native_msgs(const cJSON *request, const char *api,
+                                       struct http__msg **msgs, size_t *n,
+                                       char *err, size_t errlen);
+void http__msgs_free(struct http__msg *msgs, size_t n);
+/* http__native_max_tokens is the output cap to send: the request's
+ * max_completion_tokens or max_tokens, else the tier's max_tokens, else
+ * dflt (0: none). */
+int64_t http__native_max_tokens(const cJSON *request,
+                                const struct config_tier *t, int64_t dflt);
+/* http__native_stop returns the request's "stop" as a new array of
+ * strings (a string becomes one), or NULL when it has none. Caller owns. */
+cJSON *http__native_stop(const cJSON *request);
+/* http__native_copy copies member key of request (when there) into body
+ * as name. */
+void http__native_copy(const cJSON *request, const char *key, cJSON *body,
+                       const char *name);
+
+/* http__anthropic_body / http__gemini_body map the job's request (borrowed)
+ * to the protocol's body for tier t; *out is owned by the caller. Return
+ * 0 or -EINVAL with err naming what cannot be mapped. */
+STEPQ_MUST_CHECK int http__anthropic_body(const cJSON *request,
+                                          const struct config_tier *t,
+                                          cJSON **out, char *err,
+                                          size_t errlen);
+STEPQ_MUST_CHECK int http__gemini_body(const cJSON *request,
+                                       const struct config_tier *t, cJSON **out,
+                                       char *err, size_t errlen);
+/* http__gemini_model_ok: a model name that can stand in Gemini's URL
+ * path as is. */
+bool http__gemini_model_ok(const char *model);
+/* http__anthropic_read / http__gemini_read fill *a from an answer of that
+ * protocol (root borrowed), finish reasons as their OpenAI twins; -EINVAL
+ * when root is not of that shape (*a untouched). */
+int http__anthropic_read(const cJSON *root, struct http_chat_answer *a);
+int http__gemini_read(const cJSON *root, struct http_chat_answer *a);
+/* http__finish_twin returns the OpenAI finish reason of a native one
+ * (table: pairs of native, openai; NULL-terminated), or a copy of it as
+ * is. Caller frees. */
+char *http__finish_twin(const char *native, const char *const *table);
+
 /* http__set_body_json serializes item (borrowed) as r's body. */
 void http__set_body_json(struct http_request *r, const cJSON *item);
 

@@ -1,6 +1,8 @@
 /* tier.c: the chat completion request of a tier (declared in
  * http/http.h): its URL with the tier's query parameters, its headers,
- * and its key in the header its auth names.
+ * its key in the header its auth names, and its body in the shape of its
+ * api (OpenAI's as the job wrote it; anthropic.c and gemini.c map it),
+ * asked for as a stream when the tier streams.
  *
  * Values "env:NAME" (headers, query) and the key are read from the
  * environment here, when the request is built, and go only into the
@@ -18,7 +20,9 @@
 #include "common/xalloc.h"
 #include "http/internal.h"
 
-#define CHAT_PATH "/chat/completions"
+#define CHAT_PATH         "/chat/completions"
+#define ANTHROPIC_PATH    "/messages"
+#define ANTHROPIC_VERSION "2023-06-01"
 
 /* what writes "tier NAME: FIELD" (just FIELD for an unnamed tier, as
  * http_chat_request builds one) into buf. */
@@ -104,7 +108,7 @@ put_masked(struct xbuf *url, const char *base, size_t n)
 /* The URL of suffix (a path, "/chat/completions") under t's base_url,
  * with the query of http_tier_url. */
 static int
-tier_url(const struct config_tier *t, bool reveal, const char *suffix,
+tier_url(const struct config_tier *t, bool reveal, const char *suffix, bool sse,
          char **out, char *err, size_t errlen)
 {
     const char *base = t->base_url, *q;
@@ -134,6 +138,12 @@ tier_url(const struct config_tier *t, bool reveal, const char *suffix,
     if (q != NULL)
         xbuf_put(&url, q, strlen(q));
     free(shown.p);
+    /* Gemini streams server-sent events only when asked for them. */
+    if (sse) {
+        xbuf_put(&url, has_query ? "&" : "?", 1);
+        xbuf_lit(&url, "alt=sse");
+        has_query = true;
+    }
     for (size_t i = 0; i < t->nquery; i++) {
         const struct config_pair *p = &t->query[i];
         const char *v = p->value;
@@ -165,11 +175,44 @@ tier_url(const struct config_tier *t, bool reveal, const char *suffix,
     return 0;
 }
 
+/* The path of t's chat requests, after base_url's: by its api. */
+static void
+put_path(struct xbuf *url, const struct config_tier *t)
+{
+    /* "models/NAME" and "NAME" name the same Gemini model. */
+    size_t skip = strncmp(t->model, "models/", 7) == 0 ? 7 : 0;
+
+    switch (t->api) {
+    case CONFIG_API_ANTHROPIC:
+        xbuf_lit(url, ANTHROPIC_PATH);
+        return;
+    case CONFIG_API_GEMINI:
+        xbuf_lit(url, "/models/");
+        xbuf_put(url, t->model + skip, strlen(t->model) - skip);
+        if (t->stream)
+            xbuf_lit(url, ":streamGenerateContent");
+        else
+            xbuf_lit(url, ":generateContent");
+        return;
+    case CONFIG_API_OPENAI:
+        break;
+    }
+    xbuf_lit(url, CHAT_PATH);
+}
+
 int
 http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
               size_t errlen)
 {
-    return tier_url(t, reveal, CHAT_PATH, out, err, errlen);
+    struct xbuf path = {0};
+    int rc;
+
+    put_path(&path, t);
+    xbuf_put(&path, "", 1);
+    rc = tier_url(t, reveal, path.p, t->api == CONFIG_API_GEMINI && t->stream,
+                  out, err, errlen);
+    free(path.p);
+    return rc;
 }
 
 /* add_key puts the tier's key into the header its auth names. The default
@@ -200,7 +243,10 @@ add_key(struct http_request *r, const struct config_tier *t, char *err,
             what(w, sizeof(w), t, "api_key_env", NULL), t->api_key_env);
     klen = strlen(key);
     value = xmalloc(klen + sizeof("Bearer "));
-    if (t->auth == CONFIG_AUTH_HEADER) {
+    /* Bearer for "bearer", and for the default auth of an OpenAI tier;
+     * the other apis' own headers take the key alone. */
+    if (t->auth == CONFIG_AUTH_HEADER ||
+        (t->auth == CONFIG_AUTH_DEFAULT && t->api != CONFIG_API_OPENAI)) {
         memcpy(value, key, klen + 1);
     } else {
         memcpy(value, "Bearer ", 7);
@@ -295,32 +341,29 @@ finish(struct http_request *r, const struct config_tier *t, int64_t timeout_ms,
     return 0;
 }
 
-int
-http_tier_request(const cJSON *request, const struct config_tier *t,
-                  int64_t timeout_ms, struct http_request *out, char *err,
-                  size_t errlen)
+/* add_stream asks for the answer as events: "stream": true, and with
+ * usage (OpenAI sends it in a last chunk only when asked). */
+static void
+add_stream(cJSON *body, bool usage)
 {
-    struct http_request r;
-    cJSON *body, *m;
-    char *url = NULL, w[300];
-    int rc;
+    cJSON *so;
 
-    if (!cJSON_IsObject(request))
-        return http__fail(err, errlen, -EINVAL, "request: must be an object");
-    if (t->model == NULL || *t->model == '\0' ||
-        !httptext_is_field_value(t->model))
-        return http__fail(
-            err, errlen, -EINVAL, "%s",
-            what(w, sizeof(w), t, "model: must be a non-empty name", NULL));
-    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
-        return rc;
-    http_request_init(&r);
-    rc = http_request_set(&r, "POST", url);
-    free(url);
-    if (rc != 0)
-        goto fail;
+    cJSON_DeleteItemFromObjectCaseSensitive(body, "stream");
+    cJSON_AddTrueToObject(body, "stream");
+    if (!usage)
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(body, "stream_options");
+    so = cJSON_AddObjectToObject(body, "stream_options");
+    cJSON_AddTrueToObject(so, "include_usage");
+}
 
-    body = cJSON_Duplicate(request, true);
+/* The OpenAI body: the request as the job wrote it, with the tier's
+ * model and without the native protocols' "cache" flags. */
+static cJSON *
+openai_body(const cJSON *request, const struct config_tier *t)
+{
+    cJSON *body = cJSON_Duplicate(request, true), *m, *msg;
+
     m = cJSON_CreateString(t->model);
     if (body == NULL || m == NULL) {
         fprintf(stderr, "stepq: out of memory\n");
@@ -331,14 +374,108 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
         cJSON_ReplaceItemInObjectCaseSensitive(body, "model", m);
     else
         cJSON_AddItemToObject(body, "model", m);
+    if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(body, "cache")))
+        cJSON_DeleteItemFromObjectCaseSensitive(body, "cache");
+    /* The tier's cap where the job set none. */
+    if (t->max_tokens > 0 && !cJSON_HasObjectItem(body, "max_tokens") &&
+        !cJSON_HasObjectItem(body, "max_completion_tokens"))
+        cJSON_AddNumberToObject(body, "max_tokens", (double)t->max_tokens);
+    if (t->stream)
+        add_stream(body, true);
+    cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))
+    {
+        if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(msg, "cache")))
+            cJSON_DeleteItemFromObjectCaseSensitive(msg, "cache");
+    }
+    return body;
+}
+
+/* tier_body builds the body of t's api from the job's request. */
+static int
+tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
+          char *err, size_t errlen)
+{
+    char w[300];
+    int rc;
+
+    switch (t->api) {
+    case CONFIG_API_ANTHROPIC:
+        rc = http__anthropic_body(request, t, out, err, errlen);
+        if (rc == 0 && t->stream)
+            add_stream(*out, false);
+        break;
+    case CONFIG_API_GEMINI:
+        rc = http__gemini_body(request, t, out, err, errlen);
+        break;
+    case CONFIG_API_OPENAI:
+    default:
+        *out = openai_body(request, t);
+        return 0;
+    }
+    if (rc != 0 && t->name != NULL && *t->name != '\0') {
+        /* Name the tier: the same job maps on another tier's api. */
+        snprintf(w, sizeof(w), "tier %s (api %s): %s", t->name,
+                 config_api_name(t->api), err);
+        snprintf(err, errlen, "%s", w);
+    }
+    return rc;
+}
+
+int
+http_tier_request(const cJSON *request, const struct config_tier *t,
+                  int64_t timeout_ms, struct http_request *out, char *err,
+                  size_t errlen)
+{
+    struct http_request r;
+    cJSON *body = NULL;
+    char *url = NULL, w[300];
+    int rc;
+
+    if (!cJSON_IsObject(request))
+        return http__fail(err, errlen, -EINVAL, "request: must be an object");
+    if (t->model == NULL || *t->model == '\0' ||
+        !httptext_is_field_value(t->model))
+        return http__fail(
+            err, errlen, -EINVAL, "%s",
+            what(w, sizeof(w), t, "model: must be a non-empty name", NULL));
+    if (t->api == CONFIG_API_GEMINI && !http__gemini_model_ok(t->model))
+        return http__fail(err, errlen, -EINVAL, "%s",
+                          what(w, sizeof(w), t,
+                               "model: the gemini api needs letters, digits, "
+                               "'-', '.', '_' or '/' (it goes in the URL)",
+                               NULL));
+    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    rc = http_request_set(&r, "POST", url);
+    free(url);
+    if (rc != 0)
+        goto fail;
+
+    if ((rc = tier_body(request, t, &body, err, errlen)) != 0) {
+        http_request_cleanup(&r);
+        return rc;
+    }
     http__set_body_json(&r, body);
     cJSON_Delete(body);
 
     if ((rc = http_request_add_header(&r, "Content-Type",
                                       "application/json")) != 0 ||
-        (rc = http_request_add_header(&r, "Accept", "application/json")) != 0)
+        (rc = http_request_add_header(&r, "Accept",
+                                      t->stream ? "text/event-stream"
+                                                : "application/json")) != 0)
         goto fail;
-    return finish(&r, t, timeout_ms, out, err, errlen);
+    /* Before the tier's headers, which may name another version. */
+    if (t->api == CONFIG_API_ANTHROPIC &&
+        (rc = http_request_add_header(&r, "anthropic-version",
+                                      ANTHROPIC_VERSION)) != 0)
+        goto fail;
+    if ((rc = finish(&r, t, timeout_ms, out, err, errlen)) != 0)
+        return rc;
+    /* The stall watch (stream.c): chat requests only. */
+    out->first_byte_ms = (int64_t)(t->first_byte_timeout_s * 1000);
+    out->idle_ms = (int64_t)(t->idle_timeout_s * 1000);
+    return 0;
 fail:
     http_request_cleanup(&r);
     return http__fail(err, errlen, rc, "request: cannot be built");
@@ -375,7 +512,7 @@ http_tier_call(const struct config_tier *t, const char *method,
     char *url = NULL;
     int rc;
 
-    if ((rc = tier_url(t, true, path, &url, err, errlen)) != 0)
+    if ((rc = tier_url(t, true, path, false, &url, err, errlen)) != 0)
         return rc;
     http_request_init(&r);
     rc = http_request_set(&r, method, url);

@@ -43,21 +43,6 @@ next_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static bool
-ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static bool
-is_chat(const struct mock_request *rq)
-{
-    return strcmp(rq->method, "POST") == 0 &&
-           (ends_with(rq->path, "/chat/completions") ||
-            ends_with(rq->path, "/chat/completions/"));
-}
-
 /* match returns the route with the longest path prefix that ends on a
  * segment boundary; the catch-all (last) route otherwise. */
 static struct mock_route *
@@ -278,39 +263,6 @@ limit_admit(struct mock_engine *e, struct mock_route *r, const cJSON *req,
                             prompt + mock__request_max_tokens(req), res);
 }
 
-/* chat_request_ok checks a chat request's body the way OpenAI does before
- * anything else: a JSON object with a non-empty "messages" array. On a
- * refusal it writes OpenAI's message into msg and its code into *code. */
-static bool
-chat_request_ok(const cJSON *req, char *msg, size_t len, const char **code)
-{
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "messages");
-
-    if (!cJSON_IsObject(req)) {
-        snprintf(msg, len,
-                 "We could not parse the JSON body of your request. (HINT: "
-                 "This likely means you aren't using your HTTP library "
-                 "correctly. The OpenAI API expects a JSON payload, but what "
-                 "was sent was not valid JSON.)");
-        *code = NULL;
-        return false;
-    }
-    if (m == NULL) {
-        snprintf(msg, len, "Missing required parameter: 'messages'.");
-        *code = "missing_required_parameter";
-        return false;
-    }
-    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) == 0) {
-        snprintf(msg, len,
-                 "Invalid 'messages': expected an array with minimum length "
-                 "1.");
-        *code = cJSON_IsArray(m) ? "empty_array" : "invalid_type";
-        return false;
-    }
-    *code = NULL;
-    return mock__tool_messages_ok(req, msg, len);
-}
-
 /* The route's sequence: its next scripted answer, else the default one
  * (a chat completion, or the generic endpoint's answer, an idempotency
  * key's first answer replayed as Stripe does). Returns whether it was
@@ -321,7 +273,7 @@ sequence(struct mock_engine *e, struct mock_route *r,
          struct build *b, int64_t *tokens)
 {
     const struct mock_answer *a;
-    bool chat = is_chat(rq), replayed = false;
+    bool chat = mock__is_chat(r, rq), replayed = false;
 
     a = next_answer(r);
     b->answer = a;
@@ -337,7 +289,7 @@ sequence(struct mock_engine *e, struct mock_route *r,
     if (a != NULL && a->body != NULL) {
         b->body = xstrdup(a->body);
     } else if (b->status < 200 || b->status > 299) {
-        b->body = mock__status_error_body(b->status);
+        b->body = mock__api_error(r->api, b->status, NULL, NULL, NULL);
     } else if (chat) {
         b->body = mock__chat_body(e, r, a, out->request_json, prompt, tokens);
     } else if (rq->idempotency_key != NULL && a == NULL &&
@@ -359,6 +311,21 @@ sequence(struct mock_engine *e, struct mock_route *r,
     return replayed;
 }
 
+/* A chat answer asked for as a stream: its events (stream.c). A body
+ * that is not JSON (already events, say) is sent as scripted. */
+static void
+stream(const struct mock_route *r, struct mock_reply *out, struct build *b)
+{
+    char *sse = mock__sse(r->api, b->body, out->request_json);
+
+    if (sse == NULL)
+        return;
+    free(b->body);
+    b->body = sse;
+    b->ctype = "text/event-stream";
+    out->kind = "chat_stream";
+}
+
 /* What the engine's statistics count of a reply, and the route's token
  * allowance the answer used. */
 static void
@@ -369,7 +336,7 @@ count_reply(struct mock_engine *e, struct mock_route *r,
         out->fault == MOCK_FAULT_CLOSE_MID_BODY ||
         out->fault == MOCK_FAULT_DRIP || out->fault == MOCK_FAULT_BAD_CHUNKED ||
         out->fault == MOCK_FAULT_HUGE_HEADERS ||
-        out->fault == MOCK_FAULT_BAD_STATUS)
+        out->fault == MOCK_FAULT_BAD_STATUS || out->fault == MOCK_FAULT_STALL)
         e->stats->faults++;
     if (out->fault != MOCK_FAULT_HANG && out->fault != MOCK_FAULT_CLOSE &&
         out->fault != MOCK_FAULT_BAD_STATUS && status >= 200 && status <= 299) {
@@ -388,7 +355,7 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     struct mock_route *r = match(e->script, rq->path);
     const struct mock_answer *a;
     struct build b = {.status = 200};
-    bool chat = is_chat(rq), replayed = false;
+    bool chat = mock__is_chat(r, rq), replayed = false;
     int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
     struct mock_limit_result lim = {.admitted = true};
     char msg[400];
@@ -417,23 +384,26 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         a = r->unauthorized;
         b.answer = a;
         b.status = a != NULL ? a->status : 401;
-        b.body = a != NULL && a->body != NULL
-                     ? xstrdup(a->body)
-                     : mock__error_body(msg, "invalid_request_error",
-                                        "invalid_api_key");
+        b.body =
+            a != NULL && a->body != NULL
+                ? xstrdup(a->body)
+                : mock__api_error(r->api, 401, msg, "invalid_request_error",
+                                  "invalid_api_key");
         out->kind = "unauthorized";
     } else if (refused == 404) {
         b.status = 404;
-        b.body = mock__error_body(msg, "invalid_request_error", "not_found");
+        b.body = mock__api_error(r->api, 404, msg, "invalid_request_error",
+                                 "not_found");
         out->kind = "not_found";
-    } else if (chat &&
-               !chat_request_ok(out->request_json, msg, sizeof(msg), &code)) {
+    } else if (chat && !mock__api_request_ok(r->api, out->request_json, msg,
+                                             sizeof(msg), &code)) {
         b.status = 400;
-        b.body = mock__error_body(msg, "invalid_request_error", code);
+        b.body =
+            mock__api_error(r->api, 400, msg, "invalid_request_error", code);
         out->kind = "invalid_request";
     } else if (storm_active(r, now)) {
         b.status = r->storm_status;
-        b.body = mock__status_error_body(b.status);
+        b.body = mock__api_error(r->api, b.status, NULL, NULL, NULL);
         out->kind = "storm";
         e->stats->storm++;
     } else if (!chat && mock__batch_answer(e, r, rq, now, out, &b.status,
@@ -450,25 +420,19 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
         e->stats->rate_limited++;
     } else if (chat && r->allowance_tokens > 0 &&
                r->tokens_used >= r->allowance_tokens) {
-        b.status = 429;
-        b.body =
-            mock__error_body("You exceeded your current quota, please check "
-                             "your plan and billing details.",
-                             "insufficient_quota", "insufficient_quota");
+        b.status = r->api == MOCK_API_ANTHROPIC ? 400 : 429;
+        b.body = mock__quota_body(r->api);
         out->kind = "quota";
         e->stats->quota++;
     } else if (chat && r->context_tokens > 0 && prompt > r->context_tokens) {
-        snprintf(msg, sizeof(msg),
-                 "This model's maximum context length is %" PRId64
-                 " tokens. However, your messages resulted in %" PRId64
-                 " tokens. Please reduce the length of the messages.",
-                 r->context_tokens, prompt);
         b.status = 400;
-        b.body = mock__error_body(msg, "invalid_request_error",
-                                  "context_length_exceeded");
+        b.body = mock__context_body(r->api, prompt, r->context_tokens);
         out->kind = "context";
     } else {
         replayed = sequence(e, r, rq, prompt, out, &b, &tokens);
+        if (chat && b.status >= 200 && b.status <= 299 &&
+            mock__wants_stream(r, rq, out->request_json))
+            stream(r, out, &b);
     }
     count_reply(e, r, out, b.status, tokens);
     if (r->limit.shape != MOCK_SHAPE_NONE && strcmp(out->kind, "storm") != 0)

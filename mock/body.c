@@ -57,12 +57,21 @@ default_content(const cJSON *req)
     const cJSON *last = NULL, *c = NULL;
     cJSON *o = cJSON_CreateObject();
     char text[160], *s;
-    int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
+    int n;
 
+    /* Gemini's turns are "contents", each text in its first part. */
+    if (msgs == NULL)
+        msgs = cJSON_GetObjectItemCaseSensitive(req, "contents");
+    n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
     if (n > 0)
         last = cJSON_GetArrayItem(msgs, n - 1);
     if (cJSON_IsObject(last))
         c = cJSON_GetObjectItemCaseSensitive(last, "content");
+    if (c == NULL && cJSON_IsObject(last))
+        c = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(last, "parts"),
+                               0),
+            "text");
     if (cJSON_IsString(c) && c->valuestring[0] != '\0') {
         size_t len = strlen(c->valuestring), cut = len > 80 ? 80 : len;
         cut = utf8_cut(c->valuestring, cut);
@@ -80,13 +89,19 @@ default_content(const cJSON *req)
 int64_t
 mock__request_max_tokens(const cJSON *req)
 {
-    const char *keys[] = {"max_completion_tokens", "max_tokens"};
+    const char *keys[] = {"max_completion_tokens", "max_tokens",
+                          "maxOutputTokens"};
+
+    const cJSON *gc = cJSON_GetObjectItemCaseSensitive(req, "generationConfig");
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(keys); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, keys[i]);
         if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 1e9)
             return (int64_t)v->valuedouble;
     }
+    /* Gemini's cap is in its generationConfig. */
+    if (cJSON_IsObject(gc) && gc != req)
+        return mock__request_max_tokens(gc);
     return 0;
 }
 
@@ -94,9 +109,9 @@ mock__request_max_tokens(const cJSON *req)
  * into the message as its tool_calls, with a null content unless there is
  * some. */
 static char *
-print_chat(struct mock_engine *e, const char *model, const char *content,
-           const char *finish, int64_t prompt, int64_t completion,
-           const cJSON *calls)
+print_openai(struct mock_engine *e, const char *model, const char *content,
+             const char *finish, int64_t prompt, int64_t completion,
+             const cJSON *calls)
 {
     cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray();
     cJSON *choice = cJSON_CreateObject(), *msg = cJSON_CreateObject();
@@ -130,6 +145,26 @@ print_chat(struct mock_engine *e, const char *model, const char *content,
     s = json_print(root);
     cJSON_Delete(root);
     return s;
+}
+
+/* The answer in route r's protocol; calls (may be NULL) as its tool
+ * calls. */
+static char *
+print_chat(struct mock_engine *e, const struct mock_route *r, const char *model,
+           const char *content, const char *finish, int64_t prompt,
+           int64_t completion, const cJSON *calls)
+{
+    switch (r->api) {
+    case MOCK_API_ANTHROPIC:
+        return mock__anthropic_chat(e, model, content, finish, prompt,
+                                    completion, calls);
+    case MOCK_API_GEMINI:
+        return mock__gemini_chat(e, model, content, finish, prompt, completion,
+                                 calls);
+    case MOCK_API_OPENAI:
+        break;
+    }
+    return print_openai(e, model, content, finish, prompt, completion, calls);
 }
 
 /* chat_body builds a chat completion. With oversize > 0 the content is
@@ -200,20 +235,20 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
         completion = max_tokens;
         finish = "length";
     }
-    body = print_chat(e, model, content, finish, prompt, completion, calls);
+    body = print_chat(e, r, model, content, finish, prompt, completion, calls);
     if (a != NULL && a->oversize > 0 && (size_t)a->oversize > strlen(body)) {
         /* 'x' needs no escaping, so each one adds one byte. */
         size_t base, pad;
         char *big;
         free(body);
-        body = print_chat(e, model, "", finish, prompt, completion, calls);
+        body = print_chat(e, r, model, "", finish, prompt, completion, calls);
         base = strlen(body);
         pad = (size_t)a->oversize - base;
         free(body);
         big = xmalloc(pad + 1);
         memset(big, 'x', pad);
         big[pad] = '\0';
-        body = print_chat(e, model, big, finish, prompt, completion, calls);
+        body = print_chat(e, r, model, big, finish, prompt, completion, calls);
         free(big);
     }
     free(content);
@@ -306,7 +341,14 @@ mock__limit_body(struct mock_engine *e, struct mock_route *r,
                                    model_of(r, req));
     char *body;
 
-    if (r->limit.headers == MOCK_HDR_ANTHROPIC) {
+    if (r->api == MOCK_API_GEMINI) {
+        body = mock__gemini_error(
+            429, msg,
+            res->by_tokens ? "GenerateContentInputTokensPerModelPerMinute"
+                           : "GenerateRequestsPerMinutePerProjectPerModel",
+            res->retry_ms);
+    } else if (r->limit.headers == MOCK_HDR_ANTHROPIC ||
+               r->api == MOCK_API_ANTHROPIC) {
         cJSON *root = cJSON_CreateObject(), *err = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "type", "error");
         cJSON_AddStringToObject(err, "type", "rate_limit_error");

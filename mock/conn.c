@@ -210,6 +210,12 @@ start_drip(struct conn *c, struct resp *r)
 void
 mock__conn_flush(struct conn *c)
 {
+    /* After a stall nothing more is sent; the client's close ends it. */
+    if (c->stalled) {
+        if (c->eof && !c->closing)
+            mock__conn_close(c);
+        return;
+    }
     while (!c->closing && c->head != NULL && c->head->ready) {
         struct resp *r = c->head;
         bool stop = false;
@@ -226,6 +232,11 @@ mock__conn_flush(struct conn *c)
         }
         mock__conn_write(c, r->buf, NULL, r->len);
         r->buf = NULL;
+        if (r->fault == MOCK_FAULT_STALL) {
+            c->stalled = true;
+            resp_free(r);
+            return;
+        }
         stop = r->fault == MOCK_FAULT_CLOSE_MID_BODY ||
                r->fault == MOCK_FAULT_BAD_CHUNKED ||
                r->fault == MOCK_FAULT_BAD_STATUS || r->close_after;
@@ -263,7 +274,7 @@ mock__conn_enqueue(struct conn *c, struct mock_reply *rep, bool close_after)
     r->c = c;
     r->fault = rep->fault;
     r->close_after = close_after;
-    if (r->fault == MOCK_FAULT_CLOSE_MID_BODY)
+    if (r->fault == MOCK_FAULT_CLOSE_MID_BODY || r->fault == MOCK_FAULT_STALL)
         body /= 2;
     if (r->fault == MOCK_FAULT_BAD_CHUNKED) {
         /* A chunk size that is not hex: no client can read past it. */

@@ -33,6 +33,8 @@ enum mock_fault {
     MOCK_FAULT_BAD_CHUNKED,  /* "Transfer-Encoding: chunked" with garbage */
     MOCK_FAULT_HUGE_HEADERS, /* a 1 MiB header before the others */
     MOCK_FAULT_BAD_STATUS,   /* a status line no client can read */
+    MOCK_FAULT_STALL,        /* the head and half the body, then nothing
+                                (the connection stays open) */
 };
 
 /* mock_fault_name returns "hang", ... or NULL for MOCK_FAULT_NONE. */
@@ -162,8 +164,16 @@ struct mock_batch_conf {
     int64_t max_items;    /* items in one batch */
 };
 
+/* Which protocol a route speaks (its "api"). */
+enum mock_api {
+    MOCK_API_OPENAI = 0, /* chat completions, OpenAI's errors */
+    MOCK_API_ANTHROPIC,  /* the Messages API (anthropic.c) */
+    MOCK_API_GEMINI,     /* generateContent (gemini.c) */
+};
+
 struct mock_route {
     char *path;                /* owned; "" for the catch-all route */
+    enum mock_api api;         /* "api"; OpenAI when absent */
     char *model;               /* owned; NULL: "mock-model" */
     char *content;             /* owned; NULL: generated summary */
     char *finish_reason;       /* owned; NULL: "stop" */
@@ -326,6 +336,58 @@ bool mock__tool_messages_ok(const cJSON *req, char *msg, size_t len);
  * content (whose first block, the text, goes when msg has no text). Returns
  * whether there were calls: the message then stops with "tool_use". */
 bool mock__anthropic_tool_use(const cJSON *msg, cJSON *content);
+
+/* ---- the protocols (body.c dispatches; anthropic.c, gemini.c) ------ */
+
+/* mock__is_chat: whether rq is a chat request of route r's api. */
+bool mock__is_chat(const struct mock_route *r, const struct mock_request *rq);
+/* mock__api_request_ok checks a chat request of api as its provider does
+ * first; false with the provider's message in msg and, for OpenAI, its
+ * code in *code. */
+bool mock__api_request_ok(enum mock_api api, const cJSON *req, char *msg,
+                          size_t len, const char **code);
+/* mock__api_error is the error body of status in api's shape (message
+ * NULL: the provider's usual one for the status); type and code are
+ * OpenAI's (code may be NULL). Caller frees. */
+char *mock__api_error(enum mock_api api, int status, const char *message,
+                      const char *type, const char *code);
+/* mock__wants_stream: whether rq asks for a streamed answer (OpenAI and
+ * Anthropic: "stream": true in req; Gemini: :streamGenerateContent). */
+bool mock__wants_stream(const struct mock_route *r,
+                        const struct mock_request *rq, const cJSON *req);
+/* mock__sse turns the 2xx answer body of route r's api (JSON text, as the
+ * non-streamed answer) into the protocol's server-sent events, the text
+ * in deltas of a few characters; OpenAI's usage chunk only when req asks
+ * for it (stream_options.include_usage). Caller frees (stream.c). */
+char *mock__sse(enum mock_api api, const char *body, const cJSON *req);
+/* mock__finish_twin returns the twin of OpenAI finish reason finish in
+ * twins (pairs of OpenAI's and the protocol's, NULL-terminated), or finish
+ * itself. Borrowed. */
+const char *mock__finish_twin(const char *finish, const char *const *twins);
+/* mock__quota_body is the answer of a route whose allowance_tokens ran
+ * out (Anthropic: a 400 about the credit balance; Gemini: a per-day 429
+ * with a short retryDelay; OpenAI: insufficient_quota); mock__context_body
+ * that of a prompt above context_tokens. Caller frees. */
+char *mock__quota_body(enum mock_api api);
+char *mock__context_body(enum mock_api api, int64_t prompt, int64_t max);
+/* mock__anthropic_* and mock__gemini_*: a protocol's chat request test,
+ * first checks, error body and answer (callers free the bodies). A Gemini
+ * error with quota_id carries QuotaFailure, and RetryInfo when retry_ms is
+ * not negative. */
+bool mock__anthropic_is_chat(const struct mock_request *rq);
+bool mock__anthropic_request_ok(const cJSON *req, char *msg, size_t len);
+char *mock__anthropic_status_error(int status, const char *message);
+char *mock__anthropic_chat(struct mock_engine *e, const char *model,
+                           const char *content, const char *finish,
+                           int64_t prompt, int64_t completion,
+                           const cJSON *calls);
+bool mock__gemini_is_chat(const struct mock_request *rq);
+bool mock__gemini_request_ok(const cJSON *req, char *msg, size_t len);
+char *mock__gemini_error(int status, const char *message, const char *quota_id,
+                         int64_t retry_ms);
+char *mock__gemini_chat(struct mock_engine *e, const char *model,
+                        const char *content, const char *finish, int64_t prompt,
+                        int64_t completion, const cJSON *calls);
 
 /* ---- batches (batch.c, batch_files.c, batch_openai.c, batch_anthropic.c) */
 
@@ -552,6 +614,7 @@ struct conn {
     bool closing; /* uv_close called on tcp */
     bool done;    /* no more requests are read */
     bool eof;     /* the client finished sending */
+    bool stalled; /* a stall fault was sent: nothing more is */
     struct resp *head, *tail;
     size_t nqueued; /* replies in head..tail */
 

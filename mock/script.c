@@ -19,7 +19,7 @@
         "jitter_ms", "rpm", "rpm_window_ms", "allowance_tokens",               \
         "context_tokens", "storm", "answers", "loop", "limit",                 \
         "require_headers", "require_query", "exact", "unauthorized", "batch",  \
-        "tool_turns", "echo_tool_results"
+        "tool_turns", "echo_tool_results", "api"
 
 static const char *const top_keys[] = {"seed", "routes", ROUTE_KEYS, NULL};
 static const char *const route_keys[] = {"path", ROUTE_KEYS, NULL};
@@ -43,6 +43,7 @@ static const char *const fault_names[] = {
     [MOCK_FAULT_BAD_CHUNKED] = "bad_chunked",
     [MOCK_FAULT_BAD_STATUS] = "bad_status",
     [MOCK_FAULT_HUGE_HEADERS] = "huge_headers",
+    [MOCK_FAULT_STALL] = "stall",
 };
 
 const char *
@@ -298,6 +299,31 @@ parse_unauthorized(const cJSON *obj, const char *path, struct mock_route *r,
     return 0;
 }
 
+/* "api": "openai" (the default), "anthropic" or "gemini". */
+static int
+parse_api(const cJSON *obj, const char *path, struct mock_route *r, char *err,
+          size_t len)
+{
+    static const char *const names[] = {[MOCK_API_OPENAI] = "openai",
+                                        [MOCK_API_ANTHROPIC] = "anthropic",
+                                        [MOCK_API_GEMINI] = "gemini"};
+    const char *api = NULL;
+    char p[512];
+    int rc;
+
+    if ((rc = json_get_string(obj, "api", false, path, &api, err, len)) != 0 ||
+        api == NULL)
+        return rc;
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
+        if (strcmp(api, names[i]) == 0) {
+            r->api = (enum mock_api)i;
+            return 0;
+        }
+    }
+    return json_fail(err, len, json_path_key(p, sizeof(p), path, "api"),
+                     "must be openai, anthropic or gemini");
+}
+
 static int
 parse_route(const cJSON *obj, const char *path, const char *const *keys,
             struct mock_route *r, char *err, size_t len)
@@ -359,6 +385,8 @@ parse_route(const cJSON *obj, const char *path, const char *const *keys,
         (rc = mock__tools_parse(obj, path, true, &r->tool_turns, err, len)) ||
         (rc = json_get_bool(obj, "echo_tool_results", path,
                             &r->echo_tool_results, err, len)))
+        return rc;
+    if ((rc = parse_api(obj, path, r, err, len)) != 0)
         return rc;
     if (r->exact && keys != route_keys)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "exact"),

@@ -103,7 +103,8 @@ read_completion(const cJSON *root, struct completion *c)
         if (fr != NULL && strcmp(fr, "MAX_TOKENS") == 0)
             c->finish = "length";
         else if (fr != NULL &&
-                 (strcmp(fr, "SAFETY") == 0 ||
+                 (strcmp(fr, "SAFETY") == 0 || strcmp(fr, "RECITATION") == 0 ||
+                  strcmp(fr, "IMAGE_SAFETY") == 0 ||
                   strcmp(fr, "PROHIBITED_CONTENT") == 0 ||
                   strcmp(fr, "BLOCKLIST") == 0 || strcmp(fr, "SPII") == 0))
             c->finish = "content_filter";

@@ -218,9 +218,9 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
     return 0;
 }
 
-/* Options of a chat body stepq cannot honour: it reads one whole answer
- * and keeps its first choice, so a stream or several choices would fail
- * every attempt, or pay for answers nobody reads. */
+/* Options of a chat body stepq cannot honour as a job's: a stream is the
+ * tier's to ask for (the config's "stream"), and stepq keeps an answer's
+ * first choice, so several choices would pay for answers nobody reads. */
 static int
 check_honoured(const cJSON *req, const char *path, char *err, size_t len)
 {
@@ -231,8 +231,8 @@ check_honoured(const cJSON *req, const char *path, char *err, size_t len)
     if (stream != NULL && !cJSON_IsFalse(stream))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.stream"),
-                         "stepq reads whole answers: leave \"stream\" out "
-                         "(or false)");
+                         "a stream is the tier's \"stream\", not the "
+                         "job's: leave \"stream\" out (or false)");
     if (n != NULL && !(cJSON_IsNumber(n) && n->valuedouble == 1))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.n"),

@@ -6,8 +6,9 @@
  * without a row here, or a row without a recipe, fails too.
  *
  * The table below is what each provider wants, written from its own
- * documentation, apart from the page: a recipe edited into something the
- * endpoint would refuse no longer passes.
+ * documentation (a native protocol's route speaks it: "api"), apart from the
+ * page: a recipe edited into something the endpoint would refuse no longer
+ * passes.
  */
 #include "tests/support/support.h"
 
@@ -56,6 +57,17 @@ static const struct recipe recipes[] = {
      "/v1beta/openai/chat/completions",
      {"GEMINI_API_KEY=" KEY("ge")},
      BEARER("ge"),
+     NULL},
+    {"anthropic-native",
+     "/v1/messages",
+     {"ANTHROPIC_API_KEY=" KEY("an")},
+     "{\"x-api-key\": \"" KEY("an") "\", \"anthropic-version\": "
+                                    "\"2023-06-01\"}",
+     NULL},
+    {"gemini-native",
+     "/v1beta/models/gemini-2.5-flash:generateContent",
+     {"GEMINI_API_KEY=" KEY("ge")},
+     "{\"x-goog-api-key\": \"" KEY("ge") "\"}",
      NULL},
     {"groq",
      "/openai/v1/chat/completions",
@@ -199,18 +211,20 @@ set_env(const struct recipe *r)
 }
 
 /* start_route starts the mock with one exact route that demands r's path,
- * headers and query, behind a catch-all that answers 404. */
+ * headers and query, behind a catch-all that answers 404; the route speaks
+ * the api of the recipe's tier. */
 static int
-start_route(const struct recipe *r)
+start_route(const struct recipe *r, const cJSON *tier)
 {
+    const char *api = cJSON_GetStringValue(cJSON_GetObjectItem(tier, "api"));
     char script[2048];
 
-    snprintf(
-        script, sizeof(script),
-        "{\"answers\": [{\"status\": 404}], \"loop\": true, \"routes\": "
-        "[{\"path\": \"%s\", \"exact\": true, \"require_headers\": %s%s%s}]}",
-        r->path, r->headers, r->query ? ", \"require_query\": " : "",
-        r->query ? r->query : "");
+    snprintf(script, sizeof(script),
+             "{\"answers\": [{\"status\": 404}], \"loop\": true, \"routes\": "
+             "[{\"path\": \"%s\", \"exact\": true, \"api\": \"%s\","
+             " \"require_headers\": %s%s%s}]}",
+             r->path, api ? api : "openai", r->headers,
+             r->query ? ", \"require_query\": " : "", r->query ? r->query : "");
     return mockproc_fixture_start(script);
 }
 
@@ -292,7 +306,7 @@ START_TEST(test_recipe_reaches_its_endpoint)
     int port;
 
     set_env(r);
-    port = start_route(r);
+    port = start_route(r, tier);
     to_mock(tier, port);
     expect(r->name, "as written", tier, 0, "reachable");
     no_warnings(r->name, tier);
@@ -309,7 +323,7 @@ START_TEST(test_drifted_recipe_fails)
     int port, drifts = 0;
 
     set_env(r);
-    port = start_route(r);
+    port = start_route(r, tier);
     to_mock(tier, port);
     if (strcmp(r->headers, "{}") != 0 &&
         cJSON_HasObjectItem(tier, "api_key_env")) {

@@ -38,9 +38,9 @@ count_cases(const char *path)
     return count;
 }
 
-static const char *const tables[] = {"tests/cases/seed-cases.json",
-                                     "tests/cases/provider-errors.json",
-                                     "tests/cases/gateway-errors.json"};
+static const char *const tables[] = {
+    "tests/cases/seed-cases.json", "tests/cases/provider-errors.json",
+    "tests/cases/gateway-errors.json", "tests/cases/native-protocols.json"};
 
 START_TEST(test_cli_table_passes)
 {

@@ -512,6 +512,9 @@ config_hash(const struct config_tier *t, char out[65])
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(parts); i++)
         fnv_part(&h, parts[i]);
+    /* The api moves the key to another header: only when not openai. */
+    if (t->api != CONFIG_API_OPENAI)
+        fnv_part(&h, config_api_name(t->api));
     if (t->auth != CONFIG_AUTH_DEFAULT) {
         fnv_part(&h, config_auth_name(t->auth));
         fnv_part(&h, t->auth_header ? t->auth_header : "");

@@ -397,6 +397,10 @@ struct chat_text {
     bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
 };
 
+/* worker__unstream replaces a streamed answer of tier t (server-sent
+ * events, its content type says) by the unstreamed answer it stands for,
+ * whole or as far as it came (stream.c). Anything else is left as is. */
+void worker__unstream(const struct config_tier *t, struct http_response *res);
 /* worker__read_text reads the text of a chat answer: ans (http_chat_read
  * of root) and body, the len bytes root was parsed from. Free t with
  * worker__text_cleanup (chat_text.c). */
