@@ -79,6 +79,10 @@ int64_t cli_now(const struct q_db *db);
  * location no backend serves, 1 for the rest. */
 int cli_open_failed(const char *location, int rc);
 
+/* cli_same_store is true when the two locations name one store: written
+ * the same, or two paths of one existing file (cmd_copy.c). */
+bool cli_same_store(const char *a, const char *b);
+
 /* The room a location takes in messages, password masked
  * (q_location_redact): a longest path and more. */
 #define CLI_WHERE_MAX 4200
@@ -173,5 +177,7 @@ int cmd_copy(struct cli_env *env, int argc, char **argv);
 int cmd_serve(struct cli_env *env, int argc, char **argv);
 int cmd_schedules(struct cli_env *env, int argc, char **argv);
 int cmd_report(struct cli_env *env, int argc, char **argv);
+int cmd_backup(struct cli_env *env, int argc, char **argv);
+int cmd_prune(struct cli_env *env, int argc, char **argv);
 
 #endif

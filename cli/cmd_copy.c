@@ -91,12 +91,10 @@ file_of(const char *loc)
                                                    : loc;
 }
 
-/* same_store is true when the two locations name one store: written the
- * same, or two paths of one existing file. (Two spellings of one
- * PostgreSQL database are not caught here; the copy then fails on its own
- * locks, changing nothing.) */
-static bool
-same_store(const char *a, const char *b)
+/* Two spellings of one PostgreSQL database are not caught here; the copy
+ * then fails on its own locks, changing nothing. */
+bool
+cli_same_store(const char *a, const char *b)
 {
     char ra[PATH_MAX], rb[PATH_MAX];
 
@@ -131,7 +129,7 @@ cmd_copy(struct cli_env *env, int argc, char **argv)
     }
     q_location_redact(pos[0], sh.from, sizeof(sh.from));
     q_location_redact(pos[1], sh.to, sizeof(sh.to));
-    if (same_store(pos[0], pos[1])) {
+    if (cli_same_store(pos[0], pos[1])) {
         cli_error("copy: FROM and TO are the same database (%s)", sh.from);
         return CLI_USAGE;
     }

@@ -33,6 +33,8 @@ static const char usage[] =
     "  mock                          local OpenAI-compatible test endpoint\n"
     "  demo                          self-contained tour against mock tiers\n"
     "  copy FROM TO                  copy a whole queue to another database\n"
+    "  backup DEST                   a consistent copy while workers run\n"
+    "  prune [--older-than 30d]      remove old finished jobs\n"
     "  serve [--listen HOST:PORT]    the HTTP API over the database\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
@@ -49,6 +51,7 @@ static const struct cli_command commands[] = {
     {"demo", cmd_demo},           {"park", cmd_park},
     {"copy", cmd_copy},           {"serve", cmd_serve},
     {"schedules", cmd_schedules}, {"report", cmd_report},
+    {"backup", cmd_backup},       {"prune", cmd_prune},
     {"check", cmd_check},
 };
 

@@ -202,6 +202,33 @@ parse_report_hook(const cJSON *o, struct config *c, char *err, size_t len)
     return 0;
 }
 
+/* "retention": whole days, at most 100 years; bodies cannot outlive the
+ * jobs they belong to. */
+static int
+parse_retention(const cJSON *o, struct config_retention *r, char *err,
+                size_t len)
+{
+    static const char *const keys[] = {"finished_jobs_days",
+                                       "attempt_bodies_days", NULL};
+    int64_t jobs = 0, bodies = 0;
+    int rc;
+
+    if ((rc = json_check_object(o, "retention", keys, err, len)) ||
+        (rc = json_get_int(o, "finished_jobs_days", 1, 36500, "retention",
+                           &jobs, err, len)) ||
+        (rc = json_get_int(o, "attempt_bodies_days", 1, 36500, "retention",
+                           &bodies, err, len)))
+        return rc;
+    if (jobs > 0 && bodies > jobs)
+        return json_fail(err, len, "retention.attempt_bodies_days",
+                         "%lld is more than finished_jobs_days (%lld): a "
+                         "job's bodies go with the job",
+                         (long long)bodies, (long long)jobs);
+    r->finished_jobs_days = (int)jobs;
+    r->attempt_bodies_days = (int)bodies;
+    return 0;
+}
+
 static int
 parse_schedules(const cJSON *v, const char *dir, struct config *c, char *err,
                 size_t len)
@@ -284,6 +311,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "on_report",
                                        "budgets",
                                        "tools",
+                                       "retention",
                                        NULL};
     const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v, *it;
@@ -355,6 +383,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) != NULL &&
         (rc = config__parse_tools(v, &c->tools, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "retention")) != NULL &&
+        (rc = parse_retention(v, &c->retention, err, len)))
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);

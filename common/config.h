@@ -213,6 +213,12 @@ struct config_tools {
     size_t n;
 };
 
+/* "retention": how long finished jobs are kept, in days; 0: forever. */
+struct config_retention {
+    int finished_jobs_days;  /* jobs with their steps, attempts, park items */
+    int attempt_bodies_days; /* the kept bodies of their attempts */
+};
+
 struct config {
     char *path;    /* owned; file it came from, NULL for defaults */
     char *db;      /* owned; resolved against the config's folder; NULL */
@@ -233,6 +239,7 @@ struct config {
     size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
     struct config_tools tools;            /* "tools"; n 0: none */
+    struct config_retention retention;    /* zeros: keep everything */
 };
 
 /* config_new_default returns a config with every default and no tiers.

@@ -188,6 +188,14 @@ struct q__ops {
     int (*copy_in)(q_db *db, const struct q__table *t,
                    const struct q__value *vals);
     int (*copy_end)(q_db *db, const struct q__table *t);
+    /* Backup and retention (queue/prune.c). backup writes the whole store
+     * as one consistent SQLite database into path, an empty file made
+     * 0600 (NULL: the store is copied with q_copy instead). prune counts
+     * what p names into *c, at most limit jobs and bodies, and when run,
+     * removes exactly that, inside the caller's transaction. */
+    int (*backup)(q_db *db, const char *path);
+    int (*prune)(q_db *db, const struct q_prune *p, int64_t limit, bool run,
+                 struct q_prune_counts *c);
 };
 
 /* Every backend's struct q__<name> starts with this, so queue.c can reach
@@ -357,5 +365,56 @@ void q__brief_clean(void *e);
     " sum(cost_nusd) AS co FROM attempts WHERE started_at >= " p1              \
     " GROUP BY job_id HAVING count(cost_nusd) > 0) AS c"                       \
     " JOIN jobs AS j ON j.id = c.job_id"
+
+/* q_prune's statements, the same text on every backend, with p1..p5 the
+ * backend's marks for jobs_before, bodies_before, budgets_before, the
+ * limit and bodies_from_job. Q__PRUNE_COUNT returns the eight counts of
+ * struct q_prune_counts, in its order, of what the four writes after it
+ * remove in the same transaction. A finished job: succeeded (2), failed
+ * (3) or cancelled (5), with no open park item. A kind whose time is 0
+ * is skipped by a constant term, before any row is read. */
+/* clang-format off */
+#define Q__PRUNE_KEEPS(j)                                                      \
+    " NOT EXISTS (SELECT 1 FROM park AS k WHERE k.job_id = " j                 \
+    " AND k.state = 'open')"
+#define Q__PRUNE_JOBS(p1, p4)                                                  \
+    "SELECT id FROM jobs WHERE " p1 " > 0 AND state IN (2, 3, 5)"              \
+    " AND updated_at < " p1 " AND" Q__PRUNE_KEEPS("jobs.id")                   \
+    " ORDER BY id LIMIT " p4
+/* Jobs first, in id order from bodies_from_job (CROSS JOIN keeps SQLite's
+ * order; PostgreSQL plans it as a join): a scan of attempts would read
+ * every body kept, and one of every job would read again, at each step,
+ * the jobs whose bodies the steps before dropped. */
+#define Q__PRUNE_BODIES(p1, p2, p4, p5)                                        \
+    "SELECT a.id AS id, j.id AS job FROM jobs AS j CROSS JOIN attempts AS a"   \
+    " WHERE " p2 " > 0 AND j.id >= " p5 " AND a.job_id = j.id"                 \
+    " AND a.body IS NOT NULL AND j.state IN (2, 3, 5)"                         \
+    " AND j.updated_at < " p2 " AND j.updated_at >= " p1                       \
+    " AND" Q__PRUNE_KEEPS("j.id") " ORDER BY j.id LIMIT " p4
+#define Q__PRUNE_BUDGETS(p3)                                                   \
+    " FROM budgets WHERE updated_at < " p3 " AND NOT EXISTS (SELECT 1 FROM"    \
+    " jobs AS s WHERE s.key = 'schedule:' || budgets.win"                      \
+    " AND s.state NOT IN (2, 3, 5))"
+#define Q__PRUNE_COUNT(p1, p2, p3, p4, p5)                                     \
+    "SELECT (SELECT count(*) FROM (" Q__PRUNE_JOBS(p1, p4) ") AS x),"          \
+    " (SELECT count(*) FROM steps WHERE job_id IN ("                           \
+    Q__PRUNE_JOBS(p1, p4) ")),"                                                \
+    " (SELECT count(*) FROM attempts WHERE job_id IN ("                        \
+    Q__PRUNE_JOBS(p1, p4) ")),"                                                \
+    " (SELECT count(*) FROM park WHERE job_id IN ("                            \
+    Q__PRUNE_JOBS(p1, p4) ")),"                                                \
+    " (SELECT count(*) FROM (" Q__PRUNE_BODIES(p1, p2, p4, p5) ") AS y),"      \
+    " (SELECT coalesce(max(job), 0) FROM ("                                    \
+    Q__PRUNE_BODIES(p1, p2, p4, p5) ") AS z),"                                 \
+    " (SELECT count(*) FROM tier_events WHERE " p1 " > 0 AND at < " p1 "),"    \
+    " (SELECT count(*)" Q__PRUNE_BUDGETS(p3) ")"
+#define Q__PRUNE_DELETE_JOBS(p1, p4)                                           \
+    "DELETE FROM jobs WHERE id IN (" Q__PRUNE_JOBS(p1, p4) ")"
+#define Q__PRUNE_DROP_BODIES(p1, p2, p4, p5)                                   \
+    "UPDATE attempts SET body = NULL WHERE id IN (SELECT id FROM ("            \
+    Q__PRUNE_BODIES(p1, p2, p4, p5) ") AS w)"
+#define Q__PRUNE_DELETE_EVENTS(p1) "DELETE FROM tier_events WHERE at < " p1
+#define Q__PRUNE_DELETE_BUDGETS(p3) "DELETE" Q__PRUNE_BUDGETS(p3)
+/* clang-format on */
 
 #endif

@@ -18,7 +18,8 @@ pkgs=(build-essential cmake pkg-config git python3
       libuv1-dev libcurl4-openssl-dev libsqlite3-dev libcjson-dev check
       libsubunit-dev libhttp-parser-dev libssl-dev clang-format sqlite3
       libpq-dev postgresql-15 postgresql-client-15 faketime strace
-      libmicrohttpd-dev libmimalloc-dev prometheus nginx-light openssl)
+      libmicrohttpd-dev libmimalloc-dev prometheus nginx-light openssl
+      systemd)
 if [ $browser -eq 1 ]; then
     pkgs+=(chromium)
     # Node.js from the machine's apt sources unless a node is there (a

@@ -187,6 +187,11 @@ START_TEST(test_older_database_waits_for_init_newer_refused)
     ck_assert_str_eq(v = sqlite("q.db", "PRAGMA user_version"), "1");
     free(v);
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "database q.db migrated from an older "
+                                        "schema (schema version"));
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "database q.db ready"));
     run_result_free(&r);
     ck_assert_int_eq(run_job_count(FIXTURE_DB), 0);
     free(sqlite("q.db", "PRAGMA user_version = 999"));

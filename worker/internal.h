@@ -43,6 +43,9 @@ struct worker {
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
     uv_timer_t sched; /* fires the config's schedules (schedules.c) */
+    /* -1, or this worker prunes, a step a second, and the next step's
+     * bodies_from_job is this (retention.c) */
+    int64_t prune_from;
     uv_signal_t sigint;
     uv_signal_t sigterm;
     uv_idle_t idle;    /* active while a turn is open: poll must not block */
@@ -257,6 +260,9 @@ void worker__sched_start(struct worker *w);
 int64_t worker__sched_next(struct worker *w, int64_t now);
 /* worker__sched_close closes the schedules' timer (shutdown). */
 void worker__sched_close(struct worker *w);
+/* worker__retention applies the config's retention at now, from the
+ * schedules' timer (retention.c). */
+void worker__retention(struct worker *w, int64_t now);
 
 /* ---- loop turns (turn.c) -------------------------------------------- */
 

@@ -94,6 +94,7 @@ on_sched(uv_timer_t *t)
                  rc);
     if (w->cfg->on_report != NULL && w->report != NULL)
         fire_report(w, worker__now(w));
+    worker__retention(w, worker__now(w));
     if (n > 0)
         worker__kick(w);
 }
@@ -130,7 +131,10 @@ worker__sched_next(struct worker *w, int64_t now)
 void
 worker__sched_start(struct worker *w)
 {
-    if (w->cfg->nschedules == 0 && w->cfg->on_report == NULL)
+    w->prune_from = -1; /* not pruning (retention.c) */
+    if (w->cfg->nschedules == 0 && w->cfg->on_report == NULL &&
+        w->cfg->retention.finished_jobs_days == 0 &&
+        w->cfg->retention.attempt_bodies_days == 0)
         return;
     uv_timer_start(&w->sched, on_sched, 0, SCHED_EVERY_MS);
     log_info("schedules: %zu, fired by this worker too", w->cfg->nschedules);

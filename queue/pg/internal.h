@@ -465,6 +465,8 @@ int q__pg_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg);
 int q__pg_copy_in(q_db *db, const struct q__table *t,
                   const struct q__value *vals);
 int q__pg_copy_end(q_db *db, const struct q__table *t);
+int q__pg_prune(q_db *db, const struct q_prune *p, int64_t limit, bool run,
+                struct q_prune_counts *c);
 
 /* The table queue.c calls through. */
 extern const struct q__ops q__pg_ops;

@@ -76,4 +76,6 @@ const struct q__ops q__pg_ops = {
     .copy_out = q__pg_copy_out,
     .copy_in = q__pg_copy_in,
     .copy_end = q__pg_copy_end,
+    .backup = NULL,
+    .prune = q__pg_prune,
 };

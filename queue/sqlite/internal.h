@@ -286,6 +286,9 @@ int q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn,
 int q__sqlite_copy_in(q_db *db, const struct q__table *t,
                       const struct q__value *vals);
 int q__sqlite_copy_end(q_db *db, const struct q__table *t);
+int q__sqlite_backup(q_db *db, const char *path);
+int q__sqlite_prune(q_db *db, const struct q_prune *p, int64_t limit, bool run,
+                    struct q_prune_counts *c);
 
 /* schema_migrate brings the database to target (0: the latest) in one
  * transaction. -ENOTSUP if the file is newer than this build knows. */

@@ -79,4 +79,6 @@ const struct q__ops q__sqlite_ops = {
     .copy_out = q__sqlite_copy_out,
     .copy_in = q__sqlite_copy_in,
     .copy_end = q__sqlite_copy_end,
+    .backup = q__sqlite_backup,
+    .prune = q__sqlite_prune,
 };
