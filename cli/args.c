@@ -298,13 +298,14 @@ cli_open_failed(const char *location, int rc)
 const char *
 cli_login_name(void)
 {
+    /* The account the process runs as first: $USER is whatever the
+     * caller's environment says, and the audit trail records this name. */
+    struct passwd *pw = getpwuid(getuid());
     const char *u = getenv("USER");
-    struct passwd *pw;
 
-    if (u != NULL && u[0] != '\0')
-        return u;
-    pw = getpwuid(getuid());
-    return pw != NULL ? pw->pw_name : "unknown";
+    if (pw != NULL && pw->pw_name != NULL && pw->pw_name[0] != '\0')
+        return pw->pw_name;
+    return u != NULL && u[0] != '\0' ? u : "unknown";
 }
 
 int64_t

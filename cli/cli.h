@@ -46,9 +46,27 @@ struct cli_opt {
 int cli_parse_args(int argc, char **argv, const struct cli_opt *opts,
                    const char **pos, int maxpos, int *npos, const char *usage);
 
-/* cli_login_name is who runs the command ($USER, else the login name of
- * the user id, else "unknown"): the default of --by. Borrowed. */
+/* cli_login_name is who runs the command: the login name of the user the
+ * process runs as (getpwuid), else $USER, else "unknown": the default of
+ * --by, and the who of the CLI's audit rows. Borrowed. */
 const char *cli_login_name(void);
+
+/* cli_audit_by fills who (cli_login_name), source ("cli") and now (the
+ * store's clock) of the audit row of a write the CLI makes on db
+ * (park/park.h). */
+struct park_audit;
+struct q_db;
+void cli_audit_by(const struct q_db *db, struct park_audit *a);
+/* cli_audited ends the transaction (q_tx_begin) of a write to schedule
+ * whose result is rc: with rc 0 it appends the write's audit row (action,
+ * job_id, {"schedule": schedule}, by cli_audit_by) and commits, else it
+ * rolls back. Returns rc, or the audit's or commit's error. */
+int cli_audited(struct q_db *db, int rc, const char *action, int64_t job_id,
+                const char *schedule);
+/* cli_print_audit prints audit rows (view_audit's array; NULL: none) one
+ * a line, each after indent; with an indent, under an "audit:" line. */
+struct cJSON;
+void cli_print_audit(const struct cJSON *rows, const char *indent);
 
 /* cli_config loads the config once (docs/reference.md: --config, $STEPQ_CONFIG,
  * ./stepq.json; a missing default file means built-in defaults). On error
@@ -179,5 +197,7 @@ int cmd_schedules(struct cli_env *env, int argc, char **argv);
 int cmd_report(struct cli_env *env, int argc, char **argv);
 int cmd_backup(struct cli_env *env, int argc, char **argv);
 int cmd_prune(struct cli_env *env, int argc, char **argv);
+int cmd_operators(struct cli_env *env, int argc, char **argv);
+int cmd_audit(struct cli_env *env, int argc, char **argv);
 
 #endif

@@ -35,12 +35,13 @@ struct shown {
 static void
 print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
 {
-    static const char *const names[9] = {
-        "jobs",      "steps",       "attempts", "park",       "tiers",
-        "schedules", "tier_events", "budgets",  "job_retries"};
-    const int64_t v[9] = {c->jobs,        c->steps,   c->attempts,
-                          c->park,        c->tiers,   c->schedules,
-                          c->tier_events, c->budgets, c->retries};
+    static const char *const names[11] = {
+        "jobs",        "steps",     "attempts",    "park",
+        "tiers",       "schedules", "tier_events", "budgets",
+        "job_retries", "operators", "audit"};
+    const int64_t v[11] = {c->jobs,    c->steps,     c->attempts,    c->park,
+                           c->tiers,   c->schedules, c->tier_events, c->budgets,
+                           c->retries, c->operators, c->audit};
 
     if (json) {
         cJSON *root = cJSON_CreateObject();

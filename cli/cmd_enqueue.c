@@ -18,6 +18,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "common/xalloc.h"
+#include "park/park.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
 #include "view/view.h"
@@ -107,6 +108,19 @@ write_failed(struct sink *k)
         "enqueue: cannot write to %s; nothing was enqueued",
         q_location_redact(path ? path : "the database", where, sizeof(where)));
     return k->exit_code = CLI_RUNTIME;
+}
+
+/* The enqueue's audit row, before its commit (a spec_enqueue
+ * before_commit). */
+static int
+audit_enqueued(void *ctx, q_db *db, const struct q_enqueue_result *res,
+               size_t n)
+{
+    struct park_audit a = {0};
+
+    (void)ctx;
+    cli_audit_by(db, &a);
+    return park_audit_enqueued(db, res, n, &a);
 }
 
 /* Opens the store at the enqueue's first batch. */
@@ -376,11 +390,13 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
         (rc = cli_config(env, &cfg)) != 0)
         goto out;
     /* Tier names are checked only when the config names tiers. */
-    k.e = spec_enqueue_new(&(struct spec_enqueue_opts){.open = open_store,
-                                                       .ctx = &k,
-                                                       .cfg = cfg,
-                                                       .input = input,
-                                                       .over = &over});
+    k.e = spec_enqueue_new(
+        &(struct spec_enqueue_opts){.open = open_store,
+                                    .ctx = &k,
+                                    .cfg = cfg,
+                                    .input = input,
+                                    .over = &over,
+                                    .before_commit = audit_enqueued});
     if ((rc = read_input(file, &k)) != 0)
         goto out;
     res = spec_enqueue_results(k.e, &n, &many);

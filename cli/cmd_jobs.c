@@ -208,6 +208,7 @@ print_job_text(const cJSON *o)
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
             print_attempt(h, retries, &after);
     }
+    cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
 }
 
 static int
@@ -257,6 +258,7 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
     bool json = false;
     struct cli_opt opts[] = {
         {"by", &by, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
+    struct park_audit a = {0};
     long long id = 0;
     q_db *db = NULL;
     int npos = 0, rc;
@@ -271,7 +273,8 @@ jobs_cancel(struct cli_env *env, int argc, char **argv)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = park_cancel_job(db, id, by ? by : cli_login_name(), cli_now(db));
+    cli_audit_by(db, &a);
+    rc = park_cancel_job_audited(db, id, by ? by : cli_login_name(), &a);
     q_close(db);
     switch (rc) {
     case 0:
@@ -310,6 +313,7 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
         {"json", NULL, &json},
         {NULL, NULL, NULL}};
     const struct config *cfg = NULL;
+    struct park_audit a = {0};
     long long id = 0;
     q_db *db = NULL;
     char err[512];
@@ -328,7 +332,8 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
         r.by = cli_login_name();
     r.now = cli_now(db);
     r.lease_ms = (int64_t)(cfg->worker.lease_s * 1000);
-    rc = park_retry_job(db, id, &r, &done, err, sizeof(err));
+    cli_audit_by(db, &a);
+    rc = park_retry_job_audited(db, id, &r, &done, err, sizeof(err), &a);
     q_close(db);
     if (rc == -ENOENT || rc == -EALREADY || rc == -EINVAL) {
         cli_error("jobs retry: %s", err);

@@ -260,6 +260,7 @@ print_item_text(const cJSON *o)
                cJSON_GetObjectItem(h, "attempt")->valueint, status,
                cli_json_text(h, "outcome"), cli_json_text(h, "decision"));
     }
+    cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
 }
 
 static int
@@ -442,6 +443,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
                              {NULL, NULL, NULL}};
     struct park_decision d = {0};
     struct q_park_filter f = {0};
+    struct park_audit a = {0};
     const char *pos[1];
     char *text = NULL;
     long long id = 0;
@@ -491,7 +493,9 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
         free(text);
         return rc;
     }
-    rc = all ? park_resolve_matching(db, &f, &d, &n) : park_resolve(db, id, &d);
+    cli_audit_by(db, &a);
+    rc = all ? park_resolve_matching_audited(db, &f, &d, &n, &a)
+             : park_resolve_audited(db, id, &d, &a);
     q_close(db);
     free(text);
     return resolved(rc, json, all, id, n, d.how);

@@ -136,7 +136,10 @@ pause_or_resume(struct cli_env *env, int argc, char **argv, bool paused)
     if ((rc = named(env, argc, argv, &json, &cfg, &s)) != 0 ||
         (rc = cli_open_db(env, &db)) != 0)
         return rc;
-    rc = q_sched_pause(db, s->name, paused, cli_now(db));
+    if ((rc = q_tx_begin(db)) == 0)
+        rc = cli_audited(db, q_sched_pause(db, s->name, paused, cli_now(db)),
+                         paused ? "schedule.pause" : "schedule.resume", 0,
+                         s->name);
     q_close(db);
     if (rc != 0) {
         cli_error("schedules: cannot %s %s", paused ? "pause" : "resume",
@@ -174,8 +177,11 @@ sched_run(struct cli_env *env, int argc, char **argv)
         (rc = cli_open_db(env, &db)) != 0)
         return rc;
     now = cli_now(db);
-    rc = sched_enqueue(db, cfg, s, now / 1000 * 1000, now, &id, &dup, err,
-                       sizeof(err));
+    if ((rc = q_tx_begin(db)) == 0) {
+        rc = sched_enqueue(db, cfg, s, now / 1000 * 1000, now, &id, &dup, err,
+                           sizeof(err));
+        rc = cli_audited(db, rc, "schedule.run", rc == 0 ? id : 0, s->name);
+    }
     q_close(db);
     if (rc == -EINVAL) {
         cli_error("schedules run %s: its job: %s", s->name, err);

@@ -36,6 +36,8 @@ static const char usage[] =
     "  backup DEST                   a consistent copy while workers run\n"
     "  prune [--older-than 30d]      remove old finished jobs\n"
     "  serve [--listen HOST:PORT]    the HTTP API over the database\n"
+    "  operators add|list|remove|rotate  who may use serve, as what\n"
+    "  audit [--since 24h]           every write: who, what, from where\n"
     "\n"
     "Global options go before or after the command. The database is --db,\n"
     "else $STEPQ_DB, else the config's \"db\", else ./stepq.db; the config\n"
@@ -52,6 +54,7 @@ static const struct cli_command commands[] = {
     {"copy", cmd_copy},           {"serve", cmd_serve},
     {"schedules", cmd_schedules}, {"report", cmd_report},
     {"backup", cmd_backup},       {"prune", cmd_prune},
+    {"operators", cmd_operators}, {"audit", cmd_audit},
     {"check", cmd_check},
 };
 

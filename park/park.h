@@ -1,8 +1,9 @@
 /* park.h: park/ owns parking: parking a step (the park item and the
  * job's parked state written together, and the on_park hook told of it),
  * resolution (an operator's retry, skip, done or fail of an item: one set
- * of rules for the CLI, an HTTP API and programs), and rendering (the
- * reference's JSON of an item).
+ * of rules for the CLI, an HTTP API and programs), rendering (the
+ * reference's JSON of an item), the audit trail every write of the CLI
+ * and the API appends to, and the named operators of `stepq serve`.
  *
  * Storage lives in queue/ (q_park_*, q_job_*_parked, q_step_reset); the
  * rules over it live here, written once for every backend.
@@ -187,5 +188,134 @@ STEPQ_MUST_CHECK int park_retry_job(q_db *db, int64_t job_id,
  * {"id", "state": "queued", "from", "by", "run_at"} (by borrowed).
  * Caller owns the result. */
 cJSON *park_retried_json(const struct park_retried *r, const char *by);
+
+/* ---- the audit trail ------------------------------------------------- */
+
+/* One write to record. Strings and detail are borrowed. */
+struct park_audit {
+    const char *who;     /* the operator's name; on the CLI, the OS user */
+    const char *action;  /* "enqueue", "park.resolve", "job.cancel",
+                            "job.retry", "operator.add", ... */
+    int64_t job_id;      /* the job written (0: none) */
+    int64_t park_id;     /* the park item written (0: none) */
+    const char *source;  /* "cli", or the API client's address */
+    const cJSON *detail; /* a JSON object (NULL: {}), kept short */
+    int64_t now;         /* the store's clock, ms */
+};
+
+/* park_audit appends a to the store's audit trail (q_audit_add). Call it
+ * inside the transaction of the write it records, after that write
+ * succeeded, so the two are kept or lost together: park_audited does
+ * that. Returns 0, -EINVAL (an empty who, action or source, a detail
+ * that is not an object), or the storage error. */
+STEPQ_MUST_CHECK int park_audit(q_db *db, const struct park_audit *a);
+
+/* park_audited ends the transaction of a write, begun with q_tx_begin,
+ * whose result is rc: with rc 0 it appends a (park_audit) and commits,
+ * else it rolls back. Returns rc, or the audit's or the commit's error.
+ * A write that opens its own transaction (park_resolve) nests inside:
+ *
+ *     if ((rc = q_tx_begin(db)) == 0)
+ *         rc = park_audited(db, the_write(db, ...), &a);
+ */
+STEPQ_MUST_CHECK int park_audited(q_db *db, int rc, const struct park_audit *a);
+
+/* The writes of the CLI and the API with their audit rows, each in one
+ * transaction (by gives who, source and now; action, ids and detail are
+ * set here). Results and errors are those of park_resolve,
+ * park_resolve_matching and park_cancel_job, and nothing is written on
+ * failure. park_resolve_audited records the item and its job,
+ * "park.resolve", with the decision (resolution, by, note, tier) as
+ * detail; park_resolve_matching_audited "park.resolve_all" with the
+ * filter and how many were resolved; park_cancel_job_audited
+ * "job.cancel". */
+STEPQ_MUST_CHECK int park_resolve_audited(q_db *db, int64_t id,
+                                          const struct park_decision *d,
+                                          const struct park_audit *by);
+STEPQ_MUST_CHECK int
+park_resolve_matching_audited(q_db *db, const struct q_park_filter *f,
+                              const struct park_decision *d, int64_t *n,
+                              const struct park_audit *by);
+STEPQ_MUST_CHECK int park_cancel_job_audited(q_db *db, int64_t job_id,
+                                             const char *by_name,
+                                             const struct park_audit *by);
+/* park_retry_job_audited is park_retry_job with its audit row
+ * ("job.retry": the job; by, from and force_side_effects in the detail)
+ * in one transaction; its results and errors. */
+STEPQ_MUST_CHECK int park_retry_job_audited(q_db *db, int64_t job_id,
+                                            const struct park_retry *r,
+                                            struct park_retried *out, char *err,
+                                            size_t len,
+                                            const struct park_audit *by);
+/* park_audit_enqueued appends the audit row of an enqueue whose n results
+ * are res ("enqueue": the job's id for one job, how many and how many new
+ * in the detail), inside the enqueue's open transaction (before
+ * spec_store_end commits it). Returns park_audit's result. */
+STEPQ_MUST_CHECK int park_audit_enqueued(q_db *db,
+                                         const struct q_enqueue_result *res,
+                                         size_t n, const struct park_audit *by);
+
+/* ---- named operators of `stepq serve` --------------------------------- */
+
+/* Roles, each allowing what the one before it does: viewer reads
+ * (GET), resolver also resolves park items and cancels or retries jobs,
+ * admin also enqueues and changes budgets and operators. */
+enum park_role { PARK_ROLE_VIEWER, PARK_ROLE_RESOLVER, PARK_ROLE_ADMIN };
+
+/* park_role_name gives "viewer", "resolver" or "admin". */
+const char *park_role_name(enum park_role role);
+/* park_role_from_name maps one of those names to its value; -EINVAL. */
+STEPQ_MUST_CHECK int park_role_from_name(const char *name, enum park_role *out);
+
+/* A token: "stepq_" and 64 hex digits of 32 random bytes. */
+#define PARK_TOKEN_PREFIX "stepq_"
+#define PARK_TOKEN_SIZE   (sizeof(PARK_TOKEN_PREFIX) - 1 + 64 + 1)
+
+/* park_token_new writes a new token into out (libcrypto's RAND_bytes).
+ * Returns 0 or -EIO (no randomness: out untouched). */
+STEPQ_MUST_CHECK int park_token_new(char out[PARK_TOKEN_SIZE]);
+/* park_token_hash writes the SHA-256 of token (len bytes) as 64 lowercase
+ * hex digits and a NUL into out: what the store keeps. */
+void park_token_hash(const char *token, size_t len, char out[65]);
+
+/* park_operator_name_check: 1 to 64 letters, digits, '.', '_', '@', '-'.
+ * Returns 0, or -EINVAL with the reason in err (len bytes). */
+STEPQ_MUST_CHECK int park_operator_name_check(const char *name, char *err,
+                                              size_t len);
+
+/* Who made a request: a named operator and its role. */
+struct park_caller {
+    char name[72];
+    enum park_role role;
+};
+
+/* park_operator_find tells whose token (len bytes) is: hashes it and
+ * compares the hash with every stored one in constant time. *nops gets
+ * how many operators there are (set on -ENOENT too: 0 means the store
+ * has none). Returns 0 with *who set, -ENOENT when it is no operator's,
+ * or the storage error. */
+STEPQ_MUST_CHECK int park_operator_find(q_db *db, const char *token, size_t len,
+                                        struct park_caller *who, size_t *nops);
+
+/* park_operator_add makes operator name with role and a new token,
+ * written into token, and its audit row (by: who, source and now; its
+ * action and detail are set here), in one transaction. Print the token
+ * once: only its hash is kept. Returns 0, -EEXIST (name taken), -EIO,
+ * or the storage error; nothing is written on failure. */
+STEPQ_MUST_CHECK int park_operator_add(q_db *db, const char *name,
+                                       enum park_role role,
+                                       const struct park_audit *by,
+                                       char token[PARK_TOKEN_SIZE]);
+/* park_operator_rotate gives operator name a new token (into token): the
+ * old one is refused from the commit on. Audited as park_operator_add.
+ * Returns 0, -ENOENT, -EIO, or the storage error. */
+STEPQ_MUST_CHECK int park_operator_rotate(q_db *db, const char *name,
+                                          const struct park_audit *by,
+                                          char token[PARK_TOKEN_SIZE]);
+/* park_operator_remove deletes operator name (its token is refused from
+ * the commit on), audited as park_operator_add. Returns 0, -ENOENT, or
+ * the storage error. */
+STEPQ_MUST_CHECK int park_operator_remove(q_db *db, const char *name,
+                                          const struct park_audit *by);
 
 #endif

@@ -1,5 +1,5 @@
 /* copy.c: q_copy, copying a whole store into another one (`stepq copy`),
- * neutral to the backend. The ten tables are described here once, column
+ * neutral to the backend. The tables are described here once, column
  * for column as queue/sqlite/schema.c makes them (the PostgreSQL schema
  * uses the same names); each backend reads and writes rows of a described
  * table as values (the copy_* entries of struct q__ops). The whole copy is
@@ -108,6 +108,16 @@ static const struct q__column retry_cols[] = {
     {"prior_error", T},
 };
 
+static const struct q__column operator_cols[] = {
+    {"name", T},       {"role", T},       {"token_sha256", T},
+    {"created_at", I}, {"rotated_at", I},
+};
+
+static const struct q__column audit_cols[] = {
+    {"id", I},     {"at", I},      {"who", T},    {"action", T},
+    {"job_id", I}, {"park_id", I}, {"source", T}, {"detail", T},
+};
+
 #undef I
 #undef R
 #undef T
@@ -128,6 +138,8 @@ static const struct q__table tables[] = {
     TABLE("tier_events", "id", event_cols, true),
     TABLE("budgets", "name, win", budget_cols, false),
     TABLE("job_retries", "id", retry_cols, true),
+    TABLE("operators", "name", operator_cols, false),
+    TABLE("audit", "id", audit_cols, true),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -325,7 +337,9 @@ out_from:
                                          .schedules = n[5],
                                          .tier_events = n[6],
                                          .budgets = n[7],
-                                         .retries = n[8]};
+                                         .retries = n[8],
+                                         .operators = n[9],
+                                         .audit = n[10]};
     }
     return rc;
 }

@@ -155,6 +155,15 @@ struct q__ops {
                              int64_t realtime_nusd);
     int (*report_batches)(q_db *db, int64_t since, struct q_report_batch **out,
                           size_t *n);
+    int (*operator_add)(q_db *db, const char *name, const char *role,
+                        const char *hash, int64_t now);
+    int (*operator_rotate)(q_db *db, const char *name, const char *hash,
+                           int64_t now);
+    int (*operator_remove)(q_db *db, const char *name);
+    int (*operators_list)(q_db *db, struct q_operator **out, size_t *n);
+    int (*audit_add)(q_db *db, const struct q_audit_new *a);
+    int (*audit_list)(q_db *db, const struct q_audit_filter *f,
+                      struct q_audit **out, size_t *n);
     int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
     int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
                         size_t *n);
@@ -296,6 +305,10 @@ void q__budget_clean(void *e);
 /* q__batch_clean frees what a struct q_batch owns (batch.c). */
 void q__batch_clean(void *e);
 void q__report_batch_clean(void *e);
+/* q__operator_clean and q__audit_clean free what a struct q_operator and
+ * a struct q_audit own (operators.c). */
+void q__operator_clean(void *e);
+void q__audit_clean(void *e);
 void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);

@@ -143,10 +143,10 @@ params_of(enum serve_route_id r)
                                        NULL};
     static const char *const report[] = {"since", NULL};
 
-    return r == R_JOBS_LIST   ? jobs
-           : r == R_PARK_LIST ? park
-           : r == R_REPORT    ? report
-                              : none;
+    return r == R_JOBS_LIST                ? jobs
+           : r == R_PARK_LIST              ? park
+           : r == R_REPORT || r == R_AUDIT ? report
+                                           : none;
 }
 
 struct query_check {
@@ -203,15 +203,28 @@ query_problem(struct MHD_Connection *c, enum serve_route_id r,
 
 /* The body is validated and written as stepq enqueue reads its input,
  * through spec/'s one enqueue path: job by job in batches inside one
- * transaction, so memory holds the body and one batch, not every parsed
- * job; the answer is written as text, not built as a tree of every
- * result. A job's input is its own "input" field. */
-static enum MHD_Result
-jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
-             const char *body, size_t len)
+ * transaction with its audit row, so memory holds the body and one
+ * batch, not every parsed job; the answer is written as text, not built
+ * as a tree of every result. A job's input is its own "input" field. */
+/* The audit row of an enqueue (a spec_enqueue before_commit; ctx: the
+ * park_audit of who asked). */
+static int
+audit_enqueued(void *ctx, q_db *db, const struct q_enqueue_result *res,
+               size_t n)
 {
-    struct spec_enqueue_opts eo = {
-        .db = o->db, .now = store_now(o), .cfg = o->cfg};
+    return park_audit_enqueued(db, res, n, ctx);
+}
+
+static enum MHD_Result
+jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
+             struct MHD_Connection *c, const char *body, size_t len)
+{
+    struct park_audit a = {0};
+    struct spec_enqueue_opts eo = {.db = o->db,
+                                   .now = store_now(o),
+                                   .cfg = o->cfg,
+                                   .ctx = &a,
+                                   .before_commit = audit_enqueued};
     const struct q_enqueue_result *res;
     struct xbuf out = {0};
     spec_enqueue *e;
@@ -224,6 +237,7 @@ jobs_enqueue(const struct serve_opts *o, struct MHD_Connection *c,
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job",
                                  "the body is empty: send a job, an array of "
                                  "jobs or JSON lines");
+    serve_audit_by(who, eo.now, &a);
     e = spec_enqueue_new(&eo);
     if ((rc = spec_enqueue_text(e, body, len, err, sizeof(err))) != 0) {
         bool store = spec_enqueue_store_failed(e);
@@ -308,11 +322,17 @@ jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 }
 
 static enum MHD_Result
-jobs_cancel(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+jobs_cancel(const struct serve_opts *o, const struct serve_caller *who,
+            struct MHD_Connection *c, int64_t id)
 {
-    /* Its open park items close with it (resolution "cancel"). */
-    int rc = park_cancel_job(o->db, id, NULL, store_now(o));
+    struct park_audit a = {0};
     cJSON *out;
+    int rc;
+
+    /* Its open park items close with it (resolution "cancel"). */
+    serve_audit_by(who, store_now(o), &a);
+    rc = park_cancel_job_audited(
+        o->db, id, who->mode == SERVE_NAMED ? who->op.name : NULL, &a);
 
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
@@ -352,21 +372,30 @@ read_retry(const char *body, size_t len, cJSON **doc, struct park_retry *r,
     return 0;
 }
 
-/* As `jobs retry`: who asked is the body's "by", else "api". */
+/* As `jobs retry`: who asked is the named operator (a body's "by" must
+ * be its name), else the body's "by", else "api". */
 static enum MHD_Result
-jobs_retry(const struct serve_opts *o, struct MHD_Connection *c, int64_t id,
-           const char *body, size_t len)
+jobs_retry(const struct serve_opts *o, const struct serve_caller *who,
+           struct MHD_Connection *c, int64_t id, const char *body, size_t len)
 {
-    struct park_retry r = {.by = "api"};
+    struct park_retry r = {.by =
+                               who->mode == SERVE_NAMED ? who->op.name : "api"};
     struct park_retried done;
+    struct park_audit a = {0};
+    enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     char err[512];
     int rc = read_retry(body, len, &doc, &r, err, sizeof(err));
 
+    if (rc == 0 && serve_by_refused(who, r.by, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
     if (rc == 0) {
         r.now = store_now(o);
         r.lease_ms = (int64_t)(o->cfg ? o->cfg->worker.lease_s * 1000 : 0);
-        rc = park_retry_job(o->db, id, &r, &done, err, sizeof(err));
+        serve_audit_by(who, r.now, &a);
+        rc = park_retry_job_audited(o->db, id, &r, &done, err, sizeof(err), &a);
     }
     out = rc == 0 ? park_retried_json(&done, r.by) : NULL;
     cJSON_Delete(doc);
@@ -443,11 +472,16 @@ park_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 }
 
 static enum MHD_Result
-park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
-                 int64_t id, const char *body, size_t len)
+park_resolve_one(const struct serve_opts *o, const struct serve_caller *who,
+                 struct MHD_Connection *c, int64_t id, const char *body,
+                 size_t len)
 {
-    struct park_decision d = {0};
+    /* A named operator's by is its name: a body without one takes it. */
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
     struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     char err[256];
     int rc;
@@ -456,17 +490,19 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
                             sizeof(err)) != 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  err);
+    if (serve_by_refused(who, d.by, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
     d.now = store_now(o);
-    rc = park_resolve(o->db, id, &d);
+    serve_audit_by(who, d.now, &a);
+    rc = park_resolve_audited(o->db, id, &d, &a);
     cJSON_Delete(doc);
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
                                  "no park item %lld", (long long)id);
     if (rc == -EALREADY)
-        return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict",
-                                 "park item %lld is already resolved (or its "
-                                 "job is no longer parked)",
-                                 (long long)id);
+        return serve_conflict_resolved(o, c, id);
     if (rc == -EINVAL)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "tier: park item %lld is an http step's, "
@@ -481,11 +517,14 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
 }
 
 static enum MHD_Result
-park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
-                 const char *body, size_t len)
+park_resolve_all(const struct serve_opts *o, const struct serve_caller *who,
+                 struct MHD_Connection *c, const char *body, size_t len)
 {
-    struct park_decision d = {0};
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
     struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     int64_t n = 0;
     char err[256];
@@ -495,8 +534,13 @@ park_resolve_all(const struct serve_opts *o, struct MHD_Connection *c,
                             sizeof(err)) != 0)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  err);
+    if (serve_by_refused(who, d.by, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
     d.now = store_now(o);
-    rc = park_resolve_matching(o->db, &f, &d, &n);
+    serve_audit_by(who, d.now, &a);
+    rc = park_resolve_matching_audited(o->db, &f, &d, &n, &a);
     cJSON_Delete(doc);
     if (rc != 0)
         return storage_error(c, rc, "resolve the park items");
@@ -542,8 +586,9 @@ status(const struct serve_opts *o, struct MHD_Connection *c, bool health)
 }
 
 enum MHD_Result
-serve_route(const struct serve_opts *o, struct MHD_Connection *c,
-            const char *method, const char *url, const char *body, size_t len)
+serve_route(const struct serve_opts *o, const struct serve_caller *who,
+            struct MHD_Connection *c, const char *method, const char *url,
+            const char *body, size_t len)
 {
     enum serve_route_id r;
     int64_t id = 0;
@@ -559,6 +604,11 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
     if (r != R_PAGE && query_problem(c, r, &q) != NULL)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  q.problem);
+    if (!serve_role_allows(who, r, method))
+        return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "forbidden",
+                                 "operator %s is a %s: %s %s is not allowed",
+                                 who->op.name, park_role_name(who->op.role),
+                                 method, url);
     switch (r) {
     case R_PAGE:
         return serve_reply_asset(c, page);
@@ -571,27 +621,31 @@ serve_route(const struct serve_opts *o, struct MHD_Connection *c,
     case R_JOBS_LIST:
         return jobs_list(o, c);
     case R_JOBS_ADD:
-        return jobs_enqueue(o, c, body, len);
+        return jobs_enqueue(o, who, c, body, len);
     case R_JOBS_CHECK:
         return jobs_check(o, c, body, len);
     case R_JOB:
         return jobs_show(o, c, id);
     case R_JOB_CANCEL:
-        return jobs_cancel(o, c, id);
+        return jobs_cancel(o, who, c, id);
     case R_PARK_LIST:
         return park_list(o, c);
     case R_PARK_RESOLVE_ALL:
-        return park_resolve_all(o, c, body, len);
+        return park_resolve_all(o, who, c, body, len);
     case R_PARK:
         return park_show(o, c, id);
     case R_PARK_RESOLVE:
-        return park_resolve_one(o, c, id, body, len);
+        return park_resolve_one(o, who, c, id, body, len);
     case R_METRICS:
         return serve_metrics(o, c, store_now(o));
     case R_REPORT:
         return report(o, c);
     case R_JOB_RETRY:
-        return jobs_retry(o, c, id, body, len);
+        return jobs_retry(o, who, c, id, body, len);
+    case R_ME:
+        return serve_me(who, c);
+    case R_AUDIT:
+        return serve_audit(o, c, store_now(o));
     }
     return MHD_NO; /* not reached: every route is above */
 }

@@ -9,8 +9,34 @@
 #include "park/park.h"
 #include "serve/serve.h"
 
+/* Who made a request: a named operator, the holder of the shared token
+ * (--token-env, no operator in the store) or anyone (--no-auth, no
+ * operator), with the role that allows; and the client's address. */
+enum serve_mode { SERVE_OPEN, SERVE_SHARED, SERVE_NAMED }; /* 0: a page's */
+struct serve_caller {
+    enum serve_mode mode;
+    struct park_caller op; /* SERVE_NAMED: the name; every mode: the role */
+    char addr[64];         /* "127.0.0.1", "::1" */
+};
+
+/* Failed logins per client address, for slowing them (checks.c): after
+ * SERVE_GATE_FAILS failures within SERVE_GATE_WINDOW_MS of the first,
+ * every request of that address is answered 429 with Retry-After until
+ * the window ends. */
+#define SERVE_GATE_FAILS     10
+#define SERVE_GATE_WINDOW_MS 60000
+#define SERVE_GATE_SLOTS     256
+struct serve_gate {
+    struct {
+        char addr[64];
+        int64_t first; /* loop time of the window's first failure */
+        unsigned fails;
+    } slot[SERVE_GATE_SLOTS];
+};
+
 /* One request: its body as it arrives. */
 struct serve_req {
+    struct serve_caller who;
     char *body; /* owned; NUL-terminated */
     size_t len, cap;
     /* Bytes of a body without an announced length read past --max-body
@@ -35,6 +61,8 @@ enum serve_route_id {
     R_METRICS,
     R_REPORT,
     R_JOB_RETRY,
+    R_ME,
+    R_AUDIT,
     R_JOBS_CHECK
 };
 
@@ -56,9 +84,47 @@ void serve_allowed(const char *url, char *buf, size_t len);
  * digits (an id, a page size), or returns -1 if it is not one. */
 int64_t serve_whole(const char *s, size_t n);
 
-/* serve_authorized tells whether c carries o's token ("Authorization:
- * Bearer TOKEN"); always true when o asks none. */
-bool serve_authorized(const struct serve_opts *o, struct MHD_Connection *c);
+/* serve_identify tells who c is by its "Authorization: Bearer TOKEN":
+ * a named operator's token once the store has operators (then nothing
+ * else), else o's shared token (any caller when o has none). g slows
+ * failed logins per address (now: the loop's time, ms). Returns 0 with
+ * *who set; -EACCES for a missing or wrong token (401; counted); -EAGAIN
+ * when the address failed too often (429, *retry_s the seconds left of
+ * its window); or the store's error (503). */
+int serve_identify(const struct serve_opts *o, struct serve_gate *g,
+                   struct MHD_Connection *c, int64_t now,
+                   struct serve_caller *who, unsigned *retry_s);
+
+/* serve_role_allows tells whether who may call route r with method:
+ * every role reads (GET, HEAD); resolver and admin resolve park items
+ * and cancel jobs; everything else is admin's. */
+bool serve_role_allows(const struct serve_caller *who, enum serve_route_id r,
+                       const char *method);
+
+/* serve_audit_by fills who, source and now of an audit row (park_audit)
+ * for a write by who: the operator's name, "token" (the shared token) or
+ * "anonymous" (--no-auth). */
+void serve_audit_by(const struct serve_caller *who, int64_t now,
+                    struct park_audit *a);
+
+/* serve_by_refused checks the "by" of a resolution or retry against who:
+ * a named operator's must be its own name (by was set to it before the
+ * body was read, so a body without one takes it). Returns false, or true
+ * after queueing a 403 on c (*ret). */
+bool serve_by_refused(const struct serve_caller *who, const char *by,
+                      struct MHD_Connection *c, enum MHD_Result *ret);
+
+/* serve_conflict_resolved answers 409 for park item id that a racing
+ * resolution closed first, naming who resolved it and how. */
+enum MHD_Result serve_conflict_resolved(const struct serve_opts *o,
+                                        struct MHD_Connection *c, int64_t id);
+
+/* serve_me answers GET /v1/me: {"name", "role", "mode"}; serve_audit
+ * answers GET /v1/audit?since= as `stepq audit --json`. */
+enum MHD_Result serve_me(const struct serve_caller *who,
+                         struct MHD_Connection *c);
+enum MHD_Result serve_audit(const struct serve_opts *o,
+                            struct MHD_Connection *c, int64_t now);
 
 /* serve_host_is_local tells whether c's Host names this machine
  * (127.0.0.1, localhost, [::1], any port; none given counts): without a
@@ -71,8 +137,9 @@ bool serve_host_is_local(struct MHD_Connection *c);
 bool serve_cross_site(struct MHD_Connection *c, const char *method);
 
 /* serve_route answers one whole request (body of len bytes, or NULL) on
- * c: the API of docs/reference.md ("stepq serve"). */
+ * c for who: the API of docs/reference.md ("stepq serve"). */
 enum MHD_Result serve_route(const struct serve_opts *o,
+                            const struct serve_caller *who,
                             struct MHD_Connection *c, const char *method,
                             const char *url, const char *body, size_t len);
 

@@ -26,6 +26,8 @@ static const struct {
     {R_METRICS, "GET", "/metrics"},
     {R_REPORT, "GET", "/v1/report"},
     {R_JOB_RETRY, "POST", "/v1/jobs/#/retry"},
+    {R_ME, "GET", "/v1/me"},
+    {R_AUDIT, "GET", "/v1/audit"},
 };
 
 int64_t

@@ -29,8 +29,12 @@ struct serve_opts {
     q_db *db;                 /* borrowed: the store every request uses */
     const struct config *cfg; /* borrowed: tiers, for validation and views */
     const char *listen;       /* "HOST:PORT" or "[V6]:PORT"; port 0: any */
-    const char *token;        /* the bearer token every request must carry;
-                                 NULL: none asked (only with no_auth) */
+    const char *token;        /* the shared bearer token, while the store has
+                                 no named operator; NULL: none */
+    bool no_auth;             /* while it has none, let anyone in (loopback
+                                 only); without it and a token, nobody */
+    const char *tls_cert;     /* PEM text of the certificate chain, and */
+    const char *tls_key;      /* of its key: HTTPS; NULL: plain HTTP */
     size_t max_body;          /* larger request bodies get 413 */
     unsigned timeout_s;       /* a connection idle this long is closed */
     unsigned max_conns;       /* connections at once (0: the default) */
@@ -53,6 +57,10 @@ STEPQ_MUST_CHECK int serve_listen_check(const char *listen, bool *loopback,
  * reason in err. */
 STEPQ_MUST_CHECK int serve_run(const struct serve_opts *o, char *err,
                                size_t len);
+
+/* serve_tls_supported tells whether this libmicrohttpd can serve HTTPS
+ * (MHD_FEATURE_TLS: built with GnuTLS, as Debian builds it). */
+bool serve_tls_supported(void);
 
 /* serve_token_equal compares a presented token with the expected one in
  * time that depends only on the expected token's length. */

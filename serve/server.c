@@ -21,6 +21,11 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+/* The answer to an address slowed after failed logins. */
+#define SLOWED                                                                 \
+    "{\"error\":{\"code\":\"too_many_failures\",\"message\":\"too many "       \
+    "failed logins from this address: wait for Retry-After seconds\"}}"
+
 /* How long a stop waits for requests under way. */
 #define STOP_WAIT_MS 5000
 /* How often the store's clock offset is measured again (as workers do). */
@@ -47,9 +52,10 @@ struct serve {
     uv_poll_t poll;
     uv_timer_t timer, clock, deadline;
     uv_signal_t sigint, sigterm;
-    int active;      /* requests begun and not completed */
-    bool stopping;   /* a signal came: no new connections */
-    int64_t stop_by; /* loop time after which the stop waits no more */
+    int active;             /* requests begun and not completed */
+    bool stopping;          /* a signal came: no new connections */
+    int64_t stop_by;        /* loop time after which the stop waits no more */
+    struct serve_gate gate; /* failed logins per address */
 };
 
 /* Splits "HOST:PORT" or "[V6]:PORT" into host and port (copies). */
@@ -260,6 +266,46 @@ on_deadline(uv_timer_t *t)
     pump(s);
 }
 
+/* Answers a request whose caller is not let in: 401 for a missing or
+ * wrong token, 429 with Retry-After for an address that failed too often,
+ * 503 when the store could not be read. */
+static enum MHD_Result
+refuse(struct MHD_Connection *c, int rc, unsigned retry_s)
+{
+    static const char body[] =
+        "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
+        "wants Authorization: Bearer TOKEN (a named operator's token once "
+        "the database has operators)\"}}";
+    struct MHD_Response *resp;
+    enum MHD_Result ok;
+    char after[16];
+
+    if (rc == -EAGAIN) {
+        log_warn("serve: too many failed logins: refusing for %us", retry_s);
+        snprintf(after, sizeof(after), "%u", retry_s);
+        resp = MHD_create_response_from_buffer(
+            sizeof(SLOWED) - 1, (void *)SLOWED, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "application/json");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, after);
+        ok = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, resp);
+        MHD_destroy_response(resp);
+        return ok;
+    }
+    if (rc != -EACCES)
+        return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
+                                 "cannot read the operators: the database is "
+                                 "busy or away; try again");
+    resp = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
+                                           MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
 /* The first call of a request: its headers are in. Answers at once when
  * the request cannot go on (401, 403, 413); otherwise keeps its state.
  * The web view's files are served without a token: they hold no data. */
@@ -269,29 +315,20 @@ begin(struct serve *s, struct MHD_Connection *c, const char *method,
 {
     const char *cl;
     struct serve_req *r;
+    unsigned retry_s = 0;
+    int rc;
     bool page = (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0) &&
                 serve_asset_find(url) != NULL;
 
     s->active++;
     *state = r = xcalloc(1, sizeof(*r));
     mark_waiting(s, c, false);
-    if (!page && !serve_authorized(s->o, c)) {
-        struct MHD_Response *resp;
-        static const char body[] =
-            "{\"error\":{\"code\":\"unauthorized\",\"message\":\"this server "
-            "wants Authorization: Bearer TOKEN\"}}";
-        enum MHD_Result ok;
-        resp = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
-                                               MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                "application/json");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                "Bearer");
-        ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
-        MHD_destroy_response(resp);
-        return ok;
-    }
-    if (s->o->token == NULL && !serve_host_is_local(c))
+    if (!page &&
+        (rc = serve_identify(s->o, &s->gate, c, (int64_t)uv_now(&s->loop),
+                             &r->who, &retry_s)) != 0)
+        return refuse(c, rc, retry_s);
+    /* A page's request has no caller (SERVE_OPEN): checked as before. */
+    if (s->o->no_auth && r->who.mode == SERVE_OPEN && !serve_host_is_local(c))
         return serve_reply_error(c, MHD_HTTP_FORBIDDEN, "cross_site",
                                  "without a token, only requests for "
                                  "127.0.0.1, localhost or [::1] are served");
@@ -358,7 +395,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
         return serve_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
                                  "the body is larger than %zu bytes",
                                  s->o->max_body);
-    return serve_route(s->o, c, method, url, r->body, r->len);
+    return serve_route(s->o, &r->who, c, method, url, r->body, r->len);
 }
 
 static void
@@ -510,6 +547,12 @@ connection_limit(unsigned want)
     return want;
 }
 
+bool
+serve_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
 int
 serve_run(const struct serve_opts *o, char *err, size_t len)
 {
@@ -520,18 +563,28 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
 
     if ((rc = open_listener(o->listen, &fd, addr, sizeof(addr), err, len)))
         return rc;
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert},
+        {MHD_OPTION_END, 0, NULL}};
+    bool https = o->tls_cert != NULL && o->tls_key != NULL;
+
     s.d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC, 0, NULL, NULL,
-        on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+            (https ? MHD_USE_TLS : 0),
+        0, NULL, NULL, on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
         o->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
         connection_limit(o->max_conns ? o->max_conns : SERVE_MAX_CONNS_DEFAULT),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_ARRAY,
+        https ? tls : tls + 2, MHD_OPTION_END);
     info = s.d ? MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL || uv_loop_init(&s.loop) != 0) {
-        snprintf(err, len, "cannot start the HTTP server on %s", addr);
+        snprintf(err, len, "cannot start the HTTP server on %s%s", addr,
+                 https ? " (is --tls-key the key of --tls-cert, both PEM?)"
+                       : "");
         if (s.d != NULL)
             MHD_stop_daemon(s.d); /* closes fd */
         else

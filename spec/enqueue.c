@@ -113,6 +113,11 @@ spec_enqueue_end(spec_enqueue *e, char *err, size_t errlen)
         return failed(e, rc, err, errlen);
     if (!e->in_tx)
         return 0;
+    if (e->o.before_commit != NULL &&
+        (rc = e->o.before_commit(e->o.ctx, e->o.db, e->res, e->n)) != 0) {
+        e->store_rc = rc; /* spec_enqueue_free rolls it back */
+        return failed(e, rc, err, errlen);
+    }
     e->in_tx = false;
     /* A failed commit is rolled back by the store. */
     if ((rc = q_tx_commit(e->o.db)) != 0) {

@@ -288,6 +288,12 @@ struct spec_enqueue_opts {
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
                                           as given (callers check it) */
+    /* Called with ctx and every result once all jobs are written, inside
+     * the transaction, before it commits (an audit row): a value other
+     * than 0 rolls it all back and is returned by end as a storage error.
+     * NULL: none. Not called when nothing was written. */
+    int (*before_commit)(void *ctx, q_db *db,
+                         const struct q_enqueue_result *res, size_t n);
 };
 
 typedef struct spec_enqueue spec_enqueue;

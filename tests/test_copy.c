@@ -75,6 +75,8 @@ START_TEST(test_copies_every_row)
     ck_assert_int_eq(c.tier_events, 2);
     ck_assert_int_eq(c.budgets, 1);
     ck_assert_int_eq(c.retries, 1);
+    ck_assert_int_eq(c.operators, 1);
+    ck_assert_int_eq(c.audit, 2);
     copyfix_assert_same(a, b);
     ck_assert_int_eq(q_close(b), 0);
     ck_assert_int_eq(q_close(a), 0);
@@ -276,7 +278,8 @@ assert_copied(const cJSON *c)
         int n;
     } want[] = {{"jobs", 6},        {"steps", 4},   {"attempts", 2},
                 {"park", 2},        {"tiers", 1},   {"schedules", 2},
-                {"tier_events", 2}, {"budgets", 1}, {"job_retries", 1}};
+                {"tier_events", 2}, {"budgets", 1}, {"job_retries", 1},
+                {"operators", 1},   {"audit", 2}};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(want); i++) {
         const cJSON *v = cJSON_GetObjectItem(c, want[i].name);

@@ -127,6 +127,27 @@ schedules(q_db *db, int64_t job)
                      0);
 }
 
+/* operators adds operator "ann" and two audit rows, one of a job. */
+static void
+operators(q_db *db, int64_t job)
+{
+    struct q_audit_new a = {.at = T0 + 70000,
+                            .who = "ann",
+                            .action = "job.cancel",
+                            .job_id = job,
+                            .source = "127.0.0.1",
+                            .detail = "{}"};
+
+    ck_assert_int_eq(
+        q_operator_add(db, "ann", "resolver", "aa00ff", T0 + 66000), 0);
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
+    a.action = "operator.add";
+    a.job_id = 0;
+    a.source = "cli";
+    a.detail = "{\"name\":\"ann\"}";
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
+}
+
 /* retried_and_failed_again retries failed job id (`jobs retry`) and
  * fails it again: a retry row, the job still failed. */
 static void
@@ -146,7 +167,8 @@ retried_and_failed_again(q_db *db, int64_t id)
 }
 
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
- * items (open and resolved), tier state and events and schedule state. */
+ * items (open and resolved), tier state and events, schedule state, an
+ * operator and audit rows. */
 void
 copyfix_fill(q_db *db)
 {
@@ -179,6 +201,7 @@ copyfix_fill(q_db *db)
     ck_assert_int_eq(q_cancel(db, id[0], T0 + 4), 0);
     tiers(db);
     schedules(db, id[4]);
+    operators(db, id[0]);
 }
 
 /* ---- comparing two stores through the contract's reads ---------------- */
@@ -407,6 +430,44 @@ same_budgets(q_db *x, q_db *y)
     return na;
 }
 
+/* same_operators compares the operators and the audit trail of x and y;
+ * returns how many audit rows they hold. */
+static size_t
+same_operators(q_db *x, q_db *y)
+{
+    struct q_operator *a = NULL, *b = NULL;
+    struct q_audit *u = NULL, *v = NULL;
+    struct q_audit_filter f = {0};
+    size_t na = 0, nb = 0, nu = 0, nv = 0;
+
+    ck_assert_int_eq(q_operators_list(x, &a, &na), 0);
+    ck_assert_int_eq(q_operators_list(y, &b, &nb), 0);
+    ck_assert_uint_eq(na, 1);
+    ck_assert_uint_eq(na, nb);
+    SAME_STR(&a[0], &b[0], name);
+    SAME_STR(&a[0], &b[0], role);
+    SAME_STR(&a[0], &b[0], token_sha256);
+    ck_assert_int_eq(a[0].rotated_at, b[0].rotated_at);
+    q_operators_free(a, na);
+    q_operators_free(b, nb);
+    ck_assert_int_eq(q_audit_list(x, &f, &u, &nu), 0);
+    ck_assert_int_eq(q_audit_list(y, &f, &v, &nv), 0);
+    ck_assert_uint_eq(nu, nv);
+    for (size_t i = 0; i < nu; i++) {
+        ck_assert_int_eq(u[i].id, v[i].id);
+        ck_assert_int_eq(u[i].at, v[i].at);
+        ck_assert_int_eq(u[i].job_id, v[i].job_id);
+        ck_assert_int_eq(u[i].park_id, v[i].park_id);
+        SAME_STR(&u[i], &v[i], who);
+        SAME_STR(&u[i], &v[i], action);
+        SAME_STR(&u[i], &v[i], source);
+        SAME_STR(&u[i], &v[i], detail);
+    }
+    q_audits_free(u, nu);
+    q_audits_free(v, nv);
+    return nu;
+}
+
 /* same_openings compares the breaker openings each store reports since
  * since, by tier; returns their sum. */
 static int64_t
@@ -468,6 +529,7 @@ copyfix_assert_same(q_db *x, q_db *y)
     ck_assert_uint_eq(same_scheds(x, y), 2);
     ck_assert_uint_eq(same_budgets(x, y), 1);
     ck_assert_uint_eq(same_retries(x, y), 1);
+    ck_assert_uint_eq(same_operators(x, y), 2);
     ck_assert_int_eq(same_openings(x, y, 0), 2);
     ck_assert_int_eq(same_openings(x, y, T0 + 6), 1);
 }

@@ -81,8 +81,8 @@ START_TEST(test_open_creates_schema)
         "SELECT string_agg(table_name, ',' ORDER BY table_name)"
         " FROM information_schema.tables"
         " WHERE table_schema = current_schema()",
-        "attempts,batch_items,batches,budgets,job_retries,jobs,park,schedules,"
-        "stepq_schema,steps,tier_events,tiers");
+        "attempts,audit,batch_items,batches,budgets,job_retries,jobs,operators,"
+        "park,schedules,stepq_schema,steps,tier_events,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -165,10 +165,12 @@ reopen_migrated(q_db *db, const char *sql)
 
     ck_assert_int_eq(q_close(db), 0);
     /* Every version these tests go back to came before version 13's
-     * batches. */
-    ck_assert_int_eq(
-        pgfix_query(loc, "DROP TABLE batch_items; DROP TABLE batches;", NULL),
-        0);
+     * batches and version 14's operators and audit trail. */
+    ck_assert_int_eq(pgfix_query(loc,
+                                 "DROP TABLE batch_items; DROP TABLE batches;"
+                                 " DROP TABLE operators; DROP TABLE audit;",
+                                 NULL),
+                     0);
     ck_assert_int_eq(pgfix_query(loc, sql, NULL), 0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
     db = open_pg(true);
@@ -350,9 +352,9 @@ START_TEST(test_migrates_v11_adding_job_retries)
 }
 END_TEST
 
-/* A store at version 13 (jobs without input) waits for init, which adds
+/* A store at version 14 (jobs without input) waits for init, which adds
  * the column: the jobs from before have none. */
-START_TEST(test_migrates_v13_adding_input)
+START_TEST(test_migrates_v14_adding_input)
 {
     q_db *db = open_pg(true);
     int64_t id = add_job(db, "old");
@@ -360,11 +362,11 @@ START_TEST(test_migrates_v13_adding_input)
 
     int v = 0;
 
-    /* Not reopen_migrated: version 13 has the batches it takes away. */
+    /* Not reopen_migrated: version 14 has the tables it takes away. */
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
                                  "ALTER TABLE jobs DROP COLUMN input;"
-                                 " UPDATE stepq_schema SET version = 13",
+                                 " UPDATE stepq_schema SET version = 14",
                                  NULL),
                      0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
@@ -396,6 +398,24 @@ START_TEST(test_migrates_v12_adding_batches)
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(q_batch_create(db, "t", "openai", "k", "w", T0, T0, &id),
                      0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 13 (no operators, no audit) waits for init, which
+ * makes both and keeps the jobs. */
+START_TEST(test_migrates_v13_adding_operators)
+{
+    q_db *db = open_pg(true);
+    struct q_audit_new a = {
+        .at = T0, .who = "ann", .action = "x", .source = "cli", .detail = "{}"};
+
+    (void)add_job(db, "old");
+    db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 13");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -856,7 +876,8 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v10_adding_budgets);
     tcase_add_test(schema, test_migrates_v11_adding_job_retries);
     tcase_add_test(schema, test_migrates_v12_adding_batches);
-    tcase_add_test(schema, test_migrates_v13_adding_input);
+    tcase_add_test(schema, test_migrates_v13_adding_operators);
+    tcase_add_test(schema, test_migrates_v14_adding_input);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

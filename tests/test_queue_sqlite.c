@@ -332,9 +332,9 @@ START_TEST(test_migrates_v11_adding_job_retries)
 }
 END_TEST
 
-/* Version 14 gives jobs an input: a job from before has none, and one
+/* Version 15 gives jobs an input: a job from before has none, and one
  * enqueued after keeps its own. */
-START_TEST(test_migrates_v13_adding_input)
+START_TEST(test_migrates_v14_adding_input)
 {
     struct q_job_new j = qfix_job("new", NULL, 0);
     struct q_enqueue_result r;
@@ -342,7 +342,7 @@ START_TEST(test_migrates_v13_adding_input)
     q_db *db = NULL;
     int64_t id;
 
-    ck_assert_int_eq(q__open_version(path, 13, &db), 0);
+    ck_assert_int_eq(q__open_version(path, 14, &db), 0);
     id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
@@ -379,6 +379,27 @@ START_TEST(test_migrates_v12_adding_batches)
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(q_batch_create(db, "t", "openai", "k", "w", T0, T0, &bid),
                      0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 13 -> 14 adds the operators and audit tables: the jobs of a
+ * version 13 file stay, and both can then be written. */
+START_TEST(test_migrates_v13_adding_operators)
+{
+    struct q_audit_new a = {
+        .at = T0, .who = "ann", .action = "x", .source = "cli", .detail = "{}"};
+    q_db *db = NULL;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 13, &db), 0);
+    id = add_old(db, NULL);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
+    ck_assert_int_eq(q_audit_add(db, &a), 0);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -618,7 +639,8 @@ test_suite(void)
     tcase_add_test(files, test_migrates_v10_adding_budgets);
     tcase_add_test(files, test_migrates_v11_adding_job_retries);
     tcase_add_test(files, test_migrates_v12_adding_batches);
-    tcase_add_test(files, test_migrates_v13_adding_input);
+    tcase_add_test(files, test_migrates_v13_adding_operators);
+    tcase_add_test(files, test_migrates_v14_adding_input);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

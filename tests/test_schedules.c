@@ -272,6 +272,20 @@ START_TEST(test_paused_fires_nothing_and_run_enqueues_now)
     cJSON_Delete(s);
     ck_assert_int_eq(RUN_ARGS(&r, "schedules", "pause", "nope"), 3);
     run_result_free(&r);
+    /* each of the three writes is in the audit trail, in order */
+    ck_assert_int_eq(RUN_ARGS(&r, "audit", "--json"), 0);
+    arr = cJSON_Parse(r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(cJSON_GetArraySize(arr), 3);
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 0), "action"),
+                     "schedule.pause");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 1), "action"),
+                     "schedule.resume");
+    ck_assert_str_eq(e2e_str(cJSON_GetArrayItem(arr, 2), "action"),
+                     "schedule.run");
+    ck_assert(cJSON_IsNumber(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 2), "job_id")));
+    cJSON_Delete(arr);
 }
 END_TEST
 

@@ -163,15 +163,9 @@ START_TEST(test_park_review_over_http)
 {
     struct server s;
     cJSON *o, *st_json;
-    char job[1024];
     int st = 0;
 
-    snprintf(job, sizeof(job),
-             "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","
-             "\"http\":{\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"
-             "{\"t\":\"x\"}}}]}",
-             e2e_mock.port);
-    e2e_enqueue(job);
+    serve_enqueue_post();
     free(e2e_drain());
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
     serve_same_as_cli(&s, "/v1/park",

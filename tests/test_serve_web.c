@@ -198,6 +198,30 @@ START_TEST(test_operator_resolves_in_the_browser)
 }
 END_TEST
 
+START_TEST(test_named_operator_logs_in_and_out)
+{
+    char rita[80], vera[80], env[512];
+    struct server s;
+    cJSON *item;
+
+    serve_operator_add("rita", "resolver", rita, sizeof(rita));
+    serve_operator_add("vera", "viewer", vera, sizeof(vera));
+    ck_assert_int_eq(serve_start(&s, NULL, NULL), -1);
+    snprintf(env, sizeof(env),
+             "OP_TOKEN=%s VIEWER_TOKEN=%s PARK_ID=%d OPEN_ID=%d", rita, vera,
+             post_item[0], post_item[1]);
+    browse(&s, "operators", env);
+    serve_stop(&s);
+    item = park_show(post_item[0]);
+    ck_assert_str_eq(e2e_str(item, "resolution"), "skip");
+    ck_assert_str_eq(e2e_str(item, "resolved_by"), "rita");
+    cJSON_Delete(item);
+    item = park_show(post_item[1]);
+    ck_assert_str_eq(e2e_str(item, "state"), "open"); /* the viewer's */
+    cJSON_Delete(item);
+}
+END_TEST
+
 START_TEST(test_another_site_cannot_post)
 {
     static const char *const no_auth[] = {"--no-auth", NULL};
@@ -302,6 +326,7 @@ test_suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_operator_resolves_in_the_browser);
     tcase_add_test(tc, test_operator_retries_a_failed_job);
+    tcase_add_test(tc, test_named_operator_logs_in_and_out);
     tcase_add_test(tc, test_another_site_cannot_post);
     tcase_add_test(tc, test_page_files_and_their_limits);
     suite_add_tcase(s, tc);

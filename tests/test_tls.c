@@ -14,6 +14,7 @@
 
 #include "common/file.h"
 #include "tests/support/e2e.h"
+#include "tests/support/servefix.h"
 #include "tests/support/tlsenv.h"
 
 #define TIER(name) "\"tiers\":[\"" name "\"],"
@@ -305,6 +306,114 @@ START_TEST(test_config_refuses_unreadable_tls_files)
 }
 END_TEST
 
+/* ---- stepq serve and TLS ------------------------------------------------ */
+
+static void
+serve_tls_setup(void)
+{
+    e2e_setup();
+    e2e_init();
+    tlsenv_certs(e2e_dir);
+}
+
+/* curl_status runs curl with args and returns the HTTP status it got
+ * (0: no answer, such as a failed handshake); *out gets its output. */
+static int
+curl_status(const char *args, char **out)
+{
+    char cmd[1024];
+    int status = 0;
+
+    snprintf(cmd, sizeof(cmd),
+             "curl -sS -o body.out -w '%%{http_code}' --max-time 10 %s; "
+             "echo; cat body.out 2>/dev/null",
+             args);
+    (void)run_sh(cmd, out);
+    (void)sscanf(*out, "%d", &status);
+    return status;
+}
+
+START_TEST(test_serve_answers_https_with_its_certificate)
+{
+    const char *args[] = {"--tls-cert", "server.pem", "--tls-key", "server.key",
+                          NULL};
+    struct server s;
+    char cmd[512], *out = NULL;
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, args), -1);
+    /* a real handshake, the server's certificate checked against the CA */
+    snprintf(cmd, sizeof(cmd),
+             "--cacert ca.pem -H 'Authorization: Bearer " TOKEN
+             "' https://127.0.0.1:%d/v1/me",
+             s.port);
+    ck_assert_int_eq(curl_status(cmd, &out), 200);
+    ck_assert_ptr_nonnull(strstr(out, "\"mode\":\"token\""));
+    free(out);
+    /* a CA that signed nothing here: the handshake fails */
+    snprintf(cmd, sizeof(cmd), "--cacert other-ca.pem https://127.0.0.1:%d/",
+             s.port);
+    ck_assert_int_eq(curl_status(cmd, &out), 0);
+    free(out);
+    /* plain HTTP on the TLS port gets no answer */
+    snprintf(cmd, sizeof(cmd), "http://127.0.0.1:%d/healthz", s.port);
+    ck_assert_int_ne(curl_status(cmd, &out), 200);
+    free(out);
+    serve_stop(&s);
+}
+END_TEST
+
+START_TEST(test_serve_refuses_bad_tls_options)
+{
+    const char *only_cert[] = {"--tls-cert", "server.pem", NULL};
+    const char *missing[] = {"--tls-cert", "nope.pem", "--tls-key",
+                             "server.key", NULL};
+    const char *not_pem[] = {"--tls-cert", "plain.txt", "--tls-key",
+                             "server.key", NULL};
+    const char *wrong_key[] = {"--tls-cert", "server.pem", "--tls-key",
+                               "client.key", NULL};
+    struct server s;
+
+    free(tmpdir_write(e2e_dir, "plain.txt", "hello\n", 6));
+    ck_assert_int_eq(serve_start(&s, TOKEN, only_cert), 2);
+    ck_assert_int_eq(serve_start(&s, TOKEN, missing), 2);
+    ck_assert_int_eq(serve_start(&s, TOKEN, not_pem), 2);
+    ck_assert_int_eq(serve_start(&s, TOKEN, wrong_key), 1);
+}
+END_TEST
+
+/* The reverse-proxy recipe of docs/reference.md ("TLS in front of
+ * serve"): nginx terminates TLS and passes Host on, so a page's write
+ * through it passes the same-origin check. */
+START_TEST(test_serve_behind_nginx_recipe)
+{
+    static const char recipe[] = "  proxy_set_header Host $http_host;\n";
+    struct tlsenv t = {0};
+    struct server s;
+    char cmd[768], *out = NULL;
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    tlsenv_start_with(&t, e2e_dir, s.port, 100, recipe);
+    snprintf(cmd, sizeof(cmd),
+             "--cacert ca.pem -H 'Authorization: Bearer " TOKEN "'"
+             " -H 'Origin: https://127.0.0.1:%d' -H 'Sec-Fetch-Site: "
+             "same-origin' --data-binary @job.json"
+             " https://127.0.0.1:%d/v1/jobs",
+             t.port_h1, t.port_h1);
+    free(tmpdir_write(e2e_dir, "job.json", JOB("p"), strlen(JOB("p"))));
+    ck_assert_int_eq(curl_status(cmd, &out), 201);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "--cacert ca.pem -H 'Authorization: Bearer " TOKEN "'"
+             " https://127.0.0.1:%d/v1/audit",
+             t.port_h1);
+    ck_assert_int_eq(curl_status(cmd, &out), 200);
+    ck_assert_ptr_nonnull(strstr(out, "\"action\":\"enqueue\""));
+    free(out);
+    tlsenv_stop(&t);
+    serve_stop(&s);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -322,6 +431,13 @@ test_suite(void)
     tcase_add_test(tc, test_tiers_check_reaches_through_tls);
     tcase_add_test(tc, test_config_refuses_unreadable_tls_files);
     tcase_add_test(tc, test_dry_run_names_the_tls_files);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("serve");
+    tcase_add_checked_fixture(tc, serve_tls_setup, e2e_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_serve_answers_https_with_its_certificate);
+    tcase_add_test(tc, test_serve_refuses_bad_tls_options);
+    tcase_add_test(tc, test_serve_behind_nginx_recipe);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -34,4 +34,9 @@ int view__report_manual_runs(q_db *db, const struct config_schedule *s,
                              cJSON *e);
 int view__report_resolutions(q_db *db, int64_t since, cJSON *o);
 
+/* view__audit_add adds "audit" to o: the audit rows of job job_id, or of
+ * park item park_id (one of them 0), oldest first. Returns 0 or the
+ * store's error (o then holds no such member). */
+int view__audit_add(q_db *db, cJSON *o, int64_t job_id, int64_t park_id);
+
 #endif

@@ -278,6 +278,10 @@ view_job(q_db *db, int64_t id, cJSON **out)
         for (size_t i = 0; i < nparked; i++)
             cJSON_AddItemToArray(park, park_item_json(&parked[i]));
         add_retries(*out, &rt);
+        if ((rc = view__audit_add(db, *out, id, 0)) != 0) {
+            cJSON_Delete(*out);
+            *out = NULL;
+        }
     }
     q_retries_free(retries, nretries);
     q_park_items_free(parked, nparked);

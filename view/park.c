@@ -100,7 +100,10 @@ view_park_item(q_db *db, int64_t id, cJSON **out)
         add_step_facts(o, &job, it.step);
         json_add_string(o, "request", it.request);
         cJSON_AddItemToObject(o, "history", attempts_json(a, na));
-        *out = o;
+        if ((rc = view__audit_add(db, o, 0, id)) == 0)
+            *out = o;
+        else
+            cJSON_Delete(o);
     }
     q_attempts_free(a, na);
     q_park_item_cleanup(&it);

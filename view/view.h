@@ -31,15 +31,17 @@ cJSON *view_job_row(const struct q_job *j);
 STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after, size_t limit,
                                cJSON **out);
 
-/* view_job loads job id with its steps, attempts, park items and retries
- * and renders `jobs show --json`. Returns 0 with *out set, -ENOENT when there
- * is no such job, or the storage error. */
+/* view_job loads job id with its steps, attempts, park items, retries and
+ * audit rows ("audit", as view_audit) and renders `jobs show --json`.
+ * Returns 0 with *out set, -ENOENT when there is no such job, or the
+ * storage error. */
 STEPQ_MUST_CHECK int view_job(q_db *db, int64_t id, cJSON **out);
 
 /* view_park_item loads park item id with its job and the attempts of its
  * step and renders `park show --json`: the item (park_item_json) with
  * job_name, job_state, the step's kind, side_effects, replayable and
- * idempotency_key, the request as sent and the history. Returns 0 with
+ * idempotency_key, the request as sent, the history and the item's audit
+ * rows ("audit", as view_audit). Returns 0 with
  * *out set, -ENOENT, or the storage error. */
 STEPQ_MUST_CHECK int view_park_item(q_db *db, int64_t id, cJSON **out);
 
@@ -81,5 +83,12 @@ cJSON *view_enqueued(const struct q_enqueue_result *res, size_t n, bool many);
  * text (cJSON's bytes), without a tree of every result. */
 void view_enqueued_text(const struct q_enqueue_result *res, size_t n, bool many,
                         struct xbuf *out);
+
+/* view_audit renders the audit rows f matches as `stepq audit --json` (an
+ * array, oldest first: id, at, who, action, job_id, park_id, source,
+ * detail). Returns 0 with *out set (caller owns it) or the storage
+ * error. */
+STEPQ_MUST_CHECK int view_audit(q_db *db, const struct q_audit_filter *f,
+                                cJSON **out);
 
 #endif

@@ -65,7 +65,7 @@ struct slot {
     char text[NKINDS][SQL_MAX];
 };
 
-static struct slot slots[16];
+static struct slot slots[16]; /* at least as many as q_copy's tables */
 
 /* The rows of one table waiting to be written, as the text of a JSON
  * array of objects keyed by column. One per process: q_copy runs one copy

@@ -442,6 +442,15 @@ int q__pg_batch_item_settle(q_db *db, int64_t attempt_id,
 int q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
                          size_t *n);
 int q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
+int q__pg_operator_add(q_db *db, const char *name, const char *role,
+                       const char *hash, int64_t now);
+int q__pg_operator_rotate(q_db *db, const char *name, const char *hash,
+                          int64_t now);
+int q__pg_operator_remove(q_db *db, const char *name);
+int q__pg_operators_list(q_db *db, struct q_operator **out, size_t *n);
+int q__pg_audit_add(q_db *db, const struct q_audit_new *a);
+int q__pg_audit_list(q_db *db, const struct q_audit_filter *f,
+                     struct q_audit **out, size_t *n);
 int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
 int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                        size_t *n);

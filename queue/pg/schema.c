@@ -259,7 +259,17 @@ static const struct migration migrations[] = {
      "  realtime_nusd bigint);"
      "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);"},
     {13, 14,
-     /* A job's input (SQLite's version 14). */
+     /* Named operators and the audit trail (SQLite's version 14). */
+     "CREATE TABLE operators (name text PRIMARY KEY, role text NOT NULL,"
+     " token_sha256 text NOT NULL, created_at bigint NOT NULL,"
+     " rotated_at bigint NOT NULL);"
+     "CREATE TABLE audit (" ID ", at bigint NOT NULL, who text NOT NULL,"
+     " action text NOT NULL, job_id bigint, park_id bigint,"
+     " source text NOT NULL, detail text NOT NULL);"
+     "CREATE INDEX audit_at ON audit (at);"
+     "CREATE INDEX audit_job ON audit (job_id) WHERE job_id IS NOT NULL;"},
+    {14, 15,
+     /* A job's input (SQLite's version 15). */
      "ALTER TABLE jobs ADD COLUMN input text;"},
 };
 

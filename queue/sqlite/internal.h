@@ -91,6 +91,12 @@ enum q__stmt_id {
     ST_BATCH_OF_ATTEMPT,
     ST_BATCH_ITEM_SETTLE,
     ST_REPORT_BATCHES,
+    ST_OPERATOR_ADD,
+    ST_OPERATOR_ROTATE,
+    ST_OPERATOR_REMOVE,
+    ST_OPERATORS_LIST,
+    ST_AUDIT_ADD,
+    ST_AUDIT_LIST,
     ST_COUNT
 };
 
@@ -264,6 +270,15 @@ int q__sqlite_batch_item_settle(q_db *db, int64_t attempt_id,
 int q__sqlite_report_batches(q_db *db, int64_t since,
                              struct q_report_batch **out, size_t *n);
 int q__sqlite_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
+int q__sqlite_operator_add(q_db *db, const char *name, const char *role,
+                           const char *hash, int64_t now);
+int q__sqlite_operator_rotate(q_db *db, const char *name, const char *hash,
+                              int64_t now);
+int q__sqlite_operator_remove(q_db *db, const char *name);
+int q__sqlite_operators_list(q_db *db, struct q_operator **out, size_t *n);
+int q__sqlite_audit_add(q_db *db, const struct q_audit_new *a);
+int q__sqlite_audit_list(q_db *db, const struct q_audit_filter *f,
+                         struct q_audit **out, size_t *n);
 int q__sqlite_report_jobs(q_db *db, int64_t since,
                           int64_t counts[Q_JOB_NSTATES]);
 int q__sqlite_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,

@@ -232,7 +232,27 @@ static const char *const migrations[] = {
     "  step INTEGER NOT NULL,"
     "  realtime_nusd INTEGER);"
     "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);",
-    /* 13 -> 14: a job's input (docs/reference.md "Job file"), as compact
+    /* 13 -> 14: named operators of `stepq serve` (a role and the SHA-256
+     * of a token; never the token), and the audit trail: every write
+     * made through `stepq serve` or the CLI, who made it, from where. */
+    "CREATE TABLE operators ("
+    "  name TEXT PRIMARY KEY,"
+    "  role TEXT NOT NULL,"
+    "  token_sha256 TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  rotated_at INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE audit ("
+    "  id INTEGER PRIMARY KEY,"
+    "  at INTEGER NOT NULL,"
+    "  who TEXT NOT NULL,"
+    "  action TEXT NOT NULL,"
+    "  job_id INTEGER,"
+    "  park_id INTEGER,"
+    "  source TEXT NOT NULL,"
+    "  detail TEXT NOT NULL);"
+    "CREATE INDEX audit_at ON audit (at);"
+    "CREATE INDEX audit_job ON audit (job_id) WHERE job_id IS NOT NULL;",
+    /* 14 -> 15: a job's input (docs/reference.md "Job file"), as compact
      * JSON text apart from the job's own; NULL: none. */
     "ALTER TABLE jobs ADD COLUMN input TEXT;",
 };

@@ -307,6 +307,23 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_RETRIES_LIST] =
         "SELECT id, job_id, from_step, retried_by, retried_at, prior_state,"
         " prior_error FROM job_retries WHERE job_id = ?1 ORDER BY id",
+    /* A taken name inserts nothing: sqlite3_changes() tells -EEXIST. */
+    [ST_OPERATOR_ADD] =
+        "INSERT INTO operators (name, role, token_sha256, created_at,"
+        " rotated_at) VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (name) DO "
+        "NOTHING",
+    [ST_OPERATOR_ROTATE] = "UPDATE operators SET token_sha256 = ?2,"
+                           " rotated_at = ?3 WHERE name = ?1",
+    [ST_OPERATOR_REMOVE] = "DELETE FROM operators WHERE name = ?1",
+    [ST_OPERATORS_LIST] = "SELECT name, role, token_sha256, created_at,"
+                          " rotated_at FROM operators ORDER BY name",
+    [ST_AUDIT_ADD] =
+        "INSERT INTO audit (at, who, action, job_id, park_id, source, detail)"
+        " VALUES (?1, ?2, ?3, nullif(?4, 0), nullif(?5, 0), ?6, ?7)",
+    [ST_AUDIT_LIST] =
+        "SELECT id, at, who, action, coalesce(job_id, 0), coalesce(park_id, 0),"
+        " source, detail FROM audit WHERE at >= ?1"
+        " AND (?2 = 0 OR job_id = ?2) AND (?3 = 0 OR park_id = ?3) ORDER BY id",
     [ST_SCHED_CLAIM] =
         "INSERT INTO schedules (name, since, done_until, updated_at)"
         " VALUES (?1, ?3, ?2, ?3) ON CONFLICT (name) DO UPDATE SET"

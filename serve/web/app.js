@@ -27,6 +27,7 @@
   let running = null;     /* the refresh under way, if any */
   let again = false;      /* another refresh was asked for meanwhile */
   let posting = false;    /* a resolution is on its way */
+  let me = null;          /* GET /v1/me: who this token is */
   const shown = {};       /* what each part shows now, as JSON text */
 
   /* Whether part must be drawn again: its data changed. Redrawing only
@@ -100,9 +101,11 @@
   function askToken(why) {
     token = '';
     store.removeItem('stepq.token');
+    me = null;
+    applyMe();
     clearTimeout(timer);
     closeDetail();
-    for (const id of ['strip', 'tiers', 'park-groups', 'report'])
+    for (const id of ['strip', 'tiers', 'park-groups', 'report', 'audit'])
       $(id).replaceChildren();
     $('jobs-table').tBodies[0].replaceChildren();
     for (const k of Object.keys(shown)) delete shown[k];
@@ -322,6 +325,56 @@
     if (changed('report', r)) renderReport(r);
   }
 
+  /* ---- who is signed in, and the audit trail ----------------------- */
+
+  /* A named operator's "Who" is its name, not something to type: the
+   * server refuses any other. With the shared token it is typed, and
+   * kept nowhere but the field. */
+  function applyMe() {
+    const named = !!(me && me.name);
+    for (const id of ['resolve-by', 'retry-by']) {
+      $(id).readOnly = named;
+      if (named) $(id).value = me.name;
+      else if (!me) $(id).value = '';
+    }
+    $('whoami').textContent = named ? me.name + ' (' + me.role + ')'
+      : me && me.mode === 'token' ? 'shared token' : '';
+    if (item) renderItem(item);
+    if (shownJob) retryForm(shownJob);
+  }
+
+  function isViewer() {
+    return !!(me && me.role === 'viewer');
+  }
+
+  function renderAudit(rows) {
+    const what = (r) => r.park_id ? 'item #' + r.park_id
+      : r.job_id ? 'job #' + r.job_id : '';
+    $('audit').replaceChildren(rows.length
+      ? table(['when', 'who', 'action', 'what', 'from', 'detail'],
+              rows.slice().reverse().map((r) => [
+                when(r.at), r.who, r.action, what(r), r.source,
+                JSON.stringify(r.detail)]))
+      : el('p', {class: 'muted'}, 'No write in this window.'));
+  }
+
+  /* A job's or item's own rows of the trail, in its detail. */
+  function auditPart(rows) {
+    if (!rows || !rows.length) return [];
+    return [el('h3', {}, 'Audit'),
+            table(['when', 'who', 'action', 'from'],
+                  rows.map((r) => [when(r.at), r.who, r.action, r.source]))];
+  }
+
+  async function pollAudit() {
+    const since = $('audit-since').value;
+    const rows = await api('GET', '/v1/audit?since=' +
+                           encodeURIComponent(since));
+    if (tab === 'audit' && since === $('audit-since').value &&
+        changed('audit', rows))
+      renderAudit(rows);
+  }
+
   /* ---- detail ------------------------------------------------------ */
 
   function facts(pairs) {
@@ -378,9 +431,11 @@
       el('h3', {}, 'Request as sent'),
       el('pre', {class: 'request'}, it.request ? pretty(it.request) :
          '(not kept)'),
-      el('h3', {}, 'Attempts'), history(it.history || []));
+      el('h3', {}, 'Attempts'), history(it.history || []),
+      ...auditPart(it.audit));
     const openItem = it.state === 'open';
-    $('resolve').hidden = !openItem;
+    $('resolve').hidden = !openItem || isViewer();
+    $('read-only').hidden = !openItem || !isViewer();
     /* a tier applies to chat steps only */
     $('resolve-tier').parentElement.hidden = it.kind === 'http';
   }
@@ -407,8 +462,10 @@
         el('li', {}, when(r.at) + ' by ' + r.by + ' from step ' + r.from +
            ' (was ' + r.state + (r.error ? ': ' + r.error : '') + ')'))));
     }
+    parts.push(...auditPart(j.audit));
     $('detail-body').replaceChildren(...parts);
     $('resolve').hidden = true;
+    $('read-only').hidden = true;
     shownJob = j;
     retryForm(j);
   }
@@ -515,7 +572,6 @@
     if (note) body.note = note;
     if (p.action === 'retry-tier') body.tier = p.tier;
     if (p.action === 'done') body.output = $('resolve-output').value;
-    window.localStorage.setItem('stepq.by', body.by);
     posting = true;
     $('confirm-yes').disabled = true;
     for (const b of document.querySelectorAll('[data-action]'))
@@ -547,7 +603,7 @@
   function retryForm(j) {
     const steps = j.steps || [];
     const can = ['failed', 'cancelled', 'succeeded'].includes(j.state);
-    $('retry-job').hidden = !can;
+    $('retry-job').hidden = !can || isViewer();
     if (!can) return;
     /* "send side effects again" is asked anew for every job */
     if (retryFor !== j.id) $('retry-force').checked = false;
@@ -590,7 +646,6 @@
     const body = {by: $('retry-by').value.trim()};
     if (p.from) body.from = p.from;
     if (p.force) body.force_side_effects = true;
-    window.localStorage.setItem('stepq.by', body.by);
     posting = true;
     $('retry-yes').disabled = true;
     try {
@@ -635,6 +690,10 @@
   async function poll() {
     if (!$('login').hidden) return;
     try {
+      if (!me) {
+        me = await api('GET', '/v1/me');
+        applyMe();
+      }
       const [st, tiers] = await Promise.all([api('GET', '/v1/status'),
                                              api('GET', '/v1/tiers')]);
       if (changed('status', st)) renderStatus(st);
@@ -649,6 +708,8 @@
         const path = jobsPath(), jobs = await api('GET', path);
         if (tab === 'jobs' && path === jobsPath() && changed('jobs', jobs))
           renderJobs(jobs);
+      } else if (tab === 'audit') {
+        await pollAudit();
       } else {
         await pollReport();
       }
@@ -663,7 +724,7 @@
 
   function show(which) {
     tab = which;
-    for (const t of ['park', 'jobs', 'report']) {
+    for (const t of ['park', 'jobs', 'report', 'audit']) {
       $('tab-' + t).setAttribute('aria-selected', String(which === t));
       $(t + '-view').hidden = which !== t;
     }
@@ -672,8 +733,6 @@
   }
 
   function start() {
-    $('resolve-by').value = window.localStorage.getItem('stepq.by') || '';
-    $('retry-by').value = $('resolve-by').value;
     $('login').addEventListener('submit', (ev) => {
       ev.preventDefault();
       token = $('token').value.trim();
@@ -687,6 +746,8 @@
     $('tab-park').addEventListener('click', () => show('park'));
     $('tab-jobs').addEventListener('click', () => show('jobs'));
     $('tab-report').addEventListener('click', () => show('report'));
+    $('tab-audit').addEventListener('click', () => show('audit'));
+    $('audit-since').addEventListener('change', refresh);
     $('report-since').addEventListener('change', refresh);
     $('park-all').addEventListener('change', refresh);
     $('jobs-state').addEventListener('change', () => {

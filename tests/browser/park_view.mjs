@@ -7,6 +7,8 @@
 //     node park_view.mjs park       # a server with a token
 //   STEPQ_URL=... node park_view.mjs csrf       # a server with --no-auth
 //   STEPQ_URL=... STEPQ_TOKEN=T JOB_ID=4 node park_view.mjs retry
+//   STEPQ_URL=... OP_TOKEN=T VIEWER_TOKEN=V PARK_ID=1 OPEN_ID=2 \
+//     node park_view.mjs operators  # named operators: rita, vera
 //
 // Optional: CHROMIUM (default /usr/bin/chromium), SCREENSHOT and
 // SCREENSHOT_PHONE (paths of PNG files to write). Exits 0 when every check
@@ -247,6 +249,78 @@ async function csrfMode(browser) {
         'a server without a token asks for one');
 }
 
+// Named operators: the resolver rita logs in with her token; "Who" is
+// her name, from GET /v1/me (nothing in localStorage), and cannot be
+// changed; her resolution and the audit tab name her; logging out forgets
+// the token, which another tab never had. The viewer vera may not resolve.
+async function operatorsMode(browser) {
+  const park = process.env.PARK_ID;
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  const errors = [];
+  watch(page, errors);
+
+  await login(page, process.env.OP_TOKEN);
+  await page.locator('#whoami', {hasText: 'rita (resolver)'}).waitFor(WAIT);
+  await page.click(`[data-park="${park}"]`);
+  await page.locator('#detail-title', {hasText: `Park item #${park}`})
+    .waitFor(WAIT);
+  check(await page.inputValue('#resolve-by') === 'rita',
+        'Who is not pre-filled with the operator\'s name');
+  check(await page.locator('#resolve-by').evaluate((e) => e.readOnly),
+        'Who can be changed');
+  check(await page.evaluate(() => window.localStorage.length) === 0,
+        'something was kept in localStorage');
+  check(await page.evaluate(() => window.sessionStorage
+    .getItem('stepq.token')) === process.env.OP_TOKEN,
+        'the token is not in this tab\'s sessionStorage');
+  await page.click('[data-action="skip"]');
+  await page.click('#confirm-yes');
+  await page.locator('#outcome', {hasText: 'resolved: skip by rita'})
+    .waitFor(WAIT);
+  // The item's detail, drawn again, shows its own audit row.
+  await page.locator('#detail-body table', {hasText: 'park.resolve'})
+    .waitFor(WAIT);
+
+  // The audit tab shows the resolution, by her, from this address.
+  await page.click('#tab-audit');
+  const audit = page.locator('#audit tbody tr', {hasText: 'park.resolve'});
+  await audit.waitFor(WAIT);
+  check((await audit.textContent()).includes('rita'), 'audit row: who');
+  check((await audit.textContent()).includes('item #' + park),
+        'audit row: which item');
+
+  // Another tab of the same browser has no token: sessionStorage is the
+  // tab's own.
+  const other = await ctx.newPage();
+  await other.goto(url + '/');
+  await other.locator('#login').waitFor({state: 'visible', ...WAIT});
+  await other.close();
+
+  // Log out: the token is gone from the tab, the login is shown.
+  await page.click('#logout');
+  await page.locator('#login').waitFor({state: 'visible', ...WAIT});
+  check(await page.evaluate(() => window.sessionStorage
+    .getItem('stepq.token')) === null, 'the token stayed after logout');
+  check(await page.locator('#whoami').textContent() === '',
+        'the name stayed after logout');
+  await page.reload();
+  await page.locator('#login').waitFor({state: 'visible', ...WAIT});
+
+  // The viewer reads an open item, and is offered no resolution.
+  await page.fill('#token', process.env.VIEWER_TOKEN);
+  await page.click('#login button[type=submit]');
+  await page.locator('#whoami', {hasText: 'vera (viewer)'}).waitFor(WAIT);
+  const open = process.env.OPEN_ID;
+  await page.click(`[data-park="${open}"]`);
+  await page.locator('#detail-title', {hasText: `Park item #${open}`})
+    .waitFor(WAIT);
+  await page.locator('#read-only').waitFor({state: 'visible', ...WAIT});
+  check(await page.locator('#resolve').isHidden(),
+        'a viewer is offered the resolve form');
+  check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
+}
+
 // A failed job's detail offers Retry: who is asked for, Cancel changes
 // nothing, Confirm queues it again (the test then checks the store).
 async function retryMode(browser) {
@@ -302,6 +376,7 @@ const browser = await chromium.launch({
 let rc = 0;
 try {
   if (mode === 'csrf') await csrfMode(browser);
+  else if (mode === 'operators') await operatorsMode(browser);
   else if (mode === 'retry') await retryMode(browser);
   else await parkMode(browser);
   console.log('park_view ' + mode + ': ok');

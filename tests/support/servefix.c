@@ -122,6 +122,38 @@ serve_error_code(const cJSON *o)
         cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "code"));
 }
 
+void
+serve_operator_add(const char *name, const char *role, char *tok, size_t len)
+{
+    struct run_result r;
+    cJSON *o;
+
+    ck_assert_int_eq(
+        RUN_ARGS(&r, "operators", "add", name, "--role", role, "--json"), 0);
+    o = cJSON_Parse(r.out);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "name")),
+                     name);
+    snprintf(tok, len, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItem(o, "token")));
+    ck_assert_uint_eq(strlen(tok), 70); /* "stepq_" and 64 hex digits */
+    cJSON_Delete(o);
+    run_result_free(&r);
+}
+
+void
+serve_enqueue_post(void)
+{
+    char job[1024];
+
+    snprintf(job, sizeof(job),
+             "{\"name\":\"p\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","
+             "\"http\":{\"url\":\"http://127.0.0.1:%d/comments\",\"body\":"
+             "{\"t\":\"x\"}}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+}
+
 /* Every test has the mock and a config with its tiers (the park test's
  * script: a daily wall once, then 200). */
 void

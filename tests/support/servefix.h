@@ -4,6 +4,7 @@
 #ifndef STEPQ_TESTS_SERVEFIX_H
 #define STEPQ_TESTS_SERVEFIX_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
@@ -37,6 +38,15 @@ void serve_same_as_cli(const struct server *s, const char *path,
                        const char *const *argv);
 /* serve_error_code is the "code" of an error answer, or NULL. */
 const char *serve_error_code(const cJSON *o);
+/* serve_operator_add makes operator name with role through the CLI
+ * (`operators add --json`) and copies its token (printed once) into tok
+ * (len bytes). */
+void serve_operator_add(const char *name, const char *role, char *tok,
+                        size_t len);
+/* serve_enqueue_post enqueues a one-step job named "p" whose http step
+ * posts to the mock's /comments (which meets a daily wall once, with
+ * serve_setup's script: a worker run then parks it). */
+void serve_enqueue_post(void);
 /* serve_setup: e2e_setup, then the mock with a script whose /comments
  * meets a daily wall once (the config has tiers "free" and "local"). */
 void serve_setup(void);

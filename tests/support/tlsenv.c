@@ -57,7 +57,7 @@ listener(int *port)
  * certificates required), everything it writes under dir. */
 static void
 write_conf(const struct tlsenv *t, const char *dir, int upstream_port,
-           int keepalive_requests)
+           int keepalive_requests, const char *extra)
 {
     char *conf = NULL;
     size_t len = 0;
@@ -88,9 +88,9 @@ write_conf(const struct tlsenv *t, const char *dir, int upstream_port,
             "  ssl_certificate_key %s/server.key;\n"
             "  upstream mock { server 127.0.0.1:%d; keepalive 64; }\n"
             "  proxy_http_version 1.1;\n"
-            "  proxy_set_header Connection \"\";\n",
+            "  proxy_set_header Connection \"\";\n%s",
             dir, dir, dir, dir, dir, dir, dir, dir, keepalive_requests, dir,
-            dir, upstream_port);
+            dir, upstream_port, extra);
     fprintf(f,
             "  server {\n"
             "    listen 127.0.0.1:%d ssl;\n"
@@ -114,6 +114,13 @@ void
 tlsenv_start(struct tlsenv *t, const char *dir, int upstream_port,
              int keepalive_requests)
 {
+    tlsenv_start_with(t, dir, upstream_port, keepalive_requests, "");
+}
+
+void
+tlsenv_start_with(struct tlsenv *t, const char *dir, int upstream_port,
+                  int keepalive_requests, const char *extra)
+{
     int fds[3], life[2];
     char env[64], *conf = tmpdir_join(dir, "nginx.conf");
     char *elog = tmpdir_join(dir, "nginx-error.log"), *out = NULL, cmd[4096];
@@ -123,7 +130,7 @@ tlsenv_start(struct tlsenv *t, const char *dir, int upstream_port,
     fds[0] = listener(&t->port_h1);
     fds[1] = listener(&t->port_h2);
     fds[2] = listener(&t->port_mtls);
-    write_conf(t, dir, upstream_port, keepalive_requests);
+    write_conf(t, dir, upstream_port, keepalive_requests, extra);
     /* A config nginx refuses fails here, with its message. */
     snprintf(cmd, sizeof(cmd), "nginx -t -q -p '%s' -c '%s' -e '%s'", dir, conf,
              elog);

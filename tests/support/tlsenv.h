@@ -40,6 +40,11 @@ void tlsenv_certs(const char *dir);
 void tlsenv_start(struct tlsenv *t, const char *dir, int upstream_port,
                   int keepalive_requests);
 
+/* tlsenv_start_with is tlsenv_start with extra (nginx directives, each
+ * line ending in "\n") added to the http block: what a recipe needs. */
+void tlsenv_start_with(struct tlsenv *t, const char *dir, int upstream_port,
+                       int keepalive_requests, const char *extra);
+
 /* tlsenv_stop sends SIGTERM to nginx and waits for it (SIGKILL after
  * 10 s). A stopped or never started tlsenv is a no-op. */
 void tlsenv_stop(struct tlsenv *t);
