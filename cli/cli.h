@@ -172,12 +172,17 @@ int cli_usage_asked(int argc, char **argv, const char *usage);
 int cli_subcommand(struct cli_env *env, int argc, char **argv,
                    const struct cli_sub *subs, const char *usage);
 
+/* cli_read_input reads the --input of command cmd: JSON text, or @FILE
+ * to read it from a file (arg NULL: none, *out NULL). Returns 0 with *out
+ * (caller cJSON_Deletes it), or CLI_USAGE after printing what is wrong. */
+int cli_read_input(const char *cmd, const char *arg, struct cJSON **out);
 /* cli_parse_id parses a positive job or park id; prints and returns
  * CLI_USAGE when s is not one. */
 int cli_parse_id(const char *s, long long *out);
 
 int cmd_init(struct cli_env *env, int argc, char **argv);
 int cmd_enqueue(struct cli_env *env, int argc, char **argv);
+int cmd_check(struct cli_env *env, int argc, char **argv);
 int cmd_jobs(struct cli_env *env, int argc, char **argv);
 int cmd_status(struct cli_env *env, int argc, char **argv);
 int cmd_tiers(struct cli_env *env, int argc, char **argv);

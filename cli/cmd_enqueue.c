@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 #include "park/park.h"
@@ -28,8 +29,8 @@
 #define SPOOL_MEM (4 * 1024 * 1024)
 
 static const char usage[] =
-    "usage: stepq enqueue [FILE|-] [--key K] [--run-at T] [--priority N]\n"
-    "                     [--json]\n"
+    "usage: stepq enqueue [FILE|-] [--input JSON|@FILE] [--key K]\n"
+    "                     [--run-at T] [--priority N] [--json]\n"
     "\n"
     "Reads one job, a JSON array of jobs, or JSON lines (one job per line)\n"
     "from FILE or standard input. Every job is validated as it is read and\n"
@@ -40,6 +41,8 @@ static const char usage[] =
     "for several jobs). A job whose key exists is not added again: its id\n"
     "is printed with duplicate true, exit 0.\n"
     "\n"
+    "  --input JSON   every job's input (JSON text, or @FILE to read it),\n"
+    "                 read by {{input.PATH}} templates\n"
     "  --key K        dedupe key (one job only)\n"
     "  --run-at T     not before T (RFC 3339, e.g. 2026-11-30T03:40:00Z)\n"
     "  --priority N   higher runs first (default 0)\n"
@@ -83,12 +86,13 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
     return 0;
 }
 
-/* What the batches of one enqueue share: the store (st.db), opened at
- * the first batch (a bad first job needs none), its transaction and the
- * results (spec_store), and how it failed. */
+/* What the batches of one enqueue share: the enqueue (spec/'s one
+ * path), the store it opens at the first batch (a bad first job needs
+ * none), and how it failed. */
 struct sink {
     struct cli_env *env;
-    struct spec_store st;
+    q_db *db;
+    spec_enqueue *e;
     int exit_code; /* a batch's failure, as the exit code; 0: none */
 };
 
@@ -106,29 +110,65 @@ write_failed(struct sink *k)
     return k->exit_code = CLI_RUNTIME;
 }
 
-/* Writes one batch inside the enqueue's transaction. */
+/* The enqueue's audit row, before its commit (a spec_enqueue
+ * before_commit). */
 static int
-on_batch(void *ctx, struct spec_batch *b)
+audit_enqueued(void *ctx, q_db *db, const struct q_enqueue_result *res,
+               size_t n)
+{
+    struct park_audit a = {0};
+
+    (void)ctx;
+    cli_audit_by(db, &a);
+    return park_audit_enqueued(db, res, n, &a);
+}
+
+/* Opens the store at the enqueue's first batch. */
+static int
+open_store(void *ctx, q_db **db, int64_t *now)
 {
     struct sink *k = ctx;
     int rc;
 
-    if (k->st.over->key != NULL && b->first + b->n > 1) {
-        cli_error("enqueue: --key applies to a single job, the input has "
-                  "more than one");
-        k->exit_code = CLI_USAGE;
+    if ((rc = cli_open_db(k->env, &k->db)) != 0) {
+        k->exit_code = rc;
         return -ECANCELED;
     }
-    if (k->st.db == NULL) {
-        if ((rc = cli_open_db(k->env, &k->st.db)) != 0) {
-            k->exit_code = rc;
-            return -ECANCELED;
+    *db = k->db;
+    *now = cli_now(k->db);
+    return 0;
+}
+
+int
+cli_read_input(const char *cmd, const char *arg, cJSON **out)
+{
+    char *text = NULL, err[512];
+    size_t len = 0;
+    int rc;
+
+    *out = NULL;
+    if (arg == NULL)
+        return 0;
+    if (arg[0] == '@') {
+        rc = file_read_all(arg + 1, SPEC_INPUT_MAX_BYTES * 4, &text, &len);
+        if (rc != 0) {
+            cli_error("%s: --input %s: %s", cmd, arg,
+                      rc == -ENOENT  ? "no such file"
+                      : rc == -E2BIG ? "larger than an input may be"
+                                     : "cannot be read");
+            return CLI_USAGE;
         }
-        k->st.now = cli_now(k->st.db);
+        arg = text;
+    } else {
+        len = strlen(arg);
     }
-    if ((rc = spec_store_batch(&k->st, b)) != 0)
-        write_failed(k);
-    return rc;
+    rc = spec_input_parse(arg, len, out, err, sizeof(err));
+    free(text);
+    if (rc != 0) {
+        cli_error("%s: --input: %s", cmd, err);
+        return CLI_USAGE;
+    }
+    return 0;
 }
 
 /* Prints the ids; --json as view_enqueued renders each result, an array
@@ -155,14 +195,14 @@ print_results(const struct q_enqueue_result *res, size_t n, bool many,
 
 /* Feeds bytes [0, len) of mem to the stream in pieces; rc of the stream. */
 static int
-feed_memory(spec_stream *st, const char *mem, size_t len, char *err,
+feed_memory(spec_enqueue *e, const char *mem, size_t len, char *err,
             size_t errlen)
 {
     int rc = 0;
 
     for (size_t off = 0; rc == 0 && off < len; off += READ_BYTES) {
         size_t n = len - off < READ_BYTES ? len - off : READ_BYTES;
-        rc = spec_stream_feed(st, mem + off, n, err, errlen);
+        rc = spec_enqueue_feed(e, mem + off, n, err, errlen);
     }
     return rc;
 }
@@ -260,7 +300,7 @@ gather(FILE *f, const char *name, char **mem, size_t *len, FILE **spool)
 /* Feeds the input to the stream; 0, or the exit code (message printed).
  * A regular file is read as it comes; other input is gathered first. */
 static int
-read_input(const char *file, spec_stream *st, struct sink *k)
+read_input(const char *file, struct sink *k)
 {
     const char *name = strcmp(file, "-") ? file : "stdin";
     FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin, *in;
@@ -296,16 +336,16 @@ read_input(const char *file, spec_stream *st, struct sink *k)
     }
     buf = xmalloc(READ_BYTES);
     if (mem != NULL)
-        rc = feed_memory(st, mem, len, err, sizeof(err));
+        rc = feed_memory(k->e, mem, len, err, sizeof(err));
     while (in != NULL && rc == 0 && (got = fread(buf, 1, READ_BYTES, in)) > 0)
-        rc = spec_stream_feed(st, buf, got, err, sizeof(err));
+        rc = spec_enqueue_feed(k->e, buf, got, err, sizeof(err));
     if (rc == 0 && in != NULL && ferror(in)) {
         cli_error("enqueue: %s: cannot read%s", name,
                   in == spool ? " the spool file" : "");
         rc = -EIO;
         k->exit_code = CLI_RUNTIME;
     } else if (rc == 0) {
-        rc = spec_stream_end(st, err, sizeof(err));
+        rc = spec_enqueue_end(k->e, err, sizeof(err));
     }
     free(buf);
     free(mem);
@@ -313,7 +353,9 @@ read_input(const char *file, spec_stream *st, struct sink *k)
         fclose(spool);
     if (f != stdin)
         fclose(f);
-    if (rc != 0 && k->exit_code == 0) {
+    if (rc != 0 && k->exit_code == 0 && spec_enqueue_store_failed(k->e)) {
+        write_failed(k);
+    } else if (rc != 0 && k->exit_code == 0) {
         cli_error("enqueue: %s: %s", name, err);
         k->exit_code = CLI_USAGE;
     }
@@ -324,62 +366,46 @@ int
 cmd_enqueue(struct cli_env *env, int argc, char **argv)
 {
     const char *key = NULL, *run_at = NULL, *prio = NULL, *file = "-";
-    bool json = false;
-    struct cli_opt opts[] = {{"key", &key, NULL},
-                             {"run-at", &run_at, NULL},
-                             {"priority", &prio, NULL},
-                             {"json", NULL, &json},
-                             {NULL, NULL, NULL}};
+    const char *input_arg = NULL;
+    bool json = false, many = false;
+    struct cli_opt opts[] = {
+        {"key", &key, NULL},       {"run-at", &run_at, NULL},
+        {"priority", &prio, NULL}, {"input", &input_arg, NULL},
+        {"json", NULL, &json},     {NULL, NULL, NULL}};
     struct q_enqueue_opts over = {0};
-    struct spec_opts vopts = {0};
-    struct sink k = {.env = env, .st = {.over = &over}};
+    struct sink k = {.env = env};
     const struct config *cfg = NULL;
-    const char **tier_names = NULL;
-    spec_stream *st = NULL;
+    const struct q_enqueue_result *res;
+    cJSON *input = NULL;
     const char *pos[1];
     int npos = 0, rc;
+    size_t n = 0;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
         return rc;
     if (npos == 1)
         file = pos[0];
-    if ((rc = parse_overrides(key, run_at, prio, &over)) != 0)
-        return rc;
-    if ((rc = cli_config(env, &cfg)) != 0)
-        return rc;
+    if ((rc = parse_overrides(key, run_at, prio, &over)) != 0 ||
+        (rc = cli_read_input("enqueue", input_arg, &input)) != 0 ||
+        (rc = cli_config(env, &cfg)) != 0)
+        goto out;
     /* Tier names are checked only when the config names tiers. */
-    if (cfg->ntiers > 0) {
-        tier_names = xcalloc(cfg->ntiers, sizeof(*tier_names));
-        for (size_t i = 0; i < cfg->ntiers; i++)
-            tier_names[i] = cfg->tiers[i].name;
-        vopts.tiers = tier_names;
-        vopts.ntiers = cfg->ntiers;
-    }
-    vopts.tools = &cfg->tools;
-    st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, &k);
-    if ((rc = read_input(file, st, &k)) != 0)
+    k.e = spec_enqueue_new(
+        &(struct spec_enqueue_opts){.open = open_store,
+                                    .ctx = &k,
+                                    .cfg = cfg,
+                                    .input = input,
+                                    .over = &over,
+                                    .before_commit = audit_enqueued});
+    if ((rc = read_input(file, &k)) != 0)
         goto out;
-    if (k.st.in_tx) {
-        struct park_audit a = {0};
-        cli_audit_by(k.st.db, &a);
-        if ((k.st.store_rc =
-                 park_audit_enqueued(k.st.db, k.st.res, k.st.n, &a)) != 0) {
-            rc = write_failed(&k);
-            goto out;
-        }
-    }
-    if (spec_store_end(&k.st, true) != 0) {
-        rc = write_failed(&k);
-        goto out;
-    }
-    print_results(k.st.res, k.st.n, spec_stream_is_array(st) || k.st.n > 1,
-                  json);
+    res = spec_enqueue_results(k.e, &n, &many);
+    print_results(res, n, many, json);
     rc = CLI_OK;
 out:
-    spec_store_cleanup(&k.st);
-    if (q_close(k.st.db) != 0 && rc == CLI_OK)
+    spec_enqueue_free(k.e);
+    if (q_close(k.db) != 0 && rc == CLI_OK)
         rc = CLI_RUNTIME;
-    spec_stream_free(st);
-    free(tier_names);
+    cJSON_Delete(input);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/json.h"
 #include "common/price.h"
 #include "park/park.h"
 #include "queue/queue.h"
@@ -111,6 +112,18 @@ cost_text(const cJSON *o, char *buf, size_t len)
     return buf;
 }
 
+/* The job's input, compact, on one line (none: nothing). */
+static void
+print_input(const cJSON *o)
+{
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
+    char *text = in && !cJSON_IsNull(in) ? json_print(in) : NULL;
+
+    if (text != NULL)
+        printf("  input    %s\n", text);
+    free(text);
+}
+
 /* One attempt of a shown job's step; the first one after a retry (*after:
  * the retry of the attempt before) says which and who asked for it. */
 static void
@@ -161,6 +174,7 @@ print_job_text(const cJSON *o)
            cJSON_GetObjectItemCaseSensitive(o, "deadline_at")->valuestring);
     if (cJSON_IsString(err))
         printf("  error    %s\n", err->valuestring);
+    print_input(o);
     if (cost_text(o, cost, sizeof(cost))[0] != '\0')
         printf("  cost     %s\n", cost + strlen(" cost "));
     cJSON_ArrayForEach(s, retries)
@@ -184,6 +198,8 @@ print_job_text(const cJSON *o)
             cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "tokens")),
             cost_text(s, cost, sizeof(cost)));
         int after = 0;
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(s, "reason")))
+            printf("    %s\n", cli_json_text(s, "reason"));
         if (cJSON_GetObjectItem(s, "http") != NULL) {
             const cJSON *t = cJSON_GetObjectItem(s, "http");
             printf("    %s %s\n", cli_json_text(t, "method"),

@@ -20,6 +20,7 @@ static const char usage[] =
     "commands:\n"
     "  init                          create or migrate the database\n"
     "  enqueue [FILE|-]              add jobs (one, an array, or JSON lines)\n"
+    "  check [FILE|-]                check jobs before paying: nothing sent\n"
     "  work                          run jobs (--drain: until none is due)\n"
     "  jobs list|show|cancel|retry   inspect, cancel and retry jobs\n"
     "  status                        job counts by state\n"
@@ -54,6 +55,7 @@ static const struct cli_command commands[] = {
     {"schedules", cmd_schedules}, {"report", cmd_report},
     {"backup", cmd_backup},       {"prune", cmd_prune},
     {"operators", cmd_operators}, {"audit", cmd_audit},
+    {"check", cmd_check},
 };
 
 /* take_global removes --db/--config/-v wherever they stand, so that

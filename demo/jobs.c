@@ -157,18 +157,15 @@ make_job(const demo *d, int i, const char *date)
     return job;
 }
 
-/* Writes the batch to DIR/jobs.jsonl, then validates and enqueues it the
- * way `stepq enqueue jobs.jsonl` does: all jobs in one transaction. */
+/* Writes the batch to DIR/jobs.jsonl, then validates and enqueues it as
+ * `stepq enqueue jobs.jsonl` does (spec/'s one enqueue path): all jobs in
+ * one transaction. */
 int
 demo__enqueue_batch(demo *d, char *err, size_t len)
 {
-    const char *tiers[] = {"free", "backup"};
-    struct spec_opts vo = {.tiers = tiers, .ntiers = 2};
-    struct spec_job **specs = NULL;
-    struct q_enqueue_result *res = NULL;
-    struct q_job_new *rows = NULL;
+    spec_enqueue *e = NULL;
     q_db *db = NULL;
-    size_t n = 0, cap = 4096, used = 0;
+    size_t cap = 4096, used = 0;
     char *text = xmalloc(cap), date[32], verr[256];
     int64_t now = clock_now_ms();
     int rc;
@@ -194,27 +191,23 @@ demo__enqueue_batch(demo *d, char *err, size_t len)
     }
     if ((rc = demo__write_text(d->paths.jobs, text, err, len)) != 0)
         goto out;
-    rc = spec_parse_many(text, used, &vo, &specs, &n, verr, sizeof(verr));
-    if (rc != 0) {
-        snprintf(err, len, "demo jobs: %s", verr);
-        goto out;
-    }
     if ((rc = q_open(d->paths.db, NULL, &db)) != 0) {
         snprintf(err, len, "cannot open %s", d->paths.db);
         goto out;
     }
-    res = xcalloc(n, sizeof(*res));
-    rows = spec_job_rows(specs, n);
-    if ((rc = q_enqueue(db, rows, n, NULL, now, res)) != 0)
-        snprintf(err, len, "cannot enqueue into %s", d->paths.db);
+    /* spec/'s one enqueue path, with the demo config's tiers. */
+    e = spec_enqueue_new(
+        &(struct spec_enqueue_opts){.db = db, .now = now, .cfg = d->cfg});
+    if ((rc = spec_enqueue_text(e, text, used, verr, sizeof(verr))) != 0)
+        snprintf(err, len, "%s: %s",
+                 spec_enqueue_store_failed(e) ? d->paths.db : "demo jobs",
+                 verr);
 out:
+    spec_enqueue_free(e);
     if (q_close(db) != 0 && rc == 0) {
         snprintf(err, len, "cannot close %s", d->paths.db);
         rc = -EIO;
     }
-    free(res);
-    free(rows);
-    spec_jobs_free(specs, n);
     free(text);
     return rc;
 }

@@ -1,11 +1,14 @@
-/* fuzz_expand.c: libFuzzer target for the template expander
- * (worker__expand) over arbitrary JSON.
+/* fuzz_expand.c: libFuzzer target for templates and conditions (spec/
+ * path.c, when.c) over arbitrary JSON.
  *
- * The result is compared, node by node, with a small reference expander
- * written from worker/internal.h's contract: in every string value, each
- * "{{steps.NAME.output}}" (NAME running to the first ".output}}") becomes
- * the output of NAME ("" when unknown or NULL), and an opening "{{steps."
- * with no close stays literal. The input must also be left unchanged. */
+ * The input, parsed as JSON, becomes a field of a two-step job's second
+ * request and, when it is an object, that step's "when"; the job is
+ * validated (spec_from_json) with an input. A job that validates must
+ * fill (spec_step_fill) without a validation error (-EINVAL: a template
+ * validation let through that filling refuses; a value absent, -ENOENT,
+ * is a run-time failure and allowed), and its condition evaluates
+ * without failing. The input tree is left unchanged. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,94 +17,53 @@
 
 #include <cjson/cJSON.h>
 
-#include "worker/internal.h"
+#include "spec/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const names[] = {"a", "summarize_prs", "s-1", ""};
-static const char *const outputs[] = {"OUT-A", "a summary", NULL, "E"};
-#define N (sizeof(names) / sizeof(names[0]))
-
-/* The reference expander: a new string (caller frees), or NULL on OOM. */
-static char *
-reference(const char *s)
-{
-    static const char open[] = "{{steps.", close[] = ".output}}";
-    size_t cap = strlen(s) * 2 + 64, len = 0;
-    char *out = malloc(cap);
-
-    while (out != NULL && *s != '\0') {
-        const char *name = s + sizeof(open) - 1, *end, *v = "";
-        if (strncmp(s, open, sizeof(open) - 1) != 0 ||
-            (end = strstr(name, close)) == NULL) {
-            out[len++] = *s++;
-            continue;
-        }
-        for (size_t i = 0; i < N; i++) {
-            if (strlen(names[i]) == (size_t)(end - name) &&
-                strncmp(names[i], name, (size_t)(end - name)) == 0)
-                v = outputs[i] ? outputs[i] : "";
-        }
-        if (len + strlen(v) + 1 > cap) {
-            char *bigger = realloc(out, cap = (len + strlen(v) + 1) * 2);
-            if (bigger == NULL) {
-                free(out);
-                return NULL;
-            }
-            out = bigger;
-        }
-        memcpy(out + len, v, strlen(v));
-        len += strlen(v);
-        s = end + sizeof(close) - 1;
-    }
-    if (out != NULL)
-        out[len] = '\0';
-    return out;
-}
-
-/* Whether got is want with every string value expanded by reference(). */
-static bool
-same(const cJSON *want, const cJSON *got)
-{
-    const cJSON *a, *b;
-
-    if ((want->type & 0xff) != (got->type & 0xff))
-        return false;
-    if (cJSON_IsString(want)) {
-        char *r = reference(want->valuestring);
-        bool eq = r == NULL || strcmp(r, got->valuestring) == 0;
-        free(r);
-        return eq;
-    }
-    for (a = want->child, b = got->child; a != NULL && b != NULL;
-         a = a->next, b = b->next) {
-        if (!same(a, b))
-            return false;
-    }
-    return a == NULL && b == NULL;
-}
+static const char job_text[] =
+    "{\"name\":\"f\",\"input\":{\"a\":[1,\"x\",{\"k\":\"v\"}],\"s\":\"t\"},"
+    "\"steps\":[{\"name\":\"a\",\"request\":{\"messages\":[{\"role\":"
+    "\"user\",\"content\":\"x\"}]}},{\"name\":\"b\",\"request\":{"
+    "\"messages\":[{\"role\":\"user\",\"content\":\"c\"}]}}]}";
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    cJSON *in, *out;
-    char *before, *after;
+    static const char *const outputs[] = {"{\"k\":[1,2],\"s\":\"o\"}", NULL};
+    static const bool skipped[] = {false, false};
+    cJSON *in = cJSON_ParseWithLength((const char *)data, size), *job, *b;
+    cJSON *out = NULL;
+    struct spec_job *j = NULL;
+    char err[1024], *before, *after;
+    bool holds;
+    int rc;
 
-    in = cJSON_ParseWithLength((const char *)data, size);
     if (in == NULL)
         return 0;
     before = cJSON_PrintUnformatted(in);
-    out = worker__expand(in, names, outputs, N);
-    if (out == NULL)
-        abort();
-    if (!same(in, out))
-        abort(); /* differs from the reference expansion */
+    job = cJSON_Parse(job_text);
+    b = cJSON_GetArrayItem(cJSON_GetObjectItem(job, "steps"), 1);
+    cJSON_AddItemToObject(cJSON_GetObjectItem(b, "request"), "v",
+                          cJSON_Duplicate(in, true));
+    if (cJSON_IsObject(in))
+        cJSON_AddItemToObject(b, "when", cJSON_Duplicate(in, true));
+    if (spec_from_json(job, NULL, &j, err, sizeof(err)) == 0) {
+        struct spec_vars v = {
+            .input = j->input, .outputs = outputs, .skipped = skipped};
+        rc = spec_step_fill(j, 1, &v, &out, err, sizeof(err));
+        if (rc == -EINVAL)
+            abort(); /* validated, yet refused when filled */
+        if (rc == 0)
+            cJSON_Delete(out);
+        spec_when_holds(j, 1, &v, &holds, err, sizeof(err));
+        spec_job_free(j);
+    }
     after = cJSON_PrintUnformatted(in);
     if (before != NULL && after != NULL && strcmp(before, after) != 0)
         abort(); /* the input was modified */
     cJSON_free(before);
     cJSON_free(after);
-    cJSON_Delete(out);
     cJSON_Delete(in);
     return 0;
 }

@@ -88,6 +88,17 @@ STEPQ_API int stepq_enqueue(stepq *q, const char *job_json, const char *key,
                             int64_t *id, bool *duplicate, char *err,
                             size_t errlen);
 
+/* stepq_enqueue_input is stepq_enqueue with the job's input: input_json
+ * (JSON text of any value, at most 256 KiB as compact JSON; NULL: the
+ * job's own "input" field, if any) replaces the job's "input" and is what
+ * its {{input.PATH}} templates read (docs/reference.md "Templates"). A
+ * template naming a path the input lacks is refused: -EINVAL, err naming
+ * the template and its JSON path. Returns as stepq_enqueue. */
+STEPQ_API int stepq_enqueue_input(stepq *q, const char *job_json,
+                                  const char *input_json, const char *key,
+                                  int64_t *id, bool *duplicate, char *err,
+                                  size_t errlen);
+
 /* stepq_enqueue_many validates every job of a JSON array (or JSON lines)
  * and adds them in one transaction, all or none. ids and duplicates (may
  * be NULL) receive up to cap results; *n gets the number of jobs. Returns

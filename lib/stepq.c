@@ -76,14 +76,43 @@ store_now(const stepq *q)
     return clock_now_ms() + q_clock_offset(q->db);
 }
 
-int
-stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
-              bool *duplicate, char *err, size_t errlen)
+/* Enqueues text through spec/'s one enqueue path: ids and duplicates
+ * (may be NULL) get up to cap results, *n (may be NULL) the count. */
+static int
+enqueue(stepq *q, const char *text, const cJSON *input, const char *key,
+        int64_t *ids, bool *dups, size_t cap, size_t *n, char *err,
+        size_t errlen)
 {
-    struct q_enqueue_opts opts = {.key = key};
-    struct q_enqueue_result res;
-    struct spec_job *spec = NULL;
-    struct q_job_new row;
+    struct q_enqueue_opts over = {.key = key};
+    struct spec_enqueue_opts o = {
+        .db = q->db, .now = store_now(q), .input = input, .over = &over};
+    const struct q_enqueue_result *res;
+    spec_enqueue *e = spec_enqueue_new(&o);
+    size_t got = 0;
+    int rc;
+
+    /* Jobs are validated and written as they are read, in batches, in one
+     * transaction: memory holds a batch, not every parsed job. */
+    rc = spec_enqueue_text(e, text, strlen(text), err, errlen);
+    res = spec_enqueue_results(e, &got, NULL);
+    for (size_t i = 0; rc == 0 && i < got && i < cap; i++) {
+        if (ids != NULL)
+            ids[i] = res[i].id;
+        if (dups != NULL)
+            dups[i] = res[i].duplicate;
+    }
+    if (rc == 0 && n != NULL)
+        *n = got;
+    spec_enqueue_free(e);
+    return rc;
+}
+
+int
+stepq_enqueue_input(stepq *q, const char *job_json, const char *input_json,
+                    const char *key, int64_t *id, bool *duplicate, char *err,
+                    size_t errlen)
+{
+    cJSON *input = NULL;
     int rc;
 
     if (q == NULL || job_json == NULL) {
@@ -92,21 +121,21 @@ stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
     }
     if (key != NULL && (rc = spec_key_check(key, err, errlen)) != 0)
         return rc;
-    rc = spec_parse(job_json, strlen(job_json), NULL, &spec, err, errlen);
-    if (rc != 0)
+    if (input_json != NULL &&
+        (rc = spec_input_parse(input_json, strlen(input_json), &input, err,
+                               errlen)) != 0)
         return rc;
-    spec_job_row(spec, &row);
-    rc = q_enqueue(q->db, &row, 1, &opts, store_now(q), &res);
-    spec_job_free(spec);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot write the job to the database");
-        return rc;
-    }
-    if (id != NULL)
-        *id = res.id;
-    if (duplicate != NULL)
-        *duplicate = res.duplicate;
-    return 0;
+    rc = enqueue(q, job_json, input, key, id, duplicate, 1, NULL, err, errlen);
+    cJSON_Delete(input);
+    return rc;
+}
+
+int
+stepq_enqueue(stepq *q, const char *job_json, const char *key, int64_t *id,
+              bool *duplicate, char *err, size_t errlen)
+{
+    return stepq_enqueue_input(q, job_json, NULL, key, id, duplicate, err,
+                               errlen);
 }
 
 int
@@ -114,39 +143,12 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                    bool *duplicates, size_t cap, size_t *n, char *err,
                    size_t errlen)
 {
-    struct spec_store k = {0};
-    spec_stream *s;
-    int rc;
-
     if (q == NULL || jobs_json == NULL) {
         snprintf(err, errlen, "stepq_enqueue_many: handle and jobs required");
         return -EINVAL;
     }
-    /* Jobs are validated and written as they are read, in batches, in one
-     * transaction: memory holds a batch, not every parsed job. */
-    k.db = q->db;
-    k.now = store_now(q);
-    s = spec_stream_new(NULL, SPEC_BATCH_JOBS, spec_store_batch, &k);
-    rc = spec_stream_feed(s, jobs_json, strlen(jobs_json), err, errlen);
-    if (rc == 0)
-        rc = spec_stream_end(s, err, errlen);
-    spec_stream_free(s);
-    if (rc == 0)
-        rc = spec_store_end(&k, true);
-    if (k.store_rc != 0)
-        snprintf(err, errlen, "cannot write the jobs to the database");
-    if (rc == 0) {
-        for (size_t i = 0; i < k.n && i < cap; i++) {
-            if (ids != NULL)
-                ids[i] = k.res[i].id;
-            if (duplicates != NULL)
-                duplicates[i] = k.res[i].duplicate;
-        }
-        if (n != NULL)
-            *n = k.n;
-    }
-    spec_store_cleanup(&k);
-    return rc;
+    return enqueue(q, jobs_json, NULL, NULL, ids, duplicates, cap, n, err,
+                   errlen);
 }
 
 int

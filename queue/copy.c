@@ -22,7 +22,7 @@ static const struct q__column job_cols[] = {
     {"state", I},       {"priority", I},    {"run_at", I},
     {"deadline_at", I}, {"created_at", I},  {"updated_at", I},
     {"lease_owner", T}, {"lease_until", I}, {"claims", I},
-    {"spec", T},        {"error", T},
+    {"spec", T},        {"error", T},       {"input", T},
 };
 
 static const struct q__column step_cols[] = {

@@ -232,6 +232,7 @@ q_job_cleanup(struct q_job *job)
     free(job->lease_owner);
     free(job->spec);
     free(job->error);
+    free(job->input);
     q_steps_free(job->steps, job->nsteps);
     memset(job, 0, sizeof(*job));
 }

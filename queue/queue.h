@@ -159,6 +159,7 @@ struct q_job_new {
     int64_t run_at;     /* ms; 0 = at enqueue time */
     int64_t deadline_s; /* counted from run_at */
     const char *text;   /* the job as JSON text, stored as given */
+    const char *input;  /* its input as JSON text, NULL: none */
 };
 
 /* A job file's deadline_s when it gives none. */
@@ -187,6 +188,7 @@ struct q_job {
     int claims;  /* how often it was leased, this lease included */
     char *spec;  /* the job's JSON text */
     char *error; /* NULL unless failed */
+    char *input; /* the job's input as JSON text, NULL: none */
     /* q_claim only (has_steps true): the job's step rows as q_steps_get
      * gives them in the claim's transaction, so that starting a claimed
      * job needs no read of its own. A backend may leave them out (false)

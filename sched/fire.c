@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -19,23 +20,27 @@ sched_enqueue(q_db *db, const struct config *cfg,
               const struct config_schedule *s, int64_t slot_ms, int64_t now,
               int64_t *id, bool *duplicate, char *err, size_t len)
 {
-    struct spec_job *job = NULL;
-    struct q_job_new row;
-    struct q_enqueue_result res = {0};
-    char key[256];
+    char key[256], *text = NULL;
+    struct q_enqueue_opts over = {.key = key};
+    struct spec_enqueue_opts o = {
+        .db = db, .now = now, .cfg = cfg, .schedule = s->name, .over = &over};
+    const struct q_enqueue_result *res;
+    spec_enqueue *e;
+    size_t n = 0;
     int rc;
 
-    if ((rc = sched_job(cfg, s, slot_ms, &job, err, len)) != 0)
+    if ((rc = sched_job_text(s, slot_ms, &text, err, len)) != 0)
         return rc;
-    spec_job_row(job, &row);
     sched_key(s, slot_ms, key, sizeof(key));
-    row.key = key;
-    rc = q_enqueue(db, &row, 1, NULL, now, &res);
-    spec_job_free(job);
-    if (rc == 0) {
-        *id = res.id;
-        *duplicate = res.duplicate;
+    e = spec_enqueue_new(&o);
+    rc = spec_enqueue_text(e, text, strlen(text), err, len);
+    res = spec_enqueue_results(e, &n, NULL);
+    if (rc == 0 && n == 1) {
+        *id = res[0].id;
+        *duplicate = res[0].duplicate;
     }
+    spec_enqueue_free(e);
+    free(text);
     return rc;
 }
 

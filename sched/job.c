@@ -90,34 +90,25 @@ int
 sched_job(const struct config *cfg, const struct config_schedule *s,
           int64_t slot_ms, struct spec_job **out, char *err, size_t len)
 {
-    const char **names = xcalloc(cfg->ntiers + 1, sizeof(*names));
-    struct spec_opts opts = {
-        .tiers = names, .ntiers = cfg->ntiers, .tools = &cfg->tools};
+    const char **names = spec_tier_names(cfg);
+    struct spec_opts opts = {.tiers = names,
+                             .ntiers = names ? cfg->ntiers : 0,
+                             .schedule = s->name,
+                             .tools = &cfg->tools};
     char *text = NULL, inner[512];
     struct spec_job *job = NULL;
     int rc;
 
-    for (size_t i = 0; i < cfg->ntiers; i++)
-        names[i] = cfg->tiers[i].name;
     rc = sched_job_text(s, slot_ms, &text, err, len);
     if (rc == 0) {
         rc = spec_parse(text, strlen(text), &opts, &job, inner, sizeof(inner));
         if (rc != 0)
             snprintf(err, len, "%s", inner);
     }
-    if (rc == 0 && job->key != NULL) {
-        snprintf(err, len,
-                 "key: a schedule's job has none (the schedule "
-                 "gives it schedule:%s:SLOT)",
-                 s->name);
-        rc = -EINVAL;
-    }
     free(text);
     free(names);
-    if (rc != 0) {
-        spec_job_free(job);
+    if (rc != 0)
         return -EINVAL;
-    }
     *out = job;
     return 0;
 }

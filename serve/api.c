@@ -201,20 +201,35 @@ query_problem(struct MHD_Connection *c, enum serve_route_id r,
 
 /* ---- jobs ------------------------------------------------------------ */
 
-/* The body is validated and written as stepq enqueue reads its input:
- * job by job in batches inside one transaction (spec_store), so memory
- * holds the body and one batch, not every parsed job; the answer is
- * written as text, not built as a tree of every result. */
+/* The body is validated and written as stepq enqueue reads its input,
+ * through spec/'s one enqueue path: job by job in batches inside one
+ * transaction with its audit row, so memory holds the body and one
+ * batch, not every parsed job; the answer is written as text, not built
+ * as a tree of every result. A job's input is its own "input" field. */
+/* The audit row of an enqueue (a spec_enqueue before_commit; ctx: the
+ * park_audit of who asked). */
+static int
+audit_enqueued(void *ctx, q_db *db, const struct q_enqueue_result *res,
+               size_t n)
+{
+    return park_audit_enqueued(db, res, n, ctx);
+}
+
 static enum MHD_Result
 jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
              struct MHD_Connection *c, const char *body, size_t len)
 {
-    const char **names = NULL;
-    struct spec_opts vopts = {0};
-    struct spec_store k = {.db = o->db, .now = store_now(o)};
-    spec_stream *st;
+    struct park_audit a = {0};
+    struct spec_enqueue_opts eo = {.db = o->db,
+                                   .now = store_now(o),
+                                   .cfg = o->cfg,
+                                   .ctx = &a,
+                                   .before_commit = audit_enqueued};
+    const struct q_enqueue_result *res;
     struct xbuf out = {0};
+    spec_enqueue *e;
     bool many, fresh = false;
+    size_t n = 0;
     char err[1024];
     int rc;
 
@@ -222,42 +237,45 @@ jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job",
                                  "the body is empty: send a job, an array of "
                                  "jobs or JSON lines");
-    if (o->cfg->ntiers > 0) {
-        names = xcalloc(o->cfg->ntiers, sizeof(*names));
-        for (size_t i = 0; i < o->cfg->ntiers; i++)
-            names[i] = o->cfg->tiers[i].name;
-        vopts.tiers = names;
-        vopts.ntiers = o->cfg->ntiers;
-    }
-    vopts.tools = &o->cfg->tools;
-    st = spec_stream_new(&vopts, SPEC_BATCH_JOBS, spec_store_batch, &k);
-    rc = spec_stream_feed(st, body, len, err, sizeof(err));
-    if (rc == 0)
-        rc = spec_stream_end(st, err, sizeof(err));
-    many = spec_stream_is_array(st) || k.n > 1;
-    spec_stream_free(st);
-    free(names);
-    if (rc == 0 && k.in_tx) {
-        struct park_audit a = {0};
-        serve_audit_by(who, k.now, &a);
-        rc = k.store_rc = park_audit_enqueued(o->db, k.res, k.n, &a);
-    }
-    if (rc == 0)
-        rc = spec_store_end(&k, true);
-    if (rc != 0) {
-        int store_rc = k.store_rc;
-        spec_store_cleanup(&k);
-        if (store_rc != 0)
-            return storage_error(c, store_rc, "enqueue: nothing was enqueued");
+    serve_audit_by(who, eo.now, &a);
+    e = spec_enqueue_new(&eo);
+    if ((rc = spec_enqueue_text(e, body, len, err, sizeof(err))) != 0) {
+        bool store = spec_enqueue_store_failed(e);
+        spec_enqueue_free(e);
+        if (store)
+            return storage_error(c, rc, "enqueue: nothing was enqueued");
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
                                  err);
     }
-    for (size_t i = 0; i < k.n; i++)
-        fresh = fresh || !k.res[i].duplicate;
-    view_enqueued_text(k.res, k.n, many, &out);
-    spec_store_cleanup(&k);
+    res = spec_enqueue_results(e, &n, &many);
+    for (size_t i = 0; i < n; i++)
+        fresh = fresh || !res[i].duplicate;
+    view_enqueued_text(res, n, many, &out);
+    spec_enqueue_free(e);
     return reply_text(c, fresh ? MHD_HTTP_CREATED : MHD_HTTP_OK, out.p,
                       out.len);
+}
+
+/* ---- checking jobs before paying (stepq check) ---------------------- */
+
+/* The body is checked as POST /v1/jobs would take it, and more (spec_check:
+ * tiers, environment variables); nothing is written or sent. 200 with the
+ * report, or 400 invalid_job with the message. */
+static enum MHD_Result
+jobs_check(const struct serve_opts *o, struct MHD_Connection *c,
+           const char *body, size_t len)
+{
+    cJSON *report = NULL;
+    char err[1024];
+
+    if (body == NULL || len == 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job",
+                                 "the body is empty: send a job, an array of "
+                                 "jobs or JSON lines");
+    if (spec_check(body, len, o->cfg, NULL, &report, err, sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
+                                 err);
+    return serve_reply_json(c, MHD_HTTP_OK, report);
 }
 
 static enum MHD_Result
@@ -604,6 +622,8 @@ serve_route(const struct serve_opts *o, const struct serve_caller *who,
         return jobs_list(o, c);
     case R_JOBS_ADD:
         return jobs_enqueue(o, who, c, body, len);
+    case R_JOBS_CHECK:
+        return jobs_check(o, c, body, len);
     case R_JOB:
         return jobs_show(o, c, id);
     case R_JOB_CANCEL:

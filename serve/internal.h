@@ -62,7 +62,8 @@ enum serve_route_id {
     R_REPORT,
     R_JOB_RETRY,
     R_ME,
-    R_AUDIT
+    R_AUDIT,
+    R_JOBS_CHECK
 };
 
 struct serve_asset;

@@ -16,6 +16,7 @@ static const struct {
     {R_TIERS, "GET", "/v1/tiers"},
     {R_JOBS_LIST, "GET", "/v1/jobs"},
     {R_JOBS_ADD, "POST", "/v1/jobs"},
+    {R_JOBS_CHECK, "POST", "/v1/jobs/check"},
     {R_JOB, "GET", "/v1/jobs/#"},
     {R_JOB_CANCEL, "POST", "/v1/jobs/#/cancel"},
     {R_PARK_LIST, "GET", "/v1/park"},

@@ -18,7 +18,8 @@
 #define PATH_LEN         256
 #define MAX_HEADER_VALUE 8192 /* bytes, as for a tier's headers */
 
-/* template_end: when s starts a template ("{{steps." ... "}}"), returns
+/* template_end: when s starts a template ("{{steps." or "{{input" ...
+ * "}}"), returns
  * the byte after it, else NULL. Its name is checked with the other
  * templates once every step is known; here it is only stepped over, since
  * a step's name may hold bytes that a URL may not. */
@@ -27,7 +28,8 @@ template_end(const char *s)
 {
     const char *end;
 
-    if (strncmp(s, "{{steps.", 8) != 0 || (end = strstr(s + 8, "}}")) == NULL)
+    if ((strncmp(s, "{{steps.", 8) != 0 && strncmp(s, "{{input", 7) != 0) ||
+        (end = strstr(s + 7, "}}")) == NULL)
         return NULL;
     return end + 2;
 }

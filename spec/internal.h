@@ -2,6 +2,7 @@
 #ifndef STEPQ_SPEC_INTERNAL_H
 #define STEPQ_SPEC_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -25,9 +26,11 @@ struct spec_seg {
 /* spec__check_sent checks item (a step's request or http, at path at) as
  * it will be sent, for step self of job (whose step names are all read):
  * templates name earlier steps and are written as such, and no object
- * holds a member twice. Returns 0, or -EINVAL with the path in err. */
+ * holds a member twice; *templated is set when it holds a template.
+ * Returns 0, or -EINVAL with the path in err. */
 int spec__check_sent(const cJSON *item, const struct spec_seg *at,
-                     const struct spec_job *job, size_t self, char *err,
+                     const struct spec_job *job, size_t self,
+                     const struct spec_opts *opts, bool *templated, char *err,
                      size_t len);
 
 /* spec__check_http_url checks an http step's url (path: the step's
@@ -41,6 +44,53 @@ int spec__check_http_url(const char *url, const char *path, char *err,
                          size_t len);
 int spec__check_http_headers(const cJSON *headers, const char *path, char *err,
                              size_t len);
+
+/* One template found in a string (path.c). */
+struct spec_tpl {
+    const char *at;   /* its "{{" */
+    size_t len;       /* through its "}}" */
+    bool input;       /* {{input...}}; else {{steps.NAME.output...}} */
+    size_t step;      /* the step it names */
+    const char *path; /* the PATH after "output." or "input.", or NULL */
+    size_t pathlen;
+};
+
+/* spec__tpl_next finds the next template in a string at or after *pos, for a
+ * string of step self (it may name earlier steps only); at is the JSON
+ * path of the string, for messages; opts may be NULL. Returns 1 with *t
+ * set and *pos past it, 0 when none is left, or -EINVAL with "at: why" in
+ * err: a template written with spaces or without its "}}", naming an
+ * unknown, later or its own step, {{schedule.*}} outside a schedule,
+ * {{env.*}}. Text in braces of no namespace stepq knows ("{{name}}") is
+ * not a template: it is sent as written. */
+int spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
+                   const struct spec_opts *opts, const char *at,
+                   struct spec_tpl *t, char *err, size_t len);
+
+/* spec__tpl_value is the value t reads from v: 0 with *out (a copy,
+ * caller cJSON_Deletes it), -ENOENT when it is absent (err says why:
+ * "{{input.x}}: no x in the input"), or -EAGAIN when v cannot know it
+ * (v->outputs is NULL: a step's output before the job runs). */
+int spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
+                    const struct spec_vars *v, cJSON **out, char *err,
+                    size_t len);
+
+/* spec__tpl_whole tells whether s is exactly one template (then *t). */
+bool spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
+                     const struct spec_opts *opts, struct spec_tpl *t);
+
+/* spec__take makes string node (a leaf) the value val, which it takes
+ * (and frees): its type and contents, keeping node's place and name in
+ * its parent. */
+void spec__take(cJSON *node, cJSON *val);
+
+/* spec__check_when checks step self's "when" (at: its JSON path): the
+ * forms of when.c, templates as spec__tpl_next takes them, each the whole
+ * of its string, and {{input.*}} present in opts' input. Returns 0 or
+ * -EINVAL with the JSON path of the problem in err. */
+int spec__check_when(const cJSON *when, const char *at,
+                     const struct spec_job *j, size_t self,
+                     const struct spec_opts *opts, char *err, size_t len);
 
 /* ---- tools (tools.c, tool_args.c) ---------------------------------------- */
 

@@ -19,6 +19,8 @@ spec_job_free(struct spec_job *spec)
     if (spec == NULL)
         return;
     cJSON_Delete(spec->root);
+    cJSON_Delete(spec->input_own);
+    free(spec->input_text);
     free(spec->text);
     free(spec->steps);
     free(spec);
@@ -158,6 +160,35 @@ spec_job_row(const struct spec_job *j, struct q_job_new *row)
     row->run_at = j->run_at;
     row->deadline_s = j->deadline_s;
     row->text = j->text;
+    row->input = j->input_text;
+}
+
+int
+spec_input_parse(const char *text, size_t len, cJSON **out, char *err,
+                 size_t errlen)
+{
+    cJSON *v = NULL;
+    char *compact;
+    size_t n;
+    int rc;
+
+    if (!utf8_valid(text, len))
+        return json_fail(err, errlen, "input", "not valid UTF-8");
+    if ((rc = json_text_check(text, len, err, errlen)) != 0 ||
+        (rc = json_parse_whole(text, len, "input is ", &v, err, errlen)) != 0)
+        return rc;
+    compact = json_print(v);
+    n = strlen(compact);
+    free(compact);
+    if (n > SPEC_INPUT_MAX_BYTES) {
+        cJSON_Delete(v);
+        return json_fail(err, errlen, "input",
+                         "%zu bytes as compact JSON, larger than the limit "
+                         "of %d",
+                         n, SPEC_INPUT_MAX_BYTES);
+    }
+    *out = v;
+    return 0;
 }
 
 struct q_job_new *

@@ -42,6 +42,8 @@ struct spec_step {
     const cJSON *request;        /* chat body (object), NULL for http */
     const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
     const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
+    const cJSON *when;           /* the step's condition (when.c), or NULL */
+    bool templated;              /* what it sends holds a template */
     /* A chat step's tools (tools.c): "tools" as given, names of the
      * config's shared tools and inline definitions, or NULL; and the
      * bounds of its tool loop (defaults 10, 16, 4, 5). */
@@ -64,6 +66,11 @@ struct spec_job {
     int64_t max_cost_nusd;
     size_t nsteps;
     struct spec_step *steps; /* owned array */
+    /* The job's input: spec_opts.input (a copy, owned in input_own) or
+     * the job's own "input" field (borrowed from root); NULL: none. */
+    const cJSON *input;
+    cJSON *input_own; /* owned */
+    char *input_text; /* owned: input as compact JSON, as it is stored */
 };
 
 /* What validation may check beyond the job itself. */
@@ -75,10 +82,19 @@ struct spec_opts {
      * characters) are not applied again, so that a job queued before them
      * still runs. */
     bool stored;
+    /* Every job's input (borrowed; it outlives the validation), which
+     * replaces a job's own "input" field; NULL: each job's own. */
+    const cJSON *input;
+    /* The name of the schedule whose job this is (its {{schedule.*}}
+     * are filled in, and it may have no key of its own); NULL: none. */
+    const char *schedule;
     /* The config's shared tool definitions, which steps name in "tools"
      * (NULL: names are not checked here; the worker resolves them). */
     const struct config_tools *tools;
 };
+
+/* The largest input, as compact JSON text. */
+#define SPEC_INPUT_MAX_BYTES (256 * 1024)
 
 /* The keys of schedules' jobs ("schedule:NAME:SLOT"): no other job may
  * take one, so that a job with such a key is a slot's. */
@@ -128,12 +144,75 @@ void spec_job_free(struct spec_job *spec);
 /* spec_jobs_free releases an array of n specs and the array. */
 void spec_jobs_free(struct spec_job **specs, size_t n);
 
+/* spec_input_parse parses the JSON text of an input given apart from a
+ * job (stepq enqueue --input, POST /v1/jobs "input", libstepq) and checks
+ * its size (at most SPEC_INPUT_MAX_BYTES as compact JSON). Returns 0 with
+ * *out (caller cJSON_Deletes it), or -EINVAL with "input: ..." in err. */
+STEPQ_MUST_CHECK int spec_input_parse(const char *text, size_t len, cJSON **out,
+                                      char *err, size_t errlen);
+
 /* spec_job_row fills row with what the queue stores of j (borrowed from
  * j: valid while j is). */
 void spec_job_row(const struct spec_job *j, struct q_job_new *row);
 /* spec_job_rows returns n rows for jobs, in order. Caller owns the array
  * (free()); the strings in it are borrowed from jobs. */
 struct q_job_new *spec_job_rows(struct spec_job *const *jobs, size_t n);
+
+/* ---- templates and conditions at run time (path.c, when.c) ----------
+ *
+ * docs/reference.md "Templates": {{steps.NAME.output}},
+ * {{steps.NAME.output.PATH}} and {{input.PATH}} (PATH: object keys and
+ * array indices split by dots, "labels.0"). What they read: */
+struct spec_vars {
+    const cJSON *input;         /* the job's input, NULL: none */
+    const char *const *outputs; /* one per step: its output, NULL: none */
+    const bool *skipped;        /* one per step: skipped by its "when"
+                                   (a reference to its output fails; in a
+                                   condition it is absent), or NULL */
+};
+
+/* spec_step_fill returns a copy of step i's body (a chat step's request,
+ * an http step's http object) with every template filled from v: a string
+ * that is exactly one template in the request or http "body" keeps the
+ * value's JSON type; inside a longer string a value is text (a string as
+ * itself, anything else as compact JSON), percent-encoded in the url.
+ * With v->outputs NULL (before the job runs: stepq check), the templates
+ * of outputs stay as written. Returns 0 with *out (caller cJSON_Deletes
+ * it), or -ENOENT with "{{...}}: why" in err when a template cannot be
+ * filled (a path missing from an output or the input, an output that is
+ * not JSON, a skipped step); *out untouched. */
+STEPQ_MUST_CHECK int spec_step_fill(const struct spec_job *j, size_t i,
+                                    const struct spec_vars *v, cJSON **out,
+                                    char *err, size_t len);
+
+/* spec_when_holds evaluates step i's "when" (true when it has none) from
+ * v into *holds. When it does not hold, why gets the condition with each
+ * template replaced by what it read ("when was false: {\"eq\":
+ * [\"feature\",\"bug\"]}"). Nothing fails: a template that cannot be
+ * filled is absent, and a comparison with an absent value is false. */
+void spec_when_holds(const struct spec_job *j, size_t i,
+                     const struct spec_vars *v, bool *holds, char *why,
+                     size_t len);
+
+/* spec_output_json parses a step's output as JSON (a Markdown code fence
+ * around it is accepted, as models write it); NULL when it is not JSON.
+ * Caller cJSON_Deletes the result. */
+cJSON *spec_output_json(const char *text, size_t len);
+
+/* spec_check validates text (one job, a JSON array of jobs, JSON lines)
+ * as an enqueue with cfg and input would, and more, writing and sending
+ * nothing: every tier a step names must be in cfg (also when cfg names
+ * none), and every environment variable an http step's "env:NAME" header
+ * names must be set. *report (caller cJSON_Deletes it) is
+ * {"ok": true, "jobs": [{"name", "input", "steps": [{"name", "kind",
+ * "when", "sends"}]}]}, "sends" being what the step sends with every
+ * template filled that can be before the job runs (the outputs' stay as
+ * written). Returns 0, -EINVAL (a job that is not valid: the message as
+ * enqueue's), or -ENOENT ("job 2: steps[1].http.headers.Authorization:
+ * environment variable TOKEN is not set"). */
+STEPQ_MUST_CHECK int spec_check(const char *text, size_t len,
+                                const struct config *cfg, const cJSON *input,
+                                cJSON **report, char *err, size_t errlen);
 
 /* ---- streams: bulk input validated as it is read ----------------------
  *
@@ -189,29 +268,70 @@ bool spec_stream_is_array(const spec_stream *s);
 /* spec_stream_free releases s and the jobs it holds; NULL is a no-op. */
 void spec_stream_free(spec_stream *s);
 
-/* ---- writing a stream into a store (sink.c) ---------------------------
+/* ---- one enqueue path (enqueue.c) -------------------------------------
  *
- * spec_store_batch is a spec_batch_fn that writes each batch with
- * q_enqueue (over: the overrides, may be NULL) inside one transaction of
- * db, opened at the first batch; spec_store_end(k, true) commits it,
- * (k, false) rolls it back. A storage error is kept in store_rc (and
- * returned) to tell it from a bad job. */
-struct spec_store {
-    q_db *db;
-    const struct q_enqueue_opts *over;
-    int64_t now;
-    bool in_tx;
-    struct q_enqueue_result *res; /* owned: one per job written, in order */
-    size_t n, cap;
-    int store_rc; /* the storage error that stopped it; 0: none */
+ * What `stepq enqueue`, `POST /v1/jobs`, libstepq and schedules share:
+ * the tier names of the config, the input, the stream validating job by
+ * job, and the batches written with q_enqueue inside one transaction of
+ * the store, committed at spec_enqueue_end: all jobs or none. */
+struct spec_enqueue_opts {
+    q_db *db;    /* NULL: open() gives it at the first batch */
+    int64_t now; /* the store's time, with db */
+    /* Called at the first batch when db is NULL (a bad first job needs
+     * no store): 0 with *db and *now set, or a value that stops the
+     * enqueue, returned by feed or end as is (the callback reported). */
+    int (*open)(void *ctx, q_db **db, int64_t *now);
+    void *ctx;
+    const struct config *cfg;          /* tiers checked when it names any,
+                                          tools resolved; NULL: not */
+    const cJSON *input;                /* every job's input, or NULL */
+    const char *schedule;              /* a schedule's job: its name */
+    const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
+                                          as given (callers check it) */
+    /* Called with ctx and every result once all jobs are written, inside
+     * the transaction, before it commits (an audit row): a value other
+     * than 0 rolls it all back and is returned by end as a storage error.
+     * NULL: none. Not called when nothing was written. */
+    int (*before_commit)(void *ctx, q_db *db,
+                         const struct q_enqueue_result *res, size_t n);
 };
 
-int spec_store_batch(void *ctx, struct spec_batch *b);
-/* spec_store_end ends the transaction, if one is open: commit or roll
- * back. Returns 0 or the commit's error (then also in store_rc). */
-STEPQ_MUST_CHECK int spec_store_end(struct spec_store *k, bool commit);
-/* spec_store_cleanup rolls back what is open and frees the results. */
-void spec_store_cleanup(struct spec_store *k);
+typedef struct spec_enqueue spec_enqueue;
+
+/* spec_enqueue_new starts an enqueue with o (copied; what it points to
+ * is borrowed and must outlive it). Caller owns the result; free with
+ * spec_enqueue_free(). */
+spec_enqueue *spec_enqueue_new(const struct spec_enqueue_opts *o);
+/* spec_enqueue_feed takes the next len bytes of the input (one job, an
+ * array of jobs, JSON lines) and writes the jobs validated so far in
+ * batches. spec_enqueue_end validates what is left, writes it and
+ * commits. Both return 0; -EINVAL with the message in err (a job that is
+ * not valid, "job 3: steps[0].name: missing"; --key with more than one
+ * job); open()'s value; or a storage error (spec_enqueue_store_failed()
+ * is then true, and err says "cannot write the jobs to the database").
+ * After a failure nothing is written. */
+STEPQ_MUST_CHECK int spec_enqueue_feed(spec_enqueue *e, const char *data,
+                                       size_t len, char *err, size_t errlen);
+STEPQ_MUST_CHECK int spec_enqueue_end(spec_enqueue *e, char *err,
+                                      size_t errlen);
+/* spec_enqueue_text feeds the whole of text and ends. */
+STEPQ_MUST_CHECK int spec_enqueue_text(spec_enqueue *e, const char *text,
+                                       size_t len, char *err, size_t errlen);
+/* spec_enqueue_results is one result per job, in input order (borrowed:
+ * valid until spec_enqueue_free); *many: the input was an array or more
+ * than one job (print a list). */
+const struct q_enqueue_result *spec_enqueue_results(const spec_enqueue *e,
+                                                    size_t *n, bool *many);
+/* spec_enqueue_store_failed tells a storage error from a bad job. */
+bool spec_enqueue_store_failed(const spec_enqueue *e);
+/* spec_enqueue_free rolls back what is not committed and frees e; NULL
+ * is a no-op. */
+void spec_enqueue_free(spec_enqueue *e);
+
+/* spec_tier_names lists cfg's tier names for spec_opts (NULL when cfg
+ * names none: then steps' tiers are not checked). Caller frees the
+ * array; the names are borrowed from cfg. */
+const char **spec_tier_names(const struct config *cfg);
 
 /* ---- tools: what a chat step's model may call (tools.c, schema.c) -----
  *

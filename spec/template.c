@@ -1,7 +1,7 @@
 /* template.c: what a step sends, walked once the job's step names are
- * known: every "{{steps.NAME.output}}" names an earlier step, none is
- * written in a form that would be sent as written, and no object holds a
- * member twice (validate.c calls it last). */
+ * known: every template (path.c) names an earlier step or an input that
+ * is there, none is written in a form that would be sent as written, and
+ * no object holds a member twice (validate.c calls it last). */
 #include "spec/internal.h"
 
 #include <stdio.h>
@@ -11,66 +11,33 @@
 
 #define PATH_LEN 256
 
-/* Template references: "{{steps.NAME.output}}". Every reference in a step
- * must name an earlier step, so the output exists when the step runs. */
+/* Every template of s (at path) is written as one, names an earlier
+ * step, and, for an input the enqueue knows, reads a value that is there:
+ * what cannot be filled where it stands is refused now, never sent as
+ * written. A stored job is checked as it was enqueued, except its input
+ * (the worker gives it; view/ reads jobs without it). */
 static int
 check_templates_in(const char *s, const char *path, const struct spec_job *job,
-                   size_t self, char *err, size_t len)
+                   size_t self, const struct spec_opts *opts, bool *templated,
+                   char *err, size_t len)
 {
-    static const char open_tag[] = "{{steps.";
-    static const char close_tag[] = ".output}}";
-    const char *p = s;
+    struct spec_vars v = {.input = job->input};
+    const char *pos = s;
+    struct spec_tpl t;
+    char why[512];
+    cJSON *val = NULL;
+    int rc;
 
-    /* "{{ steps.a.output }}" (as other template languages allow) would be
-     * sent as it is written: it is refused, as a misspelt field is. */
-    for (p = strstr(s, "{{"); p != NULL; p = strstr(p + 2, "{{")) {
-        const char *q = p + 2 + strspn(p + 2, " \t");
-        if (q != p + 2 && strncmp(q, "steps.", 6) == 0)
-            return json_fail(err, len, path,
-                             "bad template near \"%.40s\": write "
-                             "{{steps.NAME.output}}, without spaces",
-                             p);
+    while ((rc = spec__tpl_next(&pos, job, self, opts, path, &t, err, len)) ==
+           1) {
+        *templated = true;
+        if (!t.input || (opts != NULL && opts->stored))
+            continue;
+        if (spec__tpl_value(&t, job, &v, &val, why, sizeof(why)) != 0)
+            return json_fail(err, len, path, "%s", why);
+        cJSON_Delete(val);
     }
-    p = s;
-    while ((p = strstr(p, open_tag)) != NULL) {
-        const char *name = p + sizeof(open_tag) - 1;
-        const char *end = strstr(name, close_tag);
-        const char *brace = strstr(name, "}}");
-        size_t n;
-        bool found = false;
-
-        if (end == NULL || (brace != NULL && brace < end + 7))
-            return json_fail(err, len, path,
-                             "bad template near \"%.40s\": write "
-                             "{{steps.NAME.output}}",
-                             p);
-        n = (size_t)(end - name);
-        for (size_t i = 0; i < job->nsteps && i <= self; i++) {
-            const char *sn = job->steps[i].name;
-            if (sn != NULL && strlen(sn) == n && strncmp(sn, name, n) == 0) {
-                if (i == self)
-                    return json_fail(err, len, path,
-                                     "template names its own step %.*s", (int)n,
-                                     name);
-                found = true;
-                break;
-            }
-        }
-        if (!found) {
-            for (size_t i = self + 1; i < job->nsteps; i++) {
-                const char *sn = job->steps[i].name;
-                if (sn != NULL && strlen(sn) == n && strncmp(sn, name, n) == 0)
-                    return json_fail(err, len, path,
-                                     "template names step %.*s, which runs "
-                                     "later",
-                                     (int)n, name);
-            }
-            return json_fail(err, len, path, "template names unknown step %.*s",
-                             (int)n, name);
-        }
-        p = end + sizeof(close_tag) - 1;
-    }
-    return 0;
+    return rc;
 }
 
 static void
@@ -92,7 +59,9 @@ format_path(const struct spec_seg *s, char *buf, size_t len)
 /* Walks every string under item; paths are formatted only on error. */
 int
 spec__check_sent(const cJSON *item, const struct spec_seg *at,
-                 const struct spec_job *job, size_t self, char *err, size_t len)
+                 const struct spec_job *job, size_t self,
+                 const struct spec_opts *opts, bool *templated, char *err,
+                 size_t len)
 {
     char p[PATH_LEN];
     const char *twice;
@@ -102,7 +71,8 @@ spec__check_sent(const cJSON *item, const struct spec_seg *at,
         if (strstr(item->valuestring, "{{") == NULL)
             return 0;
         format_path(at, p, sizeof(p));
-        return check_templates_in(item->valuestring, p, job, self, err, len);
+        return check_templates_in(item->valuestring, p, job, self, opts,
+                                  templated, err, len);
     }
     if (!cJSON_IsArray(item) && !cJSON_IsObject(item))
         return 0;
@@ -115,7 +85,8 @@ spec__check_sent(const cJSON *item, const struct spec_seg *at,
     }
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
         struct spec_seg s = {at, cJSON_IsArray(item) ? NULL : c->string, i};
-        if ((rc = spec__check_sent(c, &s, job, self, err, len)) != 0)
+        if ((rc = spec__check_sent(c, &s, job, self, opts, templated, err,
+                                   len)) != 0)
             return rc;
     }
     return 0;

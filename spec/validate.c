@@ -25,7 +25,7 @@
 
 static const char *const job_keys[] = {"name",         "key",        "priority",
                                        "run_at",       "deadline_s", "steps",
-                                       "max_cost_usd", NULL};
+                                       "max_cost_usd", "input",      NULL};
 static const char *const step_keys[] = {"name",
                                         "kind",
                                         "replayable",
@@ -40,6 +40,7 @@ static const char *const step_keys[] = {"name",
                                         "expect_json",
                                         "tiers",
                                         "degrade",
+                                        "when",
                                         SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
@@ -70,7 +71,16 @@ key_rules(const char *key, bool stored, char *err, size_t len)
 }
 
 /* Bits of job_keys and step_keys, in their order: what members() found. */
-enum { J_NAME, J_KEY, J_PRIORITY, J_RUN_AT, J_DEADLINE, J_STEPS, J_MAX_COST };
+enum {
+    J_NAME,
+    J_KEY,
+    J_PRIORITY,
+    J_RUN_AT,
+    J_DEADLINE,
+    J_STEPS,
+    J_MAX_COST,
+    J_INPUT
+};
 enum {
     S_NAME,
     S_KIND,
@@ -86,6 +96,7 @@ enum {
     S_EXPECT_JSON,
     S_TIERS,
     S_DEGRADE,
+    S_WHEN,
     S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
@@ -207,16 +218,41 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
     return 0;
 }
 
+/* Options of a chat body stepq cannot honour as a job's: a stream is the
+ * tier's to ask for (the config's "stream"), and stepq keeps an answer's
+ * first choice, so several choices would pay for answers nobody reads. */
+static int
+check_honoured(const cJSON *req, const char *path, char *err, size_t len)
+{
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(req, "stream");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(req, "n");
+    char p[PATH_LEN];
+
+    if (stream != NULL && !cJSON_IsFalse(stream))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "request.stream"),
+                         "a stream is the tier's \"stream\", not the "
+                         "job's: leave \"stream\" out (or false)");
+    if (n != NULL && !(cJSON_IsNumber(n) && n->valuedouble == 1))
+        return json_fail(err, len,
+                         json_path_key(p, sizeof(p), path, "request.n"),
+                         "stepq keeps one choice of an answer: leave \"n\" "
+                         "out (or 1)");
+    return 0;
+}
+
 static int
 check_request(const cJSON *req, const char *path, char *err, size_t len)
 {
     char p[PATH_LEN], q[PATH_LEN];
     const cJSON *msgs;
-    int i = 0;
+    int rc, i = 0;
 
     if (!cJSON_IsObject(req))
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "request"),
                          "must be an object");
+    if ((rc = check_honoured(req, path, err, len)) != 0)
+        return rc;
     msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
     if (msgs == NULL || !cJSON_IsArray(msgs) || msgs->child == NULL)
         return json_fail(
@@ -400,6 +436,8 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
         if ((rc = check_tiers(s->tiers, path, opts, err, len)) != 0)
             return rc;
     }
+    if (HAS(m, S_WHEN))
+        s->when = cJSON_GetObjectItemCaseSensitive(o, "when");
     if (HAS(m, S_DEGRADE)) {
         s->degrade = cJSON_GetObjectItemCaseSensitive(o, "degrade");
         if ((rc = check_degrade(s->degrade,
@@ -408,6 +446,70 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
             return rc;
     }
     return spec__step_tools(o, m >> S_TOOLS, path, s, opts, err, len);
+}
+
+/* The job's input: opts' (a copy), else its own field; at most
+ * SPEC_INPUT_MAX_BYTES as compact JSON, kept as that text for the store. */
+static int
+take_input(struct spec_job *j, bool own, const struct spec_opts *opts,
+           char *err, size_t len)
+{
+    if (opts != NULL && opts->input != NULL) {
+        j->input_own = cJSON_Duplicate(opts->input, true);
+        j->input = j->input_own;
+    } else if (own) {
+        j->input = cJSON_GetObjectItemCaseSensitive(j->root, "input");
+    }
+    if (j->input == NULL)
+        return 0;
+    j->input_text = json_print(j->input);
+    if (strlen(j->input_text) > SPEC_INPUT_MAX_BYTES)
+        return json_fail(err, len, "input",
+                         "%zu bytes as compact JSON, larger than the limit "
+                         "of %d",
+                         strlen(j->input_text), SPEC_INPUT_MAX_BYTES);
+    return 0;
+}
+
+/* Step i's templates, read once every step's name is known: what it
+ * sends, its condition, and its idempotency key (which holds none: a
+ * schedule's are filled before this). */
+static int
+step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
+               char *err, size_t len)
+{
+    struct spec_step *s = &j->steps[i];
+    struct spec_seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};
+    struct spec_seg req = {&step, "request", 0}, http = {&step, "http", 0};
+    char p[PATH_LEN], q[PATH_LEN];
+    struct spec_tpl t;
+    const char *pos;
+    int rc;
+
+    if (s->request != NULL &&
+        (rc = spec__check_sent(s->request, &req, j, i, opts, &s->templated, err,
+                               len)) != 0)
+        return rc;
+    if (s->http != NULL &&
+        (rc = spec__check_sent(s->http, &http, j, i, opts, &s->templated, err,
+                               len)) != 0)
+        return rc;
+    step_path(p, i);
+    if (s->when != NULL &&
+        (rc = spec__check_when(s->when, json_path_key(q, sizeof(q), p, "when"),
+                               j, i, opts, err, len)) != 0)
+        return rc;
+    if (s->idempotency_key == NULL)
+        return 0;
+    pos = s->idempotency_key;
+    json_path_key(q, sizeof(q), p, "idempotency_key");
+    if ((rc = spec__tpl_next(&pos, j, i, opts, q, &t, err, len)) < 0)
+        return rc;
+    if (rc == 1)
+        return json_fail(err, len, q,
+                         "holds a template; only a schedule's "
+                         "{{schedule.*}} are filled in a key");
+    return 0;
 }
 
 int
@@ -443,6 +545,13 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
     j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
         return json_fail(err, len, "name", "must not be empty");
+    if ((rc = take_input(j, HAS(m, J_INPUT), opts, err, len)) != 0)
+        return rc;
+    if (j->key != NULL && opts != NULL && opts->schedule != NULL)
+        return json_fail(err, len, "key",
+                         "a schedule's job has none (the schedule gives it "
+                         "schedule:%s:SLOT)",
+                         opts->schedule);
     if (j->key != NULL &&
         (rc = key_rules(j->key, opts != NULL && opts->stored, err, len)) != 0)
         return rc;
@@ -482,14 +591,7 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
     /* Templates last: a reference may name any step, so all names must be
      * known first to tell "later" from "unknown" (template.c). */
     for (i = 0; i < j->nsteps; i++) {
-        const struct spec_step *s = &j->steps[i];
-        struct spec_seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)i};
-        struct spec_seg req = {&step, "request", 0}, http = {&step, "http", 0};
-        if (s->request != NULL &&
-            (rc = spec__check_sent(s->request, &req, j, i, err, len)) != 0)
-            return rc;
-        if (s->http != NULL &&
-            (rc = spec__check_sent(s->http, &http, j, i, err, len)) != 0)
+        if ((rc = step_templates(j, i, opts, err, len)) != 0)
             return rc;
     }
     return 0;

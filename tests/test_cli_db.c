@@ -167,6 +167,7 @@ sqlite(const char *db, const char *sql)
     "ALTER TABLE attempts DROP COLUMN cost_estimated; DROP TABLE budgets; "    \
     "DROP TABLE job_retries; DROP TABLE batch_items; DROP TABLE batches; "     \
     "DROP TABLE operators; DROP TABLE audit; "                                 \
+    "ALTER TABLE jobs DROP COLUMN input; "                                     \
     "PRAGMA user_version = 1;"
 
 /* A database of schema version 1 (before the park and tier tables) is

@@ -177,8 +177,13 @@ copyfix_fill(q_db *db)
     struct q_park_close pc = {.resolution = "skip", .by = "ann", .now = T0 + 9};
     int64_t id[6];
 
-    for (int i = 0; i < 6; i++)
-        id[i] = qfix_add(db, "nightly", i == 0 ? "day-1" : NULL, i, T0);
+    for (int i = 0; i < 6; i++) {
+        struct q_job_new j = qfix_job("nightly", i == 0 ? "day-1" : NULL, i);
+        struct q_enqueue_result r;
+        j.input = i % 2 ? "{\"issue\":7}" : NULL; /* copied with the job */
+        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), 0);
+        id[i] = r.id;
+    }
     /* Claims take the highest priority first: job 5 down to job 0. */
     qfix_claim_one(db, id[5], "w", T0, 60000);
     attempts(db, id[5]); /* stays running, leased to w */
@@ -223,6 +228,7 @@ same_job(const struct q_job *a, const struct q_job *b)
     SAME_STR(a, b, lease_owner);
     SAME_STR(a, b, spec);
     SAME_STR(a, b, error);
+    SAME_STR(a, b, input);
 }
 
 static void

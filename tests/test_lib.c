@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/xalloc.h"
 #include "include/stepq.h"
 #include "tests/support/pgfix.h"
@@ -174,6 +176,49 @@ START_TEST(test_longest_key_deduplicated)
 }
 END_TEST
 
+/* stepq_enqueue_input: the input is stored with the job and what its
+ * templates read; a template naming what the input lacks is refused, and
+ * so is an input that is not JSON, with nothing written. */
+START_TEST(test_enqueue_input)
+{
+    static const char job[] =
+        "{\"name\":\"n\",\"steps\":[{\"name\":\"a\",\"request\":{"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"{{input.t}}\"}]}}]}";
+    stepq *q = open_fresh();
+    struct run_result r;
+    int64_t id = 0;
+    bool dup = true;
+    char err[256];
+    cJSON *shown;
+
+    ck_assert_int_eq(stepq_enqueue_input(q, job, "{\"u\":1}", NULL, &id, &dup,
+                                         err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_str_eq(err, "steps[0].request.messages[0].content: {{input.t}}: "
+                          "no t in the input");
+    ck_assert_int_eq(stepq_enqueue_input(q, job, "{\"t\":", NULL, &id, &dup,
+                                         err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "input is not valid JSON"));
+    ck_assert_int_eq(run_job_count(loc), 0);
+    ck_assert_msg(stepq_enqueue_input(q, job, "{\"t\":\"hi\"}", NULL, &id, &dup,
+                                      err, sizeof(err)) == 0,
+                  "%s", err);
+    ck_assert(!dup);
+    stepq_close(q);
+    ck_assert_int_eq(RUN(&r, NULL, "--db", loc, "jobs", "show", "1", "--json"),
+                     0);
+    ck_assert_ptr_nonnull(shown = cJSON_Parse(r.out));
+    ck_assert_str_eq(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(shown, "input"), "t")
+            ->valuestring,
+        "hi");
+    cJSON_Delete(shown);
+    run_result_free(&r);
+    free(loc);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -186,6 +231,7 @@ test_suite(void)
     tcase_add_test(tc, test_many_ids_in_order_and_deduplicated);
     tcase_add_test(tc, test_handle_writes_after_a_duplicate);
     tcase_add_test(tc, test_longest_key_deduplicated);
+    tcase_add_test(tc, test_enqueue_input);
     suite_add_tcase(s, tc);
     return s;
 }

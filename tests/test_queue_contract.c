@@ -84,6 +84,42 @@ START_TEST(test_batch_ids_in_input_order)
 }
 END_TEST
 
+/* A job's input is stored with it, as given, one per job of a batch (the
+ * multi-row and one-row inserts alike), and comes back with the job from
+ * a read and from a claim; a job without one has none. */
+START_TEST(test_input_stored_with_the_job)
+{
+    enum { N = 70 };
+    static char inputs[N][32];
+    q_db *db = qfix_open(NULL);
+    struct q_job_new v[N];
+    struct q_enqueue_result r[N];
+    struct q_job got, *claimed = NULL;
+    size_t n = 0;
+
+    for (int i = 0; i < N; i++) {
+        snprintf(inputs[i], sizeof(inputs[i]), "{\"i\":%d,\"q\":\"a\\\"b\"}",
+                 i);
+        v[i] = qfix_job("j", NULL, 0);
+        v[i].input = i % 7 == 3 ? NULL : inputs[i];
+    }
+    ck_assert_int_eq(q_enqueue(db, v, N, NULL, T0, r), 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(q_job_get(db, r[i].id, &got), 0);
+        if (v[i].input == NULL)
+            ck_assert_ptr_null(got.input);
+        else
+            ck_assert_str_eq(got.input, inputs[i]);
+        q_job_cleanup(&got);
+    }
+    ck_assert_int_eq(q_claim(db, "w1", T0, 1000, 1, &claimed, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(claimed[0].input, inputs[0]);
+    q_jobs_free(claimed, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_claim_order_priority_run_at_id)
 {
     q_db *db = qfix_open(NULL);
@@ -573,6 +609,7 @@ test_suite(void)
     tcase_add_checked_fixture(jobs, qfix_setup, qfix_teardown);
     tcase_add_test(jobs, test_dedupe_returns_first_id);
     tcase_add_test(jobs, test_batch_ids_in_input_order);
+    tcase_add_test(jobs, test_input_stored_with_the_job);
     tcase_add_test(jobs, test_jobs_list_pages);
     tcase_add_test(jobs, test_reports_for_metrics);
     tcase_add_test(jobs, test_claim_order_priority_run_at_id);

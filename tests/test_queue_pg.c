@@ -189,7 +189,8 @@ START_TEST(test_migrates_v3_adding_schedules)
 
     db = reopen_migrated(db, V5_SENDS "DROP TABLE schedules;"
                                       " DROP TABLE tier_events;"
-                                      " UPDATE stepq_schema SET version = 3");
+                                      " ALTER TABLE jobs DROP COLUMN input; "
+                                      "UPDATE stepq_schema SET version = 3");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_sched_get(db, "nightly", &sc), -ENOENT);
     ck_assert_int_eq(q_sched_note(db, "nightly", T0, T0, id, T0), 0);
@@ -210,7 +211,8 @@ START_TEST(test_migrates_v4_adding_tier_events)
 
     (void)add_job(db, "old");
     db = reopen_migrated(db, V5_SENDS "DROP TABLE tier_events;"
-                                      " UPDATE stepq_schema SET version = 4");
+                                      " ALTER TABLE jobs DROP COLUMN input; "
+                                      "UPDATE stepq_schema SET version = 4");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_tier_event_add(db, "free", T0, "breaker_open"), 0);
     ck_assert_int_eq(q_report_tiers(db, T0, &t, &n), 0);
@@ -234,7 +236,8 @@ START_TEST(test_migrates_v5_dropping_the_send_log)
                      " done_at) VALUES ('free', 1700000000000, 10,"
                      " 1700000060000, 1700000000500), ('free',"
                      " 1700000000100, 20, 1700000060000, NULL);"
-                     " UPDATE stepq_schema SET version = 5");
+                     " ALTER TABLE jobs DROP COLUMN input; UPDATE stepq_schema "
+                     "SET version = 5");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_tables WHERE schemaname ="
                  " current_schema() AND tablename = 'tier_sends'",
@@ -265,6 +268,7 @@ START_TEST(test_migrates_v7_adding_masked)
              " ALTER TABLE attempts DROP COLUMN masked, DROP COLUMN route,"
              " DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;"
              " DROP TABLE budgets; DROP TABLE job_retries;"
+             " ALTER TABLE jobs DROP COLUMN input;"
              " UPDATE stepq_schema SET version = 7",
              (long long)id);
     db = reopen_migrated(db, sql);
@@ -294,6 +298,7 @@ START_TEST(test_migrates_v9_adding_cost)
              " 'w', 'ab', 5, 1, 2, 200, 'ok', 42, 1, 'free: exhausted');"
              " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN"
              " cost_estimated; DROP TABLE budgets; DROP TABLE job_retries;"
+             " ALTER TABLE jobs DROP COLUMN input;"
              " UPDATE stepq_schema SET version = 9",
              (long long)id);
     db = reopen_migrated(db, sql);
@@ -317,6 +322,7 @@ START_TEST(test_migrates_v10_adding_budgets)
 
     (void)add_job(db, "old");
     db = reopen_migrated(db, "DROP TABLE budgets; DROP TABLE job_retries;"
+                             " ALTER TABLE jobs DROP COLUMN input;"
                              " UPDATE stepq_schema SET version = 10");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
@@ -335,12 +341,42 @@ START_TEST(test_migrates_v11_adding_job_retries)
     size_t n = 0;
 
     db = reopen_migrated(db, "DROP TABLE job_retries;"
+                             " ALTER TABLE jobs DROP COLUMN input;"
                              " UPDATE stepq_schema SET version = 11");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
     ck_assert_int_eq(q_retries_list(db, id, &r, &n), 0);
     ck_assert_uint_eq(n, 1);
     q_retries_free(r, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* A store at version 14 (jobs without input) waits for init, which adds
+ * the column: the jobs from before have none. */
+START_TEST(test_migrates_v14_adding_input)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "old");
+    struct q_job got = {0};
+
+    int v = 0;
+
+    /* Not reopen_migrated: version 14 has the tables it takes away. */
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(pgfix_query(loc,
+                                 "ALTER TABLE jobs DROP COLUMN input;"
+                                 " UPDATE stepq_schema SET version = 14",
+                                 NULL),
+                     0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    ck_assert_int_eq(q_job_get(db, id, &got), 0);
+    ck_assert_str_eq(got.name, "old");
+    ck_assert_ptr_null(got.input);
+    q_job_cleanup(&got);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -355,7 +391,8 @@ START_TEST(test_migrates_v12_adding_batches)
     size_t n = 9;
 
     (void)add_job(db, "old");
-    db = reopen_migrated(db, "UPDATE stepq_schema SET version = 12");
+    db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 12");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_batches_open(db, "t", &b, &n), 0);
     ck_assert_uint_eq(n, 0);
@@ -374,7 +411,8 @@ START_TEST(test_migrates_v13_adding_operators)
         .at = T0, .who = "ann", .action = "x", .source = "cli", .detail = "{}"};
 
     (void)add_job(db, "old");
-    db = reopen_migrated(db, "UPDATE stepq_schema SET version = 13");
+    db = reopen_migrated(db, "ALTER TABLE jobs DROP COLUMN input;"
+                             " UPDATE stepq_schema SET version = 13");
     pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
     ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
     ck_assert_int_eq(q_audit_add(db, &a), 0);
@@ -839,6 +877,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v11_adding_job_retries);
     tcase_add_test(schema, test_migrates_v12_adding_batches);
     tcase_add_test(schema, test_migrates_v13_adding_operators);
+    tcase_add_test(schema, test_migrates_v14_adding_input);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

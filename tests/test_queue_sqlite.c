@@ -60,6 +60,26 @@ START_TEST(test_new_file_is_private_and_wal)
 }
 END_TEST
 
+/* A job added to a store of an older version, with that version's
+ * columns (q_enqueue writes today's); its id. */
+static int64_t
+add_old(q_db *db, const char *key)
+{
+    char sql[512];
+    int64_t id = 0;
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
+             " created_at, updated_at, spec) VALUES ('old', %s%s%s, 0, %lld,"
+             " %lld, %lld, %lld, '{}')",
+             key ? "'" : "", key ? key : "NULL", key ? "'" : "", (long long)T0,
+             (long long)T0 + 3600000, (long long)T0, (long long)T0);
+    ck_assert_int_eq(q__exec_simple(q__sqlite(db), sql), 0);
+    id = sqlite3_last_insert_rowid(q__sqlite(db)->h);
+    ck_assert_int_gt(id, 0);
+    return id;
+}
+
 START_TEST(test_migrates_older_version_keeping_jobs)
 {
     q_db *db = NULL;
@@ -69,7 +89,7 @@ START_TEST(test_migrates_older_version_keeping_jobs)
     ck_assert_int_eq(q__open_version(path, 1, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 1);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
     /* version 2: tier state without pacing */
     ck_assert_int_eq(q__open_version(path, 2, &db), 0);
@@ -112,7 +132,7 @@ START_TEST(test_migrates_v3_adding_schedules)
     ck_assert_int_eq(q__open_version(path, 3, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 3);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -142,7 +162,7 @@ START_TEST(test_migrates_v4_adding_tier_events)
     ck_assert_int_eq(q__open_version(path, 4, &db), 0);
     ck_assert_int_eq(q_db_version(db, &v), 0);
     ck_assert_int_eq(v, 4);
-    id = qfix_add(db, "old", "k-old", 0, T0);
+    id = add_old(db, "k-old");
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -209,7 +229,7 @@ START_TEST(test_migrates_v7_adding_masked)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 7, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(id, 1);
     ck_assert_int_eq(
         q__exec_simple(q__sqlite(db),
@@ -243,7 +263,7 @@ START_TEST(test_migrates_v9_adding_cost)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 9, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(
         q__exec_simple(q__sqlite(db),
                        "INSERT INTO attempts (job_id, step, attempt, tier,"
@@ -277,7 +297,7 @@ START_TEST(test_migrates_v10_adding_budgets)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 10, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -299,7 +319,7 @@ START_TEST(test_migrates_v11_adding_job_retries)
     int64_t id, rid = 0;
 
     ck_assert_int_eq(q__open_version(path, 11, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -308,6 +328,34 @@ START_TEST(test_migrates_v11_adding_job_retries)
     ck_assert_uint_eq(n, 0);
     struct q_retry_new rn = {.job_id = id, .expect = Q_JOB_QUEUED, .by = "a"};
     ck_assert_int_eq(q_job_retry(db, &rn, &rid), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 15 gives jobs an input: a job from before has none, and one
+ * enqueued after keeps its own. */
+START_TEST(test_migrates_v14_adding_input)
+{
+    struct q_job_new j = qfix_job("new", NULL, 0);
+    struct q_enqueue_result r;
+    struct q_job got = {0};
+    q_db *db = NULL;
+    int64_t id;
+
+    ck_assert_int_eq(q__open_version(path, 14, &db), 0);
+    id = add_old(db, "k-old");
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_job_get(db, id, &got), 0);
+    ck_assert_ptr_null(got.input);
+    ck_assert_str_eq(got.key, "k-old");
+    q_job_cleanup(&got);
+    j.input = "{\"issue\":7}";
+    ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), 0);
+    ck_assert_int_eq(q_job_get(db, r.id, &got), 0);
+    ck_assert_str_eq(got.input, "{\"issue\":7}");
+    q_job_cleanup(&got);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -322,7 +370,7 @@ START_TEST(test_migrates_v12_adding_batches)
     int64_t id, bid = 0;
 
     ck_assert_int_eq(q__open_version(path, 12, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -345,7 +393,7 @@ START_TEST(test_migrates_v13_adding_operators)
     int64_t id;
 
     ck_assert_int_eq(q__open_version(path, 13, &db), 0);
-    id = qfix_add(db, "old", NULL, 0, T0);
+    id = add_old(db, NULL);
     ck_assert_int_eq(q_close(db), 0);
 
     db = open_db();
@@ -592,6 +640,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_v11_adding_job_retries);
     tcase_add_test(files, test_migrates_v12_adding_batches);
     tcase_add_test(files, test_migrates_v13_adding_operators);
+    tcase_add_test(files, test_migrates_v14_adding_input);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

@@ -522,6 +522,144 @@ START_TEST(test_many_accepts_array_and_lines)
 }
 END_TEST
 
+/* ---- templates and conditions at run time (path.c, when.c) -------- */
+
+/* A job of step "a" and step "b" whose request holds content and whose
+ * condition is when (NULL: none), with input; b filled or evaluated from
+ * a's output OUT_A. */
+#define OUT_A                                                                  \
+    "```json\n{\"kind\":\"bug\",\"labels\":[\"ui\",\"x\"],\"n\":3}\n```"
+
+static struct spec_job *
+job_b(const char *content, const char *when)
+{
+    char text[1024], err[256];
+    struct spec_job *j = NULL;
+
+    snprintf(text, sizeof(text),
+             "{\"name\":\"t\",\"input\":{\"who\":\"ana\",\"ids\":[4,5]},"
+             "\"steps\":[{\"name\":\"a\",\"request\":{\"messages\":[{"
+             "\"role\":\"user\"}]}},{\"name\":\"b\"%s%s,\"request\":{"
+             "\"messages\":[{\"role\":\"user\",\"content\":%s}]}}]}",
+             when ? ",\"when\":" : "", when ? when : "", content);
+    ck_assert_msg(spec_parse(text, strlen(text), NULL, &j, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
+    return j;
+}
+
+static const struct fill_case {
+    const char *content; /* JSON of the content */
+    const char *want;    /* the content filled, as compact JSON; NULL: fails */
+} fills[] = {
+    {"\"{{steps.a.output.labels.1}}\"", "\"x\""},
+    {"\"{{steps.a.output.labels}}\"", "[\"ui\",\"x\"]"},
+    {"\"{{steps.a.output.n}}\"", "3"},
+    {"\"n={{steps.a.output.n}} {{input.ids}}\"", "\"n=3 [4,5]\""},
+    {"\"{{input}}\"", "{\"who\":\"ana\",\"ids\":[4,5]}"},
+    {"\"{{input.ids.1}}\"", "5"},
+    {"\"{{steps.a.output.labels.2}}\"", NULL},
+    {"\"{{steps.a.output.kind.x}}\"", NULL},
+    {"\"{{name}} stays\"", "\"{{name}} stays\""},
+};
+
+START_TEST(test_fill_paths_and_types)
+{
+    const struct fill_case *c = &fills[_i];
+    static const char *const outputs[] = {OUT_A, NULL};
+    struct spec_job *j = job_b(c->content, NULL);
+    struct spec_vars v = {.input = j->input, .outputs = outputs};
+    cJSON *out = NULL;
+    char err[256], *got;
+    int rc = spec_step_fill(j, 1, &v, &out, err, sizeof(err));
+
+    if (c->want == NULL) {
+        ck_assert_msg(rc == -ENOENT, "row %d: filled", _i);
+        ck_assert_msg(strstr(err, "in the output of step a") != NULL, "%s",
+                      err);
+    } else {
+        ck_assert_msg(rc == 0, "row %d: %s", _i, err);
+        got = cJSON_PrintUnformatted(cJSON_GetObjectItem(
+            cJSON_GetArrayItem(cJSON_GetObjectItem(out, "messages"), 0),
+            "content"));
+        ck_assert_str_eq(got, c->want);
+        free(got);
+    }
+    cJSON_Delete(out);
+    spec_job_free(j);
+}
+END_TEST
+
+/* In an http step's url the input's values are percent-encoded text;
+ * in its body a whole template keeps its type. */
+START_TEST(test_fill_http_url_and_body)
+{
+    static const char text[] =
+        "{\"name\":\"t\",\"input\":{\"who\":\"a/b c\",\"ids\":[4,5]},"
+        "\"steps\":[{\"name\":\"p\",\"kind\":\"http\",\"http\":{\"url\":"
+        "\"http://h/i/{{input.who}}?q={{input.ids}}\",\"body\":{\"ids\":"
+        "\"{{input.ids}}\"}}}]}";
+    struct spec_job *j = NULL;
+    struct spec_vars v = {0};
+    cJSON *out = NULL;
+    char err[256];
+
+    ck_assert_msg(spec_parse(text, strlen(text), NULL, &j, err, sizeof(err)) ==
+                      0,
+                  "%s", err);
+    v.input = j->input;
+    ck_assert_int_eq(spec_step_fill(j, 0, &v, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(cJSON_GetObjectItem(out, "url")->valuestring,
+                     "http://h/i/a%2Fb%20c?q=%5B4%2C5%5D");
+    ck_assert(cJSON_IsArray(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(out, "body"), "ids")));
+    cJSON_Delete(out);
+    spec_job_free(j);
+}
+END_TEST
+
+static const struct when_case {
+    const char *when;
+    bool holds;
+} whens[] = {
+    {"{\"eq\":[\"{{steps.a.output.kind}}\",\"bug\"]}", true},
+    {"{\"ne\":[\"{{steps.a.output.kind}}\",\"bug\"]}", false},
+    {"{\"eq\":[\"{{steps.a.output.labels}}\",[\"ui\",\"x\"]]}", true},
+    {"{\"gt\":[\"{{steps.a.output.n}}\",2]}", true},
+    {"{\"lt\":[\"{{steps.a.output.n}}\",3]}", false},
+    {"{\"le\":[\"{{steps.a.output.n}}\",3]}", true},
+    {"{\"ge\":[\"{{input.who}}\",\"bob\"]}", false},
+    {"{\"lt\":[\"{{input.who}}\",3]}", false}, /* kinds differ */
+    {"{\"in\":[\"x\",\"{{steps.a.output.labels}}\"]}", true},
+    {"{\"in\":[5,\"{{input.ids}}\"]}", true},
+    {"{\"in\":[\"{{input.who}}\",[\"bo\",\"cy\"]]}", false},
+    {"{\"exists\":\"{{steps.a.output.nope}}\"}", false},
+    {"{\"exists\":\"{{input.ids.1}}\"}", true},
+    /* absent: every comparison is false, ne too */
+    {"{\"ne\":[\"{{steps.a.output.nope}}\",1]}", false},
+    {"{\"not\":{\"eq\":[\"{{steps.a.output.nope}}\",1]}}", true},
+    {"{\"all\":[{\"exists\":\"{{input.who}}\"},{\"eq\":[1,1]}]}", true},
+    {"{\"any\":[{\"eq\":[1,2]},{\"eq\":[\"{{input.who}}\",\"ana\"]}]}", true},
+    {"{\"any\":[{\"eq\":[1,2]},{\"eq\":[\"a\",\"b\"]}]}", false},
+};
+
+START_TEST(test_when_operators)
+{
+    const struct when_case *c = &whens[_i];
+    static const char *const outputs[] = {OUT_A, NULL};
+    struct spec_job *j = job_b("\"x\"", c->when);
+    struct spec_vars v = {.input = j->input, .outputs = outputs};
+    bool holds = !c->holds;
+    char why[512] = "";
+
+    spec_when_holds(j, 1, &v, &holds, why, sizeof(why));
+    ck_assert_msg(holds == c->holds, "row %d: %s", _i, c->when);
+    if (!holds)
+        ck_assert_msg(strncmp(why, "when was false: ", 16) == 0, "%s", why);
+    spec_job_free(j);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -541,6 +679,14 @@ test_suite(void)
     tcase_add_test(tc, test_deep_nesting_refused);
     tcase_add_test(tc, test_many_names_the_bad_job);
     tcase_add_test(tc, test_many_accepts_array_and_lines);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("templates");
+    tcase_add_loop_test(tc, test_fill_paths_and_types, 0,
+                        (int)(sizeof(fills) / sizeof(fills[0])));
+    tcase_add_test(tc, test_fill_http_url_and_body);
+    tcase_add_loop_test(tc, test_when_operators, 0,
+                        (int)(sizeof(whens) / sizeof(whens[0])));
     suite_add_tcase(s, tc);
     return s;
 }

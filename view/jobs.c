@@ -152,6 +152,15 @@ add_schedule(cJSON *o, const char *key)
     cJSON_AddStringToObject(s, "slot", colon + 1);
 }
 
+/* "input": the job's input as JSON (stored as its text), or null. */
+static void
+add_input(cJSON *o, const char *text)
+{
+    cJSON *v = text ? cJSON_Parse(text) : NULL;
+
+    cJSON_AddItemToObject(o, "input", v ? v : cJSON_CreateNull());
+}
+
 /* Renders the job with its steps. Steps without a progress row have not
  * started: they are pending. */
 static cJSON *
@@ -173,6 +182,7 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
     json_add_time(o, "run_at", j->run_at);
     json_add_time(o, "deadline_at", j->deadline_at);
     json_add_string(o, "error", j->error);
+    add_input(o, j->input);
     add_schedule(o, j->key);
     sum = cost_sum(att, natt, -1, &priced);
     json_add_cost(o, priced, sum);
@@ -204,7 +214,11 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
         cJSON_AddNumberToObject(so, "tokens", row ? (double)row->tokens : 0);
         sum = cost_sum(att, natt, idx, &priced);
         json_add_cost(so, priced, sum);
-        json_add_string(so, "output", row ? row->output : NULL);
+        /* A step skipped by its "when" keeps why where an output would
+         * be (worker/step.c); it has no output. */
+        bool why = row && row->state == Q_STEP_SKIPPED && row->output;
+        json_add_string(so, "output", row && !why ? row->output : NULL);
+        json_add_string(so, "reason", why ? row->output : NULL);
         cJSON_AddItemToObject(so, "history", hist);
         cJSON_AddItemToArray(arr, so);
     }

@@ -153,7 +153,7 @@ struct run {
     struct q_job job;      /* owned */
     struct spec_job *spec; /* owned */
     char **outputs;        /* owned, one per step */
-    const char **names;    /* borrowed from spec, one per step */
+    bool *skipped;         /* owned, one per step: skipped by its "when" */
     int step;
     /* The step's context, derived from the ledger on entry. */
     int cur_tier;   /* config tier index, or -1 */
@@ -556,17 +556,22 @@ void worker__step_context(struct run *r, int64_t now, bool wrote,
 
 /* ---- step helpers (step.c) ------------------------------------------ */
 
-/* worker__expand returns a deep copy of item in which every
- * "{{steps.NAME.output}}" in a string is replaced by outputs[i] where
- * names[i] is NAME (a NULL output, or an unknown name, gives ""). Caller
- * owns the copy (cJSON_Delete). */
-cJSON *worker__expand(const cJSON *item, const char *const *names,
-                      const char *const *outputs, size_t n);
-/* worker__expand_http is worker__expand for an http step's "http" object:
- * outputs going into its url are percent-encoded (all but RFC 3986's
- * unreserved bytes), so they land as text, never as URL structure. */
-cJSON *worker__expand_http(const cJSON *http, const char *const *names,
-                           const char *const *outputs, size_t n);
+/* What worker__step_gate made of the step being entered. */
+enum worker_gate {
+    WORKER_GATE_GO,      /* on to be sent */
+    WORKER_GATE_SKIPPED, /* skipped: r->step is the next one, to enter */
+    WORKER_GATE_ENDED    /* the job failed, or was given back */
+};
+/* worker__step_gate is where the current step is entered: a step whose
+ * "when" does not hold is skipped (its row keeps why); a step whose
+ * templates cannot be filled (a path missing from an output) fails the
+ * job, naming the template, with nothing sent. */
+enum worker_gate worker__step_gate(struct run *r);
+/* worker__fill returns a deep copy of the current step's body (a chat
+ * step's request, an http step's http object) with its templates filled
+ * from the job's input and the outputs so far (spec_step_fill). Caller
+ * owns the copy (cJSON_Delete). worker__step_gate made sure it fills. */
+cJSON *worker__fill(const struct run *r);
 
 /* worker__degrade applies a step's "degrade" settings to a chat request
  * object in place: max_tokens (and max_completion_tokens) lowered,

@@ -6,6 +6,7 @@
  */
 #include "worker/internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,6 +408,15 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         worker__finish(r, "succeeded");
         return;
     }
+    switch (worker__step_gate(r)) {
+    case WORKER_GATE_SKIPPED:
+        enter(r, again, NULL); /* the next step */
+        return;
+    case WORKER_GATE_ENDED:
+        return;
+    case WORKER_GATE_GO:
+        break;
+    }
     if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
         return;
@@ -478,12 +488,17 @@ resume(struct run *r, bool again)
     for (size_t i = 0; i < r->spec->nsteps; i++) {
         free(r->outputs[i]);
         r->outputs[i] = NULL;
+        r->skipped[i] = false;
     }
     for (size_t i = 0; i < ns; i++) {
         if (steps[i].index < 0 || steps[i].index >= (int)r->spec->nsteps)
             continue;
         if (steps[i].state == Q_STEP_SUCCEEDED && steps[i].output)
             r->outputs[steps[i].index] = xstrdup(steps[i].output);
+        /* Skipped by its "when": the row keeps why (an operator's skip
+         * keeps none, and later templates read an empty output). */
+        if (steps[i].state == Q_STEP_SKIPPED && steps[i].output)
+            r->skipped[steps[i].index] = true;
     }
     while (r->step < (int)r->spec->nsteps) {
         bool done = false;
@@ -513,7 +528,7 @@ worker__run_free(struct run *r)
     for (size_t i = 0; r->spec != NULL && i < r->spec->nsteps; i++)
         free(r->outputs[i]);
     free(r->outputs);
-    free((void *)r->names);
+    free(r->skipped);
     free(r->switched);
     free(r->sends);
     free(r->holds); /* a send never answered: its reservation stays spent */
@@ -525,6 +540,25 @@ worker__run_free(struct run *r)
     spec_job_free(r->spec);
     q_job_cleanup(&r->job);
     free(r);
+}
+
+/* Parses the stored job with its stored input (which its templates
+ * read); 0 or -EINVAL with why in err. */
+static int
+parse_stored(struct run *r, char *err, size_t len)
+{
+    struct spec_opts o = {.stored = true};
+    cJSON *input = NULL;
+    int rc;
+
+    if (r->job.input != NULL && (input = cJSON_Parse(r->job.input)) == NULL) {
+        snprintf(err, len, "its input is not JSON");
+        return -EINVAL;
+    }
+    o.input = input;
+    rc = spec_parse(r->job.spec, strlen(r->job.spec), &o, &r->spec, err, len);
+    cJSON_Delete(input);
+    return rc;
 }
 
 void
@@ -545,9 +579,7 @@ worker__run_start(struct worker *w, struct q_job *job)
     r->next = w->runs;
     w->runs = r;
     w->nruns++;
-    if (spec_parse(r->job.spec, strlen(r->job.spec),
-                   &(struct spec_opts){.stored = true}, &r->spec, err,
-                   sizeof(err)) != 0) {
+    if (parse_stored(r, err, sizeof(err)) != 0) {
         char msg[700];
         snprintf(msg, sizeof(msg), "the stored job is not valid: %s", err);
         r->spec = NULL;
@@ -559,9 +591,7 @@ worker__run_start(struct worker *w, struct q_job *job)
         return;
     }
     r->outputs = xcalloc(r->spec->nsteps, sizeof(char *));
-    r->names = xcalloc(r->spec->nsteps, sizeof(char *));
-    for (size_t i = 0; i < r->spec->nsteps; i++)
-        r->names[i] = r->spec->steps[i].name;
+    r->skipped = xcalloc(r->spec->nsteps, sizeof(bool));
     resume(r, false);
 }
 

@@ -31,8 +31,7 @@ cJSON *
 worker__chat_body(const struct run *r)
 {
     const struct spec_step *s = cur_spec(r);
-    cJSON *req = worker__expand(
-        s->request, r->names, (const char *const *)r->outputs, r->spec->nsteps);
+    cJSON *req = worker__fill(r);
     if (r->degraded)
         worker__degrade(req, s->degrade);
     return req;
@@ -361,9 +360,7 @@ worker__attempt(struct run *r)
         if ((rc = chat_request(r, now, &est, &req, err, sizeof(err))) > 0)
             return;
     } else {
-        cJSON *body = worker__expand_http(s->http, r->names,
-                                          (const char *const *)r->outputs,
-                                          r->spec->nsteps);
+        cJSON *body = worker__fill(r);
         r->send_id = 0;
         r->cur_tier = -1;
         rc = http_step_request(body, s->idempotency_key, timeout_ms(s, NULL),

@@ -1,5 +1,6 @@
-/* step.c: preparing a step's request: templates, degrade, hashes, and
- * checking its output. Pure helpers of send.c and answer.c. */
+/* step.c: entering a step (its "when", its templates filled or the job
+ * failed), preparing its request (degrade, hashes) and checking its
+ * output. Helpers of run.c, send.c and answer.c. */
 #include "worker/internal.h"
 
 #include <stdio.h>
@@ -8,152 +9,65 @@
 
 #include <openssl/evp.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 
-static const char open_tag[] = "{{steps.";
-static const char close_tag[] = ".output}}";
-
-/* is_unreserved: a byte a URL carries as itself (RFC 3986, 2.3). */
-static bool
-is_unreserved(unsigned char c)
+/* What the current step's templates read. */
+static struct spec_vars
+vars_of(const struct run *r)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-           c == '~';
+    struct spec_vars v = {.input = r->spec->input,
+                          .outputs = (const char *const *)r->outputs,
+                          .skipped = r->skipped};
+    return v;
 }
 
-/* put_value appends value to out[len..], percent-encoding every byte but
- * the unreserved ones when encode is set; returns the new length. */
-static size_t
-put_value(char **out, size_t *cap, size_t len, const char *value, bool encode)
+cJSON *
+worker__fill(const struct run *r)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t vlen = strlen(value), need = len + (encode ? 3 * vlen : vlen) + 1;
+    struct spec_vars v = vars_of(r);
+    cJSON *out = NULL;
+    char err[512];
 
-    if (need > *cap) {
-        *cap = need * 2;
-        *out = xrealloc(*out, *cap);
+    if (spec_step_fill(r->spec, (size_t)r->step, &v, &out, err, sizeof(err))) {
+        /* worker__step_gate filled it from the same outputs on entry. */
+        log_error("job %lld: step %s: %s", (long long)r->job.id,
+                  cur_spec(r)->name, err);
+        abort();
     }
-    for (size_t i = 0; i < vlen; i++) {
-        unsigned char c = (unsigned char)value[i];
-        if (!encode || is_unreserved(c)) {
-            (*out)[len++] = (char)c;
-            continue;
-        }
-        (*out)[len++] = '%';
-        (*out)[len++] = hex[c >> 4];
-        (*out)[len++] = hex[c & 15];
-    }
-    return len;
-}
-
-/* Replaces the templates in s; returns a new string (caller frees). With
- * encode, each output is percent-encoded: it lands in a URL as one path
- * segment's or query value's text, never as its structure. */
-static char *
-expand_string(const char *s, const char *const *names,
-              const char *const *outputs, size_t n, bool encode)
-{
-    size_t cap = strlen(s) + 1, len = 0;
-    char *out = xmalloc(cap);
-    const char *p = s;
-
-    for (;;) {
-        const char *tag = strstr(p, open_tag);
-        const char *name, *end, *value = "";
-        size_t piece;
-
-        piece = tag ? (size_t)(tag - p) : strlen(p);
-        if (len + piece + 1 > cap) {
-            cap = (len + piece + 1) * 2;
-            out = xrealloc(out, cap);
-        }
-        memcpy(out + len, p, piece);
-        len += piece;
-        if (tag == NULL)
-            break;
-        name = tag + sizeof(open_tag) - 1;
-        end = strstr(name, close_tag);
-        if (end == NULL) { /* validation refuses this; keep it literal */
-            if (len + 2 + 1 > cap) {
-                cap = (len + 3) * 2;
-                out = xrealloc(out, cap);
-            }
-            memcpy(out + len, "{{", 2);
-            len += 2;
-            p = tag + 2;
-            continue;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (strlen(names[i]) == (size_t)(end - name) &&
-                strncmp(names[i], name, (size_t)(end - name)) == 0) {
-                value = outputs[i] ? outputs[i] : "";
-                break;
-            }
-        }
-        len = put_value(&out, &cap, len, value, encode);
-        p = end + sizeof(close_tag) - 1;
-    }
-    out[len] = '\0';
     return out;
 }
 
-/* Expands every string under node, in place. Recursion depth is bounded
- * by cJSON's nesting limit (1000) on anything parsed from JSON. */
-static void
-expand_node(cJSON *node, const char *const *names, const char *const *outputs,
-            size_t n)
+enum worker_gate
+worker__step_gate(struct run *r)
 {
-    if (cJSON_IsString(node) && node->valuestring != NULL &&
-        strstr(node->valuestring, open_tag) != NULL) {
-        char *v = expand_string(node->valuestring, names, outputs, n, false);
-        cJSON_free(node->valuestring);
-        node->valuestring = v;
-        return;
+    struct worker *w = r->w;
+    const struct spec_step *s = cur_spec(r);
+    struct spec_vars v = vars_of(r);
+    char why[1024], msg[1200];
+    cJSON *body = NULL;
+    bool holds;
+
+    spec_when_holds(r->spec, (size_t)r->step, &v, &holds, why, sizeof(why));
+    if (!holds) {
+        if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SKIPPED, NULL,
+                       why, 0) != 0) {
+            worker__give_back(r, worker__now(w) + 1000);
+            return WORKER_GATE_ENDED;
+        }
+        r->skipped[r->step++] = true;
+        return WORKER_GATE_SKIPPED;
     }
-    for (cJSON *c = node->child; c != NULL; c = c->next)
-        expand_node(c, names, outputs, n);
-}
-
-/* Copies item whole; out of memory aborts (CONVENTIONS 4). */
-static cJSON *
-copy_of(const cJSON *item)
-{
-    cJSON *copy = cJSON_Duplicate(item, true);
-
-    if (copy == NULL) {
-        fprintf(stderr, "stepq: out of memory copying a request\n");
-        abort();
+    /* What fills on entry fills when sent: the outputs it reads do not
+     * change while the step runs. */
+    if (s->templated && spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
+                                       sizeof(why)) != 0) {
+        snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
+        worker__fail_job(r, msg);
+        return WORKER_GATE_ENDED;
     }
-    return copy;
-}
-
-cJSON *
-worker__expand(const cJSON *item, const char *const *names,
-               const char *const *outputs, size_t n)
-{
-    cJSON *copy = copy_of(item);
-
-    expand_node(copy, names, outputs, n);
-    return copy;
-}
-
-cJSON *
-worker__expand_http(const cJSON *http, const char *const *names,
-                    const char *const *outputs, size_t n)
-{
-    cJSON *copy = copy_of(http), *url;
-
-    /* The url first, its outputs percent-encoded; what they bring in then
-     * holds no template for the pass over the rest. */
-    url = cJSON_GetObjectItemCaseSensitive(copy, "url");
-    if (cJSON_IsString(url) && strstr(url->valuestring, open_tag) != NULL) {
-        char *v = expand_string(url->valuestring, names, outputs, n, true);
-        cJSON_free(url->valuestring);
-        url->valuestring = v;
-    }
-    expand_node(copy, names, outputs, n);
-    return copy;
+    cJSON_Delete(body);
+    return WORKER_GATE_GO;
 }
 
 /* is_role: whether message m has role role. */
@@ -236,35 +150,10 @@ worker__sha256_hex(const void *data, size_t len, char out[65])
 bool
 worker__has_keys(const char *text, size_t len, const cJSON *keys)
 {
-    cJSON *o;
+    cJSON *o = spec_output_json(text, len);
     const cJSON *k;
-    bool ok;
+    bool ok = cJSON_IsObject(o);
 
-    if (text == NULL)
-        return false;
-    /* Models often wrap JSON in a Markdown fence; look inside it. */
-    while (len > 0 && strchr(" \t\r\n", *text) && *text) {
-        text++;
-        len--;
-    }
-    if (len >= 3 && strncmp(text, "```", 3) == 0) {
-        const char *nl = memchr(text, '\n', len);
-        const char *close = NULL;
-        if (nl != NULL) {
-            for (const char *p = text + len - 3; p > nl; p--) {
-                if (strncmp(p, "```", 3) == 0) {
-                    close = p;
-                    break;
-                }
-            }
-        }
-        if (close != NULL) {
-            len = (size_t)(close - (nl + 1));
-            text = nl + 1;
-        }
-    }
-    o = cJSON_ParseWithLength(text, len);
-    ok = cJSON_IsObject(o);
     cJSON_ArrayForEach(k, keys)
     {
         if (ok && cJSON_IsString(k) &&

@@ -13,14 +13,18 @@
 /* The jobs go as arrays (one element per job), so a batch of any size is
  * one statement. Rows come back inserted (true) or already there before
  * it (false); RETURNING order is not the input's, see match_results. */
+/* The arrays of enqueue_sql: name, key, priority, run_at, deadline_at,
+ * spec, input. */
+#define NARRAYS 7
 static const struct q__pg_sql enqueue_sql = {
     "q_jobs_enqueue",
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[],"
-    " $3::bigint[], $4::bigint[], $5::bigint[], $6::text[]) WITH ORDINALITY"
-    " AS t (name, key, priority, run_at, deadline_at, spec, ord)),"
+    " $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[])"
+    " WITH ORDINALITY AS t (name, key, priority, run_at, deadline_at, spec,"
+    " input, ord)),"
     " ins AS (INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
-    " created_at, updated_at, spec) SELECT name, key, priority, run_at,"
-    " deadline_at, $7, $7, spec FROM input ORDER BY ord"
+    " created_at, updated_at, spec, input) SELECT name, key, priority,"
+    " run_at, deadline_at, $8, $8, spec, input FROM input ORDER BY ord"
     " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id, key)"
     " SELECT id, key, true FROM ins UNION ALL SELECT id, key, false FROM jobs"
     " WHERE key IN (SELECT key FROM input WHERE key IS NOT NULL)"};
@@ -148,17 +152,17 @@ got_add(const PGresult *r, struct got **g, size_t *ng)
     }
 }
 
-/* The batch as the seven parameters of enqueue_sql. */
+/* The batch as the arrays of enqueue_sql ($1 to $7; $8 is the time). */
 static void
-build_arrays(struct xbuf a[6], const struct q_job_new *jobs, size_t n,
+build_arrays(struct xbuf a[NARRAYS], const struct q_job_new *jobs, size_t n,
              const struct q_enqueue_opts *o, int64_t now)
 {
-    for (int c = 0; c < 6; c++)
+    for (int c = 0; c < NARRAYS; c++)
         xbuf_put(&a[c], "{", 1);
     for (size_t i = 0; i < n; i++) {
         struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
         if (i > 0) {
-            for (int c = 0; c < 6; c++)
+            for (int c = 0; c < NARRAYS; c++)
                 xbuf_put(&a[c], ",", 1);
         }
         sb_elem_text(&a[0], jobs[i].name);
@@ -167,8 +171,9 @@ build_arrays(struct xbuf a[6], const struct q_job_new *jobs, size_t n,
         sb_elem_int(&a[3], r.run_at);
         sb_elem_int(&a[4], r.run_at + jobs[i].deadline_s * 1000);
         sb_elem_text(&a[5], jobs[i].text);
+        sb_elem_text(&a[6], jobs[i].input);
     }
-    for (int c = 0; c < 6; c++)
+    for (int c = 0; c < NARRAYS; c++)
         xbuf_put(&a[c], "}", 1);
 }
 
@@ -179,7 +184,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
 {
     struct q__pg *db = q__pg(d);
     struct q__pg_params p = {0};
-    struct xbuf a[6] = {{0}}, keys = {0};
+    struct xbuf a[NARRAYS] = {{0}}, keys = {0};
     struct q_enqueue_result *tmp = NULL;
     PGresult *r = NULL, *r2 = NULL;
     struct got *g = NULL;
@@ -190,7 +195,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
     if (n == 0)
         return 0;
     build_arrays(a, jobs, n, opts, now);
-    for (int c = 0; c < 6; c++)
+    for (int c = 0; c < NARRAYS; c++)
         q__pg_p_text(&p, a[c].p);
     q__pg_p_int(&p, now);
     if ((rc = q__pg_run(db, &enqueue_sql, &p, &r, "enqueue")) != 0)
@@ -225,7 +230,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
     }
     memcpy(res, tmp, n * sizeof(*tmp));
 out:
-    for (int c = 0; c < 6; c++)
+    for (int c = 0; c < NARRAYS; c++)
         free(a[c].p);
     free(keys.p);
     free(g);

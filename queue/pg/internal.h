@@ -337,7 +337,8 @@ int q__pg_select_one(struct q__pg *db, const struct q__pg_sql *sql,
 void q__pg_read_ints(const PGresult *res, int r, void *elem);
 
 /* A job row: statements that return jobs select Q__PG_JOB_COLS, then
- * spec (or NULL) and error, and read it with q__pg_read_job (jobs.c). */
+ * spec (or NULL), error and input (or NULL), and read it with
+ * q__pg_read_job (jobs.c). */
 #define Q__PG_JOB_COLS                                                         \
     "id, name, key, state, priority, run_at, deadline_at, created_at,"         \
     " updated_at, lease_owner, lease_until, claims"

@@ -19,12 +19,14 @@
 /* ---- reading jobs ---------------------------------------------------- */
 
 static const struct q__pg_sql get_sql = {
-    "q_jobs_get", "SELECT " JOB_COLS ", spec, error FROM jobs WHERE id = $1"};
+    "q_jobs_get",
+    "SELECT " JOB_COLS ", spec, error, input FROM jobs WHERE id = $1"};
 static const struct q__pg_sql list_sql = {
-    "q_jobs_list", "SELECT " JOB_COLS ", NULL, error FROM jobs WHERE id > $2"
-                   " ORDER BY id LIMIT $1"};
+    "q_jobs_list",
+    "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs WHERE id > $2"
+    " ORDER BY id LIMIT $1"};
 static const struct q__pg_sql list_state_sql = {
-    "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error FROM jobs"
+    "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs"
                          " WHERE id > $2 AND state = $3 ORDER BY id LIMIT $1"};
 static const struct q__pg_sql counts_sql = {
     "q_jobs_counts", "SELECT state, count(*) FROM jobs GROUP BY state"
@@ -50,6 +52,7 @@ q__pg_read_job(const PGresult *r, int i, void *job)
     j->claims = (int)q__pg_int(r, i, 11);
     j->spec = q__pg_text(r, i, 12);
     j->error = q__pg_text(r, i, 13);
+    j->input = q__pg_text(r, i, 14);
 }
 
 int
@@ -158,7 +161,7 @@ static const struct q__pg_sql claim_sql = {
     " claims = claims + 1, updated_at = $1 FROM pick WHERE j.id = pick.id"
     " RETURNING j.id, j.name, j.key, j.state, j.priority, j.run_at,"
     " j.deadline_at, j.created_at, j.updated_at, j.lease_owner,"
-    " j.lease_until, j.claims, j.spec, j.error,"
+    " j.lease_until, j.claims, j.spec, j.error, j.input,"
     " CASE WHEN pick.re = 0 THEN (SELECT json_agg(json_build_array(s.idx,"
     "   s.state, s.tier, s.attempts, s.tokens, s.output, s.reset_after,"
     "   s.pin_tier) ORDER BY s.idx) FROM steps s WHERE s.job_id = j.id)"
@@ -191,10 +194,10 @@ read_claimed(const PGresult *r, int i, void *job)
     size_t n = 0;
 
     q__pg_read_job(r, i, j);
-    if (q__pg_int(r, i, 15) != 0)
+    if (q__pg_int(r, i, 16) != 0)
         return; /* reclaimed: the worker reads the steps after the lock */
-    if (!q__pg_null(r, i, 14) &&
-        (rows = cJSON_Parse(PQgetvalue(r, i, 14))) == NULL)
+    if (!q__pg_null(r, i, 15) &&
+        (rows = cJSON_Parse(PQgetvalue(r, i, 15))) == NULL)
         return; /* not read: the worker reads the steps itself */
     j->has_steps = true;
     n = (size_t)cJSON_GetArraySize(rows);

@@ -28,7 +28,7 @@ static const struct q__pg_sql failures_sql = {
 /* Ended: succeeded (2), failed (3) or cancelled (5). $2 as above. */
 static const struct q__pg_sql slowest_sql = {
     "q_report_slowest",
-    "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
+    "SELECT " Q__PG_JOB_COLS ", NULL, error, NULL FROM jobs"
     " WHERE state IN (2, 3, 5) AND updated_at >= $1::bigint"
     " ORDER BY updated_at - created_at DESC, id LIMIT $2::bigint"};
 
@@ -54,7 +54,8 @@ static const struct q__pg_sql costliest_sql = {
 /* Served by the unique index jobs_key (key = $1 implies NOT NULL). */
 static const struct q__pg_sql by_key_sql = {
     "q_report_job_by_key",
-    "SELECT " Q__PG_JOB_COLS ", spec, error FROM jobs WHERE key = $1::text"};
+    "SELECT " Q__PG_JOB_COLS
+    ", spec, error, input FROM jobs WHERE key = $1::text"};
 
 /* The contract's limit 0 is all: LIMIT NULL. */
 static void

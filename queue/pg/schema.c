@@ -268,6 +268,9 @@ static const struct migration migrations[] = {
      " source text NOT NULL, detail text NOT NULL);"
      "CREATE INDEX audit_at ON audit (at);"
      "CREATE INDEX audit_job ON audit (job_id) WHERE job_id IS NOT NULL;"},
+    {14, 15,
+     /* A job's input (SQLite's version 15). */
+     "ALTER TABLE jobs ADD COLUMN input text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

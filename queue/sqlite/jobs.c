@@ -45,6 +45,7 @@ insert_job(struct q__sqlite *db, const struct q_job_new *j,
     sqlite3_bind_int64(s, 5, r.run_at + j->deadline_s * 1000);
     sqlite3_bind_int64(s, 6, now);
     sqlite3_bind_text(s, 7, j->text, -1, SQLITE_STATIC);
+    q__bind_text(s, 8, j->input);
     if (sqlite3_step(s) != SQLITE_DONE)
         return q__db_err(db, "enqueue");
     if (sqlite3_changes(db->h) > 0) {
@@ -94,13 +95,14 @@ insert_many(struct q__sqlite *db, const struct q_job_new *jobs, size_t k,
     sqlite3_bind_int64(s, 1, now);
     for (size_t i = 0; i < k; i++) {
         struct q__enqueue_row r = q__enqueue_row(&jobs[i], o, now);
-        int p = 2 + 6 * (int)i;
+        int p = 2 + 7 * (int)i;
         sqlite3_bind_text(s, p, jobs[i].name, -1, SQLITE_STATIC);
         q__bind_text(s, p + 1, r.key);
         sqlite3_bind_int64(s, p + 2, r.prio);
         sqlite3_bind_int64(s, p + 3, r.run_at);
         sqlite3_bind_int64(s, p + 4, r.run_at + jobs[i].deadline_s * 1000);
         sqlite3_bind_text(s, p + 5, jobs[i].text, -1, SQLITE_STATIC);
+        q__bind_text(s, p + 6, jobs[i].input);
     }
     if (sqlite3_step(s) != SQLITE_DONE)
         return q__db_err(db, "enqueue");
@@ -203,6 +205,7 @@ q__sqlite_read_job(sqlite3_stmt *s, void *job)
     j->claims = sqlite3_column_int(s, 11);
     j->spec = q__col_text(s, 12);
     j->error = q__col_text(s, 13);
+    j->input = q__col_text(s, 14);
 }
 
 int

@@ -252,6 +252,9 @@ static const char *const migrations[] = {
     "  detail TEXT NOT NULL);"
     "CREATE INDEX audit_at ON audit (at);"
     "CREATE INDEX audit_job ON audit (job_id) WHERE job_id IS NOT NULL;",
+    /* 14 -> 15: a job's input (docs/reference.md "Job file"), as compact
+     * JSON text apart from the job's own; NULL: none. */
+    "ALTER TABLE jobs ADD COLUMN input TEXT;",
 };
 
 int

@@ -13,11 +13,12 @@
 #include "common/xalloc.h"
 
 /* The multi-row inserts of jobs (jobs.c, insert_many): ?1 is the time,
- * then each row binds name, key, priority, run_at, deadline_at, spec. */
+ * then each row binds name, key, priority, run_at, deadline_at, spec,
+ * input. */
 #define JOBS_INSERT_INTO                                                       \
     "INSERT INTO jobs (created_at, updated_at, name, key, priority, run_at,"   \
-    " deadline_at, spec) VALUES "
-#define JOBS_ROW     "(?1, ?1, ?, ?, ?, ?, ?, ?)"
+    " deadline_at, spec, input) VALUES "
+#define JOBS_ROW     "(?1, ?1, ?, ?, ?, ?, ?, ?, ?)"
 #define JOBS_ROWS_4  JOBS_ROW "," JOBS_ROW "," JOBS_ROW "," JOBS_ROW
 #define JOBS_ROWS_16 JOBS_ROWS_4 "," JOBS_ROWS_4 "," JOBS_ROWS_4 "," JOBS_ROWS_4
 #define JOBS_ROWS_64                                                           \
@@ -34,7 +35,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ROLLBACK_TO] = "ROLLBACK TO q",
     [ST_JOB_INSERT] =
         "INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
-        " created_at, updated_at, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)"
+        " created_at, updated_at, spec, input)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)"
         " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING",
     [ST_JOB_INSERT_4] = JOBS_INSERT_INTO JOBS_ROWS_4 JOBS_ON_KEY,
     [ST_JOB_INSERT_16] = JOBS_INSERT_INTO JOBS_ROWS_16 JOBS_ON_KEY,
@@ -44,15 +46,15 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOB_GET] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, spec,"
-        " error FROM jobs WHERE id = ?1",
+        " error, input FROM jobs WHERE id = ?1",
     [ST_JOBS_LIST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
-        " error FROM jobs WHERE id > ?3 ORDER BY id LIMIT ?1",
+        " error, NULL FROM jobs WHERE id > ?3 ORDER BY id LIMIT ?1",
     [ST_JOBS_LIST_STATE] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
-        " error FROM jobs WHERE state = ?2 AND id > ?3"
+        " error, NULL FROM jobs WHERE state = ?2 AND id > ?3"
         " ORDER BY id LIMIT ?1",
     [ST_COUNTS] = "SELECT state, count(*) FROM jobs GROUP BY state",
     [ST_PARK_OPEN] = "SELECT count(*) FROM park WHERE state = 'open'",
@@ -362,7 +364,7 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_REPORT_SLOWEST] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, NULL,"
-        " error FROM jobs WHERE state IN (2, 3, 5) AND updated_at >= ?1"
+        " error, NULL FROM jobs WHERE state IN (2, 3, 5) AND updated_at >= ?1"
         " ORDER BY updated_at - created_at DESC, id LIMIT ?2",
     [ST_REPORT_COSTLIEST] =
         Q__REPORT_COSTLIEST_SELECT("?1") " ORDER BY c.co DESC, j.id LIMIT ?2",
@@ -370,7 +372,7 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOB_GET_BY_KEY] =
         "SELECT id, name, key, state, priority, run_at, deadline_at,"
         " created_at, updated_at, lease_owner, lease_until, claims, spec,"
-        " error FROM jobs WHERE key = ?1",
+        " error, input FROM jobs WHERE key = ?1",
 };
 
 const char *
