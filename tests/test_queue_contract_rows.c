@@ -47,7 +47,8 @@ START_TEST(test_attempts_recorded_before_and_after)
 
     db = qfix_open(&o);
     id = qfix_add(db, "a", NULL, 0, T0);
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), -EBUSY);
     ck_assert_int_eq(q_claim(db, "w", T0, 1000, 1, &got, &n), 0);
     q_jobs_free(got, n);
@@ -191,7 +192,8 @@ START_TEST(test_caller_corrects_the_estimate)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_attempt_result r = {.status = 200,
                                  .outcome = "ok",
                                  .tokens = 30,
@@ -223,8 +225,10 @@ START_TEST(test_caller_corrects_refusals)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid, other = 0;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
-    struct q_attempt_start x = {id, 0, "x", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
+    struct q_attempt_start x = {id, 0,    "x",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_attempt_result r = {
         .status = 200, .outcome = "ok", .caller_corrects = true};
     struct q_attempt *a = NULL;
@@ -347,8 +351,10 @@ START_TEST(test_attempt_recorded_in_a_transaction)
     q_db *db = qfix_open(NULL);
     int64_t a = qfix_add(db, "a", NULL, 1, T0);
     int64_t b = qfix_add(db, "b", NULL, 0, T0), ida = -1, idb = -1;
-    struct q_attempt_start sa = {a, 0, "w", "free", "abc", 10, T0, NULL};
-    struct q_attempt_start sb = {b, 0, "w", "free", "abc", 10, T0, NULL};
+    struct q_attempt_start sa = {a,  0,    "w",  "free", "abc", 10,
+                                 T0, NULL, NULL, NULL,   NULL,  NULL};
+    struct q_attempt_start sb = {b,  0,    "w",  "free", "abc", 10,
+                                 T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_job *got = NULL;
     struct q_attempt *at = NULL;
     size_t n = 0, na = 0;

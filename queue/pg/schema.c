@@ -258,6 +258,14 @@ static const struct migration migrations[] = {
      "  step bigint NOT NULL,"
      "  realtime_nusd bigint);"
      "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);"},
+    {13, 14,
+     /* Agent loops: attempts of kind turn or tool, and an operator's
+      * answer to a tool call's park item (SQLite's version 14). */
+     "ALTER TABLE attempts ADD COLUMN kind text;"
+     "ALTER TABLE attempts ADD COLUMN call_id text;"
+     "ALTER TABLE attempts ADD COLUMN tool text;"
+     "ALTER TABLE attempts ADD COLUMN args text;"
+     "ALTER TABLE park ADD COLUMN answer text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -232,6 +232,16 @@ static const char *const migrations[] = {
     "  step INTEGER NOT NULL,"
     "  realtime_nusd INTEGER);"
     "CREATE INDEX batch_items_batch ON batch_items (batch_id, attempt_id);",
+    /* 13 -> 14: the agent loop of a chat step with tools: each model turn
+     * and each tool call is an attempt of its kind ('turn', 'tool'; NULL
+     * for a plain attempt), a tool call with its call id, tool name and
+     * arguments; and what an operator gave a park item of a tool call
+     * (approved arguments, an answer). */
+    "ALTER TABLE attempts ADD COLUMN kind TEXT;"
+    "ALTER TABLE attempts ADD COLUMN call_id TEXT;"
+    "ALTER TABLE attempts ADD COLUMN tool TEXT;"
+    "ALTER TABLE attempts ADD COLUMN args TEXT;"
+    "ALTER TABLE park ADD COLUMN answer TEXT;",
 };
 
 int
