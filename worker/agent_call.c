@@ -455,7 +455,9 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
         r->reload = true;
         return;
     }
-    text = worker__as_text(res->body, res->body_len);
+    /* Read as text the model can take: bad bytes and NULs as '?'. */
+    if ((text = worker__as_text(res->body, res->body_len)) == NULL)
+        text = xstrndup(res->body ? res->body : "", res->body_len);
     if (strcmp(outcome, "ok") != 0) {
         size_t len = strlen(text) + 64;
         shown = xmalloc(len);
