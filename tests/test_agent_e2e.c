@@ -56,17 +56,18 @@ agent_job(const char *tools, const char *fields)
     return job;
 }
 
-/* The chat requests the mock received, in order: their message arrays
+/* The chat requests the mock received on the route of prefix, in order:
+ * their message arrays
  * (cJSON_Delete the result). */
 static cJSON *
-chat_messages(void)
+chat_messages(const char *prefix)
 {
     cJSON *log = e2e_mock_log(), *out = cJSON_CreateArray(), *req;
 
     cJSON_ArrayForEach(req, log)
     {
         const char *path = e2e_str(req, "path");
-        if (path == NULL || strncmp(path, "/free", 5) != 0)
+        if (path == NULL || strncmp(path, prefix, strlen(prefix)) != 0)
             continue;
         cJSON *body = e2e_body_of(req);
         cJSON_AddItemToArray(out, cJSON_DetachItemFromObject(body, "messages"));
@@ -119,13 +120,137 @@ START_TEST(test_three_turn_loop)
                   "%s", out);
     ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 3);
     ck_assert_int_eq(e2e_sent_to(NULL, "/labels"), 3);
-    msgs = chat_messages();
+    msgs = chat_messages("/free");
     /* The last turn carries the whole conversation, in order. */
     const cJSON *last = cJSON_GetArrayItem(msgs, 2);
     ck_assert_int_eq(count_role(last, "assistant"), 2);
     ck_assert_int_eq(count_role(last, "tool"), 3);
     ck_assert_int_eq(count_role(cJSON_GetArrayItem(msgs, 0), "tool"), 0);
     cJSON_Delete(msgs);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* Mock scripts: one route /free whose model calls what turns says, and
+ * answers with the results it received. */
+#define ECHO_ROUTE(path, turns)                                                \
+    "{\"path\": \"" path                                                       \
+    "\", \"echo_tool_results\": true, \"tool_turns\": " turns "}"
+#define CALL(name, args) "{\"name\": \"" name "\", \"arguments\": " args "}"
+
+/* A tool the step does not offer and arguments that fail the schema are
+ * not run: the model receives an error result for each and goes on. */
+START_TEST(test_invalid_calls_answered_with_errors)
+{
+    char *job;
+    cJSON *shown;
+    const char *out;
+
+    e2e_start(
+        "{\"routes\": [" ECHO_ROUTE(
+            "/free", "[[" CALL("add_labels", "{\"label\": \"bug\"}") ", " CALL(
+                         "add_label", "{\"label\": 5}") "]]") "]}",
+        "");
+    e2e_enqueue(job = agent_job(ADD_LABEL(""), ""));
+    free(job);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    out = e2e_str(e2e_step_of(shown, 0), "output");
+    ck_assert_msg(strstr(out, "there is no tool named \\\"add_labels\\\"") &&
+                      strstr(out, "args.label: expected string"),
+                  "%s", out);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/labels"), 0);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* More invalid calls than max_tool_errors fails the step, naming it. */
+START_TEST(test_max_tool_errors)
+{
+    char *job;
+    cJSON *shown;
+
+    e2e_start("{\"routes\": [" ECHO_ROUTE(
+                  "/free",
+                  "[[" CALL("nope", "{}") ", " CALL("nope2", "{}") "]]") "]}",
+              "");
+    e2e_enqueue(job = agent_job(ADD_LABEL(""), ", \"max_tool_errors\": 1"));
+    free(job);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "failed");
+    ck_assert_msg(strstr(e2e_str(shown, "error"), "step a: max_tool_errors"),
+                  "%s", e2e_str(shown, "error"));
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* A model that still calls tools after max_turns turns fails the step;
+ * no turn past the bound is sent. */
+START_TEST(test_max_turns_reached)
+{
+    char *job;
+    cJSON *shown;
+
+    e2e_start(
+        "{\"routes\": [" ECHO_ROUTE(
+            "/free", "[[" CALL("add_label", "{\"label\": \"a\"}") "], [" CALL(
+                         "add_label",
+                         "{\"label\": \"b\"}") "], [" CALL("add_label",
+                                                           "{\"label\": "
+                                                           "\"c\"}") "]]") "]}",
+        "");
+    e2e_enqueue(job = agent_job(ADD_LABEL(""), ", \"max_turns\": 2"));
+    free(job);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "failed");
+    ck_assert_msg(strstr(e2e_str(shown, "error"), "step a: max_turns: the "
+                                                  "model still called tools "
+                                                  "after 2 turns"),
+                  "%s", e2e_str(shown, "error"));
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/labels"), 2);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* A daily wall on the first tier after a turn with calls: the next turn
+ * goes to the other tier with the same messages (the results included). */
+START_TEST(test_wall_mid_loop_switches_tier)
+{
+    char *job;
+    cJSON *shown, *msgs;
+
+    e2e_start(
+        "{\"routes\": [{\"path\": \"/free\", \"answers\": [{\"tool_calls\":"
+        " [" CALL(
+            "add_label",
+            "{\"label\": \"bug\"}") "]},"
+                                    " {\"status\": 429, \"body\": \"daily "
+                                    "quota exceeded\"}]}," ECHO_ROUTE(
+                                        "/local",
+                                        "[[" CALL(
+                                            "add_label",
+                                            "{\"label\": \"x\"}") "]]") "]}",
+        "");
+    e2e_enqueue(
+        job = agent_job(ADD_LABEL(""), ", \"tiers\": [\"free\", \"local\"]"));
+    free(job);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    ck_assert_ptr_nonnull(
+        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "/labels/bug"));
+    msgs = chat_messages("/local");
+    ck_assert_int_eq(cJSON_GetArraySize(msgs), 1);
+    /* The same conversation: the call on free and its result. */
+    ck_assert_int_eq(count_role(cJSON_GetArrayItem(msgs, 0), "assistant"), 1);
+    ck_assert_int_eq(count_role(cJSON_GetArrayItem(msgs, 0), "tool"), 1);
+    cJSON_Delete(msgs);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/labels"), 1);
     cJSON_Delete(shown);
 }
 END_TEST
@@ -139,6 +264,10 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_three_turn_loop);
+    tcase_add_test(tc, test_invalid_calls_answered_with_errors);
+    tcase_add_test(tc, test_max_tool_errors);
+    tcase_add_test(tc, test_max_turns_reached);
+    tcase_add_test(tc, test_wall_mid_loop_switches_tier);
     suite_add_tcase(s, tc);
     return s;
 }
