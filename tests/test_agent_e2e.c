@@ -255,6 +255,141 @@ START_TEST(test_wall_mid_loop_switches_tier)
 }
 END_TEST
 
+/* A tool that posts a comment, only once an operator approved it. */
+#define POST_COMMENT                                                           \
+    "{\"name\": \"post_comment\", \"parameters\": {\"type\": \"object\","      \
+    " \"properties\": {\"body\": {\"type\": \"string\"}}, \"required\":"       \
+    " [\"body\"]}, \"needs_approval\": \"always\", \"action\": {\"http\":"     \
+    " {\"method\": \"POST\", \"url\": \"http://127.0.0.1:PORT/comments\","     \
+    " \"body\": {\"body\": \"{{args.body}}\"}}}}"
+#define ASK_OWNER                                                              \
+    "{\"name\": \"ask_owner\", \"parameters\": {\"type\": \"object\"},"        \
+    " \"action\": {\"ask\": \"Close it?\"}}"
+
+/* Runs the agent job of tools whose model calls calls (one turn), drains
+ * the queue and returns the id of the park item it left with reason. */
+static long long
+parked_call(const char *tools, const char *calls, const char *reason)
+{
+    char script[2048], *job;
+    struct run_result r;
+    cJSON *items, *it;
+    long long id;
+
+    snprintf(script, sizeof(script), "{\"routes\": [%s]}", calls);
+    e2e_start(script, "");
+    e2e_enqueue(job = agent_job(tools, ""));
+    free(job);
+    free(e2e_drain());
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "list", "--json"), 0);
+    items = cJSON_Parse(r.out);
+    run_result_free(&r);
+    it = cJSON_GetArrayItem(items, 0);
+    ck_assert_ptr_nonnull(it);
+    ck_assert_str_eq(e2e_str(it, "reason"), reason);
+    id = (long long)cJSON_GetObjectItem(it, "id")->valuedouble;
+    cJSON_Delete(items);
+    return id;
+}
+
+#define COMMENT_TURN                                                           \
+    ECHO_ROUTE("/free",                                                        \
+               "[[" CALL("post_comment", "{\"body\": \"Reproduced.\"}") "]]")
+
+/* A call that needs approval parks before it is sent, showing the tool
+ * and its exact arguments; approved with edited arguments, those are
+ * sent, and the model gets the result. */
+START_TEST(test_approval_with_edited_args)
+{
+    struct run_result r;
+    long long id = parked_call(POST_COMMENT, COMMENT_TURN, "approval");
+    char idtext[32];
+    cJSON *shown, *log, *req;
+
+    snprintf(idtext, sizeof(idtext), "%lld", id);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "show", idtext), 0);
+    ck_assert_msg(strstr(r.out, "post_comment") && strstr(r.out, "Reproduced."),
+                  "%s", r.out);
+    run_result_free(&r);
+    /* Arguments that fail the tool's parameters: refused, nothing done. */
+    ck_assert_int_eq(RUN(&r, "{\"body\": 5}", "park", "resolve", idtext,
+                         "--approve", "--args", "-"),
+                     2);
+    ck_assert_msg(strstr(r.err, "args.body: expected string"), "%s", r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN(&r, "{\"body\": \"Edited.\"}", "park", "resolve",
+                         idtext, "--approve", "--args", "-", "--by", "ann"),
+                     0);
+    run_result_free(&r);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
+    cJSON_ArrayForEach(req, log)
+    {
+        if (strcmp(e2e_str(req, "path"), "/comments") == 0)
+            ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(req, "body"), "body"),
+                             "Edited.");
+    }
+    cJSON_Delete(log);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* A rejected call is never sent; the model receives the note. */
+START_TEST(test_reject_note_reaches_model)
+{
+    struct run_result r;
+    long long id = parked_call(POST_COMMENT, COMMENT_TURN, "approval");
+    char idtext[32];
+    cJSON *shown;
+    const char *out;
+
+    snprintf(idtext, sizeof(idtext), "%lld", id);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", idtext, "--reject",
+                              "--note", "not in public", "--by", "ann"),
+                     0);
+    run_result_free(&r);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    out = e2e_str(e2e_step_of(shown, 0), "output");
+    ck_assert_msg(strstr(out, "rejected by ann: not in public"), "%s", out);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* An ask tool parks with its question; the operator's answer (done
+ * --output) is the tool's result. */
+START_TEST(test_ask_answered_by_operator)
+{
+    struct run_result r;
+    long long id = parked_call(
+        ASK_OWNER, ECHO_ROUTE("/free", "[[" CALL("ask_owner", "{}") "]]"),
+        "question");
+    char idtext[32];
+    cJSON *shown;
+    const char *out;
+
+    snprintf(idtext, sizeof(idtext), "%lld", id);
+    ck_assert_int_eq(RUN(&r, "yes, close it", "park", "resolve", idtext,
+                         "--done", "--output", "-"),
+                     0);
+    run_result_free(&r);
+    /* approve and reject go with tool calls only: here, with the answer
+     * given, the item is resolved already. */
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    out = e2e_str(e2e_step_of(shown, 0), "output");
+    ck_assert_msg(strstr(out, "yes, close it"), "%s", out);
+    cJSON_Delete(shown);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -268,6 +403,9 @@ test_suite(void)
     tcase_add_test(tc, test_max_tool_errors);
     tcase_add_test(tc, test_max_turns_reached);
     tcase_add_test(tc, test_wall_mid_loop_switches_tier);
+    tcase_add_test(tc, test_approval_with_edited_args);
+    tcase_add_test(tc, test_reject_note_reaches_model);
+    tcase_add_test(tc, test_ask_answered_by_operator);
     suite_add_tcase(s, tc);
     return s;
 }
