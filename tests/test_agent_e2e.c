@@ -390,6 +390,107 @@ START_TEST(test_ask_answered_by_operator)
 }
 END_TEST
 
+/* A route /post whose first request hangs (the worker is killed while it
+ * waits), and a tool posting there, with extra fields. */
+#define POST_HANGS "{\"path\": \"/post\", \"answers\": [{\"fault\": \"hang\"}]}"
+#define POST_TOOL(name, extra)                                                 \
+    "{\"name\": \"" name "\", \"parameters\": {\"type\": \"object\","          \
+    " \"properties\": {\"label\": {\"type\": \"string\"}}}, \"action\":"       \
+    " {\"http\": {\"method\": \"POST\", \"url\":"                              \
+    " \"http://127.0.0.1:PORT/post/{{args.label}}\", \"body\": {\"label\":"    \
+    " \"{{args.label}}\"}}}" extra "}"
+
+/* Runs a worker until the mock logged n requests, then kills it -9. */
+static void
+kill_after(int n)
+{
+    pid_t w = e2e_spawn_worker("--drain");
+
+    e2e_wait_for_requests(n, 10000);
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+}
+
+/* Killed -9 while a keyed call was in flight: the next worker resends it
+ * with the same key, and the loop resumes from the last committed
+ * message: the model's first turn is not asked again. */
+START_TEST(test_crash_keyed_call_resent_with_its_key)
+{
+    char *job;
+    cJSON *shown, *log, *req, *msgs;
+    int posts = 0;
+
+    e2e_start(
+        "{\"routes\": [" POST_HANGS ", " ECHO_ROUTE(
+            "/free", "[[" CALL("add_label", "{\"label\": \"bug\"}") "]]") "]}",
+        "");
+    e2e_enqueue(
+        job = agent_job(POST_TOOL("add_label", ", \"idempotency_key\":"
+                                               " \"label-{{args.label}}\""),
+                        ""));
+    free(job);
+    kill_after(2); /* the turn, then the call that hangs */
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    log = e2e_mock_log();
+    cJSON_ArrayForEach(req, log)
+    {
+        if (strncmp(e2e_str(req, "path"), "/post", 5) != 0)
+            continue;
+        ck_assert_str_eq(e2e_str(req, "idempotency_key"), "label-bug");
+        posts++;
+    }
+    ck_assert_int_eq(posts, 2);
+    ck_assert_int_eq(e2e_sent_to(log, "/free"), 2);
+    cJSON_Delete(log);
+    msgs = chat_messages("/free");
+    ck_assert_int_eq(count_role(cJSON_GetArrayItem(msgs, 1), "assistant"), 1);
+    ck_assert_int_eq(count_role(cJSON_GetArrayItem(msgs, 1), "tool"), 1);
+    cJSON_Delete(msgs);
+    cJSON_Delete(shown);
+}
+END_TEST
+
+/* Killed -9 while a side-effecting call without a key was in flight: it
+ * is parked in_doubt with its tool and arguments, never sent again
+ * without a human; a reject gives the model the operator's note. */
+START_TEST(test_crash_unkeyed_call_parked_in_doubt)
+{
+    struct run_result r;
+    char *job;
+    cJSON *shown;
+
+    e2e_start("{\"routes\": [" POST_HANGS ", " ECHO_ROUTE(
+                  "/free",
+                  "[[" CALL("post_comment", "{\"label\": \"bug\"}") "]]") "]}",
+              "");
+    e2e_enqueue(job = agent_job(POST_TOOL("post_comment", ""), ""));
+    free(job);
+    kill_after(2);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "parked");
+    cJSON_Delete(shown);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "show", "1"), 0);
+    ck_assert_msg(strstr(r.out, "in_doubt") && strstr(r.out, "post_comment") &&
+                      strstr(r.out, "\"label\":\"bug\""),
+                  "%s", r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", "1", "--reject", "--note",
+                              "posted by hand"),
+                     0);
+    run_result_free(&r);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    ck_assert_ptr_nonnull(
+        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "posted by hand"));
+    ck_assert_int_eq(e2e_sent_to(NULL, "/post"), 1);
+    cJSON_Delete(shown);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -406,6 +507,8 @@ test_suite(void)
     tcase_add_test(tc, test_approval_with_edited_args);
     tcase_add_test(tc, test_reject_note_reaches_model);
     tcase_add_test(tc, test_ask_answered_by_operator);
+    tcase_add_test(tc, test_crash_keyed_call_resent_with_its_key);
+    tcase_add_test(tc, test_crash_unkeyed_call_parked_in_doubt);
     suite_add_tcase(s, tc);
     return s;
 }
