@@ -39,10 +39,21 @@ record(struct run *r, struct agent_call *ac, const char *args,
         .tool = ac->c->name,
         .args = args,
     };
-    int no = 0, rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &no);
+    int no = 0, rc;
 
-    if (rc == 0 && res != NULL)
-        rc = q_attempt_finish(w->db, ac->attempt_id, res);
+    if (res == NULL) {
+        /* Deferred by a store that writes at the commit: ac stays until
+         * then (the turn's calls are freed only once all are answered). */
+        rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &no);
+    } else if ((rc = q_tx_begin(w->db)) == 0) {
+        /* A level of its own: the id is known at once, to finish it. */
+        if ((rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &no)) == 0)
+            rc = q_attempt_finish(w->db, ac->attempt_id, res);
+        if (rc == 0)
+            rc = q_tx_commit(w->db);
+        else
+            q_tx_rollback(w->db);
+    }
     if (rc != 0)
         worker__unrecorded(r, rc);
     return rc;
@@ -494,6 +505,14 @@ worker__agent_flush(struct run *r)
             continue;
         ac->queued = false;
         ac->r = r;
+        if (ac->attempt_id <= 0) {
+            /* The store found the lease lost when it wrote the record (a
+             * store that defers it tells at the commit): not sent. */
+            http_request_cleanup(&ac->req);
+            if (--ag->inflight == 0 && worker__turn_begin(r->w))
+                worker__unrecorded(r, -EBUSY);
+            continue;
+        }
         if (http_send(r->w->http, &ac->req, on_tool_done, ac, &ac->call) != 0) {
             log_warn("job %lld: a tool call could not be sent",
                      (long long)r->job.id);
