@@ -23,7 +23,8 @@
 
 /* park_item_json renders it as in the reference's `park list --json`: id,
  * job_id, step, reason, attempts, request_sha256, error, tier, parked_at,
- * state, resolution, resolved_by, note (plus resolved_at). Caller owns the
+ * state, resolution, resolved_by, note (plus resolved_at), and call and
+ * answer (a tool call's item; else null). Caller owns the
  * result (cJSON_Delete). */
 cJSON *park_item_json(const struct q_park_item *it);
 

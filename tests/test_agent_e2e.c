@@ -323,8 +323,20 @@ START_TEST(test_approval_with_edited_args)
                      0);
     run_result_free(&r);
     free(e2e_drain());
+    /* The transcript: the turn, the call parked, the call run with the
+     * edited arguments, the last turn, and who approved it. */
+    ck_assert_int_eq(RUN_ARGS(&r, "jobs", "show", "1"), 0);
+    ck_assert_msg(strstr(r.out, "#1 turn  tier free") &&
+                      strstr(r.out, "finish tool_calls (1 calls)") &&
+                      strstr(r.out, "#3 call  post_comment "
+                                    "{\"body\":\"Edited.\"}: ok") &&
+                      strstr(r.out, "resolved approve by ann"),
+                  "%s", r.out);
+    run_result_free(&r);
     shown = e2e_show(1);
     ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_hist(shown, 0, 2), "tool"), "post_comment");
+    ck_assert_str_eq(e2e_str(e2e_hist(shown, 0, 2), "kind"), "tool");
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1);
     cJSON_ArrayForEach(req, log)
