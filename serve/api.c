@@ -448,7 +448,14 @@ park_resolve_one(const struct serve_opts *o, struct MHD_Connection *c,
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
                                  err);
     d.now = store_now(o);
-    rc = park_resolve(o->db, id, &d);
+    /* A tool call's item: approve/reject only there, edited arguments
+     * checked against the tool's parameters (park/tool.c). */
+    if ((rc = park_tool_check(o->db, id, &d, err, sizeof(err))) == -EINVAL) {
+        cJSON_Delete(doc);
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "park item %lld: %s", (long long)id, err);
+    }
+    rc = rc != 0 ? rc : park_resolve(o->db, id, &d);
     cJSON_Delete(doc);
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "tests/support/e2e.h"
+#include "tests/support/servefix.h"
 
 /* A tool add_label posting to the mock's generic endpoint, with extra
  * fields spliced in (a member with a leading comma, or ""). */
@@ -402,6 +403,47 @@ START_TEST(test_ask_answered_by_operator)
 }
 END_TEST
 
+/* The API resolves a tool call's item by the same rules: arguments that
+ * fail the tool's parameters are a 400 naming the field, approved ones
+ * are what is sent. */
+START_TEST(test_api_approves_with_args)
+{
+    const char *args[] = {"--no-auth", NULL};
+    long long id = parked_call(POST_COMMENT, COMMENT_TURN, "approval");
+    char path[64];
+    struct server sv;
+    cJSON *o, *shown;
+    int st;
+
+    snprintf(path, sizeof(path), "/v1/park/%lld/resolve", id);
+    ck_assert_int_eq(serve_start(&sv, NULL, args), -1);
+    o = serve_call(&sv, "POST", path,
+                   "{\"resolution\": \"approve\", \"by\": \"ann\","
+                   " \"args\": {\"body\": 5}}",
+                   &st);
+    ck_assert_int_eq(st, 400);
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message")
+                   ->valuestring,
+               "args.body: expected string"));
+    cJSON_Delete(o);
+    o = serve_call(&sv, "POST", path,
+                   "{\"resolution\": \"approve\", \"by\": \"ann\","
+                   " \"args\": {\"body\": \"Via the API.\"}}",
+                   &st);
+    ck_assert_int_eq(st, 200);
+    cJSON_Delete(o);
+    serve_stop(&sv);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    ck_assert_ptr_nonnull(
+        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "/comments"));
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 1);
+    cJSON_Delete(shown);
+}
+END_TEST
+
 /* A route /post whose first request hangs (the worker is killed while it
  * waits), and a tool posting there, with extra fields. */
 #define POST_HANGS "{\"path\": \"/post\", \"answers\": [{\"fault\": \"hang\"}]}"
@@ -519,6 +561,7 @@ test_suite(void)
     tcase_add_test(tc, test_approval_with_edited_args);
     tcase_add_test(tc, test_reject_note_reaches_model);
     tcase_add_test(tc, test_ask_answered_by_operator);
+    tcase_add_test(tc, test_api_approves_with_args);
     tcase_add_test(tc, test_crash_keyed_call_resent_with_its_key);
     tcase_add_test(tc, test_crash_unkeyed_call_parked_in_doubt);
     suite_add_tcase(s, tc);
