@@ -78,6 +78,41 @@ chat_messages(const char *prefix)
     return out;
 }
 
+/* Drains the queue; job 1 must have succeeded with text in its first
+ * step's output. Returns it shown (cJSON_Delete it). */
+static cJSON *
+drain_succeeded(const char *text)
+{
+    cJSON *shown;
+    const char *out;
+
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    out = e2e_str(e2e_step_of(shown, 0), "output");
+    ck_assert_msg(out != NULL && strstr(out, text) != NULL, "%s",
+                  out ? out : "(no output)");
+    return shown;
+}
+
+/* Rejects park item id (by ann, with note); the job then succeeds with
+ * text in its output, path having been sent to sent times. */
+static void
+reject_then_succeed(const char *id, const char *note, const char *text,
+                    const char *path, int sent)
+{
+    struct run_result r;
+    cJSON *shown;
+
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", id, "--reject", "--note",
+                              note, "--by", "ann"),
+                     0);
+    run_result_free(&r);
+    shown = drain_succeeded(text);
+    ck_assert_int_eq(e2e_sent_to(NULL, path), sent);
+    cJSON_Delete(shown);
+}
+
 /* Counts the messages of role in msgs. */
 static int
 count_role(const cJSON *msgs, const char *role)
@@ -239,11 +274,7 @@ START_TEST(test_wall_mid_loop_switches_tier)
     e2e_enqueue(
         job = agent_job(ADD_LABEL(""), ", \"tiers\": [\"free\", \"local\"]"));
     free(job);
-    free(e2e_drain());
-    shown = e2e_show(1);
-    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
-    ck_assert_ptr_nonnull(
-        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "/labels/bug"));
+    shown = drain_succeeded("/labels/bug");
     msgs = chat_messages("/local");
     ck_assert_int_eq(cJSON_GetArraySize(msgs), 1);
     /* The same conversation: the call on free and its result. */
@@ -354,24 +385,12 @@ END_TEST
 /* A rejected call is never sent; the model receives the note. */
 START_TEST(test_reject_note_reaches_model)
 {
-    struct run_result r;
     long long id = parked_call(POST_COMMENT, COMMENT_TURN, "approval");
     char idtext[32];
-    cJSON *shown;
-    const char *out;
 
     snprintf(idtext, sizeof(idtext), "%lld", id);
-    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", idtext, "--reject",
-                              "--note", "not in public", "--by", "ann"),
-                     0);
-    run_result_free(&r);
-    free(e2e_drain());
-    shown = e2e_show(1);
-    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
-    out = e2e_str(e2e_step_of(shown, 0), "output");
-    ck_assert_msg(strstr(out, "rejected by ann: not in public"), "%s", out);
-    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
-    cJSON_Delete(shown);
+    reject_then_succeed(idtext, "not in public",
+                        "rejected by ann: not in public", "/comments", 0);
 }
 END_TEST
 
@@ -385,7 +404,6 @@ START_TEST(test_ask_answered_by_operator)
         "question");
     char idtext[32];
     cJSON *shown;
-    const char *out;
 
     snprintf(idtext, sizeof(idtext), "%lld", id);
     ck_assert_int_eq(RUN(&r, "yes, close it", "park", "resolve", idtext,
@@ -394,11 +412,7 @@ START_TEST(test_ask_answered_by_operator)
     run_result_free(&r);
     /* approve and reject go with tool calls only: here, with the answer
      * given, the item is resolved already. */
-    free(e2e_drain());
-    shown = e2e_show(1);
-    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
-    out = e2e_str(e2e_step_of(shown, 0), "output");
-    ck_assert_msg(strstr(out, "yes, close it"), "%s", out);
+    shown = drain_succeeded("yes, close it");
     cJSON_Delete(shown);
 }
 END_TEST
@@ -434,11 +448,7 @@ START_TEST(test_api_approves_with_args)
     ck_assert_int_eq(st, 200);
     cJSON_Delete(o);
     serve_stop(&sv);
-    free(e2e_drain());
-    shown = e2e_show(1);
-    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
-    ck_assert_ptr_nonnull(
-        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "/comments"));
+    shown = drain_succeeded("/comments");
     ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 1);
     cJSON_Delete(shown);
 }
@@ -531,17 +541,8 @@ START_TEST(test_crash_unkeyed_call_parked_in_doubt)
                       strstr(r.out, "\"label\":\"bug\""),
                   "%s", r.out);
     run_result_free(&r);
-    ck_assert_int_eq(RUN_ARGS(&r, "park", "resolve", "1", "--reject", "--note",
-                              "posted by hand"),
-                     0);
-    run_result_free(&r);
-    free(e2e_drain());
-    shown = e2e_show(1);
-    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
-    ck_assert_ptr_nonnull(
-        strstr(e2e_str(e2e_step_of(shown, 0), "output"), "posted by hand"));
-    ck_assert_int_eq(e2e_sent_to(NULL, "/post"), 1);
-    cJSON_Delete(shown);
+    reject_then_succeed("1", "posted by hand",
+                        "rejected by ann: posted by hand", "/post", 1);
 }
 END_TEST
 

@@ -28,14 +28,7 @@ worker__agent_free(struct agent *ag)
 {
     if (ag == NULL)
         return;
-    for (size_t i = 0; ag->calls != NULL && i < ag->open.n; i++) {
-        free(ag->calls[i].result);
-        free(ag->calls[i].args);
-        if (ag->calls[i].queued)
-            http_request_cleanup(&ag->calls[i].req);
-    }
-    free(ag->calls);
-    http_toolcalls_cleanup(&ag->open);
+    worker__agent_free_calls(ag);
     cJSON_Delete(ag->convo);
     spec_toolset_cleanup(&ag->ts);
     free(ag);
