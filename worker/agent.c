@@ -202,6 +202,10 @@ take_tool(struct agent *ag, const struct q_attempt *a)
         ac->attempt_id = a->id;
         free(ac->result);
         ac->result = NULL;
+        /* The arguments it went out with (an operator's edit included):
+         * what a resend or a park after a crash shows and sends. */
+        free(ac->args);
+        ac->args = a->args ? xstrdup(a->args) : NULL;
         if (a->finished_at == 0) {
             ac->state = AC_DOUBT;
         } else if (strcmp(d, "park_for_human") == 0) {

@@ -19,7 +19,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define TOOL_TIMEOUT_MS 60000
+#define TOOL_TIMEOUT_MS 60000 /* unless the step sets timeout_s */
 
 /* Records a call's attempt (kind "tool") and, when res is given, its
  * result at once (a call answered without being sent). Returns 0 with
@@ -143,7 +143,11 @@ build(struct run *r, struct agent_call *ac, const struct spec_tool *t,
         return rc;
     exp = worker__expand_http(http, r->names, (const char *const *)r->outputs,
                               r->spec->nsteps);
-    rc = http_step_request(exp, key, TOOL_TIMEOUT_MS, req, err, len);
+    rc = http_step_request(exp, key,
+                           cur_spec(r)->timeout_s > 0
+                               ? (int64_t)(cur_spec(r)->timeout_s * 1000)
+                               : TOOL_TIMEOUT_MS,
+                           req, err, len);
     cJSON_Delete(exp);
     cJSON_Delete(http);
     free(key);
@@ -406,7 +410,18 @@ agent__call_work(struct run *r)
     const struct spec_step *s = cur_spec(r);
     char err[300];
 
-    if (r->finished || !pass(r))
+    if (r->finished)
+        return;
+    /* Past its deadline a job sends nothing more, tool calls included. */
+    if (worker__now(r->w) >= r->job.deadline_at) {
+        snprintf(err, sizeof(err),
+                 "step %s: deadline_passed: the job's deadline came in its "
+                 "tool loop; nothing more sent",
+                 s->name);
+        worker__fail_job(r, err);
+        return;
+    }
+    if (!pass(r))
         return;
     if (ag->errors > s->max_tool_errors) {
         snprintf(err, sizeof(err),
@@ -456,7 +471,7 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
     (void)call;
     ac->call = NULL;
     r->agent->inflight--;
-    if (res->error == HTTP_ERR_CANCELLED || r->lost || r->finished) {
+    if (res->error == HTTP_ERR_CANCELLED || r->lost) {
         /* Left without result: the next holder settles it (in doubt). */
         if (r->agent->inflight == 0 && !r->finished && worker__turn_begin(w))
             worker__give_back(r, now);
@@ -491,7 +506,7 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
     ac->state = AC_DONE;
     free(text);
     free(shown);
-    agent__call_work(r);
+    agent__call_work(r); /* nothing more when the step failed meanwhile */
 }
 
 void

@@ -361,7 +361,9 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
     if (rd->txt.bad ||
         (rd->txt.parts && rd->txt.text == NULL && !rd->ans.has_tool_calls))
         in->parsed = POLICY_PARSED_NO;
-    else if (s->expect_json != NULL)
+    else if (s->expect_json != NULL &&
+             !(s->tools != NULL && rd->ans.has_tool_calls))
+        /* An agent's turn with calls is checked when it answers in text. */
         in->parsed = worker__has_keys(rd->txt.text,
                                       rd->txt.text ? strlen(rd->txt.text) : 0,
                                       s->expect_json)
