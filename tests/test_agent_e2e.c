@@ -167,6 +167,41 @@ START_TEST(test_three_turn_loop)
 }
 END_TEST
 
+/* A plain chat step after an agent step is sent as a chat step: no
+ * tools, no conversation of the loop before it. */
+START_TEST(test_step_after_agent_is_plain)
+{
+    char *job, *two;
+    cJSON *log, *body;
+    const cJSON *req;
+
+    e2e_start(TWO_TURNS, "");
+    job = agent_job(ADD_LABEL(""), "");
+    two = malloc(strlen(job) + 256);
+    strcpy(two, job);
+    strcpy(two + strlen(two) - 2,
+           ", {\"name\": \"b\", \"tiers\": [\"local\"], \"request\":"
+           " {\"messages\": [{\"role\": \"user\", \"content\": \"next\"}]}}]}");
+    e2e_enqueue(two);
+    free(job);
+    free(two);
+    cJSON_Delete(drain_succeeded("done after 2 tool turns"));
+    log = e2e_mock_log();
+    ck_assert_int_eq(e2e_sent_to(log, "/local"), 1);
+    cJSON_ArrayForEach(req, log)
+    {
+        if (strncmp(e2e_str(req, "path"), "/local", 6) != 0)
+            continue;
+        body = e2e_body_of(req);
+        ck_assert_ptr_null(cJSON_GetObjectItem(body, "tools"));
+        ck_assert_int_eq(
+            cJSON_GetArraySize(cJSON_GetObjectItem(body, "messages")), 1);
+        cJSON_Delete(body);
+    }
+    cJSON_Delete(log);
+}
+END_TEST
+
 /* Mock scripts: one route /free whose model calls what turns says, and
  * answers with the results it received. */
 #define ECHO_ROUTE(path, turns)                                                \
@@ -546,6 +581,94 @@ START_TEST(test_crash_unkeyed_call_parked_in_doubt)
 }
 END_TEST
 
+/* ---- the crash soak ------------------------------------------------- */
+
+#define SOAK_JOBS  24
+#define SOAK_KILLS 8
+
+/* Job i of the soak: a keyed label and an unkeyed comment, each posting
+ * to a path of its own job, so that the mock's log tells them apart. */
+static void
+soak_enqueue(int i)
+{
+    char tools[2048], *job;
+
+    snprintf(tools, sizeof(tools),
+             "{\"name\": \"add_label\", \"parameters\": {\"type\": \"object\","
+             " \"properties\": {\"label\": {\"type\": \"string\"}}},"
+             " \"idempotency_key\": \"j%d-{{args.label}}\", \"action\":"
+             " {\"http\": {\"method\": \"POST\", \"url\":"
+             " \"http://127.0.0.1:PORT/slow/j%d/label\"}}},"
+             " {\"name\": \"post_comment\", \"parameters\": {\"type\":"
+             " \"object\"}, \"action\": {\"http\": {\"method\": \"POST\","
+             " \"url\": \"http://127.0.0.1:PORT/slow/j%d/comment\"}}}",
+             i, i, i);
+    e2e_enqueue(job = agent_job(tools, ""));
+    free(job);
+}
+
+/* How many requests of the log went to path. */
+static int
+sent_exactly(const cJSON *log, const char *path)
+{
+    const cJSON *req;
+    int n = 0;
+
+    cJSON_ArrayForEach(req, log) n += strcmp(e2e_str(req, "path"), path) == 0;
+    return n;
+}
+
+/* Agent jobs whose worker is killed -9 again and again, each time a few
+ * requests after it started: no job is lost, each ends succeeded or
+ * parked (a comment in doubt), an unkeyed comment is never sent twice
+ * without a human, and every label carries its job's key. */
+START_TEST(test_crash_soak)
+{
+    cJSON *log, *shown;
+    char path[64];
+    unsigned seed = (unsigned)getpid(); /* said on failure */
+    int seen = 0;
+
+    e2e_start(
+        "{\"routes\": [{\"path\": \"/slow\", \"latency_ms\": 150}, " ECHO_ROUTE(
+            "/free",
+            "[[" CALL("add_label",
+                      "{\"label\": "
+                      "\"bug\"}") ", " CALL("post_comment", "{}") "]]") "]}",
+        "");
+    for (int i = 0; i < SOAK_JOBS; i++)
+        soak_enqueue(i);
+    for (int k = 0; k < SOAK_KILLS; k++) {
+        seen += 1 + rand_r(&seed) % 6;
+        kill_after(seen);
+    }
+    free(e2e_drain());
+    log = e2e_mock_log();
+    for (int i = 0; i < SOAK_JOBS; i++) {
+        const char *st;
+        shown = e2e_show(i + 1);
+        st = e2e_str(shown, "state");
+        ck_assert_msg(strcmp(st, "succeeded") == 0 || strcmp(st, "parked") == 0,
+                      "job %d: %s (seed %u)", i + 1, st, (unsigned)getpid());
+        snprintf(path, sizeof(path), "/slow/j%d/comment", i);
+        ck_assert_int_le(sent_exactly(log, path), 1);
+        snprintf(path, sizeof(path), "/slow/j%d/label", i);
+        ck_assert_int_ge(sent_exactly(log, path), 1);
+        cJSON_Delete(shown);
+    }
+    const cJSON *req;
+    cJSON_ArrayForEach(req, log)
+    {
+        const char *p = e2e_str(req, "path");
+        if (strstr(p, "/label") != NULL)
+            ck_assert_msg(e2e_str(req, "idempotency_key") != NULL &&
+                              strstr(e2e_str(req, "idempotency_key"), "-bug"),
+                          "%s without its key", p);
+    }
+    cJSON_Delete(log);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -555,6 +678,7 @@ test_suite(void)
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_three_turn_loop);
+    tcase_add_test(tc, test_step_after_agent_is_plain);
     tcase_add_test(tc, test_invalid_calls_answered_with_errors);
     tcase_add_test(tc, test_max_tool_errors);
     tcase_add_test(tc, test_max_turns_reached);
@@ -566,5 +690,10 @@ test_suite(void)
     tcase_add_test(tc, test_crash_keyed_call_resent_with_its_key);
     tcase_add_test(tc, test_crash_unkeyed_call_parked_in_doubt);
     suite_add_tcase(s, tc);
+    TCase *soak = tcase_create("soak");
+    tcase_add_checked_fixture(soak, e2e_setup, e2e_teardown);
+    tcase_set_timeout(soak, 120);
+    tcase_add_test(soak, test_crash_soak);
+    suite_add_tcase(s, soak);
     return s;
 }

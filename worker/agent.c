@@ -34,6 +34,15 @@ worker__agent_free(struct agent *ag)
     free(ag);
 }
 
+void
+worker__agent_leave(struct run *r)
+{
+    if (r->agent != NULL && r->agent->step != r->step) {
+        worker__agent_free(r->agent);
+        r->agent = NULL;
+    }
+}
+
 bool
 worker__agent_busy(const struct run *r)
 {
@@ -291,8 +300,10 @@ worker__agent_enter(struct run *r, const struct q_attempt *a, size_t n)
     char err[600];
     size_t from;
 
-    if (r->agent == NULL)
+    if (r->agent == NULL) {
         r->agent = xcalloc(1, sizeof(*r->agent));
+        r->agent->step = r->step;
+    }
     if (!r->agent->ts_built) {
         if (spec_toolset_build(s->tools, "tools", &r->w->cfg->tools,
                                &r->agent->ts, err, sizeof(err)) != 0) {

@@ -35,6 +35,7 @@ struct agent_call {
 };
 
 struct agent {
+    int step;               /* the step whose loop it is */
     struct spec_toolset ts; /* the step's tools, resolved */
     bool ts_built;
     cJSON *convo; /* owned: the messages the loop added, OpenAI's shape */

@@ -375,6 +375,8 @@ void worker__agent_cancel(struct run *r);
 bool worker__agent_busy(const struct run *r);
 /* worker__agent_free_calls forgets the open turn of ag. */
 void worker__agent_free_calls(struct agent *ag);
+/* worker__agent_leave frees r's loop when it is another step's. */
+void worker__agent_leave(struct run *r);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 

@@ -411,6 +411,7 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         worker__give_back(r, worker__now(w) + 1000);
         return;
     }
+    worker__agent_leave(r); /* another step's loop ended */
     if (cur_spec(r)->tools != NULL && r->held == NULL) {
         worker__agent_enter(r, a, n); /* the tool loop (agent.c) */
         q_attempts_free(a, n);
