@@ -7,6 +7,7 @@
  */
 #include "tests/support/support.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "tests/support/e2e.h"
 #include "tests/support/servefix.h"
 
@@ -607,6 +609,33 @@ soak_enqueue(int i)
     free(job);
 }
 
+/* Runs a worker until the mock logged n requests in all, then kills it
+ * -9; one that drained the queue before (everything done or parked)
+ * ended by itself. Returns the requests logged by then. */
+static int
+kill_at(int n)
+{
+    pid_t w = e2e_spawn_worker("--drain");
+    int64_t end = clock_mono_ms() + 20000;
+    int got = 0, st;
+
+    for (;;) {
+        cJSON *log = e2e_mock_log();
+        got = cJSON_GetArraySize(log);
+        cJSON_Delete(log);
+        if (got >= n || waitpid(w, &st, WNOHANG) == w)
+            break;
+        ck_assert_msg(clock_mono_ms() < end, "mock saw %d of %d", got, n);
+        poll(NULL, 0, 10);
+    }
+    if (got >= n) {
+        kill(w, SIGKILL);
+        st = e2e_wait_exit(w); /* it may have drained meanwhile */
+        ck_assert_msg(st == 128 + SIGKILL || st == 0, "worker: %d", st);
+    }
+    return got;
+}
+
 /* How many requests of the log went to path. */
 static int
 sent_exactly(const cJSON *log, const char *path)
@@ -639,8 +668,7 @@ START_TEST(test_crash_soak)
     for (int i = 0; i < SOAK_JOBS; i++)
         soak_enqueue(i);
     for (int k = 0; k < SOAK_KILLS; k++) {
-        seen += 1 + rand_r(&seed) % 6;
-        kill_after(seen);
+        seen = kill_at(seen + 1 + rand_r(&seed) % 6);
     }
     free(e2e_drain());
     log = e2e_mock_log();

@@ -15,6 +15,7 @@ enum agent_call_state {
     AC_DONE,     /* has its result */
     AC_DOUBT,    /* recorded by a holder that died: no result */
     AC_PARKED,   /* parked for a human (approval, question, in doubt) */
+    AC_HOLD,     /* in doubt, not to be resent: parks once the rest end */
 };
 
 struct agent;

@@ -317,31 +317,42 @@ resolved(struct run *r, struct agent_call *ac)
     return go;
 }
 
-/* A call its holder sent and died before the answer. Resent when that is
- * safe (replayable, no side effects, or an idempotency key: the same
- * arguments give the same key); else parked in doubt. */
+/* Settles the attempt of ac left without result as in doubt, decided
+ * decision. Returns false when the run went elsewhere. */
 static bool
-in_doubt(struct run *r, struct agent_call *ac, const struct spec_tool *t)
+settle_doubt(struct run *r, struct agent_call *ac, const char *decision)
 {
-    bool resend = t != NULL && (t->replayable || !t->side_effects ||
-                                t->idempotency_key != NULL);
     struct q_attempt_result res = {.outcome = "unknown",
                                    .reason = "in_doubt",
-                                   .decision = resend ? "backoff_retry"
-                                                      : "park_for_human",
+                                   .decision = decision,
                                    .finished_at = worker__now(r->w)};
 
     if (q_attempt_finish(r->w->db, ac->attempt_id, &res) != 0) {
         worker__give_back(r, worker__now(r->w) + 1000);
         return false;
     }
+    return true;
+}
+
+/* A call its holder sent and died before the answer. Resent when that is
+ * safe (replayable, no side effects, or an idempotency key: the same
+ * arguments give the same key); else held, to be parked in doubt once
+ * its siblings have ended. */
+static bool
+in_doubt(struct run *r, struct agent_call *ac, const struct spec_tool *t)
+{
+    bool resend = t != NULL && (t->replayable || !t->side_effects ||
+                                t->idempotency_key != NULL);
+
     ac->approved = true; /* it passed its checks before it was sent */
-    if (resend) {
-        ac->state = AC_TODO;
+    if (!resend) {
+        ac->state = AC_HOLD;
         return true;
     }
-    park_call(r, ac, t, "in_doubt");
-    return false;
+    if (!settle_doubt(r, ac, "backoff_retry"))
+        return false;
+    ac->state = AC_TODO;
+    return true;
 }
 
 /* ---- the turn's work ------------------------------------------------- */
@@ -436,6 +447,11 @@ agent__call_work(struct run *r)
     for (size_t i = 0; i < ag->open.n; i++) {
         struct agent_call *ac = &ag->calls[i];
         const struct spec_tool *t = spec_toolset_find(&ag->ts, ac->c->name);
+        if (ac->state == AC_HOLD) {
+            if (settle_doubt(r, ac, "park_for_human"))
+                park_call(r, ac, t, "in_doubt");
+            return;
+        }
         if (ac->state == AC_TODO) {
             park_call(r, ac, t,
                       t->kind == SPEC_TOOL_ASK ? "question" : "approval");
