@@ -1,8 +1,8 @@
-/* agent.h: declarations private to worker/'s agent loop (agent.c: the
- * conversation read back from the ledger, the model turn's body and its
- * answer; agent_call.c: checking, approving and running the calls of a
- * turn). Included by worker/internal.h users through agent.c and
- * agent_call.c only. */
+/* agent.h: declarations private to worker/'s agent loop, shared by
+ * agent.c (the conversation read back from the ledger, the model turn's
+ * body and its answer) and agent_call.c (checking, approving and running
+ * the calls of a turn). The rest of worker/ sees only the worker__agent_*
+ * functions of worker/internal.h. */
 #ifndef STEPQ_WORKER_AGENT_H
 #define STEPQ_WORKER_AGENT_H
 

@@ -102,7 +102,6 @@ static bool
 check(struct run *r, struct agent_call *ac, const struct spec_tool *t, int *rc)
 {
     char msg[1200], err[600];
-    const char *names = "";
 
     *rc = 0;
     if (ac->c->problem == HTTP_CALL_OK && t != NULL && ac->c->args != NULL) {
@@ -116,7 +115,6 @@ check(struct run *r, struct agent_call *ac, const struct spec_tool *t, int *rc)
                  "error: the arguments of %s do not fit its parameters: %s",
                  t->name, err);
     } else if (ac->c->problem == HTTP_CALL_UNKNOWN_TOOL || t == NULL) {
-        (void)names;
         snprintf(msg, sizeof(msg), "error: there is no tool named \"%s\"",
                  ac->c->name);
     } else {
