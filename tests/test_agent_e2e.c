@@ -59,6 +59,16 @@ agent_job(const char *tools, const char *fields)
     return job;
 }
 
+/* Enqueues agent_job(tools, fields). */
+static void
+enqueue_agent(const char *tools, const char *fields)
+{
+    char *job = agent_job(tools, fields);
+
+    e2e_enqueue(job);
+    free(job);
+}
+
 /* The chat requests the mock received on the route of prefix, in order:
  * their message arrays
  * (cJSON_Delete the result). */
@@ -141,13 +151,11 @@ count_role(const cJSON *msgs, const char *role)
  * answer, which holds the three results the model received. */
 START_TEST(test_three_turn_loop)
 {
-    char *job;
     cJSON *shown, *msgs;
     const char *out;
 
     e2e_start(TWO_TURNS, "");
-    e2e_enqueue(job = agent_job(ADD_LABEL(""), ""));
-    free(job);
+    enqueue_agent(ADD_LABEL(""), "");
     free(e2e_drain());
     shown = e2e_show(1);
     ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
@@ -215,7 +223,6 @@ END_TEST
  * not run: the model receives an error result for each and goes on. */
 START_TEST(test_invalid_calls_answered_with_errors)
 {
-    char *job;
     cJSON *shown;
     const char *out;
 
@@ -224,8 +231,7 @@ START_TEST(test_invalid_calls_answered_with_errors)
             "/free", "[[" CALL("add_labels", "{\"label\": \"bug\"}") ", " CALL(
                          "add_label", "{\"label\": 5}") "]]") "]}",
         "");
-    e2e_enqueue(job = agent_job(ADD_LABEL(""), ""));
-    free(job);
+    enqueue_agent(ADD_LABEL(""), "");
     free(e2e_drain());
     shown = e2e_show(1);
     ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
@@ -241,15 +247,13 @@ END_TEST
 /* More invalid calls than max_tool_errors fails the step, naming it. */
 START_TEST(test_max_tool_errors)
 {
-    char *job;
     cJSON *shown;
 
     e2e_start("{\"routes\": [" ECHO_ROUTE(
                   "/free",
                   "[[" CALL("nope", "{}") ", " CALL("nope2", "{}") "]]") "]}",
               "");
-    e2e_enqueue(job = agent_job(ADD_LABEL(""), ", \"max_tool_errors\": 1"));
-    free(job);
+    enqueue_agent(ADD_LABEL(""), ", \"max_tool_errors\": 1");
     free(e2e_drain());
     shown = e2e_show(1);
     ck_assert_str_eq(e2e_str(shown, "state"), "failed");
@@ -263,7 +267,6 @@ END_TEST
  * no turn past the bound is sent. */
 START_TEST(test_max_turns_reached)
 {
-    char *job;
     cJSON *shown;
 
     e2e_start(
@@ -274,8 +277,7 @@ START_TEST(test_max_turns_reached)
                                                            "{\"label\": "
                                                            "\"c\"}") "]]") "]}",
         "");
-    e2e_enqueue(job = agent_job(ADD_LABEL(""), ", \"max_turns\": 2"));
-    free(job);
+    enqueue_agent(ADD_LABEL(""), ", \"max_turns\": 2");
     free(e2e_drain());
     shown = e2e_show(1);
     ck_assert_str_eq(e2e_str(shown, "state"), "failed");
@@ -340,15 +342,14 @@ END_TEST
 static long long
 parked_call(const char *tools, const char *calls, const char *reason)
 {
-    char script[2048], *job;
+    char script[2048];
     struct run_result r;
     cJSON *items, *it;
     long long id;
 
     snprintf(script, sizeof(script), "{\"routes\": [%s]}", calls);
     e2e_start(script, "");
-    e2e_enqueue(job = agent_job(tools, ""));
-    free(job);
+    enqueue_agent(tools, "");
     free(e2e_drain());
     ck_assert_int_eq(RUN_ARGS(&r, "park", "list", "--json"), 0);
     items = cJSON_Parse(r.out);
@@ -559,15 +560,13 @@ END_TEST
 START_TEST(test_crash_unkeyed_call_parked_in_doubt)
 {
     struct run_result r;
-    char *job;
     cJSON *shown;
 
     e2e_start("{\"routes\": [" POST_HANGS ", " ECHO_ROUTE(
                   "/free",
                   "[[" CALL("post_comment", "{\"label\": \"bug\"}") "]]") "]}",
               "");
-    e2e_enqueue(job = agent_job(POST_TOOL("post_comment", ""), ""));
-    free(job);
+    enqueue_agent(POST_TOOL("post_comment", ""), "");
     kill_after(2);
     free(e2e_drain());
     shown = e2e_show(1);
@@ -593,7 +592,7 @@ END_TEST
 static void
 soak_enqueue(int i)
 {
-    char tools[2048], *job;
+    char tools[2048];
 
     snprintf(tools, sizeof(tools),
              "{\"name\": \"add_label\", \"parameters\": {\"type\": \"object\","
@@ -605,8 +604,7 @@ soak_enqueue(int i)
              " \"object\"}, \"action\": {\"http\": {\"method\": \"POST\","
              " \"url\": \"http://127.0.0.1:PORT/slow/j%d/comment\"}}}",
              i, i, i);
-    e2e_enqueue(job = agent_job(tools, ""));
-    free(job);
+    enqueue_agent(tools, "");
 }
 
 /* Runs a worker until the mock logged n requests in all (or 10 s went
