@@ -124,6 +124,43 @@ print_input(const cJSON *o)
     free(text);
 }
 
+/* An agent step's attempt as a line of its transcript: a model turn
+ * (tier, tokens, cost, finish) or a tool call (tool, arguments, state,
+ * result excerpt). False for a plain attempt. */
+static bool
+print_agent(const cJSON *h)
+{
+    const char *kind = cli_json_text(h, "kind");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(h, "tokens");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(h, "calls");
+    char cost[64], *args;
+
+    if (strcmp(kind, "turn") == 0) {
+        printf("    #%d turn  tier %s tokens %.0f%s finish %s",
+               cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
+               cli_json_text(h, "tier"),
+               cJSON_IsNumber(tok) ? tok->valuedouble : 0,
+               cost_text(h, cost, sizeof(cost)),
+               cJSON_IsNumber(calls) ? "tool_calls"
+                                     : cli_json_text(h, "outcome"));
+        if (cJSON_IsNumber(calls))
+            printf(" (%d calls)", calls->valueint);
+        printf("\n");
+        return true;
+    }
+    if (strcmp(kind, "tool") != 0)
+        return false;
+    args = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(h, "args"));
+    printf("    #%d call  %s %s: %s (%s)\n",
+           cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
+           cli_json_text(h, "tool"), args ? args : "-",
+           cli_json_text(h, "outcome"), cli_json_text(h, "decision"));
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(h, "result")))
+        printf("           -> %s\n", cli_json_text(h, "result"));
+    free(args);
+    return true;
+}
+
 /* One attempt of a shown job's step; the first one after a retry (*after:
  * the retry of the attempt before) says which and who asked for it. */
 static void
@@ -144,6 +181,8 @@ print_attempt(const cJSON *h, const cJSON *retries, int *after)
     }
     if (cJSON_IsNumber(st))
         snprintf(status, sizeof(status), "%d", st->valueint);
+    if (print_agent(h))
+        return;
     printf("    #%d tier %s status %s outcome %s decision %s%s\n",
            cJSON_GetObjectItemCaseSensitive(h, "attempt")->valueint,
            cJSON_IsString(ht) ? ht->valuestring : "-", status,
@@ -152,6 +191,35 @@ print_attempt(const cJSON *h, const cJSON *retries, int *after)
            cost_text(h, cost, sizeof(cost)));
     if (cJSON_IsString(ro))
         printf("       not first choice: %s\n", ro->valuestring);
+}
+
+/* The park items of step's tool calls (approvals, questions, calls in
+ * doubt) and who resolved them. */
+static void
+print_calls_parked(const cJSON *o, const char *step)
+{
+    const cJSON *p;
+
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(o, "park"))
+    {
+        const cJSON *call = cJSON_GetObjectItemCaseSensitive(p, "call");
+        char *args;
+        if (!cJSON_IsObject(call) || strcmp(cli_json_text(p, "step"), step))
+            continue;
+        args = cJSON_PrintUnformatted(
+            cJSON_GetObjectItemCaseSensitive(call, "args"));
+        printf("    %s %s %s: %s", cli_json_text(p, "reason"),
+               cli_json_text(call, "tool"), args ? args : "-",
+               cli_json_text(p, "state"));
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(p, "resolution")))
+            printf(" %s by %s at %s", cli_json_text(p, "resolution"),
+                   cli_json_text(p, "resolved_by"),
+                   cli_json_text(p, "resolved_at"));
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(p, "note")))
+            printf(" (%s)", cli_json_text(p, "note"));
+        printf("\n");
+        free(args);
+    }
 }
 
 static void
@@ -207,6 +275,7 @@ print_job_text(const cJSON *o)
         }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
             print_attempt(h, retries, &after);
+        print_calls_parked(o, cli_json_text(s, "name"));
     }
     cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
 }

@@ -25,7 +25,8 @@ static const char usage[] =
     "       stepq park show ID [--json]\n"
     "       stepq park resolve ID (--retry [--tier NAME] [--not-before T]\n"
     "                              [--lift-wall] | --skip |\n"
-    "                              --done [--output FILE|-] | --fail)\n"
+    "                              --done [--output FILE|-] | --fail |\n"
+    "                              --approve [--args FILE|-] | --reject)\n"
     "                             [--by NAME] [--note TEXT] [--json]\n"
     "       stepq park resolve --all-matching [--reason R] [--tier T]\n"
     "                             [--job ID] (--retry [--not-before T]\n"
@@ -42,7 +43,11 @@ static const char usage[] =
     "         ended, send now); --skip goes on without it; --done records "
     "your output\n"
     "         (later steps' templates see it) and goes on; --fail fails the\n"
-    "         job. --by defaults to your login name. An item already resolved\n"
+    "         job. A tool call's item (approval, question, in_doubt):\n"
+    "         --approve runs it (--args: with these arguments, checked\n"
+    "         against the tool's parameters), --reject gives the model the\n"
+    "         --note as its result, --done gives it the --output.\n"
+    "         --by defaults to your login name. An item already resolved\n"
     "         exits 4; an unknown id exits 3. --json prints\n"
     "         {\"id\":N,\"resolution\":R}, or with --all-matching\n"
     "         {\"resolved\":N,\"resolution\":R} (N: the items resolved).\n";
@@ -303,16 +308,21 @@ show_cmd(struct cli_env *env, int argc, char **argv)
 
 /* Exactly one of the resolutions, as the CLI flags give it. */
 static int
-pick_resolution(bool retry, bool skip, bool done, bool fail, enum park_how *out)
+pick_resolution(const bool *flags, enum park_how *out)
 {
-    int n = retry + skip + done + fail;
+    int n = 0;
 
+    for (int i = 0; i <= PARK_REJECT; i++) {
+        if (flags[i]) {
+            *out = (enum park_how)i;
+            n++;
+        }
+    }
     if (n != 1) {
-        cli_error("park resolve: give exactly one of --retry, --skip, --done "
-                  "or --fail");
+        cli_error("park resolve: give exactly one of --retry, --skip, --done, "
+                  "--fail, --approve or --reject");
         return CLI_USAGE;
     }
-    *out = retry ? PARK_RETRY : skip ? PARK_SKIP : done ? PARK_DONE : PARK_FAIL;
     return 0;
 }
 
@@ -340,15 +350,20 @@ check_decision(struct cli_env *env, const struct park_decision *d, bool bulk,
     return 0;
 }
 
-/* Reads the --output file into d (owned text in *text). */
+/* Reads the --output (or --args: args) file into d (owned text in
+ * *text). */
 static int
-read_output(const char *output, struct park_decision *d, char **text)
+read_output(const char *output, bool args, struct park_decision *d, char **text)
 {
     size_t len = 0;
     int rc = file_read_all(output, OUTPUT_MAX_BYTES, text, &len);
 
+    if (rc == 0 && args) {
+        d->args = *text;
+        return 0;
+    }
     if (rc != 0) {
-        cli_error("park resolve: --output %s: %s", output,
+        cli_error("park resolve: --%s %s: %s", args ? "args" : "output", output,
                   rc == -ENOENT  ? "no such file"
                   : rc == -E2BIG ? "larger than 16 MiB"
                                  : "cannot read");
@@ -422,16 +437,20 @@ resolved(int rc, bool json, bool all, long long id, int64_t n,
 static int
 resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
-    bool retry = false, skip = false, done = false, fail = false, all = false;
-    bool json = false, lift = false;
+    bool how[PARK_REJECT + 1] = {false}, all = false, json = false;
+    bool lift = false, retry;
     const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
+    const char *args = NULL;
     const char *reason = NULL, *job = NULL, *not_before = NULL;
-    struct cli_opt opts[] = {{"retry", NULL, &retry},
+    struct cli_opt opts[] = {{"retry", NULL, &how[PARK_RETRY]},
                              {"not-before", &not_before, NULL},
                              {"lift-wall", NULL, &lift},
-                             {"skip", NULL, &skip},
-                             {"done", NULL, &done},
-                             {"fail", NULL, &fail},
+                             {"skip", NULL, &how[PARK_SKIP]},
+                             {"done", NULL, &how[PARK_DONE]},
+                             {"fail", NULL, &how[PARK_FAIL]},
+                             {"approve", NULL, &how[PARK_APPROVE]},
+                             {"reject", NULL, &how[PARK_REJECT]},
+                             {"args", &args, NULL},
                              {"tier", &tier, NULL},
                              {"output", &output, NULL},
                              {"by", &by, NULL},
@@ -445,15 +464,16 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     struct q_park_filter f = {0};
     struct park_audit a = {0};
     const char *pos[1];
-    char *text = NULL;
+    char *text = NULL, *args_text = NULL, err[512];
     long long id = 0;
     int64_t n = 0;
     q_db *db = NULL;
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0 ||
-        (rc = pick_resolution(retry, skip, done, fail, &d.how)) != 0)
+        (rc = pick_resolution(how, &d.how)) != 0)
         return rc;
+    retry = d.how == PARK_RETRY;
     if (all == (npos == 1)) {
         cli_error("park resolve: give one item ID or --all-matching");
         return CLI_USAGE;
@@ -475,16 +495,26 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
     d.by = by ? by : cli_login_name();
     d.note = note;
     d.lift_wall = lift;
+    d.args = args != NULL ? "{}" : NULL; /* the rules first, then read */
     if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
         return rc;
-    if (output != NULL && ((rc = read_output(output, &d, &text)) != 0 ||
-                           (rc = check_decision(env, &d, all, NULL)) != 0)) {
+    if ((output != NULL && ((rc = read_output(output, false, &d, &text)) != 0 ||
+                            (rc = check_decision(env, &d, all, NULL)) != 0)) ||
+        (args != NULL && (rc = read_output(args, true, &d, &args_text)) != 0) ||
+        (rc = cli_open_db(env, &db)) != 0) {
         free(text);
+        free(args_text);
         return rc;
     }
-    if ((rc = cli_open_db(env, &db)) != 0) {
+    /* A tool call's item: approve/reject only there, edited arguments
+     * checked against the tool's parameters (exit 2, nothing changed). */
+    if (!all && (rc = park_tool_check(db, id, &d, err, sizeof(err))) == -EINVAL)
+        cli_error("park resolve: park item %lld: %s", id, err);
+    if (!all && rc == -EINVAL) {
+        q_close(db);
         free(text);
-        return rc;
+        free(args_text);
+        return CLI_USAGE;
     }
     d.now = cli_now(db);
     if (not_before != NULL &&
@@ -498,6 +528,7 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
              : park_resolve_audited(db, id, &d, &a);
     q_close(db);
     free(text);
+    free(args_text);
     return resolved(rc, json, all, id, n, d.how);
 }
 

@@ -24,7 +24,8 @@
 
 /* park_item_json renders it as in the reference's `park list --json`: id,
  * job_id, step, reason, attempts, request_sha256, error, tier, parked_at,
- * state, resolution, resolved_by, note (plus resolved_at). Caller owns the
+ * state, resolution, resolved_by, note (plus resolved_at), and call and
+ * answer (a tool call's item; else null). Caller owns the
  * result (cJSON_Delete). */
 cJSON *park_item_json(const struct q_park_item *it);
 
@@ -68,9 +69,18 @@ void park_hooks_kill(uv_loop_t *loop);
 /* ---- resolution: what an operator's decision does --------------------- */
 
 /* The four resolutions of a park item. */
-enum park_how { PARK_RETRY, PARK_SKIP, PARK_DONE, PARK_FAIL };
+/* approve and reject: a tool call's item only (park_tool_check). */
+enum park_how {
+    PARK_RETRY,
+    PARK_SKIP,
+    PARK_DONE,
+    PARK_FAIL,
+    PARK_APPROVE,
+    PARK_REJECT
+};
 
-/* park_how_name gives "retry", "skip", "done" or "fail". */
+/* park_how_name gives "retry", "skip", "done", "fail", "approve" or
+ * "reject". */
 const char *park_how_name(enum park_how how);
 /* park_how_from_name maps one of those names to its value; -EINVAL. */
 STEPQ_MUST_CHECK int park_how_from_name(const char *name, enum park_how *out);
@@ -91,6 +101,9 @@ struct park_decision {
     /* retry of an http step: its host's wall (see "Walls of http
      * endpoints") is lifted first, by an operator who knows it ended */
     bool lift_wall;
+    /* approve: the tool call's arguments as the operator edited them
+     * (JSON object text; NULL: as the model gave them) */
+    const char *args;
 };
 
 /* park_decision_check applies the rules of a valid decision, the same for
@@ -104,6 +117,16 @@ struct park_decision {
 STEPQ_MUST_CHECK int park_decision_check(const struct park_decision *d,
                                          bool bulk, const struct config *cfg,
                                          char *err, size_t len);
+
+/* park_tool_check checks d against item id when it is a tool call's (an
+ * agent step's approval, question or in_doubt): approve and reject go
+ * only with such an item, and d->args must be a JSON object that passes
+ * the tool's parameters. Returns 0; -EINVAL with the reason in err
+ * ("args.label: expected string, got number"); -ENOENT for an unknown
+ * id; or a storage error. park_resolve applies the same rules. */
+STEPQ_MUST_CHECK int park_tool_check(q_db *db, int64_t id,
+                                     const struct park_decision *d, char *err,
+                                     size_t len);
 
 /* park_resolve resolves open item id as d says, in one transaction: the
  * item is closed with its resolution, and its parked job goes on: retry

@@ -14,18 +14,19 @@
 #include "park/internal.h"
 #include "tier/tier.h"
 
-static const char *const how_names[] = {"retry", "skip", "done", "fail"};
+static const char *const how_names[] = {"retry", "skip",    "done",
+                                        "fail",  "approve", "reject"};
 
 const char *
 park_how_name(enum park_how how)
 {
-    return (unsigned)how < 4 ? how_names[how] : "unknown";
+    return (unsigned)how < 6 ? how_names[how] : "unknown";
 }
 
 int
 park_how_from_name(const char *name, enum park_how *out)
 {
-    for (int i = 0; name != NULL && i < 4; i++) {
+    for (int i = 0; name != NULL && i < 6; i++) {
         if (strcmp(name, how_names[i]) == 0) {
             *out = (enum park_how)i;
             return 0;
@@ -46,8 +47,13 @@ int
 park_decision_check(const struct park_decision *d, bool bulk,
                     const struct config *cfg, char *err, size_t len)
 {
-    if ((unsigned)d->how > PARK_FAIL)
+    if ((unsigned)d->how > PARK_REJECT)
         return refuse(err, len, "unknown resolution");
+    if (bulk && (d->how == PARK_APPROVE || d->how == PARK_REJECT))
+        return refuse(err, len,
+                      "approve and reject are per item (each shows its call)");
+    if (d->args != NULL && d->how != PARK_APPROVE)
+        return refuse(err, len, "args go with approve");
     if (d->by == NULL || d->by[strspn(d->by, " \t")] == '\0')
         return refuse(err, len, "say who resolves it (by)");
     if (!json_plain_text(d->by, false))
@@ -208,14 +214,20 @@ resolve_one(q_db *db, int64_t id, const struct park_decision *d)
         .note = d->note,
         .now = d->now,
     };
+    struct q_park_close closing = close;
+    struct park_decision eff;
     struct q_park_item it;
     struct q_attempt *a = NULL;
     size_t na = 0;
     int attempts, rc;
 
-    if ((rc = q_park_close(db, id, &close)) != 0 ||
-        (rc = q_park_get(db, id, &it)) != 0)
+    if ((rc = q_park_get(db, id, &it)) != 0)
         return rc;
+    if ((rc = park__tool_decision(&it, d, &eff, &closing.answer)) != 0 ||
+        (rc = q_park_close(db, id, &closing)) != 0) {
+        q_park_item_cleanup(&it);
+        return rc;
+    }
     /* The item's own count can be older than the ledger's: the last
      * attempt number of the step is what a retry counts from. */
     attempts = it.attempts;
@@ -223,7 +235,7 @@ resolve_one(q_db *db, int64_t id, const struct park_decision *d)
         if (na > 0)
             attempts = a[na - 1].attempt;
         q_attempts_free(a, na);
-        rc = go_on(db, &it, attempts, d);
+        rc = go_on(db, &it, attempts, &eff);
     }
     q_park_item_cleanup(&it);
     return rc;

@@ -54,6 +54,10 @@ static const struct q__column attempt_cols[] = {
     {"route", T},
     {"cost_nusd", I},
     {"cost_estimated", I},
+    {"kind", T},
+    {"call_id", T},
+    {"tool", T},
+    {"args", T},
 };
 
 static const struct q__column park_cols[] = {
@@ -73,6 +77,7 @@ static const struct q__column park_cols[] = {
     {"resolved_by", T},
     {"resolved_at", I},
     {"note", T},
+    {"answer", T},
 };
 
 static const struct q__column tier_cols[] = {

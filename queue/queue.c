@@ -285,6 +285,10 @@ q__attempt_clean(void *e)
     free(a->decision);
     free(a->body);
     free(a->route);
+    free(a->kind);
+    free(a->call_id);
+    free(a->tool);
+    free(a->args);
 }
 
 void
@@ -307,6 +311,7 @@ q_park_item_cleanup(struct q_park_item *it)
     free(it->resolution);
     free(it->resolved_by);
     free(it->note);
+    free(it->answer);
     memset(it, 0, sizeof(*it));
 }
 

@@ -312,6 +312,13 @@ struct q_attempt_start {
     /* why this tier and not an earlier one of the step's list (a wall,
      * a wait that would pass the deadline, ...); NULL: the first choice */
     const char *route;
+    /* An agent step's (worker/agent*.c): "turn" (a model turn) or "tool"
+     * (a tool call); NULL: a plain attempt. A tool call's id, tool name
+     * and arguments (JSON text); NULL otherwise. */
+    const char *kind;
+    const char *call_id;
+    const char *tool;
+    const char *args;
 };
 
 /* What came back. Strings are borrowed; body is capped when stored. */
@@ -385,6 +392,10 @@ struct q_attempt {
     bool priced; /* the ledger holds a cost (NULL: not priced, 0 cost) */
     bool cost_estimated; /* not from a usage the answer reported */
     int64_t cost_nusd;   /* nano-dollars; 0 when not priced */
+    char *kind;          /* q_attempt_start's; NULL: a plain attempt */
+    char *call_id;       /* a tool call's, else NULL */
+    char *tool;
+    char *args;
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,
@@ -519,6 +530,9 @@ struct q_park_item {
     char *resolved_by;
     int64_t resolved_at;
     char *note;
+    /* what the operator gave a tool call's item: the approved arguments
+     * (JSON text), or the answer to a question; NULL: none */
+    char *answer;
 };
 
 /* q_park_item_cleanup frees the strings of it. */
@@ -550,6 +564,7 @@ struct q_park_close {
     const char *by;
     const char *note; /* may be NULL */
     int64_t now;
+    const char *answer; /* a tool call's approved args or answer, or NULL */
 };
 
 /* The primitives a resolution is made of (park/ composes them in one

@@ -495,8 +495,17 @@ park_resolve_one(const struct serve_opts *o, const struct serve_caller *who,
         return ret;
     }
     d.now = store_now(o);
-    serve_audit_by(who, d.now, &a);
-    rc = park_resolve_audited(o->db, id, &d, &a);
+    /* A tool call's item: approve/reject only there, edited arguments
+     * checked against the tool's parameters (park/tool.c). */
+    if ((rc = park_tool_check(o->db, id, &d, err, sizeof(err))) == -EINVAL) {
+        cJSON_Delete(doc);
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "park item %lld: %s", (long long)id, err);
+    }
+    if (rc == 0) {
+        serve_audit_by(who, d.now, &a);
+        rc = park_resolve_audited(o->db, id, &d, &a);
+    }
     cJSON_Delete(doc);
     if (rc == -ENOENT)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",

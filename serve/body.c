@@ -13,12 +13,34 @@
 /* The fields a body may have: one item's, and the bulk form's. */
 static const char *const one_fields[] = {"resolution", "tier", "output",
                                          "by",         "note", "not_before",
-                                         "lift_wall",  NULL};
+                                         "lift_wall",  "args", NULL};
 static const char *const bulk_fields[] = {"resolution", "tier",      "by",
                                           "note",       "reason",    "job_id",
                                           "not_before", "lift_wall", NULL};
 
 static int fail(char *err, size_t len, const char *fmt, ...) STEPQ_PRINTF(3, 4);
+
+/* "args" (approve: a tool call's arguments as edited) is a JSON object:
+ * kept in doc as its text, which d->args borrows. */
+static int
+take_args(cJSON *doc, struct park_decision *d, char *err, size_t errlen)
+{
+    cJSON *args = cJSON_GetObjectItemCaseSensitive(doc, "args");
+    char *text;
+
+    if (args == NULL)
+        return 0;
+    if (!cJSON_IsObject(args))
+        return fail(err, errlen,
+                    "args must be a JSON object (the tool "
+                    "call's arguments)");
+    text = cJSON_PrintUnformatted(args);
+    cJSON_ReplaceItemInObjectCaseSensitive(doc, "args",
+                                           cJSON_CreateString(text));
+    cJSON_free(text);
+    d->args = cJSON_GetObjectItemCaseSensitive(doc, "args")->valuestring;
+    return 0;
+}
 
 static int
 fail(char *err, size_t len, const char *fmt, ...)
@@ -38,6 +60,7 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
 {
     const char *how = NULL, *tier = NULL, *not_before = NULL;
     char why[256];
+    int rc;
 
     *doc = NULL;
     /* The whole body is the object: nothing after it, no NUL inside, and
@@ -68,7 +91,10 @@ parse(const struct config *cfg, const char *body, size_t len, bool bulk,
         return -EINVAL;
     if (park_how_from_name(how, &d->how) != 0)
         return fail(err, errlen,
-                    "resolution must be retry, skip, done or fail");
+                    "resolution must be retry, skip, done, fail, "
+                    "approve or reject");
+    if ((rc = take_args(*doc, d, err, errlen)) != 0)
+        return rc;
     if (not_before != NULL && clock_parse_utc(not_before, &d->not_before) != 0)
         return fail(err, errlen,
                     "not_before must be an RFC 3339 time, such as "

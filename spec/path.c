@@ -403,26 +403,35 @@ fill_node(cJSON *node, enum how how, const struct spec_job *j, size_t self,
 }
 
 int
+spec_http_fill(const struct spec_job *j, size_t i, const struct spec_vars *v,
+               cJSON *http, char *err, size_t len)
+{
+    int rc = 0;
+
+    /* The url's values are percent-encoded, so they land as text in a
+     * path segment or query value; the body keeps JSON types; the method
+     * and headers are text. */
+    for (cJSON *c = http->child; c != NULL && rc == 0; c = c->next) {
+        enum how how = strcmp(c->string, "url") == 0    ? AS_URL
+                       : strcmp(c->string, "body") == 0 ? AS_JSON
+                                                        : AS_TEXT;
+        rc = fill_node(c, how, j, i, v, err, len);
+    }
+    return rc;
+}
+
+int
 spec_step_fill(const struct spec_job *j, size_t i, const struct spec_vars *v,
                cJSON **out, char *err, size_t len)
 {
     const struct spec_step *s = &j->steps[i];
     cJSON *copy = dup(s->request ? s->request : s->http);
-    int rc = 0;
+    int rc;
 
-    if (s->request != NULL) {
+    if (s->request != NULL)
         rc = fill_node(copy, AS_JSON, j, i, v, err, len);
-    } else {
-        /* The url's values are percent-encoded, so they land as text in a
-         * path segment or query value; the body keeps JSON types; the
-         * method and headers are text. */
-        for (cJSON *c = copy->child; c != NULL && rc == 0; c = c->next) {
-            enum how how = strcmp(c->string, "url") == 0    ? AS_URL
-                           : strcmp(c->string, "body") == 0 ? AS_JSON
-                                                            : AS_TEXT;
-            rc = fill_node(c, how, j, i, v, err, len);
-        }
-    }
+    else
+        rc = spec_http_fill(j, i, v, copy, err, len);
     if (rc != 0) {
         cJSON_Delete(copy);
         return rc;

@@ -185,6 +185,14 @@ STEPQ_MUST_CHECK int spec_step_fill(const struct spec_job *j, size_t i,
                                     const struct spec_vars *v, cJSON **out,
                                     char *err, size_t len);
 
+/* spec_http_fill fills the templates of http, an http object (an http
+ * step's, or a tool's http action made by spec_tool_request), in place, as
+ * step i's are filled (spec_step_fill). Returns 0, or -ENOENT with
+ * "{{...}}: why" in err. */
+STEPQ_MUST_CHECK int spec_http_fill(const struct spec_job *j, size_t i,
+                                    const struct spec_vars *v, cJSON *http,
+                                    char *err, size_t len);
+
 /* spec_when_holds evaluates step i's "when" (true when it has none) from
  * v into *holds. When it does not hold, why gets the condition with each
  * template replaced by what it read ("when was false: {\"eq\":

@@ -163,6 +163,10 @@ sqlite(const char *db, const char *sql)
     "DROP TABLE park; DROP TABLE tiers; DROP TABLE schedules; "                \
     "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \
     "ALTER TABLE attempts DROP COLUMN route; "                                 \
+    "ALTER TABLE attempts DROP COLUMN kind; "                                  \
+    "ALTER TABLE attempts DROP COLUMN call_id; "                               \
+    "ALTER TABLE attempts DROP COLUMN tool; "                                  \
+    "ALTER TABLE attempts DROP COLUMN args; "                                  \
     "ALTER TABLE attempts DROP COLUMN cost_nusd; "                             \
     "ALTER TABLE attempts DROP COLUMN cost_estimated; DROP TABLE budgets; "    \
     "DROP TABLE job_retries; DROP TABLE batch_items; DROP TABLE batches; "     \

@@ -50,8 +50,9 @@ static const char *const job_files[] = {
     "examples/nightly-changelog.json",
     "examples/batch-prompts.jsonl",
     "examples/extract-json.json",
+    "examples/triage-agent.json",
 };
-static const int job_counts[] = {1, 5, 1};
+static const int job_counts[] = {1, 5, 1, 1};
 
 START_TEST(test_job_file_validates)
 {

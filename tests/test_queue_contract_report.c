@@ -35,7 +35,8 @@ job(q_db *db, const char *name, int64_t now)
 static int64_t
 begin(q_db *db, int64_t id, int step, const char *tier, int64_t est, int64_t at)
 {
-    struct q_attempt_start s = {id, step, "w", tier, "abc", est, at, NULL};
+    struct q_attempt_start s = {id, step, "w",  tier, "abc", est,
+                                at, NULL, NULL, NULL, NULL,  NULL};
     int64_t aid = 0;
     int num = 0;
 

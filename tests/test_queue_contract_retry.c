@@ -14,7 +14,8 @@
 static void
 attempt(q_db *db, int64_t id, int idx, const char *outcome, int64_t at)
 {
-    struct q_attempt_start s = {id, idx, "w", NULL, "sha", 10, at, NULL};
+    struct q_attempt_start s = {id, idx,  "w",  NULL, "sha", 10,
+                                at, NULL, NULL, NULL, NULL,  NULL};
     struct q_attempt_result r = {.status = 200,
                                  .outcome = outcome,
                                  .decision = "commit",
@@ -164,7 +165,8 @@ START_TEST(test_retried_job_claimed_when_due)
     q_db *db = qfix_open(NULL);
     int64_t id = failed_job(db), rid = 0, aid = 0;
     struct q_retry_new rn = retry_of(id, 1);
-    struct q_attempt_start s = {id, 1, "w2", NULL, "sha", 10, T0 + 31, NULL};
+    struct q_attempt_start s = {id,      1,    "w2", NULL, "sha", 10,
+                                T0 + 31, NULL, NULL, NULL, NULL,  NULL};
     struct q_job *got = NULL;
     size_t n = 0;
     int num = 0;
@@ -184,7 +186,8 @@ START_TEST(test_retry_closes_attempts_left_open)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "j", NULL, 0, T0), aid = 0, rid = 0;
-    struct q_attempt_start s = {id, 0, "w", NULL, "sha", 10, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  NULL, "sha", 10,
+                                T0, NULL, NULL, NULL, NULL,  NULL};
     struct q_retry_new rn = retry_of(id, 0);
     struct q_attempt *a = NULL;
     size_t na = 0;

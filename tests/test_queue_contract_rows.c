@@ -47,7 +47,8 @@ START_TEST(test_attempts_recorded_before_and_after)
 
     db = qfix_open(&o);
     id = qfix_add(db, "a", NULL, 0, T0);
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid1, &num), -EBUSY);
     ck_assert_int_eq(q_claim(db, "w", T0, 1000, 1, &got, &n), 0);
     q_jobs_free(got, n);
@@ -82,6 +83,59 @@ START_TEST(test_attempts_recorded_before_and_after)
     ck_assert_str_eq(st[0].tier, "local");
     q_steps_free(st, ns);
     q_attempts_free(a, na);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* An agent step's attempts (worker/agent*.c) keep their kind, and a tool
+ * call's its call id, tool and arguments; a park item closed with an
+ * answer (approved arguments, a question's answer) keeps it. */
+START_TEST(test_agent_attempts_and_park_answer)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0), aid, pid = 0;
+    struct q_job *got = NULL;
+    struct q_attempt *a = NULL;
+    struct q_park_item it;
+    size_t n = 0;
+    int num = 0;
+    struct q_attempt_start turn = {
+        .job_id = id, .worker = "w", .tier = "free", .kind = "turn"};
+    struct q_attempt_start call = {.job_id = id,
+                                   .worker = "w",
+                                   .kind = "tool",
+                                   .call_id = "call_1",
+                                   .tool = "post_comment",
+                                   .args = "{\"body\":\"hi\"}"};
+    struct q_park_new p = {.job_id = id,
+                           .step_name = "a",
+                           .reason = "approval",
+                           .request = "{\"call_id\":\"call_1\"}",
+                           .parked_at = T0};
+    struct q_park_close c = {.resolution = "approve",
+                             .by = "ann",
+                             .now = T0 + 1,
+                             .answer = "{\"body\":\"edited\"}"};
+
+    ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_attempt_begin(db, &turn, &aid, &num), 0);
+    ck_assert_int_eq(q_attempt_begin(db, &call, &aid, &num), 0);
+    ck_assert_int_eq(q_attempts_list(db, id, 0, &a, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(a[0].kind, "turn");
+    ck_assert_ptr_null(a[0].call_id);
+    ck_assert_str_eq(a[1].kind, "tool");
+    ck_assert_str_eq(a[1].call_id, "call_1");
+    ck_assert_str_eq(a[1].tool, "post_comment");
+    ck_assert_str_eq(a[1].args, "{\"body\":\"hi\"}");
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_park_add(db, &p, &pid), 0);
+    ck_assert_int_eq(q_park_close(db, pid, &c), 0);
+    ck_assert_int_eq(q_park_get(db, pid, &it), 0);
+    ck_assert_str_eq(it.resolution, "approve");
+    ck_assert_str_eq(it.answer, "{\"body\":\"edited\"}");
+    q_park_item_cleanup(&it);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -191,7 +245,8 @@ START_TEST(test_caller_corrects_the_estimate)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_attempt_result r = {.status = 200,
                                  .outcome = "ok",
                                  .tokens = 30,
@@ -223,8 +278,10 @@ START_TEST(test_caller_corrects_refusals)
 {
     q_db *db = qfix_open(NULL);
     int64_t id = qfix_add(db, "a", NULL, 0, T0), aid, other = 0;
-    struct q_attempt_start s = {id, 0, "w", "free", "abc", 100, T0, NULL};
-    struct q_attempt_start x = {id, 0, "x", "free", "abc", 100, T0, NULL};
+    struct q_attempt_start s = {id, 0,    "w",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
+    struct q_attempt_start x = {id, 0,    "x",  "free", "abc", 100,
+                                T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_attempt_result r = {
         .status = 200, .outcome = "ok", .caller_corrects = true};
     struct q_attempt *a = NULL;
@@ -347,8 +404,10 @@ START_TEST(test_attempt_recorded_in_a_transaction)
     q_db *db = qfix_open(NULL);
     int64_t a = qfix_add(db, "a", NULL, 1, T0);
     int64_t b = qfix_add(db, "b", NULL, 0, T0), ida = -1, idb = -1;
-    struct q_attempt_start sa = {a, 0, "w", "free", "abc", 10, T0, NULL};
-    struct q_attempt_start sb = {b, 0, "w", "free", "abc", 10, T0, NULL};
+    struct q_attempt_start sa = {a,  0,    "w",  "free", "abc", 10,
+                                 T0, NULL, NULL, NULL,   NULL,  NULL};
+    struct q_attempt_start sb = {b,  0,    "w",  "free", "abc", 10,
+                                 T0, NULL, NULL, NULL,   NULL,  NULL};
     struct q_job *got = NULL;
     struct q_attempt *at = NULL;
     size_t n = 0, na = 0;
@@ -711,6 +770,7 @@ test_suite(void)
     tcase_add_checked_fixture(ledger, qfix_setup, qfix_teardown);
     tcase_add_test(ledger, test_attempts_recorded_before_and_after);
     tcase_add_test(ledger, test_kept_body_cut_on_a_character);
+    tcase_add_test(ledger, test_agent_attempts_and_park_answer);
     tcase_add_test(ledger, test_step_rows_set_and_read);
     tcase_add_test(ledger, test_step_written_only_by_the_holder);
     tcase_add_test(ledger, test_caller_corrects_the_estimate);

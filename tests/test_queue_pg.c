@@ -155,6 +155,12 @@ END_TEST
     " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
     " DROP TABLE budgets; DROP TABLE job_retries;"
 
+/* Takes version 14's columns away (the agent loop's). */
+#define V16_UNDO                                                               \
+    "ALTER TABLE attempts DROP COLUMN kind, DROP COLUMN call_id,"              \
+    " DROP COLUMN tool, DROP COLUMN args; ALTER TABLE park DROP COLUMN"        \
+    " answer;"
+
 /* Closes db, turns its store back into an older one with sql (which sets
  * the version), and checks that the store then waits for init, which
  * migrates it to the current version. Returns the store opened by init. */
@@ -165,10 +171,13 @@ reopen_migrated(q_db *db, const char *sql)
 
     ck_assert_int_eq(q_close(db), 0);
     /* Every version these tests go back to came before version 13's
-     * batches and version 14's operators and audit trail. */
+     * batches, version 14's operators and audit trail and version 16's
+     * agent columns. */
     ck_assert_int_eq(pgfix_query(loc,
-                                 "DROP TABLE batch_items; DROP TABLE batches;"
-                                 " DROP TABLE operators; DROP TABLE audit;",
+                                 V16_UNDO "DROP TABLE batch_items;"
+                                          " DROP TABLE batches;"
+                                          " DROP TABLE operators;"
+                                          " DROP TABLE audit;",
                                  NULL),
                      0);
     ck_assert_int_eq(pgfix_query(loc, sql, NULL), 0);
@@ -365,8 +374,8 @@ START_TEST(test_migrates_v14_adding_input)
     /* Not reopen_migrated: version 14 has the tables it takes away. */
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
-                                 "ALTER TABLE jobs DROP COLUMN input;"
-                                 " UPDATE stepq_schema SET version = 14",
+                                 V16_UNDO "ALTER TABLE jobs DROP COLUMN input;"
+                                          " UPDATE stepq_schema SET version = 14",
                                  NULL),
                      0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
@@ -377,6 +386,51 @@ START_TEST(test_migrates_v14_adding_input)
     ck_assert_str_eq(got.name, "old");
     ck_assert_ptr_null(got.input);
     q_job_cleanup(&got);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+/* Version 15 -> 16 adds an attempt's kind, call id, tool and arguments
+ * and a park item's answer: an attempt from before reads as a plain one,
+ * and a tool call's attempt keeps what it was given. */
+START_TEST(test_migrates_v15_adding_agent_columns)
+{
+    q_db *db = open_pg(true);
+    int64_t id = add_job(db, "old"), aid = 0;
+    struct q_job *got = NULL;
+    struct q_attempt *a = NULL;
+    size_t n = 0;
+    int num = 0, v = 0;
+    struct q_attempt_start old = {
+        .job_id = id, .worker = "w", .started_at = T0};
+    struct q_attempt_start tool = {.job_id = id,
+                                   .worker = "w",
+                                   .started_at = T0,
+                                   .kind = "tool",
+                                   .call_id = "call_1",
+                                   .tool = "add_label",
+                                   .args = "{\"label\":\"bug\"}"};
+
+    ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_attempt_begin(db, &old, &aid, &num), 0);
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(
+        pgfix_query(loc, V16_UNDO "UPDATE stepq_schema SET version = 15", NULL),
+        0);
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    ck_assert_int_eq(q__pg_db_version(db, &v), 0);
+    ck_assert_int_eq(v, q_schema_version());
+    ck_assert_int_eq(q_attempt_begin(db, &tool, &aid, &num), 0);
+    ck_assert_int_eq(q_attempts_list(db, id, 0, &a, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_ptr_null(a[0].kind);
+    ck_assert_str_eq(a[1].kind, "tool");
+    ck_assert_str_eq(a[1].call_id, "call_1");
+    ck_assert_str_eq(a[1].tool, "add_label");
+    ck_assert_str_eq(a[1].args, "{\"label\":\"bug\"}");
+    q_attempts_free(a, n);
     ck_assert_int_eq(q_close(db), 0);
 }
 END_TEST
@@ -878,6 +932,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v12_adding_batches);
     tcase_add_test(schema, test_migrates_v13_adding_operators);
     tcase_add_test(schema, test_migrates_v14_adding_input);
+    tcase_add_test(schema, test_migrates_v15_adding_agent_columns);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);
 

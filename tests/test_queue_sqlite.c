@@ -404,6 +404,44 @@ START_TEST(test_migrates_v13_adding_operators)
 }
 END_TEST
 
+/* Version 15 -> 16 adds an attempt's kind, call id, tool and arguments
+ * (the agent loop's) and a park item's answer: the jobs of a version 15
+ * file stay, and a tool call's attempt then keeps what it was given. */
+START_TEST(test_migrates_v15_adding_agent_columns)
+{
+    struct q_job *got = NULL;
+    struct q_attempt *a = NULL;
+    q_db *db = NULL;
+    size_t n = 0;
+    int64_t id, aid = 0;
+    int num = 0;
+    struct q_attempt_start tool = {.worker = "w",
+                                   .started_at = T0,
+                                   .kind = "tool",
+                                   .call_id = "call_1",
+                                   .tool = "add_label",
+                                   .args = "{\"label\":\"bug\"}"};
+
+    ck_assert_int_eq(q__open_version(path, 15, &db), 0);
+    id = qfix_add(db, "old", NULL, 0, T0);
+    ck_assert_int_eq(q_close(db), 0);
+
+    db = open_db();
+    ck_assert_int_eq(q_claim(db, "w", T0, 60000, 1, &got, &n), 0);
+    q_jobs_free(got, n);
+    tool.job_id = id;
+    ck_assert_int_eq(q_attempt_begin(db, &tool, &aid, &num), 0);
+    ck_assert_int_eq(q_attempts_list(db, id, 0, &a, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(a[0].kind, "tool");
+    ck_assert_str_eq(a[0].call_id, "call_1");
+    ck_assert_str_eq(a[0].tool, "add_label");
+    ck_assert_str_eq(a[0].args, "{\"label\":\"bug\"}");
+    q_attempts_free(a, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A usage or flight column the backend cannot read (written by hand, or
  * by a later stepq) reads as nothing counted, and the rest of the row as
  * stored. */
@@ -641,6 +679,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_v12_adding_batches);
     tcase_add_test(files, test_migrates_v13_adding_operators);
     tcase_add_test(files, test_migrates_v14_adding_input);
+    tcase_add_test(files, test_migrates_v15_adding_agent_columns);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);

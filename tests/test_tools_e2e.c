@@ -1,8 +1,7 @@
 /* test_tools_e2e.c: a chat step's "tools" through the real binary: the
  * config's shared tools checked when it is loaded, a job's tools checked
- * at enqueue (nothing written when one is wrong), and, until the tool
- * loop lands (issue 41), a worker that fails such a step before it sends
- * anything, naming why (tools_not_supported_yet).
+ * at enqueue (nothing written when one is wrong). The loop that runs
+ * them is test_agent_e2e.c's.
  */
 #include "tests/support/support.h"
 
@@ -26,24 +25,6 @@
     " \"action\": {\"ask\": \"Close it?\"}, \"needs_approval\": \"never\"}"
 #define JOB_WITH(tools)                                                        \
     E2E_CHAT_JOB("\"tools\": [" tools "], \"max_turns\": 4,", "")
-
-START_TEST(test_step_with_tools_fails_before_sending)
-{
-    cJSON *job;
-
-    e2e_start("{}", CONFIG_TOOLS);
-    e2e_enqueue(JOB_WITH("\"add_label\", " ASK));
-    free(e2e_drain());
-    job = e2e_show(1);
-    ck_assert_str_eq(e2e_str(job, "state"), "failed");
-    ck_assert_msg(strstr(e2e_str(job, "error"),
-                         "step a: tools_not_supported_yet") != NULL,
-                  "%s", e2e_str(job, "error"));
-    /* Nothing was sent: not the model turn, not a tool's request. */
-    ck_assert_int_eq(e2e_sent_to(NULL, "/"), 0);
-    cJSON_Delete(job);
-}
-END_TEST
 
 START_TEST(test_enqueue_refuses_unknown_tool)
 {
@@ -114,7 +95,6 @@ test_suite(void)
 
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_step_with_tools_fails_before_sending);
     tcase_add_test(tc, test_enqueue_refuses_unknown_tool);
     tcase_add_test(tc, test_bad_config_tool_is_exit_2);
     tcase_add_test(tc, test_api_checks_tools);

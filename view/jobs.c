@@ -78,6 +78,50 @@ retry_of(const struct retries *rt, int64_t at)
 }
 
 /* Builds the "history" array of one step from the job's attempts. */
+/* An agent step's attempt (worker/agent*.c): "kind" ("turn", "tool", or
+ * null for a plain attempt); a tool call's "call_id", "tool", "args" (as
+ * JSON when they parse, else the text) and "result" (what the model got,
+ * cut at VIEW_RESULT_MAX bytes); a turn's "calls" (how many it asked). */
+#define VIEW_RESULT_MAX 300
+static void
+add_agent(cJSON *o, const struct q_attempt *a)
+{
+    const char *k = a->kind ? a->kind : "";
+    cJSON *args;
+
+    json_add_string(o, "kind", a->kind);
+    if (strcmp(k, "tool") == 0) {
+        json_add_string(o, "call_id", a->call_id);
+        json_add_string(o, "tool", a->tool);
+        args = a->args ? cJSON_Parse(a->args) : NULL;
+        if (args != NULL)
+            cJSON_AddItemToObject(o, "args", args);
+        else
+            json_add_string(o, "args", a->args);
+        if (a->body != NULL && strlen(a->body) > VIEW_RESULT_MAX) {
+            char cut[VIEW_RESULT_MAX + 4];
+            size_t n = VIEW_RESULT_MAX;
+            while (n > 0 && ((unsigned char)a->body[n] & 0xC0) == 0x80)
+                n--; /* on a character */
+            snprintf(cut, sizeof(cut), "%.*s...", (int)n, a->body);
+            cJSON_AddStringToObject(o, "result", cut);
+        } else {
+            json_add_string(o, "result", a->body);
+        }
+    } else if (strcmp(k, "turn") == 0 && a->decision != NULL &&
+               strcmp(a->decision, "tool_calls") == 0) {
+        cJSON *root = a->body ? cJSON_Parse(a->body) : NULL;
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(
+                    cJSON_GetObjectItemCaseSensitive(root, "choices"), 0),
+                "message"),
+            "tool_calls");
+        cJSON_AddNumberToObject(o, "calls", cJSON_GetArraySize(tc));
+        cJSON_Delete(root);
+    }
+}
+
 static cJSON *
 history_json(const struct q_attempt *a, size_t n, int step,
              const struct retries *rt, int *count)
@@ -107,6 +151,7 @@ history_json(const struct q_attempt *a, size_t n, int step,
         json_add_string(o, "body", ok ? NULL : a[i].body);
         cJSON_AddBoolToObject(o, "masked", a[i].masked);
         json_add_string(o, "route", a[i].route);
+        add_agent(o, &a[i]);
         if (a[i].finished_at != 0)
             cJSON_AddNumberToObject(o, "tokens", (double)a[i].tokens);
         else

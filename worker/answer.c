@@ -361,7 +361,9 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
     if (rd->txt.bad ||
         (rd->txt.parts && rd->txt.text == NULL && !rd->ans.has_tool_calls))
         in->parsed = POLICY_PARSED_NO;
-    else if (s->expect_json != NULL)
+    else if (s->expect_json != NULL &&
+             !(s->tools != NULL && rd->ans.has_tool_calls))
+        /* An agent's turn with calls is checked when it answers in text. */
         in->parsed = worker__has_keys(rd->txt.text,
                                       rd->txt.text ? strlen(rd->txt.text) : 0,
                                       s->expect_json)
@@ -403,24 +405,30 @@ record(struct run *r, const struct http_response *res, const struct reading *rd,
 {
     const struct spec_step *s = cur_spec(r);
     const struct price_usage no_usage = PRICE_USAGE_NONE;
-    const char *body = c->outcome == POLICY_OK ? NULL : kept ? kept : res->body;
+    const char *body = r->turn_body              ? r->turn_body
+                       : c->outcome == POLICY_OK ? NULL
+                       : kept                    ? kept
+                                                 : res->body;
     struct attempt_log line;
 
     *ar = (struct q_attempt_result){
         .status = res->status,
         .outcome = policy_outcome_name(c->outcome),
         .reason = c->reason,
-        .decision = policy_action_name(d->action),
+        .decision = r->turn_body ? "tool_calls" : policy_action_name(d->action),
         .delay_ms = d->wait_ms,
         .latency_ms = res->latency_ms,
         .tokens = tokens,
         .body = body,
-        .body_len = c->outcome == POLICY_OK ? 0 : res->body_len,
+        .body_len = r->turn_body              ? strlen(r->turn_body)
+                    : c->outcome == POLICY_OK ? 0
+                                              : res->body_len,
         .finished_at = now,
         .masked = res->raw != NULL,
         /* A commit writes the step's row anyway: the estimate's correction
          * rides in that write instead of one of its own. */
-        .caller_corrects = d->action == POLICY_COMMIT && r->attempt_est >= 0,
+        .caller_corrects = d->action == POLICY_COMMIT && r->attempt_est >= 0 &&
+                           r->turn_body == NULL,
     };
     if (s->kind == SPEC_STEP_CHAT)
         worker__cost_answer(
@@ -469,8 +477,9 @@ worker__answer(struct run *r)
     struct q_attempt_result ar;
     int64_t now = worker__now(r->w), tokens = 0;
     const char *output = NULL;
-    char *kept = NULL;   /* owned: the body as text, when it is not */
-    char *masked = NULL; /* owned: the output with its secrets masked */
+    char *kept = NULL;      /* owned: the body as text, when it is not */
+    char *masked = NULL;    /* owned: the output with its secrets masked */
+    char *turn_body = NULL; /* owned: a tool turn's calls (agent.c) */
     int ti = r->cur_tier;
 
     if (s->kind == SPEC_STEP_CHAT)
@@ -497,7 +506,20 @@ worker__answer(struct run *r)
      * kept as '?'. */
     if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
         kept = worker__as_text(res->body, res->body_len);
+    /* A model turn of a step with tools that answers with calls runs them
+     * (agent.c) instead of committing. */
+    if (d.action == POLICY_COMMIT && r->agent != NULL)
+        turn_body = worker__agent_turn_body(r, rd.root);
+    r->turn_body = turn_body;
     record(r, res, &rd, &c, &d, tokens, kept, now, &ar);
+    r->turn_body = NULL;
+    if (turn_body != NULL) {
+        free(turn_body);
+        reading_cleanup(&rd);
+        free(kept);
+        worker__agent_turn(r);
+        return;
+    }
     /* What is kept is masked: an endpoint that echoed a secret into the
      * completion gets it back as "***" (the attempt says so). */
     if (s->kind == SPEC_STEP_CHAT && rd.txt.text != NULL && res->raw != NULL)

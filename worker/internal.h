@@ -213,6 +213,8 @@ struct run {
     bool fresh;           /* claimed in the turn not committed yet */
     bool reload;          /* enter again from the store when it is back */
     struct held *held;    /* owned: the answer being written, or NULL */
+    struct agent *agent;  /* owned: a step with tools' loop (agent.c) */
+    char *turn_body;      /* borrowed: a turn's calls as recorded, or NULL */
 };
 
 /* The step the run is on. */
@@ -350,6 +352,40 @@ void worker__run_start(struct worker *w, struct q_job *job);
 void worker__run_resume(struct run *r);
 /* worker__run_free frees r and all it owns. NULL is a no-op. */
 void worker__run_free(struct run *r);
+/* worker__derive_context rebuilds the step's tier context (tier, sends,
+ * switches, degrade) from its attempts a (n of them). */
+void worker__derive_context(struct run *r, const struct q_attempt *a, size_t n);
+/* ---- the tool loop of a step with tools (agent.c, agent_call.c) ------ */
+
+/* worker__agent_enter enters a step with tools from its attempts: the
+ * conversation is read back from them, an in-doubt turn or call is
+ * settled, and the loop goes on where it stood. */
+void worker__agent_enter(struct run *r, const struct q_attempt *a, size_t n);
+/* worker__agent_body adds the tools and the conversation so far to req
+ * (the step's chat body, changed in place) and returns it. */
+cJSON *worker__agent_body(const struct run *r, cJSON *req);
+/* worker__agent_over_turns fails the job and returns true when the model
+ * had max_turns turns with calls already. */
+bool worker__agent_over_turns(struct run *r);
+/* worker__agent_turn_body reads the calls of a model's answer (root,
+ * borrowed) into the open turn; returns the text the turn is recorded
+ * with (caller frees), or NULL when the answer has no calls. */
+char *worker__agent_turn_body(struct run *r, const cJSON *root);
+/* worker__agent_turn runs the calls of the turn just read. */
+void worker__agent_turn(struct run *r);
+/* worker__agent_flush sends the tool calls r's committed turn recorded. */
+void worker__agent_flush(struct run *r);
+/* worker__agent_cancel cancels r's tool calls in flight. */
+void worker__agent_cancel(struct run *r);
+/* worker__agent_busy: r has tool calls in flight. */
+bool worker__agent_busy(const struct run *r);
+/* worker__agent_free_calls forgets the open turn of ag. */
+void worker__agent_free_calls(struct agent *ag);
+/* worker__agent_leave frees r's loop when it is another step's. */
+void worker__agent_leave(struct run *r);
+/* worker__agent_free frees ag. NULL is a no-op. */
+void worker__agent_free(struct agent *ag);
+
 /* worker__step_enter enters the run's current step: derives its context
  * from the ledger, settles an attempt left in doubt, and attempts it (or
  * completes the job after its last step). */
@@ -572,6 +608,10 @@ enum worker_gate worker__step_gate(struct run *r);
  * from the job's input and the outputs so far (spec_step_fill). Caller
  * owns the copy (cJSON_Delete). worker__step_gate made sure it fills. */
 cJSON *worker__fill(const struct run *r);
+/* worker__fill_http fills a tool's http action (http, in place) from the
+ * job's input and the outputs so far, as worker__fill fills a step's
+ * body. Returns 0, or -ENOENT with the template and why in err. */
+int worker__fill_http(const struct run *r, cJSON *http, char *err, size_t len);
 
 /* worker__degrade applies a step's "degrade" settings to a chat request
  * object in place: max_tokens (and max_completion_tokens) lowered,

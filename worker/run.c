@@ -155,8 +155,8 @@ worker__park(struct run *r, const char *reason, const char *error)
 
 /* Rebuilds the step's context from its attempts (an attempt left without
  * a result by an earlier holder is settled by the caller, step_enter). */
-static void
-derive_context(struct run *r, const struct q_attempt *a, size_t n)
+void
+worker__derive_context(struct run *r, const struct q_attempt *a, size_t n)
 {
     struct worker *w = r->w;
     int stops = 0;
@@ -421,7 +421,13 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         worker__give_back(r, worker__now(w) + 1000);
         return;
     }
-    derive_context(r, a, n);
+    worker__agent_leave(r); /* another step's loop ended */
+    if (cur_spec(r)->tools != NULL && r->held == NULL) {
+        worker__agent_enter(r, a, n); /* the tool loop (agent.c) */
+        q_attempts_free(a, n);
+        return;
+    }
+    worker__derive_context(r, a, n);
     if (again && r->held != NULL &&
         (n == 0 || a[n - 1].finished_at != 0 ||
          a[n - 1].id != r->held->attempt_id)) {
@@ -535,6 +541,7 @@ worker__run_free(struct run *r)
     free(r->body);
     cJSON_Delete(r->ready.body);
     worker__held_free(r->held);
+    worker__agent_free(r->agent);
     if (r->has_pending)
         http_request_cleanup(&r->pending);
     spec_job_free(r->spec);

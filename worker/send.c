@@ -34,7 +34,7 @@ worker__chat_body(const struct run *r)
     cJSON *req = worker__fill(r);
     if (r->degraded)
         worker__degrade(req, s->degrade);
-    return req;
+    return r->agent != NULL ? worker__agent_body(r, req) : req;
 }
 
 int64_t
@@ -184,6 +184,10 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     const struct config_tier *t;
     int ti, rc;
 
+    if (worker__agent_over_turns(r)) {
+        cJSON_Delete(body);
+        return 1;
+    }
     if (worker__over_max_total(r, *est, err, len)) {
         cJSON_Delete(body);
         worker__fail_job(r, err);
@@ -292,6 +296,7 @@ record_and_queue(struct run *r, struct http_request *req, int64_t est,
         .est_tokens = est,
         .started_at = now,
         .route = cur_tier(r) && r->route[0] != '\0' ? r->route : NULL,
+        .kind = r->agent != NULL ? "turn" : NULL,
     };
     /* Recorded before it is sent: a crash from here on leaves an attempt
      * without result, which the next holder treats as in doubt. */
@@ -343,16 +348,6 @@ worker__attempt(struct run *r)
                  "step %s: deadline_passed: the job's deadline was %s; "
                  "nothing sent",
                  s->name, clock_format_utc(r->job.deadline_at, at, sizeof(at)));
-        worker__fail_job(r, err);
-        return;
-    }
-    /* Enqueue accepts "tools" (spec/tools.c); the loop that runs them is
-     * issue 41's. Until it lands such a step fails before it sends. */
-    if (s->tools != NULL) {
-        snprintf(err, sizeof(err),
-                 "step %s: tools_not_supported_yet: this worker does not "
-                 "run tool loops yet; nothing sent",
-                 s->name);
         worker__fail_job(r, err);
         return;
     }

@@ -38,6 +38,14 @@ worker__fill(const struct run *r)
     return out;
 }
 
+int
+worker__fill_http(const struct run *r, cJSON *http, char *err, size_t len)
+{
+    struct spec_vars v = vars_of(r);
+
+    return spec_http_fill(r->spec, (size_t)r->step, &v, http, err, len);
+}
+
 enum worker_gate
 worker__step_gate(struct run *r)
 {

@@ -107,6 +107,7 @@ flush_sends(struct worker *w)
 {
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         int rc;
+        worker__agent_flush(r);
         if (!r->has_pending)
             continue;
         r->has_pending = false;
@@ -208,7 +209,7 @@ worker__sweep(struct worker *w)
         return;
     while (*pp != NULL) {
         struct run *r = *pp;
-        if (r->finished && r->call == NULL) {
+        if (r->finished && r->call == NULL && !worker__agent_busy(r)) {
             *pp = r->next;
             w->nruns--;
             worker__run_free(r);
@@ -304,6 +305,7 @@ heartbeat(struct worker *w, int64_t now)
             r->lost = true;
             if (r->call != NULL)
                 http_cancel(r->call);
+            worker__agent_cancel(r);
             worker__finish(r, "lease lost");
         }
     }
@@ -351,6 +353,7 @@ abandon(struct worker *w)
         r->lost = r->finished = true;
         if (r->call != NULL)
             http_cancel(r->call);
+        worker__agent_cancel(r);
     }
     (void)worker__shutdown(w, true);
 }
@@ -427,6 +430,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             for (struct run *r = w->runs; r != NULL; r = r->next) {
                 if (r->call != NULL)
                     http_cancel(r->call);
+                worker__agent_cancel(r);
             }
             worker__sweep(w);
         }

@@ -53,11 +53,12 @@ static const struct q__pg_sql attempt_begin_sql = {
     " num AS (SELECT (SELECT coalesce(max(attempt), 0) + 1 FROM attempts"
     "   WHERE job_id = $1::bigint AND step = $2::bigint) AS n FROM held),"
     " ins AS (INSERT INTO attempts (id, job_id, step, attempt, tier, worker,"
-    "   request_sha256, est_tokens, started_at, route)"
+    "   request_sha256, est_tokens, started_at, route, kind, call_id, tool,"
+    "   args)"
     "   SELECT coalesce($8::bigint,"
     "   nextval(pg_get_serial_sequence('attempts', 'id'))), $1::bigint,"
     "   $2::bigint, n, $3::text, $5::text, $6::text, $4::bigint, $7::bigint,"
-    "   $9::text"
+    "   $9::text, $10::text, $11::text, $12::text, $13::text"
     "   FROM num RETURNING id, attempt),"
     " charge AS (INSERT INTO steps (job_id, idx, state, tier, attempts,"
     "   tokens) SELECT $1::bigint, $2::bigint, 1, $3::text, 1, $4::bigint"
@@ -103,7 +104,8 @@ static const struct q__pg_sql attempts_list_sql = {
     "q_ledger_attempts_list",
     "SELECT id, step, attempt, tier, request_sha256, started_at,"
     " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
-    " tokens, body, masked, route, cost_nusd, cost_estimated FROM attempts"
+    " tokens, body, masked, route, cost_nusd, cost_estimated, kind, call_id,"
+    " tool, args FROM attempts"
     " WHERE job_id = $1::bigint"
     " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"};
 
@@ -209,6 +211,10 @@ q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
         q__pg_p_text(&p, NULL); /* the sequence's next id */
     }
     q__pg_p_text(&p, a->route);
+    q__pg_p_text(&p, a->kind);
+    q__pg_p_text(&p, a->call_id);
+    q__pg_p_text(&p, a->tool);
+    q__pg_p_text(&p, a->args);
     return q__pg_write(pg, &attempt_begin_sql, &p, defer, begun, id, attempt,
                        a->job_id, "recording an attempt for job");
 }
@@ -307,6 +313,10 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->priced = !q__pg_null(res, r, 17);
     a->cost_nusd = q__pg_int(res, r, 17);
     a->cost_estimated = q__pg_int(res, r, 18) != 0;
+    a->kind = q__pg_text(res, r, 19);
+    a->call_id = q__pg_text(res, r, 20);
+    a->tool = q__pg_text(res, r, 21);
+    a->args = q__pg_text(res, r, 22);
 }
 
 static const struct q__pg_sql job_cost_sql = {

@@ -22,7 +22,7 @@ static const struct q__pg_sql park_add_sql = {
 #define PARK_COLS                                                              \
     "id, job_id, step, step_name, reason, attempts, request_sha256,"           \
     " request, error, tier, parked_at, (state = 'open')::int, resolution,"     \
-    " resolved_by, resolved_at, note"
+    " resolved_by, resolved_at, note, answer"
 
 static const struct q__pg_sql park_get_sql = {
     "q_park_get", "SELECT " PARK_COLS " FROM park WHERE id = $1::bigint"};
@@ -43,7 +43,8 @@ static const struct q__pg_sql park_list_sql = {
 static const struct q__pg_sql park_close_sql = {
     "q_park_close",
     "WITH upd AS (UPDATE park SET state = 'resolved', resolution = $2::text,"
-    "   resolved_by = $3::text, resolved_at = $4::bigint, note = $5::text"
+    "   resolved_by = $3::text, resolved_at = $4::bigint, note = $5::text,"
+    "   answer = $6::text"
     "   WHERE id = $1::bigint AND state = 'open' RETURNING id)"
     " SELECT (SELECT count(*) FROM upd),"
     " EXISTS (SELECT 1 FROM park WHERE id = $1::bigint)::int"};
@@ -112,6 +113,7 @@ read_park(const PGresult *res, int r, void *elem)
     p->resolved_by = q__pg_text(res, r, 13);
     p->resolved_at = q__pg_int(res, r, 14);
     p->note = q__pg_text(res, r, 15);
+    p->answer = q__pg_text(res, r, 16);
 }
 
 int
@@ -158,6 +160,7 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     q__pg_p_text(&p, c->by);
     q__pg_p_int(&p, c->now);
     q__pg_p_text(&p, c->note);
+    q__pg_p_text(&p, c->answer);
     rc = q__pg_select_one(q__pg(db), &park_close_sql, &p, sizeof(got),
                           q__pg_read_ints, got, "resolving a park item");
     if (rc == 0 && got[0] == 0)

@@ -271,6 +271,14 @@ static const struct migration migrations[] = {
     {14, 15,
      /* A job's input (SQLite's version 15). */
      "ALTER TABLE jobs ADD COLUMN input text;"},
+    {15, 16,
+     /* Agent loops: attempts of kind turn or tool, and an operator's
+      * answer to a tool call's park item (SQLite's version 16). */
+     "ALTER TABLE attempts ADD COLUMN kind text;"
+     "ALTER TABLE attempts ADD COLUMN call_id text;"
+     "ALTER TABLE attempts ADD COLUMN tool text;"
+     "ALTER TABLE attempts ADD COLUMN args text;"
+     "ALTER TABLE park ADD COLUMN answer text;"},
 };
 
 /* The lock that serializes migrations of one schema (held until the

@@ -100,6 +100,10 @@ attempt_begin_locked(struct q__sqlite *db, const struct q_attempt_start *a,
     sqlite3_bind_int64(s, 7, a->est_tokens);
     sqlite3_bind_int64(s, 8, a->started_at);
     q__bind_text(s, 9, a->route);
+    q__bind_text(s, 10, a->kind);
+    q__bind_text(s, 11, a->call_id);
+    q__bind_text(s, 12, a->tool);
+    q__bind_text(s, 13, a->args);
     if ((rc = q__run_done(db, s, "recording an attempt")) != 0)
         return rc;
     if (sqlite3_changes(db->h) == 0)
@@ -257,6 +261,10 @@ read_attempt(sqlite3_stmt *s, void *elem)
     a->priced = sqlite3_column_type(s, 17) != SQLITE_NULL;
     a->cost_nusd = sqlite3_column_int64(s, 17);
     a->cost_estimated = sqlite3_column_int(s, 18) != 0;
+    a->kind = q__col_text(s, 19);
+    a->call_id = q__col_text(s, 20);
+    a->tool = q__col_text(s, 21);
+    a->args = q__col_text(s, 22);
 }
 
 int

@@ -75,6 +75,7 @@ read_park(sqlite3_stmt *s, void *elem)
     p->resolved_by = q__col_text(s, 13);
     p->resolved_at = sqlite3_column_int64(s, 14);
     p->note = q__col_text(s, 15);
+    p->answer = q__col_text(s, 16);
 }
 
 int
@@ -138,6 +139,7 @@ q__sqlite_park_close(q_db *base, int64_t id, const struct q_park_close *c)
     q__bind_text(s, 3, c->by);
     sqlite3_bind_int64(s, 4, c->now);
     q__bind_text(s, 5, c->note);
+    q__bind_text(s, 6, c->answer);
     rc = update_one(db, s, "resolving a park item");
     if (rc != -EALREADY)
         return rc;

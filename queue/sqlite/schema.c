@@ -255,6 +255,16 @@ static const char *const migrations[] = {
     /* 14 -> 15: a job's input (docs/reference.md "Job file"), as compact
      * JSON text apart from the job's own; NULL: none. */
     "ALTER TABLE jobs ADD COLUMN input TEXT;",
+    /* 15 -> 16: the agent loop of a chat step with tools: each model turn
+     * and each tool call is an attempt of its kind ('turn', 'tool'; NULL
+     * for a plain attempt), a tool call with its call id, tool name and
+     * arguments; and what an operator gave a park item of a tool call
+     * (approved arguments, an answer). */
+    "ALTER TABLE attempts ADD COLUMN kind TEXT;"
+    "ALTER TABLE attempts ADD COLUMN call_id TEXT;"
+    "ALTER TABLE attempts ADD COLUMN tool TEXT;"
+    "ALTER TABLE attempts ADD COLUMN args TEXT;"
+    "ALTER TABLE park ADD COLUMN answer TEXT;",
 };
 
 int

@@ -107,8 +107,10 @@ static const char *const sql_text[ST_COUNT] = {
                         " WHERE job_id = ?1 AND step = ?2",
     [ST_ATTEMPT_INSERT] =
         "INSERT INTO attempts (job_id, step, attempt, tier, worker,"
-        " request_sha256, est_tokens, started_at, route)"
-        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE EXISTS (SELECT 1"
+        " request_sha256, est_tokens, started_at, route, kind, call_id,"
+        " tool, args)"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13"
+        " WHERE EXISTS (SELECT 1"
         " FROM jobs WHERE id = ?1 AND state = 1 AND lease_owner = ?5)",
     [ST_STEP_CHARGE] =
         "INSERT INTO steps (job_id, idx, state, tier, attempts, tokens)"
@@ -129,12 +131,14 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_ATTEMPTS_JOB] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated"
+        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated,"
+        " kind, call_id, tool, args"
         " FROM attempts WHERE job_id = ?1 ORDER BY step, attempt",
     [ST_ATTEMPTS_STEP] =
         "SELECT id, step, attempt, tier, request_sha256, started_at,"
         " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated"
+        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated,"
+        " kind, call_id, tool, args"
         " FROM attempts WHERE job_id = ?1 AND step = ?2 ORDER BY attempt",
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
@@ -174,12 +178,12 @@ static const char *const sql_text[ST_COUNT] = {
         "SELECT"
         " id, job_id, step, step_name, reason, attempts, request_sha256,"
         " request, error, tier, parked_at, state, resolution, resolved_by,"
-        " resolved_at, note FROM park WHERE id = ?1",
+        " resolved_at, note, answer FROM park WHERE id = ?1",
     [ST_PARK_LIST] =
         "SELECT"
         " id, job_id, step, step_name, reason, attempts, request_sha256,"
         " request, error, tier, parked_at, state, resolution, resolved_by,"
-        " resolved_at, note FROM park"
+        " resolved_at, note, answer FROM park"
         " WHERE (?1 OR ?5 > 0 OR state = 'open') AND (?2 IS NULL OR reason = "
         "?2)"
         " AND (?3 IS NULL OR tier = ?3) AND (?4 = 0 OR job_id = ?4)"
@@ -187,7 +191,8 @@ static const char *const sql_text[ST_COUNT] = {
         " ORDER BY state = 'open' DESC, id",
     /* The UPDATE that decides a race: only one resolve finds it open. */
     [ST_PARK_CLOSE] = "UPDATE park SET state = 'resolved', resolution = ?2,"
-                      " resolved_by = ?3, resolved_at = ?4, note = ?5"
+                      " resolved_by = ?3, resolved_at = ?4, note = ?5,"
+                      " answer = ?6"
                       " WHERE id = ?1 AND state = 'open'",
     [ST_STEP_RESET] =
         "INSERT INTO steps (job_id, idx, state, output, reset_after,"

@@ -407,6 +407,16 @@
       el('tbody', {}, ...body)));
   }
 
+  /* A tool call's item: the tool and the exact arguments it would run
+   * with (and an ask tool's question). */
+  function callFacts(call) {
+    if (!call) return [];
+    return [el('h3', {}, 'Tool call'),
+            facts([['tool', call.tool], ['call id', call.call_id],
+                   ['question', call.question]]),
+            el('pre', {class: 'request'}, JSON.stringify(call.args, null, 2))];
+  }
+
   function renderItem(it) {
     item = it;
     shownJob = null;
@@ -427,6 +437,7 @@
              ['tier', it.tier], ['attempts', it.attempts],
              ['parked', when(it.parked_at)], ['state', it.state],
              ['resolved', resolved], ['request sha256', it.request_sha256]]),
+      ...callFacts(it.call),
       el('h3', {}, 'Error'), el('pre', {class: 'error'}, it.error || ''),
       el('h3', {}, 'Request as sent'),
       el('pre', {class: 'request'}, it.request ? pretty(it.request) :
@@ -436,6 +447,9 @@
     const openItem = it.state === 'open';
     $('resolve').hidden = !openItem || isViewer();
     $('read-only').hidden = !openItem || !isViewer();
+    /* approve and reject: a tool call's item only (an agent step's) */
+    for (const a of ['approve', 'reject'])
+      document.querySelector('[data-action="' + a + '"]').hidden = !it.call;
     /* a tier applies to chat steps only */
     $('resolve-tier').parentElement.hidden = it.kind === 'http';
   }
@@ -529,6 +543,10 @@
     done: (it) => 'Mark step ' + it.step + ' of job #' + it.job_id +
       ' done with the output above? The job goes on as if it had answered.',
     fail: (it) => 'Fail job #' + it.job_id + '? It ends as failed.',
+    approve: (it) => 'Approve the call of ' + (it.call || {}).tool +
+      ' with the arguments above? It is sent, and the model gets its result.',
+    reject: (it) => 'Reject the call of ' + (it.call || {}).tool +
+      '? It is not sent; the model gets your note as its result.',
   };
 
   function ask(action) {
