@@ -506,6 +506,7 @@ END_TEST
 START_TEST(test_unmapped_request_fails_loud)
 {
     cJSON *job, *log;
+    char *text;
 
     e2e_start("{\"routes\": [{\"path\": \"/free\", \"api\": \"anthropic\"}]}",
               "");
@@ -516,10 +517,11 @@ START_TEST(test_unmapped_request_fails_loud)
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
-    ck_assert_msg(strstr(cJSON_PrintUnformatted(job),
-                         "tier free (api anthropic): request.tools: not "
-                         "mapped to the anthropic api") != NULL,
-                  "%s", cJSON_PrintUnformatted(job));
+    text = cJSON_PrintUnformatted(job);
+    ck_assert_msg(strstr(text, "tier free (api anthropic): request.tools: not "
+                               "mapped to the anthropic api") != NULL,
+                  "%s", text);
+    free(text);
     log = e2e_mock_log();
     ck_assert_int_eq(cJSON_GetArraySize(log), 0);
     cJSON_Delete(log);

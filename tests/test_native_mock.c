@@ -106,7 +106,8 @@ START_TEST(test_bad_api_in_a_script_is_refused)
 {
     char *script = tmpdir_write(
         mockproc_dir, "bad.json",
-        "{\"routes\": [{\"path\": \"/x\", \"api\": \"claude\"}]}", 48);
+        "{\"routes\": [{\"path\": \"/x\", \"api\": \"claude\"}]}",
+        sizeof("{\"routes\": [{\"path\": \"/x\", \"api\": \"claude\"}]}") - 1);
     struct run_result res;
 
     ck_assert_int_eq(RUN(&res, NULL, "mock", "--script", script, "--check"), 2);
