@@ -374,8 +374,9 @@ START_TEST(test_migrates_v14_adding_input)
     /* Not reopen_migrated: version 14 has the tables it takes away. */
     ck_assert_int_eq(q_close(db), 0);
     ck_assert_int_eq(pgfix_query(loc,
-                                 V16_UNDO "ALTER TABLE jobs DROP COLUMN input;"
-                                          " UPDATE stepq_schema SET version = 14",
+                                 V16_UNDO
+                                 "ALTER TABLE jobs DROP COLUMN input;"
+                                 " UPDATE stepq_schema SET version = 14",
                                  NULL),
                      0);
     ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
