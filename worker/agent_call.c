@@ -170,6 +170,19 @@ start(struct run *r, struct agent_call *ac, const struct spec_tool *t)
         http_request_cleanup(&req);
         return rc;
     }
+    /* As a plain step's (send.c): a call with side effects and no key is
+     * sent only once its record is on disk, not only written, or a power
+     * loss that undid the record would let the next worker send it
+     * again. */
+    if (t->side_effects && t->idempotency_key == NULL &&
+        q_tx_durable(r->w->db) != 0) {
+        /* The store trusts no flush since one failed (logged): not sent,
+         * held as a call in doubt is, to be parked once its siblings end
+         * (a retry after a restart on a sound disk sends it). */
+        http_request_cleanup(&req);
+        ac->state = AC_HOLD;
+        return 0;
+    }
     ac->req = req;
     ac->queued = true;
     ac->state = AC_SENT;
