@@ -421,46 +421,13 @@ parse_breaker(const cJSON *o, const char *path, struct config_tier *t,
     return 0;
 }
 
-int
-config__parse_tier(const cJSON *o, const char *path, const char *dir,
-                   struct config_tier *t, char *err, size_t len)
+/* The tier's pace and bounds: its rates and their window, allowance,
+ * in-flight cap, timeout and burst, each with its default. */
+static int
+parse_pace(const cJSON *o, const char *path, struct config_tier *t, char *err,
+           size_t len)
 {
-    static const char *const keys[] = {"name",
-                                       "base_url",
-                                       "model",
-                                       "api_key_env",
-                                       "auth",
-                                       "headers",
-                                       "query",
-                                       "rpm",
-                                       "tpm",
-                                       "allowance_tokens",
-                                       "allowance_window",
-                                       "degrade_at",
-                                       "max_inflight",
-                                       "timeout_s",
-                                       "breaker",
-                                       "window_s",
-                                       "burst",
-                                       "spill",
-                                       "price",
-                                       "ca_file",
-                                       "ca_path",
-                                       "client_cert",
-                                       "client_key",
-                                       "http2",
-                                       "max_connections",
-                                       "api",
-                                       "max_tokens",
-                                       "stream",
-                                       "first_byte_timeout_s",
-                                       "idle_timeout_s",
-                                       "mode",
-                                       "batch",
-                                       "realtime_price",
-                                       NULL};
-    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
-    const char *window = NULL, *auth = NULL;
+    const char *window = NULL;
     int64_t inflight = 0;
     char p[256];
     int rc;
@@ -469,13 +436,7 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
     t->degrade_at = 0.8;
     t->timeout_s = 60;
     t->window_s = 60;
-    if ((rc = json_check_object(o, path, keys, err, len)) ||
-        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
-        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
-        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
-        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
-        (rc = json_get_string(o, "auth", false, path, &auth, err, len)) ||
-        (rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
+    if ((rc = json_get_int(o, "rpm", 0, 100000000, path, &t->rpm, err, len)) ||
         (rc = json_get_int(o, "tpm", 0, INT64_C(1) << 50, path, &t->tpm, err,
                            len)) ||
         (rc = json_get_int(o, "allowance_tokens", 0, INT64_C(1) << 50, path,
@@ -493,15 +454,71 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
         (rc =
              json_get_int(o, "burst", 1, 100000000, path, &t->burst, err, len)))
         return rc;
-    if (env != NULL && env[0] == '\0')
-        env = NULL; /* as before: "" names no variable */
-    if ((rc = check_names(name, model, url, env, path, err, len)) != 0)
-        return rc;
     if (window != NULL &&
         config__window_seconds(window, &t->allowance_window_s))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "allowance_window"),
                          "must be minute, hour, day, week or month");
+    t->max_inflight = (int)inflight;
+    return 0;
+}
+
+/* The fields a tier may have. */
+static const char *const tier_keys[] = {"name",
+                                        "base_url",
+                                        "model",
+                                        "api_key_env",
+                                        "auth",
+                                        "headers",
+                                        "query",
+                                        "rpm",
+                                        "tpm",
+                                        "allowance_tokens",
+                                        "allowance_window",
+                                        "degrade_at",
+                                        "max_inflight",
+                                        "timeout_s",
+                                        "breaker",
+                                        "window_s",
+                                        "burst",
+                                        "spill",
+                                        "price",
+                                        "ca_file",
+                                        "ca_path",
+                                        "client_cert",
+                                        "client_key",
+                                        "http2",
+                                        "max_connections",
+                                        "api",
+                                        "max_tokens",
+                                        "stream",
+                                        "first_byte_timeout_s",
+                                        "idle_timeout_s",
+                                        "mode",
+                                        "batch",
+                                        "realtime_price",
+                                        NULL};
+
+int
+config__parse_tier(const cJSON *o, const char *path, const char *dir,
+                   struct config_tier *t, char *err, size_t len)
+{
+    const char *name = NULL, *url = NULL, *model = NULL, *env = NULL;
+    const char *auth = NULL;
+    int rc;
+
+    if ((rc = json_check_object(o, path, tier_keys, err, len)) ||
+        (rc = json_get_string(o, "name", true, path, &name, err, len)) ||
+        (rc = json_get_string(o, "base_url", true, path, &url, err, len)) ||
+        (rc = json_get_string(o, "model", true, path, &model, err, len)) ||
+        (rc = json_get_string(o, "api_key_env", false, path, &env, err, len)) ||
+        (rc = json_get_string(o, "auth", false, path, &auth, err, len)))
+        return rc;
+    if (env != NULL && env[0] == '\0')
+        env = NULL; /* as before: "" names no variable */
+    if ((rc = check_names(name, model, url, env, path, err, len)) != 0 ||
+        (rc = parse_pace(o, path, t, err, len)) != 0)
+        return rc;
     if ((rc = parse_breaker(o, path, t, err, len)) != 0)
         return rc;
     if ((rc = config__parse_api(o, path, t, err, len)) != 0 ||
@@ -520,7 +537,6 @@ config__parse_tier(const cJSON *o, const char *path, const char *dir,
         config__tier_cleanup(t);
         return rc;
     }
-    t->max_inflight = (int)inflight;
     t->name = xstrdup(name);
     t->base_url = xstrdup(url);
     t->model = xstrdup(model);

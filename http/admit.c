@@ -256,3 +256,32 @@ http__admit(http_client *c)
         }
     }
 }
+
+/* Counts call in c's calls in flight and starts it, or queues it behind
+ * the others (http__admit starts it when a place is free). Returns 0, or
+ * -EIO when it could not be started (it is then in no list). */
+int
+http__enter(http_client *c, struct http_call *call)
+{
+    call->start_ms = clock_mono_ms();
+    call->next = c->calls;
+    if (c->calls != NULL)
+        c->calls->prev = call;
+    c->calls = call;
+    c->inflight++;
+    if (c->qhead == NULL && c->connecting < c->max_connecting &&
+        !http__pool_full(call)) {
+        if (http__admit_one(c, call) != 0) {
+            http__call_unlink(c, call);
+            return -EIO;
+        }
+        return 0;
+    }
+    call->qprev = c->qtail;
+    if (c->qtail != NULL)
+        c->qtail->qnext = call;
+    else
+        c->qhead = call;
+    c->qtail = call;
+    return 0;
+}

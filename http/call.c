@@ -482,23 +482,16 @@ set_tls(CURL *e, const struct http_request *req)
     }
 }
 
-int
-http_send(http_client *c, const struct http_request *req, http_done_cb cb,
-          void *arg, http_call **out)
+/* A new call of c on easy handle e for req: its copy of the body and its
+ * header list ("Expect:" and "Content-Type:" unset unless req sets them:
+ * curl would add "Expect: 100-continue" to large bodies, a round trip
+ * lost, and a form Content-Type to any body). Aborts on OOM. */
+static struct http_call *
+new_call(http_client *c, CURL *e, const struct http_request *req,
+         http_done_cb cb, void *arg)
 {
-    struct http_call *call;
-    CURL *e;
+    struct http_call *call = xcalloc(1, sizeof(*call));
 
-    if (c->closing)
-        return -ESHUTDOWN;
-    if (req == NULL || cb == NULL || !req_valid(req))
-        return -EINVAL;
-    e = curl_easy_init();
-    if (e == NULL) {
-        log_error("curl_easy_init failed");
-        return -EIO;
-    }
-    call = xcalloc(1, sizeof(*call));
     call->c = c;
     call->easy = e;
     call->cb = cb;
@@ -516,13 +509,30 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
     for (size_t i = 0; i < req->nheaders; i++)
         call->hdrs =
             add_header(call->hdrs, req->headers[i].name, req->headers[i].value);
-    /* curl would add "Expect: 100-continue" to large bodies (a round trip
-     * lost) and a form Content-Type to any body; "Name:" removes them. */
     if (!req_has_header(req, "expect"))
         call->hdrs = slist_add(call->hdrs, "Expect:");
     if (req->body != NULL && !req_has_header(req, "content-type"))
         call->hdrs = slist_add(call->hdrs, "Content-Type:");
+    return call;
+}
 
+int
+http_send(http_client *c, const struct http_request *req, http_done_cb cb,
+          void *arg, http_call **out)
+{
+    struct http_call *call;
+    CURL *e;
+
+    if (c->closing)
+        return -ESHUTDOWN;
+    if (req == NULL || cb == NULL || !req_valid(req))
+        return -EINVAL;
+    e = curl_easy_init();
+    if (e == NULL) {
+        log_error("curl_easy_init failed");
+        return -EIO;
+    }
+    call = new_call(c, e, req, cb, arg);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)call);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -557,30 +567,12 @@ http_send(http_client *c, const struct http_request *req, http_done_cb cb,
         return -EINVAL;
     }
 
-    call->start_ms = clock_mono_ms();
-    call->next = c->calls;
-    if (c->calls != NULL)
-        c->calls->prev = call;
-    c->calls = call;
-    c->inflight++;
-    if (c->qhead == NULL && c->connecting < c->max_connecting &&
-        !http__pool_full(call)) {
-        if (http__admit_one(c, call) != 0) {
-            http__call_unlink(c, call);
-            curl_easy_cleanup(e);
-            slist_free_wiped(call->hdrs);
-            free(call->body);
-            free(call);
-            return -EIO;
-        }
-    } else {
-        /* Behind the others: http__admit sends it when a place is free. */
-        call->qprev = c->qtail;
-        if (c->qtail != NULL)
-            c->qtail->qnext = call;
-        else
-            c->qhead = call;
-        c->qtail = call;
+    if (http__enter(c, call) != 0) {
+        curl_easy_cleanup(e);
+        slist_free_wiped(call->hdrs);
+        free(call->body);
+        free(call);
+        return -EIO;
     }
     http__secrets_copy(req, &call->secrets, &call->nsecrets);
     if (out != NULL)

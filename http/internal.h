@@ -256,4 +256,9 @@ void http__pools_free(http_client *c);
  * HTTP_ERR_CANCELLED (call is freed). Called with the client entered. */
 void http__cancel_one(struct http_call *call);
 
+/* http__enter counts call in c's calls in flight and starts it, or
+ * queues it behind the others (admit.c). Returns 0, or -EIO when it could
+ * not be started (it is then in no list). */
+int http__enter(http_client *c, struct http_call *call);
+
 #endif

@@ -104,9 +104,8 @@ not_allowed(struct MHD_Connection *c, const char *method, const char *url)
                        msg, allow);
 }
 
-/* A storage error: 503 when the store is away (try again), else 500. */
-static enum MHD_Result
-storage_error(struct MHD_Connection *c, int rc, const char *doing)
+enum MHD_Result
+serve_storage_error(struct MHD_Connection *c, int rc, const char *doing)
 {
     if (rc == -EAGAIN || rc == -EBUSY)
         return serve_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
@@ -117,14 +116,14 @@ storage_error(struct MHD_Connection *c, int rc, const char *doing)
                              "cannot %s", doing);
 }
 
-static int64_t
-store_now(const struct serve_opts *o)
+int64_t
+serve_store_now(const struct serve_opts *o)
 {
     return clock_now_ms() + q_clock_offset(o->db);
 }
 
-static const char *
-arg(struct MHD_Connection *c, const char *name)
+const char *
+serve_arg(struct MHD_Connection *c, const char *name)
 {
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 }
@@ -221,7 +220,7 @@ jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
 {
     struct park_audit a = {0};
     struct spec_enqueue_opts eo = {.db = o->db,
-                                   .now = store_now(o),
+                                   .now = serve_store_now(o),
                                    .cfg = o->cfg,
                                    .ctx = &a,
                                    .before_commit = audit_enqueued};
@@ -243,7 +242,7 @@ jobs_enqueue(const struct serve_opts *o, const struct serve_caller *who,
         bool store = spec_enqueue_store_failed(e);
         spec_enqueue_free(e);
         if (store)
-            return storage_error(c, rc, "enqueue: nothing was enqueued");
+            return serve_storage_error(c, rc, "enqueue: nothing was enqueued");
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_job", "%s",
                                  err);
     }
@@ -281,8 +280,8 @@ jobs_check(const struct serve_opts *o, struct MHD_Connection *c,
 static enum MHD_Result
 jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
 {
-    const char *state = arg(c, "state"), *limit = arg(c, "limit");
-    const char *after = arg(c, "after");
+    const char *state = serve_arg(c, "state"), *limit = serve_arg(c, "limit");
+    const char *after = serve_arg(c, "after");
     enum q_job_state st = Q_JOB_QUEUED;
     int64_t lim = JOBS_PAGE, from = 0;
     cJSON *out = NULL;
@@ -303,7 +302,7 @@ jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
     bool one = state != NULL && strcmp(state, "all") != 0;
     rc = view_jobs(o->db, one ? (int)st : -1, from, (size_t)lim, &out);
     if (rc != 0)
-        return storage_error(c, rc, "list jobs");
+        return serve_storage_error(c, rc, "list jobs");
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
@@ -317,7 +316,7 @@ jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
         return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
                                  "no job %lld", (long long)id);
     if (rc != 0)
-        return storage_error(c, rc, "read the job");
+        return serve_storage_error(c, rc, "read the job");
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
@@ -330,7 +329,7 @@ jobs_cancel(const struct serve_opts *o, const struct serve_caller *who,
     int rc;
 
     /* Its open park items close with it (resolution "cancel"). */
-    serve_audit_by(who, store_now(o), &a);
+    serve_audit_by(who, serve_store_now(o), &a);
     rc = park_cancel_job_audited(
         o->db, id, who->mode == SERVE_NAMED ? who->op.name : NULL, &a);
 
@@ -341,7 +340,7 @@ jobs_cancel(const struct serve_opts *o, const struct serve_caller *who,
         return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict",
                                  "job %lld has already ended", (long long)id);
     if (rc != 0)
-        return storage_error(c, rc, "cancel the job");
+        return serve_storage_error(c, rc, "cancel the job");
     out = cJSON_CreateObject();
     cJSON_AddNumberToObject(out, "id", (double)id);
     cJSON_AddStringToObject(out, "state", "cancelled");
@@ -392,7 +391,7 @@ jobs_retry(const struct serve_opts *o, const struct serve_caller *who,
         return ret;
     }
     if (rc == 0) {
-        r.now = store_now(o);
+        r.now = serve_store_now(o);
         r.lease_ms = (int64_t)(o->cfg ? o->cfg->worker.lease_s * 1000 : 0);
         serve_audit_by(who, r.now, &a);
         rc = park_retry_job_audited(o->db, id, &r, &done, err, sizeof(err), &a);
@@ -407,7 +406,7 @@ jobs_retry(const struct serve_opts *o, const struct serve_caller *who,
     if (rc == -EALREADY)
         return serve_reply_error(c, MHD_HTTP_CONFLICT, "conflict", "%s", err);
     if (rc != 0)
-        return storage_error(c, rc, "retry the job");
+        return serve_storage_error(c, rc, "retry the job");
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
@@ -416,8 +415,8 @@ jobs_retry(const struct serve_opts *o, const struct serve_caller *who,
 static enum MHD_Result
 report(const struct serve_opts *o, struct MHD_Connection *c)
 {
-    const char *since_s = arg(c, "since");
-    int64_t now = store_now(o), since = now - 86400000;
+    const char *since_s = serve_arg(c, "since");
+    int64_t now = serve_store_now(o), since = now - 86400000;
     cJSON *out = NULL;
     int rc;
 
@@ -426,136 +425,7 @@ report(const struct serve_opts *o, struct MHD_Connection *c)
                                  "since must be a span (90m, 24h, 7d) or an "
                                  "RFC 3339 time");
     if ((rc = view_report(o->db, o->cfg, since, now, &out)) != 0)
-        return storage_error(c, rc, "read the report");
-    return serve_reply_json(c, MHD_HTTP_OK, out);
-}
-
-/* ---- park ------------------------------------------------------------ */
-
-static enum MHD_Result
-park_list(const struct serve_opts *o, struct MHD_Connection *c)
-{
-    const char *state = arg(c, "state"), *job = arg(c, "job_id");
-    struct q_park_filter f = {.reason = arg(c, "reason"),
-                              .tier = arg(c, "tier")};
-    struct q_park_item *items = NULL;
-    size_t n = 0;
-    int rc;
-
-    if (state != NULL && strcmp(state, "open") != 0 &&
-        strcmp(state, "all") != 0)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                 "state must be open or all");
-    if (job != NULL && (f.job_id = serve_whole(job, strlen(job))) < 1)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                 "job_id must be a job id");
-    f.all = state != NULL && strcmp(state, "all") == 0;
-    if ((rc = q_park_list(o->db, &f, &items, &n)) != 0)
-        return storage_error(c, rc, "list park items");
-    cJSON *out = view_park_list(items, n);
-    q_park_items_free(items, n);
-    return serve_reply_json(c, MHD_HTTP_OK, out);
-}
-
-static enum MHD_Result
-park_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
-{
-    cJSON *out = NULL;
-    int rc = view_park_item(o->db, id, &out);
-
-    if (rc == -ENOENT)
-        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
-                                 "no park item %lld", (long long)id);
-    if (rc != 0)
-        return storage_error(c, rc, "read the park item");
-    return serve_reply_json(c, MHD_HTTP_OK, out);
-}
-
-static enum MHD_Result
-park_resolve_one(const struct serve_opts *o, const struct serve_caller *who,
-                 struct MHD_Connection *c, int64_t id, const char *body,
-                 size_t len)
-{
-    /* A named operator's by is its name: a body without one takes it. */
-    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
-                                                             : NULL};
-    struct q_park_filter f = {0};
-    struct park_audit a = {0};
-    enum MHD_Result ret;
-    cJSON *doc = NULL, *out;
-    char err[256];
-    int rc;
-
-    if (serve_read_decision(o->cfg, body, len, false, &doc, &d, &f, err,
-                            sizeof(err)) != 0)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
-                                 err);
-    if (serve_by_refused(who, d.by, c, &ret)) {
-        cJSON_Delete(doc);
-        return ret;
-    }
-    d.now = store_now(o);
-    /* A tool call's item: approve/reject only there, edited arguments
-     * checked against the tool's parameters (park/tool.c). */
-    if ((rc = park_tool_check(o->db, id, &d, err, sizeof(err))) == -EINVAL) {
-        cJSON_Delete(doc);
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                 "park item %lld: %s", (long long)id, err);
-    }
-    if (rc == 0) {
-        serve_audit_by(who, d.now, &a);
-        rc = park_resolve_audited(o->db, id, &d, &a);
-    }
-    cJSON_Delete(doc);
-    if (rc == -ENOENT)
-        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
-                                 "no park item %lld", (long long)id);
-    if (rc == -EALREADY)
-        return serve_conflict_resolved(o, c, id);
-    if (rc == -EINVAL)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
-                                 "tier: park item %lld is an http step's, "
-                                 "which has no tiers",
-                                 (long long)id);
-    if (rc != 0)
-        return storage_error(c, rc, "resolve the park item");
-    out = cJSON_CreateObject();
-    cJSON_AddNumberToObject(out, "id", (double)id);
-    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
-    return serve_reply_json(c, MHD_HTTP_OK, out);
-}
-
-static enum MHD_Result
-park_resolve_all(const struct serve_opts *o, const struct serve_caller *who,
-                 struct MHD_Connection *c, const char *body, size_t len)
-{
-    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
-                                                             : NULL};
-    struct q_park_filter f = {0};
-    struct park_audit a = {0};
-    enum MHD_Result ret;
-    cJSON *doc = NULL, *out;
-    int64_t n = 0;
-    char err[256];
-    int rc;
-
-    if (serve_read_decision(o->cfg, body, len, true, &doc, &d, &f, err,
-                            sizeof(err)) != 0)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
-                                 err);
-    if (serve_by_refused(who, d.by, c, &ret)) {
-        cJSON_Delete(doc);
-        return ret;
-    }
-    d.now = store_now(o);
-    serve_audit_by(who, d.now, &a);
-    rc = park_resolve_matching_audited(o->db, &f, &d, &n, &a);
-    cJSON_Delete(doc);
-    if (rc != 0)
-        return storage_error(c, rc, "resolve the park items");
-    out = cJSON_CreateObject();
-    cJSON_AddNumberToObject(out, "resolved", (double)n);
-    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
+        return serve_storage_error(c, rc, "read the report");
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
@@ -566,12 +436,12 @@ tiers(const struct serve_opts *o, struct MHD_Connection *c)
 {
     const char *failed = "?";
     cJSON *out = NULL;
-    int rc = view_tiers(o->db, o->cfg, store_now(o), &out, &failed);
+    int rc = view_tiers(o->db, o->cfg, serve_store_now(o), &out, &failed);
 
     if (rc != 0) {
         char doing[128];
         snprintf(doing, sizeof(doing), "read the state of tier %s", failed);
-        return storage_error(c, rc, doing);
+        return serve_storage_error(c, rc, doing);
     }
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
@@ -590,7 +460,7 @@ status(const struct serve_opts *o, struct MHD_Connection *c, bool health)
             c, rc == 0 ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, out);
     }
     if (rc != 0)
-        return storage_error(c, rc, "read the status");
+        return serve_storage_error(c, rc, "read the status");
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
@@ -638,15 +508,15 @@ serve_route(const struct serve_opts *o, const struct serve_caller *who,
     case R_JOB_CANCEL:
         return jobs_cancel(o, who, c, id);
     case R_PARK_LIST:
-        return park_list(o, c);
+        return serve_park_list(o, c);
     case R_PARK_RESOLVE_ALL:
-        return park_resolve_all(o, who, c, body, len);
+        return serve_park_resolve_all(o, who, c, body, len);
     case R_PARK:
-        return park_show(o, c, id);
+        return serve_park_show(o, c, id);
     case R_PARK_RESOLVE:
-        return park_resolve_one(o, who, c, id, body, len);
+        return serve_park_resolve_one(o, who, c, id, body, len);
     case R_METRICS:
-        return serve_metrics(o, c, store_now(o));
+        return serve_metrics(o, c, serve_store_now(o));
     case R_REPORT:
         return report(o, c);
     case R_JOB_RETRY:
@@ -654,7 +524,7 @@ serve_route(const struct serve_opts *o, const struct serve_caller *who,
     case R_ME:
         return serve_me(who, c);
     case R_AUDIT:
-        return serve_audit(o, c, store_now(o));
+        return serve_audit(o, c, serve_store_now(o));
     }
     return MHD_NO; /* not reached: every route is above */
 }

@@ -188,4 +188,27 @@ enum MHD_Result serve_reply_error(struct MHD_Connection *c, unsigned status,
                                   const char *code, const char *fmt, ...)
     STEPQ_PRINTF(4, 5);
 
+/* serve_storage_error answers a storage error: 503 when the store is busy
+ * or away (try again), else 500, saying what it could not do. */
+enum MHD_Result serve_storage_error(struct MHD_Connection *c, int rc,
+                                    const char *doing);
+/* serve_store_now is now by the store's clock (ms). */
+int64_t serve_store_now(const struct serve_opts *o);
+/* serve_arg is query parameter name of c, or NULL. */
+const char *serve_arg(struct MHD_Connection *c, const char *name);
+
+/* The park routes (api_park.c); serve_route calls them. */
+enum MHD_Result serve_park_list(const struct serve_opts *o,
+                                struct MHD_Connection *c);
+enum MHD_Result serve_park_show(const struct serve_opts *o,
+                                struct MHD_Connection *c, int64_t id);
+enum MHD_Result serve_park_resolve_one(const struct serve_opts *o,
+                                       const struct serve_caller *who,
+                                       struct MHD_Connection *c, int64_t id,
+                                       const char *body, size_t len);
+enum MHD_Result serve_park_resolve_all(const struct serve_opts *o,
+                                       const struct serve_caller *who,
+                                       struct MHD_Connection *c,
+                                       const char *body, size_t len);
+
 #endif

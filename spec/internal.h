@@ -9,6 +9,12 @@
 
 #include "spec/spec.h"
 
+/* spec__key_rules checks a job's key (key.c): not empty, not a schedule's;
+ * unless stored (the key of a job an older stepq stored, which must still
+ * run), at most SPEC_KEY_MAX_BYTES of UTF-8 without control characters.
+ * Returns 0, or -EINVAL with the JSON path and why in err. */
+int spec__key_rules(const char *key, bool stored, char *err, size_t len);
+
 /* spec__validate checks j->root against every rule of docs/reference.md
  * "Job file" and fills the rest of j (borrowed from j->root). Returns 0, or
  * -EINVAL with the JSON path of the first problem in err. */

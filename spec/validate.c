@@ -18,10 +18,7 @@
 #include "common/price.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN     256
-#define STR_(x)      #x
-#define STR(x)       STR_(x)
-#define KEY_TOO_LONG "key: longer than " STR(SPEC_KEY_MAX_BYTES) " bytes"
+#define PATH_LEN 256
 
 static const char *const job_keys[] = {"name",         "key",        "priority",
                                        "run_at",       "deadline_s", "steps",
@@ -47,28 +44,6 @@ static const char *const http_keys[] = {"method", "url", "headers", "body",
                                         NULL};
 static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
                                            "keep_last_messages", NULL};
-
-/* The rules of a job's key, one list for a job file's and for
- * spec_key_check's (--key, libstepq, serve). stored: the key of a job an
- * older stepq stored, which may break today's bounds (its length, its
- * characters) and must still run. */
-static int
-key_rules(const char *key, bool stored, char *err, size_t len)
-{
-    if (key[0] == '\0')
-        return json_fail(err, len, "key", "must not be empty");
-    if (!stored && strlen(key) > SPEC_KEY_MAX_BYTES)
-        return json_fail(err, len, "", KEY_TOO_LONG);
-    if (spec_key_reserved(key))
-        return json_fail(err, len, "key",
-                         "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
-                         " are the schedules' own");
-    if (!stored && !json_utf8_valid(key, strlen(key)))
-        return json_fail(err, len, "key", "not valid UTF-8");
-    if (!stored && !json_plain_text(key, false))
-        return json_fail(err, len, "key", "must not hold control characters");
-    return 0;
-}
 
 /* Bits of job_keys and step_keys, in their order: what members() found. */
 enum {
@@ -553,7 +528,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                          "schedule:%s:SLOT)",
                          opts->schedule);
     if (j->key != NULL &&
-        (rc = key_rules(j->key, opts != NULL && opts->stored, err, len)) != 0)
+        (rc = spec__key_rules(j->key, opts != NULL && opts->stored, err,
+                              len)) != 0)
         return rc;
     if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
         return json_fail(err, len, "run_at",
@@ -595,17 +571,4 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
             return rc;
     }
     return 0;
-}
-
-bool
-spec_key_reserved(const char *key)
-{
-    return key != NULL && strncmp(key, SPEC_SCHEDULE_KEY_PREFIX,
-                                  strlen(SPEC_SCHEDULE_KEY_PREFIX)) == 0;
-}
-
-int
-spec_key_check(const char *key, char *err, size_t len)
-{
-    return key_rules(key, false, err, len);
 }

@@ -390,6 +390,9 @@ void worker__agent_free(struct agent *ag);
  * from the ledger, settles an attempt left in doubt, and attempts it (or
  * completes the job after its last step). */
 void worker__step_enter(struct run *r);
+/* worker__progress prints the progress line of r (what happened to it)
+ * when the worker shows progress (leave.c). */
+void worker__progress(const struct run *r, const char *what);
 /* worker__finish marks the job gone from this worker (state: the progress
  * line, or NULL). */
 void worker__finish(struct run *r, const char *state);

@@ -313,7 +313,8 @@ int q__schema_migrate(struct q__sqlite *db, int target);
  * migration tests). */
 int q__open_version(const char *path, int target, q_db **out);
 
-/* store_sql is the SQL text of statement id (for query-plan tests). */
+/* q__store_sql is the SQL text of statement id (sql.c): what store.c
+ * prepares, and what the query-plan tests read. */
 const char *q__store_sql(enum q__stmt_id id);
 
 /* stmt returns the cached statement id, reset and with bindings cleared,

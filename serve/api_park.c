@@ -1,0 +1,139 @@
+/* api_park.c: the routes of park items: list, show, resolve one, resolve
+ * every item a filter matches, each through park/'s one set of rules (a
+ * tool call's item through park/tool.c's), with its audit row. */
+#include "serve/internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "park/park.h"
+#include "view/view.h"
+
+enum MHD_Result
+serve_park_list(const struct serve_opts *o, struct MHD_Connection *c)
+{
+    const char *state = serve_arg(c, "state"), *job = serve_arg(c, "job_id");
+    struct q_park_filter f = {.reason = serve_arg(c, "reason"),
+                              .tier = serve_arg(c, "tier")};
+    struct q_park_item *items = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (state != NULL && strcmp(state, "open") != 0 &&
+        strcmp(state, "all") != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "state must be open or all");
+    if (job != NULL && (f.job_id = serve_whole(job, strlen(job))) < 1)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "job_id must be a job id");
+    f.all = state != NULL && strcmp(state, "all") == 0;
+    if ((rc = q_park_list(o->db, &f, &items, &n)) != 0)
+        return serve_storage_error(c, rc, "list park items");
+    cJSON *out = view_park_list(items, n);
+    q_park_items_free(items, n);
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+enum MHD_Result
+serve_park_show(const struct serve_opts *o, struct MHD_Connection *c,
+                int64_t id)
+{
+    cJSON *out = NULL;
+    int rc = view_park_item(o->db, id, &out);
+
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no park item %lld", (long long)id);
+    if (rc != 0)
+        return serve_storage_error(c, rc, "read the park item");
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+enum MHD_Result
+serve_park_resolve_one(const struct serve_opts *o,
+                       const struct serve_caller *who, struct MHD_Connection *c,
+                       int64_t id, const char *body, size_t len)
+{
+    /* A named operator's by is its name: a body without one takes it. */
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
+    struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
+    cJSON *doc = NULL, *out;
+    char err[256];
+    int rc;
+
+    if (serve_read_decision(o->cfg, body, len, false, &doc, &d, &f, err,
+                            sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+    if (serve_by_refused(who, d.by, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
+    d.now = serve_store_now(o);
+    /* A tool call's item: approve/reject only there, edited arguments
+     * checked against the tool's parameters (park/tool.c). */
+    if ((rc = park_tool_check(o->db, id, &d, err, sizeof(err))) == -EINVAL) {
+        cJSON_Delete(doc);
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "park item %lld: %s", (long long)id, err);
+    }
+    if (rc == 0) {
+        serve_audit_by(who, d.now, &a);
+        rc = park_resolve_audited(o->db, id, &d, &a);
+    }
+    cJSON_Delete(doc);
+    if (rc == -ENOENT)
+        return serve_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "no park item %lld", (long long)id);
+    if (rc == -EALREADY)
+        return serve_conflict_resolved(o, c, id);
+    if (rc == -EINVAL)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "tier: park item %lld is an http step's, "
+                                 "which has no tiers",
+                                 (long long)id);
+    if (rc != 0)
+        return serve_storage_error(c, rc, "resolve the park item");
+    out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "id", (double)id);
+    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}
+
+enum MHD_Result
+serve_park_resolve_all(const struct serve_opts *o,
+                       const struct serve_caller *who, struct MHD_Connection *c,
+                       const char *body, size_t len)
+{
+    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
+                                                             : NULL};
+    struct q_park_filter f = {0};
+    struct park_audit a = {0};
+    enum MHD_Result ret;
+    cJSON *doc = NULL, *out;
+    int64_t n = 0;
+    char err[256];
+    int rc;
+
+    if (serve_read_decision(o->cfg, body, len, true, &doc, &d, &f, err,
+                            sizeof(err)) != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+    if (serve_by_refused(who, d.by, c, &ret)) {
+        cJSON_Delete(doc);
+        return ret;
+    }
+    d.now = serve_store_now(o);
+    serve_audit_by(who, d.now, &a);
+    rc = park_resolve_matching_audited(o->db, &f, &d, &n, &a);
+    cJSON_Delete(doc);
+    if (rc != 0)
+        return serve_storage_error(c, rc, "resolve the park items");
+    out = cJSON_CreateObject();
+    cJSON_AddNumberToObject(out, "resolved", (double)n);
+    cJSON_AddStringToObject(out, "resolution", park_how_name(d.how));
+    return serve_reply_json(c, MHD_HTTP_OK, out);
+}

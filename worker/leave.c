@@ -1,0 +1,135 @@
+/* leave.c: the ways a job leaves this worker: finished, given back,
+ * failed (told to on_fail, as an ended one is to on_done) or parked; a
+ * wait that keeps the slot or gives the job back; the progress line. */
+#include "worker/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "park/park.h"
+
+/* A wait up to this long keeps the job's slot; a longer one gives the job
+ * back to the queue with a later run_at. */
+#define HOLD_MAX_MS 2000
+
+void
+worker__progress(const struct run *r, const char *what)
+{
+    if (r->w->progress)
+        fprintf(stderr, "job %lld %s: %s\n", (long long)r->job.id, r->job.name,
+                what);
+}
+
+/* ---- how a job leaves: finished, given back, failed, parked -------- */
+
+void
+worker__finish(struct run *r, const char *state)
+{
+    if (!r->finished && state != NULL)
+        worker__progress(r, state);
+    r->finished = true;
+    worker__batch_leave(r); /* its batch may go: no pointer is kept */
+    worker__kick(r->w);
+}
+
+/* Gives the job back to the queue, due at run_at; the step is pending
+ * again (its context lives in the ledger). */
+void
+worker__give_back(struct run *r, int64_t run_at)
+{
+    struct worker *w = r->w;
+    int64_t now = worker__now(w);
+
+    if (!r->lost && r->step < (int)r->spec->nsteps) {
+        if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_PENDING, NULL,
+                       NULL, 0) != 0)
+            log_warn("job %lld: cannot reset step state", (long long)r->job.id);
+    }
+    if (!r->lost && q_release(w->db, r->job.id, w->id, run_at, now) != 0)
+        log_warn("job %lld: lease already gone at release",
+                 (long long)r->job.id);
+    worker__finish(r, NULL);
+}
+
+void
+worker__ended(struct worker *w, int64_t id, bool failed)
+{
+    if ((failed ? w->cfg->on_fail : w->cfg->on_done) == NULL || w->job == NULL)
+        return;
+    if (w->nended == w->capended) {
+        w->capended = w->capended ? 2 * w->capended : 8;
+        w->ended = xrealloc(w->ended, w->capended * sizeof(*w->ended));
+    }
+    w->ended[w->nended++] = failed ? -id : id;
+}
+
+void
+worker__fail_job(struct run *r, const char *error)
+{
+    struct worker *w = r->w;
+    int64_t now = worker__now(w);
+    int rc;
+
+    if (r->step < (int)r->spec->nsteps &&
+        q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_FAILED, NULL, NULL,
+                   0))
+        log_warn("job %lld: cannot mark step failed", (long long)r->job.id);
+    rc = q_fail(w->db, r->job.id, w->id, error, now);
+    if (rc != 0)
+        log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
+    else
+        worker__ended(w, r->job.id, true);
+    worker__finish(r, "failed");
+}
+
+void
+worker__wait_then_attempt(struct run *r, int64_t wait_ms)
+{
+    int64_t now = worker__now(r->w);
+
+    if (wait_ms > HOLD_MAX_MS) {
+        worker__give_back(r, now + wait_ms);
+        return;
+    }
+    r->wake_at = now + (wait_ms > 0 ? wait_ms : 0);
+    if (r->wake_at == 0)
+        r->wake_at = 1;
+    worker__kick(r->w);
+}
+
+void
+worker__park(struct run *r, const char *reason, const char *error)
+{
+    struct worker *w = r->w;
+    const struct config_tier *t = cur_tier(r);
+    struct q_park_new p = {
+        .job_id = r->job.id,
+        .step = r->step,
+        .step_name = cur_spec(r)->name,
+        .reason = reason,
+        .attempts = r->attempt_no,
+        .request_sha256 = r->sha[0] ? r->sha : NULL,
+        .request = r->body,
+        .error = error,
+        .tier = t ? t->name : NULL,
+        .parked_at = worker__now(w),
+    };
+    int64_t id = 0;
+
+    if (park_step(w->db, &p, w->id, &id) != 0) {
+        log_error("job %lld: cannot park step %s; giving the job back",
+                  (long long)r->job.id, p.step_name);
+        worker__give_back(r, worker__now(w) + 1000);
+        return;
+    }
+    /* The hook is told once the turn has committed (run_hooks, turn.c):
+     * before, the item it is told of may not exist for anyone else yet. */
+    if (w->nhooks == w->caphooks) {
+        w->caphooks = w->caphooks ? 2 * w->caphooks : 8;
+        w->hooks = xrealloc(w->hooks, w->caphooks * sizeof(*w->hooks));
+    }
+    w->hooks[w->nhooks++] = id;
+    worker__finish(r, "parked");
+}
