@@ -41,8 +41,9 @@ fire_report(struct worker *w, int64_t now)
     cJSON *r = NULL;
     int rc = q_sched_get(w->db, REPORT_STATE, &st);
 
-    if (rc == -ENOENT) {
-        if (q_sched_note(w->db, REPORT_STATE, now, 0, 0, now) != 0)
+    if (rc == -ENOENT) { /* done 0: a row another worker made first keeps
+                          * its done_until, which would read as sent */
+        if (q_sched_note(w->db, REPORT_STATE, 0, 0, 0, now) != 0)
             log_warn("on_report: the store failed: tried again in a second");
         return;
     }
