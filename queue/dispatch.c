@@ -52,6 +52,18 @@ q_db_version(q_db *db, int *out)
 }
 
 int
+q_read_begin(q_db *db)
+{
+    return db->ops->read_begin(db);
+}
+
+void
+q_read_end(q_db *db)
+{
+    db->ops->read_end(db);
+}
+
+int
 q_tx_begin(q_db *db)
 {
     return db->ops->tx_begin(db);

@@ -72,6 +72,8 @@ struct q__ops {
     int (*tx_commit)(q_db *db);
     void (*tx_rollback)(q_db *db);
     int (*tx_durable)(q_db *db); /* NULL: every commit is durable */
+    int (*read_begin)(q_db *db);
+    void (*read_end)(q_db *db);
     int (*enqueue)(q_db *db, const struct q_job_new *jobs, size_t n,
                    const struct q_enqueue_opts *opts, int64_t now,
                    struct q_enqueue_result *res);

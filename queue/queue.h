@@ -119,6 +119,20 @@ void q_tx_rollback(q_db *db);
  * itself returns -EIO at once (the transaction goes on). */
 STEPQ_MUST_CHECK int q_tx_durable(q_db *db);
 
+/* ---- read snapshots ------------------------------------------------------ */
+
+/* q_read_begin starts a read snapshot: every read on db until
+ * q_read_end sees the store as it was at one moment (at its first read),
+ * whatever other processes commit meanwhile, so a job shown, a status or
+ * a report made of many reads is one consistent picture. Writers are not
+ * held up by it. Snapshots nest (only the outermost counts), and inside a
+ * write transaction, which already sees one state, it changes nothing. No
+ * q_tx_begin while one is open (-EINVAL). Returns 0, -EIO or -EAGAIN. */
+STEPQ_MUST_CHECK int q_read_begin(q_db *db);
+/* q_read_end ends the innermost read snapshot (a no-op with none open);
+ * an error ending it is logged: what was read stays valid. */
+void q_read_end(q_db *db);
+
 /* ---- jobs ------------------------------------------------------------ */
 
 enum q_job_state {

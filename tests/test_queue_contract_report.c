@@ -582,6 +582,59 @@ START_TEST(test_nothing_since_is_empty)
 }
 END_TEST
 
+/* A reader's snapshot: another handle enqueues and finishes jobs while it
+ * is open, and the reader sees none of it until it ends. */
+START_TEST(test_read_snapshot_sees_one_moment)
+{
+    q_db *rd = qfix_open(NULL), *wr = qfix_open(NULL);
+    struct q_job j = {0};
+    int64_t id = qfix_add(wr, "a", NULL, 0, T0);
+
+    ck_assert_int_eq(q_read_begin(rd), 0);
+    ck_assert_int_eq(qfix_count(rd, Q_JOB_QUEUED), 1);
+    qfix_claim_one(wr, id, "w", T0, 60000);
+    ck_assert_int_eq(q_complete(wr, id, "w", T0 + 1), 0);
+    qfix_add(wr, "b", NULL, 0, T0 + 2);
+    ck_assert_int_eq(qfix_count(rd, Q_JOB_QUEUED), 1);
+    ck_assert_int_eq(qfix_count(rd, Q_JOB_SUCCEEDED), 0);
+    ck_assert_int_eq(qfix_state(rd, id), Q_JOB_QUEUED);
+    ck_assert_int_eq(q_job_get(rd, id + 1, &j), -ENOENT);
+    q_read_end(rd);
+    ck_assert_int_eq(qfix_count(rd, Q_JOB_QUEUED), 1); /* b */
+    ck_assert_int_eq(qfix_state(rd, id), Q_JOB_SUCCEEDED);
+    ck_assert_int_eq(q_close(wr), 0);
+    ck_assert_int_eq(q_close(rd), 0);
+}
+END_TEST
+
+/* Snapshots nest; none is a write transaction, and inside a write
+ * transaction one changes nothing. */
+START_TEST(test_read_snapshot_nests_and_refuses_writes)
+{
+    q_db *db = qfix_open(NULL), *wr = qfix_open(NULL);
+
+    ck_assert_int_eq(q_read_begin(db), 0);
+    ck_assert_int_eq(q_read_begin(db), 0);
+    ck_assert_int_eq(qfix_count(db, Q_JOB_QUEUED), 0);
+    ck_assert_int_eq(q_tx_begin(db), -EINVAL);
+    q_read_end(db);
+    qfix_add(wr, "a", NULL, 0, T0);
+    ck_assert_int_eq(qfix_count(db, Q_JOB_QUEUED), 0); /* still the outer */
+    q_read_end(db);
+    q_read_end(db); /* none open: nothing */
+    ck_assert_int_eq(qfix_count(db, Q_JOB_QUEUED), 1);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_read_begin(db), 0);
+    qfix_add(db, "b", NULL, 0, T0); /* the write transaction's own */
+    ck_assert_int_eq(qfix_count(db, Q_JOB_QUEUED), 2);
+    q_read_end(db);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(qfix_count(wr, Q_JOB_QUEUED), 2);
+    ck_assert_int_eq(q_close(wr), 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -596,6 +649,8 @@ test_suite(void)
     tcase_add_test(jobs, test_failed_jobs_since_latest_first);
     tcase_add_test(jobs, test_keyed_jobs_by_prefix_since);
     tcase_add_test(jobs, test_job_by_key_reads_as_job_get);
+    tcase_add_test(jobs, test_read_snapshot_sees_one_moment);
+    tcase_add_test(jobs, test_read_snapshot_nests_and_refuses_writes);
     suite_add_tcase(s, jobs);
 
     tcase_add_checked_fixture(attempts, qfix_setup, qfix_teardown);

@@ -294,8 +294,8 @@ add_retries(cJSON *o, const struct retries *rt)
     }
 }
 
-int
-view_job(q_db *db, int64_t id, cJSON **out)
+static int
+job_read(q_db *db, int64_t id, cJSON **out)
 {
     struct q_job job = {0};
     struct q_step *steps = NULL;
@@ -333,5 +333,19 @@ view_job(q_db *db, int64_t id, cJSON **out)
     q_job_cleanup(&job);
     q_steps_free(steps, nsteps);
     q_attempts_free(att, natt);
+    return rc;
+}
+
+/* A job's rows in one snapshot: its state, steps and attempts as one
+ * moment had them, not a step done under a job still running. */
+int
+view_job(q_db *db, int64_t id, cJSON **out)
+{
+    int rc = q_read_begin(db);
+
+    if (rc != 0)
+        return rc;
+    rc = job_read(db, id, out);
+    q_read_end(db);
     return rc;
 }

@@ -80,8 +80,8 @@ attempts_json(const struct q_attempt *a, size_t n)
     return arr;
 }
 
-int
-view_park_item(q_db *db, int64_t id, cJSON **out)
+static int
+item_read(q_db *db, int64_t id, cJSON **out)
 {
     struct q_park_item it = {0};
     struct q_job job = {0};
@@ -108,6 +108,18 @@ view_park_item(q_db *db, int64_t id, cJSON **out)
     q_attempts_free(a, na);
     q_park_item_cleanup(&it);
     q_job_cleanup(&job);
+    return rc;
+}
+
+int
+view_park_item(q_db *db, int64_t id, cJSON **out)
+{
+    int rc = q_read_begin(db);
+
+    if (rc != 0)
+        return rc;
+    rc = item_read(db, id, out);
+    q_read_end(db);
     return rc;
 }
 

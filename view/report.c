@@ -430,8 +430,8 @@ add_costliest(const struct costs *c, cJSON *o)
     }
 }
 
-int
-view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
+static int
+report_read(q_db *db, const struct config *cfg, int64_t since, int64_t now,
             cJSON **out)
 {
     cJSON *o = cJSON_CreateObject();
@@ -459,4 +459,20 @@ view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
     q_report_jobs_free(costs.j, costs.n);
     *out = o;
     return 0;
+}
+
+/* The report is many reads: one snapshot makes them one picture (the
+ * counts add up to the lists), and costs SQLite one read lock instead of
+ * one per statement. */
+int
+view_report(q_db *db, const struct config *cfg, int64_t since, int64_t now,
+            cJSON **out)
+{
+    int rc = q_read_begin(db);
+
+    if (rc != 0)
+        return rc;
+    rc = report_read(db, cfg, since, now, out);
+    q_read_end(db);
+    return rc;
 }

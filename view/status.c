@@ -13,8 +13,13 @@ view_status(q_db *db, cJSON **out)
 {
     int64_t counts[Q_JOB_NSTATES], park_open = 0;
     cJSON *jobs;
-    int rc = q_counts(db, counts, &park_open);
+    int rc = q_read_begin(db);
 
+    if (rc != 0)
+        return rc;
+    /* The counts and the open park items of one moment. */
+    rc = q_counts(db, counts, &park_open);
+    q_read_end(db);
     if (rc != 0)
         return rc;
     *out = cJSON_CreateObject();

@@ -32,16 +32,16 @@ STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after, size_t limit,
                                cJSON **out);
 
 /* view_job loads job id with its steps, attempts, park items, retries and
- * audit rows ("audit", as view_audit) and renders `jobs show --json`.
- * Returns 0 with *out set, -ENOENT when there is no such job, or the
- * storage error. */
+ * audit rows ("audit", as view_audit), all in one read snapshot
+ * (q_read_begin), and renders `jobs show --json`. Returns 0 with *out set,
+ * -ENOENT when there is no such job, or the storage error. */
 STEPQ_MUST_CHECK int view_job(q_db *db, int64_t id, cJSON **out);
 
 /* view_park_item loads park item id with its job and the attempts of its
  * step and renders `park show --json`: the item (park_item_json) with
  * job_name, job_state, the step's kind, side_effects, replayable and
  * idempotency_key, the request as sent, the history and the item's audit
- * rows ("audit", as view_audit). Returns 0 with
+ * rows ("audit", as view_audit), in one read snapshot. Returns 0 with
  * *out set, -ENOENT, or the storage error. */
 STEPQ_MUST_CHECK int view_park_item(q_db *db, int64_t id, cJSON **out);
 
@@ -49,7 +49,8 @@ STEPQ_MUST_CHECK int view_park_item(q_db *db, int64_t id, cJSON **out);
 cJSON *view_park_list(const struct q_park_item *items, size_t n);
 
 /* view_status renders `status --json`: {"jobs": {STATE: N, ...},
- * "park_open": N}. Returns 0 with *out set, or the storage error. */
+ * "park_open": N}, of one read snapshot. Returns 0 with *out set, or the
+ * storage error. */
 STEPQ_MUST_CHECK int view_status(q_db *db, cJSON **out);
 
 /* view_tiers renders `tiers --json`: each tier of cfg with the state
@@ -72,7 +73,8 @@ STEPQ_MUST_CHECK int view_schedules(q_db *db, const struct config *cfg,
  * states (missed: no job), park items waiting (the oldest 50), each
  * tier's attempts by outcome and tokens, the top 10 reasons of failure
  * with the latest attempt of each as an example, and the 5 slowest jobs
- * that ended. Returns 0 with *out set, or the storage error. */
+ * that ended, all read in one snapshot (q_read_begin). Returns 0 with
+ * *out set, or the storage error. */
 STEPQ_MUST_CHECK int view_report(q_db *db, const struct config *cfg,
                                  int64_t since, int64_t now, cJSON **out);
 

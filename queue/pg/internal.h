@@ -120,6 +120,10 @@ struct q__pg {
     int64_t retry_ms; /* the backoff, doubled per failure */
     int64_t keep_body_bytes;
     int lock_wait_ms;
+    /* Read snapshots open (q_read_begin); read_open: the outermost sent a
+     * REPEATABLE READ transaction of its own (not inside a write one). */
+    int read_depth;
+    bool read_open;
     /* Statements prepared on this connection (cleared on reconnect). */
     const struct q__pg_sql *prepared[Q__PG_MAX_PREPARED];
     int nprepared;
@@ -359,6 +363,8 @@ int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);
 int q__pg_tx_commit(q_db *db);
 void q__pg_tx_rollback(q_db *db);
+int q__pg_read_begin(q_db *db);
+void q__pg_read_end(q_db *db);
 int q__pg_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
                   const struct q_enqueue_opts *opts, int64_t now,
                   struct q_enqueue_result *res);

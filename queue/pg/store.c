@@ -154,7 +154,7 @@ q__pg_usable(struct q__pg *db)
     /* Not inside a transaction that lost something with the connection
      * (its commit must fail, not go on in a new session). */
     if (db->tx_sent > 0 || (db->tx_depth > 0 && db->tx_rc != 0) ||
-        now < db->retry_at)
+        db->read_open || now < db->retry_at)
         return -EIO;
     PQreset(db->conn);
     db->nsent = 0;
@@ -183,6 +183,10 @@ q__pg_tx_enter(struct q__pg *db)
 {
     int rc;
 
+    if (db->tx_depth == 0 && db->read_open) {
+        log_error("%s: a write transaction inside a read snapshot", db->where);
+        return -EINVAL;
+    }
     if (db->tx_depth == 0 && (rc = q__pg_usable(db)) != 0)
         return rc;
     if (db->tx_depth == 0)
@@ -334,6 +338,46 @@ q__pg_tx_rollback(q_db *db)
         (void)q__pg_tx_leave(q__pg(db), -ECANCELED);
 }
 
+/* A read snapshot is a REPEATABLE READ transaction: its reads see the
+ * database as of its first statement. It takes no store lock (it writes
+ * nothing), and a connection lost inside it is not made anew until it
+ * ends (q__pg_usable): reads after the loss fail rather than read a
+ * second state. */
+int
+q__pg_read_begin(q_db *d)
+{
+    static const char *const begin[] = {
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"};
+    struct q__pg *db = q__pg(d);
+    int rc;
+
+    if (db->read_depth > 0 || db->tx_depth > 0) {
+        db->read_depth++;
+        return 0;
+    }
+    rc = q__pg_round_trip(db, begin, 1, NULL, NULL, NULL,
+                          "starting a read snapshot");
+    if (rc != 0)
+        return rc;
+    db->read_depth = 1;
+    db->read_open = true;
+    return 0;
+}
+
+void
+q__pg_read_end(q_db *d)
+{
+    static const char *const end[] = {"COMMIT"};
+    struct q__pg *db = q__pg(d);
+
+    if (db->read_depth == 0 || --db->read_depth > 0 || !db->read_open)
+        return;
+    db->read_open = false;
+    if (!db->broken)
+        (void)q__pg_round_trip(db, end, 1, NULL, NULL, NULL,
+                               "ending a read snapshot");
+}
+
 /* ---- versions, the clock ------------------------------------------------ */
 
 /* Read from pg_class itself, not with to_regclass: a name lookup may
@@ -464,6 +508,8 @@ q__pg_close(q_db *d)
      * write to callers that may be gone). */
     while (db->tx_depth > 0)
         q__pg_tx_rollback(d);
+    while (db->read_depth > 0)
+        q__pg_read_end(d);
     q__pg_pending_drop(db, 0);
     free(db->pending);
     PQfinish(db->conn);

@@ -17,6 +17,7 @@ enum q__stmt_id {
     ST_SAVEPOINT,
     ST_RELEASE,
     ST_ROLLBACK_TO,
+    ST_BEGIN_READ, /* a read snapshot (q_read_begin) */
     ST_JOB_INSERT,
     ST_JOB_INSERT_4, /* the multi-row inserts of jobs.c: 4, 16, 64 rows */
     ST_JOB_INSERT_16,
@@ -152,6 +153,14 @@ struct q__sqlite {
     unsigned long long file_dev, file_ino;
     bool moved;
     unsigned tx_count; /* transactions begun: every 64th checks the file */
+    /* Waiting for another process's lock (on_busy, store.c): how long a
+     * call may wait, when this wait began (0: none), the jitter's state. */
+    int64_t lock_wait_ms, busy_since;
+    uint64_t busy_rng;
+    /* Read snapshots open (q_read_begin); read_open: the outermost began
+     * a read transaction of its own (not inside a write one). */
+    int read_depth;
+    bool read_open;
     int64_t keep_body_bytes;
     char *path;
 };
@@ -172,6 +181,8 @@ int q__sqlite_db_version(q_db *db, int *out);
 int q__sqlite_tx_begin(q_db *db);
 int q__sqlite_tx_commit(q_db *db);
 void q__sqlite_tx_rollback(q_db *db);
+int q__sqlite_read_begin(q_db *db);
+void q__sqlite_read_end(q_db *db);
 int q__sqlite_tx_durable(q_db *db);
 
 /* The write-ahead log (wal.c). q__wal_sync flushes it to disk: 0, or -EIO

@@ -19,6 +19,7 @@
 static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
+    [ST_BEGIN_READ] = "BEGIN DEFERRED",
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_SAVEPOINT] = "SAVEPOINT q",
     [ST_RELEASE] = "RELEASE q",

@@ -1,0 +1,128 @@
+/* test_contention.c: many processes on one SQLite file (issue 45).
+ *
+ * - A store that waits for the write lock while three other processes
+ *   take it in turns gets it within its bound every time, and often:
+ *   SQLite's own busy wait (sleeps growing to 100 ms) lost it to them
+ *   for about 200 ms a time, and (with the others re-taking it at once)
+ *   ran out its bound with "database is locked".
+ * - tests/soak/contention.sh with the real binary: 8 `stepq work`, a
+ *   `stepq serve` under API load, 4 enqueuers in a loop and `stepq report`
+ *   every second on one file for 20 s. No busy error reaches a user or a
+ *   log, no job is lost, each side-effecting post is sent once, every job
+ *   ends. Its figures (throughput, enqueue latency) are printed, not
+ *   asserted; bench/contention.sh runs it for 10 minutes. */
+#include "tests/support/support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "common/clock.h"
+#include "queue/queue.h"
+
+#define HOLDERS 3
+
+/* A process that takes the write lock back to back for ms_total: each
+ * time for about 4 ms, and again 1 ms after it let it go (with SQLite's
+ * own busy wait, as another program on the file would have). */
+static void
+hold_lock_in_turns(const char *path, int64_t ms_total)
+{
+    sqlite3 *h = NULL;
+    int64_t end = clock_mono_ms() + ms_total;
+
+    if (sqlite3_open(path, &h) != SQLITE_OK)
+        _exit(2);
+    sqlite3_busy_timeout(h, 60000);
+    while (clock_mono_ms() < end) {
+        if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+            _exit(3);
+        nanosleep(&(struct timespec){0, 4000 * 1000}, NULL);
+        if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+            _exit(4);
+        /* As a worker's loop turn does work between its transactions. */
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    sqlite3_close(h);
+    _exit(0);
+}
+
+START_TEST(test_busy_waiter_is_not_starved)
+{
+    const struct q_open_opts o = {.lock_wait_ms = 2000};
+    q_db *db = NULL;
+    pid_t pids[HOLDERS];
+    int64_t end, longest = 0;
+    int ok = 0, busy = 0, rc;
+
+    fixture_init(FIXTURE_DB);
+    for (int i = 0; i < HOLDERS; i++) {
+        ck_assert_int_ge(pids[i] = fork(), 0);
+        if (pids[i] == 0)
+            hold_lock_in_turns(FIXTURE_DB, 14000);
+    }
+    ck_assert_int_eq(q_open(FIXTURE_DB, &o, &db), 0);
+    for (end = clock_mono_ms() + 12000; clock_mono_ms() < end;) {
+        int64_t t = clock_mono_ms();
+        if ((rc = q_tx_begin(db)) == 0)
+            rc = q_tx_commit(db);
+        ck_assert_msg(rc == 0 || rc == -EAGAIN, "rc %d", rc);
+        rc == 0 ? ok++ : busy++;
+        longest = clock_mono_ms() - t > longest ? clock_mono_ms() - t : longest;
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    fprintf(stderr,
+            "write lock taken %d times, %d waits ran out, longest %lld ms\n",
+            ok, busy, (long long)longest);
+    /* Measured: 1,460 times, none over 2 s; SQLite's own wait got it 51
+     * to 68 times (about 200 ms a wait). */
+    ck_assert_int_eq(busy, 0);
+    ck_assert_int_gt(ok, 400);
+    for (int i = 0; i < HOLDERS; i++) {
+        int st = 0;
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %d", st);
+    }
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_many_processes_on_one_file)
+{
+    char *script = source_path("tests/soak/contention.sh");
+    char cmd[4096], *out = NULL;
+    int rc;
+
+    snprintf(cmd, sizeof(cmd),
+             "bash '%s' --bin '%s' --dir '%s/run' --seconds 20 --workers 8 "
+             "--enqueuers 4",
+             script, stepq_bin(), fixture_dir);
+    rc = run_sh(cmd, &out);
+    fprintf(stderr, "%s", out);
+    ck_assert_msg(rc == 0, "contention.sh exited %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "contention: all invariants held"));
+    ck_assert_ptr_nonnull(strstr(out, "no_busy_error            held"));
+    free(out);
+    free(script);
+}
+END_TEST
+
+Suite *
+test_suite(void)
+{
+    Suite *s = suite_create("contention");
+    TCase *tc = tcase_create("one_file");
+
+    tcase_add_checked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_busy_waiter_is_not_starved);
+    tcase_add_test(tc, test_many_processes_on_one_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
