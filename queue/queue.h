@@ -53,6 +53,9 @@ struct q_open_opts {
     int lock_wait_ms; /* how long a call waits for other writers
                          before -EAGAIN; 0: 5000 */
     int64_t keep_body_bytes; /* raw bodies kept in the ledger; 65536 */
+    int answer_wait_ms;      /* PostgreSQL: how long to wait for the server's
+                                answer before the connection counts as lost (a
+                                server that hangs); 0: no bound */
 };
 
 /* A location names the store: "sqlite:PATH" or a plain PATH is a SQLite

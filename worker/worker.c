@@ -127,8 +127,13 @@ static int
 setup(struct worker *w, const struct worker_opts *o)
 {
     struct http_client_opts hopts = {0};
+    /* A database server that hangs is noticed within a quarter of a lease
+     * (at least 10 s, past the 5 s lock wait): the worker then keeps what
+     * it holds and reconnects, as after a lost connection. */
+    int64_t quarter = (int64_t)(o->cfg->worker.lease_s * 250);
     struct q_open_opts qopts = {
         .keep_body_bytes = o->cfg->worker.keep_body_bytes,
+        .answer_wait_ms = quarter > 10000 ? (int)quarter : 10000,
     };
     char err[512], host[64] = "host";
     int rc;

@@ -120,6 +120,7 @@ struct q__pg {
     int64_t retry_ms; /* the backoff, doubled per failure */
     int64_t keep_body_bytes;
     int lock_wait_ms;
+    int answer_wait_ms; /* 0: wait for answers without a bound */
     /* Read snapshots open (q_read_begin); read_open: the outermost sent a
      * REPEATABLE READ transaction of its own (not inside a write one). */
     int read_depth;
@@ -363,6 +364,9 @@ int q__pg_db_version(q_db *db, int *out);
 int q__pg_tx_begin(q_db *db);
 int q__pg_tx_commit(q_db *db);
 void q__pg_tx_rollback(q_db *db);
+/* q__pg_hung marks the connection lost because the server sent no answer
+ * within answer_wait_ms while doing what (logged once). */
+void q__pg_hung(struct q__pg *db, const char *what);
 int q__pg_read_begin(q_db *db);
 void q__pg_read_end(q_db *db);
 int q__pg_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,

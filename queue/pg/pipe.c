@@ -20,9 +20,11 @@
 #include "queue/pg/internal.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -269,6 +271,32 @@ said(const struct q__pg *db, const struct q__pg_sent *cmd, int rc)
                  (long long)cmd->id, meant);
 }
 
+/* Waits until libpq has the next result in hand, at most answer_wait_ms:
+ * a server stopped (SIGSTOP, a hung host) keeps its socket open and its
+ * kernel acknowledges what is sent, so neither TCP nor libpq would ever
+ * give up. False when the wait ran out: the connection is lost then
+ * (q__pg_hung). A socket error is left to PQgetResult to report. */
+static bool
+answer_due(struct q__pg *db, const char *what)
+{
+    int64_t end = clock_mono_ms() + db->answer_wait_ms;
+
+    if (db->answer_wait_ms <= 0)
+        return true;
+    while (PQisBusy(db->conn)) {
+        struct pollfd p = {.fd = PQsocket(db->conn), .events = POLLIN};
+        int64_t left = end - clock_mono_ms();
+        if (left <= 0) {
+            q__pg_hung(db, what);
+            return false;
+        }
+        if ((poll(&p, 1, (int)left) < 0 && errno != EINTR) ||
+            !PQconsumeInput(db->conn))
+            return true;
+    }
+    return true;
+}
+
 /* Reads every queued command's results up to the sync. The first failure
  * is the round trip's (logged with what its own command was doing);
  * *res gets the result of the Q__PG_CMD_LAST command when it succeeded. */
@@ -281,10 +309,16 @@ read_all(struct q__pg *db, PGresult **res, const char *what)
     PGresult *keep = NULL;
 
     while (PQstatus(db->conn) == CONNECTION_OK) {
-        PGresult *r = PQgetResult(db->conn);
+        PGresult *r;
         const struct q__pg_sent *cmd =
             item < db->nsent ? &db->sent[item] : NULL;
         ExecStatusType st;
+
+        if (!answer_due(db, cmd ? cmd->what : what)) {
+            rc = -EIO;
+            break;
+        }
+        r = PQgetResult(db->conn);
 
         if (r == NULL) { /* the end of one command's results */
             if (++nulls > 1)

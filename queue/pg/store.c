@@ -59,6 +59,18 @@ lost(struct q__pg *db, const char *what, const char *msg)
     db->retry_at = clock_mono_ms() + db->retry_ms;
 }
 
+void
+q__pg_hung(struct q__pg *db, const char *what)
+{
+    char msg[128];
+
+    snprintf(msg, sizeof(msg),
+             "no answer from the server in %d ms: it hangs or the network "
+             "does",
+             db->answer_wait_ms);
+    lost(db, what, msg);
+}
+
 static bool
 state_is(const char *state, const char *code)
 {
@@ -129,8 +141,11 @@ session_setup(struct q__pg *db)
 PGconn *
 q__pg_connect(const struct q__pg *db, const char *what)
 {
-    const char *const keys[] = {"dbname", "fallback_application_name", NULL};
-    const char *const vals[] = {db->conninfo, "stepq", NULL};
+    /* connect_timeout before dbname: the location's own wins. Without
+     * one, a server that hangs would hold a reconnect for ever. */
+    const char *const keys[] = {"connect_timeout", "dbname",
+                                "fallback_application_name", NULL};
+    const char *const vals[] = {"10", db->conninfo, "stepq", NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
 
     if (c != NULL && PQstatus(c) == CONNECTION_OK)
@@ -482,6 +497,7 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     db->where = xstrdup(where);
     db->keep_body_bytes = opts->keep_body_bytes;
     db->lock_wait_ms = opts->lock_wait_ms > 0 ? opts->lock_wait_ms : 5000;
+    db->answer_wait_ms = opts->answer_wait_ms > 0 ? opts->answer_wait_ms : 0;
     db->retry_ms = RETRY_FIRST_MS;
     if ((db->conn = q__pg_connect(db, "cannot connect")) == NULL) {
         rc = -EIO;
