@@ -32,13 +32,6 @@
 
 #define NJOBS    40
 #define NWORKERS 4
-/* Two side-effecting http steps (no key, not replayable). */
-#define TWO_POSTS                                                              \
-    "{\"name\":\"p%d\",\"steps\":["                                            \
-    "{\"name\":\"a\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
-    "\"url\":\"http://127.0.0.1:%d/comments/%d/a\",\"body\":\"x\"}},"          \
-    "{\"name\":\"b\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
-    "\"url\":\"http://127.0.0.1:%d/comments/%d/b\",\"body\":\"y\"}}]}\n"
 #define SLOW_COMMENTS                                                          \
     "{\"routes\": [{\"path\": \"/comments\", \"latency_ms\": 250}]}"
 
@@ -110,24 +103,30 @@ static void
 start_load(void)
 {
     const char cfg[] = "{\"worker\": {\"lease_s\": 8, \"idle_poll_ms\": 100}}";
-    char *text = xmalloc(NJOBS * 400);
-    size_t len = 0;
 
     e2e_start(SLOW_COMMENTS, "");
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-    for (int i = 0; i < NJOBS; i++)
-        len += (size_t)snprintf(text + len, NJOBS * 400 - len, TWO_POSTS, i,
-                                e2e_mock.port, i, e2e_mock.port, i);
-    e2e_enqueue(text);
-    free(text);
+    e2e_enqueue_two_posts(NJOBS);
 }
 
+/* Starts the workers and waits until each has opened its store (a
+ * worker that cannot connect when it starts exits 1: the fault must come
+ * after) and the mock has seen requests. */
 static void
 spawn_workers(pid_t *w)
 {
+    int64_t end = clock_mono_ms() + 30000;
+
+    setenv("STEPQ_LOG", "info", 1); /* "worker ID: concurrency 4" */
     for (int i = 0; i < NWORKERS; i++)
         w[i] = e2e_spawn_workerv(
             (const char *[]){"--drain", "--concurrency", "4", NULL});
+    unsetenv("STEPQ_LOG");
+    while (e2e_log_count(": concurrency 4") < NWORKERS) {
+        ck_assert_msg(clock_mono_ms() < end, "the workers did not start");
+        poll(NULL, 0, 20);
+    }
+    e2e_wait_for_requests(12, 30000);
 }
 
 /* Waits (deadline timeout_ms) until each worker exits 0. */
@@ -154,22 +153,6 @@ wait_workers(const pid_t *w, int64_t timeout_ms)
             ck_abort_msg("worker %d: status %d (work.log above)", i, status);
         }
     }
-}
-
-/* How many times work.log says what. */
-static int
-log_count(const char *what)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int n = 0;
-
-    if (file_read_all("work.log", 1 << 24, &text, &len) != 0)
-        return 0;
-    for (char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
-        n++;
-    free(text);
-    return n;
 }
 
 /* Every job ended: succeeded with each post sent once, or parked in doubt
@@ -213,12 +196,11 @@ START_TEST(test_immediate_stop_and_start)
 
     start_load();
     spawn_workers(w);
-    e2e_wait_for_requests(12, 30000);
     cluster("crash", cdir, NULL);
     wait_workers(w, 120000);
     expect_invariants();
-    ck_assert_int_ge(log_count("connection lost"), 1);
-    ck_assert_int_ge(log_count("reconnected to the database"), 1);
+    ck_assert_int_ge(e2e_log_count("connection lost"), 1);
+    ck_assert_int_ge(e2e_log_count("reconnected to the database"), 1);
 }
 END_TEST
 
@@ -231,16 +213,15 @@ START_TEST(test_backends_terminated)
 
     start_load();
     spawn_workers(w);
-    e2e_wait_for_requests(12, 30000);
     snprintf(sh, sizeof(sh), "psql -X -q -A -t '%s' -c \"%s\"", e2e_db, sql);
     ck_assert_msg(run_sh(sh, &out) == 0, "%s", out);
     ck_assert_msg(atoi(out) >= NWORKERS, "terminated %s", out);
     free(out);
     wait_workers(w, 120000);
     expect_invariants();
-    ck_assert_int_ge(log_count("terminating connection due to administrator"),
-                     1);
-    ck_assert_int_ge(log_count("reconnected to the database"), 1);
+    ck_assert_int_ge(
+        e2e_log_count("terminating connection due to administrator"), 1);
+    ck_assert_int_ge(e2e_log_count("reconnected to the database"), 1);
 }
 END_TEST
 
@@ -250,15 +231,14 @@ START_TEST(test_server_frozen_past_the_lease)
 
     start_load();
     spawn_workers(w);
-    e2e_wait_for_requests(12, 30000);
     cluster("freeze", cdir, NULL);
     /* Past the 8 s leases and the workers' 10 s wait for an answer. */
     poll(NULL, 0, 14000);
-    ck_assert_int_ge(log_count("no answer from the server in 10000 ms"), 1);
+    ck_assert_int_ge(e2e_log_count("no answer from the server in 10000 ms"), 1);
     cluster("thaw", cdir, NULL);
     wait_workers(w, 120000);
     expect_invariants();
-    ck_assert_int_ge(log_count("reconnected to the database"), 1);
+    ck_assert_int_ge(e2e_log_count("reconnected to the database"), 1);
 }
 END_TEST
 
@@ -284,12 +264,11 @@ START_TEST(test_failover_to_a_promoted_replica)
     run_db = e2e_db;
     start_load();
     spawn_workers(w);
-    e2e_wait_for_requests(12, 30000);
     cluster("halt", cdir, NULL);
     cluster("promote", rdir, NULL);
     wait_workers(w, 120000);
     expect_invariants();
-    ck_assert_int_ge(log_count("reconnected to the database"), 1);
+    ck_assert_int_ge(e2e_log_count("reconnected to the database"), 1);
     free(primary);
     free(replica);
 }

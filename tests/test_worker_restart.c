@@ -27,13 +27,6 @@
 #include "tests/support/pgfix.h"
 
 #define NJOBS 40
-/* Two side-effecting http steps (no key, not replayable). */
-#define TWO_POSTS                                                              \
-    "{\"name\":\"p%d\",\"steps\":["                                            \
-    "{\"name\":\"a\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
-    "\"url\":\"http://127.0.0.1:%d/comments/%d/a\",\"body\":\"x\"}},"          \
-    "{\"name\":\"b\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
-    "\"url\":\"http://127.0.0.1:%d/comments/%d/b\",\"body\":\"y\"}}]}\n"
 #define SLOW_COMMENTS                                                          \
     "{\"routes\": [{\"path\": \"/comments\", \"latency_ms\": 250}]}"
 
@@ -48,22 +41,6 @@ write_config(int idle_poll_ms)
              "{\"worker\": {\"lease_s\": 60, \"idle_poll_ms\": %d}}",
              idle_poll_ms);
     free(tmpdir_write(e2e_dir, "stepq.json", cfg, strlen(cfg)));
-}
-
-/* How many times work.log says what. */
-static int
-log_count(const char *what)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int n = 0;
-
-    if (file_read_all("work.log", 1 << 24, &text, &len) != 0)
-        return 0;
-    for (char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
-        n++;
-    free(text);
-    return n;
 }
 
 static void
@@ -96,20 +73,6 @@ wait_exit_by(pid_t pid, int64_t timeout_ms)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void
-enqueue_posts(void)
-{
-    char *text = malloc(NJOBS * 400);
-    size_t len = 0;
-
-    ck_assert_ptr_nonnull(text);
-    for (int i = 0; i < NJOBS; i++)
-        len += (size_t)snprintf(text + len, NJOBS * 400 - len, TWO_POSTS, i,
-                                e2e_mock.port, i, e2e_mock.port, i);
-    e2e_enqueue(text);
-    free(text);
-}
-
 /* Each of the jobs' requests reached the mock exactly once. */
 static void
 expect_each_request_once(void)
@@ -136,7 +99,7 @@ START_TEST(test_server_restart_loses_nothing_sends_nothing_twice)
 
     e2e_start(SLOW_COMMENTS, "");
     write_config(200);
-    enqueue_posts();
+    e2e_enqueue_two_posts(NJOBS);
     w = e2e_spawn_workerv(
         (const char *[]){"--drain", "--concurrency", "8", NULL});
     e2e_wait_for_requests(12, 30000); /* requests in flight, jobs half done */
@@ -146,9 +109,9 @@ START_TEST(test_server_restart_loses_nothing_sends_nothing_twice)
     ck_assert_int_eq(e2e_count(st, "succeeded"), NJOBS);
     cJSON_Delete(st);
     expect_each_request_once();
-    ck_assert_int_eq(log_count("cannot commit to the database: retrying in"),
-                     1);
-    ck_assert_int_eq(log_count("database commits again"), 1);
+    ck_assert_int_eq(
+        e2e_log_count("cannot commit to the database: retrying in"), 1);
+    ck_assert_int_eq(e2e_log_count("database commits again"), 1);
 }
 END_TEST
 

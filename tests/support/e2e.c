@@ -544,3 +544,31 @@ e2e_race(int n, const char *const *argv)
     }
     return ok;
 }
+
+void
+e2e_enqueue_two_posts(int n)
+{
+    size_t cap = (size_t)n * 400, len = 0;
+    char *text = xmalloc(cap);
+
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, E2E_TWO_POSTS, i,
+                                e2e_mock.port, i, e2e_mock.port, i);
+    e2e_enqueue(text);
+    free(text);
+}
+
+int
+e2e_log_count(const char *what)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int n = 0;
+
+    if (file_read_all("work.log", 1 << 24, &text, &len) != 0)
+        return 0;
+    for (char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    free(text);
+    return n;
+}

@@ -21,6 +21,16 @@
     "{\"name\":\"j\",\"steps\":[{\"name\":\"a\"," tiers "\"request\":{"        \
     "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" extra "}]}"
 
+/* E2E_TWO_POSTS is job number %d of two side-effecting http steps (no
+ * key, not replayable) posting to the mock (port %d) at /comments/%d/a,
+ * then (port %d) /comments/%d/b: a second send is a duplicate comment. */
+#define E2E_TWO_POSTS                                                          \
+    "{\"name\":\"p%d\",\"steps\":["                                            \
+    "{\"name\":\"a\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
+    "\"url\":\"http://127.0.0.1:%d/comments/%d/a\",\"body\":\"x\"}},"          \
+    "{\"name\":\"b\",\"kind\":\"http\",\"http\":{\"method\":\"POST\","         \
+    "\"url\":\"http://127.0.0.1:%d/comments/%d/b\",\"body\":\"y\"}}]}\n"
+
 extern char *e2e_dir; /* the test's temporary folder (cwd) */
 extern char *e2e_db;  /* the store: stepq.db there, or a PostgreSQL schema
                          with STEPQ_TEST_BACKEND=pg (pgfix_db_new); every
@@ -53,6 +63,11 @@ void e2e_enqueue(const char *job);
 /* e2e_enqueue_many enqueues n one-step chat jobs j0.. ("n0".. as
  * content); tiers is a "tiers" member with a trailing comma, or "". */
 void e2e_enqueue_many(int n, const char *tiers);
+/* e2e_enqueue_two_posts enqueues n jobs of E2E_TWO_POSTS (0..n-1). */
+void e2e_enqueue_two_posts(int n);
+/* e2e_log_count is how many times work.log (the spawned workers' stderr)
+ * says what. */
+int e2e_log_count(const char *what);
 /* e2e_drain runs `stepq work --drain` to exit 0; returns its stderr. */
 char *e2e_drain(void);
 /* e2e_drain_at runs `stepq work --drain --concurrency C` to exit 0. */
