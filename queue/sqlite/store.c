@@ -119,10 +119,13 @@ reset_busy(struct q__sqlite *db)
 /* SQLite's own busy handler sleeps longer and longer (up to 100 ms a
  * try) while it waits: under many processes, one that has waited a while
  * keeps missing the moments the lock is free to those that just began,
- * and can wait out its whole bound (measured: `database is locked` with
- * four processes claiming). This one sleeps 0.5 to 2.5 ms at random on
- * every try, so every waiter has the same chance at each release, until
- * lock_wait_ms has passed since the wait began. */
+ * and can wait out its whole bound (`bench_queue` printed `database is
+ * locked` with four processes claiming). This one sleeps 0.5 to 2.5 ms
+ * at random on every try, so every waiter has the same chance at each
+ * release, until lock_wait_ms has passed since the wait began. Measured
+ * (docs/benchmarks.md): a waiter beside three processes taking the lock
+ * in turns got it 1,460 times in 12 s, against 51 to 68 with SQLite's
+ * wait; a wait growing to 8 ms got it 358 times. */
 static int
 on_busy(void *arg, int count)
 {
