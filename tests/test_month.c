@@ -10,9 +10,12 @@
  * were enqueued, each post reached the mock once, every job ended, the
  * retention kept the database to the last nights' jobs and its pages
  * flat (its -wal is folded in at 32 MiB),
- * one report a morning, and every backup succeeded. */
+ * one report a morning, and every backup succeeded. The worker's RSS and
+ * open descriptors are printed each night; its descriptors must stay
+ * flat. */
 #include "tests/support/support.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +64,27 @@ pages_bytes(void)
     n = atoll(out);
     free(out);
     return n;
+}
+
+/* The worker's resident memory in KiB (VmRSS) and its open descriptors. */
+static void
+sample_process(pid_t pid, long *rss_kib, int *fds)
+{
+    char path[64], *text = NULL, *at;
+    size_t len = 0;
+    DIR *d;
+    struct dirent *e;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    ck_assert_int_eq(file_read_all(path, 1 << 16, &text, &len), 0);
+    at = strstr(text, "VmRSS:");
+    *rss_kib = at != NULL ? atol(at + 6) : 0;
+    free(text);
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    ck_assert_ptr_nonnull(d = opendir(path));
+    for (*fds = 0; (e = readdir(d)) != NULL;)
+        *fds += e->d_name[0] != '.';
+    closedir(d);
 }
 
 /* The size of path in bytes (0: none). */
@@ -139,6 +163,8 @@ START_TEST(test_nights_end_and_the_file_stays_flat)
 {
     int n = nights(), backups = 0;
     long long size[64] = {0}, wal = 0, top_early = 0, top_late = 0;
+    long rss[64] = {0};
+    int fds[64] = {0};
     int64_t t0, night_end;
     cJSON *st;
     pid_t w;
@@ -162,12 +188,16 @@ START_TEST(test_nights_end_and_the_file_stays_flat)
             nanosleep(&(struct timespec){2, 0}, NULL);
         }
         size[d] = pages_bytes();
+        sample_process(w, &rss[d], &fds[d]);
         wal = bytes("stepq.db-wal") > wal ? bytes("stepq.db-wal") : wal;
     }
     kill(w, SIGTERM);
     ck_assert_int_eq(e2e_wait_exit(w), 0);
     for (int d = 0; d < n; d++) {
-        fprintf(stderr, "night %d: %lld bytes of pages\n", d + 1, size[d]);
+        fprintf(stderr, "night %d: %lld bytes of pages, RSS %ld KiB, %d fds\n",
+                d + 1, size[d], rss[d], fds[d]);
+        /* Descriptors come and go with requests and hooks, a few at most. */
+        ck_assert_int_le(fds[d], fds[0] + 8);
         if (d >= 1 && d < 4)
             top_early = size[d] > top_early ? size[d] : top_early;
         if (d >= 4)
