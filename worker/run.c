@@ -93,6 +93,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     int64_t now = worker__now(w);
     struct policy_class c = {.outcome = POLICY_TIMEOUT,
                              .reason = "in_doubt",
+                             .why = POLICY_REASON_IN_DOUBT,
                              .rule = -1,
                              .wait_ms = -1,
                              .reset_at_ms = -1,
@@ -100,8 +101,10 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                              .remaining_tokens = -1,
                              .requests_reset_at_ms = -1,
                              .tokens_reset_at_ms = -1};
-    struct policy_decision d = {
-        .action = POLICY_PARK_FOR_HUMAN, .wait_ms = 0, .reason = "in_doubt"};
+    struct policy_decision d = {.action = POLICY_PARK_FOR_HUMAN,
+                                .wait_ms = 0,
+                                .reason = "in_doubt",
+                                .why = POLICY_REASON_IN_DOUBT};
     struct policy_step ps;
     struct q_attempt_result res = {
         .outcome = "unknown", .reason = "in_doubt", .finished_at = now};
