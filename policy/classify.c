@@ -33,6 +33,20 @@ policy__set(struct policy_class *out, enum policy_outcome o,
     out->reason = why == POLICY_REASON_NONE ? NULL : policy_reason_name(why);
 }
 
+void
+policy_class_init(struct policy_class *c, enum policy_outcome o,
+                  enum policy_reason why)
+{
+    *c = (struct policy_class){.rule = -1,
+                               .wait_ms = -1,
+                               .reset_at_ms = -1,
+                               .remaining_requests = -1,
+                               .remaining_tokens = -1,
+                               .requests_reset_at_ms = -1,
+                               .tokens_reset_at_ms = -1};
+    policy__set(c, o, why);
+}
+
 /* text_init makes the lower-cased copy of struct policy__text: NUL bytes
  * become blanks so that a binary body cannot hide the text after them. */
 static void
@@ -506,15 +520,7 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         policy_config_init(&dflt, NULL, NULL);
         cfg = &dflt;
     }
-    *out = (struct policy_class){.outcome = POLICY_UNKNOWN,
-                                 .why = POLICY_REASON_NONE,
-                                 .rule = -1,
-                                 .wait_ms = -1,
-                                 .reset_at_ms = -1,
-                                 .remaining_requests = -1,
-                                 .remaining_tokens = -1,
-                                 .requests_reset_at_ms = -1,
-                                 .tokens_reset_at_ms = -1};
+    policy_class_init(out, POLICY_UNKNOWN, POLICY_REASON_NONE);
     text_init(&t, in->body != NULL ? in->body : "",
               in->body != NULL ? in->body_len : 0, SCAN_BYTES);
     learn(in, &l);

@@ -285,6 +285,13 @@ void policy_classify(const struct policy_input *in,
                      const struct policy_config *cfg,
                      struct policy_streak *streak, struct policy_class *out);
 
+/* policy_class_init sets c to outcome o with reason why (its name as the
+ * reason text, NULL for POLICY_REASON_NONE), no rule, and every time, wait
+ * and count unknown (-1): a class for an answer no classify read (a
+ * request lost in a crash). Never fails. */
+void policy_class_init(struct policy_class *c, enum policy_outcome o,
+                       enum policy_reason why);
+
 /* policy_decide walks the reference's ordered decide table for the classified
  * answer c and the step s. Never fails; out->reason is static. */
 void policy_decide(const struct policy_class *c, const struct policy_step *s,
