@@ -13,6 +13,7 @@
  */
 #include "policy/policy.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ void
 policy__set(struct policy_class *out, enum policy_outcome o,
             enum policy_reason why)
 {
+    assert((unsigned)o < POLICY_OUTCOME_COUNT);
+    assert((unsigned)why < POLICY_REASON_COUNT);
     out->outcome = o;
     out->why = why;
     out->reason = why == POLICY_REASON_NONE ? NULL : policy_reason_name(why);

@@ -32,6 +32,7 @@ policy_backoff_ms(const struct policy_config *cfg, int n, uint64_t seed)
         window = cap;
     u = (double)(splitmix64(seed ^ ((uint64_t)n << 32)) >> 11) *
         (1.0 / 9007199254740992.0);
+    assert(u >= 0.0 && u < 1.0 && window <= cap);
     return (int64_t)(u * (double)(window + 1));
 }
 

@@ -47,6 +47,20 @@ enqueue(stepq *q, const char *job)
     return id;
 }
 
+/* Runs the queue dry with a real worker, then waits for job id through
+ * the library: it must have ended in want. */
+static void
+drain_then_wait(stepq *q, int64_t id, const char *want)
+{
+    char err[512], state[16] = "";
+
+    free(e2e_drain());
+    ck_assert_msg(
+        stepq_wait(q, id, 5000, state, sizeof(state), err, sizeof(err)) == 0,
+        "%s", err);
+    ck_assert_str_eq(state, want);
+}
+
 /* The job's steps ran; their outputs are read by name, the last one as
  * the job's result, and a name the job lacks is -ENOENT saying so. */
 START_TEST(test_wait_then_read_outputs)
@@ -65,10 +79,7 @@ START_TEST(test_wait_then_read_outputs)
     ck_assert_int_eq(stepq_job_output(q, id, "a", &out, err, sizeof(err)),
                      -ENODATA);
     ck_assert_str_eq(err, "job 1 is queued: a has no output");
-    free(e2e_drain());
-    ck_assert_int_eq(
-        stepq_wait(q, id, 5000, state, sizeof(state), err, sizeof(err)), 0);
-    ck_assert_str_eq(state, "succeeded");
+    drain_then_wait(q, id, "succeeded");
     ck_assert_int_eq(stepq_job_output(q, id, "a", &out, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(out, "mock reply to: hello"));
     stepq_free(out);
@@ -91,16 +102,13 @@ END_TEST
 START_TEST(test_failed_job_output_says_why)
 {
     stepq *q;
-    char err[1024], state[16] = "", *out = NULL;
+    char err[1024], *out = NULL;
     int64_t id;
 
     e2e_start_file("free-400-unknown-parameter.json", "");
     q = open_lib();
     id = enqueue(q, E2E_CHAT_JOB("\"tiers\":[\"free\"],", ""));
-    free(e2e_drain());
-    ck_assert_int_eq(
-        stepq_wait(q, id, 5000, state, sizeof(state), err, sizeof(err)), 0);
-    ck_assert_str_eq(state, "failed");
+    drain_then_wait(q, id, "failed");
     ck_assert_int_eq(stepq_job_output(q, id, NULL, &out, err, sizeof(err)),
                      -ENODATA);
     ck_assert_msg(strncmp(err, "job 1 is failed (", 17) == 0, "%s", err);
