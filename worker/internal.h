@@ -35,6 +35,26 @@
 
 struct run;
 
+/* Where a worker is in its life. RUNNING -> STOPPING (a signal, or a
+ * drain that found the queue empty) -> CLOSING (worker__shutdown: the
+ * loop's handles go); a drain's STOPPING goes back to RUNNING when the
+ * last turn did not commit. worker__phase_to holds these. */
+enum worker_phase {
+    WORKER_RUNNING = 0,
+    WORKER_STOPPING,
+    WORKER_CLOSING,
+};
+
+/* The store as the worker sees it. UP -> DOWN (a turn could not begin or
+ * commit: no turn runs until it is back; runs keep what they hold in
+ * memory) -> RECOVERING (the turn that writes back what was kept is
+ * opening) -> DOWN again, or UP once a turn commits (worker__store_to). */
+enum worker_store {
+    WORKER_STORE_UP = 0,
+    WORKER_STORE_DOWN,
+    WORKER_STORE_RECOVERING,
+};
+
 struct worker {
     worker_report_fn report; /* on_report's (worker_opts), or NULL */
     worker_job_fn job;       /* on_done's and on_fail's, or NULL */
@@ -68,9 +88,8 @@ struct worker {
     /* a drain waits for the schedules' slots up to this time (ms, the
      * store's clock): those within a minute of its start */
     int64_t drain_slots_until;
-    bool stopping;
+    enum worker_phase phase;
     bool progress;
-    bool closing;
     bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
     bool tick_after_commit; /* tick again soon after the turn commits */
     bool turn_claimed;      /* the open turn has claimed (worker__turn_claim) */
@@ -82,10 +101,7 @@ struct worker {
     int64_t next_claim;
     int64_t idle_poll_ms; /* an idle worker claims again after this */
     int64_t next_sync;    /* monotonic ms: q_clock_sync again */
-    /* The store is unreachable (a turn could not begin or commit): no
-     * turn runs until it is back; runs keep what they hold in memory. */
-    bool down;
-    bool recovering;    /* the turn that writes back what was kept */
+    enum worker_store store;
     int64_t down_since; /* monotonic ms */
     int64_t retry_ms;   /* backoff: 100 ms doubling to 5 s */
     int64_t retry_at;   /* monotonic ms */
@@ -250,6 +266,9 @@ int64_t worker__now(const struct worker *w);
  * force, a turn that does not commit stops it (false: the store went
  * away, and the runs it entered again go on). */
 bool worker__shutdown(struct worker *w, bool force);
+/* worker__phase_to moves w to phase to, a move enum worker_phase allows
+ * (asserted). */
+void worker__phase_to(struct worker *w, enum worker_phase to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
@@ -317,6 +336,9 @@ void worker__sweep(struct worker *w);
 /* worker__store_lost notes that the store could not be reached (rc: the
  * q_* error): logs it once, and sets the next try on the backoff. */
 void worker__store_lost(struct worker *w, int rc);
+/* worker__store_to moves w's view of the store to to, a move enum
+ * worker_store allows (asserted). */
+void worker__store_to(struct worker *w, enum worker_store to);
 /* worker__store_back notes that a turn committed after the store was
  * unreachable (logged once). */
 void worker__store_back(struct worker *w);

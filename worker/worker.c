@@ -15,6 +15,7 @@
  */
 #include "worker/worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -64,19 +65,28 @@ on_hooks_stop(uv_timer_t *t)
     uv_close((uv_handle_t *)t, on_handle_closed);
 }
 
+void
+worker__phase_to(struct worker *w, enum worker_phase to)
+{
+    assert((w->phase == WORKER_RUNNING && to == WORKER_STOPPING) ||
+           (w->phase == WORKER_STOPPING && to != WORKER_STOPPING));
+    assert(to != WORKER_RUNNING || w->drain);
+    w->phase = to;
+}
+
 bool
 worker__shutdown(struct worker *w, bool force)
 {
-    if (w->closing)
+    if (w->phase == WORKER_CLOSING)
         return true;
     worker__turn_end(w);
     /* Settling what the last sends left (a request not sent) opens a
      * turn of its own: it commits here, before the loop's handles go. */
     if (w->tx_open)
         worker__turn_end(w);
-    if (w->down && !force)
+    if (w->store != WORKER_STORE_UP && !force)
         return false; /* the last turn did not commit: its runs go on */
-    w->closing = true;
+    worker__phase_to(w, WORKER_CLOSING);
     worker__wake_close(w);
     uv_close((uv_handle_t *)&w->idle, on_handle_closed);
     uv_close((uv_handle_t *)&w->check, on_handle_closed);
@@ -113,10 +123,10 @@ on_signal(uv_signal_t *h, int signum)
 {
     struct worker *w = h->data;
 
-    if (w->stopping)
+    if (w->phase != WORKER_RUNNING)
         return;
     log_info("signal %d: finishing requests in flight, then stopping", signum);
-    w->stopping = true;
+    worker__phase_to(w, WORKER_STOPPING);
     w->stop_deadline = worker__now(w) + w->grace_ms;
     worker__kick(w);
 }
