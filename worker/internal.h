@@ -383,6 +383,17 @@ bool worker__agent_busy(const struct run *r);
 void worker__agent_free_calls(struct agent *ag);
 /* worker__agent_leave frees r's loop when it is another step's. */
 void worker__agent_leave(struct run *r);
+/* worker__agent_overflow turns the decision d on a model turn of r's
+ * tool loop answered with a context overflow (class c) into a retry with
+ * the oldest tool results trimmed, the first time, else into a failure
+ * (trim.c). Any other answer, or a step without tools: d is untouched. */
+void worker__agent_overflow(struct run *r, const struct policy_class *c,
+                            struct policy_decision *d);
+/* worker__agent_overflow_text returns the failure text err (owned, taken)
+ * of such a failure said plainly, or err itself for any other. Caller
+ * frees the result. */
+char *worker__agent_overflow_text(const struct run *r,
+                                  const struct policy_class *c, char *err);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 
