@@ -112,25 +112,29 @@ worker__agent_overflow_text(const struct run *r, const struct policy_class *c,
                             char *err)
 {
     const struct agent *ag = r->agent;
-    const char *name = cur_spec(r)->name;
-    size_t n;
+    const char *name = cur_spec(r)->name, *what = err;
+    size_t n, nlen = strlen(name);
     char *s;
 
     if (ag == NULL || !is_overflow(c))
         return err;
     n = strlen(err) + 300;
     s = xmalloc(n);
+    /* err says "step NAME: HTTP 400 ...": the step is named once. */
+    if (strncmp(err, "step ", 5) == 0 && strncmp(err + 5, name, nlen) == 0 &&
+        strncmp(err + 5 + nlen, ": ", 2) == 0)
+        what += 7 + nlen;
     if (ag->trimmed > 0)
         snprintf(s, n,
                  "step %s: context_overflow: the conversation still "
                  "overflows the model's context after its %d oldest tool "
                  "results were trimmed (%s)",
-                 name, ag->trimmed, err);
+                 name, ag->trimmed, what);
     else
         snprintf(s, n,
                  "step %s: context_overflow: the model's context overflows "
                  "and there is no tool result to trim (%s)",
-                 name, err);
+                 name, what);
     free(err);
     return s;
 }
