@@ -563,6 +563,21 @@ worker__agent_flush(struct run *r)
 }
 
 void
+worker__agent_unqueue(struct run *r)
+{
+    struct agent *ag = r->agent;
+
+    for (size_t i = 0; ag != NULL && i < ag->open.n; i++) {
+        struct agent_call *ac = &ag->calls[i];
+        if (!ac->queued)
+            continue;
+        http_request_cleanup(&ac->req);
+        ac->queued = false;
+        ag->inflight--;
+    }
+}
+
+void
 worker__agent_cancel(struct run *r)
 {
     struct agent *ag = r->agent;

@@ -375,6 +375,11 @@ char *worker__agent_turn_body(struct run *r, const cJSON *root);
 void worker__agent_turn(struct run *r);
 /* worker__agent_flush sends the tool calls r's committed turn recorded. */
 void worker__agent_flush(struct run *r);
+/* worker__agent_unqueue drops the tool calls r's turn recorded and
+ * queued to send after its commit: the commit failed (or the flush a
+ * durable one asked for), so they are not sent; reloaded from the ledger,
+ * a call whose record stands is one in doubt. */
+void worker__agent_unqueue(struct run *r);
 /* worker__agent_cancel cancels r's tool calls in flight. */
 void worker__agent_cancel(struct run *r);
 /* worker__agent_busy: r has tool calls in flight. */
