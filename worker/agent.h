@@ -30,6 +30,7 @@ struct agent_call {
     char *args;    /* owned: arguments an operator approved, or NULL */
     bool approved; /* an operator approved it (or an earlier check did) */
     int64_t attempt_id;
+    int attempt_no;          /* its number in the step (written with the id) */
     struct http_request req; /* owned while queued */
     bool queued;
     http_call *call;
