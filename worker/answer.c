@@ -276,7 +276,7 @@ act(struct run *r, const struct policy_decision *d,
         free(err);
         return;
     default:
-        err = error_text(r, res, c);
+        err = worker__agent_overflow_text(r, c, error_text(r, res, c));
         worker__fail_job(r, err);
         free(err);
         return;
@@ -498,6 +498,7 @@ worker__answer(struct run *r)
         settle_host(r, &c, now);
     worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
+    worker__agent_overflow(r, &c, &d); /* trims once, then fails (trim.c) */
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
         d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 

@@ -397,6 +397,11 @@ char *worker__agent_turn_body(struct run *r, const cJSON *root);
 void worker__agent_turn(struct run *r);
 /* worker__agent_flush sends the tool calls r's committed turn recorded. */
 void worker__agent_flush(struct run *r);
+/* worker__agent_unqueue drops the tool calls r's turn recorded and
+ * queued to send after its commit: the commit failed (or the flush a
+ * durable one asked for), so they are not sent; reloaded from the ledger,
+ * a call whose record stands is one in doubt. */
+void worker__agent_unqueue(struct run *r);
 /* worker__agent_cancel cancels r's tool calls in flight. */
 void worker__agent_cancel(struct run *r);
 /* worker__agent_busy: r has tool calls in flight. */
@@ -405,6 +410,17 @@ bool worker__agent_busy(const struct run *r);
 void worker__agent_free_calls(struct agent *ag);
 /* worker__agent_leave frees r's loop when it is another step's. */
 void worker__agent_leave(struct run *r);
+/* worker__agent_overflow turns the decision d on a model turn of r's
+ * tool loop answered with a context overflow (class c) into a retry with
+ * the oldest tool results trimmed, the first time, else into a failure
+ * (trim.c). Any other answer, or a step without tools: d is untouched. */
+void worker__agent_overflow(struct run *r, const struct policy_class *c,
+                            struct policy_decision *d);
+/* worker__agent_overflow_text returns the failure text err (owned, taken)
+ * of such a failure said plainly, or err itself for any other. Caller
+ * frees the result. */
+char *worker__agent_overflow_text(const struct run *r,
+                                  const struct policy_class *c, char *err);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 

@@ -76,6 +76,7 @@ worker__turn_lost(struct worker *w)
             http_request_cleanup(&r->pending);
             r->has_pending = false;
         }
+        worker__agent_unqueue(r); /* its tool calls' records too */
         if (r->fresh) {
             /* Claimed in the lost turn: not this worker's. */
             r->lost = r->finished = true;
