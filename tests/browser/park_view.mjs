@@ -53,8 +53,14 @@ async function fitsWidth(page) {
 // Errors of the page: its scripts', the console's and the policy's (a
 // refused inline script or style), but not the answers the test asks for:
 // the 401 of a wrong token and the 409 of a lost race.
+let lastPage = null; /* the page watched last, described on a failure */
+
 function watch(page, errors) {
-  page.on('pageerror', (e) => errors.push(e.message));
+  lastPage = page;
+  page.on('pageerror', (e) => {
+    console.log('page error: ' + e.message + '\n' + e.stack);
+    errors.push(e.message);
+  });
   page.on('console', (m) => {
     if (m.type() === 'error' && !/status of (401|409)/.test(m.text()))
       errors.push(m.text());
@@ -202,7 +208,7 @@ async function parkMode(browser) {
   const p2 = await phone.newPage();
   watch(p2, errors);
   await login(p2, token);
-  await p2.check('#park-all');
+  await p2.selectOption('#park-state', 'all');
   await p2.locator(`[data-park="${park}"]`).waitFor(WAIT);
   check(await fitsWidth(p2), 'the list is wider than a phone');
   await p2.click(`[data-park="${park}"]`);
@@ -290,16 +296,30 @@ async function operatorsMode(browser) {
   check((await audit.textContent()).includes('item #' + park),
         'audit row: which item');
 
-  // Another tab of the same browser has no token: sessionStorage is the
-  // tab's own.
+  // A link opened in another tab of the same browser: the item's own
+  // address, without the token asked again (the open tab hands it over),
+  // and still nothing in localStorage. Another browser profile (a fresh
+  // context) has no tab to ask: it asks for the token.
   const other = await ctx.newPage();
-  await other.goto(url + '/');
-  await other.locator('#login').waitFor({state: 'visible', ...WAIT});
-  await other.close();
+  await other.goto(url + '/#/park/' + park);
+  await other.locator('#detail-title', {hasText: `Park item #${park}`})
+    .waitFor(WAIT);
+  check(await other.locator('#login').isHidden(), 'the new tab asks again');
+  check(await other.evaluate(() => window.localStorage.length) === 0,
+        'the new tab kept something in localStorage');
+  const stranger = await (await browser.newContext()).newPage();
+  await stranger.goto(url + '/#/park/' + park);
+  await stranger.locator('#login').waitFor({state: 'visible', ...WAIT});
+  check(await stranger.locator('[data-park]').count() === 0,
+        'items shown to a browser without the token');
 
-  // Log out: the token is gone from the tab, the login is shown.
+  // Log out: the token is gone from the tab, and from the other tab too.
   await page.click('#logout');
   await page.locator('#login').waitFor({state: 'visible', ...WAIT});
+  await other.locator('#login').waitFor({state: 'visible', ...WAIT});
+  check(await other.evaluate(() => window.sessionStorage
+    .getItem('stepq.token')) === null, 'the other tab kept the token');
+  await other.close();
   check(await page.evaluate(() => window.sessionStorage
     .getItem('stepq.token')) === null, 'the token stayed after logout');
   check(await page.locator('#whoami').textContent() === '',
@@ -311,6 +331,7 @@ async function operatorsMode(browser) {
   await page.fill('#token', process.env.VIEWER_TOKEN);
   await page.click('#login button[type=submit]');
   await page.locator('#whoami', {hasText: 'vera (viewer)'}).waitFor(WAIT);
+  await page.click('#tab-park'); /* the reload kept the Audit tab */
   const open = process.env.OPEN_ID;
   await page.click(`[data-park="${open}"]`);
   await page.locator('#detail-title', {hasText: `Park item #${open}`})
@@ -382,6 +403,12 @@ try {
   console.log('park_view ' + mode + ': ok');
 } catch (e) {
   console.log('park_view ' + mode + ': ' + e.message);
+  if (lastPage)
+    console.log('the page: ' + lastPage.url() + '\n' + (await lastPage
+      .locator('body').innerText().catch(() => '')).slice(0, 100) +
+      '\nproblem: ' + await lastPage.locator('#problem').textContent()
+      .catch(() => '') + '\nreport: ' + JSON.stringify(await api('GET',
+      '/v1/report').catch((x) => x.message)).slice(0, 300));
   rc = 1;
 } finally {
   await browser.close();
