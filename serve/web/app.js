@@ -42,6 +42,7 @@ function useToken(t) {
   S.token = t;
   store.setItem('stepq.token', t);
   $('login').hidden = true;
+  document.body.classList.remove('signed-out');
   $('logout').hidden = false;
   refresh();
 }
@@ -60,6 +61,7 @@ function askToken(why) {
   $('login-error').textContent = typeof why === 'string' ? why : '';
   $('login-error').hidden = !$('login-error').textContent;
   $('login').hidden = false;
+  document.body.classList.add('signed-out');
   $('logout').hidden = true;
   $('token').focus();
 }

@@ -13,59 +13,9 @@
 // Optional: CHROMIUM (default /usr/bin/chromium), SCREENSHOT and
 // SCREENSHOT_PHONE (paths of PNG files to write). Exits 0 when every check
 // held; otherwise prints what did not, and exits 1.
-import {chromium} from 'playwright-core';
+import {api, check, fitsWidth, login, run, url, watch, WAIT, token}
+  from './lib.mjs';
 import http from 'node:http';
-
-const url = process.env.STEPQ_URL;
-const token = process.env.STEPQ_TOKEN || '';
-const mode = process.argv[2] || 'park';
-const WAIT = {timeout: 15000};
-
-function check(ok, what) {
-  if (!ok) throw new Error('check failed: ' + what);
-}
-
-// The API as a program sees it (not through the page).
-async function api(method, path, body) {
-  const r = await fetch(url + path, {
-    method,
-    headers: {Authorization: 'Bearer ' + token,
-              'Content-Type': 'application/json'},
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return {status: r.status, json: await r.json()};
-}
-
-async function login(page, withToken) {
-  await page.goto(url + '/');
-  await page.locator('#login').waitFor({state: 'visible', ...WAIT});
-  await page.fill('#token', withToken);
-  await page.click('#login button[type=submit]');
-}
-
-// Nothing on a phone's width needs scrolling sideways (clientWidth: on
-// a phone, innerWidth grows with the content as the page zooms out).
-async function fitsWidth(page) {
-  return page.evaluate(() => document.documentElement.scrollWidth <=
-                             document.documentElement.clientWidth);
-}
-
-// Errors of the page: its scripts', the console's and the policy's (a
-// refused inline script or style), but not the answers the test asks for:
-// the 401 of a wrong token and the 409 of a lost race.
-let lastPage = null; /* the page watched last, described on a failure */
-
-function watch(page, errors) {
-  lastPage = page;
-  page.on('pageerror', (e) => {
-    console.log('page error: ' + e.message + '\n' + e.stack);
-    errors.push(e.message);
-  });
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !/status of (401|409)/.test(m.text()))
-      errors.push(m.text());
-  });
-}
 
 async function parkMode(browser) {
   const park = process.env.PARK_ID, race = process.env.RACE_ID;
@@ -389,28 +339,5 @@ async function retryMode(browser) {
   check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-});
-let rc = 0;
-try {
-  if (mode === 'csrf') await csrfMode(browser);
-  else if (mode === 'operators') await operatorsMode(browser);
-  else if (mode === 'retry') await retryMode(browser);
-  else await parkMode(browser);
-  console.log('park_view ' + mode + ': ok');
-} catch (e) {
-  console.log('park_view ' + mode + ': ' + e.message);
-  if (lastPage)
-    console.log('the page: ' + lastPage.url() + '\n' + (await lastPage
-      .locator('body').innerText().catch(() => '')).slice(0, 100) +
-      '\nproblem: ' + await lastPage.locator('#problem').textContent()
-      .catch(() => '') + '\nreport: ' + JSON.stringify(await api('GET',
-      '/v1/report').catch((x) => x.message)).slice(0, 300));
-  rc = 1;
-} finally {
-  await browser.close();
-}
-process.exit(rc);
+await run({park: parkMode, csrf: csrfMode, operators: operatorsMode,
+           retry: retryMode});
