@@ -394,11 +394,21 @@ morning_setup(void)
 START_TEST(test_a_newcomers_morning)
 {
     struct server s;
-    cJSON *log, *job;
+    struct reply r = {0};
+    cJSON *log, *job, *items, *first;
     pid_t worker;
     int orders;
 
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    /* GET /v1/park names each item's job, which the page searches */
+    req(s.port, "GET", "/v1/park", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    items = cJSON_Parse(r.body);
+    reply_free(&r);
+    first = cJSON_GetArrayItem(items, 0);
+    ck_assert_str_eq(e2e_str(first, "job_name"), "nightly-order-0000");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(first, "job_key")));
+    cJSON_Delete(items);
     worker = e2e_spawn_worker(NULL);
     browse_with("morning.mjs", &s, "morning", "STEPQ_TOKEN=" TOKEN, false);
     kill(worker, SIGTERM);

@@ -49,6 +49,8 @@ function options(sel, values, label) {
   sel.value = keep;
 }
 
+const hays = new WeakMap(); /* each item's words, in lower case */
+
 /* Whether item it fits the filters: every word of the search is in its
  * job's name or key, step, error, reason or tier ("job:7" and "#7" name
  * a job or item by id). */
@@ -59,20 +61,25 @@ function fits(it, f, now) {
       now - Date.parse(it.parked_at) < +f.age * 1000)
     return false;
   if (!f.words.length) return true;
-  if (it.hay === undefined)
-    it.hay = [it.job_name, it.job_key, it.step, it.error, it.reason,
-              it.tier, it.resolved_by, it.note].join('\n').toLowerCase();
+  let hay = hays.get(it);
+  if (hay === undefined) {
+    hay = [it.job_name, it.job_key, it.step, it.error, it.reason, it.tier,
+           it.resolved_by, it.note].join('\n').toLowerCase();
+    hays.set(it, hay);
+  }
   for (const w of f.words) {
     let m = /^(?:job:|#)([0-9]+)$/.exec(w);
     if (m && (it.job_id === +m[1] || (w[0] === '#' && it.id === +m[1])))
       continue;
-    if (m || !it.hay.includes(w)) return false;
+    if (m || !hay.includes(w)) return false;
   }
   return true;
 }
 
 export function setItems(list) {
   items = list;
+  const ids = new Set(list.map((it) => it.id));
+  for (const id of rowCache.keys()) if (!ids.has(id)) rowCache.delete(id);
   options($('park-reason'), list.map((it) => it.reason), (v) => v);
   options($('park-tier'), list.map((it) => it.tier || '-'),
           (v) => v === '-' ? 'no tier' : v);
@@ -81,12 +88,9 @@ export function setItems(list) {
 
 function row(it, now) {
   const open = it.state === 'open';
-  const current = S.selected && S.selected.kind === 'park' &&
-                  S.selected.id === it.id;
   const state = open ? '' : ' · ' + it.resolution + ' by ' + it.resolved_by;
   const a = el('a', {class: 'row', href: '#/park/' + it.id,
-                     'data-park': it.id,
-                     'aria-current': current ? 'true' : 'false'},
+                     'data-park': it.id},
                el('span', {class: 'line1'}, '#' + it.id + ' · job #' +
                   it.job_id + ' ' + (it.job_name || '') + ' · ' + it.step +
                   state),
@@ -110,13 +114,33 @@ function row(it, now) {
   return li;
 }
 
+/* The rows drawn, by item id, kept while the item and the minute stay
+ * the same: clearing a search over 1,000 items puts them back instead of
+ * building them again. */
+const rowCache = new Map();
+
+function cachedRow(it, now) {
+  const text = JSON.stringify([it, Math.floor(now / 60000)]);
+  let c = rowCache.get(it.id);
+  if (!c || c.text !== text) {
+    c = {text, li: row(it, now)};
+    rowCache.set(it.id, c);
+  }
+  const box = c.li.firstChild;
+  if (box.tagName === 'INPUT') box.checked = picked.has(it.id);
+  c.li.lastChild.setAttribute('aria-current', S.selected &&
+    S.selected.kind === 'park' && S.selected.id === it.id ? 'true' : 'false');
+  return c.li;
+}
+
 function group(key, title, list, help, now) {
   const g = el('div', {class: 'group', 'data-group': key},
                el('h3', {}, title + ' (' + list.length + ')'));
   if (help)
     g.append(el('details', {class: 'help'},
                 el('summary', {}, 'What this means'), el('p', {}, help)));
-  g.append(el('ul', {class: 'items'}, ...list.map((it) => row(it, now))));
+  g.append(el('ul', {class: 'items'},
+              ...list.map((it) => cachedRow(it, now))));
   return g;
 }
 
