@@ -415,7 +415,16 @@ function onKey(ev) {
     return;
   }
   if (typing) return;
-  if (ev.key === '/') {
+  if (t.getAttribute('role') === 'tab' &&
+      (ev.key === 'ArrowRight' || ev.key === 'ArrowLeft')) {
+    /* the tabs: the arrows go to the next or previous one */
+    const i = TABS.indexOf(t.id.slice(4)) + (ev.key === 'ArrowRight' ? 1 : -1);
+    const next = TABS[(i + TABS.length) % TABS.length];
+    ev.preventDefault();
+    closeDetail();
+    show(next);
+    $('tab-' + next).focus();
+  } else if (ev.key === '/') {
     ev.preventDefault();
     if (S.tab !== 'park') show('park');
     $('park-q').focus();

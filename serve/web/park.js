@@ -2,7 +2,8 @@
  * filtered in the page (no request per keystroke), open ones grouped by
  * reason and tier, resolved ones apart below them, and the bulk resolve
  * of the items selected, one POST /v1/park/ID/resolve each. */
-import {$, S, el, api, changed, ago, when, reasonHelp} from './core.js';
+import {$, S, el, api, changed, ago, when, reasonHelp, isViewer}
+  from './core.js';
 
 let items = [];           /* as GET /v1/park gave them */
 const picked = new Set(); /* ids of the open items selected */
@@ -99,7 +100,7 @@ function row(it, now) {
                   when(it.parked_at) + ')' + (open ? '' : ' · resolved ' +
                   when(it.resolved_at))));
   const li = el('li', {});
-  if (open) {
+  if (open && !isViewer()) {
     const box = el('input', {type: 'checkbox', checked: picked.has(it.id),
                              'data-pick': it.id,
                              'aria-label': 'select item #' + it.id});
@@ -120,7 +121,7 @@ function row(it, now) {
 const rowCache = new Map();
 
 function cachedRow(it, now) {
-  const text = JSON.stringify([it, Math.floor(now / 60000)]);
+  const text = JSON.stringify([it, Math.floor(now / 60000), isViewer()]);
   let c = rowCache.get(it.id);
   if (!c || c.text !== text) {
     c = {text, li: row(it, now)};
@@ -200,8 +201,8 @@ function bulkBar() {
   const ids = shownOpen();
   $('park-select-all').checked = ids.length > 0 &&
     ids.every((id) => picked.has(id));
-  $('bulk').hidden = picked.size === 0 || S.me === null ||
-    S.me.role === 'viewer';
+  $('park-select-all').parentElement.hidden = isViewer();
+  $('bulk').hidden = picked.size === 0 || S.me === null || isViewer();
   $('bulk-count').textContent = picked.size + ' selected';
   if (!picked.size) cancelBulk();
 }

@@ -287,6 +287,9 @@ async function operatorsMode(browser) {
   await page.locator('#detail-title', {hasText: `Park item #${open}`})
     .waitFor(WAIT);
   await page.locator('#read-only').waitFor({state: 'visible', ...WAIT});
+  check(await page.locator('input[data-pick]').count() === 0 &&
+        await page.locator('#park-select-all').isHidden(),
+        'a viewer is offered a bulk selection');
   check(await page.locator('#resolve').isHidden(),
         'a viewer is offered the resolve form');
   check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
