@@ -201,7 +201,7 @@ function bulkBar() {
   const ids = shownOpen();
   $('park-select-all').checked = ids.length > 0 &&
     ids.every((id) => picked.has(id));
-  $('park-select-all').parentElement.hidden = isViewer();
+  $('park-select-all').parentElement.hidden = isViewer() || !ids.length;
   $('bulk').hidden = picked.size === 0 || S.me === null || isViewer();
   $('bulk-count').textContent = picked.size + ' selected';
   if (!picked.size) cancelBulk();
