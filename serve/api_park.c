@@ -42,6 +42,7 @@ enum MHD_Result
 serve_park_list(const struct serve_opts *o, struct MHD_Connection *c)
 {
     const char *state = serve_arg(c, "state"), *job = serve_arg(c, "job_id");
+    const char *names = serve_arg(c, "job_names");
     struct q_park_filter f = {.reason = serve_arg(c, "reason"),
                               .tier = serve_arg(c, "tier")};
     struct q_park_item *items = NULL;
@@ -55,11 +56,17 @@ serve_park_list(const struct serve_opts *o, struct MHD_Connection *c)
     if (job != NULL && (f.job_id = serve_whole(job, strlen(job))) < 1)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "job_id must be a job id");
+    if (names != NULL && strcmp(names, "true") != 0 &&
+        strcmp(names, "false") != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "job_names must be true or false");
     f.all = state != NULL && strcmp(state, "all") == 0;
     if ((rc = q_park_list(o->db, &f, &items, &n)) != 0)
         return serve_storage_error(c, rc, "list park items");
     cJSON *out = view_park_list(items, n);
-    rc = add_job_names(o->db, items, n, out);
+    /* The page's search reads them; by default the list is park list's. */
+    if (names != NULL && strcmp(names, "true") == 0)
+        rc = add_job_names(o->db, items, n, out);
     q_park_items_free(items, n);
     if (rc != 0) {
         cJSON_Delete(out);

@@ -400,8 +400,12 @@ START_TEST(test_a_newcomers_morning)
     int orders;
 
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
-    /* GET /v1/park names each item's job, which the page searches */
-    req(s.port, "GET", "/v1/park", AUTH, "", &r);
+    /* GET /v1/park names each item's job, which the page searches, when
+     * asked (by default it is park list's); another value is refused */
+    req(s.port, "GET", "/v1/park?job_names=yes", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 400);
+    reply_free(&r);
+    req(s.port, "GET", "/v1/park?job_names=true", AUTH, "", &r);
     ck_assert_int_eq(r.status, 200);
     items = cJSON_Parse(r.body);
     reply_free(&r);

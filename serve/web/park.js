@@ -10,7 +10,8 @@ const picked = new Set(); /* ids of the open items selected */
 let bulkPending = null;   /* {action, ids} waiting for Confirm */
 
 export function parkPath() {
-  return '/v1/park' + ($('park-state').value === 'all' ? '?state=all' : '');
+  return '/v1/park?job_names=true' +
+    ($('park-state').value === 'all' ? '&state=all' : '');
 }
 
 /* The filters as the URL keeps them (#/park?q=...). */

@@ -195,7 +195,7 @@ async function agent(page, approval) {
 }
 
 async function morningMode(browser) {
-  const items = (await api('GET', '/v1/park')).json;
+  const items = (await api('GET', '/v1/park?job_names=true')).json;
   const doubt = items.find((i) => i.job_name === 'nightly-order-0000');
   const syncs = items.filter((i) => i.job_name.startsWith('nightly-sync-'));
   const approval = items.find((i) => i.reason === 'approval');
@@ -272,7 +272,8 @@ async function scaleMode(browser) {
     '#park-groups a.row').length === n, n, {timeout: 60000});
   ms.list_shown = Date.now() - t;
   ms.park_fetch = Math.round(await page.evaluate(() => performance
-    .getEntriesByType('resource').filter((e) => /\/v1\/park$/.test(e.name))
+    .getEntriesByType('resource')
+    .filter((e) => /\/v1\/park\?job_names=true$/.test(e.name))
     .map((e) => e.duration)[0]));
   await timeInput(page, 'park-q', 'night-post-0500', ms, 'search');
   check(await rows(page).count() === 1, 'the search finds one');
