@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
@@ -379,7 +380,7 @@ morning_setup(void)
     e2e_setup();
     e2e_start_file("web-morning.json", "");
     park_posts("nightly-order", "orders", 1);
-    park_posts("nightly-sync", "sync", 3);
+    park_posts("nightly-sync", "sync", 4);
     snprintf(job, sizeof(job), AGENT_JOB, e2e_mock.port, e2e_mock.port);
     e2e_enqueue(job);
     free(e2e_drain());
@@ -396,6 +397,7 @@ START_TEST(test_a_newcomers_morning)
     struct server s;
     struct reply r = {0};
     cJSON *log, *job, *items, *first;
+    char later[32];
     pid_t worker;
     int orders;
 
@@ -424,13 +426,23 @@ START_TEST(test_a_newcomers_morning)
     ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "output"),
                      "order 77 was placed");
     cJSON_Delete(job);
-    /* a sync post cancelled from its job's view, the other two skipped */
+    /* of the sync posts one was retried not before 6 h from now, one
+     * cancelled from its job's view, and two skipped */
     ck_assert_int_eq(e2e_count(NULL, "cancelled"), 1);
+    ck_assert_int_eq(e2e_count(NULL, "queued"), 1);
+    strftime(later, sizeof(later), "%Y-%m-%dT%H:%M:%SZ",
+             gmtime(&(time_t){time(NULL) + 5 * 3600}));
+    for (int id = 2; id <= 5; id++) {
+        job = e2e_show(id);
+        if (strcmp(e2e_str(job, "state"), "queued") == 0)
+            ck_assert_str_gt(e2e_str(job, "run_at"), later);
+        cJSON_Delete(job);
+    }
     ck_assert_int_eq(e2e_count(NULL, "succeeded"), 4); /* 2 skipped, agent */
     log = e2e_mock_log();
     orders = e2e_sent_to(log, "/orders");
     ck_assert_int_eq(orders, 1);
-    ck_assert_int_eq(e2e_sent_to(log, "/sync"), 3);
+    ck_assert_int_eq(e2e_sent_to(log, "/sync"), 4);
     ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1); /* once approved */
     cJSON_Delete(log);
 }

@@ -4,7 +4,7 @@
 // worker run filled:
 //
 //   STEPQ_URL=http://127.0.0.1:PORT STEPQ_TOKEN=T node morning.mjs morning
-//     a newcomer's morning: an order post in doubt, three sync posts in
+//     a newcomer's morning: an order post in doubt, four sync posts in
 //     doubt, an agent's call waiting for approval (a worker runs beside)
 //   STEPQ_URL=... STEPQ_TOKEN=T ITEMS=1000 node morning.mjs scale
 //     1,000 open items: prints how long the list, a search, a filter,
@@ -124,8 +124,20 @@ async function findAndResolve(page, ctx, doubt, errors) {
   await page.selectOption('#park-state', 'open');
 }
 
-// A job cancelled from its view; the other two sync posts skipped at once.
+// A sync post retried "not before 6h" (in doubt: ticked as checked), a
+// job cancelled from its view, the other two sync posts skipped at once.
 async function cancelAndBulk(page, syncs) {
+  await page.click(`[data-park="${syncs[1].id}"]`);
+  await page.locator('#detail-title', {hasText: `Park item #${syncs[1].id}`})
+    .waitFor(WAIT);
+  await page.fill('#resolve-by', 'ana');
+  await page.click('[data-action="retry"]');
+  await page.fill('#resolve-not-before', '6h');
+  await page.check('#doubt-ok');
+  await page.click('#confirm-yes');
+  await page.locator('#outcome', {hasText: 'resolved: retry by ana'})
+    .waitFor(WAIT);
+
   await page.click(`[data-park="${syncs[0].id}"]`);
   await page.click('#detail-body [data-open-job]');
   await page.locator('#detail-title', {hasText: `Job #${syncs[0].job_id}`})
@@ -199,7 +211,7 @@ async function morningMode(browser) {
   const doubt = items.find((i) => i.job_name === 'nightly-order-0000');
   const syncs = items.filter((i) => i.job_name.startsWith('nightly-sync-'));
   const approval = items.find((i) => i.reason === 'approval');
-  check(doubt && syncs.length === 3 && approval,
+  check(doubt && syncs.length === 4 && approval,
         'the night parked: ' + JSON.stringify(items));
   const ctx = await browser.newContext({
     viewport: {width: 1280, height: 900}, timezoneId: 'Asia/Kolkata'});
