@@ -138,8 +138,8 @@ params_of(enum serve_route_id r)
 {
     static const char *const none[] = {NULL};
     static const char *const jobs[] = {"state", "limit", "after", NULL};
-    static const char *const park[] = {"state", "job_id", "reason", "tier",
-                                       NULL};
+    static const char *const park[] = {"state", "job_id",    "reason",
+                                       "tier",  "job_names", NULL};
     static const char *const report[] = {"since", NULL};
 
     return r == R_JOBS_LIST                ? jobs
