@@ -50,15 +50,20 @@ enum http_call_state {
     HTTP_CALL_CONNECTED,
 };
 
-/* The requests of one host with one max_connections (admit.c): how many
- * are on a multi handle, and whether an answer came over HTTP/2 (then
- * HTTP_H2_STREAMS of them share a connection). Owned by the client's
- * list, freed with it. */
+/* The requests of one host with one max_connections (0: none) (admit.c):
+ * how many are on a multi handle, and whether an answer came over HTTP/2
+ * (then HTTP_H2_STREAMS of them share a connection) or HTTP/1.x. Calls
+ * that may multiplex grow their HTTP/2 connections one at a time: conns
+ * is how many the pool's calls are known to fill, opening whether a call
+ * is making one more. Owned by the client's list, freed with it. */
 struct http_pool {
     char *key; /* owned; "scheme://host:port" of the URL */
     long cap;  /* max_connections */
     size_t wire;
     bool h2;
+    bool h1;
+    size_t conns;
+    size_t opening;
     struct http_pool *next;
 };
 
@@ -73,7 +78,8 @@ struct http_call {
     struct http_shard *sh;           /* whose multi handle runs it */
     struct http_pool *pool;          /* borrowed; NULL: no cap */
     bool multiplex;                  /* may go over HTTP/2 */
-    uint32_t host_hash;              /* of the URL's scheme, host, port */
+    bool opener; /* admitted to open its pool's next connection (admit.c) */
+    uint32_t host_hash; /* of the URL's scheme, host, port */
     CURL *easy;
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
@@ -268,6 +274,9 @@ void http__admit(http_client *c);
  * (admit.c). */
 void http__route(http_client *c, struct http_call *call,
                  const struct http_request *req);
+/* http__pool_leave counts call off its pool's wire, and out of the
+ * connection it was opening (admit.c). */
+void http__pool_leave(struct http_call *call);
 /* http__pool_full: call's pool has as many calls on the wire as its cap
  * allows; call then stays queued (admit.c). */
 bool http__pool_full(const struct http_call *call);
