@@ -79,70 +79,68 @@ choice_name(const cJSON *choice)
                : NULL;
 }
 
-/* Anthropic's tool_choice for choice (auto, none, required or a named
- * function; NULL: auto) and parallel (false: one call a turn). */
-static int
-anthropic_choice(const cJSON *choice, const cJSON *parallel, cJSON *body,
-                 char *err, size_t errlen)
-{
-    const char *s = cJSON_IsString(choice) ? choice->valuestring : NULL;
-    const char *type = choice == NULL ? "auto" : NULL;
-    cJSON *tc;
+/* tool_choice's values and their twins: Anthropic's tool_choice type,
+ * Gemini's functionCallingConfig mode. The last row is a named function
+ * ({"type": "function", "function": {"name"}}). */
+static const struct {
+    const char *openai, *anthropic, *gemini;
+} choices[] = {
+    {"auto", "auto", "AUTO"},
+    {"none", "none", "NONE"},
+    {"required", "any", "ANY"},
+    {NULL, "tool", "ANY"},
+};
 
-    if (s != NULL && strcmp(s, "auto") == 0)
-        type = "auto";
-    else if (s != NULL && strcmp(s, "none") == 0)
-        type = "none";
-    else if (s != NULL && strcmp(s, "required") == 0)
-        type = "any";
-    else if (cJSON_IsObject(choice) && choice_name(choice) != NULL)
-        type = "tool";
-    if (type == NULL)
-        return http__fail(err, errlen, -EINVAL,
-                          "request.tool_choice: must be \"auto\", \"none\", "
-                          "\"required\" or {\"type\": \"function\", "
-                          "\"function\": {\"name\"}}");
-    if (choice == NULL && !cJSON_IsFalse(parallel))
+/* The row of choices for choice (NULL: auto), or -EINVAL with err. */
+static int
+choice_row(const cJSON *choice, char *err, size_t errlen)
+{
+    if (choice == NULL)
         return 0;
-    tc = cJSON_AddObjectToObject(body, "tool_choice");
-    cJSON_AddStringToObject(tc, "type", type);
-    if (strcmp(type, "tool") == 0)
-        cJSON_AddStringToObject(tc, "name", choice_name(choice));
-    if (cJSON_IsFalse(parallel) && strcmp(type, "none") != 0)
-        cJSON_AddTrueToObject(tc, "disable_parallel_tool_use");
-    return 0;
+    for (int i = 0; cJSON_IsString(choice) && i < 3; i++) {
+        if (strcmp(choice->valuestring, choices[i].openai) == 0)
+            return i;
+    }
+    if (cJSON_IsObject(choice) && choice_name(choice) != NULL)
+        return 3;
+    return http__fail(err, errlen, -EINVAL,
+                      "request.tool_choice: must be \"auto\", \"none\", "
+                      "\"required\" or {\"type\": \"function\", "
+                      "\"function\": {\"name\"}}");
 }
 
-/* Gemini's toolConfig for choice (as above; NULL: none sent). */
-static int
-gemini_choice(const cJSON *choice, cJSON *body, char *err, size_t errlen)
+/* Anthropic's tool_choice for row r of choices and parallel (false: one
+ * call a turn); none sent for the default. */
+static void
+anthropic_choice(const cJSON *choice, int r, const cJSON *parallel, cJSON *body)
 {
-    const char *s = cJSON_IsString(choice) ? choice->valuestring : NULL;
-    const char *mode = NULL;
+    cJSON *tc;
+
+    if (choice == NULL && !cJSON_IsFalse(parallel))
+        return;
+    tc = cJSON_AddObjectToObject(body, "tool_choice");
+    cJSON_AddStringToObject(tc, "type", choices[r].anthropic);
+    if (r == 3)
+        cJSON_AddStringToObject(tc, "name", choice_name(choice));
+    if (cJSON_IsFalse(parallel) && r != 1)
+        cJSON_AddTrueToObject(tc, "disable_parallel_tool_use");
+}
+
+/* Gemini's toolConfig for row r (none sent without a tool_choice). */
+static void
+gemini_choice(const cJSON *choice, int r, cJSON *body)
+{
     cJSON *fcc;
 
     if (choice == NULL)
-        return 0;
-    if (s != NULL && strcmp(s, "auto") == 0)
-        mode = "AUTO";
-    else if (s != NULL && strcmp(s, "none") == 0)
-        mode = "NONE";
-    else if ((s != NULL && strcmp(s, "required") == 0) ||
-             (cJSON_IsObject(choice) && choice_name(choice) != NULL))
-        mode = "ANY";
-    if (mode == NULL)
-        return http__fail(err, errlen, -EINVAL,
-                          "request.tool_choice: must be \"auto\", \"none\", "
-                          "\"required\" or {\"type\": \"function\", "
-                          "\"function\": {\"name\"}}");
+        return;
     fcc = cJSON_AddObjectToObject(cJSON_AddObjectToObject(body, "toolConfig"),
                                   "functionCallingConfig");
-    cJSON_AddStringToObject(fcc, "mode", mode);
-    if (cJSON_IsObject(choice))
+    cJSON_AddStringToObject(fcc, "mode", choices[r].gemini);
+    if (r == 3)
         cJSON_AddItemToArray(
             cJSON_AddArrayToObject(fcc, "allowedFunctionNames"),
             cJSON_CreateString(choice_name(choice)));
-    return 0;
 }
 
 int
@@ -157,7 +155,7 @@ http__native_tools(const cJSON *request, enum http_tool_format f, bool cache,
     struct http_tool *v = NULL;
     size_t n = 0;
     cJSON *arr;
-    int rc;
+    int rc, r;
 
     if (cJSON_IsNull(choice))
         choice = NULL;
@@ -167,8 +165,9 @@ http__native_tools(const cJSON *request, enum http_tool_format f, bool cache,
     if (tools == NULL || cJSON_IsNull(tools) ||
         (cJSON_IsArray(tools) && tools->child == NULL))
         return 0; /* no tools: a choice or parallel flag has no use */
-    if ((rc = read_tools(tools, &v, &n, err, errlen)) != 0)
-        return rc;
+    if ((r = choice_row(choice, err, errlen)) < 0 ||
+        (rc = read_tools(tools, &v, &n, err, errlen)) != 0)
+        return r < 0 ? r : rc;
     arr = http_tools_json(v, n, f);
     free(v);
     if (f == HTTP_TOOLS_ANTHROPIC && cache) {
@@ -181,8 +180,10 @@ http__native_tools(const cJSON *request, enum http_tool_format f, bool cache,
     }
     cJSON_AddItemToObject(body, "tools", arr);
     if (f == HTTP_TOOLS_ANTHROPIC)
-        return anthropic_choice(choice, parallel, body, err, errlen);
-    return gemini_choice(choice, body, err, errlen);
+        anthropic_choice(choice, r, parallel, body);
+    else
+        gemini_choice(choice, r, body);
+    return 0;
 }
 
 /* Anthropic's tool_use ids are [A-Za-z0-9_-]+: any other byte of an id
