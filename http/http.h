@@ -586,6 +586,13 @@ void http_toolcalls_cleanup(struct http_tool_calls *c);
  * "args_not_json", "args_not_object", "duplicate_id". Static. */
 const char *http_call_problem_name(enum http_call_problem p);
 
+/* http_tool_call_extra adds to tc (an OpenAI-shaped tool call, borrowed)
+ * what the shape cannot say of c: its Gemini thought signature, as
+ * Gemini's OpenAI layer carries it ({"extra_content": {"google":
+ * {"thought_signature"}}}), read back by http_toolcalls_read. An openai
+ * tier does not send it (http_tier_request drops extra_content). */
+void http_tool_call_extra(cJSON *tc, const struct http_tool_call *c);
+
 /* One tool result to send back to the model. Borrowed. */
 struct http_tool_result {
     const struct http_tool_call *call;

@@ -336,6 +336,11 @@ bool mock__tool_messages_ok(const cJSON *req, char *msg, size_t len);
  * content (whose first block, the text, goes when msg has no text). Returns
  * whether there were calls: the message then stops with "tool_use". */
 bool mock__anthropic_tool_use(const cJSON *msg, cJSON *content);
+/* mock__anthropic_tools_ok / mock__gemini_tools_ok check a native chat
+ * request's tools and tool turns as the provider does (tools_native.c).
+ * False with the provider's message in msg. */
+bool mock__anthropic_tools_ok(const cJSON *req, char *msg, size_t len);
+bool mock__gemini_tools_ok(const cJSON *req, char *msg, size_t len);
 
 /* ---- the protocols (body.c dispatches; anthropic.c, gemini.c) ------ */
 

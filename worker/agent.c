@@ -9,8 +9,8 @@
  * on every entry of the step (worker__agent_enter), so a worker that dies
  * resumes from the last committed result. The messages sent each turn are
  * the step's own, then for each turn with calls the assistant's message
- * and one tool message per call (OpenAI's shape: every tier speaks the
- * chat completions API).
+ * and one tool message per call (OpenAI's shape; a native tier maps it,
+ * http/native_tools.c).
  */
 #include "worker/agent.h"
 
@@ -139,6 +139,7 @@ calls_body(const struct http_tool_calls *c)
         cJSON_AddStringToObject(f, "name", c->v[i].name);
         cJSON_AddStringToObject(f, "arguments", c->v[i].args_text);
         cJSON_AddItemToObject(o, "function", f);
+        http_tool_call_extra(o, &c->v[i]);
         cJSON_AddItemToArray(tc, o);
     }
     cJSON_AddItemToObject(msg, "tool_calls", tc);
