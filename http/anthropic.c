@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 /* A text block, with cache_control when cache is set. */
 static cJSON *

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 bool
 http__gemini_model_ok(const char *model)

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 
 /* One of the client's curl multi handles, with its own connection cache,
  * timer and sockets. libcurl 7.88 walks every connection of a cache when

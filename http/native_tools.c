@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 /* What Gemini 3 takes in place of a thought signature for a call it did
  * not make (one from another tier's turn): Google's documented value. */

@@ -19,6 +19,7 @@
 #include "common/httptext.h"
 #include "common/xalloc.h"
 #include "http/internal.h"
+#include "http/tools.h"
 
 #define CHAT_PATH         "/chat/completions"
 #define ANTHROPIC_PATH    "/messages"

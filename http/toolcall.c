@@ -15,7 +15,7 @@
  *  - an empty or unknown name, and an id twice, are problems of that call;
  *    the other calls of the answer are read as they are.
  */
-#include "http/http.h"
+#include "http/tools.h"
 
 #include <errno.h>
 #include <inttypes.h>

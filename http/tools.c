@@ -7,7 +7,7 @@
  * Gemini's generateContent "Function calling" guide (see also
  * tests/data/toolcalls/README.md for the answers).
  */
-#include "http/http.h"
+#include "http/tools.h"
 
 #include <errno.h>
 #include <string.h>

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "common/xalloc.h"
+#include "mock/batch_internal.h"
 
 /* A remembered Idempotency-Key and the body first sent for it. */
 struct mock_idem {

@@ -9,7 +9,7 @@
  * the lines listed in "errors", as OpenAI does. Errors are OpenAI's
  * {"error": {...}} objects.
  */
-#include "mock/internal.h"
+#include "mock/batch_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

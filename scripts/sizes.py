@@ -39,9 +39,7 @@ FILE_MAX = 600
 # for a function. Each is to be split along its seams, not to grow.
 ALLOWED = {
     "queue/queue.h": 1228,
-    "mock/internal.h": 700,
     "worker/internal.h": 639,
-    "http/http.h": 619,
 }
 
 NAME_RE = re.compile(r"^([A-Za-z_]\w*)\(")

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/mockproc.h"
 

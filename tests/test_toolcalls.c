@@ -20,6 +20,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "http/http.h"
+#include "http/tools.h"
 
 /* The answer of file: parsed, or for a stream (api named, the file's
  * server-sent events) the answer http_stream_assemble makes of it. */

@@ -22,6 +22,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 void
 worker__agent_free(struct agent *ag)

@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "http/http.h"
+#include "http/tools.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
