@@ -389,6 +389,29 @@ STEPQ_MUST_CHECK int http_chat_parse(const char *body, size_t len,
 STEPQ_MUST_CHECK int http_chat_read(const cJSON *root,
                                     struct http_chat_answer *out);
 
+/* A chat answer's text is choices[0].message.content: a string, or an
+ * array of parts, which OpenAI-compatible servers and Anthropic's
+ * compatibility layer send ([{"type": "text", "text": "..."}]); then the
+ * text is that of its parts of type "text", joined, and parts of other
+ * types (images, refusals, reasoning) are no text. */
+struct http_chat_text {
+    const char *text; /* the string or joined; NULL: no text at all */
+    char *joined;     /* owned: the parts' text joined, or NULL */
+    bool parts;       /* the content is an array of parts */
+    bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
+};
+
+/* http_chat_text reads the text of a chat answer: ans (http_chat_read
+ * of root) and body, the len bytes root was parsed from. Free t with
+ * http_chat_text_cleanup (chat_text.c). */
+void http_chat_text(const cJSON *root, const struct http_chat_answer *ans,
+                    const char *body, size_t len, struct http_chat_text *t);
+void http_chat_text_cleanup(struct http_chat_text *t);
+/* http_as_text is body as text a JSON view and a C string can hold:
+ * NULL when it is (UTF-8 without NUL), else an owned copy with bad bytes
+ * and NULs as '?'. Free with free(). */
+char *http_as_text(const char *body, size_t len);
+
 /* http_stream_assemble reads a streamed answer of protocol api (len bytes
  * of server-sent events: OpenAI chat.completion.chunk lines, Anthropic
  * message events, Gemini response chunks; a cut stream too, as far as it

@@ -510,7 +510,7 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
         return;
     }
     /* Read as text the model can take: bad bytes and NULs as '?'. */
-    if ((text = worker__as_text(res->body, res->body_len)) == NULL)
+    if ((text = http_as_text(res->body, res->body_len)) == NULL)
         text = xstrndup(res->body ? res->body : "", res->body_len);
     if (strcmp(outcome, "ok") != 0) {
         size_t len = strlen(text) + 64;

@@ -318,7 +318,7 @@ struct reading {
     struct policy_header *hdrs; /* owned; borrowing res's headers */
     struct policy_input in;
     struct http_chat_answer ans;
-    struct chat_text txt;
+    struct http_chat_text txt;
     cJSON *root; /* owned */
     bool chat;   /* read as a chat completion */
 };
@@ -355,7 +355,7 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
     if (http_chat_read(rd->root, &rd->ans) != 0)
         return;
     rd->chat = true;
-    worker__read_text(rd->root, &rd->ans, seen, seen_len, &rd->txt);
+    http_chat_text(rd->root, &rd->ans, seen, seen_len, &rd->txt);
     /* Text that is not UTF-8 or that a NUL cuts, and parts without a text
      * part or a tool call (empty content, SPEC), are an output that does
      * not parse as text: schema_invalid, never committed. */
@@ -375,7 +375,7 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
 static void
 reading_cleanup(struct reading *rd)
 {
-    worker__text_cleanup(&rd->txt);
+    http_chat_text_cleanup(&rd->txt);
     http_chat_answer_cleanup(&rd->ans);
     cJSON_Delete(rd->root);
     free(rd->hdrs);
@@ -507,7 +507,7 @@ worker__answer(struct run *r)
      * text (jobs show --json) and read as C strings: bad bytes and NULs are
      * kept as '?'. */
     if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
-        kept = worker__as_text(res->body, res->body_len);
+        kept = http_as_text(res->body, res->body_len);
     /* A model turn of a step with tools that answers with calls runs them
      * (agent.c) instead of committing. */
     if (d.action == POLICY_COMMIT && r->agent != NULL)

@@ -469,33 +469,10 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
-/* A chat answer's text is choices[0].message.content: a string, or an
- * array of parts, which OpenAI-compatible servers and Anthropic's
- * compatibility layer send ([{"type": "text", "text": "..."}]); then the
- * text is that of its parts of type "text", joined, and parts of other
- * types (images, refusals, reasoning) are no text. */
-struct chat_text {
-    const char *text; /* the string or joined; NULL: no text at all */
-    char *joined;     /* owned: the parts' text joined, or NULL */
-    bool parts;       /* the content is an array of parts */
-    bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
-};
-
 /* worker__unstream replaces a streamed answer of tier t (server-sent
  * events, its content type says) by the unstreamed answer it stands for,
  * whole or as far as it came (stream.c). Anything else is left as is. */
 void worker__unstream(const struct config_tier *t, struct http_response *res);
-/* worker__read_text reads the text of a chat answer: ans (http_chat_read
- * of root) and body, the len bytes root was parsed from. Free t with
- * worker__text_cleanup (chat_text.c). */
-void worker__read_text(const cJSON *root, const struct http_chat_answer *ans,
-                       const char *body, size_t len, struct chat_text *t);
-void worker__text_cleanup(struct chat_text *t);
-/* worker__as_text is body as text a JSON view and a C string can hold:
- * NULL when it is (UTF-8 without NUL), else an owned copy with bad bytes
- * and NULs as '?'. Free with free(). */
-char *worker__as_text(const char *body, size_t len);
-
 /* ---- budgets in money (budget.c) ------------------------------------ */
 
 /* worker__budget_reserve reserves the worst case of a send of input
