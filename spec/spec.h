@@ -60,6 +60,9 @@ struct spec_job {
     const char *key;    /* NULL: no dedupe key */
     int64_t priority;   /* higher runs first; default 0 */
     int64_t run_at;     /* ms; 0 = at enqueue time */
+    /* A run_at given as a span ("+10m"): its ms after the enqueue's time,
+     * which spec_enqueue adds; -1: none (run_at is absolute or 0). */
+    int64_t run_after_ms;
     int64_t deadline_s; /* default 3600, counted from run_at */
     /* "max_cost_usd" in nano-dollars: what the job's attempts may cost in
      * all (docs/reference.md "Budgets"); -1: no cap */
@@ -296,6 +299,9 @@ struct spec_enqueue_opts {
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
                                           as given (callers check it) */
+    /* With over: its run_at is this many ms after now (--run-at +10m),
+     * set when the store's now is known; 0: over's run_at as it is. */
+    int64_t run_after_ms;
     /* Called with ctx and every result once all jobs are written, inside
      * the transaction, before it commits (an audit row): a value other
      * than 0 rolls it all back and is returned by end as a storage error.
@@ -322,6 +328,13 @@ STEPQ_MUST_CHECK int spec_enqueue_feed(spec_enqueue *e, const char *data,
                                        size_t len, char *err, size_t errlen);
 STEPQ_MUST_CHECK int spec_enqueue_end(spec_enqueue *e, char *err,
                                       size_t errlen);
+/* spec_enqueue_next ends the input fed so far as spec_enqueue_end
+ * does, but writes without committing: the next bytes fed are another
+ * input (another file), read from its own start and written in the same
+ * transaction. Returns as spec_enqueue_end; the error is the finished
+ * input's ("job 2: ..."). */
+STEPQ_MUST_CHECK int spec_enqueue_next(spec_enqueue *e, char *err,
+                                       size_t errlen);
 /* spec_enqueue_text feeds the whole of text and ends. */
 STEPQ_MUST_CHECK int spec_enqueue_text(spec_enqueue *e, const char *text,
                                        size_t len, char *err, size_t errlen);

@@ -534,10 +534,13 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         (rc = spec__key_rules(j->key, opts != NULL && opts->stored, err,
                               len)) != 0)
         return rc;
-    if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
+    j->run_after_ms = -1;
+    if (run_at != NULL &&
+        clock_parse_after(run_at, &j->run_at, &j->run_after_ms) != 0)
         return json_fail(err, len, "run_at",
                          "must be an RFC 3339 time such as "
-                         "2026-11-30T03:40:00Z");
+                         "2026-11-30T03:40:00Z, or a span from the enqueue "
+                         "such as +90s, +10m, +2h or +1d");
     j->deadline_s = (int64_t)deadline;
     steps = HAS(m, J_STEPS) ? cJSON_GetObjectItemCaseSensitive(root, "steps")
                             : NULL;
