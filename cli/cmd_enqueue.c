@@ -36,7 +36,8 @@ static const char usage[] =
     "lines, or pretty-printed objects each starting on a new line) from\n"
     "each FILE in turn, or standard input. Every job is validated as it is\n"
     "read and all are written in one transaction, committed at the end: one\n"
-    "bad job in any file and nothing is written. Input from a pipe is read to its end first (past\n"
+    "bad job in any file and nothing is written. Input from a pipe is read to "
+    "its end first (past\n"
     "4 MiB into a spool file in $TMPDIR), so a slow producer holds no lock.\n"
     "Prints each job's id (--json: {\"id\":N,\"duplicate\":false}, an array\n"
     "for several jobs). A job whose key exists is not added again: its id\n"
@@ -389,8 +390,8 @@ int
 cmd_enqueue(struct cli_env *env, int argc, char **argv)
 {
     const char *key = NULL, *run_at = NULL, *prio = NULL;
-    const char *input_arg = NULL, **pos = xcalloc((size_t)argc + 1,
-                                                  sizeof(*pos));
+    const char *input_arg = NULL,
+               **pos = xcalloc((size_t)argc + 1, sizeof(*pos));
     bool json = false, many = false;
     struct cli_opt opts[] = {
         {"key", &key, NULL},       {"run-at", &run_at, NULL},

@@ -1,4 +1,5 @@
-/* cmd_jobs.c: stepq jobs list|show|cancel|retry. */
+/* cmd_jobs.c: stepq jobs list|show|cancel|retry|wait (wait in
+ * cmd_jobs_wait.c). */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@ static const char usage[] =
     "       stepq jobs cancel ID [--by NAME] [--json]\n"
     "       stepq jobs retry ID [--from STEP] [--force-side-effects] "
     "[--by NAME] [--json]\n"
+    "       stepq jobs wait ID [--timeout S] [--json]\n"
     "\n"
     "list    every job, oldest first; --state queued|running|succeeded|\n"
     "        failed|parked|cancelled keeps one state\n"
@@ -38,7 +40,12 @@ static const char usage[] =
     "        name). Exit 4 for a job in another state or a sent side\n"
     "        effect, 3 if there is no such job, 2 for a bad --from; --json\n"
     "        prints {\"id\":N,\"state\":\"queued\",\"from\":STEP,"
-    "\"by\":NAME,\"run_at\":T}\n";
+    "\"by\":NAME,\"run_at\":T}\n"
+    "wait    wait until the job ends or parks (a job parked already: until\n"
+    "        it moves on and ends or parks again), at most --timeout S\n"
+    "        (seconds, or 10m, 2h); prints the outcome (--json: the job as\n"
+    "        show gives it). Exit 0 succeeded, 5 failed or cancelled, 6\n"
+    "        parked, 7 the timeout came first, 3 no such job\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
@@ -281,6 +288,12 @@ print_job_text(const cJSON *o)
 }
 
 static int
+jobs_wait(struct cli_env *env, int argc, char **argv)
+{
+    return cli_jobs_wait(env, argc, argv, usage);
+}
+
+static int
 jobs_show(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
@@ -427,11 +440,9 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
 int
 cmd_jobs(struct cli_env *env, int argc, char **argv)
 {
-    static const struct cli_sub subs[] = {{"list", jobs_list},
-                                          {"show", jobs_show},
-                                          {"cancel", jobs_cancel},
-                                          {"retry", jobs_retry},
-                                          {NULL, NULL}};
+    static const struct cli_sub subs[] = {
+        {"list", jobs_list},   {"show", jobs_show}, {"cancel", jobs_cancel},
+        {"retry", jobs_retry}, {"wait", jobs_wait}, {NULL, NULL}};
 
     return cli_subcommand(env, argc, argv, subs, usage);
 }

@@ -15,10 +15,10 @@
 struct spec_enqueue {
     struct spec_enqueue_opts o;
     struct q_enqueue_opts over; /* o.over's copy, its run_at made absolute */
-    const char **tiers; /* owned array; the names are cfg's */
-    struct spec_opts vopts; /* each input's validation */
-    spec_stream *stream;    /* the input being read */
-    bool array;             /* an earlier input was an array */
+    const char **tiers;         /* owned array; the names are cfg's */
+    struct spec_opts vopts;     /* each input's validation */
+    spec_stream *stream;        /* the input being read */
+    bool array;                 /* an earlier input was an array */
     bool in_tx;
     struct q_enqueue_result *res; /* owned: one per job written */
     size_t n, cap;

@@ -54,12 +54,12 @@ struct spec_step {
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */
 struct spec_job {
-    cJSON *root;        /* owned: the job as given */
-    char *text;         /* owned: the job as JSON text, as it is stored */
-    const char *name;   /* borrowed from root */
-    const char *key;    /* NULL: no dedupe key */
-    int64_t priority;   /* higher runs first; default 0 */
-    int64_t run_at;     /* ms; 0 = at enqueue time */
+    cJSON *root;      /* owned: the job as given */
+    char *text;       /* owned: the job as JSON text, as it is stored */
+    const char *name; /* borrowed from root */
+    const char *key;  /* NULL: no dedupe key */
+    int64_t priority; /* higher runs first; default 0 */
+    int64_t run_at;   /* ms; 0 = at enqueue time */
     /* A run_at given as a span ("+10m"): its ms after the enqueue's time,
      * which spec_enqueue adds; -1: none (run_at is absolute or 0). */
     int64_t run_after_ms;

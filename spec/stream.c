@@ -1,9 +1,9 @@
 /* stream.c: bulk input read as it comes (one job, a JSON array of jobs, or
- * jobs one after another: JSON lines or pretty-printed objects), each job validated as soon as its last byte is in and
- * handed on in batches, so that memory holds one job's bytes and one
- * batch, not the input. The framing is found by a scan that knows only
- * strings and nesting; each job's own bytes are then parsed by cJSON
- * (spec_parse), which judges them.
+ * jobs one after another: JSON lines or pretty-printed objects), each job
+ * validated as soon as its last byte is in and handed on in batches, so that
+ * memory holds one job's bytes and one batch, not the input. The framing is
+ * found by a scan that knows only strings and nesting; each job's own bytes are
+ * then parsed by cJSON (spec_parse), which judges them.
  */
 #include "spec/spec.h"
 

@@ -68,9 +68,10 @@ static const char *const inputs[] = {
     "\xEF\xBB\xBF[" JOB("a") "," JOB("b") "," JOB("c") "]",
     /* Pretty-printed jobs one after another (issue 42: "line 51: not
      * valid JSON" for a valid line), and JSON lines after one of them. */
-    "{\n \"name\": \"a\",\n \"steps\": [" CHAT("s") "]\n}\n"
-    "{\n \"name\": \"b\",\n \"steps\": [\n  " CHAT("s") "\n ]\n}\n\n" JOB("c")
-    "\n",
+    "{\n \"name\": \"a\",\n \"steps\": [" CHAT(
+        "s") "]\n}\n"
+             "{\n \"name\": \"b\",\n \"steps\": [\n  " CHAT(
+                 "s") "\n ]\n}\n\n" JOB("c") "\n",
 };
 static const size_t counts[] = {3, 3, 1, 1, 3, 3};
 static const size_t pieces[] = {1, 2, 7, 64, 100000};
@@ -116,7 +117,7 @@ static const struct {
     {"\n\n{\"name\":1}\n" JOB("b"), "line 3: name: must be a string"},
     /* A pretty-printed job is named by the line it starts on. */
     {"{\n \"name\": \"a\",\n \"steps\": [" CHAT("s") "]\n}\n{\n \"name\": "
-     "\"b\"\n}\n",
+                                                     "\"b\"\n}\n",
      "line 5: steps: missing"},
     {JOB("a") "\n{\n \"name\": \"b\",\n \"steps\": [" CHAT("s") "]\n",
      "line 2: not valid JSON"},
