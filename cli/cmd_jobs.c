@@ -41,11 +41,11 @@ static const char usage[] =
     "        effect, 3 if there is no such job, 2 for a bad --from; --json\n"
     "        prints {\"id\":N,\"state\":\"queued\",\"from\":STEP,"
     "\"by\":NAME,\"run_at\":T}\n"
-    "wait    wait until the job ends or parks (a job parked already: until\n"
-    "        it moves on and ends or parks again), at most --timeout S\n"
+    "wait    wait until the job ends or parks, at most --timeout S\n"
     "        (seconds, or 10m, 2h); prints the outcome (--json: the job as\n"
     "        show gives it). Exit 0 succeeded, 5 failed or cancelled, 6\n"
-    "        parked, 7 the timeout came first, 3 no such job\n";
+    "        parked (a person must act), 7 the timeout came first, 3 no such\n"
+    "        job\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)

@@ -51,22 +51,23 @@ parse_timeout(const char *s, int64_t *ms)
 }
 
 /* Reads job id until its wait is over or timeout_ms (-1: none) passed;
- * *job gets it as last read. 0 or the storage error. */
+ * *job gets it as last read. 0 or the storage error. Unlike the API's
+ * long-poll, which a program asks again in a loop, a job parked already
+ * is an answer: a script runs this once, and learns at once that a
+ * person must act. */
 static int
 watch(q_db *db, int64_t id, int64_t timeout_ms, struct q_job *job, bool *over)
 {
-    int64_t start = clock_mono_ms(), parked_ver = -1;
+    int64_t start = clock_mono_ms();
     struct timespec nap = {0, WAIT_POLL_MS * 1000000L};
     int rc;
 
-    for (bool first = true;; first = false) {
+    for (;;) {
         q_job_cleanup(job);
         memset(job, 0, sizeof(*job));
         if ((rc = q_job_get(db, id, job)) != 0)
             return rc;
-        if (first && job->state == Q_JOB_PARKED)
-            parked_ver = job->updated_at;
-        *over = view_wait_over(job->state, job->updated_at, parked_ver);
+        *over = view_wait_over(job->state, job->updated_at, -1);
         if (*over || (timeout_ms >= 0 && clock_mono_ms() - start >= timeout_ms))
             return 0;
         nanosleep(&nap, NULL);

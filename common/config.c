@@ -362,6 +362,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "budgets",
                                        "tools",
                                        "retention",
+                                       "hooks",
                                        NULL};
     const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v;
@@ -406,6 +407,9 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "retention")) != NULL &&
         (rc = parse_retention(v, &c->retention, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "hooks")) != NULL &&
+        (rc = config__parse_hooks(v, &c->hooks, err, len)))
         return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
@@ -554,5 +558,6 @@ config_free(struct config *cfg)
     free(cfg->on_park);
     free(cfg->on_done);
     free(cfg->on_fail);
+    config__hooks_free(&cfg->hooks);
     free(cfg);
 }

@@ -64,6 +64,9 @@ struct spec_job {
      * which spec_enqueue adds; -1: none (run_at is absolute or 0). */
     int64_t run_after_ms;
     int64_t deadline_s; /* default 3600, counted from run_at */
+    /* The config hooks told when the job ends succeeded (on_done) or
+     * failed (on_fail), by name; NULL: none. Borrowed from root. */
+    const char *on_done, *on_fail;
     /* "max_cost_usd" in nano-dollars: what the job's attempts may cost in
      * all (docs/reference.md "Budgets"); -1: no cap */
     int64_t max_cost_nusd;
@@ -94,6 +97,10 @@ struct spec_opts {
     /* The config's shared tool definitions, which steps name in "tools"
      * (NULL: names are not checked here; the worker resolves them). */
     const struct config_tools *tools;
+    /* The config's named hooks, which a job's on_done and on_fail must
+     * name (NULL: not checked, as for a stored job: the worker looks the
+     * name up when the job ends). */
+    const struct config_hooks *hooks;
 };
 
 /* The largest input, as compact JSON text. */

@@ -20,9 +20,9 @@
 
 #define PATH_LEN 256
 
-static const char *const job_keys[] = {"name",         "key",        "priority",
-                                       "run_at",       "deadline_s", "steps",
-                                       "max_cost_usd", "input",      NULL};
+static const char *const job_keys[] = {
+    "name",         "key",   "priority", "run_at",  "deadline_s", "steps",
+    "max_cost_usd", "input", "on_done",  "on_fail", NULL};
 static const char *const step_keys[] = {"name",
                                         "kind",
                                         "replayable",
@@ -54,7 +54,9 @@ enum {
     J_DEADLINE,
     J_STEPS,
     J_MAX_COST,
-    J_INPUT
+    J_INPUT,
+    J_ON_DONE,
+    J_ON_FAIL
 };
 enum {
     S_NAME,
@@ -490,6 +492,27 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     return 0;
 }
 
+/* A job's on_done or on_fail (key; bit of job_keys): the name of one of
+ * the config's hooks, not a command; *name borrowed from the job. */
+static int
+job_hook(const cJSON *root, unsigned m, int bit, const char *key,
+         const struct spec_opts *opts, const char **name, char *err, size_t len)
+{
+    int rc;
+
+    if (!HAS(m, bit) ||
+        (rc = json_get_string(root, key, true, "", name, err, len)) != 0)
+        return HAS(m, bit) ? rc : 0;
+    if (opts != NULL && opts->hooks != NULL &&
+        config_find_hook(opts->hooks, *name) == NULL)
+        return json_fail(err, len, key,
+                         "the config has no hook named %s (a job names one "
+                         "of the config's \"hooks\", it cannot carry a "
+                         "command)",
+                         *name);
+    return 0;
+}
+
 int
 spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                size_t len)
@@ -519,6 +542,11 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         (HAS(m, J_MAX_COST) &&
          (rc = json_get_number(root, "max_cost_usd", 0, 1e6, "", &max_cost, err,
                                len))))
+        return rc;
+    if ((rc = job_hook(root, m, J_ON_DONE, "on_done", opts, &j->on_done, err,
+                       len)) ||
+        (rc = job_hook(root, m, J_ON_FAIL, "on_fail", opts, &j->on_fail, err,
+                       len)))
         return rc;
     j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
