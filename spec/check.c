@@ -74,13 +74,12 @@ spec_check(const char *text, size_t len, const struct config *cfg,
            const cJSON *input, cJSON **report, char *err, size_t errlen)
 {
     static const char *const no_tiers[1] = {NULL};
-    static const struct config_hooks no_hooks;
     const char **names = spec_tier_names(cfg);
     struct spec_opts o = {.tiers = names ? names : no_tiers,
                           .ntiers = names ? cfg->ntiers : 0,
                           .input = input,
                           .tools = cfg != NULL ? &cfg->tools : NULL,
-                          .hooks = cfg != NULL ? &cfg->hooks : &no_hooks};
+                          .hooks = cfg != NULL ? &cfg->hooks : NULL};
     struct spec_job **jobs = NULL;
     char why[1024];
     size_t n = 0;

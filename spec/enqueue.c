@@ -76,9 +76,6 @@ on_batch(void *ctx, struct spec_batch *b)
     return 0;
 }
 
-/* Without a config there is no hook to name: a job naming one is refused. */
-static const struct config_hooks no_hooks;
-
 spec_enqueue *
 spec_enqueue_new(const struct spec_enqueue_opts *o)
 {
@@ -94,7 +91,7 @@ spec_enqueue_new(const struct spec_enqueue_opts *o)
     vopts->input = o->input;
     vopts->schedule = o->schedule;
     vopts->tools = o->cfg != NULL ? &o->cfg->tools : NULL;
-    vopts->hooks = o->cfg != NULL ? &o->cfg->hooks : &no_hooks;
+    vopts->hooks = o->cfg != NULL ? &o->cfg->hooks : NULL;
     e->stream = spec_stream_new(vopts, SPEC_BATCH_JOBS, on_batch, e);
     return e;
 }
