@@ -224,13 +224,11 @@ struct uv_loop_s;
 struct serve_waits *serve_waits_new(struct uv_loop_s *loop,
                                     const struct serve_opts *o);
 void serve_waits_close(struct serve_waits *w);
-/* serve_waits_count is how many requests wait now. */
-size_t serve_waits_count(const struct serve_waits *w);
 /* serve_waits_stop answers every waiter now, and every later wait at
  * once (a stop). */
 void serve_waits_stop(struct serve_waits *w);
 /* serve_waits_forget drops the waiter of c's request (its request
- * completed, or its connection closed). */
+ * completed, or its connection closed); w NULL (closed): nothing. */
 void serve_waits_forget(struct serve_waits *w, struct MHD_Connection *c);
 /* serve_waits_of is the registry of the server c belongs to (server.c). */
 struct serve_waits *serve_waits_of(struct MHD_Connection *c);

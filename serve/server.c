@@ -388,6 +388,7 @@ start_loop(struct serve *s, int epoll_fd)
     uv_close((uv_handle_t *)&s->sigterm, close_cb);
     serve_waits_stop(s->waits); /* none may stay suspended at the stop */
     serve_waits_close(s->waits);
+    s->waits = NULL; /* requests the daemon's stop completes forget none */
     uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 

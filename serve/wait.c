@@ -71,12 +71,6 @@ serve_waits_close(struct serve_waits *w)
     uv_close((uv_handle_t *)&w->timer, on_timer_closed);
 }
 
-size_t
-serve_waits_count(const struct serve_waits *w)
-{
-    return w != NULL ? w->n : 0;
-}
-
 /* Resumes x: its request comes back through its route and answers. */
 static void
 wake(struct serve_waits *w, struct serve_waiter *x)
@@ -102,7 +96,8 @@ static void
 on_poll(uv_timer_t *t)
 {
     struct serve_waits *w = t->data;
-    int64_t now = (int64_t)uv_now(w->loop), *ids = xcalloc(w->n + 1, 8);
+    int64_t now = (int64_t)uv_now(w->loop);
+    int64_t *ids = xcalloc(w->n + 1, sizeof(*ids));
     struct {
         enum q_job_state st;
         int64_t ver;
@@ -196,7 +191,7 @@ wait_seconds(struct MHD_Connection *c, int64_t *s, enum MHD_Result *ret)
 void
 serve_waits_forget(struct serve_waits *w, struct MHD_Connection *c)
 {
-    struct serve_waiter *x = find(w, c);
+    struct serve_waiter *x = w != NULL ? find(w, c) : NULL;
 
     if (x == NULL)
         return;
