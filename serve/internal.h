@@ -218,14 +218,15 @@ struct serve_waits;
 struct uv_loop_s;
 
 /* serve_waits_new makes the waiters' registry of a server on loop (its
- * timer reads the waited jobs through o->db). Free with
- * serve_waits_close (the memory goes in the timer's close callback: run
- * the loop after). */
+ * timer reads the waited jobs through o->db; kick(arg) runs the daemon
+ * once it resumed some). Free with serve_waits_close (the memory goes in
+ * the timer's close callback: run the loop after). */
 struct serve_waits *serve_waits_new(struct uv_loop_s *loop,
-                                    const struct serve_opts *o);
+                                    const struct serve_opts *o,
+                                    void (*kick)(void *arg), void *arg);
 void serve_waits_close(struct serve_waits *w);
-/* serve_waits_stop answers every waiter now, and every later wait at
- * once (a stop). */
+/* serve_waits_stop resumes every waiter now (the caller runs the daemon
+ * after), and answers every later wait at once (a stop). */
 void serve_waits_stop(struct serve_waits *w);
 /* serve_waits_forget drops the waiter of c's request (its request
  * completed, or its connection closed); w NULL (closed): nothing. */

@@ -317,6 +317,13 @@ on_timer(uv_timer_t *t)
     pump(t->data);
 }
 
+/* Runs the daemon after waiters were resumed (wait.c). */
+static void
+kick(void *arg)
+{
+    pump(arg);
+}
+
 static void
 on_poll(uv_poll_t *p, int status, int events)
 {
@@ -370,7 +377,7 @@ start_loop(struct serve *s, int epoll_fd)
     uv_timer_init(&s->loop, &s->deadline);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
-    s->waits = serve_waits_new(&s->loop, s->o);
+    s->waits = serve_waits_new(&s->loop, s->o, kick, s);
     s->poll.data = s->timer.data = s->clock.data = s->deadline.data = s;
     uv_timer_start(&s->deadline, on_deadline, 250, 250);
     s->sigint.data = s->sigterm.data = s;

@@ -34,6 +34,8 @@ struct serve_waiter {
 struct serve_waits {
     const struct serve_opts *o;
     uv_loop_t *loop;
+    void (*kick)(void *arg); /* runs libmicrohttpd after a resume */
+    void *arg;
     uv_timer_t timer;
     struct serve_waiter *list; /* every waiter, suspended or done */
     size_t n;                  /* of them, suspended */
@@ -41,11 +43,14 @@ struct serve_waits {
 };
 
 struct serve_waits *
-serve_waits_new(uv_loop_t *loop, const struct serve_opts *o)
+serve_waits_new(uv_loop_t *loop, const struct serve_opts *o,
+                void (*kick)(void *arg), void *arg)
 {
     struct serve_waits *w = xcalloc(1, sizeof(*w));
 
     w->o = o;
+    w->kick = kick;
+    w->arg = arg;
     w->loop = loop;
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;
@@ -103,7 +108,7 @@ on_poll(uv_timer_t *t)
         int64_t ver;
         int rc;
     } *seen = xcalloc(w->n + 1, sizeof(*seen));
-    size_t n = 0, k = 0;
+    size_t n = 0, k = 0, woken = w->n;
 
     for (struct serve_waiter *x = w->list; x != NULL; x = x->next)
         if (!x->done)
@@ -136,6 +141,11 @@ on_poll(uv_timer_t *t)
     free(seen);
     if (w->n == 0)
         uv_timer_stop(&w->timer);
+    /* A resumed connection is handled at the daemon's next run: now,
+     * rather than at its next event or timeout (microhttpd.h says so of
+     * external polling). */
+    if (w->n < woken)
+        w->kick(w->arg);
 }
 
 void
