@@ -177,6 +177,11 @@ int cli_usage_asked(int argc, char **argv, const char *usage);
 int cli_subcommand(struct cli_env *env, int argc, char **argv,
                    const struct cli_sub *subs, const char *usage);
 
+/* cli_jobs_args parses the arguments of `jobs SUB ID [options]` into
+ * opts and *id; 0, or the exit code (message printed: "jobs SUB: which
+ * job?" without an ID). cmd_jobs.c. */
+int cli_jobs_args(int argc, char **argv, const struct cli_opt *opts,
+                  const char *sub, const char *usage, long long *id);
 /* cli_jobs_wait runs `stepq jobs wait ID [--timeout S] [--json]`
  * (cmd_jobs_wait.c; usage: the jobs command's): exit 0 when the job
  * succeeded, CLI_WAIT_FAILED, CLI_WAIT_PARKED or CLI_WAIT_TIMEOUT. */

@@ -287,6 +287,22 @@ print_job_text(const cJSON *o)
     cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
 }
 
+int
+cli_jobs_args(int argc, char **argv, const struct cli_opt *opts,
+              const char *sub, const char *help, long long *id)
+{
+    const char *pos[1];
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, help)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("jobs %s: which job? (stepq jobs %s ID)", sub, sub);
+        return CLI_USAGE;
+    }
+    return cli_parse_id(pos[0], id);
+}
+
 static int
 jobs_wait(struct cli_env *env, int argc, char **argv)
 {
@@ -298,19 +314,12 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
-    const char *pos[1];
     long long id = 0;
     cJSON *o = NULL;
     q_db *db = NULL;
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos != 1) {
-        cli_error("jobs show: which job? (stepq jobs show ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "show", usage, &id)) != 0)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
@@ -336,22 +345,16 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 static int
 jobs_cancel(struct cli_env *env, int argc, char **argv)
 {
-    const char *pos[1], *by = NULL;
+    const char *by = NULL;
     bool json = false;
     struct cli_opt opts[] = {
         {"by", &by, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
     struct park_audit a = {0};
     long long id = 0;
     q_db *db = NULL;
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos != 1) {
-        cli_error("jobs cancel: which job? (stepq jobs cancel ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "cancel", usage, &id)) != 0)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
@@ -386,7 +389,6 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
 {
     struct park_retry r = {0};
     struct park_retried done;
-    const char *pos[1];
     bool json = false;
     struct cli_opt opts[] = {
         {"from", &r.from, NULL},
@@ -399,16 +401,11 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
     long long id = 0;
     q_db *db = NULL;
     char err[512];
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "retry", usage, &id)) != 0)
         return rc;
-    if (npos != 1) {
-        cli_error("jobs retry: which job? (stepq jobs retry ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0 ||
-        (rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
     if (r.by == NULL)
         r.by = cli_login_name();

@@ -93,7 +93,7 @@ print_text(const struct q_job *j, bool over, int64_t timeout_ms)
 int
 cli_jobs_wait(struct cli_env *env, int argc, char **argv, const char *usage)
 {
-    const char *pos[1], *timeout = NULL;
+    const char *timeout = NULL;
     bool json = false, over = false;
     struct cli_opt opts[] = {
         {"timeout", &timeout, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
@@ -102,15 +102,9 @@ cli_jobs_wait(struct cli_env *env, int argc, char **argv, const char *usage)
     long long id = 0;
     cJSON *o = NULL;
     q_db *db = NULL;
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos != 1) {
-        cli_error("jobs wait: which job? (stepq jobs wait ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0 ||
+    if ((rc = cli_jobs_args(argc, argv, opts, "wait", usage, &id)) != 0 ||
         (rc = parse_timeout(timeout, &timeout_ms)) != 0 ||
         (rc = cli_open_db(env, &db)) != 0)
         return rc;

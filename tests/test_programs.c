@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/file.h"
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/servefix.h"
@@ -173,38 +172,42 @@ state_of_answer(int fd, int64_t since, int64_t *ms)
     return st;
 }
 
+/* Reads the answer on fd (asked at since) and checks that its job is in
+ * state want and that it came within [min_ms, max_ms). */
+static void
+expect_answer(int fd, int64_t since, const char *want, int64_t min_ms,
+              int64_t max_ms)
+{
+    int64_t ms = 0;
+    char *st = state_of_answer(fd, since, &ms);
+
+    ck_assert_str_eq(st, want);
+    free(st);
+    ck_assert_msg(ms >= min_ms && ms < max_ms, "%s after %lld ms", want,
+                  (long long)ms);
+}
+
 /* A waiter answers when its job ends, not at its timeout; one on a job
  * that does not end answers at its timeout with the job as it is. */
 START_TEST(test_wait_answers_when_the_job_ends)
 {
     struct server s;
-    int64_t t0, ms = 0;
     int fd, status = 0;
-    char *st;
+    int64_t t0;
     cJSON *o;
 
     serve_setup();
     e2e_enqueue(CHAT_JOB("j", ""));
     ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
     t0 = clock_mono_ms();
-    st = state_of_answer(ask(&s, "/v1/jobs/1?wait=1"), t0, &ms);
-    ck_assert_str_eq(st, "queued");
-    free(st);
-    ck_assert_msg(ms >= 1000 && ms < 5000, "answered after %lld ms",
-                  (long long)ms);
+    expect_answer(ask(&s, "/v1/jobs/1?wait=1"), t0, "queued", 1000, 5000);
     fd = ask(&s, "/v1/jobs/1?wait=40");
     t0 = clock_mono_ms();
     free(e2e_drain());
-    st = state_of_answer(fd, t0, &ms);
-    ck_assert_str_eq(st, "succeeded");
-    free(st);
-    ck_assert_msg(ms < 20000, "answered after %lld ms", (long long)ms);
+    expect_answer(fd, t0, "succeeded", 0, 20000);
     /* An ended job is answered at once. */
     t0 = clock_mono_ms();
-    st = state_of_answer(ask(&s, "/v1/jobs/1?wait=40"), t0, &ms);
-    ck_assert_str_eq(st, "succeeded");
-    free(st);
-    ck_assert_msg(ms < 1000, "answered after %lld ms", (long long)ms);
+    expect_answer(ask(&s, "/v1/jobs/1?wait=40"), t0, "succeeded", 0, 1000);
     /* Bad waits and unknown jobs. */
     o = serve_call(&s, "GET", "/v1/jobs/1?wait=51", NULL, &status);
     ck_assert_int_eq(status, 400);
@@ -260,8 +263,7 @@ END_TEST
 START_TEST(test_wait_answers_a_park_once)
 {
     struct server s;
-    int64_t t0, ms = 0;
-    char *st;
+    int64_t t0;
     int fd;
 
     serve_setup();
@@ -270,15 +272,9 @@ START_TEST(test_wait_answers_a_park_once)
     fd = ask(&s, "/v1/jobs/1?wait=40");
     t0 = clock_mono_ms();
     free(e2e_drain());
-    st = state_of_answer(fd, t0, &ms);
-    ck_assert_str_eq(st, "parked");
-    free(st);
-    ck_assert_msg(ms < 20000, "answered after %lld ms", (long long)ms);
+    expect_answer(fd, t0, "parked", 0, 20000);
     t0 = clock_mono_ms();
-    st = state_of_answer(ask(&s, "/v1/jobs/1?wait=2"), t0, &ms);
-    ck_assert_str_eq(st, "parked");
-    free(st);
-    ck_assert_msg(ms >= 2000, "answered after %lld ms", (long long)ms);
+    expect_answer(ask(&s, "/v1/jobs/1?wait=2"), t0, "parked", 2000, 10000);
     serve_stop(&s);
 }
 END_TEST
@@ -347,25 +343,6 @@ END_TEST
 
 /* ---- a job's own hooks ------------------------------------------------ */
 
-/* The one file matching pattern, parsed. */
-static cJSON *
-one_file(const char *pattern)
-{
-    char *text = NULL;
-    size_t len = 0;
-    glob_t g;
-    cJSON *o;
-
-    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
-    ck_assert_uint_eq(g.gl_pathc, 1);
-    ck_assert_int_eq(file_read_all(g.gl_pathv[0], 1 << 20, &text, &len), 0);
-    globfree(&g);
-    o = cJSON_Parse(text);
-    ck_assert_msg(o != NULL, "not JSON: %s", text);
-    free(text);
-    return o;
-}
-
 #define HOOKS                                                                  \
     "\"on_done\": \"cat > all-done-$$.json\", \"hooks\": {\"note\": \"cat > "  \
     "note-$$.json\", \"page-oncall\": \"cat > page-$$.json\"}"
@@ -389,11 +366,11 @@ START_TEST(test_job_names_its_hooks)
              e2e_mock.port);
     e2e_enqueue(job);
     free(e2e_drain());
-    o = one_file("note-*.json");
+    o = e2e_one_file("note-*.json");
     ck_assert_str_eq(e2e_str(o, "name"), "told");
     ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
     cJSON_Delete(o);
-    o = one_file("page-*.json");
+    o = e2e_one_file("page-*.json");
     ck_assert_str_eq(e2e_str(o, "name"), "no-env");
     ck_assert_str_eq(e2e_str(o, "state"), "failed");
     cJSON_Delete(o);
