@@ -40,6 +40,16 @@ write_file(const char *name, const char *text)
     free(tmpdir_write(e2e_dir, name, text, strlen(text)));
 }
 
+static int
+lines_of(const char *s)
+{
+    int n = 0;
+
+    for (; *s != '\0'; s++)
+        n += *s == '\n';
+    return n;
+}
+
 /* The time member k of a shown job, in ms. */
 static int64_t
 time_of(const cJSON *job, const char *k)
@@ -74,7 +84,9 @@ START_TEST(test_enqueue_several_files_all_or_nothing)
     ck_assert_int_eq(run_job_count(e2e_db), 3);
     /* Standard input among files, once. */
     ck_assert_int_eq(RUN(&r, PRETTY_JOB("d"), "enqueue", "b.json", "-"), 0);
-    ck_assert_str_eq(r.out, "4\n5\n");
+    /* Two ids (PostgreSQL's sequence does not give back the one the
+     * refused enqueue took: not 4 and 5 there). */
+    ck_assert_int_eq(lines_of(r.out), 2);
     run_result_free(&r);
     ck_assert_int_eq(RUN(&r, NULL, "enqueue", "-", "-"), 2);
     ck_assert_ptr_nonnull(strstr(r.err, "given twice"));
