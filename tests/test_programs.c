@@ -353,6 +353,39 @@ START_TEST(test_cli_jobs_wait_exit_codes)
 }
 END_TEST
 
+/* The Python example client's wait (examples/serve_client.py): the
+ * long-poll asked again until the job ends, with the CLI's exit codes. */
+START_TEST(test_python_client_waits)
+{
+    char *client = source_path("examples/serve_client.py"), *out = NULL;
+    char cmd[2048];
+    struct server s;
+    pid_t w;
+
+    serve_setup();
+    e2e_enqueue(CHAT_JOB("ok", ""));
+    e2e_enqueue(CHAT_JOB("late", ",\"run_at\":\"+1h\""));
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+#define PY(args)                                                               \
+    (snprintf(cmd, sizeof(cmd),                                                \
+              "env -u http_proxy -u HTTP_PROXY STEPQ_TOKEN=" TOKEN             \
+              " python3 %s http://127.0.0.1:%d " args,                         \
+              client, s.port),                                                 \
+     free(out), out = NULL, run_sh(cmd, &out))
+    ck_assert_msg(PY("wait 2 --timeout 2") == 7, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "\"state\": \"queued\""));
+    w = e2e_spawn_workerv((const char *[]){"--concurrency", "4", NULL});
+    ck_assert_msg(PY("wait 1 --timeout 60") == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "\"state\": \"succeeded\""));
+#undef PY
+    kill(w, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    serve_stop(&s);
+    free(out);
+    free(client);
+}
+END_TEST
+
 /* ---- a job's own hooks ------------------------------------------------ */
 
 #define HOOKS                                                                  \
@@ -459,6 +492,7 @@ test_suite(void)
     tcase_add_test(wait, test_wait_answers_a_park_once);
     tcase_add_test(wait, test_stop_answers_the_waiters);
     tcase_add_test(wait, test_cli_jobs_wait_exit_codes);
+    tcase_add_test(wait, test_python_client_waits);
     suite_add_tcase(s, wait);
     tcase_add_checked_fixture(hooks, NULL, e2e_teardown);
     tcase_set_timeout(hooks, 60);
