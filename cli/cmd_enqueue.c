@@ -422,6 +422,7 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
                                     .cfg = cfg,
                                     .input = input,
                                     .over = &over,
+                                    .has_run_after = run_after >= 0,
                                     .run_after_ms = run_after,
                                     .before_commit = audit_enqueued});
     for (int i = 0; i < npos; i++) {

@@ -51,7 +51,7 @@ on_batch(void *ctx, struct spec_batch *b)
         return rc;
     /* A run_at given as a span counts from the enqueue's time, the
      * store's, known from here on. */
-    if (e->o.over != NULL && e->o.run_after_ms > 0 && !e->over.has_run_at) {
+    if (e->o.over != NULL && e->o.has_run_after && !e->over.has_run_at) {
         e->over.has_run_at = true;
         e->over.run_at = e->o.now + e->o.run_after_ms;
     }

@@ -306,8 +306,9 @@ struct spec_enqueue_opts {
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
                                           as given (callers check it) */
-    /* With over: its run_at is this many ms after now (--run-at +10m),
-     * set when the store's now is known; 0: over's run_at as it is. */
+    /* With over and has_run_after: its run_at is run_after_ms after now
+     * (--run-at +10m), set when the store's now is known. */
+    bool has_run_after;
     int64_t run_after_ms;
     /* Called with ctx and every result once all jobs are written, inside
      * the transaction, before it commits (an audit row): a value other
