@@ -226,10 +226,12 @@ serve_wait_job(struct MHD_Connection *c, int64_t id)
     }
     if (!wait_seconds(c, &secs, &ret))
         return ret;
-    if ((rc = q_job_get(w->o->db, id, &j)) != 0 || secs == 0 || w->stopping)
+    if ((rc = q_job_get(w->o->db, id, &j)) != 0 || secs == 0 || w->stopping) {
+        q_job_cleanup(&j);
         return rc == 0 || rc == -ENOENT
                    ? serve_job_show(w->o, c, id)
                    : serve_storage_error(c, rc, "read the job");
+    }
     x = xcalloc(1, sizeof(*x));
     x->c = c;
     x->job_id = id;
