@@ -408,9 +408,6 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "retention")) != NULL &&
         (rc = parse_retention(v, &c->retention, err, len)))
         return rc;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "hooks")) != NULL &&
-        (rc = config__parse_hooks(v, &c->hooks, err, len)))
-        return rc;
     c->db = db ? resolve_db(dir, db) : NULL;
     c->on_park = xstrdup(on_park);
     c->on_done = xstrdup(on_done);
@@ -422,7 +419,7 @@ int
 config_parse(const char *text, size_t len, const char *dir, struct config **out,
              char *err, size_t errlen)
 {
-    cJSON *root = NULL;
+    cJSON *root = NULL, *hooks;
     struct config *c = NULL;
     int rc;
 
@@ -433,6 +430,9 @@ config_parse(const char *text, size_t len, const char *dir, struct config **out,
         return rc;
     c = config_new_default();
     rc = parse_root(root, dir, c, err, errlen);
+    hooks = cJSON_GetObjectItemCaseSensitive(root, "hooks");
+    if (rc == 0 && hooks != NULL)
+        rc = config__parse_hooks(hooks, &c->hooks, err, errlen);
     cJSON_Delete(root);
     if (rc != 0) {
         config_free(c);

@@ -492,27 +492,6 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     return 0;
 }
 
-/* A job's on_done or on_fail (key; bit of job_keys): the name of one of
- * the config's hooks, not a command; *name borrowed from the job. */
-static int
-job_hook(const cJSON *root, unsigned m, int bit, const char *key,
-         const struct spec_opts *opts, const char **name, char *err, size_t len)
-{
-    int rc;
-
-    if (!HAS(m, bit) ||
-        (rc = json_get_string(root, key, true, "", name, err, len)) != 0)
-        return HAS(m, bit) ? rc : 0;
-    if (opts != NULL && opts->hooks != NULL &&
-        config_find_hook(opts->hooks, *name) == NULL)
-        return json_fail(err, len, key,
-                         "the config has no hook named %s (a job names one "
-                         "of the config's \"hooks\", it cannot carry a "
-                         "command)",
-                         *name);
-    return 0;
-}
-
 int
 spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                size_t len)
@@ -541,12 +520,12 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                                &deadline, err, len))) ||
         (HAS(m, J_MAX_COST) &&
          (rc = json_get_number(root, "max_cost_usd", 0, 1e6, "", &max_cost, err,
-                               len))))
-        return rc;
-    if ((rc = job_hook(root, m, J_ON_DONE, "on_done", opts, &j->on_done, err,
-                       len)) ||
-        (rc = job_hook(root, m, J_ON_FAIL, "on_fail", opts, &j->on_fail, err,
-                       len)))
+                               len))) ||
+        (HAS(m, J_ON_DONE) && (rc = spec__hook_name(root, "on_done", opts,
+                                                    &j->on_done, err, len))) ||
+        (HAS(m, J_ON_FAIL) && (rc = spec__hook_name(root, "on_fail", opts,
+                                                    &j->on_fail, err, len))) ||
+        (rc = spec__run_at(run_at, j, err, len)))
         return rc;
     j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
@@ -562,13 +541,6 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         (rc = spec__key_rules(j->key, opts != NULL && opts->stored, err,
                               len)) != 0)
         return rc;
-    j->run_after_ms = -1;
-    if (run_at != NULL &&
-        clock_parse_after(run_at, &j->run_at, &j->run_after_ms) != 0)
-        return json_fail(err, len, "run_at",
-                         "must be an RFC 3339 time such as "
-                         "2026-11-30T03:40:00Z, or a span from the enqueue "
-                         "such as +90s, +10m, +2h or +1d");
     j->deadline_s = (int64_t)deadline;
     steps = HAS(m, J_STEPS) ? cJSON_GetObjectItemCaseSensitive(root, "steps")
                             : NULL;
