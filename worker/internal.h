@@ -436,17 +436,15 @@ void worker__progress(const struct run *r, const char *what);
 void worker__finish(struct run *r, const char *state);
 /* worker__give_back gives the job back to the queue, due at run_at. */
 void worker__give_back(struct run *r, int64_t run_at);
-/* A job the turn ended, for its hooks after the commit. */
+/* A job the turn ended, for its hooks after the commit; own: the command
+ * of the config hook its on_done or on_fail names (borrowed), or NULL. */
 struct worker_ended {
     int64_t id;
     bool failed;
-    const char *own; /* the job's on_done or on_fail command (the config's
-                        hooks.NAME, borrowed from cfg), or NULL */
+    const char *own;
 };
-/* worker__ended queues r's job, which the turn ended (failed or not), for
- * the config's on_done or on_fail hook and the job's own (its on_done or
- * on_fail names one of the config's hooks) after the commit. r->spec may
- * be NULL (a stored job that is not valid: no hook of its own). */
+/* worker__ended queues r's job, which the turn ended, for the config's
+ * on_done or on_fail and its own (r->spec NULL: none) after the commit. */
 void worker__ended(struct run *r, bool failed);
 /* worker__fail_job fails the step and the job with error (borrowed). */
 void worker__fail_job(struct run *r, const char *error);
