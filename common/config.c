@@ -362,6 +362,7 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "budgets",
                                        "tools",
                                        "retention",
+                                       "hooks",
                                        NULL};
     const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
     const cJSON *v;
@@ -418,7 +419,7 @@ int
 config_parse(const char *text, size_t len, const char *dir, struct config **out,
              char *err, size_t errlen)
 {
-    cJSON *root = NULL;
+    cJSON *root = NULL, *hooks;
     struct config *c = NULL;
     int rc;
 
@@ -429,6 +430,9 @@ config_parse(const char *text, size_t len, const char *dir, struct config **out,
         return rc;
     c = config_new_default();
     rc = parse_root(root, dir, c, err, errlen);
+    hooks = cJSON_GetObjectItemCaseSensitive(root, "hooks");
+    if (rc == 0 && hooks != NULL)
+        rc = config__parse_hooks(hooks, &c->hooks, err, errlen);
     cJSON_Delete(root);
     if (rc != 0) {
         config_free(c);
@@ -554,5 +558,6 @@ config_free(struct config *cfg)
     free(cfg->on_park);
     free(cfg->on_done);
     free(cfg->on_fail);
+    config__hooks_free(&cfg->hooks);
     free(cfg);
 }

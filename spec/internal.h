@@ -14,6 +14,17 @@
  * run), at most SPEC_KEY_MAX_BYTES of UTF-8 without control characters.
  * Returns 0, or -EINVAL with the JSON path and why in err. */
 int spec__key_rules(const char *key, bool stored, char *err, size_t len);
+/* spec__hook_name reads the job's on_done or on_fail (key, present in
+ * root) into *name (borrowed from root): the name of one of opts' hooks
+ * when opts names them (key.c). Returns 0, or -EINVAL with "KEY: ..." in
+ * err. */
+int spec__hook_name(const cJSON *root, const char *key,
+                    const struct spec_opts *opts, const char **name, char *err,
+                    size_t len);
+/* spec__run_at reads a job's run_at (NULL: none) into j->run_at, or, for
+ * a span ("+10m"), j->run_after_ms (key.c). Returns 0, or -EINVAL with
+ * "run_at: ..." in err. */
+int spec__run_at(const char *run_at, struct spec_job *j, char *err, size_t len);
 
 /* spec__validate checks j->root against every rule of docs/reference.md
  * "Job file" and fills the rest of j (borrowed from j->root). Returns 0, or

@@ -54,13 +54,19 @@ struct spec_step {
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */
 struct spec_job {
-    cJSON *root;        /* owned: the job as given */
-    char *text;         /* owned: the job as JSON text, as it is stored */
-    const char *name;   /* borrowed from root */
-    const char *key;    /* NULL: no dedupe key */
-    int64_t priority;   /* higher runs first; default 0 */
-    int64_t run_at;     /* ms; 0 = at enqueue time */
+    cJSON *root;      /* owned: the job as given */
+    char *text;       /* owned: the job as JSON text, as it is stored */
+    const char *name; /* borrowed from root */
+    const char *key;  /* NULL: no dedupe key */
+    int64_t priority; /* higher runs first; default 0 */
+    int64_t run_at;   /* ms; 0 = at enqueue time */
+    /* A run_at given as a span ("+10m"): its ms after the enqueue's time,
+     * which spec_enqueue adds; -1: none (run_at is absolute or 0). */
+    int64_t run_after_ms;
     int64_t deadline_s; /* default 3600, counted from run_at */
+    /* The config hooks told when the job ends succeeded (on_done) or
+     * failed (on_fail), by name; NULL: none. Borrowed from root. */
+    const char *on_done, *on_fail;
     /* "max_cost_usd" in nano-dollars: what the job's attempts may cost in
      * all (docs/reference.md "Budgets"); -1: no cap */
     int64_t max_cost_nusd;
@@ -91,6 +97,10 @@ struct spec_opts {
     /* The config's shared tool definitions, which steps name in "tools"
      * (NULL: names are not checked here; the worker resolves them). */
     const struct config_tools *tools;
+    /* The config's named hooks, which a job's on_done and on_fail must
+     * name (NULL: not checked, as for a stored job: the worker looks the
+     * name up when the job ends). */
+    const struct config_hooks *hooks;
 };
 
 /* The largest input, as compact JSON text. */
@@ -296,6 +306,10 @@ struct spec_enqueue_opts {
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
                                           as given (callers check it) */
+    /* With over and has_run_after: its run_at is run_after_ms after now
+     * (--run-at +10m), set when the store's now is known. */
+    bool has_run_after;
+    int64_t run_after_ms;
     /* Called with ctx and every result once all jobs are written, inside
      * the transaction, before it commits (an audit row): a value other
      * than 0 rolls it all back and is returned by end as a storage error.
@@ -322,6 +336,13 @@ STEPQ_MUST_CHECK int spec_enqueue_feed(spec_enqueue *e, const char *data,
                                        size_t len, char *err, size_t errlen);
 STEPQ_MUST_CHECK int spec_enqueue_end(spec_enqueue *e, char *err,
                                       size_t errlen);
+/* spec_enqueue_next ends the input fed so far as spec_enqueue_end
+ * does, but writes without committing: the next bytes fed are another
+ * input (another file), read from its own start and written in the same
+ * transaction. Returns as spec_enqueue_end; the error is the finished
+ * input's ("job 2: ..."). */
+STEPQ_MUST_CHECK int spec_enqueue_next(spec_enqueue *e, char *err,
+                                       size_t errlen);
 /* spec_enqueue_text feeds the whole of text and ends. */
 STEPQ_MUST_CHECK int spec_enqueue_text(spec_enqueue *e, const char *text,
                                        size_t len, char *err, size_t errlen);

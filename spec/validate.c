@@ -20,9 +20,9 @@
 
 #define PATH_LEN 256
 
-static const char *const job_keys[] = {"name",         "key",        "priority",
-                                       "run_at",       "deadline_s", "steps",
-                                       "max_cost_usd", "input",      NULL};
+static const char *const job_keys[] = {
+    "name",         "key",   "priority", "run_at",  "deadline_s", "steps",
+    "max_cost_usd", "input", "on_done",  "on_fail", NULL};
 static const char *const step_keys[] = {"name",
                                         "kind",
                                         "replayable",
@@ -54,7 +54,9 @@ enum {
     J_DEADLINE,
     J_STEPS,
     J_MAX_COST,
-    J_INPUT
+    J_INPUT,
+    J_ON_DONE,
+    J_ON_FAIL
 };
 enum {
     S_NAME,
@@ -518,7 +520,12 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                                &deadline, err, len))) ||
         (HAS(m, J_MAX_COST) &&
          (rc = json_get_number(root, "max_cost_usd", 0, 1e6, "", &max_cost, err,
-                               len))))
+                               len))) ||
+        (HAS(m, J_ON_DONE) && (rc = spec__hook_name(root, "on_done", opts,
+                                                    &j->on_done, err, len))) ||
+        (HAS(m, J_ON_FAIL) && (rc = spec__hook_name(root, "on_fail", opts,
+                                                    &j->on_fail, err, len))) ||
+        (rc = spec__run_at(run_at, j, err, len)))
         return rc;
     j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
@@ -534,10 +541,6 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         (rc = spec__key_rules(j->key, opts != NULL && opts->stored, err,
                               len)) != 0)
         return rc;
-    if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
-        return json_fail(err, len, "run_at",
-                         "must be an RFC 3339 time such as "
-                         "2026-11-30T03:40:00Z");
     j->deadline_s = (int64_t)deadline;
     steps = HAS(m, J_STEPS) ? cJSON_GetObjectItemCaseSensitive(root, "steps")
                             : NULL;

@@ -335,3 +335,11 @@ view_job(q_db *db, int64_t id, cJSON **out)
     q_attempts_free(att, natt);
     return rc;
 }
+
+bool
+view_wait_over(enum q_job_state st, int64_t ver, int64_t parked_ver)
+{
+    if (st == Q_JOB_SUCCEEDED || st == Q_JOB_FAILED || st == Q_JOB_CANCELLED)
+        return true;
+    return st == Q_JOB_PARKED && ver != parked_ver;
+}

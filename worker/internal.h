@@ -125,9 +125,9 @@ struct worker {
     int64_t *hooks;         /* owned: park items parked this turn, told to the
                                on_park hook once the turn has committed */
     size_t nhooks, caphooks;
-    /* owned: jobs the turn ended, told to on_done (id > 0) or on_fail
-     * (-id) once the turn has committed */
-    int64_t *ended;
+    /* owned: jobs the turn ended, told to the config's on_done or on_fail
+     * and to the job's own hook once the turn has committed */
+    struct worker_ended *ended;
     size_t nended, capended;
     uint64_t rng;
     int failed; /* a fatal error: stop */
@@ -437,9 +437,16 @@ void worker__progress(const struct run *r, const char *what);
 void worker__finish(struct run *r, const char *state);
 /* worker__give_back gives the job back to the queue, due at run_at. */
 void worker__give_back(struct run *r, int64_t run_at);
-/* worker__ended queues job id, which the turn ended (failed or not), for
- * the on_done or on_fail hook after the commit (when the config has it). */
-void worker__ended(struct worker *w, int64_t id, bool failed);
+/* A job the turn ended, for its hooks after the commit; own: the command
+ * of the config hook its on_done or on_fail names (borrowed), or NULL. */
+struct worker_ended {
+    int64_t id;
+    bool failed;
+    const char *own;
+};
+/* worker__ended queues r's job, which the turn ended, for the config's
+ * on_done or on_fail and its own (r->spec NULL: none) after the commit. */
+void worker__ended(struct run *r, bool failed);
 /* worker__fail_job fails the step and the job with error (borrowed). */
 void worker__fail_job(struct run *r, const char *error);
 /* worker__wait_then_attempt attempts again after wait_ms, holding the

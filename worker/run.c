@@ -272,7 +272,7 @@ enter(struct run *r, bool again, const struct step_rows *rows)
             log_warn("job %lld: lease lost before completion",
                      (long long)r->job.id);
         else
-            worker__ended(w, r->job.id, false);
+            worker__ended(r, false);
         worker__finish(r, "succeeded");
         return;
     }
@@ -461,7 +461,7 @@ worker__run_start(struct worker *w, struct q_job *job)
         if (q_fail(w->db, r->job.id, w->id, msg, worker__now(w)) != 0)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
         else
-            worker__ended(w, r->job.id, true);
+            worker__ended(r, true);
         r->finished = true;
         return;
     }

@@ -80,23 +80,27 @@ run_hooks(struct worker *w, bool committed)
     for (size_t i = 0; committed && i < w->nhooks; i++)
         park_notify(&w->loop, w->db, w->cfg->on_park, timeout_ms, w->hooks[i]);
     w->nhooks = 0;
-    /* on_done and on_fail: the job as `jobs show --json` gives it, read
-     * after the commit that ended it */
+    /* on_done and on_fail, the config's and then the job's own: the job
+     * as `jobs show --json` gives it, read after the commit that ended it */
     for (size_t i = 0; committed && i < w->nended; i++) {
-        bool failed = w->ended[i] < 0;
-        int64_t id = failed ? -w->ended[i] : w->ended[i];
+        const struct worker_ended *e = &w->ended[i];
+        const char *cfg_cmd = e->failed ? w->cfg->on_fail : w->cfg->on_done;
         cJSON *job = NULL;
         char *json;
-        if (w->job(w->db, id, &job) != 0) {
-            log_warn("job %lld: cannot read it for its %s hook", (long long)id,
-                     failed ? "on_fail" : "on_done");
+        if (w->job(w->db, e->id, &job) != 0) {
+            log_warn("job %lld: cannot read it for its %s hook",
+                     (long long)e->id, e->failed ? "on_fail" : "on_done");
             continue;
         }
         json = cJSON_PrintUnformatted(job);
         cJSON_Delete(job);
-        (void)park_hook_run(&w->loop, failed ? "on_fail" : "on_done",
-                            failed ? w->cfg->on_fail : w->cfg->on_done,
-                            timeout_ms, json);
+        if (cfg_cmd != NULL)
+            (void)park_hook_run(&w->loop, e->failed ? "on_fail" : "on_done",
+                                cfg_cmd, timeout_ms, json);
+        if (e->own != NULL)
+            (void)park_hook_run(
+                &w->loop, e->failed ? "the job's on_fail" : "the job's on_done",
+                e->own, timeout_ms, json);
         free(json);
     }
     w->nended = 0;
