@@ -1048,10 +1048,10 @@ struct q_copy_counts {
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
  * its events), schedule state, budget window, job retry, operator, audit
- * row and batch (with its items) of from into to, ids kept, in one transaction of to. Unless
- * force, to must hold no row of any of them (-EEXIST: nothing copied);
- * with force, what to holds is replaced. counts may be NULL. Returns 0,
- * -EEXIST, or the errors of either store (to unchanged). */
+ * row and batch (with its items) of from into to, ids kept, in one transaction
+ * of to. Unless force, to must hold no row of any of them (-EEXIST: nothing
+ * copied); with force, what to holds is replaced. counts may be NULL. Returns
+ * 0, -EEXIST, or the errors of either store (to unchanged). */
 STEPQ_MUST_CHECK int q_copy(q_db *from, q_db *to, bool force,
                             struct q_copy_counts *counts);
 
