@@ -56,6 +56,7 @@ struct spec_tpl {
     const char *at;   /* its "{{" */
     size_t len;       /* through its "}}" */
     bool input;       /* {{input...}}; else {{steps.NAME.output...}} */
+    bool item;        /* a foreach step's element ({{item...}}) */
     size_t step;      /* the step it names */
     const char *path; /* the PATH after "output." or "input.", or NULL */
     size_t pathlen;
@@ -84,6 +85,31 @@ int spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
 /* spec__tpl_whole tells whether s is exactly one template (then *t). */
 bool spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
                      const struct spec_opts *opts, struct spec_tpl *t);
+
+/* spec__fill fills the templates of every string under node in place,
+ * for step self: json, a string that is one template whole takes the
+ * value's JSON type; else values are text. Returns 0, or -ENOENT with
+ * "{{...}}: why" in err. */
+int spec__fill(cJSON *node, bool json, const struct spec_job *j, size_t self,
+               const struct spec_vars *v, char *err, size_t len);
+
+/* spec__step_foreach reads step object o's "foreach" (at path) into s;
+ * key: the job's key (an element's step is allowed only in a job whose
+ * key is a foreach's). Returns 0, or -EINVAL with the path in err. */
+int spec__step_foreach(const cJSON *o, const char *path, const char *key,
+                       struct spec_step *s, char *err, size_t len);
+/* spec__foreach_url returns a copy of url with the templates of step
+ * object step's element written as {{input...}} ones, for the checks of
+ * an http url, which step over templates of known names only; NULL when
+ * the step has no foreach or url none of them. Caller frees. */
+char *spec__foreach_url(const cJSON *step, const char *url);
+/* spec__check_foreach checks step i's "foreach" source once every step's
+ * name is known: one template whole, not its own element; an input it
+ * reads is there and an array of at most SPEC_FOREACH_MAX (unless
+ * opts->stored); a step's output read whole is refused (it is text)
+ * unless that step is a foreach's. Returns 0 or -EINVAL. */
+int spec__check_foreach(const struct spec_job *j, size_t i,
+                        const struct spec_opts *opts, char *err, size_t len);
 
 /* spec__take makes string node (a leaf) the value val, which it takes
  * (and frees): its type and contents, keeping node's place and name in

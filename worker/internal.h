@@ -386,6 +386,12 @@ void worker__agent_leave(struct run *r);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 
+/* worker__foreach_enter runs the current step, a foreach's, once per
+ * element: each element a job of its own, made up to the step's
+ * parallelism and read back by its key; the job is given back while they
+ * run and goes on with their outputs in order once all ended (foreach.c). */
+void worker__foreach_enter(struct run *r);
+
 /* worker__step_enter enters the run's current step: derives its context
  * from the ledger, settles an attempt left in doubt, and attempts it (or
  * completes the job after its last step). */

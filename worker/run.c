@@ -292,6 +292,10 @@ enter(struct run *r, bool again, const struct step_rows *rows)
     case WORKER_GATE_GO:
         break;
     }
+    if (cur_spec(r)->foreach_in != NULL) { /* one job per element */
+        worker__foreach_enter(r);
+        return;
+    }
     if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
         return;
