@@ -140,6 +140,25 @@ lift_host_wall(q_db *db, const cJSON *spec, int step)
     return tier_host_wall_lift(db, key);
 }
 
+/* An element of a foreach step (a job whose key is "foreach:JOB:...",
+ * spec.h's SPEC_FOREACH_KEY_PREFIX) that ended here makes the step's job
+ * due now, to look at its elements: a hint, as the worker's (its own
+ * look comes later anyway). Returns 0 or a storage error. */
+static int
+wake_foreach(q_db *db, int64_t job_id, int64_t now)
+{
+    struct q_job job = {0};
+    long long of = 0;
+    int rc = q_job_get(db, job_id, &job);
+
+    if (rc == 0 && job.key != NULL && strncmp(job.key, "foreach:", 8) == 0 &&
+        sscanf(job.key + 8, "%lld:", &of) == 1 &&
+        (rc = q_job_wake(db, of, now)) == -EALREADY)
+        rc = 0;
+    q_job_cleanup(&job);
+    return rc;
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -159,7 +178,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                  d->by ? d->by : "an operator", (long long)it->id,
                  d->note ? ": " : "", d->note ? d->note : "");
         if ((rc = q_job_end_parked(db, it->job_id, Q_JOB_FAILED, error,
-                                   d->now)) != 0)
+                                   d->now)) != 0 ||
+            (rc = wake_foreach(db, it->job_id, d->now)) != 0)
             return rc;
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
@@ -185,9 +205,11 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     /* Skip or done on the last step ends the job here: nothing is left for
      * a worker to run. -EALREADY: the job was cancelled, or is not parked
      * any more. */
-    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
+    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE)) {
         rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
-    else
+        if (rc == 0)
+            rc = wake_foreach(db, it->job_id, d->now);
+    } else
         rc = q_job_requeue_parked(db, it->job_id, d->now, run_at, deadline);
     if (rc != 0)
         return rc;
@@ -282,7 +304,8 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
         return rc;
     /* A parked job's open items close with it: left open, they would be
      * listed and counted for ever, and no resolution could act on them. */
-    if ((rc = q_cancel(db, job_id, now)) == 0)
+    if ((rc = q_cancel(db, job_id, now)) == 0 &&
+        (rc = wake_foreach(db, job_id, now)) == 0)
         rc = q_park_list(db, &f, &items, &count);
     for (size_t i = 0; rc == 0 && i < count; i++)
         rc = q_park_close(db, items[i].id, &close);

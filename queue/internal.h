@@ -115,6 +115,7 @@ struct q__ops {
     int (*park_close)(q_db *db, int64_t id, const struct q_park_close *c);
     int (*job_requeue_parked)(q_db *db, int64_t job_id, int64_t now,
                               int64_t run_at, int64_t deadline_at);
+    int (*job_wake)(q_db *db, int64_t job_id, int64_t now);
     int (*job_end_parked)(q_db *db, int64_t job_id, enum q_job_state state,
                           const char *error, int64_t now);
     int (*step_reset)(q_db *db, int64_t job_id, int index,

@@ -20,10 +20,12 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* How soon the step looks at its elements again while some run, and
- * when only parked ones are left: past a drain's horizon, so that
- * `stepq work --drain` ends while they wait for a human. */
-#define FOREACH_POLL_MS   500
+/* How soon the step looks at its elements again while some run (an
+ * element that ends makes it due at once: worker__foreach_ended, and
+ * park/resolve.c for an operator's end), and when only parked ones are
+ * left: past a drain's horizon, so that `stepq work --drain` ends while
+ * they wait for a human. */
+#define FOREACH_POLL_MS   5000
 #define FOREACH_PARKED_MS 61000
 
 /* What entering the step found of its elements. */
@@ -153,6 +155,23 @@ wait_for_elements(struct run *r, int64_t run_at)
         log_warn("job %lld: lease already gone at release",
                  (long long)r->job.id);
     worker__finish(r, NULL);
+}
+
+void
+worker__foreach_ended(const struct run *r)
+{
+    const char *key = r->job.key;
+    size_t n = strlen(SPEC_FOREACH_KEY_PREFIX);
+    long long job;
+    int rc;
+
+    if (key == NULL || strncmp(key, SPEC_FOREACH_KEY_PREFIX, n) != 0 ||
+        sscanf(key + n, "%lld:", &job) != 1)
+        return;
+    /* A hint only: the job looks at its elements on its own too. */
+    rc = q_job_wake(r->w->db, job, worker__now(r->w));
+    if (rc != 0 && rc != -EALREADY)
+        log_warn("job %lld: cannot wake job %lld", (long long)r->job.id, job);
 }
 
 void

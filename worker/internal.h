@@ -391,6 +391,10 @@ void worker__agent_free(struct agent *ag);
  * parallelism and read back by its key; the job is given back while they
  * run and goes on with their outputs in order once all ended (foreach.c). */
 void worker__foreach_enter(struct run *r);
+/* worker__foreach_ended: the job of r left this worker succeeded, failed
+ * or parked; when it is a foreach step's element, that step's job is
+ * made due now, to look at its elements (foreach.c). */
+void worker__foreach_ended(const struct run *r);
 
 /* worker__step_enter enters the run's current step: derives its context
  * from the ledger, settles an attempt left in doubt, and attempts it (or

@@ -27,8 +27,10 @@ worker__progress(const struct run *r, const char *what)
 void
 worker__finish(struct run *r, const char *state)
 {
-    if (!r->finished && state != NULL)
+    if (!r->finished && state != NULL) {
         worker__progress(r, state);
+        worker__foreach_ended(r);
+    }
     r->finished = true;
     worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);

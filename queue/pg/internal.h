@@ -401,6 +401,7 @@ int q__pg_park_list(q_db *db, const struct q_park_filter *f,
 int q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c);
 int q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
                              int64_t run_at, int64_t deadline_at);
+int q__pg_job_wake(q_db *db, int64_t job_id, int64_t now);
 int q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
                          const char *error, int64_t now);
 int q__pg_step_reset(q_db *db, int64_t job_id, int index,

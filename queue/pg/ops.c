@@ -35,6 +35,7 @@ const struct q__ops q__pg_ops = {
     .park_list = q__pg_park_list,
     .park_close = q__pg_park_close,
     .job_requeue_parked = q__pg_job_requeue_parked,
+    .job_wake = q__pg_job_wake,
     .job_end_parked = q__pg_job_end_parked,
     .step_reset = q__pg_step_reset,
     .job_retry = q__pg_job_retry,

@@ -61,6 +61,7 @@ enum q__stmt_id {
     ST_STEP_RESET,
     ST_JOB_REQUEUE,
     ST_JOB_END_PARKED,
+    ST_JOB_WAKE,
     ST_SCHED_GET,
     ST_SCHED_LIST,
     ST_SCHED_NOTE,
@@ -228,6 +229,7 @@ int q__sqlite_park_list(q_db *db, const struct q_park_filter *f,
 int q__sqlite_park_close(q_db *db, int64_t id, const struct q_park_close *c);
 int q__sqlite_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
                                  int64_t run_at, int64_t deadline_at);
+int q__sqlite_job_wake(q_db *db, int64_t job_id, int64_t now);
 int q__sqlite_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
                              const char *error, int64_t now);
 int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,

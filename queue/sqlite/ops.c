@@ -38,6 +38,7 @@ const struct q__ops q__sqlite_ops = {
     .park_list = q__sqlite_park_list,
     .park_close = q__sqlite_park_close,
     .job_requeue_parked = q__sqlite_job_requeue_parked,
+    .job_wake = q__sqlite_job_wake,
     .job_end_parked = q__sqlite_job_end_parked,
     .step_reset = q__sqlite_step_reset,
     .job_retry = q__sqlite_job_retry,
