@@ -138,6 +138,31 @@ spec__foreach_url(const cJSON *step, const char *url)
     return b.p;
 }
 
+cJSON *
+spec__foreach_tools(const cJSON *step, const cJSON *tools)
+{
+    cJSON *copy, *t;
+
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(step, "foreach")))
+        return NULL;
+    if ((copy = cJSON_Duplicate(tools, true)) == NULL)
+        abort(); /* out of memory: the xalloc policy */
+    cJSON_ArrayForEach(t, copy)
+    {
+        cJSON *action = cJSON_GetObjectItemCaseSensitive(t, "action");
+        cJSON *http = cJSON_GetObjectItemCaseSensitive(action, "http");
+        cJSON *url = cJSON_GetObjectItemCaseSensitive(http, "url");
+        char *u = cJSON_IsString(url)
+                      ? spec__foreach_url(step, url->valuestring)
+                      : NULL;
+        if (u != NULL)
+            cJSON_ReplaceItemInObjectCaseSensitive(http, "url",
+                                                   cJSON_CreateString(u));
+        free(u);
+    }
+    return copy;
+}
+
 /* Reads the one template whole of step i's "in" into *t. */
 static int
 source(const struct spec_job *j, size_t i, const struct spec_opts *opts,

@@ -103,6 +103,11 @@ int spec__step_foreach(const cJSON *o, const char *path, const char *key,
  * an http url, which step over templates of known names only; NULL when
  * the step has no foreach or url none of them. Caller frees. */
 char *spec__foreach_url(const cJSON *step, const char *url);
+/* spec__foreach_tools returns a copy of tools (step object step's) with
+ * the element's templates in each tool's http url written as
+ * spec__foreach_url writes them, for the checks of the tools; NULL when
+ * the step has no foreach. Caller cJSON_Deletes it. */
+cJSON *spec__foreach_tools(const cJSON *step, const cJSON *tools);
 /* spec__check_foreach checks step i's "foreach" source once every step's
  * name is known: one template whole, not its own element; an input it
  * reads is there and an array of at most SPEC_FOREACH_MAX (unless

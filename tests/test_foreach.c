@@ -349,6 +349,103 @@ START_TEST(test_when_per_element)
 }
 END_TEST
 
+/* ---- examples/triage-agent.json: an agent per element ------------------ */
+
+/* The text of the source tree's file rel with every from replaced by to.
+ * Caller frees. */
+static char *
+example(const char *rel, const char *from, const char *to)
+{
+    char *path = source_path(rel), *text = malloc(65536), *out, *o, *p;
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(text, 1, 65535, f);
+    fclose(f);
+    free(path);
+    text[n] = '\0';
+    out = o = malloc(2 * n + 1);
+    for (p = text; *p != '\0';) {
+        if (strncmp(p, from, strlen(from)) == 0) {
+            o += sprintf(o, "%s", to);
+            p += strlen(from);
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    free(text);
+    return out;
+}
+
+/* The chat requests the mock logged: each element's conversation holds
+ * its own issue and never the other's. */
+static void
+expect_own_conversations(const cJSON *log)
+{
+    const cJSON *q;
+    int chats = 0;
+
+    cJSON_ArrayForEach(q, log)
+    {
+        cJSON *b =
+            strcmp(e2e_str(q, "kind"), "chat") == 0 ? e2e_body_of(q) : NULL;
+        char *text = b ? cJSON_PrintUnformatted(b) : NULL;
+        if (text == NULL)
+            continue;
+        chats++;
+        ck_assert_msg((strstr(text, "#1234") != NULL) !=
+                          (strstr(text, "#1235") != NULL),
+                      "%s", text);
+        free(text);
+        cJSON_Delete(b);
+    }
+    ck_assert_int_eq(chats, 6); /* 3 turns a conversation */
+}
+
+START_TEST(test_example_triage_agent_per_issue)
+{
+    char port[32], *job, *script;
+    struct run_result r;
+    cJSON *o, *log, *out;
+
+    script = example("examples/mock-triage.json", "\"/v1\"", "\"/local\"");
+    e2e_start(script, "");
+    snprintf(port, sizeof(port), "127.0.0.1:%d", e2e_mock.port);
+    job = example("examples/triage-agent.json", "127.0.0.1:8080", port);
+    e2e_enqueue(job);
+    free(e2e_drain()); /* both comments wait for approval */
+    log = e2e_mock_log();
+    ck_assert_int_eq(sent_to_path(log, "/issues/1234/labels/bug"), 1);
+    ck_assert_int_eq(sent_to_path(log, "/issues/1235/labels/p1"), 1);
+    ck_assert_int_eq(sent_to_path(log, "/issues/1234/comments"), 0);
+    cJSON_Delete(log);
+    for (int i = 1; i <= 2; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        ck_assert_msg(RUN(&r, NULL, "park", "resolve", id, "--approve") == 0,
+                      "%s", r.err);
+        run_result_free(&r);
+    }
+    free(e2e_drain());
+    o = e2e_show(1);
+    ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
+    out = output_of(o, 0);
+    ck_assert_int_eq(cJSON_GetArraySize(out), 2);
+    log = e2e_mock_log();
+    ck_assert_int_eq(sent_to_path(log, "/issues/1234/comments"), 1);
+    ck_assert_int_eq(sent_to_path(log, "/issues/1235/comments"), 1);
+    ck_assert_int_eq(sent_to_path(log, "/issues/1234/labels/bug"), 1);
+    expect_own_conversations(log);
+    cJSON_Delete(log);
+    cJSON_Delete(out);
+    cJSON_Delete(o);
+    free(job);
+    free(script);
+}
+END_TEST
+
 /* ---- bad sources ------------------------------------------------------ */
 
 #define FE_STEP(fe)                                                            \
@@ -487,6 +584,7 @@ test_suite(void)
     tcase_add_test(flow, test_failed_element_fails_job_after_others);
     tcase_add_test(flow, test_kill9_resumes_without_resending_committed);
     tcase_add_test(flow, test_when_per_element);
+    tcase_add_test(flow, test_example_triage_agent_per_issue);
     suite_add_tcase(s, flow);
     tcase_add_checked_fixture(bad, e2e_setup, e2e_teardown);
     tcase_set_timeout(bad, 60);
