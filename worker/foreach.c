@@ -3,11 +3,11 @@
  * the step's templates filled from the element and key
  * "foreach:JOB:STEP:K", so that it has its own attempts, park items, tier
  * switches and tool loop, and a worker that died mid-foreach makes none
- * twice (the key dedupes). Entering the step reads every element back by
- * its key, enqueues the next ones up to the step's parallelism in the
- * turn's transaction, and gives the job back to look again; once all have
- * ended, the step's output is their outputs in order, or the job fails
- * naming the first element that failed.
+ * twice (the key dedupes). Entering the step reads its elements back in
+ * one query by their keys' prefix, enqueues the next ones up to the
+ * step's parallelism in the turn's transaction, and gives the job back to look
+ * again; once all have ended, the step's output is their outputs in order, or
+ * the job fails naming the first element that failed.
  */
 #include "worker/internal.h"
 
@@ -76,71 +76,116 @@ spawn(struct run *r, const struct spec_vars *v, int k, char *err, size_t len)
     return rc;
 }
 
-/* Reads element k's job by its key: its output into *out when it
- * succeeded (caller frees), its state into *state. -ENOENT: not made. */
+/* The elements made so far, read in one query by their keys' prefix
+ * (without their job texts): els (n entries, by index) point into *jobs
+ * (caller frees with q_jobs_free(*jobs, *m)). */
+struct element {
+    const struct q_job *job; /* NULL: not made */
+};
+
 static int
-read_element(struct run *r, int k, enum q_job_state *state, int64_t *id,
-             char **out, char **error)
+read_elements(struct run *r, int n, struct element *els, struct q_job **jobs,
+              size_t *m)
 {
-    struct q_job job = {0};
-    struct q_step *steps = NULL;
-    size_t n = 0;
-    char key[128];
+    char prefix[96];
+    size_t plen;
     int rc;
 
-    snprintf(key, sizeof(key), SPEC_FOREACH_KEY_PREFIX "%lld:%d:%d",
-             (long long)r->job.id, r->step, k);
-    if ((rc = q_job_by_key(r->w->db, key, &job)) != 0)
+    plen = (size_t)snprintf(
+        prefix, sizeof(prefix),
+        SPEC_FOREACH_KEY_PREFIX "%lld:%d:", (long long)r->job.id, r->step);
+    if ((rc = q_report_keyed(r->w->db, prefix, r->job.created_at, 0, jobs,
+                             m)) != 0)
         return rc;
-    *state = job.state;
-    *id = job.id;
-    *error = job.error ? xstrdup(job.error) : NULL;
-    if (job.state == Q_JOB_SUCCEEDED &&
-        (rc = q_steps_get(r->w->db, job.id, &steps, &n)) == 0) {
-        *out =
-            n > 0 && steps[0].output ? xstrdup(steps[0].output) : xstrdup("");
-        q_steps_free(steps, n);
+    for (size_t i = 0; i < *m; i++) {
+        long k = strtol((*jobs)[i].key + plen, NULL, 10);
+        if (k >= 0 && k < n)
+            els[k].job = &(*jobs)[i];
     }
-    q_job_cleanup(&job);
-    return rc;
+    return 0;
 }
 
-/* Element k (v->item): skipped by the step's "when", made, or read back
- * into outs and t. Returns 0 or a storage error. */
+/* Element k (v->item, e: its job if made): skipped by the step's "when",
+ * made now, or counted in t. *skipped: the "when" was false. Returns 0
+ * or a storage error. */
 static int
-visit(struct run *r, struct spec_vars *v, int k, cJSON *outs, struct tally *t)
+visit(struct run *r, struct spec_vars *v, int k, const struct element *e,
+      struct tally *t, bool *skipped)
 {
-    enum q_job_state st = Q_JOB_QUEUED;
-    char *out = NULL, *error = NULL, why[1024];
-    int64_t id = 0;
+    const struct q_job *j = e->job;
+    char why[1024];
     bool holds = true;
     int rc;
 
     if (spec_foreach_when_per_element(r->spec, (size_t)r->step))
         spec_when_holds(r->spec, (size_t)r->step, v, &holds, why, sizeof(why));
-    if (!holds) {
-        cJSON_AddItemToArray(outs, cJSON_CreateNull());
+    *skipped = !holds;
+    if (!holds)
         return 0;
-    }
-    rc = read_element(r, k, &st, &id, &out, &error);
-    if (rc == -ENOENT && t->live < cur_spec(r)->foreach_parallelism) {
+    if (j == NULL && t->live < cur_spec(r)->foreach_parallelism) {
         if ((rc = spawn(r, v, k, why, sizeof(why))) == -EINVAL)
             note_failure(t, k, 0, why);
-        else if (rc == 0)
+        else if (rc != 0)
+            return rc;
+        else
             t->live++;
-    } else if (rc == -ENOENT) {
-        t->live++; /* its turn comes */
-    } else if (rc == 0 && (st == Q_JOB_QUEUED || st == Q_JOB_RUNNING)) {
-        t->live++;
-    } else if (rc == 0 && st == Q_JOB_PARKED) {
+    } else if (j == NULL || j->state == Q_JOB_QUEUED ||
+               j->state == Q_JOB_RUNNING) {
+        t->live++; /* running, or its turn comes */
+    } else if (j->state == Q_JOB_PARKED) {
         t->parked++;
-    } else if (rc == 0 && st != Q_JOB_SUCCEEDED) {
-        note_failure(t, k, id, error ? error : q_job_state_name(st));
+    } else if (j->state != Q_JOB_SUCCEEDED) {
+        note_failure(t, k, j->id,
+                     j->error ? j->error : q_job_state_name(j->state));
     }
-    cJSON_AddItemToArray(outs, spec_foreach_value(out));
-    free(out);
-    free(error);
-    return rc == -ENOENT ? 0 : rc;
+    return 0;
+}
+
+/* The step's output once every element succeeded or was skipped: their
+ * outputs in order (skip[k]: null). Returns 0 with *out (caller frees)
+ * or a storage error. */
+static int
+collect(struct run *r, const struct element *els, const bool *skip, int n,
+        char **out)
+{
+    cJSON *arr = cJSON_CreateArray();
+    int rc = 0;
+
+    for (int k = 0; k < n && rc == 0; k++) {
+        struct q_step *steps = NULL;
+        size_t ns = 0;
+        if (skip[k]) {
+            cJSON_AddItemToArray(arr, cJSON_CreateNull());
+            continue;
+        }
+        if ((rc = q_steps_get(r->w->db, els[k].job->id, &steps, &ns)) != 0)
+            break;
+        cJSON_AddItemToArray(arr, spec_foreach_value(ns > 0 && steps[0].output
+                                                         ? steps[0].output
+                                                         : ""));
+        q_steps_free(steps, ns);
+    }
+    if (rc == 0)
+        *out = json_print(arr);
+    cJSON_Delete(arr);
+    return rc;
+}
+
+/* Commits output as the step's and enters the next step. */
+static void
+commit(struct run *r, const char *output)
+{
+    struct worker *w = r->w;
+
+    if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SUCCEEDED, NULL,
+                   output, 0) != 0) {
+        worker__give_back(r, worker__now(w) + 1000);
+        return;
+    }
+    free(r->outputs[r->step]);
+    r->outputs[r->step] = xstrdup(output);
+    r->step++;
+    worker__step_enter(r);
 }
 
 /* Leaves the step running and gives the job back, due at run_at. */
@@ -174,6 +219,16 @@ worker__foreach_ended(const struct run *r)
         log_warn("job %lld: cannot wake job %lld", (long long)r->job.id, job);
 }
 
+/* Fails the job: the array cannot be read, or an element failed. */
+static void
+fail_step(struct run *r, const char *why, const char *tail)
+{
+    char msg[1400];
+
+    snprintf(msg, sizeof(msg), "step %s: %s%s", cur_spec(r)->name, why, tail);
+    worker__fail_job(r, msg);
+}
+
 void
 worker__foreach_enter(struct run *r)
 {
@@ -182,53 +237,45 @@ worker__foreach_enter(struct run *r)
                           .outputs = (const char *const *)r->outputs,
                           .skipped = r->skipped};
     struct tally t = {0};
-    cJSON *items = NULL, *outs, *el;
-    char err[1024], msg[1400], *output;
-    int k = 0, rc = 0;
+    struct element *els = NULL;
+    struct q_job *jobs = NULL;
+    size_t m = 0;
+    cJSON *items = NULL, *el;
+    char err[1024], *output = NULL;
+    bool *skip = NULL;
+    int n, k = 0, rc;
 
     if (spec_foreach_items(r->spec, (size_t)r->step, &v, &items, err,
                            sizeof(err)) != 0) {
-        snprintf(msg, sizeof(msg), "step %s: %s; nothing sent",
-                 cur_spec(r)->name, err);
-        worker__fail_job(r, msg);
+        fail_step(r, err, "; nothing sent");
         return;
     }
-    outs = cJSON_CreateArray();
+    n = cJSON_GetArraySize(items);
+    els = xcalloc((size_t)n + 1, sizeof(*els));
+    skip = xcalloc((size_t)n + 1, sizeof(*skip));
+    rc = read_elements(r, n, els, &jobs, &m);
     cJSON_ArrayForEach(el, items)
     {
         v.item = el;
         if (rc == 0)
-            rc = visit(r, &v, k++, outs, &t);
+            rc = visit(r, &v, k, &els[k], &t, &skip[k]);
+        k++;
     }
+    if (rc == 0 && t.live == 0 && t.parked == 0 && t.failed == 0)
+        rc = collect(r, els, skip, n, &output);
     cJSON_Delete(items);
-    if (rc != 0) {
-        cJSON_Delete(outs);
+    q_jobs_free(jobs, m);
+    free(els);
+    free(skip);
+    if (rc != 0)
         worker__give_back(r, worker__now(w) + 1000);
-        return;
-    }
-    if (t.live > 0 || t.parked > 0) {
-        cJSON_Delete(outs);
+    else if (t.live > 0 || t.parked > 0)
         wait_for_elements(r, worker__now(w) + (t.live > 0 ? FOREACH_POLL_MS
                                                           : FOREACH_PARKED_MS));
-        return;
-    }
-    if (t.failed > 0) {
-        cJSON_Delete(outs);
-        snprintf(msg, sizeof(msg), "step %s: %s%s", cur_spec(r)->name, t.first,
-                 t.failed > 1 ? " (and more elements failed)" : "");
-        worker__fail_job(r, msg);
-        return;
-    }
-    output = json_print(outs);
-    cJSON_Delete(outs);
-    if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SUCCEEDED, NULL,
-                   output, 0) != 0) {
-        free(output);
-        worker__give_back(r, worker__now(w) + 1000);
-        return;
-    }
-    free(r->outputs[r->step]);
-    r->outputs[r->step] = output;
-    r->step++;
-    worker__step_enter(r);
+    else if (t.failed > 0)
+        fail_step(r, t.first,
+                  t.failed > 1 ? " (and more elements failed)" : "");
+    else
+        commit(r, output);
+    free(output);
 }
