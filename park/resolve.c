@@ -283,6 +283,51 @@ park_resolve(q_db *db, int64_t id, const struct park_decision *d)
     return park__tx_end(db, resolve_one(db, id, d));
 }
 
+/* Cancels job job_id and closes its open items with close. */
+static int
+cancel_one(q_db *db, int64_t job_id, const struct q_park_close *close,
+           int64_t now)
+{
+    const struct q_park_filter f = {.job_id = job_id};
+    struct q_park_item *items = NULL;
+    size_t count = 0;
+    int rc;
+
+    /* A parked job's open items close with it: left open, they would be
+     * listed and counted for ever, and no resolution could act on them. */
+    if ((rc = q_cancel(db, job_id, now)) == 0 &&
+        (rc = wake_foreach(db, job_id, now)) == 0)
+        rc = q_park_list(db, &f, &items, &count);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        rc = q_park_close(db, items[i].id, close);
+    q_park_items_free(items, count);
+    return rc;
+}
+
+/* The elements of job job_id's foreach steps (jobs keyed
+ * "foreach:JOB:...") that have not ended are cancelled with it. */
+static int
+cancel_elements(q_db *db, int64_t job_id, const struct q_park_close *close,
+                int64_t now)
+{
+    struct q_job job = {0}, *els = NULL;
+    size_t n = 0;
+    char prefix[48];
+    int rc = q_job_get(db, job_id, &job);
+
+    snprintf(prefix, sizeof(prefix), "foreach:%lld:", (long long)job_id);
+    if (rc == 0)
+        rc = q_report_keyed(db, prefix, job.created_at, 0, &els, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (els[i].state == Q_JOB_QUEUED || els[i].state == Q_JOB_RUNNING ||
+            els[i].state == Q_JOB_PARKED)
+            rc = cancel_one(db, els[i].id, close, now);
+    }
+    q_jobs_free(els, n);
+    q_job_cleanup(&job);
+    return rc;
+}
+
 int
 park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
 {
@@ -292,9 +337,6 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
         .note = "the job was cancelled",
         .now = now,
     };
-    const struct q_park_filter f = {.job_id = job_id};
-    struct q_park_item *items = NULL;
-    size_t count = 0;
     int rc;
 
     if (by != NULL &&
@@ -302,14 +344,8 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
         return -EINVAL;
     if ((rc = q_tx_begin(db)) != 0)
         return rc;
-    /* A parked job's open items close with it: left open, they would be
-     * listed and counted for ever, and no resolution could act on them. */
-    if ((rc = q_cancel(db, job_id, now)) == 0 &&
-        (rc = wake_foreach(db, job_id, now)) == 0)
-        rc = q_park_list(db, &f, &items, &count);
-    for (size_t i = 0; rc == 0 && i < count; i++)
-        rc = q_park_close(db, items[i].id, &close);
-    q_park_items_free(items, count);
+    if ((rc = cancel_one(db, job_id, &close, now)) == 0)
+        rc = cancel_elements(db, job_id, &close, now);
     return park__tx_end(db, rc);
 }
 

@@ -312,6 +312,31 @@ START_TEST(test_kill9_resumes_without_resending_committed)
 }
 END_TEST
 
+/* Cancelling the foreach job cancels its elements that have not ended. */
+START_TEST(test_cancel_cancels_elements)
+{
+    struct run_result r;
+    cJSON *o;
+    pid_t pid;
+
+    e2e_start("{\"content\":\"ok\",\"routes\":[{\"path\":\"/items\","
+              "\"latency_ms\":3000}]}",
+              "");
+    ENQUEUE_ITEMS(",\"parallelism\":2", "", 5);
+    pid = e2e_spawn_worker("--drain");
+    e2e_wait_for_requests(2, 20000);
+    ck_assert_msg(RUN(&r, NULL, "jobs", "cancel", "1") == 0, "%s", r.err);
+    run_result_free(&r);
+    ck_assert_int_eq(e2e_wait_exit(pid), 0);
+    for (int id = 1; id <= 3; id++) {
+        o = e2e_show(id);
+        ck_assert_str_eq(e2e_str(o, "state"), "cancelled");
+        cJSON_Delete(o);
+    }
+    ck_assert(!job_exists(4)); /* the next ones were never made */
+}
+END_TEST
+
 /* ---- "when" per element --------------------------------------------- */
 
 START_TEST(test_when_per_element)
@@ -583,6 +608,7 @@ test_suite(void)
     tcase_add_test(flow, test_parked_element_others_succeed);
     tcase_add_test(flow, test_failed_element_fails_job_after_others);
     tcase_add_test(flow, test_kill9_resumes_without_resending_committed);
+    tcase_add_test(flow, test_cancel_cancels_elements);
     tcase_add_test(flow, test_when_per_element);
     tcase_add_test(flow, test_example_triage_agent_per_issue);
     suite_add_tcase(s, flow);
