@@ -83,6 +83,22 @@ job_exists(int id)
     return rc == 0;
 }
 
+/* The idempotency key of the first request the mock logged at path, or
+ * NULL. Borrowed from log. */
+static const char *
+key_at(const cJSON *log, const char *path)
+{
+    const cJSON *q;
+
+    cJSON_ArrayForEach(q, log)
+    {
+        const char *p = e2e_str(q, "path");
+        if (p != NULL && strcmp(p, path) == 0)
+            return e2e_str(q, "idempotency_key");
+    }
+    return NULL;
+}
+
 /* Requests the mock logged whose path is path. */
 static int
 sent_to_path(const cJSON *log, const char *path)
@@ -308,6 +324,7 @@ START_TEST(test_kill9_resumes_without_resending_committed)
     }
     /* Only what was in flight at the kill went again, with its key. */
     ck_assert_int_le(twice, 2);
+    ck_assert_str_eq(key_at(log, "/items/3"), "item-3");
     cJSON_Delete(log);
 }
 END_TEST
@@ -444,6 +461,9 @@ START_TEST(test_example_triage_agent_per_issue)
     log = e2e_mock_log();
     ck_assert_int_eq(sent_to_path(log, "/issues/1234/labels/bug"), 1);
     ck_assert_int_eq(sent_to_path(log, "/issues/1235/labels/p1"), 1);
+    /* the tool's idempotency key reads the element */
+    ck_assert_str_eq(key_at(log, "/issues/1235/labels/p1"),
+                     "issue-1235-label-p1");
     ck_assert_int_eq(sent_to_path(log, "/issues/1234/comments"), 0);
     cJSON_Delete(log);
     for (int i = 1; i <= 2; i++) {
