@@ -99,21 +99,6 @@ key_at(const cJSON *log, const char *path)
     return NULL;
 }
 
-/* Requests the mock logged whose path is path. */
-static int
-sent_to_path(const cJSON *log, const char *path)
-{
-    const cJSON *q;
-    int n = 0;
-
-    cJSON_ArrayForEach(q, log)
-    {
-        const char *p = e2e_str(q, "path");
-        n += p != NULL && strcmp(p, path) == 0;
-    }
-    return n;
-}
-
 /* Checks that the output array of step 0 of o has n elements, element k
  * the mock's answer to /items/k (all of them when skip is -1). */
 static void
@@ -285,7 +270,7 @@ START_TEST(test_failed_element_fails_job_after_others)
         strstr(e2e_str(o, "error"), "step post: element 0 (job 2): ") != NULL,
         "%s", e2e_str(o, "error"));
     log = e2e_mock_log();
-    ck_assert_int_eq(sent_to_path(log, "/items/2"), 1); /* the others ran */
+    ck_assert_int_eq(e2e_sent_to(log, "/items/2"), 1); /* the others ran */
     cJSON_Delete(log);
     cJSON_Delete(o);
 }
@@ -318,9 +303,9 @@ START_TEST(test_kill9_resumes_without_resending_committed)
     log = e2e_mock_log();
     for (int k = 0; k < 8; k++) {
         snprintf(path, sizeof(path), "/items/%d", k);
-        ck_assert_int_ge(sent_to_path(log, path), 1);
-        ck_assert_int_le(sent_to_path(log, path), 2);
-        twice += sent_to_path(log, path) == 2;
+        ck_assert_int_ge(e2e_sent_to(log, path), 1);
+        ck_assert_int_le(e2e_sent_to(log, path), 2);
+        twice += e2e_sent_to(log, path) == 2;
     }
     /* Only what was in flight at the kill went again, with its key. */
     ck_assert_int_le(twice, 2);
@@ -459,12 +444,12 @@ START_TEST(test_example_triage_agent_per_issue)
     e2e_enqueue(job);
     free(e2e_drain()); /* both comments wait for approval */
     log = e2e_mock_log();
-    ck_assert_int_eq(sent_to_path(log, "/issues/1234/labels/bug"), 1);
-    ck_assert_int_eq(sent_to_path(log, "/issues/1235/labels/p1"), 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1234/labels/bug"), 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1235/labels/p1"), 1);
     /* the tool's idempotency key reads the element */
     ck_assert_str_eq(key_at(log, "/issues/1235/labels/p1"),
                      "issue-1235-label-p1");
-    ck_assert_int_eq(sent_to_path(log, "/issues/1234/comments"), 0);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1234/comments"), 0);
     cJSON_Delete(log);
     for (int i = 1; i <= 2; i++) {
         char id[8];
@@ -479,9 +464,9 @@ START_TEST(test_example_triage_agent_per_issue)
     out = output_of(o, 0);
     ck_assert_int_eq(cJSON_GetArraySize(out), 2);
     log = e2e_mock_log();
-    ck_assert_int_eq(sent_to_path(log, "/issues/1234/comments"), 1);
-    ck_assert_int_eq(sent_to_path(log, "/issues/1235/comments"), 1);
-    ck_assert_int_eq(sent_to_path(log, "/issues/1234/labels/bug"), 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1234/comments"), 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1235/comments"), 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/issues/1234/labels/bug"), 1);
     expect_own_conversations(log);
     cJSON_Delete(log);
     cJSON_Delete(out);

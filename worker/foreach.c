@@ -171,23 +171,6 @@ collect(struct run *r, const struct element *els, const bool *skip, int n,
     return rc;
 }
 
-/* Commits output as the step's and enters the next step. */
-static void
-commit(struct run *r, const char *output)
-{
-    struct worker *w = r->w;
-
-    if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SUCCEEDED, NULL,
-                   output, 0) != 0) {
-        worker__give_back(r, worker__now(w) + 1000);
-        return;
-    }
-    free(r->outputs[r->step]);
-    r->outputs[r->step] = xstrdup(output);
-    r->step++;
-    worker__step_enter(r);
-}
-
 /* Leaves the step running and gives the job back, due at run_at. */
 static void
 wait_for_elements(struct run *r, int64_t run_at)
@@ -276,6 +259,6 @@ worker__foreach_enter(struct run *r)
         fail_step(r, t.first,
                   t.failed > 1 ? " (and more elements failed)" : "");
     else
-        commit(r, output);
+        worker__commit_step(r, output, 0);
     free(output);
 }

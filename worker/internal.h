@@ -595,6 +595,10 @@ void worker__on_done(http_call *call, struct http_response *res, void *arg);
 /* worker__answer acts on the answer r->held keeps: classifies it,
  * settles the tier, decides and acts, in the open turn. */
 void worker__answer(struct run *r);
+/* worker__commit_step commits output (borrowed) as the current step's,
+ * adding add_tokens to its count, and enters the next step; the job is
+ * given back when the write fails. */
+void worker__commit_step(struct run *r, const char *output, int64_t add_tokens);
 /* worker__transport_of is classify's name for a transport error
  * (answer.c). */
 enum policy_transport worker__transport_of(enum http_error e);
