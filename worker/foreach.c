@@ -19,6 +19,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "worker/foreach.h"
 
 /* How soon the step looks at its elements again while some run (an
  * element that ends makes it due at once: worker__foreach_ended, and

@@ -386,16 +386,6 @@ void worker__agent_leave(struct run *r);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 
-/* worker__foreach_enter runs the current step, a foreach's, once per
- * element: each element a job of its own, made up to the step's
- * parallelism and read back by its key; the job is given back while they
- * run and goes on with their outputs in order once all ended (foreach.c). */
-void worker__foreach_enter(struct run *r);
-/* worker__foreach_ended: the job of r left this worker succeeded, failed
- * or parked; when it is a foreach step's element, that step's job is
- * made due now, to look at its elements (foreach.c). */
-void worker__foreach_ended(const struct run *r);
-
 /* worker__step_enter enters the run's current step: derives its context
  * from the ledger, settles an attempt left in doubt, and attempts it (or
  * completes the job after its last step). */
@@ -595,10 +585,6 @@ void worker__on_done(http_call *call, struct http_response *res, void *arg);
 /* worker__answer acts on the answer r->held keeps: classifies it,
  * settles the tier, decides and acts, in the open turn. */
 void worker__answer(struct run *r);
-/* worker__commit_step commits output (borrowed) as the current step's,
- * adding add_tokens to its count, and enters the next step; the job is
- * given back when the write fails. */
-void worker__commit_step(struct run *r, const char *output, int64_t add_tokens);
 /* worker__transport_of is classify's name for a transport error
  * (answer.c). */
 enum policy_transport worker__transport_of(enum http_error e);

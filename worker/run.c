@@ -15,6 +15,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "tier/tier.h"
+#include "worker/foreach.h"
 
 int
 worker__tier_index(const struct worker *w, const char *name)
