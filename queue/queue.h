@@ -1046,12 +1046,12 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 /* What q_copy copied, by table. */
 struct q_copy_counts {
     int64_t jobs, steps, attempts, park, tiers, schedules, tier_events, budgets;
-    int64_t retries, operators, audit;
+    int64_t retries, operators, audit, batches, batch_items;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its events), schedule state, budget window, job retry, operator and
- * audit row of from into to, ids kept, in one transaction of to. Unless
+ * its events), schedule state, budget window, job retry, operator, audit
+ * row and batch (with its items) of from into to, ids kept, in one transaction of to. Unless
  * force, to must hold no row of any of them (-EEXIST: nothing copied);
  * with force, what to holds is replaced. counts may be NULL. Returns 0,
  * -EEXIST, or the errors of either store (to unchanged). */

@@ -144,6 +144,14 @@ int spec__check_when(const cJSON *when, const char *at,
 int spec__step_tools(const cJSON *o, unsigned has, const char *path,
                      struct spec_step *s, const struct spec_opts *opts,
                      char *err, size_t len);
+/* spec__tool_templates checks the http actions of step self's tools (an
+ * inline tool's, and a shared one's when opts->tools has it) as what the
+ * step sends is checked (spec__check_sent): every template names an
+ * earlier step, an input that is there, no {{schedule.*}} outside a
+ * schedule. Returns 0, or -EINVAL with the path in err (a shared tool's
+ * named). */
+int spec__tool_templates(const struct spec_job *j, size_t self,
+                         const struct spec_opts *opts, char *err, size_t len);
 
 /* spec__arg_path_ok tells whether the n bytes at p are an argument path:
  * NAME, then ".NAME" or "[INDEX]" any number of times. */

@@ -482,6 +482,9 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
         (rc = spec__check_sent(s->http, &http, j, i, opts, &s->templated, err,
                                len)) != 0)
         return rc;
+    if (s->tools != NULL &&
+        (rc = spec__tool_templates(j, i, opts, err, len)) != 0)
+        return rc;
     step_path(p, i);
     if (s->when != NULL &&
         (rc = spec__check_when(s->when, json_path_key(q, sizeof(q), p, "when"),

@@ -133,10 +133,10 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
          * with PerDay quotas too) will not lift in 48 s: believe the
          * allowance window, not the short wait, or the worker would send
          * into the same wall every minute all night. */
-        bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
+        bool daily = c->why == POLICY_REASON_DAILY_CAP;
         bool short_reset =
             c->reset_at_ms > now && c->reset_at_ms < now + HOUR_MS;
-        if (policy_reason_is_config_wall(c->reason))
+        if (policy_is_config_wall(c->why))
             o.exhausted_until = INT64_MAX / 4; /* until the config changes */
         else if (c->reset_at_ms > now && !(daily && short_reset))
             o.exhausted_until = c->reset_at_ms;
@@ -169,8 +169,8 @@ settle_host(struct run *r, const struct policy_class *c, int64_t now)
         cJSON_GetObjectItemCaseSensitive(cur_spec(r)->http, "url");
     char key[300];
 
-    if (c->outcome != POLICY_HARD_QUOTA ||
-        policy_reason_is_config_wall(c->reason) || !cJSON_IsString(url) ||
+    if (c->outcome != POLICY_HARD_QUOTA || policy_is_config_wall(c->why) ||
+        !cJSON_IsString(url) ||
         tier_host_key(url->valuestring, key, sizeof(key)) != 0)
         return;
     if (tier_host_wall_set(r->w->db, key, tier_host_wall_until(c, now),
@@ -270,14 +270,14 @@ act(struct run *r, const struct policy_decision *d,
     case POLICY_PARK_FOR_HUMAN:
         err = error_text(r, res, c);
         worker__park(r,
-                     d->reason && strcmp(d->reason, "in_doubt") == 0
+                     d->why == POLICY_REASON_IN_DOUBT
                          ? "in_doubt"
                          : policy_outcome_name(c->outcome),
                      err);
         free(err);
         return;
     default:
-        err = error_text(r, res, c);
+        err = worker__agent_overflow_text(r, c, error_text(r, res, c));
         worker__fail_job(r, err);
         free(err);
         return;
@@ -499,6 +499,7 @@ worker__answer(struct run *r)
         settle_host(r, &c, now);
     worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
+    worker__agent_overflow(r, &c, &d); /* trims once, then fails (trim.c) */
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
         d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 

@@ -35,6 +35,26 @@
 
 struct run;
 
+/* Where a worker is in its life. RUNNING -> STOPPING (a signal, or a
+ * drain that found the queue empty) -> CLOSING (worker__shutdown: the
+ * loop's handles go); a drain's STOPPING goes back to RUNNING when the
+ * last turn did not commit. worker__phase_to holds these. */
+enum worker_phase {
+    WORKER_RUNNING = 0,
+    WORKER_STOPPING,
+    WORKER_CLOSING,
+};
+
+/* The store as the worker sees it. UP -> DOWN (a turn could not begin or
+ * commit: no turn runs until it is back; runs keep what they hold in
+ * memory) -> RECOVERING (the turn that writes back what was kept is
+ * opening) -> DOWN again, or UP once a turn commits (worker__store_to). */
+enum worker_store {
+    WORKER_STORE_UP = 0,
+    WORKER_STORE_DOWN,
+    WORKER_STORE_RECOVERING,
+};
+
 struct worker {
     worker_report_fn report; /* on_report's (worker_opts), or NULL */
     worker_job_fn job;       /* on_done's and on_fail's, or NULL */
@@ -68,9 +88,8 @@ struct worker {
     /* a drain waits for the schedules' slots up to this time (ms, the
      * store's clock): those within a minute of its start */
     int64_t drain_slots_until;
-    bool stopping;
+    enum worker_phase phase;
     bool progress;
-    bool closing;
     bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
     bool tick_after_commit; /* tick again soon after the turn commits */
     bool turn_claimed;      /* the open turn has claimed (worker__turn_claim) */
@@ -82,10 +101,7 @@ struct worker {
     int64_t next_claim;
     int64_t idle_poll_ms; /* an idle worker claims again after this */
     int64_t next_sync;    /* monotonic ms: q_clock_sync again */
-    /* The store is unreachable (a turn could not begin or commit): no
-     * turn runs until it is back; runs keep what they hold in memory. */
-    bool down;
-    bool recovering;    /* the turn that writes back what was kept */
+    enum worker_store store;
     int64_t down_since; /* monotonic ms */
     int64_t retry_ms;   /* backoff: 100 ms doubling to 5 s */
     int64_t retry_at;   /* monotonic ms */
@@ -250,6 +266,9 @@ int64_t worker__now(const struct worker *w);
  * force, a turn that does not commit stops it (false: the store went
  * away, and the runs it entered again go on). */
 bool worker__shutdown(struct worker *w, bool force);
+/* worker__phase_to moves w to phase to, a move enum worker_phase allows
+ * (asserted). */
+void worker__phase_to(struct worker *w, enum worker_phase to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
@@ -317,6 +336,9 @@ void worker__sweep(struct worker *w);
 /* worker__store_lost notes that the store could not be reached (rc: the
  * q_* error): logs it once, and sets the next try on the backoff. */
 void worker__store_lost(struct worker *w, int rc);
+/* worker__store_to moves w's view of the store to to, a move enum
+ * worker_store allows (asserted). */
+void worker__store_to(struct worker *w, enum worker_store to);
 /* worker__store_back notes that a turn committed after the store was
  * unreachable (logged once). */
 void worker__store_back(struct worker *w);
@@ -375,6 +397,11 @@ char *worker__agent_turn_body(struct run *r, const cJSON *root);
 void worker__agent_turn(struct run *r);
 /* worker__agent_flush sends the tool calls r's committed turn recorded. */
 void worker__agent_flush(struct run *r);
+/* worker__agent_unqueue drops the tool calls r's turn recorded and
+ * queued to send after its commit: the commit failed (or the flush a
+ * durable one asked for), so they are not sent; reloaded from the ledger,
+ * a call whose record stands is one in doubt. */
+void worker__agent_unqueue(struct run *r);
 /* worker__agent_cancel cancels r's tool calls in flight. */
 void worker__agent_cancel(struct run *r);
 /* worker__agent_busy: r has tool calls in flight. */
@@ -383,6 +410,17 @@ bool worker__agent_busy(const struct run *r);
 void worker__agent_free_calls(struct agent *ag);
 /* worker__agent_leave frees r's loop when it is another step's. */
 void worker__agent_leave(struct run *r);
+/* worker__agent_overflow turns the decision d on a model turn of r's
+ * tool loop answered with a context overflow (class c) into a retry with
+ * the oldest tool results trimmed, the first time, else into a failure
+ * (trim.c). Any other answer, or a step without tools: d is untouched. */
+void worker__agent_overflow(struct run *r, const struct policy_class *c,
+                            struct policy_decision *d);
+/* worker__agent_overflow_text returns the failure text err (owned, taken)
+ * of such a failure said plainly, or err itself for any other. Caller
+ * frees the result. */
+char *worker__agent_overflow_text(const struct run *r,
+                                  const struct policy_class *c, char *err);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 

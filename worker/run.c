@@ -92,17 +92,8 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     const struct spec_step *s = cur_spec(r);
     bool replay = s->replayable || s->idempotency_key != NULL;
     int64_t now = worker__now(w);
-    struct policy_class c = {.outcome = POLICY_TIMEOUT,
-                             .reason = "in_doubt",
-                             .rule = -1,
-                             .wait_ms = -1,
-                             .reset_at_ms = -1,
-                             .remaining_requests = -1,
-                             .remaining_tokens = -1,
-                             .requests_reset_at_ms = -1,
-                             .tokens_reset_at_ms = -1};
-    struct policy_decision d = {
-        .action = POLICY_PARK_FOR_HUMAN, .wait_ms = 0, .reason = "in_doubt"};
+    struct policy_class c;
+    struct policy_decision d = {.action = POLICY_PARK_FOR_HUMAN};
     struct policy_step ps;
     struct q_attempt_result res = {
         .outcome = "unknown", .reason = "in_doubt", .finished_at = now};
@@ -128,6 +119,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                            in, res.tokens, &res);
     }
     if (replay) {
+        policy_class_init(&c, POLICY_TIMEOUT, POLICY_REASON_IN_DOUBT);
         r->input_tokens = 0;
         worker__step_context(r, now, true, &ps);
         policy_decide(&c, &ps, &w->pcfg, &d);

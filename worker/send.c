@@ -337,7 +337,7 @@ worker__attempt(struct run *r)
     int rc;
 
     r->wake_at = 0;
-    if (w->stopping) {
+    if (w->phase != WORKER_RUNNING) {
         worker__give_back(r, now);
         return;
     }
