@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 #include "worker/foreach.h"
 
 #define HOUR_MS (3600 * 1000)

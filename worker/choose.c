@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 
 /* Fills idx with the step's candidate tiers in order; returns how many. */
 static size_t

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "worker/batch.h"
 #include "worker/foreach.h"
 
 /* A wait up to this long keeps the job's slot; a longer one gives the job

@@ -15,6 +15,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 #include "worker/foreach.h"
 
 int

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 
 #define HTTP_STEP_TIMEOUT_MS 60000
 

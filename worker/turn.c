@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "worker/batch.h"
 
 #define DRAIN_HORIZON_MS 60000
 #define TICK_GAP_MAX_MS  50

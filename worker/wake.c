@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "common/xalloc.h"
+#include "worker/batch.h"
 
 /* A run postponed for a slot looks again after this long at the latest
  * (an answer that frees a slot wakes it sooner: worker__slot_freed). */

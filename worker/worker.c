@@ -33,6 +33,7 @@
 #include "queue/queue.h"
 #include "sched/sched.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 #include "worker/internal.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
