@@ -108,8 +108,12 @@ spec__step_foreach(const cJSON *o, const char *path, const char *key,
     return 0;
 }
 
-char *
-spec__foreach_url(const cJSON *step, const char *url)
+/* A copy of url with the templates of step object step's element written
+ * as {{input...}} ones, for the checks of an http url, which step over
+ * templates of known names only; NULL when the step has no foreach or url
+ * none of them. Caller frees. */
+static char *
+foreach_url(const cJSON *step, const char *url)
 {
     const cJSON *fe = cJSON_GetObjectItemCaseSensitive(step, "foreach");
     const cJSON *as = cJSON_GetObjectItemCaseSensitive(fe, "as");
@@ -138,6 +142,17 @@ spec__foreach_url(const cJSON *step, const char *url)
     return b.p;
 }
 
+int
+spec__check_step_url(const cJSON *step, const char *url, const char *path,
+                     char *err, size_t len)
+{
+    char *u = foreach_url(step, url);
+    int rc = spec__check_http_url(u ? u : url, path, err, len);
+
+    free(u);
+    return rc;
+}
+
 cJSON *
 spec__foreach_tools(const cJSON *step, const cJSON *tools)
 {
@@ -152,9 +167,8 @@ spec__foreach_tools(const cJSON *step, const cJSON *tools)
         cJSON *action = cJSON_GetObjectItemCaseSensitive(t, "action");
         cJSON *http = cJSON_GetObjectItemCaseSensitive(action, "http");
         cJSON *url = cJSON_GetObjectItemCaseSensitive(http, "url");
-        char *u = cJSON_IsString(url)
-                      ? spec__foreach_url(step, url->valuestring)
-                      : NULL;
+        char *u =
+            cJSON_IsString(url) ? foreach_url(step, url->valuestring) : NULL;
         if (u != NULL)
             cJSON_ReplaceItemInObjectCaseSensitive(http, "url",
                                                    cJSON_CreateString(u));

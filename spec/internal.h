@@ -98,14 +98,14 @@ int spec__fill(cJSON *node, bool json, const struct spec_job *j, size_t self,
  * key is a foreach's). Returns 0, or -EINVAL with the path in err. */
 int spec__step_foreach(const cJSON *o, const char *path, const char *key,
                        struct spec_step *s, char *err, size_t len);
-/* spec__foreach_url returns a copy of url with the templates of step
- * object step's element written as {{input...}} ones, for the checks of
- * an http url, which step over templates of known names only; NULL when
- * the step has no foreach or url none of them. Caller frees. */
-char *spec__foreach_url(const cJSON *step, const char *url);
+/* spec__check_step_url checks url, the http url of step object step (at
+ * path), as spec__check_http_url does, a foreach step's element read
+ * where a template may stand. Returns 0 or -EINVAL with the path in err. */
+int spec__check_step_url(const cJSON *step, const char *url, const char *path,
+                         char *err, size_t len);
 /* spec__foreach_tools returns a copy of tools (step object step's) with
  * the element's templates in each tool's http url written as
- * spec__foreach_url writes them, for the checks of the tools; NULL when
+ * spec__check_step_url reads them, for the checks of the tools; NULL when
  * the step has no foreach. Caller cJSON_Deletes it. */
 cJSON *spec__foreach_tools(const cJSON *step, const cJSON *tools);
 /* spec__check_foreach checks step i's "foreach" source once every step's

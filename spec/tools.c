@@ -378,6 +378,7 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
 {
     const struct config_tools *shared = opts ? opts->tools : NULL;
     struct spec_toolset ts;
+    cJSON *fe;
     char p[PATH_LEN];
     int rc;
 
@@ -404,7 +405,7 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
                          "a step with \"tools\" sends its tools itself");
     s->tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
     /* A foreach step's tools may read its element in their urls. */
-    cJSON *fe = spec__foreach_tools(o, s->tools);
+    fe = spec__foreach_tools(o, s->tools);
     rc = build(fe ? fe : s->tools, p, shared, shared != NULL ? FOUND : NAMES,
                &ts, err, len);
     cJSON_Delete(fe);

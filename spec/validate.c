@@ -268,13 +268,8 @@ check_http(const cJSON *h, const cJSON *step, const char *path, char *err,
     if (!ok)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "method"),
                          "must be GET, POST, PUT, PATCH or DELETE");
-    {
-        char *u = spec__foreach_url(step, url); /* its element's templates */
-        rc = spec__check_http_url(u ? u : url, path, err, len);
-        free(u);
-        if (rc != 0)
-            return rc;
-    }
+    if ((rc = spec__check_step_url(step, url, path, err, len)) != 0)
+        return rc;
     headers = cJSON_GetObjectItemCaseSensitive(h, "headers");
     if (headers != NULL &&
         (rc = spec__check_http_headers(headers, path, err, len)) != 0)
