@@ -282,6 +282,15 @@ print_job_text(const cJSON *o)
         }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
             print_attempt(h, retries, &after);
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "elements"))
+            printf("    element %-4d job %-6d %s%s%s\n",
+                   cJSON_GetObjectItem(h, "index")->valueint,
+                   cJSON_GetObjectItem(h, "job")->valueint,
+                   cli_json_text(h, "state"),
+                   cJSON_IsString(cJSON_GetObjectItem(h, "error")) ? ": " : "",
+                   cJSON_IsString(cJSON_GetObjectItem(h, "error"))
+                       ? cli_json_text(h, "error")
+                       : "");
         print_calls_parked(o, cli_json_text(s, "name"));
     }
     cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");

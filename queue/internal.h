@@ -131,6 +131,7 @@ size_t q__copy_nkeys(const struct q__table *t);
     X(int, job_requeue_parked,                                                 \
       (q_db *db, int64_t job_id, int64_t now, int64_t run_at,                  \
        int64_t deadline_at))                                                   \
+    X(int, job_wake, (q_db *db, int64_t job_id, int64_t now))                  \
     X(int, job_end_parked,                                                     \
       (q_db *db, int64_t job_id, enum q_job_state state, const char *error,    \
        int64_t now))                                                           \

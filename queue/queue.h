@@ -581,6 +581,9 @@ STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
  * going on). */
 STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
                                           int64_t run_at, int64_t deadline_at);
+/* q_job_wake makes queued job job_id due at now if due later (a foreach
+ * job whose element ended). -EALREADY: not queued, or due already. */
+STEPQ_MUST_CHECK int q_job_wake(q_db *db, int64_t job_id, int64_t now);
 /* q_job_end_parked ends parked job job_id: Q_JOB_FAILED with error
  * (copied), or Q_JOB_SUCCEEDED (error NULL) when an operator finished its
  * last step. -EALREADY when the job is not parked, -EINVAL for another

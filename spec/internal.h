@@ -67,6 +67,7 @@ struct spec_tpl {
     const char *at;   /* its "{{" */
     size_t len;       /* through its "}}" */
     bool input;       /* {{input...}}; else {{steps.NAME.output...}} */
+    bool item;        /* a foreach step's element ({{item...}}) */
     size_t step;      /* the step it names */
     const char *path; /* the PATH after "output." or "input.", or NULL */
     size_t pathlen;
@@ -95,6 +96,36 @@ int spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
 /* spec__tpl_whole tells whether s is exactly one template (then *t). */
 bool spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
                      const struct spec_opts *opts, struct spec_tpl *t);
+
+/* spec__fill fills the templates of every string under node in place,
+ * for step self: json, a string that is one template whole takes the
+ * value's JSON type; else values are text. Returns 0, or -ENOENT with
+ * "{{...}}: why" in err. */
+int spec__fill(cJSON *node, bool json, const struct spec_job *j, size_t self,
+               const struct spec_vars *v, char *err, size_t len);
+
+/* spec__step_foreach reads step object o's "foreach" (at path) into s;
+ * key: the job's key (an element's step is allowed only in a job whose
+ * key is a foreach's). Returns 0, or -EINVAL with the path in err. */
+int spec__step_foreach(const cJSON *o, const char *path, const char *key,
+                       struct spec_step *s, char *err, size_t len);
+/* spec__check_step_url checks url, the http url of step object step (at
+ * path), as spec__check_http_url does, a foreach step's element read
+ * where a template may stand. Returns 0 or -EINVAL with the path in err. */
+int spec__check_step_url(const cJSON *step, const char *url, const char *path,
+                         char *err, size_t len);
+/* spec__foreach_tools returns a copy of tools (step object step's) with
+ * the element's templates in each tool's http url written as
+ * spec__check_step_url reads them, for the checks of the tools; NULL when
+ * the step has no foreach. Caller cJSON_Deletes it. */
+cJSON *spec__foreach_tools(const cJSON *step, const cJSON *tools);
+/* spec__check_foreach checks step i's "foreach" source once every step's
+ * name is known: one template whole, not its own element; an input it
+ * reads is there and an array of at most SPEC_FOREACH_MAX (unless
+ * opts->stored); a step's output read whole is refused (it is text)
+ * unless that step is a foreach's. Returns 0 or -EINVAL. */
+int spec__check_foreach(const struct spec_job *j, size_t i,
+                        const struct spec_opts *opts, char *err, size_t len);
 
 /* spec__take makes string node (a leaf) the value val, which it takes
  * (and frees): its type and contents, keeping node's place and name in

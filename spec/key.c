@@ -28,6 +28,11 @@ spec__key_rules(const char *key, bool stored, char *err, size_t len)
         return json_fail(err, len, "key",
                          "keys starting with " SPEC_SCHEDULE_KEY_PREFIX
                          " are the schedules' own");
+    if (!stored && strncmp(key, SPEC_FOREACH_KEY_PREFIX,
+                           strlen(SPEC_FOREACH_KEY_PREFIX)) == 0)
+        return json_fail(err, len, "key",
+                         "keys starting with " SPEC_FOREACH_KEY_PREFIX
+                         " are the foreach elements' own");
     if (!stored && !json_utf8_valid(key, strlen(key)))
         return json_fail(err, len, "key", "not valid UTF-8");
     if (!stored && !json_plain_text(key, false))

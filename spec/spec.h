@@ -50,6 +50,16 @@ struct spec_step {
     const cJSON *tools;
     int max_turns, max_tool_calls_per_turn, tool_parallelism;
     int max_tool_errors;
+    /* "foreach" (foreach.c): the array the step runs over (one template
+     * whole), the name its elements are read by in the step's templates
+     * ("item" by default) and how many of them run at once; foreach_in
+     * NULL: none. element >= 0: the step is element K of another job's
+     * foreach step (a job stepq made, key "foreach:..."), its templates
+     * already filled; -1 otherwise. */
+    const char *foreach_in;
+    const char *foreach_as;
+    int foreach_parallelism;
+    int element;
 };
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */
@@ -179,6 +189,8 @@ struct spec_vars {
     const bool *skipped;        /* one per step: skipped by its "when"
                                    (a reference to its output fails; in a
                                    condition it is absent), or NULL */
+    const cJSON *item; /* a foreach step's element being filled, NULL: not
+                          known yet (its templates stay as written) */
 };
 
 /* spec_step_fill returns a copy of step i's body (a chat step's request,
@@ -460,5 +472,48 @@ STEPQ_MUST_CHECK int spec_schema_check(const cJSON *schema, const char *path,
 STEPQ_MUST_CHECK int spec_schema_validate(const cJSON *schema,
                                           const cJSON *value, const char *path,
                                           char *err, size_t len);
+
+/* ---- foreach: a step run once per element of an array (foreach.c) ----
+ *
+ * docs/reference.md "Foreach". Each element runs as a job of its own (one
+ * step, its templates filled with the element, key
+ * "foreach:JOB:STEP:ELEMENT"), which the worker of the foreach step makes
+ * and reads back; the step's output is the array of their outputs. */
+
+#define SPEC_FOREACH_MAX          1000 /* elements one step may run over */
+#define SPEC_FOREACH_PARALLEL_MAX 64   /* elements that may run at once */
+#define SPEC_FOREACH_KEY_PREFIX   "foreach:"
+
+/* spec_foreach_items reads the array step i runs over from v. Returns 0
+ * with *out (a copy; caller cJSON_Deletes it), or -EINVAL with "foreach
+ * {{...}}: why" in err (absent, not an array, more than SPEC_FOREACH_MAX
+ * elements). */
+STEPQ_MUST_CHECK int spec_foreach_items(const struct spec_job *j, size_t i,
+                                        const struct spec_vars *v, cJSON **out,
+                                        char *err, size_t len);
+/* spec_foreach_when_per_element tells whether step i's "when" reads its
+ * element (then it is asked per element; else once, for the step). */
+bool spec_foreach_when_per_element(const struct spec_job *j, size_t i);
+/* What spec_foreach_element makes a job of. */
+struct spec_element {
+    int64_t job_id; /* the job whose step it is */
+    int k;          /* its index in the array */
+    int64_t now;    /* ms: its deadline is what is left of the job's */
+    int64_t deadline_at;
+};
+/* spec_foreach_element makes element e->k of step i (v->item the
+ * element) a job of its own: its text (caller frees *text) and its key
+ * (*key, caller frees), every template of the step filled from v, its
+ * "when" left out (asked before). Returns 0, or -ENOENT / -EINVAL with
+ * why in err (a template that cannot be filled). */
+STEPQ_MUST_CHECK int spec_foreach_element(const struct spec_job *j, size_t i,
+                                          const struct spec_vars *v,
+                                          const struct spec_element *e,
+                                          char **text, char **key, char *err,
+                                          size_t len);
+/* spec_foreach_value is what element output text (NULL: skipped) is in
+ * the step's output array: its JSON when it is JSON, else the text, and
+ * null for a skipped element. Caller owns it. */
+cJSON *spec_foreach_value(const char *text);
 
 #endif

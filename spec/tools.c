@@ -378,6 +378,7 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
 {
     const struct config_tools *shared = opts ? opts->tools : NULL;
     struct spec_toolset ts;
+    cJSON *fe;
     char p[PATH_LEN];
     int rc;
 
@@ -403,8 +404,12 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
                          json_path_key(p, sizeof(p), path, "request.tools"),
                          "a step with \"tools\" sends its tools itself");
     s->tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
-    if ((rc = build(s->tools, p, shared, shared != NULL ? FOUND : NAMES, &ts,
-                    err, len)) != 0)
+    /* A foreach step's tools may read its element in their urls. */
+    fe = spec__foreach_tools(o, s->tools);
+    rc = build(fe ? fe : s->tools, p, shared, shared != NULL ? FOUND : NAMES,
+               &ts, err, len);
+    cJSON_Delete(fe);
+    if (rc != 0)
         return rc;
     spec_toolset_cleanup(&ts);
     return 0;

@@ -38,6 +38,7 @@ static const char *const step_keys[] = {"name",
                                         "tiers",
                                         "degrade",
                                         "when",
+                                        "foreach",
                                         SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
@@ -74,6 +75,7 @@ enum {
     S_TIERS,
     S_DEGRADE,
     S_WHEN,
+    S_FOREACH,
     S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
@@ -248,7 +250,8 @@ check_request(const cJSON *req, const char *path, char *err, size_t len)
 }
 
 static int
-check_http(const cJSON *h, const char *path, char *err, size_t len)
+check_http(const cJSON *h, const cJSON *step, const char *path, char *err,
+           size_t len)
 {
     static const char *const methods[] = {"GET",   "POST",   "PUT",
                                           "PATCH", "DELETE", NULL};
@@ -267,7 +270,7 @@ check_http(const cJSON *h, const char *path, char *err, size_t len)
     if (!ok)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "method"),
                          "must be GET, POST, PUT, PATCH or DELETE");
-    if ((rc = spec__check_http_url(url, path, err, len)) != 0)
+    if ((rc = spec__check_step_url(step, url, path, err, len)) != 0)
         return rc;
     headers = cJSON_GetObjectItemCaseSensitive(h, "headers");
     if (headers != NULL &&
@@ -320,7 +323,7 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
         json_path_key(p, sizeof(p), path, "http");
         if (s->http == NULL)
             return json_fail(err, len, p, "missing");
-        if ((rc = check_http(s->http, p, err, len)) != 0)
+        if ((rc = check_http(s->http, o, p, err, len)) != 0)
             return rc;
         if (s->request != NULL)
             return json_fail(err, len,
@@ -463,6 +466,11 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     const char *pos;
     int rc;
 
+    if (s->element >= 0) /* an element's: filled when it was made */
+        return 0;
+    if (s->foreach_in != NULL &&
+        (rc = spec__check_foreach(j, i, opts, err, len)) != 0)
+        return rc;
     if (s->request != NULL &&
         (rc = spec__check_sent(s->request, &req, j, i, opts, &s->templated, err,
                                len)) != 0)
@@ -483,13 +491,16 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
         return 0;
     pos = s->idempotency_key;
     json_path_key(q, sizeof(q), p, "idempotency_key");
-    if ((rc = spec__tpl_next(&pos, j, i, opts, q, &t, err, len)) < 0)
-        return rc;
-    if (rc == 1)
-        return json_fail(err, len, q,
-                         "holds a template; only a schedule's "
-                         "{{schedule.*}} are filled in a key");
-    return 0;
+    /* A foreach step's key may name its element ("label-{{issue.n}}"):
+     * each element's job has it filled. */
+    while ((rc = spec__tpl_next(&pos, j, i, opts, q, &t, err, len)) == 1) {
+        if (!t.item)
+            return json_fail(err, len, q,
+                             "holds a template; only a schedule's "
+                             "{{schedule.*}} and a foreach step's element "
+                             "are filled in a key");
+    }
+    return rc;
 }
 
 int
@@ -559,7 +570,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
     cJSON_ArrayForEach(it, steps)
     {
         step_path(p, i);
-        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0)
+        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0 ||
+            (rc = spec__step_foreach(it, p, j->key, &j->steps[i], err, len)))
             return rc;
         for (size_t k = 0; k < i; k++) {
             char q[PATH_LEN];

@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "tier/tier.h"
 #include "worker/batch.h"
+#include "worker/foreach.h"
 
 #define HOUR_MS (3600 * 1000)
 
@@ -215,8 +216,8 @@ worker__step_context(struct run *r, int64_t now, bool wrote,
 /* Commits the step's output, adding add_tokens to its count (the
  * correction of its last attempt's estimate, when worker__answer left it to
  * this write). */
-static void
-commit_step(struct run *r, const char *output, int64_t add_tokens)
+void
+worker__commit_step(struct run *r, const char *output, int64_t add_tokens)
 {
     struct worker *w = r->w;
     const struct config_tier *t = cur_tier(r);
@@ -241,7 +242,7 @@ act(struct run *r, const struct policy_decision *d,
 
     switch (d->action) {
     case POLICY_COMMIT:
-        commit_step(r, output, add_tokens);
+        worker__commit_step(r, output, add_tokens);
         return;
     case POLICY_BACKOFF_RETRY:
         if (c->outcome == POLICY_SOFT_THROTTLE) {

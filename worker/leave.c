@@ -10,6 +10,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "worker/batch.h"
+#include "worker/foreach.h"
 
 /* A wait up to this long keeps the job's slot; a longer one gives the job
  * back to the queue with a later run_at. */
@@ -28,8 +29,10 @@ worker__progress(const struct run *r, const char *what)
 void
 worker__finish(struct run *r, const char *state)
 {
-    if (!r->finished && state != NULL)
+    if (!r->finished && state != NULL) {
         worker__progress(r, state);
+        worker__foreach_ended(r);
+    }
     r->finished = true;
     worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);

@@ -16,6 +16,7 @@
 #include "park/park.h"
 #include "tier/tier.h"
 #include "worker/batch.h"
+#include "worker/foreach.h"
 
 int
 worker__tier_index(const struct worker *w, const char *name)
@@ -284,6 +285,10 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         return;
     case WORKER_GATE_GO:
         break;
+    }
+    if (cur_spec(r)->foreach_in != NULL) { /* one job per element */
+        worker__foreach_enter(r);
+        return;
     }
     if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);

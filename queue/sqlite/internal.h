@@ -61,6 +61,7 @@ enum q__stmt_id {
     ST_STEP_RESET,
     ST_JOB_REQUEUE,
     ST_JOB_END_PARKED,
+    ST_JOB_WAKE,
     ST_SCHED_GET,
     ST_SCHED_LIST,
     ST_SCHED_NOTE,
