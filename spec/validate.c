@@ -38,6 +38,7 @@ static const char *const step_keys[] = {"name",
                                         "tiers",
                                         "degrade",
                                         "when",
+                                        "stream",
                                         SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
@@ -74,6 +75,7 @@ enum {
     S_TIERS,
     S_DEGRADE,
     S_WHEN,
+    S_STREAM,
     S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
@@ -196,8 +198,9 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
 }
 
 /* Options of a chat body stepq cannot honour as a job's: a stream is the
- * tier's to ask for (the config's "stream"), and stepq keeps an answer's
- * first choice, so several choices would pay for answers nobody reads. */
+ * tier's or the step's to ask for (their "stream", which stepq reads as it
+ * comes), and stepq keeps an answer's first choice, so several choices
+ * would pay for answers nobody reads. */
 static int
 check_honoured(const cJSON *req, const char *path, char *err, size_t len)
 {
@@ -208,8 +211,9 @@ check_honoured(const cJSON *req, const char *path, char *err, size_t len)
     if (stream != NULL && !cJSON_IsFalse(stream))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.stream"),
-                         "a stream is the tier's \"stream\", not the "
-                         "job's: leave \"stream\" out (or false)");
+                         "a stream is asked for by the step's \"stream\" "
+                         "or the tier's, not in the request: leave it out "
+                         "(or false)");
     if (n != NULL && !(cJSON_IsNumber(n) && n->valuedouble == 1))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.n"),
@@ -292,8 +296,8 @@ check_degrade(const cJSON *d, const char *path, char *err, size_t len)
     return 0;
 }
 
-/* A step's body by its kind: a chat step's "request", an http step's
- * "http", and not the other's. */
+/* A step's body by its kind: a chat step's "request" (streamed when its
+ * "stream" says so), an http step's "http", and not the other's. */
 static int
 step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
           char *err, size_t len)
@@ -301,6 +305,12 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
     char p[PATH_LEN];
     int rc;
 
+    if (HAS(m, S_STREAM) &&
+        (rc = json_get_bool(o, "stream", path, &s->stream, err, len)) != 0)
+        return rc;
+    if (s->stream && s->kind != SPEC_STEP_CHAT)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "stream"),
+                         "only for steps of kind \"chat\"");
     if (HAS(m, S_REQUEST))
         s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
     if (HAS(m, S_HTTP))
