@@ -43,6 +43,7 @@ struct spec_step {
     const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
     const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
     const cJSON *when;           /* the step's condition (when.c), or NULL */
+    bool stream;                 /* chat: streamed on every tier it uses */
     bool templated;              /* what it sends holds a template */
     /* A chat step's tools (tools.c): "tools" as given, names of the
      * config's shared tools and inline definitions, or NULL; and the

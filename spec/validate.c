@@ -39,6 +39,7 @@ static const char *const step_keys[] = {"name",
                                         "degrade",
                                         "when",
                                         "foreach",
+                                        "stream",
                                         SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
@@ -76,6 +77,7 @@ enum {
     S_DEGRADE,
     S_WHEN,
     S_FOREACH,
+    S_STREAM,
     S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
@@ -198,8 +200,9 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
 }
 
 /* Options of a chat body stepq cannot honour as a job's: a stream is the
- * tier's to ask for (the config's "stream"), and stepq keeps an answer's
- * first choice, so several choices would pay for answers nobody reads. */
+ * tier's or the step's to ask for (their "stream", which stepq reads as it
+ * comes), and stepq keeps an answer's first choice, so several choices
+ * would pay for answers nobody reads. */
 static int
 check_honoured(const cJSON *req, const char *path, char *err, size_t len)
 {
@@ -210,8 +213,9 @@ check_honoured(const cJSON *req, const char *path, char *err, size_t len)
     if (stream != NULL && !cJSON_IsFalse(stream))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.stream"),
-                         "a stream is the tier's \"stream\", not the "
-                         "job's: leave \"stream\" out (or false)");
+                         "a stream is asked for by the step's \"stream\" "
+                         "or the tier's, not in the request: leave it out "
+                         "(or false)");
     if (n != NULL && !(cJSON_IsNumber(n) && n->valuedouble == 1))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.n"),
@@ -295,8 +299,8 @@ check_degrade(const cJSON *d, const char *path, char *err, size_t len)
     return 0;
 }
 
-/* A step's body by its kind: a chat step's "request", an http step's
- * "http", and not the other's. */
+/* A step's body by its kind: a chat step's "request" (streamed when its
+ * "stream" says so), an http step's "http", and not the other's. */
 static int
 step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
           char *err, size_t len)
@@ -304,6 +308,12 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
     char p[PATH_LEN];
     int rc;
 
+    if (HAS(m, S_STREAM) &&
+        (rc = json_get_bool(o, "stream", path, &s->stream, err, len)) != 0)
+        return rc;
+    if (s->stream && s->kind != SPEC_STEP_CHAT)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "stream"),
+                         "only for steps of kind \"chat\"");
     if (HAS(m, S_REQUEST))
         s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
     if (HAS(m, S_HTTP))

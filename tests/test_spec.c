@@ -197,6 +197,14 @@ static const struct bad_case bad[] = {
      JOB("{\"name\":\"a\",\"http\":{\"url\":\"http://x/\"},\"request\":{"
          "\"messages\":[{\"role\":\"user\"}]}}"),
      "steps[0].http: only for steps of kind \"http\""},
+    {"stream on an http step",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"stream\":true,\"http\":{"
+         "\"url\":\"http://127.0.0.1/\"}}"),
+     "steps[0].stream: only for steps of kind \"chat\""},
+    {"stream not bool",
+     JOB("{\"name\":\"a\",\"stream\":\"yes\",\"request\":{\"messages\":"
+         "[{\"role\":\"user\"}]}}"),
+     "steps[0].stream: must be true or false"},
     {"replayable not bool",
      JOB("{\"name\":\"a\",\"replayable\":\"yes\",\"request\":{\"messages\":"
          "[{\"role\":\"user\"}]}}"),

@@ -289,7 +289,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         add_warnings(o, p->t);
         return o;
     }
-    worker__unstream(p->t, &p->res);
+    worker__unstream(p->t, false, &p->res);
     hdrs = xcalloc(p->res.nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < p->res.nheaders; i++)
         hdrs[i] = (struct policy_header){p->res.headers[i].name,
