@@ -20,6 +20,11 @@ enum {
     CLI_USAGE = 2,
     CLI_NOTFOUND = 3,
     CLI_CONFLICT = 4,
+    /* `jobs wait` only: the job failed or was cancelled; it parked; the
+     * timeout came first. */
+    CLI_WAIT_FAILED = 5,
+    CLI_WAIT_PARKED = 6,
+    CLI_WAIT_TIMEOUT = 7,
     /* Not an exit code: the command printed its help on request. The
      * dispatcher turns it into exit 0; it is positive so that a negative
      * errno can never be mistaken for it. */
@@ -171,6 +176,17 @@ int cli_usage_asked(int argc, char **argv, const char *usage);
  * (exit 2). */
 int cli_subcommand(struct cli_env *env, int argc, char **argv,
                    const struct cli_sub *subs, const char *usage);
+
+/* cli_jobs_args parses the arguments of `jobs SUB ID [options]` into
+ * opts and *id; 0, or the exit code (message printed: "jobs SUB: which
+ * job?" without an ID). cmd_jobs.c. */
+int cli_jobs_args(int argc, char **argv, const struct cli_opt *opts,
+                  const char *sub, const char *usage, long long *id);
+/* cli_jobs_wait runs `stepq jobs wait ID [--timeout S] [--json]`
+ * (cmd_jobs_wait.c; usage: the jobs command's): exit 0 when the job
+ * succeeded, CLI_WAIT_FAILED, CLI_WAIT_PARKED or CLI_WAIT_TIMEOUT. */
+int cli_jobs_wait(struct cli_env *env, int argc, char **argv,
+                  const char *usage);
 
 /* cli_read_input reads the --input of command cmd: JSON text, or @FILE
  * to read it from a file (arg NULL: none, *out NULL). Returns 0 with *out

@@ -35,13 +35,14 @@ struct shown {
 static void
 print_result(const struct q_copy_counts *c, const struct shown *sh, bool json)
 {
-    static const char *const names[11] = {
-        "jobs",        "steps",     "attempts",    "park",
-        "tiers",       "schedules", "tier_events", "budgets",
-        "job_retries", "operators", "audit"};
-    const int64_t v[11] = {c->jobs,    c->steps,     c->attempts,    c->park,
-                           c->tiers,   c->schedules, c->tier_events, c->budgets,
-                           c->retries, c->operators, c->audit};
+    static const char *const names[13] = {
+        "jobs",      "steps",       "attempts",   "park",        "tiers",
+        "schedules", "tier_events", "budgets",    "job_retries", "operators",
+        "audit",     "batches",     "batch_items"};
+    const int64_t v[13] = {
+        c->jobs,      c->steps,       c->attempts,   c->park,    c->tiers,
+        c->schedules, c->tier_events, c->budgets,    c->retries, c->operators,
+        c->audit,     c->batches,     c->batch_items};
 
     if (json) {
         cJSON *root = cJSON_CreateObject();

@@ -25,14 +25,16 @@ static const char usage[] =
     "own 5xx storm). It creates a database in a fresh folder under $TMPDIR\n"
     "(or /tmp), enqueues a nightly batch of changelog jobs (summarize_prs,\n"
     "write_changelog, post_comment; half of the posts carry an idempotency\n"
-    "key) and runs the real worker until the queue drains, in under 30 s,\n"
-    "with a live progress line. It then prints what each outcome and\n"
-    "decision did, which steps were parked and why, and the commands to\n"
-    "inspect and resolve them. The folder and its database are kept. No\n"
-    "API key is needed; --db and --config are ignored. Ctrl-C stops the\n"
-    "worker early and still prints the summary.\n"
+    "key) and one triage agent (tier \"agent\": its model labels an issue\n"
+    "with two tool calls, then asks to post a comment, which is parked for\n"
+    "approval before it is sent), and runs the real worker until the queue\n"
+    "drains, in under 30 s, with a live progress line. It then prints what\n"
+    "each outcome and decision did, which steps were parked and why, and\n"
+    "the commands to inspect and resolve them. The folder and its database\n"
+    "are kept. No API key is needed; --db and --config are ignored. Ctrl-C\n"
+    "stops the worker early and still prints the summary.\n"
     "\n"
-    "  --jobs N   jobs in the batch (1 to 200, default 20)\n";
+    "  --jobs N   changelog jobs in the batch (1 to 200, default 20)\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -156,6 +158,15 @@ explain(const struct q_attempt_group *g)
         return "no answer recorded: in flight when the worker stopped";
     if (dec == NULL)
         return "answered, no decision recorded";
+    if (strcmp(dec, "tool_calls") == 0)
+        return "agent turn: the model called tools, each call recorded "
+               "before it is sent";
+    if (strcmp(dec, "tool_result") == 0)
+        return "agent tool call: sent once, its result goes back to the "
+               "model";
+    if (strcmp(dec, "park_for_human") == 0 && strcmp(o, "approval") == 0)
+        return "agent call that needs approval: parked before it was sent, "
+               "with its arguments";
     if (strcmp(dec, "commit") == 0)
         return http ? "posted: the job is done"
                     : "answered: output committed, the job moved on";
@@ -185,6 +196,21 @@ explain(const struct q_attempt_group *g)
     return "";
 }
 
+/* Who made the attempts of g: a tier, an agent's tool call, or a post. */
+static const char *
+who(const struct q_attempt_group *g)
+{
+    const char *o = g->outcome ? g->outcome : "", *dec = g->decision;
+
+    if (g->tier != NULL)
+        return g->tier;
+    if (dec != NULL &&
+        (strcmp(dec, "tool_result") == 0 ||
+         (strcmp(dec, "park_for_human") == 0 && strcmp(o, "approval") == 0)))
+        return "tool";
+    return "post";
+}
+
 static void
 print_ledger(q_db *db, const struct demo_tally *t)
 {
@@ -205,9 +231,8 @@ print_ledger(q_db *db, const struct demo_tally *t)
         else
             snprintf(what, sizeof(what), "%s",
                      g[i].outcome ? g[i].outcome : "none");
-        printf("  %-8s %-34s -> %-19s x%lld\n", g[i].tier ? g[i].tier : "post",
-               what, g[i].decision ? g[i].decision : "-",
-               (long long)g[i].count);
+        printf("  %-8s %-34s -> %-19s x%lld\n", who(&g[i]), what,
+               g[i].decision ? g[i].decision : "-", (long long)g[i].count);
         printf("           %s\n", explain(&g[i]));
     }
     q_attempt_groups_free(g, n);
@@ -310,13 +335,47 @@ self_command(char *buf, size_t len)
     return shell_word(exe, buf, len);
 }
 
+/* The commands that resolve post item id and approval item appr (0:
+ * none of that kind). */
+static void
+print_resolve(const char *self, const char *path, int64_t id, int64_t appr)
+{
+    if (id > 0) {
+        printf("  %s --db %s park resolve %lld --retry\n"
+               "      send the post again (run a worker with a reachable "
+               "endpoint after it)\n",
+               self, path, (long long)id);
+        printf(
+            "  %s --db %s park resolve %lld --skip\n"
+            "      go on without the post (the next worker finishes the job)\n",
+            self, path, (long long)id);
+        printf(
+            "  %s --db %s park resolve %lld --done --output -\n"
+            "      you posted it by hand: record the output (the next worker\n"
+            "      finishes the job)\n",
+            self, path, (long long)id);
+    }
+    if (appr > 0) {
+        printf("  %s --db %s park resolve %lld --approve --by you\n"
+               "      let the agent's comment go as shown (--args - to edit "
+               "it; the next\n      worker posts it and asks the model "
+               "again)\n",
+               self, path, (long long)appr);
+        printf("  %s --db %s park resolve %lld --reject --note 'not in "
+               "public'\n"
+               "      never posted; the model receives your note as the "
+               "result\n",
+               self, path, (long long)appr);
+    }
+}
+
 static int64_t
 print_parked(q_db *db, const char *path)
 {
     char self[PATH_MAX + 64], db_word[PATH_MAX + 64];
     struct q_park_brief *p = NULL;
     size_t n = 0;
-    int64_t first = 0, job = 0;
+    int64_t first = 0, appr = 0, job = 0;
 
     if (q_stats_park_open(db, 0, &p, &n) != 0) {
         cli_error("demo: cannot read the park table");
@@ -327,10 +386,14 @@ print_parked(q_db *db, const char *path)
                "with idempotency keys).\n");
     } else {
         printf("\nParked for a human (%zu):\n", n);
-        first = p[0].id;
         job = p[0].job_id;
     }
     for (size_t i = 0; i < n; i++) {
+        bool approval = strcmp(p[i].reason, "approval") == 0;
+        if (approval && appr == 0)
+            appr = p[i].id;
+        else if (!approval && first == 0)
+            first = p[i].id;
         printf("  park %lld: job %lld %s, step %s, reason %s\n",
                (long long)p[i].id, (long long)p[i].job_id, p[i].job_name,
                p[i].step, p[i].reason);
@@ -345,21 +408,9 @@ print_parked(q_db *db, const char *path)
     printf("\nInspect and resolve:\n");
     printf("  %s --db %s park list\n", self, path);
     if (n > 0) {
-        printf("  %s --db %s park show %lld\n", self, path, (long long)first);
+        printf("  %s --db %s park show %lld\n", self, path, (long long)p[0].id);
         printf("  %s --db %s jobs show %lld\n", self, path, (long long)job);
-        printf("  %s --db %s park resolve %lld --retry\n"
-               "      send the post again (run a worker with a reachable "
-               "endpoint after it)\n",
-               self, path, (long long)first);
-        printf(
-            "  %s --db %s park resolve %lld --skip\n"
-            "      go on without the post (the next worker finishes the job)\n",
-            self, path, (long long)first);
-        printf(
-            "  %s --db %s park resolve %lld --done --output -\n"
-            "      you posted it by hand: record the output (the next worker\n"
-            "      finishes the job)\n",
-            self, path, (long long)first);
+        print_resolve(self, path, first, appr);
     }
     q_park_briefs_free(p, n);
     return (int64_t)n;
@@ -444,6 +495,9 @@ print_header(const demo *d, int njobs)
     }
     printf("  every other post has an idempotency key; the rest must never "
            "be sent twice\n");
+    printf("  plus a triage agent (tier agent): it labels issue 412 with two "
+           "tool calls,\n  then asks to post a comment, which waits for "
+           "your approval\n");
     printf("  database %s\n\n", paths->db);
     fflush(stdout);
 }

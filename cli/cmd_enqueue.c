@@ -29,28 +29,31 @@
 #define SPOOL_MEM (4 * 1024 * 1024)
 
 static const char usage[] =
-    "usage: stepq enqueue [FILE|-] [--input JSON|@FILE] [--key K]\n"
+    "usage: stepq enqueue [FILE...|-] [--input JSON|@FILE] [--key K]\n"
     "                     [--run-at T] [--priority N] [--json]\n"
     "\n"
-    "Reads one job, a JSON array of jobs, or JSON lines (one job per line)\n"
-    "from FILE or standard input. Every job is validated as it is read and\n"
-    "written in one transaction, committed at the end: one bad job and\n"
-    "nothing is written. Input from a pipe is read to its end first (past\n"
-    "4 MiB into a spool file in $TMPDIR), so a slow producer holds no lock.\n"
+    "Reads one job, a JSON array of jobs, or jobs one after another (JSON\n"
+    "lines, or pretty-printed objects each starting on a new line) from\n"
+    "each FILE in turn, or standard input. Every job is validated as it is\n"
+    "read and all are written in one transaction, committed at the end: one\n"
+    "bad job in any file and nothing is written. Input from a pipe is read\n"
+    "to its end first (past 4 MiB into a spool file in $TMPDIR), so a slow\n"
+    "producer holds no lock.\n"
     "Prints each job's id (--json: {\"id\":N,\"duplicate\":false}, an array\n"
     "for several jobs). A job whose key exists is not added again: its id\n"
     "is printed with duplicate true, exit 0.\n"
     "\n"
     "  --input JSON   every job's input (JSON text, or @FILE to read it),\n"
     "                 read by {{input.PATH}} templates\n"
-    "  --key K        dedupe key (one job only)\n"
-    "  --run-at T     not before T (RFC 3339, e.g. 2026-11-30T03:40:00Z)\n"
+    "  --key K        dedupe key (one job only, over all the files)\n"
+    "  --run-at T     not before T: RFC 3339 (2026-11-30T03:40:00Z), or a\n"
+    "                 span from now (+90s, +10m, +2h, +1d)\n"
     "  --priority N   higher runs first (default 0)\n"
     "  --json         print JSON\n";
 
 static int
 parse_overrides(const char *key, const char *run_at, const char *prio,
-                struct q_enqueue_opts *o)
+                struct q_enqueue_opts *o, int64_t *run_after)
 {
     if (key != NULL) {
         char err[128];
@@ -62,13 +65,15 @@ parse_overrides(const char *key, const char *run_at, const char *prio,
         o->key = key;
     }
     if (run_at != NULL) {
-        if (clock_parse_utc(run_at, &o->run_at) != 0) {
-            cli_error("enqueue: --run-at %s is not an RFC 3339 time such as "
-                      "2026-11-30T03:40:00Z",
+        if (clock_parse_after(run_at, &o->run_at, run_after) != 0) {
+            cli_error("enqueue: --run-at %s is neither an RFC 3339 time such "
+                      "as 2026-11-30T03:40:00Z nor a span from now such as "
+                      "+90s, +10m, +2h or +1d (a whole number and s, m, h or "
+                      "d)",
                       run_at);
             return CLI_USAGE;
         }
-        o->has_run_at = true;
+        o->has_run_at = *run_after < 0; /* a span: set at the enqueue */
     }
     if (prio != NULL) {
         char *end;
@@ -297,10 +302,11 @@ gather(FILE *f, const char *name, char **mem, size_t *len, FILE **spool)
     return CLI_RUNTIME;
 }
 
-/* Feeds the input to the stream; 0, or the exit code (message printed).
- * A regular file is read as it comes; other input is gathered first. */
+/* Feeds the input to the stream and ends it (last: commits); 0, or the
+ * exit code (message printed). A regular file is read as it comes; other
+ * input is gathered first. */
 static int
-read_input(const char *file, struct sink *k)
+read_input(const char *file, bool last, struct sink *k)
 {
     const char *name = strcmp(file, "-") ? file : "stdin";
     FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin, *in;
@@ -345,7 +351,8 @@ read_input(const char *file, struct sink *k)
         rc = -EIO;
         k->exit_code = CLI_RUNTIME;
     } else if (rc == 0) {
-        rc = spec_enqueue_end(k->e, err, sizeof(err));
+        rc = last ? spec_enqueue_end(k->e, err, sizeof(err))
+                  : spec_enqueue_next(k->e, err, sizeof(err));
     }
     free(buf);
     free(mem);
@@ -362,11 +369,29 @@ read_input(const char *file, struct sink *k)
     return rc != 0 ? k->exit_code : 0;
 }
 
+/* The files to read: every positional argument ("-" once at most), or
+ * standard input. 0, or the exit code (message printed). */
+static int
+check_files(const char **pos, int npos)
+{
+    bool dash = false;
+
+    for (int i = 0; i < npos; i++) {
+        if (strcmp(pos[i], "-") == 0 && dash) {
+            cli_error("enqueue: - (standard input) is given twice");
+            return CLI_USAGE;
+        }
+        dash = dash || strcmp(pos[i], "-") == 0;
+    }
+    return 0;
+}
+
 int
 cmd_enqueue(struct cli_env *env, int argc, char **argv)
 {
-    const char *key = NULL, *run_at = NULL, *prio = NULL, *file = "-";
-    const char *input_arg = NULL;
+    const char *key = NULL, *run_at = NULL, *prio = NULL;
+    const char *input_arg = NULL,
+               **pos = xcalloc((size_t)argc + 1, sizeof(*pos));
     bool json = false, many = false;
     struct cli_opt opts[] = {
         {"key", &key, NULL},       {"run-at", &run_at, NULL},
@@ -377,15 +402,16 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
     const struct config *cfg = NULL;
     const struct q_enqueue_result *res;
     cJSON *input = NULL;
-    const char *pos[1];
+    int64_t run_after = -1;
     int npos = 0, rc;
     size_t n = 0;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos == 1)
-        file = pos[0];
-    if ((rc = parse_overrides(key, run_at, prio, &over)) != 0 ||
+    if ((rc = cli_parse_args(argc, argv, opts, pos, argc, &npos, usage)) != 0)
+        goto out;
+    if (npos == 0)
+        pos[npos++] = "-";
+    if ((rc = check_files(pos, npos)) != 0 ||
+        (rc = parse_overrides(key, run_at, prio, &over, &run_after)) != 0 ||
         (rc = cli_read_input("enqueue", input_arg, &input)) != 0 ||
         (rc = cli_config(env, &cfg)) != 0)
         goto out;
@@ -396,9 +422,13 @@ cmd_enqueue(struct cli_env *env, int argc, char **argv)
                                     .cfg = cfg,
                                     .input = input,
                                     .over = &over,
+                                    .has_run_after = run_after >= 0,
+                                    .run_after_ms = run_after,
                                     .before_commit = audit_enqueued});
-    if ((rc = read_input(file, &k)) != 0)
-        goto out;
+    for (int i = 0; i < npos; i++) {
+        if ((rc = read_input(pos[i], i == npos - 1, &k)) != 0)
+            goto out;
+    }
     res = spec_enqueue_results(k.e, &n, &many);
     print_results(res, n, many, json);
     rc = CLI_OK;
@@ -407,5 +437,6 @@ out:
     if (q_close(k.db) != 0 && rc == CLI_OK)
         rc = CLI_RUNTIME;
     cJSON_Delete(input);
+    free(pos);
     return rc;
 }

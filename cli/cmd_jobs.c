@@ -1,4 +1,5 @@
-/* cmd_jobs.c: stepq jobs list|show|cancel|retry. */
+/* cmd_jobs.c: stepq jobs list|show|cancel|retry|wait (wait in
+ * cmd_jobs_wait.c). */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@ static const char usage[] =
     "       stepq jobs cancel ID [--by NAME] [--json]\n"
     "       stepq jobs retry ID [--from STEP] [--force-side-effects] "
     "[--by NAME] [--json]\n"
+    "       stepq jobs wait ID [--timeout S] [--json]\n"
     "\n"
     "list    every job, oldest first; --state queued|running|succeeded|\n"
     "        failed|parked|cancelled keeps one state\n"
@@ -38,7 +40,12 @@ static const char usage[] =
     "        name). Exit 4 for a job in another state or a sent side\n"
     "        effect, 3 if there is no such job, 2 for a bad --from; --json\n"
     "        prints {\"id\":N,\"state\":\"queued\",\"from\":STEP,"
-    "\"by\":NAME,\"run_at\":T}\n";
+    "\"by\":NAME,\"run_at\":T}\n"
+    "wait    wait until the job ends or parks, at most --timeout S\n"
+    "        (seconds, or 10m, 2h); prints the outcome (--json: the job as\n"
+    "        show gives it). Exit 0 succeeded, 5 failed or cancelled, 6\n"
+    "        parked (a person must act), 7 the timeout came first, 3 no such\n"
+    "        job\n";
 
 static int
 jobs_list(struct cli_env *env, int argc, char **argv)
@@ -275,9 +282,40 @@ print_job_text(const cJSON *o)
         }
         cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "history"))
             print_attempt(h, retries, &after);
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(s, "elements"))
+            printf("    element %-4d job %-6d %s%s%s\n",
+                   cJSON_GetObjectItem(h, "index")->valueint,
+                   cJSON_GetObjectItem(h, "job")->valueint,
+                   cli_json_text(h, "state"),
+                   cJSON_IsString(cJSON_GetObjectItem(h, "error")) ? ": " : "",
+                   cJSON_IsString(cJSON_GetObjectItem(h, "error"))
+                       ? cli_json_text(h, "error")
+                       : "");
         print_calls_parked(o, cli_json_text(s, "name"));
     }
     cli_print_audit(cJSON_GetObjectItem(o, "audit"), "  ");
+}
+
+int
+cli_jobs_args(int argc, char **argv, const struct cli_opt *opts,
+              const char *sub, const char *help, long long *id)
+{
+    const char *pos[1];
+    int npos = 0, rc;
+
+    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, help)) != 0)
+        return rc;
+    if (npos != 1) {
+        cli_error("jobs %s: which job? (stepq jobs %s ID)", sub, sub);
+        return CLI_USAGE;
+    }
+    return cli_parse_id(pos[0], id);
+}
+
+static int
+jobs_wait(struct cli_env *env, int argc, char **argv)
+{
+    return cli_jobs_wait(env, argc, argv, usage);
 }
 
 static int
@@ -285,19 +323,12 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 {
     bool json = false;
     struct cli_opt opts[] = {{"json", NULL, &json}, {NULL, NULL, NULL}};
-    const char *pos[1];
     long long id = 0;
     cJSON *o = NULL;
     q_db *db = NULL;
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos != 1) {
-        cli_error("jobs show: which job? (stepq jobs show ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "show", usage, &id)) != 0)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
@@ -323,22 +354,16 @@ jobs_show(struct cli_env *env, int argc, char **argv)
 static int
 jobs_cancel(struct cli_env *env, int argc, char **argv)
 {
-    const char *pos[1], *by = NULL;
+    const char *by = NULL;
     bool json = false;
     struct cli_opt opts[] = {
         {"by", &by, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
     struct park_audit a = {0};
     long long id = 0;
     q_db *db = NULL;
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
-        return rc;
-    if (npos != 1) {
-        cli_error("jobs cancel: which job? (stepq jobs cancel ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "cancel", usage, &id)) != 0)
         return rc;
     if ((rc = cli_open_db(env, &db)) != 0)
         return rc;
@@ -373,7 +398,6 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
 {
     struct park_retry r = {0};
     struct park_retried done;
-    const char *pos[1];
     bool json = false;
     struct cli_opt opts[] = {
         {"from", &r.from, NULL},
@@ -386,16 +410,11 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
     long long id = 0;
     q_db *db = NULL;
     char err[512];
-    int npos = 0, rc;
+    int rc;
 
-    if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0)
+    if ((rc = cli_jobs_args(argc, argv, opts, "retry", usage, &id)) != 0)
         return rc;
-    if (npos != 1) {
-        cli_error("jobs retry: which job? (stepq jobs retry ID)");
-        return CLI_USAGE;
-    }
-    if ((rc = cli_parse_id(pos[0], &id)) != 0 ||
-        (rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
+    if ((rc = cli_config(env, &cfg)) != 0 || (rc = cli_open_db(env, &db)) != 0)
         return rc;
     if (r.by == NULL)
         r.by = cli_login_name();
@@ -427,11 +446,9 @@ jobs_retry(struct cli_env *env, int argc, char **argv)
 int
 cmd_jobs(struct cli_env *env, int argc, char **argv)
 {
-    static const struct cli_sub subs[] = {{"list", jobs_list},
-                                          {"show", jobs_show},
-                                          {"cancel", jobs_cancel},
-                                          {"retry", jobs_retry},
-                                          {NULL, NULL}};
+    static const struct cli_sub subs[] = {
+        {"list", jobs_list},   {"show", jobs_show}, {"cancel", jobs_cancel},
+        {"retry", jobs_retry}, {"wait", jobs_wait}, {NULL, NULL}};
 
     return cli_subcommand(env, argc, argv, subs, usage);
 }

@@ -434,11 +434,73 @@ resolved(int rc, bool json, bool all, long long id, int64_t n,
     }
 }
 
+/* Which items: one ID, or --all-matching with its filters (where --tier
+ * picks the items; with one item it is the tier to retry on). */
+static int
+pick_items(bool all, int npos, const char *const *pos, const char *reason,
+           const char *job, const char *tier, long long *id,
+           struct q_park_filter *f)
+{
+    int rc;
+
+    if (all == (npos == 1)) {
+        cli_error("park resolve: give one item ID or --all-matching");
+        return CLI_USAGE;
+    }
+    if (!all && (reason != NULL || job != NULL)) {
+        cli_error("park resolve: --reason and --job go with --all-matching");
+        return CLI_USAGE;
+    }
+    if ((!all && (rc = cli_parse_id(pos[0], id)) != 0) ||
+        (rc = parse_job_filter(job, &f->job_id)) != 0 ||
+        (rc = check_reason_filter(reason)) != 0)
+        return rc;
+    f->reason = reason;
+    f->tier = all ? tier : NULL;
+    return 0;
+}
+
+/* Resolves the checked decision d in the store, with its audit row, and
+ * returns the exit code. */
+static int
+resolve_in_store(struct cli_env *env, struct park_decision *d, bool all,
+                 long long id, const struct q_park_filter *f,
+                 const char *not_before, bool json)
+{
+    struct park_audit a = {0};
+    q_db *db = NULL;
+    char err[512];
+    int64_t n = 0;
+    int rc;
+
+    if ((rc = cli_open_db(env, &db)) != 0)
+        return rc;
+    /* A tool call's item: approve/reject only there, edited arguments
+     * checked against the tool's parameters (exit 2, nothing changed). */
+    if (!all && park_tool_check(db, id, d, err, sizeof(err)) == -EINVAL) {
+        cli_error("park resolve: park item %lld: %s", id, err);
+        q_close(db);
+        return CLI_USAGE;
+    }
+    d->now = cli_now(db);
+    if (not_before != NULL &&
+        (rc = parse_not_before(not_before, d->how == PARK_RETRY, d->now,
+                               &d->not_before)) != 0) {
+        q_close(db);
+        return rc;
+    }
+    cli_audit_by(db, &a);
+    rc = all ? park_resolve_matching_audited(db, f, d, &n, &a)
+             : park_resolve_audited(db, id, d, &a);
+    q_close(db);
+    return resolved(rc, json, all, id, n, d->how);
+}
+
 static int
 resolve_cmd(struct cli_env *env, int argc, char **argv)
 {
     bool how[PARK_REJECT + 1] = {false}, all = false, json = false;
-    bool lift = false, retry;
+    bool lift = false;
     const char *tier = NULL, *output = NULL, *by = NULL, *note = NULL;
     const char *args = NULL;
     const char *reason = NULL, *job = NULL, *not_before = NULL;
@@ -462,74 +524,31 @@ resolve_cmd(struct cli_env *env, int argc, char **argv)
                              {NULL, NULL, NULL}};
     struct park_decision d = {0};
     struct q_park_filter f = {0};
-    struct park_audit a = {0};
     const char *pos[1];
-    char *text = NULL, *args_text = NULL, err[512];
+    char *text = NULL, *args_text = NULL;
     long long id = 0;
-    int64_t n = 0;
-    q_db *db = NULL;
     int npos = 0, rc;
 
     if ((rc = cli_parse_args(argc, argv, opts, pos, 1, &npos, usage)) != 0 ||
-        (rc = pick_resolution(how, &d.how)) != 0)
+        (rc = pick_resolution(how, &d.how)) != 0 ||
+        (rc = pick_items(all, npos, pos, reason, job, tier, &id, &f)) != 0)
         return rc;
-    retry = d.how == PARK_RETRY;
-    if (all == (npos == 1)) {
-        cli_error("park resolve: give one item ID or --all-matching");
-        return CLI_USAGE;
-    }
-    if (!all && (reason != NULL || job != NULL)) {
-        cli_error("park resolve: --reason and --job go with --all-matching");
-        return CLI_USAGE;
-    }
-    if ((!all && (rc = cli_parse_id(pos[0], &id)) != 0) ||
-        (rc = parse_job_filter(job, &f.job_id)) != 0 ||
-        (rc = check_reason_filter(reason)) != 0)
-        return rc;
-    /* With --all-matching, --tier picks the items (a filter); with one
-     * item it is the tier to retry on. */
-    f.reason = reason;
-    f.tier = all ? tier : NULL;
     d.tier = all ? NULL : tier;
     d.output = output != NULL ? "" : NULL; /* the rules first, then read */
     d.by = by ? by : cli_login_name();
     d.note = note;
     d.lift_wall = lift;
     d.args = args != NULL ? "{}" : NULL; /* the rules first, then read */
-    if ((rc = check_decision(env, &d, all, all && retry ? tier : NULL)) != 0)
+    if ((rc = check_decision(env, &d, all,
+                             all && d.how == PARK_RETRY ? tier : NULL)) != 0)
         return rc;
-    if ((output != NULL && ((rc = read_output(output, false, &d, &text)) != 0 ||
-                            (rc = check_decision(env, &d, all, NULL)) != 0)) ||
-        (args != NULL && (rc = read_output(args, true, &d, &args_text)) != 0) ||
-        (rc = cli_open_db(env, &db)) != 0) {
-        free(text);
-        free(args_text);
-        return rc;
-    }
-    /* A tool call's item: approve/reject only there, edited arguments
-     * checked against the tool's parameters (exit 2, nothing changed). */
-    if (!all && (rc = park_tool_check(db, id, &d, err, sizeof(err))) == -EINVAL)
-        cli_error("park resolve: park item %lld: %s", id, err);
-    if (!all && rc == -EINVAL) {
-        q_close(db);
-        free(text);
-        free(args_text);
-        return CLI_USAGE;
-    }
-    d.now = cli_now(db);
-    if (not_before != NULL &&
-        (rc = parse_not_before(not_before, retry, d.now, &d.not_before)) != 0) {
-        q_close(db);
-        free(text);
-        return rc;
-    }
-    cli_audit_by(db, &a);
-    rc = all ? park_resolve_matching_audited(db, &f, &d, &n, &a)
-             : park_resolve_audited(db, id, &d, &a);
-    q_close(db);
+    if ((output == NULL || ((rc = read_output(output, false, &d, &text)) == 0 &&
+                            (rc = check_decision(env, &d, all, NULL)) == 0)) &&
+        (args == NULL || (rc = read_output(args, true, &d, &args_text)) == 0))
+        rc = resolve_in_store(env, &d, all, id, &f, not_before, json);
     free(text);
     free(args_text);
-    return resolved(rc, json, all, id, n, d.how);
+    return rc;
 }
 
 int

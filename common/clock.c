@@ -125,27 +125,56 @@ clock_parse_utc(const char *s, int64_t *out)
     return 0;
 }
 
+/* The units of a span, and the longest span (ten years). */
+static const struct {
+    char unit;
+    int64_t ms;
+} span_units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}};
+#define SPAN_MAX_MS (3660 * 86400000LL)
+
 int
-clock_parse_since(const char *s, int64_t now, int64_t *out)
+clock_parse_span(const char *s, int64_t *ms)
 {
-    static const struct {
-        char unit;
-        int64_t ms;
-    } units[] = {{'s', 1000}, {'m', 60000}, {'h', 3600000}, {'d', 86400000}};
     int64_t v = 0;
     size_t n = 0;
 
-    if (clock_parse_utc(s, out) == 0)
-        return 0;
     while (s[n] >= '0' && s[n] <= '9' && n < 7)
         v = v * 10 + (s[n++] - '0');
     if (n == 0 || s[n] == '\0' || s[n + 1] != '\0')
         return -EINVAL;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (s[n] == units[i].unit && v * units[i].ms <= 3660 * 86400000LL) {
-            *out = now - v * units[i].ms;
+    for (size_t i = 0; i < sizeof(span_units) / sizeof(span_units[0]); i++) {
+        if (s[n] == span_units[i].unit && v * span_units[i].ms <= SPAN_MAX_MS) {
+            *ms = v * span_units[i].ms;
             return 0;
         }
     }
     return -EINVAL;
+}
+
+int
+clock_parse_since(const char *s, int64_t now, int64_t *out)
+{
+    int64_t span;
+
+    if (clock_parse_utc(s, out) == 0)
+        return 0;
+    if (clock_parse_span(s, &span) != 0)
+        return -EINVAL;
+    *out = now - span;
+    return 0;
+}
+
+int
+clock_parse_after(const char *s, int64_t *at, int64_t *after)
+{
+    int64_t span;
+
+    if (clock_parse_utc(s, at) == 0) {
+        *after = -1;
+        return 0;
+    }
+    if (clock_parse_span(s + (s[0] == '+'), &span) != 0)
+        return -EINVAL;
+    *after = span;
+    return 0;
 }

@@ -28,4 +28,15 @@ int clock_parse_utc(const char *s, int64_t *out);
  * an RFC 3339 time. Returns 0 with *out set, or -EINVAL. */
 int clock_parse_since(const char *s, int64_t now, int64_t *out);
 
+/* clock_parse_span reads a span such as "90s", "10m", "2h" or "1d" (a
+ * whole number and one unit, at most ten years) into ms. Returns 0, or
+ * -EINVAL with *ms untouched. */
+int clock_parse_span(const char *s, int64_t *ms);
+
+/* clock_parse_after reads a time to wait for (a run_at): an RFC 3339
+ * time (*at set, *after -1), or a span from now, "+10m" or "10m" (*after
+ * set to its ms, *at untouched: the caller adds its own now). Returns 0,
+ * or -EINVAL with both untouched (a span back, "-10m", is not one). */
+int clock_parse_after(const char *s, int64_t *at, int64_t *after);
+
 #endif

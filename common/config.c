@@ -256,6 +256,56 @@ parse_schedules(const cJSON *v, const char *dir, struct config *c, char *err,
     return 0;
 }
 
+/* "tiers": an array of tiers with distinct names. */
+static int
+parse_tiers(const cJSON *v, const char *dir, struct config *c, char *err,
+            size_t len)
+{
+    const cJSON *it;
+    char p[64];
+    int rc, i = 0;
+
+    if (!cJSON_IsArray(v))
+        return json_fail(err, len, "tiers", "must be an array");
+    c->tiers = xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->tiers));
+    cJSON_ArrayForEach(it, v)
+    {
+        json_path_index(p, sizeof(p), "tiers", i);
+        if ((rc = config__parse_tier(it, p, dir, &c->tiers[c->ntiers], err,
+                                     len)))
+            return rc;
+        c->ntiers++;
+        for (int k = 0; k < i; k++) {
+            if (strcmp(c->tiers[k].name, c->tiers[i].name) == 0)
+                return json_fail(err, len, p, "duplicate tier name %s",
+                                 c->tiers[i].name);
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* "classify": an array of user rules. */
+static int
+parse_rules(const cJSON *v, struct config *c, char *err, size_t len)
+{
+    const cJSON *it;
+    char p[64];
+    int rc, i = 0;
+
+    if (!cJSON_IsArray(v))
+        return json_fail(err, len, "classify", "must be an array");
+    c->rules = xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->rules));
+    cJSON_ArrayForEach(it, v)
+    {
+        json_path_index(p, sizeof(p), "classify", i++);
+        if ((rc = parse_rule(it, p, &c->rules[c->nrules], err, len)))
+            return rc;
+        c->nrules++;
+    }
+    return 0;
+}
+
 char *
 config__resolve_path(const char *dir, const char *rel)
 {
@@ -312,11 +362,11 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
                                        "budgets",
                                        "tools",
                                        "retention",
+                                       "hooks",
                                        NULL};
     const char *db = NULL, *on_park = NULL, *on_done = NULL, *on_fail = NULL;
-    const cJSON *v, *it;
-    char p[64];
-    int rc, i;
+    const cJSON *v;
+    int rc;
 
     if ((rc = json_check_object(root, "", keys, err, len)) ||
         (rc = json_get_string(root, "db", false, "", &db, err, len)) ||
@@ -337,41 +387,12 @@ parse_root(const cJSON *root, const char *dir, struct config *c, char *err,
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "policy")) &&
         (rc = parse_policy(v, &c->policy, err, len)))
         return rc;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tiers")) != NULL) {
-        if (!cJSON_IsArray(v))
-            return json_fail(err, len, "tiers", "must be an array");
-        c->tiers =
-            xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->tiers));
-        i = 0;
-        cJSON_ArrayForEach(it, v)
-        {
-            json_path_index(p, sizeof(p), "tiers", i);
-            if ((rc = config__parse_tier(it, p, dir, &c->tiers[c->ntiers], err,
-                                         len)))
-                return rc;
-            c->ntiers++;
-            for (int k = 0; k < i; k++) {
-                if (strcmp(c->tiers[k].name, c->tiers[i].name) == 0)
-                    return json_fail(err, len, p, "duplicate tier name %s",
-                                     c->tiers[i].name);
-            }
-            i++;
-        }
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "classify")) != NULL) {
-        if (!cJSON_IsArray(v))
-            return json_fail(err, len, "classify", "must be an array");
-        c->rules =
-            xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*c->rules));
-        i = 0;
-        cJSON_ArrayForEach(it, v)
-        {
-            json_path_index(p, sizeof(p), "classify", i++);
-            if ((rc = parse_rule(it, p, &c->rules[c->nrules], err, len)))
-                return rc;
-            c->nrules++;
-        }
-    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tiers")) != NULL &&
+        (rc = parse_tiers(v, dir, c, err, len)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "classify")) != NULL &&
+        (rc = parse_rules(v, c, err, len)))
+        return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "schedules")) != NULL &&
         (rc = parse_schedules(v, dir, c, err, len)))
         return rc;
@@ -398,7 +419,7 @@ int
 config_parse(const char *text, size_t len, const char *dir, struct config **out,
              char *err, size_t errlen)
 {
-    cJSON *root = NULL;
+    cJSON *root = NULL, *hooks;
     struct config *c = NULL;
     int rc;
 
@@ -409,6 +430,9 @@ config_parse(const char *text, size_t len, const char *dir, struct config **out,
         return rc;
     c = config_new_default();
     rc = parse_root(root, dir, c, err, errlen);
+    hooks = cJSON_GetObjectItemCaseSensitive(root, "hooks");
+    if (rc == 0 && hooks != NULL)
+        rc = config__parse_hooks(hooks, &c->hooks, err, errlen);
     cJSON_Delete(root);
     if (rc != 0) {
         config_free(c);
@@ -534,5 +558,6 @@ config_free(struct config *cfg)
     free(cfg->on_park);
     free(cfg->on_done);
     free(cfg->on_fail);
+    config__hooks_free(&cfg->hooks);
     free(cfg);
 }

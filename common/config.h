@@ -218,6 +218,18 @@ struct config_tools {
     size_t n;
 };
 
+/* The config's named hooks ("hooks", config_hooks.c): commands a job
+ * names in its "on_done" or "on_fail" (a job cannot carry a command). */
+struct config_hook {
+    char *name; /* owned */
+    char *cmd;  /* owned: run with /bin/sh -c, the job's JSON on stdin */
+};
+
+struct config_hooks {
+    struct config_hook *v; /* owned array of n */
+    size_t n;
+};
+
 /* "retention": how long finished jobs are kept, in days; 0: forever. */
 struct config_retention {
     int finished_jobs_days;  /* jobs with their steps, attempts, park items */
@@ -244,6 +256,7 @@ struct config {
     size_t nbudgets;
     struct config_report_hook *on_report; /* owned; NULL: none */
     struct config_tools tools;            /* "tools"; n 0: none */
+    struct config_hooks hooks;            /* "hooks"; n 0: none */
     struct config_retention retention;    /* zeros: keep everything */
 };
 
@@ -307,6 +320,11 @@ bool config_is_tool_name(const char *s);
 /* config_find_tool returns the shared tool named name, or NULL.
  * Borrowed. */
 const struct config_tool *config_find_tool(const struct config_tools *tools,
+                                           const char *name);
+
+/* config_find_hook returns the hook named name, or NULL (hooks may be
+ * NULL). Borrowed. */
+const struct config_hook *config_find_hook(const struct config_hooks *hooks,
                                            const char *name);
 
 /* config_free releases cfg; NULL is a no-op. */

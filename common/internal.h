@@ -65,6 +65,15 @@ STEPQ_MUST_CHECK int config__parse_tools(const cJSON *v,
                                          struct config_tools *out, char *err,
                                          size_t len);
 
+/* config__parse_hooks validates "hooks" (v, an object of name: command)
+ * into *out. Returns 0, or -EINVAL with "hooks.NAME: problem" in err;
+ * what was parsed is out's to free either way (config_hooks.c). */
+STEPQ_MUST_CHECK int config__parse_hooks(const cJSON *v,
+                                         struct config_hooks *out, char *err,
+                                         size_t len);
+/* config__hooks_free frees what hooks owns and zeroes it. */
+void config__hooks_free(struct config_hooks *hooks);
+
 /* config__tools_free frees what tools owns and zeroes it (config_tools.c). */
 void config__tools_free(struct config_tools *tools);
 

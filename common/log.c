@@ -1,4 +1,5 @@
-/* log.c: log lines on stderr, and the JSON line of one attempt. */
+/* log.c: log lines on stderr (or a sink), and the JSON line of one
+ * attempt. */
 #include "common/log.h"
 
 #include <errno.h>
@@ -13,6 +14,16 @@
 static enum log_level max_level = LOG_LEVEL_WARN;
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
+
+static log_sink_fn *sink;
+static void *sink_arg;
+
+void
+log_set_sink(log_sink_fn *fn, void *arg)
+{
+    sink = fn;
+    sink_arg = arg;
+}
 
 void
 log_set_level(enum log_level level)
@@ -45,6 +56,10 @@ log_write(enum log_level level, const char *file, int line, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (sink != NULL) {
+        sink(level, msg, sink_arg);
+        return;
+    }
     base = strrchr(file, '/');
     base = base ? base + 1 : file;
     /* One fprintf call so concurrent writers do not interleave a line. */

@@ -23,6 +23,15 @@ enum log_level {
 void log_set_level(enum log_level level);
 /* log_level_from_name maps "error|warn|info|debug" to a level; -EINVAL else. */
 int log_level_from_name(const char *name, enum log_level *out);
+/* A receiver of log lines in place of standard error: level and the
+ * message alone (no prefix), borrowed for the call. */
+typedef void log_sink_fn(enum log_level level, const char *msg, void *arg);
+
+/* log_set_sink sends every line log_write would print to fn, with arg,
+ * instead of standard error; NULL: standard error again. libstepq uses it
+ * so that a library never writes to its host's standard error. */
+void log_set_sink(log_sink_fn *fn, void *arg);
+
 /* log_write writes one formatted line; use the log_* macros instead. */
 void log_write(enum log_level level, const char *file, int line,
                const char *fmt, ...) STEPQ_PRINTF(4, 5);

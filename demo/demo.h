@@ -4,7 +4,9 @@
  * free loopback ports (a "free" tier with a per-minute limit and a small
  * daily token allowance, a "backup" tier with a short 5xx storm, and a
  * comments API with its own storm) on a libuv loop in a thread of its own,
- * writes the config and a nightly batch of jobs into a new database, and
+ * writes the config and a nightly batch of jobs (changelog jobs and one
+ * triage agent, whose model is a route of the free tier's mock and whose
+ * comment parks for approval) into a new database, and
  * starts reporting progress. demo_run runs the real worker on it until the
  * queue drains. demo_close stops the mocks and keeps every file, so that
  * the database can be inspected and its park items resolved afterwards.

@@ -1,6 +1,6 @@
 /* jobs.c: the config and the nightly batch of `stepq demo`: one changelog
- * job per repository, written to DIR/jobs.jsonl and enqueued the way
- * `stepq enqueue jobs.jsonl` does it.
+ * job per repository and one triage agent, written to DIR/jobs.jsonl and
+ * enqueued the way `stepq enqueue jobs.jsonl` does it.
  */
 #include "demo/internal.h"
 
@@ -41,7 +41,7 @@ static const char *const prs[] = {
 int
 demo__write_config(demo *d, char *err, size_t len)
 {
-    char text[1024], perr[256];
+    char text[1280], perr[256];
     int rc;
 
     /* Short backoffs keep the tour under half a minute; real configs keep
@@ -59,10 +59,13 @@ demo__write_config(demo *d, char *err, size_t len)
              "    {\"name\": \"free\", \"base_url\": \"%s\","
              " \"model\": \"small\", \"timeout_s\": 10, \"spill\": \"now\"},\n"
              "    {\"name\": \"backup\", \"base_url\": \"%s\","
-             " \"model\": \"large\", \"timeout_s\": 10}\n"
+             " \"model\": \"large\", \"timeout_s\": 10},\n"
+             "    {\"name\": \"agent\", \"base_url\":"
+             " \"http://127.0.0.1:%d/agent/v1\", \"model\": \"small\","
+             " \"timeout_s\": 10}\n"
              "  ]\n"
              "}\n",
-             DEMO_CONCURRENCY, d->ep[0].url, d->ep[1].url);
+             DEMO_CONCURRENCY, d->ep[0].url, d->ep[1].url, d->ep[0].port);
     rc = config_parse(text, strlen(text), d->paths.dir, &d->cfg, perr,
                       sizeof(perr));
     if (rc != 0) {
@@ -82,6 +85,16 @@ message(const char *content)
     cJSON_AddStringToObject(m, "content", content);
     cJSON_AddItemToArray(msgs, m);
     return msgs;
+}
+
+/* The tiers of a changelog job's chat steps: not "agent", whose model
+ * answers with tool calls. */
+static cJSON *
+changelog_tiers(void)
+{
+    static const char *const names[] = {"free", "backup"};
+
+    return cJSON_CreateStringArray(names, 2);
 }
 
 /* One night's changelog job for repository i: summarize the merged pull
@@ -119,6 +132,7 @@ make_job(const demo *d, int i, const char *date)
     cJSON_AddItemToObject(req, "messages", message(buf));
     cJSON_AddNumberToObject(req, "max_tokens", 300);
     cJSON_AddItemToObject(s, "request", req);
+    cJSON_AddItemToObject(s, "tiers", changelog_tiers());
     keys = cJSON_CreateArray();
     cJSON_AddItemToArray(keys, cJSON_CreateString("summary"));
     cJSON_AddItemToObject(s, "expect_json", keys);
@@ -135,6 +149,7 @@ make_job(const demo *d, int i, const char *date)
     cJSON_AddItemToObject(req, "messages", message(buf));
     cJSON_AddNumberToObject(req, "max_tokens", 300);
     cJSON_AddItemToObject(s, "request", req);
+    cJSON_AddItemToObject(s, "tiers", changelog_tiers());
     cJSON_AddItemToArray(steps, s);
 
     s = cJSON_CreateObject();
@@ -157,6 +172,47 @@ make_job(const demo *d, int i, const char *date)
     return job;
 }
 
+/* The triage agent: a chat step whose model (the "agent" tier, scripted
+ * in side.c) labels issue 412 with two calls at once (add_label, keyed
+ * per label, so a resend is harmless), then asks to post a comment
+ * (post_comment needs approval: it parks before it is sent, showing its
+ * arguments). */
+static const char agent_job[] =
+    "{\"name\": \"triage-issue-412\", \"key\": \"triage-412-%s\","
+    " \"steps\": [{\"name\": \"triage\", \"tiers\": [\"agent\"],"
+    " \"request\": {\"messages\": [{\"role\": \"user\", \"content\":"
+    " \"Triage issue 412 of api: 'login redirect loops after the 1.48 "
+    "bump'. Label it, then propose a comment.\"}]},"
+    " \"tools\": [{\"name\": \"add_label\", \"description\": \"Add a "
+    "label to the issue\", \"parameters\": {\"type\": \"object\","
+    " \"properties\": {\"label\": {\"type\": \"string\"}},"
+    " \"required\": [\"label\"]}, \"idempotency_key\":"
+    " \"issue-412-label-{{args.label}}\", \"action\": {\"http\":"
+    " {\"method\": \"POST\", \"url\":"
+    " \"%s/repos/api/issues/412/labels/{{args.label}}\"}}},"
+    " {\"name\": \"post_comment\", \"description\": \"Post a comment on "
+    "the issue\", \"parameters\": {\"type\": \"object\", \"properties\":"
+    " {\"body\": {\"type\": \"string\"}}, \"required\": [\"body\"]},"
+    " \"needs_approval\": \"always\", \"action\": {\"http\": {\"method\":"
+    " \"POST\", \"url\": \"%s/repos/api/issues/412/comments\", \"body\":"
+    " {\"text\": \"{{args.body}}\"}}}}]}]}";
+
+/* Appends line and a newline to *text (*used of *cap bytes, grown). */
+static void
+append_line(char **text, size_t *cap, size_t *used, const char *line)
+{
+    size_t l = strlen(line);
+
+    if (*used + l + 2 > *cap) {
+        *cap = (*used + l + 2) * 2;
+        *text = xrealloc(*text, *cap);
+    }
+    memcpy(*text + *used, line, l);
+    *used += l;
+    (*text)[(*used)++] = '\n';
+    (*text)[*used] = '\0';
+}
+
 /* Writes the batch to DIR/jobs.jsonl, then validates and enqueues it as
  * `stepq enqueue jobs.jsonl` does (spec/'s one enqueue path): all jobs in
  * one transaction. */
@@ -176,18 +232,16 @@ demo__enqueue_batch(demo *d, char *err, size_t len)
     for (int i = 0; i < d->opts.njobs; i++) {
         cJSON *job = make_job(d, i, date);
         char *line = cJSON_PrintUnformatted(job);
-        size_t l = strlen(line);
 
-        if (used + l + 2 > cap) {
-            cap = (used + l + 2) * 2;
-            text = xrealloc(text, cap);
-        }
-        memcpy(text + used, line, l);
-        used += l;
-        text[used++] = '\n';
-        text[used] = '\0';
+        append_line(&text, &cap, &used, line);
         cJSON_free(line);
         cJSON_Delete(job);
+    }
+    {
+        char line[sizeof(agent_job) + 256];
+        snprintf(line, sizeof(line), agent_job, date, d->ep[2].url,
+                 d->ep[2].url);
+        append_line(&text, &cap, &used, line);
     }
     if ((rc = demo__write_text(d->paths.jobs, text, err, len)) != 0)
         goto out;

@@ -21,13 +21,27 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+/* The triage agent's model (tier "agent", a route of the free tier's
+ * mock): it labels the issue with two calls at once, then asks to post a
+ * comment, which waits for approval; approved, it answers with the
+ * results it received. */
+#define AGENT_ROUTE                                                            \
+    " \"routes\": [{\"path\": \"/agent\", \"model\": \"agent-small\","         \
+    " \"latency_ms\": 300, \"echo_tool_results\": true, \"tool_turns\": [\n"   \
+    "  [{\"name\": \"add_label\", \"arguments\": {\"label\": \"bug\"}},"       \
+    " {\"name\": \"add_label\", \"arguments\": {\"label\": \"p1\"}}],\n"       \
+    "  [{\"name\": \"post_comment\", \"arguments\": {\"body\": \"Reproduced "  \
+    "on 1.48: the redirect loops when the session cookie is missing. "         \
+    "Labelled bug, p1.\"}}]]}]"
+
 /* The free tier: a per-minute limit (its window shortened to 2 s so the
  * demo sees it several times) and a daily token allowance that runs out
  * part way through the batch. The worker's config knows neither: like a
  * real provider, the endpoint tells it. */
 static const char free_script[] =
     "{\"model\": \"free-small\", \"latency_ms\": 250, \"jitter_ms\": 250,\n"
-    " \"rpm\": 6, \"rpm_window_ms\": 2000, \"allowance_tokens\": 600}\n";
+    " \"rpm\": 6, \"rpm_window_ms\": 2000, \"allowance_tokens\": "
+    "600,\n" AGENT_ROUTE "}\n";
 
 /* The backup tier: slower, and a short 5xx storm once it gets busy. */
 static const char backup_script[] =

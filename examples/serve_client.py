@@ -6,10 +6,13 @@
     python3 serve_client.py http://127.0.0.1:8377 jobs [--state parked]
     python3 serve_client.py http://127.0.0.1:8377 park
     python3 serve_client.py http://127.0.0.1:8377 resolve 3 retry --by ana
+    python3 serve_client.py http://127.0.0.1:8377 wait 7 --timeout 600
 
 Each command prints the server's JSON answer. An error answer is printed
 on stderr ("409 conflict: park item 3 is already resolved") and the exit
 code is 1 (2 for a bad request, 3 not found, 4 conflict), as the CLI's.
+`wait` exits as `stepq jobs wait` does: 0 succeeded, 5 failed or
+cancelled, 6 parked, 7 the timeout came first.
 
 Use the StepqClient class from your own program; its methods return the
 decoded JSON and raise StepqError for an error answer.
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,7 +44,7 @@ class StepqClient:
         self.token = token
         self.timeout = timeout
 
-    def _call(self, method, path, body=None, query=None):
+    def _call(self, method, path, body=None, query=None, timeout=None):
         url = self.base + path
         if query:
             q = {k: v for k, v in query.items() if v is not None}
@@ -56,7 +60,8 @@ class StepqClient:
         req = urllib.request.Request(url, data=data, method=method,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) \
+                    as r:
                 return json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             try:
@@ -90,6 +95,29 @@ class StepqClient:
 
     def job(self, job_id):
         return self._call("GET", "/v1/jobs/%d" % job_id)
+
+    # The server answers a wait within WAIT_MAX seconds (the long-poll's
+    # bound): a longer wait asks again.
+    WAIT_MAX = 50
+    ENDS = ("succeeded", "failed", "cancelled", "parked")
+
+    def wait(self, job_id, timeout=None):
+        """The job once it ends or parks (GET /v1/jobs/ID?wait=), or as it
+        is when timeout seconds (None: no limit) have passed. No request
+        is sent more often than the job changes or 50 s pass. A job parked
+        already is returned at once, as `stepq jobs wait` does (the server
+        would wait for it to move on)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        job = self.job(job_id)
+        while job["state"] not in self.ENDS:
+            left = self.WAIT_MAX if end is None else max(
+                0, min(self.WAIT_MAX, int(end - time.monotonic())))
+            job = self._call("GET", "/v1/jobs/%d" % job_id,
+                             query={"wait": left},
+                             timeout=left + self.timeout)
+            if left == 0:
+                break
+        return job
 
     def cancel(self, job_id):
         return self._call("POST", "/v1/jobs/%d/cancel" % job_id, b"")
@@ -139,6 +167,7 @@ class StepqClient:
 
 
 EXIT = {400: 2, 404: 3, 409: 4}
+WAIT_EXIT = {"succeeded": 0, "failed": 5, "cancelled": 5, "parked": 6}
 
 
 def main(argv):
@@ -153,6 +182,9 @@ def main(argv):
     s.add_argument("id", type=int)
     c = sub.add_parser("cancel", help="cancel a job")
     c.add_argument("id", type=int)
+    w = sub.add_parser("wait", help="wait until a job ends or parks")
+    w.add_argument("id", type=int)
+    w.add_argument("--timeout", type=int, help="seconds (default: no limit)")
     p = sub.add_parser("park", help="open park items")
     p.add_argument("--all", action="store_true")
     r = sub.add_parser("resolve", help="resolve a park item")
@@ -178,6 +210,10 @@ def main(argv):
             out = cl.job(a.id)
         elif a.cmd == "cancel":
             out = cl.cancel(a.id)
+        elif a.cmd == "wait":
+            out = cl.wait(a.id, a.timeout)
+            print(json.dumps(out))
+            return WAIT_EXIT.get(out["state"], 7)
         elif a.cmd == "park":
             out = cl.park("all" if a.all else None)
         elif a.cmd == "resolve":

@@ -52,9 +52,9 @@ in_doubt_outcome(const struct policy_class *c)
 {
     /* A request refused before it ran (context too long, too large for
      * the tier) did not write anything, whatever its status. */
-    if (c->outcome == POLICY_TRUNCATED && c->reason != NULL &&
-        (strcmp(c->reason, "context_overflow") == 0 ||
-         strcmp(c->reason, "too_large") == 0))
+    if (c->outcome == POLICY_TRUNCATED &&
+        (c->why == POLICY_REASON_CONTEXT_OVERFLOW ||
+         c->why == POLICY_REASON_TOO_LARGE))
         return false;
     return c->outcome == POLICY_TRUNCATED ||
            c->outcome == POLICY_SCHEMA_INVALID ||

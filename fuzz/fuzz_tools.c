@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 #include "spec/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

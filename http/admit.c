@@ -23,6 +23,18 @@
  * list: there the connect timeout would run while it waits for a stream
  * of a full connection, and a slow answer would time out calls that
  * never got to the wire.
+ *
+ * PIPEWAIT covers a host's first connection only: libcurl 7.88 does not
+ * give a call a stream of a connection still being made once the
+ * host's first one is full (its MAX_CONCURRENT_STREAMS, ours or the
+ * server's), so every call of a burst beyond it opened a connection of
+ * its own (73 for 200 in flight against nginx's 128 streams, measured
+ * with libcurl alone; 28 for 256 in flight in bench/worker.py). So the
+ * calls of a host that may multiplex grow its connections one at a time:
+ * once its calls on the wire fill the connections it is known to have
+ * (HTTP_H2_STREAMS each), one call is let through to open the next and
+ * the others wait in our queue until curl says that call's connection
+ * is ready (prereq_cb). An answer over HTTP/1.x ends this for the host.
  */
 #include "http/http.h"
 
@@ -88,6 +100,13 @@ prereq_cb(void *arg, char *conn_primary_ip, char *conn_local_ip,
         call->c->connecting--;
         call->state = HTTP_CALL_CONNECTED;
     }
+    if (call->opener) {
+        /* Its connection is ready: HTTP_H2_STREAMS more may go. */
+        assert(call->pool->opening > 0);
+        call->pool->opening--;
+        call->pool->conns++;
+        call->opener = false;
+    }
     return CURL_PREREQFUNC_OK;
 }
 
@@ -126,17 +145,17 @@ http__route(http_client *c, struct http_call *call,
     call->multiplex =
         !req->http1_only && strncasecmp(req->url, "https://", 8) == 0;
     call->host_hash = hash_ci(req->url, n);
-    if (req->max_connections <= 0)
+    if (req->max_connections <= 0 && !call->multiplex)
         return;
     for (p = c->pools; p != NULL; p = p->next) {
-        if (p->cap == req->max_connections && strlen(p->key) == n &&
-            strncasecmp(p->key, req->url, n) == 0)
+        if (p->cap == (req->max_connections > 0 ? req->max_connections : 0) &&
+            strlen(p->key) == n && strncasecmp(p->key, req->url, n) == 0)
             break;
     }
     if (p == NULL) {
         p = xcalloc(1, sizeof(*p));
         p->key = xstrndup(req->url, n);
-        p->cap = req->max_connections;
+        p->cap = req->max_connections > 0 ? req->max_connections : 0;
         p->next = c->pools;
         c->pools = p;
     }
@@ -154,6 +173,17 @@ http__pools_free(http_client *c)
     }
 }
 
+/* Whether call, put on the wire, would need one more HTTP/2 connection
+ * of its pool than its calls are known to fill. */
+static bool
+needs_new_h2(const struct http_call *call)
+{
+    const struct http_pool *p = call->pool;
+
+    return p != NULL && call->multiplex && !p->h1 &&
+           p->wire >= p->conns * HTTP_H2_STREAMS;
+}
+
 bool
 http__pool_full(const struct http_call *call)
 {
@@ -161,8 +191,29 @@ http__pool_full(const struct http_call *call)
 
     if (p == NULL)
         return false;
-    return p->wire >=
-           (size_t)p->cap * (p->h2 && call->multiplex ? HTTP_H2_STREAMS : 1);
+    if (p->cap > 0 &&
+        p->wire >=
+            (size_t)p->cap * (p->h2 && call->multiplex ? HTTP_H2_STREAMS : 1))
+        return true;
+    /* One new connection at a time (see the top of this file). */
+    return needs_new_h2(call) && p->opening > 0;
+}
+
+void
+http__pool_leave(struct http_call *call)
+{
+    struct http_pool *p = call->pool;
+
+    assert(p->wire > 0);
+    p->wire--;
+    if (call->opener) {
+        assert(p->opening > 0);
+        p->opening--;
+        call->opener = false;
+    }
+    /* Idle, its connections may close: known again as calls come. */
+    if (p->wire == 0)
+        p->conns = 0;
 }
 
 /* The shard for a new request: its host's when it may multiplex, else
@@ -217,6 +268,10 @@ http__admit_one(http_client *c, struct http_call *call)
                          ? 1L
                          : 0L);
     call->sh->inflight++;
+    if (needs_new_h2(call)) {
+        call->opener = true;
+        call->pool->opening++;
+    }
     if (call->pool != NULL)
         call->pool->wire++;
     call->state = HTTP_CALL_CONNECTING;
@@ -227,7 +282,7 @@ http__admit_one(http_client *c, struct http_call *call)
         c->connecting--;
         call->sh->inflight--;
         if (call->pool != NULL)
-            call->pool->wire--;
+            http__pool_leave(call);
         call->sh = NULL;
         call->state = HTTP_CALL_QUEUED;
         return -EIO;

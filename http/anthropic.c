@@ -7,7 +7,8 @@
  * "stop" becomes "stop_sequences", "user" becomes metadata.user_id. Prompt
  * caching: a message with "cache": true gets cache_control ephemeral on
  * its text block, and "cache": true on the request marks the system prompt
- * (its last block). The answer (a message with content blocks) is read
+ * (its last block) and the last tool. Tools, tool_choice and tool turns
+ * are native_tools.c's. The answer (a message with content blocks) is read
  * back into struct http_chat_answer, stop reasons as their OpenAI twins.
  */
 #include "http/internal.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 /* A text block, with cache_control when cache is set. */
 static cJSON *
@@ -77,6 +79,37 @@ add_system(cJSON *body, const struct http__msg *msgs, size_t n,
     }
 }
 
+/* The messages besides the system prompt, appended to arr: text with
+ * its role, a tool turn as tool_use and tool_result blocks. */
+static int
+add_messages(cJSON *arr, const struct http__msg *msgs, size_t n, char *err,
+             size_t errlen)
+{
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        cJSON *m;
+        if (is_system(&msgs[i]))
+            continue;
+        if (msgs[i].calls != NULL) {
+            if ((rc = http__native_turn(msgs, n, &i, HTTP_TOOLS_ANTHROPIC, arr,
+                                        err, errlen)) != 0)
+                return rc;
+            continue;
+        }
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", msgs[i].role);
+        if (msgs[i].cache) {
+            cJSON *c = cJSON_AddArrayToObject(m, "content");
+            cJSON_AddItemToArray(c, text_block(msgs[i].text, true));
+        } else {
+            cJSON_AddStringToObject(m, "content", msgs[i].text);
+        }
+        cJSON_AddItemToArray(arr, m);
+    }
+    return 0;
+}
+
 int
 http__anthropic_body(const cJSON *request, const struct config_tier *t,
                      cJSON **out, char *err, size_t errlen)
@@ -99,21 +132,17 @@ http__anthropic_body(const cJSON *request, const struct config_tier *t,
         body, msgs, n,
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "cache")));
     arr = cJSON_AddArrayToObject(body, "messages");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *m;
-        if (is_system(&msgs[i]))
-            continue;
-        m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", msgs[i].role);
-        if (msgs[i].cache) {
-            cJSON *c = cJSON_AddArrayToObject(m, "content");
-            cJSON_AddItemToArray(c, text_block(msgs[i].text, true));
-        } else {
-            cJSON_AddStringToObject(m, "content", msgs[i].text);
-        }
-        cJSON_AddItemToArray(arr, m);
-    }
+    rc = add_messages(arr, msgs, n, err, errlen);
     http__msgs_free(msgs, n);
+    if (rc == 0)
+        rc = http__native_tools(
+            request, HTTP_TOOLS_ANTHROPIC,
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(request, "cache")),
+            body, err, errlen);
+    if (rc != 0) {
+        cJSON_Delete(body);
+        return rc;
+    }
     if (cJSON_GetArraySize(arr) == 0) {
         cJSON_Delete(body);
         return http__fail(err, errlen, -EINVAL,

@@ -210,24 +210,11 @@ http__resolve_value(const char *what, const char *value, const char **out,
 
 /* ---- http steps ------------------------------------------------------- */
 
-int
-http_step_request(const cJSON *http, const char *idempotency_key,
-                  int64_t timeout_ms, struct http_request *out, char *err,
-                  size_t errlen)
+/* The checks of an http step's fields that need no request yet. */
+static int
+step_fields_check(const cJSON *method, const cJSON *url, const cJSON *headers,
+                  const char *idempotency_key, char *err, size_t errlen)
 {
-    const cJSON *method, *url, *headers, *body, *h;
-    struct http_request r;
-    const char *mname;
-    int rc;
-
-    if (!cJSON_IsObject(http))
-        return http__fail(err, errlen, -EINVAL, "http: must be an object");
-    method = cJSON_GetObjectItemCaseSensitive(http, "method");
-    url = cJSON_GetObjectItemCaseSensitive(http, "url");
-    headers = cJSON_GetObjectItemCaseSensitive(http, "headers");
-    body = cJSON_GetObjectItemCaseSensitive(http, "body");
-    if (cJSON_IsNull(body))
-        body = NULL;
     if (method != NULL &&
         (!cJSON_IsString(method) || !httptext_is_token(method->valuestring)))
         return http__fail(err, errlen, -EINVAL,
@@ -242,52 +229,91 @@ http_step_request(const cJSON *http, const char *idempotency_key,
         (*idempotency_key == '\0' || !httptext_is_field_value(idempotency_key)))
         return http__fail(err, errlen, -EINVAL,
                           "idempotency_key: must be printable text");
-    mname = method ? method->valuestring : (body ? "POST" : "GET");
+    return 0;
+}
 
-    http_request_init(&r);
-    if ((rc = http_request_set(&r, mname, url->valuestring)) != 0) {
-        http_request_cleanup(&r);
-        return http__fail(err, errlen, rc, "http: cannot be built");
-    }
+/* Adds the step's headers to r, each value resolved (env:), and those of
+ * an env: value or a credential's name kept as secrets to scrub. */
+static int
+step_headers(struct http_request *r, const cJSON *headers, char *err,
+             size_t errlen)
+{
+    const cJSON *h;
+    int rc;
+
     cJSON_ArrayForEach(h, headers)
     {
         const char *v = NULL;
+        char what[300];
 
-        if (!cJSON_IsString(h) || !httptext_is_token(h->string)) {
-            http_request_cleanup(&r);
+        if (!cJSON_IsString(h) || !httptext_is_token(h->string))
             return http__fail(err, errlen, -EINVAL,
                               "http.headers.%s: must be a string header",
                               h->string ? h->string : "?");
-        }
-        char what[300];
         snprintf(what, sizeof(what), "http.headers.%s", h->string);
         if ((rc = http__resolve_value(what, h->valuestring, &v, err, errlen)) !=
                 0 ||
-            (rc = http_request_add_header(&r, h->string, v)) != 0) {
-            http_request_cleanup(&r);
+            (rc = http_request_add_header(r, h->string, v)) != 0)
             return rc;
-        }
         if (strncmp(h->valuestring, "env:", 4) == 0 ||
             httptext_is_credential_name(h->string, strlen(h->string)))
-            http_request_add_secret(&r, v);
+            http_request_add_secret(r, v);
     }
-    if (body != NULL) {
-        const char *ctype = "application/json";
-        if (cJSON_IsString(body)) {
-            http_request_set_body(&r, body->valuestring,
-                                  strlen(body->valuestring));
-            ctype = "text/plain; charset=utf-8";
-        } else {
-            http__set_body_json(&r, body);
-        }
-        if (http_request_header(&r, "Content-Type") == NULL &&
-            (rc = http_request_add_header(&r, "Content-Type", ctype)) != 0)
-            goto fail;
+    return 0;
+}
+
+/* Sets r's body: a string as text, anything else as JSON, with its
+ * Content-Type unless the step named one. */
+static int
+step_body(struct http_request *r, const cJSON *body)
+{
+    const char *ctype = "application/json";
+
+    if (cJSON_IsString(body)) {
+        http_request_set_body(r, body->valuestring, strlen(body->valuestring));
+        ctype = "text/plain; charset=utf-8";
+    } else {
+        http__set_body_json(r, body);
     }
-    /* The step's key wins over a header of the same name in the job. */
-    if (idempotency_key != NULL &&
-        (rc = http_request_add_header(&r, "Idempotency-Key",
-                                      idempotency_key)) != 0)
+    if (http_request_header(r, "Content-Type") != NULL)
+        return 0;
+    return http_request_add_header(r, "Content-Type", ctype);
+}
+
+int
+http_step_request(const cJSON *http, const char *idempotency_key,
+                  int64_t timeout_ms, struct http_request *out, char *err,
+                  size_t errlen)
+{
+    const cJSON *method, *url, *headers, *body;
+    struct http_request r;
+    int rc;
+
+    if (!cJSON_IsObject(http))
+        return http__fail(err, errlen, -EINVAL, "http: must be an object");
+    method = cJSON_GetObjectItemCaseSensitive(http, "method");
+    url = cJSON_GetObjectItemCaseSensitive(http, "url");
+    headers = cJSON_GetObjectItemCaseSensitive(http, "headers");
+    body = cJSON_GetObjectItemCaseSensitive(http, "body");
+    if (cJSON_IsNull(body))
+        body = NULL;
+    if ((rc = step_fields_check(method, url, headers, idempotency_key, err,
+                                errlen)) != 0)
+        return rc;
+    http_request_init(&r);
+    if ((rc = http_request_set(
+             &r, method ? method->valuestring : (body ? "POST" : "GET"),
+             url->valuestring)) != 0)
+        goto fail;
+    if ((rc = step_headers(&r, headers, err, errlen)) != 0) {
+        http_request_cleanup(&r);
+        return rc;
+    }
+    if ((body != NULL && (rc = step_body(&r, body)) != 0) ||
+        /* The step's key wins over a header of the same name in the job. */
+        (idempotency_key != NULL &&
+         (rc = http_request_add_header(&r, "Idempotency-Key",
+                                       idempotency_key)) != 0))
         goto fail;
     r.timeout_ms = timeout_ms;
     *out = r;

@@ -108,6 +108,8 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
          * connection (admit.c). */
         if (call->pool != NULL && len >= 7 && buf[5] == '2' && buf[6] == ' ')
             call->pool->h2 = true;
+        else if (call->pool != NULL && len >= 7 && buf[5] == '1')
+            call->pool->h1 = true;
         /* A new head (after 100 Continue, say): keep only the last. */
         headers_free(res->headers, res->nheaders);
         res->headers = NULL;
@@ -221,7 +223,7 @@ http__call_unlink(http_client *c, struct http_call *call)
     if (call->sh != NULL)
         call->sh->inflight--;
     if (call->sh != NULL && call->pool != NULL)
-        call->pool->wire--;
+        http__pool_leave(call);
 }
 
 static void

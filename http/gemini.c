@@ -5,10 +5,11 @@
  * messages to "contents" with roles user and model, the output cap,
  * temperature, top_p and stop to "generationConfig" (maxOutputTokens,
  * temperature, topP, stopSequences); the model goes in the URL
- * (tier.c). The answer's first candidate is read back into struct
- * http_chat_answer (its text parts joined, thoughts left out), finish
- * reasons as their OpenAI twins; a prompt blocked before any candidate
- * (promptFeedback.blockReason) reads as a content_filter finish.
+ * (tier.c). Tools, tool_choice and tool turns (functionCall and
+ * functionResponse parts) are native_tools.c's. The answer's first candidate is
+ * read back into struct http_chat_answer (its text parts joined, thoughts left
+ * out), finish reasons as their OpenAI twins; a prompt blocked before any
+ * candidate (promptFeedback.blockReason) reads as a content_filter finish.
  */
 #include "http/internal.h"
 
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 bool
 http__gemini_model_ok(const char *model)
@@ -79,20 +81,31 @@ http__gemini_body(const cJSON *request, const struct config_tier *t,
         return rc;
     body = cJSON_CreateObject();
     contents = cJSON_AddArrayToObject(body, "contents");
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         const char *role = msgs[i].role;
         if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0) {
             if (sys.len > 0)
                 xbuf_lit(&sys, "\n\n");
             xbuf_put(&sys, msgs[i].text, strlen(msgs[i].text));
-            continue;
+        } else if (msgs[i].calls != NULL) {
+            rc = http__native_turn(msgs, n, &i, HTTP_TOOLS_GEMINI, contents,
+                                   err, errlen);
+        } else {
+            cJSON_AddItemToArray(
+                contents,
+                content_of(strcmp(role, "assistant") == 0 ? "model" : "user",
+                           msgs[i].text));
         }
-        cJSON_AddItemToArray(
-            contents,
-            content_of(strcmp(role, "assistant") == 0 ? "model" : "user",
-                       msgs[i].text));
     }
     http__msgs_free(msgs, n);
+    if (rc == 0)
+        rc = http__native_tools(request, HTTP_TOOLS_GEMINI, false, body, err,
+                                errlen);
+    if (rc != 0) {
+        free(sys.p);
+        cJSON_Delete(body);
+        return rc;
+    }
     if (cJSON_GetArraySize(contents) == 0) {
         free(sys.p);
         cJSON_Delete(body);

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 
 /* One of the client's curl multi handles, with its own connection cache,
  * timer and sockets. libcurl 7.88 walks every connection of a cache when
@@ -50,15 +51,20 @@ enum http_call_state {
     HTTP_CALL_CONNECTED,
 };
 
-/* The requests of one host with one max_connections (admit.c): how many
- * are on a multi handle, and whether an answer came over HTTP/2 (then
- * HTTP_H2_STREAMS of them share a connection). Owned by the client's
- * list, freed with it. */
+/* The requests of one host with one max_connections (0: none) (admit.c):
+ * how many are on a multi handle, and whether an answer came over HTTP/2
+ * (then HTTP_H2_STREAMS of them share a connection) or HTTP/1.x. Calls
+ * that may multiplex grow their HTTP/2 connections one at a time: conns
+ * is how many the pool's calls are known to fill, opening whether a call
+ * is making one more. Owned by the client's list, freed with it. */
 struct http_pool {
     char *key; /* owned; "scheme://host:port" of the URL */
     long cap;  /* max_connections */
     size_t wire;
     bool h2;
+    bool h1;
+    size_t conns;
+    size_t opening;
     struct http_pool *next;
 };
 
@@ -73,7 +79,8 @@ struct http_call {
     struct http_shard *sh;           /* whose multi handle runs it */
     struct http_pool *pool;          /* borrowed; NULL: no cap */
     bool multiplex;                  /* may go over HTTP/2 */
-    uint32_t host_hash;              /* of the URL's scheme, host, port */
+    bool opener; /* admitted to open its pool's next connection (admit.c) */
+    uint32_t host_hash; /* of the URL's scheme, host, port */
     CURL *easy;
     struct curl_slist *hdrs; /* owned; wiped before free */
     char *body;              /* owned copy of the request body */
@@ -165,16 +172,20 @@ void http__watch_stall(struct http_call *call, const struct http_request *req);
  * role and text borrowed from the request, or owned (joined parts). */
 struct http__msg {
     const char *role;
-    char *text; /* owned: the content string, or its text parts joined */
-    bool cache; /* the message's "cache": true (Anthropic prompt caching) */
+    char *text;          /* owned: the content string, or its text parts
+                            joined */
+    bool cache;          /* the message's "cache": true (prompt caching) */
+    int index;           /* in request.messages, for errors */
+    const cJSON *calls;  /* an assistant's tool_calls (non-empty), or NULL */
+    const char *call_id; /* a tool message's tool_call_id, or NULL */
 };
 
 /* http__native_msgs refuses what the request holds that api (its name,
  * for the error) cannot carry: a member the native protocols do not map
- * (native.c's list), tool calls and tool messages (tool mapping plugs in
- * here, with http/tools.c), content parts that are not text. Fills msgs (owned
- * array, http__msgs_free) with every message. Returns 0, or -EINVAL with err
- * naming the member ("request.tools: not mapped to the anthropic api"). */
+ * (native.c's list), another role, a tool message without a call before
+ * it or an id, content parts that are not text. Fills msgs (owned array,
+ * http__msgs_free) with every message. Returns 0, or -EINVAL with err
+ * naming the member ("request.n: not mapped to the anthropic api"). */
 STEPQ_MUST_CHECK int http__native_msgs(const cJSON *request, const char *api,
                                        struct http__msg **msgs, size_t *n,
                                        char *err, size_t errlen);
@@ -215,6 +226,23 @@ int http__gemini_read(const cJSON *root, struct http_chat_answer *a);
  * is. Caller frees. */
 char *http__finish_twin(const char *native, const char *const *table);
 
+/* http__native_tools adds to body (the protocol's, of format f) what
+ * the request's "tools", "tool_choice" and "parallel_tool_calls" say
+ * there (native_tools.c): Anthropic's tools (the last one cached when
+ * cache is set) and tool_choice; Gemini's functionDeclarations and
+ * toolConfig. Returns 0, or -EINVAL with err naming the member. */
+STEPQ_MUST_CHECK int http__native_tools(const cJSON *request,
+                                        enum http_tool_format f, bool cache,
+                                        cJSON *body, char *err, size_t errlen);
+/* http__native_turn maps the tool turn at msgs[*i] (an assistant message
+ * with calls) and the tool messages after it, which must answer each
+ * call once, to format f: appends the protocol's assistant (model)
+ * message and its message of results to out, and sets *i to the last
+ * message used. Returns 0, or -EINVAL with err naming the message. */
+STEPQ_MUST_CHECK int http__native_turn(const struct http__msg *msgs, size_t n,
+                                       size_t *i, enum http_tool_format f,
+                                       cJSON *out, char *err, size_t errlen);
+
 /* http__set_body_json serializes item (borrowed) as r's body. */
 void http__set_body_json(struct http_request *r, const cJSON *item);
 
@@ -247,6 +275,9 @@ void http__admit(http_client *c);
  * (admit.c). */
 void http__route(http_client *c, struct http_call *call,
                  const struct http_request *req);
+/* http__pool_leave counts call off its pool's wire, and out of the
+ * connection it was opening (admit.c). */
+void http__pool_leave(struct http_call *call);
 /* http__pool_full: call's pool has as many calls on the wire as its cap
  * allows; call then stays queued (admit.c). */
 bool http__pool_full(const struct http_call *call);

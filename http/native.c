@@ -1,14 +1,9 @@
 /* native.c: what the native protocols (anthropic.c, gemini.c) share when
  * they map the job's OpenAI-shaped request: its messages read as roles
- * and text, the members neither can carry refused with their path, the
- * output cap, the stop sequences, and finish reasons mapped back to their
- * OpenAI twins (http/internal.h).
- *
- * Tool calls are not mapped here: a request with "tools", "tool_choice",
- * a message of role "tool" or an assistant message with "tool_calls" is
- * refused, naming the member. Tool mapping plugs in where
- * http__native_msgs refuses them (http/tools.c builds, http/toolcall.c
- * reads).
+ * and text (an assistant's tool_calls and a tool message's tool_call_id
+ * kept for native_tools.c), the members neither can carry refused with
+ * their path, the output cap, the stop sequences, and finish reasons
+ * mapped back to their OpenAI twins (http/internal.h).
  */
 #include "http/internal.h"
 
@@ -57,29 +52,58 @@ content_text(const cJSON *content, char **out, int *bad)
     return 0;
 }
 
-/* One message, checked: a string role, no tool calls, text content. */
+/* The tool side of message m (role given): an assistant's non-empty
+ * tool_calls, a tool message's tool_call_id, which must follow a turn
+ * with calls (prev: the message before, NULL for the first). */
 static int
-read_msg(const cJSON *m, int i, const char *api, struct http__msg *out,
-         char *err, size_t errlen)
+read_tool_side(const cJSON *m, const char *role, int i,
+               const struct http__msg *prev, struct http__msg *out, char *err,
+               size_t errlen)
+{
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+
+    if (tc != NULL && !cJSON_IsNull(tc) &&
+        (strcmp(role, "assistant") != 0 || !cJSON_IsArray(tc)))
+        return http__fail(err, errlen, -EINVAL,
+                          "request.messages[%d].tool_calls: only an "
+                          "assistant message has them, as an array",
+                          i);
+    if (cJSON_IsArray(tc) && tc->child != NULL)
+        out->calls = tc;
+    if (strcmp(role, "tool") != 0)
+        return 0;
+    if (!cJSON_IsString(id) || id->valuestring[0] == '\0')
+        return http__fail(err, errlen, -EINVAL,
+                          "request.messages[%d].tool_call_id: a tool "
+                          "message needs the id of the call it answers",
+                          i);
+    if (prev == NULL || (prev->calls == NULL && prev->call_id == NULL))
+        return http__fail(err, errlen, -EINVAL,
+                          "request.messages[%d]: a tool message must follow "
+                          "an assistant message with tool_calls",
+                          i);
+    out->call_id = id->valuestring;
+    return 0;
+}
+
+/* One message, checked: a string role, text content, its tool side. */
+static int
+read_msg(const cJSON *m, int i, const char *api, const struct http__msg *prev,
+         struct http__msg *out, char *err, size_t errlen)
 {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     const cJSON *cache = cJSON_GetObjectItemCaseSensitive(m, "cache");
-    int bad = 0;
+    int bad = 0, rc;
 
     if (!cJSON_IsObject(m) || !cJSON_IsString(role))
         return http__fail(err, errlen, -EINVAL,
                           "request.messages[%d]: needs a string \"role\"", i);
-    /* Tool messages and calls: http/tools.c maps them. */
-    if (strcmp(role->valuestring, "tool") == 0 ||
-        cJSON_HasObjectItem(m, "tool_calls"))
-        return http__fail(err, errlen, -EINVAL,
-                          "request.messages[%d]: tool calls are not mapped to "
-                          "the %s api",
-                          i, api);
     if (strcmp(role->valuestring, "system") != 0 &&
         strcmp(role->valuestring, "developer") != 0 &&
         strcmp(role->valuestring, "user") != 0 &&
-        strcmp(role->valuestring, "assistant") != 0)
+        strcmp(role->valuestring, "assistant") != 0 &&
+        strcmp(role->valuestring, "tool") != 0)
         return http__fail(err, errlen, -EINVAL,
                           "request.messages[%d].role: %s is not mapped to the "
                           "%s api",
@@ -88,6 +112,9 @@ read_msg(const cJSON *m, int i, const char *api, struct http__msg *out,
         return http__fail(err, errlen, -EINVAL,
                           "request.messages[%d].cache: must be true or false",
                           i);
+    if ((rc = read_tool_side(m, role->valuestring, i, prev, out, err,
+                             errlen)) != 0)
+        return rc;
     if (content_text(cJSON_GetObjectItemCaseSensitive(m, "content"), &out->text,
                      &bad) != 0) {
         if (bad < 0)
@@ -102,14 +129,16 @@ read_msg(const cJSON *m, int i, const char *api, struct http__msg *out,
     }
     out->role = role->valuestring;
     out->cache = cJSON_IsTrue(cache);
+    out->index = i;
     return 0;
 }
 
 /* Members of a chat request the native protocols carry (mapped by each). */
 static const char *const mapped[] = {
-    "model",       "messages", "max_tokens", "max_completion_tokens",
-    "temperature", "top_p",    "stop",       "cache",
-    "user",        NULL};
+    "model",       "messages", "max_tokens",  "max_completion_tokens",
+    "temperature", "top_p",    "stop",        "cache",
+    "user",        "tools",    "tool_choice", "parallel_tool_calls",
+    NULL};
 
 int
 http__native_msgs(const cJSON *request, const char *api,
@@ -141,7 +170,8 @@ http__native_msgs(const cJSON *request, const char *api,
     v = xcalloc((size_t)cJSON_GetArraySize(ms), sizeof(*v));
     cJSON_ArrayForEach(it, ms)
     {
-        if ((rc = read_msg(it, (int)k, api, &v[k], err, errlen)) != 0) {
+        if ((rc = read_msg(it, (int)k, api, k > 0 ? &v[k - 1] : NULL, &v[k],
+                           err, errlen)) != 0) {
             http__msgs_free(v, k);
             return rc;
         }

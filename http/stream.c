@@ -104,18 +104,48 @@ put_text(struct acc *a, const cJSON *v)
         xbuf_put(&a->text, v->valuestring, strlen(v->valuestring));
 }
 
-/* OpenAI: a tool call delta merged into extra by its index. */
+/* The call a tool call delta without "index" belongs to (Gemini's
+ * OpenAI layer sends none): the one with its id, else a new one when it
+ * names a function or brings an id, else the last. -1: a new call. */
+static int
+no_index_slot(const cJSON *extra, const cJSON *tc)
+{
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(tc, "id"));
+    const char *name = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "name"));
+    const cJSON *c;
+    int i = 0, n = cJSON_GetArraySize(extra);
+
+    cJSON_ArrayForEach(c, extra)
+    {
+        const char *have = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+        if (id != NULL && id[0] != '\0' && have != NULL &&
+            strcmp(have, id) == 0)
+            return i;
+        i++;
+    }
+    if (n == 0 || (id != NULL && id[0] != '\0') ||
+        (name != NULL && name[0] != '\0'))
+        return -1;
+    return n - 1;
+}
+
+/* OpenAI: a tool call delta merged into extra by its index: its
+ * arguments appended, an extra_content (a thought signature) kept. */
 static void
 oa_tool(struct acc *a, const cJSON *tc)
 {
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(tc, "index");
-    int i = cJSON_IsNumber(idx) ? idx->valueint : 0;
-    cJSON *have = cJSON_GetArrayItem(a->extra, i), *fn, *args;
+    int i = cJSON_IsNumber(idx) ? idx->valueint : no_index_slot(a->extra, tc);
+    cJSON *have = i >= 0 ? cJSON_GetArrayItem(a->extra, i) : NULL, *fn, *args;
     const cJSON *dfn = cJSON_GetObjectItemCaseSensitive(tc, "function");
     const cJSON *dargs = cJSON_GetObjectItemCaseSensitive(dfn, "arguments");
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(tc, "extra_content");
     char *joined;
 
     if (have == NULL) {
+        if (i < 0)
+            i = cJSON_GetArraySize(a->extra);
         if (i != cJSON_GetArraySize(a->extra) || i > 63)
             return;
         have = cJSON_Duplicate(tc, true);
@@ -123,9 +153,20 @@ oa_tool(struct acc *a, const cJSON *tc)
         cJSON_AddItemToArray(a->extra, have);
         return;
     }
+    if (extra != NULL && !cJSON_HasObjectItem(have, "extra_content"))
+        cJSON_AddItemToObject(have, "extra_content",
+                              cJSON_Duplicate(extra, true));
     fn = cJSON_GetObjectItemCaseSensitive(have, "function");
     args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-    if (!cJSON_IsString(args) || !cJSON_IsString(dargs))
+    if (!cJSON_IsString(dargs) || !cJSON_IsObject(fn))
+        return;
+    if (args == NULL) {
+        /* vLLM names the call in a delta of its own, then sends the
+         * arguments. */
+        cJSON_AddStringToObject(fn, "arguments", dargs->valuestring);
+        return;
+    }
+    if (!cJSON_IsString(args))
         return;
     joined =
         xmalloc(strlen(args->valuestring) + strlen(dargs->valuestring) + 1);
@@ -374,9 +415,13 @@ gemini_answer(struct acc *a)
         c = cJSON_CreateObject();
         ct = cJSON_AddObjectToObject(c, "content");
         parts = cJSON_AddArrayToObject(ct, "parts");
-        p = cJSON_CreateObject();
-        cJSON_AddItemToObject(p, "text", text_of(a));
-        cJSON_AddItemToArray(parts, p);
+        /* A text part only where there was text (or nothing else), as
+         * an unstreamed answer of calls alone has none. */
+        if (a->text.len > 0 || cJSON_GetArraySize(a->extra) == 0) {
+            p = cJSON_CreateObject();
+            cJSON_AddItemToObject(p, "text", text_of(a));
+            cJSON_AddItemToArray(parts, p);
+        }
         while (cJSON_GetArraySize(a->extra) > 0)
             cJSON_AddItemToArray(parts, cJSON_DetachItemFromArray(a->extra, 0));
         cJSON_AddStringToObject(ct, "role", "model");

@@ -19,6 +19,7 @@
 #include "common/httptext.h"
 #include "common/xalloc.h"
 #include "http/internal.h"
+#include "http/tools.h"
 
 #define CHAT_PATH         "/chat/completions"
 #define ANTHROPIC_PATH    "/messages"
@@ -386,8 +387,14 @@ openai_body(const cJSON *request, const struct config_tier *t)
         add_stream(body, true);
     cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))
     {
+        cJSON *tc;
         if (cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(msg, "cache")))
             cJSON_DeleteItemFromObjectCaseSensitive(msg, "cache");
+        /* A Gemini thought signature (http_tool_call_extra): OpenAI and
+         * most layers refuse members they do not know. */
+        cJSON_ArrayForEach(tc,
+                           cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
+            cJSON_DeleteItemFromObjectCaseSensitive(tc, "extra_content");
     }
     return body;
 }

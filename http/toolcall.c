@@ -15,7 +15,7 @@
  *  - an empty or unknown name, and an id twice, are problems of that call;
  *    the other calls of the answer are read as they are.
  */
-#include "http/http.h"
+#include "http/tools.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -138,8 +138,14 @@ openai_calls(const cJSON *msg, struct http_tool_calls *c)
     cJSON_ArrayForEach(tc, calls)
     {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(tc, "extra_content"), "google");
         add_call(c, str_of(tc, "id"), str_of(fn, "name"),
                  cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+        /* A Gemini thought signature, as Gemini's layer and stepq's
+         * recorded turns carry it. */
+        if (str_of(g, "thought_signature") != NULL)
+            c->v[c->n - 1].signature = xstrdup(str_of(g, "thought_signature"));
     }
     if (c->n == 0 && cJSON_IsObject(legacy))
         add_call(c, NULL, str_of(legacy, "name"),

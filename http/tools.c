@@ -7,7 +7,7 @@
  * Gemini's generateContent "Function calling" guide (see also
  * tests/data/toolcalls/README.md for the answers).
  */
-#include "http/http.h"
+#include "http/tools.h"
 
 #include <errno.h>
 #include <string.h>
@@ -91,6 +91,30 @@ gemini_schema(const cJSON *s)
     return o;
 }
 
+static cJSON *
+empty_object_schema(void)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "type", "object");
+    return o;
+}
+
+/* has_properties: a schema with a non-empty "properties", or one that is
+ * not an object's (a tool's parameters are one). */
+static bool
+has_properties(const cJSON *s)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "properties");
+
+    if (s == NULL)
+        return false;
+    if (cJSON_IsString(t) && strcmp(t->valuestring, "object") != 0)
+        return true;
+    return cJSON_IsObject(p) && p->child != NULL;
+}
+
 cJSON *
 http_tools_json(const struct http_tool *tools, size_t n,
                 enum http_tool_format f)
@@ -110,13 +134,20 @@ http_tools_json(const struct http_tool *tools, size_t n,
                                 t->description ? t->description : "");
         switch (f) {
         case HTTP_TOOLS_ANTHROPIC:
+            /* input_schema is required: a tool without parameters takes
+             * an empty object. */
             cJSON_AddItemToObject(fn, "input_schema",
-                                  cJSON_Duplicate(t->parameters, true));
+                                  t->parameters != NULL
+                                      ? cJSON_Duplicate(t->parameters, true)
+                                      : empty_object_schema());
             cJSON_AddItemToArray(arr, fn);
             break;
         case HTTP_TOOLS_GEMINI:
-            cJSON_AddItemToObject(fn, "parameters",
-                                  gemini_schema(t->parameters));
+            /* Gemini refuses an object schema without properties: such a
+             * tool is declared without parameters. */
+            if (has_properties(t->parameters))
+                cJSON_AddItemToObject(fn, "parameters",
+                                      gemini_schema(t->parameters));
             cJSON_AddItemToArray(decls, fn);
             break;
         default: {
@@ -145,6 +176,18 @@ args_of(const struct http_tool_call *c)
     return cJSON_CreateObject();
 }
 
+void
+http_tool_call_extra(cJSON *tc, const struct http_tool_call *c)
+{
+    cJSON *g;
+
+    if (c->signature == NULL)
+        return;
+    g = cJSON_AddObjectToObject(cJSON_AddObjectToObject(tc, "extra_content"),
+                                "google");
+    cJSON_AddStringToObject(g, "thought_signature", c->signature);
+}
+
 static void
 openai_turn(cJSON *msgs, const struct http_tool_calls *c,
             const struct http_tool_result *r, size_t n)
@@ -162,6 +205,7 @@ openai_turn(cJSON *msgs, const struct http_tool_calls *c,
         cJSON_AddStringToObject(fn, "arguments",
                                 c->v[i].args_text ? c->v[i].args_text : "{}");
         cJSON_AddItemToObject(tc, "function", fn);
+        http_tool_call_extra(tc, &c->v[i]);
         cJSON_AddItemToArray(calls, tc);
     }
     cJSON_AddItemToArray(msgs, m);

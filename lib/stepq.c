@@ -1,5 +1,11 @@
-/* stepq.c: libstepq, the public enqueue API (include/stepq.h), a thin
- * facade over spec/ (validation) and queue/ (storage). */
+/* stepq.c: libstepq, the public API (include/stepq.h), a thin facade over
+ * spec/ (validation, the one enqueue path), queue/ (storage) and park/ (a
+ * job's cancel, as `jobs cancel` does it). Reading a job (state, output,
+ * wait) is in job.c.
+ *
+ * The library never writes to its host's standard error: the log lines of
+ * the rooms below go to a sink that keeps the first error of the call in
+ * progress, on its thread, and a failing call puts it in err. */
 #include "include/stepq.h"
 
 #include <errno.h>
@@ -8,13 +14,83 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/xalloc.h"
+#include "lib/internal.h"
+#include "park/park.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
 
-struct stepq {
-    q_db *db;
-};
+/* The first error logged on this thread since lib__begin: the detail a
+ * store gives where it detects a failure (sqlite3_errmsg, libpq's). */
+static _Thread_local char detail[512];
+
+static void
+keep_detail(enum log_level level, const char *msg, void *arg)
+{
+    (void)arg;
+    if (level <= LOG_LEVEL_WARN && detail[0] == '\0')
+        snprintf(detail, sizeof(detail), "%s", msg);
+}
+
+void
+lib__begin(char *err, size_t errlen)
+{
+    log_set_sink(keep_detail, NULL);
+    detail[0] = '\0';
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+}
+
+int
+lib__fail(int rc, char *err, size_t errlen)
+{
+    size_t n;
+
+    if (rc == 0 || rc == -EINVAL || err == NULL || errlen == 0)
+        return rc;
+    if (err[0] == '\0')
+        snprintf(err, errlen, "%s", stepq_strerror(rc));
+    n = strlen(err);
+    if (detail[0] != '\0' && n + 3 < errlen)
+        snprintf(err + n, errlen - n, " (%s)", detail);
+    return rc;
+}
+
+const char *
+stepq_strerror(int rc)
+{
+    switch (rc) {
+    case 0:
+        return "success";
+    case -EINVAL:
+        return "invalid argument or job";
+    case -ENOENT:
+        return "no such database, job or step";
+    case -EALREADY:
+        return "the job has already ended";
+    case -ENODATA:
+        return "no output";
+    case -ETIMEDOUT:
+        return "timed out waiting for the job";
+    case -ESTALE:
+        return "the database is from an older stepq: run `stepq init`";
+    case -ENOTSUP:
+        return "the database was made by a newer stepq";
+    case -EAGAIN:
+        return "the database stayed locked: try again";
+    case -EIO:
+        return "the database cannot be read or written";
+    default:
+        return "unknown error";
+    }
+}
+
+void
+stepq_free(void *p)
+{
+    free(p);
+}
 
 int
 stepq_open(const char *path, stepq **out, char *err, size_t errlen)
@@ -23,6 +99,7 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     q_db *db = NULL;
     int rc;
 
+    lib__begin(err, errlen);
     if (path == NULL || out == NULL) {
         snprintf(err, errlen, "stepq_open: path and out are required");
         return -EINVAL;
@@ -38,22 +115,22 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
     case -ENOENT:
         snprintf(err, errlen,
                  "no stepq database at %s (create it with `stepq init`)", path);
-        return rc;
+        return lib__fail(rc, err, errlen);
     case -ESTALE:
         snprintf(err, errlen,
                  "the database at %s is from an older stepq: run `stepq "
                  "init` to migrate it",
                  path);
-        return rc;
+        return lib__fail(rc, err, errlen);
     case -ENOTSUP:
         snprintf(err, errlen,
                  "the database at %s was made by a newer stepq; upgrade "
                  "stepq",
                  path);
-        return rc;
+        return lib__fail(rc, err, errlen);
     case -EAGAIN:
         snprintf(err, errlen, "the database at %s stayed locked", path);
-        return rc;
+        return lib__fail(rc, err, errlen);
     case -EINVAL:
     case -EPROTONOSUPPORT:
         snprintf(err, errlen,
@@ -62,16 +139,15 @@ stepq_open(const char *path, stepq **out, char *err, size_t errlen)
         return -EINVAL;
     default:
         snprintf(err, errlen, "cannot open the database at %s", path);
-        return rc;
+        return lib__fail(rc, err, errlen);
     }
     *out = xcalloc(1, sizeof(**out));
     (*out)->db = db;
     return 0;
 }
 
-/* The store's time: this host's clock plus the store's offset. */
-static int64_t
-store_now(const stepq *q)
+int64_t
+lib__now(const stepq *q)
 {
     return clock_now_ms() + q_clock_offset(q->db);
 }
@@ -85,7 +161,7 @@ enqueue(stepq *q, const char *text, const cJSON *input, const char *key,
 {
     struct q_enqueue_opts over = {.key = key};
     struct spec_enqueue_opts o = {
-        .db = q->db, .now = store_now(q), .input = input, .over = &over};
+        .db = q->db, .now = lib__now(q), .input = input, .over = &over};
     const struct q_enqueue_result *res;
     spec_enqueue *e = spec_enqueue_new(&o);
     size_t got = 0;
@@ -115,6 +191,7 @@ stepq_enqueue_input(stepq *q, const char *job_json, const char *input_json,
     cJSON *input = NULL;
     int rc;
 
+    lib__begin(err, errlen);
     if (q == NULL || job_json == NULL) {
         snprintf(err, errlen, "stepq_enqueue: handle and job are required");
         return -EINVAL;
@@ -127,7 +204,7 @@ stepq_enqueue_input(stepq *q, const char *job_json, const char *input_json,
         return rc;
     rc = enqueue(q, job_json, input, key, id, duplicate, 1, NULL, err, errlen);
     cJSON_Delete(input);
-    return rc;
+    return lib__fail(rc, err, errlen);
 }
 
 int
@@ -143,27 +220,40 @@ stepq_enqueue_many(stepq *q, const char *jobs_json, int64_t *ids,
                    bool *duplicates, size_t cap, size_t *n, char *err,
                    size_t errlen)
 {
+    lib__begin(err, errlen);
     if (q == NULL || jobs_json == NULL) {
         snprintf(err, errlen, "stepq_enqueue_many: handle and jobs required");
         return -EINVAL;
     }
-    return enqueue(q, jobs_json, NULL, NULL, ids, duplicates, cap, n, err,
-                   errlen);
+    return lib__fail(
+        enqueue(q, jobs_json, NULL, NULL, ids, duplicates, cap, n, err, errlen),
+        err, errlen);
 }
 
 int
-stepq_job_state(stepq *q, int64_t id, char *buf, size_t len)
+stepq_cancel(stepq *q, int64_t id, const char *by, char *err, size_t errlen)
 {
-    struct q_job job = {0};
+    struct park_audit a = {.who = by != NULL ? by : "lib", .source = "lib"};
     int rc;
 
-    if (q == NULL || buf == NULL || len == 0)
+    lib__begin(err, errlen);
+    if (q == NULL) {
+        snprintf(err, errlen, "stepq_cancel: a handle is required");
         return -EINVAL;
-    if ((rc = q_job_get(q->db, id, &job)) != 0)
-        return rc;
-    snprintf(buf, len, "%s", q_job_state_name(job.state));
-    q_job_cleanup(&job);
-    return 0;
+    }
+    a.now = lib__now(q);
+    /* The path of `stepq jobs cancel`: the job's open park items close
+     * with it, and the audit trail records who cancelled. */
+    rc = park_cancel_job_audited(q->db, id, by, &a);
+    if (rc == -EINVAL)
+        snprintf(err, errlen,
+                 "stepq_cancel: by must be a name: UTF-8 text without "
+                 "control characters");
+    else if (rc == -ENOENT)
+        snprintf(err, errlen, "no job %lld", (long long)id);
+    else if (rc == -EALREADY)
+        snprintf(err, errlen, "job %lld has already ended", (long long)id);
+    return lib__fail(rc, err, errlen);
 }
 
 void

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "common/xalloc.h"
+#include "mock/batch_internal.h"
 
 /* A remembered Idempotency-Key and the body first sent for it. */
 struct mock_idem {
@@ -348,19 +349,52 @@ count_reply(struct mock_engine *e, struct mock_route *r,
     }
 }
 
+/* A gateway checks the key and the path before any limit, then a chat
+ * request's shape: true with b and out->kind set when it refuses. */
+static bool
+gateway_refuses(struct mock_route *r, const struct mock_request *rq, bool chat,
+                struct mock_reply *out, struct build *b)
+{
+    const struct mock_answer *a = r->unauthorized;
+    const char *code = NULL;
+    char msg[400];
+    int refused = unmet(r, rq, msg, sizeof(msg));
+
+    if (refused == 401) {
+        b->answer = a;
+        b->status = a != NULL ? a->status : 401;
+        b->body =
+            a != NULL && a->body != NULL
+                ? xstrdup(a->body)
+                : mock__api_error(r->api, 401, msg, "invalid_request_error",
+                                  "invalid_api_key");
+        out->kind = "unauthorized";
+    } else if (refused == 404) {
+        b->status = 404;
+        b->body = mock__api_error(r->api, 404, msg, "invalid_request_error",
+                                  "not_found");
+        out->kind = "not_found";
+    } else if (chat && !mock__api_request_ok(r->api, out->request_json, msg,
+                                             sizeof(msg), &code)) {
+        b->status = 400;
+        b->body =
+            mock__api_error(r->api, 400, msg, "invalid_request_error", code);
+        out->kind = "invalid_request";
+    } else {
+        return false;
+    }
+    return true;
+}
+
 void
 mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
                    int64_t now, bool keep_alive, struct mock_reply *out)
 {
     struct mock_route *r = match(e->script, rq->path);
-    const struct mock_answer *a;
     struct build b = {.status = 200};
     bool chat = mock__is_chat(r, rq), replayed = false;
     int64_t prompt = (int64_t)rq->body_len / 4, tokens = 0;
     struct mock_limit_result lim = {.admitted = true};
-    char msg[400];
-    const char *code = NULL;
-    int refused;
 
     memset(out, 0, sizeof(*out));
     e->seq++;
@@ -379,28 +413,8 @@ mock_engine_answer(struct mock_engine *e, const struct mock_request *rq,
     else
         e->stats->generic++;
 
-    /* A gateway checks the key and the path before any limit. */
-    if ((refused = unmet(r, rq, msg, sizeof(msg))) == 401) {
-        a = r->unauthorized;
-        b.answer = a;
-        b.status = a != NULL ? a->status : 401;
-        b.body =
-            a != NULL && a->body != NULL
-                ? xstrdup(a->body)
-                : mock__api_error(r->api, 401, msg, "invalid_request_error",
-                                  "invalid_api_key");
-        out->kind = "unauthorized";
-    } else if (refused == 404) {
-        b.status = 404;
-        b.body = mock__api_error(r->api, 404, msg, "invalid_request_error",
-                                 "not_found");
-        out->kind = "not_found";
-    } else if (chat && !mock__api_request_ok(r->api, out->request_json, msg,
-                                             sizeof(msg), &code)) {
-        b.status = 400;
-        b.body =
-            mock__api_error(r->api, 400, msg, "invalid_request_error", code);
-        out->kind = "invalid_request";
+    if (gateway_refuses(r, rq, chat, out, &b)) {
+        /* answered: a key, a path or a request the gateway refuses */
     } else if (storm_active(r, now)) {
         b.status = r->storm_status;
         b.body = mock__api_error(r->api, b.status, NULL, NULL, NULL);

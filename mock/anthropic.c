@@ -45,7 +45,7 @@ mock__anthropic_request_ok(const cJSON *req, char *msg, size_t len)
                  "max_tokens: Input should be a valid integer "
                  "greater than or equal to 1");
     else
-        return true;
+        return mock__anthropic_tools_ok(req, msg, len);
     return false;
 }
 

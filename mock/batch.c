@@ -10,7 +10,7 @@
  * (/v1/messages/batches); this file parses the route's "batch" object,
  * routes a request to them, and keeps the store within its caps.
  */
-#include "mock/internal.h"
+#include "mock/batch_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -9,7 +9,7 @@
  * documents, request_counts show every item as processing until the whole
  * batch has ended. Errors are Anthropic's {"type": "error", ...} objects.
  */
-#include "mock/internal.h"
+#include "mock/batch_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

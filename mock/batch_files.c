@@ -7,7 +7,7 @@
  * line a succeeded item, the answer a chat completion with usage) or its
  * error file (errored, expired and cancelled items).
  */
-#include "mock/internal.h"
+#include "mock/batch_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * the lines listed in "errors", as OpenAI does. Errors are OpenAI's
  * {"error": {...}} objects.
  */
-#include "mock/internal.h"
+#include "mock/batch_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -297,6 +297,77 @@ lines_of(const struct mock_bfile *f)
     return n + !empty;
 }
 
+/* Answers the request's own problems (its JSON, a missing or unsupported
+ * parameter, bad metadata) with a 400 and returns true; false when it has
+ * none. */
+static bool
+create_refused(struct mock_bctx *x, const cJSON *ep, const cJSON *cw,
+               const cJSON *md, const char *missing)
+{
+    char msg[400];
+
+    if (!cJSON_IsObject(x->json)) {
+        fail(x, 400, "We could not parse the JSON body of your request.", NULL);
+    } else if (missing != NULL) {
+        snprintf(msg, sizeof(msg), "Missing required parameter: '%s'.",
+                 missing);
+        fail(x, 400, msg, "missing_required_parameter");
+    } else if (strcmp(ep->valuestring, "/v1/chat/completions") != 0) {
+        snprintf(msg, sizeof(msg),
+                 "Invalid value: '%.200s'. Supported values are: "
+                 "'/v1/chat/completions'.",
+                 ep->valuestring);
+        fail(x, 400, msg, "invalid_value");
+    } else if (strcmp(cw->valuestring, "24h") != 0) {
+        fail(x, 400,
+             "Invalid value for 'completion_window'. Supported "
+             "values are: '24h'.",
+             "invalid_value");
+    } else if (!metadata_ok(md)) {
+        fail(x, 400,
+             "Invalid 'metadata': at most 16 pairs, keys of at most "
+             "64 characters and string values of at most 512.",
+             "invalid_value");
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* The uploaded input file id names, when it can make a batch here; else
+ * NULL, the refusal answered (unknown, not for batches, too many lines,
+ * the mock full). */
+static struct mock_bfile *
+create_input(struct mock_bctx *x, const char *id)
+{
+    struct mock_bstore *s = mock__bstore(x->e);
+    struct mock_bfile *f = mock__bfile_find(x, id);
+    char msg[400];
+
+    if (f == NULL) {
+        snprintf(msg, sizeof(msg), "No such File object: %.200s", id);
+        fail(x, 404, msg, NULL);
+    } else if (strcmp(f->purpose, "batch") != 0) {
+        fail(x, 400,
+             "The input file must be uploaded with purpose "
+             "'batch'.",
+             "invalid_file_purpose");
+    } else if (lines_of(f) > (size_t)x->r->batch.max_items) {
+        snprintf(msg, sizeof(msg),
+                 "The input file has more requests than this endpoint takes "
+                 "in one batch (%" PRId64 ").",
+                 x->r->batch.max_items);
+        fail(x, 400, msg, "batch_too_large");
+    } else if (s->nbatches >= MOCK_BSTORE_MAX_BATCHES ||
+               s->bytes + f->len > MOCK_BSTORE_MAX_BYTES) {
+        fail(x, 413, "The mock holds no more batches (1000, 64 MiB).",
+             "batch_too_large");
+    } else {
+        return f;
+    }
+    return NULL;
+}
+
 /* create answers POST /v1/batches: the request's own problems and the caps
  * are 4xx answers; the input lines are checked by fill. */
 static void
@@ -315,68 +386,11 @@ create(struct mock_bctx *x)
                                                 : NULL;
     struct mock_bfile *f;
     struct mock_batch *b;
-    char msg[400];
 
     mock__batch_log(x, "openai", "create");
-    if (!cJSON_IsObject(x->json)) {
-        fail(x, 400, "We could not parse the JSON body of your request.", NULL);
+    if (create_refused(x, ep, cw, md, missing) ||
+        (f = create_input(x, fid->valuestring)) == NULL)
         return;
-    }
-    if (missing != NULL) {
-        snprintf(msg, sizeof(msg), "Missing required parameter: '%s'.",
-                 missing);
-        fail(x, 400, msg, "missing_required_parameter");
-        return;
-    }
-    if (strcmp(ep->valuestring, "/v1/chat/completions") != 0) {
-        snprintf(msg, sizeof(msg),
-                 "Invalid value: '%.200s'. Supported values are: "
-                 "'/v1/chat/completions'.",
-                 ep->valuestring);
-        fail(x, 400, msg, "invalid_value");
-        return;
-    }
-    if (strcmp(cw->valuestring, "24h") != 0) {
-        fail(x, 400,
-             "Invalid value for 'completion_window'. Supported "
-             "values are: '24h'.",
-             "invalid_value");
-        return;
-    }
-    if (!metadata_ok(md)) {
-        fail(x, 400,
-             "Invalid 'metadata': at most 16 pairs, keys of at most "
-             "64 characters and string values of at most 512.",
-             "invalid_value");
-        return;
-    }
-    if ((f = mock__bfile_find(x, fid->valuestring)) == NULL) {
-        snprintf(msg, sizeof(msg), "No such File object: %.200s",
-                 fid->valuestring);
-        fail(x, 404, msg, NULL);
-        return;
-    }
-    if (strcmp(f->purpose, "batch") != 0) {
-        fail(x, 400,
-             "The input file must be uploaded with purpose "
-             "'batch'.",
-             "invalid_file_purpose");
-        return;
-    }
-    if (lines_of(f) > (size_t)x->r->batch.max_items) {
-        snprintf(msg, sizeof(msg),
-                 "The input file has more requests than this endpoint takes "
-                 "in one batch (%" PRId64 ").",
-                 x->r->batch.max_items);
-        fail(x, 400, msg, "batch_too_large");
-        return;
-    }
-    if (s->nbatches >= MOCK_BSTORE_MAX_BATCHES ||
-        s->bytes + f->len > MOCK_BSTORE_MAX_BYTES) {
-        fail(x, 413, "The mock holds no more batches (1000, 64 MiB).",
-             "batch_too_large");
-        return;
-    }
     if ((b = mock__batch_new(x, MOCK_BAPI_OPENAI, lines_of(f))) == NULL)
         return;
     b->input_file_id = xstrdup(f->id);

@@ -169,6 +169,24 @@ print_chat(struct mock_engine *e, const struct mock_route *r, const char *model,
 
 /* chat_body builds a chat completion. With oversize > 0 the content is
  * padded so the whole body is exactly oversize bytes (when it can be). */
+/* The content an answer's fault makes of content (owned, taken): cut in
+ * half (finish "length"), JSON that stops mid-way, or nothing. Returns
+ * the content to send (owned). */
+static char *
+fault_content(char *content, enum mock_fault fault, const char **finish)
+{
+    if (fault == MOCK_FAULT_TRUNCATE) {
+        content[utf8_cut(content, strlen(content) / 2)] = '\0';
+        *finish = "length";
+    } else if (fault == MOCK_FAULT_INVALID_JSON) {
+        free(content);
+        content = xstrdup("{\"summary\": \"this output stops in the mid");
+    } else if (fault == MOCK_FAULT_EMPTY) {
+        content[0] = '\0';
+    }
+    return content;
+}
+
 char *
 mock__chat_body(struct mock_engine *e, struct mock_route *r,
                 const struct mock_answer *a, const cJSON *req, int64_t prompt,
@@ -207,16 +225,7 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
     else if (r->completion_tokens >= 0)
         completion = r->completion_tokens;
 
-    clen = strlen(content);
-    if (fault == MOCK_FAULT_TRUNCATE) {
-        content[utf8_cut(content, clen / 2)] = '\0';
-        finish = "length";
-    } else if (fault == MOCK_FAULT_INVALID_JSON) {
-        free(content);
-        content = xstrdup("{\"summary\": \"this output stops in the mid");
-    } else if (fault == MOCK_FAULT_EMPTY) {
-        content[0] = '\0';
-    }
+    content = fault_content(content, fault, &finish);
     clen = strlen(content);
     if (completion < 0 && calls != NULL) {
         char *c = json_print(calls);
@@ -239,17 +248,17 @@ mock__chat_body(struct mock_engine *e, struct mock_route *r,
     if (a != NULL && a->oversize > 0 && (size_t)a->oversize > strlen(body)) {
         /* 'x' needs no escaping, so each one adds one byte. */
         size_t base, pad;
-        char *big;
         free(body);
         body = print_chat(e, r, model, "", finish, prompt, completion, calls);
         base = strlen(body);
         pad = (size_t)a->oversize - base;
         free(body);
-        big = xmalloc(pad + 1);
-        memset(big, 'x', pad);
-        big[pad] = '\0';
-        body = print_chat(e, r, model, big, finish, prompt, completion, calls);
-        free(big);
+        free(content);
+        content = xmalloc(pad + 1);
+        memset(content, 'x', pad);
+        content[pad] = '\0';
+        body =
+            print_chat(e, r, model, content, finish, prompt, completion, calls);
     }
     free(content);
     cJSON_Delete(calls);

@@ -37,7 +37,7 @@ mock__gemini_request_ok(const cJSON *req, char *msg, size_t len)
                  "* GenerateContentRequest.contents: contents is "
                  "not specified\n");
     else
-        return true;
+        return mock__gemini_tools_ok(req, msg, len);
     return false;
 }
 

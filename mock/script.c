@@ -10,6 +10,7 @@
 #include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
+#include "mock/batch_internal.h"
 
 #define MAX_MS       3600000   /* one hour */
 #define MAX_OVERSIZE 268435456 /* 256 MiB */

@@ -159,16 +159,43 @@ block_of(const cJSON *m, const char *type)
     return NULL;
 }
 
+/* part_of returns the first part of Gemini content m that has member
+ * key ("functionCall", "functionResponse"), or NULL. */
+static const cJSON *
+part_of(const cJSON *m, const char *key)
+{
+    const cJSON *p;
+
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "parts"))
+    {
+        if (cJSON_HasObjectItem(p, key))
+            return p;
+    }
+    return NULL;
+}
+
 /* has_calls tells whether message m is an assistant turn with calls:
- * OpenAI's tool_calls, or Anthropic's tool_use blocks (a Message Batches
- * item's conversation). */
+ * OpenAI's tool_calls, Anthropic's tool_use blocks, or Gemini's model
+ * content with functionCall parts. */
 static bool
 has_calls(const cJSON *m)
 {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    if (strcmp(role_of(m), "model") == 0)
+        return part_of(m, "functionCall") != NULL;
     return strcmp(role_of(m), "assistant") == 0 &&
            ((cJSON_IsArray(tc) && tc->child != NULL) ||
             block_of(m, "tool_use") != NULL);
+}
+
+/* The conversation of a chat request: its messages, or Gemini's
+ * contents. */
+static const cJSON *
+convo_of(const cJSON *req)
+{
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    return msgs != NULL ? msgs
+                        : cJSON_GetObjectItemCaseSensitive(req, "contents");
 }
 
 /* echo is the final answer of an echoing route: the results received. */
@@ -183,8 +210,20 @@ echo(const cJSON *msgs, int turns)
     cJSON_ArrayForEach(m, msgs)
     {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content"), *b;
+        const cJSON *p;
         if (strcmp(role_of(m), "tool") == 0)
             cJSON_AddItemToArray(res, cJSON_Duplicate(c, true));
+        /* Gemini: each functionResponse's response, its output alone
+         * when it says one as stepq sends it. */
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(m, "parts"))
+        {
+            const cJSON *r = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(p, "functionResponse"),
+                "response");
+            const cJSON *out = cJSON_GetObjectItemCaseSensitive(r, "content");
+            if (r != NULL)
+                cJSON_AddItemToArray(res, cJSON_Duplicate(out ? out : r, true));
+        }
         if (strcmp(role_of(m), "user") != 0 || !cJSON_IsArray(c))
             continue;
         cJSON_ArrayForEach(b, c)
@@ -209,7 +248,7 @@ mock__tool_calls_for(const struct mock_engine *e, const struct mock_route *r,
                      const struct mock_answer *a, const cJSON *req,
                      char **content)
 {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(req, "messages");
+    const cJSON *msgs = convo_of(req);
     const cJSON *m;
     int k = 0;
 

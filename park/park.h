@@ -142,7 +142,9 @@ STEPQ_MUST_CHECK int park_resolve(q_db *db, int64_t id,
                                   const struct park_decision *d);
 /* park_cancel_job cancels job job_id (q_cancel) and closes its open park
  * items with resolution "cancel", by (may be NULL) and a note, in one
- * transaction. Returns 0, -EINVAL when by is blank or not UTF-8 text
+ * transaction; so too the elements of its foreach steps that have not
+ * ended (their jobs, "foreach:JOB:..."), and the foreach job of an element
+ * is made due. Returns 0, -EINVAL when by is blank or not UTF-8 text
  * without control characters, -ENOENT for an unknown job, -EALREADY when
  * the job has already ended, or a storage error; nothing changes on
  * failure. */

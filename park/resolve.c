@@ -140,6 +140,25 @@ lift_host_wall(q_db *db, const cJSON *spec, int step)
     return tier_host_wall_lift(db, key);
 }
 
+/* An element of a foreach step (a job whose key is "foreach:JOB:...",
+ * spec.h's SPEC_FOREACH_KEY_PREFIX) that ended here makes the step's job
+ * due now, to look at its elements: a hint, as the worker's (its own
+ * look comes later anyway). Returns 0 or a storage error. */
+static int
+wake_foreach(q_db *db, int64_t job_id, int64_t now)
+{
+    struct q_job job = {0};
+    long long of = 0;
+    int rc = q_job_get(db, job_id, &job);
+
+    if (rc == 0 && job.key != NULL && strncmp(job.key, "foreach:", 8) == 0 &&
+        sscanf(job.key + 8, "%lld:", &of) == 1 &&
+        (rc = q_job_wake(db, of, now)) == -EALREADY)
+        rc = 0;
+    q_job_cleanup(&job);
+    return rc;
+}
+
 /* The job and step part of a resolution; the item is already closed.
  * attempts is the last attempt number the step has. */
 static int
@@ -159,7 +178,8 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
                  d->by ? d->by : "an operator", (long long)it->id,
                  d->note ? ": " : "", d->note ? d->note : "");
         if ((rc = q_job_end_parked(db, it->job_id, Q_JOB_FAILED, error,
-                                   d->now)) != 0)
+                                   d->now)) != 0 ||
+            (rc = wake_foreach(db, it->job_id, d->now)) != 0)
             return rc;
         return q_step_set(db, it->job_id, NULL, it->step, Q_STEP_FAILED, NULL,
                           NULL, 0);
@@ -185,9 +205,11 @@ go_on(q_db *db, const struct q_park_item *it, int attempts,
     /* Skip or done on the last step ends the job here: nothing is left for
      * a worker to run. -EALREADY: the job was cancelled, or is not parked
      * any more. */
-    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE))
+    if (last && (d->how == PARK_SKIP || d->how == PARK_DONE)) {
         rc = q_job_end_parked(db, it->job_id, Q_JOB_SUCCEEDED, NULL, d->now);
-    else
+        if (rc == 0)
+            rc = wake_foreach(db, it->job_id, d->now);
+    } else
         rc = q_job_requeue_parked(db, it->job_id, d->now, run_at, deadline);
     if (rc != 0)
         return rc;
@@ -261,6 +283,51 @@ park_resolve(q_db *db, int64_t id, const struct park_decision *d)
     return park__tx_end(db, resolve_one(db, id, d));
 }
 
+/* Cancels job job_id and closes its open items with close. */
+static int
+cancel_one(q_db *db, int64_t job_id, const struct q_park_close *close,
+           int64_t now)
+{
+    const struct q_park_filter f = {.job_id = job_id};
+    struct q_park_item *items = NULL;
+    size_t count = 0;
+    int rc;
+
+    /* A parked job's open items close with it: left open, they would be
+     * listed and counted for ever, and no resolution could act on them. */
+    if ((rc = q_cancel(db, job_id, now)) == 0 &&
+        (rc = wake_foreach(db, job_id, now)) == 0)
+        rc = q_park_list(db, &f, &items, &count);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        rc = q_park_close(db, items[i].id, close);
+    q_park_items_free(items, count);
+    return rc;
+}
+
+/* The elements of job job_id's foreach steps (jobs keyed
+ * "foreach:JOB:...") that have not ended are cancelled with it. */
+static int
+cancel_elements(q_db *db, int64_t job_id, const struct q_park_close *close,
+                int64_t now)
+{
+    struct q_job job = {0}, *els = NULL;
+    size_t n = 0;
+    char prefix[48];
+    int rc = q_job_get(db, job_id, &job);
+
+    snprintf(prefix, sizeof(prefix), "foreach:%lld:", (long long)job_id);
+    if (rc == 0)
+        rc = q_report_keyed(db, prefix, job.created_at, 0, &els, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (els[i].state == Q_JOB_QUEUED || els[i].state == Q_JOB_RUNNING ||
+            els[i].state == Q_JOB_PARKED)
+            rc = cancel_one(db, els[i].id, close, now);
+    }
+    q_jobs_free(els, n);
+    q_job_cleanup(&job);
+    return rc;
+}
+
 int
 park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
 {
@@ -270,9 +337,6 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
         .note = "the job was cancelled",
         .now = now,
     };
-    const struct q_park_filter f = {.job_id = job_id};
-    struct q_park_item *items = NULL;
-    size_t count = 0;
     int rc;
 
     if (by != NULL &&
@@ -280,13 +344,8 @@ park_cancel_job(q_db *db, int64_t job_id, const char *by, int64_t now)
         return -EINVAL;
     if ((rc = q_tx_begin(db)) != 0)
         return rc;
-    /* A parked job's open items close with it: left open, they would be
-     * listed and counted for ever, and no resolution could act on them. */
-    if ((rc = q_cancel(db, job_id, now)) == 0)
-        rc = q_park_list(db, &f, &items, &count);
-    for (size_t i = 0; rc == 0 && i < count; i++)
-        rc = q_park_close(db, items[i].id, &close);
-    q_park_items_free(items, count);
+    if ((rc = cancel_one(db, job_id, &close, now)) == 0)
+        rc = cancel_elements(db, job_id, &close, now);
     return park__tx_end(db, rc);
 }
 

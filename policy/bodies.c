@@ -185,27 +185,27 @@ success(const struct policy_input *in, const cJSON *root,
     const char *fr;
 
     if (in->http_step) {
-        policy__set(out, POLICY_OK, NULL);
+        policy__set(out, POLICY_OK, POLICY_REASON_NONE);
         return;
     }
     if (policy__is_html(t)) {
-        policy__set(out, POLICY_SERVER_ERROR, "html_error");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_HTML_ERROR);
         return;
     }
     read_completion(root, &c);
     fr = in->finish_reason != NULL ? in->finish_reason : c.finish;
     if (c.refusal || (fr != NULL && ieq(fr, "content_filter")))
-        policy__set(out, POLICY_REFUSED, "content_filter");
+        policy__set(out, POLICY_REFUSED, POLICY_REASON_CONTENT_FILTER);
     else if (fr != NULL && (ieq(fr, "length") || ieq(fr, "max_tokens")))
-        policy__set(out, POLICY_TRUNCATED, "length");
+        policy__set(out, POLICY_TRUNCATED, POLICY_REASON_LENGTH);
     else if (c.shape && c.content == 0 && !c.tool_calls)
-        policy__set(out, POLICY_SCHEMA_INVALID, "empty_output");
+        policy__set(out, POLICY_SCHEMA_INVALID, POLICY_REASON_EMPTY_OUTPUT);
     else if (in->parsed == POLICY_PARSED_NO)
-        policy__set(out, POLICY_SCHEMA_INVALID, "invalid_output");
+        policy__set(out, POLICY_SCHEMA_INVALID, POLICY_REASON_INVALID_OUTPUT);
     else if (!c.shape && in->parsed != POLICY_PARSED_YES)
-        policy__set(out, POLICY_SCHEMA_INVALID, "not_a_completion");
+        policy__set(out, POLICY_SCHEMA_INVALID, POLICY_REASON_NOT_A_COMPLETION);
     else
-        policy__set(out, POLICY_OK, NULL);
+        policy__set(out, POLICY_OK, POLICY_REASON_NONE);
 }
 
 int

@@ -13,6 +13,7 @@
  */
 #include "policy/policy.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +26,28 @@
 #define SCAN_BYTES ((size_t)64 * 1024)
 
 void
-policy__set(struct policy_class *out, enum policy_outcome o, const char *reason)
+policy__set(struct policy_class *out, enum policy_outcome o,
+            enum policy_reason why)
 {
+    assert((unsigned)o < POLICY_OUTCOME_COUNT);
+    assert((unsigned)why < POLICY_REASON_COUNT);
     out->outcome = o;
-    out->reason = reason;
+    out->why = why;
+    out->reason = why == POLICY_REASON_NONE ? NULL : policy_reason_name(why);
+}
+
+void
+policy_class_init(struct policy_class *c, enum policy_outcome o,
+                  enum policy_reason why)
+{
+    *c = (struct policy_class){.rule = -1,
+                               .wait_ms = -1,
+                               .reset_at_ms = -1,
+                               .remaining_requests = -1,
+                               .remaining_tokens = -1,
+                               .requests_reset_at_ms = -1,
+                               .tokens_reset_at_ms = -1};
+    policy__set(c, o, why);
 }
 
 /* text_init makes the lower-cased copy of struct policy__text: NUL bytes
@@ -205,7 +224,7 @@ learn(const struct policy_input *in, struct learned *l)
  * the reason names, else the nearest known reset. A long reset of a window
  * that is not exhausted (Groq's daily request window) is not a wait. */
 static int64_t
-throttle_wait(const struct learned *l, const char *reason)
+throttle_wait(const struct learned *l, enum policy_reason why)
 {
     int64_t w = -1;
 
@@ -217,9 +236,9 @@ throttle_wait(const struct learned *l, const char *reason)
         keep_max(&w, l->tok_reset_ms);
     if (w >= 0)
         return w;
-    if (reason != NULL && strcmp(reason, "tpm") == 0 && l->tok_reset_ms >= 0)
+    if (why == POLICY_REASON_TPM && l->tok_reset_ms >= 0)
         return l->tok_reset_ms;
-    if (reason != NULL && strcmp(reason, "rpm") == 0 && l->req_reset_ms >= 0)
+    if (why == POLICY_REASON_RPM && l->req_reset_ms >= 0)
         return l->req_reset_ms;
     if (l->any_reset_ms >= 0)
         return l->any_reset_ms;
@@ -329,14 +348,14 @@ static const char *const rpm_words[] = {
     "request limit per minute",
 };
 
-static const char *
+static enum policy_reason
 rate_reason(const struct policy__text *t)
 {
     if (ANY(t, tpm_words) || has_word(t, "tpm"))
-        return "tpm";
+        return POLICY_REASON_TPM;
     if (ANY(t, rpm_words) || has_word(t, "rpm"))
-        return "rpm";
-    return "rate_limit";
+        return POLICY_REASON_RPM;
+    return POLICY_REASON_RATE_LIMIT;
 }
 
 /* by_words applies the body discriminators; false when none matched. */
@@ -344,25 +363,25 @@ static bool
 by_words(const struct policy__text *t, struct policy_class *out)
 {
     if (ANY(t, context_words))
-        policy__set(out, POLICY_TRUNCATED, "context_overflow");
+        policy__set(out, POLICY_TRUNCATED, POLICY_REASON_CONTEXT_OVERFLOW);
     else if (ANY(t, too_large_words))
-        policy__set(out, POLICY_TRUNCATED, "too_large");
+        policy__set(out, POLICY_TRUNCATED, POLICY_REASON_TOO_LARGE);
     else if (ANY(t, content_words))
-        policy__set(out, POLICY_REFUSED, "content_filter");
+        policy__set(out, POLICY_REFUSED, POLICY_REASON_CONTENT_FILTER);
     else if (ANY(t, spend_words))
-        policy__set(out, POLICY_HARD_QUOTA, "spend_limit");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_SPEND_LIMIT);
     else if (ANY(t, funds_words))
-        policy__set(out, POLICY_HARD_QUOTA, "insufficient_quota");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_INSUFFICIENT_QUOTA);
     else if (ANY(t, day_words) || has_word(t, "rpd") || has_word(t, "tpd"))
-        policy__set(out, POLICY_HARD_QUOTA, "daily_cap");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_DAILY_CAP);
     else if (ANY(t, month_words))
-        policy__set(out, POLICY_HARD_QUOTA, "monthly_cap");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_MONTHLY_CAP);
     else if (ANY(t, auth_words))
-        policy__set(out, POLICY_HARD_QUOTA, "auth");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_AUTH);
     else if (ANY(t, overload_words))
-        policy__set(out, POLICY_SERVER_ERROR, "overloaded");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_OVERLOADED);
     else if (ANY(t, loading_words))
-        policy__set(out, POLICY_SERVER_ERROR, "loading");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_LOADING);
     else if (ANY(t, throttle_words))
         policy__set(out, POLICY_SOFT_THROTTLE, rate_reason(t));
     else
@@ -376,42 +395,43 @@ by_status(int status, const struct policy__text *t, struct policy_class *out)
     switch (status) {
     case 401:
     case 403:
-        policy__set(out, POLICY_HARD_QUOTA, "auth");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_AUTH);
         return;
     case 402:
-        policy__set(out, POLICY_HARD_QUOTA, "insufficient_quota");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_INSUFFICIENT_QUOTA);
         return;
     case 413:
-        policy__set(out, POLICY_TRUNCATED, "too_large");
+        policy__set(out, POLICY_TRUNCATED, POLICY_REASON_TOO_LARGE);
         return;
     case 408:
     case 504:
     case 524:
-        policy__set(out, POLICY_TIMEOUT, "timeout");
+        policy__set(out, POLICY_TIMEOUT, POLICY_REASON_TIMEOUT);
         return;
     case 429:
         policy__set(out, POLICY_SOFT_THROTTLE, rate_reason(t));
         return;
     case 529:
-        policy__set(out, POLICY_SERVER_ERROR, "overloaded");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_OVERLOADED);
         return;
     case 400:
-        policy__set(out, POLICY_UNKNOWN, "bad_request");
+        policy__set(out, POLICY_UNKNOWN, POLICY_REASON_BAD_REQUEST);
         return;
     case 404:
-        policy__set(out, POLICY_UNKNOWN, "not_found");
+        policy__set(out, POLICY_UNKNOWN, POLICY_REASON_NOT_FOUND);
         return;
     case 0:
-        policy__set(out, POLICY_UNKNOWN, "error_body");
+        policy__set(out, POLICY_UNKNOWN, POLICY_REASON_ERROR_BODY);
         return;
     default:
         break;
     }
     if (status >= 500 && status <= 599)
         policy__set(out, POLICY_SERVER_ERROR,
-                    policy__is_html(t) ? "html_error" : "server");
+                    policy__is_html(t) ? POLICY_REASON_HTML_ERROR
+                                       : POLICY_REASON_SERVER);
     else
-        policy__set(out, POLICY_UNKNOWN, "status");
+        policy__set(out, POLICY_UNKNOWN, POLICY_REASON_STATUS);
 }
 
 static void
@@ -419,33 +439,33 @@ by_transport(enum policy_transport tr, struct policy_class *out)
 {
     switch (tr) {
     case POLICY_TRANSPORT_TIMEOUT:
-        policy__set(out, POLICY_TIMEOUT, "timeout");
+        policy__set(out, POLICY_TIMEOUT, POLICY_REASON_TIMEOUT);
         break;
     case POLICY_TRANSPORT_REFUSED:
-        policy__set(out, POLICY_SERVER_ERROR, "refused");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_REFUSED);
         break;
     case POLICY_TRANSPORT_RESET:
-        policy__set(out, POLICY_SERVER_ERROR, "reset");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_RESET);
         break;
     case POLICY_TRANSPORT_TLS:
-        policy__set(out, POLICY_SERVER_ERROR, "tls");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_TLS);
         break;
     case POLICY_TRANSPORT_TLS_CERTIFICATE:
         /* Nothing the endpoint does will change it: a wall until the
          * tier's config does, as a refused key is. */
-        policy__set(out, POLICY_HARD_QUOTA, "tls_certificate");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_TLS_CERTIFICATE);
         break;
     case POLICY_TRANSPORT_BAD_RESPONSE:
         /* A server that answers garbage is broken as one that answers 5xx
          * is: retried, counted by the breaker. */
-        policy__set(out, POLICY_SERVER_ERROR, "bad_response");
+        policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_BAD_RESPONSE);
         break;
     case POLICY_TRANSPORT_TOO_LARGE:
         /* The answer ran past max_response_bytes and was cut off. */
-        policy__set(out, POLICY_TRUNCATED, "response_too_large");
+        policy__set(out, POLICY_TRUNCATED, POLICY_REASON_RESPONSE_TOO_LARGE);
         break;
     default:
-        policy__set(out, POLICY_UNKNOWN, "transport");
+        policy__set(out, POLICY_UNKNOWN, POLICY_REASON_TRANSPORT);
         break;
     }
 }
@@ -482,7 +502,7 @@ escalate(struct policy_streak *st, const struct policy_config *cfg, int64_t now,
         st->first_ms = now;
     st->count++;
     if (st->count >= 2 && now - st->first_ms >= cfg->escalate_after_ms) {
-        policy__set(out, POLICY_HARD_QUOTA, "escalated");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_ESCALATED);
         out->reset_at_ms = -1;
         *st = (struct policy_streak){0, 0};
     }
@@ -503,8 +523,7 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
         policy_config_init(&dflt, NULL, NULL);
         cfg = &dflt;
     }
-    *out =
-        (struct policy_class){POLICY_UNKNOWN, NULL, -1, -1, -1, -1, -1, -1, -1};
+    policy_class_init(out, POLICY_UNKNOWN, POLICY_REASON_NONE);
     text_init(&t, in->body != NULL ? in->body : "",
               in->body != NULL ? in->body_len : 0, SCAN_BYTES);
     learn(in, &l);
@@ -530,14 +549,14 @@ policy_classify(const struct policy_input *in, const struct policy_config *cfg,
     out->wait_ms = l.explicit_ms;
     if (out->outcome == POLICY_SOFT_THROTTLE ||
         out->outcome == POLICY_HARD_QUOTA)
-        out->wait_ms = throttle_wait(&l, out->reason);
+        out->wait_ms = throttle_wait(&l, out->why);
     /* The length of the wait comes last: a throttle that asks for more
      * than switch_wait is a wall until now + wait, whatever it says. */
     if (rule < 0 && out->outcome == POLICY_SOFT_THROTTLE &&
         out->wait_ms > cfg->switch_wait_ms)
-        policy__set(out, POLICY_HARD_QUOTA, "long_wait");
+        policy__set(out, POLICY_HARD_QUOTA, POLICY_REASON_LONG_WAIT);
     if (out->outcome == POLICY_HARD_QUOTA && out->wait_ms >= 0 &&
-        !policy_reason_is_config_wall(out->reason))
+        !policy_is_config_wall(out->why))
         out->reset_at_ms = in->now_ms + out->wait_ms;
     if (streak != NULL)
         escalate(streak, cfg, in->now_ms, out);

@@ -73,18 +73,18 @@ shape(int status, const cJSON *root, struct policy_class *out)
     if (cJSON_IsString(st) && strcmp(st->valuestring, "failure") == 0 &&
         cJSON_IsString(msg)) {
         if (status == 400)
-            policy__set(out, POLICY_UNKNOWN, "gateway_config");
+            policy__set(out, POLICY_UNKNOWN, POLICY_REASON_GATEWAY_CONFIG);
         else if (server)
-            policy__set(out, POLICY_SERVER_ERROR, "gateway_error");
+            policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_GATEWAY_ERROR);
         else
             return false;
         return true;
     }
     if (cJSON_IsString(html) && server) {
         if (is_exception(html->valuestring))
-            policy__set(out, POLICY_SERVER_ERROR, "gateway_error");
+            policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_GATEWAY_ERROR);
         else if (starts_html(html->valuestring))
-            policy__set(out, POLICY_SERVER_ERROR, "html_error");
+            policy__set(out, POLICY_SERVER_ERROR, POLICY_REASON_HTML_ERROR);
         else
             return false;
         return true;

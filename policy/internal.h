@@ -47,10 +47,10 @@ bool policy__is_html(const struct policy__text *t);
  * must be lower-case. A NULL name matches nothing. */
 bool policy__header_is(const struct policy_header *h, const char *name);
 
-/* policy__set sets the outcome and reason of out. reason is static or
- * borrowed from a policy_rules. */
+/* policy__set sets the outcome and reason of out: why, and its name as
+ * the reason text (NULL for POLICY_REASON_NONE). */
 void policy__set(struct policy_class *out, enum policy_outcome o,
-                 const char *reason);
+                 enum policy_reason why);
 
 /* policy__rules_match tries the user rules in order against in (NULL or
  * empty rules: none match). On a match it sets out's outcome, reason and

@@ -1,6 +1,6 @@
 /* names.c: the names of policy's enums as docs/reference.md prints them
- * ("soft_throttle", "backoff_retry", "half_open"), both ways. The tables are
- * indexed by the enum value, so their order is the enums' order in
+ * ("soft_throttle", "backoff_retry", "half_open", "daily_cap"), both ways. The
+ * tables are indexed by the enum value, so their order is the enums' order in
  * policy/policy.h.
  */
 #include "policy/policy.h"
@@ -26,6 +26,11 @@ static const char *const transport_names[POLICY_TRANSPORT_COUNT] = {
 
 static const char *const breaker_names[POLICY_BREAKER_COUNT] = {
     "closed", "open", "half_open"};
+
+#define REASON_NAME(id, name) name,
+static const char *const reason_names[POLICY_REASON_COUNT] = {
+    POLICY_REASON_LIST(REASON_NAME)};
+#undef REASON_NAME
 
 static int
 from_name(const char *const *names, int n, const char *name, int *out)
@@ -102,5 +107,21 @@ policy_breaker_from_name(const char *name, enum policy_breaker *out)
 
     if (rc == 0)
         *out = (enum policy_breaker)i;
+    return rc;
+}
+
+const char *
+policy_reason_name(enum policy_reason r)
+{
+    return (unsigned)r < POLICY_REASON_COUNT ? reason_names[r] : "?";
+}
+
+int
+policy_reason_from_name(const char *name, enum policy_reason *out)
+{
+    int i, rc = from_name(reason_names, POLICY_REASON_COUNT, name, &i);
+
+    if (rc == 0)
+        *out = (enum policy_reason)i;
     return rc;
 }

@@ -92,6 +92,77 @@ enum policy_breaker {
     POLICY_BREAKER_COUNT
 };
 
+/* Reasons: why classify gave its outcome ("rpm", "daily_cap", ...) and why
+ * decide chose its action ("in_doubt", "throttle_wait", ...). The code
+ * branches on the enum; the names, which docs/reference.md "Outcomes and
+ * decisions" lists and which attempts, logs and JSON carry, are this one
+ * table's and stay as they are (they are the contract). X(ID, name). */
+#define POLICY_REASON_LIST(X)                                                  \
+    X(NONE, "none") /* an ok answer: no reason (policy_class.reason NULL) */   \
+    /* classify: the body's words, the status, the transport */                \
+    X(RPM, "rpm")                                                              \
+    X(TPM, "tpm")                                                              \
+    X(RATE_LIMIT, "rate_limit")                                                \
+    X(DAILY_CAP, "daily_cap")                                                  \
+    X(MONTHLY_CAP, "monthly_cap")                                              \
+    X(INSUFFICIENT_QUOTA, "insufficient_quota")                                \
+    X(SPEND_LIMIT, "spend_limit")                                              \
+    X(AUTH, "auth")                                                            \
+    X(TOO_LARGE, "too_large")                                                  \
+    X(CONTEXT_OVERFLOW, "context_overflow")                                    \
+    X(RESPONSE_TOO_LARGE, "response_too_large")                                \
+    X(CONTENT_FILTER, "content_filter")                                        \
+    X(OVERLOADED, "overloaded")                                                \
+    X(LOADING, "loading")                                                      \
+    X(HTML_ERROR, "html_error")                                                \
+    X(EMPTY_OUTPUT, "empty_output")                                            \
+    X(LENGTH, "length")                                                        \
+    X(INVALID_OUTPUT, "invalid_output")                                        \
+    X(NOT_A_COMPLETION, "not_a_completion")                                    \
+    X(ERROR_BODY, "error_body")                                                \
+    X(BAD_REQUEST, "bad_request")                                              \
+    X(NOT_FOUND, "not_found")                                                  \
+    X(SERVER, "server")                                                        \
+    X(STATUS, "status")                                                        \
+    X(GATEWAY_CONFIG, "gateway_config")                                        \
+    X(GATEWAY_ERROR, "gateway_error")                                          \
+    X(RESET, "reset")                                                          \
+    X(TLS, "tls")                                                              \
+    X(TLS_CERTIFICATE, "tls_certificate")                                      \
+    X(BAD_RESPONSE, "bad_response")                                            \
+    X(TRANSPORT, "transport")                                                  \
+    X(LONG_WAIT, "long_wait")                                                  \
+    X(ESCALATED, "escalated")                                                  \
+    X(RULE, "rule") /* a user rule; its own name is policy_class.reason */     \
+    /* decide; park_for_human and fail_loud give the outcome's name */         \
+    X(OK, "ok")                                                                \
+    X(IN_DOUBT, "in_doubt")                                                    \
+    X(THROTTLE_WAIT, "throttle_wait")                                          \
+    X(THROTTLE_SWITCH, "throttle_switch")                                      \
+    X(DEGRADE, "degrade")                                                      \
+    X(SCHEMA_RETRY, "schema_retry")                                            \
+    X(TOO_LARGE_SWITCH, "too_large_switch")                                    \
+    X(REFUSED_SWITCH, "refused_switch")                                        \
+    X(WALL_SWITCH, "wall_switch")                                              \
+    X(WALL_RESET, "wall_reset")                                                \
+    X(BACKOFF, "backoff")                                                      \
+    X(FAILURE_SWITCH, "failure_switch")                                        \
+    /* outcomes' names (refused and timeout are also classify's reasons) */    \
+    X(SOFT_THROTTLE, "soft_throttle")                                          \
+    X(HARD_QUOTA, "hard_quota")                                                \
+    X(TRUNCATED, "truncated")                                                  \
+    X(SCHEMA_INVALID, "schema_invalid")                                        \
+    X(REFUSED, "refused")                                                      \
+    X(SERVER_ERROR, "server_error")                                            \
+    X(TIMEOUT, "timeout")                                                      \
+    X(UNKNOWN, "unknown")
+
+#define POLICY__REASON_ENUM(id, name) POLICY_REASON_##id,
+enum policy_reason {
+    POLICY_REASON_LIST(POLICY__REASON_ENUM) POLICY_REASON_COUNT
+};
+#undef POLICY__REASON_ENUM
+
 /* One response header. Both strings are borrowed and NUL-terminated; names
  * are compared case-insensitively. */
 struct policy_header {
@@ -133,12 +204,16 @@ struct policy_input {
  * counts are -1 when the headers did not say. */
 struct policy_class {
     enum policy_outcome outcome;
-    const char *reason;  /* "rpm", "daily_cap", ...; NULL for ok */
-    int rule;            /* index of the user rule that matched, or -1 */
-    int64_t wait_ms;     /* the wait the endpoint asked for, or -1 */
-    int64_t reset_at_ms; /* hard_quota: when the wall lifts, or -1. The
-                            worker may fill it from its tier knowledge
-                            before calling policy_decide */
+    /* The reason's name, for the edges (attempt rows, logs, JSON): static,
+     * or a user rule's own name borrowed from the policy_rules; NULL for
+     * ok. Code branches on why. */
+    const char *reason;
+    enum policy_reason why; /* a user rule named by a known name has it */
+    int rule;               /* index of the user rule that matched, or -1 */
+    int64_t wait_ms;        /* the wait the endpoint asked for, or -1 */
+    int64_t reset_at_ms;    /* hard_quota: when the wall lifts, or -1. The
+                               worker may fill it from its tier knowledge
+                               before calling policy_decide */
     int64_t remaining_requests;
     int64_t remaining_tokens;
     int64_t requests_reset_at_ms; /* when the request window refills */
@@ -179,7 +254,8 @@ struct policy_step {
 struct policy_decision {
     enum policy_action action;
     int64_t wait_ms;    /* backoff_retry: delay before the retry; else 0 */
-    const char *reason; /* static: "in_doubt", "hard_quota", "throttle"... */
+    const char *reason; /* static: the name of why, for the edges */
+    enum policy_reason why;
 };
 
 /* policy_config_init fills cfg from the config "policy" numbers (NULL: the
@@ -209,6 +285,13 @@ void policy_classify(const struct policy_input *in,
                      const struct policy_config *cfg,
                      struct policy_streak *streak, struct policy_class *out);
 
+/* policy_class_init sets c to outcome o with reason why (its name as the
+ * reason text, NULL for POLICY_REASON_NONE), no rule, and every time, wait
+ * and count unknown (-1): a class for an answer no classify read (a
+ * request lost in a crash). Never fails. */
+void policy_class_init(struct policy_class *c, enum policy_outcome o,
+                       enum policy_reason why);
+
 /* policy_decide walks the reference's ordered decide table for the classified
  * answer c and the step s. Never fails; out->reason is static. */
 void policy_decide(const struct policy_class *c, const struct policy_step *s,
@@ -226,9 +309,11 @@ bool policy_may_resend(bool replayable, bool side_effects, bool keyed);
  * sending), for policy_step.write_may_have_happened. */
 bool policy_write_may_have_happened(const struct policy_input *in);
 
-/* policy_reason_is_config_wall reports whether a hard_quota reason is a
- * wall only a change of the tier's config lifts: "auth" (a key refused)
- * and "tls_certificate" (a certificate refused). NULL: false. */
+/* policy_is_config_wall reports whether a hard_quota reason is a wall only
+ * a change of the tier's config lifts: auth (a key refused) and
+ * tls_certificate (a certificate refused). policy_reason_is_config_wall
+ * asks the same of a reason's name (a tier's stored wall); NULL: false. */
+bool policy_is_config_wall(enum policy_reason r);
 bool policy_reason_is_config_wall(const char *reason);
 
 /* policy_counts_for_breaker: only server_error and timeout count. */
@@ -253,6 +338,11 @@ const char *policy_transport_name(enum policy_transport t);
 STEPQ_MUST_CHECK int policy_transport_from_name(const char *name,
                                                 enum policy_transport *out);
 const char *policy_breaker_name(enum policy_breaker b);
+const char *policy_reason_name(enum policy_reason r);
+/* policy_reason_from_name: a name not in the table is -EINVAL (a user
+ * rule's own name is POLICY_REASON_RULE). */
+STEPQ_MUST_CHECK int policy_reason_from_name(const char *name,
+                                             enum policy_reason *out);
 STEPQ_MUST_CHECK int policy_breaker_from_name(const char *name,
                                               enum policy_breaker *out);
 

@@ -55,8 +55,9 @@ struct prule {
     bool has_body, has_header;
     regex_t body;
     regex_t header_value;
-    char *header_name; /* owned */
-    char *reason;      /* owned */
+    char *header_name;      /* owned */
+    char *reason;           /* owned */
+    enum policy_reason why; /* reason's, or POLICY_REASON_RULE */
     enum policy_outcome outcome;
 };
 
@@ -216,6 +217,11 @@ policy_rules_new(const struct config_rule *rules, size_t n, policy_rules **out,
             p->header_name = xstrdup(c->header_name);
         }
         p->reason = xstrdup(c->reason ? c->reason : "rule");
+        /* A rule naming a known reason ("daily_cap") acts as it; any other
+         * name is the rule's own, carried as text. */
+        if (policy_reason_from_name(p->reason, &p->why) != 0 ||
+            p->why == POLICY_REASON_NONE)
+            p->why = POLICY_REASON_RULE;
     }
     *out = pr;
     return 0;
@@ -270,7 +276,8 @@ policy__rules_match(const policy_rules *rules, const struct policy_input *in,
     }
     free(body);
     if (hit >= 0) {
-        policy__set(out, rules->r[hit].outcome, rules->r[hit].reason);
+        policy__set(out, rules->r[hit].outcome, rules->r[hit].why);
+        out->reason = rules->r[hit].reason;
         out->rule = hit;
     }
     return hit;

@@ -123,6 +123,17 @@ static const struct q__column audit_cols[] = {
     {"job_id", I}, {"park_id", I}, {"source", T}, {"detail", T},
 };
 
+static const struct q__column batch_cols[] = {
+    {"id", I},          {"tier", T},       {"api", T},        {"key", T},
+    {"provider_id", T}, {"state", I},      {"items", I},      {"worker", T},
+    {"lease_until", I}, {"created_at", I}, {"updated_at", I},
+};
+
+static const struct q__column batch_item_cols[] = {
+    {"attempt_id", I}, {"batch_id", I},      {"job_id", I},
+    {"step", I},       {"realtime_nusd", I},
+};
+
 #undef I
 #undef R
 #undef T
@@ -145,6 +156,8 @@ static const struct q__table tables[] = {
     TABLE("job_retries", "id", retry_cols, true),
     TABLE("operators", "name", operator_cols, false),
     TABLE("audit", "id", audit_cols, true),
+    TABLE("batches", "id", batch_cols, true),
+    TABLE("batch_items", "attempt_id", batch_item_cols, false),
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -344,7 +357,9 @@ out_from:
                                          .budgets = n[7],
                                          .retries = n[8],
                                          .operators = n[9],
-                                         .audit = n[10]};
+                                         .audit = n[10],
+                                         .batches = n[11],
+                                         .batch_items = n[12]};
     }
     return rc;
 }

@@ -256,6 +256,12 @@ q_park_close(q_db *db, int64_t id, const struct q_park_close *c)
 }
 
 int
+q_job_wake(q_db *db, int64_t job_id, int64_t now)
+{
+    return db->ops->job_wake(db, job_id, now);
+}
+
+int
 q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
                      int64_t deadline_at)
 {

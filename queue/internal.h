@@ -62,152 +62,198 @@ int q__copy_sql(const struct q__table *t, enum q__copy_stmt k, char mark,
  * table's first columns, in order). */
 size_t q__copy_nkeys(const struct q__table *t);
 
-/* One entry per storage call of queue.h, with the same meaning, arguments
- * and errors (see there); q_open/q_open_existing pick the table by the
- * location, and queue/queue.c calls through db->ops. */
+/* Q__OPS(X, OPT) lists every storage call of queue.h once, with the
+ * same meaning, arguments and errors (see there): X(ret, name, params)
+ * for a call every backend has, OPT(...) for one a backend may leave NULL
+ * (it then declares and lists its own, by hand). struct q__ops, each
+ * backend's prototypes (q__sqlite_NAME, q__pg_NAME) and each backend's
+ * table are made from it, so a new call is one line here, its queue.c
+ * wrapper and its two implementations. */
+/* clang-format off */
+#define Q__OPS(X, OPT)                                                         \
+    X(int, close, (q_db *db))                                                  \
+    X(int, db_version, (q_db *db, int *out))                                   \
+    X(int, tx_begin, (q_db *db))                                               \
+    X(int, tx_commit, (q_db *db))                                              \
+    X(void, tx_rollback, (q_db *db))                                           \
+    OPT(int, tx_durable, (q_db *db)) /* NULL: every commit is durable */       \
+    X(int, read_begin, (q_db *db))                                             \
+    X(void, read_end, (q_db *db))                                              \
+    X(int, enqueue,                                                            \
+      (q_db *db, const struct q_job_new *jobs, size_t n,                       \
+       const struct q_enqueue_opts *opts, int64_t now,                         \
+       struct q_enqueue_result *res))                                          \
+    X(int, job_get, (q_db *db, int64_t id, struct q_job *out))                 \
+    X(int, jobs_list,                                                          \
+      (q_db *db, int state, int64_t after, size_t limit, struct q_job **out,   \
+       size_t *n))                                                             \
+    X(int, counts,                                                             \
+      (q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open))           \
+    X(int, claim,                                                              \
+      (q_db *db, const char *worker, int64_t now, int64_t lease_ms,            \
+       size_t max, struct q_job **out, size_t *n))                             \
+    X(int, extend,                                                             \
+      (q_db *db, int64_t id, const char *worker, int64_t until, int64_t now))  \
+    X(int, release,                                                            \
+      (q_db *db, int64_t id, const char *worker, int64_t run_at,               \
+       int64_t now))                                                           \
+    X(int, complete, (q_db *db, int64_t id, const char *worker, int64_t now))  \
+    X(int, fail,                                                               \
+      (q_db *db, int64_t id, const char *worker, const char *error,            \
+       int64_t now))                                                           \
+    X(int, park_job, (q_db *db, int64_t id, const char *worker, int64_t now))  \
+    X(int, cancel, (q_db *db, int64_t id, int64_t now))                        \
+    X(int, next_due, (q_db *db, int64_t now, int64_t *at))                     \
+    X(int, reclaim, (q_db *db, int64_t now, int64_t *n))                       \
+    X(int, steps_get,                                                          \
+      (q_db *db, int64_t job_id, struct q_step * *out, size_t *n))             \
+    X(int, step_set,                                                           \
+      (q_db *db, int64_t job_id, const char *worker, int index,                \
+       enum q_step_state state, const char *tier, const char *output,          \
+       int64_t add_tokens))                                                    \
+    X(int, attempt_begin,                                                      \
+      (q_db *db, const struct q_attempt_start *a, int64_t *id, int *attempt))  \
+    X(int, attempt_finish,                                                     \
+      (q_db *db, int64_t id, const struct q_attempt_result *r))                \
+    X(int, job_cost, (q_db *db, int64_t job_id, int64_t *nusd))                \
+    X(int, attempts_list,                                                      \
+      (q_db *db, int64_t job_id, int step, struct q_attempt **out,             \
+       size_t *n))                                                             \
+    X(int, tier_load, (q_db *db, const char *tier, struct q_tier_state *out))  \
+    X(int, tier_store,                                                         \
+      (q_db *db, const char *tier, const struct q_tier_state *st))             \
+    X(int, tier_event_add,                                                     \
+      (q_db *db, const char *tier, int64_t at, const char *event))             \
+    X(int, park_add, (q_db *db, const struct q_park_new *p, int64_t *id))      \
+    X(int, park_get, (q_db *db, int64_t id, struct q_park_item *out))          \
+    X(int, park_list,                                                          \
+      (q_db *db, const struct q_park_filter *f, struct q_park_item **out,      \
+       size_t *n))                                                             \
+    X(int, park_close, (q_db *db, int64_t id, const struct q_park_close *c))   \
+    X(int, job_requeue_parked,                                                 \
+      (q_db *db, int64_t job_id, int64_t now, int64_t run_at,                  \
+       int64_t deadline_at))                                                   \
+    X(int, job_wake, (q_db *db, int64_t job_id, int64_t now))                  \
+    X(int, job_end_parked,                                                     \
+      (q_db *db, int64_t job_id, enum q_job_state state, const char *error,    \
+       int64_t now))                                                           \
+    X(int, step_reset,                                                         \
+      (q_db *db, int64_t job_id, int index, const struct q_step_reset *r))     \
+    X(int, job_retry, (q_db *db, const struct q_retry_new *r, int64_t *id))    \
+    X(int, retries_list,                                                       \
+      (q_db *db, int64_t job_id, struct q_retry * *out, size_t *n))            \
+    X(int, stats_attempts,                                                     \
+      (q_db *db, struct q_attempt_group * *out, size_t *n))                    \
+    X(int, stats_latency,                                                      \
+      (q_db *db, struct q_latency_group * *out, size_t *n))                    \
+    X(int, stats_workers,                                                      \
+      (q_db *db, struct q_worker_brief * *out, size_t *n))                     \
+    X(int, stats_oldest_due, (q_db *db, int64_t now, int64_t *run_at))         \
+    X(int, stats_park_open,                                                    \
+      (q_db *db, size_t limit, struct q_park_brief * *out, size_t *n))         \
+    X(int, sched_get, (q_db *db, const char *name, struct q_sched *out))       \
+    X(int, sched_list, (q_db *db, struct q_sched * *out, size_t *n))           \
+    X(int, sched_note,                                                         \
+      (q_db *db, const char *name, int64_t done, int64_t slot,                 \
+       int64_t job_id, int64_t now))                                           \
+    X(int, sched_claim,                                                        \
+      (q_db *db, const char *name, int64_t slot, int64_t now))                 \
+    X(int, sched_pause,                                                        \
+      (q_db *db, const char *name, bool paused, int64_t now))                  \
+    X(int, budget_reserve,                                                     \
+      (q_db *db, const char *name, const char *window, int64_t limit,          \
+       int64_t amount, int64_t now))                                           \
+    X(int, budget_settle,                                                      \
+      (q_db *db, const char *name, const char *window, int64_t reserved,       \
+       int64_t spent, int64_t now))                                            \
+    X(int, budgets_list,                                                       \
+      (q_db *db, int64_t since, struct q_budget * *out, size_t *n))            \
+    X(int, batch_create,                                                       \
+      (q_db *db, const char *tier, const char *api, const char *key,           \
+       const char *worker, int64_t lease_until, int64_t now, int64_t *id))     \
+    X(int, batch_item_add,                                                     \
+      (q_db *db, int64_t batch_id, int64_t attempt_id, int64_t job_id,         \
+       int step))                                                              \
+    X(int, batch_set, (q_db *db, int64_t id, const struct q_batch_set *s))     \
+    X(int, batches_open,                                                       \
+      (q_db *db, const char *tier, struct q_batch **out, size_t *n))           \
+    X(int, batch_items,                                                        \
+      (q_db *db, int64_t batch_id, struct q_batch_item * *out, size_t *n))     \
+    X(int, batch_of_attempt,                                                   \
+      (q_db *db, int64_t attempt_id, int64_t *batch_id))                       \
+    X(int, batch_item_settle,                                                  \
+      (q_db *db, int64_t attempt_id, int64_t realtime_nusd))                   \
+    X(int, report_batches,                                                     \
+      (q_db *db, int64_t since, struct q_report_batch * *out, size_t *n))      \
+    X(int, operator_add,                                                       \
+      (q_db *db, const char *name, const char *role, const char *hash,         \
+       int64_t now))                                                           \
+    X(int, operator_rotate,                                                    \
+      (q_db *db, const char *name, const char *hash, int64_t now))             \
+    X(int, operator_remove, (q_db *db, const char *name))                      \
+    X(int, operators_list, (q_db *db, struct q_operator * *out, size_t *n))    \
+    X(int, audit_add, (q_db *db, const struct q_audit_new *a))                 \
+    X(int, audit_list,                                                         \
+      (q_db *db, const struct q_audit_filter *f, struct q_audit **out,         \
+       size_t *n))                                                             \
+    X(int, report_jobs,                                                        \
+      (q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]))                \
+    X(int, report_tiers,                                                       \
+      (q_db *db, int64_t since, struct q_report_tier * *out, size_t *n))       \
+    X(int, report_failures,                                                    \
+      (q_db *db, int64_t since, size_t limit, struct q_report_failure * *out,  \
+       size_t *n))                                                             \
+    X(int, report_failed,                                                      \
+      (q_db *db, int64_t since, size_t limit, struct q_job * *out,             \
+       size_t *n))                                                             \
+    X(int, report_keyed,                                                       \
+      (q_db *db, const char *prefix, int64_t since, size_t limit,              \
+       struct q_job **out, size_t *n))                                         \
+    X(int, report_slowest,                                                     \
+      (q_db *db, int64_t since, size_t limit, struct q_job * *out,             \
+       size_t *n))                                                             \
+    X(int, report_costliest,                                                   \
+      (q_db *db, int64_t since, size_t limit, struct q_report_job * *out,      \
+       size_t *n))                                                             \
+    X(int, job_by_key, (q_db *db, const char *key, struct q_job *out))         \
+    /* Many hosts; NULL entries mean "not needed here": clock_sync then        \
+     * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */              \
+    OPT(int, clock_sync, (q_db *db))                                           \
+    OPT(int, wake_fd, (q_db *db))                                              \
+    OPT(int, wake_take, (q_db *db, unsigned *events))                          \
+    /* Copying (q_copy), one table at a time, inside the caller's q_tx_*       \
+     * transaction on the target: copy_count counts t's rows, copy_clear       \
+     * deletes them all, copy_out calls fn with each row in t->order_by        \
+     * order (streaming: not all in memory), copy_in inserts one row as        \
+     * given (ids included; a backend may batch them), and copy_end, called    \
+     * after every table's rows, writes what is batched and, when              \
+     * t->id_serial, moves t's generated ids past the largest copied one. */   \
+    X(int, copy_count, (q_db *db, const struct q__table *t, int64_t *n))       \
+    X(int, copy_clear, (q_db *db, const struct q__table *t))                   \
+    X(int, copy_out,                                                           \
+      (q_db *db, const struct q__table *t, q__row_fn fn, void *arg))           \
+    X(int, copy_in,                                                            \
+      (q_db *db, const struct q__table *t, const struct q__value *vals))       \
+    X(int, copy_end, (q_db *db, const struct q__table *t))                     \
+    /* Backup and retention (queue/prune.c). backup writes the whole store     \
+     * as one consistent SQLite database into path, an empty file made         \
+     * 0600 (NULL: the store is copied with q_copy instead). prune counts      \
+     * what p names into *c, at most limit jobs and bodies, and when run,      \
+     * removes exactly that, inside the caller's transaction. */               \
+    OPT(int, backup, (q_db *db, const char *path))                             \
+    X(int, prune,                                                              \
+      (q_db *db, const struct q_prune *p, int64_t limit, bool run,             \
+       struct q_prune_counts *c))
+/* clang-format on */
+
+/* One entry per call of Q__OPS; q_open/q_open_existing pick the table
+ * by the location, and queue/queue.c calls through db->ops. */
+#define Q__OP_MEMBER(ret, name, params) ret(*name) params;
 struct q__ops {
-    int (*close)(q_db *db);
-    int (*db_version)(q_db *db, int *out);
-    int (*tx_begin)(q_db *db);
-    int (*tx_commit)(q_db *db);
-    void (*tx_rollback)(q_db *db);
-    int (*tx_durable)(q_db *db); /* NULL: every commit is durable */
-    int (*read_begin)(q_db *db);
-    void (*read_end)(q_db *db);
-    int (*enqueue)(q_db *db, const struct q_job_new *jobs, size_t n,
-                   const struct q_enqueue_opts *opts, int64_t now,
-                   struct q_enqueue_result *res);
-    int (*job_get)(q_db *db, int64_t id, struct q_job *out);
-    int (*jobs_list)(q_db *db, int state, int64_t after, size_t limit,
-                     struct q_job **out, size_t *n);
-    int (*counts)(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
-    int (*claim)(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
-                 size_t max, struct q_job **out, size_t *n);
-    int (*extend)(q_db *db, int64_t id, const char *worker, int64_t until,
-                  int64_t now);
-    int (*release)(q_db *db, int64_t id, const char *worker, int64_t run_at,
-                   int64_t now);
-    int (*complete)(q_db *db, int64_t id, const char *worker, int64_t now);
-    int (*fail)(q_db *db, int64_t id, const char *worker, const char *error,
-                int64_t now);
-    int (*park_job)(q_db *db, int64_t id, const char *worker, int64_t now);
-    int (*cancel)(q_db *db, int64_t id, int64_t now);
-    int (*next_due)(q_db *db, int64_t now, int64_t *at);
-    int (*reclaim)(q_db *db, int64_t now, int64_t *n);
-    int (*steps_get)(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
-    int (*step_set)(q_db *db, int64_t job_id, const char *worker, int index,
-                    enum q_step_state state, const char *tier,
-                    const char *output, int64_t add_tokens);
-    int (*attempt_begin)(q_db *db, const struct q_attempt_start *a, int64_t *id,
-                         int *attempt);
-    int (*attempt_finish)(q_db *db, int64_t id,
-                          const struct q_attempt_result *r);
-    int (*job_cost)(q_db *db, int64_t job_id, int64_t *nusd);
-    int (*attempts_list)(q_db *db, int64_t job_id, int step,
-                         struct q_attempt **out, size_t *n);
-    int (*tier_load)(q_db *db, const char *tier, struct q_tier_state *out);
-    int (*tier_store)(q_db *db, const char *tier,
-                      const struct q_tier_state *st);
-    int (*tier_event_add)(q_db *db, const char *tier, int64_t at,
-                          const char *event);
-    int (*park_add)(q_db *db, const struct q_park_new *p, int64_t *id);
-    int (*park_get)(q_db *db, int64_t id, struct q_park_item *out);
-    int (*park_list)(q_db *db, const struct q_park_filter *f,
-                     struct q_park_item **out, size_t *n);
-    int (*park_close)(q_db *db, int64_t id, const struct q_park_close *c);
-    int (*job_requeue_parked)(q_db *db, int64_t job_id, int64_t now,
-                              int64_t run_at, int64_t deadline_at);
-    int (*job_end_parked)(q_db *db, int64_t job_id, enum q_job_state state,
-                          const char *error, int64_t now);
-    int (*step_reset)(q_db *db, int64_t job_id, int index,
-                      const struct q_step_reset *r);
-    int (*job_retry)(q_db *db, const struct q_retry_new *r, int64_t *id);
-    int (*retries_list)(q_db *db, int64_t job_id, struct q_retry **out,
-                        size_t *n);
-    int (*stats_attempts)(q_db *db, struct q_attempt_group **out, size_t *n);
-    int (*stats_latency)(q_db *db, struct q_latency_group **out, size_t *n);
-    int (*stats_workers)(q_db *db, struct q_worker_brief **out, size_t *n);
-    int (*stats_oldest_due)(q_db *db, int64_t now, int64_t *run_at);
-    int (*stats_park_open)(q_db *db, size_t limit, struct q_park_brief **out,
-                           size_t *n);
-    int (*sched_get)(q_db *db, const char *name, struct q_sched *out);
-    int (*sched_list)(q_db *db, struct q_sched **out, size_t *n);
-    int (*sched_note)(q_db *db, const char *name, int64_t done, int64_t slot,
-                      int64_t job_id, int64_t now);
-    int (*sched_claim)(q_db *db, const char *name, int64_t slot, int64_t now);
-    int (*sched_pause)(q_db *db, const char *name, bool paused, int64_t now);
-    int (*budget_reserve)(q_db *db, const char *name, const char *window,
-                          int64_t limit, int64_t amount, int64_t now);
-    int (*budget_settle)(q_db *db, const char *name, const char *window,
-                         int64_t reserved, int64_t spent, int64_t now);
-    int (*budgets_list)(q_db *db, int64_t since, struct q_budget **out,
-                        size_t *n);
-    int (*batch_create)(q_db *db, const char *tier, const char *api,
-                        const char *key, const char *worker,
-                        int64_t lease_until, int64_t now, int64_t *id);
-    int (*batch_item_add)(q_db *db, int64_t batch_id, int64_t attempt_id,
-                          int64_t job_id, int step);
-    int (*batch_set)(q_db *db, int64_t id, const struct q_batch_set *s);
-    int (*batches_open)(q_db *db, const char *tier, struct q_batch **out,
-                        size_t *n);
-    int (*batch_items)(q_db *db, int64_t batch_id, struct q_batch_item **out,
-                       size_t *n);
-    int (*batch_of_attempt)(q_db *db, int64_t attempt_id, int64_t *batch_id);
-    int (*batch_item_settle)(q_db *db, int64_t attempt_id,
-                             int64_t realtime_nusd);
-    int (*report_batches)(q_db *db, int64_t since, struct q_report_batch **out,
-                          size_t *n);
-    int (*operator_add)(q_db *db, const char *name, const char *role,
-                        const char *hash, int64_t now);
-    int (*operator_rotate)(q_db *db, const char *name, const char *hash,
-                           int64_t now);
-    int (*operator_remove)(q_db *db, const char *name);
-    int (*operators_list)(q_db *db, struct q_operator **out, size_t *n);
-    int (*audit_add)(q_db *db, const struct q_audit_new *a);
-    int (*audit_list)(q_db *db, const struct q_audit_filter *f,
-                      struct q_audit **out, size_t *n);
-    int (*report_jobs)(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
-    int (*report_tiers)(q_db *db, int64_t since, struct q_report_tier **out,
-                        size_t *n);
-    int (*report_failures)(q_db *db, int64_t since, size_t limit,
-                           struct q_report_failure **out, size_t *n);
-    int (*report_failed)(q_db *db, int64_t since, size_t limit,
-                         struct q_job **out, size_t *n);
-    int (*report_keyed)(q_db *db, const char *prefix, int64_t since,
-                        size_t limit, struct q_job **out, size_t *n);
-    int (*report_slowest)(q_db *db, int64_t since, size_t limit,
-                          struct q_job **out, size_t *n);
-    int (*report_costliest)(q_db *db, int64_t since, size_t limit,
-                            struct q_report_job **out, size_t *n);
-    int (*job_by_key)(q_db *db, const char *key, struct q_job *out);
-    /* Many hosts; NULL entries mean "not needed here": clock_sync then
-     * leaves the offset 0, wake_fd/wake_take return -ENOTSUP. */
-    int (*clock_sync)(q_db *db);
-    int (*wake_fd)(q_db *db);
-    int (*wake_take)(q_db *db, unsigned *events);
-    /* Copying (q_copy), one table at a time, inside the caller's q_tx_*
-     * transaction on the target: copy_count counts t's rows, copy_clear
-     * deletes them all, copy_out calls fn with each row in t->order_by
-     * order (streaming: not all in memory), copy_in inserts one row as
-     * given (ids included; a backend may batch them), and copy_end, called
-     * after every table's rows, writes what is batched and, when
-     * t->id_serial, moves t's generated ids past the largest copied one. */
-    int (*copy_count)(q_db *db, const struct q__table *t, int64_t *n);
-    int (*copy_clear)(q_db *db, const struct q__table *t);
-    int (*copy_out)(q_db *db, const struct q__table *t, q__row_fn fn,
-                    void *arg);
-    int (*copy_in)(q_db *db, const struct q__table *t,
-                   const struct q__value *vals);
-    int (*copy_end)(q_db *db, const struct q__table *t);
-    /* Backup and retention (queue/prune.c). backup writes the whole store
-     * as one consistent SQLite database into path, an empty file made
-     * 0600 (NULL: the store is copied with q_copy instead). prune counts
-     * what p names into *c, at most limit jobs and bodies, and when run,
-     * removes exactly that, inside the caller's transaction. */
-    int (*backup)(q_db *db, const char *path);
-    int (*prune)(q_db *db, const struct q_prune *p, int64_t limit, bool run,
-                 struct q_prune_counts *c);
+    Q__OPS(Q__OP_MEMBER, Q__OP_MEMBER)
 };
+/* For OPT of a backend that lists its own (or leaves them NULL). */
+#define Q__OP_NONE(ret, name, params)
 
 /* Every backend's struct q__<name> starts with this, so queue.c can reach
  * the table and the clock offset of any open store. */

@@ -598,6 +598,9 @@ STEPQ_MUST_CHECK int q_park_close(q_db *db, int64_t id,
  * going on). */
 STEPQ_MUST_CHECK int q_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
                                           int64_t run_at, int64_t deadline_at);
+/* q_job_wake makes queued job job_id due at now if due later (a foreach
+ * job whose element ended). -EALREADY: not queued, or due already. */
+STEPQ_MUST_CHECK int q_job_wake(q_db *db, int64_t job_id, int64_t now);
 /* q_job_end_parked ends parked job job_id: Q_JOB_FAILED with error
  * (copied), or Q_JOB_SUCCEEDED (error NULL) when an operator finished its
  * last step. -EALREADY when the job is not parked, -EINVAL for another
@@ -1060,15 +1063,15 @@ char *q_location_redact(const char *location, char *buf, size_t size);
 /* What q_copy copied, by table. */
 struct q_copy_counts {
     int64_t jobs, steps, attempts, park, tiers, schedules, tier_events, budgets;
-    int64_t retries, operators, audit;
+    int64_t retries, operators, audit, batches, batch_items;
 };
 
 /* q_copy copies every job, step, attempt, park item, tier state (with
- * its events), schedule state, budget window, job retry, operator and
- * audit row of from into to, ids kept, in one transaction of to. Unless
- * force, to must hold no row of any of them (-EEXIST: nothing copied);
- * with force, what to holds is replaced. counts may be NULL. Returns 0,
- * -EEXIST, or the errors of either store (to unchanged). */
+ * its events), schedule state, budget window, job retry, operator, audit
+ * row and batch (with its items) of from into to, ids kept, in one transaction
+ * of to. Unless force, to must hold no row of any of them (-EEXIST: nothing
+ * copied); with force, what to holds is replaced. counts may be NULL. Returns
+ * 0, -EEXIST, or the errors of either store (to unchanged). */
 STEPQ_MUST_CHECK int q_copy(q_db *from, q_db *to, bool force,
                             struct q_copy_counts *counts);
 

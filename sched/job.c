@@ -94,7 +94,8 @@ sched_job(const struct config *cfg, const struct config_schedule *s,
     struct spec_opts opts = {.tiers = names,
                              .ntiers = names ? cfg->ntiers : 0,
                              .schedule = s->name,
-                             .tools = &cfg->tools};
+                             .tools = &cfg->tools,
+                             .hooks = &cfg->hooks};
     char *text = NULL, inner[512];
     struct spec_job *job = NULL;
     int rc;

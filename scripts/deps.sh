@@ -3,7 +3,7 @@
 # Safe to run again: it only calls apt-get when a package is absent.
 # --browser also installs what the web view's browser test needs: Debian's
 # chromium and Node.js (18 or later: Debian 12's own is 18), and
-# playwright-core (npm ci in tests/browser/, pinned by its
+# playwright-core and axe-core (npm ci in tests/browser/, pinned by its
 # package-lock.json to a version that runs on Node.js 18; no browser is
 # downloaded), and the open-source Portkey gateway that tests/test_gateway.c
 # runs (npm ci in tests/gateway/, @portkey-ai/gateway pinned by its
@@ -51,16 +51,7 @@ if [ $browser -eq 1 ]; then
         echo "deps: node $(node --version) is too old: playwright-core needs Node.js 18 or later" >&2
         exit 1
     fi
-    lock=tests/browser/package-lock.json
-    installed=tests/browser/node_modules/.package-lock.json
-    if [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; then
-        echo "deps: npm ci in tests/browser (playwright-core)" >&2
-        (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-    fi
-    lock=tests/gateway/package-lock.json
-    installed=tests/gateway/node_modules/.package-lock.json
-    if [ ! -f "$installed" ] || [ "$lock" -nt "$installed" ]; then
-        echo "deps: npm ci in tests/gateway (@portkey-ai/gateway)" >&2
-        (cd tests/gateway && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-    fi
+    echo "deps: npm packages of tests/browser (playwright-core, axe-core) and tests/gateway" >&2
+    bash scripts/npm-ci.sh tests/browser
+    bash scripts/npm-ci.sh tests/gateway
 fi

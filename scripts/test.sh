@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, checks formatting and the
-# arrows between the rooms (scripts/layers.py), builds SQLite-only
+# arrows between the rooms (scripts/layers.py) and the sizes of functions
+# and files (scripts/sizes.py), builds SQLite-only
 # (scripts/sqlite-only.sh, about 10 s), then builds
 # and runs every test twice: a Debug build with warnings as errors, and the
 # same under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer).
@@ -15,6 +16,10 @@ clang-format --dry-run --Werror "${sources[@]}"
 
 echo "== layers: includes and links against docs/architecture.md's arrows"
 python3 scripts/layers.py
+
+echo "== sizes: functions over 100 lines, files over 600 (scripts/sizes.py)"
+python3 scripts/sizes.py --self-test
+python3 scripts/sizes.py
 
 echo "== a SQLite-only build (STEPQ_WITH_PG=OFF)"
 bash scripts/sqlite-only.sh

@@ -138,11 +138,13 @@ params_of(enum serve_route_id r)
 {
     static const char *const none[] = {NULL};
     static const char *const jobs[] = {"state", "limit", "after", NULL};
-    static const char *const park[] = {"state", "job_id", "reason", "tier",
-                                       NULL};
+    static const char *const park[] = {"state", "job_id",    "reason",
+                                       "tier",  "job_names", NULL};
     static const char *const report[] = {"since", NULL};
+    static const char *const job[] = {"wait", NULL};
 
-    return r == R_JOBS_LIST                ? jobs
+    return r == R_JOB                      ? job
+           : r == R_JOBS_LIST              ? jobs
            : r == R_PARK_LIST              ? park
            : r == R_REPORT || r == R_AUDIT ? report
                                            : none;
@@ -306,8 +308,8 @@ jobs_list(const struct serve_opts *o, struct MHD_Connection *c)
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
-static enum MHD_Result
-jobs_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
+enum MHD_Result
+serve_job_show(const struct serve_opts *o, struct MHD_Connection *c, int64_t id)
 {
     cJSON *out = NULL;
     int rc = view_job(o->db, id, &out);
@@ -504,7 +506,8 @@ serve_route(const struct serve_opts *o, const struct serve_caller *who,
     case R_JOBS_CHECK:
         return jobs_check(o, c, body, len);
     case R_JOB:
-        return jobs_show(o, c, id);
+        return serve_arg(c, "wait") != NULL ? serve_wait_job(c, id)
+                                            : serve_job_show(o, c, id);
     case R_JOB_CANCEL:
         return jobs_cancel(o, who, c, id);
     case R_PARK_LIST:

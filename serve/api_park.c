@@ -6,13 +6,43 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "park/park.h"
 #include "view/view.h"
+
+/* Adds "job_name" and "job_key" to each item of list (the park items of
+ * items, in order), so that the page can search them: one read of a job
+ * for each run of items of one job. */
+static int
+add_job_names(q_db *db, const struct q_park_item *items, size_t n, cJSON *list)
+{
+    struct q_job job = {0};
+    int64_t have = 0;
+    cJSON *o = list->child;
+    int rc = 0;
+
+    for (size_t i = 0; i < n && o != NULL; i++, o = o->next) {
+        if (items[i].job_id != have) {
+            q_job_cleanup(&job);
+            /* A job pruned since the list was read has no name. */
+            if ((rc = q_job_get(db, items[i].job_id, &job)) == -ENOENT)
+                rc = 0;
+            else if (rc != 0)
+                break;
+            have = items[i].job_id;
+        }
+        json_add_string(o, "job_name", job.name);
+        json_add_string(o, "job_key", job.key);
+    }
+    q_job_cleanup(&job);
+    return rc;
+}
 
 enum MHD_Result
 serve_park_list(const struct serve_opts *o, struct MHD_Connection *c)
 {
     const char *state = serve_arg(c, "state"), *job = serve_arg(c, "job_id");
+    const char *names = serve_arg(c, "job_names");
     struct q_park_filter f = {.reason = serve_arg(c, "reason"),
                               .tier = serve_arg(c, "tier")};
     struct q_park_item *items = NULL;
@@ -26,11 +56,22 @@ serve_park_list(const struct serve_opts *o, struct MHD_Connection *c)
     if (job != NULL && (f.job_id = serve_whole(job, strlen(job))) < 1)
         return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "job_id must be a job id");
+    if (names != NULL && strcmp(names, "true") != 0 &&
+        strcmp(names, "false") != 0)
+        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "job_names must be true or false");
     f.all = state != NULL && strcmp(state, "all") == 0;
     if ((rc = q_park_list(o->db, &f, &items, &n)) != 0)
         return serve_storage_error(c, rc, "list park items");
     cJSON *out = view_park_list(items, n);
+    /* The page's search reads them; by default the list is park list's. */
+    if (names != NULL && strcmp(names, "true") == 0)
+        rc = add_job_names(o->db, items, n, out);
     q_park_items_free(items, n);
+    if (rc != 0) {
+        cJSON_Delete(out);
+        return serve_storage_error(c, rc, "read the park items' jobs");
+    }
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 

@@ -68,6 +68,12 @@ enum serve_route_id {
 
 struct serve_asset;
 
+/* serve_open_listener binds where ("HOST:PORT") and listens: 0 with *fd
+ * and the address taken in addr ("127.0.0.1:40117"), or a negative errno
+ * with the reason in err (listen.c). */
+int serve_open_listener(const char *where, int *fd, char *addr, size_t alen,
+                        char *err, size_t len);
+
 /* serve_match finds the route of method on url (the path, without the
  * query): 0 with *r set, *id the number in the path (job or park id;
  * left alone when the path has none) and, for R_PAGE, *page the file;
@@ -196,6 +202,42 @@ enum MHD_Result serve_storage_error(struct MHD_Connection *c, int rc,
 int64_t serve_store_now(const struct serve_opts *o);
 /* serve_arg is query parameter name of c, or NULL. */
 const char *serve_arg(struct MHD_Connection *c, const char *name);
+
+/* serve_job_show answers GET /v1/jobs/ID: the job as `jobs show --json`
+ * gives it; 404 when there is none. */
+enum MHD_Result serve_job_show(const struct serve_opts *o,
+                               struct MHD_Connection *c, int64_t id);
+
+/* ---- the long-poll (wait.c) -------------------------------------------
+ * GET /v1/jobs/ID?wait=SECONDS: a request whose job has not ended is
+ * suspended until it ends or parks, or its seconds are up, and then
+ * answered as GET /v1/jobs/ID; on the server's one loop, no thread each. */
+#define SERVE_WAIT_MAX_S 50
+
+struct serve_waits;
+struct uv_loop_s;
+
+/* serve_waits_new makes the waiters' registry of a server on loop (its
+ * timer reads the waited jobs through o->db; kick(arg) runs the daemon
+ * once it resumed some). Free with serve_waits_close (the memory goes in
+ * the timer's close callback: run the loop after). */
+struct serve_waits *serve_waits_new(struct uv_loop_s *loop,
+                                    const struct serve_opts *o,
+                                    void (*kick)(void *arg), void *arg);
+void serve_waits_close(struct serve_waits *w);
+/* serve_waits_stop resumes every waiter now (the caller runs the daemon
+ * after), and answers every later wait at once (a stop). */
+void serve_waits_stop(struct serve_waits *w);
+/* serve_waits_forget drops the waiter of c's request (its request
+ * completed, or its connection closed); w NULL (closed): nothing. */
+void serve_waits_forget(struct serve_waits *w, struct MHD_Connection *c);
+/* serve_waits_of is the registry of the server c belongs to (server.c). */
+struct serve_waits *serve_waits_of(struct MHD_Connection *c);
+/* serve_wait_job answers GET /v1/jobs/ID?wait=: at once when the job has
+ * ended (or parked since), is unknown, or wait is 0; else suspends c until
+ * then (MHD_YES, nothing queued) and answers when its request comes back;
+ * 400 when wait is not 0 to SERVE_WAIT_MAX_S whole seconds. */
+enum MHD_Result serve_wait_job(struct MHD_Connection *c, int64_t id);
 
 /* The park routes (api_park.c); serve_route calls them. */
 enum MHD_Result serve_park_list(const struct serve_opts *o,

@@ -6,7 +6,8 @@
  * resolution goes through park/'s rules.
  *
  * The server runs on the calling thread until SIGINT or SIGTERM, one
- * request at a time: the store is one handle, used by nothing else.
+ * request at a time: the store is one handle, used by nothing else. A
+ * long-poll (GET /v1/jobs/ID?wait=) waits suspended, not under way.
  */
 #ifndef STEPQ_SERVE_SERVE_H
 #define STEPQ_SERVE_SERVE_H

@@ -3,10 +3,8 @@
  * the graceful stop. */
 #include "serve/internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,7 +39,8 @@
 struct serve_conn {
     struct serve_conn *prev, *next;
     struct MHD_Connection *c;
-    int64_t waiting_since; /* loop time; 0: a request is under way */
+    struct serve_waits *waits; /* the server's, for serve_waits_of */
+    int64_t waiting_since;     /* loop time; 0: a request is under way */
 };
 
 struct serve {
@@ -56,136 +55,8 @@ struct serve {
     bool stopping;          /* a signal came: no new connections */
     int64_t stop_by;        /* loop time after which the stop waits no more */
     struct serve_gate gate; /* failed logins per address */
+    struct serve_waits *waits; /* GET /v1/jobs/ID?wait= (wait.c) */
 };
-
-/* Splits "HOST:PORT" or "[V6]:PORT" into host and port (copies). */
-static int
-split_listen(const char *listen, char *host, size_t hlen, char *port,
-             size_t plen, char *err, size_t len)
-{
-    const char *colon = strrchr(listen, ':'), *h = listen;
-    size_t n;
-
-    if (colon == NULL || colon[1] == '\0') {
-        snprintf(err, len, "--listen %s: give HOST:PORT, such as %s", listen,
-                 SERVE_LISTEN_DEFAULT);
-        return -EINVAL;
-    }
-    n = (size_t)(colon - listen);
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n == 0 || n >= hlen || strlen(colon + 1) >= plen) {
-        snprintf(err, len, "--listen %s: give HOST:PORT, such as %s", listen,
-                 SERVE_LISTEN_DEFAULT);
-        return -EINVAL;
-    }
-    memcpy(host, h, n);
-    host[n] = '\0';
-    strcpy(port, colon + 1);
-    for (const char *p = port; *p; p++) {
-        if (*p < '0' || *p > '9' || p - port > 4) {
-            snprintf(err, len, "--listen %s: the port must be 0 to 65535",
-                     listen);
-            return -EINVAL;
-        }
-    }
-    if (atoi(port) > 65535) {
-        snprintf(err, len, "--listen %s: the port must be 0 to 65535", listen);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int
-resolve_listen(const char *listen, struct addrinfo **out, char *err, size_t len)
-{
-    char host[256], port[8];
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-                             .ai_flags =
-                                 AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
-    int rc =
-        split_listen(listen, host, sizeof(host), port, sizeof(port), err, len);
-
-    if (rc != 0)
-        return rc;
-    if (getaddrinfo(host, port, &hints, out) != 0) {
-        snprintf(err, len,
-                 "--listen %s: %s is not a numeric address (such as "
-                 "127.0.0.1 or [::1])",
-                 listen, host);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static bool
-is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
-                24) == 127;
-    if (sa->sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(
-            &((const struct sockaddr_in6 *)sa)->sin6_addr);
-    return false;
-}
-
-int
-serve_listen_check(const char *listen, bool *loopback, char *err, size_t len)
-{
-    struct addrinfo *ai = NULL;
-    int rc = resolve_listen(listen, &ai, err, len);
-
-    if (rc != 0)
-        return rc;
-    *loopback = is_loopback(ai->ai_addr);
-    freeaddrinfo(ai);
-    return 0;
-}
-
-/* Binds and listens; *addr gets the address taken ("127.0.0.1:40117"). */
-static int
-open_listener(const char *where, int *fd, char *addr, size_t alen, char *err,
-              size_t len)
-{
-    struct addrinfo *ai = NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char host[INET6_ADDRSTRLEN] = "?";
-    int one = 1, s, rc = resolve_listen(where, &ai, err, len);
-
-    if (rc != 0)
-        return rc;
-    /* A backlog of SOMAXCONN (the kernel caps it at net.core.somaxconn):
-     * with 128, a burst of 1,000 connects overflowed the accept queue and
-     * the dropped clients came back only after a second's SYN retry. */
-    s = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-        bind(s, ai->ai_addr, ai->ai_addrlen) != 0 ||
-        listen(s, SOMAXCONN) != 0 ||
-        getsockname(s, (struct sockaddr *)&ss, &sl) != 0) {
-        rc = -errno;
-        snprintf(err, len, "cannot listen on %s: %s", where, strerror(errno));
-        if (s >= 0)
-            close(s);
-        freeaddrinfo(ai);
-        return rc;
-    }
-    freeaddrinfo(ai);
-    if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof(host));
-        snprintf(addr, alen, "[%s]:%u", host, ntohs(a6->sin6_port));
-    } else {
-        const struct sockaddr_in *a4 = (const struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a4->sin_addr, host, sizeof(host));
-        snprintf(addr, alen, "%s:%u", host, ntohs(a4->sin_port));
-    }
-    *fd = s;
-    return 0;
-}
 
 static void
 mhd_log(void *cls, const char *fmt, va_list ap)
@@ -222,6 +93,7 @@ on_connection(void *cls, struct MHD_Connection *c, void **ctx,
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         sc = xcalloc(1, sizeof(*sc));
         sc->c = c;
+        sc->waits = s->waits;
         sc->waiting_since = (int64_t)uv_now(&s->loop);
         sc->next = s->conns;
         if (s->conns != NULL)
@@ -405,10 +277,10 @@ on_completed(void *cls, struct MHD_Connection *c, void **state,
     struct serve *s = cls;
     struct serve_req *r = *state;
 
-    (void)c;
     (void)why;
     if (r == NULL)
         return;
+    serve_waits_forget(s->waits, c);
     free(r->body);
     free(r);
     *state = NULL;
@@ -445,6 +317,13 @@ on_timer(uv_timer_t *t)
     pump(t->data);
 }
 
+/* Runs the daemon after waiters were resumed (wait.c). */
+static void
+kick(void *arg)
+{
+    pump(arg);
+}
+
 static void
 on_poll(uv_poll_t *p, int status, int events)
 {
@@ -464,6 +343,7 @@ on_signal(uv_signal_t *h, int signum)
     log_info("serve: signal %d: stopping (no new connections)", signum);
     s->stopping = true;
     s->stop_by = (int64_t)uv_now(&s->loop) + STOP_WAIT_MS;
+    serve_waits_stop(s->waits); /* each answered with its job as it is */
     fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
@@ -497,6 +377,7 @@ start_loop(struct serve *s, int epoll_fd)
     uv_timer_init(&s->loop, &s->deadline);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
+    s->waits = serve_waits_new(&s->loop, s->o, kick, s);
     s->poll.data = s->timer.data = s->clock.data = s->deadline.data = s;
     uv_timer_start(&s->deadline, on_deadline, 250, 250);
     s->sigint.data = s->sigterm.data = s;
@@ -512,6 +393,9 @@ start_loop(struct serve *s, int epoll_fd)
     uv_close((uv_handle_t *)&s->deadline, close_cb);
     uv_close((uv_handle_t *)&s->sigint, close_cb);
     uv_close((uv_handle_t *)&s->sigterm, close_cb);
+    serve_waits_stop(s->waits); /* none may stay suspended at the stop */
+    serve_waits_close(s->waits);
+    s->waits = NULL; /* requests the daemon's stop completes forget none */
     uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
@@ -547,6 +431,15 @@ connection_limit(unsigned want)
     return want;
 }
 
+struct serve_waits *
+serve_waits_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ((struct serve_conn *)ci->socket_context)->waits;
+}
+
 bool
 serve_tls_supported(void)
 {
@@ -561,7 +454,8 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
     char addr[INET6_ADDRSTRLEN + 16];
     int fd = -1, rc;
 
-    if ((rc = open_listener(o->listen, &fd, addr, sizeof(addr), err, len)))
+    if ((rc =
+             serve_open_listener(o->listen, &fd, addr, sizeof(addr), err, len)))
         return rc;
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key},
@@ -570,7 +464,7 @@ serve_run(const struct serve_opts *o, char *err, size_t len)
     bool https = o->tls_cert != NULL && o->tls_key != NULL;
 
     s.d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
             (https ? MHD_USE_TLS : 0),
         0, NULL, NULL, on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &s,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,

@@ -78,7 +78,8 @@ spec_check(const char *text, size_t len, const struct config *cfg,
     struct spec_opts o = {.tiers = names ? names : no_tiers,
                           .ntiers = names ? cfg->ntiers : 0,
                           .input = input,
-                          .tools = cfg != NULL ? &cfg->tools : NULL};
+                          .tools = cfg != NULL ? &cfg->tools : NULL,
+                          .hooks = cfg != NULL ? &cfg->hooks : NULL};
     struct spec_job **jobs = NULL;
     char why[1024];
     size_t n = 0;

@@ -14,8 +14,11 @@
 
 struct spec_enqueue {
     struct spec_enqueue_opts o;
-    const char **tiers; /* owned array; the names are cfg's */
-    spec_stream *stream;
+    struct q_enqueue_opts over; /* o.over's copy, its run_at made absolute */
+    const char **tiers;         /* owned array; the names are cfg's */
+    struct spec_opts vopts;     /* each input's validation */
+    spec_stream *stream;        /* the input being read */
+    bool array;                 /* an earlier input was an array */
     bool in_tx;
     struct q_enqueue_result *res; /* owned: one per job written */
     size_t n, cap;
@@ -42,10 +45,20 @@ on_batch(void *ctx, struct spec_batch *b)
     struct spec_enqueue *e = ctx;
     int rc = 0;
 
-    if (e->o.over != NULL && e->o.over->key != NULL && b->first + b->n > 1)
+    if (e->o.over != NULL && e->o.over->key != NULL && e->n + b->n > 1)
         return -E2BIG; /* the message is written by the caller */
     if (e->o.db == NULL && (rc = e->o.open(e->o.ctx, &e->o.db, &e->o.now)))
         return rc;
+    /* A run_at given as a span counts from the enqueue's time, the
+     * store's, known from here on. */
+    if (e->o.over != NULL && e->o.has_run_after && !e->over.has_run_at) {
+        e->over.has_run_at = true;
+        e->over.run_at = e->o.now + e->o.run_after_ms;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->jobs[i]->run_after_ms >= 0)
+            b->rows[i].run_at = e->o.now + b->jobs[i]->run_after_ms;
+    }
     if (!e->in_tx && (rc = q_tx_begin(e->o.db)) == 0)
         e->in_tx = true;
     if (e->n + b->n > e->cap) {
@@ -53,8 +66,8 @@ on_batch(void *ctx, struct spec_batch *b)
         e->res = xrealloc(e->res, e->cap * sizeof(*e->res));
     }
     if (rc == 0)
-        rc = q_enqueue(e->o.db, b->rows, b->n, e->o.over, e->o.now,
-                       e->res + e->n);
+        rc = q_enqueue(e->o.db, b->rows, b->n, e->o.over ? &e->over : NULL,
+                       e->o.now, e->res + e->n);
     if (rc != 0) {
         e->store_rc = rc;
         return rc;
@@ -67,16 +80,19 @@ spec_enqueue *
 spec_enqueue_new(const struct spec_enqueue_opts *o)
 {
     struct spec_enqueue *e = xcalloc(1, sizeof(*e));
-    struct spec_opts vopts = {0};
+    struct spec_opts *vopts = &e->vopts;
 
     e->o = *o;
+    if (o->over != NULL)
+        e->over = *o->over;
     e->tiers = spec_tier_names(o->cfg);
-    vopts.tiers = e->tiers;
-    vopts.ntiers = e->tiers != NULL ? o->cfg->ntiers : 0;
-    vopts.input = o->input;
-    vopts.schedule = o->schedule;
-    vopts.tools = o->cfg != NULL ? &o->cfg->tools : NULL;
-    e->stream = spec_stream_new(&vopts, SPEC_BATCH_JOBS, on_batch, e);
+    vopts->tiers = e->tiers;
+    vopts->ntiers = e->tiers != NULL ? o->cfg->ntiers : 0;
+    vopts->input = o->input;
+    vopts->schedule = o->schedule;
+    vopts->tools = o->cfg != NULL ? &o->cfg->tools : NULL;
+    vopts->hooks = o->cfg != NULL ? &o->cfg->hooks : NULL;
+    e->stream = spec_stream_new(vopts, SPEC_BATCH_JOBS, on_batch, e);
     return e;
 }
 
@@ -128,6 +144,19 @@ spec_enqueue_end(spec_enqueue *e, char *err, size_t errlen)
 }
 
 int
+spec_enqueue_next(spec_enqueue *e, char *err, size_t errlen)
+{
+    int rc = spec_stream_end(e->stream, err, errlen);
+
+    if (rc != 0)
+        return failed(e, rc, err, errlen);
+    e->array = e->array || spec_stream_is_array(e->stream);
+    spec_stream_free(e->stream);
+    e->stream = spec_stream_new(&e->vopts, SPEC_BATCH_JOBS, on_batch, e);
+    return 0;
+}
+
+int
 spec_enqueue_text(spec_enqueue *e, const char *text, size_t len, char *err,
                   size_t errlen)
 {
@@ -141,7 +170,7 @@ spec_enqueue_results(const spec_enqueue *e, size_t *n, bool *many)
 {
     *n = e->n;
     if (many != NULL)
-        *many = spec_stream_is_array(e->stream) || e->n > 1;
+        *many = e->array || spec_stream_is_array(e->stream) || e->n > 1;
     return e->res;
 }
 

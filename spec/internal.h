@@ -14,6 +14,17 @@
  * run), at most SPEC_KEY_MAX_BYTES of UTF-8 without control characters.
  * Returns 0, or -EINVAL with the JSON path and why in err. */
 int spec__key_rules(const char *key, bool stored, char *err, size_t len);
+/* spec__hook_name reads the job's on_done or on_fail (key, present in
+ * root) into *name (borrowed from root): the name of one of opts' hooks
+ * when opts names them (key.c). Returns 0, or -EINVAL with "KEY: ..." in
+ * err. */
+int spec__hook_name(const cJSON *root, const char *key,
+                    const struct spec_opts *opts, const char **name, char *err,
+                    size_t len);
+/* spec__run_at reads a job's run_at (NULL: none) into j->run_at, or, for
+ * a span ("+10m"), j->run_after_ms (key.c). Returns 0, or -EINVAL with
+ * "run_at: ..." in err. */
+int spec__run_at(const char *run_at, struct spec_job *j, char *err, size_t len);
 
 /* spec__validate checks j->root against every rule of docs/reference.md
  * "Job file" and fills the rest of j (borrowed from j->root). Returns 0, or
@@ -56,6 +67,7 @@ struct spec_tpl {
     const char *at;   /* its "{{" */
     size_t len;       /* through its "}}" */
     bool input;       /* {{input...}}; else {{steps.NAME.output...}} */
+    bool item;        /* a foreach step's element ({{item...}}) */
     size_t step;      /* the step it names */
     const char *path; /* the PATH after "output." or "input.", or NULL */
     size_t pathlen;
@@ -85,6 +97,36 @@ int spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
 bool spec__tpl_whole(const char *s, const struct spec_job *j, size_t self,
                      const struct spec_opts *opts, struct spec_tpl *t);
 
+/* spec__fill fills the templates of every string under node in place,
+ * for step self: json, a string that is one template whole takes the
+ * value's JSON type; else values are text. Returns 0, or -ENOENT with
+ * "{{...}}: why" in err. */
+int spec__fill(cJSON *node, bool json, const struct spec_job *j, size_t self,
+               const struct spec_vars *v, char *err, size_t len);
+
+/* spec__step_foreach reads step object o's "foreach" (at path) into s;
+ * key: the job's key (an element's step is allowed only in a job whose
+ * key is a foreach's). Returns 0, or -EINVAL with the path in err. */
+int spec__step_foreach(const cJSON *o, const char *path, const char *key,
+                       struct spec_step *s, char *err, size_t len);
+/* spec__check_step_url checks url, the http url of step object step (at
+ * path), as spec__check_http_url does, a foreach step's element read
+ * where a template may stand. Returns 0 or -EINVAL with the path in err. */
+int spec__check_step_url(const cJSON *step, const char *url, const char *path,
+                         char *err, size_t len);
+/* spec__foreach_tools returns a copy of tools (step object step's) with
+ * the element's templates in each tool's http url written as
+ * spec__check_step_url reads them, for the checks of the tools; NULL when
+ * the step has no foreach. Caller cJSON_Deletes it. */
+cJSON *spec__foreach_tools(const cJSON *step, const cJSON *tools);
+/* spec__check_foreach checks step i's "foreach" source once every step's
+ * name is known: one template whole, not its own element; an input it
+ * reads is there and an array of at most SPEC_FOREACH_MAX (unless
+ * opts->stored); a step's output read whole is refused (it is text)
+ * unless that step is a foreach's. Returns 0 or -EINVAL. */
+int spec__check_foreach(const struct spec_job *j, size_t i,
+                        const struct spec_opts *opts, char *err, size_t len);
+
 /* spec__take makes string node (a leaf) the value val, which it takes
  * (and frees): its type and contents, keeping node's place and name in
  * its parent. */
@@ -113,6 +155,14 @@ int spec__check_when(const cJSON *when, const char *at,
 int spec__step_tools(const cJSON *o, unsigned has, const char *path,
                      struct spec_step *s, const struct spec_opts *opts,
                      char *err, size_t len);
+/* spec__tool_templates checks the http actions of step self's tools (an
+ * inline tool's, and a shared one's when opts->tools has it) as what the
+ * step sends is checked (spec__check_sent): every template names an
+ * earlier step, an input that is there, no {{schedule.*}} outside a
+ * schedule. Returns 0, or -EINVAL with the path in err (a shared tool's
+ * named). */
+int spec__tool_templates(const struct spec_job *j, size_t self,
+                         const struct spec_opts *opts, char *err, size_t len);
 
 /* spec__arg_path_ok tells whether the n bytes at p are an argument path:
  * NAME, then ".NAME" or "[INDEX]" any number of times. */

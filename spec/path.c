@@ -18,12 +18,28 @@
 static const char steps_ns[] = "steps.";
 static const char output_tag[] = ".output";
 
+/* The length of step self's element name when q starts with it as a
+ * template's ("{{issue}}", "{{issue.number}}": a foreach step's), else 0. */
+static size_t
+item_len(const char *q, const struct spec_job *j, size_t self)
+{
+    const struct spec_step *s = self < j->nsteps ? &j->steps[self] : NULL;
+    size_t n;
+
+    if (s == NULL || s->foreach_in == NULL || s->foreach_as == NULL)
+        return 0;
+    n = strlen(s->foreach_as);
+    return strncmp(q, s->foreach_as, n) == 0 && (q[n] == '.' || q[n] == '}')
+               ? n
+               : 0;
+}
+
 /* Names a template may start with; text in braces that starts otherwise
  * is not one ("{{name}}" in a prompt about Mustache is sent as written). */
 static bool
-is_namespace(const char *q)
+is_namespace(const char *q, const struct spec_job *j, size_t self)
 {
-    return strncmp(q, steps_ns, 6) == 0 ||
+    return item_len(q, j, self) > 0 || strncmp(q, steps_ns, 6) == 0 ||
            (strncmp(q, "input", 5) == 0 &&
             (q[5] == '.' || q[5] == '}' || q[5] == ' ' || q[5] == '\t')) ||
            strncmp(q, "schedule.", 9) == 0 || strncmp(q, "env.", 4) == 0;
@@ -74,8 +90,13 @@ parse_one(const char *q, const char *close, const struct spec_job *j,
           size_t len)
 {
     const char *rest;
+    size_t item = item_len(q, j, self);
 
-    if (strncmp(q, "input", 5) == 0) {
+    t->item = item > 0;
+    t->input = false;
+    if (item > 0) {
+        rest = q + item;
+    } else if (strncmp(q, "input", 5) == 0) {
         t->input = true;
         rest = q + 5;
     } else {
@@ -139,7 +160,7 @@ spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
          p = strstr(p + 2, "{{")) {
         const char *q = p + 2 + strspn(p + 2, " \t"), *close;
 
-        if (!is_namespace(q))
+        if (!is_namespace(q, j, self))
             continue;
         close = strstr(q, "}}");
         /* Spaces around it would be sent as written ("{{ steps.a.output
@@ -151,7 +172,8 @@ spec__tpl_next(const char **pos, const struct spec_job *j, size_t self,
                              "{{steps.NAME.output}}, without spaces, closed "
                              "by }}",
                              p);
-        if ((q[0] == 's' && q[1] == 'c') || q[0] == 'e')
+        if (item_len(q, j, self) == 0 &&
+            ((q[0] == 's' && q[1] == 'c') || q[0] == 'e'))
             return not_filled(q, close, opts, at, err, len);
         if (parse_one(q, close, j, self, at, t, err, len) != 0)
             return -EINVAL;
@@ -267,7 +289,10 @@ int
 spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
                 const struct spec_vars *v, cJSON **out, char *err, size_t len)
 {
-    const char *name = t->input ? "input" : j->steps[t->step].name, *text;
+    const char *name = t->input  ? "input"
+                       : t->item ? "the element"
+                                 : j->steps[t->step].name,
+               *text;
     int tl = (int)t->len, n = (int)t->pathlen;
     const cJSON *node;
     cJSON *parsed;
@@ -281,6 +306,15 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
         *out = dup(node);
         return 0;
     }
+    if (t->item) {
+        if (v->item == NULL)
+            return -EAGAIN;
+        if ((node = walk(v->item, t->path, t->pathlen)) == NULL)
+            return absent(err, len, "%.*s: no %.*s in the element", tl, t->at,
+                          n, t->path);
+        *out = dup(node);
+        return 0;
+    }
     if (v->outputs == NULL)
         return -EAGAIN;
     if (v->skipped != NULL && v->skipped[t->step])
@@ -288,6 +322,12 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
                       "%.*s: step %s was skipped (its \"when\" was false)", tl,
                       t->at, name);
     text = v->outputs[t->step] ? v->outputs[t->step] : "";
+    /* A foreach step's output is the array of its elements' outputs. */
+    if (t->path == NULL && j->steps[t->step].foreach_in != NULL &&
+        (parsed = spec_output_json(text, strlen(text))) != NULL) {
+        *out = parsed;
+        return 0;
+    }
     if (t->path == NULL) {
         *out = cJSON_CreateString(text);
         return 0;
@@ -403,10 +443,20 @@ fill_node(cJSON *node, enum how how, const struct spec_job *j, size_t self,
 }
 
 int
+spec__fill(cJSON *node, bool json, const struct spec_job *j, size_t self,
+           const struct spec_vars *v, char *err, size_t len)
+{
+    return fill_node(node, json ? AS_JSON : AS_TEXT, j, self, v, err, len);
+}
+
+int
 spec_http_fill(const struct spec_job *j, size_t i, const struct spec_vars *v,
                cJSON *http, char *err, size_t len)
 {
     int rc = 0;
+
+    if (j->steps[i].element >= 0) /* filled when it was made */
+        return 0;
 
     /* The url's values are percent-encoded, so they land as text in a
      * path segment or query value; the body keeps JSON types; the method
@@ -428,7 +478,9 @@ spec_step_fill(const struct spec_job *j, size_t i, const struct spec_vars *v,
     cJSON *copy = dup(s->request ? s->request : s->http);
     int rc;
 
-    if (s->request != NULL)
+    if (s->element >= 0) /* filled when it was made */
+        rc = 0;
+    else if (s->request != NULL)
         rc = fill_node(copy, AS_JSON, j, i, v, err, len);
     else
         rc = spec_http_fill(j, i, v, copy, err, len);

@@ -43,6 +43,7 @@ struct spec_step {
     const cJSON *http;           /* {method,url,headers,body}, NULL for chat */
     const cJSON *degrade;        /* {max_tokens,drop_tools,...} or NULL */
     const cJSON *when;           /* the step's condition (when.c), or NULL */
+    bool stream;                 /* chat: streamed on every tier it uses */
     bool templated;              /* what it sends holds a template */
     /* A chat step's tools (tools.c): "tools" as given, names of the
      * config's shared tools and inline definitions, or NULL; and the
@@ -50,17 +51,33 @@ struct spec_step {
     const cJSON *tools;
     int max_turns, max_tool_calls_per_turn, tool_parallelism;
     int max_tool_errors;
+    /* "foreach" (foreach.c): the array the step runs over (one template
+     * whole), the name its elements are read by in the step's templates
+     * ("item" by default) and how many of them run at once; foreach_in
+     * NULL: none. element >= 0: the step is element K of another job's
+     * foreach step (a job stepq made, key "foreach:..."), its templates
+     * already filled; -1 otherwise. */
+    const char *foreach_in;
+    const char *foreach_as;
+    int foreach_parallelism;
+    int element;
 };
 
 /* A parsed, validated job. Caller owns it; free with spec_job_free(). */
 struct spec_job {
-    cJSON *root;        /* owned: the job as given */
-    char *text;         /* owned: the job as JSON text, as it is stored */
-    const char *name;   /* borrowed from root */
-    const char *key;    /* NULL: no dedupe key */
-    int64_t priority;   /* higher runs first; default 0 */
-    int64_t run_at;     /* ms; 0 = at enqueue time */
+    cJSON *root;      /* owned: the job as given */
+    char *text;       /* owned: the job as JSON text, as it is stored */
+    const char *name; /* borrowed from root */
+    const char *key;  /* NULL: no dedupe key */
+    int64_t priority; /* higher runs first; default 0 */
+    int64_t run_at;   /* ms; 0 = at enqueue time */
+    /* A run_at given as a span ("+10m"): its ms after the enqueue's time,
+     * which spec_enqueue adds; -1: none (run_at is absolute or 0). */
+    int64_t run_after_ms;
     int64_t deadline_s; /* default 3600, counted from run_at */
+    /* The config hooks told when the job ends succeeded (on_done) or
+     * failed (on_fail), by name; NULL: none. Borrowed from root. */
+    const char *on_done, *on_fail;
     /* "max_cost_usd" in nano-dollars: what the job's attempts may cost in
      * all (docs/reference.md "Budgets"); -1: no cap */
     int64_t max_cost_nusd;
@@ -91,6 +108,10 @@ struct spec_opts {
     /* The config's shared tool definitions, which steps name in "tools"
      * (NULL: names are not checked here; the worker resolves them). */
     const struct config_tools *tools;
+    /* The config's named hooks, which a job's on_done and on_fail must
+     * name (NULL: not checked, as for a stored job: the worker looks the
+     * name up when the job ends). */
+    const struct config_hooks *hooks;
 };
 
 /* The largest input, as compact JSON text. */
@@ -169,6 +190,8 @@ struct spec_vars {
     const bool *skipped;        /* one per step: skipped by its "when"
                                    (a reference to its output fails; in a
                                    condition it is absent), or NULL */
+    const cJSON *item; /* a foreach step's element being filled, NULL: not
+                          known yet (its templates stay as written) */
 };
 
 /* spec_step_fill returns a copy of step i's body (a chat step's request,
@@ -296,6 +319,10 @@ struct spec_enqueue_opts {
     const char *schedule;              /* a schedule's job: its name */
     const struct q_enqueue_opts *over; /* NULL: none; over->key is taken
                                           as given (callers check it) */
+    /* With over and has_run_after: its run_at is run_after_ms after now
+     * (--run-at +10m), set when the store's now is known. */
+    bool has_run_after;
+    int64_t run_after_ms;
     /* Called with ctx and every result once all jobs are written, inside
      * the transaction, before it commits (an audit row): a value other
      * than 0 rolls it all back and is returned by end as a storage error.
@@ -322,6 +349,13 @@ STEPQ_MUST_CHECK int spec_enqueue_feed(spec_enqueue *e, const char *data,
                                        size_t len, char *err, size_t errlen);
 STEPQ_MUST_CHECK int spec_enqueue_end(spec_enqueue *e, char *err,
                                       size_t errlen);
+/* spec_enqueue_next ends the input fed so far as spec_enqueue_end
+ * does, but writes without committing: the next bytes fed are another
+ * input (another file), read from its own start and written in the same
+ * transaction. Returns as spec_enqueue_end; the error is the finished
+ * input's ("job 2: ..."). */
+STEPQ_MUST_CHECK int spec_enqueue_next(spec_enqueue *e, char *err,
+                                       size_t errlen);
 /* spec_enqueue_text feeds the whole of text and ends. */
 STEPQ_MUST_CHECK int spec_enqueue_text(spec_enqueue *e, const char *text,
                                        size_t len, char *err, size_t errlen);
@@ -439,5 +473,48 @@ STEPQ_MUST_CHECK int spec_schema_check(const cJSON *schema, const char *path,
 STEPQ_MUST_CHECK int spec_schema_validate(const cJSON *schema,
                                           const cJSON *value, const char *path,
                                           char *err, size_t len);
+
+/* ---- foreach: a step run once per element of an array (foreach.c) ----
+ *
+ * docs/reference.md "Foreach". Each element runs as a job of its own (one
+ * step, its templates filled with the element, key
+ * "foreach:JOB:STEP:ELEMENT"), which the worker of the foreach step makes
+ * and reads back; the step's output is the array of their outputs. */
+
+#define SPEC_FOREACH_MAX          1000 /* elements one step may run over */
+#define SPEC_FOREACH_PARALLEL_MAX 64   /* elements that may run at once */
+#define SPEC_FOREACH_KEY_PREFIX   "foreach:"
+
+/* spec_foreach_items reads the array step i runs over from v. Returns 0
+ * with *out (a copy; caller cJSON_Deletes it), or -EINVAL with "foreach
+ * {{...}}: why" in err (absent, not an array, more than SPEC_FOREACH_MAX
+ * elements). */
+STEPQ_MUST_CHECK int spec_foreach_items(const struct spec_job *j, size_t i,
+                                        const struct spec_vars *v, cJSON **out,
+                                        char *err, size_t len);
+/* spec_foreach_when_per_element tells whether step i's "when" reads its
+ * element (then it is asked per element; else once, for the step). */
+bool spec_foreach_when_per_element(const struct spec_job *j, size_t i);
+/* What spec_foreach_element makes a job of. */
+struct spec_element {
+    int64_t job_id; /* the job whose step it is */
+    int k;          /* its index in the array */
+    int64_t now;    /* ms: its deadline is what is left of the job's */
+    int64_t deadline_at;
+};
+/* spec_foreach_element makes element e->k of step i (v->item the
+ * element) a job of its own: its text (caller frees *text) and its key
+ * (*key, caller frees), every template of the step filled from v, its
+ * "when" left out (asked before). Returns 0, or -ENOENT / -EINVAL with
+ * why in err (a template that cannot be filled). */
+STEPQ_MUST_CHECK int spec_foreach_element(const struct spec_job *j, size_t i,
+                                          const struct spec_vars *v,
+                                          const struct spec_element *e,
+                                          char **text, char **key, char *err,
+                                          size_t len);
+/* spec_foreach_value is what element output text (NULL: skipped) is in
+ * the step's output array: its JSON when it is JSON, else the text, and
+ * null for a skipped element. Caller owns it. */
+cJSON *spec_foreach_value(const char *text);
 
 #endif

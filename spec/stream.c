@@ -1,9 +1,9 @@
 /* stream.c: bulk input read as it comes (one job, a JSON array of jobs, or
- * JSON lines), each job validated as soon as its last byte is in and
- * handed on in batches, so that memory holds one job's bytes and one
- * batch, not the input. The framing is found by a scan that knows only
- * strings and nesting; each job's own bytes are then parsed by cJSON
- * (spec_parse), which judges them.
+ * jobs one after another: JSON lines or pretty-printed objects), each job
+ * validated as soon as its last byte is in and handed on in batches, so that
+ * memory holds one job's bytes and one batch, not the input. The framing is
+ * found by a scan that knows only strings and nesting; each job's own bytes are
+ * then parsed by cJSON (spec_parse), which judges them.
  */
 #include "spec/spec.h"
 
@@ -26,7 +26,7 @@ enum mode {
     M_START,      /* before the first byte that is not white space */
     M_FIRST,      /* in the first value of an input that is no array */
     M_FIRST_TAIL, /* after it: one job, or the first of JSON lines */
-    M_LINES,      /* JSON lines, at the start of a line */
+    M_LINES,      /* values one after another, each on a line of its own */
     M_ELEM,       /* in an array, where an element starts or ']' */
     M_ELEM_VALUE, /* in an array element */
     M_ELEM_AFTER, /* after an element: ',' or ']' */
@@ -54,6 +54,8 @@ struct spec_stream {
     size_t pos;        /* bytes of the input before buf[0] */
     size_t line;       /* JSON lines: the line at buf[off] (1-based) */
     size_t first_line; /* the line the first value starts on */
+    size_t value_line; /* M_LINES: the line the value in hand starts on */
+    bool in_value;     /* M_LINES: a value's scan is under way */
     struct scan sc;
     bool elem_seen;         /* the array had an element before this one */
     bool tail_nl;           /* M_FIRST_TAIL: a newline came after the value */
@@ -233,32 +235,57 @@ take(struct spec_stream *s, size_t from, size_t to, const char *what, size_t n,
     return add(s, j, to - from);
 }
 
-/* Takes one line of JSON lines, if it is all in (or at eof); *more: bytes
- * are left to look at. */
+/* After the first value: the next job of values one after another, each
+ * starting on a line of its own, JSON lines or pretty-printed objects
+ * alike (a value's end is found by the scan, not by a newline). Its
+ * problem is told by the line it starts on. *more: bytes are left. */
 static int
-lines(struct spec_stream *s, bool eof, char *err, size_t errlen, bool *more)
+next_value(struct spec_stream *s, bool eof, char *err, size_t errlen,
+           bool *more)
 {
-    const char *p = s->buf + s->off;
-    size_t left = s->len - s->off;
-    const char *nl = memchr(p, '\n', left);
-    size_t n = nl ? (size_t)(nl - p) : left;
-    size_t k = 0;
-    int rc = 0;
+    size_t end = 0;
+    int r;
 
-    if (nl == NULL && !eof) {
+    if (!s->in_value) {
+        while (s->off < s->len && blank(s->buf[s->off])) {
+            if (s->buf[s->off] == '\n') {
+                s->tail_nl = true;
+                s->line++;
+            }
+            s->off++;
+        }
+        if ((*more = s->off < s->len) == false)
+            return 0;
+        if (!s->tail_nl)
+            return prefixed(err, errlen, "line", s->line,
+                            json_fail(err, errlen, "",
+                                      "not valid JSON (extra text after a "
+                                      "job: each job starts on a new line)"));
+        memset(&s->sc, 0, sizeof(s->sc));
+        s->tail_nl = false;
+        s->value_line = s->line;
+        s->in_value = true;
+    }
+    r = scan_value(s->buf, s->off, s->len, &s->sc, &end);
+    if (r < 0)
+        return prefixed(err, errlen, "line", s->value_line,
+                        not_json(s, s->off + s->sc.at, err, errlen));
+    if (r == 0 && !eof) {
         *more = false;
-        if (left > SPEC_JOB_MAX_BYTES)
-            return prefixed(err, errlen, "line", s->line, too_big(err, errlen));
+        if (s->len - s->off > SPEC_JOB_MAX_BYTES)
+            return prefixed(err, errlen, "line", s->value_line,
+                            too_big(err, errlen));
         return 0;
     }
-    while (k < n && blank(p[k]))
-        k++;
-    if (k < n)
-        rc = take(s, s->off, s->off + n, "line", s->line, err, errlen);
-    s->off += nl ? n + 1 : n;
-    s->line++;
+    if (r == 0) /* cut short at the end: cJSON says why */
+        end = s->len;
+    for (size_t i = s->off; i < end; i++)
+        s->line += s->buf[i] == '\n';
+    s->in_value = false;
+    r = take(s, s->off, end, "line", s->value_line, err, errlen);
+    s->off = end;
     *more = s->off < s->len;
-    return rc;
+    return r;
 }
 
 /* The first value of an input that is no array is whole: validate it
@@ -305,7 +332,7 @@ first_tail(struct spec_stream *s, bool eof, char *err, size_t errlen,
     }
     *more = s->off < s->len;
     s->mode = M_LINES;
-    s->tail_nl = false;
+    s->tail_nl = true; /* the next value starts on a line of its own */
     {
         struct spec_job *j = s->first;
         s->first = NULL;
@@ -421,7 +448,7 @@ run(struct spec_stream *s, bool eof, char *err, size_t errlen)
             rc = first_tail(s, eof, err, errlen, &more);
             break;
         case M_LINES:
-            rc = lines(s, eof, err, errlen, &more);
+            rc = next_value(s, eof, err, errlen, &more);
             break;
         default:
             rc = array_step(s, eof, err, errlen, &more);

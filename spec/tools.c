@@ -378,6 +378,7 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
 {
     const struct config_tools *shared = opts ? opts->tools : NULL;
     struct spec_toolset ts;
+    cJSON *fe;
     char p[PATH_LEN];
     int rc;
 
@@ -403,9 +404,65 @@ spec__step_tools(const cJSON *o, unsigned has, const char *path,
                          json_path_key(p, sizeof(p), path, "request.tools"),
                          "a step with \"tools\" sends its tools itself");
     s->tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
-    if ((rc = build(s->tools, p, shared, shared != NULL ? FOUND : NAMES, &ts,
-                    err, len)) != 0)
+    /* A foreach step's tools may read its element in their urls. */
+    fe = spec__foreach_tools(o, s->tools);
+    rc = build(fe ? fe : s->tools, p, shared, shared != NULL ? FOUND : NAMES,
+               &ts, err, len);
+    cJSON_Delete(fe);
+    if (rc != 0)
         return rc;
     spec_toolset_cleanup(&ts);
+    return 0;
+}
+
+/* The http action of tool c of a step's "tools" (inline, or shared and
+ * found in shared), or NULL; *name gets a shared tool's name. */
+static const cJSON *
+action_http(const cJSON *c, const struct config_tools *shared,
+            const char **name)
+{
+    const struct config_tool *ct = NULL;
+
+    *name = NULL;
+    if (cJSON_IsString(c)) {
+        if (shared == NULL ||
+            (ct = config_find_tool(shared, c->valuestring)) == NULL)
+            return NULL;
+        *name = ct->name;
+        c = ct->def;
+    }
+    return cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(c, "action"), "http");
+}
+
+int
+spec__tool_templates(const struct spec_job *j, size_t self,
+                     const struct spec_opts *opts, char *err, size_t len)
+{
+    const struct spec_step *s = &j->steps[self];
+    struct spec_seg top = {NULL, "steps", 0}, step = {&top, NULL, (int)self};
+    struct spec_seg tools = {&step, "tools", 0};
+    const cJSON *c;
+    const char *name;
+    char why[1024];
+    bool templated = false;
+    int i = 0, rc;
+
+    cJSON_ArrayForEach(c, s->tools)
+    {
+        struct spec_seg tool = {&tools, NULL, i++};
+        struct spec_seg action = {&tool, "action", 0};
+        struct spec_seg http = {&action, "http", 0};
+        const cJSON *h = action_http(c, opts ? opts->tools : NULL, &name);
+        if (h == NULL ||
+            (rc = spec__check_sent(h, &http, j, self, opts, &templated, why,
+                                   sizeof(why))) == 0)
+            continue;
+        if (name != NULL)
+            snprintf(err, len, "%s (config tool %s)", why, name);
+        else
+            snprintf(err, len, "%s", why);
+        return rc;
+    }
     return 0;
 }

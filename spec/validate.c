@@ -20,9 +20,9 @@
 
 #define PATH_LEN 256
 
-static const char *const job_keys[] = {"name",         "key",        "priority",
-                                       "run_at",       "deadline_s", "steps",
-                                       "max_cost_usd", "input",      NULL};
+static const char *const job_keys[] = {
+    "name",         "key",   "priority", "run_at",  "deadline_s", "steps",
+    "max_cost_usd", "input", "on_done",  "on_fail", NULL};
 static const char *const step_keys[] = {"name",
                                         "kind",
                                         "replayable",
@@ -38,6 +38,8 @@ static const char *const step_keys[] = {"name",
                                         "tiers",
                                         "degrade",
                                         "when",
+                                        "foreach",
+                                        "stream",
                                         SPEC_TOOL_STEP_KEYS,
                                         NULL};
 static const char *const http_keys[] = {"method", "url", "headers", "body",
@@ -54,7 +56,9 @@ enum {
     J_DEADLINE,
     J_STEPS,
     J_MAX_COST,
-    J_INPUT
+    J_INPUT,
+    J_ON_DONE,
+    J_ON_FAIL
 };
 enum {
     S_NAME,
@@ -72,6 +76,8 @@ enum {
     S_TIERS,
     S_DEGRADE,
     S_WHEN,
+    S_FOREACH,
+    S_STREAM,
     S_TOOLS /* and the other SPEC_TOOL_STEP_KEYS after it */
 };
 #define HAS(mask, bit) (((mask) & (1u << (bit))) != 0)
@@ -194,8 +200,9 @@ check_tiers(const cJSON *a, const char *path, const struct spec_opts *opts,
 }
 
 /* Options of a chat body stepq cannot honour as a job's: a stream is the
- * tier's to ask for (the config's "stream"), and stepq keeps an answer's
- * first choice, so several choices would pay for answers nobody reads. */
+ * tier's or the step's to ask for (their "stream", which stepq reads as it
+ * comes), and stepq keeps an answer's first choice, so several choices
+ * would pay for answers nobody reads. */
 static int
 check_honoured(const cJSON *req, const char *path, char *err, size_t len)
 {
@@ -206,8 +213,9 @@ check_honoured(const cJSON *req, const char *path, char *err, size_t len)
     if (stream != NULL && !cJSON_IsFalse(stream))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.stream"),
-                         "a stream is the tier's \"stream\", not the "
-                         "job's: leave \"stream\" out (or false)");
+                         "a stream is asked for by the step's \"stream\" "
+                         "or the tier's, not in the request: leave it out "
+                         "(or false)");
     if (n != NULL && !(cJSON_IsNumber(n) && n->valuedouble == 1))
         return json_fail(err, len,
                          json_path_key(p, sizeof(p), path, "request.n"),
@@ -246,7 +254,8 @@ check_request(const cJSON *req, const char *path, char *err, size_t len)
 }
 
 static int
-check_http(const cJSON *h, const char *path, char *err, size_t len)
+check_http(const cJSON *h, const cJSON *step, const char *path, char *err,
+           size_t len)
 {
     static const char *const methods[] = {"GET",   "POST",   "PUT",
                                           "PATCH", "DELETE", NULL};
@@ -265,7 +274,7 @@ check_http(const cJSON *h, const char *path, char *err, size_t len)
     if (!ok)
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "method"),
                          "must be GET, POST, PUT, PATCH or DELETE");
-    if ((rc = spec__check_http_url(url, path, err, len)) != 0)
+    if ((rc = spec__check_step_url(step, url, path, err, len)) != 0)
         return rc;
     headers = cJSON_GetObjectItemCaseSensitive(h, "headers");
     if (headers != NULL &&
@@ -290,8 +299,8 @@ check_degrade(const cJSON *d, const char *path, char *err, size_t len)
     return 0;
 }
 
-/* A step's body by its kind: a chat step's "request", an http step's
- * "http", and not the other's. */
+/* A step's body by its kind: a chat step's "request" (streamed when its
+ * "stream" says so), an http step's "http", and not the other's. */
 static int
 step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
           char *err, size_t len)
@@ -299,6 +308,12 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
     char p[PATH_LEN];
     int rc;
 
+    if (HAS(m, S_STREAM) &&
+        (rc = json_get_bool(o, "stream", path, &s->stream, err, len)) != 0)
+        return rc;
+    if (s->stream && s->kind != SPEC_STEP_CHAT)
+        return json_fail(err, len, json_path_key(p, sizeof(p), path, "stream"),
+                         "only for steps of kind \"chat\"");
     if (HAS(m, S_REQUEST))
         s->request = cJSON_GetObjectItemCaseSensitive(o, "request");
     if (HAS(m, S_HTTP))
@@ -318,7 +333,7 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
         json_path_key(p, sizeof(p), path, "http");
         if (s->http == NULL)
             return json_fail(err, len, p, "missing");
-        if ((rc = check_http(s->http, p, err, len)) != 0)
+        if ((rc = check_http(s->http, o, p, err, len)) != 0)
             return rc;
         if (s->request != NULL)
             return json_fail(err, len,
@@ -461,6 +476,11 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     const char *pos;
     int rc;
 
+    if (s->element >= 0) /* an element's: filled when it was made */
+        return 0;
+    if (s->foreach_in != NULL &&
+        (rc = spec__check_foreach(j, i, opts, err, len)) != 0)
+        return rc;
     if (s->request != NULL &&
         (rc = spec__check_sent(s->request, &req, j, i, opts, &s->templated, err,
                                len)) != 0)
@@ -468,6 +488,9 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     if (s->http != NULL &&
         (rc = spec__check_sent(s->http, &http, j, i, opts, &s->templated, err,
                                len)) != 0)
+        return rc;
+    if (s->tools != NULL &&
+        (rc = spec__tool_templates(j, i, opts, err, len)) != 0)
         return rc;
     step_path(p, i);
     if (s->when != NULL &&
@@ -478,13 +501,16 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
         return 0;
     pos = s->idempotency_key;
     json_path_key(q, sizeof(q), p, "idempotency_key");
-    if ((rc = spec__tpl_next(&pos, j, i, opts, q, &t, err, len)) < 0)
-        return rc;
-    if (rc == 1)
-        return json_fail(err, len, q,
-                         "holds a template; only a schedule's "
-                         "{{schedule.*}} are filled in a key");
-    return 0;
+    /* A foreach step's key may name its element ("label-{{issue.n}}"):
+     * each element's job has it filled. */
+    while ((rc = spec__tpl_next(&pos, j, i, opts, q, &t, err, len)) == 1) {
+        if (!t.item)
+            return json_fail(err, len, q,
+                             "holds a template; only a schedule's "
+                             "{{schedule.*}} and a foreach step's element "
+                             "are filled in a key");
+    }
+    return rc;
 }
 
 int
@@ -515,7 +541,12 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                                &deadline, err, len))) ||
         (HAS(m, J_MAX_COST) &&
          (rc = json_get_number(root, "max_cost_usd", 0, 1e6, "", &max_cost, err,
-                               len))))
+                               len))) ||
+        (HAS(m, J_ON_DONE) && (rc = spec__hook_name(root, "on_done", opts,
+                                                    &j->on_done, err, len))) ||
+        (HAS(m, J_ON_FAIL) && (rc = spec__hook_name(root, "on_fail", opts,
+                                                    &j->on_fail, err, len))) ||
+        (rc = spec__run_at(run_at, j, err, len)))
         return rc;
     j->max_cost_nusd = HAS(m, J_MAX_COST) ? price_from_usd(max_cost) : -1;
     if (j->name[0] == '\0')
@@ -531,10 +562,6 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
         (rc = spec__key_rules(j->key, opts != NULL && opts->stored, err,
                               len)) != 0)
         return rc;
-    if (run_at != NULL && clock_parse_utc(run_at, &j->run_at) != 0)
-        return json_fail(err, len, "run_at",
-                         "must be an RFC 3339 time such as "
-                         "2026-11-30T03:40:00Z");
     j->deadline_s = (int64_t)deadline;
     steps = HAS(m, J_STEPS) ? cJSON_GetObjectItemCaseSensitive(root, "steps")
                             : NULL;
@@ -553,7 +580,8 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
     cJSON_ArrayForEach(it, steps)
     {
         step_path(p, i);
-        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0)
+        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0 ||
+            (rc = spec__step_foreach(it, p, j->key, &j->steps[i], err, len)))
             return rc;
         for (size_t k = 0; k < i; k++) {
             char q[PATH_LEN];

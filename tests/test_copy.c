@@ -279,7 +279,8 @@ assert_copied(const cJSON *c)
     } want[] = {{"jobs", 6},        {"steps", 4},   {"attempts", 2},
                 {"park", 2},        {"tiers", 1},   {"schedules", 2},
                 {"tier_events", 2}, {"budgets", 1}, {"job_retries", 1},
-                {"operators", 1},   {"audit", 2}};
+                {"operators", 1},   {"audit", 2},   {"batches", 1},
+                {"batch_items", 1}};
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(want); i++) {
         const cJSON *v = cJSON_GetObjectItem(c, want[i].name);

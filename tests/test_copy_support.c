@@ -4,6 +4,7 @@
 #include "tests/test_copy_support.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/support/qfix.h"
@@ -11,8 +12,8 @@
 /* ---- a store with something in every table ---------------------------- */
 
 /* attempts records two attempts of job id (held by "w"): one finished
- * with a body, one in flight. */
-static void
+ * with a body, one in flight, whose id it returns. */
+static int64_t
 attempts(q_db *db, int64_t id)
 {
     struct q_attempt_start s = {.job_id = id,
@@ -44,6 +45,27 @@ attempts(q_db *db, int64_t id)
     ck_assert_int_eq(q_attempt_finish(db, aid, &r), 0);
     s.started_at = T0 + 20;
     ck_assert_int_eq(q_attempt_begin(db, &s, &aid, &num), 0);
+    return aid;
+}
+
+/* batch records a batch of tier "free" known to the provider, with
+ * attempt aid of job id as its item (settled at a realtime price). */
+static void
+batch(q_db *db, int64_t id, int64_t aid)
+{
+    struct q_batch_set bs = {.worker = "w",
+                             .lease_until = T0 + 90000,
+                             .state = Q_BATCH_SUBMITTED,
+                             .provider_id = "batch_abc123",
+                             .now = T0 + 21};
+    int64_t bid = 0;
+
+    ck_assert_int_eq(q_batch_create(db, "free", "openai", "stepq-free-1", "w",
+                                    T0 + 60000, T0 + 20, &bid),
+                     0);
+    ck_assert_int_eq(q_batch_item_add(db, bid, aid, id, 0), 0);
+    ck_assert_int_eq(q_batch_item_settle(db, aid, 4321), 0);
+    ck_assert_int_eq(q_batch_set(db, bid, &bs), 0);
 }
 
 /* park parks job id (claimed here) at step 1 and returns the item's id. */
@@ -168,7 +190,7 @@ retried_and_failed_again(q_db *db, int64_t id)
 
 /* copyfix_fill puts jobs in every state into db, with steps, attempts, park
  * items (open and resolved), tier state and events, schedule state, an
- * operator and audit rows. */
+ * operator and audit rows, a batch with its item. */
 void
 copyfix_fill(q_db *db)
 {
@@ -186,7 +208,7 @@ copyfix_fill(q_db *db)
     }
     /* Claims take the highest priority first: job 5 down to job 0. */
     qfix_claim_one(db, id[5], "w", T0, 60000);
-    attempts(db, id[5]); /* stays running, leased to w */
+    batch(db, id[5], attempts(db, id[5])); /* stays running, leased to w */
     qfix_claim_one(db, id[4], "w", T0, 60000);
     ck_assert_int_eq(q_step_set(db, id[4], NULL, 0, Q_STEP_SUCCEEDED, "free",
                                 "summary", 321),
@@ -517,6 +539,47 @@ same_retries(q_db *x, q_db *y)
     return sum;
 }
 
+/* same_batches compares tier "free"'s open batches and their items, and
+ * returns how many items. */
+static size_t
+same_batches(q_db *x, q_db *y)
+{
+    struct q_batch *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0, sum = 0;
+
+    ck_assert_int_eq(q_batches_open(x, "free", &a, &na), 0);
+    ck_assert_int_eq(q_batches_open(y, "free", &b, &nb), 0);
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        struct q_batch_item *ia = NULL, *ib = NULL;
+        size_t ma = 0, mb = 0;
+        ck_assert_int_eq(a[i].id, b[i].id);
+        ck_assert_int_eq(a[i].state, b[i].state);
+        ck_assert_int_eq(a[i].items, b[i].items);
+        ck_assert_int_eq(a[i].lease_until, b[i].lease_until);
+        ck_assert_int_eq(a[i].updated_at, b[i].updated_at);
+        SAME_STR(&a[i], &b[i], api);
+        SAME_STR(&a[i], &b[i], key);
+        SAME_STR(&a[i], &b[i], provider_id);
+        SAME_STR(&a[i], &b[i], worker);
+        ck_assert_int_eq(q_batch_items(x, a[i].id, &ia, &ma), 0);
+        ck_assert_int_eq(q_batch_items(y, b[i].id, &ib, &mb), 0);
+        ck_assert_uint_eq(ma, mb);
+        for (size_t k = 0; k < ma; k++) {
+            ck_assert_int_eq(ia[k].attempt_id, ib[k].attempt_id);
+            ck_assert_int_eq(ia[k].job_id, ib[k].job_id);
+            ck_assert_int_eq(ia[k].step, ib[k].step);
+            ck_assert(ia[k].finished == ib[k].finished);
+        }
+        sum += ma;
+        free(ia);
+        free(ib);
+    }
+    q_batches_free(a, na);
+    q_batches_free(b, nb);
+    return sum;
+}
+
 /* copyfix_assert_same checks that x and y hold the same rows (and something).
  */
 void
@@ -530,6 +593,7 @@ copyfix_assert_same(q_db *x, q_db *y)
     ck_assert_uint_eq(same_budgets(x, y), 1);
     ck_assert_uint_eq(same_retries(x, y), 1);
     ck_assert_uint_eq(same_operators(x, y), 2);
+    ck_assert_uint_eq(same_batches(x, y), 1);
     ck_assert_int_eq(same_openings(x, y, 0), 2);
     ck_assert_int_eq(same_openings(x, y, T0 + 6), 1);
 }

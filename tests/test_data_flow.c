@@ -363,8 +363,9 @@ static const struct refusal {
      "steps[0].request.messages[0].content: template names unknown step z"},
     {"{\"name\":\"r\",\"steps\":[" STEP("a", "x", ",\"stream\":true") "]}",
      NULL,
-     "steps[0].request.stream: a stream is the tier's \"stream\", not the "
-     "job's: leave \"stream\" out (or false)"},
+     "steps[0].request.stream: a stream is asked for by the step's "
+     "\"stream\" or the tier's, not in the request: leave it out (or "
+     "false)"},
     {"{\"name\":\"r\",\"steps\":[" STEP("a", "x", ",\"n\":2") "]}", NULL,
      "steps[0].request.n: stepq keeps one choice of an answer: leave \"n\" "
      "out (or 1)"},

@@ -184,6 +184,57 @@ check_printed_command_runs(const char *out)
     free(line);
 }
 
+/* The demo's agent: its two labels were posted once each with their
+ * keys, its comment waits in an approval item showing the exact
+ * arguments, and the printed --approve command resolves it. */
+static void
+check_agent_parked(const char *out, const char *db)
+{
+    const char *at;
+    char *line = NULL, cmd[4096], *res, *log, *dir;
+    struct run_result r;
+    cJSON *items, *it, *appr = NULL;
+
+    ck_assert_int_eq(RUN(&r, NULL, "--db", db, "park", "list", "--json"), 0);
+    items = cJSON_Parse(r.out);
+    run_result_free(&r);
+    cJSON_ArrayForEach(it, items)
+    {
+        const cJSON *reason = cJSON_GetObjectItem(it, "reason");
+        if (strcmp(reason->valuestring, "approval") == 0)
+            appr = it;
+    }
+    ck_assert_msg(appr != NULL, "no approval item: %s", out);
+    it = cJSON_GetObjectItem(appr, "call");
+    ck_assert_str_eq(cJSON_GetObjectItem(it, "tool")->valuestring,
+                     "post_comment");
+    ck_assert_ptr_nonnull(
+        strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(it, "args"), "body")
+                   ->valuestring,
+               "Reproduced on 1.48"));
+    cJSON_Delete(items);
+    dir = xstrndup(db, strrchr(db, '/') - db);
+    snprintf(cmd, sizeof(cmd),
+             "grep -c '\"path\":\"/repos/api/issues/412/labels/' "
+             "'%s/mock-comments.log'; grep -c 'issue-412-label-bug' "
+             "'%s/mock-comments.log'; grep -c '/issues/412/comments' "
+             "'%s/mock-comments.log'",
+             dir, dir, dir);
+    ck_assert_int_eq(run_sh(cmd, &log), 1); /* the last grep finds none */
+    ck_assert_str_eq(log, "2\n1\n0\n");
+    free(log);
+    free(dir);
+    at = strstr(out, "--approve --by you\n");
+    ck_assert_ptr_nonnull(at);
+    while (at > out && at[-1] != '\n')
+        at--;
+    line = xstrndup(at, strcspn(at, "\n"));
+    snprintf(cmd, sizeof(cmd), "PATH=/usr/bin:/bin; %s", line);
+    ck_assert_msg(run_sh(cmd, &res) == 0, "%s\n%s", cmd, res);
+    free(res);
+    free(line);
+}
+
 START_TEST(test_demo_summary_matches_database)
 {
     struct run_result r, s;
@@ -228,9 +279,10 @@ START_TEST(test_demo_summary_matches_database)
     /* The batch drained, and the scripted trouble parked the two posts
      * without an idempotency key that met it; the posts that came after
      * the comments API's daily limit (how many depends on timing) were
-     * parked unsent, held by its wall. */
-    ck_assert_int_eq(ok + parked + failed, 20);
-    ck_assert_int_ge(parked, 2);
+     * parked unsent, held by its wall. The agent's comment waits for
+     * approval. */
+    ck_assert_int_eq(ok + parked + failed, 21);
+    ck_assert_int_ge(parked, 3);
     ck_assert_int_eq(park_open, parked);
     ck_assert_ptr_nonnull(strstr(r.out, "reason in_doubt"));
     ck_assert_ptr_nonnull(strstr(r.out, "HTTP 429 hard_quota (daily_cap)"));
@@ -239,6 +291,9 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_ptr_nonnull(strstr(r.out, "park resolve"));
     ck_assert_ptr_nonnull(strstr(r.out, "switch_tier_replay"));
     check_printed_command_runs(r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "reason approval"));
+    ck_assert_ptr_nonnull(strstr(r.out, "agent    ok"));
+    check_agent_parked(r.out, db);
     cJSON_Delete(st);
     run_result_free(&s);
     run_result_free(&r);

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 #include "tests/support/batchcl.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/mockproc.h"

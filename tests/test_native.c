@@ -500,8 +500,8 @@ START_TEST(test_gemini_model_must_fit_the_url)
 }
 END_TEST
 
-/* A request the protocol cannot carry (tools, until http/tools.c maps
- * them) fails the job loud, naming the member and the tier; nothing is
+/* A request the protocol cannot carry (seed: no such member there)
+ * fails the job loud, naming the member and the tier; nothing is
  * sent. */
 START_TEST(test_unmapped_request_fails_loud)
 {
@@ -512,13 +512,13 @@ START_TEST(test_unmapped_request_fails_loud)
               "");
     e2e_config(1, FREE("anthropic"));
     e2e_enqueue("{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"tiers\":"
-                "[\"free\"],\"request\":{\"tools\":[],\"messages\":[{\"role\":"
+                "[\"free\"],\"request\":{\"seed\":2,\"messages\":[{\"role\":"
                 "\"user\",\"content\":\"hello\"}]}}]}");
     free(e2e_drain());
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
     text = cJSON_PrintUnformatted(job);
-    ck_assert_msg(strstr(text, "tier free (api anthropic): request.tools: not "
+    ck_assert_msg(strstr(text, "tier free (api anthropic): request.seed: not "
                                "mapped to the anthropic api") != NULL,
                   "%s", text);
     free(text);

@@ -2,8 +2,9 @@
  * by the client's own parsers: a scripted tool call comes as Anthropic's
  * tool_use blocks and as Gemini's functionCall parts (http_toolcalls_read
  * finds each, with its arguments), streamed too (http_stream_assemble
- * gives the unstreamed answer, its tool_use input whole), and a script
- * with a bad "api" is refused naming it.
+ * gives the unstreamed answer, its tool_use input whole), a tool turn a
+ * provider would refuse refused with its message, and a script with a bad
+ * "api" is refused naming it.
  */
 #include "tests/support/support.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/tools.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/mockproc.h"
 
@@ -102,6 +104,70 @@ START_TEST(test_tool_call_in_the_native_shape)
 }
 END_TEST
 
+#define AN_TURN(blocks)                                                        \
+    "{\"model\": \"m\", \"max_tokens\": 9, \"messages\": [{\"role\": "         \
+    "\"user\", \"content\": \"go\"}, " blocks "]}"
+#define TOOL_USE(id)                                                           \
+    "{\"role\": \"assistant\", \"content\": [{\"type\": \"tool_use\", "        \
+    "\"id\": \"" id "\", \"name\": \"f\", \"input\": {}}]}"
+#define RESULT(id)                                                             \
+    "{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", "          \
+    "\"tool_use_id\": \"" id "\", \"content\": \"ok\"}]}"
+#define GE_TOOLS(params)                                                       \
+    "{\"contents\": [{\"role\": \"user\", \"parts\": [{\"text\": \"go\"}]}],"  \
+    " \"tools\": [{\"functionDeclarations\": [{\"name\": \"f\", "              \
+    "\"parameters\": " params "}]}]}"
+#define GE_CALL                                                                \
+    "{\"role\": \"model\", \"parts\": [{\"functionCall\": {\"name\": "         \
+    "\"f\", \"args\": {}}}, {\"functionCall\": {\"name\": \"f\", \"args\":"    \
+    " {}}}]}"
+
+/* What the providers refuse of a tool turn, refused by the mock with
+ * their message (400). */
+static const struct {
+    const char *path, *body, *says;
+} refused[] = {
+    {"/a/v1/messages", AN_TURN(TOOL_USE("toolu_1")),
+     "`tool_use` ids were found without `tool_result` blocks immediately "
+     "after: toolu_1"},
+    {"/a/v1/messages",
+     AN_TURN(TOOL_USE("toolu_1") ", {\"role\": \"user\", \"content\": [{"
+                                 "\"type\": \"tool_result\", \"tool_use_id\":"
+                                 " \"toolu_1\"}, {\"type\": \"tool_result\","
+                                 " \"tool_use_id\": \"toolu_2\"}]}"),
+     "unexpected `tool_use_id` found in `tool_result` blocks: toolu_2"},
+    {"/a/v1/messages", AN_TURN(TOOL_USE("call.1") ", " RESULT("call.1")),
+     "tool_use.id: String should match pattern"},
+    {"/a/v1/messages",
+     "{\"model\": \"m\", \"max_tokens\": 9, \"tools\": [{\"name\": \"f\"}],"
+     " \"messages\": [{\"role\": \"user\", \"content\": \"go\"}]}",
+     "tools.0.custom.input_schema: Field required"},
+    {"/g/v1/models/m:generateContent",
+     GE_TOOLS("{\"type\": \"object\", \"properties\": {\"a\": {\"type\":"
+              " \"string\"}}, \"additionalProperties\": false}"),
+     "Unknown name \\\"additionalProperties\\\""},
+    {"/g/v1/models/m:generateContent", GE_TOOLS("{\"type\": \"object\"}"),
+     "properties: should be non-empty for OBJECT type"},
+    {"/g/v1/models/m:generateContent",
+     "{\"contents\": [{\"role\": \"user\", \"parts\": [{\"text\": "
+     "\"go\"}]}, " GE_CALL
+     ", {\"role\": \"user\", \"parts\": [{\"functionResponse\": "
+     "{\"name\": \"f\", \"response\": {}}}]}]}",
+     "the number of function response parts is equal to the number of "
+     "function call parts"},
+};
+
+START_TEST(test_bad_tool_turn_refused_as_the_provider_does)
+{
+    struct reply r;
+
+    req(port, "POST", refused[_i].path, "", refused[_i].body, &r);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_msg(strstr(r.body, refused[_i].says) != NULL, "%s", r.body);
+    reply_free(&r);
+}
+END_TEST
+
 START_TEST(test_bad_api_in_a_script_is_refused)
 {
     char *script = tmpdir_write(
@@ -128,6 +194,8 @@ test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_tool_call_in_the_native_shape, 0,
                         (int)STEPQ_ARRAY_LEN(routes));
+    tcase_add_loop_test(tc, test_bad_tool_turn_refused_as_the_provider_does, 0,
+                        (int)STEPQ_ARRAY_LEN(refused));
     tcase_add_test(tc, test_bad_api_in_a_script_is_refused);
     suite_add_tcase(s, tc);
     return s;

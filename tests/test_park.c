@@ -4,7 +4,6 @@
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
-#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -529,26 +528,6 @@ START_TEST(test_hook_gets_json_and_slow_hook_is_killed)
 }
 END_TEST
 
-/* The file of the one hook run whose output file matches pattern, as
- * JSON (the hooks write "done-PID.json" or "fail-PID.json"). */
-static cJSON *
-one_hook_file(const char *pattern)
-{
-    glob_t g;
-    char *text = NULL;
-    size_t len = 0;
-    cJSON *o;
-
-    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
-    ck_assert_uint_eq(g.gl_pathc, 1);
-    ck_assert_int_eq(file_read_all(g.gl_pathv[0], 1 << 20, &text, &len), 0);
-    globfree(&g);
-    o = cJSON_Parse(text);
-    ck_assert_msg(o != NULL, "not JSON: %s", text);
-    free(text);
-    return o;
-}
-
 /* on_done and on_fail tell of each job a worker ended, after its commit,
  * with the job as `jobs show --json` gives it; a parked job tells
  * neither. */
@@ -572,12 +551,12 @@ START_TEST(test_done_and_fail_hooks_get_the_job)
              e2e_mock.port);
     e2e_enqueue(job);
     free(e2e_drain());
-    o = one_hook_file("done-*.json");
+    o = e2e_one_file("done-*.json");
     ck_assert_str_eq(e2e_str(o, "name"), "ok");
     ck_assert_str_eq(e2e_str(o, "state"), "succeeded");
     ck_assert_str_eq(e2e_str(e2e_step_of(o, 0), "state"), "succeeded");
     cJSON_Delete(o);
-    o = one_hook_file("fail-*.json");
+    o = e2e_one_file("fail-*.json");
     ck_assert_str_eq(e2e_str(o, "name"), "no-env");
     ck_assert_str_eq(e2e_str(o, "state"), "failed");
     ck_assert_ptr_nonnull(strstr(e2e_str(o, "error"), "STEPQ_TEST_NOT_SET"));

@@ -214,6 +214,27 @@ static const struct crow crows[] = {
     ERR("context length on 400", 400,
         "This model's maximum context length is 8192 tokens", POLICY_TRUNCATED,
         "context_overflow", ANYW),
+    /* The three providers' own 400s for a prompt over the context, as
+     * they answer them (OpenAI's documented body, Anthropic's and
+     * Gemini's from tests/data/native/): the tool loop trims on these. */
+    ERR("OpenAI context_length_exceeded", 400,
+        "{\"error\":{\"message\":\"This model's maximum context length "
+        "is 128000 tokens. However, your messages resulted in 130412 tokens. "
+        "Please reduce the length of the messages.\",\"type\":"
+        "\"invalid_request_error\",\"param\":\"messages\",\"code\":"
+        "\"context_length_exceeded\"}}",
+        POLICY_TRUNCATED, "context_overflow", ANYW),
+    ERR("Anthropic prompt is too long", 400,
+        "{\"type\":\"error\",\"error\":{\"type\":"
+        "\"invalid_request_error\",\"message\":\"prompt is too long: "
+        "215341 tokens > 200000 maximum\"},\"request_id\":"
+        "\"req_011CSHoEeqs5C35K2UUqR7G0\"}",
+        POLICY_TRUNCATED, "context_overflow", ANYW),
+    ERR("Gemini input token count", 400,
+        "{\"error\":{\"code\":400,\"message\":\"The input token count "
+        "(1253410) exceeds the maximum number of tokens allowed "
+        "(1048576).\",\"status\":\"INVALID_ARGUMENT\"}}",
+        POLICY_TRUNCATED, "context_overflow", ANYW),
     ERR("context in a 2xx error object", 200,
         "{\"error\":{\"message\":\"prompt is too long: 210000 tokens\"}}",
         POLICY_TRUNCATED, "context_overflow", ANYW),

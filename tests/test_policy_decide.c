@@ -260,8 +260,11 @@ START_TEST(test_decide_row)
     struct policy_step s;
     struct policy_decision d;
 
+    if (r->reason != NULL && policy_reason_from_name(r->reason, &c.why) != 0)
+        ck_abort_msg("%s: reason %s is not in the table", r->name, r->reason);
     apply_mods(&s, r->mods);
     policy_decide(&c, &s, NULL, &d);
+    ck_assert_str_eq(d.reason, policy_reason_name(d.why));
     ck_assert_msg(d.action == r->want, "%s: got %s", r->name,
                   policy_action_name(d.action));
     ck_assert_msg(strcmp(d.reason, r->want_reason) == 0, "%s: reason %s",

@@ -63,6 +63,83 @@ START_TEST(test_names_as_spec_prints)
 }
 END_TEST
 
+START_TEST(test_reason_names_round_trip)
+{
+    enum policy_reason r = POLICY_REASON_NONE;
+    const char *name = policy_reason_name((enum policy_reason)_i);
+
+    ck_assert_int_eq(policy_reason_from_name(name, &r), 0);
+    ck_assert_int_eq(r, _i);
+}
+END_TEST
+
+/* The reasons docs/reference.md "Outcomes and decisions" names are the
+ * table's, spelled as it spells them (the contract). */
+START_TEST(test_reference_reasons_in_table)
+{
+    static const char *const names[] = {"rpm",
+                                        "tpm",
+                                        "daily_cap",
+                                        "monthly_cap",
+                                        "insufficient_quota",
+                                        "spend_limit",
+                                        "auth",
+                                        "too_large",
+                                        "context_overflow",
+                                        "response_too_large",
+                                        "content_filter",
+                                        "refused",
+                                        "overloaded",
+                                        "loading",
+                                        "html_error",
+                                        "empty_output",
+                                        "length",
+                                        "invalid_output",
+                                        "error_body",
+                                        "bad_request",
+                                        "gateway_config",
+                                        "gateway_error",
+                                        "reset",
+                                        "bad_response",
+                                        "long_wait",
+                                        "escalated",
+                                        "rule",
+                                        "in_doubt",
+                                        "tls_certificate"};
+    enum policy_reason r;
+
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(names); i++) {
+        ck_assert_msg(policy_reason_from_name(names[i], &r) == 0, "%s",
+                      names[i]);
+        ck_assert_str_eq(policy_reason_name(r), names[i]);
+    }
+    ck_assert_str_eq(policy_reason_name(POLICY_REASON_COUNT), "?");
+    ck_assert_int_eq(policy_reason_from_name("Daily_Cap", &r), -EINVAL);
+    ck_assert_int_eq(policy_reason_from_name(NULL, &r), -EINVAL);
+}
+END_TEST
+
+/* A step with nothing left fails loud, its reason the outcome's name. */
+START_TEST(test_fail_loud_names_the_outcome)
+{
+    struct policy_class c = {.outcome = (enum policy_outcome)_i,
+                             .rule = -1,
+                             .wait_ms = -1,
+                             .reset_at_ms = -1};
+    struct policy_step s = {.replayable = true};
+    struct policy_decision d;
+
+    policy_decide(&c, &s, NULL, &d);
+    if (c.outcome == POLICY_OK) {
+        ck_assert_int_eq(d.action, POLICY_COMMIT);
+        return;
+    }
+    ck_assert_int_eq(d.action, POLICY_FAIL_LOUD);
+    ck_assert_str_eq(d.reason, policy_outcome_name(c.outcome));
+    ck_assert_str_eq(policy_reason_name(d.why), d.reason);
+}
+END_TEST
+
 /* ---- user rules ---- */
 
 /* Who may be sent again after a request that may have reached the
@@ -102,11 +179,34 @@ START_TEST(test_user_rule_overrides_default)
     classify_one(500, NULL, 0, "Context size has been exceeded", &cfg, &c);
     ck_assert_int_eq(c.outcome, POLICY_SERVER_ERROR);
     ck_assert_str_eq(c.reason, "llama_hiccup");
+    ck_assert_int_eq(c.why, POLICY_REASON_RULE);
     ck_assert_int_eq(c.rule, 1);
     /* status must match: the default rules decide */
     classify_one(400, NULL, 0, "context length exceeded", &cfg, &c);
     ck_assert_int_eq(c.outcome, POLICY_TRUNCATED);
     ck_assert_int_eq(c.rule, -1);
+    policy_rules_free(rules);
+}
+END_TEST
+
+/* A rule that names a known reason acts as it: "auth" is a wall only a
+ * config change lifts, so a wait the answer names sets no reset. */
+START_TEST(test_user_rule_known_reason)
+{
+    struct config_rule r[] = {
+        {0, "key revoked", NULL, NULL, "hard_quota", "auth"},
+    };
+    policy_rules *rules = rules_of(r, 1);
+    struct policy_header ra = {"retry-after", "30"};
+    struct policy_config cfg;
+    struct policy_class c;
+
+    policy_config_init(&cfg, NULL, rules);
+    classify_one(418, &ra, 1, "your key revoked", &cfg, &c);
+    ck_assert_int_eq(c.outcome, POLICY_HARD_QUOTA);
+    ck_assert_int_eq(c.why, POLICY_REASON_AUTH);
+    ck_assert_str_eq(c.reason, "auth");
+    ck_assert_int_eq(c.reset_at_ms, -1);
     policy_rules_free(rules);
 }
 END_TEST
@@ -256,11 +356,17 @@ test_suite(void)
     tcase_add_loop_test(tc, test_action_names_round_trip, 0,
                         POLICY_ACTION_COUNT);
     tcase_add_test(tc, test_names_as_spec_prints);
+    tcase_add_loop_test(tc, test_reason_names_round_trip, 0,
+                        POLICY_REASON_COUNT);
+    tcase_add_test(tc, test_reference_reasons_in_table);
+    tcase_add_loop_test(tc, test_fail_loud_names_the_outcome, 0,
+                        POLICY_OUTCOME_COUNT);
     tcase_add_loop_test(tc, test_may_resend, 0, STEPQ_ARRAY_LEN(resend_rows));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("user_rules");
     tcase_add_test(tc, test_user_rule_overrides_default);
+    tcase_add_test(tc, test_user_rule_known_reason);
     tcase_add_test(tc, test_user_rule_header_and_order);
     tcase_add_test(tc, test_user_rule_sees_past_nul);
     tcase_add_loop_test(tc, test_bad_rule_is_named, 0,

@@ -176,6 +176,30 @@ START_TEST(test_lease_ops_need_the_holder)
 }
 END_TEST
 
+/* q_job_wake: a queued job due later is due now; any other is left. */
+START_TEST(test_wake_makes_queued_job_due)
+{
+    q_db *db = qfix_open(NULL);
+    int64_t id = qfix_add(db, "a", NULL, 0, T0);
+    struct q_job *got = NULL;
+    size_t n = 0;
+
+    qfix_claim_one(db, id, "w1", T0, 1000);
+    ck_assert_int_eq(q_job_wake(db, id, T0 + 1), -EALREADY); /* running */
+    ck_assert_int_eq(q_release(db, id, "w1", T0 + 60000, T0), 0);
+    ck_assert_int_eq(q_claim(db, "w2", T0 + 5, 1000, 1, &got, &n), -ENOENT);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_job_wake(db, id, T0 + 5), 0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    ck_assert_int_eq(q_job_wake(db, id, T0 + 6), -EALREADY); /* due */
+    ck_assert_int_eq(q_job_wake(db, id + 99, T0 + 6), -EALREADY);
+    ck_assert_int_eq(q_claim(db, "w2", T0 + 6, 1000, 1, &got, &n), 0);
+    ck_assert_int_eq(got[0].id, id);
+    q_jobs_free(got, n);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_expired_lease_is_claimed_again)
 {
     q_db *db = qfix_open(NULL);
@@ -610,6 +634,7 @@ test_suite(void)
     tcase_add_test(jobs, test_dedupe_returns_first_id);
     tcase_add_test(jobs, test_batch_ids_in_input_order);
     tcase_add_test(jobs, test_input_stored_with_the_job);
+    tcase_add_test(jobs, test_wake_makes_queued_job_due);
     tcase_add_test(jobs, test_jobs_list_pages);
     tcase_add_test(jobs, test_reports_for_metrics);
     tcase_add_test(jobs, test_claim_order_priority_run_at_id);

@@ -5,14 +5,20 @@
  * the page, finds them, resolves a post as done and the chat step as a
  * retry on tier local with the buttons, and loses a race for the other
  * post; the database and the worker's next run are checked after. A second run
- * shows a page of another site cannot post to a server without a token. */
+ * shows a page of another site cannot post to a server without a token.
+ * Then a real morning (tests/browser/morning.mjs): a newcomer's flow with
+ * search, keys, addresses, the double-send warning, bulk skip, cancel,
+ * an agent's transcript and approval, checked by axe-core; and 1,000
+ * open items, with the timings printed. */
 #define _GNU_SOURCE /* asprintf */
 #include "tests/support/support.h"
 
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
@@ -101,13 +107,16 @@ web_setup(void)
     cJSON_Delete(list);
 }
 
-/* Runs park_view.mjs MODE against s with env (NAME=VALUE ...); fails
- * the test with its output unless it exits 0. With $STEPQ_SCREENSHOTS
- * set to a folder, the page is photographed there (docs/ has them). */
+/* Runs tests/browser/FILE MODE against s with env (NAME=VALUE ...);
+ * fails the test with its output unless it exits 0, and with echo prints
+ * it (the timings of the scale mode). With $STEPQ_SCREENSHOTS set to a
+ * folder, the page is photographed there (docs/ has them). */
 static void
-browse(const struct server *s, const char *mode, const char *env)
+browse_with(const char *file, const struct server *s, const char *mode,
+            const char *env, bool echo)
 {
-    char *script = source_path("tests/browser/park_view.mjs"), *cmd = NULL;
+    char *rel = tmpdir_join("tests/browser", file);
+    char *script = source_path(rel), *cmd = NULL;
     char *out = NULL, shots[1024] = "";
     const char *dir = getenv("STEPQ_SCREENSHOTS");
     int rc;
@@ -127,9 +136,18 @@ browse(const struct server *s, const char *mode, const char *env)
                   "%s: exit %d:\n%.3000s\n(no playwright-core or chromium? "
                   "scripts/deps.sh --browser installs them)",
                   mode, rc, out);
+    if (echo)
+        fprintf(stderr, "%s", out);
     free(out);
     free(cmd);
     free(script);
+    free(rel);
+}
+
+static void
+browse(const struct server *s, const char *mode, const char *env)
+{
+    browse_with("park_view.mjs", s, mode, env, false);
 }
 
 /* `stepq park show ID --json`, parsed (cJSON_Delete it). */
@@ -316,6 +334,139 @@ START_TEST(test_page_files_and_their_limits)
 }
 END_TEST
 
+/* ---- a real morning: morning.mjs ------------------------------------ */
+
+/* Posts (http steps with side effects and no key) to the mock's path,
+ * each answered with a 5xx: parked in doubt. */
+#define DOUBT_JOB                                                              \
+    "{\"name\":\"%s-%04d\",\"steps\":[{\"name\":\"post\",\"kind\":\"http\","   \
+    "\"http\":{\"url\":\"http://127.0.0.1:%d/%s\",\"body\":{\"n\":%d}}}]}\n"
+/* An agent on tier local: it labels the issue, then asks to comment,
+ * which needs an approval. */
+#define AGENT_JOB                                                              \
+    "{\"name\":\"triage-412\",\"steps\":[{\"name\":\"triage\",\"tiers\":"      \
+    "[\"local\"],\"tools\":[{\"name\":\"add_label\",\"parameters\":{\"type\":" \
+    "\"object\",\"properties\":{\"label\":{\"type\":\"string\"}}},"            \
+    "\"action\":{\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d"  \
+    "/labels/{{args.label}}\",\"body\":{}}}},{\"name\":\"post_comment\","      \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"body\":{"           \
+    "\"type\":\"string\"}}},\"needs_approval\":\"always\","                    \
+    "\"action\":{\"http\":{\"method\":\"POST\",\"url\":\"http://127.0.0.1:%d"  \
+    "/comments\",\"body\":{\"body\":\"{{args.body}}\"}}}}],\"request\":"       \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"triage 412\"}]}}]}"
+
+/* Enqueues n posts named name to path, then drains the queue. */
+static void
+park_posts(const char *name, const char *path, int n)
+{
+    size_t cap = (size_t)n * 256 + 1, len = 0;
+    char *text = malloc(cap);
+
+    ck_assert_ptr_nonnull(text);
+    text[0] = '\0';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, DOUBT_JOB, name, i,
+                                e2e_mock.port, path, i);
+    e2e_enqueue(text);
+    free(text);
+    e2e_drain_at("200");
+}
+
+static void
+morning_setup(void)
+{
+    char job[2048];
+
+    e2e_setup();
+    e2e_start_file("web-morning.json", "");
+    park_posts("nightly-order", "orders", 1);
+    park_posts("nightly-sync", "sync", 4);
+    snprintf(job, sizeof(job), AGENT_JOB, e2e_mock.port, e2e_mock.port);
+    e2e_enqueue(job);
+    free(e2e_drain());
+}
+
+/* A newcomer's morning, in the browser: finds the order post by search,
+ * opens it by keyboard, is warned before a Retry that may post twice,
+ * resolves it Done in a new tab opened on its address; cancels a job and
+ * skips two items at once; reads an agent's transcript and approves its
+ * call, which a worker then sends. axe-core finds nothing serious at
+ * each view. The store and the mock are checked after. */
+START_TEST(test_a_newcomers_morning)
+{
+    struct server s;
+    struct reply r = {0};
+    cJSON *log, *job, *items, *first;
+    char later[32];
+    pid_t worker;
+    int orders;
+
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    /* GET /v1/park names each item's job, which the page searches, when
+     * asked (by default it is park list's); another value is refused */
+    req(s.port, "GET", "/v1/park?job_names=yes", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 400);
+    reply_free(&r);
+    req(s.port, "GET", "/v1/park?job_names=true", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    items = cJSON_Parse(r.body);
+    reply_free(&r);
+    first = cJSON_GetArrayItem(items, 0);
+    ck_assert_str_eq(e2e_str(first, "job_name"), "nightly-order-0000");
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(first, "job_key")));
+    cJSON_Delete(items);
+    worker = e2e_spawn_worker(NULL);
+    browse_with("morning.mjs", &s, "morning", "STEPQ_TOKEN=" TOKEN, false);
+    kill(worker, SIGTERM);
+    ck_assert_int_eq(e2e_wait_exit(worker), 0);
+    serve_stop(&s);
+
+    job = e2e_show(1); /* the order post: done by hand, never sent again */
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "output"),
+                     "order 77 was placed");
+    cJSON_Delete(job);
+    /* of the sync posts one was retried not before 6 h from now, one
+     * cancelled from its job's view, and two skipped */
+    ck_assert_int_eq(e2e_count(NULL, "cancelled"), 1);
+    ck_assert_int_eq(e2e_count(NULL, "queued"), 1);
+    strftime(later, sizeof(later), "%Y-%m-%dT%H:%M:%SZ",
+             gmtime(&(time_t){time(NULL) + 5 * 3600}));
+    for (int id = 2; id <= 5; id++) {
+        job = e2e_show(id);
+        if (strcmp(e2e_str(job, "state"), "queued") == 0)
+            ck_assert_str_gt(e2e_str(job, "run_at"), later);
+        cJSON_Delete(job);
+    }
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 4); /* 2 skipped, agent */
+    log = e2e_mock_log();
+    orders = e2e_sent_to(log, "/orders");
+    ck_assert_int_eq(orders, 1);
+    ck_assert_int_eq(e2e_sent_to(log, "/sync"), 4);
+    ck_assert_int_eq(e2e_sent_to(log, "/comments"), 1); /* once approved */
+    cJSON_Delete(log);
+}
+END_TEST
+
+/* 1,000 open items: the page lists, searches, filters, opens and skips
+ * them all; the timings are printed, not asserted (a loaded machine). */
+START_TEST(test_a_thousand_items)
+{
+    struct server s;
+
+    e2e_setup();
+    e2e_start_file("web-morning.json", "");
+    park_posts("night-post", "orders", 1000);
+    ck_assert_int_eq(e2e_count(NULL, "parked"), 1000);
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    browse_with("morning.mjs", &s, "scale", "STEPQ_TOKEN=" TOKEN " ITEMS=1000",
+                true);
+    serve_stop(&s);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1000);
+    e2e_teardown();
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -329,6 +480,15 @@ test_suite(void)
     tcase_add_test(tc, test_named_operator_logs_in_and_out);
     tcase_add_test(tc, test_another_site_cannot_post);
     tcase_add_test(tc, test_page_files_and_their_limits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("morning");
+    tcase_add_checked_fixture(tc, morning_setup, e2e_teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_a_newcomers_morning);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("scale");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_a_thousand_items);
     suite_add_tcase(s, tc);
     return s;
 }

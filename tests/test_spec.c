@@ -197,6 +197,14 @@ static const struct bad_case bad[] = {
      JOB("{\"name\":\"a\",\"http\":{\"url\":\"http://x/\"},\"request\":{"
          "\"messages\":[{\"role\":\"user\"}]}}"),
      "steps[0].http: only for steps of kind \"http\""},
+    {"stream on an http step",
+     JOB("{\"name\":\"p\",\"kind\":\"http\",\"stream\":true,\"http\":{"
+         "\"url\":\"http://127.0.0.1/\"}}"),
+     "steps[0].stream: only for steps of kind \"chat\""},
+    {"stream not bool",
+     JOB("{\"name\":\"a\",\"stream\":\"yes\",\"request\":{\"messages\":"
+         "[{\"role\":\"user\"}]}}"),
+     "steps[0].stream: must be true or false"},
     {"replayable not bool",
      JOB("{\"name\":\"a\",\"replayable\":\"yes\",\"request\":{\"messages\":"
          "[{\"role\":\"user\"}]}}"),
@@ -269,6 +277,15 @@ static const struct bad_case bad[] = {
     {"priority string",
      "{\"name\":\"j\",\"priority\":\"high\",\"steps\":[" CHAT("a") "]}",
      "priority: must be a whole number"},
+    {"run_at span back",
+     "{\"name\":\"j\",\"run_at\":\"-5m\",\"steps\":[" CHAT("a") "]}",
+     "run_at: must be an RFC 3339 time"},
+    {"run_at span unit",
+     "{\"name\":\"j\",\"run_at\":\"+5w\",\"steps\":[" CHAT("a") "]}",
+     "or a span from the enqueue such as +90s"},
+    {"on_done not a string",
+     "{\"name\":\"j\",\"on_done\":1,\"steps\":[" CHAT("a") "]}",
+     "on_done: must be a string"},
     {"key empty", "{\"name\":\"j\",\"key\":\"\",\"steps\":[" CHAT("a") "]}",
      "key: must not be empty"},
     {"key control character",

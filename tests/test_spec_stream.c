@@ -66,8 +66,14 @@ static const char *const inputs[] = {
     /* A UTF-8 byte order mark first (some editors write one) is skipped. */
     "\xEF\xBB\xBF" JOB("a"),
     "\xEF\xBB\xBF[" JOB("a") "," JOB("b") "," JOB("c") "]",
+    /* Pretty-printed jobs one after another (issue 42: "line 51: not
+     * valid JSON" for a valid line), and JSON lines after one of them. */
+    "{\n \"name\": \"a\",\n \"steps\": [" CHAT(
+        "s") "]\n}\n"
+             "{\n \"name\": \"b\",\n \"steps\": [\n  " CHAT(
+                 "s") "\n ]\n}\n\n" JOB("c") "\n",
 };
-static const size_t counts[] = {3, 3, 1, 1, 3};
+static const size_t counts[] = {3, 3, 1, 1, 3, 3};
 static const size_t pieces[] = {1, 2, 7, 64, 100000};
 
 START_TEST(test_pieces_of_any_size_give_the_same_jobs)
@@ -109,6 +115,13 @@ static const struct {
     {JOB("a") "\n" JOB("b") "\n{\"name\":\"c\"}\n" JOB("d"),
      "line 3: steps: missing"},
     {"\n\n{\"name\":1}\n" JOB("b"), "line 3: name: must be a string"},
+    /* A pretty-printed job is named by the line it starts on. */
+    {"{\n \"name\": \"a\",\n \"steps\": [" CHAT("s") "]\n}\n{\n \"name\": "
+                                                     "\"b\"\n}\n",
+     "line 5: steps: missing"},
+    {JOB("a") "\n{\n \"name\": \"b\",\n \"steps\": [" CHAT("s") "]\n",
+     "line 2: not valid JSON"},
+    {JOB("a") "\n" JOB("b") " " JOB("c"), "line 2: not valid JSON (extra text"},
     {"{\"name\":1}", "name: must be a string"},
     {"[" JOB("a") "," JOB("b") ",{\"name\":\"c\",\"steps\":[]}]",
      "job 2: steps: must not be empty"},

@@ -33,11 +33,11 @@
 static const char *const apis[] = {"openai", "anthropic", "gemini"};
 
 /* Starts the mock with route /free of api (answers: a JSON array, or "")
- * and /local (OpenAI, local_answers likewise), tier free streamed with
- * fields. */
+ * and /local (OpenAI, local_answers likewise), tier free with fields,
+ * streamed when stream. */
 static void
-start(const char *api, const char *answers, const char *local_answers,
-      const char *fields)
+start_tier(const char *api, const char *answers, const char *local_answers,
+           const char *fields, bool stream)
 {
     char *script = NULL, *cfg = NULL;
 
@@ -50,14 +50,22 @@ start(const char *api, const char *answers, const char *local_answers,
                  local_answers[0] ? ", \"answers\": " : "", local_answers),
         0);
     ck_assert_int_gt(asprintf(&cfg,
-                              "\"api\": \"%s\", \"stream\": true, "
+                              "\"api\": \"%s\", \"stream\": %s, "
                               "\"timeout_s\": 20%s",
-                              api, fields),
+                              api, stream ? "true" : "false", fields),
                      0);
     e2e_start(script, "");
     e2e_config(1, cfg);
     free(cfg);
     free(script);
+}
+
+/* start_tier with tier free streamed. */
+static void
+start(const char *api, const char *answers, const char *local_answers,
+      const char *fields)
+{
+    start_tier(api, answers, local_answers, fields, true);
 }
 
 static cJSON *
@@ -103,6 +111,66 @@ START_TEST(test_stream_assembled)
     }
     cJSON_Delete(b);
     cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* A step's "stream" on a tier that does not stream: that step's request
+ * asks for events and its answer is assembled; another step on the same
+ * tier is sent plain. */
+START_TEST(test_step_stream_on_plain_tier)
+{
+    cJSON *job, *log, *b;
+
+    start_tier(apis[_i], "", "", "", false);
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"stream\":"
+                "true,\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"hello\"}]}},{\"name\":"
+                "\"b\",\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"again\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 0), "output"), TEXT);
+    ck_assert_str_eq(e2e_str(e2e_step_of(job, 1), "output"), TEXT);
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 2);
+    for (int k = 0; k < 2; k++) {
+        const char *path = e2e_str(cJSON_GetArrayItem(log, k), "path");
+        b = e2e_sent_body(log, k);
+        if (_i == 2)
+            ck_assert_msg((strstr(path, ":streamGenerateContent") != NULL) ==
+                              (k == 0),
+                          "request %d went to %s", k, path);
+        else
+            ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(b, "stream")) ==
+                      (k == 0));
+        cJSON_Delete(b);
+    }
+    cJSON_Delete(log);
+    cJSON_Delete(job);
+}
+END_TEST
+
+/* A step's stream that stalls is caught by the tier's idle_timeout_s,
+ * though the tier itself does not stream. */
+START_TEST(test_step_stream_stall_caught)
+{
+    cJSON *job;
+    int64_t lat;
+
+    start_tier(apis[_i], "[{\"fault\": \"stall\"}]", "",
+               ", \"idle_timeout_s\": 1", false);
+    e2e_enqueue("{\"name\":\"j\",\"steps\":[{\"name\":\"a\",\"stream\":"
+                "true,\"tiers\":[\"free\"],\"request\":{\"messages\":[{"
+                "\"role\":\"user\",\"content\":\"hello\"}]}}]}");
+    free(e2e_drain());
+    job = e2e_show(1);
+    e2e_expect_attempt(job, 0, "timeout", NULL, "backoff_retry");
+    lat = int_of(e2e_hist(job, 0, 0), "latency_ms");
+    ck_assert_msg(lat >= 900 && lat < 2500, "stalled for %lld ms",
+                  (long long)lat);
+    ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     cJSON_Delete(job);
 }
 END_TEST
@@ -271,12 +339,14 @@ test_suite(void)
     tcase_add_loop_test(tc, test_documented_stream_costed, 0,
                         (int)STEPQ_ARRAY_LEN(documented));
     tcase_add_test(tc, test_error_event_mid_stream);
+    tcase_add_loop_test(tc, test_step_stream_on_plain_tier, 0, n);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("stalls");
     tcase_add_checked_fixture(tc, e2e_setup, e2e_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_stall_caught_by_idle_timeout, 0, n);
+    tcase_add_loop_test(tc, test_step_stream_stall_caught, 0, n);
     tcase_add_loop_test(tc, test_silence_caught_by_first_byte_timeout, 0, n);
     tcase_add_loop_test(tc, test_cut_stream_is_a_reset_as_a_plain_cut, 0, n);
     suite_add_tcase(s, tc);

@@ -3,7 +3,8 @@
  *
  * The answers are files of tests/data/toolcalls/, one per provider shape
  * (README.md there says where each comes from), malformed ones among them;
- * cases.json holds what each must read as, one row of the loop test each.
+ * cases.json holds what each must read as, one row of the loop test each;
+ * a streamed answer (*.sse) is assembled first (http_stream_assemble).
  * A file without a row fails the suite.
  */
 #include "tests/support/support.h"
@@ -19,6 +20,35 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "http/http.h"
+#include "http/tools.h"
+
+/* The answer of file: parsed, or for a stream (api named, the file's
+ * server-sent events) the answer http_stream_assemble makes of it. */
+static cJSON *
+load_answer(const char *file, const char *stream)
+{
+    static const char *const apis[] = {"openai", "anthropic", "gemini"};
+    const char *src = getenv("STEPQ_SRC");
+    char path[1024], *text = NULL, *whole = NULL;
+    size_t len = 0;
+    cJSON *j;
+
+    snprintf(path, sizeof(path), "%s/tests/data/toolcalls/%s", src ? src : ".",
+             file);
+    ck_assert_int_eq(file_read_all(path, 1 << 20, &text, &len), 0);
+    for (int a = 0; a < 3 && stream != NULL; a++) {
+        if (strcmp(stream, apis[a]) == 0)
+            ck_assert_int_eq(
+                http_stream_assemble((enum config_api)a, text, len, &whole), 0);
+    }
+    ck_assert_msg(stream == NULL || whole != NULL, "%s: stream %s", file,
+                  stream);
+    j = whole ? cJSON_Parse(whole) : cJSON_ParseWithLength(text, len);
+    free(text);
+    free(whole);
+    ck_assert_msg(j != NULL, "%s is not JSON", file);
+    return j;
+}
 
 static cJSON *
 load(const char *name)
@@ -91,7 +121,8 @@ START_TEST(test_provider_shapes_read_as_one)
         known[nknown++] = k->valuestring;
     row = cJSON_GetArrayItem(cJSON_GetObjectItem(cases, "cases"), _i);
     file = cJSON_GetObjectItem(row, "file")->valuestring;
-    answer = load(file);
+    answer = load_answer(
+        file, cJSON_GetStringValue(cJSON_GetObjectItem(row, "stream")));
     ck_assert_int_eq(http_toolcalls_read(answer, known, nknown, &c), 0);
     ck_assert_str_eq(format_name(c.format),
                      cJSON_GetObjectItem(row, "format")->valuestring);
@@ -126,7 +157,8 @@ START_TEST(test_every_file_has_a_case)
     ck_assert_ptr_nonnull(dp = opendir(dir));
     while ((d = readdir(dp)) != NULL) {
         const cJSON *row;
-        if (strstr(d->d_name, ".json") == NULL ||
+        if ((strstr(d->d_name, ".json") == NULL &&
+             strstr(d->d_name, ".sse") == NULL) ||
             strcmp(d->d_name, "cases.json") == 0)
             continue;
         files++;

@@ -87,6 +87,94 @@ START_TEST(test_api_checks_tools)
 }
 END_TEST
 
+/* A tool posting to url with body (JSON text), and a job of one step
+ * "a" offering tools (JSON text), with an input (JSON text, or NULL). */
+#define POSTER(name, url, body)                                                \
+    "{\"name\": \"" name "\", \"parameters\": {\"type\": \"object\"},"         \
+    " \"action\": {\"http\": {\"method\": \"POST\", \"url\": \"" url           \
+    "\", \"body\": " body "}}}"
+#define TWO_STEPS(tools)                                                       \
+    "{\"name\": \"j\", \"steps\": [{\"name\": \"a\", \"tools\": [" tools       \
+    "], \"request\": {\"messages\": [{\"role\": \"user\", \"content\":"        \
+    " \"go\"}]}}, {\"name\": \"b\", \"request\": {\"messages\":"               \
+    " [{\"role\": \"user\", \"content\": \"next\"}]}}]}"
+
+struct tpl_case {
+    const char *config; /* spliced into the config, or "" */
+    const char *job;
+    const char *input; /* --input, or NULL */
+    const char *want;  /* in the error of enqueue and of check */
+};
+
+static const struct tpl_case tpl_bad[] = {
+    {"",
+     TWO_STEPS(POSTER("t", "http://127.0.0.1:9/x/{{steps.nope.output}}", "{}")),
+     NULL,
+     "steps[0].tools[0].action.http.url: template names unknown step "
+     "nope"},
+    /* A later step's output does not exist when the loop runs. */
+    {"",
+     TWO_STEPS(POSTER("t", "http://127.0.0.1:9/x",
+                      "{\"s\": \"{{steps.b.output}}\"}")),
+     NULL, "steps[0].tools[0].action.http.body.s: template names step b"},
+    {"",
+     TWO_STEPS(
+         POSTER("t", "http://127.0.0.1:9/x", "{\"r\": \"{{input.repo}}\"}")),
+     "{\"owner\": \"ann\"}",
+     "steps[0].tools[0].action.http.body.r: {{input.repo}}: no repo in the "
+     "input"},
+    {"",
+     TWO_STEPS(
+         POSTER("t", "http://127.0.0.1:9/x", "{\"d\": \"{{schedule.date}}\"}")),
+     NULL,
+     "steps[0].tools[0].action.http.body.d: {{schedule.date}}: only a "
+     "schedule's job has {{schedule.*}} filled in"},
+    /* A shared tool's action is checked where a job names it. */
+    {"\"tools\": [" POSTER("fetch", "http://127.0.0.1:9/{{input.repo}}",
+                           "{}") "]",
+     TWO_STEPS("\"fetch\""), "{\"owner\": \"ann\"}",
+     "steps[0].tools[0].action.http.url: {{input.repo}}: no repo in the "
+     "input (config tool fetch)"},
+};
+
+/* A template in a tool's http action that cannot resolve where it stands
+ * is refused by enqueue and by check, naming the field; nothing is
+ * written. */
+START_TEST(test_tool_action_templates_refused)
+{
+    const struct tpl_case *c = &tpl_bad[_i];
+    const char *verbs[] = {"enqueue", "check"};
+    struct run_result r;
+
+    e2e_start("{}", c->config);
+    for (int v = 0; v < 2; v++) {
+        int rc = c->input ? RUN(&r, c->job, verbs[v], "-", "--input", c->input)
+                          : RUN(&r, c->job, verbs[v], "-");
+        ck_assert_msg(rc == 2 && strstr(r.err, c->want) != NULL,
+                      "%s exited %d: %s", verbs[v], rc, r.err);
+        run_result_free(&r);
+    }
+    ck_assert_int_eq(run_job_count(e2e_db), 0);
+}
+END_TEST
+
+/* The same action is taken once what it names is there. */
+START_TEST(test_tool_action_templates_accepted)
+{
+    struct run_result r;
+
+    e2e_start("{}", "");
+    ck_assert_int_eq(
+        RUN(&r,
+            TWO_STEPS(POSTER("t", "http://127.0.0.1:9/{{input.repo}}",
+                             "{\"r\": \"{{input.repo}}\"}")),
+            "enqueue", "-", "--input", "{\"repo\": \"r\"}"),
+        0);
+    run_result_free(&r);
+    ck_assert_int_eq(run_job_count(e2e_db), 1);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -98,6 +186,9 @@ test_suite(void)
     tcase_add_test(tc, test_enqueue_refuses_unknown_tool);
     tcase_add_test(tc, test_bad_config_tool_is_exit_2);
     tcase_add_test(tc, test_api_checks_tools);
+    tcase_add_loop_test(tc, test_tool_action_templates_refused, 0,
+                        (int)(sizeof(tpl_bad) / sizeof(tpl_bad[0])));
+    tcase_add_test(tc, test_tool_action_templates_accepted);
     suite_add_tcase(s, tc);
     return s;
 }

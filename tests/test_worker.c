@@ -525,8 +525,10 @@ cmp_double(const void *a, const void *b)
 /* One request bucket shared by two workers, seen from the endpoint: rpm
  * 60 per window_s 1 (60 a second, a minute scaled down) with a burst of
  * 5. In any stretch of the mock's log, at most 5 + 60/s of it arrived;
- * arrival differs from admission by the loopback latency, so 50 ms of
- * slack are allowed on each stretch. */
+ * arrival differs from admission by the commit and the loopback, which a
+ * loaded machine (the sanitizer build beside other builds) stretches past
+ * 100 ms, so 150 ms of slack are allowed on each stretch: a bucket each
+ * worker kept for itself would still let twice the rate through. */
 START_TEST(test_bucket_shared_by_two_workers)
 {
     double ts[120];
@@ -543,13 +545,14 @@ START_TEST(test_bucket_shared_by_two_workers)
     qsort(ts, 120, sizeof(ts[0]), cmp_double);
     for (int i = 0; i < 120; i++) {
         for (int k = i; k < 120; k++) {
-            double allowed = 5 + (ts[k] - ts[i] + 50) * 60 / 1000;
+            double allowed = 5 + (ts[k] - ts[i] + 150) * 60 / 1000;
             ck_assert_msg(k - i + 1 <= allowed, "%d requests in %.0f ms",
                           k - i + 1, ts[k] - ts[i]);
         }
     }
-    /* and the pace was used: 120 at 60/s take about two seconds */
-    ck_assert_double_lt(ts[119] - ts[0], 3000);
+    /* and the pace was used: 120 at 60/s take about two seconds (five
+     * allowed for a loaded machine) */
+    ck_assert_double_lt(ts[119] - ts[0], 5000);
     cJSON_Delete(log);
 }
 END_TEST

@@ -165,6 +165,72 @@ START_TEST(test_posts_retried_after_the_disk_is_back)
 }
 END_TEST
 
+/* An agent whose model calls post_comment, a tool with side effects and
+ * no key, on a store whose log's flush fails once (armed by the first
+ * turn's commit): the first flush asked for is the one of the commit
+ * that records the call, which must be on disk before the call is sent;
+ * it fails, and the call is not sent. */
+static void
+agent_call_on_a_failing_disk(void)
+{
+    char job[1024];
+
+    e2e_start("{\"routes\": [{\"path\": \"/comments\", \"loop\": true,"
+              " \"answers\": [{\"status\": 201, \"body\": \"ok\"}]},"
+              " {\"path\": \"/free\", \"tool_turns\": [[{\"name\":"
+              " \"post_comment\", \"arguments\": {\"body\":"
+              " \"Reproduced.\"}}]]}]}",
+              "");
+    snprintf(job, sizeof(job),
+             "{\"name\": \"agent\", \"steps\": [{\"name\": \"a\","
+             " \"tools\": [{\"name\": \"post_comment\", \"parameters\":"
+             " {\"type\": \"object\", \"properties\": {\"body\": {\"type\":"
+             " \"string\"}}}, \"side_effects\": true,"
+             " \"action\": {\"http\": {\"method\": \"POST\", \"url\":"
+             " \"http://127.0.0.1:%d/comments\", \"body\": {\"body\":"
+             " \"{{args.body}}\"}}}}], \"request\": {\"messages\":"
+             " [{\"role\": \"user\", \"content\": \"triage\"}]}}]}",
+             e2e_mock.port);
+    e2e_enqueue(job);
+    use_failing_vfs();
+    worker__turn_commit = arm_then_commit;
+    inproc_drain("flush", 1);
+    ck_assert_int_eq(syncs_failed, 1);
+}
+
+/* The tool server never received the call (queued to go after the
+ * commit, it is dropped with the lost turn); the job is parked with one
+ * item, in_doubt, showing the tool and the arguments it would have gone
+ * out with, and saying it was not sent. */
+START_TEST(test_unkeyed_tool_call_held_when_no_flush_is_trusted)
+{
+    struct run_result r;
+    cJSON *items, *it, *shown;
+
+    agent_call_on_a_failing_disk();
+    ck_assert_int_eq(e2e_sent_to(NULL, "/comments"), 0);
+    ck_assert_int_ge(e2e_sent_to(NULL, "/free"), 1);
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "parked");
+    cJSON_Delete(shown);
+    ck_assert_int_eq(RUN_ARGS(&r, "park", "list", "--json"), 0);
+    items = cJSON_Parse(r.out);
+    run_result_free(&r);
+    ck_assert_int_eq(cJSON_GetArraySize(items), 1);
+    it = cJSON_GetArrayItem(items, 0);
+    ck_assert_str_eq(e2e_str(it, "reason"), "in_doubt");
+    ck_assert_str_eq(e2e_str(cJSON_GetObjectItem(it, "call"), "tool"),
+                     "post_comment");
+    ck_assert_str_eq(
+        e2e_str(cJSON_GetObjectItem(cJSON_GetObjectItem(it, "call"), "args"),
+                "body"),
+        "Reproduced.");
+    ck_assert_msg(strstr(e2e_str(it, "error"), "not sent"), "%s",
+                  e2e_str(it, "error"));
+    cJSON_Delete(items);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -175,6 +241,7 @@ test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_posts_wait_for_a_flush_that_fails);
     tcase_add_test(tc, test_posts_retried_after_the_disk_is_back);
+    tcase_add_test(tc, test_unkeyed_tool_call_held_when_no_flush_is_trusted);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -74,7 +74,7 @@ tier_host_wall(q_db *db, const char *key, int64_t now, int64_t *until,
 int64_t
 tier_host_wall_until(const struct policy_class *c, int64_t now)
 {
-    bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
+    bool daily = c->why == POLICY_REASON_DAILY_CAP;
 
     if (c->reset_at_ms > now && !(daily && c->reset_at_ms < now + HOUR_MS))
         return c->reset_at_ms;

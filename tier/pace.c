@@ -8,6 +8,7 @@
  */
 #include "tier/tier.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <strings.h>
@@ -153,6 +154,7 @@ tier__bucket_ready_at(double tat, const struct tier__bucket *b, int64_t now)
 double
 tier__bucket_take(double tat, const struct tier__bucket *b, int64_t now)
 {
+    assert(b->cost_ms >= 0 && b->cap_ms > 0);
     return (tat > (double)now ? tat : (double)now) + b->cost_ms;
 }
 
@@ -229,6 +231,7 @@ tier__pace_down(const struct config_tier *t, struct q_tier_state *st,
     }
     if (st->pace < PACE_MIN)
         st->pace = PACE_MIN;
+    assert(st->pace >= PACE_MIN && st->pace <= PACE_PROBE_MAX);
     st->pace_down_at = now;
     st->pace_up_at = now;
 }
@@ -257,6 +260,7 @@ tier__pace_up(const struct config_tier *t, struct q_tier_state *st, bool learn,
         p = p > max ? max : p;
     }
     st->pace = p > max ? max : p;
+    assert(st->pace <= PACE_PROBE_MAX);
     st->pace_up_at = now;
 }
 

@@ -13,6 +13,7 @@
  */
 #include "tier/tier.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -236,6 +237,10 @@ admit_locked(q_db *db, const struct config_tier *t, int64_t now,
     st.allowance_used += est_tokens;
     tier__usage_add(&st.usage, now, 1, est_tokens);
     tier__flight_add(&st.flight, expires, v->probe, now);
+    /* What it admitted is paid for: the buckets' next free moment is not
+     * before now. */
+    assert(!tier__request_bucket(t, &st, &b) || st.req_tat >= (double)now);
+    assert(est_tokens >= 0 && st.allowance_used >= est_tokens);
     if ((rc = q_tier_store(db, t->name, &st)) == 0)
         *send_id = send_handle(expires, v->probe);
     return rc;

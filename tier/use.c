@@ -6,6 +6,8 @@
  * prune. */
 #include "tier/internal.h"
 
+#include <assert.h>
+#include <stdbool.h>
 #include <string.h>
 
 static uint32_t
@@ -42,6 +44,7 @@ tier__usage_add(struct q_tier_usage *u, int64_t at, int64_t requests,
     } else if (s <= u->last_s - Q_TIER_USAGE_SLOTS) {
         return; /* past the window: no longer counted */
     }
+    assert(s > u->last_s - Q_TIER_USAGE_SLOTS && s <= u->last_s);
     i = (size_t)(s % Q_TIER_USAGE_SLOTS);
     u->requests[i] = count_plus(u->requests[i], requests);
     u->tokens[i] = count_plus(u->tokens[i], tokens);
@@ -108,9 +111,25 @@ flight_second(int64_t expires_at)
     return expires_at <= 0 ? 0 : (expires_at + 999) / 1000;
 }
 
+/* Whether f is as q__flight_parse and every change here keep it: at most
+ * Q_TIER_FLIGHT_MAX seconds, strictly ascending, each with a count. For
+ * assert. */
+static bool
+flight_ok(const struct q_tier_flight *f)
+{
+    if (f->n < 0 || f->n > Q_TIER_FLIGHT_MAX)
+        return false;
+    for (int i = 0; i < f->n; i++) {
+        if (f->count[i] == 0 || (i > 0 && f->at[i] <= f->at[i - 1]))
+            return false;
+    }
+    return true;
+}
+
 static void
 flight_remove(struct q_tier_flight *f, int i, int k)
 {
+    assert(i >= 0 && k >= 0 && i + k <= f->n);
     memmove(&f->at[i], &f->at[i + k],
             (size_t)(f->n - i - k) * sizeof(f->at[0]));
     memmove(&f->count[i], &f->count[i + k],
@@ -138,6 +157,7 @@ tier__flight_add(struct q_tier_flight *f, int64_t expires_at, bool probe,
     int64_t s = flight_second(expires_at);
     int i = 0;
 
+    assert(flight_ok(f));
     tier__flight_prune(f, now);
     if (probe && expires_at > f->probe_until)
         f->probe_until = expires_at;
@@ -162,6 +182,7 @@ tier__flight_add(struct q_tier_flight *f, int64_t expires_at, bool probe,
         f->at[f->n - 1] = s;
         f->count[f->n - 1] = count_plus(f->count[f->n - 1], 1);
     }
+    assert(flight_ok(f) && tier__flight_count(f, now) > 0);
 }
 
 void
@@ -184,6 +205,7 @@ tier__flight_end(struct q_tier_flight *f, int64_t expires_at, bool probe,
         break;
     }
     tier__flight_prune(f, now);
+    assert(flight_ok(f));
 }
 
 int64_t

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -251,6 +252,10 @@ job_json(const struct q_job *j, const struct q_step *steps, size_t nsteps,
         cJSON_AddStringToObject(
             so, "kind", cJSON_IsString(kind) ? kind->valuestring : "chat");
         view__add_http_target(so, http);
+        if (cJSON_GetObjectItemCaseSensitive(s, "foreach") != NULL)
+            cJSON_AddItemToObject(
+                so, "foreach",
+                cJSON_Duplicate(cJSON_GetObjectItem(s, "foreach"), true));
         cJSON_AddStringToObject(
             so, "state", q_step_state_name(row ? row->state : Q_STEP_PENDING));
         json_add_string(so, "tier", row ? row->tier : NULL);
@@ -294,6 +299,41 @@ add_retries(cJSON *o, const struct retries *rt)
     }
 }
 
+/* "elements" of each foreach step of job j (shown in o): the job of
+ * each element made so far, by index: its id, state and error. */
+static int
+add_elements(q_db *db, const struct q_job *j, cJSON *o)
+{
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "steps");
+    int idx = 0, rc = 0;
+
+    for (s = s ? s->child : NULL; s != NULL; s = s->next, idx++) {
+        const cJSON *fe = cJSON_GetObjectItemCaseSensitive(s, "foreach");
+        struct q_job *el = NULL;
+        size_t n = 0;
+        char prefix[96];
+        cJSON *arr;
+        if (cJSON_GetObjectItemCaseSensitive(fe, "in") == NULL)
+            continue; /* none, or an element's own job */
+        snprintf(prefix, sizeof(prefix),
+                 SPEC_FOREACH_KEY_PREFIX "%lld:%d:", (long long)j->id, idx);
+        if ((rc = q_report_keyed(db, prefix, j->created_at, 0, &el, &n)) != 0)
+            return rc;
+        arr = cJSON_AddArrayToObject(s, "elements");
+        for (size_t i = 0; i < n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "index",
+                                    atoi(el[i].key + strlen(prefix)));
+            cJSON_AddNumberToObject(e, "job", (double)el[i].id);
+            cJSON_AddStringToObject(e, "state", q_job_state_name(el[i].state));
+            json_add_string(e, "error", el[i].error);
+            cJSON_AddItemToArray(arr, e);
+        }
+        q_jobs_free(el, n);
+    }
+    return 0;
+}
+
 static int
 job_read(q_db *db, int64_t id, cJSON **out)
 {
@@ -323,7 +363,8 @@ job_read(q_db *db, int64_t id, cJSON **out)
         for (size_t i = 0; i < nparked; i++)
             cJSON_AddItemToArray(park, park_item_json(&parked[i]));
         add_retries(*out, &rt);
-        if ((rc = view__audit_add(db, *out, id, 0)) != 0) {
+        if ((rc = add_elements(db, &job, *out)) != 0 ||
+            (rc = view__audit_add(db, *out, id, 0)) != 0) {
             cJSON_Delete(*out);
             *out = NULL;
         }
@@ -348,4 +389,12 @@ view_job(q_db *db, int64_t id, cJSON **out)
     rc = job_read(db, id, out);
     q_read_end(db);
     return rc;
+}
+
+bool
+view_wait_over(enum q_job_state st, int64_t ver, int64_t parked_ver)
+{
+    if (st == Q_JOB_SUCCEEDED || st == Q_JOB_FAILED || st == Q_JOB_CANCELLED)
+        return true;
+    return st == Q_JOB_PARKED && ver != parked_ver;
 }

@@ -37,6 +37,15 @@ STEPQ_MUST_CHECK int view_jobs(q_db *db, int state, int64_t after, size_t limit,
  * -ENOENT when there is no such job, or the storage error. */
 STEPQ_MUST_CHECK int view_job(q_db *db, int64_t id, cJSON **out);
 
+/* view_wait_over tells whether a wait for a job (GET /v1/jobs/ID?wait=,
+ * `stepq jobs wait`) is over now that the job is in state st, last
+ * changed at ver (updated_at): at an end (succeeded, failed, cancelled),
+ * and when it parks, since only a person moves it on from there. A job
+ * already parked when the wait began (parked_ver: its updated_at then;
+ * -1: it was not parked) is waited on until it moves on and ends or parks
+ * again, so that a program asking again does not spin. */
+bool view_wait_over(enum q_job_state st, int64_t ver, int64_t parked_ver);
+
 /* view_park_item loads park item id with its job and the attempts of its
  * step and renders `park show --json`: the item (park_item_json) with
  * job_name, job_state, the step's kind, side_effects, replayable and

@@ -9,8 +9,8 @@
  * on every entry of the step (worker__agent_enter), so a worker that dies
  * resumes from the last committed result. The messages sent each turn are
  * the step's own, then for each turn with calls the assistant's message
- * and one tool message per call (OpenAI's shape: every tier speaks the
- * chat completions API).
+ * and one tool message per call (OpenAI's shape; a native tier maps it,
+ * http/native_tools.c).
  */
 #include "worker/agent.h"
 
@@ -22,6 +22,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "http/tools.h"
 
 void
 worker__agent_free(struct agent *ag)
@@ -139,6 +140,7 @@ calls_body(const struct http_tool_calls *c)
         cJSON_AddStringToObject(f, "name", c->v[i].name);
         cJSON_AddStringToObject(f, "arguments", c->v[i].args_text);
         cJSON_AddItemToObject(o, "function", f);
+        http_tool_call_extra(o, &c->v[i]);
         cJSON_AddItemToArray(tc, o);
     }
     cJSON_AddItemToObject(msg, "tool_calls", tc);
@@ -241,6 +243,14 @@ turn_done(const struct agent *ag)
     return true;
 }
 
+/* Whether model turn a was answered with a context overflow (trim.c). */
+static bool
+is_overflow(const struct q_attempt *a)
+{
+    return a->finished_at != 0 && a->reason != NULL &&
+           strcmp(a->reason, "context_overflow") == 0;
+}
+
 /* Reads the step's attempts back into r->agent; returns the index of the
  * first attempt of the current model turn's context (after the last
  * turn answered with calls). */
@@ -253,11 +263,17 @@ replay(struct run *r, const struct q_attempt *a, size_t n)
     cJSON_Delete(ag->convo);
     ag->convo = cJSON_CreateArray();
     worker__agent_free_calls(ag);
-    ag->turns = ag->errors = 0;
+    ag->turns = ag->errors = ag->overflows = ag->trimmed = 0;
     for (size_t i = 0; i < n; i++) {
         const char *k = a[i].kind ? a[i].kind : "";
         if (strcmp(k, "tool") == 0) {
             take_tool(ag, &a[i]);
+            continue;
+        }
+        if (is_overflow(&a[i])) {
+            if (ag->open.n > 0 && turn_done(ag))
+                agent__close_turn(ag); /* what that turn was sent with */
+            agent__overflowed(ag);     /* the trim it made, again */
             continue;
         }
         if (a[i].finished_at == 0 || a[i].decision == NULL ||

@@ -30,6 +30,7 @@ struct agent_call {
     char *args;    /* owned: arguments an operator approved, or NULL */
     bool approved; /* an operator approved it (or an earlier check did) */
     int64_t attempt_id;
+    int attempt_no;          /* its number in the step (written with the id) */
     struct http_request req; /* owned while queued */
     bool queued;
     http_call *call;
@@ -45,6 +46,8 @@ struct agent {
     struct http_tool_calls open; /* the calls of the open turn (n 0: none) */
     struct agent_call *calls;    /* owned, open.n */
     int inflight;                /* calls sent, not answered */
+    int overflows; /* model turns answered with a context overflow */
+    int trimmed;   /* tool results the first overflow trimmed (trim.c) */
 };
 
 /* agent__call_work runs what the open turn still needs: checks each call
@@ -60,5 +63,14 @@ void agent__close_turn(struct agent *ag);
  * q_park_item_cleanup). Returns 0, -ENOENT when there is none. */
 int agent__find_resolution(struct run *r, const char *call_id,
                            struct q_park_item *out);
+
+/* agent__trim replaces the content of the oldest tool results of convo
+ * (OpenAI's shape) with a short marker, until at least half the bytes of
+ * all tool results are cut; roles and tool_call_ids stay (trim.c).
+ * Returns how many it trimmed, 0 when convo holds none. */
+int agent__trim(cJSON *convo);
+/* agent__overflowed counts a model turn of ag answered with a context
+ * overflow; the first trims ag's conversation (agent__trim). */
+void agent__overflowed(struct agent *ag);
 
 #endif

@@ -39,15 +39,18 @@ record(struct run *r, struct agent_call *ac, const char *args,
         .tool = ac->c->name,
         .args = args,
     };
-    int no = 0, rc;
+    int rc;
 
     if (res == NULL) {
-        /* Deferred by a store that writes at the commit: ac stays until
-         * then (the turn's calls are freed only once all are answered). */
-        rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &no);
+        /* Deferred by a store that writes at the commit (PostgreSQL): the
+         * id and number are written then, so both live in ac, which stays
+         * until then (the turn's calls are freed only once all are
+         * answered), never on this stack. */
+        rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &ac->attempt_no);
     } else if ((rc = q_tx_begin(w->db)) == 0) {
         /* A level of its own: the id is known at once, to finish it. */
-        if ((rc = q_attempt_begin(w->db, &st, &ac->attempt_id, &no)) == 0)
+        if ((rc = q_attempt_begin(w->db, &st, &ac->attempt_id,
+                                  &ac->attempt_no)) == 0)
             rc = q_attempt_finish(w->db, ac->attempt_id, res);
         if (rc == 0)
             rc = q_tx_commit(w->db);
@@ -507,7 +510,7 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
         return;
     }
     /* Read as text the model can take: bad bytes and NULs as '?'. */
-    if ((text = worker__as_text(res->body, res->body_len)) == NULL)
+    if ((text = http_as_text(res->body, res->body_len)) == NULL)
         text = xstrndup(res->body ? res->body : "", res->body_len);
     if (strcmp(outcome, "ok") != 0) {
         size_t len = strlen(text) + 64;
@@ -559,6 +562,21 @@ worker__agent_flush(struct run *r)
             ag->inflight--;
         }
         http_request_cleanup(&ac->req);
+    }
+}
+
+void
+worker__agent_unqueue(struct run *r)
+{
+    struct agent *ag = r->agent;
+
+    for (size_t i = 0; ag != NULL && i < ag->open.n; i++) {
+        struct agent_call *ac = &ag->calls[i];
+        if (!ac->queued)
+            continue;
+        http_request_cleanup(&ac->req);
+        ac->queued = false;
+        ag->inflight--;
     }
 }
 

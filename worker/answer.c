@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
+#include "worker/foreach.h"
 
 #define HOUR_MS (3600 * 1000)
 
@@ -132,10 +134,10 @@ settle_tier(struct run *r, const struct policy_class *c, int64_t tokens,
          * with PerDay quotas too) will not lift in 48 s: believe the
          * allowance window, not the short wait, or the worker would send
          * into the same wall every minute all night. */
-        bool daily = c->reason != NULL && strcmp(c->reason, "daily_cap") == 0;
+        bool daily = c->why == POLICY_REASON_DAILY_CAP;
         bool short_reset =
             c->reset_at_ms > now && c->reset_at_ms < now + HOUR_MS;
-        if (policy_reason_is_config_wall(c->reason))
+        if (policy_is_config_wall(c->why))
             o.exhausted_until = INT64_MAX / 4; /* until the config changes */
         else if (c->reset_at_ms > now && !(daily && short_reset))
             o.exhausted_until = c->reset_at_ms;
@@ -168,8 +170,8 @@ settle_host(struct run *r, const struct policy_class *c, int64_t now)
         cJSON_GetObjectItemCaseSensitive(cur_spec(r)->http, "url");
     char key[300];
 
-    if (c->outcome != POLICY_HARD_QUOTA ||
-        policy_reason_is_config_wall(c->reason) || !cJSON_IsString(url) ||
+    if (c->outcome != POLICY_HARD_QUOTA || policy_is_config_wall(c->why) ||
+        !cJSON_IsString(url) ||
         tier_host_key(url->valuestring, key, sizeof(key)) != 0)
         return;
     if (tier_host_wall_set(r->w->db, key, tier_host_wall_until(c, now),
@@ -214,8 +216,8 @@ worker__step_context(struct run *r, int64_t now, bool wrote,
 /* Commits the step's output, adding add_tokens to its count (the
  * correction of its last attempt's estimate, when worker__answer left it to
  * this write). */
-static void
-commit_step(struct run *r, const char *output, int64_t add_tokens)
+void
+worker__commit_step(struct run *r, const char *output, int64_t add_tokens)
 {
     struct worker *w = r->w;
     const struct config_tier *t = cur_tier(r);
@@ -240,7 +242,7 @@ act(struct run *r, const struct policy_decision *d,
 
     switch (d->action) {
     case POLICY_COMMIT:
-        commit_step(r, output, add_tokens);
+        worker__commit_step(r, output, add_tokens);
         return;
     case POLICY_BACKOFF_RETRY:
         if (c->outcome == POLICY_SOFT_THROTTLE) {
@@ -269,14 +271,14 @@ act(struct run *r, const struct policy_decision *d,
     case POLICY_PARK_FOR_HUMAN:
         err = error_text(r, res, c);
         worker__park(r,
-                     d->reason && strcmp(d->reason, "in_doubt") == 0
+                     d->why == POLICY_REASON_IN_DOUBT
                          ? "in_doubt"
                          : policy_outcome_name(c->outcome),
                      err);
         free(err);
         return;
     default:
-        err = error_text(r, res, c);
+        err = worker__agent_overflow_text(r, c, error_text(r, res, c));
         worker__fail_job(r, err);
         free(err);
         return;
@@ -317,7 +319,7 @@ struct reading {
     struct policy_header *hdrs; /* owned; borrowing res's headers */
     struct policy_input in;
     struct http_chat_answer ans;
-    struct chat_text txt;
+    struct http_chat_text txt;
     cJSON *root; /* owned */
     bool chat;   /* read as a chat completion */
 };
@@ -354,7 +356,7 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
     if (http_chat_read(rd->root, &rd->ans) != 0)
         return;
     rd->chat = true;
-    worker__read_text(rd->root, &rd->ans, seen, seen_len, &rd->txt);
+    http_chat_text(rd->root, &rd->ans, seen, seen_len, &rd->txt);
     /* Text that is not UTF-8 or that a NUL cuts, and parts without a text
      * part or a tool call (empty content, SPEC), are an output that does
      * not parse as text: schema_invalid, never committed. */
@@ -374,7 +376,7 @@ read_answer(const struct run *r, const struct http_response *res, int64_t now,
 static void
 reading_cleanup(struct reading *rd)
 {
-    worker__text_cleanup(&rd->txt);
+    http_chat_text_cleanup(&rd->txt);
     http_chat_answer_cleanup(&rd->ans);
     cJSON_Delete(rd->root);
     free(rd->hdrs);
@@ -483,7 +485,7 @@ worker__answer(struct run *r)
     int ti = r->cur_tier;
 
     if (s->kind == SPEC_STEP_CHAT)
-        worker__unstream(cur_tier(r), res);
+        worker__unstream(cur_tier(r), s->stream, res);
     /* A batch's hours are not the tier's latency (rest_ms, choose.c). */
     if (!r->from_batch)
         note_latency(r, res);
@@ -498,6 +500,7 @@ worker__answer(struct run *r)
         settle_host(r, &c, now);
     worker__step_context(r, now, policy_write_may_have_happened(&rd.in), &ps);
     policy_decide(&dc, &ps, &w->pcfg, &d);
+    worker__agent_overflow(r, &c, &d); /* trims once, then fails (trim.c) */
     if (d.action == POLICY_BACKOFF_RETRY && c.outcome == POLICY_SOFT_THROTTLE)
         d.wait_ms = c.wait_ms > 0 ? c.wait_ms : 1000; /* the tier's cooldown */
 
@@ -505,7 +508,7 @@ worker__answer(struct run *r)
      * text (jobs show --json) and read as C strings: bad bytes and NULs are
      * kept as '?'. */
     if (c.outcome != POLICY_OK || s->kind == SPEC_STEP_HTTP)
-        kept = worker__as_text(res->body, res->body_len);
+        kept = http_as_text(res->body, res->body_len);
     /* A model turn of a step with tools that answers with calls runs them
      * (agent.c) instead of committing. */
     if (d.action == POLICY_COMMIT && r->agent != NULL)

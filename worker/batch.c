@@ -141,7 +141,7 @@ worker__batch_takes(const struct run *r, int ti, int64_t slack, char *why,
                  (double)t->batch.expect_ms / 1000);
         return false;
     }
-    if (w->stopping || open_of(w, ti) >= BATCH_OPEN_MAX) {
+    if (w->phase != WORKER_RUNNING || open_of(w, ti) >= BATCH_OPEN_MAX) {
         snprintf(why, len, "%s: batch (no room in this worker's batches)",
                  t->name);
         return false;
@@ -377,7 +377,7 @@ on_call_done(http_call *call, struct http_response *res, void *arg)
 
     (void)call;
     b->call = NULL;
-    if (res->error == HTTP_ERR_CANCELLED || w->closing)
+    if (res->error == HTTP_ERR_CANCELLED || w->phase == WORKER_CLOSING)
         return;
     if (!worker__turn_begin(w)) {
         b->next_at = now + RETRY_MS; /* the store is away: asked again */
@@ -405,7 +405,7 @@ worker__batch_flush(struct worker *w, bool committed)
         if (!b->pending)
             continue;
         b->pending = false;
-        if (!committed || w->closing ||
+        if (!committed || w->phase == WORKER_CLOSING ||
             http_send(w->http, &b->req, on_call_done, b, &b->call) != 0) {
             b->call = NULL;
             b->next_at = worker__now(w) + RETRY_MS;

@@ -5,7 +5,7 @@
 #ifndef STEPQ_WORKER_BATCH_INTERNAL_H
 #define STEPQ_WORKER_BATCH_INTERNAL_H
 
-#include "worker/internal.h"
+#include "worker/batch.h"
 
 /* What a batch in hand does next: each a call to the provider, made when
  * its tier's pace admits it. */

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 
 /* Fills idx with the step's candidate tiers in order; returns how many. */
 static size_t
@@ -171,6 +172,56 @@ admit(struct run *r, int ti, int64_t est, int64_t now, struct tier_verdict *v,
     return rc;
 }
 
+/* What worker__choose_tier learns from the tiers that did not admit. */
+struct choice {
+    int64_t *retry_at; /* the earliest a tier will admit */
+    char *why;         /* each tier's reason, "; " between them */
+    size_t whylen, used;
+    bool waiting; /* a preferred tier, only paced, is waited for */
+};
+
+/* Notes a tier t that did not admit (verdict v): its no for this pass,
+ * its retry time and reason, and either a wait for it (it is only paced
+ * and others follow it, more) or the route's word of why it was passed
+ * over (btext: a budget's, if any). */
+static void
+passed_over(struct run *r, const struct config_tier *t,
+            const struct tier_verdict *v, struct tier_no *no, int64_t now,
+            bool more, const char *btext, struct choice *c)
+{
+    char text[256];
+
+    /* The allowance depends on the step (headroom above degrade_at for a
+     * step already on the tier), a budget on the job and the send: not
+     * the same no for all. */
+    if (strcmp(v->reason, "allowance") != 0 && strcmp(v->reason, "budget") != 0)
+        *no = (struct tier_no){
+            .pass = r->w->pass, .reason = v->reason, .retry_at = v->retry_at};
+    if (v->retry_at < *c->retry_at)
+        *c->retry_at = v->retry_at;
+    if (c->used < c->whylen) {
+        int k = snprintf(c->why + c->used, c->whylen - c->used, "%s%s: %s",
+                         c->used ? "; " : "", t->name, v->reason);
+        if (k > 0)
+            c->used += (size_t)k;
+    }
+    if (tier_reason_is_pace(v->reason) && more) {
+        if (waits_for(r, t, v, now, text, sizeof(text))) {
+            /* Preferred and only paced: this tier's retry_at, not the
+             * earliest of the ones after it. */
+            *c->retry_at = v->retry_at;
+            c->waiting = true;
+        } else {
+            route_add(r, text);
+        }
+    } else if (btext[0] != '\0') {
+        route_add(r, btext);
+    } else {
+        snprintf(text, sizeof(text), "%s: %s", t->name, v->reason);
+        route_add(r, text);
+    }
+}
+
 /* Admits the request on the first candidate tier that takes it, in the
  * order of preference: an earlier tier that is only paced is waited for
  * (waits_for) instead of going on to a later one. Returns the tier index,
@@ -182,15 +233,15 @@ worker__choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
 {
     struct worker *w = r->w;
     int *idx = xcalloc(w->cfg->ntiers + 1, sizeof(int));
-    size_t n = candidates(r, idx), used = 0;
+    size_t n = candidates(r, idx);
+    struct choice c = {.retry_at = retry_at, .why = why, .whylen = whylen};
     int chosen = -1;
-    bool waiting = false;
 
     *retry_at = INT64_MAX;
     why[0] = '\0';
     r->route[0] = '\0';
     r->budget_refused = false;
-    for (size_t i = 0; i < n && chosen < 0 && !waiting; i++) {
+    for (size_t i = 0; i < n && chosen < 0 && !c.waiting; i++) {
         const struct config_tier *t = &w->cfg->tiers[idx[i]];
         struct tier_verdict v;
         int64_t send = 0;
@@ -228,38 +279,7 @@ worker__choose_tier(struct run *r, int64_t est, int64_t now, int64_t *retry_at,
             r->send_est = est < 0 ? 0 : est; /* what tier_admit charged */
             break;
         }
-        /* The allowance depends on the step (headroom above degrade_at
-         * for a step already on the tier), a budget on the job and the
-         * send: not the same no for all. */
-        if (strcmp(v.reason, "allowance") != 0 &&
-            strcmp(v.reason, "budget") != 0)
-            *no = (struct tier_no){
-                .pass = w->pass, .reason = v.reason, .retry_at = v.retry_at};
-        if (v.retry_at < *retry_at)
-            *retry_at = v.retry_at;
-        if (used < whylen) {
-            int k = snprintf(why + used, whylen - used, "%s%s: %s",
-                             used ? "; " : "", t->name, v.reason);
-            if (k > 0)
-                used += (size_t)k;
-        }
-        if (tier_reason_is_pace(v.reason) && n > 1) {
-            char spill[256];
-            if (waits_for(r, t, &v, now, spill, sizeof(spill))) {
-                /* Preferred and only paced: this tier's retry_at, not
-                 * the earliest of the ones after it. */
-                *retry_at = v.retry_at;
-                waiting = true;
-            } else {
-                route_add(r, spill);
-            }
-        } else if (btext[0] != '\0') {
-            route_add(r, btext);
-        } else {
-            char text[160];
-            snprintf(text, sizeof(text), "%s: %s", t->name, v.reason);
-            route_add(r, text);
-        }
+        passed_over(r, t, &v, no, now, n > 1, btext, &c);
     }
     free(idx);
     return chosen;

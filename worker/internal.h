@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "http/http.h"
+#include "http/tools.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
@@ -34,6 +35,26 @@
 #define WORKER_STOPS_FREE 3
 
 struct run;
+
+/* Where a worker is in its life. RUNNING -> STOPPING (a signal, or a
+ * drain that found the queue empty) -> CLOSING (worker__shutdown: the
+ * loop's handles go); a drain's STOPPING goes back to RUNNING when the
+ * last turn did not commit. worker__phase_to holds these. */
+enum worker_phase {
+    WORKER_RUNNING = 0,
+    WORKER_STOPPING,
+    WORKER_CLOSING,
+};
+
+/* The store as the worker sees it. UP -> DOWN (a turn could not begin or
+ * commit: no turn runs until it is back; runs keep what they hold in
+ * memory) -> RECOVERING (the turn that writes back what was kept is
+ * opening) -> DOWN again, or UP once a turn commits (worker__store_to). */
+enum worker_store {
+    WORKER_STORE_UP = 0,
+    WORKER_STORE_DOWN,
+    WORKER_STORE_RECOVERING,
+};
 
 struct worker {
     worker_report_fn report; /* on_report's (worker_opts), or NULL */
@@ -68,9 +89,8 @@ struct worker {
     /* a drain waits for the schedules' slots up to this time (ms, the
      * store's clock): those within a minute of its start */
     int64_t drain_slots_until;
-    bool stopping;
+    enum worker_phase phase;
     bool progress;
-    bool closing;
     bool in_tick;           /* on_tick is running: it re-arms itself (rearm) */
     bool tick_after_commit; /* tick again soon after the turn commits */
     bool turn_claimed;      /* the open turn has claimed (worker__turn_claim) */
@@ -82,10 +102,7 @@ struct worker {
     int64_t next_claim;
     int64_t idle_poll_ms; /* an idle worker claims again after this */
     int64_t next_sync;    /* monotonic ms: q_clock_sync again */
-    /* The store is unreachable (a turn could not begin or commit): no
-     * turn runs until it is back; runs keep what they hold in memory. */
-    bool down;
-    bool recovering;    /* the turn that writes back what was kept */
+    enum worker_store store;
     int64_t down_since; /* monotonic ms */
     int64_t retry_ms;   /* backoff: 100 ms doubling to 5 s */
     int64_t retry_at;   /* monotonic ms */
@@ -108,9 +125,9 @@ struct worker {
     int64_t *hooks;         /* owned: park items parked this turn, told to the
                                on_park hook once the turn has committed */
     size_t nhooks, caphooks;
-    /* owned: jobs the turn ended, told to on_done (id > 0) or on_fail
-     * (-id) once the turn has committed */
-    int64_t *ended;
+    /* owned: jobs the turn ended, told to the config's on_done or on_fail
+     * and to the job's own hook once the turn has committed */
+    struct worker_ended *ended;
     size_t nended, capended;
     uint64_t rng;
     int failed; /* a fatal error: stop */
@@ -250,6 +267,9 @@ int64_t worker__now(const struct worker *w);
  * force, a turn that does not commit stops it (false: the store went
  * away, and the runs it entered again go on). */
 bool worker__shutdown(struct worker *w, bool force);
+/* worker__phase_to moves w to phase to, a move enum worker_phase allows
+ * (asserted). */
+void worker__phase_to(struct worker *w, enum worker_phase to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
@@ -317,6 +337,9 @@ void worker__sweep(struct worker *w);
 /* worker__store_lost notes that the store could not be reached (rc: the
  * q_* error): logs it once, and sets the next try on the backoff. */
 void worker__store_lost(struct worker *w, int rc);
+/* worker__store_to moves w's view of the store to to, a move enum
+ * worker_store allows (asserted). */
+void worker__store_to(struct worker *w, enum worker_store to);
 /* worker__store_back notes that a turn committed after the store was
  * unreachable (logged once). */
 void worker__store_back(struct worker *w);
@@ -375,6 +398,11 @@ char *worker__agent_turn_body(struct run *r, const cJSON *root);
 void worker__agent_turn(struct run *r);
 /* worker__agent_flush sends the tool calls r's committed turn recorded. */
 void worker__agent_flush(struct run *r);
+/* worker__agent_unqueue drops the tool calls r's turn recorded and
+ * queued to send after its commit: the commit failed (or the flush a
+ * durable one asked for), so they are not sent; reloaded from the ledger,
+ * a call whose record stands is one in doubt. */
+void worker__agent_unqueue(struct run *r);
 /* worker__agent_cancel cancels r's tool calls in flight. */
 void worker__agent_cancel(struct run *r);
 /* worker__agent_busy: r has tool calls in flight. */
@@ -383,6 +411,17 @@ bool worker__agent_busy(const struct run *r);
 void worker__agent_free_calls(struct agent *ag);
 /* worker__agent_leave frees r's loop when it is another step's. */
 void worker__agent_leave(struct run *r);
+/* worker__agent_overflow turns the decision d on a model turn of r's
+ * tool loop answered with a context overflow (class c) into a retry with
+ * the oldest tool results trimmed, the first time, else into a failure
+ * (trim.c). Any other answer, or a step without tools: d is untouched. */
+void worker__agent_overflow(struct run *r, const struct policy_class *c,
+                            struct policy_decision *d);
+/* worker__agent_overflow_text returns the failure text err (owned, taken)
+ * of such a failure said plainly, or err itself for any other. Caller
+ * frees the result. */
+char *worker__agent_overflow_text(const struct run *r,
+                                  const struct policy_class *c, char *err);
 /* worker__agent_free frees ag. NULL is a no-op. */
 void worker__agent_free(struct agent *ag);
 
@@ -398,9 +437,16 @@ void worker__progress(const struct run *r, const char *what);
 void worker__finish(struct run *r, const char *state);
 /* worker__give_back gives the job back to the queue, due at run_at. */
 void worker__give_back(struct run *r, int64_t run_at);
-/* worker__ended queues job id, which the turn ended (failed or not), for
- * the on_done or on_fail hook after the commit (when the config has it). */
-void worker__ended(struct worker *w, int64_t id, bool failed);
+/* A job the turn ended, for its hooks after the commit; own: the command
+ * of the config hook its on_done or on_fail names (borrowed), or NULL. */
+struct worker_ended {
+    int64_t id;
+    bool failed;
+    const char *own;
+};
+/* worker__ended queues r's job, which the turn ended, for the config's
+ * on_done or on_fail and its own (r->spec NULL: none) after the commit. */
+void worker__ended(struct run *r, bool failed);
 /* worker__fail_job fails the step and the job with error (borrowed). */
 void worker__fail_job(struct run *r, const char *error);
 /* worker__wait_then_attempt attempts again after wait_ms, holding the
@@ -430,32 +476,12 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
-/* A chat answer's text is choices[0].message.content: a string, or an
- * array of parts, which OpenAI-compatible servers and Anthropic's
- * compatibility layer send ([{"type": "text", "text": "..."}]); then the
- * text is that of its parts of type "text", joined, and parts of other
- * types (images, refusals, reasoning) are no text. */
-struct chat_text {
-    const char *text; /* the string or joined; NULL: no text at all */
-    char *joined;     /* owned: the parts' text joined, or NULL */
-    bool parts;       /* the content is an array of parts */
-    bool bad;         /* not UTF-8, or cut at a NUL: no text to commit */
-};
-
-/* worker__unstream replaces a streamed answer of tier t (server-sent
- * events, its content type says) by the unstreamed answer it stands for,
- * whole or as far as it came (stream.c). Anything else is left as is. */
-void worker__unstream(const struct config_tier *t, struct http_response *res);
-/* worker__read_text reads the text of a chat answer: ans (http_chat_read
- * of root) and body, the len bytes root was parsed from. Free t with
- * worker__text_cleanup (chat_text.c). */
-void worker__read_text(const cJSON *root, const struct http_chat_answer *ans,
-                       const char *body, size_t len, struct chat_text *t);
-void worker__text_cleanup(struct chat_text *t);
-/* worker__as_text is body as text a JSON view and a C string can hold:
- * NULL when it is (UTF-8 without NUL), else an owned copy with bad bytes
- * and NULs as '?'. Free with free(). */
-char *worker__as_text(const char *body, size_t len);
+/* worker__unstream replaces a streamed answer of tier t (one the tier's
+ * "stream" or, with step_stream, the step's asked for: server-sent events,
+ * its content type says) by the unstreamed answer it stands for, whole or
+ * as far as it came (stream.c). Anything else is left as is. */
+void worker__unstream(const struct config_tier *t, bool step_stream,
+                      struct http_response *res);
 
 /* ---- budgets in money (budget.c) ------------------------------------ */
 
@@ -527,54 +553,6 @@ void worker__unknown_tiers(const struct run *r, char *why, size_t len);
  * now or within slack ms. */
 int worker__tiers_left(const struct run *r, int64_t est, int64_t now,
                        int64_t slack);
-
-/* ---- a tier in batch mode (batch.c, batch_submit.c, batch_apply.c) -- */
-
-/* Far in the future: the wake time of a run in a batch (it holds no slot
- * and is woken by its batch, not by the tick). */
-#define WORKER_BATCH_WAKE (INT64_MAX / 4)
-
-/* worker__batch_takes: whether the step of r goes to batch tier ti now
- * (a replayable chat step without side effects whose slack, the time
- * left before the deadline less what the rest of the job needs, allows
- * the batch's expected time, with room in this worker's batches); when
- * not, why says why (batch.c). */
-bool worker__batch_takes(const struct run *r, int ti, int64_t slack, char *why,
-                         size_t len);
-/* worker__batch_gather puts r in tier ti's gathering: it waits, holding
- * no slot, for the next batch of that tier (batch_submit.c). */
-void worker__batch_gather(struct run *r, int ti, int64_t now);
-/* worker__batch_leave takes r out of its gathering or its batch (in
- * memory only; nothing is written). NULL-safe in effect: a run in
- * neither is left as is (batch.c). */
-void worker__batch_leave(struct run *r);
-/* worker__batch_join: the step's last attempt a has no result; when it is
- * an item of a batch still open, r waits in that batch (loaded from the
- * store when this worker does not hold it) and true is returned; else
- * false, and the caller settles the attempt as in doubt (batch.c). */
-bool worker__batch_join(struct run *r, const struct q_attempt *a);
-/* worker__batch_due: whether a batch tier has a gathering to send or a
- * batch a call to make at now (the tick then opens a turn) (batch.c). */
-bool worker__batch_due(const struct worker *w, int64_t now);
-/* worker__batch_tick, in the tick's turn: records the gatherings that are
- * full or old enough as batches, admits the batch calls that are due
- * through their tier's pace, and frees the batches no run waits on.
- * Returns the earliest time something is due (at most next) (batch.c). */
-int64_t worker__batch_tick(struct worker *w, int64_t now, int64_t next);
-/* worker__batch_flush sends the batch calls the turn admitted, once it
- * has committed; committed false drops them (batch.c). */
-void worker__batch_flush(struct worker *w, bool committed);
-/* worker__batch_priced keeps, for the report, what the usage u of r's
- * batch item (costed in ar at the batch price) would have cost at its
- * tier's realtime price: nothing without a complete usage and a price
- * (batch_apply.c). */
-void worker__batch_priced(struct run *r, const struct price_usage *u,
-                          const struct q_attempt_result *ar);
-/* worker__batch_room is how many runs this worker's batches may hold at
- * once, all batch tiers together (0: no tier in batch mode) (batch.c). */
-int64_t worker__batch_room(const struct worker *w);
-/* worker__batches_free frees every batch in hand (after the loop) (batch.c). */
-void worker__batches_free(struct worker *w);
 
 /* ---- an answer (answer.c) ------------------------------------------- */
 

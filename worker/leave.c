@@ -9,6 +9,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "worker/batch.h"
+#include "worker/foreach.h"
 
 /* A wait up to this long keeps the job's slot; a longer one gives the job
  * back to the queue with a later run_at. */
@@ -27,8 +29,10 @@ worker__progress(const struct run *r, const char *what)
 void
 worker__finish(struct run *r, const char *state)
 {
-    if (!r->finished && state != NULL)
+    if (!r->finished && state != NULL) {
         worker__progress(r, state);
+        worker__foreach_ended(r);
+    }
     r->finished = true;
     worker__batch_leave(r); /* its batch may go: no pointer is kept */
     worker__kick(r->w);
@@ -54,15 +58,30 @@ worker__give_back(struct run *r, int64_t run_at)
 }
 
 void
-worker__ended(struct worker *w, int64_t id, bool failed)
+worker__ended(struct run *r, bool failed)
 {
-    if ((failed ? w->cfg->on_fail : w->cfg->on_done) == NULL || w->job == NULL)
+    struct worker *w = r->w;
+    const char *name = r->spec == NULL ? NULL
+                       : failed        ? r->spec->on_fail
+                                       : r->spec->on_done;
+    const struct config_hook *own =
+        name != NULL ? config_find_hook(&w->cfg->hooks, name) : NULL;
+
+    /* The name was checked at enqueue; a config changed since may have
+     * lost it. */
+    if (name != NULL && own == NULL)
+        log_warn("job %lld: its %s hook %s is not in the config's hooks: "
+                 "not run",
+                 (long long)r->job.id, failed ? "on_fail" : "on_done", name);
+    if (w->job == NULL ||
+        ((failed ? w->cfg->on_fail : w->cfg->on_done) == NULL && own == NULL))
         return;
     if (w->nended == w->capended) {
         w->capended = w->capended ? 2 * w->capended : 8;
         w->ended = xrealloc(w->ended, w->capended * sizeof(*w->ended));
     }
-    w->ended[w->nended++] = failed ? -id : id;
+    w->ended[w->nended++] = (struct worker_ended){
+        .id = r->job.id, .failed = failed, .own = own ? own->cmd : NULL};
 }
 
 void
@@ -80,7 +99,7 @@ worker__fail_job(struct run *r, const char *error)
     if (rc != 0)
         log_warn("job %lld: cannot fail job: lease lost", (long long)r->job.id);
     else
-        worker__ended(w, r->job.id, true);
+        worker__ended(r, true);
     worker__finish(r, "failed");
 }
 

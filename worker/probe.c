@@ -249,8 +249,7 @@ result_of(const struct probe *p, const struct policy_class *c, bool chat)
         return "certificate_refused";
     if (r->error != HTTP_ERR_NONE && r->error != HTTP_ERR_TOO_LARGE)
         return "unreachable";
-    if (r->status == 401 || r->status == 403 ||
-        (c->reason != NULL && strcmp(c->reason, "auth") == 0))
+    if (r->status == 401 || r->status == 403 || c->why == POLICY_REASON_AUTH)
         return "auth_failed";
     if (r->status == 404 || r->status == 405)
         return "wrong_path";
@@ -290,7 +289,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         add_warnings(o, p->t);
         return o;
     }
-    worker__unstream(p->t, &p->res);
+    worker__unstream(p->t, false, &p->res);
     hdrs = xcalloc(p->res.nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < p->res.nheaders; i++)
         hdrs[i] = (struct policy_header){p->res.headers[i].name,

@@ -15,6 +15,8 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
+#include "worker/foreach.h"
 
 int
 worker__tier_index(const struct worker *w, const char *name)
@@ -91,17 +93,8 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     const struct spec_step *s = cur_spec(r);
     bool replay = s->replayable || s->idempotency_key != NULL;
     int64_t now = worker__now(w);
-    struct policy_class c = {.outcome = POLICY_TIMEOUT,
-                             .reason = "in_doubt",
-                             .rule = -1,
-                             .wait_ms = -1,
-                             .reset_at_ms = -1,
-                             .remaining_requests = -1,
-                             .remaining_tokens = -1,
-                             .requests_reset_at_ms = -1,
-                             .tokens_reset_at_ms = -1};
-    struct policy_decision d = {
-        .action = POLICY_PARK_FOR_HUMAN, .wait_ms = 0, .reason = "in_doubt"};
+    struct policy_class c;
+    struct policy_decision d = {.action = POLICY_PARK_FOR_HUMAN};
     struct policy_step ps;
     struct q_attempt_result res = {
         .outcome = "unknown", .reason = "in_doubt", .finished_at = now};
@@ -127,6 +120,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
                            in, res.tokens, &res);
     }
     if (replay) {
+        policy_class_init(&c, POLICY_TIMEOUT, POLICY_REASON_IN_DOUBT);
         r->input_tokens = 0;
         worker__step_context(r, now, true, &ps);
         policy_decide(&c, &ps, &w->pcfg, &d);
@@ -279,7 +273,7 @@ enter(struct run *r, bool again, const struct step_rows *rows)
             log_warn("job %lld: lease lost before completion",
                      (long long)r->job.id);
         else
-            worker__ended(w, r->job.id, false);
+            worker__ended(r, false);
         worker__finish(r, "succeeded");
         return;
     }
@@ -291,6 +285,10 @@ enter(struct run *r, bool again, const struct step_rows *rows)
         return;
     case WORKER_GATE_GO:
         break;
+    }
+    if (cur_spec(r)->foreach_in != NULL) { /* one job per element */
+        worker__foreach_enter(r);
+        return;
     }
     if (load_step(r, rows, &a, &n) != 0) {
         worker__give_back(r, worker__now(w) + 1000);
@@ -468,7 +466,7 @@ worker__run_start(struct worker *w, struct q_job *job)
         if (q_fail(w->db, r->job.id, w->id, msg, worker__now(w)) != 0)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
         else
-            worker__ended(w, r->job.id, true);
+            worker__ended(r, true);
         r->finished = true;
         return;
     }

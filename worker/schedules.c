@@ -83,7 +83,7 @@ on_sched(uv_timer_t *t)
     /* Not while the store is away or the worker stops; and not inside a
      * turn another callback opened (its transaction is the turn's): then
      * again in a moment, after that turn's commit. */
-    if (w->closing || w->down || w->stopping)
+    if (w->phase != WORKER_RUNNING || w->store != WORKER_STORE_UP)
         return;
     if (w->tx_open) { /* soon, after this loop turn's commit */
         uv_timer_start(&w->sched, on_sched, SCHED_AGAIN_MS, SCHED_EVERY_MS);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 
 #define HTTP_STEP_TIMEOUT_MS 60000
 
@@ -182,6 +183,7 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     char why[512];
     cJSON *body = take_chat_body(r, est);
     const struct config_tier *t;
+    struct config_tier streamed;
     int ti, rc;
 
     if (worker__agent_over_turns(r)) {
@@ -209,6 +211,13 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     r->wait_tier = -1;
     r->sent_at = now;
     t = &r->w->cfg->tiers[ti];
+    if (s->stream && !t->stream) {
+        /* The step asks for a stream on whatever tier it uses: the tier's
+         * own settings, streamed (its stall timeouts apply). */
+        streamed = *t;
+        streamed.stream = true;
+        t = &streamed;
+    }
     rc = http_tier_request(body, t, timeout_ms(s, t), req, err, len);
     cJSON_Delete(body);
     /* The key goes out with a chat step too: it is what makes a replay of
@@ -337,7 +346,7 @@ worker__attempt(struct run *r)
     int rc;
 
     r->wake_at = 0;
-    if (w->stopping) {
+    if (w->phase != WORKER_RUNNING) {
         worker__give_back(r, now);
         return;
     }

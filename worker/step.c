@@ -56,7 +56,11 @@ worker__step_gate(struct run *r)
     cJSON *body = NULL;
     bool holds;
 
-    spec_when_holds(r->spec, (size_t)r->step, &v, &holds, why, sizeof(why));
+    /* A foreach step's "when" that reads its element is asked per element
+     * (foreach.c). */
+    holds = true;
+    if (!spec_foreach_when_per_element(r->spec, (size_t)r->step))
+        spec_when_holds(r->spec, (size_t)r->step, &v, &holds, why, sizeof(why));
     if (!holds) {
         if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SKIPPED, NULL,
                        why, 0) != 0) {

@@ -9,6 +9,7 @@
  */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,19 @@ backoff(int64_t ms)
 /* ---- the store unreachable, and back ------------------------------- */
 
 void
+worker__store_to(struct worker *w, enum worker_store to)
+{
+    assert((w->store == WORKER_STORE_UP && to == WORKER_STORE_DOWN) ||
+           (w->store == WORKER_STORE_DOWN && to != WORKER_STORE_DOWN) ||
+           (w->store == WORKER_STORE_RECOVERING && to == WORKER_STORE_DOWN));
+    w->store = to;
+}
+
+void
 worker__store_lost(struct worker *w, int rc)
 {
-    if (!w->down) {
-        w->down = true;
+    if (w->store == WORKER_STORE_UP) {
+        worker__store_to(w, WORKER_STORE_DOWN);
         w->down_since = clock_mono_ms();
         w->retry_ms = RETRY_FIRST_MS;
         log_warn("cannot commit to the database: retrying in %lld ms (%s)",
@@ -49,7 +59,7 @@ worker__store_lost(struct worker *w, int rc)
 void
 worker__store_back(struct worker *w)
 {
-    w->down = false;
+    worker__store_to(w, WORKER_STORE_UP);
     w->retry_ms = 0;
     log_warn("database commits again after %lld ms",
              (long long)(clock_mono_ms() - w->down_since));
@@ -66,6 +76,7 @@ worker__turn_lost(struct worker *w)
             http_request_cleanup(&r->pending);
             r->has_pending = false;
         }
+        worker__agent_unqueue(r); /* its tool calls' records too */
         if (r->fresh) {
             /* Claimed in the lost turn: not this worker's. */
             r->lost = r->finished = true;
@@ -92,9 +103,9 @@ worker__recover(struct worker *w, int64_t now)
         return;
     }
     w->next_heartbeat = 0; /* renew every lease this turn */
-    w->recovering = true;
+    worker__store_to(w, WORKER_STORE_RECOVERING);
     open = worker__turn_begin(w);
-    w->recovering = false;
+    worker__store_to(w, WORKER_STORE_DOWN);
     if (!open)
         return; /* still unreachable: worker__store_lost set the retry */
     for (struct run *r = w->runs; r != NULL && rc == 0; r = r->next) {
@@ -214,7 +225,7 @@ worker__wake_open(struct worker *w)
 {
     int fd;
 
-    if (w->wake_on || w->wake_closing || w->closing)
+    if (w->wake_on || w->wake_closing || w->phase == WORKER_CLOSING)
         return;
     fd = q_wake_fd(w->db);
     if (fd == -ENOTSUP) {

@@ -1,6 +1,6 @@
 /* stream.c: a streamed answer read as the one it stands for. A tier with
- * "stream": true gets its answers as server-sent events; before anything
- * reads the answer (classify, the usage and cost, the output, the
+ * "stream": true, or a step's, gets its answers as server-sent events; before
+ * anything reads the answer (classify, the usage and cost, the output, the
  * ledger's body), its events are assembled into the unstreamed answer of
  * the tier's protocol (http_stream_assemble). A stream cut or stalled
  * mid-way keeps what had come: the partial text is the attempt's body in
@@ -13,13 +13,14 @@
 #include <string.h>
 
 void
-worker__unstream(const struct config_tier *t, struct http_response *res)
+worker__unstream(const struct config_tier *t, bool step_stream,
+                 struct http_response *res)
 {
     const char *ct = http_response_header(res, "content-type");
     char *body = NULL, *raw = NULL;
 
-    if (t == NULL || !t->stream || res->body_len == 0 || res->status < 200 ||
-        res->status > 299 || ct == NULL ||
+    if (t == NULL || !(t->stream || step_stream) || res->body_len == 0 ||
+        res->status < 200 || res->status > 299 || ct == NULL ||
         strstr(ct, "text/event-stream") == NULL)
         return;
     if (http_stream_assemble(t->api, res->body, res->body_len, &body) != 0)

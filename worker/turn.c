@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "worker/batch.h"
 
 #define DRAIN_HORIZON_MS 60000
 #define TICK_GAP_MAX_MS  50
@@ -53,7 +54,7 @@ worker__turn_begin(struct worker *w)
 
     if (w->tx_open)
         return true;
-    if (w->closing || (w->down && !w->recovering))
+    if (w->phase == WORKER_CLOSING || w->store == WORKER_STORE_DOWN)
         return false;
     if ((rc = q_tx_begin(w->db)) != 0) {
         worker__store_lost(w, rc);
@@ -79,23 +80,27 @@ run_hooks(struct worker *w, bool committed)
     for (size_t i = 0; committed && i < w->nhooks; i++)
         park_notify(&w->loop, w->db, w->cfg->on_park, timeout_ms, w->hooks[i]);
     w->nhooks = 0;
-    /* on_done and on_fail: the job as `jobs show --json` gives it, read
-     * after the commit that ended it */
+    /* on_done and on_fail, the config's and then the job's own: the job
+     * as `jobs show --json` gives it, read after the commit that ended it */
     for (size_t i = 0; committed && i < w->nended; i++) {
-        bool failed = w->ended[i] < 0;
-        int64_t id = failed ? -w->ended[i] : w->ended[i];
+        const struct worker_ended *e = &w->ended[i];
+        const char *cfg_cmd = e->failed ? w->cfg->on_fail : w->cfg->on_done;
         cJSON *job = NULL;
         char *json;
-        if (w->job(w->db, id, &job) != 0) {
-            log_warn("job %lld: cannot read it for its %s hook", (long long)id,
-                     failed ? "on_fail" : "on_done");
+        if (w->job(w->db, e->id, &job) != 0) {
+            log_warn("job %lld: cannot read it for its %s hook",
+                     (long long)e->id, e->failed ? "on_fail" : "on_done");
             continue;
         }
         json = cJSON_PrintUnformatted(job);
         cJSON_Delete(job);
-        (void)park_hook_run(&w->loop, failed ? "on_fail" : "on_done",
-                            failed ? w->cfg->on_fail : w->cfg->on_done,
-                            timeout_ms, json);
+        if (cfg_cmd != NULL)
+            (void)park_hook_run(&w->loop, e->failed ? "on_fail" : "on_done",
+                                cfg_cmd, timeout_ms, json);
+        if (e->own != NULL)
+            (void)park_hook_run(
+                &w->loop, e->failed ? "the job's on_fail" : "the job's on_done",
+                e->own, timeout_ms, json);
         free(json);
     }
     w->nended = 0;
@@ -151,7 +156,7 @@ turn_committed(struct worker *w)
             r->held = NULL;
         }
     }
-    if (w->down)
+    if (w->store != WORKER_STORE_UP)
         worker__store_back(w);
 }
 
@@ -179,7 +184,7 @@ worker__turn_end(struct worker *w)
     flush_sends(w);
     worker__batch_flush(w, committed);
     worker__sweep(w);
-    if (w->tick_after_commit && !w->closing) {
+    if (w->tick_after_commit && w->phase != WORKER_CLOSING) {
         /* From the check phase, measured from now (the loop's time is
          * that of the iteration's start): the lock stays free while the
          * loop polls, at least 1 ms and as long as the turn held it (up
@@ -283,8 +288,8 @@ worker__turn_claim(struct worker *w)
     int64_t now;
     int slots;
 
-    if (!w->tx_open || w->turn_claimed || w->in_tick || w->stopping ||
-        w->closing || w->down)
+    if (!w->tx_open || w->turn_claimed || w->in_tick ||
+        w->phase != WORKER_RUNNING || w->store != WORKER_STORE_UP)
         return;
     now = worker__now(w);
     slots = worker__free_slots(w);
@@ -336,7 +341,7 @@ rearm(struct worker *w, int64_t now, int64_t next)
 void
 worker__tick_in(struct worker *w, int64_t ms)
 {
-    if (!w->closing)
+    if (w->phase != WORKER_CLOSING)
         uv_timer_start(&w->tick, on_tick, (uint64_t)(ms > 1 ? ms : 1), 0);
 }
 
@@ -366,15 +371,16 @@ tick_turn(struct worker *w, int64_t now)
 {
     int64_t mono = clock_mono_ms();
 
-    if (w->down && w->stopping && (w->nruns == 0 || now >= w->stop_deadline)) {
+    if (w->store != WORKER_STORE_UP && w->phase != WORKER_RUNNING &&
+        (w->nruns == 0 || now >= w->stop_deadline)) {
         abandon(w);
         return false;
     }
-    if (w->down && mono < w->retry_at) {
+    if (w->store != WORKER_STORE_UP && mono < w->retry_at) {
         worker__tick_in(w, w->retry_at - mono);
         return false;
     }
-    if (w->down)
+    if (w->store != WORKER_STORE_UP)
         worker__recover(w, now);
     else
         worker__turn_begin(w);
@@ -396,9 +402,9 @@ tick_turn(struct worker *w, int64_t now)
 static bool
 tick_writes(const struct worker *w, int64_t now)
 {
-    if (w->down || w->stopping || now >= w->next_heartbeat ||
-        (w->drain && live(w) == 0) || claim_due(w, now) ||
-        worker__batch_due(w, now) ||
+    if (w->store != WORKER_STORE_UP || w->phase != WORKER_RUNNING ||
+        now >= w->next_heartbeat || (w->drain && live(w) == 0) ||
+        claim_due(w, now) || worker__batch_due(w, now) ||
         (!w->wake_on && w->wake_retry_at > 0 &&
          clock_mono_ms() >= w->wake_retry_at))
         return true;
@@ -421,7 +427,7 @@ tick_body(struct worker *w, int64_t now, int64_t next)
     next = worker__wake_due(w, now, next);
     next = worker__batch_tick(w, now, next);
     worker__sweep(w);
-    if (w->stopping) {
+    if (w->phase != WORKER_RUNNING) {
         if (live(w) == 0) {
             (void)worker__shutdown(w, false);
             return;
@@ -453,9 +459,9 @@ tick_body(struct worker *w, int64_t now, int64_t next)
             w->drain_slots_until = now + DRAIN_HORIZON_MS;
         if ((rc == -ENOENT || (rc == 0 && at > now + DRAIN_HORIZON_MS)) &&
             (slot == 0 || slot > w->drain_slots_until)) {
-            w->stopping = true;
+            worker__phase_to(w, WORKER_STOPPING);
             if (!worker__shutdown(w, false))
-                w->stopping = false; /* not empty after all */
+                worker__phase_to(w, WORKER_RUNNING); /* not empty after all */
             return;
         }
     }
@@ -482,7 +488,8 @@ on_tick(uv_timer_t *t)
     int64_t now;
 
     w->in_tick = true;
-    if (!w->tx_open && !w->down && clock_mono_ms() >= w->next_sync) {
+    if (!w->tx_open && w->store == WORKER_STORE_UP &&
+        clock_mono_ms() >= w->next_sync) {
         /* Outside a transaction: the offset is the store's clock now. */
         if (q_clock_sync(w->db) != 0) {
             /* logged by the store; the offset measured before is kept */
@@ -501,7 +508,7 @@ on_tick(uv_timer_t *t)
 void
 worker__kick(struct worker *w)
 {
-    if (w->closing)
+    if (w->phase == WORKER_CLOSING)
         return;
     if (w->in_tick)
         return;

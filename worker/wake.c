@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "common/xalloc.h"
+#include "worker/batch.h"
 
 /* A run postponed for a slot looks again after this long at the latest
  * (an answer that frees a slot wakes it sooner: worker__slot_freed). */
@@ -105,7 +106,8 @@ worker__run_waits(const struct run *r)
 bool
 worker__run_due(const struct worker *w, const struct run *r, int64_t now)
 {
-    return worker__run_waits(r) && (r->wake_at <= now || w->stopping);
+    return worker__run_waits(r) &&
+           (r->wake_at <= now || w->phase != WORKER_RUNNING);
 }
 
 int64_t
@@ -130,7 +132,7 @@ worker__wake_due(struct worker *w, int64_t now, int64_t next)
         /* A run that waited for a tier holds no slot until it sends: with
          * every slot taken it waits for one (runs in hand can number more
          * than the concurrency; requests in flight cannot). */
-        if (waiter && busy >= w->concurrency && !w->stopping) {
+        if (waiter && busy >= w->concurrency && w->phase == WORKER_RUNNING) {
             r->wake_at = now + SLOT_WAIT_MS;
             r->slot_wait = true;
             w->slot_waiters++;

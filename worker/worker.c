@@ -15,6 +15,7 @@
  */
 #include "worker/worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "queue/queue.h"
 #include "sched/sched.h"
 #include "tier/tier.h"
+#include "worker/batch.h"
 #include "worker/internal.h"
 
 /* ---- shutdown and signals -------------------------------------------- */
@@ -64,19 +66,28 @@ on_hooks_stop(uv_timer_t *t)
     uv_close((uv_handle_t *)t, on_handle_closed);
 }
 
+void
+worker__phase_to(struct worker *w, enum worker_phase to)
+{
+    assert((w->phase == WORKER_RUNNING && to == WORKER_STOPPING) ||
+           (w->phase == WORKER_STOPPING && to != WORKER_STOPPING));
+    assert(to != WORKER_RUNNING || w->drain);
+    w->phase = to;
+}
+
 bool
 worker__shutdown(struct worker *w, bool force)
 {
-    if (w->closing)
+    if (w->phase == WORKER_CLOSING)
         return true;
     worker__turn_end(w);
     /* Settling what the last sends left (a request not sent) opens a
      * turn of its own: it commits here, before the loop's handles go. */
     if (w->tx_open)
         worker__turn_end(w);
-    if (w->down && !force)
+    if (w->store != WORKER_STORE_UP && !force)
         return false; /* the last turn did not commit: its runs go on */
-    w->closing = true;
+    worker__phase_to(w, WORKER_CLOSING);
     worker__wake_close(w);
     uv_close((uv_handle_t *)&w->idle, on_handle_closed);
     uv_close((uv_handle_t *)&w->check, on_handle_closed);
@@ -113,30 +124,21 @@ on_signal(uv_signal_t *h, int signum)
 {
     struct worker *w = h->data;
 
-    if (w->stopping)
+    if (w->phase != WORKER_RUNNING)
         return;
     log_info("signal %d: finishing requests in flight, then stopping", signum);
-    w->stopping = true;
+    worker__phase_to(w, WORKER_STOPPING);
     w->stop_deadline = worker__now(w) + w->grace_ms;
     worker__kick(w);
 }
 
 /* ---- setup and worker_run -------------------------------------------- */
 
-static int
-setup(struct worker *w, const struct worker_opts *o)
+/* The options of the run, and the worker's id and random seed. */
+static void
+take_opts(struct worker *w, const struct worker_opts *o)
 {
-    struct http_client_opts hopts = {0};
-    /* A database server that hangs is noticed within a quarter of a lease
-     * (at least 10 s, past the 5 s lock wait): the worker then keeps what
-     * it holds and reconnects, as after a lost connection. */
-    int64_t quarter = (int64_t)(o->cfg->worker.lease_s * 250);
-    struct q_open_opts qopts = {
-        .keep_body_bytes = o->cfg->worker.keep_body_bytes,
-        .answer_wait_ms = quarter > 10000 ? (int)quarter : 10000,
-    };
-    char err[512], host[64] = "host";
-    int rc;
+    char host[64] = "host";
 
     w->cfg = o->cfg;
     w->concurrency =
@@ -158,34 +160,43 @@ setup(struct worker *w, const struct worker_opts *o)
         gethostname(host, sizeof(host) - 1);
         snprintf(w->id, sizeof(w->id), "%s:%d", host, (int)getpid());
     }
-    rc = policy_rules_new(o->cfg->rules, o->cfg->nrules, &w->rules, err,
-                          sizeof(err));
-    if (rc != 0) {
+}
+
+/* What the config asks of the loop: the classify rules compiled, the
+ * schedules checked, one slot per tier for its memory. -EINVAL (logged)
+ * for a config that cannot run. */
+static int
+take_config(struct worker *w, const struct config *cfg)
+{
+    bool sched = cfg->nschedules > 0 || cfg->on_report != NULL;
+    char err[512];
+
+    if (policy_rules_new(cfg->rules, cfg->nrules, &w->rules, err,
+                         sizeof(err)) != 0 ||
+        (sched && sched_check(cfg, true, err, sizeof(err)) != 0)) {
         log_error("config: %s", err);
         return -EINVAL;
     }
-    if ((o->cfg->nschedules > 0 || o->cfg->on_report != NULL) &&
-        sched_check(o->cfg, true, err, sizeof(err)) != 0) {
-        log_error("config: %s", err);
-        return -EINVAL;
-    }
-    if (o->cfg->nschedules > 0 || o->cfg->on_report != NULL)
+    if (sched)
         sched_zone_pin(); /* before curl's resolver threads */
-    policy_config_init(&w->pcfg, &o->cfg->policy, w->rules);
-    w->streaks = xcalloc(o->cfg->ntiers + 1, sizeof(*w->streaks));
-    w->refused = xcalloc(o->cfg->ntiers + 1, sizeof(*w->refused));
-    w->latency_ms = xcalloc(o->cfg->ntiers + 1, sizeof(*w->latency_ms));
-    w->gather_since = xcalloc(o->cfg->ntiers + 1, sizeof(*w->gather_since));
-    if ((rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
-        return rc;
-    for (size_t i = 0; i < o->cfg->ntiers; i++) {
-        if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i], worker__now(w))) !=
-            0)
-            return rc;
-    }
+    policy_config_init(&w->pcfg, &cfg->policy, w->rules);
+    w->streaks = xcalloc(cfg->ntiers + 1, sizeof(*w->streaks));
+    w->refused = xcalloc(cfg->ntiers + 1, sizeof(*w->refused));
+    w->latency_ms = xcalloc(cfg->ntiers + 1, sizeof(*w->latency_ms));
+    w->gather_since = xcalloc(cfg->ntiers + 1, sizeof(*w->gather_since));
+    return 0;
+}
+
+/* The loop and the http client on it. */
+static int
+open_loop(struct worker *w)
+{
+    struct http_client_opts hopts = {0};
+    int rc;
+
     if (uv_loop_init(&w->loop) != 0)
         return -EIO;
-    hopts.max_response_bytes = (size_t)o->cfg->worker.max_response_bytes;
+    hopts.max_response_bytes = (size_t)w->cfg->worker.max_response_bytes;
     /* Open connections kept for the runs in hand, which may be up to
      * WORKER_RUNS_IN_HAND times the concurrency while some wait for a
      * tier (to other hosts than those in flight), though not beyond one
@@ -215,6 +226,33 @@ setup(struct worker *w, const struct worker_opts *o)
     w->sigint.data = w->sigterm.data = w;
     uv_signal_start(&w->sigint, on_signal, SIGINT);
     uv_signal_start(&w->sigterm, on_signal, SIGTERM);
+    return 0;
+}
+
+static int
+setup(struct worker *w, const struct worker_opts *o)
+{
+    /* A database server that hangs is noticed within a quarter of a lease
+     * (at least 10 s, past the 5 s lock wait): the worker then keeps what
+     * it holds and reconnects, as after a lost connection. */
+    int64_t quarter = (int64_t)(o->cfg->worker.lease_s * 250);
+    struct q_open_opts qopts = {
+        .keep_body_bytes = o->cfg->worker.keep_body_bytes,
+        .answer_wait_ms = quarter > 10000 ? (int)quarter : 10000,
+    };
+    int rc;
+
+    take_opts(w, o);
+    if ((rc = take_config(w, o->cfg)) != 0 ||
+        (rc = q_open_existing(o->db_path, &qopts, &w->db)) != 0)
+        return rc;
+    for (size_t i = 0; i < o->cfg->ntiers; i++) {
+        if ((rc = tier_sync_config(w->db, &o->cfg->tiers[i], worker__now(w))) !=
+            0)
+            return rc;
+    }
+    if ((rc = open_loop(w)) != 0)
+        return rc;
     worker__wake_open(w);
     worker__sched_start(w);
     return 0;

@@ -358,134 +358,17 @@ int q__pg_migrate(struct q__pg *db);
  * the meaning of its q_* namesake in queue.h. Files: store.c (close,
  * versions, transactions, clock), wake.c, enqueue.c, jobs.c, ledger.c
  * (steps and attempts), tiers.c, park.c, stats.c, sched.c, report.c,
- * copy.c. */
-int q__pg_close(q_db *db);
-int q__pg_db_version(q_db *db, int *out);
-int q__pg_tx_begin(q_db *db);
-int q__pg_tx_commit(q_db *db);
-void q__pg_tx_rollback(q_db *db);
+ * copy.c: q__pg_NAME for each call of Q__OPS (queue/internal.h), and the
+ * optional ones PostgreSQL has. */
+#define Q__PG_DECL(ret, name, params) ret q__pg_##name params;
+Q__OPS(Q__PG_DECL, Q__OP_NONE)
+#undef Q__PG_DECL
 /* q__pg_hung marks the connection lost because the server sent no answer
  * within answer_wait_ms while doing what (logged once). */
 void q__pg_hung(struct q__pg *db, const char *what);
-int q__pg_read_begin(q_db *db);
-void q__pg_read_end(q_db *db);
-int q__pg_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
-                  const struct q_enqueue_opts *opts, int64_t now,
-                  struct q_enqueue_result *res);
-int q__pg_job_get(q_db *db, int64_t id, struct q_job *out);
-int q__pg_jobs_list(q_db *db, int state, int64_t after, size_t limit,
-                    struct q_job **out, size_t *n);
-int q__pg_counts(q_db *db, int64_t counts[Q_JOB_NSTATES], int64_t *park_open);
-int q__pg_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
-                size_t max, struct q_job **out, size_t *n);
-int q__pg_extend(q_db *db, int64_t id, const char *worker, int64_t until,
-                 int64_t now);
-int q__pg_release(q_db *db, int64_t id, const char *worker, int64_t run_at,
-                  int64_t now);
-int q__pg_complete(q_db *db, int64_t id, const char *worker, int64_t now);
-int q__pg_fail(q_db *db, int64_t id, const char *worker, const char *error,
-               int64_t now);
-int q__pg_park_job(q_db *db, int64_t id, const char *worker, int64_t now);
-int q__pg_cancel(q_db *db, int64_t id, int64_t now);
-int q__pg_next_due(q_db *db, int64_t now, int64_t *at);
-int q__pg_reclaim(q_db *db, int64_t now, int64_t *n);
-int q__pg_steps_get(q_db *db, int64_t job_id, struct q_step **out, size_t *n);
-int q__pg_step_set(q_db *db, int64_t job_id, const char *worker, int index,
-                   enum q_step_state state, const char *tier,
-                   const char *output, int64_t add_tokens);
-int q__pg_attempt_begin(q_db *db, const struct q_attempt_start *a, int64_t *id,
-                        int *attempt);
-int q__pg_attempt_finish(q_db *db, int64_t id,
-                         const struct q_attempt_result *r);
-int q__pg_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
-int q__pg_attempts_list(q_db *db, int64_t job_id, int step,
-                        struct q_attempt **out, size_t *n);
-int q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
-int q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st);
-int q__pg_tier_event_add(q_db *db, const char *tier, int64_t at,
-                         const char *event);
-int q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
-int q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out);
-int q__pg_park_list(q_db *db, const struct q_park_filter *f,
-                    struct q_park_item **out, size_t *n);
-int q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c);
-int q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
-                             int64_t run_at, int64_t deadline_at);
-int q__pg_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
-                         const char *error, int64_t now);
-int q__pg_step_reset(q_db *db, int64_t job_id, int index,
-                     const struct q_step_reset *r);
-int q__pg_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id);
-int q__pg_retries_list(q_db *db, int64_t job_id, struct q_retry **out,
-                       size_t *n);
-int q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
-int q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
-int q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
-int q__pg_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
-int q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
-                          size_t *n);
-int q__pg_sched_get(q_db *db, const char *name, struct q_sched *out);
-int q__pg_sched_list(q_db *db, struct q_sched **out, size_t *n);
-int q__pg_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
-                     int64_t job_id, int64_t now);
-int q__pg_sched_claim(q_db *db, const char *name, int64_t slot, int64_t now);
-int q__pg_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
-int q__pg_budget_reserve(q_db *db, const char *name, const char *window,
-                         int64_t limit, int64_t amount, int64_t now);
-int q__pg_budget_settle(q_db *db, const char *name, const char *window,
-                        int64_t reserved, int64_t spent, int64_t now);
-int q__pg_budgets_list(q_db *db, int64_t since, struct q_budget **out,
-                       size_t *n);
-/* batches.c */
-int q__pg_batch_create(q_db *db, const char *tier, const char *api,
-                       const char *key, const char *worker, int64_t lease_until,
-                       int64_t now, int64_t *id);
-int q__pg_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
-                         int64_t job_id, int step);
-int q__pg_batch_set(q_db *db, int64_t id, const struct q_batch_set *s);
-int q__pg_batches_open(q_db *db, const char *tier, struct q_batch **out,
-                       size_t *n);
-int q__pg_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
-                      size_t *n);
-int q__pg_batch_item_settle(q_db *db, int64_t attempt_id,
-                            int64_t realtime_nusd);
-int q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
-                         size_t *n);
-int q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
-int q__pg_operator_add(q_db *db, const char *name, const char *role,
-                       const char *hash, int64_t now);
-int q__pg_operator_rotate(q_db *db, const char *name, const char *hash,
-                          int64_t now);
-int q__pg_operator_remove(q_db *db, const char *name);
-int q__pg_operators_list(q_db *db, struct q_operator **out, size_t *n);
-int q__pg_audit_add(q_db *db, const struct q_audit_new *a);
-int q__pg_audit_list(q_db *db, const struct q_audit_filter *f,
-                     struct q_audit **out, size_t *n);
-int q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES]);
-int q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
-                       size_t *n);
-int q__pg_report_failures(q_db *db, int64_t since, size_t limit,
-                          struct q_report_failure **out, size_t *n);
-int q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
-                           struct q_report_job **out, size_t *n);
-int q__pg_report_failed(q_db *db, int64_t since, size_t limit,
-                        struct q_job **out, size_t *n);
-int q__pg_report_keyed(q_db *db, const char *prefix, int64_t since,
-                       size_t limit, struct q_job **out, size_t *n);
-int q__pg_report_slowest(q_db *db, int64_t since, size_t limit,
-                         struct q_job **out, size_t *n);
-int q__pg_job_by_key(q_db *db, const char *key, struct q_job *out);
 int q__pg_clock_sync(q_db *db);
 int q__pg_wake_fd(q_db *db);
 int q__pg_wake_take(q_db *db, unsigned *events);
-int q__pg_copy_count(q_db *db, const struct q__table *t, int64_t *n);
-int q__pg_copy_clear(q_db *db, const struct q__table *t);
-int q__pg_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg);
-int q__pg_copy_in(q_db *db, const struct q__table *t,
-                  const struct q__value *vals);
-int q__pg_copy_end(q_db *db, const struct q__table *t);
-int q__pg_prune(q_db *db, const struct q_prune *p, int64_t limit, bool run,
-                struct q_prune_counts *c);
 
 /* The table queue.c calls through. */
 extern const struct q__ops q__pg_ops;

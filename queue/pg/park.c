@@ -59,6 +59,12 @@ static const struct q__pg_sql leave_parked_sql = {
     " run_at = coalesce($4::bigint, run_at), updated_at = $5::bigint"
     " WHERE id = $1::bigint AND state = 4 RETURNING id"};
 
+static const struct q__pg_sql job_wake_sql = {
+    "q_park_job_wake",
+    "UPDATE jobs SET run_at = $2::bigint"
+    " WHERE id = $1::bigint AND state = 0 AND run_at > $2::bigint"
+    " RETURNING id"};
+
 static const struct q__pg_sql step_reset_sql = {
     "q_park_step_reset",
     "INSERT INTO steps (job_id, idx, state, output, reset_after, pin_tier)"
@@ -201,6 +207,19 @@ q__pg_job_requeue_parked(q_db *db, int64_t job_id, int64_t now, int64_t run_at,
 {
     return leave_parked(db, job_id, Q_JOB_QUEUED, NULL, now, run_at,
                         deadline_at, "re-queueing a parked job");
+}
+
+int
+q__pg_job_wake(q_db *db, int64_t job_id, int64_t now)
+{
+    struct q__pg_params p = {0};
+    int rc;
+
+    q__pg_p_int(&p, job_id);
+    q__pg_p_int(&p, now);
+    rc = q__pg_select_one(q__pg(db), &job_wake_sql, &p, 0, NULL, NULL,
+                          "waking a queued job");
+    return rc == -ENOENT ? -EALREADY : rc; /* not queued, or due */
 }
 
 int

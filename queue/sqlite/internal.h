@@ -62,6 +62,7 @@ enum q__stmt_id {
     ST_STEP_RESET,
     ST_JOB_REQUEUE,
     ST_JOB_END_PARKED,
+    ST_JOB_WAKE,
     ST_SCHED_GET,
     ST_SCHED_LIST,
     ST_SCHED_NOTE,
@@ -173,16 +174,14 @@ q__sqlite(q_db *db)
 }
 
 /* The contract's calls (the entries of q__sqlite_ops, ops.c), each with
- * the signature, meaning and errors of its q_* namesake in queue.h. */
+ * the signature, meaning and errors of its q_* namesake in queue.h:
+ * q__sqlite_NAME for each call of Q__OPS (queue/internal.h), and the
+ * optional ones SQLite has. */
 extern const struct q__ops q__sqlite_ops;
 
-int q__sqlite_close(q_db *db);
-int q__sqlite_db_version(q_db *db, int *out);
-int q__sqlite_tx_begin(q_db *db);
-int q__sqlite_tx_commit(q_db *db);
-void q__sqlite_tx_rollback(q_db *db);
-int q__sqlite_read_begin(q_db *db);
-void q__sqlite_read_end(q_db *db);
+#define Q__SQLITE_DECL(ret, name, params) ret q__sqlite_##name params;
+Q__OPS(Q__SQLITE_DECL, Q__OP_NONE)
+#undef Q__SQLITE_DECL
 int q__sqlite_tx_durable(q_db *db);
 
 /* The write-ahead log (wal.c). q__wal_sync flushes it to disk: 0, or -EIO
@@ -194,127 +193,8 @@ int q__sqlite_tx_durable(q_db *db);
 int q__wal_sync(struct q__sqlite *db);
 bool q__disk_full(struct q__sqlite *db);
 void q__wal_fold(struct q__sqlite *db);
-int q__sqlite_enqueue(q_db *db, const struct q_job_new *jobs, size_t n,
-                      const struct q_enqueue_opts *opts, int64_t now,
-                      struct q_enqueue_result *res);
-int q__sqlite_job_get(q_db *db, int64_t id, struct q_job *out);
-int q__sqlite_jobs_list(q_db *db, int state, int64_t after, size_t limit,
-                        struct q_job **out, size_t *n);
-int q__sqlite_counts(q_db *db, int64_t counts[Q_JOB_NSTATES],
-                     int64_t *park_open);
-int q__sqlite_claim(q_db *db, const char *worker, int64_t now, int64_t lease_ms,
-                    size_t max, struct q_job **out, size_t *n);
-int q__sqlite_extend(q_db *db, int64_t id, const char *worker, int64_t until,
-                     int64_t now);
-int q__sqlite_release(q_db *db, int64_t id, const char *worker, int64_t run_at,
-                      int64_t now);
-int q__sqlite_complete(q_db *db, int64_t id, const char *worker, int64_t now);
-int q__sqlite_fail(q_db *db, int64_t id, const char *worker, const char *error,
-                   int64_t now);
-int q__sqlite_park_job(q_db *db, int64_t id, const char *worker, int64_t now);
-int q__sqlite_cancel(q_db *db, int64_t id, int64_t now);
-int q__sqlite_next_due(q_db *db, int64_t now, int64_t *at);
-int q__sqlite_reclaim(q_db *db, int64_t now, int64_t *n);
-int q__sqlite_steps_get(q_db *db, int64_t job_id, struct q_step **out,
-                        size_t *n);
-int q__sqlite_step_set(q_db *db, int64_t job_id, const char *worker, int index,
-                       enum q_step_state state, const char *tier,
-                       const char *output, int64_t add_tokens);
-int q__sqlite_attempt_begin(q_db *db, const struct q_attempt_start *a,
-                            int64_t *id, int *attempt);
-int q__sqlite_attempt_finish(q_db *db, int64_t id,
-                             const struct q_attempt_result *r);
-int q__sqlite_job_cost(q_db *db, int64_t job_id, int64_t *nusd);
-int q__sqlite_attempts_list(q_db *db, int64_t job_id, int step,
-                            struct q_attempt **out, size_t *n);
-int q__sqlite_tier_load(q_db *db, const char *tier, struct q_tier_state *out);
-int q__sqlite_tier_store(q_db *db, const char *tier,
-                         const struct q_tier_state *st);
-int q__sqlite_tier_event_add(q_db *db, const char *tier, int64_t at,
-                             const char *event);
-int q__sqlite_park_add(q_db *db, const struct q_park_new *p, int64_t *id);
-int q__sqlite_park_get(q_db *db, int64_t id, struct q_park_item *out);
-int q__sqlite_park_list(q_db *db, const struct q_park_filter *f,
-                        struct q_park_item **out, size_t *n);
-int q__sqlite_park_close(q_db *db, int64_t id, const struct q_park_close *c);
-int q__sqlite_job_requeue_parked(q_db *db, int64_t job_id, int64_t now,
-                                 int64_t run_at, int64_t deadline_at);
-int q__sqlite_job_end_parked(q_db *db, int64_t job_id, enum q_job_state state,
-                             const char *error, int64_t now);
-int q__sqlite_step_reset(q_db *db, int64_t job_id, int index,
-                         const struct q_step_reset *r);
-int q__sqlite_job_retry(q_db *db, const struct q_retry_new *r, int64_t *id);
-int q__sqlite_retries_list(q_db *db, int64_t job_id, struct q_retry **out,
-                           size_t *n);
-int q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n);
-int q__sqlite_stats_latency(q_db *db, struct q_latency_group **out, size_t *n);
-int q__sqlite_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n);
-int q__sqlite_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at);
-int q__sqlite_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
-                              size_t *n);
-int q__sqlite_sched_get(q_db *db, const char *name, struct q_sched *out);
-int q__sqlite_sched_list(q_db *db, struct q_sched **out, size_t *n);
-int q__sqlite_sched_note(q_db *db, const char *name, int64_t done, int64_t slot,
-                         int64_t job_id, int64_t now);
-int q__sqlite_sched_claim(q_db *db, const char *name, int64_t slot,
-                          int64_t now);
-int q__sqlite_sched_pause(q_db *db, const char *name, bool paused, int64_t now);
-int q__sqlite_budget_reserve(q_db *db, const char *name, const char *window,
-                             int64_t limit, int64_t amount, int64_t now);
-int q__sqlite_budget_settle(q_db *db, const char *name, const char *window,
-                            int64_t reserved, int64_t spent, int64_t now);
-int q__sqlite_budgets_list(q_db *db, int64_t since, struct q_budget **out,
-                           size_t *n);
-/* batches.c */
-int q__sqlite_batch_create(q_db *db, const char *tier, const char *api,
-                           const char *key, const char *worker,
-                           int64_t lease_until, int64_t now, int64_t *id);
-int q__sqlite_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
-                             int64_t job_id, int step);
-int q__sqlite_batch_set(q_db *db, int64_t id, const struct q_batch_set *s);
-int q__sqlite_batches_open(q_db *db, const char *tier, struct q_batch **out,
-                           size_t *n);
-int q__sqlite_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
-                          size_t *n);
-int q__sqlite_batch_item_settle(q_db *db, int64_t attempt_id,
-                                int64_t realtime_nusd);
-int q__sqlite_report_batches(q_db *db, int64_t since,
-                             struct q_report_batch **out, size_t *n);
-int q__sqlite_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id);
-int q__sqlite_operator_add(q_db *db, const char *name, const char *role,
-                           const char *hash, int64_t now);
-int q__sqlite_operator_rotate(q_db *db, const char *name, const char *hash,
-                              int64_t now);
-int q__sqlite_operator_remove(q_db *db, const char *name);
-int q__sqlite_operators_list(q_db *db, struct q_operator **out, size_t *n);
-int q__sqlite_audit_add(q_db *db, const struct q_audit_new *a);
-int q__sqlite_audit_list(q_db *db, const struct q_audit_filter *f,
-                         struct q_audit **out, size_t *n);
-int q__sqlite_report_jobs(q_db *db, int64_t since,
-                          int64_t counts[Q_JOB_NSTATES]);
-int q__sqlite_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
-                           size_t *n);
-int q__sqlite_report_failures(q_db *db, int64_t since, size_t limit,
-                              struct q_report_failure **out, size_t *n);
-int q__sqlite_report_costliest(q_db *db, int64_t since, size_t limit,
-                               struct q_report_job **out, size_t *n);
-int q__sqlite_report_failed(q_db *db, int64_t since, size_t limit,
-                            struct q_job **out, size_t *n);
-int q__sqlite_report_keyed(q_db *db, const char *prefix, int64_t since,
-                           size_t limit, struct q_job **out, size_t *n);
-int q__sqlite_report_slowest(q_db *db, int64_t since, size_t limit,
-                             struct q_job **out, size_t *n);
-int q__sqlite_job_by_key(q_db *db, const char *key, struct q_job *out);
-int q__sqlite_copy_count(q_db *db, const struct q__table *t, int64_t *n);
-int q__sqlite_copy_clear(q_db *db, const struct q__table *t);
-int q__sqlite_copy_out(q_db *db, const struct q__table *t, q__row_fn fn,
-                       void *arg);
-int q__sqlite_copy_in(q_db *db, const struct q__table *t,
-                      const struct q__value *vals);
-int q__sqlite_copy_end(q_db *db, const struct q__table *t);
+/* backup.c: the optional call backup (VACUUM INTO). */
 int q__sqlite_backup(q_db *db, const char *path);
-int q__sqlite_prune(q_db *db, const struct q_prune *p, int64_t limit, bool run,
-                    struct q_prune_counts *c);
 
 /* schema_migrate brings the database to target (0: the latest) in one
  * transaction. -ENOTSUP if the file is newer than this build knows. */

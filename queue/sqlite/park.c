@@ -167,6 +167,19 @@ q__sqlite_job_requeue_parked(q_db *base, int64_t job_id, int64_t now,
 }
 
 int
+q__sqlite_job_wake(q_db *base, int64_t job_id, int64_t now)
+{
+    struct q__sqlite *db = q__sqlite(base);
+    sqlite3_stmt *s = q__stmt(db, ST_JOB_WAKE);
+
+    if (s == NULL)
+        return -EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int64(s, 2, now);
+    return update_one(db, s, "waking a queued job");
+}
+
+int
 q__sqlite_job_end_parked(q_db *base, int64_t job_id, enum q_job_state state,
                          const char *error, int64_t now)
 {

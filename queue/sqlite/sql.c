@@ -192,6 +192,8 @@ static const char *const sql_text[ST_COUNT] = {
         " output = coalesce(excluded.output, output),"
         " reset_after = max(reset_after, excluded.reset_after),"
         " pin_tier = excluded.pin_tier",
+    [ST_JOB_WAKE] = "UPDATE jobs SET run_at = ?2"
+                    " WHERE id = ?1 AND state = 0 AND run_at > ?2",
     [ST_JOB_REQUEUE] = "UPDATE jobs SET state = 0, run_at = ?4,"
                        " deadline_at = ?3, updated_at = ?2"
                        " WHERE id = ?1 AND state = 4",

@@ -13,53 +13,9 @@
 // Optional: CHROMIUM (default /usr/bin/chromium), SCREENSHOT and
 // SCREENSHOT_PHONE (paths of PNG files to write). Exits 0 when every check
 // held; otherwise prints what did not, and exits 1.
-import {chromium} from 'playwright-core';
+import {api, check, fitsWidth, login, run, url, watch, WAIT, token}
+  from './lib.mjs';
 import http from 'node:http';
-
-const url = process.env.STEPQ_URL;
-const token = process.env.STEPQ_TOKEN || '';
-const mode = process.argv[2] || 'park';
-const WAIT = {timeout: 15000};
-
-function check(ok, what) {
-  if (!ok) throw new Error('check failed: ' + what);
-}
-
-// The API as a program sees it (not through the page).
-async function api(method, path, body) {
-  const r = await fetch(url + path, {
-    method,
-    headers: {Authorization: 'Bearer ' + token,
-              'Content-Type': 'application/json'},
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return {status: r.status, json: await r.json()};
-}
-
-async function login(page, withToken) {
-  await page.goto(url + '/');
-  await page.locator('#login').waitFor({state: 'visible', ...WAIT});
-  await page.fill('#token', withToken);
-  await page.click('#login button[type=submit]');
-}
-
-// Nothing on a phone's width needs scrolling sideways (clientWidth: on
-// a phone, innerWidth grows with the content as the page zooms out).
-async function fitsWidth(page) {
-  return page.evaluate(() => document.documentElement.scrollWidth <=
-                             document.documentElement.clientWidth);
-}
-
-// Errors of the page: its scripts', the console's and the policy's (a
-// refused inline script or style), but not the answers the test asks for:
-// the 401 of a wrong token and the 409 of a lost race.
-function watch(page, errors) {
-  page.on('pageerror', (e) => errors.push(e.message));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !/status of (401|409)/.test(m.text()))
-      errors.push(m.text());
-  });
-}
 
 async function parkMode(browser) {
   const park = process.env.PARK_ID, race = process.env.RACE_ID;
@@ -202,7 +158,7 @@ async function parkMode(browser) {
   const p2 = await phone.newPage();
   watch(p2, errors);
   await login(p2, token);
-  await p2.check('#park-all');
+  await p2.selectOption('#park-state', 'all');
   await p2.locator(`[data-park="${park}"]`).waitFor(WAIT);
   check(await fitsWidth(p2), 'the list is wider than a phone');
   await p2.click(`[data-park="${park}"]`);
@@ -290,16 +246,30 @@ async function operatorsMode(browser) {
   check((await audit.textContent()).includes('item #' + park),
         'audit row: which item');
 
-  // Another tab of the same browser has no token: sessionStorage is the
-  // tab's own.
+  // A link opened in another tab of the same browser: the item's own
+  // address, without the token asked again (the open tab hands it over),
+  // and still nothing in localStorage. Another browser profile (a fresh
+  // context) has no tab to ask: it asks for the token.
   const other = await ctx.newPage();
-  await other.goto(url + '/');
-  await other.locator('#login').waitFor({state: 'visible', ...WAIT});
-  await other.close();
+  await other.goto(url + '/#/park/' + park);
+  await other.locator('#detail-title', {hasText: `Park item #${park}`})
+    .waitFor(WAIT);
+  check(await other.locator('#login').isHidden(), 'the new tab asks again');
+  check(await other.evaluate(() => window.localStorage.length) === 0,
+        'the new tab kept something in localStorage');
+  const stranger = await (await browser.newContext()).newPage();
+  await stranger.goto(url + '/#/park/' + park);
+  await stranger.locator('#login').waitFor({state: 'visible', ...WAIT});
+  check(await stranger.locator('[data-park]').count() === 0,
+        'items shown to a browser without the token');
 
-  // Log out: the token is gone from the tab, the login is shown.
+  // Log out: the token is gone from the tab, and from the other tab too.
   await page.click('#logout');
   await page.locator('#login').waitFor({state: 'visible', ...WAIT});
+  await other.locator('#login').waitFor({state: 'visible', ...WAIT});
+  check(await other.evaluate(() => window.sessionStorage
+    .getItem('stepq.token')) === null, 'the other tab kept the token');
+  await other.close();
   check(await page.evaluate(() => window.sessionStorage
     .getItem('stepq.token')) === null, 'the token stayed after logout');
   check(await page.locator('#whoami').textContent() === '',
@@ -311,11 +281,15 @@ async function operatorsMode(browser) {
   await page.fill('#token', process.env.VIEWER_TOKEN);
   await page.click('#login button[type=submit]');
   await page.locator('#whoami', {hasText: 'vera (viewer)'}).waitFor(WAIT);
+  await page.click('#tab-park'); /* the reload kept the Audit tab */
   const open = process.env.OPEN_ID;
   await page.click(`[data-park="${open}"]`);
   await page.locator('#detail-title', {hasText: `Park item #${open}`})
     .waitFor(WAIT);
   await page.locator('#read-only').waitFor({state: 'visible', ...WAIT});
+  check(await page.locator('input[data-pick]').count() === 0 &&
+        await page.locator('#park-select-all').isHidden(),
+        'a viewer is offered a bulk selection');
   check(await page.locator('#resolve').isHidden(),
         'a viewer is offered the resolve form');
   check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
@@ -368,22 +342,5 @@ async function retryMode(browser) {
   check(errors.length === 0, 'errors in the page: ' + errors.join('; '));
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-});
-let rc = 0;
-try {
-  if (mode === 'csrf') await csrfMode(browser);
-  else if (mode === 'operators') await operatorsMode(browser);
-  else if (mode === 'retry') await retryMode(browser);
-  else await parkMode(browser);
-  console.log('park_view ' + mode + ': ok');
-} catch (e) {
-  console.log('park_view ' + mode + ': ' + e.message);
-  rc = 1;
-} finally {
-  await browser.close();
-}
-process.exit(rc);
+await run({park: parkMode, csrf: csrfMode, operators: operatorsMode,
+           retry: retryMode});

@@ -572,3 +572,21 @@ e2e_log_count(const char *what)
     free(text);
     return n;
 }
+
+cJSON *
+e2e_one_file(const char *pattern)
+{
+    char *text = NULL;
+    size_t len = 0;
+    glob_t g;
+    cJSON *o;
+
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_uint_eq(g.gl_pathc, 1);
+    ck_assert_int_eq(file_read_all(g.gl_pathv[0], 1 << 20, &text, &len), 0);
+    globfree(&g);
+    o = cJSON_Parse(text);
+    ck_assert_msg(o != NULL, "not JSON: %s", text);
+    free(text);
+    return o;
+}

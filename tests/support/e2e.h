@@ -92,6 +92,10 @@ const cJSON *e2e_hist(const cJSON *job, int step, int attempt);
  * outcome, reason and decision (each NULL: not checked). */
 void e2e_expect_attempt(const cJSON *job, int attempt, const char *outcome,
                         const char *reason, const char *decision);
+/* e2e_one_file returns the one file of the test's folder matching
+ * pattern (a glob: a hook writes "done-PID.json"), parsed as JSON (delete
+ * it); the test fails unless there is exactly one. */
+cJSON *e2e_one_file(const char *pattern);
 /* e2e_mock_log returns the mock's request log as an array (delete it). */
 cJSON *e2e_mock_log(void);
 /* e2e_sent_to counts logged requests whose path starts with prefix; log

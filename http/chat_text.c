@@ -3,7 +3,7 @@
  * UTF-8 or that a NUL would cut is marked bad (never committed); and a
  * body kept as JSON text (bad bytes and NULs as '?'). Parsing only: no
  * I/O. */
-#include "worker/internal.h"
+#include "http/http.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +75,10 @@ nul_cut(const char *body, size_t len)
  * the bytes root was parsed from. Text that is not UTF-8, or that a NUL
  * would cut, is marked bad: it must not become the step's output (nor
  * must the body, the output of an answer without text). Free t with
- * text_cleanup. */
+ * http_chat_text_cleanup. */
 void
-worker__read_text(const cJSON *root, const struct http_chat_answer *ans,
-                  const char *body, size_t len, struct chat_text *t)
+http_chat_text(const cJSON *root, const struct http_chat_answer *ans,
+               const char *body, size_t len, struct http_chat_text *t)
 {
     const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
@@ -104,7 +104,7 @@ worker__read_text(const cJSON *root, const struct http_chat_answer *ans,
  * (UTF-8 without NUL), else an owned copy with bad bytes and NULs as '?'.
  * Free with free(). */
 char *
-worker__as_text(const char *body, size_t len)
+http_as_text(const char *body, size_t len)
 {
     char *t;
 
@@ -123,7 +123,7 @@ worker__as_text(const char *body, size_t len)
 }
 
 void
-worker__text_cleanup(struct chat_text *t)
+http_chat_text_cleanup(struct http_chat_text *t)
 {
     free(t->joined);
     memset(t, 0, sizeof(*t));
