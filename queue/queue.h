@@ -4,8 +4,8 @@
  * headers beside it, each including this one: tiers.h (tier state and
  * budgets), park.h (park items and job retries), report.h, sched.h,
  * audit.h (operators and the audit trail), batch.h and admin.h (copy,
- * backup, retention). queue/ owns storing these; the rules that combine them (running
- * a job, parking and resolving, admission) live above it, in worker/,
+ * backup, retention). queue/ owns storing these; the rules that combine them
+ * (running a job, parking and resolving, admission) live above it, in worker/,
  * park/ and worker/tier, written once for every backend.
  *
  * A backend (queue/sqlite/ today; each in its own folder, the only code
