@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "queue/queue.h"
+#include "queue/report.h"
 #include "spec/spec.h"
 
 static const char job_text[] =

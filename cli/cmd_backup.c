@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "queue/admin.h"
 #include "queue/queue.h"
 
 static const char usage[] =

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/location.h"
+#include "queue/admin.h"
 #include "queue/queue.h"
 
 static const char usage[] =

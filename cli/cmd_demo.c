@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "demo/demo.h"
 #include "queue/queue.h"
+#include "queue/report.h"
 
 static const char usage[] =
     "usage: stepq demo [--jobs N]\n"

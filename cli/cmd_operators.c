@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "park/park.h"
+#include "queue/audit.h"
 #include "queue/queue.h"
 
 static const char usage[] =

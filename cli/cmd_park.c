@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "park/park.h"
 #include "policy/policy.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 #include "view/view.h"
 

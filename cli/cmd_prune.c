@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "queue/admin.h"
 #include "queue/queue.h"
 
 #define DAY_MS     (24LL * 3600 * 1000)

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "queue/queue.h"
+#include "queue/sched.h"
 #include "sched/sched.h"
 #include "view/view.h"
 

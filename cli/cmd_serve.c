@@ -8,6 +8,7 @@
 
 #include "common/file.h"
 #include "common/xalloc.h"
+#include "queue/audit.h"
 #include "queue/queue.h"
 #include "serve/serve.h"
 

@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "queue/report.h"
 
 /* The triage agent's model (tier "agent", a route of the free tier's
  * mock): it labels the issue with two calls at once, then asks to post a

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "queue/park.h"
 #include "serve/internal.h"
 
 static struct config *cfg;

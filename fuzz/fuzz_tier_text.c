@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "queue/internal.h"
+#include "queue/tiers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

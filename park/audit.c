@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/audit.h"
+#include "queue/park.h"
+
 int
 park_audit(q_db *db, const struct park_audit *a)
 {

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "park/park.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 
 /* park_step opens its savepoint through this pointer (q_tx_begin unless a

@@ -20,6 +20,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "queue/audit.h"
+
 static const char *const role_names[] = {"viewer", "resolver", "admin"};
 
 const char *

@@ -4,6 +4,7 @@
 
 #include "common/json.h"
 #include "park/internal.h"
+#include "queue/park.h"
 
 /* "call": a tool call's item shows the tool, the call id, the exact
  * arguments and the question of an ask tool; "answer": the arguments an

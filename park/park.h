@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/defs.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 
 /* park_item_json renders it as in the reference's `park list --json`: id,

@@ -12,6 +12,8 @@
 
 #include "common/json.h"
 #include "park/internal.h"
+#include "queue/park.h"
+#include "queue/report.h"
 #include "tier/tier.h"
 
 static const char *const how_names[] = {"retry", "skip",    "done",

@@ -11,6 +11,7 @@
 
 #include "common/json.h"
 #include "park/internal.h"
+#include "queue/park.h"
 
 static int refuse(int rc, char *err, size_t len, const char *fmt, ...)
     STEPQ_PRINTF(4, 5);

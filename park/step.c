@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/internal.h"
+#include "queue/park.h"
 
 int (*park__tx_begin)(q_db *db) = q_tx_begin;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "park/internal.h"
+#include "queue/park.h"
 #include "spec/spec.h"
 
 cJSON *

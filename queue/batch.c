@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/batch.h"
+
 static bool
 blank(const char *s)
 {

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "queue/tiers.h"
+
 /* The arguments every backend would check alike. */
 static bool
 budget_args_bad(const char *name, const char *window, int64_t a, int64_t b)

@@ -5,7 +5,7 @@
  * table as values (the copy_* entries of struct q__ops). The whole copy is
  * one transaction of the target, so a copy that fails leaves it as it was.
  */
-#include "queue/queue.h"
+#include "queue/admin.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,6 +7,10 @@
 #include <errno.h>
 
 #include "queue/internal.h"
+#include "queue/park.h"
+#include "queue/report.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 
 int
 q_close(q_db *db)

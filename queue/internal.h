@@ -7,7 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queue/admin.h"
+#include "queue/audit.h"
+#include "queue/batch.h"
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/report.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 
 /* ---- the table of functions a backend implements ---------------------- */
 

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "queue/audit.h"
+
 static bool
 blank(const char *s)
 {

@@ -5,7 +5,7 @@
  * (--force), or a whole backup. q_prune runs the backend's counts and
  * writes (the SQL is written once, Q__PRUNE_* in internal.h) in one
  * transaction, or none for a dry run. */
-#include "queue/queue.h"
+#include "queue/admin.h"
 
 #include <errno.h>
 #include <fcntl.h>

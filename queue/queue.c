@@ -6,6 +6,10 @@
  * queue/sqlite/ today.
  */
 #include "queue/queue.h"
+#include "queue/park.h"
+#include "queue/report.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 
 #include <ctype.h>
 #include <errno.h>

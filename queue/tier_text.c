@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/tiers.h"
+
 /* Reads a decimal number in [0, max] at *p, moving *p past it. */
 static bool
 number(const char **p, uint64_t max, uint64_t *out)

@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "queue/sched.h"
 
 /* How often the progress of a schedule with no slot due is written. */
 #define SCHED_IDLE_NOTE_MS 60000

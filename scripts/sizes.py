@@ -38,7 +38,6 @@ FILE_MAX = 600
 # Today's exceptions and their ceilings: "path" for a file, "path:function"
 # for a function. Each is to be split along its seams, not to grow.
 ALLOWED = {
-    "queue/queue.h": 1228,
     "worker/internal.h": 639,
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "park/park.h"
+#include "queue/park.h"
 #include "view/view.h"
 
 /* Adds "job_name" and "job_key" to each item of list (the park items of

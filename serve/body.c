@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "queue/park.h"
 
 /* The fields a body may have: one item's, and the bulk form's. */
 static const char *const one_fields[] = {"resolution", "tier", "output",

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "park/park.h"
+#include "queue/park.h"
 #include "serve/serve.h"
 
 /* Who made a request: a named operator, the holder of the shared token

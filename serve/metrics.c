@@ -13,6 +13,8 @@
 
 #include "common/price.h"
 #include "common/xalloc.h"
+#include "queue/report.h"
+#include "queue/tiers.h"
 #include "tier/tier.h"
 
 /* A label value as the format wants it: \, " and newline escaped. */

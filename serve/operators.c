@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "queue/audit.h"
+#include "queue/park.h"
 #include "view/view.h"
 
 static const char *

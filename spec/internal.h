@@ -179,4 +179,14 @@ bool spec__arg_known(const cJSON *params, const char *name, size_t n);
 int spec__parse_approval(const cJSON *o, const char *path, struct spec_tool *t,
                          char *err, size_t len);
 
+/* spec__check_request checks a chat step's request (at path's
+ * "request"): an object with a non-empty messages array of objects with a
+ * role, and no option stepq cannot honour ("stream", "n"). spec__check_degrade
+ * checks a step's "degrade" object (at path). 0, or -EINVAL with err
+ * naming the path (request.c). */
+int spec__check_request(const cJSON *req, const char *path, char *err,
+                        size_t len);
+int spec__check_degrade(const cJSON *d, const char *path, char *err,
+                        size_t len);
+
 #endif

@@ -20,7 +20,11 @@
 
 #include "common/defs.h"
 #include "common/xalloc.h"
+#include "queue/admin.h"
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 #include "tests/support/pgfix.h"
 #include "tests/support/qfix.h"
 #include "tests/test_copy_support.h"

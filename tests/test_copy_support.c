@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/audit.h"
+#include "queue/batch.h"
+#include "queue/park.h"
+#include "queue/report.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 /* ---- a store with something in every table ---------------------------- */

@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "park/park.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 #include "tests/support/qfix.h"
 

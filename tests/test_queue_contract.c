@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/report.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 /* ---- enqueue and claim -------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/batch.h"
 #include "queue/queue.h"
 #include "tests/support/qfix.h"
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "queue/queue.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 #define DAY "2026-12-06T00:00:00Z"

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "queue/audit.h"
 #include "queue/queue.h"
 #include "tests/support/qfix.h"
 

@@ -10,7 +10,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/admin.h"
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 #define DAY INT64_C(86400000)

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "queue/queue.h"
+#include "queue/report.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 #define SINCE  T0

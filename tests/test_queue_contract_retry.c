@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "queue/park.h"
 #include "tests/support/qfix.h"
 
 /* One attempt of step idx by worker w, finished with outcome. */

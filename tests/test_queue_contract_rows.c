@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/report.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 /* ---- locations ------------------------------------------------------ */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "queue/queue.h"
+#include "queue/sched.h"
 #include "tests/support/qfix.h"
 
 #define MIN INT64_C(60000)

@@ -20,7 +20,13 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "common/xalloc.h"
+#include "queue/audit.h"
+#include "queue/batch.h"
+#include "queue/park.h"
 #include "queue/pg/internal.h"
+#include "queue/report.h"
+#include "queue/sched.h"
+#include "queue/tiers.h"
 #include "tests/support/pgfix.h"
 
 #define T0 1700000000000LL

@@ -11,8 +11,14 @@
 #include <sys/stat.h>
 
 #include "common/xalloc.h"
+#include "queue/audit.h"
+#include "queue/batch.h"
+#include "queue/park.h"
 #include "queue/queue.h"
+#include "queue/report.h"
+#include "queue/sched.h"
 #include "queue/sqlite/internal.h"
+#include "queue/tiers.h"
 #include "tests/support/qfix.h"
 
 static char *dir;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "queue/tiers.h"
 #include "tests/test_tier_support.h"
 #include "tier/tier.h"
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "queue/tiers.h"
 #include "tests/test_tier_support.h"
 #include "tier/tier.h"
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "queue/tiers.h"
 #include "tests/test_tier_support.h"
 #include "tier/internal.h"
 #include "tier/tier.h"

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "queue/batch.h"
 #include "queue/queue.h"
+#include "queue/report.h"
 #include "tests/support/batchcl.h"
 #include "tests/support/e2e.h"
 

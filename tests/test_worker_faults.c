@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/file.h"
 #include "park/internal.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
 #include "tests/support/inproc.h"

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/park.h"
 #include "queue/queue.h"
 #include "tests/support/e2e.h"
 #include "tests/support/inproc.h"

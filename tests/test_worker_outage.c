@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "common/file.h"
 #include "queue/queue.h"
+#include "queue/report.h"
 #include "tests/support/e2e.h"
 #include "worker/internal.h"
 #include "worker/worker.h"

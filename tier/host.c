@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/httptext.h"
+#include "queue/tiers.h"
 
 #define DAY_MS  86400000
 #define HOUR_MS 3600000

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "queue/queue.h"
+#include "queue/tiers.h"
 #include "tier/tier.h"
 
 /* The request bucket: one request costs 60000/rate ms of "theoretical

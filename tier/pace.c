@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <strings.h>
 
+#include "queue/tiers.h"
 #include "tier/internal.h"
 
 /* Sends an estimate of a tier's own rate needs before it is believed:

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "queue/tiers.h"
 #include "tier/internal.h"
 
 /* A probe or request whose worker died stops counting as in flight after

@@ -17,6 +17,7 @@
 #include "common/defs.h"
 #include "policy/policy.h"
 #include "queue/queue.h"
+#include "queue/tiers.h"
 
 /* What admission says. reason is static: "exhausted", "breaker_open",
  * "half_open_probe", "cooldown", "max_inflight", "in_doubt", "failing",

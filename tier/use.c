@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "queue/tiers.h"
+
 static uint32_t
 count_plus(uint32_t have, int64_t add)
 {

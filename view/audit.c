@@ -3,6 +3,7 @@
 #include "view/view.h"
 
 #include "common/json.h"
+#include "queue/audit.h"
 #include "view/internal.h"
 
 /* One row: id, at, who, action, job_id and park_id (null when none),

@@ -9,6 +9,8 @@
 #include "common/json.h"
 #include "common/price.h"
 #include "park/park.h"
+#include "queue/park.h"
+#include "queue/report.h"
 #include "spec/spec.h"
 #include "view/internal.h"
 

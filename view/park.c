@@ -8,6 +8,7 @@
 #include "common/httptext.h"
 #include "common/json.h"
 #include "park/park.h"
+#include "queue/park.h"
 #include "spec/spec.h"
 #include "view/internal.h"
 

@@ -11,6 +11,8 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/json.h"
+#include "queue/park.h"
+#include "queue/report.h"
 #include "sched/sched.h"
 
 /* How much of each list the report holds. */

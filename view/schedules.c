@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "queue/sched.h"
 #include "sched/sched.h"
 
 static cJSON *

@@ -6,6 +6,7 @@
 
 #include "common/json.h"
 #include "common/price.h"
+#include "queue/tiers.h"
 #include "tier/tier.h"
 
 int

@@ -19,6 +19,8 @@
 #include "common/config.h"
 #include "common/defs.h"
 #include "common/xalloc.h"
+#include "queue/audit.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 
 /* view_job_row renders j as one entry of `jobs list --json`: id, name,

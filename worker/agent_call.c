@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/park.h"
 
 #define TOOL_TIMEOUT_MS 60000 /* unless the step sets timeout_s */
 

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/tiers.h"
 #include "tier/tier.h"
 #include "worker/batch.h"
 #include "worker/foreach.h"

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/batch.h"
 #include "tier/tier.h"
 
 /* The most batches of one tier a worker keeps in hand at once. */

@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/batch.h"
 
 /* A listing reads at most this many pages looking for a batch. */
 #define FIND_PAGES 10

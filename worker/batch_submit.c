@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/batch.h"
 
 #define CALL_TIMEOUT_MS 120000
 

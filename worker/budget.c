@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/price.h"
 #include "common/xalloc.h"
+#include "queue/tiers.h"
 
 /* Whether budget b covers tier t. */
 static bool

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/tiers.h"
 #include "tier/tier.h"
 #include "worker/batch.h"
 

@@ -19,6 +19,8 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/park.h"
+#include "queue/report.h"
 #include "worker/foreach.h"
 
 /* How soon the step looks at its elements again while some run (an

@@ -17,6 +17,7 @@
 #include "http/http.h"
 #include "http/tools.h"
 #include "policy/policy.h"
+#include "queue/park.h"
 #include "queue/queue.h"
 #include "spec/spec.h"
 #include "worker/worker.h"

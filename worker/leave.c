@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "queue/park.h"
 #include "worker/batch.h"
 #include "worker/foreach.h"
 

@@ -8,7 +8,9 @@
 #include "worker/internal.h"
 
 #include "common/log.h"
+#include "queue/admin.h"
 #include "queue/queue.h"
+#include "queue/sched.h"
 
 /* The stored progress: no schedule may have this name. */
 #define RETENTION_STATE "@retention"

@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "park/park.h"
+#include "queue/sched.h"
 #include "sched/sched.h"
 
 #define SCHED_EVERY_MS 1000

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "park/park.h"
+#include "queue/report.h"
 #include "worker/batch.h"
 
 #define DRAIN_HORIZON_MS 60000

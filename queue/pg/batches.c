@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/batch.h"
+
 static const struct q__pg_sql create_sql = {
     "q_batch_create",
     "INSERT INTO batches (tier, api, key, worker, lease_until, created_at,"

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/tiers.h"
+
 /* $1 name, $2 window, $3 limit, $4 amount, $5 now. */
 static const struct q__pg_sql reserve_sql = {
     "q_budget_reserve",

@@ -24,6 +24,7 @@
 
 #include "queue/internal.h"
 #include "queue/queue.h"
+#include "queue/tiers.h"
 
 /* A statement: its prepared name (unique, "q_<file>_<what>") and SQL text
  * with $1..$n parameters. Defined static in the file that runs it: the

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 
+#include "queue/audit.h"
+
 static const struct q__pg_sql add_sql = {
     "q_operator_add",
     "INSERT INTO operators (name, role, token_sha256, created_at,"

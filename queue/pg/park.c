@@ -6,6 +6,8 @@
 
 #include <errno.h>
 
+#include "queue/park.h"
+
 /* The item and the step's parked state in one statement. */
 static const struct q__pg_sql park_add_sql = {
     "q_park_add",

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 
+#include "queue/admin.h"
+
 #define B(n) "$" #n "::bigint"
 
 static const struct q__pg_sql count_sql = {

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "queue/report.h"
+
 static const struct q__pg_sql jobs_sql = {
     "q_report_jobs", "SELECT state, count(*) FROM jobs"
                      " WHERE created_at >= $1::bigint GROUP BY state"};

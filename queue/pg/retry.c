@@ -5,6 +5,8 @@
 
 #include <errno.h>
 
+#include "queue/park.h"
+
 /* The job locked as it is (only in the state the caller saw: a retry
  * that waited for the row finds it moved, EvalPlanQual), then the row,
  * the job, the attempts left without result and the steps from $3 on. The

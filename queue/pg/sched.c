@@ -8,6 +8,8 @@
 
 #include <errno.h>
 
+#include "queue/sched.h"
+
 #define SCHED_COLS                                                             \
     "name, paused, since, done_until, last_slot, last_job_id, updated_at"
 

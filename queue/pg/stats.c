@@ -4,6 +4,8 @@
  * SQLite puts it there. */
 #include "queue/pg/internal.h"
 
+#include "queue/report.h"
+
 static const struct q__pg_sql attempts_sql = {
     "q_stats_attempts",
     "SELECT tier, outcome, reason, decision, count(*) FROM attempts"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "queue/tiers.h"
 
 /* The stored row, or none: the defaults of a tier never used. */
 #define TIER_LOAD_TEXT                                                         \

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/batch.h"
+
 int
 q__sqlite_batch_create(q_db *base, const char *tier, const char *api,
                        const char *key, const char *worker, int64_t lease_until,

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 
+#include "queue/tiers.h"
+
 int
 q__sqlite_budget_reserve(q_db *base, const char *name, const char *window,
                          int64_t limit, int64_t amount, int64_t now)

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "queue/report.h"
 
 /* ---- enqueue --------------------------------------------------------- */
 

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 
+#include "queue/audit.h"
+
 /* Runs st's change with ?1 name, ?2 hash or role, ?3 hash or now, ?4 now
  * as given; *changed gets how many rows it changed. */
 static int

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "queue/park.h"
 
 /* ---- park items ------------------------------------------------------ */
 

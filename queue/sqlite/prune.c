@@ -18,6 +18,8 @@
 
 #include <errno.h>
 
+#include "queue/admin.h"
+
 #define P1 "?1"
 #define P2 "?2"
 #define P3 "?3"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "queue/report.h"
 
 /* SQLite's LIMIT -1 is no limit: the contract's 0. */
 static sqlite3_int64

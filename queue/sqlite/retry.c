@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "queue/park.h"
+
 /* The row, then the job and its steps; -EALREADY when the job is not in
  * r->expect any more, -ENOENT when there is no such job. */
 static int

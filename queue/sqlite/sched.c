@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "queue/sched.h"
+
 /* Reads the current row of ST_SCHED_GET or ST_SCHED_LIST into the
  * q_sched at elem. */
 static void

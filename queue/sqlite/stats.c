@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "queue/report.h"
+
 static const char attempts_sql[] =
     "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
     " GROUP BY tier, outcome, reason, decision"

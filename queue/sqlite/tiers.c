@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "queue/tiers.h"
 
 static void
 copy_col(sqlite3_stmt *s, int i, char *buf, size_t len)

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 
 #include "common/xalloc.h"
+#include "queue/report.h"
+#include "queue/tiers.h"
 #include "tests/support/pgfix.h"
 #include "tests/support/support.h"
 

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "queue/queue.h"
+#include "queue/tiers.h"
 
 #define T0 INT64_C(1800000000000) /* a fixed "now" for tests */
 
