@@ -32,10 +32,12 @@ Memory per agent: the worker's peak RSS in A minus its peak in the plain
 run (as many requests in flight), divided by --agents; "beyond messages"
 subtracts the JSON bytes of the longest conversation the model was sent.
 
-Part 2, the crash soak: --soak-agents agents at once for stepq (lease_s
-2) and then LangGraph, each killed with SIGKILL --kills times: each life
-runs until either mock saw one more request, then a random 0-999 ms; then
-a last life runs to the end (`stepq work --drain`; node with --resume).
+Part 2, the crash soak (bench/agent_soak.py): --soak-agents agents at
+once for stepq (lease_s 2, timeout_s 2) and then LangGraph, every answer
+after --soak-latency ms, each killed with SIGKILL --kills times: each
+life runs until the model saw a tenth of the agents' turns more, then a
+random 0-999 ms; then a last life runs to the end (`stepq work --drain`;
+node with --resume).
 Counted at the sink: post_comment bodies that reached it more than once
 (a side effect done twice without a human), keyed posts sent again and
 keys applied more than once after its dedupe, and jobs lost (not
@@ -49,13 +51,11 @@ from source with the system's node headers).
 import argparse
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, cpu_ticks, die, job_text,  # noqa: E402
@@ -139,7 +139,7 @@ def start_pair(binary, folder, turns, calls, latency):
     return out
 
 
-def stepq_setup(binary, folder, mport, dbargs=(), lease=None):
+def stepq_setup(binary, folder, mport, lease=None):
     cfg = {"tiers": [{"name": "mock",
                       "base_url": "http://127.0.0.1:%d/v1" % mport,
                       "model": "bench-model", "timeout_s": 120}]}
@@ -152,7 +152,7 @@ def stepq_setup(binary, folder, mport, dbargs=(), lease=None):
         cfg["tiers"][0]["timeout_s"] = 2
     with open(os.path.join(folder, "stepq.json"), "w") as f:
         json.dump(cfg, f)
-    run_stepq(binary, folder, list(dbargs) + ["init"])
+    run_stepq(binary, folder, ["init"])
 
 
 def status(binary, folder):
@@ -248,9 +248,11 @@ def peer_run(binary, base, a, keep=False):
         if r.returncode != 0:
             die("langgraph exited %d: %s" % (r.returncode, r.stderr[-2000:]))
         out = json.loads(r.stdout.strip().splitlines()[-1])
-        if out["finished"] != a.agents or out["turns"] != a.agents * (
-                a.turns + 1):
-            die("langgraph: %s; folder %s" % (out, folder))
+        calls = len(read_jsonl(os.path.join(folder, "sink", "mock.log")))
+        if (out["finished"] != a.agents or calls != a.agents * a.turns *
+                a.calls or out["turns"] != a.agents * (a.turns + 1)):
+            die("langgraph: %s, %d tool calls; folder %s"
+                % (out, calls, folder))
         return out["cpu_us"] / 1e6, out["rss_mib"] * 1024, out["turns"]
     finally:
         for m in mocks:
@@ -299,6 +301,8 @@ def part1(binary, a):
     for name, v in (("plain chat step", plain),
                     ("model turn (agent)", med(turn)),
                     ("tool call", med(calls)),
+                    ("a request of the loop (turn or call)",
+                     med(ra[0] for ra in rows["A"]) / reqs),
                     ("model turn, its tool calls included", med(whole))):
         print("%-44s %10.1f %8.2f" % (name, v * 1e6, v / plain))
     print("  rounds, us a turn / a call: %s" % " ".join(

@@ -18,10 +18,10 @@ from agent import (agent_job, peer_cmd, start_pair,  # noqa: E402
 from benchlib import die, read_jsonl, run_stepq, stop_mock  # noqa: E402
 
 
-def logged(folder):
-    """Requests both mocks have logged so far."""
+def logged(folder, mocks=("model", "sink")):
+    """Requests the mocks have logged so far."""
     n = 0
-    for name in ("model", "sink"):
+    for name in mocks:
         try:
             with open(os.path.join(folder, name, "mock.log"), "rb") as f:
                 n += f.read().count(b"\n")
@@ -30,21 +30,23 @@ def logged(folder):
     return n
 
 
-def lives(folder, cmd, kills, rng, env=None):
+def lives(folder, cmd, kills, rng, need):
     """Starts cmd kills times in folder, each time killing it with SIGKILL
-    once either mock saw one more request and then 0-999 ms passed (or 60
-    s went by: a stepq worker that starts after a kill waits for the
-    killed one's requests to expire, timeout_s + 30 s); returns how many
-    were killed while still running."""
+    once the model saw need more turns and then 0-999 ms passed (or 90 s
+    went by: a stepq worker that starts after a kill sends no model turn
+    until the killed one's count as ended, timeout_s + 30 s, though it
+    resends tool calls at once); returns how many were killed while
+    still running."""
     killed = 0
     settle(folder)
     with open(os.path.join(folder, "lives.log"), "ab") as err:
         for k in range(kills):
-            before = logged(folder)
+            before = logged(folder, ("model",))
             p = subprocess.Popen(cmd(k), cwd=folder, stdout=subprocess.DEVNULL,
-                                 stderr=err, env=env)
-            deadline = time.monotonic() + 60
-            while (logged(folder) <= before and p.poll() is None
+                                 stderr=err)
+            deadline = time.monotonic() + 90
+            while (logged(folder, ("model",)) < before + need
+                   and p.poll() is None
                    and time.monotonic() < deadline):
                 time.sleep(0.01)
             time.sleep(rng.random())
@@ -102,6 +104,12 @@ def summary(eff, n, expect):
     }
 
 
+def need(a):
+    """Model turns a life waits for before its random moment: a tenth
+    of the agents' (so each life kills work in full flow)."""
+    return max(1, a.soak_agents // 10)
+
+
 def stepq_soak(a, rng, folder):
     binary = a.bin
     (mock, mport), (sink, sport) = start_pair(binary, folder, a.turns,
@@ -116,7 +124,7 @@ def stepq_soak(a, rng, folder):
         t0 = time.monotonic()
         killed = lives(folder, lambda k: [
             binary, "work", "--concurrency", conc, "--worker-id",
-            "soak-%d" % k], a.kills, rng)
+            "soak-%d" % k], a.kills, rng, need(a))
         t1 = time.monotonic()
         for r in range(3):
             run_stepq(binary, folder, ["work", "--drain", "--concurrency",
@@ -127,6 +135,7 @@ def stepq_soak(a, rng, folder):
         wall, drain = time.monotonic() - t0, time.monotonic() - t1
         items = json.loads(run_stepq(binary, folder, ["park", "list",
                                                       "--json"]))
+        bad = unexplained(binary, folder, items)
     finally:
         stop_mock(mock)
         stop_mock(sink)
@@ -138,7 +147,24 @@ def stepq_soak(a, rng, folder):
             "succeeded": j["succeeded"],
             "parked": j["parked"], "failed": j["failed"],
             "lost": a.soak_agents - j["succeeded"] - j["parked"] - j["failed"],
-            "park_reasons": dict(reasons)}
+            "park_reasons": dict(reasons), "unexplained": bad}
+
+
+def unexplained(binary, folder, items):
+    """Jobs that ended without a reason: failed without an error, or
+    parked without an open park item (stepq's invariant)."""
+    bad = []
+    parked = {i["job_id"] for i in items if i["state"] == "open"}
+    for state in ("failed", "parked"):
+        for j in json.loads(run_stepq(binary, folder, [
+                "jobs", "list", "--state", state, "--json"])):
+            if state == "parked" and j["id"] not in parked:
+                bad.append(j["id"])
+            elif state == "failed" and not json.loads(run_stepq(
+                    binary, folder, ["jobs", "show", str(j["id"]),
+                                     "--json"])).get("error"):
+                bad.append(j["id"])
+    return bad
 
 
 def peer_soak(a, rng, folder):
@@ -147,7 +173,7 @@ def peer_soak(a, rng, folder):
     try:
         cmd = peer_cmd(folder, mport, sport, a.soak_agents, resume=True)
         t0 = time.monotonic()
-        killed = lives(folder, lambda k: cmd, a.kills, rng)
+        killed = lives(folder, lambda k: cmd, a.kills, rng, need(a))
         r = subprocess.run(cmd, cwd=folder, capture_output=True, text=True)
         wall = time.monotonic() - t0
         if r.returncode != 0:
