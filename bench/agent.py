@@ -4,7 +4,8 @@ LangGraph JS, run on demand (never in tests).
 
     python3 bench/agent.py [--runs 3] [--agents 1000] [--turns 5]
         [--calls 2] [--latency 200] [--no-peer] [--soak-only | --no-soak]
-        [--soak-agents 200] [--kills 30] [--seed S]
+        [--soak-systems stepq,langgraph] [--soak-agents 200]
+        [--kills 30] [--seed S]
         [--bin build/release/cli/stepq] [--dir /tmp] [--keep]
 
 The agent: a ReAct loop whose model (`stepq mock`, a route's "tool_turns")
@@ -338,6 +339,8 @@ def main():
                     help="leave LangGraph out")
     ap.add_argument("--no-soak", action="store_true")
     ap.add_argument("--soak-only", action="store_true")
+    ap.add_argument("--soak-systems", default="stepq,langgraph",
+                    help="which the soak runs")
     ap.add_argument("--soak-agents", type=int, default=200)
     ap.add_argument("--kills", type=int, default=30)
     ap.add_argument("--soak-latency", type=int, default=100)
@@ -355,7 +358,10 @@ def main():
     print("stepq: %s" % a.bin)
     print("machine: nproc %d, %s, %.1f GiB RAM, load %.2f %.2f %.2f"
           % ((os.cpu_count(), cpu_model(), mem_gib()) + os.getloadavg()))
-    if not a.no_peer:
+    if a.no_peer:
+        a.soak_systems = "stepq"
+    if "langgraph" in a.soak_systems.lower() or not (a.no_peer or
+                                                      a.soak_only):
         npm_ci()
     if not a.soak_only:
         part1(a.bin, a)

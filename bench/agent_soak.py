@@ -30,17 +30,20 @@ def logged(folder, mocks=("model", "sink")):
     return n
 
 
-def lives(folder, cmd, kills, rng, need):
+def lives(folder, cmd, kills, rng, need, idle=None):
     """Starts cmd kills times in folder, each time killing it with SIGKILL
     once the model saw need more turns and then 0-999 ms passed (or 90 s
     went by: a stepq worker that starts after a kill sends no model turn
     until the killed one's count as ended, timeout_s + 30 s, though it
     resends tool calls at once); returns how many were killed while
-    still running."""
+    still running. Stops early once idle() says nothing is left to run
+    (every job ended: parked ones wait for a human)."""
     killed = 0
     settle(folder)
     with open(os.path.join(folder, "lives.log"), "ab") as err:
         for k in range(kills):
+            if idle is not None and idle():
+                break
             before = logged(folder, ("model",))
             p = subprocess.Popen(cmd(k), cwd=folder, stdout=subprocess.DEVNULL,
                                  stderr=err)
@@ -110,6 +113,12 @@ def need(a):
     return max(1, a.soak_agents // 10)
 
 
+def settled(binary, folder):
+    """Whether every stepq job ended (none queued or running)."""
+    st = json.loads(run_stepq(binary, folder, ["status", "--json"]))
+    return st["jobs"]["queued"] + st["jobs"]["running"] == 0
+
+
 def stepq_soak(a, rng, folder):
     binary = a.bin
     (mock, mport), (sink, sport) = start_pair(binary, folder, a.turns,
@@ -124,14 +133,15 @@ def stepq_soak(a, rng, folder):
         t0 = time.monotonic()
         killed = lives(folder, lambda k: [
             binary, "work", "--concurrency", conc, "--worker-id",
-            "soak-%d" % k], a.kills, rng, need(a))
+            "soak-%d" % k], a.kills, rng, need(a),
+            lambda: settled(binary, folder))
         t1 = time.monotonic()
         for r in range(3):
             run_stepq(binary, folder, ["work", "--drain", "--concurrency",
                                        conc, "--worker-id", "drain-%d" % r])
-            st = json.loads(run_stepq(binary, folder, ["status", "--json"]))
-            if st["jobs"]["queued"] + st["jobs"]["running"] == 0:
+            if settled(binary, folder):
                 break
+        st = json.loads(run_stepq(binary, folder, ["status", "--json"]))
         wall, drain = time.monotonic() - t0, time.monotonic() - t1
         items = json.loads(run_stepq(binary, folder, ["park", "list",
                                                       "--json"]))
@@ -201,7 +211,7 @@ def part2(a):
     sys.stdout.flush()
     rows = []
     for name, fn in (("stepq", stepq_soak), ("LangGraph", peer_soak)):
-        if name == "LangGraph" and a.no_peer:
+        if name.lower() not in a.soak_systems.lower().split(","):
             continue
         folder = tempfile.mkdtemp(prefix="bench-agent-soak-", dir=a.dir)
         try:
