@@ -513,6 +513,31 @@ kill_after(int n)
     ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
 }
 
+/* Killed -9 while a model turn was in flight: the next worker asks that
+ * turn again at once. The lost send does not hold the tier until it would
+ * have timed out (timeout_s 60 and its margin here), as a plain step's
+ * does not. */
+START_TEST(test_crash_mid_turn_asked_again_at_once)
+{
+    int64_t t0, took;
+    cJSON *shown;
+
+    e2e_start("{\"routes\": [{\"path\": \"/free\", \"content\": \"all done\","
+              " \"answers\": [{\"fault\": \"hang\"}]}]}",
+              "");
+    e2e_config(1, "\"api_key_env\": \"FREE_KEY\", \"timeout_s\": 60");
+    enqueue_agent(ADD_LABEL(""), ", \"tiers\": [\"free\"]");
+    kill_after(1); /* the first turn, which hangs */
+    t0 = clock_mono_ms();
+    shown = drain_succeeded("all done");
+    took = clock_mono_ms() - t0;
+    ck_assert_msg(took < 30000, "the turn was asked again after %lld ms",
+                  (long long)took);
+    ck_assert_int_eq(e2e_sent_to(NULL, "/free"), 2);
+    cJSON_Delete(shown);
+}
+END_TEST
+
 /* Killed -9 while a keyed call was in flight: the next worker resends it
  * with the same key, and the loop resumes from the last committed
  * message: the model's first turn is not asked again. */
@@ -715,6 +740,7 @@ test_suite(void)
     tcase_add_test(tc, test_reject_note_reaches_model);
     tcase_add_test(tc, test_ask_answered_by_operator);
     tcase_add_test(tc, test_api_approves_with_args);
+    tcase_add_test(tc, test_crash_mid_turn_asked_again_at_once);
     tcase_add_test(tc, test_crash_keyed_call_resent_with_its_key);
     tcase_add_test(tc, test_crash_unkeyed_call_parked_in_doubt);
     suite_add_tcase(s, tc);

@@ -307,6 +307,7 @@ settle_turn(struct run *r, const struct q_attempt *last)
     if (q_attempt_finish(r->w->db, last->id, &res) != 0)
         log_warn("job %lld: cannot settle an in-doubt model turn",
                  (long long)r->job.id);
+    worker__forget_send(r, last, res.finished_at);
 }
 
 void

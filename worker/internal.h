@@ -457,6 +457,10 @@ void worker__wait_then_attempt(struct run *r, int64_t wait_ms);
  * borrowed) and queues the item for the on_park hook after the commit;
  * when the park cannot be written the job is given back (logged). */
 void worker__park(struct run *r, const char *reason, const char *error);
+/* worker__forget_send takes the send of a, an attempt whose worker died
+ * before its answer, off its tier: it no longer holds the tier for every
+ * worker until it would have timed out (run.c). */
+void worker__forget_send(struct run *r, const struct q_attempt *a, int64_t now);
 /* worker__tier_index is the config index of tier name, or -1. */
 int worker__tier_index(const struct worker *w, const char *name);
 

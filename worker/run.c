@@ -28,6 +28,18 @@ worker__tier_index(const struct worker *w, const char *name)
     return -1;
 }
 
+void
+worker__forget_send(struct run *r, const struct q_attempt *a, int64_t now)
+{
+    struct worker *w = r->w;
+    int ti = a->tier != NULL ? worker__tier_index(w, a->tier) : -1;
+
+    if (ti >= 0 &&
+        tier_forget_send(w->db, &w->cfg->tiers[ti], a->started_at, now) != 0)
+        log_warn("job %lld: cannot take the lost request off tier %s",
+                 (long long)r->job.id, a->tier);
+}
+
 /* ---- entering a step: context from the ledger ---------------------- */
 
 /* Rebuilds the step's context from its attempts (an attempt left without
@@ -130,13 +142,7 @@ settle_in_doubt(struct run *r, const struct q_attempt *last)
     if (q_attempt_finish(w->db, last->id, &res) != 0)
         log_warn("job %lld: cannot settle in-doubt attempt",
                  (long long)r->job.id);
-    /* Its send no longer holds the tier for every worker until it would
-     * have timed out. */
-    int ti = worker__tier_index(w, last->tier);
-    if (ti >= 0 &&
-        tier_forget_send(w->db, &w->cfg->tiers[ti], last->started_at, now) != 0)
-        log_warn("job %lld: cannot take the lost request off tier %s",
-                 (long long)r->job.id, last->tier);
+    worker__forget_send(r, last, now);
     log_attempt(&line);
     snprintf(r->sha, sizeof(r->sha), "%s",
              last->request_sha256 ? last->request_sha256 : "");

@@ -201,13 +201,16 @@ open_loop(struct worker *w)
      * WORKER_RUNS_IN_HAND times the concurrency while some wait for a
      * tier (to other hosts than those in flight), though not beyond one
      * multi handle's worth unless the concurrency itself needs more: more
-     * handles would split the connection pool. */
+     * handles would split the connection pool. A concurrency above that
+     * keeps WORKER_RUNS_IN_HAND per run too: an agent's run uses its
+     * model's connection and those of its tool calls (other hosts), and
+     * a cache of one per run closed and reopened them at every turn
+     * (1,000 agents at once: 7% to 13% of the worker's CPU,
+     * bench/agent.py). */
     hopts.max_idle_connections = w->concurrency * WORKER_RUNS_IN_HAND;
     if (hopts.max_idle_connections > HTTP_SHARD_CONNECTIONS &&
         w->concurrency <= HTTP_SHARD_CONNECTIONS)
         hopts.max_idle_connections = HTTP_SHARD_CONNECTIONS;
-    else if (w->concurrency > HTTP_SHARD_CONNECTIONS)
-        hopts.max_idle_connections = w->concurrency;
     if ((rc = http_client_new(&w->loop, &hopts, &w->http)) != 0) {
         uv_loop_close(&w->loop);
         return rc;
