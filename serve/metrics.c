@@ -410,13 +410,17 @@ serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
 
     if (f == NULL)
         return MHD_NO;
-    rc = jobs_and_park(o, f);
-    rc = rc ? rc : attempts(o, f);
-    rc = rc ? rc : money(o, f);
-    rc = rc ? rc : budgets(o, f, now);
-    rc = rc ? rc : latency(o, f);
-    rc = rc ? rc : tiers(o, f, now);
-    rc = rc ? rc : queue_and_workers(o, f, now);
+    /* Every series of one scrape from one moment of the store. */
+    if ((rc = q_read_begin(o->db)) == 0) {
+        rc = jobs_and_park(o, f);
+        rc = rc ? rc : attempts(o, f);
+        rc = rc ? rc : money(o, f);
+        rc = rc ? rc : budgets(o, f, now);
+        rc = rc ? rc : latency(o, f);
+        rc = rc ? rc : tiers(o, f, now);
+        rc = rc ? rc : queue_and_workers(o, f, now);
+        q_read_end(o->db);
+    }
     fclose(f);
     if (rc != 0) {
         free(text);
