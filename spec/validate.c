@@ -271,21 +271,16 @@ step_body(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
     return 0;
 }
 
+/* A step's name and kind: a name a template can name, "chat" or "http". */
 static int
-parse_step(const cJSON *o, const char *path, struct spec_step *s,
-           const struct spec_opts *opts, char *err, size_t len)
+step_name_kind(const cJSON *o, unsigned m, const char *path,
+               struct spec_step *s, char *err, size_t len)
 {
     const char *kind = "chat";
-    /* token_budget: the size one request is planned to fit (docs/reference.md
-     * "Job file"); it no longer caps spend, max_total_tokens does. */
-    int64_t attempts = 3, budget = 8000, total = 0;
-    double timeout = 0;
     char p[PATH_LEN];
-    unsigned m = 0;
     int rc;
 
-    if ((rc = members(o, path, step_keys, &m, err, len)) ||
-        (rc = json_get_string(o, "name", true, path, &s->name, err, len)) ||
+    if ((rc = json_get_string(o, "name", true, path, &s->name, err, len)) ||
         (HAS(m, S_KIND) &&
          (rc = json_get_string(o, "kind", false, path, &kind, err, len))))
         return rc;
@@ -302,6 +297,22 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
     else
         return json_fail(err, len, json_path_key(p, sizeof(p), path, "kind"),
                          "must be \"chat\" or \"http\", not \"%s\"", kind);
+    return 0;
+}
+
+/* A step's flags and bounds, each with its default: replayable and
+ * side_effects by kind, the idempotency key (a header value), attempts,
+ * token_budget (the size one request is planned to fit; it does not cap
+ * spend, max_total_tokens does) and timeout_s. */
+static int
+step_bounds(const cJSON *o, unsigned m, const char *path, struct spec_step *s,
+            char *err, size_t len)
+{
+    int64_t attempts = 3, budget = 8000, total = 0;
+    double timeout = 0;
+    char p[PATH_LEN];
+    int rc;
+
     s->replayable = s->kind == SPEC_STEP_CHAT;
     s->side_effects = s->kind == SPEC_STEP_HTTP;
     if ((HAS(m, S_REPLAYABLE) &&
@@ -341,7 +352,21 @@ parse_step(const cJSON *o, const char *path, struct spec_step *s,
     s->token_budget = budget;
     s->max_total_tokens = total;
     s->timeout_s = timeout;
-    if ((rc = step_body(o, m, path, s, err, len)) != 0)
+    return 0;
+}
+
+static int
+parse_step(const cJSON *o, const char *path, struct spec_step *s,
+           const struct spec_opts *opts, char *err, size_t len)
+{
+    char p[PATH_LEN];
+    unsigned m = 0;
+    int rc;
+
+    if ((rc = members(o, path, step_keys, &m, err, len)) ||
+        (rc = step_name_kind(o, m, path, s, err, len)) ||
+        (rc = step_bounds(o, m, path, s, err, len)) ||
+        (rc = step_body(o, m, path, s, err, len)))
         return rc;
     if (HAS(m, S_EXPECT_JSON)) {
         s->expect_json = cJSON_GetObjectItemCaseSensitive(o, "expect_json");
@@ -441,16 +466,54 @@ step_templates(struct spec_job *j, size_t i, const struct spec_opts *opts,
     return rc;
 }
 
+/* The job's steps (steps: its "steps", or NULL): 1 to 1,000 of them,
+ * each parsed with its foreach, names unique. */
+static int
+parse_steps(struct spec_job *j, const cJSON *steps,
+            const struct spec_opts *opts, char *err, size_t len)
+{
+    const cJSON *it;
+    char p[PATH_LEN];
+    size_t i = 0;
+    int rc;
+
+    if (steps == NULL)
+        return json_fail(err, len, "steps", "missing");
+    if (!cJSON_IsArray(steps))
+        return json_fail(err, len, "steps", "must be an array");
+    j->nsteps = 0;
+    cJSON_ArrayForEach(it, steps) j->nsteps++;
+    if (j->nsteps == 0)
+        return json_fail(err, len, "steps", "must not be empty");
+    if (j->nsteps > 1000)
+        return json_fail(err, len, "steps", "more than 1000 steps");
+    j->steps = xcalloc(j->nsteps, sizeof(*j->steps));
+    cJSON_ArrayForEach(it, steps)
+    {
+        step_path(p, i);
+        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0 ||
+            (rc = spec__step_foreach(it, p, j->key, &j->steps[i], err, len)))
+            return rc;
+        for (size_t k = 0; k < i; k++) {
+            char q[PATH_LEN];
+            if (strcmp(j->steps[k].name, j->steps[i].name) == 0)
+                return json_fail(err, len,
+                                 json_path_key(q, sizeof(q), p, "name"),
+                                 "duplicate step name %s", j->steps[i].name);
+        }
+        i++;
+    }
+    return 0;
+}
+
 int
 spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                size_t len)
 {
-    const cJSON *root = j->root, *steps, *it;
+    const cJSON *root = j->root;
     const char *run_at = NULL;
     double deadline = Q_DEADLINE_S_DEFAULT, max_cost = 0;
-    char p[PATH_LEN];
     unsigned m = 0;
-    size_t i;
     int rc;
 
     if (!cJSON_IsObject(root))
@@ -491,38 +554,15 @@ spec__validate(struct spec_job *j, const struct spec_opts *opts, char *err,
                               len)) != 0)
         return rc;
     j->deadline_s = (int64_t)deadline;
-    steps = HAS(m, J_STEPS) ? cJSON_GetObjectItemCaseSensitive(root, "steps")
-                            : NULL;
-    if (steps == NULL)
-        return json_fail(err, len, "steps", "missing");
-    if (!cJSON_IsArray(steps))
-        return json_fail(err, len, "steps", "must be an array");
-    j->nsteps = 0;
-    cJSON_ArrayForEach(it, steps) j->nsteps++;
-    if (j->nsteps == 0)
-        return json_fail(err, len, "steps", "must not be empty");
-    if (j->nsteps > 1000)
-        return json_fail(err, len, "steps", "more than 1000 steps");
-    j->steps = xcalloc(j->nsteps, sizeof(*j->steps));
-    i = 0;
-    cJSON_ArrayForEach(it, steps)
-    {
-        step_path(p, i);
-        if ((rc = parse_step(it, p, &j->steps[i], opts, err, len)) != 0 ||
-            (rc = spec__step_foreach(it, p, j->key, &j->steps[i], err, len)))
-            return rc;
-        for (size_t k = 0; k < i; k++) {
-            char q[PATH_LEN];
-            if (strcmp(j->steps[k].name, j->steps[i].name) == 0)
-                return json_fail(err, len,
-                                 json_path_key(q, sizeof(q), p, "name"),
-                                 "duplicate step name %s", j->steps[i].name);
-        }
-        i++;
-    }
+    if ((rc = parse_steps(j,
+                          HAS(m, J_STEPS)
+                              ? cJSON_GetObjectItemCaseSensitive(root, "steps")
+                              : NULL,
+                          opts, err, len)) != 0)
+        return rc;
     /* Templates last: a reference may name any step, so all names must be
      * known first to tell "later" from "unknown" (template.c). */
-    for (i = 0; i < j->nsteps; i++) {
+    for (size_t i = 0; i < j->nsteps; i++) {
         if ((rc = step_templates(j, i, opts, err, len)) != 0)
             return rc;
     }
