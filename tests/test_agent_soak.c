@@ -128,6 +128,22 @@ wait_logged(int n)
     return got;
 }
 
+/* The read-only lookups the tool server received. */
+static int
+lookups(const cJSON *log)
+{
+    const cJSON *req;
+    int n = 0;
+
+    cJSON_ArrayForEach(req, log)
+    {
+        const char *path = e2e_str(req, "path");
+        size_t len = path != NULL ? strlen(path) : 0;
+        n += len > 7 && strcmp(path + len - 7, "/lookup") == 0;
+    }
+    return n;
+}
+
 /* The requests of the log to exactly path, and, for keyed ones, whether
  * each carried key. */
 static int
@@ -244,12 +260,15 @@ START_TEST(test_agent_soak_two_workers)
     for (int i = 0; i < JOBS; i++)
         check_job(i, cJSON_GetArrayItem(jobs, i), log, reasons, &ok, &parked);
     cJSON_Delete(jobs);
-    cJSON_Delete(log);
-    /* Not vacuous: the jobs of four that need no approval mostly ran
-     * through (only a note in flight at a kill parks one). */
-    ck_assert_msg(ok >= JOBS / 2, "%d succeeded, %d parked (seed %u)", ok,
-                  parked, (unsigned)getpid());
+    /* Not vacuous: most loops ran their first turn's calls (the agents run
+     * in step, so one kill while the notes are out parks most of them: how
+     * many succeed depends on where the kills fell), and the jobs that
+     * need approval parked. */
+    ck_assert_msg(lookups(log) >= JOBS / 2,
+                  "%d lookups; %d succeeded, %d parked (seed %u)", lookups(log),
+                  ok, parked, (unsigned)getpid());
     ck_assert_int_ge(parked, JOBS / 4);
+    cJSON_Delete(log);
 }
 END_TEST
 
