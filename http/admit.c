@@ -81,6 +81,22 @@ http__settle(http_client *c, struct http_call *call)
     call->state = HTTP_CALL_CONNECTED;
 }
 
+/* pool_note_conn counts the connection of local port port in p's
+ * connections when it is one not seen since p was last idle. */
+static void
+pool_note_conn(struct http_pool *p, int port)
+{
+    size_t known = p->conns < HTTP_POOL_PORTS ? p->conns : HTTP_POOL_PORTS;
+
+    for (size_t i = 0; i < known; i++) {
+        if (p->ports[i] == port)
+            return;
+    }
+    if (known < HTTP_POOL_PORTS)
+        p->ports[known] = port;
+    p->conns++;
+}
+
 /* curl calls this once the call's connection is ready (made, with its
  * TLS handshake, or reused), before the request goes: its place among
  * the connecting is free for a queued call (http__admit, after the
@@ -101,12 +117,16 @@ prereq_cb(void *arg, char *conn_primary_ip, char *conn_local_ip,
         call->state = HTTP_CALL_CONNECTED;
     }
     if (call->opener) {
-        /* Its connection is ready: HTTP_H2_STREAMS more may go. */
         assert(call->pool->opening > 0);
         call->pool->opening--;
-        call->pool->conns++;
         call->opener = false;
     }
+    /* A connection not seen before is ready: HTTP_H2_STREAMS more may go.
+     * The opener's call may have taken a stream that came free on one
+     * already known instead: counting that as new would let a burst
+     * through that curl meets with a connection for each call. */
+    if (call->pool != NULL && call->multiplex)
+        pool_note_conn(call->pool, conn_local_port);
     return CURL_PREREQFUNC_OK;
 }
 

@@ -57,14 +57,21 @@ enum http_call_state {
  * that may multiplex grow their HTTP/2 connections one at a time: conns
  * is how many the pool's calls are known to fill, opening whether a call
  * is making one more. Owned by the client's list, freed with it. */
+/* The connections of a pool told apart by their local port, while it
+ * has calls on the wire: at most this many (more are counted, not told
+ * apart). */
+#define HTTP_POOL_PORTS 128
+
 struct http_pool {
     char *key; /* owned; "scheme://host:port" of the URL */
     long cap;  /* max_connections */
     size_t wire;
     bool h2;
     bool h1;
-    size_t conns;
+    size_t conns; /* connections seen ready since the pool was idle */
     size_t opening;
+    int ports[HTTP_POOL_PORTS]; /* their local ports (conns of them, at
+                                   most HTTP_POOL_PORTS) */
     struct http_pool *next;
 };
 
