@@ -91,14 +91,42 @@ serve_park_show(const struct serve_opts *o, struct MHD_Connection *c,
     return serve_reply_json(c, MHD_HTTP_OK, out);
 }
 
+/* Reads a resolution's body (all: a bulk one, with its filter) into *d
+ * and *f, *doc holding the text they borrow, as of the store's now; a
+ * named operator's "by" is its name (a body without one takes it). True
+ * when it was refused (a bad body, or a "by" that is not the caller's):
+ * *ret is the answer, and nothing is left to free. */
+static bool
+decision_refused(const struct serve_opts *o, const struct serve_caller *who,
+                 struct MHD_Connection *c, const char *body, size_t len,
+                 bool all, cJSON **doc, struct park_decision *d,
+                 struct q_park_filter *f, enum MHD_Result *ret)
+{
+    char err[256];
+
+    *d = (struct park_decision){.by = who->mode == SERVE_NAMED ? who->op.name
+                                                               : NULL};
+    if (serve_read_decision(o->cfg, body, len, all, doc, d, f, err,
+                            sizeof(err)) != 0) {
+        *ret = serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 err);
+        return true;
+    }
+    if (serve_by_refused(who, d->by, c, ret)) {
+        cJSON_Delete(*doc);
+        *doc = NULL;
+        return true;
+    }
+    d->now = serve_store_now(o);
+    return false;
+}
+
 enum MHD_Result
 serve_park_resolve_one(const struct serve_opts *o,
                        const struct serve_caller *who, struct MHD_Connection *c,
                        int64_t id, const char *body, size_t len)
 {
-    /* A named operator's by is its name: a body without one takes it. */
-    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
-                                                             : NULL};
+    struct park_decision d;
     struct q_park_filter f = {0};
     struct park_audit a = {0};
     enum MHD_Result ret;
@@ -106,15 +134,8 @@ serve_park_resolve_one(const struct serve_opts *o,
     char err[256];
     int rc;
 
-    if (serve_read_decision(o->cfg, body, len, false, &doc, &d, &f, err,
-                            sizeof(err)) != 0)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
-                                 err);
-    if (serve_by_refused(who, d.by, c, &ret)) {
-        cJSON_Delete(doc);
+    if (decision_refused(o, who, c, body, len, false, &doc, &d, &f, &ret))
         return ret;
-    }
-    d.now = serve_store_now(o);
     /* A tool call's item: approve/reject only there, edited arguments
      * checked against the tool's parameters (park/tool.c). */
     if ((rc = park_tool_check(o->db, id, &d, err, sizeof(err))) == -EINVAL) {
@@ -150,25 +171,16 @@ serve_park_resolve_all(const struct serve_opts *o,
                        const struct serve_caller *who, struct MHD_Connection *c,
                        const char *body, size_t len)
 {
-    struct park_decision d = {.by = who->mode == SERVE_NAMED ? who->op.name
-                                                             : NULL};
+    struct park_decision d;
     struct q_park_filter f = {0};
     struct park_audit a = {0};
     enum MHD_Result ret;
     cJSON *doc = NULL, *out;
     int64_t n = 0;
-    char err[256];
     int rc;
 
-    if (serve_read_decision(o->cfg, body, len, true, &doc, &d, &f, err,
-                            sizeof(err)) != 0)
-        return serve_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
-                                 err);
-    if (serve_by_refused(who, d.by, c, &ret)) {
-        cJSON_Delete(doc);
+    if (decision_refused(o, who, c, body, len, true, &doc, &d, &f, &ret))
         return ret;
-    }
-    d.now = serve_store_now(o);
     serve_audit_by(who, d.now, &a);
     rc = park_resolve_matching_audited(o->db, &f, &d, &n, &a);
     cJSON_Delete(doc);
