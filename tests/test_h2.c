@@ -107,102 +107,64 @@ run_jobs(int n, const char *conc)
     return wire_seen();
 }
 
-/* 200 jobs at 64 in flight take streams of one or two connections (one
- * per connection a burst may race to open), all over HTTP/2. */
-START_TEST(test_h2_multiplexes_jobs_on_few_connections)
+/* What nginx sees of n one-step jobs run at concurrency conc against a
+ * listener that speaks HTTP/2 (h2) or HTTP/1.1 only, with the tier's
+ * fields: every request over protocol (2 or 1), on conns_min to conns_max
+ * connections. */
+static const struct {
+    const char *why;
+    bool h2;
+    const char *fields;
+    int n;
+    const char *conc;
+    int protocol, conns_min, conns_max;
+} wire_cases[] = {
+    /* One or two connections: one per connection a burst may race to
+     * open. */
+    {"200 jobs at 64 in flight take streams of few connections", true, "", 200,
+     "64", 2, 1, 2},
+    {"http2 off pins HTTP/1.1: a connection per call in flight", true,
+     "\"http2\": \"off\"", 200, "64", 1, 16, 4096},
+    {"auto falls back to HTTP/1.1 where the server offers nothing else", false,
+     "", 100, "32", 1, 1, 4096},
+    /* The calls beyond its streams wait in the client's queue, where no
+     * connect timeout runs (timeout_s covers them: 5 s is plenty for
+     * three rounds of 100 ms). */
+    {"max_connections holds over HTTP/2: 300 at once on one connection", true,
+     "\"max_connections\": 1, \"timeout_s\": 5", 300, "300", 2, 1, 1},
+    {"max_connections holds over HTTP/1.1: one call per connection", false,
+     "\"max_connections\": 2", 60, "32", 1, 1, 2},
+    /* A burst far above the 128 calls connecting at once (http/admit.c):
+     * the calls waiting for a stream of the connection being made leave
+     * the connecting count when their stream goes, so the queue keeps
+     * moving and none is failed by a connect timeout of our making. 1,000
+     * calls take 10 connections' streams (100 each), opened one at a
+     * time: libcurl 7.88 alone opens one for every call beyond a full
+     * connection (up to 36 were seen here before admit.c grew them
+     * itself), against 1,000 over HTTP/1.1. */
+    {"a burst of 1,000 passes admission on few connections", true,
+     "\"timeout_s\": 10", 1000, "1000", 2, 1, 11},
+    /* 256 in flight need three connections' streams; a worker that keeps
+     * that many going opens no more than that (and one spare), where it
+     * opened 28 for 20,000 calls before. */
+    {"a steady 256 in flight keeps its connections", true, "\"timeout_s\": 10",
+     1000, "256", 2, 1, 4},
+};
+
+START_TEST(test_wire)
 {
     struct wire w;
 
-    config(true, "");
-    w = run_jobs(200, "64");
-    ck_assert_int_eq(w.requests, 200);
-    ck_assert_int_eq(w.h2, 200);
-    ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
-}
-END_TEST
-
-/* "http2": "off" pins HTTP/1.1 where the server offers both: one
- * connection per call in flight again. */
-START_TEST(test_http2_off_pins_http1)
-{
-    struct wire w;
-
-    config(true, "\"http2\": \"off\"");
-    w = run_jobs(200, "64");
-    ck_assert_int_eq(w.h1, 200);
-    ck_assert_msg(w.conns >= 16, "%d connections:%s", w.conns, w.per_conn);
-}
-END_TEST
-
-/* A server that offers only HTTP/1.1 (no h2 in its ALPN) still works
- * with the default "auto". */
-START_TEST(test_auto_falls_back_to_http1)
-{
-    struct wire w;
-
-    config(false, "");
-    w = run_jobs(100, "32");
-    ck_assert_int_eq(w.h1, 100);
-}
-END_TEST
-
-/* max_connections holds over HTTP/2: 300 calls at once on one connection,
- * the ones beyond its streams waiting in the client's queue, where no
- * connect timeout runs (timeout_s covers them: 5 s is plenty for three
- * rounds of 100 ms). */
-START_TEST(test_max_connections_caps_h2)
-{
-    struct wire w;
-
-    config(true, "\"max_connections\": 1, \"timeout_s\": 5");
-    w = run_jobs(300, "300");
-    ck_assert_int_eq(w.h2, 300);
-    ck_assert_int_eq(w.conns, 1);
-}
-END_TEST
-
-/* And over HTTP/1.1, one call per connection: 2 connections. */
-START_TEST(test_max_connections_caps_http1)
-{
-    struct wire w;
-
-    config(false, "\"max_connections\": 2");
-    w = run_jobs(60, "32");
-    ck_assert_int_eq(w.h1, 60);
-    ck_assert_msg(w.conns <= 2, "%d connections:%s", w.conns, w.per_conn);
-}
-END_TEST
-
-/* A burst far above the 128 calls connecting at once (http/admit.c): the
- * calls waiting for a stream of the connection being made leave the
- * connecting count when their stream goes, so the queue keeps moving and
- * none is failed by a connect timeout of our making. 1,000 calls take 10
- * connections' streams (100 each), opened one at a time: libcurl 7.88
- * alone opens one for every call beyond a full connection (up to 36 were
- * seen here before admit.c grew them itself), against 1,000 over
- * HTTP/1.1. */
-START_TEST(test_h2_burst_passes_admission)
-{
-    struct wire w;
-
-    config(true, "\"timeout_s\": 10");
-    w = run_jobs(1000, "1000");
-    ck_assert_int_eq(w.h2, 1000);
-    ck_assert_msg(w.conns <= 11, "%d connections:%s", w.conns, w.per_conn);
-}
-END_TEST
-
-/* 256 in flight need three connections' streams; a worker that keeps
- * that many going for 1,000 calls opens no more than that (and one
- * spare), where it opened 28 for 20,000 calls before. */
-START_TEST(test_h2_steady_load_keeps_its_connections)
-{
-    struct wire w;
-
-    config(true, "\"timeout_s\": 10");
-    w = run_jobs(1000, "256");
-    ck_assert_int_eq(w.h2, 1000);
-    ck_assert_msg(w.conns <= 4, "%d connections:%s", w.conns, w.per_conn);
+    config(wire_cases[_i].h2, wire_cases[_i].fields);
+    w = run_jobs(wire_cases[_i].n, wire_cases[_i].conc);
+    ck_assert_int_eq(w.requests, wire_cases[_i].n);
+    ck_assert_msg(
+        (wire_cases[_i].protocol == 2 ? w.h2 : w.h1) == wire_cases[_i].n,
+        "%s: %d over HTTP/2, %d over HTTP/1.1", wire_cases[_i].why, w.h2, w.h1);
+    ck_assert_msg(w.conns >= wire_cases[_i].conns_min &&
+                      w.conns <= wire_cases[_i].conns_max,
+                  "%s: %d connections:%s", wire_cases[_i].why, w.conns,
+                  w.per_conn);
 }
 END_TEST
 
@@ -230,13 +192,7 @@ test_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_h2_multiplexes_jobs_on_few_connections);
-    tcase_add_test(tc, test_http2_off_pins_http1);
-    tcase_add_test(tc, test_auto_falls_back_to_http1);
-    tcase_add_test(tc, test_max_connections_caps_h2);
-    tcase_add_test(tc, test_max_connections_caps_http1);
-    tcase_add_test(tc, test_h2_burst_passes_admission);
-    tcase_add_test(tc, test_h2_steady_load_keeps_its_connections);
+    tcase_add_loop_test(tc, test_wire, 0, (int)STEPQ_ARRAY_LEN(wire_cases));
     tcase_add_test(tc, test_config_refuses_bad_connection_fields);
     suite_add_tcase(s, tc);
     return s;
