@@ -86,6 +86,21 @@ add_old(q_db *db, const char *key)
     return id;
 }
 
+/* A file made at version, with a job of that version in it (*id), opened
+ * again, and so migrated to today's: the job is still queued. */
+static q_db *
+migrated_from(int version, int64_t *id)
+{
+    q_db *db = NULL;
+
+    ck_assert_int_eq(q__open_version(path, version, &db), 0);
+    *id = add_old(db, NULL);
+    ck_assert_int_eq(q_close(db), 0);
+    db = open_db();
+    ck_assert_int_eq(qfix_state(db, *id), Q_JOB_QUEUED);
+    return db;
+}
+
 START_TEST(test_migrates_older_version_keeping_jobs)
 {
     q_db *db = NULL;
@@ -302,12 +317,7 @@ START_TEST(test_migrates_v10_adding_budgets)
     size_t n = 9;
     int64_t id;
 
-    ck_assert_int_eq(q__open_version(path, 10, &db), 0);
-    id = add_old(db, NULL);
-    ck_assert_int_eq(q_close(db), 0);
-
-    db = open_db();
-    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    db = migrated_from(10, &id);
     ck_assert_int_eq(q_budgets_list(db, 0, &b, &n), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(q_budget_reserve(db, "paid", "d", 10, 10, T0), 0);
@@ -324,12 +334,7 @@ START_TEST(test_migrates_v11_adding_job_retries)
     size_t n = 9;
     int64_t id, rid = 0;
 
-    ck_assert_int_eq(q__open_version(path, 11, &db), 0);
-    id = add_old(db, NULL);
-    ck_assert_int_eq(q_close(db), 0);
-
-    db = open_db();
-    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    db = migrated_from(11, &id);
     ck_assert_int_eq(q_retries_list(db, id, &r, &n), 0);
     ck_assert_uint_eq(n, 0);
     struct q_retry_new rn = {.job_id = id, .expect = Q_JOB_QUEUED, .by = "a"};
@@ -375,12 +380,7 @@ START_TEST(test_migrates_v12_adding_batches)
     size_t n = 9;
     int64_t id, bid = 0;
 
-    ck_assert_int_eq(q__open_version(path, 12, &db), 0);
-    id = add_old(db, NULL);
-    ck_assert_int_eq(q_close(db), 0);
-
-    db = open_db();
-    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    db = migrated_from(12, &id);
     ck_assert_int_eq(q_batches_open(db, "t", &b, &n), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(q_batch_create(db, "t", "openai", "k", "w", T0, T0, &bid),
@@ -398,12 +398,7 @@ START_TEST(test_migrates_v13_adding_operators)
     q_db *db = NULL;
     int64_t id;
 
-    ck_assert_int_eq(q__open_version(path, 13, &db), 0);
-    id = add_old(db, NULL);
-    ck_assert_int_eq(q_close(db), 0);
-
-    db = open_db();
-    ck_assert_int_eq(qfix_state(db, id), Q_JOB_QUEUED);
+    db = migrated_from(13, &id);
     ck_assert_int_eq(q_operator_add(db, "ann", "admin", "ab", T0), 0);
     ck_assert_int_eq(q_audit_add(db, &a), 0);
     ck_assert_int_eq(q_close(db), 0);
