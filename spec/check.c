@@ -13,8 +13,6 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN 256
-
 /* Every "env:NAME" header of job j's http steps names a set variable. */
 static int
 check_env(const struct spec_job *j, char *err, size_t len)

@@ -14,8 +14,6 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN 256
-
 static const char *const reserved_names[] = {"steps", "input", "schedule",
                                              "env",   "args",  NULL};
 

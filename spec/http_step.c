@@ -15,7 +15,6 @@
 #include "common/httptext.h"
 #include "common/json.h"
 
-#define PATH_LEN         256
 #define MAX_HEADER_VALUE 8192 /* bytes, as for a tier's headers */
 
 /* template_end: when s starts a template ("{{steps." or "{{input" ...

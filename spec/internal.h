@@ -9,6 +9,9 @@
 
 #include "spec/spec.h"
 
+/* The size of a buffer a JSON path of an error is written into. */
+#define PATH_LEN 256
+
 /* spec__key_rules checks a job's key (key.c): not empty, not a schedule's;
  * unless stored (the key of a job an older stepq stored, which must still
  * run), at most SPEC_KEY_MAX_BYTES of UTF-8 without control characters.

@@ -10,8 +10,6 @@
 
 #include "common/json.h"
 
-#define PATH_LEN 256
-
 static const char *const degrade_keys[] = {"max_tokens", "drop_tools",
                                            "keep_last_messages", NULL};
 

@@ -9,8 +9,6 @@
 
 #include "common/json.h"
 
-#define PATH_LEN 256
-
 /* Every template of s (at path) is written as one, names an earlier
  * step, and, for an input the enqueue knows, reads a value that is there:
  * what cannot be filled where it stands is refused now, never sent as

@@ -22,7 +22,6 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN       256
 #define COND_MAX_DEPTH 8
 
 static bool

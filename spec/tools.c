@@ -21,8 +21,6 @@
 #include "common/json.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN 256
-
 static const char *const tool_keys[] = {
     "name",         "description",     "parameters",     "action", "replayable",
     "side_effects", "idempotency_key", "needs_approval", NULL};

@@ -18,8 +18,6 @@
 #include "common/price.h"
 #include "common/xalloc.h"
 
-#define PATH_LEN 256
-
 static const char *const job_keys[] = {
     "name",         "key",   "priority", "run_at",  "deadline_s", "steps",
     "max_cost_usd", "input", "on_done",  "on_fail", NULL};

@@ -22,7 +22,6 @@
 
 #include "common/json.h"
 
-#define PATH_LEN 256
 /* Conditions nest at most this deep. */
 #define WHEN_DEPTH 16
 
