@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/httptext.h"
 #include "common/json.h"
 #include "common/xalloc.h"
 
@@ -368,20 +369,13 @@ enum how { AS_TEXT, AS_URL, AS_JSON };
 static void
 put_text(struct xbuf *b, const cJSON *v, bool url)
 {
-    static const char hex[] = "0123456789ABCDEF";
     char *own = cJSON_IsString(v) ? NULL : json_print(v);
     const char *s = own ? own : v->valuestring;
 
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                     (c >= '0' && c <= '9') || strchr("-._~", c) != NULL;
-        char enc[3] = {'%', hex[c >> 4], hex[c & 15]};
-        if (!url || plain)
-            xbuf_put(b, s, 1);
-        else
-            xbuf_put(b, enc, 3);
-    }
+    if (url)
+        httptext_query_escape(b, s);
+    else
+        xbuf_put(b, s, strlen(s));
     free(own);
 }
 

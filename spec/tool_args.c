@@ -258,23 +258,6 @@ spec_tool_needs_approval(const struct spec_tool *t, const cJSON *args)
 
 enum fill_mode { FILL_TEXT, FILL_URL, FILL_HEADER, FILL_BODY };
 
-static void
-put_url_encoded(struct xbuf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9') || strchr("-._~", c) != NULL) {
-            xbuf_put(b, s, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            xbuf_put(b, e, 3);
-        }
-    }
-}
-
 /* fill fills the templates of string s (at path) into a new string, or,
  * in FILL_BODY mode when s is one whole template, into the value itself
  * with its JSON type. Returns 0 with *out (caller cJSON_Deletes it) or
@@ -305,7 +288,7 @@ fill(const char *s, enum fill_mode mode, const cJSON *args, const char *path,
         xbuf_put(&b, p, (size_t)(t - p));
         txt = cJSON_IsString(v) ? xstrdup(v->valuestring) : json_print(v);
         if (mode == FILL_URL)
-            put_url_encoded(&b, txt);
+            httptext_query_escape(&b, txt);
         else
             xbuf_put(&b, txt, strlen(txt));
         free(txt);
