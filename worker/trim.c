@@ -75,8 +75,8 @@ agent__trim(cJSON *convo)
 static bool
 is_overflow(const struct policy_class *c)
 {
-    return c->outcome == POLICY_TRUNCATED && c->reason != NULL &&
-           strcmp(c->reason, "context_overflow") == 0;
+    return c->outcome == POLICY_TRUNCATED &&
+           c->why == POLICY_REASON_CONTEXT_OVERFLOW;
 }
 
 void
