@@ -436,6 +436,19 @@ tier_settle(q_db *db, const struct config_tier *t, int64_t send_id, int64_t now,
 }
 
 int
+tier_unsent(q_db *db, const struct config_tier *t, int64_t send_id, int64_t est,
+            int64_t at, int64_t now)
+{
+    struct tier_outcome o;
+
+    tier_outcome_init(&o);
+    o.uncounted = true;
+    o.charged = est;
+    o.sent_at = at;
+    return tier_settle(db, t, send_id, now, &o, NULL);
+}
+
+int
 tier_forget_send(q_db *db, const struct config_tier *t, int64_t sent_at,
                  int64_t now)
 {

@@ -109,6 +109,13 @@ void tier_limits_from_headers(const struct policy_header *h, size_t n,
 STEPQ_MUST_CHECK int tier_settle(q_db *db, const struct config_tier *t,
                                  int64_t send_id, int64_t now,
                                  const struct tier_outcome *o, bool *reopened);
+/* tier_unsent gives back the admission of send send_id, which never went
+ * out: settled as a send the endpoint did not count, its estimate est
+ * (0: none) taken back from the second at (-1: now) it was admitted in.
+ * Returns 0 or the store's error, as tier_settle. */
+STEPQ_MUST_CHECK int tier_unsent(q_db *db, const struct config_tier *t,
+                                 int64_t send_id, int64_t est, int64_t at,
+                                 int64_t now);
 
 /* tier_forget_send takes out of t's flight the send of an attempt whose
  * worker died with it in flight: admitted at sent_at (the attempt's

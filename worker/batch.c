@@ -299,10 +299,7 @@ admit_call(struct wbatch *b, int64_t now)
         return;
     }
     if (batch__request(b, &b->req) != 0) {
-        struct tier_outcome o;
-        tier_outcome_init(&o);
-        o.uncounted = true;
-        if (tier_settle(w->db, wb_tier(b), send, now, &o, NULL) != 0)
+        if (tier_unsent(w->db, wb_tier(b), send, 0, -1, now) != 0)
             log_warn("cannot settle an unsent batch call");
         b->next_at = now + RETRY_MS * 12;
         return;

@@ -132,13 +132,7 @@ static void
 unadmit(struct run *r, const struct config_tier *t, int64_t send, int64_t est,
         int64_t now)
 {
-    struct tier_outcome o;
-
-    tier_outcome_init(&o);
-    o.uncounted = true;
-    o.charged = est;
-    o.sent_at = now;
-    if (tier_settle(r->w->db, t, send, now, &o, NULL) != 0)
+    if (tier_unsent(r->w->db, t, send, est, now, now) != 0)
         log_warn("job %lld: cannot give back an admission to %s",
                  (long long)r->job.id, t->name);
 }

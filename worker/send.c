@@ -440,13 +440,8 @@ worker__switch_tier(struct run *r)
 static void
 settle_unsent(struct run *r, int64_t now)
 {
-    struct tier_outcome o;
-
-    tier_outcome_init(&o);
-    o.uncounted = true;
-    o.charged = r->send_est;
-    o.sent_at = r->sent_at;
-    if (tier_settle(r->w->db, cur_tier(r), r->send_id, now, &o, NULL) != 0)
+    if (tier_unsent(r->w->db, cur_tier(r), r->send_id, r->send_est, r->sent_at,
+                    now) != 0)
         log_warn("cannot settle an unsent request");
     r->send_id = 0;
     worker__budget_settle(r, 0, now); /* never sent: nothing spent */
