@@ -37,6 +37,7 @@ struct tally {
     int parked; /* waiting for a human */
     int failed;
     char first[1024]; /* why the first one that failed failed */
+    bool when_each;   /* the step's "when" reads the element */
 };
 
 static void
@@ -120,7 +121,7 @@ visit(struct run *r, struct spec_vars *v, int k, const struct element *e,
     bool holds = true;
     int rc;
 
-    if (spec_foreach_when_per_element(r->spec, (size_t)r->step))
+    if (t->when_each)
         spec_when_holds(r->spec, (size_t)r->step, v, &holds, why, sizeof(why));
     *skipped = !holds;
     if (!holds)
@@ -240,6 +241,7 @@ worker__foreach_enter(struct run *r)
     els = xcalloc((size_t)n + 1, sizeof(*els));
     skip = xcalloc((size_t)n + 1, sizeof(*skip));
     rc = read_elements(r, n, els, &jobs, &m);
+    t.when_each = spec_foreach_when_per_element(r->spec, (size_t)r->step);
     cJSON_ArrayForEach(el, items)
     {
         v.item = el;
