@@ -284,7 +284,15 @@ START_TEST(test_demo_summary_matches_database)
     ck_assert_int_eq(ok + parked + failed, 21);
     ck_assert_int_ge(parked, 3);
     ck_assert_int_eq(park_open, parked);
-    ck_assert_ptr_nonnull(strstr(r.out, "reason in_doubt"));
+    /* The post for search (no key) is parked for a human either way: in
+     * doubt when its 502 came first, or held unsent when billing's daily
+     * limit walled the comments host before it went (the order of the two
+     * posts depends on the jobs' timing: an ASan run saw the second). */
+    ck_assert_msg(strstr(r.out, "changelog-search, step post_comment, reason "
+                                "in_doubt") != NULL ||
+                      strstr(r.out, "changelog-search, step post_comment, "
+                                    "reason hard_quota") != NULL,
+                  "the search post is not parked:\n%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.out, "HTTP 429 hard_quota (daily_cap)"));
     if (parked > 2)
         ck_assert_ptr_nonnull(strstr(r.out, "not sent: 127.0.0.1:"));
