@@ -434,7 +434,7 @@ agent__call_work(struct run *r)
     const struct spec_step *s = cur_spec(r);
     char err[300];
 
-    if (r->finished)
+    if (run_has_left(r))
         return;
     /* Past its deadline a job sends nothing more, tool calls included. */
     if (worker__now(r->w) >= r->job.deadline_at) {
@@ -500,14 +500,18 @@ on_tool_done(http_call *call, struct http_response *res, void *arg)
     (void)call;
     ac->call = NULL;
     r->agent->inflight--;
-    if (res->error == HTTP_ERR_CANCELLED || r->lost) {
+    if (res->error == HTTP_ERR_CANCELLED || r->state == WORKER_RUN_LOST) {
         /* Left without result: the next holder settles it (in doubt). */
-        if (r->agent->inflight == 0 && !r->finished && worker__turn_begin(w))
+        if (r->agent->inflight == 0 && !run_has_left(r) &&
+            worker__turn_begin(w))
             worker__give_back(r, now);
         return;
     }
     if (!worker__turn_begin(w)) {
-        r->reload = true;
+        /* Entered again once the store is back; a job that left already
+         * (failed with this call in flight) stays gone. */
+        if (!run_has_left(r) && r->state != WORKER_RUN_RELOAD)
+            worker__run_to(r, WORKER_RUN_RELOAD);
         return;
     }
     /* Read as text the model can take: bad bytes and NULs as '?'. */

@@ -89,9 +89,10 @@ runs_of(const struct worker *w, int ti, const struct wbatch *b)
     size_t n = 0;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->finished)
+        if (run_has_left(r))
             continue;
-        if (b == NULL ? r->gathering && r->batch_ti == ti : r->batch == b)
+        if (b == NULL ? r->state == WORKER_RUN_GATHERING && r->batch_ti == ti
+                      : r->batch == b)
             n++;
     }
     return n;
@@ -153,7 +154,8 @@ worker__batch_takes(const struct run *r, int ti, int64_t slack, char *why,
 void
 worker__batch_leave(struct run *r)
 {
-    r->gathering = false;
+    if (r->state == WORKER_RUN_GATHERING || r->state == WORKER_RUN_BATCHED)
+        worker__run_to(r, WORKER_RUN_ACTIVE);
     r->batch = NULL;
 }
 
@@ -211,7 +213,7 @@ worker__batch_join(struct run *r, const struct q_attempt *a)
         return false;
     r->batch = b;
     r->batch_ti = ti;
-    r->gathering = false;
+    worker__run_to(r, WORKER_RUN_BATCHED);
     r->cur_tier = ti;
     r->attempt_id = a->id;
     r->attempt_no = a->attempt;
@@ -262,7 +264,7 @@ worker__batch_due(const struct worker *w, int64_t now)
             return true;
     }
     for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->batch != NULL && !r->finished && now >= r->job.deadline_at)
+        if (r->batch != NULL && !run_has_left(r) && now >= r->job.deadline_at)
             return true;
     }
     return false;
@@ -333,7 +335,7 @@ worker__batch_tick(struct worker *w, int64_t now, int64_t next)
             next = w->gather_since[ti] + t->batch.gather_ms;
     }
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->batch == NULL || r->finished || r->lost)
+        if (r->batch == NULL || run_has_left(r))
             continue;
         if (now >= r->job.deadline_at && w->tx_open)
             batch__late(r);

@@ -118,7 +118,7 @@ batch__apply(struct wbatch *b, int64_t now)
     size_t n = 0, left = 0;
 
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->batch == b && !r->finished && !r->lost)
+        if (r->batch == b && !run_has_left(r))
             apply_one(b, r);
     }
     if (q_batch_items(w->db, b->id, &items, &n) != 0)
@@ -154,7 +154,7 @@ batch__give_back(struct wbatch *b, int64_t now)
     b->nres = 0;
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         struct http_response res = {0};
-        if (r->batch != b || r->finished || r->lost)
+        if (r->batch != b || run_has_left(r))
             continue;
         failed_answer("batch_not_submitted", &res);
         answer_item(r, &res, false);

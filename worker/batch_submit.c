@@ -23,9 +23,9 @@ worker__batch_gather(struct run *r, int ti, int64_t now)
 {
     struct worker *w = r->w;
 
-    r->gathering = true;
     r->batch_ti = ti;
     r->batch = NULL;
+    worker__run_to(r, WORKER_RUN_GATHERING);
     r->admit_since = 0;
     r->wake_at = WORKER_BATCH_WAKE;
     if (w->gather_since[ti] == 0)
@@ -88,8 +88,8 @@ record_item(struct wbatch *b, struct run *r, int64_t now)
     r->sent_at = now;
     r->cur_tier = b->ti;
     (*sends_on(r, b->ti))++;
-    r->gathering = false;
     r->batch = b;
+    worker__run_to(r, WORKER_RUN_BATCHED);
     b->items++;
     return 0;
 }
@@ -122,7 +122,7 @@ batch__submit(struct worker *w, int ti, int64_t now)
         log_warn("tier %s: cannot record a batch; its steps go on later",
                  t->name);
         for (struct run *r = w->runs; r != NULL; r = r->next) {
-            if (r->gathering && r->batch_ti == ti && !r->finished) {
+            if (r->state == WORKER_RUN_GATHERING && r->batch_ti == ti) {
                 worker__batch_leave(r);
                 worker__give_back(r, now + 1000);
             }
@@ -136,7 +136,7 @@ batch__submit(struct worker *w, int ti, int64_t now)
     b->phase = WB_LINK;
     b->next_at = WORKER_BATCH_WAKE;
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (!r->gathering || r->batch_ti != ti || r->finished)
+        if (r->state != WORKER_RUN_GATHERING || r->batch_ti != ti)
             continue;
         if (b->items >= t->batch.max_items) {
             w->gather_since[ti] = now; /* the rest: the next batch */
@@ -171,7 +171,7 @@ batch__link(struct wbatch *b, int64_t now)
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         cJSON *item, *req;
         int rc;
-        if (r->batch != b || r->finished)
+        if (r->batch != b || run_has_left(r))
             continue;
         if (r->attempt_id <= 0) { /* the lease was lost at the record */
             worker__batch_leave(r);

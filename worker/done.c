@@ -89,13 +89,14 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
     (void)call;
     r->call = NULL;
     worker__slot_freed(w, now);
-    if (res->error == HTTP_ERR_CANCELLED || r->lost) {
+    if (res->error == HTTP_ERR_CANCELLED || r->state == WORKER_RUN_LOST) {
         /* Stopped or lease lost: the endpoint may have acted, so the
          * attempt stays without result and the next holder decides
          * (unless stopped_mid_request can close it). */
         bool closed;
         worker__turn_begin(w);
-        closed = !r->lost && stopped_mid_request(r, res, now);
+        closed =
+            r->state != WORKER_RUN_LOST && stopped_mid_request(r, res, now);
         if (r->send_id > 0 && cur_tier(r) != NULL &&
             settles_its_send(r, closed)) {
             struct tier_outcome o;
@@ -104,8 +105,8 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
                 log_warn("cannot settle a cancelled request");
         }
         r->send_id = 0;
-        if (r->lost)
-            worker__finish(r, "lease lost");
+        if (r->state == WORKER_RUN_LOST)
+            worker__lose(r);
         else
             worker__give_back(r, now);
         return;
@@ -113,7 +114,7 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
     /* Kept until the turn that writes it has committed. */
     worker__hold(r, res);
     if (!worker__turn_begin(w)) {
-        r->reload = true; /* acted on once the store is back */
+        worker__run_to(r, WORKER_RUN_RELOAD); /* acted on once it is back */
         return;
     }
     worker__answer(r);

@@ -57,6 +57,29 @@ enum worker_store {
     WORKER_STORE_RECOVERING,
 };
 
+/* Where a run is in its life. ACTIVE: on its step (attempting, a request
+ * or tool calls in flight, or a wait of its own: a backoff, a tier it
+ * prefers). SLOT_WAIT: it waited for a tier and would send, but every
+ * slot is taken (wake.c). GATHERING: in batch_ti's next batch, not yet
+ * recorded; BATCHED: an item of r->batch, waiting for its result
+ * (batch.c). RELOAD: what it did since the last commit was lost with a
+ * turn, or its answer came while the store was away: entered again from
+ * the store once it is back, acting on the answer it kept. Two ends, the
+ * job gone from this worker and the run only freed: DONE (ended, failed,
+ * parked or given back) and LOST (its lease was lost, or the turn that
+ * claimed it did not commit: nothing of it is written). A DONE run is
+ * not final until its turn commits: a lost turn makes it RELOAD (or LOST
+ * when the turn claimed it). worker__run_to holds these (worker.c). */
+enum worker_run_state {
+    WORKER_RUN_ACTIVE = 0,
+    WORKER_RUN_SLOT_WAIT,
+    WORKER_RUN_GATHERING,
+    WORKER_RUN_BATCHED,
+    WORKER_RUN_RELOAD,
+    WORKER_RUN_DONE,
+    WORKER_RUN_LOST,
+};
+
 struct worker {
     worker_report_fn report; /* on_report's (worker_opts), or NULL */
     worker_job_fn job;       /* on_done's and on_fail's, or NULL */
@@ -109,7 +132,7 @@ struct worker {
     int64_t retry_at;   /* monotonic ms */
     struct run *runs;
     int nruns;
-    int slot_waiters; /* runs postponed for a slot (worker__slot_freed) */
+    int slot_waiters; /* runs in WORKER_RUN_SLOT_WAIT (worker__run_to) */
     /* Admission within one pass over the waiting runs: a tier that said
      * no to one run says no to the runs behind it (FIFO), without asking
      * the database again. */
@@ -211,7 +234,6 @@ struct run {
     struct budget_hold *holds;
     size_t nholds;
     bool budget_refused; /* the last choice of a tier met a budget */
-    bool slot_wait;      /* postponed: every slot was taken (turn.c) */
     int64_t sent_at;     /* when the attempt in flight was admitted */
     struct {
         cJSON *body; /* owned: the chat body built while waiting, or NULL */
@@ -220,20 +242,30 @@ struct run {
         int64_t est, input;
     } ready;
     /* A tier in batch mode (batch.c): the run gathers for batch_ti's
-     * next batch, or waits in batch for its item's result; either way it
-     * holds no slot. */
-    bool gathering;
+     * next batch (GATHERING), or waits in batch for its item's result
+     * (BATCHED); either way it holds no slot. */
     int batch_ti;
     struct wbatch *batch; /* borrowed from w->batches */
     bool from_batch;      /* the answer acted on is a batch item's */
-    bool finished;        /* the job left this worker */
-    bool lost;            /* the lease was lost: touch nothing */
-    bool fresh;           /* claimed in the turn not committed yet */
-    bool reload;          /* enter again from the store when it is back */
     struct held *held;    /* owned: the answer being written, or NULL */
     struct agent *agent;  /* owned: a step with tools' loop (agent.c) */
     char *turn_body;      /* borrowed: a turn's calls as recorded, or NULL */
+    /* Where the run is in its life: moved by worker__run_to only. */
+    enum worker_run_state state;
+    /* Claimed in the turn not committed yet: if that turn is lost, the
+     * run is LOST whatever state it reached. Not a state of its own: it
+     * says whether the claim is written, the state what the run does, and
+     * a fresh run may be in any of them (waiting, gathering, done). */
+    bool fresh;
 };
+
+/* Whether r's job has left this worker (DONE or LOST): it holds no slot,
+ * and is freed once no turn is open and nothing of it is in flight. */
+static inline bool
+run_has_left(const struct run *r)
+{
+    return r->state == WORKER_RUN_DONE || r->state == WORKER_RUN_LOST;
+}
 
 /* The step the run is on. */
 static inline const struct spec_step *
@@ -271,6 +303,9 @@ bool worker__shutdown(struct worker *w, bool force);
 /* worker__phase_to moves w to phase to, a move enum worker_phase allows
  * (asserted). */
 void worker__phase_to(struct worker *w, enum worker_phase to);
+/* worker__run_to moves r to state to, a move the table beside it allows
+ * (asserted), and keeps w->slot_waiters the count of runs in SLOT_WAIT. */
+void worker__run_to(struct run *r, enum worker_run_state to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
@@ -433,9 +468,13 @@ void worker__step_enter(struct run *r);
 /* worker__progress prints the progress line of r (what happened to it)
  * when the worker shows progress (leave.c). */
 void worker__progress(const struct run *r, const char *what);
-/* worker__finish marks the job gone from this worker (state: the progress
- * line, or NULL). */
+/* worker__finish marks the job gone from this worker, DONE (state: the
+ * progress line, or NULL); a run that has left already stays as it is. */
 void worker__finish(struct run *r, const char *state);
+/* worker__lose marks the job gone from this worker because its lease was
+ * lost (LOST: nothing more of it is written), with the progress line
+ * "lease lost" unless it had left already. */
+void worker__lose(struct run *r);
 /* worker__give_back gives the job back to the queue, due at run_at. */
 void worker__give_back(struct run *r, int64_t run_at);
 /* A job the turn ended, for its hooks after the commit; own: the command

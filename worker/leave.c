@@ -27,16 +27,31 @@ worker__progress(const struct run *r, const char *what)
 
 /* ---- how a job leaves: finished, given back, failed, parked -------- */
 
-void
-worker__finish(struct run *r, const char *state)
+/* The job leaves this worker in end state end (DONE or LOST); one that
+ * has left already keeps its end, unless this one is LOST. */
+static void
+leave(struct run *r, const char *state, enum worker_run_state end)
 {
-    if (!r->finished && state != NULL) {
+    if (!run_has_left(r) && state != NULL) {
         worker__progress(r, state);
         worker__foreach_ended(r);
     }
-    r->finished = true;
     worker__batch_leave(r); /* its batch may go: no pointer is kept */
+    if (r->state != end && (!run_has_left(r) || end == WORKER_RUN_LOST))
+        worker__run_to(r, end);
     worker__kick(r->w);
+}
+
+void
+worker__finish(struct run *r, const char *state)
+{
+    leave(r, state, WORKER_RUN_DONE);
+}
+
+void
+worker__lose(struct run *r)
+{
+    leave(r, "lease lost", WORKER_RUN_LOST);
 }
 
 /* Gives the job back to the queue, due at run_at; the step is pending
@@ -47,12 +62,13 @@ worker__give_back(struct run *r, int64_t run_at)
     struct worker *w = r->w;
     int64_t now = worker__now(w);
 
-    if (!r->lost && r->step < (int)r->spec->nsteps) {
+    if (r->state != WORKER_RUN_LOST && r->step < (int)r->spec->nsteps) {
         if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_PENDING, NULL,
                        NULL, 0) != 0)
             log_warn("job %lld: cannot reset step state", (long long)r->job.id);
     }
-    if (!r->lost && q_release(w->db, r->job.id, w->id, run_at, now) != 0)
+    if (r->state != WORKER_RUN_LOST &&
+        q_release(w->db, r->job.id, w->id, run_at, now) != 0)
         log_warn("job %lld: lease already gone at release",
                  (long long)r->job.id);
     worker__finish(r, NULL);

@@ -473,7 +473,7 @@ worker__run_start(struct worker *w, struct q_job *job)
             log_warn("job %lld: cannot fail", (long long)r->job.id);
         else
             worker__ended(r, true);
-        r->finished = true;
+        worker__run_to(r, WORKER_RUN_DONE);
         return;
     }
     r->outputs = xcalloc(r->spec->nsteps, sizeof(char *));

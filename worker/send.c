@@ -419,8 +419,7 @@ worker__unrecorded(struct run *r, int rc)
     if (r->send_id > 0)
         settle_unsent(r, now);
     if (rc == -EBUSY) {
-        r->lost = true;
-        worker__finish(r, "lease lost");
+        worker__lose(r);
     } else {
         worker__give_back(r, now + 1000);
     }

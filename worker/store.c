@@ -78,14 +78,17 @@ worker__turn_lost(struct worker *w)
         }
         worker__agent_unqueue(r); /* its tool calls' records too */
         if (r->fresh) {
-            /* Claimed in the lost turn: not this worker's. */
-            r->lost = r->finished = true;
+            /* Claimed in the lost turn: not this worker's. Not fresh any
+             * more either: a second lost turn finds it LOST already. */
+            r->fresh = false;
+            if (r->state != WORKER_RUN_LOST)
+                worker__run_to(r, WORKER_RUN_LOST);
             continue;
         }
-        if (r->lost || r->call != NULL)
+        if (r->state == WORKER_RUN_LOST || r->call != NULL)
             continue; /* another's now, or in flight and untouched */
-        r->finished = false;
-        r->reload = true;
+        if (r->state != WORKER_RUN_RELOAD)
+            worker__run_to(r, WORKER_RUN_RELOAD); /* a DONE one too */
     }
 }
 
@@ -109,8 +112,11 @@ worker__recover(struct worker *w, int64_t now)
     if (!open)
         return; /* still unreachable: worker__store_lost set the retry */
     for (struct run *r = w->runs; r != NULL && rc == 0; r = r->next) {
-        if (!r->reload || r->finished || r->call != NULL)
+        if (r->state != WORKER_RUN_RELOAD)
             continue;
+        /* A RELOAD run has no call: a lost turn skips those, and none is
+         * sent before the run is entered again. */
+        assert(r->call == NULL);
         rc = q_extend(w->db, r->job.id, w->id, now + w->lease_ms, now);
         if (rc == -EBUSY) {
             /* Taken over while the store was away: the new holder
@@ -118,12 +124,10 @@ worker__recover(struct worker *w, int64_t now)
             log_warn("job %lld: lease lost while the database was "
                      "unreachable; left to its new holder",
                      (long long)r->job.id);
-            r->reload = false;
-            r->lost = true;
-            worker__finish(r, "lease lost");
+            worker__lose(r);
             rc = 0;
         } else if (rc == 0) {
-            r->reload = false;
+            worker__run_to(r, WORKER_RUN_ACTIVE);
             worker__run_resume(r);
         }
     }

@@ -152,7 +152,7 @@ turn_committed(struct worker *w)
 {
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         r->fresh = false;
-        if (r->held != NULL && !r->reload) {
+        if (r->held != NULL && r->state != WORKER_RUN_RELOAD) {
             worker__held_free(r->held);
             r->held = NULL;
         }
@@ -215,7 +215,7 @@ worker__sweep(struct worker *w)
         return;
     while (*pp != NULL) {
         struct run *r = *pp;
-        if (r->finished && r->call == NULL && !worker__agent_busy(r)) {
+        if (run_has_left(r) && r->call == NULL && !worker__agent_busy(r)) {
             *pp = r->next;
             w->nruns--;
             worker__run_free(r);
@@ -233,7 +233,7 @@ live(const struct worker *w)
     int n = 0;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next)
-        n += !r->finished;
+        n += !run_has_left(r);
     return n;
 }
 
@@ -302,17 +302,18 @@ static void
 heartbeat(struct worker *w, int64_t now)
 {
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->finished || r->lost)
+        if (run_has_left(r))
             continue;
         if (q_extend(w->db, r->job.id, w->id, now + w->lease_ms, now) ==
             -EBUSY) {
-            /* Cancelled, or taken over after our lease ran out. */
+            /* Cancelled, or taken over after our lease ran out. LOST
+             * before its calls are cancelled: their answers then write
+             * nothing of it. */
             log_warn("job %lld: lease lost; dropping it", (long long)r->job.id);
-            r->lost = true;
+            worker__lose(r);
             if (r->call != NULL)
                 http_cancel(r->call);
             worker__agent_cancel(r);
-            worker__finish(r, "lease lost");
         }
     }
     w->next_heartbeat = now + w->lease_ms / 3;
@@ -356,7 +357,8 @@ abandon(struct worker *w)
              "left to their leases",
              w->nruns);
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        r->lost = r->finished = true;
+        if (r->state != WORKER_RUN_LOST)
+            worker__run_to(r, WORKER_RUN_LOST);
         if (r->call != NULL)
             http_cancel(r->call);
         worker__agent_cancel(r);

@@ -7,6 +7,7 @@
  * concurrency. */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "common/xalloc.h"
@@ -20,7 +21,7 @@
 static bool
 tier_waiter(const struct run *r)
 {
-    return !r->finished && r->admit_since > 0 && r->call == NULL &&
+    return !run_has_left(r) && r->admit_since > 0 && r->call == NULL &&
            r->wake_at != 0;
 }
 
@@ -30,7 +31,8 @@ tier_waiter(const struct run *r)
 static bool
 batch_waiter(const struct run *r)
 {
-    return !r->finished && (r->gathering || r->batch != NULL);
+    return !run_has_left(r) &&
+           (r->state == WORKER_RUN_GATHERING || r->batch != NULL);
 }
 
 /* The runs that hold a slot: not finished, and not waiting for a tier. */
@@ -40,7 +42,7 @@ busy_runs(const struct worker *w)
     int busy = 0;
 
     for (const struct run *r = w->runs; r != NULL; r = r->next)
-        busy += !r->finished && !tier_waiter(r) && !batch_waiter(r);
+        busy += !run_has_left(r) && !tier_waiter(r) && !batch_waiter(r);
     return busy;
 }
 
@@ -51,7 +53,7 @@ worker__free_slots(const struct worker *w)
     int64_t room = worker__batch_room(w);
 
     for (const struct run *r = w->runs; r != NULL; r = r->next) {
-        held += !r->finished && !batch_waiter(r);
+        held += !run_has_left(r) && !batch_waiter(r);
         batched += batch_waiter(r);
     }
     /* Every batch this worker may keep is full of runs: it claims no
@@ -73,7 +75,7 @@ worker__wake_waiting(struct worker *w, int64_t now)
     w->pass++;
     for (struct run *r = w->runs; r != NULL; r = r->next) {
         if (r->admit_since > 0 && r->wake_at > now && r->call == NULL &&
-            !r->finished) {
+            !run_has_left(r)) {
             r->wake_at = now;
             any = true;
         }
@@ -100,7 +102,7 @@ by_wait(const void *a, const void *b)
 bool
 worker__run_waits(const struct run *r)
 {
-    return !r->finished && r->call == NULL && r->wake_at != 0;
+    return !run_has_left(r) && r->call == NULL && r->wake_at != 0;
 }
 
 bool
@@ -129,16 +131,17 @@ worker__wake_due(struct worker *w, int64_t now, int64_t next)
     for (size_t i = 0; i < n; i++) {
         struct run *r = due[i];
         bool waiter = tier_waiter(r);
+        if (r->state == WORKER_RUN_SLOT_WAIT)
+            worker__run_to(r, WORKER_RUN_ACTIVE); /* it looks again */
         /* A run that waited for a tier holds no slot until it sends: with
          * every slot taken it waits for one (runs in hand can number more
          * than the concurrency; requests in flight cannot). */
         if (waiter && busy >= w->concurrency && w->phase == WORKER_RUNNING) {
             r->wake_at = now + SLOT_WAIT_MS;
-            r->slot_wait = true;
-            w->slot_waiters++;
+            worker__run_to(r, WORKER_RUN_SLOT_WAIT);
         } else {
             worker__attempt(r);
-            busy += waiter && !r->finished && !tier_waiter(r);
+            busy += waiter && !run_has_left(r) && !tier_waiter(r);
         }
         if (r->wake_at > now && r->wake_at < next)
             next = r->wake_at;
@@ -155,15 +158,16 @@ worker__slot_freed(struct worker *w, int64_t now)
     if (w->slot_waiters == 0)
         return;
     for (struct run *r = w->runs; r != NULL; r = r->next) {
-        if (r->slot_wait) {
-            r->slot_wait = false;
-            if (tier_waiter(r)) {
-                r->wake_at = now;
-                any = true;
-            }
+        if (r->state == WORKER_RUN_SLOT_WAIT) {
+            /* Nothing moves a run in SLOT_WAIT but this, its wake time,
+             * a lost lease or a lost turn: it still waits for its tier. */
+            assert(tier_waiter(r));
+            worker__run_to(r, WORKER_RUN_ACTIVE);
+            r->wake_at = now;
+            any = true;
         }
     }
-    w->slot_waiters = 0;
+    assert(w->slot_waiters == 0);
     if (any)
         worker__kick(w);
 }

@@ -75,6 +75,47 @@ worker__phase_to(struct worker *w, enum worker_phase to)
     w->phase = to;
 }
 
+/* The moves of enum worker_run_state, one row per state it leaves: the
+ * states it may go to. Every state but an end may become RELOAD (a lost
+ * turn enters each run without a call in flight again) or LOST (the
+ * heartbeat found its lease gone, or the worker stopped with the store
+ * away). A wait goes back to ACTIVE when it ends, GATHERING to BATCHED
+ * when its batch is recorded; nothing but ACTIVE leaves as DONE (a batch
+ * run leaves its batch first). DONE is undone by a lost turn (RELOAD, or
+ * LOST when the turn claimed it); LOST is the end of ends. */
+#define RUN_TO(s) (1u << WORKER_RUN_##s)
+static const unsigned run_moves[] = {
+    [WORKER_RUN_ACTIVE] = RUN_TO(SLOT_WAIT) | RUN_TO(GATHERING) |
+                          RUN_TO(BATCHED) | RUN_TO(RELOAD) | RUN_TO(DONE) |
+                          RUN_TO(LOST),
+    [WORKER_RUN_SLOT_WAIT] = RUN_TO(ACTIVE) | RUN_TO(RELOAD) | RUN_TO(LOST),
+    [WORKER_RUN_GATHERING] =
+        RUN_TO(ACTIVE) | RUN_TO(BATCHED) | RUN_TO(RELOAD) | RUN_TO(LOST),
+    [WORKER_RUN_BATCHED] = RUN_TO(ACTIVE) | RUN_TO(RELOAD) | RUN_TO(LOST),
+    [WORKER_RUN_RELOAD] = RUN_TO(ACTIVE) | RUN_TO(LOST),
+    [WORKER_RUN_DONE] = RUN_TO(RELOAD) | RUN_TO(LOST),
+    [WORKER_RUN_LOST] = 0,
+};
+#undef RUN_TO
+
+void
+worker__run_to(struct run *r, enum worker_run_state to)
+{
+    bool allowed = (run_moves[r->state] >> to) & 1u;
+
+    assert(allowed);
+    (void)allowed;
+    /* A batch run knows its batch; a gathering one has none yet. */
+    assert(to != WORKER_RUN_BATCHED || r->batch != NULL);
+    assert(to != WORKER_RUN_GATHERING || r->batch == NULL);
+    if (r->state == WORKER_RUN_SLOT_WAIT)
+        r->w->slot_waiters--;
+    if (to == WORKER_RUN_SLOT_WAIT)
+        r->w->slot_waiters++;
+    assert(r->w->slot_waiters >= 0);
+    r->state = to;
+}
+
 bool
 worker__shutdown(struct worker *w, bool force)
 {
