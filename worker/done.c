@@ -4,6 +4,7 @@
  * where no other worker will. */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <stdbool.h>
 
 #include "common/log.h"
@@ -111,6 +112,8 @@ worker__on_done(http_call *call, struct http_response *res, void *arg)
             worker__give_back(r, now);
         return;
     }
+    /* A job that leaves while its request is out is LOST (above). */
+    assert(!run_has_left(r));
     /* Kept until the turn that writes it has committed. */
     worker__hold(r, res);
     if (!worker__turn_begin(w)) {

@@ -30,7 +30,7 @@ worker__progress(const struct run *r, const char *what)
 /* The job leaves this worker in end state end (DONE or LOST); one that
  * has left already keeps its end, unless this one is LOST. */
 static void
-leave(struct run *r, const char *state, enum worker_run_state end)
+leave_as(struct run *r, const char *state, enum worker_run_state end)
 {
     if (!run_has_left(r) && state != NULL) {
         worker__progress(r, state);
@@ -45,13 +45,13 @@ leave(struct run *r, const char *state, enum worker_run_state end)
 void
 worker__finish(struct run *r, const char *state)
 {
-    leave(r, state, WORKER_RUN_DONE);
+    leave_as(r, state, WORKER_RUN_DONE);
 }
 
 void
 worker__lose(struct run *r)
 {
-    leave(r, "lease lost", WORKER_RUN_LOST);
+    leave_as(r, "lease lost", WORKER_RUN_LOST);
 }
 
 /* Gives the job back to the queue, due at run_at; the step is pending
