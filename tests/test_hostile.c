@@ -60,7 +60,10 @@ drain_measured(long *maxrss_kib)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* The first attempt of step 0 of job 1: outcome, reason and latency. */
+/* The first attempt of step 0 of job 1: outcome, reason and latency.
+ * The outcome says how the attempt ended (a cut answer is not a
+ * timeout); the latency bound only catches a hang, with room for a
+ * loaded machine (a 100 MiB answer took 5.1 s under load 10). */
 static void
 first_attempt(const cJSON *job, const char *outcome, const char *reason,
               const char *decision, int max_latency_ms)
@@ -87,7 +90,7 @@ START_TEST(test_answer_of_100_mib)
     ck_assert_int_eq(drain_measured(&rss), 0);
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "failed");
-    first_attempt(job, "truncated", "response_too_large", "fail_loud", 5000);
+    first_attempt(job, "truncated", "response_too_large", "fail_loud", 10000);
     ck_assert_int_eq(
         cJSON_GetArraySize(cJSON_GetObjectItem(e2e_step_of(job, 0), "history")),
         1);
@@ -127,7 +130,7 @@ START_TEST(test_side_effect_fault_parks_sent_once)
     ck_assert_int_eq(drain_measured(&rss), 0);
     job = e2e_show(1);
     ck_assert_str_eq(e2e_str(job, "state"), "parked");
-    first_attempt(job, c->outcome, c->reason, "park_for_human", 5000);
+    first_attempt(job, c->outcome, c->reason, "park_for_human", 10000);
     log = e2e_mock_log();
     ck_assert_int_eq(e2e_sent_to(log, c->path), 1);
     ck_assert_msg(rss < 64 * 1024, "worker max RSS %ld KiB", rss);
@@ -241,13 +244,13 @@ static const struct wire_case wire_cases[] = {
     /* an answer that never comes: a timeout after the tier's 5 s */
     {"hang", "timeout", 4900, 7000},
     /* half a body, then the connection closes: a reset */
-    {"close_mid_body", "server_error", 0, 5000},
+    {"close_mid_body", "server_error", 0, 10000},
     /* a body that arrives one byte a second never ends within the timeout */
     {"drip", "timeout", 0, 8000},
     /* a chunked body whose chunk size is not hex: a transport error */
-    {"bad_chunked", "server_error", 0, 5000},
+    {"bad_chunked", "server_error", 0, 10000},
     /* a 1 MiB header is refused by the client, not buffered */
-    {"huge_headers", "server_error", 0, 5000},
+    {"huge_headers", "server_error", 0, 10000},
 };
 
 START_TEST(test_wire_fault_switches_to_local)
