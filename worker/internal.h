@@ -481,12 +481,11 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
-/* worker__unstream replaces a streamed answer of tier t (one the tier's
- * "stream" or, with step_stream, the step's asked for: server-sent events,
- * its content type says) by the unstreamed answer it stands for, whole or
- * as far as it came (stream.c). Anything else is left as is. */
-void worker__unstream(const struct config_tier *t, bool step_stream,
-                      struct http_response *res);
+/* worker__unstream replaces a streamed answer of tier t (one whose
+ * request asked for events, res->stream, and got them, its content type
+ * says) by the unstreamed answer it stands for, whole or as far as it
+ * came (stream.c). Anything else is left as is. */
+void worker__unstream(const struct config_tier *t, struct http_response *res);
 
 /* ---- budgets in money (budget.c) ------------------------------------ */
 
