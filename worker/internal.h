@@ -219,6 +219,12 @@ struct run {
         bool degraded;
         int64_t est, input;
     } ready;
+    /* The step's body with its templates filled, once, on entry
+     * (worker__step_gate); each attempt sends a copy (worker__fill). */
+    struct {
+        cJSON *body; /* owned, or NULL */
+        int step;    /* the step it is of */
+    } filled;
     /* A tier in batch mode (batch.c): the run gathers for batch_ti's
      * next batch, or waits in batch for its item's result; either way it
      * holds no slot. */
@@ -590,8 +596,9 @@ enum worker_gate {
 enum worker_gate worker__step_gate(struct run *r);
 /* worker__fill returns a deep copy of the current step's body (a chat
  * step's request, an http step's http object) with its templates filled
- * from the job's input and the outputs so far (spec_step_fill). Caller
- * owns the copy (cJSON_Delete). worker__step_gate made sure it fills. */
+ * from the job's input and the outputs so far (spec_step_fill): the body
+ * worker__step_gate filled when the step was entered. Caller owns the
+ * copy (cJSON_Delete). */
 cJSON *worker__fill(const struct run *r);
 /* worker__fill_http fills a tool's http action (http, in place) from the
  * job's input and the outputs so far, as worker__fill fills a step's

@@ -3,6 +3,7 @@
  * output. Helpers of run.c, send.c and answer.c. */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,18 @@ vars_of(const struct run *r)
 cJSON *
 worker__fill(const struct run *r)
 {
-    struct spec_vars v = vars_of(r);
-    cJSON *out = NULL;
-    char err[512];
+    cJSON *out;
 
-    if (spec_step_fill(r->spec, (size_t)r->step, &v, &out, err, sizeof(err))) {
-        /* worker__step_gate filled it from the same outputs on entry. */
-        log_error("job %lld: step %s: %s", (long long)r->job.id,
-                  cur_spec(r)->name, err);
+    /* Filled once, when the step was entered: nothing it reads changes
+     * while the step runs. Its templates read the job's input and the
+     * outputs of earlier steps, which change only when a step commits or
+     * the run is read again from the store, and both enter the step anew
+     * (a park's retry too: the job is claimed again). A degrade, a tier
+     * switch or an agent's turns change the copy, never the fill. */
+    assert(r->filled.body != NULL && r->filled.step == r->step);
+    if ((out = cJSON_Duplicate(r->filled.body, true)) == NULL) {
+        log_error("job %lld: step %s: cannot copy the body filled on entry",
+                  (long long)r->job.id, cur_spec(r)->name);
         abort();
     }
     return out;
@@ -56,6 +61,8 @@ worker__step_gate(struct run *r)
     cJSON *body = NULL;
     bool holds;
 
+    cJSON_Delete(r->filled.body); /* the step entered before */
+    r->filled.body = NULL;
     /* A foreach step's "when" that reads its element is asked per element
      * (foreach.c). */
     holds = true;
@@ -70,15 +77,16 @@ worker__step_gate(struct run *r)
         r->skipped[r->step++] = true;
         return WORKER_GATE_SKIPPED;
     }
-    /* What fills on entry fills when sent: the outputs it reads do not
-     * change while the step runs. */
-    if (s->templated && spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
-                                       sizeof(why)) != 0) {
+    /* Filled here, once per entry; every attempt of the step sends a copy
+     * (worker__fill). */
+    if (spec_step_fill(r->spec, (size_t)r->step, &v, &body, why, sizeof(why)) !=
+        0) {
         snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
         worker__fail_job(r, msg);
         return WORKER_GATE_ENDED;
     }
-    cJSON_Delete(body);
+    r->filled.body = body;
+    r->filled.step = r->step;
     return WORKER_GATE_GO;
 }
 
