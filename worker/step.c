@@ -13,14 +13,15 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* What the current step's templates read. */
-static struct spec_vars
-vars_of(const struct run *r)
+/* What the current step's templates read, each output parsed once
+ * however many of them read it; spec_vars_cleanup when done. */
+static void
+vars_of(const struct run *r, struct spec_vars *v)
 {
-    struct spec_vars v = {.input = r->spec->input,
-                          .outputs = (const char *const *)r->outputs,
-                          .skipped = r->skipped};
-    return v;
+    spec_vars_init(v);
+    v->input = r->spec->input;
+    v->outputs = (const char *const *)r->outputs;
+    v->skipped = r->skipped;
 }
 
 cJSON *
@@ -46,9 +47,13 @@ worker__fill(const struct run *r)
 int
 worker__fill_http(const struct run *r, cJSON *http, char *err, size_t len)
 {
-    struct spec_vars v = vars_of(r);
+    struct spec_vars v;
+    int rc;
 
-    return spec_http_fill(r->spec, (size_t)r->step, &v, http, err, len);
+    vars_of(r, &v);
+    rc = spec_http_fill(r->spec, (size_t)r->step, &v, http, err, len);
+    spec_vars_cleanup(&v);
+    return rc;
 }
 
 enum worker_gate
@@ -56,18 +61,25 @@ worker__step_gate(struct run *r)
 {
     struct worker *w = r->w;
     const struct spec_step *s = cur_spec(r);
-    struct spec_vars v = vars_of(r);
+    struct spec_vars v;
     char why[1024], msg[1200];
     cJSON *body = NULL;
-    bool holds;
+    bool holds = true;
+    int rc = 0;
 
     cJSON_Delete(r->filled.body); /* the step entered before */
     r->filled.body = NULL;
+    vars_of(r, &v); /* the "when" and the fill read each output once */
     /* A foreach step's "when" that reads its element is asked per element
      * (foreach.c). */
-    holds = true;
     if (!spec_foreach_when_per_element(r->spec, (size_t)r->step))
         spec_when_holds(r->spec, (size_t)r->step, &v, &holds, why, sizeof(why));
+    /* Filled here, once per entry; every attempt of the step sends a copy
+     * (worker__fill). */
+    if (holds)
+        rc = spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
+                            sizeof(why));
+    spec_vars_cleanup(&v);
     if (!holds) {
         if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SKIPPED, NULL,
                        why, 0) != 0) {
@@ -77,10 +89,7 @@ worker__step_gate(struct run *r)
         r->skipped[r->step++] = true;
         return WORKER_GATE_SKIPPED;
     }
-    /* Filled here, once per entry; every attempt of the step sends a copy
-     * (worker__fill). */
-    if (spec_step_fill(r->spec, (size_t)r->step, &v, &body, why, sizeof(why)) !=
-        0) {
+    if (rc != 0) {
         snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
         worker__fail_job(r, msg);
         return WORKER_GATE_ENDED;
