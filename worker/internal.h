@@ -64,7 +64,8 @@ struct worker {
     uv_timer_t tick;
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
-    uv_timer_t sched; /* fires the config's schedules (schedules.c) */
+    uv_timer_t sched;      /* fires the config's schedules (schedules.c) */
+    struct wsched *scheds; /* owned, one per config schedule (schedules.c) */
     /* -1, or this worker prunes, a step a second, and the next step's
      * bodies_from_job is this (retention.c) */
     int64_t prune_from;
@@ -280,14 +281,16 @@ void worker__phase_to(struct worker *w, enum worker_phase to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
-/* worker__sched_start starts firing the config's schedules (checked by
- * setup), now and every second. Nothing when there are none. */
+/* worker__sched_start parses the config's schedules' crons (checked by
+ * setup) once, for worker__sched_next, and starts firing them, now and
+ * every second. Nothing when there are none. */
 void worker__sched_start(struct worker *w);
 /* worker__sched_next is the first slot of an unpaused schedule after a
  * few seconds before now (ms; one that came may not have fired yet), 0
  * when none: a drain waits for one that is near. */
 int64_t worker__sched_next(struct worker *w, int64_t now);
-/* worker__sched_close closes the schedules' timer (shutdown). */
+/* worker__sched_close closes the schedules' timer and frees what
+ * worker__sched_start parsed (shutdown). */
 void worker__sched_close(struct worker *w);
 /* worker__retention applies the config's retention at now, from the
  * schedules' timer (retention.c). */
