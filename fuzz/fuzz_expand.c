@@ -49,14 +49,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cJSON_IsObject(in))
         cJSON_AddItemToObject(b, "when", cJSON_Duplicate(in, true));
     if (spec_from_json(job, NULL, &j, err, sizeof(err)) == 0) {
-        struct spec_vars v = {
-            .input = j->input, .outputs = outputs, .skipped = skipped};
+        struct spec_vars v;
+        spec_vars_init(&v); /* the outputs parsed once, as the worker does */
+        v.input = j->input;
+        v.outputs = outputs;
+        v.skipped = skipped;
         rc = spec_step_fill(j, 1, &v, &out, err, sizeof(err));
         if (rc == -EINVAL)
             abort(); /* validated, yet refused when filled */
         if (rc == 0)
             cJSON_Delete(out);
         spec_when_holds(j, 1, &v, &holds, err, sizeof(err));
+        spec_vars_cleanup(&v);
         spec_job_free(j);
     }
     after = cJSON_PrintUnformatted(in);

@@ -500,6 +500,7 @@ new_call(http_client *c, CURL *e, const struct http_request *req,
     call->arg = arg;
     call->content_length = -1;
     call->state = HTTP_CALL_QUEUED;
+    call->res.stream = req->stream; /* what its reader assembles */
     call->timeout_ms =
         req->timeout_ms > 0 ? req->timeout_ms : HTTP_DEFAULT_TIMEOUT_MS;
     if (req->body != NULL) {

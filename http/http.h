@@ -116,6 +116,10 @@ struct http_request {
      * the send, or none for idle_ms once it has begun. 0: not watched */
     int64_t first_byte_ms;
     int64_t idle_ms;
+    /* The answer is asked for as server-sent events (http_tier_request's
+     * stream); the response carries it back, for its reader to assemble
+     * (http_stream_assemble). */
+    bool stream;
     /* owned: values the request carries that are secrets (the builders
      * add them; http_request_add_secret): each is replaced by "***" in
      * the answer's body, headers and error text before the callback sees
@@ -158,6 +162,7 @@ struct http_response {
     size_t body_len;
     int64_t latency_ms;   /* from http_send to completion */
     long new_connections; /* connections opened for it (0: reused one) */
+    bool stream;          /* its request's stream: events were asked for */
     /* owned: the body as it came, when masking a secret changed it (else
      * NULL; raw_len bytes, NUL-terminated). For checks only (is it a
      * completion, does its output parse): what is kept of it goes
@@ -301,15 +306,18 @@ http_chat_request(const cJSON *request, const char *base_url, const char *model,
  * http_chat_request does, and also: the URL gets t's query parameters
  * (after any query base_url has, percent-encoded, in config order), the
  * request gets t's headers, and the key goes where t's auth says
- * ("Authorization: Bearer KEY", "NAME: KEY" or nowhere). Values "env:NAME"
- * and the key are read now. Returns 0 with *out filled (caller cleans it
- * up; untouched on failure); -ENOENT when an env: variable, or the key of
- * an explicit "bearer" or "header:NAME" auth, is not set; -EINVAL for a
- * request that is not an object or a value with control characters. err
- * names the tier, the field and the variable ("tier free: headers.X-Title:
- * environment variable TITLE is not set"), never a value. */
+ * ("Authorization: Bearer KEY", "NAME: KEY" or nowhere). stream (not t's
+ * "stream", which the caller weighs with the step's) asks for the answer
+ * as server-sent events in t's api's way and sets out->stream, which the
+ * response carries back. Values "env:NAME" and the key are read now.
+ * Returns 0 with *out filled (caller cleans it up; untouched on failure);
+ * -ENOENT when an env: variable, or the key of an explicit "bearer" or
+ * "header:NAME" auth, is not set; -EINVAL for a request that is not an
+ * object or a value with control characters. err names the tier, the
+ * field and the variable ("tier free: headers.X-Title: environment
+ * variable TITLE is not set"), never a value. */
 STEPQ_MUST_CHECK int http_tier_request(const cJSON *request,
-                                       const struct config_tier *t,
+                                       const struct config_tier *t, bool stream,
                                        int64_t timeout_ms,
                                        struct http_request *out, char *err,
                                        size_t errlen);

@@ -2,7 +2,8 @@
  * http/http.h): its URL with the tier's query parameters, its headers,
  * its key in the header its auth names, and its body in the shape of its
  * api (OpenAI's as the job wrote it; anthropic.c and gemini.c map it),
- * asked for as a stream when the tier streams.
+ * asked for as a stream when the caller says so (the tier's "stream" or
+ * the step's: the worker decides, once, and the request carries it).
  *
  * Values "env:NAME" (headers, query) and the key are read from the
  * environment here, when the request is built, and go only into the
@@ -176,9 +177,10 @@ tier_url(const struct config_tier *t, bool reveal, const char *suffix, bool sse,
     return 0;
 }
 
-/* The path of t's chat requests, after base_url's: by its api. */
+/* The path of t's chat requests, after base_url's: by its api and
+ * whether the answer is asked for as a stream. */
 static void
-put_path(struct xbuf *url, const struct config_tier *t)
+put_path(struct xbuf *url, const struct config_tier *t, bool stream)
 {
     /* "models/NAME" and "NAME" name the same Gemini model. */
     size_t skip = strncmp(t->model, "models/", 7) == 0 ? 7 : 0;
@@ -190,7 +192,7 @@ put_path(struct xbuf *url, const struct config_tier *t)
     case CONFIG_API_GEMINI:
         xbuf_lit(url, "/models/");
         xbuf_put(url, t->model + skip, strlen(t->model) - skip);
-        if (t->stream)
+        if (stream)
             xbuf_lit(url, ":streamGenerateContent");
         else
             xbuf_lit(url, ":generateContent");
@@ -201,19 +203,27 @@ put_path(struct xbuf *url, const struct config_tier *t)
     xbuf_lit(url, CHAT_PATH);
 }
 
-int
-http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
-              size_t errlen)
+/* The URL of t's chat requests, streamed or not (http_tier_url). */
+static int
+chat_url(const struct config_tier *t, bool stream, bool reveal, char **out,
+         char *err, size_t errlen)
 {
     struct xbuf path = {0};
     int rc;
 
-    put_path(&path, t);
+    put_path(&path, t, stream);
     xbuf_put(&path, "", 1);
-    rc = tier_url(t, reveal, path.p, t->api == CONFIG_API_GEMINI && t->stream,
-                  out, err, errlen);
+    rc = tier_url(t, reveal, path.p, t->api == CONFIG_API_GEMINI && stream, out,
+                  err, errlen);
     free(path.p);
     return rc;
+}
+
+int
+http_tier_url(const struct config_tier *t, bool reveal, char **out, char *err,
+              size_t errlen)
+{
+    return chat_url(t, t->stream, reveal, out, err, errlen);
 }
 
 /* add_key puts the tier's key into the header its auth names. The default
@@ -363,7 +373,7 @@ add_stream(cJSON *body, bool usage)
 /* The OpenAI body: the request as the job wrote it, with the tier's
  * model and without the native protocols' "cache" flags. */
 static cJSON *
-openai_body(const cJSON *request, const struct config_tier *t)
+openai_body(const cJSON *request, const struct config_tier *t, bool stream)
 {
     cJSON *body = cJSON_Duplicate(request, true), *m, *msg;
 
@@ -383,7 +393,7 @@ openai_body(const cJSON *request, const struct config_tier *t)
     if (t->max_tokens > 0 && !cJSON_HasObjectItem(body, "max_tokens") &&
         !cJSON_HasObjectItem(body, "max_completion_tokens"))
         cJSON_AddNumberToObject(body, "max_tokens", (double)t->max_tokens);
-    if (t->stream)
+    if (stream)
         add_stream(body, true);
     cJSON_ArrayForEach(msg, cJSON_GetObjectItemCaseSensitive(body, "messages"))
     {
@@ -399,10 +409,11 @@ openai_body(const cJSON *request, const struct config_tier *t)
     return body;
 }
 
-/* tier_body builds the body of t's api from the job's request. */
+/* tier_body builds the body of t's api from the job's request, asking
+ * for a stream when stream. */
 static int
-tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
-          char *err, size_t errlen)
+tier_body(const cJSON *request, const struct config_tier *t, bool stream,
+          cJSON **out, char *err, size_t errlen)
 {
     char w[300];
     int rc;
@@ -410,7 +421,7 @@ tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
     switch (t->api) {
     case CONFIG_API_ANTHROPIC:
         rc = http__anthropic_body(request, t, out, err, errlen);
-        if (rc == 0 && t->stream)
+        if (rc == 0 && stream)
             add_stream(*out, false);
         break;
     case CONFIG_API_GEMINI:
@@ -418,7 +429,7 @@ tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
         break;
     case CONFIG_API_OPENAI:
     default:
-        *out = openai_body(request, t);
+        *out = openai_body(request, t, stream);
         return 0;
     }
     if (rc != 0 && t->name != NULL && *t->name != '\0') {
@@ -432,8 +443,8 @@ tier_body(const cJSON *request, const struct config_tier *t, cJSON **out,
 
 int
 http_tier_request(const cJSON *request, const struct config_tier *t,
-                  int64_t timeout_ms, struct http_request *out, char *err,
-                  size_t errlen)
+                  bool stream, int64_t timeout_ms, struct http_request *out,
+                  char *err, size_t errlen)
 {
     struct http_request r;
     cJSON *body = NULL;
@@ -453,7 +464,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
                                "model: the gemini api needs letters, digits, "
                                "'-', '.', '_' or '/' (it goes in the URL)",
                                NULL));
-    if ((rc = http_tier_url(t, true, &url, err, errlen)) != 0)
+    if ((rc = chat_url(t, stream, true, &url, err, errlen)) != 0)
         return rc;
     http_request_init(&r);
     rc = http_request_set(&r, "POST", url);
@@ -461,7 +472,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
     if (rc != 0)
         goto fail;
 
-    if ((rc = tier_body(request, t, &body, err, errlen)) != 0) {
+    if ((rc = tier_body(request, t, stream, &body, err, errlen)) != 0) {
         http_request_cleanup(&r);
         return rc;
     }
@@ -471,8 +482,8 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
     if ((rc = http_request_add_header(&r, "Content-Type",
                                       "application/json")) != 0 ||
         (rc = http_request_add_header(&r, "Accept",
-                                      t->stream ? "text/event-stream"
-                                                : "application/json")) != 0)
+                                      stream ? "text/event-stream"
+                                             : "application/json")) != 0)
         goto fail;
     /* Before the tier's headers, which may name another version. */
     if (t->api == CONFIG_API_ANTHROPIC &&
@@ -484,6 +495,7 @@ http_tier_request(const cJSON *request, const struct config_tier *t,
     /* The stall watch (stream.c): chat requests only. */
     out->first_byte_ms = (int64_t)(t->first_byte_timeout_s * 1000);
     out->idle_ms = (int64_t)(t->idle_timeout_s * 1000);
+    out->stream = stream;
     return 0;
 fail:
     http_request_cleanup(&r);
@@ -508,7 +520,7 @@ http_chat_request(const cJSON *request, const char *base_url, const char *model,
     if (base_url == NULL)
         return http__fail(err, errlen, -EINVAL,
                           "base_url: must be an http:// or https:// URL");
-    return http_tier_request(request, &t, timeout_ms, out, err, errlen);
+    return http_tier_request(request, &t, false, timeout_ms, out, err, errlen);
 }
 
 int

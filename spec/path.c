@@ -1,8 +1,9 @@
 /* path.c: templates as a job holds them and as a worker fills them:
  * finding each one in a string ({{steps.NAME.output.PATH}},
  * {{input.PATH}}), reading the value it names (a step's output, parsed as
- * JSON for a PATH; the job's input), and filling a step's body, where a
- * string that is one template whole keeps the value's JSON type.
+ * JSON for a PATH, once per spec_vars that has a cache; the job's input),
+ * and filling a step's body, where a string that is one template whole
+ * keeps the value's JSON type.
  */
 #include "spec/internal.h"
 
@@ -271,6 +272,70 @@ spec_output_json(const char *text, size_t len)
     return json_parse_exact(text, len);
 }
 
+/* ---- outputs parsed once (spec_vars' cache) ------------------------ */
+
+struct spec_parsed {
+    size_t n;     /* steps, one slot each; 0: not made yet */
+    cJSON **json; /* owned, one per step: its output parsed, or NULL */
+    bool *done;   /* one per step: parsed (json NULL: not JSON) */
+    size_t parses;
+};
+
+void
+spec_vars_init(struct spec_vars *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->parsed = xcalloc(1, sizeof(*v->parsed));
+}
+
+void
+spec_vars_cleanup(struct spec_vars *v)
+{
+    struct spec_parsed *p = v != NULL ? v->parsed : NULL;
+
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        cJSON_Delete(p->json[i]);
+    free(p->json);
+    free(p->done);
+    free(p);
+    v->parsed = NULL;
+}
+
+size_t
+spec_vars_parses(const struct spec_vars *v)
+{
+    return v->parsed != NULL ? v->parsed->parses : 0;
+}
+
+/* Step k's output (text) as JSON, or NULL when it is not JSON: borrowed
+ * from v's cache, which parses it on its first read, or, without one,
+ * parsed now into *own (the caller deletes it). */
+static const cJSON *
+output_json(const struct spec_vars *v, const struct spec_job *j, size_t k,
+            const char *text, cJSON **own)
+{
+    struct spec_parsed *p = v->parsed; /* the cache is v's to fill */
+
+    *own = NULL;
+    if (p == NULL || k >= j->nsteps)
+        return *own = spec_output_json(text, strlen(text));
+    if (p->n == 0) {
+        p->n = j->nsteps;
+        p->json = xcalloc(p->n, sizeof(*p->json));
+        p->done = xcalloc(p->n, sizeof(*p->done));
+    }
+    if (k >= p->n)
+        return *own = spec_output_json(text, strlen(text));
+    if (!p->done[k]) {
+        p->json[k] = spec_output_json(text, strlen(text));
+        p->done[k] = true;
+        p->parses++;
+    }
+    return p->json[k];
+}
+
 /* Writes why a value is absent into err; returns -ENOENT. */
 static int absent(char *err, size_t len, const char *fmt, ...)
     STEPQ_PRINTF(3, 4);
@@ -295,8 +360,8 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
                                  : j->steps[t->step].name,
                *text;
     int tl = (int)t->len, n = (int)t->pathlen;
-    const cJSON *node;
-    cJSON *parsed;
+    const cJSON *node, *parsed;
+    cJSON *own = NULL;
 
     if (t->input) {
         if (v->input == NULL)
@@ -325,21 +390,21 @@ spec__tpl_value(const struct spec_tpl *t, const struct spec_job *j,
     text = v->outputs[t->step] ? v->outputs[t->step] : "";
     /* A foreach step's output is the array of its elements' outputs. */
     if (t->path == NULL && j->steps[t->step].foreach_in != NULL &&
-        (parsed = spec_output_json(text, strlen(text))) != NULL) {
-        *out = parsed;
+        (parsed = output_json(v, j, t->step, text, &own)) != NULL) {
+        *out = own != NULL ? own : dup(parsed);
         return 0;
     }
     if (t->path == NULL) {
         *out = cJSON_CreateString(text);
         return 0;
     }
-    if ((parsed = spec_output_json(text, strlen(text))) == NULL)
+    if ((parsed = output_json(v, j, t->step, text, &own)) == NULL)
         return absent(err, len, "%.*s: the output of step %s is not JSON", tl,
                       t->at, name);
     node = walk(parsed, t->path, t->pathlen);
     if (node != NULL)
         *out = dup(node);
-    cJSON_Delete(parsed);
+    cJSON_Delete(own);
     if (node == NULL)
         return absent(err, len, "%.*s: no %.*s in the output of step %s", tl,
                       t->at, n, t->path, name);

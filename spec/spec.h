@@ -192,7 +192,22 @@ struct spec_vars {
                                    condition it is absent), or NULL */
     const cJSON *item; /* a foreach step's element being filled, NULL: not
                           known yet (its templates stay as written) */
+    /* owned (spec_vars_init makes it, spec_vars_cleanup frees it): each
+     * output a template reads into, parsed as JSON once however many
+     * templates read it; NULL: parsed again for each template */
+    struct spec_parsed *parsed;
 };
+
+/* spec_vars_init zeroes v and gives it a cache of parsed outputs: the
+ * caller then sets what the templates read, which must not change until
+ * spec_vars_cleanup (a new output is a new spec_vars). */
+void spec_vars_init(struct spec_vars *v);
+/* spec_vars_cleanup frees v's cache; v may be used again only after
+ * spec_vars_init. A v without one (NULL) is left as is. */
+void spec_vars_cleanup(struct spec_vars *v);
+/* spec_vars_parses is how many outputs v's cache has parsed (0 without
+ * one): a count for tests and benchmarks. */
+size_t spec_vars_parses(const struct spec_vars *v);
 
 /* spec_step_fill returns a copy of step i's body (a chat step's request,
  * an http step's http object) with every template filled from v: a string

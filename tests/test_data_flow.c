@@ -120,6 +120,64 @@ expect_failed_after_one(const char *error)
     cJSON_Delete(shown);
 }
 
+/* A step's templates are filled once, when it is entered, and every
+ * attempt sends that fill: a truncated answer's degrade (which keeps the
+ * last message and lowers max_tokens) and a 500's retry send the same
+ * filled values, and the next step gets a fill of its own. */
+START_TEST(test_every_attempt_sends_the_fill)
+{
+    char big[5300], job[7000];
+    cJSON *shown, *log, *b;
+
+    memset(big, 'x', 5200);
+    big[5200] = '\0';
+    e2e_start("{\"answers\":[{\"content\":{\"kind\":\"bug\",\"labels\":["
+              "\"ui\"],\"n\":3}},{\"finish_reason\":\"length\"},"
+              "{\"status\":500}]}",
+              "");
+    snprintf(
+        job, sizeof(job),
+        "{\"name\":\"t\",\"steps\":[" STEP(
+            "triage", "x",
+            "") ","
+                "{\"name\":\"label\",\"token_budget\":2000,\"degrade\":{"
+                "\"max_tokens\":300,\"keep_last_messages\":1},\"request\":{"
+                "\"max_tokens\":800,\"n_of\":\"{{steps.triage.output.n}}\","
+                "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"},{"
+                "\"role\":"
+                "\"user\",\"content\":\"label {{steps.triage.output.labels.0}} "
+                "as {{steps.triage.output.kind}}\"}]}}," STEP(
+                    "post", "after {{steps.label.output}}", "") "]}",
+        big);
+    e2e_enqueue(job);
+    free(e2e_drain());
+    shown = e2e_show(1);
+    ck_assert_str_eq(e2e_str(shown, "state"), "succeeded");
+    log = e2e_mock_log();
+    ck_assert_int_eq(cJSON_GetArraySize(log), 5);
+    for (int i = 1; i <= 3; i++) { /* label: sent, degraded, retried */
+        cJSON *msgs;
+        b = sent(log, i);
+        msgs = cJSON_GetObjectItem(b, "messages");
+        ck_assert_int_eq(cJSON_GetArraySize(msgs), i == 1 ? 2 : 1);
+        ck_assert_str_eq(
+            e2e_str(cJSON_GetArrayItem(msgs, i == 1 ? 1 : 0), "content"),
+            "label ui as bug");
+        ck_assert_int_eq(cJSON_GetObjectItem(b, "n_of")->valueint, 3);
+        ck_assert_int_eq(cJSON_GetObjectItem(b, "max_tokens")->valueint,
+                         i == 1 ? 800 : 300);
+        cJSON_Delete(b);
+    }
+    b = sent(log, 4);
+    ck_assert_ptr_nonnull(strstr(content_of(b), "after "));
+    ck_assert_str_eq(content_of(b) + 6,
+                     e2e_str(e2e_step_of(shown, 1), "output"));
+    cJSON_Delete(b);
+    cJSON_Delete(log);
+    cJSON_Delete(shown);
+}
+END_TEST
+
 START_TEST(test_missing_path_fails_the_step_nothing_sent)
 {
     e2e_start(TRIAGE_SCRIPT, "");
@@ -491,6 +549,7 @@ test_suite(void)
     tcase_add_checked_fixture(flow, e2e_setup, e2e_teardown);
     tcase_set_timeout(flow, 60);
     tcase_add_test(flow, test_output_path_flows_into_next_request);
+    tcase_add_test(flow, test_every_attempt_sends_the_fill);
     tcase_add_test(flow, test_missing_path_fails_the_step_nothing_sent);
     tcase_add_test(flow, test_when_false_skips_true_runs);
     tcase_add_test(flow, test_reading_a_skipped_step_fails);

@@ -172,6 +172,36 @@ START_TEST(test_scripted_status_headers_body)
 }
 END_TEST
 
+/* A request that asked for events gets its answer back marked so (what
+ * the worker assembles, and only then); one that did not, unmarked. */
+START_TEST(test_stream_comes_back_with_its_answer)
+{
+    struct config_tier t = {.name = "t", .model = "m"};
+    cJSON *req = cJSON_Parse(REQ_JSON);
+    struct http_request q;
+    struct result r;
+    struct env e;
+    char base[96], err[256];
+
+    env_start(&e, NULL, NULL, NULL);
+    snprintf(base, sizeof(base), "%s/v1", e.base);
+    t.base_url = base;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(
+            http_tier_request(req, &t, k == 1, 5000, &q, err, sizeof(err)), 0);
+        fetch(&e, &q, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert(r.stream == (k == 1));
+        ck_assert_str_eq(result_header(&r, "content-type"),
+                         k == 1 ? "text/event-stream" : "application/json");
+        result_free(&r);
+        http_request_cleanup(&q);
+    }
+    cJSON_Delete(req);
+    env_stop(&e);
+}
+END_TEST
+
 /* ---- transport errors --------------------------------------------------- */
 
 START_TEST(test_hang_times_out)
@@ -507,6 +537,7 @@ test_suite(void)
     tcase_add_test(faults, test_truncate_finish_reason_length);
     tcase_add_test(faults, test_invalid_json_content);
     tcase_add_test(faults, test_scripted_status_headers_body);
+    tcase_add_test(faults, test_stream_comes_back_with_its_answer);
     tcase_add_test(transport, test_hang_times_out);
     tcase_add_test(transport, test_oversize_is_too_large_then_client_works);
     tcase_add_test(transport, test_answer_at_the_cap_passes);

@@ -236,7 +236,8 @@ START_TEST(test_request_carries_headers_query_and_key_header)
     struct http_request r;
     char err[256];
 
-    ck_assert_int_eq(http_tier_request(req, t, 500, &r, err, sizeof(err)), 0);
+    ck_assert_int_eq(
+        http_tier_request(req, t, false, 500, &r, err, sizeof(err)), 0);
     ck_assert_str_eq(r.url, "https://r.example/openai/deployments/gpt/chat/"
                             "completions?api-version=2024-10-21&q=a%20b%26c");
     ck_assert_str_eq(http_request_header(&r, "api-key"), SECRET);
@@ -322,7 +323,7 @@ START_TEST(test_unset_env_fails_naming_the_variable)
     const struct config_tier *t =
         tier(TIER(",\"headers\":{\"X-T\":\"env:TIER_UNSET\"}"), &cfg);
 
-    ck_assert_int_eq(http_tier_request(req, t, 0, &r, err, sizeof(err)),
+    ck_assert_int_eq(http_tier_request(req, t, false, 0, &r, err, sizeof(err)),
                      -ENOENT);
     ck_assert_str_eq(err, "tier t: headers.X-T: environment variable "
                           "TIER_UNSET is not set");
@@ -330,13 +331,14 @@ START_TEST(test_unset_env_fails_naming_the_variable)
     config_free(cfg);
     /* An explicit auth needs its key; the default sends none without. */
     t = tier(TIER(",\"api_key_env\":\"TIER_UNSET\",\"auth\":\"bearer\""), &cfg);
-    ck_assert_int_eq(http_tier_request(req, t, 0, &r, err, sizeof(err)),
+    ck_assert_int_eq(http_tier_request(req, t, false, 0, &r, err, sizeof(err)),
                      -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "api_key_env: environment variable "
                                       "TIER_UNSET is not set"));
     config_free(cfg);
     t = tier(TIER(",\"api_key_env\":\"TIER_UNSET\""), &cfg);
-    ck_assert_int_eq(http_tier_request(req, t, 0, &r, err, sizeof(err)), 0);
+    ck_assert_int_eq(http_tier_request(req, t, false, 0, &r, err, sizeof(err)),
+                     0);
     ck_assert_ptr_null(http_request_header(&r, "Authorization"));
     http_request_cleanup(&r);
     config_free(cfg);
@@ -356,7 +358,7 @@ START_TEST(test_control_characters_in_env_values_refused)
              &cfg);
 
     setenv("TIER_TITLE", "evil\r\nX-Injected: 1", 1);
-    ck_assert_int_eq(http_tier_request(req, t, 0, &r, err, sizeof(err)),
+    ck_assert_int_eq(http_tier_request(req, t, false, 0, &r, err, sizeof(err)),
                      -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "TIER_TITLE holds control characters"));
     ck_assert_ptr_null(strstr(err, "evil"));
@@ -379,9 +381,49 @@ START_TEST(test_auth_none_sends_no_key)
 
     /* With auth none an Authorization header of the tier's own is fine;
      * "env:" only counts at the start of a value. */
-    ck_assert_int_eq(http_tier_request(req, t, 0, &r, err, sizeof(err)), 0);
+    ck_assert_int_eq(http_tier_request(req, t, false, 0, &r, err, sizeof(err)),
+                     0);
     ck_assert_str_eq(http_request_header(&r, "Authorization"),
                      "Basic env:TIER_KEY");
+    http_request_cleanup(&r);
+    config_free(cfg);
+    cJSON_Delete(req);
+}
+END_TEST
+
+/* Whether a chat request streams is its caller's word (the worker weighs
+ * the tier's "stream" with the step's), not the tier's: the body, URL and
+ * Accept of each api follow it, and the request carries it. */
+static const enum config_api stream_apis[] = {
+    CONFIG_API_OPENAI, CONFIG_API_ANTHROPIC, CONFIG_API_GEMINI};
+
+START_TEST(test_stream_is_the_callers_word)
+{
+    static const char *const names[] = {"openai", "anthropic", "gemini"};
+    enum config_api api = stream_apis[_i / 4];
+    bool tier_streams = (_i & 2) != 0, stream = (_i & 1) != 0;
+    struct config *cfg = NULL;
+    cJSON *req = cJSON_Parse("{\"messages\":[{\"role\":\"user\","
+                             "\"content\":\"hi\"}],\"max_tokens\":9}");
+    cJSON *body;
+    struct http_request r;
+    char text[256], err[256];
+
+    snprintf(text, sizeof(text), TIER(",\"api\":\"%s\",\"stream\":%s"),
+             names[_i / 4], tier_streams ? "true" : "false");
+    ck_assert_int_eq(http_tier_request(req, tier(text, &cfg), stream, 0, &r,
+                                       err, sizeof(err)),
+                     0);
+    ck_assert(r.stream == stream);
+    ck_assert_str_eq(http_request_header(&r, "Accept"),
+                     stream ? "text/event-stream" : "application/json");
+    body = cJSON_Parse(r.body);
+    if (api == CONFIG_API_GEMINI)
+        ck_assert((strstr(r.url, ":streamGenerateContent?alt=sse") != NULL) ==
+                  stream);
+    else
+        ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(body, "stream")) == stream);
+    cJSON_Delete(body);
     http_request_cleanup(&r);
     config_free(cfg);
     cJSON_Delete(req);
@@ -406,6 +448,9 @@ test_suite(void)
     tcase_add_test(build, test_unset_env_fails_naming_the_variable);
     tcase_add_test(build, test_control_characters_in_env_values_refused);
     tcase_add_test(build, test_auth_none_sends_no_key);
+    tcase_add_loop_test(
+        build, test_stream_is_the_callers_word, 0,
+        (int)(4 * (sizeof(stream_apis) / sizeof(stream_apis[0]))));
     tcase_add_checked_fixture(conf, setup, NULL);
     tcase_add_checked_fixture(build, setup, NULL);
     tcase_set_timeout(conf, 20);

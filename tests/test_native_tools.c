@@ -247,7 +247,7 @@ built(enum config_api api, const char *request, char *err, size_t len)
 
     ck_assert_ptr_nonnull(req);
     err[0] = '\0';
-    if (http_tier_request(req, &t, 1000, &r, err, len) == 0) {
+    if (http_tier_request(req, &t, false, 1000, &r, err, len) == 0) {
         body = cJSON_Parse(r.body);
         http_request_cleanup(&r);
     }

@@ -238,6 +238,34 @@ START_TEST(test_drain_runs_a_slot_due_within_the_minute)
 }
 END_TEST
 
+/* A drain waits for a near slot of a schedule that is not paused only: a
+ * paused nightly's midnight does not hide the hourly one's, at the same
+ * slot, which is waited for and runs. */
+START_TEST(test_drain_waits_past_a_paused_schedule_of_the_same_slot)
+{
+    struct run_result r;
+    cJSON *n, *h;
+    pid_t w;
+
+    e2e_start("{}", "\"schedules\": [" SCHEDULE(
+                        "nightly", "0 0 * * *",
+                        "") ", " SCHEDULE("hourly", "0 * * * *", "") "]");
+    ck_assert_int_eq(RUN_ARGS(&r, "schedules", "pause", "nightly"), 0);
+    run_result_free(&r);
+    w = e2e_spawn_faked("@2026-11-30 23:59:30 x10", false,
+                        (const char *[]){"--drain", NULL});
+    ck_assert_int_eq(e2e_wait_exit(w), 0);
+    n = slots_of("nightly");
+    h = slots_of("hourly");
+    ck_assert_int_eq(cJSON_GetArraySize(n), 0);
+    ck_assert_int_eq(cJSON_GetArraySize(h), 1);
+    ck_assert_str_eq(slot(h, 0), "2026-12-01T00:00:00Z");
+    cJSON_Delete(n);
+    cJSON_Delete(h);
+    ck_assert_int_eq(e2e_count(NULL, "succeeded"), 1);
+}
+END_TEST
+
 START_TEST(test_paused_fires_nothing_and_run_enqueues_now)
 {
     struct run_result r;
@@ -418,6 +446,8 @@ test_suite(void)
     tcase_add_test(tc, test_two_workers_fire_each_slot_once);
     tcase_add_test(tc, test_three_nights_down_catch_up_as_asked);
     tcase_add_test(tc, test_drain_runs_a_slot_due_within_the_minute);
+    tcase_add_test(tc,
+                   test_drain_waits_past_a_paused_schedule_of_the_same_slot);
     tcase_add_test(tc, test_paused_fires_nothing_and_run_enqueues_now);
     tcase_add_test(tc, test_changed_expression_does_not_catch_up);
     suite_add_tcase(s, tc);

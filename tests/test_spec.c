@@ -582,13 +582,21 @@ static const struct fill_case {
 
 START_TEST(test_fill_paths_and_types)
 {
-    const struct fill_case *c = &fills[_i];
+    /* Each row twice: parsed per template, then with a cache. */
+    const struct fill_case *c = &fills[_i / 2];
     static const char *const outputs[] = {OUT_A, NULL};
     struct spec_job *j = job_b(c->content, NULL);
-    struct spec_vars v = {.input = j->input, .outputs = outputs};
+    struct spec_vars v = {0};
     cJSON *out = NULL;
     char err[256], *got;
-    int rc = spec_step_fill(j, 1, &v, &out, err, sizeof(err));
+    int rc;
+
+    if (_i % 2 == 1)
+        spec_vars_init(&v);
+    v.input = j->input;
+    v.outputs = outputs;
+    rc = spec_step_fill(j, 1, &v, &out, err, sizeof(err));
+    spec_vars_cleanup(&v);
 
     if (c->want == NULL) {
         ck_assert_msg(rc == -ENOENT, "row %d: filled", _i);
@@ -631,6 +639,74 @@ START_TEST(test_fill_http_url_and_body)
     ck_assert(cJSON_IsArray(
         cJSON_GetObjectItem(cJSON_GetObjectItem(out, "body"), "ids")));
     cJSON_Delete(out);
+    spec_job_free(j);
+}
+END_TEST
+
+/* The string at o.key1[i].key2, or "" when there is none. */
+static const char *
+string_at(const cJSON *o, const char *key1, int i, const char *key2)
+{
+    const cJSON *v = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(o, key1), i), key2);
+
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Step b's "when" and body read from v (a cache when cached): rc of the
+ * fill, *out the body, err why it failed. */
+static int
+eval_b(const struct spec_job *j, const char *const *outputs, bool cached,
+       struct spec_vars *v, cJSON **out, char *err, size_t len)
+{
+    bool holds = false;
+
+    *v = (struct spec_vars){0};
+    if (cached)
+        spec_vars_init(v);
+    v->input = j->input;
+    v->outputs = outputs;
+    spec_when_holds(j, 1, v, &holds, err, len);
+    ck_assert(holds == (outputs[0][0] == '`'));
+    return spec_step_fill(j, 1, v, out, err, len);
+}
+
+/* Twenty templates and a "when" reading one output parse it once with a
+ * cache (as the worker fills), filled as when each parses it alone: the
+ * same body, or the same error when the output is not JSON. */
+static const char *const many_outputs[][2] = {{OUT_A, NULL},
+                                              {"not json", NULL}};
+
+START_TEST(test_many_references_parse_once)
+{
+    char content[700] = "\"", err[2][256];
+    struct spec_job *j;
+    struct spec_vars v[2];
+    cJSON *out[2] = {NULL, NULL};
+    int rc[2];
+
+    for (int k = 0; k < 20; k++)
+        strcat(content, k % 2 ? "{{steps.a.output.n}} "
+                              : "{{steps.a.output.labels.1}}/");
+    j = job_b(strcat(content, "\""),
+              "{\"exists\":\"{{steps.a.output.kind}}\"}");
+    for (int c = 0; c < 2; c++)
+        rc[c] = eval_b(j, many_outputs[_i], c == 1, &v[c], &out[c], err[c],
+                       sizeof(err[c]));
+    ck_assert_int_eq(rc[0], rc[1]);
+    if (rc[0] == 0) {
+        ck_assert(cJSON_Compare(out[0], out[1], true));
+        ck_assert_str_eq(string_at(out[1], "messages", 0, "content"),
+                         "x/3 x/3 x/3 x/3 x/3 x/3 x/3 x/3 x/3 x/3 ");
+    } else {
+        ck_assert_str_eq(err[0], err[1]);
+    }
+    ck_assert_uint_eq(spec_vars_parses(&v[0]), 0); /* no cache */
+    ck_assert_uint_eq(spec_vars_parses(&v[1]), 1);
+    for (int c = 0; c < 2; c++) {
+        spec_vars_cleanup(&v[c]);
+        cJSON_Delete(out[c]);
+    }
     spec_job_free(j);
 }
 END_TEST
@@ -700,8 +776,10 @@ test_suite(void)
 
     tc = tcase_create("templates");
     tcase_add_loop_test(tc, test_fill_paths_and_types, 0,
-                        (int)(sizeof(fills) / sizeof(fills[0])));
+                        (int)(2 * (sizeof(fills) / sizeof(fills[0]))));
     tcase_add_test(tc, test_fill_http_url_and_body);
+    tcase_add_loop_test(tc, test_many_references_parse_once, 0,
+                        (int)(sizeof(many_outputs) / sizeof(many_outputs[0])));
     tcase_add_loop_test(tc, test_when_operators, 0,
                         (int)(sizeof(whens) / sizeof(whens[0])));
     suite_add_tcase(s, tc);

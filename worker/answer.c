@@ -486,7 +486,7 @@ worker__answer(struct run *r)
     int ti = r->cur_tier;
 
     if (s->kind == SPEC_STEP_CHAT)
-        worker__unstream(cur_tier(r), s->stream, res);
+        worker__unstream(cur_tier(r), res);
     /* A batch's hours are not the tier's latency (rest_ms, choose.c). */
     if (!r->from_batch)
         note_latency(r, res);

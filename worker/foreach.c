@@ -220,9 +220,7 @@ void
 worker__foreach_enter(struct run *r)
 {
     struct worker *w = r->w;
-    struct spec_vars v = {.input = r->spec->input,
-                          .outputs = (const char *const *)r->outputs,
-                          .skipped = r->skipped};
+    struct spec_vars v;
     struct tally t = {0};
     struct element *els = NULL;
     struct q_job *jobs = NULL;
@@ -232,8 +230,13 @@ worker__foreach_enter(struct run *r)
     bool *skip = NULL;
     int n, k = 0, rc;
 
+    spec_vars_init(&v); /* each output parsed once for all the elements */
+    v.input = r->spec->input;
+    v.outputs = (const char *const *)r->outputs;
+    v.skipped = r->skipped;
     if (spec_foreach_items(r->spec, (size_t)r->step, &v, &items, err,
                            sizeof(err)) != 0) {
+        spec_vars_cleanup(&v);
         fail_step(r, err, "; nothing sent");
         return;
     }
@@ -252,6 +255,7 @@ worker__foreach_enter(struct run *r)
     if (rc == 0 && t.live == 0 && t.parked == 0 && t.failed == 0)
         rc = collect(r, els, skip, n, &output);
     cJSON_Delete(items);
+    spec_vars_cleanup(&v);
     q_jobs_free(jobs, m);
     free(els);
     free(skip);

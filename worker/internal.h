@@ -87,7 +87,8 @@ struct worker {
     uv_timer_t tick;
     uv_timer_t hooks_stop; /* kills hooks when the grace ends */
     bool hooks_stop_on;
-    uv_timer_t sched; /* fires the config's schedules (schedules.c) */
+    uv_timer_t sched;      /* fires the config's schedules (schedules.c) */
+    struct wsched *scheds; /* owned, one per config schedule (schedules.c) */
     /* -1, or this worker prunes, a step a second, and the next step's
      * bodies_from_job is this (retention.c) */
     int64_t prune_from;
@@ -241,6 +242,12 @@ struct run {
         bool degraded;
         int64_t est, input;
     } ready;
+    /* The step's body with its templates filled, once, on entry
+     * (worker__step_gate); each attempt sends a copy (worker__fill). */
+    struct {
+        cJSON *body; /* owned, or NULL */
+        int step;    /* the step it is of */
+    } filled;
     /* A tier in batch mode (batch.c): the run gathers for batch_ti's
      * next batch (GATHERING), or waits in batch for its item's result
      * (BATCHED); either way it holds no slot. */
@@ -309,14 +316,16 @@ void worker__run_to(struct run *r, enum worker_run_state to);
 
 /* ---- schedules (schedules.c) ---------------------------------------- */
 
-/* worker__sched_start starts firing the config's schedules (checked by
- * setup), now and every second. Nothing when there are none. */
+/* worker__sched_start parses the config's schedules' crons (checked by
+ * setup) once, for worker__sched_next, and starts firing them, now and
+ * every second. Nothing when there are none. */
 void worker__sched_start(struct worker *w);
 /* worker__sched_next is the first slot of an unpaused schedule after a
  * few seconds before now (ms; one that came may not have fired yet), 0
  * when none: a drain waits for one that is near. */
 int64_t worker__sched_next(struct worker *w, int64_t now);
-/* worker__sched_close closes the schedules' timer (shutdown). */
+/* worker__sched_close closes the schedules' timer and frees what
+ * worker__sched_start parsed (shutdown). */
 void worker__sched_close(struct worker *w);
 /* worker__retention applies the config's retention at now, from the
  * schedules' timer (retention.c). */
@@ -520,12 +529,11 @@ void worker__switch_tier(struct run *r);
 /* worker__chat_body is the step's chat request before a tier's model is
  * set. Caller owns it (cJSON_Delete). */
 cJSON *worker__chat_body(const struct run *r);
-/* worker__unstream replaces a streamed answer of tier t (one the tier's
- * "stream" or, with step_stream, the step's asked for: server-sent events,
- * its content type says) by the unstreamed answer it stands for, whole or
- * as far as it came (stream.c). Anything else is left as is. */
-void worker__unstream(const struct config_tier *t, bool step_stream,
-                      struct http_response *res);
+/* worker__unstream replaces a streamed answer of tier t (one whose
+ * request asked for events, res->stream, and got them, its content type
+ * says) by the unstreamed answer it stands for, whole or as far as it
+ * came (stream.c). Anything else is left as is. */
+void worker__unstream(const struct config_tier *t, struct http_response *res);
 
 /* ---- budgets in money (budget.c) ------------------------------------ */
 
@@ -630,8 +638,9 @@ enum worker_gate {
 enum worker_gate worker__step_gate(struct run *r);
 /* worker__fill returns a deep copy of the current step's body (a chat
  * step's request, an http step's http object) with its templates filled
- * from the job's input and the outputs so far (spec_step_fill). Caller
- * owns the copy (cJSON_Delete). worker__step_gate made sure it fills. */
+ * from the job's input and the outputs so far (spec_step_fill): the body
+ * worker__step_gate filled when the step was entered. Caller owns the
+ * copy (cJSON_Delete). */
 cJSON *worker__fill(const struct run *r);
 /* worker__fill_http fills a tool's http action (http, in place) from the
  * job's input and the outputs so far, as worker__fill fills a step's

@@ -148,8 +148,8 @@ build(struct probe *p, const cJSON *request)
 {
     int64_t ms = (int64_t)(p->t->timeout_s * 1000);
 
-    if (http_tier_request(request, p->t, ms > 0 ? ms : 1, &p->req, p->error,
-                          sizeof(p->error)) != 0)
+    if (http_tier_request(request, p->t, p->t->stream, ms > 0 ? ms : 1, &p->req,
+                          p->error, sizeof(p->error)) != 0)
         return false;
     p->built = true;
     return true;
@@ -289,7 +289,7 @@ judge(struct probe *p, const struct policy_config *pcfg, bool *ok)
         add_warnings(o, p->t);
         return o;
     }
-    worker__unstream(p->t, false, &p->res);
+    worker__unstream(p->t, &p->res);
     hdrs = xcalloc(p->res.nheaders + 1, sizeof(*hdrs));
     for (size_t i = 0; i < p->res.nheaders; i++)
         hdrs[i] = (struct policy_header){p->res.headers[i].name,

@@ -419,6 +419,7 @@ worker__run_free(struct run *r)
     free(r->holds); /* a send never answered: its reservation stays spent */
     free(r->body);
     cJSON_Delete(r->ready.body);
+    cJSON_Delete(r->filled.body);
     worker__held_free(r->held);
     worker__agent_free(r->agent);
     if (r->has_pending)

@@ -4,11 +4,13 @@
  * claim them. */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "park/park.h"
 #include "queue/sched.h"
 #include "sched/sched.h"
@@ -21,6 +23,17 @@
 #define REPORT_STATE "@report"
 /* What the first report covers: the day before its slot. */
 #define REPORT_SPAN_MS (24 * 3600 * 1000LL)
+
+/* A schedule as the drain sees it (worker__sched_next): its cron, parsed
+ * once (it is config), and its next slot, found again only once the time
+ * it was found after has passed it. */
+struct wsched {
+    struct sched_cron cron;
+    bool ok;      /* the cron parsed (setup checked it) */
+    bool found;   /* from and slot are set */
+    int64_t from; /* s: the slot is the first strictly after this */
+    int64_t slot; /* s; 0: none */
+};
 
 /* The on_report hook at its due slot: claimed by one worker of all
  * (q_sched_claim), which pipes the report to it as the on_park hook runs.
@@ -101,39 +114,82 @@ on_sched(uv_timer_t *t)
         worker__kick(w);
 }
 
+/* The first slot of schedule ws (s in the config) strictly after after
+ * (s), 0 when none. sched_next gives the first after ws->from; it holds
+ * for every later instant before it, so it is asked again only once
+ * after reaches it (or the clock went back). */
+static int64_t
+slot_after(struct wsched *ws, const struct config_schedule *s, int64_t after)
+{
+    if (!ws->ok)
+        return 0;
+    if (ws->found && after >= ws->from && (ws->slot == 0 || after < ws->slot))
+        return ws->slot;
+    if (sched_next(&ws->cron, s->tz, after, &ws->slot) != 0)
+        ws->slot = 0;
+    ws->from = after;
+    ws->found = true;
+    return ws->slot;
+}
+
+/* Whether schedule name is paused; a row that cannot be read (or none
+ * yet) counts as not paused. */
+static bool
+is_paused(struct worker *w, const char *name)
+{
+    struct q_sched st = {0};
+    bool paused = false;
+
+    if (q_sched_get(w->db, name, &st) == 0) {
+        paused = st.paused;
+        q_sched_cleanup(&st);
+    }
+    return paused;
+}
+
 int64_t
 worker__sched_next(struct worker *w, int64_t now)
 {
-    int64_t first = 0;
+    /* From a little before now: a slot that came in the last seconds may
+     * not be fired yet (the timer runs each second). */
+    int64_t after = now / 1000 - SCHED_LAG_S, last = 0, first;
 
-    for (size_t i = 0; i < w->cfg->nschedules; i++) {
-        const struct config_schedule *s = &w->cfg->schedules[i];
-        struct sched_cron cron;
-        struct q_sched st = {0};
-        int64_t slot = 0;
-        char err[256];
-        bool paused;
-        if (q_sched_get(w->db, s->name, &st) == 0) {
-            paused = st.paused;
-            q_sched_cleanup(&st);
-            if (paused)
-                continue;
+    assert(w->scheds != NULL || w->cfg->nschedules == 0);
+    /* The earliest slot of an unpaused schedule: the slots are visited
+     * from the earliest on, and a schedule's row (whether it is paused,
+     * which another process may change at any time) is read only for a
+     * slot that would be the answer, so usually once. */
+    for (;;) {
+        first = 0;
+        for (size_t i = 0; i < w->cfg->nschedules; i++) {
+            int64_t slot =
+                slot_after(&w->scheds[i], &w->cfg->schedules[i], after);
+            if (slot > last && (first == 0 || slot < first))
+                first = slot;
         }
-        /* From a little before now: a slot that came in the last seconds
-         * may not be fired yet (the timer runs each second). */
-        if (sched_cron_parse(s->cron, &cron, err, sizeof(err)) != 0 ||
-            sched_next(&cron, s->tz, now / 1000 - SCHED_LAG_S, &slot) != 0)
-            continue;
-        if (first == 0 || slot * 1000 < first)
-            first = slot * 1000;
+        if (first == 0)
+            return 0;
+        for (size_t i = 0; i < w->cfg->nschedules; i++) {
+            if (w->scheds[i].slot == first &&
+                !is_paused(w, w->cfg->schedules[i].name))
+                return first * 1000;
+        }
+        last = first; /* each schedule of that slot is paused */
     }
-    return first;
 }
 
 void
 worker__sched_start(struct worker *w)
 {
+    char err[256];
+
     w->prune_from = -1; /* not pruning (retention.c) */
+    if (w->cfg->nschedules > 0)
+        w->scheds = xcalloc(w->cfg->nschedules, sizeof(*w->scheds));
+    for (size_t i = 0; i < w->cfg->nschedules; i++)
+        w->scheds[i].ok =
+            sched_cron_parse(w->cfg->schedules[i].cron, &w->scheds[i].cron, err,
+                             sizeof(err)) == 0;
     if (w->cfg->nschedules == 0 && w->cfg->on_report == NULL &&
         w->cfg->retention.finished_jobs_days == 0 &&
         w->cfg->retention.attempt_bodies_days == 0)
@@ -152,4 +208,6 @@ void
 worker__sched_close(struct worker *w)
 {
     uv_close((uv_handle_t *)&w->sched, on_closed);
+    free(w->scheds);
+    w->scheds = NULL;
 }

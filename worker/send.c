@@ -183,7 +183,6 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     char why[512];
     cJSON *body = take_chat_body(r, est);
     const struct config_tier *t;
-    struct config_tier streamed;
     int ti, rc;
 
     if (worker__agent_over_turns(r)) {
@@ -211,14 +210,11 @@ chat_request(struct run *r, int64_t now, int64_t *est, struct http_request *req,
     r->wait_tier = -1;
     r->sent_at = now;
     t = &r->w->cfg->tiers[ti];
-    if (s->stream && !t->stream) {
-        /* The step asks for a stream on whatever tier it uses: the tier's
-         * own settings, streamed (its stall timeouts apply). */
-        streamed = *t;
-        streamed.stream = true;
-        t = &streamed;
-    }
-    rc = http_tier_request(body, t, timeout_ms(s, t), req, err, len);
+    /* Streamed when the tier or the step asks for it (the step on
+     * whatever tier it uses, whose stall timeouts apply): said here once,
+     * the request and its answer carry it (worker__unstream). */
+    rc = http_tier_request(body, t, t->stream || s->stream, timeout_ms(s, t),
+                           req, err, len);
     cJSON_Delete(body);
     /* The key goes out with a chat step too: it is what makes a replay of
      * a step with side effects safe (decide counts on it). */

@@ -3,6 +3,7 @@
  * output. Helpers of run.c, send.c and answer.c. */
 #include "worker/internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,27 +13,32 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-/* What the current step's templates read. */
-static struct spec_vars
-vars_of(const struct run *r)
+/* What the current step's templates read, each output parsed once
+ * however many of them read it; spec_vars_cleanup when done. */
+static void
+vars_of(const struct run *r, struct spec_vars *v)
 {
-    struct spec_vars v = {.input = r->spec->input,
-                          .outputs = (const char *const *)r->outputs,
-                          .skipped = r->skipped};
-    return v;
+    spec_vars_init(v);
+    v->input = r->spec->input;
+    v->outputs = (const char *const *)r->outputs;
+    v->skipped = r->skipped;
 }
 
 cJSON *
 worker__fill(const struct run *r)
 {
-    struct spec_vars v = vars_of(r);
-    cJSON *out = NULL;
-    char err[512];
+    cJSON *out;
 
-    if (spec_step_fill(r->spec, (size_t)r->step, &v, &out, err, sizeof(err))) {
-        /* worker__step_gate filled it from the same outputs on entry. */
-        log_error("job %lld: step %s: %s", (long long)r->job.id,
-                  cur_spec(r)->name, err);
+    /* Filled once, when the step was entered: nothing it reads changes
+     * while the step runs. Its templates read the job's input and the
+     * outputs of earlier steps, which change only when a step commits or
+     * the run is read again from the store, and both enter the step anew
+     * (a park's retry too: the job is claimed again). A degrade, a tier
+     * switch or an agent's turns change the copy, never the fill. */
+    assert(r->filled.body != NULL && r->filled.step == r->step);
+    if ((out = cJSON_Duplicate(r->filled.body, true)) == NULL) {
+        log_error("job %lld: step %s: cannot copy the body filled on entry",
+                  (long long)r->job.id, cur_spec(r)->name);
         abort();
     }
     return out;
@@ -41,9 +47,13 @@ worker__fill(const struct run *r)
 int
 worker__fill_http(const struct run *r, cJSON *http, char *err, size_t len)
 {
-    struct spec_vars v = vars_of(r);
+    struct spec_vars v;
+    int rc;
 
-    return spec_http_fill(r->spec, (size_t)r->step, &v, http, err, len);
+    vars_of(r, &v);
+    rc = spec_http_fill(r->spec, (size_t)r->step, &v, http, err, len);
+    spec_vars_cleanup(&v);
+    return rc;
 }
 
 enum worker_gate
@@ -51,16 +61,25 @@ worker__step_gate(struct run *r)
 {
     struct worker *w = r->w;
     const struct spec_step *s = cur_spec(r);
-    struct spec_vars v = vars_of(r);
+    struct spec_vars v;
     char why[1024], msg[1200];
     cJSON *body = NULL;
-    bool holds;
+    bool holds = true;
+    int rc = 0;
 
+    cJSON_Delete(r->filled.body); /* the step entered before */
+    r->filled.body = NULL;
+    vars_of(r, &v); /* the "when" and the fill read each output once */
     /* A foreach step's "when" that reads its element is asked per element
      * (foreach.c). */
-    holds = true;
     if (!spec_foreach_when_per_element(r->spec, (size_t)r->step))
         spec_when_holds(r->spec, (size_t)r->step, &v, &holds, why, sizeof(why));
+    /* Filled here, once per entry; every attempt of the step sends a copy
+     * (worker__fill). */
+    if (holds)
+        rc = spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
+                            sizeof(why));
+    spec_vars_cleanup(&v);
     if (!holds) {
         if (q_step_set(w->db, r->job.id, w->id, r->step, Q_STEP_SKIPPED, NULL,
                        why, 0) != 0) {
@@ -70,15 +89,13 @@ worker__step_gate(struct run *r)
         r->skipped[r->step++] = true;
         return WORKER_GATE_SKIPPED;
     }
-    /* What fills on entry fills when sent: the outputs it reads do not
-     * change while the step runs. */
-    if (s->templated && spec_step_fill(r->spec, (size_t)r->step, &v, &body, why,
-                                       sizeof(why)) != 0) {
+    if (rc != 0) {
         snprintf(msg, sizeof(msg), "step %s: %s; nothing sent", s->name, why);
         worker__fail_job(r, msg);
         return WORKER_GATE_ENDED;
     }
-    cJSON_Delete(body);
+    r->filled.body = body;
+    r->filled.step = r->step;
     return WORKER_GATE_GO;
 }
 

@@ -13,14 +13,13 @@
 #include <string.h>
 
 void
-worker__unstream(const struct config_tier *t, bool step_stream,
-                 struct http_response *res)
+worker__unstream(const struct config_tier *t, struct http_response *res)
 {
     const char *ct = http_response_header(res, "content-type");
     char *body = NULL, *raw = NULL;
 
-    if (t == NULL || !(t->stream || step_stream) || res->body_len == 0 ||
-        res->status < 200 || res->status > 299 || ct == NULL ||
+    if (t == NULL || !res->stream || res->body_len == 0 || res->status < 200 ||
+        res->status > 299 || ct == NULL ||
         strstr(ct, "text/event-stream") == NULL)
         return;
     if (http_stream_assemble(t->api, res->body, res->body_len, &body) != 0)

@@ -28,6 +28,7 @@ on_done(http_call *call, struct http_response *res, void *arg)
     r->headers_truncated = res->headers_truncated;
     r->latency_ms = res->latency_ms;
     r->new_connections = res->new_connections;
+    r->stream = res->stream;
     res->body = NULL;
     res->headers = NULL;
     res->nheaders = 0;

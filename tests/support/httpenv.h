@@ -49,6 +49,7 @@ struct result {
     bool headers_truncated;
     int64_t latency_ms;
     long new_connections;
+    bool stream; /* the response's: its request asked for events */
 };
 
 /* on_done is the http_done_cb of the suites: it fills the struct result at
