@@ -3,6 +3,7 @@
  * carried out (commit the step, wait, degrade, switch tier, park, fail).
  */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <stdio.h>
 #include <stdlib.h>

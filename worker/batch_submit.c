@@ -5,6 +5,7 @@
  * like a realtime send's; and the calls of a batch in hand built for its
  * provider (http/batch.c has the bodies). */
 #include "worker/batch_internal.h"
+#include "worker/money.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
  * errs on the side of sending less.
  */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <errno.h>
 #include <stdio.h>

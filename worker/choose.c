@@ -5,6 +5,7 @@
  * over, each send's budgets reserved before its tier admits it, and the
  * route the attempt records of why its tier was chosen. */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * of the first tier of its `tiers` that has one.
  */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include "common/price.h"
 

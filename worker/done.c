@@ -3,6 +3,7 @@
  * lost lease, ends its attempt where it may and settles its tier's send
  * where no other worker will. */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <assert.h>
 #include <stdbool.h>

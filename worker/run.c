@@ -4,6 +4,7 @@
  * doubt by an earlier holder. The ways a job leaves are in leave.c.
  */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <errno.h>
 #include <stdio.h>

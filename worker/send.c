@@ -6,6 +6,7 @@
  * happens after the turn's commit (turn.c).
  */
 #include "worker/internal.h"
+#include "worker/money.h"
 
 #include <errno.h>
 #include <stdio.h>
