@@ -463,7 +463,10 @@ START_TEST(test_breaker_end_to_end)
         "\"timeout_s\": 5, \"breaker\": {\"failures\": 2, \"cooldown_s\": 1}");
     e2e_enqueue(E2E_CHAT_JOB("", ""));
     e2e_enqueue(E2E_CHAT_JOB("", ""));
-    clock_format_utc(clock_now_ms() + 2500, at, sizeof(at));
+    /* Job 3 is due well after the breaker's 1 s cooldown has run out:
+     * at +2.5 s, a worker slow to start under load 10 opened the breaker
+     * late enough that job 3 met it still open (test_worker_pg, once). */
+    clock_format_utc(clock_now_ms() + 4000, at, sizeof(at));
     snprintf(job3, sizeof(job3),
              "{\"name\":\"later\",\"run_at\":\"%s\",\"steps\":[{\"name\":"
              "\"a\",\"request\":{\"messages\":[{\"role\":\"user\","
