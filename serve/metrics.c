@@ -418,7 +418,7 @@ lock_waits(const struct serve_opts *o, FILE *f)
             (double)w.total_us / 1e6);
     head(f, "stepq_store_lock_wait_longest_seconds", "gauge",
          "The longest of those waits since serve started; one reaching "
-         "lock_wait_ms runs out.");
+         "the bound (5 s) runs out.");
     fprintf(f, "stepq_store_lock_wait_longest_seconds %.6f\n",
             (double)w.longest_us / 1e6);
     head(f, "stepq_store_lock_waits_ran_out_total", "counter",

@@ -92,22 +92,15 @@ on_log(enum log_level level, const char *msg, void *arg)
     }
 }
 
-START_TEST(test_lock_waits_counted)
+/* Holds the write lock in another process while db tries to take it
+ * (its wait runs out), then lets it go. */
+static void
+wait_out_a_holder(q_db *db)
 {
-    const struct q_open_opts o = {.lock_wait_ms = 300};
-    struct q_lock_waits w;
-    struct said said = {"", LOG_LEVEL_DEBUG};
-    q_db *db = NULL;
     int ready[2], go[2], st = 0;
     pid_t pid;
     char c;
 
-    fixture_init(FIXTURE_DB);
-    ck_assert_int_eq(q_open(FIXTURE_DB, &o, &db), 0);
-    ck_assert_int_eq(q_tx_begin(db), 0); /* alone: no wait */
-    ck_assert_int_eq(q_tx_commit(db), 0);
-    q_lock_waits(db, &w);
-    ck_assert_int_eq(w.count + w.total_us + w.longest_us + w.ran_out, 0);
     ck_assert_int_eq(pipe(ready), 0);
     ck_assert_int_eq(pipe(go), 0);
     ck_assert_int_ge(pid = fork(), 0);
@@ -119,6 +112,33 @@ START_TEST(test_lock_waits_counted)
     ck_assert_int_eq(q_tx_begin(db), -EAGAIN);
     close(go[1]);
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder %d", st);
+}
+
+START_TEST(test_no_lock_wait_alone)
+{
+    struct q_lock_waits w;
+    q_db *db = NULL;
+
+    fixture_init(FIXTURE_DB);
+    ck_assert_int_eq(q_open(FIXTURE_DB, NULL, &db), 0);
+    ck_assert_int_eq(q_tx_begin(db), 0);
+    ck_assert_int_eq(q_tx_commit(db), 0);
+    q_lock_waits(db, &w);
+    ck_assert_int_eq(w.count + w.total_us + w.longest_us + w.ran_out, 0);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_a_wait_that_ran_out_is_counted)
+{
+    const struct q_open_opts o = {.lock_wait_ms = 300};
+    struct q_lock_waits w;
+    q_db *db = NULL;
+
+    fixture_init(FIXTURE_DB);
+    ck_assert_int_eq(q_open(FIXTURE_DB, &o, &db), 0);
+    wait_out_a_holder(db);
     ck_assert_int_eq(q_tx_begin(db), 0); /* free again: no wait */
     ck_assert_int_eq(q_tx_commit(db), 0);
     q_lock_waits(db, &w);
@@ -127,13 +147,26 @@ START_TEST(test_lock_waits_counted)
     ck_assert_int_ge(w.longest_us, 300000);
     ck_assert_int_lt(w.longest_us, 1000000);
     ck_assert_int_eq(w.total_us, w.longest_us);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
+START_TEST(test_lock_waits_said_at_close)
+{
+    const struct q_open_opts o = {.lock_wait_ms = 300};
+    struct said said = {"", LOG_LEVEL_DEBUG};
+    q_db *db = NULL;
+
+    fixture_init(FIXTURE_DB);
+    ck_assert_int_eq(q_open(FIXTURE_DB, &o, &db), 0);
+    wait_out_a_holder(db);
     log_set_sink(on_log, &said);
     ck_assert_int_eq(q_close(db), 0);
     log_set_sink(NULL, NULL);
     ck_assert_msg(strstr(said.text, "lock waits: 1, ") &&
                       strstr(said.text, "1 ran out"),
                   "%s", said.text);
-    ck_assert_int_eq(said.level, LOG_LEVEL_WARN);
+    ck_assert_int_eq(said.level, LOG_LEVEL_WARN); /* one ran out */
 }
 END_TEST
 
@@ -218,7 +251,9 @@ test_suite(void)
 
     tcase_add_checked_fixture(tc, fixture_setup, fixture_teardown);
     tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_lock_waits_counted);
+    tcase_add_test(tc, test_no_lock_wait_alone);
+    tcase_add_test(tc, test_a_wait_that_ran_out_is_counted);
+    tcase_add_test(tc, test_lock_waits_said_at_close);
     tcase_add_test(tc, test_busy_waiter_is_not_starved);
     tcase_add_test(tc, test_many_processes_on_one_file);
     suite_add_tcase(s, tc);
