@@ -6,9 +6,10 @@
 # Runs tests/soak/contention.sh (8 `stepq work`, `serve` under API load, 4
 # enqueuers in a loop, `report` every second, on one file) N times (default
 # 3) for S seconds each (default 600), and prints each run's invariants and
-# figures, then the medians: jobs finished per second while enqueuing, and
-# the latency of one `stepq enqueue` of 5 jobs (median, p99, max; the whole
-# process). --other runs a second binary (another build) in the same
+# figures, then the medians: jobs finished per second while enqueuing, the
+# latency of one `stepq enqueue` of 5 jobs (median, p99, max; the whole
+# process) and the longest lock wait of any process, with the machine's
+# load average before and after each run (it is shared). --other runs a second binary (another build) in the same
 # session, alternating with the first, and prints its medians beside.
 set -euo pipefail
 runs=3 secs=600 bin="" other=""
@@ -30,9 +31,10 @@ for ((r = 1; r <= runs; r++)); do
     for b in "$bin" $other; do
         tag=$([ "$b" = "$bin" ] && echo bin || echo other)
         log=$out/$tag.$r.txt
+        load0=$(cut -d' ' -f1-3 /proc/loadavg)
         bash "$here/tests/soak/contention.sh" --seconds "$secs" --bin "$b" \
             --dir "$out/$tag.$r" >"$log" 2>&1 || fail=1
-        echo "== $tag run $r ($b)"
+        echo "== $tag run $r ($b), load average $load0 before, $(cut -d' ' -f1-3 /proc/loadavg) after"
         cat "$log"
         rm -rf "$out/$tag.$r"
     done
@@ -44,7 +46,8 @@ for tag in bin other; do
     p50=$(sed -n 's/.* median \([0-9.]*\) ms.*/\1/p' "$out"/$tag.*.txt | median)
     p99=$(sed -n 's/.* p99 \([0-9.]*\) ms.*/\1/p' "$out"/$tag.*.txt | median)
     max=$(sed -n 's/.* max \([0-9.]*\) ms.*/\1/p' "$out"/$tag.*.txt | median)
-    echo "$tag: $js jobs/s; enqueue of 5 jobs: median $p50 ms, p99 $p99 ms, max $max ms"
+    lw=$(sed -n 's/.*longest lock wait: \([0-9.]*\) ms.*/\1/p' "$out"/$tag.*.txt | median)
+    echo "$tag: $js jobs/s; enqueue of 5 jobs: median $p50 ms, p99 $p99 ms, max $max ms; longest lock wait $lw ms"
 done
 rm -rf "$out"
 exit $fail

@@ -30,6 +30,12 @@ q_lock_in_line(const q_db *db)
     return db->lock_in_line;
 }
 
+void
+q_lock_waits(const q_db *db, struct q_lock_waits *out)
+{
+    *out = db->lock_waits;
+}
+
 int
 q_clock_sync(q_db *db)
 {

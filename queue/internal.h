@@ -266,8 +266,9 @@ struct q__ops {
  * the table and the clock offset of any open store. */
 struct q_db {
     const struct q__ops *ops;
-    int64_t clock_offset_ms; /* see q_clock_offset */
-    bool lock_in_line;       /* see q_lock_in_line */
+    int64_t clock_offset_ms;        /* see q_clock_offset */
+    bool lock_in_line;              /* see q_lock_in_line */
+    struct q_lock_waits lock_waits; /* see q_lock_waits; kept by a backend */
 };
 
 /* q__pg_open opens the PostgreSQL database conninfo names (a URL or

@@ -445,6 +445,18 @@ int64_t q_clock_offset(const q_db *db);
  * transaction after transaction with no pause between them keeps the
  * others out. */
 bool q_lock_in_line(const q_db *db);
+/* How long this handle waited for locks other processes held on the
+ * store, since it was opened: SQLite's file locks (the write lock above
+ * all), waited for by the busy wait of q_open_opts.lock_wait_ms. A
+ * backend that queues waiters in its server (PostgreSQL) counts none. */
+struct q_lock_waits {
+    int64_t count;      /* waits begun (each ended: lock taken or ran out) */
+    int64_t total_us;   /* time spent in them, microseconds */
+    int64_t longest_us; /* the longest one */
+    int64_t ran_out;    /* waits that ran out (the call got -EAGAIN) */
+};
+/* q_lock_waits copies db's figures into *out. */
+void q_lock_waits(const q_db *db, struct q_lock_waits *out);
 /* q_clock_sync measures the offset again (one round trip; the only call
  * that reads this host's clock). Returns 0 or -EIO (the offset is kept). */
 STEPQ_MUST_CHECK int q_clock_sync(q_db *db);

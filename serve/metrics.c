@@ -4,7 +4,8 @@
  * request latency per tier, tokens and cost (USD) per tier, each tier's
  * shared state, the oldest due job
  * and the workers holding leases. Read from the store on every scrape:
- * what every worker on every host did, not one process's counters. */
+ * what every worker on every host did, not one process's counters; only
+ * the waits for the store's locks are this process's own. */
 #include "serve/internal.h"
 
 #include <stdio.h>
@@ -398,6 +399,34 @@ queue_and_workers(const struct serve_opts *o, FILE *f, int64_t now)
     return 0;
 }
 
+/* This process's own waits for the store's locks (q_lock_waits), the
+ * one series not read from the store: what the other processes on a
+ * SQLite file cost serve's requests. Workers say theirs at exit. */
+static void
+lock_waits(const struct serve_opts *o, FILE *f)
+{
+    struct q_lock_waits w;
+
+    q_lock_waits(o->db, &w);
+    head(f, "stepq_store_lock_waits_total", "counter",
+         "Times this serve process waited for a lock other processes held "
+         "on the SQLite file (0 on PostgreSQL).");
+    fprintf(f, "stepq_store_lock_waits_total %lld\n", (long long)w.count);
+    head(f, "stepq_store_lock_wait_seconds_total", "counter",
+         "Time this serve process spent waiting for those locks.");
+    fprintf(f, "stepq_store_lock_wait_seconds_total %.6f\n",
+            (double)w.total_us / 1e6);
+    head(f, "stepq_store_lock_wait_longest_seconds", "gauge",
+         "The longest of those waits since serve started; one reaching "
+         "the bound (5 s) runs out.");
+    fprintf(f, "stepq_store_lock_wait_longest_seconds %.6f\n",
+            (double)w.longest_us / 1e6);
+    head(f, "stepq_store_lock_waits_ran_out_total", "counter",
+         "Waits that ran out (the request was answered 503).");
+    fprintf(f, "stepq_store_lock_waits_ran_out_total %lld\n",
+            (long long)w.ran_out);
+}
+
 enum MHD_Result
 serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
 {
@@ -421,6 +450,7 @@ serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
         rc = rc ? rc : queue_and_workers(o, f, now);
         q_read_end(o->db);
     }
+    lock_waits(o, f); /* after the reads: their own waits count */
     fclose(f);
     if (rc != 0) {
         free(text);

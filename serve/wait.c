@@ -109,11 +109,16 @@ on_poll(uv_timer_t *t)
         int rc;
     } *seen = xcalloc(w->n + 1, sizeof(*seen));
     size_t n = 0, k = 0, woken = w->n;
+    /* One read lock for every waited job, not one a job (200 waiters: 200
+     * locks taken and dropped every poll). Without it the reads go on,
+     * each on its own. */
+    bool snap;
 
     for (struct serve_waiter *x = w->list; x != NULL; x = x->next)
         if (!x->done)
             ids[n++] = x->job_id;
     qsort(ids, n, sizeof(*ids), cmp_id);
+    snap = n > 0 && q_read_begin(w->o->db) == 0;
     for (size_t i = 0; i < n; i++) {
         struct q_job j = {0};
         if (k > 0 && ids[k - 1] == ids[i])
@@ -124,6 +129,8 @@ on_poll(uv_timer_t *t)
         seen[k++].ver = j.updated_at;
         q_job_cleanup(&j);
     }
+    if (snap)
+        q_read_end(w->o->db);
     for (struct serve_waiter *x = w->list; x != NULL; x = x->next) {
         const int64_t *at =
             x->done ? NULL : bsearch(&x->job_id, ids, k, sizeof(*ids), cmp_id);

@@ -156,8 +156,10 @@ struct q__sqlite {
     bool moved;
     unsigned tx_count; /* transactions begun: every 64th checks the file */
     /* Waiting for another process's lock (on_busy, store.c): how long a
-     * call may wait, when this wait began (0: none), the jitter's state. */
-    int64_t lock_wait_ms, busy_since;
+     * call may wait, when this wait began and what of it is counted in
+     * base.lock_waits so far (monotonic microseconds; busy_since 0:
+     * none), the jitter's state. */
+    int64_t lock_wait_ms, busy_since, busy_counted;
     uint64_t busy_rng;
     /* Read snapshots open (q_read_begin); read_open: the outermost began
      * a read transaction of its own (not inside a write one). */

@@ -116,6 +116,30 @@ reset_busy(struct q__sqlite *db)
     }
 }
 
+static int64_t
+mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Counts the wait under way up to now into the handle's figures
+ * (q_lock_waits). It is counted as it goes, at each try: the try after
+ * the last sleep is the one that takes the lock, a few microseconds
+ * later, so no end of the wait has to be caught in every caller. */
+static void
+wait_count(struct q__sqlite *db, int64_t now)
+{
+    struct q_lock_waits *w = &db->base.lock_waits;
+
+    w->total_us += now - db->busy_counted;
+    db->busy_counted = now;
+    if (now - db->busy_since > w->longest_us)
+        w->longest_us = now - db->busy_since;
+}
+
 /* SQLite's own busy handler sleeps longer and longer (up to 100 ms a
  * try) while it waits: under many processes, one that has waited a while
  * keeps missing the moments the lock is free to those that just began,
@@ -130,18 +154,24 @@ static int
 on_busy(void *arg, int count)
 {
     struct q__sqlite *db = arg;
-    int64_t now = clock_mono_ms();
+    int64_t now = mono_us();
     long us;
 
-    if (count == 0 || db->busy_since == 0)
-        db->busy_since = now;
-    if (now - db->busy_since >= db->lock_wait_ms)
+    if (count == 0 || db->busy_since == 0) {
+        db->busy_since = db->busy_counted = now;
+        db->base.lock_waits.count++;
+    }
+    wait_count(db, now);
+    if (now - db->busy_since >= db->lock_wait_ms * 1000) {
+        db->base.lock_waits.ran_out++;
         return 0; /* the caller gets SQLITE_BUSY: -EAGAIN */
+    }
     db->busy_rng ^= db->busy_rng << 13;
     db->busy_rng ^= db->busy_rng >> 7;
     db->busy_rng ^= db->busy_rng << 17;
     us = 500 + (long)(db->busy_rng % 2000);
     nanosleep(&(struct timespec){0, us * 1000}, NULL);
+    wait_count(db, mono_us());
     return 1;
 }
 
@@ -151,7 +181,7 @@ on_busy(void *arg, int count)
 static void
 busy_ended(struct q__sqlite *db)
 {
-    int64_t waited = clock_mono_ms() - db->busy_since;
+    int64_t waited = (mono_us() - db->busy_since) / 1000;
 
     if (db->busy_since == 0)
         return;
@@ -380,6 +410,25 @@ q__open_version(const char *path, int target, q_db **out)
     return q__sqlite_open(path, NULL, true, target, out);
 }
 
+/* What the handle waited for other processes' locks, said once at its
+ * close (a worker's, serve's or a command's exit): a warning when a wait
+ * ran out or took a second or more, as each such wait was, else at info
+ * (`-v`). A handle that never waited says nothing. */
+static void
+waits_said(const struct q__sqlite *db)
+{
+    const struct q_lock_waits *w = &db->base.lock_waits;
+    bool long_ones = w->ran_out > 0 || w->longest_us >= 1000000;
+
+    if (w->count == 0)
+        return;
+    log_write(long_ones ? LOG_LEVEL_WARN : LOG_LEVEL_INFO, __FILE__, __LINE__,
+              "%s: lock waits: %lld, %.1f ms in all, longest %.1f ms, %lld ran "
+              "out (other processes held the lock)",
+              db->path, (long long)w->count, (double)w->total_us / 1000.0,
+              (double)w->longest_us / 1000.0, (long long)w->ran_out);
+}
+
 int
 q__sqlite_close(q_db *base)
 {
@@ -388,6 +437,7 @@ q__sqlite_close(q_db *base)
 
     if (db == NULL)
         return 0;
+    waits_said(db);
     while (db->tx_depth > 0)
         q__sqlite_tx_rollback(&db->base);
     while (db->read_depth > 0)
