@@ -137,6 +137,7 @@ walk_slots(q_db *db, const struct costs *costs, const struct config_schedule *s,
 {
     int64_t batch[256];
     size_t n = 0;
+    int listed = cJSON_GetArraySize(slots); /* counted once: cJSON walks */
     int rc;
 
     do {
@@ -146,8 +147,10 @@ walk_slots(q_db *db, const struct costs *costs, const struct config_schedule *s,
             if ((rc = add_slot(db, costs, s, batch[i] * 1000, slots, tally)) !=
                 0)
                 return rc;
-            if (cJSON_GetArraySize(slots) > REPORT_SLOTS_MAX)
+            if (++listed > REPORT_SLOTS_MAX) {
                 cJSON_DeleteItemFromArray(slots, 0);
+                listed--;
+            }
         }
         after = n > 0 ? batch[n - 1] : after;
     } while (n == 256);
