@@ -23,8 +23,10 @@ park items, made the way they are made in production: N one-step jobs
 whose step posts a comment (kind http, side effects, no idempotency key)
 are enqueued in bulk (JSON lines, one `stepq enqueue`), and a real
 `stepq work --drain` runs them against `stepq mock`, whose /comments
-route answers every post 429 "daily quota exceeded": each step is sent
-once and parked as hard_quota. Then `stepq serve` on that store is
+route answers every post 429 "daily quota exceeded": the first posts are
+sent once each and parked as hard_quota, and once the host is walled the
+rest are parked hard_quota unsent (docs/reference.md, "Walls of http
+endpoints"). Then `stepq serve` on that store is
 measured for GET /v1/park (all N open items, the default filter), GET
 /v1/park/ID (one item, with its request and history) and GET
 /v1/park?job_id=ID (a filtered list of one item), and the size of each
@@ -261,13 +263,16 @@ def park_run(binary, base, server, seconds, nitems, keep):
         sent = len(read_jsonl(os.path.join(folder, "mock.log")))
         st = json.loads(run_stepq(binary, folder,
                                   dbargs + ["status", "--json"]))
+        # The first posts meet the wall; once the host is walled, the rest
+        # are parked hard_quota unsent, so 1 to nitems posts go out.
         if (st["park_open"] != nitems or st["jobs"]["parked"] != nitems
-                or sent != nitems):
+                or not 1 <= sent <= nitems):
             die("park store: %d open items, %d parked jobs, %d posts sent; "
-                "wanted %d each (folder %s)" % (st["park_open"],
-                                                 st["jobs"]["parked"], sent,
-                                                 nitems, folder))
-        facts.update(enqueue_s=t1 - t0, work_s=t2 - t1, total_s=t2 - t0)
+                "wanted %d items and jobs, 1 to %d posts (folder %s)"
+                % (st["park_open"], st["jobs"]["parked"], sent, nitems,
+                   nitems, folder))
+        facts.update(enqueue_s=t1 - t0, work_s=t2 - t1, total_s=t2 - t0,
+                     posts_sent=sent)
         p, port = start_serve(binary, folder, dbargs)
         big = get_once(port, "/v1/park")
         items = json.loads(big)
