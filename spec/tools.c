@@ -267,7 +267,8 @@ resolve(const cJSON *c, const char *path, const struct config_tools *shared,
                          c->valuestring);
     if (depth == FOUND)
         return 0;
-    snprintf(p, sizeof(p), "%s (config tool %s)", path, ct->name);
+    if (snprintf(p, sizeof(p), "%s (config tool %s)", path, ct->name) < 0)
+        p[0] = '\0'; /* only error texts read p: a cut one will do */
     if ((rc = spec_tool_parse(ct->def, p, t, err, len)) != 0)
         return rc;
     t->shared = true;

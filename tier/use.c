@@ -113,6 +113,7 @@ flight_second(int64_t expires_at)
     return expires_at <= 0 ? 0 : (expires_at + 999) / 1000;
 }
 
+#ifndef NDEBUG
 /* Whether f is as q__flight_parse and every change here keep it: at most
  * Q_TIER_FLIGHT_MAX seconds, strictly ascending, each with a count. For
  * assert. */
@@ -127,6 +128,7 @@ flight_ok(const struct q_tier_flight *f)
     }
     return true;
 }
+#endif
 
 static void
 flight_remove(struct q_tier_flight *f, int i, int k)

@@ -122,9 +122,11 @@ route_add(struct run *r, const char *text)
 {
     size_t used = strlen(r->route);
 
-    if (used + 3 < sizeof(r->route))
+    /* a route cut at its size still says the first reasons */
+    if (used + 3 < sizeof(r->route) &&
         snprintf(r->route + used, sizeof(r->route) - used, "%s%s",
-                 used ? "; " : "", text);
+                 used ? "; " : "", text) < 0)
+        r->route[used] = '\0';
 }
 
 /* Gives back what tier t's admission of send took (its bucket, its place

@@ -43,9 +43,11 @@ struct tally {
 static void
 note_failure(struct tally *t, int k, int64_t id, const char *why)
 {
-    if (t->failed++ == 0)
+    /* a why cut at first's size still names the element */
+    if (t->failed++ == 0 &&
         snprintf(t->first, sizeof(t->first), "element %d (job %lld): %s", k,
-                 (long long)id, why);
+                 (long long)id, why) < 0)
+        t->first[0] = '\0';
 }
 
 /* Makes element k (v->item) a job and enqueues it in the turn. Returns 0,
