@@ -20,8 +20,8 @@ copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
              q__pg_null(res, r, c) ? "" : PQgetvalue(res, r, c));
 }
 
-/* Reads row r of ST_TIER_GET (or ST_TIER_LOCK) into the q_tier_state at elem.
- */
+/* Reads row r of ST_TIER_GET or ST_TIER_LOCK into the q_tier_state at
+ * elem. */
 static void
 read_tier(const PGresult *res, int r, void *elem)
 {
