@@ -9,72 +9,14 @@
 
 #include "queue/batch.h"
 
-static const struct q__pg_sql create_sql = {
-    "q_batch_create",
-    "INSERT INTO batches (tier, api, key, worker, lease_until, created_at,"
-    " updated_at) VALUES ($1::text, $2::text, $3::text, $4::text,"
-    " $5::bigint, $6::bigint, $6::bigint)"
-    " ON CONFLICT (key) DO NOTHING RETURNING id"};
-
-/* The item and the batch's count in one statement. */
-static const struct q__pg_sql item_add_sql = {
-    "q_batch_item_add",
-    "WITH i AS (INSERT INTO batch_items (attempt_id, batch_id, job_id, step)"
-    " SELECT $2::bigint, id, $3::bigint, $4::bigint FROM batches"
-    " WHERE id = $1::bigint ON CONFLICT (attempt_id) DO NOTHING"
-    " RETURNING batch_id)"
-    " UPDATE batches SET items = items + 1 WHERE id IN (SELECT batch_id"
-    " FROM i) RETURNING id"};
-
-/* $1 id, $2 worker, $3 lease_until, $4 state, $5 provider_id, $6 now */
-static const struct q__pg_sql set_sql = {
-    "q_batch_set",
-    "UPDATE batches SET worker = $2::text, lease_until = $3::bigint,"
-    " state = $4::bigint, provider_id = coalesce($5::text, provider_id),"
-    " updated_at = greatest(updated_at, $6::bigint)"
-    " WHERE id = $1::bigint AND state <= $4::bigint"
-    " AND (worker = $2::text OR lease_until <= $6::bigint) RETURNING id"};
-
-static const struct q__pg_sql open_sql = {
-    "q_batches_open",
-    "SELECT id, tier, api, key, provider_id, state, items, worker,"
-    " lease_until, created_at, updated_at FROM batches"
-    " WHERE tier = $1::text AND state < 3 ORDER BY id"};
-
-static const struct q__pg_sql items_sql = {
-    "q_batch_items",
-    "SELECT i.attempt_id, i.job_id, i.step,"
-    " CASE WHEN a.finished_at IS NULL THEN 0 ELSE 1 END"
-    " FROM batch_items i LEFT JOIN attempts a ON a.id = i.attempt_id"
-    " WHERE i.batch_id = $1::bigint ORDER BY i.attempt_id"};
-
-static const struct q__pg_sql of_attempt_sql = {
-    "q_batch_of_attempt",
-    "SELECT batch_id FROM batch_items WHERE attempt_id = $1::bigint"};
-
-static const struct q__pg_sql settle_sql = {
-    "q_batch_item_settle",
-    "UPDATE batch_items SET realtime_nusd = $2::bigint"
-    " WHERE attempt_id = $1::bigint RETURNING attempt_id"};
-
-/* Bytewise, as SQLite's BINARY orders them. */
-static const struct q__pg_sql report_sql = {
-    "q_report_batches",
-    "SELECT b.tier, count(*), sum(coalesce(a.cost_nusd, 0)),"
-    " sum(i.realtime_nusd) FROM batch_items i"
-    " JOIN batches b ON b.id = i.batch_id"
-    " JOIN attempts a ON a.id = i.attempt_id"
-    " WHERE i.realtime_nusd IS NOT NULL AND a.finished_at >= $1::bigint"
-    " GROUP BY b.tier ORDER BY b.tier COLLATE \"C\""};
-
-/* Runs sql, which returns a row when it did its work: 0 with that row's
+/* Runs st, which returns a row when it did its work: 0 with that row's
  * first column in *id (may be NULL), else none (-ENOENT). */
 static int
-run_one(struct q__pg *db, const struct q__pg_sql *sql,
-        const struct q__pg_params *p, int64_t *id, const char *what)
+run_one(struct q__pg *db, enum q__pg_stmt_id st, const struct q__pg_params *p,
+        int64_t *id, const char *what)
 {
     PGresult *r = NULL;
-    int rc = q__pg_run(db, sql, p, &r, what);
+    int rc = q__pg_run(db, st, p, &r, what);
 
     if (rc == 0 && PQntuples(r) == 0)
         rc = -ENOENT;
@@ -98,7 +40,7 @@ q__pg_batch_create(q_db *db, const char *tier, const char *api, const char *key,
     q__pg_p_text(&p, worker);
     q__pg_p_int(&p, lease_until);
     q__pg_p_int(&p, now);
-    rc = run_one(q__pg(db), &create_sql, &p, id, "recording a batch");
+    rc = run_one(q__pg(db), ST_BATCH_CREATE, &p, id, "recording a batch");
     return rc == -ENOENT ? -EEXIST : rc;
 }
 
@@ -114,7 +56,8 @@ q__pg_batch_item_add(q_db *db, int64_t batch_id, int64_t attempt_id,
     q__pg_p_int(&p, attempt_id);
     q__pg_p_int(&p, job_id);
     q__pg_p_int(&p, step);
-    rc = run_one(q__pg(db), &item_add_sql, &p, NULL, "recording a batch item");
+    rc = run_one(q__pg(db), ST_BATCH_ITEM_ADD, &p, NULL,
+                 "recording a batch item");
     if (rc == -ENOENT) {
         rc = q__pg_batch_of_attempt(db, attempt_id, &other);
         return rc == 0 ? -EEXIST : rc;
@@ -134,7 +77,7 @@ q__pg_batch_set(q_db *db, int64_t id, const struct q_batch_set *s)
     q__pg_p_int(&p, s->state);
     q__pg_p_text(&p, s->provider_id);
     q__pg_p_int(&p, s->now);
-    rc = run_one(q__pg(db), &set_sql, &p, NULL, "updating a batch");
+    rc = run_one(q__pg(db), ST_BATCH_SET, &p, NULL, "updating a batch");
     return rc == -ENOENT ? -EBUSY : rc;
 }
 
@@ -164,7 +107,7 @@ q__pg_batches_open(q_db *db, const char *tier, struct q_batch **out, size_t *n)
     int rc;
 
     q__pg_p_text(&p, tier);
-    rc = q__pg_select(q__pg(db), &open_sql, &p, sizeof(struct q_batch),
+    rc = q__pg_select(q__pg(db), ST_BATCHES_OPEN, &p, sizeof(struct q_batch),
                       read_batch, &v, n, "reading batches");
     if (rc == 0)
         *out = v;
@@ -191,8 +134,9 @@ q__pg_batch_items(q_db *db, int64_t batch_id, struct q_batch_item **out,
     int rc;
 
     q__pg_p_int(&p, batch_id);
-    rc = q__pg_select(q__pg(db), &items_sql, &p, sizeof(struct q_batch_item),
-                      read_item, &v, n, "reading a batch's items");
+    rc =
+        q__pg_select(q__pg(db), ST_BATCH_ITEMS, &p, sizeof(struct q_batch_item),
+                     read_item, &v, n, "reading a batch's items");
     if (rc == 0)
         *out = v;
     return rc;
@@ -204,7 +148,7 @@ q__pg_batch_of_attempt(q_db *db, int64_t attempt_id, int64_t *batch_id)
     struct q__pg_params p = {0};
 
     q__pg_p_int(&p, attempt_id);
-    return run_one(q__pg(db), &of_attempt_sql, &p, batch_id,
+    return run_one(q__pg(db), ST_BATCH_OF_ATTEMPT, &p, batch_id,
                    "finding an attempt's batch");
 }
 
@@ -215,7 +159,8 @@ q__pg_batch_item_settle(q_db *db, int64_t attempt_id, int64_t realtime_nusd)
 
     q__pg_p_int(&p, attempt_id);
     q__pg_p_int(&p, realtime_nusd);
-    return run_one(q__pg(db), &settle_sql, &p, NULL, "settling a batch item");
+    return run_one(q__pg(db), ST_BATCH_ITEM_SETTLE, &p, NULL,
+                   "settling a batch item");
 }
 
 static void
@@ -238,8 +183,9 @@ q__pg_report_batches(q_db *db, int64_t since, struct q_report_batch **out,
     int rc;
 
     q__pg_p_int(&p, since);
-    rc = q__pg_select(q__pg(db), &report_sql, &p, sizeof(struct q_report_batch),
-                      read_report, &v, n, "reporting batches");
+    rc = q__pg_select(q__pg(db), ST_REPORT_BATCHES, &p,
+                      sizeof(struct q_report_batch), read_report, &v, n,
+                      "reporting batches");
     if (rc == 0)
         *out = v;
     return rc;

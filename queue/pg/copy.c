@@ -129,7 +129,7 @@ q__pg_copy_count(q_db *db, const struct q__table *t, int64_t *n)
      * batched are never written. */
     if (batch.db == db)
         batch_drop();
-    if ((rc = q__pg_run(q__pg(db), sql, NULL, &res, "counting rows")) != 0)
+    if ((rc = q__pg_run_sql(q__pg(db), sql, NULL, &res, "counting rows")) != 0)
         return rc;
     *n = q__pg_int(res, 0, 0);
     PQclear(res);
@@ -146,7 +146,7 @@ q__pg_copy_clear(q_db *db, const struct q__table *t)
     if (batch.db == db)
         batch_drop();
     q__pg_tiers_forget(q__pg(db)); /* a copy writes tier rows behind it */
-    return q__pg_run(q__pg(db), sql, NULL, NULL, "clearing a table");
+    return q__pg_run_sql(q__pg(db), sql, NULL, NULL, "clearing a table");
 }
 
 /* read_row fills vals from row r of res by t's column types; text is
@@ -211,7 +211,7 @@ q__pg_copy_out(q_db *db, const struct q__table *t, q__row_fn fn, void *arg)
     q__pg_p_int(&p, PAGE);
     /* A short page is the last one. */
     while (rc == 0 && rows == PAGE) {
-        rc = q__pg_run(q__pg(db), sql, &p, &res, "reading rows to copy");
+        rc = q__pg_run_sql(q__pg(db), sql, &p, &res, "reading rows to copy");
         if (rc != 0)
             break;
         sql = next;
@@ -298,7 +298,7 @@ batch_flush(q_db *db)
         return -EINVAL;
     put("]", 1);
     q__pg_p_text(&p, batch.buf);
-    rc = q__pg_run(q__pg(db), sql, &p, NULL, "writing copied rows");
+    rc = q__pg_run_sql(q__pg(db), sql, &p, NULL, "writing copied rows");
     batch.len = 0;
     batch.n = 0;
     return rc;

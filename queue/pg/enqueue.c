@@ -10,28 +10,13 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+
 /* The jobs go as arrays (one element per job), so a batch of any size is
- * one statement. Rows come back inserted (true) or already there before
- * it (false); RETURNING order is not the input's, see match_results. */
-/* The arrays of enqueue_sql: name, key, priority, run_at, deadline_at,
+ * one statement (ST_JOB_INSERT). Rows come back inserted (true) or already
+ * there before it (false); RETURNING order is not the input's, see
+ * match_results. The arrays: name, key, priority, run_at, deadline_at,
  * spec, input. */
 #define NARRAYS 7
-static const struct q__pg_sql enqueue_sql = {
-    "q_jobs_enqueue",
-    "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[],"
-    " $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[])"
-    " WITH ORDINALITY AS t (name, key, priority, run_at, deadline_at, spec,"
-    " input, ord)),"
-    " ins AS (INSERT INTO jobs (name, key, priority, run_at, deadline_at,"
-    " created_at, updated_at, spec, input) SELECT name, key, priority,"
-    " run_at, deadline_at, $8, $8, spec, input FROM input ORDER BY ord"
-    " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id, key)"
-    " SELECT id, key, true FROM ins UNION ALL SELECT id, key, false FROM jobs"
-    " WHERE key IN (SELECT key FROM input WHERE key IS NOT NULL)"};
-/* Keys another transaction committed after the statement's snapshot. */
-static const struct q__pg_sql by_keys_sql = {
-    "q_jobs_by_keys",
-    "SELECT id, key, false FROM jobs WHERE key = ANY ($1::text[])"};
 
 /* Appends one element of a text[] literal: NULL, or quoted with \ and "
  * escaped. */
@@ -152,7 +137,7 @@ got_add(const PGresult *r, struct got **g, size_t *ng)
     }
 }
 
-/* The batch as the arrays of enqueue_sql ($1 to $7; $8 is the time). */
+/* The batch as the arrays of ST_JOB_INSERT ($1 to $7; $8 is the time). */
 static void
 build_arrays(struct xbuf a[NARRAYS], const struct q_job_new *jobs, size_t n,
              const struct q_enqueue_opts *o, int64_t now)
@@ -198,7 +183,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
     for (int c = 0; c < NARRAYS; c++)
         q__pg_p_text(&p, a[c].p);
     q__pg_p_int(&p, now);
-    if ((rc = q__pg_run(db, &enqueue_sql, &p, &r, "enqueue")) != 0)
+    if ((rc = q__pg_run(db, ST_JOB_INSERT, &p, &r, "enqueue")) != 0)
         goto out;
     tmp = xcalloc(n, sizeof(*tmp));
     done = xcalloc(n, sizeof(*done));
@@ -216,7 +201,7 @@ q__pg_enqueue(q_db *d, const struct q_job_new *jobs, size_t n,
         keys.p[keys.len - 1] = '}';
         p.n = 0;
         q__pg_p_text(&p, keys.p);
-        if ((rc = q__pg_run(db, &by_keys_sql, &p, &r2,
+        if ((rc = q__pg_run(db, ST_JOB_BY_KEY, &p, &r2,
                             "enqueue: reading "
                             "existing jobs")) != 0)
             goto out;

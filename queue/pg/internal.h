@@ -26,14 +26,125 @@
 #include "queue/queue.h"
 #include "queue/tiers.h"
 
-/* A statement: its prepared name (unique, "q_<file>_<what>") and SQL text
- * with $1..$n parameters. Defined static in the file that runs it: the
- * prepared cache knows a statement by its address, so it must live as
- * long as the program (never on the stack). */
+/* A statement: its prepared name (unique on the connection) and SQL text
+ * with $1..$n parameters. The prepared cache knows a statement by its
+ * address, so it must live as long as the program (never on the stack):
+ * the static ones are sql.c's table (q__pg_stmt), those made at run time
+ * copy.c's slots. */
 struct q__pg_sql {
     const char *name;
     const char *text;
 };
+
+/* Every statement whose SQL is fixed at build time, its text in sql.c's
+ * table. The names are the SQLite backend's (enum q__stmt_id,
+ * queue/sqlite/internal.h) where the operation is the same; where one
+ * statement here does what several do there, the comment names them.
+ * The first ones are sent as plain text, never prepared: transaction
+ * control, the store lock's release and the wake connection's LISTEN. */
+enum q__pg_stmt_id {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_BEGIN_READ, /* a read snapshot (q_read_begin) */
+    ST_STORE_UNLOCK,
+    ST_LISTEN,
+    /* Prepared at their first use on a connection (pipe.c). */
+    ST_STORE_LOCK,
+    ST_JOB_INSERT, /* any number of jobs (SQLite: 1, 4, 16 or 64 rows) */
+    ST_JOB_BY_KEY,
+    ST_JOB_GET,
+    ST_JOBS_LIST,
+    ST_JOBS_LIST_STATE,
+    ST_COUNTS, /* with SQLite's ST_PARK_OPEN */
+    ST_RECLAIM,
+    ST_CLAIM, /* SQLite's ST_EXPIRED, ST_CLAIM_PICK and ST_CLAIM_SET */
+    ST_EXTEND,
+    ST_SET_STATE_HELD,
+    ST_FAIL_HELD,
+    ST_CANCEL, /* with SQLite's ST_CANCEL_STEPS and ST_CANCEL_ATTEMPTS */
+    ST_STEPS_GET,
+    ST_STEP_SET,
+    ST_ATTEMPT_BEGIN,  /* SQLite's ST_ATTEMPT_NEXT, ST_ATTEMPT_INSERT and
+                          ST_STEP_CHARGE */
+    ST_ATTEMPT_FINISH, /* with SQLite's ST_STEP_CORRECT */
+    ST_ATTEMPT_FINISH_ONLY,
+    ST_ATTEMPTS_LIST, /* SQLite's ST_ATTEMPTS_JOB and ST_ATTEMPTS_STEP */
+    ST_JOB_COST,
+    ST_TIER_GET,
+    ST_TIER_LOCK, /* ST_TIER_GET FOR UPDATE, inside a transaction */
+    ST_TIER_ROW,
+    ST_TIER_PUT,
+    ST_TIER_EVENT_ADD,
+    ST_PARK_ADD,
+    ST_NEXT_DUE,
+    ST_PARK_GET,
+    ST_PARK_LIST,
+    ST_PARK_CLOSE,
+    ST_STEP_RESET,
+    ST_JOB_LEAVE_PARKED, /* SQLite's ST_JOB_REQUEUE and ST_JOB_END_PARKED */
+    ST_JOB_WAKE,
+    ST_SCHED_GET,
+    ST_SCHED_LIST,
+    ST_SCHED_NOTE,
+    ST_SCHED_CLAIM,
+    ST_SCHED_PAUSE,
+    ST_REPORT_JOBS,
+    ST_REPORT_TIERS,
+    ST_REPORT_FAILURES,
+    ST_REPORT_FAILED,
+    ST_REPORT_KEYED,
+    ST_REPORT_SLOWEST,
+    ST_REPORT_COSTLIEST,
+    ST_JOB_GET_BY_KEY,
+    ST_BUDGET_RESERVE,
+    ST_BUDGET_SETTLE,
+    ST_BUDGETS_LIST,
+    ST_RETRY, /* SQLite's ST_RETRY_ADD, ST_RETRY_JOB, ST_RETRY_ATTEMPTS and
+                 ST_RETRY_STEPS */
+    ST_RETRIES_LIST,
+    ST_BATCH_CREATE,
+    ST_BATCH_ITEM_ADD, /* with SQLite's ST_BATCH_COUNT_ITEM */
+    ST_BATCH_SET,
+    ST_BATCHES_OPEN,
+    ST_BATCH_ITEMS,
+    ST_BATCH_OF_ATTEMPT,
+    ST_BATCH_ITEM_SETTLE,
+    ST_REPORT_BATCHES,
+    ST_OPERATOR_ADD,
+    ST_OPERATOR_ROTATE,
+    ST_OPERATOR_REMOVE,
+    ST_OPERATORS_LIST,
+    ST_AUDIT_ADD,
+    ST_AUDIT_LIST,
+    /* Those SQLite runs without its cache (its stats.c, prune.c, schema.c
+     * prepare them where they run), and PostgreSQL's own. */
+    ST_STATS_ATTEMPTS,
+    ST_STATS_PARK_OPEN,
+    ST_STATS_LATENCY,
+    ST_STATS_WORKERS,
+    ST_STATS_OLDEST_DUE,
+    ST_PRUNE_COUNT,
+    ST_PRUNE_JOBS,
+    ST_PRUNE_BODIES,
+    ST_PRUNE_EVENTS,
+    ST_PRUNE_BUDGETS,
+    ST_HAS_SCHEMA,
+    ST_SCHEMA_VERSION,
+    ST_SCHEMA_NONE,
+    ST_SCHEMA_LOCK,
+    ST_SCHEMA_SET_VERSION,
+    ST_CLOCK,
+    ST_IDS_TAKE,
+    ST_COUNT
+};
+
+/* q__pg_stmt returns statement st of sql.c's table, named after its enum
+ * constant. Borrowed: it lives as long as the program. */
+const struct q__pg_sql *q__pg_stmt(enum q__pg_stmt_id st);
 
 #define Q__PG_MAX_PARAMS   24
 #define Q__PG_MAX_PREPARED 96
@@ -187,15 +298,6 @@ int q__pg_error(struct q__pg *db, const PGresult *r, const char *what);
  * reset after its backoff when no transaction is on it, else -EIO. */
 int q__pg_usable(struct q__pg *db);
 
-/* What lets the store's write lock (pipe.c) go: at a commit, just before
- * the COMMIT in the same round trip; after a rollback, just after it.
- * Every session-level advisory lock the session holds goes, the store's
- * lock taken twice too (a send that failed after a BEGIN sends it
- * again), and the key is not computed anew (a search_path that changed
- * since the lock would name another key). The session holds no other:
- * the schema's lock is a transaction's (schema.c). */
-#define Q__PG_STORE_UNLOCK "SELECT pg_advisory_unlock_all()"
-
 /* q__pg_round_trip queues the pending levels, the plain texts and sql
  * (may be NULL) after whatever was deferred, syncs, and reads every
  * result. Errors and *res as q__pg_run. */
@@ -203,41 +305,46 @@ int q__pg_round_trip(struct q__pg *db, const char *const *texts, int ntexts,
                      const struct q__pg_sql *sql, const struct q__pg_params *p,
                      PGresult **res, const char *what);
 
-/* q__pg_run runs sql with params p (may be NULL) in one round trip (with
- * a pending BEGIN and a first-use PREPARE). *res (res may be NULL) gets
- * the result of a statement that returns rows; caller PQclear()s it.
- * Returns 0, or the logged error with what was being done: -EAGAIN (a
- * lock wait ran out, a serialization failure or deadlock: nothing was
- * changed), -EEXIST (a unique violation), -EIO (anything else; a lost
- * connection marks the store broken, and a later call outside a
- * transaction reconnects, with backoff). */
-int q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
+/* q__pg_run runs statement st with params p (may be NULL) in one round
+ * trip (with a pending BEGIN and a first-use PREPARE). *res (res may be
+ * NULL) gets the result of a statement that returns rows; caller
+ * PQclear()s it. Returns 0, or the logged error with what was being done:
+ * -EAGAIN (a lock wait ran out, a serialization failure or deadlock:
+ * nothing was changed), -EEXIST (a unique violation), -EIO (anything
+ * else; a lost connection marks the store broken, and a later call
+ * outside a transaction reconnects, with backoff). */
+int q__pg_run(struct q__pg *db, enum q__pg_stmt_id st,
               const struct q__pg_params *p, PGresult **res, const char *what);
+/* q__pg_run_sql is q__pg_run for a statement made at run time (copy.c);
+ * sql must live as long as the program. */
+int q__pg_run_sql(struct q__pg *db, const struct q__pg_sql *sql,
+                  const struct q__pg_params *p, PGresult **res,
+                  const char *what);
 /* q__pg_defer holds a write whose result nobody reads (no rows, no
  * count) for the next round trip of the open transaction, at the latest
  * its COMMIT; outside a transaction it runs now (q__pg_run). Returns 0
  * once kept (a lost connection: -EIO). Its own failure is the
  * transaction's: the round trip that reads it returns the error and the
  * commit fails (nothing of the transaction is kept). */
-int q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
+int q__pg_defer(struct q__pg *db, enum q__pg_stmt_id st,
                 const struct q__pg_params *p, const char *what);
-/* q__pg_write runs sql, a write whose result answer reads (NULL: none
- * to read) into out0/out1, and returns what answer says. With defer and
+/* q__pg_write runs statement st, a write whose result answer reads (NULL:
+ * none to read) into out0/out1, and returns what answer says. With defer and
  * a transaction open it waits for the next round trip instead
  * (q__pg_defer) and returns 0 once kept: answer runs when its result is
  * read, at the latest by the commit (what out0/out1 point to must live
  * until then; a rolled-back level's writes are never sent and their
  * answers never run), and a "changed nothing" answer is logged with what
  * and id, and the transaction goes on. */
-int q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
+int q__pg_write(struct q__pg *db, enum q__pg_stmt_id st,
                 const struct q__pg_params *p, bool defer,
                 q__pg_answer_fn answer, void *out0, void *out1, int64_t id,
                 const char *what);
-/* q__pg_queue queues sql with p (already clean) in the round trip being
- * made, its answer read into out0/out1 when its result is (a
+/* q__pg_queue queues statement st with p (already clean) in the round
+ * trip being made, its answer read into out0/out1 when its result is (a
  * "changed nothing" answer is logged); false when the send failed. For
  * what rides along with a round trip's first commands (tiers.c). */
-bool q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
+bool q__pg_queue(struct q__pg *db, enum q__pg_stmt_id st,
                  const struct q__pg_params *p, q__pg_answer_fn answer,
                  void *out0, void *out1, const char *what);
 /* Deferred writes waiting as a level ends (store.c):
@@ -327,27 +434,24 @@ typedef void (*q__pg_read_fn)(const PGresult *res, int r, void *elem);
 void q__pg_rows(const PGresult *res, size_t elem, q__pg_read_fn read,
                 void **out, size_t *n);
 
-/* q__pg_select runs sql with p (q__pg_run) and reads every row into a
- * new array (q__pg_rows). Caller owns *out (NULL with no rows). */
-int q__pg_select(struct q__pg *db, const struct q__pg_sql *sql,
+/* q__pg_select runs statement st with p (q__pg_run) and reads every row
+ * into a new array (q__pg_rows). Caller owns *out (NULL with no rows). */
+int q__pg_select(struct q__pg *db, enum q__pg_stmt_id st,
                  const struct q__pg_params *p, size_t elem, q__pg_read_fn read,
                  void **out, size_t *n, const char *what);
-/* q__pg_select_one runs sql with p and reads its first row into out
- * (elem bytes, zeroed first; read NULL: reads nothing); -ENOENT when it
- * returned no row. out is untouched on failure. */
-int q__pg_select_one(struct q__pg *db, const struct q__pg_sql *sql,
+/* q__pg_select_one runs statement st with p and reads its first row into
+ * out (elem bytes, zeroed first; read NULL: reads nothing); -ENOENT when
+ * it returned no row. out is untouched on failure. */
+int q__pg_select_one(struct q__pg *db, enum q__pg_stmt_id st,
                      const struct q__pg_params *p, size_t elem,
                      q__pg_read_fn read, void *out, const char *what);
 /* q__pg_read_ints is a row reader for a row of numbers: every column of
  * row r into the int64_t array elem (as many as the row has columns). */
 void q__pg_read_ints(const PGresult *res, int r, void *elem);
 
-/* A job row: statements that return jobs select Q__PG_JOB_COLS, then
- * spec (or NULL), error and input (or NULL), and read it with
- * q__pg_read_job (jobs.c). */
-#define Q__PG_JOB_COLS                                                         \
-    "id, name, key, state, priority, run_at, deadline_at, created_at,"         \
-    " updated_at, lease_owner, lease_until, claims"
+/* q__pg_read_job reads a job row: the statements that return jobs
+ * select sql.c's JOB_COLS, then spec (or NULL), error and input (or
+ * NULL). */
 void q__pg_read_job(const PGresult *res, int r, void *job);
 
 /* q__pg_migrate brings the schema to this build's version under an

@@ -14,24 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define JOB_COLS Q__PG_JOB_COLS
-
 /* ---- reading jobs ---------------------------------------------------- */
-
-static const struct q__pg_sql get_sql = {
-    "q_jobs_get",
-    "SELECT " JOB_COLS ", spec, error, input FROM jobs WHERE id = $1"};
-static const struct q__pg_sql list_sql = {
-    "q_jobs_list",
-    "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs WHERE id > $2"
-    " ORDER BY id LIMIT $1"};
-static const struct q__pg_sql list_state_sql = {
-    "q_jobs_list_state", "SELECT " JOB_COLS ", NULL, error, NULL FROM jobs"
-                         " WHERE id > $2 AND state = $3 ORDER BY id LIMIT $1"};
-static const struct q__pg_sql counts_sql = {
-    "q_jobs_counts", "SELECT state, count(*) FROM jobs GROUP BY state"
-                     " UNION ALL SELECT -1, count(*) FROM park"
-                     " WHERE state = 'open'"};
 
 void
 q__pg_read_job(const PGresult *r, int i, void *job)
@@ -63,7 +46,7 @@ q__pg_job_get(q_db *d, int64_t id, struct q_job *out)
     int rc;
 
     q__pg_p_int(&p, id);
-    if ((rc = q__pg_run(q__pg(d), &get_sql, &p, &r, "reading a job")) != 0)
+    if ((rc = q__pg_run(q__pg(d), ST_JOB_GET, &p, &r, "reading a job")) != 0)
         return rc;
     if (PQntuples(r) == 0) {
         rc = -ENOENT;
@@ -75,15 +58,15 @@ q__pg_job_get(q_db *d, int64_t id, struct q_job *out)
     return rc;
 }
 
-/* Runs sql and collects its job rows with read (q__pg_read_job's columns). */
+/* Runs st and collects its job rows with read (q__pg_read_job's columns). */
 static int
-collect_jobs(struct q__pg *db, const struct q__pg_sql *sql,
+collect_jobs(struct q__pg *db, enum q__pg_stmt_id st,
              const struct q__pg_params *p, q__pg_read_fn read,
              struct q_job **out, size_t *n, const char *what)
 {
     PGresult *r = NULL;
     void *v = NULL;
-    int rc = q__pg_run(db, sql, p, &r, what);
+    int rc = q__pg_run(db, st, p, &r, what);
 
     if (rc != 0)
         return rc;
@@ -106,8 +89,8 @@ q__pg_jobs_list(q_db *d, int state, int64_t after, size_t limit,
     q__pg_p_int(&p, after);
     if (state >= 0)
         q__pg_p_int(&p, state);
-    return collect_jobs(q__pg(d), state < 0 ? &list_sql : &list_state_sql, &p,
-                        q__pg_read_job, out, n, "listing jobs");
+    return collect_jobs(q__pg(d), state < 0 ? ST_JOBS_LIST : ST_JOBS_LIST_STATE,
+                        &p, q__pg_read_job, out, n, "listing jobs");
 }
 
 int
@@ -115,7 +98,7 @@ q__pg_counts(q_db *d, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 {
     int64_t c[Q_JOB_NSTATES] = {0}, park = 0;
     PGresult *r = NULL;
-    int rc = q__pg_run(q__pg(d), &counts_sql, NULL, &r, "counting jobs");
+    int rc = q__pg_run(q__pg(d), ST_COUNTS, NULL, &r, "counting jobs");
 
     if (rc != 0)
         return rc;
@@ -133,39 +116,6 @@ q__pg_counts(q_db *d, int64_t counts[Q_JOB_NSTATES], int64_t *park_open)
 }
 
 /* ---- leases ---------------------------------------------------------- */
-
-/* Due queued jobs and jobs whose lease expired (SQLite reclaims those
- * first; the order is the same), each side walking its partial index and
- * skipping rows another claim holds, then the best max of both. A queued
- * job's step rows come along as one JSON array (the columns of
- * ledger.c's steps read, in its order), so that it starts without a
- * round trip of its own: whatever made it queued wrote its row in the
- * same transaction, so a snapshot that sees it queued sees that
- * transaction's progress too. A job whose lease expired comes without
- * them (NULL, and a 1 in the last column): its holder may still be
- * alive, and the statement's snapshot may predate a commit of its
- * progress that ended just before this claim locked the row (the
- * store's write lock is let go before the COMMIT: pipe.c); the worker
- * reads them in a statement of its own, after the lock. */
-static const struct q__pg_sql claim_sql = {
-    "q_jobs_claim",
-    "WITH q AS (SELECT id, priority, run_at FROM jobs WHERE state = 0"
-    " AND run_at <= $1 ORDER BY priority DESC, run_at, id LIMIT $2"
-    " FOR UPDATE SKIP LOCKED),"
-    " e AS (SELECT id, priority, run_at FROM jobs WHERE state = 1"
-    " AND lease_until < $1 ORDER BY priority DESC, run_at, id LIMIT $2"
-    " FOR UPDATE SKIP LOCKED),"
-    " pick AS (SELECT id, re FROM (SELECT *, 0 AS re FROM q UNION ALL"
-    " SELECT *, 1 FROM e) u ORDER BY priority DESC, run_at, id LIMIT $2)"
-    " UPDATE jobs j SET state = 1, lease_owner = $3, lease_until = $4,"
-    " claims = claims + 1, updated_at = $1 FROM pick WHERE j.id = pick.id"
-    " RETURNING j.id, j.name, j.key, j.state, j.priority, j.run_at,"
-    " j.deadline_at, j.created_at, j.updated_at, j.lease_owner,"
-    " j.lease_until, j.claims, j.spec, j.error, j.input,"
-    " CASE WHEN pick.re = 0 THEN (SELECT json_agg(json_build_array(s.idx,"
-    "   s.state, s.tier, s.attempts, s.tokens, s.output, s.reset_after,"
-    "   s.pin_tier) ORDER BY s.idx) FROM steps s WHERE s.job_id = j.id)"
-    " END, pick.re"};
 
 /* Item i of a step's JSON array as the step read would give it: a number
  * (0 when it is not one), a string (NULL when it is not one: SQL NULL). */
@@ -185,7 +135,8 @@ json_text(const cJSON *a, int i)
     return cJSON_IsString(v) ? xstrdup(v->valuestring) : NULL;
 }
 
-/* Reads a claimed job: the row of get_sql's columns, then its steps. */
+/* Reads a claimed job: the row of ST_JOB_GET's columns, then its steps
+ * (ST_CLAIM). */
 static void
 read_claimed(const PGresult *r, int i, void *job)
 {
@@ -216,42 +167,6 @@ read_claimed(const PGresult *r, int i, void *job)
     }
     cJSON_Delete(rows);
 }
-static const struct q__pg_sql extend_sql = {
-    "q_jobs_extend", "UPDATE jobs SET lease_until = $3, updated_at = $4"
-                     " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
-static const struct q__pg_sql set_held_sql = {
-    "q_jobs_set_held",
-    "UPDATE jobs SET state = $3, run_at = coalesce($4, run_at),"
-    " lease_owner = NULL, lease_until = NULL, updated_at = $5"
-    " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
-static const struct q__pg_sql fail_sql = {
-    "q_jobs_fail", "UPDATE jobs SET state = 3, error = $3, lease_owner = NULL,"
-                   " lease_until = NULL, updated_at = $4"
-                   " WHERE id = $1 AND state = 1 AND lease_owner = $2"};
-/* The count tells "no such job" from "already ended" in the same trip. */
-static const struct q__pg_sql cancel_sql = {
-    "q_jobs_cancel",
-    "WITH c AS (UPDATE jobs SET state = 5, lease_owner = NULL,"
-    " lease_until = NULL, updated_at = $2 WHERE id = $1"
-    " AND state IN (0, 1, 4) RETURNING id),"
-    /* No step left running, no attempt in flight (queue/sqlite). */
-    " s AS (UPDATE steps SET state = 0 WHERE job_id IN (SELECT id FROM c)"
-    " AND state = 1),"
-    " a AS (UPDATE attempts SET finished_at = $2, outcome = 'unknown',"
-    " reason = 'cancelled' WHERE job_id IN (SELECT id FROM c)"
-    " AND finished_at IS NULL)"
-    " SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM jobs"
-    " WHERE id = $1)"};
-/* A running job is due when its lease would expire: if its holder died,
- * that is when another worker takes it over. */
-static const struct q__pg_sql next_due_sql = {
-    "q_jobs_next_due",
-    "SELECT least((SELECT min(run_at) FROM jobs WHERE state = 0),"
-    " (SELECT min(lease_until) FROM jobs WHERE state = 1))"};
-static const struct q__pg_sql reclaim_sql = {
-    "q_jobs_reclaim", "UPDATE jobs SET state = 0, lease_owner = NULL,"
-                      " lease_until = NULL, updated_at = $1"
-                      " WHERE state = 1 AND lease_until < $1"};
 
 /* The contract's claim order (RETURNING keeps none). */
 static int
@@ -281,7 +196,7 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
     q__pg_p_int(&p, (int64_t)max);
     q__pg_p_text(&p, worker);
     q__pg_p_int(&p, now + lease_ms);
-    rc = collect_jobs(q__pg(d), &claim_sql, &p, read_claimed, &v, &len,
+    rc = collect_jobs(q__pg(d), ST_CLAIM, &p, read_claimed, &v, &len,
                       "claiming");
     if (rc != 0)
         return rc;
@@ -296,11 +211,11 @@ q__pg_claim(q_db *d, const char *worker, int64_t now, int64_t lease_ms,
 /* Runs an UPDATE of held job id (defer: may ride in the transaction's
  * next round trip, queue.h). */
 static int
-held_update(struct q__pg *db, const struct q__pg_sql *sql,
+held_update(struct q__pg *db, enum q__pg_stmt_id st,
             const struct q__pg_params *p, bool defer, int64_t id,
             const char *what)
 {
-    return q__pg_write(db, sql, p, defer, q__pg_held, NULL, NULL, id, what);
+    return q__pg_write(db, st, p, defer, q__pg_held, NULL, NULL, id, what);
 }
 
 int
@@ -313,8 +228,7 @@ q__pg_extend(q_db *d, int64_t id, const char *worker, int64_t until,
     q__pg_p_text(&p, worker);
     q__pg_p_int(&p, until);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &extend_sql, &p, false, id,
-                       "extending a lease");
+    return held_update(q__pg(d), ST_EXTEND, &p, false, id, "extending a lease");
 }
 
 static int
@@ -331,7 +245,7 @@ set_held_state(q_db *d, int64_t id, const char *worker, enum q_job_state state,
     else
         q__pg_p_text(&p, NULL);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &set_held_sql, &p, defer, id,
+    return held_update(q__pg(d), ST_SET_STATE_HELD, &p, defer, id,
                        defer ? "completing job" : "updating a job");
 }
 
@@ -366,7 +280,7 @@ q__pg_fail(q_db *d, int64_t id, const char *worker, const char *error,
     q__pg_p_text(&p, worker);
     q__pg_p_text(&p, error);
     q__pg_p_int(&p, now);
-    return held_update(q__pg(d), &fail_sql, &p, false, id, "failing a job");
+    return held_update(q__pg(d), ST_FAIL_HELD, &p, false, id, "failing a job");
 }
 
 int
@@ -378,7 +292,7 @@ q__pg_cancel(q_db *d, int64_t id, int64_t now)
 
     q__pg_p_int(&p, id);
     q__pg_p_int(&p, now);
-    if ((rc = q__pg_run(q__pg(d), &cancel_sql, &p, &r, "cancelling a job")))
+    if ((rc = q__pg_run(q__pg(d), ST_CANCEL, &p, &r, "cancelling a job")))
         return rc;
     if (q__pg_int(r, 0, 0) == 0)
         rc = q__pg_int(r, 0, 1) > 0 ? -EALREADY : -ENOENT;
@@ -390,8 +304,8 @@ int
 q__pg_next_due(q_db *d, int64_t now, int64_t *at)
 {
     PGresult *r = NULL;
-    int rc = q__pg_run(q__pg(d), &next_due_sql, NULL, &r,
-                       "reading the next due job");
+    int rc =
+        q__pg_run(q__pg(d), ST_NEXT_DUE, NULL, &r, "reading the next due job");
 
     (void)now;
     if (rc != 0)
@@ -412,7 +326,7 @@ q__pg_reclaim(q_db *d, int64_t now, int64_t *n)
     int rc;
 
     q__pg_p_int(&p, now);
-    rc = q__pg_run(q__pg(d), &reclaim_sql, &p, &r, "reclaiming expired leases");
+    rc = q__pg_run(q__pg(d), ST_RECLAIM, &p, &r, "reclaiming expired leases");
     if (rc == 0 && n != NULL)
         *n = q__pg_affected(r);
     PQclear(r);

@@ -9,43 +9,14 @@
 
 #include "queue/audit.h"
 
-static const struct q__pg_sql add_sql = {
-    "q_operator_add",
-    "INSERT INTO operators (name, role, token_sha256, created_at,"
-    " rotated_at) VALUES ($1::text, $2::text, $3::text, $4::bigint,"
-    " $4::bigint) ON CONFLICT (name) DO NOTHING RETURNING 1"};
-static const struct q__pg_sql rotate_sql = {
-    "q_operator_rotate",
-    "UPDATE operators SET token_sha256 = $2::text, rotated_at = $3::bigint"
-    " WHERE name = $1::text RETURNING 1"};
-static const struct q__pg_sql remove_sql = {
-    "q_operator_remove",
-    "DELETE FROM operators WHERE name = $1::text RETURNING 1"};
-/* Bytewise, as SQLite's BINARY orders them. */
-static const struct q__pg_sql list_sql = {
-    "q_operators_list",
-    "SELECT name, role, token_sha256, created_at,"
-    " rotated_at FROM operators ORDER BY name COLLATE \"C\""};
-static const struct q__pg_sql audit_add_sql = {
-    "q_audit_add",
-    "INSERT INTO audit (at, who, action, job_id, park_id, source, detail)"
-    " VALUES ($1::bigint, $2::text, $3::text, nullif($4::bigint, 0),"
-    " nullif($5::bigint, 0), $6::text, $7::text)"};
-static const struct q__pg_sql audit_list_sql = {
-    "q_audit_list",
-    "SELECT id, at, who, action, coalesce(job_id, 0), coalesce(park_id, 0),"
-    " source, detail FROM audit WHERE at >= $1::bigint"
-    " AND ($2::bigint = 0 OR job_id = $2::bigint)"
-    " AND ($3::bigint = 0 OR park_id = $3::bigint) ORDER BY id"};
-
-/* Runs sql with p; -ENOENT (or -EEXIST for an insert) when it returned
+/* Runs st with p; -ENOENT (or -EEXIST for an insert) when it returned
  * no row. */
 static int
-run_one(q_db *db, const struct q__pg_sql *sql, const struct q__pg_params *p,
-        int none, const char *what)
+run_one(q_db *db, enum q__pg_stmt_id st, const struct q__pg_params *p, int none,
+        const char *what)
 {
     PGresult *r = NULL;
-    int rc = q__pg_run(q__pg(db), sql, p, &r, what);
+    int rc = q__pg_run(q__pg(db), st, p, &r, what);
 
     if (rc == 0 && PQntuples(r) == 0)
         rc = none;
@@ -63,7 +34,7 @@ q__pg_operator_add(q_db *db, const char *name, const char *role,
     q__pg_p_text(&p, role);
     q__pg_p_text(&p, hash);
     q__pg_p_int(&p, now);
-    return run_one(db, &add_sql, &p, -EEXIST, "adding an operator");
+    return run_one(db, ST_OPERATOR_ADD, &p, -EEXIST, "adding an operator");
 }
 
 int
@@ -74,7 +45,7 @@ q__pg_operator_rotate(q_db *db, const char *name, const char *hash, int64_t now)
     q__pg_p_text(&p, name);
     q__pg_p_text(&p, hash);
     q__pg_p_int(&p, now);
-    return run_one(db, &rotate_sql, &p, -ENOENT,
+    return run_one(db, ST_OPERATOR_ROTATE, &p, -ENOENT,
                    "rotating an operator's token");
 }
 
@@ -84,7 +55,7 @@ q__pg_operator_remove(q_db *db, const char *name)
     struct q__pg_params p = {0};
 
     q__pg_p_text(&p, name);
-    return run_one(db, &remove_sql, &p, -ENOENT, "removing an operator");
+    return run_one(db, ST_OPERATOR_REMOVE, &p, -ENOENT, "removing an operator");
 }
 
 static void
@@ -103,8 +74,9 @@ int
 q__pg_operators_list(q_db *db, struct q_operator **out, size_t *n)
 {
     void *v = NULL;
-    int rc = q__pg_select(q__pg(db), &list_sql, NULL, sizeof(struct q_operator),
-                          read_operator, &v, n, "listing operators");
+    int rc = q__pg_select(q__pg(db), ST_OPERATORS_LIST, NULL,
+                          sizeof(struct q_operator), read_operator, &v, n,
+                          "listing operators");
 
     if (rc == 0)
         *out = v;
@@ -123,8 +95,7 @@ q__pg_audit_add(q_db *db, const struct q_audit_new *a)
     q__pg_p_int(&p, a->park_id);
     q__pg_p_text(&p, a->source);
     q__pg_p_text(&p, a->detail);
-    return q__pg_run(q__pg(db), &audit_add_sql, &p, NULL,
-                     "writing an audit row");
+    return q__pg_run(q__pg(db), ST_AUDIT_ADD, &p, NULL, "writing an audit row");
 }
 
 static void
@@ -153,7 +124,7 @@ q__pg_audit_list(q_db *db, const struct q_audit_filter *f, struct q_audit **out,
     q__pg_p_int(&p, f->since);
     q__pg_p_int(&p, f->job_id);
     q__pg_p_int(&p, f->park_id);
-    rc = q__pg_select(q__pg(db), &audit_list_sql, &p, sizeof(struct q_audit),
+    rc = q__pg_select(q__pg(db), ST_AUDIT_LIST, &p, sizeof(struct q_audit),
                       read_audit, &v, n, "reading the audit trail");
     if (rc == 0)
         *out = v;

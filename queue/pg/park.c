@@ -8,74 +8,6 @@
 
 #include "queue/park.h"
 
-/* The item and the step's parked state in one statement. */
-static const struct q__pg_sql park_add_sql = {
-    "q_park_add",
-    "WITH ins AS (INSERT INTO park (job_id, step, step_name, reason,"
-    "   attempts, request_sha256, request, error, tier, parked_at)"
-    "   VALUES ($1::bigint, $2::bigint, $3::text, $4::text, $5::bigint,"
-    "   $6::text, $7::text, $8::text, $9::text, $10::bigint) RETURNING id),"
-    " step AS (INSERT INTO steps (job_id, idx, state, tier)"
-    "   SELECT $1::bigint, $2::bigint, 4, $9::text FROM ins"
-    "   ON CONFLICT (job_id, idx) DO UPDATE SET state = excluded.state,"
-    "   tier = coalesce(excluded.tier, steps.tier))"
-    " SELECT id FROM ins"};
-
-#define PARK_COLS                                                              \
-    "id, job_id, step, step_name, reason, attempts, request_sha256,"           \
-    " request, error, tier, parked_at, (state = 'open')::int, resolution,"     \
-    " resolved_by, resolved_at, note, answer"
-
-static const struct q__pg_sql park_get_sql = {
-    "q_park_get", "SELECT " PARK_COLS " FROM park WHERE id = $1::bigint"};
-
-static const struct q__pg_sql park_list_sql = {
-    "q_park_list", "SELECT " PARK_COLS " FROM park"
-                   " WHERE ($1::boolean OR $5::bigint > 0 OR state = 'open')"
-                   " AND ($2::text IS NULL OR reason = $2::text)"
-                   " AND ($3::text IS NULL OR tier = $3::text)"
-                   " AND ($4::bigint = 0 OR job_id = $4::bigint)"
-                   " AND ($5::bigint = 0 OR (state = 'resolved'"
-                   " AND resolved_at >= $5::bigint))"
-                   " ORDER BY state = 'open' DESC, id"};
-
-/* The UPDATE that decides a race: only one resolve finds it open (a
- * second waits for the row and then finds it resolved). The EXISTS tells
- * an unknown item from a resolved one. */
-static const struct q__pg_sql park_close_sql = {
-    "q_park_close",
-    "WITH upd AS (UPDATE park SET state = 'resolved', resolution = $2::text,"
-    "   resolved_by = $3::text, resolved_at = $4::bigint, note = $5::text,"
-    "   answer = $6::text"
-    "   WHERE id = $1::bigint AND state = 'open' RETURNING id)"
-    " SELECT (SELECT count(*) FROM upd),"
-    " EXISTS (SELECT 1 FROM park WHERE id = $1::bigint)::int"};
-
-/* A parked job goes on: queued, due at $4 with its deadline at $6, or
- * failed with error $3; only a job still parked moves (else -EALREADY). */
-static const struct q__pg_sql leave_parked_sql = {
-    "q_park_leave_parked",
-    "UPDATE jobs SET state = $2::bigint,"
-    " error = CASE WHEN $2::bigint = 3 THEN $3::text ELSE error END,"
-    " deadline_at = coalesce($6::bigint, deadline_at),"
-    " run_at = coalesce($4::bigint, run_at), updated_at = $5::bigint"
-    " WHERE id = $1::bigint AND state = 4 RETURNING id"};
-
-static const struct q__pg_sql job_wake_sql = {
-    "q_park_job_wake",
-    "UPDATE jobs SET run_at = $2::bigint"
-    " WHERE id = $1::bigint AND state = 0 AND run_at > $2::bigint"
-    " RETURNING id"};
-
-static const struct q__pg_sql step_reset_sql = {
-    "q_park_step_reset",
-    "INSERT INTO steps (job_id, idx, state, output, reset_after, pin_tier)"
-    " VALUES ($1::bigint, $2::bigint, $3::bigint, $4::text, $5::bigint,"
-    " $6::text) ON CONFLICT (job_id, idx) DO UPDATE SET"
-    " state = excluded.state, output = coalesce(excluded.output, steps.output),"
-    " reset_after = greatest(steps.reset_after, excluded.reset_after),"
-    " pin_tier = excluded.pin_tier"};
-
 int
 q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
 {
@@ -93,7 +25,7 @@ q__pg_park_add(q_db *db, const struct q_park_new *p, int64_t *id)
     q__pg_p_text(&pp, p->error);
     q__pg_p_text(&pp, p->tier);
     q__pg_p_int(&pp, p->parked_at);
-    rc = q__pg_select_one(q__pg(db), &park_add_sql, &pp, sizeof(got),
+    rc = q__pg_select_one(q__pg(db), ST_PARK_ADD, &pp, sizeof(got),
                           q__pg_read_ints, &got, "parking a step");
     if (rc == 0)
         *id = got;
@@ -130,8 +62,8 @@ q__pg_park_get(q_db *db, int64_t id, struct q_park_item *out)
     struct q__pg_params p = {0};
 
     q__pg_p_int(&p, id);
-    return q__pg_select_one(q__pg(db), &park_get_sql, &p, sizeof(*out),
-                            read_park, out, "reading a park item");
+    return q__pg_select_one(q__pg(db), ST_PARK_GET, &p, sizeof(*out), read_park,
+                            out, "reading a park item");
 }
 
 int
@@ -147,7 +79,7 @@ q__pg_park_list(q_db *db, const struct q_park_filter *f,
     q__pg_p_text(&p, f->tier);
     q__pg_p_int(&p, f->job_id);
     q__pg_p_int(&p, f->resolved_since > 0 ? f->resolved_since : 0);
-    rc = q__pg_select(q__pg(db), &park_list_sql, &p, sizeof(struct q_park_item),
+    rc = q__pg_select(q__pg(db), ST_PARK_LIST, &p, sizeof(struct q_park_item),
                       read_park, &v, n, "listing park items");
     if (rc == 0)
         *out = v;
@@ -169,7 +101,7 @@ q__pg_park_close(q_db *db, int64_t id, const struct q_park_close *c)
     q__pg_p_int(&p, c->now);
     q__pg_p_text(&p, c->note);
     q__pg_p_text(&p, c->answer);
-    rc = q__pg_select_one(q__pg(db), &park_close_sql, &p, sizeof(got),
+    rc = q__pg_select_one(q__pg(db), ST_PARK_CLOSE, &p, sizeof(got),
                           q__pg_read_ints, got, "resolving a park item");
     if (rc == 0 && got[0] == 0)
         rc = got[1] != 0 ? -EALREADY : -ENOENT;
@@ -198,8 +130,8 @@ leave_parked(q_db *db, int64_t job_id, enum q_job_state state,
         q__pg_p_int(&p, deadline_at);
     else
         q__pg_p_text(&p, NULL); /* deadline kept */
-    rc =
-        q__pg_select_one(q__pg(db), &leave_parked_sql, &p, 0, NULL, NULL, what);
+    rc = q__pg_select_one(q__pg(db), ST_JOB_LEAVE_PARKED, &p, 0, NULL, NULL,
+                          what);
     return rc == -ENOENT ? -EALREADY : rc; /* not parked */
 }
 
@@ -219,7 +151,7 @@ q__pg_job_wake(q_db *db, int64_t job_id, int64_t now)
 
     q__pg_p_int(&p, job_id);
     q__pg_p_int(&p, now);
-    rc = q__pg_select_one(q__pg(db), &job_wake_sql, &p, 0, NULL, NULL,
+    rc = q__pg_select_one(q__pg(db), ST_JOB_WAKE, &p, 0, NULL, NULL,
                           "waking a queued job");
     return rc == -ENOENT ? -EALREADY : rc; /* not queued, or due */
 }
@@ -244,6 +176,6 @@ q__pg_step_reset(q_db *db, int64_t job_id, int index,
     q__pg_p_text(&p, r->output);
     q__pg_p_int(&p, r->reset_after);
     q__pg_p_text(&p, r->pin_tier);
-    return q__pg_run(q__pg(db), &step_reset_sql, &p, NULL,
+    return q__pg_run(q__pg(db), ST_STEP_RESET, &p, NULL,
                      "resetting a parked step");
 }

@@ -58,7 +58,7 @@ struct q__pg_pending {
  * other programs, reads) do not take it.
  *
  * It is a session lock, let go in the COMMIT's own round trip just
- * before the COMMIT (Q__PG_STORE_UNLOCK, store.c): the next host's
+ * before the COMMIT (ST_STORE_UNLOCK, store.c): the next host's
  * statements run while this commit waits for its WAL flush, and their
  * commits share that flush (4 processes claiming one job at a time took
  * turns at about one fsync each). This stays free of deadlocks: a
@@ -74,14 +74,11 @@ struct q__pg_pending {
  * job's steps only after its lock (jobs.c), as its snapshot may predate
  * a commit that ended just before. A job another transaction made
  * queued, parked, finished or cancelled had its row written in that
- * transaction: a claim re-checks the newest version it locks. */
-static const char store_lock_text[] =
-    "SELECT pg_advisory_lock(hashtext('stepq:store:' ||"
-    " coalesce(current_schema(), '')))";
-/* The same, prepared at its first use (it is planned once a session, not
- * once a transaction). */
-static const struct q__pg_sql store_lock_sql = {"q_store_lock",
-                                                store_lock_text};
+ * transaction: a claim re-checks the newest version it locks.
+ *
+ * Its statements are ST_STORE_LOCK (prepared at its first use: it is
+ * planned once a session, not once a transaction) and ST_STORE_UNLOCK
+ * (sql.c). */
 
 /* Whether the next command opens the outermost transaction (and so
  * takes the lock). */
@@ -134,6 +131,13 @@ plain(struct q__pg *db, const char *text, enum q__pg_cmd kind, const char *what)
     return true;
 }
 
+/* Queues the text of plain statement st (never prepared). */
+static bool
+plain_st(struct q__pg *db, enum q__pg_stmt_id st, const char *what)
+{
+    return plain(db, q__pg_stmt(st)->text, Q__PG_CMD_PLAIN, what);
+}
+
 /* Queues sql with its n parameters v as kind (a first use prepares it
  * in the same round trip), noted. */
 static bool
@@ -178,10 +182,11 @@ queue_answered(struct q__pg *db, const struct q__pg_sql *sql, int n,
 }
 
 bool
-q__pg_queue(struct q__pg *db, const struct q__pg_sql *sql,
+q__pg_queue(struct q__pg *db, enum q__pg_stmt_id st,
             const struct q__pg_params *p, q__pg_answer_fn answer, void *out0,
             void *out1, const char *what)
 {
+    const struct q__pg_sql *sql = q__pg_stmt(st);
     struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, answer, 0,
                              {out0, out1},       0};
 
@@ -228,17 +233,16 @@ queue_all(struct q__pg *db, const char *const *texts, int ntexts,
     bool ok = true;
 
     while (ok && db->tx_release > 0) {
-        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
+        if ((ok = plain_st(db, ST_RELEASE, what)))
             db->tx_release--;
     }
     ok = ok && queue_pending(db, db->tx_sent, &next);
     while (ok && db->tx_sent < db->tx_depth) {
         bool outer = db->tx_sent == 0;
-        ok =
-            plain(db, outer ? "BEGIN" : "SAVEPOINT q", Q__PG_CMD_PLAIN, what) &&
-            (!outer ||
-             (queue_sql(db, &store_lock_sql, 0, NULL, Q__PG_CMD_PLAIN, what) &&
-              q__pg_tiers_prefetch(db, sql, p)));
+        ok = plain_st(db, outer ? ST_BEGIN : ST_SAVEPOINT, what) &&
+             (!outer || (queue_sql(db, q__pg_stmt(ST_STORE_LOCK), 0, NULL,
+                                   Q__PG_CMD_PLAIN, what) &&
+                         q__pg_tiers_prefetch(db, sql, p)));
         if (!ok)
             break; /* the send failed: the level is not on the server */
         db->tx_sent++;
@@ -442,7 +446,7 @@ q__pg_push(struct q__pg *db, const char *what)
         db->npending < PUSH_MIN)
         return 0;
     while (ok && db->tx_release > 0) {
-        if ((ok = plain(db, "RELEASE q", Q__PG_CMD_PLAIN, what)))
+        if ((ok = plain_st(db, ST_RELEASE, what)))
             db->tx_release--;
     }
     ok = ok && queue_pending(db, 1, &next);
@@ -497,17 +501,18 @@ send_clean(struct q__pg *db, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_run(struct q__pg *db, const struct q__pg_sql *sql,
-          const struct q__pg_params *p, PGresult **res, const char *what)
+q__pg_run_sql(struct q__pg *db, const struct q__pg_sql *sql,
+              const struct q__pg_params *p, PGresult **res, const char *what)
 {
     return send_clean(db, sql, p, res, NULL, what);
 }
 
 int
-q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
+q__pg_write(struct q__pg *db, enum q__pg_stmt_id st,
             const struct q__pg_params *p, bool defer, q__pg_answer_fn answer,
             void *out0, void *out1, int64_t id, const char *what)
 {
+    const struct q__pg_sql *sql = q__pg_stmt(st);
     struct q__pg_sent rec = {Q__PG_CMD_DEFERRED, sql, what, answer, id,
                              {out0, out1},       0};
     PGresult *r = NULL;
@@ -523,10 +528,10 @@ q__pg_write(struct q__pg *db, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_defer(struct q__pg *db, const struct q__pg_sql *sql,
+q__pg_defer(struct q__pg *db, enum q__pg_stmt_id st,
             const struct q__pg_params *p, const char *what)
 {
-    return q__pg_write(db, sql, p, true, NULL, NULL, NULL, 0, what);
+    return q__pg_write(db, st, p, true, NULL, NULL, NULL, 0, what);
 }
 
 int
@@ -540,8 +545,12 @@ q__pg_flush(struct q__pg *db, const char *what)
 int
 q__pg_exec(struct q__pg *db, const char *sql, const char *what)
 {
+    const char *lock = q__pg_stmt(ST_STORE_LOCK)->text;
+    const char *begin = q__pg_stmt(ST_BEGIN)->text;
+    const char *savepoint = q__pg_stmt(ST_SAVEPOINT)->text;
+    const char *release = q__pg_stmt(ST_RELEASE)->text;
     char *text;
-    size_t len = strlen(sql) + sizeof(store_lock_text) +
+    size_t len = strlen(sql) + strlen(lock) + 1 +
                  16 * (size_t)(db->tx_depth + db->tx_release + 1);
     size_t off = 0;
     PGresult *r;
@@ -553,13 +562,12 @@ q__pg_exec(struct q__pg *db, const char *sql, const char *what)
      * pipeline mode does not speak: leave it for this one call. */
     text = xmalloc(len);
     for (; db->tx_release > 0; db->tx_release--)
-        off += (size_t)snprintf(text + off, len - off, "RELEASE q;");
+        off += (size_t)snprintf(text + off, len - off, "%s;", release);
     if (store_lock_due(db))
-        off += (size_t)snprintf(text + off, len - off, "BEGIN;%s;",
-                                store_lock_text);
+        off += (size_t)snprintf(text + off, len - off, "%s;%s;", begin, lock);
     for (int i = db->tx_sent + store_lock_due(db); i < db->tx_depth; i++)
         off += (size_t)snprintf(text + off, len - off, "%s;",
-                                i == 0 ? "BEGIN" : "SAVEPOINT q");
+                                i == 0 ? begin : savepoint);
     snprintf(text + off, len - off, "%s", sql);
     if (!PQexitPipelineMode(db->conn)) {
         free(text);

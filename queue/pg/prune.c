@@ -10,28 +10,15 @@
 
 #include "queue/admin.h"
 
-#define B(n) "$" #n "::bigint"
-
-static const struct q__pg_sql count_sql = {
-    "q_prune_count", Q__PRUNE_COUNT(B(1), B(2), B(3), B(4), B(5))};
-static const struct q__pg_sql jobs_sql = {"q_prune_jobs",
-                                          Q__PRUNE_DELETE_JOBS(B(1), B(2))};
-static const struct q__pg_sql bodies_sql = {
-    "q_prune_bodies", Q__PRUNE_DROP_BODIES(B(1), B(2), B(3), B(4))};
-static const struct q__pg_sql events_sql = {"q_prune_events",
-                                            Q__PRUNE_DELETE_EVENTS(B(1))};
-static const struct q__pg_sql budgets_sql = {"q_prune_budgets",
-                                             Q__PRUNE_DELETE_BUDGETS(B(1))};
-
-/* Runs a write of sql with the n values of v. */
+/* Runs a write of st with the n values of v. */
 static int
-write_n(struct q__pg *db, const struct q__pg_sql *sql, const int64_t *v, int n)
+write_n(struct q__pg *db, enum q__pg_stmt_id st, const int64_t *v, int n)
 {
     struct q__pg_params p = {0};
 
     for (int i = 0; i < n; i++)
         q__pg_p_int(&p, v[i]);
-    return q__pg_run(db, sql, &p, NULL, "pruning");
+    return q__pg_run(db, st, &p, NULL, "pruning");
 }
 
 int
@@ -52,7 +39,7 @@ q__pg_prune(q_db *base, const struct q_prune *p, int64_t limit, bool run,
 
     for (size_t i = 0; i < STEPQ_ARRAY_LEN(all); i++)
         q__pg_p_int(&cp, all[i]);
-    rc = q__pg_run(db, &count_sql, &cp, &r, "counting what to prune");
+    rc = q__pg_run(db, ST_PRUNE_COUNT, &cp, &r, "counting what to prune");
     if (rc == 0 && PQntuples(r) != 1)
         rc = -EIO;
     for (size_t i = 0; rc == 0 && i < STEPQ_ARRAY_LEN(v); i++)
@@ -60,9 +47,9 @@ q__pg_prune(q_db *base, const struct q_prune *p, int64_t limit, bool run,
     PQclear(r);
     if (rc != 0 || !run)
         return rc;
-    if ((rc = write_n(db, &jobs_sql, jobs, 2)) == 0 &&
-        (rc = write_n(db, &bodies_sql, bodies, 4)) == 0 &&
-        (rc = write_n(db, &events_sql, &p->jobs_before, 1)) == 0)
-        rc = write_n(db, &budgets_sql, &p->budgets_before, 1);
+    if ((rc = write_n(db, ST_PRUNE_JOBS, jobs, 2)) == 0 &&
+        (rc = write_n(db, ST_PRUNE_BODIES, bodies, 4)) == 0 &&
+        (rc = write_n(db, ST_PRUNE_EVENTS, &p->jobs_before, 1)) == 0)
+        rc = write_n(db, ST_PRUNE_BUDGETS, &p->budgets_before, 1);
     return rc;
 }

@@ -10,55 +10,6 @@
 
 #include "queue/report.h"
 
-static const struct q__pg_sql jobs_sql = {
-    "q_report_jobs", "SELECT state, count(*) FROM jobs"
-                     " WHERE created_at >= $1::bigint GROUP BY state"};
-
-/* The shared texts (queue/internal.h) with since as $1. */
-#define TIERS_SELECT    Q__REPORT_TIERS_SELECT("$1::bigint")
-#define FAILURES_SELECT Q__REPORT_FAILURES_SELECT("$1::bigint")
-
-static const struct q__pg_sql tiers_sql = {
-    "q_report_tiers", TIERS_SELECT " ORDER BY tier COLLATE \"C\" NULLS LAST"};
-
-/* $2: the limit, NULL for all. */
-static const struct q__pg_sql failures_sql = {
-    "q_report_failures",
-    FAILURES_SELECT " ORDER BY f.n DESC, f.outcome COLLATE \"C\","
-                    " f.reason COLLATE \"C\" NULLS FIRST LIMIT $2::bigint"};
-
-/* Ended: succeeded (2), failed (3) or cancelled (5). $2 as above. */
-static const struct q__pg_sql slowest_sql = {
-    "q_report_slowest",
-    "SELECT " Q__PG_JOB_COLS ", NULL, error, NULL FROM jobs"
-    " WHERE state IN (2, 3, 5) AND updated_at >= $1::bigint"
-    " ORDER BY updated_at - created_at DESC, id LIMIT $2::bigint"};
-
-static const struct q__pg_sql failed_sql = {
-    "q_report_failed", "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
-                       " WHERE state = 3 AND updated_at >= $1::bigint"
-                       " ORDER BY updated_at DESC, id DESC LIMIT $2::bigint"};
-
-/* $1 the prefix (starts_with: no pattern characters to escape), $3 the
- * limit. */
-static const struct q__pg_sql keyed_sql = {
-    "q_report_keyed",
-    "SELECT " Q__PG_JOB_COLS ", NULL, error FROM jobs"
-    " WHERE starts_with(key, $1::text) AND created_at >= $2::bigint"
-    " ORDER BY created_at, id LIMIT $3::bigint"};
-
-/* $2 as above. */
-static const struct q__pg_sql costliest_sql = {
-    "q_report_costliest",
-    Q__REPORT_COSTLIEST_SELECT("$1::bigint") " ORDER BY c.co DESC, j.id"
-                                             " LIMIT $2::bigint"};
-
-/* Served by the unique index jobs_key (key = $1 implies NOT NULL). */
-static const struct q__pg_sql by_key_sql = {
-    "q_report_job_by_key",
-    "SELECT " Q__PG_JOB_COLS
-    ", spec, error, input FROM jobs WHERE key = $1::text"};
-
 /* The contract's limit 0 is all: LIMIT NULL. */
 static void
 p_limit(struct q__pg_params *p, size_t limit)
@@ -69,10 +20,10 @@ p_limit(struct q__pg_params *p, size_t limit)
         q__pg_p_text(p, NULL);
 }
 
-/* Runs sql with since as $1 and, when limited, limit as $2 (0: all),
+/* Runs st with since as $1 and, when limited, limit as $2 (0: all),
  * into a new array (*out set only when it succeeds). */
 static int
-since_select(q_db *db, const struct q__pg_sql *sql, int64_t since, bool limited,
+since_select(q_db *db, enum q__pg_stmt_id st, int64_t since, bool limited,
              size_t limit, size_t elem, q__pg_read_fn read, void **out,
              size_t *n, const char *what)
 {
@@ -81,7 +32,7 @@ since_select(q_db *db, const struct q__pg_sql *sql, int64_t since, bool limited,
     q__pg_p_int(&p, since);
     if (limited)
         p_limit(&p, limit);
-    return q__pg_select(q__pg(db), sql, &p, elem, read, out, n, what);
+    return q__pg_select(q__pg(db), st, &p, elem, read, out, n, what);
 }
 
 int
@@ -93,7 +44,7 @@ q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES])
     int rc;
 
     q__pg_p_int(&p, since);
-    rc = q__pg_run(q__pg(db), &jobs_sql, &p, &r,
+    rc = q__pg_run(q__pg(db), ST_REPORT_JOBS, &p, &r,
                    "counting the jobs of a report");
     if (rc != 0)
         return rc;
@@ -107,7 +58,7 @@ q__pg_report_jobs(q_db *db, int64_t since, int64_t counts[Q_JOB_NSTATES])
     return 0;
 }
 
-/* Reads a row of tiers_sql: the columns of struct q_report_tier in its
+/* Reads a row of ST_REPORT_TIERS: the columns of struct q_report_tier in its
  * order. */
 static void
 read_tier(const PGresult *res, int r, void *elem)
@@ -128,7 +79,7 @@ int
 q__pg_report_tiers(q_db *db, int64_t since, struct q_report_tier **out,
                    size_t *n)
 {
-    return since_select(db, &tiers_sql, since, false, 0,
+    return since_select(db, ST_REPORT_TIERS, since, false, 0,
                         sizeof(struct q_report_tier), read_tier, (void **)out,
                         n, "reporting the tiers");
 }
@@ -153,7 +104,7 @@ int
 q__pg_report_failures(q_db *db, int64_t since, size_t limit,
                       struct q_report_failure **out, size_t *n)
 {
-    return since_select(db, &failures_sql, since, true, limit,
+    return since_select(db, ST_REPORT_FAILURES, since, true, limit,
                         sizeof(struct q_report_failure), read_failure,
                         (void **)out, n, "reporting the failures");
 }
@@ -162,7 +113,7 @@ int
 q__pg_report_failed(q_db *db, int64_t since, size_t limit, struct q_job **out,
                     size_t *n)
 {
-    return since_select(db, &failed_sql, since, true, limit,
+    return since_select(db, ST_REPORT_FAILED, since, true, limit,
                         sizeof(struct q_job), q__pg_read_job, (void **)out, n,
                         "reporting the failed jobs");
 }
@@ -176,7 +127,7 @@ q__pg_report_keyed(q_db *db, const char *prefix, int64_t since, size_t limit,
     q__pg_p_text(&p, prefix);
     q__pg_p_int(&p, since);
     p_limit(&p, limit);
-    return q__pg_select(q__pg(db), &keyed_sql, &p, sizeof(struct q_job),
+    return q__pg_select(q__pg(db), ST_REPORT_KEYED, &p, sizeof(struct q_job),
                         q__pg_read_job, (void **)out, n,
                         "reporting jobs by key");
 }
@@ -185,7 +136,7 @@ int
 q__pg_report_slowest(q_db *db, int64_t since, size_t limit, struct q_job **out,
                      size_t *n)
 {
-    return since_select(db, &slowest_sql, since, true, limit,
+    return since_select(db, ST_REPORT_SLOWEST, since, true, limit,
                         sizeof(struct q_job), q__pg_read_job, (void **)out, n,
                         "reporting the slowest jobs");
 }
@@ -206,7 +157,7 @@ int
 q__pg_report_costliest(q_db *db, int64_t since, size_t limit,
                        struct q_report_job **out, size_t *n)
 {
-    return since_select(db, &costliest_sql, since, true, limit,
+    return since_select(db, ST_REPORT_COSTLIEST, since, true, limit,
                         sizeof(struct q_report_job), read_job_cost,
                         (void **)out, n, "reporting the costliest jobs");
 }
@@ -219,6 +170,6 @@ q__pg_job_by_key(q_db *db, const char *key, struct q_job *out)
     if (key == NULL || out == NULL)
         return -EINVAL;
     q__pg_p_text(&p, key);
-    return q__pg_select_one(q__pg(db), &by_key_sql, &p, sizeof(*out),
+    return q__pg_select_one(q__pg(db), ST_JOB_GET_BY_KEY, &p, sizeof(*out),
                             q__pg_read_job, out, "reading a job by its key");
 }

@@ -1,18 +1,26 @@
-/* rows.c: running a statement and reading what it returns in one call,
- * for the files of queue/pg/ whose calls read rows: all of them into an
- * array, the first into a struct, or a row of numbers. */
+/* rows.c: running a statement of sql.c's table by its id, and reading
+ * what it returns in one call, for the files of queue/pg/ whose calls
+ * read rows: all of them into an array, the first into a struct, or a row
+ * of numbers. */
 #include "queue/pg/internal.h"
 
 #include <errno.h>
 #include <string.h>
 
 int
-q__pg_select(struct q__pg *db, const struct q__pg_sql *sql,
+q__pg_run(struct q__pg *db, enum q__pg_stmt_id st, const struct q__pg_params *p,
+          PGresult **res, const char *what)
+{
+    return q__pg_run_sql(db, q__pg_stmt(st), p, res, what);
+}
+
+int
+q__pg_select(struct q__pg *db, enum q__pg_stmt_id st,
              const struct q__pg_params *p, size_t elem, q__pg_read_fn read,
              void **out, size_t *n, const char *what)
 {
     PGresult *res = NULL;
-    int rc = q__pg_run(db, sql, p, &res, what);
+    int rc = q__pg_run(db, st, p, &res, what);
 
     if (rc != 0)
         return rc;
@@ -22,12 +30,12 @@ q__pg_select(struct q__pg *db, const struct q__pg_sql *sql,
 }
 
 int
-q__pg_select_one(struct q__pg *db, const struct q__pg_sql *sql,
+q__pg_select_one(struct q__pg *db, enum q__pg_stmt_id st,
                  const struct q__pg_params *p, size_t elem, q__pg_read_fn read,
                  void *out, const char *what)
 {
     PGresult *res = NULL;
-    int rc = q__pg_run(db, sql, p, &res, what);
+    int rc = q__pg_run(db, st, p, &res, what);
 
     if (rc != 0)
         return rc;

@@ -281,14 +281,6 @@ static const struct migration migrations[] = {
      "ALTER TABLE park ADD COLUMN answer text;"},
 };
 
-/* The lock that serializes migrations of one schema (held until the
- * transaction ends). */
-static const struct q__pg_sql lock_sql = {
-    "q_schema_lock", "SELECT pg_advisory_xact_lock(hashtext('stepq:' ||"
-                     " coalesce(current_schema(), '')))"};
-static const struct q__pg_sql set_version_sql = {
-    "q_schema_set_version", "UPDATE stepq_schema SET version = $1"};
-
 /* Runs the migrations from version have, inside the caller's level. */
 static int
 migrate_from(struct q__pg *db, int have)
@@ -312,13 +304,9 @@ migrate_from(struct q__pg *db, int have)
         return -EIO;
     }
     q__pg_p_int(&p, have);
-    return q__pg_run(db, &set_version_sql, &p, NULL, "setting the version");
+    return q__pg_run(db, ST_SCHEMA_SET_VERSION, &p, NULL,
+                     "setting the version");
 }
-
-/* 1 when the session's search_path names no schema that exists: there
- * is nowhere to create the tables. */
-static const struct q__pg_sql no_schema_sql = {
-    "q_schema_none", "SELECT (current_schema() IS NULL)::int"};
 
 int
 q__pg_migrate(struct q__pg *db)
@@ -331,7 +319,7 @@ q__pg_migrate(struct q__pg *db)
         return rc;
     if (have == q_schema_version())
         return 0;
-    if ((rc = q__pg_run(db, &no_schema_sql, NULL, &r, "reading the schema")) !=
+    if ((rc = q__pg_run(db, ST_SCHEMA_NONE, NULL, &r, "reading the schema")) !=
         0)
         return rc;
     if (PQntuples(r) == 1 && q__pg_int(r, 0, 0) == 1) {
@@ -346,8 +334,8 @@ q__pg_migrate(struct q__pg *db)
         return rc;
     /* Read the version again under the lock: whoever waited for it finds
      * the migrations done. */
-    if ((rc = q__pg_run(db, &lock_sql, NULL, NULL, "locking the schema")) ==
-            0 &&
+    if ((rc = q__pg_run(db, ST_SCHEMA_LOCK, NULL, NULL,
+                        "locking the schema")) == 0 &&
         (rc = q__pg_db_version(&db->base, &have)) == 0) {
         if (have > q_schema_version()) {
             rc = q__version_check(db->where, have); /* -ENOTSUP */

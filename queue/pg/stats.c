@@ -6,27 +6,14 @@
 
 #include "queue/report.h"
 
-static const struct q__pg_sql attempts_sql = {
-    "q_stats_attempts",
-    "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
-    " GROUP BY tier, outcome, reason, decision"
-    " ORDER BY tier IS NULL, tier COLLATE \"C\", count(*) DESC,"
-    " outcome COLLATE \"C\" NULLS FIRST, decision COLLATE \"C\" NULLS FIRST"};
-
-static const struct q__pg_sql park_open_sql = {
-    "q_stats_park_open",
-    "SELECT p.id, p.job_id, j.name, p.step_name, p.reason, p.error, p.tier,"
-    " p.attempts, p.parked_at FROM park p JOIN jobs j ON j.id = p.job_id"
-    " WHERE p.state = 'open' ORDER BY p.id LIMIT $1::bigint"};
-
-/* Runs a report's sql (no parameters) into a new array: *out is set only
- * when it succeeds. */
+/* Runs a report's statement st (no parameters) into a new array: *out is
+ * set only when it succeeds. */
 static int
-report(q_db *db, const struct q__pg_sql *sql, size_t elem, q__pg_read_fn read,
+report(q_db *db, enum q__pg_stmt_id st, size_t elem, q__pg_read_fn read,
        void **out, size_t *n, const char *what)
 {
     void *v = NULL;
-    int rc = q__pg_select(q__pg(db), sql, NULL, elem, read, &v, n, what);
+    int rc = q__pg_select(q__pg(db), st, NULL, elem, read, &v, n, what);
 
     if (rc == 0)
         *out = v;
@@ -48,8 +35,8 @@ read_group(const PGresult *res, int r, void *elem)
 int
 q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
-    return report(db, &attempts_sql, sizeof(**out), read_group, (void **)out, n,
-                  "reading the attempts ledger");
+    return report(db, ST_STATS_ATTEMPTS, sizeof(**out), read_group,
+                  (void **)out, n, "reading the attempts ledger");
 }
 
 static void
@@ -80,21 +67,13 @@ q__pg_stats_park_open(q_db *db, size_t limit, struct q_park_brief **out,
         q__pg_p_int(&p, (int64_t)limit);
     else
         q__pg_p_text(&p, NULL); /* LIMIT NULL: all */
-    rc =
-        q__pg_select(q__pg(db), &park_open_sql, &p, sizeof(struct q_park_brief),
-                     read_brief, &v, n, "reading the park table");
+    rc = q__pg_select(q__pg(db), ST_STATS_PARK_OPEN, &p,
+                      sizeof(struct q_park_brief), read_brief, &v, n,
+                      "reading the park table");
     if (rc == 0)
         *out = v;
     return rc;
 }
-
-static const struct q__pg_sql latency_sql = {
-    "q_stats_latency", Q__LATENCY_SELECT " ORDER BY tier COLLATE \"C\""};
-static const struct q__pg_sql workers_sql = {
-    "q_stats_workers", Q__WORKERS_SELECT " ORDER BY lease_owner COLLATE \"C\""};
-static const struct q__pg_sql oldest_sql = {
-    "q_stats_oldest_due", "SELECT coalesce(min(run_at), 0) FROM jobs"
-                          " WHERE state = 0 AND run_at <= $1::bigint"};
 
 static void
 read_latency(const PGresult *res, int r, void *elem)
@@ -121,15 +100,15 @@ read_worker(const PGresult *res, int r, void *elem)
 int
 q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
 {
-    return report(db, &latency_sql, sizeof(**out), read_latency, (void **)out,
-                  n, "reading the attempts ledger");
+    return report(db, ST_STATS_LATENCY, sizeof(**out), read_latency,
+                  (void **)out, n, "reading the attempts ledger");
 }
 
 int
 q__pg_stats_workers(q_db *db, struct q_worker_brief **out, size_t *n)
 {
-    return report(db, &workers_sql, sizeof(**out), read_worker, (void **)out, n,
-                  "reading the leases");
+    return report(db, ST_STATS_WORKERS, sizeof(**out), read_worker,
+                  (void **)out, n, "reading the leases");
 }
 
 int
@@ -140,7 +119,7 @@ q__pg_stats_oldest_due(q_db *db, int64_t now, int64_t *run_at)
     int rc;
 
     q__pg_p_int(&p, now);
-    rc = q__pg_select_one(q__pg(db), &oldest_sql, &p, sizeof(v),
+    rc = q__pg_select_one(q__pg(db), ST_STATS_OLDEST_DUE, &p, sizeof(v),
                           q__pg_read_ints, &v, "reading the queue");
     if (rc == 0)
         *run_at = v;

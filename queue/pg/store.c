@@ -216,9 +216,10 @@ q__pg_tx_enter(struct q__pg *db)
 static int
 finish(struct q__pg *db, int rc)
 {
-    static const char *const commit[] = {Q__PG_STORE_UNLOCK, "COMMIT"};
+    const char *unlock = q__pg_stmt(ST_STORE_UNLOCK)->text;
+    const char *commit[] = {unlock, q__pg_stmt(ST_COMMIT)->text};
     /* ROLLBACK does not let a session lock go: the unlock follows it. */
-    static const char *const rollback[] = {"ROLLBACK", Q__PG_STORE_UNLOCK};
+    const char *rollback[] = {q__pg_stmt(ST_ROLLBACK)->text, unlock};
     int err;
 
     db->tx_release = 0; /* COMMIT and ROLLBACK end every savepoint */
@@ -254,7 +255,8 @@ finish(struct q__pg *db, int rc)
 static int
 undo_level(struct q__pg *db)
 {
-    static const char *const undo[] = {"ROLLBACK TO q", "RELEASE q"};
+    const char *undo[] = {q__pg_stmt(ST_ROLLBACK_TO)->text,
+                          q__pg_stmt(ST_RELEASE)->text};
     uint64_t since = db->tx_depth < Q__PG_MAX_LEVELS
                          ? db->level_seq[db->tx_depth]
                          : UINT64_MAX;
@@ -361,8 +363,7 @@ q__pg_tx_rollback(q_db *db)
 int
 q__pg_read_begin(q_db *d)
 {
-    static const char *const begin[] = {
-        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"};
+    const char *begin[] = {q__pg_stmt(ST_BEGIN_READ)->text};
     struct q__pg *db = q__pg(d);
     int rc;
 
@@ -382,8 +383,8 @@ q__pg_read_begin(q_db *d)
 void
 q__pg_read_end(q_db *d)
 {
-    static const char *const end[] = {"COMMIT"};
     struct q__pg *db = q__pg(d);
+    const char *end[] = {q__pg_stmt(ST_COMMIT)->text};
 
     if (db->read_depth == 0 || --db->read_depth > 0 || !db->read_open)
         return;
@@ -395,28 +396,12 @@ q__pg_read_end(q_db *d)
 
 /* ---- versions, the clock ------------------------------------------------ */
 
-/* Read from pg_class itself, not with to_regclass: a name lookup may
- * answer from a cached "no such table" until the session takes a new
- * lock, and a migration waiting for another to finish must see its
- * tables (scanning pg_class locks it, which reads the invalidations). */
-static const struct q__pg_sql has_schema_sql = {
-    "q_store_has_schema",
-    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE c.relname = 'stepq_schema' AND n.nspname = current_schema())"};
-static const struct q__pg_sql version_sql = {
-    "q_store_version", "SELECT coalesce(max(version), 0) FROM stepq_schema"};
-static const struct q__pg_sql clock_sql = {
-    "q_store_clock",
-    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"};
-
 /* Runs a one-value statement into *v. */
 static int
-one_int(struct q__pg *db, const struct q__pg_sql *sql, int64_t *v,
-        const char *what)
+one_int(struct q__pg *db, enum q__pg_stmt_id st, int64_t *v, const char *what)
 {
     PGresult *r = NULL;
-    int rc = q__pg_run(db, sql, NULL, &r, what);
+    int rc = q__pg_run(db, st, NULL, &r, what);
 
     if (rc == 0)
         *v = PQntuples(r) > 0 ? q__pg_int(r, 0, 0) : 0;
@@ -429,10 +414,10 @@ q__pg_db_version(q_db *d, int *out)
 {
     struct q__pg *db = q__pg(d);
     int64_t has = 0, v = 0;
-    int rc = one_int(db, &has_schema_sql, &has, "reading the schema version");
+    int rc = one_int(db, ST_HAS_SCHEMA, &has, "reading the schema version");
 
     if (rc == 0 && has)
-        rc = one_int(db, &version_sql, &v, "reading the schema version");
+        rc = one_int(db, ST_SCHEMA_VERSION, &v, "reading the schema version");
     if (rc == 0)
         *out = (int)v;
     return rc;
@@ -443,7 +428,7 @@ q__pg_clock_sync(q_db *d)
 {
     struct q__pg *db = q__pg(d);
     int64_t t0 = clock_now_ms(), at = 0, t1;
-    int rc = one_int(db, &clock_sql, &at, "reading the database's clock");
+    int rc = one_int(db, ST_CLOCK, &at, "reading the database's clock");
 
     t1 = clock_now_ms();
     if (rc == 0)

@@ -13,61 +13,6 @@
 #include "common/xalloc.h"
 #include "queue/tiers.h"
 
-/* The stored row, or none: the defaults of a tier never used. */
-#define TIER_LOAD_TEXT                                                         \
-    "SELECT breaker, failures, open_until, exhausted_until,"                   \
-    " exhausted_reason, limited_until, allowance_used, allowance_since,"       \
-    " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"          \
-    " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"               \
-    " WHERE name = $1::text"
-static const struct q__pg_sql tier_load_sql = {"q_tiers_load", TIER_LOAD_TEXT};
-
-/* A load inside a transaction is the read of a read-modify-write (the
- * worker's admission: load, decide, count the send, store), so it locks
- * the row. The store's write lock (pipe.c) is let go just before a
- * commit, so another host's transaction may run while ours still
- * commits: its FOR UPDATE waits for our commit, then reads what we
- * wrote (READ COMMITTED reads the newest version of a row it waited
- * for). A tier with no row yet gets one first (tier_row_sql), so that
- * there is a row to lock: two hosts using a new tier at once would
- * otherwise both start from the defaults. */
-static const struct q__pg_sql tier_lock_sql = {"q_tiers_lock",
-                                               TIER_LOAD_TEXT " FOR UPDATE"};
-static const struct q__pg_sql tier_row_sql = {
-    "q_tiers_row",
-    "INSERT INTO tiers (name) VALUES ($1::text) ON CONFLICT DO NOTHING"};
-
-/* $1 tier, $2 at, $3 event: deferred as the state it goes with. */
-static const struct q__pg_sql tier_event_sql = {
-    "q_tier_event_add", "INSERT INTO tier_events (tier, at, event)"
-                        " VALUES ($1::text, $2::bigint, $3::text)"};
-
-static const struct q__pg_sql tier_store_sql = {
-    "q_tiers_store",
-    "INSERT INTO tiers (name, breaker, failures, open_until,"
-    " exhausted_until, exhausted_reason, limited_until, allowance_used,"
-    " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"
-    " pace_up_at, learned_rpm, learned_tpm, doubt, usage, flight)"
-    " VALUES ($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,"
-    " $6::text, $7::bigint, $8::bigint, $9::bigint, $10::text,"
-    " $11::double precision, $12::double precision, $13::double precision,"
-    " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint,"
-    " $19::text, $20::text)"
-    " ON CONFLICT (name) DO UPDATE SET"
-    " breaker = excluded.breaker, failures = excluded.failures,"
-    " open_until = excluded.open_until,"
-    " exhausted_until = excluded.exhausted_until,"
-    " exhausted_reason = excluded.exhausted_reason,"
-    " limited_until = excluded.limited_until,"
-    " allowance_used = excluded.allowance_used,"
-    " allowance_since = excluded.allowance_since,"
-    " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"
-    " tok_tat = excluded.tok_tat, pace = excluded.pace,"
-    " pace_down_at = excluded.pace_down_at,"
-    " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
-    " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
-    " usage = excluded.usage, flight = excluded.flight"};
-
 static void
 copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
 {
@@ -75,7 +20,8 @@ copy_col(const PGresult *res, int r, int c, char *buf, size_t len)
              q__pg_null(res, r, c) ? "" : PQgetvalue(res, r, c));
 }
 
-/* Reads row r of tier_load_sql into the q_tier_state at elem. */
+/* Reads row r of ST_TIER_GET or ST_TIER_LOCK into the q_tier_state at
+ * elem. */
 static void
 read_tier(const PGresult *res, int r, void *elem)
 {
@@ -219,7 +165,7 @@ q__pg_tiers_write(struct q__pg *pg)
             continue;
         row->dirty = false;
         store_params(&p, row->name, &row->st, &tx);
-        rc = q__pg_defer(pg, &tier_store_sql, &p, "writing tier state");
+        rc = q__pg_defer(pg, ST_TIER_PUT, &p, "writing tier state");
     }
     return rc;
 }
@@ -302,36 +248,38 @@ q__pg_tiers_prefetch(struct q__pg *pg, const struct q__pg_sql *sql,
         struct q__pg_params p = {0};
 
         /* The round trip's own statement reads this one (and keeps it). */
-        if (sql == &tier_lock_sql && next != NULL && next->v[0] != NULL &&
-            strcmp(next->v[0], pg->recent[i]) == 0)
+        if (sql == q__pg_stmt(ST_TIER_LOCK) && next != NULL &&
+            next->v[0] != NULL && strcmp(next->v[0], pg->recent[i]) == 0)
             continue;
         q__pg_p_text(&p, pg->recent[i]);
-        if (!q__pg_queue(pg, &tier_lock_sql, &p, prefetched, pg, pg->recent[i],
+        if (!q__pg_queue(pg, ST_TIER_LOCK, &p, prefetched, pg, pg->recent[i],
                          "reading tier state ahead"))
             return false;
     }
     return true;
 }
 
+/* Inside a transaction the load locks the row (ST_TIER_LOCK: sql.c says
+ * why), and a tier with no row yet gets one first (ST_TIER_ROW), so that
+ * there is a row to lock. */
 int
 q__pg_tier_load(q_db *db, const char *tier, struct q_tier_state *out)
 {
     struct q__pg *pg = q__pg(db);
-    const struct q__pg_sql *sql;
     struct q__pg_params p = {0};
     struct q_tier_state st;
+    bool lock = pg->tx_depth > 0;
     int rc;
 
     if (row_kept(pg, tier, out))
         return 0;
     tier_defaults(&st);
     q__pg_p_text(&p, tier);
-    sql = pg->tx_depth > 0 ? &tier_lock_sql : &tier_load_sql;
-    rc = q__pg_select_one(pg, sql, &p, sizeof(st), read_tier, &st,
-                          "reading tier state");
-    if (rc == -ENOENT && sql == &tier_lock_sql &&
-        (rc = q__pg_run(pg, &tier_row_sql, &p, NULL, "adding a tier row")) == 0)
-        rc = q__pg_select_one(pg, sql, &p, sizeof(st), read_tier, &st,
+    rc = q__pg_select_one(pg, lock ? ST_TIER_LOCK : ST_TIER_GET, &p, sizeof(st),
+                          read_tier, &st, "reading tier state");
+    if (rc == -ENOENT && lock &&
+        (rc = q__pg_run(pg, ST_TIER_ROW, &p, NULL, "adding a tier row")) == 0)
+        rc = q__pg_select_one(pg, ST_TIER_LOCK, &p, sizeof(st), read_tier, &st,
                               "reading tier state");
     if (rc == -ENOENT) {
         tier_defaults(&st);
@@ -354,7 +302,7 @@ q__pg_tier_store(q_db *db, const char *tier, const struct q_tier_state *st)
     if (keep_row(q__pg(db), tier, st, true) != NULL)
         return 0;
     store_params(&p, tier, st, &tx);
-    return q__pg_defer(q__pg(db), &tier_store_sql, &p, "writing tier state");
+    return q__pg_defer(q__pg(db), ST_TIER_PUT, &p, "writing tier state");
 }
 
 int
@@ -366,6 +314,6 @@ q__pg_tier_event_add(q_db *db, const char *tier, int64_t at, const char *event)
     q__pg_p_text(&p, tier);
     q__pg_p_int(&p, at);
     q__pg_p_text(&p, event);
-    return q__pg_defer(q__pg(db), &tier_event_sql, &p,
+    return q__pg_defer(q__pg(db), ST_TIER_EVENT_ADD, &p,
                        "recording a tier event");
 }

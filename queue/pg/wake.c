@@ -45,8 +45,7 @@ q__pg_wake_fd(q_db *d)
         return PQsocket(db->listen);
     if ((db->listen = q__pg_connect(db, "opening the wake channel")) == NULL)
         return -EIO;
-    r = PQexec(db->listen, "LISTEN stepq_jobs; LISTEN stepq_tiers;"
-                           " SELECT coalesce(current_schema(), '')");
+    r = PQexec(db->listen, q__pg_stmt(ST_LISTEN)->text);
     ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (ok) {
         free(db->schema);
