@@ -145,6 +145,9 @@ enum q__pg_stmt_id {
 /* q__pg_stmt returns statement st of sql.c's table, named after its enum
  * constant. Borrowed: it lives as long as the program. */
 const struct q__pg_sql *q__pg_stmt(enum q__pg_stmt_id st);
+/* q__pg_sql_missing returns the first id of the enum without a text in
+ * sql.c's table, or -1 when every one has its text (asserted at open). */
+int q__pg_sql_missing(void);
 
 #define Q__PG_MAX_PARAMS   24
 #define Q__PG_MAX_PREPARED 96

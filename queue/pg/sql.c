@@ -575,3 +575,13 @@ q__pg_stmt(enum q__pg_stmt_id st)
     assert((unsigned)st < ST_COUNT && sql[st].text != NULL);
     return &sql[st];
 }
+
+int
+q__pg_sql_missing(void)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (sql[i].text == NULL)
+            return i;
+    }
+    return -1;
+}

@@ -4,6 +4,7 @@
  * that carries the commands is pipe.c, the LISTEN connection wake.c). */
 #include "queue/pg/internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,6 +461,7 @@ q__pg_open(const char *conninfo, const struct q_open_opts *opts, bool create,
     PQconninfoOption *parsed;
     int rc;
 
+    assert(q__pg_sql_missing() < 0); /* every statement has its SQL */
     if (opts == NULL)
         opts = &defaults;
     q_location_redact(conninfo, where, sizeof(where));
