@@ -179,6 +179,7 @@ print_attempt(const cJSON *h, const cJSON *retries, int *after)
     const cJSON *ht = cJSON_GetObjectItemCaseSensitive(h, "tier");
     const cJSON *ro = cJSON_GetObjectItemCaseSensitive(h, "route");
     const cJSON *rn = cJSON_GetObjectItemCaseSensitive(h, "retry");
+    const cJSON *ba = cJSON_GetObjectItemCaseSensitive(h, "batch");
     char status[16] = "-", cost[64];
 
     if (cJSON_IsNumber(rn) && rn->valueint != *after) {
@@ -198,6 +199,14 @@ print_attempt(const cJSON *h, const cJSON *retries, int *after)
            cost_text(h, cost, sizeof(cost)));
     if (cJSON_IsString(ro))
         printf("       not first choice: %s\n", ro->valuestring);
+    if (cJSON_IsObject(ba) &&
+        cJSON_IsString(cJSON_GetObjectItem(ba, "provider_id")))
+        printf("       in batch %d (%s at the provider)\n",
+               cJSON_GetObjectItemCaseSensitive(ba, "id")->valueint,
+               cli_json_text(ba, "provider_id"));
+    else if (cJSON_IsObject(ba))
+        printf("       in batch %d (no id from its provider)\n",
+               cJSON_GetObjectItemCaseSensitive(ba, "id")->valueint);
 }
 
 /* The park items of step's tool calls (approvals, questions, calls in

@@ -293,6 +293,7 @@ q__attempt_clean(void *e)
     free(a->call_id);
     free(a->tool);
     free(a->args);
+    free(a->batch_provider_id);
 }
 
 void

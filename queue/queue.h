@@ -417,6 +417,8 @@ struct q_attempt {
     char *call_id;       /* a tool call's, else NULL */
     char *tool;
     char *args;
+    int64_t batch_id;        /* the batch it is an item of, 0: none */
+    char *batch_provider_id; /* that batch's id at its provider, or NULL */
 };
 
 /* q_attempts_list loads every attempt of a job (step < 0) or of one step,

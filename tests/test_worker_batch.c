@@ -98,14 +98,49 @@ tiers_of(int id)
     ck_assert_str_eq(e2e_str(job, "state"), "succeeded");
     cJSON_ArrayForEach(h, hist)
     {
+        const cJSON *b = cJSON_GetObjectItem(h, "batch");
         if (got[0] != '\0')
             strcat(got, ",");
         strncat(got, e2e_str(h, "tier"), 32);
+        /* jobs show names the batch of an attempt on the batch tier
+         * (expect_one_batch: with its provider's id); none on rt */
+        if (strcmp(e2e_str(h, "tier"), "cheap") == 0) {
+            ck_assert_msg(cJSON_IsObject(b), "job %d: no batch named", id);
+            ck_assert_int_gt(cJSON_GetObjectItem(b, "id")->valueint, 0);
+        } else {
+            ck_assert(cJSON_IsNull(b));
+        }
     }
     h = cJSON_GetArrayItem(hist, cJSON_GetArraySize(hist) - 1);
     ck_assert_str_eq(e2e_str(h, "outcome"), "ok");
     cJSON_Delete(job);
     return got;
+}
+
+/* Jobs 1 to n went in one batch: jobs show names the same one for each
+ * (the text form too). */
+static void
+expect_one_batch(int n)
+{
+    struct run_result r;
+    char want[160] = "";
+
+    for (int i = 1; i <= n; i++) {
+        cJSON *job = e2e_show(i);
+        const cJSON *b = cJSON_GetObjectItem(e2e_hist(job, 0, 0), "batch");
+        char got[160];
+        ck_assert_ptr_nonnull(e2e_str(b, "provider_id"));
+        snprintf(got, sizeof(got), "in batch %d (%s at the provider)",
+                 cJSON_GetObjectItem(b, "id")->valueint,
+                 e2e_str(b, "provider_id"));
+        if (i == 1)
+            memcpy(want, got, sizeof(want));
+        ck_assert_str_eq(got, want);
+        cJSON_Delete(job);
+    }
+    ck_assert_int_eq(RUN(&r, NULL, "jobs", "show", "1"), 0);
+    ck_assert_msg(strstr(r.out, want) != NULL, "no '%s' in: %s", want, r.out);
+    run_result_free(&r);
 }
 
 static void
@@ -163,6 +198,7 @@ START_TEST(test_openai_batch_applies_each_result)
     free(e2e_drain());
     for (int i = 1; i <= 3; i++)
         expect_job(i, "cheap");
+    expect_one_batch(3);
     ck_assert_int_eq(sent("POST", "/v1/files"), 1);
     ck_assert_int_eq(sent("POST", "/v1/batches"), 1);
     ck_assert_int_eq(sent("POST", "/v1/chat/completions"), 0);

@@ -80,6 +80,22 @@ retry_of(const struct retries *rt, int64_t at)
     return k;
 }
 
+/* "batch": {"id", "provider_id"} of the batch an attempt is an item of
+ * (a tier in batch mode), else null. */
+static void
+add_batch(cJSON *o, const struct q_attempt *a)
+{
+    cJSON *b;
+
+    if (a->batch_id == 0) {
+        cJSON_AddNullToObject(o, "batch");
+        return;
+    }
+    b = cJSON_AddObjectToObject(o, "batch");
+    cJSON_AddNumberToObject(b, "id", (double)a->batch_id);
+    json_add_string(b, "provider_id", a->batch_provider_id);
+}
+
 /* Builds the "history" array of one step from the job's attempts. */
 /* An agent step's attempt (worker/agent*.c): "kind" ("turn", "tool", or
  * null for a plain attempt); a tool call's "call_id", "tool", "args" (as
@@ -154,6 +170,7 @@ history_json(const struct q_attempt *a, size_t n, int step,
         json_add_string(o, "body", ok ? NULL : a[i].body);
         cJSON_AddBoolToObject(o, "masked", a[i].masked);
         json_add_string(o, "route", a[i].route);
+        add_batch(o, &a[i]);
         add_agent(o, &a[i]);
         if (a[i].finished_at != 0)
             cJSON_AddNumberToObject(o, "tokens", (double)a[i].tokens);

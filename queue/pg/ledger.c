@@ -220,6 +220,8 @@ read_attempt(const PGresult *res, int r, void *elem)
     a->call_id = q__pg_text(res, r, 20);
     a->tool = q__pg_text(res, r, 21);
     a->args = q__pg_text(res, r, 22);
+    a->batch_id = q__pg_int(res, r, 23); /* NULL reads 0 */
+    a->batch_provider_id = q__pg_text(res, r, 24);
 }
 
 int

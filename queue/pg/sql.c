@@ -231,13 +231,19 @@ static const struct q__pg_sql sql[ST_COUNT] = {
     /* The same without the step's correction (caller_corrects). */
     S(ST_ATTEMPT_FINISH_ONLY,
       "WITH " FINISH_HELD " fin AS (" FINISH_SET " RETURNING 1)" FINISH_COUNT),
+    /* each with the batch it is an item of (batch_items' key is the
+     * attempt) */
     S(ST_ATTEMPTS_LIST,
-      "SELECT id, step, attempt, tier, request_sha256, started_at,"
-      " finished_at, status, outcome, reason, decision, delay_ms, latency_ms,"
-      " tokens, body, masked, route, cost_nusd, cost_estimated, kind, call_id,"
-      " tool, args FROM attempts"
-      " WHERE job_id = $1::bigint"
-      " AND ($2::bigint < 0 OR step = $2::bigint) ORDER BY step, attempt"),
+      "SELECT a.id, a.step, a.attempt, a.tier, a.request_sha256,"
+      " a.started_at, a.finished_at, a.status, a.outcome, a.reason,"
+      " a.decision, a.delay_ms, a.latency_ms, a.tokens, a.body, a.masked,"
+      " a.route, a.cost_nusd, a.cost_estimated, a.kind, a.call_id, a.tool,"
+      " a.args, bi.batch_id, b.provider_id FROM attempts a"
+      " LEFT JOIN batch_items bi ON bi.attempt_id = a.id"
+      " LEFT JOIN batches b ON b.id = bi.batch_id"
+      " WHERE a.job_id = $1::bigint"
+      " AND ($2::bigint < 0 OR a.step = $2::bigint) ORDER BY a.step, "
+      "a.attempt"),
     S(ST_JOB_COST, "SELECT coalesce(sum(cost_nusd), 0) FROM attempts"
                    " WHERE job_id = $1::bigint"),
     S(ST_TIER_GET, TIER_LOAD_TEXT),

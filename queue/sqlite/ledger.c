@@ -265,6 +265,8 @@ read_attempt(sqlite3_stmt *s, void *elem)
     a->call_id = q__col_text(s, 20);
     a->tool = q__col_text(s, 21);
     a->args = q__col_text(s, 22);
+    a->batch_id = sqlite3_column_int64(s, 23);
+    a->batch_provider_id = q__col_text(s, 24);
 }
 
 int

@@ -15,6 +15,17 @@
     JOBS_ROWS_16 "," JOBS_ROWS_16 "," JOBS_ROWS_16 "," JOBS_ROWS_16
 #define JOBS_ON_KEY " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING"
 
+/* A job's attempts (ledger.c, read_attempt), each with the batch it is
+ * an item of (batch_items' key is the attempt). */
+#define ATTEMPTS_SELECT                                                        \
+    "SELECT a.id, a.step, a.attempt, a.tier, a.request_sha256,"                \
+    " a.started_at, a.finished_at, a.status, a.outcome, a.reason,"             \
+    " a.decision, a.delay_ms, a.latency_ms, a.tokens, a.body, a.masked,"       \
+    " a.route, a.cost_nusd, a.cost_estimated, a.kind, a.call_id, a.tool,"      \
+    " a.args, bi.batch_id, b.provider_id FROM attempts a"                      \
+    " LEFT JOIN batch_items bi ON bi.attempt_id = a.id"                        \
+    " LEFT JOIN batches b ON b.id = bi.batch_id"
+
 /* The SQL of every cached statement, indexed by enum q__stmt_id. */
 static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -120,17 +131,9 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_JOB_COST] = "SELECT coalesce(sum(cost_nusd), 0) FROM attempts"
                     " WHERE job_id = ?1",
     [ST_ATTEMPTS_JOB] =
-        "SELECT id, step, attempt, tier, request_sha256, started_at,"
-        " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated,"
-        " kind, call_id, tool, args"
-        " FROM attempts WHERE job_id = ?1 ORDER BY step, attempt",
-    [ST_ATTEMPTS_STEP] =
-        "SELECT id, step, attempt, tier, request_sha256, started_at,"
-        " finished_at, status, outcome, reason, decision, delay_ms,"
-        " latency_ms, tokens, body, masked, route, cost_nusd, cost_estimated,"
-        " kind, call_id, tool, args"
-        " FROM attempts WHERE job_id = ?1 AND step = ?2 ORDER BY attempt",
+        ATTEMPTS_SELECT " WHERE a.job_id = ?1 ORDER BY a.step, a.attempt",
+    [ST_ATTEMPTS_STEP] = ATTEMPTS_SELECT
+    " WHERE a.job_id = ?1 AND a.step = ?2 ORDER BY a.attempt",
     [ST_TIER_GET] =
         "SELECT breaker, failures, open_until, exhausted_until,"
         " exhausted_reason, limited_until, allowance_used, allowance_since,"
