@@ -446,20 +446,25 @@ void q__brief_clean(void *e);
 #define Q__PRUNE_KEEPS(j)                                                      \
     " NOT EXISTS (SELECT 1 FROM park AS k WHERE k.job_id = " j                 \
     " AND k.state = 'open')"
+/* The oldest finished jobs first, through index jobs_finished (its WHERE
+ * is this one's state term, word for word, so SQLite can use it): the
+ * scan stops at the limit or at the first job changed after p1, and
+ * never reads a job that is kept. */
 #define Q__PRUNE_JOBS(p1, p4)                                                  \
     "SELECT id FROM jobs WHERE " p1 " > 0 AND state IN (2, 3, 5)"              \
     " AND updated_at < " p1 " AND" Q__PRUNE_KEEPS("jobs.id")                   \
-    " ORDER BY id LIMIT " p4
-/* Jobs first, in id order from bodies_from_job (CROSS JOIN keeps SQLite's
- * order; PostgreSQL plans it as a join): a scan of attempts would read
- * every body kept, and one of every job would read again, at each step,
- * the jobs whose bodies the steps before dropped. */
+    " ORDER BY updated_at, id LIMIT " p4
+/* The attempts that still keep a body, in job order from bodies_from_job,
+ * through index attempts_body (its WHERE is this one's body term): a step
+ * reads only bodies kept, never the jobs whose bodies went before nor
+ * the rows' bodies themselves (CROSS JOIN keeps SQLite's order;
+ * PostgreSQL plans it as a join). */
 #define Q__PRUNE_BODIES(p1, p2, p4, p5)                                        \
-    "SELECT a.id AS id, j.id AS job FROM jobs AS j CROSS JOIN attempts AS a"   \
-    " WHERE " p2 " > 0 AND j.id >= " p5 " AND a.job_id = j.id"                 \
-    " AND a.body IS NOT NULL AND j.state IN (2, 3, 5)"                         \
+    "SELECT a.id AS id, j.id AS job FROM attempts AS a CROSS JOIN jobs AS j"   \
+    " WHERE " p2 " > 0 AND a.job_id >= " p5 " AND a.body IS NOT NULL"          \
+    " AND j.id = a.job_id AND j.state IN (2, 3, 5)"                            \
     " AND j.updated_at < " p2 " AND j.updated_at >= " p1                       \
-    " AND" Q__PRUNE_KEEPS("j.id") " ORDER BY j.id LIMIT " p4
+    " AND" Q__PRUNE_KEEPS("j.id") " ORDER BY a.job_id LIMIT " p4
 #define Q__PRUNE_BUDGETS(p3)                                                   \
     " FROM budgets WHERE updated_at < " p3 " AND NOT EXISTS (SELECT 1 FROM"    \
     " jobs AS s WHERE s.key = 'schedule:' || budgets.win"                      \

@@ -161,8 +161,11 @@ END_TEST
     " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
     " DROP TABLE budgets; DROP TABLE job_retries;"
 
-/* Takes version 14's columns away (the agent loop's). */
+/* Takes version 17's indexes away (retention's). */
+#define V17_UNDO "DROP INDEX jobs_finished; DROP INDEX attempts_body;"
+/* Takes versions 16's columns (the agent loop's) and 17's indexes away. */
 #define V16_UNDO                                                               \
+    V17_UNDO                                                                   \
     "ALTER TABLE attempts DROP COLUMN kind, DROP COLUMN call_id,"              \
     " DROP COLUMN tool, DROP COLUMN args; ALTER TABLE park DROP COLUMN"        \
     " answer;"
@@ -369,6 +372,33 @@ END_TEST
 
 /* A store at version 14 (jobs without input) waits for init, which adds
  * the column: the jobs from before have none. */
+/* Version 16 -> 17 adds retention's indexes; the jobs stay. */
+START_TEST(test_migrates_v16_adding_retention_indexes)
+{
+    q_db *db = open_pg(true);
+
+    (void)add_job(db, "old");
+    ck_assert_int_eq(q_close(db), 0);
+    ck_assert_int_eq(
+        pgfix_query(loc, V17_UNDO "UPDATE stepq_schema SET version = 16", NULL),
+        0);
+    pgfix_expect(loc,
+                 "SELECT count(*) FROM pg_indexes WHERE schemaname ="
+                 " current_schema() AND indexname IN ('jobs_finished',"
+                 " 'attempts_body')",
+                 "0");
+    ck_assert_int_eq(q__pg_open(loc, NULL, false, &db), -ESTALE);
+    db = open_pg(true);
+    pgfix_expect(loc,
+                 "SELECT count(*) FROM pg_indexes WHERE schemaname ="
+                 " current_schema() AND indexname IN ('jobs_finished',"
+                 " 'attempts_body')",
+                 "2");
+    pgfix_expect(loc, "SELECT string_agg(name, ',') FROM jobs", "old");
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_migrates_v14_adding_input)
 {
     q_db *db = open_pg(true);
@@ -939,6 +969,7 @@ test_suite(void)
     tcase_add_test(schema, test_migrates_v12_adding_batches);
     tcase_add_test(schema, test_migrates_v13_adding_operators);
     tcase_add_test(schema, test_migrates_v14_adding_input);
+    tcase_add_test(schema, test_migrates_v16_adding_retention_indexes);
     tcase_add_test(schema, test_migrates_v15_adding_agent_columns);
     tcase_add_test(schema, test_migrates_v9_adding_cost);
     suite_add_tcase(s, schema);

@@ -405,6 +405,31 @@ START_TEST(test_migrates_v13_adding_operators)
 }
 END_TEST
 
+/* Version 16 -> 17 adds retention's indexes: the jobs of a version 16
+ * file stay, and the indexes are there after. */
+START_TEST(test_migrates_v16_adding_retention_indexes)
+{
+    q_db *db = NULL;
+    int64_t id;
+    sqlite3_stmt *s;
+    int n = -1;
+
+    db = migrated_from(16, &id);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(q__sqlite(db)->h,
+                           "SELECT count(*) FROM sqlite_master WHERE type ="
+                           " 'index' AND name IN ('jobs_finished',"
+                           " 'attempts_body')",
+                           -1, &s, NULL),
+        SQLITE_OK);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* Version 15 -> 16 adds an attempt's kind, call id, tool and arguments
  * (the agent loop's) and a park item's answer: the jobs of a version 15
  * file stay, and a tool call's attempt then keeps what it was given. */
@@ -604,6 +629,53 @@ START_TEST(test_claim_uses_index_without_sort)
 }
 END_TEST
 
+/* The plan of sql, its details joined by ";". */
+static void
+plan_of(q_db *db, const char *sql, char *plan, size_t len)
+{
+    sqlite3_stmt *s;
+    char *q = xmalloc(strlen(sql) + 32);
+
+    sprintf(q, "EXPLAIN QUERY PLAN %s", sql);
+    ck_assert_int_eq(sqlite3_prepare_v2(q__sqlite(db)->h, q, -1, &s, NULL),
+                     SQLITE_OK);
+    plan[0] = '\0';
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        strncat(plan, (const char *)sqlite3_column_text(s, 3),
+                len - strlen(plan) - 2);
+        strcat(plan, ";");
+    }
+    sqlite3_finalize(s);
+    free(q);
+}
+
+/* Retention reads only what it prunes: finished jobs oldest first and
+ * attempts that keep a body, each through its index and in its order (no
+ * scan of jobs, no sort): a month's store took 953 ms to count a step of
+ * 500 when every job was read. */
+START_TEST(test_prune_uses_its_indexes_without_sort)
+{
+    static const char *const sql[][2] = {
+        {"SELECT count(*) FROM (" Q__PRUNE_JOBS("?1", "?4") ")",
+         "jobs_finished"},
+        {"SELECT count(*) FROM (" Q__PRUNE_BODIES("?1", "?2", "?4", "?5") ")",
+         "attempts_body"},
+        {Q__PRUNE_DELETE_JOBS("?1", "?4"), "jobs_finished"},
+        {Q__PRUNE_DROP_BODIES("?1", "?2", "?4", "?5"), "attempts_body"},
+    };
+    q_db *db = open_db();
+    char plan[2048];
+
+    for (size_t i = 0; i < STEPQ_ARRAY_LEN(sql); i++) {
+        plan_of(db, sql[i][0], plan, sizeof(plan));
+        ck_assert_msg(strstr(plan, sql[i][1]) != NULL, "%zu: %s", i, plan);
+        ck_assert_msg(strstr(plan, "SCAN jobs") == NULL, "%zu: %s", i, plan);
+        ck_assert_msg(strstr(plan, "TEMP B-TREE") == NULL, "%zu: %s", i, plan);
+    }
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 START_TEST(test_location_names_the_same_file)
 {
     q_db *db = open_db();
@@ -681,6 +753,7 @@ test_suite(void)
     tcase_add_test(files, test_migrates_v13_adding_operators);
     tcase_add_test(files, test_migrates_v14_adding_input);
     tcase_add_test(files, test_migrates_v15_adding_agent_columns);
+    tcase_add_test(files, test_migrates_v16_adding_retention_indexes);
     tcase_add_test(files, test_migrates_v9_adding_cost);
     tcase_add_test(files, test_migrates_v3_adding_schedules);
     tcase_add_test(files, test_migrates_v4_adding_tier_events);
@@ -695,6 +768,7 @@ test_suite(void)
 
     tcase_add_checked_fixture(plans, setup, teardown);
     tcase_add_test(plans, test_claim_uses_index_without_sort);
+    tcase_add_test(plans, test_prune_uses_its_indexes_without_sort);
     suite_add_tcase(s, plans);
 
     tcase_add_checked_fixture(enq, setup, teardown);

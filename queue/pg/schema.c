@@ -279,6 +279,13 @@ static const struct migration migrations[] = {
      "ALTER TABLE attempts ADD COLUMN tool text;"
      "ALTER TABLE attempts ADD COLUMN args text;"
      "ALTER TABLE park ADD COLUMN answer text;"},
+    {16, 17,
+     /* Retention's indexes: finished jobs by when they last changed, and
+      * the attempts that still keep a body (SQLite's version 17). */
+     "CREATE INDEX jobs_finished ON jobs (updated_at, id)"
+     " WHERE state IN (2, 3, 5);"
+     "CREATE INDEX attempts_body ON attempts (job_id)"
+     " WHERE body IS NOT NULL;"},
 };
 
 /* Runs the migrations from version have, inside the caller's level. */
