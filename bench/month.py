@@ -43,12 +43,13 @@ sent twice.
 
 It prints a table of the nights and a verdict, and exits 1 when, from
 night 4 on, the worker's or serve's RSS (not judged in an ASan build:
-its quarantine keeps freed memory), their descriptors or the database
-file grew by more than 5% (the largest of the last three nights against
-the largest of nights 4 to 6), when a job was lost or failed (other than
-by a human), a post sent twice, a schedule's post missing, a report
-missing, or a process did not end cleanly; the -wal is bounded apart
-(it is folded into the file at 32 MiB and keeps the size it grew to: at
+its quarantine keeps freed memory), their descriptors or the database's
+pages (as SQLite sees them, the -wal's included) grew by more than 5%
+(the largest of the last three nights against the largest of nights 4
+to 6), when a job was lost or failed (other than by a human), a post
+sent twice, a schedule's post missing, a report missing, or a process
+did not end cleanly; the -wal is bounded apart (it is folded into the
+file at 32 MiB and keeps the size it grew to: at
 most 36 MiB). The processes' event loops wait on the host's time:
 libfaketime would divide their timeouts by its speed, and an idle loop
 would spin (month_shim.c, built with cc and preloaded first). Standard
@@ -512,7 +513,7 @@ def report(run, samples, codes, t_wall):
     if len(samples) >= WARM + 6:
         for key, what in (("w_rss", "worker RSS"), ("w_fds", "worker fds"),
                           ("s_rss", "serve RSS"), ("s_fds", "serve fds"),
-                          ("db", "database file")):
+                          ("pages", "database pages")):
             g = growth(samples, key)
             judged = not (run.asan and key.endswith("rss"))
             print("%-16s last 3 nights / nights %d-%d: %.3f%s" % (
