@@ -200,8 +200,7 @@ enqueue_night(int d, int64_t t0)
     char *jobs = NULL, *out = NULL, cmd[2048], when[32];
     const char *asan = getenv("ASAN_OPTIONS");
     size_t len = 0, cap = JOBS_A_NIGHT * 512;
-    time_t fake = (time_t)(FAKE_START + (clock_mono_ms() - t0) *
-                                            (86400000 / NIGHT_MS) / 1000);
+    time_t fake = (time_t)(FAKE_START + (clock_mono_ms() - t0) * SPEED / 1000);
     glob_t g;
 
     jobs = xmalloc(cap);
