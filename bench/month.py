@@ -30,8 +30,9 @@ through serve's API (`in_doubt`: done 60%, retry 20%, fail 20%;
 10%). All along a reader asks serve for /v1/status, /metrics, a page of
 jobs and /v1/park every second and the report every 10 s.
 
-At 12:00 each night the bench samples the worker's and serve's VmRSS and
-open descriptors (/proc), their CPU seconds, the database file and its
+At 12:00 each night the bench samples the worker's and serve's largest
+VmRSS and open descriptors since the last sample (/proc, read every
+second: at one moment they swing between levels), their CPU seconds, the database file and its
 -wal (bytes) and its page count. After the last night it resolves what
 is left as done, waits for the queue to empty and stops both with
 SIGTERM (each must exit 0: an ASan build's LeakSanitizer report makes
@@ -240,6 +241,9 @@ class Run:
         self.per_night = args.jobs // args.nights
         self.stop_reader = threading.Event()
         self.reads = [0, 0]  # answered, failed
+        # the largest RSS and descriptors of each process since the last
+        # noon's sample, read every second by the reader
+        self.peaks = {}
         self.ended_by_human = set()  # job indexes resolved done or fail
         self.retries = {}  # job index -> retries a human asked for
         self.resolved = {"retry": 0, "done": 0, "fail": 0}
@@ -303,7 +307,18 @@ class Run:
             for p in paths:
                 st, _ = api.call("GET", p)
                 self.reads[0 if st == 200 else 1] += 1
+            self.note_peaks()
             n += 1
+
+    def note_peaks(self):
+        for who, proc in (("w", self.worker), ("s", self.serve)):
+            try:
+                rss, fds, _ = proc_sample(proc.pid)
+            except (OSError, StopIteration):
+                continue  # ended: the last sample stands
+            for key, v in (("rss", rss), ("fds", fds)):
+                k = who + "_" + key
+                self.peaks[k] = max(self.peaks.get(k, 0), v)
 
     def enqueue_chunk(self, first, count, k):
         lines = [job_line(i, self.port, self.capped_port)
@@ -393,6 +408,12 @@ class Run:
         s = {"night": d + 1}
         s["w_rss"], s["w_fds"], s["w_cpu"] = proc_sample(self.worker.pid)
         s["s_rss"], s["s_fds"], s["s_cpu"] = proc_sample(self.serve.pid)
+        # RSS and descriptors are the night's largest (read every second):
+        # at one moment they swing between levels (mimalloc gives pages
+        # back or not; connections open or not) and say nothing of growth
+        self.note_peaks()
+        for k in ("w_rss", "w_fds", "s_rss", "s_fds"):
+            s[k] = max(s[k], self.peaks.pop(k, 0))
         s["db"] = size(self.path("stepq.db"))
         s["wal"] = size(self.path("stepq.db-wal"))
         con = sqlite3.connect("file:%s?mode=ro" % self.path("stepq.db"),
