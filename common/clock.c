@@ -24,6 +24,14 @@ clock_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t
+clock_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (Howard
  * Hinnant's days_from_civil); avoids timegm(), which is not POSIX. */
 static int64_t

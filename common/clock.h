@@ -13,6 +13,8 @@
 int64_t clock_now_ms(void);
 /* clock_mono_ms returns a monotonic millisecond count (CLOCK_MONOTONIC). */
 int64_t clock_mono_ms(void);
+/* clock_mono_us returns the same clock in microseconds. */
+int64_t clock_mono_us(void);
 /* clock_format_utc writes ms since the epoch as "2026-11-30T03:40:00Z" (whole
  * seconds) into buf of len bytes (at least 21). Returns buf. */
 char *clock_format_utc(int64_t ms, char *buf, size_t len);

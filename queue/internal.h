@@ -449,7 +449,8 @@ void q__brief_clean(void *e);
 /* The oldest finished jobs first, through index jobs_finished (its WHERE
  * is this one's state term, word for word, so SQLite can use it): the
  * scan stops at the limit or at the first job changed after p1, and
- * never reads a job that is kept. */
+ * never reads a job that is not finished (one with an open park item is
+ * read, and kept by Q__PRUNE_KEEPS). */
 #define Q__PRUNE_JOBS(p1, p4)                                                  \
     "SELECT id FROM jobs WHERE " p1 " > 0 AND state IN (2, 3, 5)"              \
     " AND updated_at < " p1 " AND" Q__PRUNE_KEEPS("jobs.id")                   \

@@ -120,10 +120,11 @@ expect_failed_after_one(const char *error)
     cJSON_Delete(shown);
 }
 
-/* A step's templates are filled once, when it is entered, and every
- * attempt sends that fill: a truncated answer's degrade (which keeps the
- * last message and lowers max_tokens) and a 500's retry send the same
- * filled values, and the next step gets a fill of its own. */
+/* Every attempt of a step sends the same filled values (the fill made
+ * when it is entered: worker__fill asserts it is the step's): a truncated
+ * answer's degrade (which keeps the last message and lowers max_tokens)
+ * and a 500's retry send what the first attempt sent, and the next step
+ * gets a fill of its own. */
 START_TEST(test_every_attempt_sends_the_fill)
 {
     char big[5300], job[7000];

@@ -370,8 +370,6 @@ START_TEST(test_migrates_v11_adding_job_retries)
 }
 END_TEST
 
-/* A store at version 14 (jobs without input) waits for init, which adds
- * the column: the jobs from before have none. */
 /* Version 16 -> 17 adds retention's indexes; the jobs stay. */
 START_TEST(test_migrates_v16_adding_retention_indexes)
 {
@@ -399,6 +397,8 @@ START_TEST(test_migrates_v16_adding_retention_indexes)
 }
 END_TEST
 
+/* A store at version 14 (jobs without input) waits for init, which adds
+ * the column: the jobs from before have none. */
 START_TEST(test_migrates_v14_adding_input)
 {
     q_db *db = open_pg(true);

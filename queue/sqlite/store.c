@@ -116,15 +116,6 @@ reset_busy(struct q__sqlite *db)
     }
 }
 
-static int64_t
-mono_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Counts the wait under way up to now into the handle's figures
  * (q_lock_waits). It is counted as it goes, at each try: the try after
  * the last sleep is the one that takes the lock, a few microseconds
@@ -154,7 +145,7 @@ static int
 on_busy(void *arg, int count)
 {
     struct q__sqlite *db = arg;
-    int64_t now = mono_us();
+    int64_t now = clock_mono_us();
     long us;
 
     if (count == 0 || db->busy_since == 0) {
@@ -171,7 +162,7 @@ on_busy(void *arg, int count)
     db->busy_rng ^= db->busy_rng << 17;
     us = 500 + (long)(db->busy_rng % 2000);
     nanosleep(&(struct timespec){0, us * 1000}, NULL);
-    wait_count(db, mono_us());
+    wait_count(db, clock_mono_us());
     return 1;
 }
 
@@ -181,7 +172,7 @@ on_busy(void *arg, int count)
 static void
 busy_ended(struct q__sqlite *db)
 {
-    int64_t waited = (mono_us() - db->busy_since) / 1000;
+    int64_t waited = (clock_mono_us() - db->busy_since) / 1000;
 
     if (db->busy_since == 0)
         return;
