@@ -435,6 +435,29 @@ void q__brief_clean(void *e);
     " GROUP BY job_id HAVING count(cost_nusd) > 0) AS c"                       \
     " JOIN jobs AS j ON j.id = c.job_id"
 
+/* A tier's row written whole (ST_TIER_PUT): its columns in the order
+ * both backends bind them, and the update of a row that is there. */
+#define Q__TIER_PUT_INTO                                                       \
+    "INSERT INTO tiers (name, breaker, failures, open_until,"                  \
+    " exhausted_until, exhausted_reason, limited_until, allowance_used,"       \
+    " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"     \
+    " pace_up_at, learned_rpm, learned_tpm, doubt, usage, flight)"
+#define Q__TIER_PUT_SET                                                        \
+    " ON CONFLICT (name) DO UPDATE SET"                                        \
+    " breaker = excluded.breaker, failures = excluded.failures,"               \
+    " open_until = excluded.open_until,"                                       \
+    " exhausted_until = excluded.exhausted_until,"                             \
+    " exhausted_reason = excluded.exhausted_reason,"                           \
+    " limited_until = excluded.limited_until,"                                 \
+    " allowance_used = excluded.allowance_used,"                               \
+    " allowance_since = excluded.allowance_since,"                             \
+    " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"         \
+    " tok_tat = excluded.tok_tat, pace = excluded.pace,"                       \
+    " pace_down_at = excluded.pace_down_at,"                                   \
+    " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"   \
+    " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"             \
+    " usage = excluded.usage, flight = excluded.flight"
+
 /* q_prune's statements, the same text on every backend, with p1..p5 the
  * backend's marks for jobs_before, bodies_before, budgets_before, the
  * limit and bodies_from_job. Q__PRUNE_COUNT returns the eight counts of

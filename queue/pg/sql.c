@@ -259,30 +259,12 @@ static const struct q__pg_sql sql[ST_COUNT] = {
     S(ST_TIER_LOCK, TIER_LOAD_TEXT " FOR UPDATE"),
     S(ST_TIER_ROW,
       "INSERT INTO tiers (name) VALUES ($1::text) ON CONFLICT DO NOTHING"),
-    S(ST_TIER_PUT,
-      "INSERT INTO tiers (name, breaker, failures, open_until,"
-      " exhausted_until, exhausted_reason, limited_until, allowance_used,"
-      " allowance_since, config_hash, req_tat, tok_tat, pace, pace_down_at,"
-      " pace_up_at, learned_rpm, learned_tpm, doubt, usage, flight)"
+    S(ST_TIER_PUT, Q__TIER_PUT_INTO
       " VALUES ($1::text, $2::text, $3::bigint, $4::bigint, $5::bigint,"
       " $6::text, $7::bigint, $8::bigint, $9::bigint, $10::text,"
       " $11::double precision, $12::double precision, $13::double precision,"
       " $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint,"
-      " $19::text, $20::text)"
-      " ON CONFLICT (name) DO UPDATE SET"
-      " breaker = excluded.breaker, failures = excluded.failures,"
-      " open_until = excluded.open_until,"
-      " exhausted_until = excluded.exhausted_until,"
-      " exhausted_reason = excluded.exhausted_reason,"
-      " limited_until = excluded.limited_until,"
-      " allowance_used = excluded.allowance_used,"
-      " allowance_since = excluded.allowance_since,"
-      " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"
-      " tok_tat = excluded.tok_tat, pace = excluded.pace,"
-      " pace_down_at = excluded.pace_down_at,"
-      " pace_up_at = excluded.pace_up_at, learned_rpm = excluded.learned_rpm,"
-      " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
-      " usage = excluded.usage, flight = excluded.flight"),
+      " $19::text, $20::text)" Q__TIER_PUT_SET),
     /* $1 tier, $2 at, $3 event: deferred as the state it goes with. */
     S(ST_TIER_EVENT_ADD, "INSERT INTO tier_events (tier, at, event)"
                          " VALUES ($1::text, $2::bigint, $3::text)"),

@@ -140,28 +140,9 @@ static const char *const sql_text[ST_COUNT] = {
         " config_hash, req_tat, tok_tat, pace, pace_down_at, pace_up_at,"
         " learned_rpm, learned_tpm, doubt, usage, flight FROM tiers"
         " WHERE name = ?1",
-    [ST_TIER_PUT] =
-        "INSERT INTO tiers (name, breaker, failures, open_until,"
-        " exhausted_until, exhausted_reason, limited_until, allowance_used,"
-        " allowance_since, config_hash, req_tat, tok_tat, pace,"
-        " pace_down_at, pace_up_at, learned_rpm, learned_tpm, doubt, usage,"
-        " flight) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-        " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) ON CONFLICT (name) DO UPDATE "
-        "SET"
-        " breaker = excluded.breaker, failures = excluded.failures,"
-        " open_until = excluded.open_until,"
-        " exhausted_until = excluded.exhausted_until,"
-        " exhausted_reason = excluded.exhausted_reason,"
-        " limited_until = excluded.limited_until,"
-        " allowance_used = excluded.allowance_used,"
-        " allowance_since = excluded.allowance_since,"
-        " config_hash = excluded.config_hash, req_tat = excluded.req_tat,"
-        " tok_tat = excluded.tok_tat, pace = excluded.pace,"
-        " pace_down_at = excluded.pace_down_at,"
-        " pace_up_at = excluded.pace_up_at,"
-        " learned_rpm = excluded.learned_rpm,"
-        " learned_tpm = excluded.learned_tpm, doubt = excluded.doubt,"
-        " usage = excluded.usage, flight = excluded.flight",
+    [ST_TIER_PUT] = Q__TIER_PUT_INTO
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+    " ?15, ?16, ?17, ?18, ?19, ?20)" Q__TIER_PUT_SET,
     /* A running job is due when its lease would expire: if its holder
      * died, that is when another worker takes it over. */
     [ST_NEXT_DUE] = "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs"
