@@ -8,8 +8,9 @@
 #   3. the package's files unpacked into a scratch root: its units verified
 #      with its own stepq (scripts/check-units.sh), its sysusers.d entry
 #      makes the stepq user (systemd-sysusers --root), and its stepq, given
-#      a database of an older schema, migrates it on `stepq init` and says
-#      so, as the units' first start after an upgrade does;
+#      a database of schema version 1 (tests/data/schema-v1.sql), migrates
+#      it on `stepq init` and says so, as the units' first start after an
+#      upgrade does;
 #   4. `apt-get install -s` of the .deb: its dependencies resolve.
 # What it cannot check in a container without systemd as PID 1: starting
 # the units, the timer firing, and the postinst run for real.
@@ -42,7 +43,7 @@ grep -q '^stepq:' "$root/sys/etc/passwd" ||
 echo "package: sysusers.d makes the stepq user"
 db="$root/old.db"
 "$root/pkg/usr/bin/stepq" --db "$db" init >/dev/null
-sqlite3 "$db" "DROP TABLE budgets; PRAGMA user_version = 10;"
+sqlite3 "$db" < tests/data/schema-v1.sql
 out="$("$root/pkg/usr/bin/stepq" --db "$db" init)"
 echo "package: upgrade: $out"
 grep -q 'migrated from an older schema' <<<"$out" ||

@@ -158,22 +158,18 @@ sqlite(const char *db, const char *sql)
     return xstrdup(line);
 }
 
-/* Turns a fresh database into one of schema version 1. */
-#define V2_TO_V1                                                               \
-    "DROP INDEX jobs_finished; DROP INDEX attempts_body; "                     \
-    "DROP TABLE park; DROP TABLE tiers; DROP TABLE schedules; "                \
-    "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \
-    "ALTER TABLE attempts DROP COLUMN route; "                                 \
-    "ALTER TABLE attempts DROP COLUMN kind; "                                  \
-    "ALTER TABLE attempts DROP COLUMN call_id; "                               \
-    "ALTER TABLE attempts DROP COLUMN tool; "                                  \
-    "ALTER TABLE attempts DROP COLUMN args; "                                  \
-    "ALTER TABLE attempts DROP COLUMN cost_nusd; "                             \
-    "ALTER TABLE attempts DROP COLUMN cost_estimated; DROP TABLE budgets; "    \
-    "DROP TABLE job_retries; DROP TABLE batch_items; DROP TABLE batches; "     \
-    "DROP TABLE operators; DROP TABLE audit; "                                 \
-    "ALTER TABLE jobs DROP COLUMN input; "                                     \
-    "PRAGMA user_version = 1;"
+/* Turns a fresh database into one of schema version 1: the statements of
+ * tests/data/schema-v1.sql, which scripts/package.sh's upgrade check runs
+ * too (each schema version adds the undoing of what it adds there). */
+static void
+to_v1(const char *db)
+{
+    char cmd[1024], *sql = source_path("tests/data/schema-v1.sql");
+
+    snprintf(cmd, sizeof(cmd), "sqlite3 '%s' < '%s'", db, sql);
+    ck_assert_int_eq(system(cmd), 0);
+    free(sql);
+}
 
 /* A database of schema version 1 (before the park and tier tables) is
  * refused, untouched, by everything but init, which migrates it; one
@@ -185,7 +181,7 @@ START_TEST(test_older_database_waits_for_init_newer_refused)
 
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
     run_result_free(&r);
-    free(sqlite("q.db", V2_TO_V1));
+    to_v1("q.db");
     ck_assert_int_eq(RUN(&r, GOOD_JOB("a"), "enqueue", "--db", "q.db"), 1);
     ck_assert_ptr_nonnull(strstr(r.err, "the database at q.db is from an "
                                         "older stepq: run `stepq init`"));
@@ -231,7 +227,7 @@ START_TEST(test_libstepq_open_needs_init)
     free(ls);
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
     run_result_free(&r);
-    free(sqlite("q.db", V2_TO_V1));
+    to_v1("q.db");
     ck_assert_int_eq(stepq_open("q.db", &q, err, sizeof(err)), -ESTALE);
     ck_assert_ptr_nonnull(strstr(err, "run `stepq init`"));
     ck_assert_int_eq(RUN(&r, NULL, "init", "--db", "q.db"), 0);
