@@ -47,7 +47,8 @@ night 4 on, the worker's or serve's RSS (not judged in an ASan build:
 its quarantine keeps freed memory), their descriptors or the database's
 pages (as SQLite sees them, the -wal's included) or the bytes of the
 file and its -wal at noon grew by more than 5% (the largest of the last
-three nights against the largest of nights 4 to 6), when a job was lost or failed (other than by a human), a post
+week against the largest of nights 4 to 10; with fewer than 17 nights,
+half of those after the warm-up each), when a job was lost or failed (other than by a human), a post
 sent twice, a schedule's post missing, a report missing, or a process
 did not end cleanly, or the -wal at a noon was over 33 MiB (it is
 folded into the file at 32 MiB and cut back to that size each time it
