@@ -34,6 +34,9 @@ struct q__table {
     const struct q__column *cols;
     size_t ncols;
     bool id_serial; /* its "id" column is generated: continue after max */
+    /* its rows are made by triggers as the rows before it are copied:
+     * the target's are replaced by the source's */
+    bool derived;
 };
 
 /* One column's value in a row. Text is borrowed for the call. */
@@ -369,7 +372,8 @@ void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);
 
-/* The reports of q_stats_latency and q_stats_workers, the same text on
+/* The ledger's latency as it stands (what the running totals keep; the
+ * tests compare them) and the report of q_stats_workers, the same text on
  * every backend (each adds its ORDER BY): latency buckets as in
  * Q_LATENCY_BOUNDS_MS. */
 #define Q__LATENCY_SELECT                                                      \
@@ -385,6 +389,97 @@ void q__report_job_clean(void *e);
     "SELECT lease_owner, count(*), max(lease_until) FROM jobs"                 \
     " WHERE state = 1 AND lease_owner IS NOT NULL GROUP BY lease_owner"
 void q__brief_clean(void *e);
+
+/* The ledger's running totals (schema 18, table attempt_totals): one row
+ * per shard and group (tier, outcome, reason, decision; '' stands for
+ * NULL, as UNIQUE tells NULLs apart), kept by triggers on attempts: an
+ * insert adds the row's share, an update of the columns below takes the
+ * old row's away and adds the new one's, and a delete does nothing, so a
+ * prune leaves them as they were. A row's share: 1 attempt, its tokens
+ * as Q__REPORT_TIERS_SELECT counts them, whether it has a cost and the
+ * cost, and its latency as Q__LATENCY_SELECT counts it. r is the row
+ * ("NEW", "OLD", or the table's name), s "" or "-" (taken away). The same
+ * text on every backend; SQLite's shard is always 0, PostgreSQL's the
+ * writer's (queue/pg/schema.c), and readers sum the shards. */
+/* clang-format off */
+#define Q__TOT_LAT(r)                                                          \
+    r ".tier IS NOT NULL AND " r ".finished_at > 0 AND " r ".latency_ms"       \
+    " IS NOT NULL"
+#define Q__TOT_IF(cond, s, v) "CASE WHEN " cond " THEN " s v " ELSE 0 END"
+#define Q__TOT_LE(r, s, ms)                                                    \
+    Q__TOT_IF(Q__TOT_LAT(r) " AND " r ".latency_ms <= " #ms, s, "1")
+/* X(column, share) for every sum but attempts (whose share is s "1"). */
+#define Q__TOT_SUMS(X, r, s)                                                   \
+    X(tokens, s "coalesce(" r ".tokens, " r ".est_tokens)")                    \
+    X(priced, Q__TOT_IF(r ".cost_nusd IS NOT NULL", s, "1"))                   \
+    X(cost_nusd, s "coalesce(" r ".cost_nusd, 0)")                             \
+    X(lat_count, Q__TOT_IF(Q__TOT_LAT(r), s, "1"))                             \
+    X(lat_sum_ms, Q__TOT_IF(Q__TOT_LAT(r), s, r ".latency_ms"))                \
+    X(le_100, Q__TOT_LE(r, s, 100)) X(le_250, Q__TOT_LE(r, s, 250))            \
+    X(le_500, Q__TOT_LE(r, s, 500)) X(le_1000, Q__TOT_LE(r, s, 1000))          \
+    X(le_2500, Q__TOT_LE(r, s, 2500)) X(le_5000, Q__TOT_LE(r, s, 5000))        \
+    X(le_10000, Q__TOT_LE(r, s, 10000)) X(le_30000, Q__TOT_LE(r, s, 30000))    \
+    X(le_60000, Q__TOT_LE(r, s, 60000)) X(le_120000, Q__TOT_LE(r, s, 120000))
+#define Q__TOT_COL(c, e) ", " #c
+#define Q__TOT_VAL(c, e) ", " e
+#define Q__TOT_SUM(c, e) ", sum(" e ")"
+#define Q__TOT_ADD(c, e) ", " #c " = attempt_totals." #c " + excluded." #c
+#define Q__TOT_BIGINT(c, e) ", " #c " bigint NOT NULL DEFAULT 0"
+#define Q__TOT_KEYS(r)                                                         \
+    "coalesce(" r ".tier, ''), coalesce(" r ".outcome, ''),"                   \
+    " coalesce(" r ".reason, ''), coalesce(" r ".decision, '')"
+#define Q__TOT_COLS                                                            \
+    "shard, tier, outcome, reason, decision, attempts"                         \
+    Q__TOT_SUMS(Q__TOT_COL, "", "")
+/* The table, without its ending (SQLite's INTEGER and PostgreSQL's
+ * bigint both read "bigint"). */
+#define Q__TOTALS_TABLE                                                        \
+    "CREATE TABLE attempt_totals (shard bigint NOT NULL DEFAULT 0,"            \
+    " tier text NOT NULL, outcome text NOT NULL, reason text NOT NULL,"        \
+    " decision text NOT NULL, attempts bigint NOT NULL DEFAULT 0"              \
+    Q__TOT_SUMS(Q__TOT_BIGINT, "", "")                                         \
+    ", PRIMARY KEY (shard, tier, outcome, reason, decision))"
+/* Row r's share added to shard sh (an SQL expression), s as above. */
+#define Q__TOTALS_UPSERT(sh, r, s)                                             \
+    "INSERT INTO attempt_totals (" Q__TOT_COLS ") VALUES (" sh ", "            \
+    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) ")"               \
+    " ON CONFLICT (shard, tier, outcome, reason, decision) DO UPDATE SET"      \
+    " attempts = attempt_totals.attempts + excluded.attempts"                  \
+    Q__TOT_SUMS(Q__TOT_ADD, r, s)
+/* The columns whose change moves an attempt's share, and the condition
+ * that one did. */
+#define Q__TOTALS_WATCHED                                                      \
+    "tier, outcome, reason, decision, tokens, est_tokens, cost_nusd,"          \
+    " finished_at, latency_ms"
+#define Q__TOT_CHANGED(c) "OLD." #c " IS DISTINCT FROM NEW." #c
+#define Q__TOTALS_CHANGED                                                      \
+    Q__TOT_CHANGED(tier) " OR " Q__TOT_CHANGED(outcome) " OR "                 \
+    Q__TOT_CHANGED(reason) " OR " Q__TOT_CHANGED(decision) " OR "              \
+    Q__TOT_CHANGED(tokens) " OR " Q__TOT_CHANGED(est_tokens) " OR "            \
+    Q__TOT_CHANGED(cost_nusd) " OR " Q__TOT_CHANGED(finished_at) " OR "        \
+    Q__TOT_CHANGED(latency_ms)
+/* The migration's backfill: the attempts already there, by group. */
+#define Q__TOTALS_BACKFILL                                                     \
+    "INSERT INTO attempt_totals (" Q__TOT_COLS ") SELECT 0, "                  \
+    Q__TOT_KEYS("attempts") ", count(*)"                                       \
+    Q__TOT_SUMS(Q__TOT_SUM, "attempts", "") " FROM attempts GROUP BY "         \
+    Q__TOT_KEYS("attempts") ";"
+/* What q_stats_attempts and q_stats_latency read (each backend adds its
+ * ORDER BY): the shards summed, '' read back as NULL, groups that hold
+ * no attempt now (an in-flight group whose attempts all finished) left
+ * out, as the ledger's GROUP BY leaves them out. */
+#define Q__TOTALS_GROUPS_SELECT                                                \
+    "SELECT nullif(tier, ''), nullif(outcome, ''), nullif(reason, ''),"        \
+    " nullif(decision, ''), sum(attempts), sum(tokens), sum(priced),"          \
+    " sum(cost_nusd) FROM attempt_totals GROUP BY tier, outcome, reason,"      \
+    " decision HAVING sum(attempts) <> 0"
+#define Q__TOTALS_LATENCY_SELECT                                               \
+    "SELECT tier, sum(lat_count), sum(lat_sum_ms), sum(le_100),"               \
+    " sum(le_250), sum(le_500), sum(le_1000), sum(le_2500), sum(le_5000),"     \
+    " sum(le_10000), sum(le_30000), sum(le_60000), sum(le_120000)"             \
+    " FROM attempt_totals WHERE tier <> '' GROUP BY tier"                      \
+    " HAVING sum(lat_count) > 0"
+/* clang-format on */
 
 /* The reports of q_report_tiers and q_report_failures, the same text on
  * every backend (each adds its ORDER BY, and LIMIT), with p1 the

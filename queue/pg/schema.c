@@ -286,6 +286,53 @@ static const struct migration migrations[] = {
      " WHERE state IN (2, 3, 5);"
      "CREATE INDEX attempts_body ON attempts (job_id)"
      " WHERE body IS NOT NULL;"},
+    /* The ledger's running totals (SQLite's version 18, queue/internal.h
+     * Q__TOTALS_*), kept by triggers on attempts (none on DELETE) and
+     * filled from the attempts already there. Its parts (from 17 to 17:
+     * one string literal holds at most 4,095 bytes) run in order.
+     *
+     * Each transaction writes the rows of one shard of eight: the first
+     * whose advisory lock it finds free (from its backend's pid on), held
+     * to its end and remembered in a setting of the transaction. So
+     * concurrent writers do not update one row, and none waits for
+     * another's commit to flush (the store's lock is let go before the
+     * COMMIT, pipe.c); with all eight taken, it writes its pid's shard
+     * under the row locks alone. */
+    {17, 17,
+     Q__TOTALS_TABLE ";"
+     "CREATE FUNCTION stepq_totals_shard() RETURNS int"
+     "  LANGUAGE plpgsql AS $$ DECLARE sh int; k int; BEGIN"
+     "  sh := nullif(current_setting('stepq.totals_shard', true), '')::int;"
+     "  IF sh IS NOT NULL THEN RETURN sh; END IF;"
+     "  k := hashtext('stepq:totals:' || coalesce(current_schema(), ''));"
+     "  sh := pg_backend_pid() % 8;"
+     "  FOR i IN 0..7 LOOP"
+     "    IF pg_try_advisory_xact_lock(k, (pg_backend_pid() + i) % 8) THEN"
+     "      sh := (pg_backend_pid() + i) % 8; EXIT;"
+     "    END IF;"
+     "  END LOOP;"
+     "  PERFORM set_config('stepq.totals_shard', sh::text, true);"
+     "  RETURN sh; END $$;"},
+    {17, 17,
+     "CREATE FUNCTION stepq_totals_add() RETURNS trigger"
+     "  LANGUAGE plpgsql AS $$ BEGIN "
+     Q__TOTALS_UPSERT("stepq_totals_shard()", "NEW", "")
+     "; RETURN NULL; END $$;"},
+    {17, 17,
+     "CREATE FUNCTION stepq_totals_sub() RETURNS trigger"
+     "  LANGUAGE plpgsql AS $$ BEGIN "
+     Q__TOTALS_UPSERT("stepq_totals_shard()", "OLD", "-")
+     "; RETURN NULL; END $$;"
+     "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
+     "  FOR EACH ROW EXECUTE FUNCTION stepq_totals_add();"},
+    {17, 17,
+     "CREATE TRIGGER attempts_total_new AFTER UPDATE OF " Q__TOTALS_WATCHED
+     "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_CHANGED ")"
+     "  EXECUTE FUNCTION stepq_totals_add();"
+     "CREATE TRIGGER attempts_total_old AFTER UPDATE OF " Q__TOTALS_WATCHED
+     "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_CHANGED ")"
+     "  EXECUTE FUNCTION stepq_totals_sub();"},
+    {17, 18, Q__TOTALS_BACKFILL},
 };
 
 /* Runs the migrations from version have, inside the caller's level. */
