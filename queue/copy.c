@@ -137,11 +137,11 @@ static const struct q__column batch_item_cols[] = {
 /* The ledger's running totals (Q__TOTALS_*), which count the attempts a
  * prune removed too: the target ends with the source's. */
 static const struct q__column total_cols[] = {
-    {"shard", I},      {"tier", T},       {"outcome", T},    {"reason", T},
-    {"decision", T},   {"attempts", I},   {"tokens", I},     {"priced", I},
-    {"cost_nusd", I},  {"lat_count", I},  {"lat_sum_ms", I}, {"le_100", I},
-    {"le_250", I},     {"le_500", I},     {"le_1000", I},    {"le_2500", I},
-    {"le_5000", I},    {"le_10000", I},   {"le_30000", I},   {"le_60000", I},
+    {"shard", I},     {"tier", T},      {"outcome", T},    {"reason", T},
+    {"decision", T},  {"attempts", I},  {"tokens", I},     {"priced", I},
+    {"cost_nusd", I}, {"lat_count", I}, {"lat_sum_ms", I}, {"le_100", I},
+    {"le_250", I},    {"le_500", I},    {"le_1000", I},    {"le_2500", I},
+    {"le_5000", I},   {"le_10000", I},  {"le_30000", I},   {"le_60000", I},
     {"le_120000", I},
 };
 

@@ -299,7 +299,8 @@ static const struct migration migrations[] = {
      * COMMIT, pipe.c); with all eight taken, it writes its pid's shard
      * under the row locks alone. */
     {17, 17,
-     Q__TOTALS_TABLE ";"
+     Q__TOTALS_TABLE
+     ";"
      "CREATE FUNCTION stepq_totals_shard() RETURNS int"
      "  LANGUAGE plpgsql AS $$ DECLARE sh int; k int; BEGIN"
      "  sh := nullif(current_setting('stepq.totals_shard', true), '')::int;"
@@ -315,16 +316,15 @@ static const struct migration migrations[] = {
      "  RETURN sh; END $$;"},
     {17, 17,
      "CREATE FUNCTION stepq_totals_add() RETURNS trigger"
-     "  LANGUAGE plpgsql AS $$ BEGIN "
-     Q__TOTALS_UPSERT("stepq_totals_shard()", "NEW", "")
-     "; RETURN NULL; END $$;"},
+     "  LANGUAGE plpgsql AS $$ BEGIN " Q__TOTALS_UPSERT(
+         "stepq_totals_shard()", "NEW", "") "; RETURN NULL; END $$;"},
     {17, 17,
      "CREATE FUNCTION stepq_totals_sub() RETURNS trigger"
-     "  LANGUAGE plpgsql AS $$ BEGIN "
-     Q__TOTALS_UPSERT("stepq_totals_shard()", "OLD", "-")
-     "; RETURN NULL; END $$;"
-     "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
-     "  FOR EACH ROW EXECUTE FUNCTION stepq_totals_add();"},
+     "  LANGUAGE plpgsql AS $$ BEGIN " Q__TOTALS_UPSERT(
+         "stepq_totals_shard()", "OLD",
+         "-") "; RETURN NULL; END $$;"
+              "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
+              "  FOR EACH ROW EXECUTE FUNCTION stepq_totals_add();"},
     {17, 17,
      "CREATE TRIGGER attempts_total_new AFTER UPDATE OF " Q__TOTALS_WATCHED
      "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_CHANGED ")"
