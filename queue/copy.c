@@ -137,12 +137,9 @@ static const struct q__column batch_item_cols[] = {
 /* The ledger's running totals (Q__TOTALS_*), which count the attempts a
  * prune removed too: the target ends with the source's. */
 static const struct q__column total_cols[] = {
-    {"shard", I},     {"tier", T},      {"outcome", T},    {"reason", T},
-    {"decision", T},  {"attempts", I},  {"tokens", I},     {"priced", I},
-    {"cost_nusd", I}, {"lat_count", I}, {"lat_sum_ms", I}, {"le_100", I},
-    {"le_250", I},    {"le_500", I},    {"le_1000", I},    {"le_2500", I},
-    {"le_5000", I},   {"le_10000", I},  {"le_30000", I},   {"le_60000", I},
-    {"le_120000", I},
+    {"shard", I},    {"tier", T},      {"outcome", T},    {"reason", T},
+    {"decision", T}, {"bucket", I},    {"attempts", I},   {"tokens", I},
+    {"priced", I},   {"cost_nusd", I}, {"lat_sum_ms", I},
 };
 
 #undef I
@@ -169,8 +166,8 @@ static const struct q__table tables[] = {
     TABLE("audit", "id", audit_cols, true),
     TABLE("batches", "id", batch_cols, true),
     TABLE("batch_items", "attempt_id", batch_item_cols, false),
-    {"attempt_totals", "shard, tier, outcome, reason, decision", total_cols,
-     STEPQ_ARRAY_LEN(total_cols), false, true},
+    {"attempt_totals", "shard, tier, outcome, reason, decision, bucket",
+     total_cols, STEPQ_ARRAY_LEN(total_cols), false, true},
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)

@@ -391,35 +391,36 @@ void q__report_job_clean(void *e);
 void q__brief_clean(void *e);
 
 /* The ledger's running totals (schema 18, table attempt_totals): one row
- * per shard and group (tier, outcome, reason, decision; '' stands for
- * NULL, as UNIQUE tells NULLs apart), kept by triggers on attempts: an
- * insert adds the row's share, an update of the columns below takes the
- * old row's away and adds the new one's, and a delete does nothing, so a
- * prune leaves them as they were. A row's share: 1 attempt, its tokens
- * as Q__REPORT_TIERS_SELECT counts them, whether it has a cost and the
- * cost, and its latency as Q__LATENCY_SELECT counts it. r is the row
- * ("NEW", "OLD", or the table's name), s "" or "-" (taken away). The same
- * text on every backend; SQLite's shard is always 0, PostgreSQL's the
- * writer's (queue/pg/schema.c), and readers sum the shards. */
+ * per shard, group (tier, outcome, reason, decision; '' stands for NULL,
+ * as UNIQUE tells NULLs apart) and latency bucket, kept by triggers on
+ * attempts: an insert adds the row's share, an update of the columns
+ * below takes the old row's away and adds the new one's, and a delete
+ * does nothing, so a prune leaves them as they were. A row's share: 1
+ * attempt, its tokens as Q__REPORT_TIERS_SELECT counts them, whether it
+ * has a cost and the cost, and its latency where Q__LATENCY_SELECT counts
+ * it: bucket k (0-9) for the first bound of Q_LATENCY_BOUNDS_MS it is
+ * within, 10 past the last, -1 not counted. r is the row ("NEW", "OLD",
+ * or the table's name), s "" or "-" (taken away). The same text on every
+ * backend; SQLite's shard is always 0, PostgreSQL's is the writer's
+ * and the attempt's (queue/pg/schema.c), and readers sum the shards. */
 /* clang-format off */
 #define Q__TOT_LAT(r)                                                          \
     r ".tier IS NOT NULL AND " r ".finished_at > 0 AND " r ".latency_ms"       \
     " IS NOT NULL"
-#define Q__TOT_IF(cond, s, v) "CASE WHEN " cond " THEN " s v " ELSE 0 END"
-#define Q__TOT_LE(r, s, ms)                                                    \
-    Q__TOT_IF(Q__TOT_LAT(r) " AND " r ".latency_ms <= " #ms, s, "1")
+#define Q__TOT_LE(r, k, ms) " WHEN " r ".latency_ms <= " #ms " THEN " #k
+#define Q__TOT_BUCKET(r)                                                       \
+    "CASE WHEN " Q__TOT_LAT(r) " THEN CASE" Q__TOT_LE(r, 0, 100)               \
+    Q__TOT_LE(r, 1, 250) Q__TOT_LE(r, 2, 500) Q__TOT_LE(r, 3, 1000)            \
+    Q__TOT_LE(r, 4, 2500) Q__TOT_LE(r, 5, 5000) Q__TOT_LE(r, 6, 10000)         \
+    Q__TOT_LE(r, 7, 30000) Q__TOT_LE(r, 8, 60000) Q__TOT_LE(r, 9, 120000)      \
+    " ELSE 10 END ELSE -1 END"
 /* X(column, share) for every sum but attempts (whose share is s "1"). */
 #define Q__TOT_SUMS(X, r, s)                                                   \
     X(tokens, s "coalesce(" r ".tokens, " r ".est_tokens)")                    \
-    X(priced, Q__TOT_IF(r ".cost_nusd IS NOT NULL", s, "1"))                   \
+    X(priced, "CASE WHEN " r ".cost_nusd IS NOT NULL THEN " s "1 ELSE 0 END")  \
     X(cost_nusd, s "coalesce(" r ".cost_nusd, 0)")                             \
-    X(lat_count, Q__TOT_IF(Q__TOT_LAT(r), s, "1"))                             \
-    X(lat_sum_ms, Q__TOT_IF(Q__TOT_LAT(r), s, r ".latency_ms"))                \
-    X(le_100, Q__TOT_LE(r, s, 100)) X(le_250, Q__TOT_LE(r, s, 250))            \
-    X(le_500, Q__TOT_LE(r, s, 500)) X(le_1000, Q__TOT_LE(r, s, 1000))          \
-    X(le_2500, Q__TOT_LE(r, s, 2500)) X(le_5000, Q__TOT_LE(r, s, 5000))        \
-    X(le_10000, Q__TOT_LE(r, s, 10000)) X(le_30000, Q__TOT_LE(r, s, 30000))    \
-    X(le_60000, Q__TOT_LE(r, s, 60000)) X(le_120000, Q__TOT_LE(r, s, 120000))
+    X(lat_sum_ms, "CASE WHEN " Q__TOT_LAT(r) " THEN " s r ".latency_ms"        \
+                  " ELSE 0 END")
 #define Q__TOT_COL(c, e) ", " #c
 #define Q__TOT_VAL(c, e) ", " e
 #define Q__TOT_SUM(c, e) ", sum(" e ")"
@@ -427,23 +428,25 @@ void q__brief_clean(void *e);
 #define Q__TOT_BIGINT(c, e) ", " #c " bigint NOT NULL DEFAULT 0"
 #define Q__TOT_KEYS(r)                                                         \
     "coalesce(" r ".tier, ''), coalesce(" r ".outcome, ''),"                   \
-    " coalesce(" r ".reason, ''), coalesce(" r ".decision, '')"
+    " coalesce(" r ".reason, ''), coalesce(" r ".decision, ''), "              \
+    Q__TOT_BUCKET(r)
 #define Q__TOT_COLS                                                            \
-    "shard, tier, outcome, reason, decision, attempts"                         \
+    "shard, tier, outcome, reason, decision, bucket, attempts"                 \
     Q__TOT_SUMS(Q__TOT_COL, "", "")
 /* The table, without its ending (SQLite's INTEGER and PostgreSQL's
  * bigint both read "bigint"). */
 #define Q__TOTALS_TABLE                                                        \
     "CREATE TABLE attempt_totals (shard bigint NOT NULL DEFAULT 0,"            \
     " tier text NOT NULL, outcome text NOT NULL, reason text NOT NULL,"        \
-    " decision text NOT NULL, attempts bigint NOT NULL DEFAULT 0"              \
-    Q__TOT_SUMS(Q__TOT_BIGINT, "", "")                                         \
-    ", PRIMARY KEY (shard, tier, outcome, reason, decision))"
+    " decision text NOT NULL, bucket bigint NOT NULL,"                         \
+    " attempts bigint NOT NULL DEFAULT 0"                                      \
+    Q__TOT_SUMS(Q__TOT_BIGINT, "", "") ", PRIMARY KEY (shard, tier, outcome,"  \
+    " reason, decision, bucket))"
 /* Row r's share added to shard sh (an SQL expression), s as above. */
 #define Q__TOTALS_UPSERT(sh, r, s)                                             \
     "INSERT INTO attempt_totals (" Q__TOT_COLS ") VALUES (" sh ", "            \
-    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) ")"               \
-    " ON CONFLICT (shard, tier, outcome, reason, decision) DO UPDATE SET"      \
+    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) ") ON CONFLICT"    \
+    " (shard, tier, outcome, reason, decision, bucket) DO UPDATE SET"          \
     " attempts = attempt_totals.attempts + excluded.attempts"                  \
     Q__TOT_SUMS(Q__TOT_ADD, r, s)
 /* The columns whose change moves an attempt's share, and the condition
@@ -465,20 +468,24 @@ void q__brief_clean(void *e);
     Q__TOT_SUMS(Q__TOT_SUM, "attempts", "") " FROM attempts GROUP BY "         \
     Q__TOT_KEYS("attempts") ";"
 /* What q_stats_attempts and q_stats_latency read (each backend adds its
- * ORDER BY): the shards summed, '' read back as NULL, groups that hold
- * no attempt now (an in-flight group whose attempts all finished) left
- * out, as the ledger's GROUP BY leaves them out. */
+ * ORDER BY): shards and buckets summed, '' read back as NULL, groups
+ * that hold no attempt now (an in-flight group whose attempts all
+ * finished) left out, as the ledger's GROUP BY leaves them out; latency
+ * from the buckets, cumulative. */
 #define Q__TOTALS_GROUPS_SELECT                                                \
     "SELECT nullif(tier, ''), nullif(outcome, ''), nullif(reason, ''),"        \
     " nullif(decision, ''), sum(attempts), sum(tokens), sum(priced),"          \
     " sum(cost_nusd) FROM attempt_totals GROUP BY tier, outcome, reason,"      \
     " decision HAVING sum(attempts) <> 0"
+#define Q__TOT_UPTO(k)                                                         \
+    ", sum(CASE WHEN bucket BETWEEN 0 AND " #k " THEN attempts ELSE 0 END)"
+#define Q__TOT_TIMED "sum(CASE WHEN bucket >= 0 THEN attempts ELSE 0 END)"
 #define Q__TOTALS_LATENCY_SELECT                                               \
-    "SELECT tier, sum(lat_count), sum(lat_sum_ms), sum(le_100),"               \
-    " sum(le_250), sum(le_500), sum(le_1000), sum(le_2500), sum(le_5000),"     \
-    " sum(le_10000), sum(le_30000), sum(le_60000), sum(le_120000)"             \
+    "SELECT tier, " Q__TOT_TIMED ", sum(lat_sum_ms)" Q__TOT_UPTO(0)            \
+    Q__TOT_UPTO(1) Q__TOT_UPTO(2) Q__TOT_UPTO(3) Q__TOT_UPTO(4) Q__TOT_UPTO(5) \
+    Q__TOT_UPTO(6) Q__TOT_UPTO(7) Q__TOT_UPTO(8) Q__TOT_UPTO(9)                \
     " FROM attempt_totals WHERE tier <> '' GROUP BY tier"                      \
-    " HAVING sum(lat_count) > 0"
+    " HAVING " Q__TOT_TIMED " > 0"
 /* clang-format on */
 
 /* The reports of q_report_tiers and q_report_failures, the same text on

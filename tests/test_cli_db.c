@@ -160,8 +160,8 @@ sqlite(const char *db, const char *sql)
 
 /* Turns a fresh database into one of schema version 1. */
 #define V2_TO_V1                                                               \
-    "DROP TRIGGER attempts_total_insert; DROP TRIGGER attempts_total_old; "    \
-    "DROP TRIGGER attempts_total_new; DROP TABLE attempt_totals; "             \
+    "DROP TRIGGER attempts_total_insert; DROP TRIGGER attempts_total_update; " \
+    "DROP TABLE attempt_totals; "                                              \
     "DROP INDEX jobs_finished; DROP INDEX attempts_body; "                     \
     "DROP TABLE park; DROP TABLE tiers; DROP TABLE schedules; "                \
     "DROP TABLE tier_events; ALTER TABLE attempts DROP COLUMN masked; "        \

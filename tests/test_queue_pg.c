@@ -164,8 +164,7 @@ END_TEST
 /* Takes version 18's running totals away (the table, its triggers and
  * functions). */
 #define V18_UNDO                                                               \
-    "DROP FUNCTION stepq_totals_add() CASCADE;"                                \
-    " DROP FUNCTION stepq_totals_sub() CASCADE;"                               \
+    "DROP FUNCTION stepq_attempt_totals() CASCADE;"                            \
     " DROP FUNCTION stepq_totals_shard(); DROP TABLE attempt_totals;"
 /* Takes version 17's indexes away (retention's), and version 18's totals. */
 #define V17_UNDO V18_UNDO " DROP INDEX jobs_finished; DROP INDEX attempts_body;"

@@ -286,16 +286,14 @@ static const struct {
 } more[] = {
     /* The totals kept by triggers on attempts (none on DELETE: a prune
      * leaves them as they were), then filled from the attempts already
-     * there. An update takes the old row's share away (one trigger) and
-     * adds the new row's (the other). */
+     * there. An update takes the old row's share away and adds the new
+     * row's. */
     {17, "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
          " BEGIN " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
-    {17, "CREATE TRIGGER attempts_total_old AFTER UPDATE OF " Q__TOTALS_WATCHED
-         " ON attempts WHEN " Q__TOTALS_CHANGED
-         " BEGIN " Q__TOTALS_UPSERT("0", "OLD", "-") "; END;"},
-    {17, "CREATE TRIGGER attempts_total_new AFTER UPDATE OF " Q__TOTALS_WATCHED
-         " ON attempts WHEN " Q__TOTALS_CHANGED
-         " BEGIN " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    {17,
+     "CREATE TRIGGER attempts_total_update AFTER UPDATE OF " Q__TOTALS_WATCHED
+     " ON attempts WHEN " Q__TOTALS_CHANGED " BEGIN " Q__TOTALS_UPSERT(
+         "0", "OLD", "-") "; " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
     {17, Q__TOTALS_BACKFILL},
 };
 
