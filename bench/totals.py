@@ -17,9 +17,9 @@ same SQL) is opened by `--after init`, which migrates it (schema 18:
 the running totals filled from the ledger; the time is printed). Then
 for each of --runs runs, `stepq serve` of each binary on its store, and
 --scrapes GET /metrics of each, taking turns (before, after, before...),
-one client on a kept-alive connection: the median and the 90th
-percentile of a scrape's latency, and the server's CPU per scrape (from
-/proc). Medians of the runs are printed, with whether both builds print
+one client on a kept-alive connection (serve's -v log in serve.log): the
+median and the 90th percentile of a scrape's latency, and the server's
+CPU per scrape (from /proc). Medians of the runs are printed, with whether both builds print
 the same ledger counters (they must: nothing was pruned).
 
 With --db LOCATION (a PostgreSQL server), each store is a fresh schema
@@ -39,9 +39,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import (cpu_model, die, mem_gib, pg_drop, pg_fresh,  # noqa: E402
                       psql, run_stepq)
+from serve import TOKEN, proc_cpu, start_serve, stop_serve  # noqa: E402
 
-TOKEN = "bench-token-0123456789abcdef"
-HZ = os.sysconf("SC_CLK_TCK")
 SERIES = ("stepq_attempts_total", "stepq_tokens_total",
           "stepq_cost_usd_total", "stepq_request_latency_seconds")
 
@@ -96,26 +95,6 @@ def make_stores(args, folder):
     return dbs, took
 
 
-def proc_cpu(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def start_serve(binary, folder, dbargs, log):
-    env = dict(os.environ, STEPQ_TOKEN=TOKEN)
-    with open(os.path.join(folder, log), "ab") as err:
-        p = subprocess.Popen(
-            [binary] + dbargs + ["serve", "--listen", "127.0.0.1:0"],
-            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=err)
-    line = p.stdout.readline().decode().strip()
-    if not line.startswith("listening 127.0.0.1:"):
-        p.kill()
-        p.wait()
-        die("stepq serve did not start: %r" % line)
-    return p, int(line.rsplit(":", 1)[1])
-
-
 def scrape(conn):
     """One GET /metrics: (seconds, body)."""
     t0 = time.perf_counter()
@@ -140,9 +119,8 @@ def pct(v, q):
 
 
 def one_run(args, folder, dbs):
-    procs = [start_serve(b, folder, d, "serve-%s.log" % name)
-             for b, d, name in ((args.before, dbs[0], "before"),
-                                (args.after, dbs[1], "after"))]
+    procs = [start_serve(b, folder, d)
+             for b, d in ((args.before, dbs[0]), (args.after, dbs[1]))]
     try:
         conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=120)
                  for _, port in procs]
@@ -160,8 +138,7 @@ def one_run(args, folder, dbs):
                  "cpu": cpu[k]} for k in (0, 1)], same
     finally:
         for p, _ in procs:
-            p.terminate()
-            p.wait(timeout=10)
+            stop_serve(p)
 
 
 def main():

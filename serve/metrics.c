@@ -126,12 +126,12 @@ attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
     }
 }
 
-/* Tokens (money 0) or money (money 1) by tier, from the groups (ordered
+/* Tokens, or money when money is true, by tier, from the groups (ordered
  * by tier, so a tier's groups are together). Money is printed from
  * integer nano-dollars, exact; a tier whose attempts have no price is not
  * listed. */
 static void
-tier_sums(FILE *f, const struct q_attempt_group *g, size_t n, int money)
+tier_sums(FILE *f, const struct q_attempt_group *g, size_t n, bool money)
 {
     for (size_t i = 0, k; i < n; i = k) {
         int64_t tokens = 0, priced = 0, nusd = 0;
@@ -171,12 +171,12 @@ attempts(const struct serve_opts *o, FILE *f)
     head(f, "stepq_tokens_total", "counter",
          "Tokens the attempts used since the store began, by tier (empty: "
          "an http step): as reported, else estimated.");
-    tier_sums(f, g, n, 0);
+    tier_sums(f, g, n, false);
     head(f, "stepq_cost_usd_total", "counter",
          "What the attempts cost in USD since the store began, by tier, at "
          "the tier's price; tiers whose attempts have no price are not "
          "listed.");
-    tier_sums(f, g, n, 1);
+    tier_sums(f, g, n, true);
     q_attempt_groups_free(g, n);
     return 0;
 }

@@ -305,8 +305,7 @@ static const struct migration migrations[] = {
      * would take time growing with the square of its attempts. */
     {17, 17,
      Q__TOTALS_TABLE
-     ";"
-     "CREATE FUNCTION stepq_totals_shard() RETURNS int"
+     "; CREATE FUNCTION stepq_totals_shard() RETURNS int"
      "  LANGUAGE plpgsql AS $$ DECLARE sh int; k int; BEGIN"
      "  sh := nullif(current_setting('stepq.totals_shard', true), '')::int;"
      "  IF sh IS NOT NULL THEN RETURN sh; END IF;"

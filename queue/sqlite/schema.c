@@ -290,10 +290,12 @@ static const struct {
      * row's. */
     {17, "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
          " BEGIN " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
-    {17,
-     "CREATE TRIGGER attempts_total_update AFTER UPDATE OF " Q__TOTALS_WATCHED
-     " ON attempts WHEN " Q__TOTALS_CHANGED " BEGIN " Q__TOTALS_UPSERT(
-         "0", "OLD", "-") "; " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    /* clang-format off */
+    {17, "CREATE TRIGGER attempts_total_update AFTER UPDATE OF "
+         Q__TOTALS_WATCHED " ON attempts WHEN " Q__TOTALS_CHANGED " BEGIN "
+         Q__TOTALS_UPSERT("0", "OLD", "-") "; "
+         Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    /* clang-format on */
     {17, Q__TOTALS_BACKFILL},
 };
 
