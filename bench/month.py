@@ -45,13 +45,15 @@ sent twice.
 It prints a table of the nights and a verdict, and exits 1 when, from
 night 4 on, the worker's or serve's RSS (not judged in an ASan build:
 its quarantine keeps freed memory), their descriptors or the database's
-pages (as SQLite sees them, the -wal's included) grew by more than 5%
-(the largest of the last three nights against the largest of nights 4
-to 6), when a job was lost or failed (other than by a human), a post
+pages (as SQLite sees them, the -wal's included) or the bytes of the
+file and its -wal at noon grew by more than 5% (the largest of the last
+three nights against the largest of nights 4 to 6), when a job was lost or failed (other than by a human), a post
 sent twice, a schedule's post missing, a report missing, or a process
-did not end cleanly; the -wal is bounded apart (it is folded into the
-file at 32 MiB and keeps the size it grew to: at
-most 36 MiB). The processes' event loops wait on the host's time:
+did not end cleanly, or the -wal at a noon was over 33 MiB (it is
+folded into the file at 32 MiB and cut back to that size each time it
+starts over; while serve's readers hold snapshots it grows past it, and
+the table shows each night's largest, read every second, as wal_top).
+The table and the verdict are bench/month_report.py. The processes' event loops wait on the host's time:
 libfaketime would divide their timeouts by its speed, and an idle loop
 would spin (month_shim.c, built with cc and preloaded first). Standard
 library only.
@@ -74,19 +76,16 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import cpu_model, die, mem_gib, start_mock, stop_mock  # noqa: E402
+from benchlib import die, start_mock, stop_mock  # noqa: E402
+from month_report import (DAY, NIGHT0, SCHEDULES, counts, mib,  # noqa: E402
+                          report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(HERE, "..", "build", "release", "cli", "stepq")
 TOKEN = "month-token-0123456789abcdef"
 HZ = os.sysconf("SC_CLK_TCK")
-DAY = 86400
 START = calendar.timegm((2026, 10, 31, 22, 0, 0))  # fake clock at start
-NIGHT0 = calendar.timegm((2026, 11, 1, 0, 0, 0))  # midnight of night 1
 CHUNK = 1000  # jobs per enqueue chunk
-SCHEDULES = (("a", 1), ("b", 2), ("c", 3), ("d", 4))
-WAL_CAP = 36 << 20  # 8,192 pages, then the last transaction's
-WARM = 3  # nights 1..WARM are warm-up; the rule reads nights 4 on
 
 
 class Clock:
@@ -311,6 +310,8 @@ class Run:
             n += 1
 
     def note_peaks(self):
+        wal = size(self.path("stepq.db-wal"))
+        self.peaks["wal"] = max(self.peaks.get("wal", 0), wal)
         for who, proc in (("w", self.worker), ("s", self.serve)):
             try:
                 rss, fds, _ = proc_sample(proc.pid)
@@ -416,6 +417,7 @@ class Run:
             s[k] = max(s[k], self.peaks.pop(k, 0))
         s["db"] = size(self.path("stepq.db"))
         s["wal"] = size(self.path("stepq.db-wal"))
+        s["wal_top"] = max(s["wal"], self.peaks.pop("wal", 0))
         con = sqlite3.connect("file:%s?mode=ro" % self.path("stepq.db"),
                               uri=True, timeout=30)
         s["pages"] = con.execute("PRAGMA page_count").fetchone()[0]
@@ -466,161 +468,6 @@ class Run:
         stop_mock(self.capped)
         self.read_failed()
         return codes
-
-
-def counts(status):
-    """status --json's counts of jobs by state (shape-tolerant)."""
-    jobs = status.get("jobs", status)
-    return {k: v for k, v in jobs.items() if isinstance(v, int)}
-
-
-POST_RE = re.compile(rb'"path":"/(posts|capped|comments)/([^"]*)".*?"status":(\d+|null)')
-
-
-def read_posts(path, n):
-    """Per job index: 2xx answers and sends; and the schedules' 2xx posts."""
-    ok, sent, comments = bytearray(n), bytearray(n), {}
-    with open(path, "rb") as f:
-        for line in f:
-            m = POST_RE.search(line)
-            if m is None:
-                continue
-            good = m.group(3).startswith(b"2")
-            if m.group(1) == b"comments":
-                key = m.group(2).decode()
-                comments[key] = comments.get(key, 0) + good
-                continue
-            i = int(m.group(2))
-            sent[i] = min(sent[i] + 1, 255)
-            ok[i] = min(ok[i] + good, 255)
-    return ok, sent, comments
-
-
-def mib(b):
-    return b / 1048576.0
-
-
-def growth(samples, key):
-    """The largest of the last three nights against the largest of nights
-    WARM+1..WARM+3, as a ratio (1.0: flat)."""
-    base = max(s[key] for s in samples[WARM:WARM + 3])
-    end = max(s[key] for s in samples[-3:])
-    return end / base if base else 1.0
-
-
-def report(run, samples, codes, t_wall):
-    a = run.a
-    print("month: %d jobs over %d nights of %g s (clock x%g), concurrency %d"
-          % (a.jobs, a.nights, a.night_s, run.rate, a.concurrency))
-    print("machine: %s, %d CPUs, %.1f GiB; load at the end %.2f %.2f %.2f"
-          % (cpu_model(), os.cpu_count(), mem_gib(), *os.getloadavg()))
-    print("binary: %s" % a.bin)
-    print()
-    print("night  real_s  w_rss_MiB w_fds w_cpu_s  s_rss_MiB s_fds s_cpu_s"
-          "   db_MiB wal_MiB   pages  free  jobs_in_db backlog parked"
-          " resolved")
-    for s in samples:
-        c = counts(s["jobs"])
-        total = sum(c.values())
-        backlog = c.get("queued", 0) + c.get("running", 0)
-        print("%5d %7.0f %10.1f %5d %7.1f %10.1f %5d %7.1f %8.1f %7.1f %7d"
-              " %5d %11d %7d %6d %8d" % (
-                  s["night"], s["real_s"], s["w_rss"] / 1024.0, s["w_fds"],
-                  s["w_cpu"], s["s_rss"] / 1024.0, s["s_fds"], s["s_cpu"],
-                  mib(s["db"]), mib(s["wal"]), s["pages"], s["free"], total,
-                  backlog, c.get("parked", 0), s["resolved"]))
-    fails = []
-    print()
-    if len(samples) >= WARM + 6:
-        for key, what in (("w_rss", "worker RSS"), ("w_fds", "worker fds"),
-                          ("s_rss", "serve RSS"), ("s_fds", "serve fds"),
-                          ("pages", "database pages")):
-            g = growth(samples, key)
-            judged = not (run.asan and key.endswith("rss"))
-            print("%-16s last 3 nights / nights %d-%d: %.3f%s" % (
-                what, WARM + 1, WARM + 3, g, "" if judged else
-                " (not judged: ASan's quarantine keeps freed memory)"))
-            if g > 1.05 and judged:
-                fails.append("%s grew %.1f%%" % (what, (g - 1) * 100))
-    else:
-        print("too few nights for the growth rule (%d)" % len(samples))
-    wal = max(s["wal"] for s in samples)
-    print("largest -wal %.1f MiB (folded into the file at 32 MiB)" % mib(wal))
-    if wal > WAL_CAP:
-        fails.append("the -wal reached %.1f MiB" % mib(wal))
-    ok, sent, comments = read_posts(run.path("mock.log"), a.jobs)
-    cok, csent, _ = read_posts(run.path("capped/mock.log"), a.jobs)
-    lost = twice = 0
-    examples, why = [], {}
-    for i in range(a.jobs):
-        good, n = ok[i] + cok[i], sent[i] + csent[i]
-        if good == 0 and i not in run.ended_by_human:
-            err = run.failed.get("m%d" % i)
-            if err is not None:  # failed by the worker, not by a human
-                key = re.sub(r"[0-9T:Z-]{10,}", "T", err)[:90]
-                why[key] = why.get(key, 0) + 1
-                continue
-            lost += 1
-            if len(examples) < 5:
-                examples.append("m%d lost" % i)
-        if good > 1 or n > 1 + run.retries.get(i, 0):
-            twice += 1
-            if len(examples) < 5:
-                examples.append("m%d: %d sends, %d answered 2xx" % (i, n, good))
-    missing = [name for name in ("%s/2026-%s" % (s, d)
-               for d in nights_dates(a.nights) for s, _ in SCHEDULES)
-               if comments.get(name, 0) != 1]
-    reports = 0
-    try:
-        with open(run.path("reports.jsonl")) as f:
-            reports = sum(1 for l in f if '"since"' in l)
-    except OSError:
-        pass
-    print("jobs: %d enqueued, %d posted, %d ended by a human (done or fail),"
-          " %d failed by the worker, %d lost, %d posts sent twice" % (
-              a.jobs, sum(1 for i in range(a.jobs) if ok[i] or cok[i]),
-              len(run.ended_by_human), sum(why.values()), lost, twice))
-    for key, k in sorted(why.items(), key=lambda kv: -kv[1])[:4]:
-        print("  failed %d: %s" % (k, key))
-    print("park items resolved by the morning script: %s"
-          % ", ".join("%s %d" % kv for kv in run.resolved.items()))
-    print("schedules' posts: %d of %d sent once; reports: %d of %d"
-          % (4 * a.nights - len(missing), 4 * a.nights, reports, a.nights))
-    print("API reads: %d answered 200, %d not" % tuple(run.reads))
-    print("exit codes: worker %s, serve %s; wall time %.0f s"
-          % (codes["work"], codes["serve"], t_wall))
-    for e in examples:
-        print("  " + e)
-    if lost:
-        fails.append("%d jobs lost" % lost)
-    if why:
-        fails.append("%d jobs failed by the worker" % sum(why.values()))
-    if twice:
-        fails.append("%d posts sent twice" % twice)
-    if missing:
-        fails.append("schedules' posts not sent once: %s" % missing[:4])
-    if reports < a.nights:
-        fails.append("%d reports for %d mornings" % (reports, a.nights))
-    for name, code in codes.items():
-        if code != 0:
-            fails.append("%s exited %s (see %s.log)" % (name, code, name))
-    leaks = []
-    for name in ("work", "serve"):
-        with open(run.path(name + ".log"), errors="replace") as f:
-            if "LeakSanitizer" in f.read():
-                leaks.append(name)
-    if leaks:
-        fails.append("LeakSanitizer reported in %s" % ", ".join(leaks))
-    print("verdict: %s" % ("FAIL: " + "; ".join(fails) if fails else
-                           "PASS: flat after night %d, nothing lost or sent"
-                           " twice" % WARM))
-    return fails
-
-
-def nights_dates(n):
-    for d in range(n):
-        t = time.gmtime(NIGHT0 + d * DAY)
-        yield "%02d-%02d" % (t.tm_mon, t.tm_mday)
 
 
 def main():

@@ -706,6 +706,57 @@ START_TEST(test_open_existing_creates_nothing)
 }
 END_TEST
 
+static long long
+wal_bytes(void)
+{
+    char wal[4096];
+    struct stat st;
+
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    return stat(wal, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* A reader holding a snapshot (serve's status, a report) keeps a
+ * checkpoint from folding the -wal in, and the log grows past its 32 MiB
+ * mark while the writer goes on. Once the reader is done, the next writes
+ * fold the log in, start it over and cut the file back to 32 MiB: the
+ * -wal does not keep the largest size it ever had. */
+START_TEST(test_wal_cut_back_after_a_reader_held_it)
+{
+    q_db *db = open_db();
+    sqlite3 *reader = NULL;
+    sqlite3_stmt *s = NULL;
+    static char text[65536];
+    struct q_job_new j = qfix_job("big", NULL, 0);
+    struct q_enqueue_result r;
+    int64_t counts[Q_JOB_NSTATES], park;
+    long long grown;
+    int n = 0;
+
+    memset(text, 'x', sizeof(text) - 1);
+    memcpy(text, "{\"x\":\"", 6);
+    memcpy(text + sizeof(text) - 3, "\"}", 2);
+    j.text = text;
+    ck_assert_int_eq(sqlite3_open(path, &reader), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(reader, "SELECT count(*) FROM jobs", -1, &s, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW); /* the snapshot held */
+    for (; wal_bytes() < (40LL << 20); n++)
+        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), 0);
+    grown = wal_bytes();
+    sqlite3_finalize(s); /* the reader is done */
+    for (int i = 0; i < 4; i++, n++)
+        ck_assert_int_eq(q_enqueue(db, &j, 1, NULL, T0, &r), 0);
+    ck_assert_int_gt(grown, 40LL << 20);
+    ck_assert_int_le(wal_bytes(), 32LL << 20);
+    ck_assert_int_eq(q_counts(db, counts, &park), 0);
+    ck_assert_int_eq(counts[Q_JOB_QUEUED], n);
+    ck_assert_int_eq(sqlite3_close(reader), SQLITE_OK);
+    ck_assert_int_eq(q_close(db), 0);
+}
+END_TEST
+
 /* A batch's ids come from the order SQLite numbers new rows in (the
  * largest id plus one). With the largest id taken SQLite picks ids at
  * random: the enqueue must then fail and write nothing, not answer ids
@@ -764,6 +815,7 @@ test_suite(void)
     tcase_add_test(files, test_newer_schema_refused);
     tcase_add_test(files, test_location_names_the_same_file);
     tcase_add_test(files, test_open_existing_creates_nothing);
+    tcase_add_test(files, test_wal_cut_back_after_a_reader_held_it);
     suite_add_tcase(s, files);
 
     tcase_add_checked_fixture(plans, setup, teardown);

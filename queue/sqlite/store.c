@@ -335,6 +335,26 @@ check_existing(struct q__sqlite *db)
     return q__version_check(db->path, have);
 }
 
+/* What every connection sets, besides synchronous (the open's options).
+ * temp_store = MEMORY also keeps the statement journals of the savepoints
+ * every storage call opens inside a turn in memory. On disk, each turn made
+ * a temporary file and wrote about 19 pages to it per step (measured with
+ * strace on bench/worker.py): a tenth of the worker's time. A turn's
+ * journal holds only the pages the turn changed, so it stays small.
+ * journal_size_limit cuts the -wal back to the size it is folded at
+ * (wal_autocheckpoint's 8,192 pages of 4 KiB, 32 MiB) when a writer starts
+ * it over: a checkpoint cannot finish while readers hold snapshots of the
+ * log, which then grows past that mark, and SQLite would otherwise keep
+ * the file at the largest size it ever had. */
+static const char *const pragmas[] = {
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA cache_size = -16384",
+    "PRAGMA wal_autocheckpoint = 8192",
+    "PRAGMA journal_size_limit = 33554432",
+    "PRAGMA temp_store = MEMORY",
+};
+
 int
 q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
                int target, q_db **out)
@@ -372,21 +392,11 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
     q__file_note(db);
     if (!create && (rc = check_existing(db)) != 0)
         goto fail;
-    /* temp_store = MEMORY also keeps the statement journals of the
-     * savepoints every storage call opens inside a turn in memory. On
-     * disk, each turn made a temporary file and wrote about 19 pages to it
-     * per step (measured with strace on bench/worker.py): a tenth of the
-     * worker's time. A turn's journal holds only the pages the turn
-     * changed, so it stays small. */
-    if ((rc = q__exec_simple(db, "PRAGMA journal_mode = WAL")) != 0 ||
-        (rc = q__exec_simple(db, opts->durable
-                                     ? "PRAGMA synchronous = FULL"
-                                     : "PRAGMA synchronous = NORMAL")) != 0 ||
-        (rc = q__exec_simple(db, "PRAGMA foreign_keys = ON")) != 0 ||
-        (rc = q__exec_simple(db, "PRAGMA cache_size = -16384")) != 0 ||
-        (rc = q__exec_simple(db, "PRAGMA wal_autocheckpoint = 8192")) != 0 ||
-        (rc = q__exec_simple(db, "PRAGMA temp_store = MEMORY")) != 0 ||
-        (create && (rc = q__schema_migrate(db, target)) != 0))
+    rc = q__exec_simple(db, opts->durable ? "PRAGMA synchronous = FULL"
+                                          : "PRAGMA synchronous = NORMAL");
+    for (size_t i = 0; rc == 0 && i < sizeof(pragmas) / sizeof(*pragmas); i++)
+        rc = q__exec_simple(db, pragmas[i]);
+    if (rc != 0 || (create && (rc = q__schema_migrate(db, target)) != 0))
         goto fail;
     *out = &db->base;
     return 0;
