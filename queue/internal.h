@@ -390,12 +390,15 @@ void q__report_job_clean(void *e);
     " WHERE state = 1 AND lease_owner IS NOT NULL GROUP BY lease_owner"
 void q__brief_clean(void *e);
 
-/* The ledger's running totals (schema 18, table attempt_totals): one row
- * per shard, group (tier, outcome, reason, decision; '' stands for NULL,
- * as UNIQUE tells NULLs apart) and latency bucket, kept by triggers on
- * attempts: an insert adds the row's share, an update of the columns
- * below takes the old row's away and adds the new one's, and a delete
- * does nothing, so a prune leaves them as they were. A row's share: 1
+/* The ledger's running totals (schema 18, table attempt_totals) of the
+ * ENDED attempts (outcome IS NOT NULL): one row per shard, group (tier,
+ * outcome, reason, decision; '' stands for NULL, as UNIQUE tells NULLs
+ * apart) and latency bucket, kept by triggers on attempts: an insert of
+ * an ended row adds its share, an update of the columns below takes the
+ * old row's share away if it had ended and adds the new one's if it has,
+ * and a delete does nothing, so a prune leaves them as they were. An
+ * attempt in flight has no share: the worker's attempt, recorded in
+ * flight and finished once, costs one upsert, at its end. A row's share: 1
  * attempt, its tokens as Q__REPORT_TIERS_SELECT counts them, whether it
  * has a cost and the cost, and its latency where Q__LATENCY_SELECT counts
  * it: bucket k (0-9) for the first bound of Q_LATENCY_BOUNDS_MS it is
@@ -442,10 +445,15 @@ void q__brief_clean(void *e);
     " attempts bigint NOT NULL DEFAULT 0"                                      \
     Q__TOT_SUMS(Q__TOT_BIGINT, "", "") ", PRIMARY KEY (shard, tier, outcome,"  \
     " reason, decision, bucket))"
-/* Row r's share added to shard sh (an SQL expression), s as above. */
+/* Whether row r has ended: only then has it a share. */
+#define Q__TOTALS_ENDED(r) r ".outcome IS NOT NULL"
+/* Row r's share added to shard sh (an SQL expression), s as above; none
+ * if r has not ended (the WHERE also tells SQLite's parser that ON
+ * CONFLICT is the upsert's). */
 #define Q__TOTALS_UPSERT(sh, r, s)                                             \
-    "INSERT INTO attempt_totals (" Q__TOT_COLS ") VALUES (" sh ", "            \
-    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) ") ON CONFLICT"    \
+    "INSERT INTO attempt_totals (" Q__TOT_COLS ") SELECT " sh ", "             \
+    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) " WHERE "          \
+    Q__TOTALS_ENDED(r) " ON CONFLICT"                                          \
     " (shard, tier, outcome, reason, decision, bucket) DO UPDATE SET"          \
     " attempts = attempt_totals.attempts + excluded.attempts"                  \
     Q__TOT_SUMS(Q__TOT_ADD, r, s)
@@ -461,16 +469,24 @@ void q__brief_clean(void *e);
     Q__TOT_CHANGED(tokens) " OR " Q__TOT_CHANGED(est_tokens) " OR "            \
     Q__TOT_CHANGED(cost_nusd) " OR " Q__TOT_CHANGED(finished_at) " OR "        \
     Q__TOT_CHANGED(latency_ms)
-/* The migration's backfill: the attempts already there, by group. */
+/* When the insert trigger fires: the row is inserted ended (a copy's). */
+#define Q__TOTALS_INSERT_WHEN Q__TOTALS_ENDED("NEW")
+/* When the update trigger fires: the old or the new row has ended and a
+ * watched column changed (an attempt in flight updated in flight has no
+ * share to move). */
+#define Q__TOTALS_UPDATE_WHEN                                                  \
+    "(" Q__TOTALS_ENDED("OLD") " OR " Q__TOTALS_ENDED("NEW") ") AND ("         \
+    Q__TOTALS_CHANGED ")"
+/* The migration's backfill: the ended attempts already there, by group. */
 #define Q__TOTALS_BACKFILL                                                     \
     "INSERT INTO attempt_totals (" Q__TOT_COLS ") SELECT 0, "                  \
     Q__TOT_KEYS("attempts") ", count(*)"                                       \
-    Q__TOT_SUMS(Q__TOT_SUM, "attempts", "") " FROM attempts GROUP BY "         \
-    Q__TOT_KEYS("attempts") ";"
+    Q__TOT_SUMS(Q__TOT_SUM, "attempts", "") " FROM attempts WHERE "            \
+    Q__TOTALS_ENDED("attempts") " GROUP BY " Q__TOT_KEYS("attempts") ";"
 /* What q_stats_attempts and q_stats_latency read (each backend adds its
  * ORDER BY): shards and buckets summed, '' read back as NULL, groups
- * that hold no attempt now (an in-flight group whose attempts all
- * finished) left out, as the ledger's GROUP BY leaves them out; latency
+ * that hold no attempt now (one whose attempts an update moved to
+ * another) left out, as the ledger's GROUP BY leaves them out; latency
  * from the buckets, cumulative. */
 #define Q__TOTALS_GROUPS_SELECT                                                \
     "SELECT nullif(tier, ''), nullif(outcome, ''), nullif(reason, ''),"        \

@@ -26,14 +26,14 @@ struct q_attempt_group {
     int64_t tokens, priced, cost_nusd;
 };
 
-/* q_stats_attempts counts every attempt recorded since the store began by
- * tier, outcome, reason and decision, ordered by tier (NULL last), then
- * count, largest first. It reads the ledger's running totals, not the
- * ledger: an attempt counts in the group it is in now (an attempt in
- * flight moves to its outcome's group when it ends), and one that a
- * prune or a job's deletion removed still counts, so no group's count
- * goes down but that of attempts in flight. A few rows are read,
- * whatever the ledger's size. Caller owns *out; free with
+/* q_stats_attempts counts every attempt ENDED since the store began (its
+ * outcome set) by tier, outcome, reason and decision, ordered by tier
+ * (NULL last), then count, largest first; outcome is never NULL. It
+ * reads the ledger's running totals, not the ledger: an attempt in
+ * flight (or in doubt after a crash) is not counted until it ends, and
+ * then counts once in its outcome's group; one that a prune or a job's
+ * deletion removed still counts, so no group's count goes down. A few
+ * rows are read, whatever the ledger's size. Caller owns *out; free with
  * q_attempt_groups_free(). *n may be 0 (then *out is NULL). */
 STEPQ_MUST_CHECK int q_stats_attempts(q_db *db, struct q_attempt_group **out,
                                       size_t *n);

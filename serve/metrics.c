@@ -104,12 +104,17 @@ static void
 attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
 {
     head(f, "stepq_attempts_total", "counter",
-         "Attempts recorded since the store began (kept across prunes) by "
-         "tier (empty: an http step), outcome (none: in flight or in doubt) "
-         "and decision.");
+         "Attempts ended since the store began (kept across prunes) by "
+         "tier (empty: an http step), outcome and decision (none: ended "
+         "without one, as a cancelled attempt).");
     for (size_t i = 0; i < n; i++) {
         int64_t sum = 0;
         size_t first = 0;
+        /* The totals hold ended attempts only (queue/report.h): an
+         * attempt in flight is stepq_jobs{state="running"}'s, a gauge, not
+         * a series of this counter that would drop when it ends. */
+        if (g[i].outcome == NULL)
+            continue;
         while (!same_series(&g[first], &g[i]))
             first++;
         if (first < i)
@@ -119,7 +124,7 @@ attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
         fputs("stepq_attempts_total{tier=\"", f);
         label(f, g[i].tier);
         fputs("\",outcome=\"", f);
-        label(f, g[i].outcome ? g[i].outcome : "none");
+        label(f, g[i].outcome);
         fputs("\",decision=\"", f);
         label(f, g[i].decision ? g[i].decision : "none");
         fprintf(f, "\"} %lld\n", (long long)sum);

@@ -287,9 +287,10 @@ static const struct migration migrations[] = {
      "CREATE INDEX attempts_body ON attempts (job_id)"
      " WHERE body IS NOT NULL;"},
     /* The ledger's running totals (SQLite's version 18, queue/internal.h
-     * Q__TOTALS_*), kept by triggers on attempts (none on DELETE) and
-     * filled from the attempts already there. Its parts (from 17 to 17:
-     * one string literal holds at most 4,095 bytes) run in order.
+     * Q__TOTALS_*) of the ended attempts, kept by triggers on attempts
+     * that fire only where an ended row is written (none on DELETE) and
+     * filled from the ended attempts already there. Its parts (from 17
+     * to 17: one string literal holds at most 4,095 bytes) run in order.
      *
      * Each transaction writes the rows of one shard of eight: the first
      * whose advisory lock it finds free (from its backend's pid on), held
@@ -324,15 +325,16 @@ static const struct migration migrations[] = {
      "  LANGUAGE plpgsql AS $$ DECLARE sh int := coalesce(nullif("
      "  current_setting('stepq.totals_shard', true), '')::int,"
      "  stepq_totals_shard()) * 16;"
-     "  BEGIN IF TG_OP = 'UPDATE' THEN "
+     "  BEGIN IF TG_OP = 'UPDATE' AND OLD.outcome IS NOT NULL THEN "
      Q__TOTALS_UPSERT("sh + OLD.id % 16", "OLD", "-") "; END IF; "
      Q__TOTALS_UPSERT("sh + NEW.id % 16", "NEW", "") "; RETURN NULL; END $$;"},
     /* clang-format on */
     {17, 17,
      "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
-     "  FOR EACH ROW EXECUTE FUNCTION stepq_attempt_totals();"
+     "  FOR EACH ROW WHEN (" Q__TOTALS_INSERT_WHEN ")"
+     "  EXECUTE FUNCTION stepq_attempt_totals();"
      "CREATE TRIGGER attempts_total_update AFTER UPDATE OF " Q__TOTALS_WATCHED
-     "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_CHANGED ")"
+     "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_UPDATE_WHEN ")"
      "  EXECUTE FUNCTION stepq_attempt_totals();"},
     {17, 18, Q__TOTALS_BACKFILL},
 };

@@ -284,15 +284,18 @@ static const struct {
     int from;
     const char *sql;
 } more[] = {
-    /* The totals kept by triggers on attempts (none on DELETE: a prune
-     * leaves them as they were), then filled from the attempts already
-     * there. An update takes the old row's share away and adds the new
-     * row's. */
-    {17, "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
-         " BEGIN " Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    /* The totals of ended attempts kept by triggers on attempts (none on
+     * DELETE: a prune leaves them as they were), then filled from the
+     * ended attempts already there. An insert fires only for a row that
+     * has ended (a copy's); an update takes the old row's share away and
+     * adds the new row's, each only if that row has ended. */
     /* clang-format off */
+    {17, "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
+         " WHEN " Q__TOTALS_INSERT_WHEN " BEGIN "
+         Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
     {17, "CREATE TRIGGER attempts_total_update AFTER UPDATE OF "
-         Q__TOTALS_WATCHED " ON attempts WHEN " Q__TOTALS_CHANGED " BEGIN "
+         Q__TOTALS_WATCHED " ON attempts WHEN " Q__TOTALS_UPDATE_WHEN
+         " BEGIN "
          Q__TOTALS_UPSERT("0", "OLD", "-") "; "
          Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
     /* clang-format on */
