@@ -14,7 +14,8 @@ server_error and soft_throttle, latencies up to 5 s, tokens, costs on
 free, a 400-byte body each, as retention keeps them for a week); a
 copy of it (SQLite: the file; PostgreSQL: a second schema filled by the
 same SQL) is opened by `--after init`, which migrates it (schema 18:
-the running totals filled from the ledger; the time is printed). Then
+the running totals filled from the ended attempts of the ledger, here
+all of them; the time is printed). Then
 for each of --runs runs, `stepq serve` of each binary on its store, and
 --scrapes GET /metrics of each, taking turns (before, after, before...),
 one client on a kept-alive connection (serve's -v log in serve.log): the

@@ -404,8 +404,8 @@ void q__brief_clean(void *e);
  * it: bucket k (0-9) for the first bound of Q_LATENCY_BOUNDS_MS it is
  * within, 10 past the last, -1 not counted. r is the row ("NEW", "OLD",
  * or the table's name), s "" or "-" (taken away). The same text on every
- * backend; SQLite's shard is always 0, PostgreSQL's is the writer's
- * and the attempt's (queue/pg/schema.c), and readers sum the shards. */
+ * backend; SQLite's shard is always 0, PostgreSQL's the attempt's id
+ * modulo 16 (queue/pg/schema.c), and readers sum the shards. */
 /* clang-format off */
 #define Q__TOT_LAT(r)                                                          \
     r ".tier IS NOT NULL AND " r ".finished_at > 0 AND " r ".latency_ms"       \

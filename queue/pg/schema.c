@@ -292,42 +292,23 @@ static const struct migration migrations[] = {
      * filled from the ended attempts already there. Its parts (from 17
      * to 17: one string literal holds at most 4,095 bytes) run in order.
      *
-     * Each transaction writes the rows of one shard of eight: the first
-     * whose advisory lock it finds free (from its backend's pid on), held
-     * to its end and remembered in a setting of the transaction. So
-     * concurrent writers do not update one row, and none waits for
-     * another's commit to flush (the store's lock is let go before the
-     * COMMIT, pipe.c); with all eight taken, it writes its pid's shard
-     * under the row locks alone. Within its shard an attempt's share
-     * goes to one of 16 rows by its id (key 16 * shard + id % 16): each
-     * update of a row leaves a version that later ones in the same
-     * transaction step over until it ends, so a turn of 256 attempts, or
-     * a copy of a whole ledger, updating one row per group each time
-     * would take time growing with the square of its attempts. */
-    {17, 17,
-     Q__TOTALS_TABLE
-     "; CREATE FUNCTION stepq_totals_shard() RETURNS int"
-     "  LANGUAGE plpgsql AS $$ DECLARE sh int; k int; BEGIN"
-     "  sh := nullif(current_setting('stepq.totals_shard', true), '')::int;"
-     "  IF sh IS NOT NULL THEN RETURN sh; END IF;"
-     "  k := hashtext('stepq:totals:' || coalesce(current_schema(), ''));"
-     "  sh := pg_backend_pid() % 8;"
-     "  FOR i IN 0..7 LOOP"
-     "    IF pg_try_advisory_xact_lock(k, (pg_backend_pid() + i) % 8) THEN"
-     "      sh := (pg_backend_pid() + i) % 8; EXIT;"
-     "    END IF;"
-     "  END LOOP;"
-     "  PERFORM set_config('stepq.totals_shard', sh::text, true);"
-     "  RETURN sh; END $$;"},
+     * An attempt's share goes to one of 16 rows of its group by its id
+     * (shard id % 16): each update of a row leaves a version that later
+     * ones in the same transaction step over until it ends, so a turn of
+     * 256 attempts, or a copy of a whole ledger, updating one row per
+     * group each time would take time growing with the square of its
+     * attempts. (Shards per writer, each transaction taking the first of
+     * eight advisory locks it found free, so that concurrent workers
+     * never wait on one row's lock, measured no better with one upsert
+     * an attempt, 4 workers included: docs/benchmarks.md.) */
+    {17, 17, Q__TOTALS_TABLE},
     {17, 17,
      /* clang-format off */
      "CREATE FUNCTION stepq_attempt_totals() RETURNS trigger"
-     "  LANGUAGE plpgsql AS $$ DECLARE sh int := coalesce(nullif("
-     "  current_setting('stepq.totals_shard', true), '')::int,"
-     "  stepq_totals_shard()) * 16;"
+     "  LANGUAGE plpgsql AS $$"
      "  BEGIN IF TG_OP = 'UPDATE' AND OLD.outcome IS NOT NULL THEN "
-     Q__TOTALS_UPSERT("sh + OLD.id % 16", "OLD", "-") "; END IF; "
-     Q__TOTALS_UPSERT("sh + NEW.id % 16", "NEW", "") "; RETURN NULL; END $$;"},
+     Q__TOTALS_UPSERT("OLD.id % 16", "OLD", "-") "; END IF; "
+     Q__TOTALS_UPSERT("NEW.id % 16", "NEW", "") "; RETURN NULL; END $$;"},
     /* clang-format on */
     {17, 17,
      "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
