@@ -162,10 +162,9 @@ END_TEST
     " DROP TABLE budgets; DROP TABLE job_retries;"
 
 /* Takes version 18's running totals away (the table, its triggers and
- * functions). */
+ * their function). */
 #define V18_UNDO                                                               \
-    "DROP FUNCTION stepq_attempt_totals() CASCADE;"                            \
-    " DROP FUNCTION stepq_totals_shard(); DROP TABLE attempt_totals;"
+    "DROP FUNCTION stepq_attempt_totals() CASCADE; DROP TABLE attempt_totals;"
 /* Takes version 17's indexes away (retention's), and version 18's totals. */
 #define V17_UNDO V18_UNDO " DROP INDEX jobs_finished; DROP INDEX attempts_body;"
 /* Takes versions 16's columns (the agent loop's) and 17's indexes away. */
