@@ -134,13 +134,21 @@ static const struct q__column batch_item_cols[] = {
     {"step", I},       {"realtime_nusd", I},
 };
 
+/* The ledger's running totals (Q__TOTALS_*), which count the attempts a
+ * prune removed too: the target ends with the source's. */
+static const struct q__column total_cols[] = {
+    {"shard", I},    {"tier", T},      {"outcome", T},    {"reason", T},
+    {"decision", T}, {"bucket", I},    {"attempts", I},   {"tokens", I},
+    {"priced", I},   {"cost_nusd", I}, {"lat_sum_ms", I},
+};
+
 #undef I
 #undef R
 #undef T
 
 #define TABLE(n, order, cols, serial)                                          \
     {                                                                          \
-        n, order, cols, STEPQ_ARRAY_LEN(cols), serial                          \
+        n, order, cols, STEPQ_ARRAY_LEN(cols), serial, false                   \
     }
 
 /* Parents first: a row's references are in the target before it is. */
@@ -158,6 +166,8 @@ static const struct q__table tables[] = {
     TABLE("audit", "id", audit_cols, true),
     TABLE("batches", "id", batch_cols, true),
     TABLE("batch_items", "attempt_id", batch_item_cols, false),
+    {"attempt_totals", "shard, tier, outcome, reason, decision, bucket",
+     total_cols, STEPQ_ARRAY_LEN(total_cols), false, true},
 };
 
 #define NTABLES STEPQ_ARRAY_LEN(tables)
@@ -306,6 +316,11 @@ copy_tables(q_db *from, q_db *to, int64_t n[NTABLES])
     for (size_t i = 0; i < NTABLES; i++) {
         struct sink k = {.to = to, .t = &tables[i]};
 
+        /* What the target's triggers made of the copied rows goes: the
+         * source's rows stand for more (attempts pruned before). */
+        if (tables[i].derived &&
+            (rc = to->ops->copy_clear(to, &tables[i])) != 0)
+            return rc;
         if ((rc = from->ops->copy_out(from, &tables[i], put_row, &k)) != 0)
             return rc;
         /* Every table gets its end, so a backend that batches rows can

@@ -34,6 +34,9 @@ struct q__table {
     const struct q__column *cols;
     size_t ncols;
     bool id_serial; /* its "id" column is generated: continue after max */
+    /* its rows are made by triggers as the rows before it are copied:
+     * the target's are replaced by the source's */
+    bool derived;
 };
 
 /* One column's value in a row. Text is borrowed for the call. */
@@ -369,7 +372,8 @@ void q__report_tier_clean(void *e);
 void q__report_failure_clean(void *e);
 void q__report_job_clean(void *e);
 
-/* The reports of q_stats_latency and q_stats_workers, the same text on
+/* The ledger's latency as it stands (what the running totals keep; the
+ * tests compare them) and the report of q_stats_workers, the same text on
  * every backend (each adds its ORDER BY): latency buckets as in
  * Q_LATENCY_BOUNDS_MS. */
 #define Q__LATENCY_SELECT                                                      \
@@ -385,6 +389,120 @@ void q__report_job_clean(void *e);
     "SELECT lease_owner, count(*), max(lease_until) FROM jobs"                 \
     " WHERE state = 1 AND lease_owner IS NOT NULL GROUP BY lease_owner"
 void q__brief_clean(void *e);
+
+/* The ledger's running totals (schema 18, table attempt_totals) of the
+ * ENDED attempts (outcome IS NOT NULL): one row per shard, group (tier,
+ * outcome, reason, decision; '' stands for NULL, as UNIQUE tells NULLs
+ * apart) and latency bucket, kept by triggers on attempts: an insert of
+ * an ended row adds its share, an update of the columns below takes the
+ * old row's share away if it had ended and adds the new one's if it has,
+ * and a delete does nothing, so a prune leaves them as they were. An
+ * attempt in flight has no share: the worker's attempt, recorded in
+ * flight and finished once, costs one upsert, at its end. A row's share: 1
+ * attempt, its tokens as Q__REPORT_TIERS_SELECT counts them, whether it
+ * has a cost and the cost, and its latency where Q__LATENCY_SELECT counts
+ * it: bucket k (0-9) for the first bound of Q_LATENCY_BOUNDS_MS it is
+ * within, 10 past the last, -1 not counted. r is the row ("NEW", "OLD",
+ * or the table's name), s "" or "-" (taken away). The same text on every
+ * backend; SQLite's shard is always 0, PostgreSQL's the attempt's id
+ * modulo 16 (queue/pg/schema.c), and readers sum the shards. */
+/* clang-format off */
+#define Q__TOT_LAT(r)                                                          \
+    r ".tier IS NOT NULL AND " r ".finished_at > 0 AND " r ".latency_ms"       \
+    " IS NOT NULL"
+#define Q__TOT_LE(r, k, ms) " WHEN " r ".latency_ms <= " #ms " THEN " #k
+#define Q__TOT_BUCKET(r)                                                       \
+    "CASE WHEN " Q__TOT_LAT(r) " THEN CASE" Q__TOT_LE(r, 0, 100)               \
+    Q__TOT_LE(r, 1, 250) Q__TOT_LE(r, 2, 500) Q__TOT_LE(r, 3, 1000)            \
+    Q__TOT_LE(r, 4, 2500) Q__TOT_LE(r, 5, 5000) Q__TOT_LE(r, 6, 10000)         \
+    Q__TOT_LE(r, 7, 30000) Q__TOT_LE(r, 8, 60000) Q__TOT_LE(r, 9, 120000)      \
+    " ELSE 10 END ELSE -1 END"
+/* X(column, share) for every sum but attempts (whose share is s "1"). */
+#define Q__TOT_SUMS(X, r, s)                                                   \
+    X(tokens, s "coalesce(" r ".tokens, " r ".est_tokens)")                    \
+    X(priced, "CASE WHEN " r ".cost_nusd IS NOT NULL THEN " s "1 ELSE 0 END")  \
+    X(cost_nusd, s "coalesce(" r ".cost_nusd, 0)")                             \
+    X(lat_sum_ms, "CASE WHEN " Q__TOT_LAT(r) " THEN " s r ".latency_ms"        \
+                  " ELSE 0 END")
+#define Q__TOT_COL(c, e) ", " #c
+#define Q__TOT_VAL(c, e) ", " e
+#define Q__TOT_SUM(c, e) ", sum(" e ")"
+#define Q__TOT_ADD(c, e) ", " #c " = attempt_totals." #c " + excluded." #c
+#define Q__TOT_BIGINT(c, e) ", " #c " bigint NOT NULL DEFAULT 0"
+#define Q__TOT_KEYS(r)                                                         \
+    "coalesce(" r ".tier, ''), coalesce(" r ".outcome, ''),"                   \
+    " coalesce(" r ".reason, ''), coalesce(" r ".decision, ''), "              \
+    Q__TOT_BUCKET(r)
+#define Q__TOT_COLS                                                            \
+    "shard, tier, outcome, reason, decision, bucket, attempts"                 \
+    Q__TOT_SUMS(Q__TOT_COL, "", "")
+/* The table, without its ending (SQLite's INTEGER and PostgreSQL's
+ * bigint both read "bigint"). */
+#define Q__TOTALS_TABLE                                                        \
+    "CREATE TABLE attempt_totals (shard bigint NOT NULL DEFAULT 0,"            \
+    " tier text NOT NULL, outcome text NOT NULL, reason text NOT NULL,"        \
+    " decision text NOT NULL, bucket bigint NOT NULL,"                         \
+    " attempts bigint NOT NULL DEFAULT 0"                                      \
+    Q__TOT_SUMS(Q__TOT_BIGINT, "", "") ", PRIMARY KEY (shard, tier, outcome,"  \
+    " reason, decision, bucket))"
+/* Whether row r has ended: only then has it a share. */
+#define Q__TOTALS_ENDED(r) r ".outcome IS NOT NULL"
+/* Row r's share added to shard sh (an SQL expression), s as above; none
+ * if r has not ended (the WHERE also tells SQLite's parser that ON
+ * CONFLICT is the upsert's). */
+#define Q__TOTALS_UPSERT(sh, r, s)                                             \
+    "INSERT INTO attempt_totals (" Q__TOT_COLS ") SELECT " sh ", "             \
+    Q__TOT_KEYS(r) ", " s "1" Q__TOT_SUMS(Q__TOT_VAL, r, s) " WHERE "          \
+    Q__TOTALS_ENDED(r) " ON CONFLICT"                                          \
+    " (shard, tier, outcome, reason, decision, bucket) DO UPDATE SET"          \
+    " attempts = attempt_totals.attempts + excluded.attempts"                  \
+    Q__TOT_SUMS(Q__TOT_ADD, r, s)
+/* The columns whose change moves an attempt's share, and the condition
+ * that one did. */
+#define Q__TOTALS_WATCHED                                                      \
+    "tier, outcome, reason, decision, tokens, est_tokens, cost_nusd,"          \
+    " finished_at, latency_ms"
+#define Q__TOT_CHANGED(c) "OLD." #c " IS DISTINCT FROM NEW." #c
+#define Q__TOTALS_CHANGED                                                      \
+    Q__TOT_CHANGED(tier) " OR " Q__TOT_CHANGED(outcome) " OR "                 \
+    Q__TOT_CHANGED(reason) " OR " Q__TOT_CHANGED(decision) " OR "              \
+    Q__TOT_CHANGED(tokens) " OR " Q__TOT_CHANGED(est_tokens) " OR "            \
+    Q__TOT_CHANGED(cost_nusd) " OR " Q__TOT_CHANGED(finished_at) " OR "        \
+    Q__TOT_CHANGED(latency_ms)
+/* When the insert trigger fires: the row is inserted ended (a copy's). */
+#define Q__TOTALS_INSERT_WHEN Q__TOTALS_ENDED("NEW")
+/* When the update trigger fires: the old or the new row has ended and a
+ * watched column changed (an attempt in flight updated in flight has no
+ * share to move). */
+#define Q__TOTALS_UPDATE_WHEN                                                  \
+    "(" Q__TOTALS_ENDED("OLD") " OR " Q__TOTALS_ENDED("NEW") ") AND ("         \
+    Q__TOTALS_CHANGED ")"
+/* The migration's backfill: the ended attempts already there, by group. */
+#define Q__TOTALS_BACKFILL                                                     \
+    "INSERT INTO attempt_totals (" Q__TOT_COLS ") SELECT 0, "                  \
+    Q__TOT_KEYS("attempts") ", count(*)"                                       \
+    Q__TOT_SUMS(Q__TOT_SUM, "attempts", "") " FROM attempts WHERE "            \
+    Q__TOTALS_ENDED("attempts") " GROUP BY " Q__TOT_KEYS("attempts") ";"
+/* What q_stats_attempts and q_stats_latency read (each backend adds its
+ * ORDER BY): shards and buckets summed, '' read back as NULL, groups
+ * that hold no attempt now (one whose attempts an update moved to
+ * another) left out, as the ledger's GROUP BY leaves them out; latency
+ * from the buckets, cumulative. */
+#define Q__TOTALS_GROUPS_SELECT                                                \
+    "SELECT nullif(tier, ''), nullif(outcome, ''), nullif(reason, ''),"        \
+    " nullif(decision, ''), sum(attempts), sum(tokens), sum(priced),"          \
+    " sum(cost_nusd) FROM attempt_totals GROUP BY tier, outcome, reason,"      \
+    " decision HAVING sum(attempts) <> 0"
+#define Q__TOT_UPTO(k)                                                         \
+    ", sum(CASE WHEN bucket BETWEEN 0 AND " #k " THEN attempts ELSE 0 END)"
+#define Q__TOT_TIMED "sum(CASE WHEN bucket >= 0 THEN attempts ELSE 0 END)"
+#define Q__TOTALS_LATENCY_SELECT                                               \
+    "SELECT tier, " Q__TOT_TIMED ", sum(lat_sum_ms)" Q__TOT_UPTO(0)            \
+    Q__TOT_UPTO(1) Q__TOT_UPTO(2) Q__TOT_UPTO(3) Q__TOT_UPTO(4) Q__TOT_UPTO(5) \
+    Q__TOT_UPTO(6) Q__TOT_UPTO(7) Q__TOT_UPTO(8) Q__TOT_UPTO(9)                \
+    " FROM attempt_totals WHERE tier <> '' GROUP BY tier"                      \
+    " HAVING " Q__TOT_TIMED " > 0"
+/* clang-format on */
 
 /* The reports of q_report_tiers and q_report_failures, the same text on
  * every backend (each adds its ORDER BY, and LIMIT), with p1 the

@@ -14,19 +14,27 @@
 
 /* One group of attempts with the same tier, outcome, reason and decision.
  * Strings are owned; NULL where the ledger has none (tier NULL: an http
- * step; outcome NULL: in flight, or in doubt after a crash). */
+ * step; outcome NULL: in flight, or in doubt after a crash). tokens: as
+ * reported, else estimated; priced: how many have a cost, cost_nusd what
+ * those cost (nano-dollars), as q_report_tiers counts them. */
 struct q_attempt_group {
     char *tier;
     char *outcome;
     char *reason;
     char *decision;
     int64_t count;
+    int64_t tokens, priced, cost_nusd;
 };
 
-/* q_stats_attempts counts every attempt in the ledger by tier, outcome,
- * reason and decision, ordered by tier (NULL last), then count, largest
- * first. Caller owns *out; free with q_attempt_groups_free(). *n may be 0
- * (then *out is NULL). */
+/* q_stats_attempts counts every attempt ENDED since the store began (its
+ * outcome set) by tier, outcome, reason and decision, ordered by tier
+ * (NULL last), then count, largest first; outcome is never NULL. It
+ * reads the ledger's running totals, not the ledger: an attempt in
+ * flight (or in doubt after a crash) is not counted until it ends, and
+ * then counts once in its outcome's group; one that a prune or a job's
+ * deletion removed still counts, so no group's count goes down. A few
+ * rows are read, whatever the ledger's size. Caller owns *out; free with
+ * q_attempt_groups_free(). *n may be 0 (then *out is NULL). */
 STEPQ_MUST_CHECK int q_stats_attempts(q_db *db, struct q_attempt_group **out,
                                       size_t *n);
 /* q_attempt_groups_free frees n groups and the array; NULL is a no-op. */
@@ -68,9 +76,10 @@ struct q_latency_group {
     int64_t le[Q_LATENCY_NBUCKETS];
 };
 
-/* q_stats_latency groups the ledger's finished attempts of chat steps
- * (those with a tier) by tier, ordered by tier. Caller owns *out; free
- * with q_latency_groups_free(). */
+/* q_stats_latency groups the finished attempts of chat steps (those with
+ * a tier) recorded since the store began by tier, ordered by tier: from
+ * the running totals, as q_stats_attempts, so a prune takes nothing
+ * away. Caller owns *out; free with q_latency_groups_free(). */
 STEPQ_MUST_CHECK int q_stats_latency(q_db *db, struct q_latency_group **out,
                                      size_t *n);
 void q_latency_groups_free(struct q_latency_group *g, size_t n);
@@ -121,8 +130,10 @@ struct q_report_tier {
     int64_t priced, cost_nusd;
 };
 
-/* q_report_tiers lists them by tier (NULL last). Caller owns *out; free
- * with q_report_tiers_free(). */
+/* q_report_tiers lists them by tier (NULL last). It reads the ledger as
+ * it is (attempts a prune removed are not counted); the totals since the
+ * store began are q_stats_attempts'. Caller owns *out; free with
+ * q_report_tiers_free(). */
 STEPQ_MUST_CHECK int q_report_tiers(q_db *db, int64_t since,
                                     struct q_report_tier **out, size_t *n);
 void q_report_tiers_free(struct q_report_tier *t, size_t n);

@@ -1,8 +1,9 @@
 /* metrics.c: GET /metrics, the store's numbers in Prometheus' text
  * exposition format (version 0.0.4), every name stepq_*: jobs by state,
  * open park items by reason, attempts by tier, outcome and decision,
- * request latency per tier, tokens and cost (USD) per tier, each tier's
- * shared state, the oldest due job
+ * request latency per tier, tokens and cost (USD) per tier (these four
+ * from the ledger's running totals, which prunes leave as they were),
+ * each tier's shared state, the oldest due job
  * and the workers holding leases. Read from the store on every scrape:
  * what every worker on every host did, not one process's counters; only
  * the waits for the store's locks are this process's own. */
@@ -99,21 +100,21 @@ same_series(const struct q_attempt_group *x, const struct q_attempt_group *y)
            same_text(x->decision, y->decision);
 }
 
-static int
-attempts(const struct serve_opts *o, FILE *f)
+static void
+attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
 {
-    struct q_attempt_group *g = NULL;
-    size_t n = 0;
-    int rc = q_stats_attempts(o->db, &g, &n);
-
-    if (rc != 0)
-        return rc;
     head(f, "stepq_attempts_total", "counter",
-         "Attempts in the ledger by tier (empty: an http step), outcome "
-         "(none: in flight or in doubt) and decision.");
+         "Attempts ended since the store began (kept across prunes) by "
+         "tier (empty: an http step), outcome and decision (none: ended "
+         "without one, as a cancelled attempt).");
     for (size_t i = 0; i < n; i++) {
         int64_t sum = 0;
         size_t first = 0;
+        /* The totals hold ended attempts only (queue/report.h): an
+         * attempt in flight is stepq_jobs{state="running"}'s, a gauge, not
+         * a series of this counter that would drop when it ends. */
+        if (g[i].outcome == NULL)
+            continue;
         while (!same_series(&g[first], &g[i]))
             first++;
         if (first < i)
@@ -123,47 +124,65 @@ attempts(const struct serve_opts *o, FILE *f)
         fputs("stepq_attempts_total{tier=\"", f);
         label(f, g[i].tier);
         fputs("\",outcome=\"", f);
-        label(f, g[i].outcome ? g[i].outcome : "none");
+        label(f, g[i].outcome);
         fputs("\",decision=\"", f);
         label(f, g[i].decision ? g[i].decision : "none");
         fprintf(f, "\"} %lld\n", (long long)sum);
     }
-    q_attempt_groups_free(g, n);
-    return 0;
 }
 
-/* Tokens and money by tier, over the whole ledger (the report's sums from
- * the start of time). Money is printed from integer nano-dollars, exact. */
-static int
-money(const struct serve_opts *o, FILE *f)
+/* Tokens, or money when money is true, by tier, from the groups (ordered
+ * by tier, so a tier's groups are together). Money is printed from
+ * integer nano-dollars, exact; a tier whose attempts have no price is not
+ * listed. */
+static void
+tier_sums(FILE *f, const struct q_attempt_group *g, size_t n, bool money)
 {
-    struct q_report_tier *t = NULL;
+    for (size_t i = 0, k; i < n; i = k) {
+        int64_t tokens = 0, priced = 0, nusd = 0;
+        for (k = i; k < n && same_text(g[k].tier, g[i].tier); k++) {
+            tokens += g[k].tokens;
+            priced += g[k].priced;
+            nusd += g[k].cost_nusd;
+        }
+        if (money && priced == 0)
+            continue;
+        fputs(money ? "stepq_cost_usd_total{tier=\""
+                    : "stepq_tokens_total{tier=\"",
+              f);
+        label(f, g[i].tier);
+        if (money)
+            fprintf(f, "\"} %lld.%09lld\n",
+                    (long long)(nusd / PRICE_NUSD_PER_USD),
+                    (long long)(nusd % PRICE_NUSD_PER_USD));
+        else
+            fprintf(f, "\"} %lld\n", (long long)tokens);
+    }
+}
+
+/* The attempts, tokens and money since the store began: the ledger's
+ * running totals, a few rows read whatever its size, kept across prunes
+ * so these counters never drop. */
+static int
+attempts(const struct serve_opts *o, FILE *f)
+{
+    struct q_attempt_group *g = NULL;
     size_t n = 0;
-    int rc = q_report_tiers(o->db, 0, &t, &n);
+    int rc = q_stats_attempts(o->db, &g, &n);
 
     if (rc != 0)
         return rc;
+    attempt_series(f, g, n);
     head(f, "stepq_tokens_total", "counter",
-         "Tokens the attempts in the ledger used, by tier (empty: an http "
-         "step): as reported, else estimated.");
-    for (size_t i = 0; i < n; i++) {
-        fputs("stepq_tokens_total{tier=\"", f);
-        label(f, t[i].tier);
-        fprintf(f, "\"} %lld\n", (long long)t[i].tokens);
-    }
+         "Tokens the attempts used since the store began, by tier (empty: "
+         "an http step): as reported, else estimated.");
+    tier_sums(f, g, n, false);
     head(f, "stepq_cost_usd_total", "counter",
-         "What the attempts in the ledger cost in USD, by tier, at the "
-         "tier's price; tiers whose attempts have no price are not listed.");
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].priced == 0)
-            continue;
-        fputs("stepq_cost_usd_total{tier=\"", f);
-        label(f, t[i].tier);
-        fprintf(f, "\"} %lld.%09lld\n",
-                (long long)(t[i].cost_nusd / PRICE_NUSD_PER_USD),
-                (long long)(t[i].cost_nusd % PRICE_NUSD_PER_USD));
-    }
-    q_report_tiers_free(t, n);
+         "What the attempts cost in USD since the store began, by tier, at "
+         "the tier's price; tiers whose attempts have no price are not "
+         "listed.");
+    tier_sums(f, g, n, true);
+    q_attempt_groups_free(g, n);
     return 0;
 }
 
@@ -225,7 +244,8 @@ latency(const struct serve_opts *o, FILE *f)
     if (rc != 0)
         return rc;
     head(f, "stepq_request_latency_seconds", "histogram",
-         "Latency of finished chat requests by tier.");
+         "Latency of finished chat requests by tier, since the store began "
+         "(kept across prunes).");
     for (size_t i = 0; i < n; i++) {
         for (int b = 0; b < Q_LATENCY_NBUCKETS; b++) {
             fputs("stepq_request_latency_seconds_bucket{tier=\"", f);
@@ -443,7 +463,6 @@ serve_metrics(const struct serve_opts *o, struct MHD_Connection *c, int64_t now)
     if ((rc = q_read_begin(o->db)) == 0) {
         rc = jobs_and_park(o, f);
         rc = rc ? rc : attempts(o, f);
-        rc = rc ? rc : money(o, f);
         rc = rc ? rc : budgets(o, f, now);
         rc = rc ? rc : latency(o, f);
         rc = rc ? rc : tiers(o, f, now);

@@ -82,13 +82,13 @@ START_TEST(test_open_creates_schema)
 
     ck_assert_int_eq(q__pg_db_version(db, &v), 0);
     ck_assert_int_eq(v, q_schema_version());
-    pgfix_expect(
-        loc,
-        "SELECT string_agg(table_name, ',' ORDER BY table_name)"
-        " FROM information_schema.tables"
-        " WHERE table_schema = current_schema()",
-        "attempts,audit,batch_items,batches,budgets,job_retries,jobs,operators,"
-        "park,schedules,stepq_schema,steps,tier_events,tiers");
+    pgfix_expect(loc,
+                 "SELECT string_agg(table_name, ',' ORDER BY table_name)"
+                 " FROM information_schema.tables"
+                 " WHERE table_schema = current_schema()",
+                 "attempt_totals,attempts,audit,batch_items,batches,budgets,"
+                 "job_retries,jobs,operators,"
+                 "park,schedules,stepq_schema,steps,tier_events,tiers");
     pgfix_expect(loc,
                  "SELECT count(*) FROM pg_indexes WHERE schemaname ="
                  " current_schema() AND indexname IN ('jobs_ready',"
@@ -161,8 +161,12 @@ END_TEST
     " ALTER TABLE attempts DROP COLUMN cost_nusd, DROP COLUMN cost_estimated;" \
     " DROP TABLE budgets; DROP TABLE job_retries;"
 
-/* Takes version 17's indexes away (retention's). */
-#define V17_UNDO "DROP INDEX jobs_finished; DROP INDEX attempts_body;"
+/* Takes version 18's running totals away (the table, its triggers and
+ * their function). */
+#define V18_UNDO                                                               \
+    "DROP FUNCTION stepq_attempt_totals() CASCADE; DROP TABLE attempt_totals;"
+/* Takes version 17's indexes away (retention's), and version 18's totals. */
+#define V17_UNDO V18_UNDO " DROP INDEX jobs_finished; DROP INDEX attempts_body;"
 /* Takes versions 16's columns (the agent loop's) and 17's indexes away. */
 #define V16_UNDO                                                               \
     V17_UNDO                                                                   \

@@ -1,5 +1,6 @@
 /* test_serve_ops.c: `stepq serve` for the people who run it: /metrics
- * after a real night checked by promtool and against the ledger, the
+ * after a real night checked by promtool and against the ledger, its
+ * counters kept across a prune, the
  * OpenAPI description against the routes, the Python example client, and
  * a client that hangs. Runs on SQLite and (test_serve_ops_pg) PostgreSQL. */
 #define _GNU_SOURCE /* asprintf */
@@ -17,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/xalloc.h"
 #include "tests/support/e2e.h"
 #include "tests/support/httpcl.h"
 #include "tests/support/servefix.h"
@@ -212,6 +214,107 @@ START_TEST(test_metrics_pass_promtool)
 }
 END_TEST
 
+/* The lines of a metrics text whose names start with one of the ledger's
+ * counters: attempts, tokens, cost and the latency histogram. */
+static char *
+ledger_series(const struct reply *r)
+{
+    static const char *const names[] = {
+        "stepq_attempts_total", "stepq_tokens_total", "stepq_cost_usd_total",
+        "stepq_request_latency_seconds"};
+    char *out = xcalloc(1, r->body_len + 1), *o = out;
+
+    for (const char *l = r->body; *l != '\0';) {
+        size_t len = strcspn(l, "\n");
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+            if (strncmp(l, names[k], strlen(names[k])) == 0) {
+                memcpy(o, l, len + 1);
+                o += len + 1;
+                break;
+            }
+        }
+        l += len + (l[len] == '\n');
+    }
+    return out;
+}
+
+/* Job 3's worker is killed (kill -9) while the mock, restarted on a
+ * script that never answers, holds its request: its attempt stays in the
+ * ledger without an outcome (in doubt), as after a crash. */
+static void
+leave_an_attempt_in_doubt(void)
+{
+    static const char hang[] = "{\"answers\":[{\"fault\":\"hang\"}]}";
+    const char *args[] = {"--script", "hang.json", "--log", "mock.log", NULL};
+    int64_t end = clock_mono_ms() + 10000;
+    cJSON *job = NULL;
+    pid_t w;
+
+    free(tmpdir_write(e2e_dir, "hang.json", hang, strlen(hang)));
+    ck_assert_int_eq(mockproc_stop(&e2e_mock), 0);
+    mockproc_start(&e2e_mock, args);
+    e2e_config(60, "\"timeout_s\": 60");
+    e2e_enqueue_many(1, "\"tiers\":[\"free\"],");
+    w = e2e_spawn_worker("--drain");
+    while (job == NULL || e2e_hist(job, 0, 0) == NULL) {
+        ck_assert_msg(clock_mono_ms() < end, "job 3 has no attempt");
+        cJSON_Delete(job);
+        poll(NULL, 0, 20);
+        job = e2e_show(3);
+    }
+    cJSON_Delete(job);
+    kill(w, SIGKILL);
+    ck_assert_int_eq(e2e_wait_exit(w), 128 + SIGKILL);
+}
+
+/* A prune that removes every attempt of the night leaves the ledger's
+ * counters as they were: a counter that dropped would be a reset to
+ * Prometheus (rate() spikes). They count ended attempts only: one in
+ * doubt (or in flight) has no series of its own (an outcome="none"
+ * series would drop when it ended) and is in none of the sums. */
+START_TEST(test_metrics_counters_kept_across_a_prune)
+{
+    struct server s;
+    struct reply r = {0};
+    struct run_result pr;
+    char *before, *after;
+    cJSON *o;
+
+    e2e_enqueue_many(2, "\"tiers\":[\"free\"],");
+    free(e2e_drain());
+    leave_an_attempt_in_doubt();
+    ck_assert_int_eq(serve_start(&s, TOKEN, NULL), -1);
+    req(s.port, "GET", "/metrics", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    has(&r, "stepq_jobs{state=\"running\"} 1\n");
+    before = ledger_series(&r);
+    reply_free(&r);
+    ck_assert_ptr_nonnull(strstr(before, "stepq_attempts_total{tier=\"free\","
+                                         "outcome=\"ok\",decision=\"commit\"}"
+                                         " 2\n"));
+    ck_assert_ptr_null(strstr(before, "outcome=\"none\""));
+    ck_assert_ptr_nonnull(
+        strstr(before, "stepq_request_latency_seconds_count{tier=\"free\"} 2"));
+    ck_assert_int_eq(RUN(&pr, NULL, "prune", "--older-than", "0s", "--json"),
+                     0);
+    o = cJSON_Parse(pr.out);
+    ck_assert_int_eq(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(o, "pruned"), "attempts")
+            ->valueint,
+        2);
+    cJSON_Delete(o);
+    run_result_free(&pr);
+    req(s.port, "GET", "/metrics", AUTH, "", &r);
+    ck_assert_int_eq(r.status, 200);
+    has(&r, "stepq_jobs{state=\"succeeded\"} 0\n"); /* pruned */
+    ck_assert_str_eq(after = ledger_series(&r), before);
+    reply_free(&r);
+    free(before);
+    free(after);
+    serve_stop(&s);
+}
+END_TEST
+
 Suite *
 test_suite(void)
 {
@@ -222,6 +325,7 @@ test_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_python_example_client);
     tcase_add_test(tc, test_metrics_pass_promtool);
+    tcase_add_test(tc, test_metrics_counters_kept_across_a_prune);
     tcase_add_test(tc, test_openapi_matches_the_routes);
     tcase_add_test(tc, test_a_peer_that_hangs_blocks_no_one);
     suite_add_tcase(s, tc);

@@ -40,21 +40,22 @@ static int faults;   /* commits failed on purpose */
 static int to_fail;  /* how many to fail */
 static int64_t seen; /* attempts and results in the last commit that held */
 
-/* Attempts begun plus attempts answered, as the open transaction sees;
- * *answered (may be NULL) gets the answered ones. */
+/* Attempts begun plus attempts answered, as the open transaction sees
+ * them in the ledger (q_report_tiers: q_stats_attempts counts the ended
+ * ones only); *answered (may be NULL) gets the answered ones. */
 static int64_t
 ledger_size(q_db *db, int64_t *answered)
 {
-    struct q_attempt_group *g = NULL;
+    struct q_report_tier *t = NULL;
     size_t n = 0;
     int64_t total = 0, done = 0;
 
-    ck_assert_int_eq(q_stats_attempts(db, &g, &n), 0);
+    ck_assert_int_eq(q_report_tiers(db, 0, &t, &n), 0);
     for (size_t i = 0; i < n; i++) {
-        total += g[i].count;
-        done += g[i].outcome != NULL ? g[i].count : 0;
+        total += t[i].requests;
+        done += t[i].requests - t[i].in_flight;
     }
-    q_attempt_groups_free(g, n);
+    q_report_tiers_free(t, n);
     if (answered != NULL)
         *answered = done;
     return total + done;

@@ -286,6 +286,38 @@ static const struct migration migrations[] = {
      " WHERE state IN (2, 3, 5);"
      "CREATE INDEX attempts_body ON attempts (job_id)"
      " WHERE body IS NOT NULL;"},
+    /* The ledger's running totals (SQLite's version 18, queue/internal.h
+     * Q__TOTALS_*) of the ended attempts, kept by triggers on attempts
+     * that fire only where an ended row is written (none on DELETE) and
+     * filled from the ended attempts already there. Its parts (from 17
+     * to 17: one string literal holds at most 4,095 bytes) run in order.
+     *
+     * An attempt's share goes to one of 16 rows of its group by its id
+     * (shard id % 16): each update of a row leaves a version that later
+     * ones in the same transaction step over until it ends, so a turn of
+     * 256 attempts, or a copy of a whole ledger, updating one row per
+     * group each time would take time growing with the square of its
+     * attempts. (Shards per writer, each transaction taking the first of
+     * eight advisory locks it found free, so that concurrent workers
+     * never wait on one row's lock, measured no better with one upsert
+     * an attempt, 4 workers included: docs/benchmarks.md.) */
+    {17, 17, Q__TOTALS_TABLE},
+    {17, 17,
+     /* clang-format off */
+     "CREATE FUNCTION stepq_attempt_totals() RETURNS trigger"
+     "  LANGUAGE plpgsql AS $$"
+     "  BEGIN IF TG_OP = 'UPDATE' AND OLD.outcome IS NOT NULL THEN "
+     Q__TOTALS_UPSERT("OLD.id % 16", "OLD", "-") "; END IF; "
+     Q__TOTALS_UPSERT("NEW.id % 16", "NEW", "") "; RETURN NULL; END $$;"},
+    /* clang-format on */
+    {17, 17,
+     "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
+     "  FOR EACH ROW WHEN (" Q__TOTALS_INSERT_WHEN ")"
+     "  EXECUTE FUNCTION stepq_attempt_totals();"
+     "CREATE TRIGGER attempts_total_update AFTER UPDATE OF " Q__TOTALS_WATCHED
+     "  ON attempts FOR EACH ROW WHEN (" Q__TOTALS_UPDATE_WHEN ")"
+     "  EXECUTE FUNCTION stepq_attempt_totals();"},
+    {17, 18, Q__TOTALS_BACKFILL},
 };
 
 /* Runs the migrations from version have, inside the caller's level. */

@@ -511,16 +511,17 @@ static const struct q__pg_sql sql[ST_COUNT] = {
       " source, detail FROM audit WHERE at >= $1::bigint"
       " AND ($2::bigint = 0 OR job_id = $2::bigint)"
       " AND ($3::bigint = 0 OR park_id = $3::bigint) ORDER BY id"),
+    /* '' is NULL in the totals' keys: first in "C" as NULLS FIRST was. */
     S(ST_STATS_ATTEMPTS,
-      "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
-      " GROUP BY tier, outcome, reason, decision"
-      " ORDER BY tier IS NULL, tier COLLATE \"C\", count(*) DESC,"
-      " outcome COLLATE \"C\" NULLS FIRST, decision COLLATE \"C\" NULLS FIRST"),
+      Q__TOTALS_GROUPS_SELECT " ORDER BY tier = '', tier COLLATE \"C\","
+                              " sum(attempts) DESC, outcome COLLATE \"C\","
+                              " decision COLLATE \"C\""),
     S(ST_STATS_PARK_OPEN,
       "SELECT p.id, p.job_id, j.name, p.step_name, p.reason, p.error, p.tier,"
       " p.attempts, p.parked_at FROM park p JOIN jobs j ON j.id = p.job_id"
       " WHERE p.state = 'open' ORDER BY p.id LIMIT $1::bigint"),
-    S(ST_STATS_LATENCY, Q__LATENCY_SELECT " ORDER BY tier COLLATE \"C\""),
+    S(ST_STATS_LATENCY,
+      Q__TOTALS_LATENCY_SELECT " ORDER BY tier COLLATE \"C\""),
     S(ST_STATS_WORKERS,
       Q__WORKERS_SELECT " ORDER BY lease_owner COLLATE \"C\""),
     S(ST_STATS_OLDEST_DUE, "SELECT coalesce(min(run_at), 0) FROM jobs"

@@ -30,13 +30,16 @@ read_group(const PGresult *res, int r, void *elem)
     g->reason = q__pg_text(res, r, 2);
     g->decision = q__pg_text(res, r, 3);
     g->count = q__pg_int(res, r, 4);
+    g->tokens = q__pg_int(res, r, 5);
+    g->priced = q__pg_int(res, r, 6);
+    g->cost_nusd = q__pg_int(res, r, 7);
 }
 
 int
 q__pg_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
     return report(db, ST_STATS_ATTEMPTS, sizeof(**out), read_group,
-                  (void **)out, n, "reading the attempts ledger");
+                  (void **)out, n, "reading the ledger's totals");
 }
 
 static void
@@ -101,7 +104,7 @@ int
 q__pg_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
 {
     return report(db, ST_STATS_LATENCY, sizeof(**out), read_latency,
-                  (void **)out, n, "reading the attempts ledger");
+                  (void **)out, n, "reading the ledger's totals");
 }
 
 int

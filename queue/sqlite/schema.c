@@ -272,7 +272,48 @@ static const char *const migrations[] = {
     " WHERE state IN (2, 3, 5);"
     "CREATE INDEX attempts_body ON attempts (job_id)"
     " WHERE body IS NOT NULL;",
+    /* 17 -> 18: the ledger's running totals (queue/internal.h,
+     * Q__TOTALS_*), which /metrics reads in a few rows and which a prune
+     * leaves as they were; its triggers and backfill are in more[]. */
+    Q__TOTALS_TABLE " WITHOUT ROWID;",
 };
+
+/* The rest of a migration too long for one string literal (C promises
+ * 4,095 bytes): each part is run after migrations[from], in order. */
+static const struct {
+    int from;
+    const char *sql;
+} more[] = {
+    /* The totals of ended attempts kept by triggers on attempts (none on
+     * DELETE: a prune leaves them as they were), then filled from the
+     * ended attempts already there. An insert fires only for a row that
+     * has ended (a copy's); an update takes the old row's share away and
+     * adds the new row's, each only if that row has ended. */
+    /* clang-format off */
+    {17, "CREATE TRIGGER attempts_total_insert AFTER INSERT ON attempts"
+         " WHEN " Q__TOTALS_INSERT_WHEN " BEGIN "
+         Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    {17, "CREATE TRIGGER attempts_total_update AFTER UPDATE OF "
+         Q__TOTALS_WATCHED " ON attempts WHEN " Q__TOTALS_UPDATE_WHEN
+         " BEGIN "
+         Q__TOTALS_UPSERT("0", "OLD", "-") "; "
+         Q__TOTALS_UPSERT("0", "NEW", "") "; END;"},
+    /* clang-format on */
+    {17, Q__TOTALS_BACKFILL},
+};
+
+/* Runs the migration from version v to v + 1, with its parts. */
+static int
+migrate_one(struct q__sqlite *db, int v)
+{
+    int rc = q__exec_simple(db, migrations[v]);
+
+    for (size_t i = 0; rc == 0 && i < STEPQ_ARRAY_LEN(more); i++) {
+        if (more[i].from == v)
+            rc = q__exec_simple(db, more[i].sql);
+    }
+    return rc;
+}
 
 int
 q_schema_version(void)
@@ -333,7 +374,7 @@ q__schema_migrate(struct q__sqlite *db, int target)
         goto fail;
     }
     for (int v = have; v < target; v++) {
-        if ((rc = q__exec_simple(db, migrations[v])) != 0) {
+        if ((rc = migrate_one(db, v)) != 0) {
             log_error("%s: migration %d -> %d failed", db->path, v, v + 1);
             goto fail;
         }

@@ -7,10 +7,11 @@
 
 #include "queue/report.h"
 
+/* '' is NULL in the totals' keys: it sorts where NULL sorted (first), and
+ * tier = '' puts http steps last. */
 static const char attempts_sql[] =
-    "SELECT tier, outcome, reason, decision, count(*) FROM attempts"
-    " GROUP BY tier, outcome, reason, decision"
-    " ORDER BY tier IS NULL, tier, count(*) DESC, outcome, decision";
+    Q__TOTALS_GROUPS_SELECT " ORDER BY tier = '', tier, sum(attempts) DESC,"
+                            " outcome, decision";
 
 static const char park_sql[] =
     "SELECT p.id, p.job_id, j.name, p.step_name, p.reason, p.error, p.tier,"
@@ -60,13 +61,16 @@ read_group(sqlite3_stmt *s, void *elem)
     g->reason = q__col_text(s, 2);
     g->decision = q__col_text(s, 3);
     g->count = sqlite3_column_int64(s, 4);
+    g->tokens = sqlite3_column_int64(s, 5);
+    g->priced = sqlite3_column_int64(s, 6);
+    g->cost_nusd = sqlite3_column_int64(s, 7);
 }
 
 int
 q__sqlite_stats_attempts(q_db *db, struct q_attempt_group **out, size_t *n)
 {
     return report(db, attempts_sql, sizeof(**out), read_group, q__group_clean,
-                  (void **)out, n, "reading the attempts ledger");
+                  (void **)out, n, "reading the ledger's totals");
 }
 
 static void
@@ -105,7 +109,7 @@ q__sqlite_stats_park_open(q_db *base, size_t limit, struct q_park_brief **out,
     return rc;
 }
 
-static const char latency_sql[] = Q__LATENCY_SELECT " ORDER BY tier";
+static const char latency_sql[] = Q__TOTALS_LATENCY_SELECT " ORDER BY tier";
 static const char workers_sql[] = Q__WORKERS_SELECT " ORDER BY lease_owner";
 static const char oldest_sql[] = "SELECT coalesce(min(run_at), 0) FROM jobs "
                                  "WHERE state = 0 AND run_at <= ?1";
@@ -137,7 +141,7 @@ q__sqlite_stats_latency(q_db *db, struct q_latency_group **out, size_t *n)
 {
     return report(db, latency_sql, sizeof(**out), read_latency,
                   q__latency_clean, (void **)out, n,
-                  "reading the attempts ledger");
+                  "reading the ledger's totals");
 }
 
 int

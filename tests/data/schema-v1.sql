@@ -2,6 +2,9 @@
 -- (before the park and tier tables), undoing every migration since: what
 -- tests/test_cli_db.c and scripts/package.sh migrate back up with
 -- `stepq init`. A new schema version adds the undoing of what it adds.
+DROP TRIGGER attempts_total_insert;
+DROP TRIGGER attempts_total_update;
+DROP TABLE attempt_totals;
 DROP INDEX jobs_finished;
 DROP INDEX attempts_body;
 DROP TABLE park;
