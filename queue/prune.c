@@ -3,7 +3,7 @@
  * snapshot where it has one, else q_copy), through a temporary file that
  * is flushed and renamed, so that DEST is either absent, the old file
  * (--force), or a whole backup. q_prune runs the backend's counts and
- * writes (the SQL is written once, Q__PRUNE_* in internal.h) in one
+ * writes (the SQL is written once, Q__PRUNE_* in queue/sql.h) in one
  * transaction, or none for a dry run. */
 #include "queue/admin.h"
 

@@ -24,6 +24,7 @@
 
 #include "queue/internal.h"
 #include "queue/queue.h"
+#include "queue/sql.h"
 #include "queue/tiers.h"
 
 /* A statement: its prepared name (unique on the connection) and SQL text

@@ -286,7 +286,7 @@ static const struct migration migrations[] = {
      " WHERE state IN (2, 3, 5);"
      "CREATE INDEX attempts_body ON attempts (job_id)"
      " WHERE body IS NOT NULL;"},
-    /* The ledger's running totals (SQLite's version 18, queue/internal.h
+    /* The ledger's running totals (SQLite's version 18, queue/sql.h
      * Q__TOTALS_*) of the ended attempts, kept by triggers on attempts
      * that fire only where an ended row is written (none on DELETE) and
      * filled from the ended attempts already there. Its parts (from 17

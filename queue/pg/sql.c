@@ -65,7 +65,7 @@
 #define FINISH_COUNT                                                           \
     " SELECT (SELECT count(*) FROM fin),"                                      \
     " EXISTS (SELECT 1 FROM attempts WHERE id = $1::bigint)::int"
-/* A $n of type bigint, for the shared texts of prune (queue/internal.h). */
+/* A $n of type bigint, for the shared texts of prune (queue/sql.h). */
 #define B(n) "$" #n "::bigint"
 
 /* An entry: the statement's prepared name is its enum constant's. */

@@ -8,6 +8,7 @@
 
 #include "queue/internal.h"
 #include "queue/queue.h"
+#include "queue/sql.h"
 #include "queue/tiers.h"
 
 /* Every statement the module runs, prepared once per connection. */

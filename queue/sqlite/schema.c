@@ -267,12 +267,12 @@ static const char *const migrations[] = {
     "ALTER TABLE park ADD COLUMN answer TEXT;",
     /* 16 -> 17: retention finds what it prunes without reading every
      * job: finished jobs by when they last changed, and the attempts
-     * that still keep a body (queue/internal.h, Q__PRUNE_*). */
+     * that still keep a body (queue/sql.h, Q__PRUNE_*). */
     "CREATE INDEX jobs_finished ON jobs (updated_at, id)"
     " WHERE state IN (2, 3, 5);"
     "CREATE INDEX attempts_body ON attempts (job_id)"
     " WHERE body IS NOT NULL;",
-    /* 17 -> 18: the ledger's running totals (queue/internal.h,
+    /* 17 -> 18: the ledger's running totals (queue/sql.h,
      * Q__TOTALS_*), which /metrics reads in a few rows and which a prune
      * leaves as they were; its triggers and backfill are in more[]. */
     Q__TOTALS_TABLE " WITHOUT ROWID;",
