@@ -242,6 +242,10 @@ serve_wait_job(struct MHD_Connection *c, int64_t id)
     x = xcalloc(1, sizeof(*x));
     x->c = c;
     x->job_id = id;
+    /* From now, not from the loop's time, which is as old as this turn
+     * of the loop (the requests read before this one, the read above):
+     * a wait of 2 s answered after 1,985 ms on PostgreSQL. */
+    uv_update_time(w->loop);
     x->until = (int64_t)uv_now(w->loop) + secs * 1000;
     x->parked_ver = j.state == Q_JOB_PARKED ? j.updated_at : -1;
     x->done = view_wait_over(j.state, j.updated_at, x->parked_ver);
