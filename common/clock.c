@@ -19,9 +19,7 @@ clock_now_ms(void)
 int64_t
 clock_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return clock_mono_us() / 1000;
 }
 
 int64_t

@@ -100,6 +100,9 @@ same_series(const struct q_attempt_group *x, const struct q_attempt_group *y)
            same_text(x->decision, y->decision);
 }
 
+/* The groups hold ended attempts only (queue/report.h: outcome is never
+ * NULL): an attempt in flight is stepq_jobs{state="running"}'s, a gauge,
+ * not a series of this counter that would drop when it ends. */
 static void
 attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
 {
@@ -110,11 +113,6 @@ attempt_series(FILE *f, const struct q_attempt_group *g, size_t n)
     for (size_t i = 0; i < n; i++) {
         int64_t sum = 0;
         size_t first = 0;
-        /* The totals hold ended attempts only (queue/report.h): an
-         * attempt in flight is stepq_jobs{state="running"}'s, a gauge, not
-         * a series of this counter that would drop when it ends. */
-        if (g[i].outcome == NULL)
-            continue;
         while (!same_series(&g[first], &g[i]))
             first++;
         if (first < i)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/defs.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -394,7 +395,7 @@ q__sqlite_open(const char *path, const struct q_open_opts *opts, bool create,
         goto fail;
     rc = q__exec_simple(db, opts->durable ? "PRAGMA synchronous = FULL"
                                           : "PRAGMA synchronous = NORMAL");
-    for (size_t i = 0; rc == 0 && i < sizeof(pragmas) / sizeof(*pragmas); i++)
+    for (size_t i = 0; rc == 0 && i < STEPQ_ARRAY_LEN(pragmas); i++)
         rc = q__exec_simple(db, pragmas[i]);
     if (rc != 0 || (create && (rc = q__schema_migrate(db, target)) != 0))
         goto fail;
